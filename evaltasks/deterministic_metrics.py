@@ -1,0 +1,5 @@
+"""Alias of eval-ai-library 0.8's ``eval_lib.deterministic_metrics`` module path."""
+
+from evaltasks.metrics.length_check import LengthCheckMetric
+
+__all__ = ["LengthCheckMetric"]

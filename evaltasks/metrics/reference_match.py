@@ -1,0 +1,158 @@
+"""ReferenceMatchMetric: cosine similarity of the output's embedding with reference embeddings.
+
+Source: the eval-ai-library ``ReferenceMatchMetric`` documentation (``shared/seeds/002_*.txt``) and issue #2:
+each similarity is clamped to [0, 1], then aggregated by ``max`` or ``mean``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from evaltasks.embeddings import DEFAULT_MODELS, PROVIDERS, EmbeddingProvider, VectorTable, get_provider
+from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.results import MetricResult
+from evaltasks.test_case import EvalTestCase
+
+AGGREGATIONS = ("max", "mean")
+
+
+class ReferenceMatchMetric(BaseMetric):
+    """Embedding similarity between ``actual_output`` and a list of references, aggregated by max or mean.
+
+    score = aggregate_i( clamp(cos(e(output), e(reference_i)), 0, 1) ), with unit-norm embeddings ``e``
+    so the cosine is a dot product. No LLM is involved.
+
+    Args:
+        threshold: minimum passing score, default 0.7.
+        references: reference texts; None (default) means "use each test case's ``references``".
+        aggregation: ``"max"`` (default) or ``"mean"``.
+        embedding_provider: ``"openai"`` (default, as the seed) or ``"local"``.
+        model_name: embedding model; None means the provider default (``text-embedding-3-small`` for openai,
+            ``all-MiniLM-L6-v2`` for local).
+        name: the name in results (default ``"ReferenceMatchMetric"``).
+
+    Raises:
+        ValueError: an empty ``references`` list or an empty reference, an unknown aggregation or provider,
+            a threshold outside [0, 1].
+
+    An empty or whitespace-only output scores 0.0 and is never sent to a provider. ``evaluation_log`` keys:
+    ``similarities`` (per reference, clamped, in reference order), ``aggregation``, ``provider``, ``model``,
+    ``reference_count``.
+    """
+
+    version: ClassVar[str] = "1"
+
+    def __init__(
+        self,
+        threshold: float = 0.7,
+        references: list[str] | None = None,
+        aggregation: Literal["max", "mean"] = "max",
+        embedding_provider: Literal["openai", "local"] = "openai",
+        model_name: str | None = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(threshold, name=name)
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {list(AGGREGATIONS)}, got {aggregation!r}")
+        if embedding_provider not in PROVIDERS:
+            raise ValueError(f"embedding_provider must be one of {sorted(PROVIDERS)}, got {embedding_provider!r}")
+        if references is not None:
+            if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
+                raise ValueError("references must be a list of strings")
+            if not references:
+                raise ValueError("references must not be an empty list (use None to take each case's references)")
+            if any(not r.strip() for r in references):
+                raise ValueError("references must not contain empty strings")
+        if model_name is not None and (not isinstance(model_name, str) or not model_name.strip()):
+            raise ValueError(f"model_name must be a non-empty string, got {model_name!r}")
+        self.references = list(references) if references is not None else None
+        self.aggregation = aggregation
+        self.embedding_provider = embedding_provider
+        self.model_name = model_name or DEFAULT_MODELS[embedding_provider]
+
+    @property
+    def provider(self) -> EmbeddingProvider:
+        """The shared embedding provider. Raises CredentialsError when credentials are missing."""
+        return get_provider(self.embedding_provider, self.model_name)
+
+    def config(self) -> dict[str, Any]:
+        """Constructor arguments (threshold, name, references, aggregation, embedding_provider, model_name)."""
+        return {
+            **super().config(), "references": self.references, "aggregation": self.aggregation,
+            "embedding_provider": self.embedding_provider, "model_name": self.model_name,
+        }
+
+    def references_for(self, case: EvalTestCase) -> list[str]:
+        """The references ``case`` is compared with: the metric's own, else the case's (possibly empty)."""
+        return self.references if self.references is not None else list(case.references or [])
+
+    def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
+        """A case needs references (its own when the metric has none), none of them empty."""
+        if self.references is not None:
+            return []
+        if not case.references:
+            return [("references", "is missing or empty, and the metric has no references of its own")]
+        empty = [i for i, r in enumerate(case.references) if not r.strip()]
+        if empty:
+            return [("references", f"item(s) {empty} are empty strings")]
+        return []
+
+    def add_embedding_needs(self, cases: Sequence[EvalTestCase], needs: dict[str, EmbeddingNeed]) -> None:
+        """Register the cases' references and non-empty outputs under this metric's provider namespace."""
+        provider = self.provider
+        need = needs.setdefault(provider.namespace, EmbeddingNeed(provider))
+        if self.references is not None:
+            need.references.update(dict.fromkeys(self.references))
+        for case in cases:
+            if self.references is None:
+                need.references.update(dict.fromkeys(case.references or ()))
+            if case.actual_output.strip():
+                need.outputs[case.actual_output] = None
+
+    def _embed_directly(self, cases: Sequence[EvalTestCase]) -> dict[str, VectorTable]:
+        needs: dict[str, EmbeddingNeed] = {}
+        self.add_embedding_needs(cases, needs)
+        tables = {}
+        for namespace, need in needs.items():
+            texts = list(dict.fromkeys([*need.references, *need.outputs]))
+            tables[namespace] = VectorTable(texts, need.provider.embed(texts))
+        return tables
+
+    def score_batch(
+        self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
+    ) -> list[MetricResult]:
+        """Score each case from the vectors of its output and references (embedded here when not given)."""
+        if vectors is None:
+            vectors = self._embed_directly(cases)
+        table = vectors.get(self.provider.namespace) if cases else None
+        reduce = np.max if self.aggregation == "max" else np.mean
+        results = []
+        for case in cases:
+            refs = self.references_for(case)
+            log: dict[str, Any] = {
+                "aggregation": self.aggregation, "provider": self.embedding_provider, "model": self.model_name,
+                "reference_count": len(refs),
+            }
+            if not case.actual_output.strip():
+                log["similarities"] = []
+                results.append(MetricResult.scored(
+                    self.name, 0.0, self.threshold,
+                    "The output is empty or whitespace only, so it matches no reference (score 0.0).", log,
+                ))
+                continue
+            assert table is not None
+            sims = table.rows(refs) @ table.rows([case.actual_output])[0]
+            np.clip(sims, 0.0, 1.0, out=sims)
+            score = float(reduce(sims))
+            log["similarities"] = [round(float(s), 6) for s in sims]
+            best = int(np.argmax(sims))
+            reason = (
+                f"{self.aggregation.capitalize()} cosine similarity {score:.4f} over {len(refs)} reference(s) "
+                f"(best {float(sims[best]):.4f} with reference {best + 1}); threshold {self.threshold}."
+            )
+            results.append(MetricResult.scored(self.name, score, self.threshold, reason, log))
+        return results

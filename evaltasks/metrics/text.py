@@ -1,0 +1,47 @@
+"""Text length rules shared by metrics.
+
+- characters: extended grapheme clusters (Unicode UAX #29, what a person sees as one character), via the
+  ``regex`` package's ``\\X``;
+- words: Unicode UAX #29 word segments (``regex``'s ``(?w)`` word boundaries) that contain at least one
+  letter or digit (``\\p{L}``/``\\p{N}``); punctuation, dashes and spaces are not words, an apostrophe or a
+  decimal point inside a word does not split it, and each CJK ideograph is its own word.
+"""
+
+from __future__ import annotations
+
+import regex
+
+_GRAPHEME = regex.compile(r"\X")
+_BOUNDARY = regex.compile(r"(?wV1)\b")
+_HAS_WORD_CHAR = regex.compile(r"[\p{L}\p{N}]")
+# Fast path: a UAX #29 boundary followed by a letter or digit starts exactly one counted segment, unless the
+# text holds a character that can begin a segment *and then join* a letter or digit without being one itself
+# (ExtendNumLet such as "_", Extend/Format/ZWJ marks, Katakana-class symbols, non-letter ALetter/Numeric
+# characters such as circled letters). Texts holding one of those take the exact segment-by-segment path.
+_SEGMENT_START = regex.compile(r"(?w)\b[\p{L}\p{N}]")
+_JOINERS = regex.compile(
+    r"(?V1)[[\p{WB=ExtendNumLet}\p{WB=Extend}\p{WB=Format}\p{WB=ZWJ}\p{WB=Katakana}"
+    r"\p{WB=ALetter}\p{WB=Hebrew_Letter}\p{WB=Numeric}]--[\p{L}\p{N}]]"
+)
+
+
+def count_chars(text: str) -> int:
+    """Number of extended grapheme clusters in ``text`` (``"e\\u0301"`` is 1, a family emoji is 1)."""
+    if text.isascii():
+        return len(text) - text.count("\r\n")  # in ASCII only CR LF forms a multi-code-point cluster
+    return len(_GRAPHEME.findall(text))
+
+
+def count_words(text: str) -> int:
+    """Number of UAX #29 word segments of ``text`` that contain a letter or digit.
+
+    Examples: ``"Ответ на ваш вопрос — да, конечно"`` is 6; ``"don't pay 3.14"`` is 3; ``"我爱北京"`` is 4.
+    """
+    if _JOINERS.search(text) is None:
+        return len(_SEGMENT_START.findall(text))
+    return sum(1 for segment in _BOUNDARY.split(text) if _HAS_WORD_CHAR.search(segment))
+
+
+def words_exact(text: str) -> int:
+    """The reference implementation of :func:`count_words` (segment by segment), for tests and checks."""
+    return sum(1 for segment in _BOUNDARY.split(text) if _HAS_WORD_CHAR.search(segment))

@@ -1,0 +1,1 @@
+"""Report writers: results.json, junit.xml, summary.md and the console table."""

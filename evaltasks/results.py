@@ -1,0 +1,255 @@
+"""Result models: one metric on one test case, one test case, and a whole evaluation.
+
+Statuses (the same words everywhere, ``results.json`` included):
+
+- ``passed``: scored and ``score >= threshold``;
+- ``failed``: scored and ``score < threshold``;
+- ``errored``: a run-time failure (a provider still failing after its retries); ``error`` says why;
+- ``skipped``: not evaluated (e.g. missing credentials on a fork); ``reason`` says why.
+
+A test case is ``errored`` if any metric errored, else ``failed`` if any failed, else ``passed`` if any
+passed, else ``skipped``. The pass rate is passed cases / all cases.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["passed", "failed", "errored", "skipped"]
+
+
+class MetricResult(BaseModel):
+    """The outcome of one metric on one test case.
+
+    Attributes:
+        name: the metric's name (its class name unless configured otherwise).
+        score: in [0, 1]; ``None`` only when errored or skipped.
+        threshold: the minimum passing score, in [0, 1].
+        success: ``score >= threshold`` (False when errored or skipped).
+        reason: one human sentence with the measured numbers.
+        evaluation_cost: US dollars spent on provider calls; 0.0 for local work.
+        evaluation_log: the measured details (metric-specific keys).
+        status: ``passed``, ``failed``, ``errored`` or ``skipped``.
+        error: why the metric errored, when it did.
+    """
+
+    name: str
+    score: float | None
+    threshold: float
+    success: bool
+    reason: str
+    evaluation_cost: float = 0.0
+    evaluation_log: dict[str, Any] = Field(default_factory=dict)
+    status: Status = "passed"
+    error: str | None = None
+
+    @classmethod
+    def scored(
+        cls,
+        name: str,
+        score: float,
+        threshold: float,
+        reason: str,
+        evaluation_log: dict[str, Any],
+        evaluation_cost: float = 0.0,
+    ) -> MetricResult:
+        """Build the result of a completed scoring; ``success``/``status`` follow ``score >= threshold``."""
+        success = bool(score >= threshold)
+        return cls(
+            name=name,
+            score=float(score),
+            threshold=threshold,
+            success=success,
+            reason=reason,
+            evaluation_cost=evaluation_cost,
+            evaluation_log=evaluation_log,
+            status="passed" if success else "failed",
+        )
+
+    @classmethod
+    def errored(cls, name: str, threshold: float, error: str) -> MetricResult:
+        """Build the result of a metric that failed at run time (``score`` None, ``success`` False)."""
+        return cls(
+            name=name, score=None, threshold=threshold, success=False, reason=f"Errored: {error}",
+            status="errored", error=error,
+        )
+
+    @classmethod
+    def skipped(cls, name: str, threshold: float, reason: str) -> MetricResult:
+        """Build the result of a metric that was not evaluated (``score`` None, ``success`` False)."""
+        return cls(name=name, score=None, threshold=threshold, success=False, reason=reason, status="skipped")
+
+
+def case_status(metrics: list[MetricResult]) -> Status:
+    """The status of a test case from its metric results (rule in the module docstring)."""
+    statuses = {m.status for m in metrics}
+    for status in ("errored", "failed", "passed"):
+        if status in statuses:
+            return status  # type: ignore[return-value]
+    return "skipped"
+
+
+class TestCaseResult(BaseModel):
+    """All metric results of one test case, in metric order.
+
+    Attributes:
+        id: the case id (dataset ``id`` column, else a hash of the input, ``#2``… for duplicates).
+        input: the prompt, if any.
+        actual_output: the evaluated output.
+        status: the case status (see module docstring).
+        success: True when every metric passed.
+        metrics: one :class:`MetricResult` per metric.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    id: str
+    input: str | None = None
+    actual_output: str
+    status: Status
+    success: bool
+    metrics: list[MetricResult]
+
+    @classmethod
+    def from_metrics(cls, id: str, input: str | None, actual_output: str, metrics: list[MetricResult]) -> TestCaseResult:
+        """Build a case result, deriving ``status`` and ``success`` from the metric results."""
+        status = case_status(metrics)
+        return cls(
+            id=id, input=input, actual_output=actual_output, status=status,
+            success=status == "passed" and all(m.status == "passed" for m in metrics), metrics=metrics,
+        )
+
+
+class MetricSummary(BaseModel):
+    """Aggregates of one metric over the run.
+
+    Attributes:
+        mean_score: mean of the scores of scored (passed or failed) cases; None when none was scored.
+        pass_rate: passed / all cases evaluated by this metric.
+        threshold: the metric's threshold.
+        passed, failed, errored, skipped: counts of cases by status for this metric.
+    """
+
+    mean_score: float | None
+    pass_rate: float
+    threshold: float
+    passed: int = 0
+    failed: int = 0
+    errored: int = 0
+    skipped: int = 0
+
+
+class EmbeddingCounts(BaseModel):
+    """Embedding work of a run, counted in unique texts.
+
+    Attributes:
+        references_computed: unique reference texts a provider embedded in this run.
+        references_reused: unique reference texts found already in the reference index.
+        outputs_computed: unique outputs embedded in this run.
+        outputs_reused: unique outputs whose embeddings came from a cache (e.g. Prefect's task cache).
+    """
+
+    references_computed: int = 0
+    references_reused: int = 0
+    outputs_computed: int = 0
+    outputs_reused: int = 0
+
+    def add(self, other: EmbeddingCounts) -> EmbeddingCounts:
+        """Return the field-wise sum of two counts."""
+        return EmbeddingCounts(**{k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields})
+
+
+class EmbeddingModelInfo(BaseModel):
+    """An embedding model used in a run: provider, model name, fingerprint, dimensions."""
+
+    provider: str
+    model: str
+    fingerprint: str
+    dimensions: int | None = None
+
+
+class EvaluationSummary(BaseModel):
+    """Run-level aggregates.
+
+    Attributes:
+        cases, passed_cases, failed_cases, errored_cases, skipped_cases: case counts by status.
+        pass_rate: passed_cases / cases (0.0 for an empty run).
+        metrics: per-metric aggregates keyed by metric name, in metric order.
+        embeddings: embedding work counts.
+        evaluation_cost: total US dollars spent on provider calls.
+    """
+
+    cases: int
+    passed_cases: int
+    failed_cases: int
+    errored_cases: int
+    skipped_cases: int
+    pass_rate: float
+    metrics: dict[str, MetricSummary]
+    embeddings: EmbeddingCounts = Field(default_factory=EmbeddingCounts)
+    evaluation_cost: float = 0.0
+
+
+class EvaluationResult(BaseModel):
+    """What :func:`evaluate` returns.
+
+    Attributes:
+        test_results: one :class:`TestCaseResult` per test case, in input order.
+        summary: run-level aggregates.
+        embedding_models: each embedding model used, with its fingerprint.
+    """
+
+    test_results: list[TestCaseResult]
+    summary: EvaluationSummary
+    embedding_models: list[EmbeddingModelInfo] = Field(default_factory=list)
+
+
+def summarize(
+    test_results: list[TestCaseResult],
+    metric_thresholds: dict[str, float],
+    embeddings: EmbeddingCounts | None = None,
+) -> EvaluationSummary:
+    """Aggregate case results into an :class:`EvaluationSummary`.
+
+    Args:
+        test_results: the case results.
+        metric_thresholds: metric name -> threshold, in metric order (names with no results still appear).
+        embeddings: embedding counts of the run.
+    """
+    counts = {"passed": 0, "failed": 0, "errored": 0, "skipped": 0}
+    per_metric: dict[str, dict[str, Any]] = {
+        name: {"scores": [], "passed": 0, "failed": 0, "errored": 0, "skipped": 0} for name in metric_thresholds
+    }
+    cost = 0.0
+    for case in test_results:
+        counts[case.status] += 1
+        for m in case.metrics:
+            bucket = per_metric[m.name]
+            bucket[m.status] += 1
+            if m.score is not None and m.status in ("passed", "failed"):
+                bucket["scores"].append(m.score)
+            cost += m.evaluation_cost
+    metrics = {}
+    for name, bucket in per_metric.items():
+        scores = bucket.pop("scores")
+        total = sum(bucket.values())
+        metrics[name] = MetricSummary(
+            mean_score=(sum(scores) / len(scores)) if scores else None,
+            pass_rate=(bucket["passed"] / total) if total else 0.0,
+            threshold=metric_thresholds[name],
+            **bucket,
+        )
+    n = len(test_results)
+    return EvaluationSummary(
+        cases=n,
+        passed_cases=counts["passed"],
+        failed_cases=counts["failed"],
+        errored_cases=counts["errored"],
+        skipped_cases=counts["skipped"],
+        pass_rate=counts["passed"] / n if n else 0.0,
+        metrics=metrics,
+        embeddings=embeddings or EmbeddingCounts(),
+        evaluation_cost=cost,
+    )

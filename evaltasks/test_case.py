@@ -1,0 +1,44 @@
+"""The test case: one model output to evaluate, with what it is compared against."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EvalTestCase(BaseModel):
+    """One model output and its context (seed-compatible with eval_lib's ``EvalTestCase``).
+
+    Attributes:
+        actual_output: the text the model produced (required, a string; may be empty).
+        input: the prompt or question, if any.
+        expected_output: an expected answer, if any (not used by the current metrics).
+        name: an identifier for reports; datasets fill it with the row id.
+        references: reference texts for :class:`~evaltasks.ReferenceMatchMetric` when the metric has none of
+            its own; ``None`` means "no references".
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    actual_output: str
+    input: str | None = None
+    expected_output: str | None = None
+    name: str | None = None
+    references: list[str] | None = Field(default=None)
+
+
+def assign_ids(cases: list[EvalTestCase], explicit: list[str | None] | None = None) -> list[str]:
+    """Stable ids for ``cases``: the explicit id (or ``name``) when given, else the first 12 hex digits of
+    sha256 of the input (of the output when there is no input). A repeated id gets ``#2``, ``#3``… in order.
+    """
+    import hashlib
+
+    seen: dict[str, int] = {}
+    ids = []
+    for i, case in enumerate(cases):
+        base = (explicit[i] if explicit else None) or case.name
+        if not base:
+            text = case.input if case.input is not None else case.actual_output
+            base = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        seen[base] = seen.get(base, 0) + 1
+        ids.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+    return ids

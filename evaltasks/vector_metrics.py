@@ -1,0 +1,5 @@
+"""Alias of eval-ai-library 0.8's ``eval_lib.vector_metrics`` module path."""
+
+from evaltasks.metrics.reference_match import ReferenceMatchMetric
+
+__all__ = ["ReferenceMatchMetric"]
