@@ -120,7 +120,7 @@ def score_metric_batch(
     failed_namespaces: dict[str, str] | None = None,
 ) -> list[MetricResult]:
     """Score one metric over a batch; a provider failure makes the batch's results ``errored``, not a crash."""
-    namespace = getattr(getattr(metric, "provider", None), "namespace", None) if failed_namespaces else None
+    namespace = metric.embedding_namespace if failed_namespaces else None
     if namespace and namespace in failed_namespaces:
         return [MetricResult.errored(metric.name, metric.threshold, failed_namespaces[namespace]) for _ in cases]
     try:
@@ -224,7 +224,7 @@ def evaluate_sync(
     if verbose:
         from evaltasks.reports.console import print_summary
 
-        print_summary(result)
+        print_summary(result.summary)
     return result
 
 

@@ -64,8 +64,25 @@ class BaseMetric(ABC):
         """Problems that make ``case`` unusable for this metric, as ``(field, message)`` pairs."""
         return []
 
+    @property
+    def embedding_namespace(self) -> str | None:
+        """The provider namespace whose vectors this metric reads, or None for metrics without embeddings."""
+        return None
+
+    def embedding_texts(self, case: EvalTestCase) -> tuple[list[str], list[str]]:
+        """(reference texts, output texts) of ``case`` that this metric needs embedded; none by default."""
+        return [], []
+
     def add_embedding_needs(self, cases: Sequence[EvalTestCase], needs: dict[str, EmbeddingNeed]) -> None:
         """Register the texts this metric needs embedded for ``cases`` into ``needs`` (keyed by namespace)."""
+        provider = getattr(self, "provider", None)
+        if provider is None:
+            return
+        need = needs.setdefault(provider.namespace, EmbeddingNeed(provider))
+        for case in cases:
+            references, outputs = self.embedding_texts(case)
+            need.references.update(dict.fromkeys(references))
+            need.outputs.update(dict.fromkeys(outputs))
 
     # -- scoring -----------------------------------------------------------------------------------------
     @abstractmethod

@@ -101,17 +101,14 @@ class ReferenceMatchMetric(BaseMetric):
             return [("references", f"item(s) {empty} are empty strings")]
         return []
 
-    def add_embedding_needs(self, cases: Sequence[EvalTestCase], needs: dict[str, EmbeddingNeed]) -> None:
-        """Register the cases' references and non-empty outputs under this metric's provider namespace."""
-        provider = self.provider
-        need = needs.setdefault(provider.namespace, EmbeddingNeed(provider))
-        if self.references is not None:
-            need.references.update(dict.fromkeys(self.references))
-        for case in cases:
-            if self.references is None:
-                need.references.update(dict.fromkeys(case.references or ()))
-            if case.actual_output.strip():
-                need.outputs[case.actual_output] = None
+    @property
+    def embedding_namespace(self) -> str:
+        """The namespace of this metric's provider and model."""
+        return self.provider.namespace
+
+    def embedding_texts(self, case: EvalTestCase) -> tuple[list[str], list[str]]:
+        """The case's references and its output (none when the output is empty or whitespace only)."""
+        return self.references_for(case), ([case.actual_output] if case.actual_output.strip() else [])
 
     def _embed_directly(self, cases: Sequence[EvalTestCase]) -> dict[str, VectorTable]:
         needs: dict[str, EmbeddingNeed] = {}
@@ -128,7 +125,7 @@ class ReferenceMatchMetric(BaseMetric):
         """Score each case from the vectors of its output and references (embedded here when not given)."""
         if vectors is None:
             vectors = self._embed_directly(cases)
-        table = vectors.get(self.provider.namespace) if cases else None
+        table = vectors.get(self.embedding_namespace) if cases else None
         reduce = np.max if self.aggregation == "max" else np.mean
         results = []
         for case in cases:

@@ -17,11 +17,13 @@ _HAS_WORD_CHAR = regex.compile(r"[\p{L}\p{N}]")
 # Fast path: a UAX #29 boundary followed by a letter or digit starts exactly one counted segment, unless the
 # text holds a character that can begin a segment *and then join* a letter or digit without being one itself
 # (ExtendNumLet such as "_", Extend/Format/ZWJ marks, Katakana-class symbols, non-letter ALetter/Numeric
-# characters such as circled letters). Texts holding one of those take the exact segment-by-segment path.
+# characters such as circled letters), or an Extend character that is itself a letter (the halfwidth
+# katakana sound marks U+FF9E/U+FF9F: no boundary precedes them, so a segment such as " \uff9e" holds a
+# letter without starting with one). Texts holding one of those take the exact segment-by-segment path.
 _SEGMENT_START = regex.compile(r"(?w)\b[\p{L}\p{N}]")
 _JOINERS = regex.compile(
-    r"(?V1)[[\p{WB=ExtendNumLet}\p{WB=Extend}\p{WB=Format}\p{WB=ZWJ}\p{WB=Katakana}"
-    r"\p{WB=ALetter}\p{WB=Hebrew_Letter}\p{WB=Numeric}]--[\p{L}\p{N}]]"
+    r"(?V1)[\p{WB=ExtendNumLet}\p{WB=Extend}\p{WB=Format}\p{WB=ZWJ}"
+    r"[[\p{WB=Katakana}\p{WB=ALetter}\p{WB=Hebrew_Letter}\p{WB=Numeric}]--[\p{L}\p{N}]]]"
 )
 
 

@@ -1,0 +1,146 @@
+"""The ``evaltasks`` command line.
+
+``evaltasks run SUITE [--output-dir DIR] [--index-dir DIR]`` evaluates a suite through the Prefect flow.
+Exit codes: 0 the gate holds; 1 the gate fails; 2 invalid config, input, credentials or usage (found before
+scoring, printed without a traceback); 3 the run aborted (I/O error or internal bug: a short message, and
+the full traceback written to a file whose path is printed).
+
+``evaltasks schema`` prints the suite file's JSON Schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from evaltasks._version import __version__
+
+EXIT_PASSED, EXIT_GATE_FAILED, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
+
+
+def _quiet_prefect_defaults() -> None:
+    """Defaults (overridable by the environment) that keep Prefect quiet: no shutdown tracebacks, no telemetry."""
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evaltasks", description="Evaluate LLM outputs with Prefect.")
+    parser.add_argument("--version", action="version", version=f"evaltasks {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="evaluate a suite and write results.json, junit.xml, summary.md")
+    run.add_argument("suite", help="the suite YAML file")
+    run.add_argument("--output-dir", default="eval-results", help="where reports go (default ./eval-results)")
+    run.add_argument("--index-dir", default=None,
+                     help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
+    run.add_argument("--batch-size", type=int, default=1000, help="test cases per scoring task (default 1000)")
+    run.add_argument("--no-cache", action="store_true", help="recompute cached task results")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
+    sub.add_parser("schema", help="print the JSON Schema of suite files")
+    return parser
+
+
+def _error(message: str) -> None:
+    print(f"evaltasks: error: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``evaltasks`` command; returns the exit code."""
+    args = _parser().parse_args(argv)
+    if args.command == "schema":
+        from evaltasks.suite import suite_json_schema
+
+        print(json.dumps(suite_json_schema(), indent=2))
+        return EXIT_PASSED
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from evaltasks.errors import InputError
+
+    if args.batch_size < 1:
+        _error("--batch-size must be at least 1")
+        return EXIT_INVALID
+    try:
+        from evaltasks.run import plan_run
+
+        plan = plan_run(args.suite)  # every input check, before Prefect starts
+    except InputError as exc:
+        _error(str(exc))
+        return EXIT_INVALID
+    except Exception:  # noqa: BLE001
+        return _aborted(args)
+
+    _quiet_prefect_defaults()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from evaltasks import _progress
+    from evaltasks.reports.console import print_summary
+
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, disable=args.quiet, transient=True,
+    )
+    started = time.time()
+    try:
+        with progress:
+            bar = progress.add_task(f"evaluating {plan.suite.suite.name}", total=plan.work_items)
+            _progress.set_progress_callback(lambda n: progress.advance(bar, n))
+            from evaltasks.flows.evaluate_suite import evaluate_suite
+
+            outcome = evaluate_suite(
+                suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
+                batch_size=args.batch_size, cache=not args.no_cache,
+            )
+    except InputError as exc:
+        _error(str(exc))
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_ABORTED
+    except Exception:  # noqa: BLE001
+        return _aborted(args)
+    finally:
+        _progress.set_progress_callback(None)
+
+    if not args.quiet:
+        from evaltasks.results import EvaluationSummary
+
+        print_summary(
+            EvaluationSummary.model_validate(outcome["summary"]), passed=outcome["passed"],
+            min_pass_rate=plan.suite.suite.gate.min_pass_rate, console=Console(),
+        )
+        print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
+              f"({time.time() - started:.1f} s)")
+    return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
+
+
+def _aborted(args: argparse.Namespace) -> int:
+    exc = sys.exc_info()[1]
+    text = traceback.format_exc()
+    try:
+        out = Path(args.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        log = out / "evaltasks-error.log"
+        log.write_text(text, encoding="utf-8")
+    except OSError:
+        fd, name = tempfile.mkstemp(prefix="evaltasks-error-", suffix=".log")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        log = Path(name)
+    _error(f"the run aborted: {type(exc).__name__}: {exc}\n  full traceback: {log}")
+    return EXIT_ABORTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

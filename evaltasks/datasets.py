@@ -1,0 +1,250 @@
+"""Dataset loaders: CSV, JSONL, JSON and YAML rows → test cases, each with its row's location.
+
+Locations: CSV and JSONL rows are named by their 1-based physical line (``line 5``; a CSV record spanning
+several lines is named by its first), JSON and YAML items by their 0-based index in the top-level list
+(``item 3``). Every bad row is collected (the first 20 are shown) before anything is scored.
+
+List fields (``references``): a JSON/YAML list of strings; or a string split on ``list_separator`` (items
+stripped, empties dropped); or, in a CSV without ``list_separator``, a cell holding a JSON array.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evaltasks.errors import DatasetError, Problem
+from evaltasks.suite import DatasetSpec
+from evaltasks.test_case import EvalTestCase, assign_ids
+
+_MISSING = object()
+STRING_FIELDS = ("input", "expected_output")
+MAX_PROBLEMS = 1000  # collected; the error shows the first 20
+
+
+@dataclass
+class LoadedDataset:
+    """Test cases read from a dataset file.
+
+    Attributes:
+        path: the resolved dataset path.
+        sha256: sha256 of the file's bytes.
+        cases: the test cases, in file order.
+        ids: one id per case (``id`` column, else hash of the input; ``#2``… for repeats).
+        locations: one location per case (``line N`` or ``item N``).
+    """
+
+    path: Path
+    sha256: str
+    cases: list[EvalTestCase] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    locations: list[str] = field(default_factory=list)
+
+
+def _read_text(path: Path, source: str) -> tuple[bytes, str]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DatasetError([Problem(source, "", "", "dataset file not found")]) from None
+    except IsADirectoryError:
+        raise DatasetError([Problem(source, "", "", "is a directory, not a dataset file")]) from None
+    except OSError as exc:
+        raise DatasetError([Problem(source, "", "", f"cannot read the dataset: {exc.strerror or exc}")]) from None
+    try:
+        return raw, raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DatasetError([Problem(source, f"line {line}", "", f"is not UTF-8 text (byte {exc.start})")]) from None
+
+
+def _rows_csv(text: str, source: str, problems: list[Problem]) -> Iterator[tuple[str, dict[str, Any]]]:
+    reader = csv.reader(text.splitlines(keepends=True))
+    try:
+        header = next(reader)
+    except StopIteration:
+        return
+    except csv.Error as exc:
+        problems.append(Problem(source, "line 1", "", f"invalid CSV header: {exc}"))
+        return
+    start = reader.line_num + 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            problems.append(Problem(source, f"line {start}", "", f"invalid CSV: {exc}"))
+            return
+        where = f"line {start}"
+        start = reader.line_num + 1
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue  # blank line
+        if len(row) != len(header):
+            problems.append(Problem(source, where, "", f"has {len(row)} cells but the header has {len(header)}"))
+            continue
+        yield where, dict(zip(header, row))
+
+
+def _rows_jsonl(text: str, source: str, problems: list[Problem]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(source, f"line {number}", "", f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        except RecursionError:
+            problems.append(Problem(source, f"line {number}", "", "JSON nested too deeply"))
+            continue
+        if not isinstance(row, dict):
+            problems.append(Problem(source, f"line {number}", "", f"must be a JSON object, got {type(row).__name__}"))
+            continue
+        yield f"line {number}", row
+
+
+def _rows_list(data: Any, source: str, problems: list[Problem], kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(data, dict) and isinstance(data.get("test_cases"), list):
+        data = data["test_cases"]
+    if not isinstance(data, list):
+        problems.append(Problem(source, "", "", f"must be a {kind} list of objects (or a mapping with 'test_cases')"))
+        return
+    for i, row in enumerate(data):
+        if not isinstance(row, dict):
+            problems.append(Problem(source, f"item {i}", "", f"must be an object, got {type(row).__name__}"))
+            continue
+        yield f"item {i}", row
+
+
+def _parse_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError([Problem(source, f"line {exc.lineno}", "", f"invalid JSON: {exc.msg}")]) from None
+    except RecursionError:
+        raise DatasetError([Problem(source, "", "", "JSON nested too deeply")]) from None
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        raise DatasetError([Problem(source, where, "", f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
+
+
+def _as_list(value: Any, separator: str | None, is_csv: bool) -> list[str] | str:
+    """A list of strings, or an error message."""
+    if isinstance(value, list):
+        if not all(isinstance(item, str) for item in value):
+            return "must be a list of strings"
+        return [item.strip() for item in value if item.strip()] if separator else list(value)
+    if isinstance(value, str):
+        if separator is not None:
+            return [item.strip() for item in value.split(separator) if item.strip()]
+        if is_csv:
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError:
+                return "must hold a JSON array of strings (or set dataset.list_separator)"
+            if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
+                return parsed
+            return "must hold a JSON array of strings (or set dataset.list_separator)"
+        return "must be a list of strings (or set dataset.list_separator to split a string)"
+    return f"must be a list of strings, got {type(value).__name__}"
+
+
+def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
+    """Load and validate the dataset ``spec`` describes (its path relative to ``base_dir``).
+
+    Raises:
+        DatasetError: the file is missing, unreadable, not UTF-8, unparsable, empty, lacks a mapped column, or
+            has rows with a missing/null/non-string output, a non-string text field, or a list field that is not
+            a list — every bad row named by file, line or item, and field.
+    """
+    path = (base_dir / spec.path).resolve()
+    source = str(base_dir / spec.path)
+    raw, text = _read_text(path, source)
+    suffix = path.suffix.lower()
+    problems: list[Problem] = []
+    if suffix == ".csv":
+        rows: Iterator[tuple[str, dict[str, Any]]] = _rows_csv(text, source, problems)
+    elif suffix == ".jsonl":
+        rows = _rows_jsonl(text, source, problems)
+    elif suffix == ".json":
+        rows = _rows_list(_parse_json(text, source), source, problems, "JSON")
+    else:
+        rows = _rows_list(_parse_yaml(text, source), source, problems, "YAML")
+
+    fields = spec.fields
+    explicit = {k: v for k, v in fields.model_dump().items() if v is not None}
+    dataset = LoadedDataset(path=path, sha256=hashlib.sha256(raw).hexdigest())
+    explicit_ids: list[str | None] = []
+    column_checked = False
+    for where, row in rows:
+        if suffix == ".csv" and not column_checked:
+            column_checked = True
+            missing = [col for col in explicit.values() if col not in row]
+            if missing:
+                problems.append(Problem(
+                    source, "line 1", missing[0],
+                    f"column not found in the header (columns: {', '.join(row)})"
+                    + (f"; also missing: {', '.join(missing[1:])}" if len(missing) > 1 else ""),
+                ))
+                break
+        case_fields: dict[str, Any] = {}
+        row_ok = True
+        for name in ("actual_output", "input", "expected_output", "references", "id"):
+            column = explicit.get(name) or (name if name in row else None)
+            value = row.get(column, _MISSING) if column else _MISSING
+            if name == "actual_output":
+                if value is _MISSING or value is None:
+                    problems.append(Problem(source, where, column or name, "is missing or null (actual_output is required)"))
+                    row_ok = False
+                elif not isinstance(value, str):
+                    problems.append(Problem(source, where, column, f"must be a string, got {type(value).__name__}"))
+                    row_ok = False
+                else:
+                    case_fields[name] = value
+            elif value is _MISSING or value is None:
+                continue
+            elif name == "references":
+                items = _as_list(value, spec.list_separator, suffix == ".csv")
+                if isinstance(items, str):
+                    problems.append(Problem(source, where, column, items))
+                    row_ok = False
+                else:
+                    case_fields[name] = items
+            elif name == "id":
+                if isinstance(value, bool) or not isinstance(value, (str, int)):
+                    problems.append(Problem(source, where, column, f"must be a string or integer, got {type(value).__name__}"))
+                    row_ok = False
+                else:
+                    case_fields[name] = str(value)
+            elif not isinstance(value, str):
+                problems.append(Problem(source, where, column, f"must be a string, got {type(value).__name__}"))
+                row_ok = False
+            else:
+                case_fields[name] = value
+        if len(problems) >= MAX_PROBLEMS:
+            break
+        if not row_ok:
+            continue
+        row_id = case_fields.pop("id", None)
+        dataset.cases.append(EvalTestCase(**case_fields))
+        explicit_ids.append(row_id)
+        dataset.locations.append(where)
+    if problems:
+        raise DatasetError(problems)
+    if not dataset.cases:
+        raise DatasetError([Problem(source, "", "", "the dataset has no rows")])
+    dataset.ids = assign_ids(dataset.cases, explicit_ids)
+    return dataset

@@ -1,0 +1,31 @@
+"""Escaping of untrusted text (model outputs, inputs, reasons) for markdown and XML reports."""
+
+from __future__ import annotations
+
+import html
+
+import regex
+
+_CONTROL = regex.compile(r"[\p{Cc}--[\n\t]]", flags=regex.V1)
+_XML_INVALID = regex.compile(r"[^\u0009\u000A\u000D\u0020-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+_MD_SPECIAL = regex.compile(r"([\\`*_{}\[\]()<>#+\-!|~@:])")
+
+
+def markdown_inline(text: str | None, limit: int = 200) -> str:
+    """``text`` made inert inside a markdown table cell or paragraph, cut to ``limit`` characters.
+
+    Control characters are dropped, newlines become spaces, HTML is entity-escaped, and markdown
+    punctuation (links, images, emphasis, code, tables, @mentions) is backslash-escaped.
+    """
+    if text is None:
+        return ""
+    text = _CONTROL.sub("", text).replace("\n", " ").replace("\t", " ")
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    text = html.escape(text, quote=True)
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def xml_text(text: str | None) -> str:
+    """``text`` with characters XML 1.0 forbids removed (escaping is the XML writer's job)."""
+    return "" if text is None else _XML_INVALID.sub("", text)

@@ -1,0 +1,36 @@
+"""The summary table printed at the end of a run (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from evaltasks.results import EvaluationSummary
+
+
+def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min_pass_rate: float | None = None,
+                  console: Console | None = None) -> None:
+    """Print a per-metric table and the pass rate (and the gate verdict when ``passed`` is given)."""
+    console = console or Console()
+    s = summary
+    table = Table(title="evaltasks results", show_lines=False)
+    for column in ("metric", "mean score", "pass rate", "threshold", "passed", "failed", "errored", "skipped"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for name, m in s.metrics.items():
+        table.add_row(
+            Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}", f"{m.pass_rate:.2%}",
+            f"{m.threshold}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
+        )
+    console.print(table)
+    line = f"cases: {s.cases}  passed: {s.passed_cases}  failed: {s.failed_cases}  errored: {s.errored_cases}  " \
+           f"skipped: {s.skipped_cases}  pass rate: {s.pass_rate:.2%}"
+    console.print(Text(line))
+    e = s.embeddings
+    console.print(Text(
+        f"embeddings: references computed {e.references_computed}, reused {e.references_reused}; "
+        f"outputs computed {e.outputs_computed}, reused {e.outputs_reused}"
+    ))
+    if passed is not None:
+        verdict = "[bold green]GATE PASSED[/]" if passed else "[bold red]GATE FAILED[/]"
+        console.print(f"{verdict} (pass rate {s.pass_rate:.2%}, required {min_pass_rate:.2%})")

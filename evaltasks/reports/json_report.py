@@ -1,0 +1,33 @@
+"""results.json: the machine-readable contract read by the GitHub Action and other tools.
+
+Top-level keys: ``schema_version``, ``evaltasks_version``, ``suite``, ``suite_sha256``, ``dataset``,
+``dataset_sha256``, ``passed`` (the gate held), ``gate``, ``embedding_models``, ``summary``, ``cases``.
+Cases are written one at a time (a stream), so memory does not grow with the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from evaltasks.reports._atomic import atomic_writer
+from evaltasks.results import EvaluationSummary, TestCaseResult
+
+SCHEMA_VERSION = 1
+
+
+def write_results_json(
+    path: Path, header: dict[str, Any], summary: EvaluationSummary, cases: Iterable[TestCaseResult]
+) -> None:
+    """Stream ``results.json`` to ``path`` atomically (temporary file, then rename)."""
+    with atomic_writer(path) as out:
+        out.write("{\n")
+        for key, value in header.items():
+            out.write(f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n")
+        out.write(f'  "summary": {summary.model_dump_json()},\n')
+        out.write('  "cases": [')
+        for i, case in enumerate(cases):
+            out.write(("\n    " if i == 0 else ",\n    ") + case.model_dump_json())
+        out.write("\n  ]\n}\n")

@@ -1,0 +1,247 @@
+"""The suite file: a validated YAML description of one evaluation (dataset, metrics, gate).
+
+Example (paths are relative to the suite file)::
+
+    name: truthfulqa-davinci
+    dataset:
+      path: answers.csv            # .csv, .jsonl, .json, .yaml/.yml; format from the extension
+      fields: {input: question, actual_output: model_answer, references: correct_answers}
+      list_separator: ";"
+    metrics:
+      - metric: ReferenceMatchMetric   # registered class name; `name:` optional; other keys: constructor args
+        threshold: 0.7
+        embedding_provider: local
+    gate:
+      min_pass_rate: 0.9           # fraction of cases that must pass every metric; default 1.0
+
+The same pydantic model validates suites and produces the JSON Schema shipped for editors
+(``evaltasks/schema/suite.schema.json``, also printed by ``evaltasks schema``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evaltasks.errors import ConfigError, Problem
+from evaltasks.metrics import METRICS, BaseMetric, get_metric_class
+
+DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
+
+
+class FieldMap(BaseModel):
+    """Which dataset column (CSV) or key (JSON, JSONL, YAML) fills each test-case field.
+
+    ``actual_output`` defaults to the column ``actual_output``; each optional field defaults to the column of
+    the same name when the dataset has one.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    actual_output: str = "actual_output"
+    input: str | None = None
+    expected_output: str | None = None
+    references: str | None = None
+    id: str | None = Field(default=None, description="Column with the case id; default: hash of the input.")
+
+
+class DatasetSpec(BaseModel):
+    """Where the test cases come from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="Dataset file, relative to the suite file (.csv, .jsonl, .json, .yaml, .yml).")
+    fields: FieldMap = Field(default_factory=FieldMap)
+    list_separator: str | None = Field(
+        default=None,
+        description="Splits list fields given as strings; items stripped, empties dropped. "
+        "Without it a CSV list cell must hold a JSON array.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetSpec:
+        if Path(self.path).suffix.lower() not in DATASET_FORMATS:
+            raise ValueError(f"dataset.path must end in one of {', '.join(DATASET_FORMATS)}: '{self.path}'")
+        if self.list_separator == "":
+            raise ValueError("dataset.list_separator must not be empty")
+        return self
+
+
+class MetricSpec(BaseModel):
+    """One metric: its registered class name, an optional result name, and constructor arguments."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+
+    metric: str = Field(description="Registered metric class name.", json_schema_extra={"enum": list(METRICS)})
+    name: str | None = Field(default=None, description="Name in results; default: the class name.")
+
+
+class Gate(BaseModel):
+    """When a run passes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_pass_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="Fraction of cases that must pass.")
+
+
+class Suite(BaseModel):
+    """A whole suite file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Suite name, used in reports and artifact keys.")
+    description: str | None = None
+    dataset: DatasetSpec
+    metrics: list[MetricSpec] = Field(min_length=1)
+    gate: Gate = Field(default_factory=Gate)
+
+
+@dataclass
+class LoadedSuite:
+    """A validated suite: the model, its metric instances, and where it lives.
+
+    Attributes:
+        suite: the validated :class:`Suite`.
+        metrics: constructed metric instances, in suite order.
+        path: the suite file (resolved).
+        sha256: sha256 of the suite file's bytes.
+    """
+
+    suite: Suite
+    metrics: list[BaseMetric]
+    path: Path
+    sha256: str
+
+    @property
+    def dataset_path(self) -> Path:
+        """The dataset path resolved relative to the suite file (``..`` and symlinks resolved)."""
+        return (self.path.parent / self.suite.dataset.path).resolve()
+
+
+def suite_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the suite format (draft 2020-12), generated from :class:`Suite`."""
+    schema = Suite.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "evaltasks suite"
+    return schema
+
+
+def _loc(parts: tuple[Any, ...]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _known_keys(model: type[BaseModel]) -> list[str]:
+    return list(model.model_fields)
+
+
+def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    mapping: dict[tuple[str, ...], type[BaseModel]] = {
+        (): Suite, ("dataset",): DatasetSpec, ("dataset", "fields"): FieldMap, ("gate",): Gate,
+    }
+    return mapping.get(tuple(p for p in loc if not isinstance(p, int)))
+
+
+def _problems_from_validation(source: str, exc: ValidationError) -> list[Problem]:
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            model = _model_for(loc[:-1])
+            close = difflib.get_close_matches(str(loc[-1]), _known_keys(model), n=1) if model else []
+            message = "unknown key" + (f" (did you mean '{close[0]}'?)" if close else "")
+        elif err["type"] == "missing":
+            message = "is required"
+        problems.append(Problem(source, _loc(loc[:-1]) if loc else "", str(loc[-1]) if loc else "", message))
+    return problems
+
+
+def build_metric(spec: MetricSpec) -> BaseMetric:
+    """Construct the metric a :class:`MetricSpec` describes. Raises KeyError (unknown) or ValueError/TypeError."""
+    cls = get_metric_class(spec.metric)
+    kwargs = dict(spec.model_extra or {})
+    if spec.name is not None:
+        kwargs["name"] = spec.name
+    return cls(**kwargs)
+
+
+def load_suite(path: str | Path) -> LoadedSuite:
+    """Read, parse and validate a suite file, constructing its metrics.
+
+    Raises:
+        ConfigError: every problem found (unreadable file, invalid YAML with its line, unknown or missing keys
+            with "did you mean", wrong types, unknown metric, invalid metric arguments, repeated metric names).
+    """
+    path = Path(path)
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError([Problem(source, "", "", "suite file not found")]) from None
+    except OSError as exc:
+        raise ConfigError([Problem(source, "", "", f"cannot read the suite file: {exc.strerror or exc}")]) from None
+    try:
+        text = raw.decode("utf-8-sig")
+        data = yaml.safe_load(text)
+    except UnicodeDecodeError as exc:
+        raise ConfigError([Problem(source, "", "", f"is not UTF-8 text (byte {exc.start})")]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([Problem(source, where, "", f"invalid YAML: {problem}")]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([Problem(source, "", "", "must be a YAML mapping with name, dataset and metrics")])
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_problems_from_validation(source, exc)) from None
+
+    problems: list[Problem] = []
+    metrics: list[BaseMetric] = []
+    names: dict[str, int] = {}
+    for i, spec in enumerate(suite.metrics):
+        where = f"metrics[{i}]"
+        try:
+            metric = build_metric(spec)
+        except KeyError as exc:
+            problems.append(Problem(source, where, "metric", str(exc.args[0])))
+            continue
+        except TypeError as exc:
+            problems.append(Problem(source, where, "", _unknown_argument(spec, exc)))
+            continue
+        except ValueError as exc:
+            problems.append(Problem(source, where, "", str(exc)))
+            continue
+        if metric.name in names:
+            problems.append(Problem(
+                source, where, "name",
+                f"metric name '{metric.name}' is already used by metrics[{names[metric.name]}]; give one a `name:`",
+            ))
+        names.setdefault(metric.name, i)
+        metrics.append(metric)
+    if problems:
+        raise ConfigError(problems)
+    return LoadedSuite(suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _unknown_argument(spec: MetricSpec, exc: TypeError) -> str:
+    import inspect
+
+    cls = get_metric_class(spec.metric)
+    params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = [k for k in (spec.model_extra or {}) if k not in params]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], params, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return f"unknown argument '{unknown[0]}' for {spec.metric}{hint}; accepted: {', '.join(params)}"
+    return str(exc)

@@ -1,0 +1,168 @@
+"""The ``evaluate-suite`` flow: load a suite and its dataset, evaluate, write reports, publish artifacts.
+
+Run it with ``evaltasks run SUITE``, call ``evaluate_suite(...)`` from Python, or deploy it from
+``prefect.yaml`` (entry point ``flows/evaluate_suite.py:evaluate_suite``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from evaltasks.embeddings import VectorTable
+from evaltasks.evaluate import assemble, model_infos
+from evaltasks.index import default_index_dir
+from evaltasks.results import EmbeddingCounts, MetricResult
+from evaltasks.run import RunOutcome, finish_run, plan_run
+from evaltasks.tasks import embed_outputs, embed_references, score_batch
+
+DEFAULT_BATCH_SIZE = 1000
+EMBED_CHUNK = 4096
+
+
+def artifact_key(suite_name: str, suffix: str) -> str:
+    """A Prefect artifact key (``[a-z0-9-]``) for ``suite_name``: e.g. ``truthfulqa-davinci-summary``."""
+    slug = re.sub(r"[^a-z0-9]+", "-", suite_name.lower()).strip("-") or "suite"
+    return f"{slug}-{suffix}"
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+@flow(name="evaluate-suite", log_prints=False)
+def evaluate_suite(
+    suite_path: str,
+    output_dir: str = "eval-results",
+    index_dir: str | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    cache: bool = True,
+) -> dict[str, Any]:
+    """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
+
+    Args:
+        suite_path: the suite YAML file (a path: flow parameters are capped at 512 KiB, datasets are not).
+        output_dir: where the reports go.
+        index_dir: the reference index directory (default ``$EVALTASKS_INDEX_DIR`` or ``.evaltasks/index``).
+        batch_size: test cases per ``score-batch`` task run.
+        cache: reuse cached task results (``embed-outputs``, ``score-batch``); False recomputes them.
+
+    Returns:
+        ``{"suite", "passed", "results_path", "summary"}`` (the summary as in results.json).
+
+    Raises:
+        ConfigError, DatasetError, CredentialsError: invalid input (nothing is scored).
+    """
+    return run_suite(suite_path, output_dir, index_dir, batch_size, cache).summary_dict()
+
+
+def run_suite(
+    suite_path: str, output_dir: str, index_dir: str | None, batch_size: int, cache: bool
+) -> RunOutcome:
+    """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome."""
+    logger = get_run_logger()
+    started = time.time()
+    plan = plan_run(suite_path)
+    index_dir = str(index_dir or default_index_dir())
+    cases = plan.dataset.cases
+    metrics = plan.suite.metrics
+    logger.info("Suite %r: %d cases × %d metrics", plan.suite.suite.name, len(cases), len(metrics))
+
+    embed_outputs_task = embed_outputs.with_options(refresh_cache=True) if not cache else embed_outputs
+    score_task = score_batch.with_options(refresh_cache=True) if not cache else score_batch
+
+    counts = EmbeddingCounts()
+    tables: dict[str, VectorTable] = {}
+    failed: dict[str, str] = {}
+    dims: dict[str, int] = {}
+    for namespace, need in plan.needs.items():
+        provider = need.provider
+        ref_futures = [
+            embed_references.submit(provider.provider, provider.model_name, chunk, index_dir)
+            for chunk in _chunks(list(need.references), EMBED_CHUNK)
+        ]
+        out_futures = [
+            embed_outputs_task.submit(provider.provider, provider.model_name, namespace, chunk)
+            for chunk in _chunks(list(need.outputs), EMBED_CHUNK)
+        ]
+        parts: list[VectorTable] = []
+        try:
+            for future in ref_futures:
+                table, ref_counts = future.result()
+                parts.append(table)
+                counts = counts.add(ref_counts)
+            for future in out_futures:
+                table = future.result()
+                parts.append(table)
+                reused = future.state.name == "Cached"
+                counts = counts.add(EmbeddingCounts(
+                    outputs_computed=0 if reused else len(table), outputs_reused=len(table) if reused else 0,
+                ))
+        except Exception as exc:  # noqa: BLE001 - a provider that still fails errors its metrics, not the run
+            from evaltasks.errors import CredentialsError
+
+            if isinstance(exc, CredentialsError):
+                raise
+            logger.error("Embedding with %s failed: %s", namespace, exc)
+            failed[namespace] = str(exc)
+            continue
+        tables[namespace] = VectorTable.concat(parts)
+        if len(tables[namespace]):
+            dims[namespace] = int(tables[namespace].vectors.shape[1])
+    logger.info("Embeddings: %s", counts.model_dump())
+
+    batches = _chunks(list(range(len(cases))), max(1, batch_size))
+    futures = []
+    for metric in metrics:
+        namespace = metric.embedding_namespace
+        key = metric.cache_key()
+        for rows in batches:
+            batch = [cases[i] for i in rows]
+            vectors = None
+            if namespace in tables:
+                texts = [t for case in batch for group in metric.embedding_texts(case) for t in group]
+                vectors = {namespace: tables[namespace].subset(texts)}
+            futures.append(score_task.submit(metric, batch, vectors, key, failed or None))
+    per_metric: list[list[MetricResult]] = []
+    for m in range(len(metrics)):
+        results: list[MetricResult] = []
+        for future in futures[m * len(batches) : (m + 1) * len(batches)]:
+            results.extend(future.result())
+        per_metric.append(results)
+
+    result = assemble(cases, plan.dataset.ids, metrics, per_metric, counts, model_infos(plan.needs, dims))
+    outcome = finish_run(plan, result, output_dir, started)
+    _publish_artifacts(outcome)
+    logger.info(
+        "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,
+        100 * plan.suite.suite.gate.min_pass_rate, "PASSED" if outcome.passed else "FAILED",
+    )
+    return outcome
+
+
+def _publish_artifacts(outcome: RunOutcome) -> None:
+    """A table artifact of per-metric results and a markdown artifact with the summary."""
+    suite_name = outcome.header["suite"]
+    summary = outcome.result.summary
+    rows = [
+        {
+            "metric": name, "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
+            "pass_rate": round(m.pass_rate, 6), "threshold": m.threshold, "passed": m.passed, "failed": m.failed,
+            "errored": m.errored, "skipped": m.skipped,
+        }
+        for name, m in summary.metrics.items()
+    ]
+    create_table_artifact(
+        key=artifact_key(suite_name, "metrics"), table=rows,
+        description=f"Per-metric results of suite {suite_name}",
+    )
+    create_markdown_artifact(
+        key=artifact_key(suite_name, "summary"),
+        markdown=Path(outcome.paths["summary.md"]).read_text(encoding="utf-8"),
+        description=f"Evaluation summary of suite {suite_name}",
+    )
