@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -65,7 +66,9 @@ def _read_text(path: Path, source: str) -> tuple[bytes, str]:
 
 
 def _rows_csv(text: str, source: str, problems: list[Problem]) -> Iterator[tuple[str, dict[str, Any]]]:
-    reader = csv.reader(text.splitlines(keepends=True))
+    # Split on "\n" only: str.splitlines() also breaks at U+2028, U+0085, form feeds…, which may sit inside
+    # a cell (model outputs) and would tear the row apart and shift the line numbers.
+    reader = csv.reader(io.StringIO(text, newline="\n"))
     try:
         header = next(reader)
     except StopIteration:
@@ -93,7 +96,8 @@ def _rows_csv(text: str, source: str, problems: list[Problem]) -> Iterator[tuple
 
 
 def _rows_jsonl(text: str, source: str, problems: list[Problem]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Split on "\n" only (not str.splitlines()): JSON strings may hold a raw U+2028, U+0085, form feed…
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

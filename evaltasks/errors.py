@@ -33,8 +33,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = ", ".join(part for part in (self.source, self.location) if part)
-        field = f" field '{self.field}'" if self.field else ""
-        return f"{where}:{field} {self.message}".strip()
+        field = f"field '{self.field}' " if self.field else ""
+        return f"{where}: {field}{self.message}" if where else f"{field}{self.message}"
 
 
 class InputError(EvalTasksError, ValueError):

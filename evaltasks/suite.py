@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evaltasks.errors import ConfigError, Problem
+from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem
 from evaltasks.metrics import METRICS, BaseMetric, get_metric_class
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
@@ -201,26 +201,42 @@ def load_suite(path: str | Path) -> LoadedSuite:
         raise ConfigError([Problem(source, where, "", f"invalid YAML: {problem}")]) from None
     if not isinstance(data, dict):
         raise ConfigError([Problem(source, "", "", "must be a YAML mapping with name, dataset and metrics")])
-    try:
-        suite = Suite.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_problems_from_validation(source, exc)) from None
-
     problems: list[Problem] = []
+    try:
+        suite: Suite | None = Suite.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(_problems_from_validation(source, exc))
+        suite = None
+    raw_metrics = data.get("metrics")
+    metrics = _build_metrics(source, raw_metrics, problems) if isinstance(raw_metrics, list) else []
+    if problems or suite is None:
+        raise ConfigError(problems)
+    return LoadedSuite(suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _build_metrics(source: str, raw_metrics: list[Any], problems: list[Problem]) -> list[BaseMetric]:
+    """Construct every well-formed metric entry, adding a located problem for each one that fails."""
     metrics: list[BaseMetric] = []
     names: dict[str, int] = {}
-    for i, spec in enumerate(suite.metrics):
+    for i, entry in enumerate(raw_metrics):
         where = f"metrics[{i}]"
         try:
+            spec = MetricSpec.model_validate(entry)
+        except ValidationError:
+            continue  # already reported by the suite model
+        try:
             metric = build_metric(spec)
+            getattr(metric, "provider", None)  # resolves the embedding provider: missing credentials show here
         except KeyError as exc:
             problems.append(Problem(source, where, "metric", str(exc.args[0])))
             continue
         except TypeError as exc:
             problems.append(Problem(source, where, "", _unknown_argument(spec, exc)))
             continue
-        except ValueError as exc:
-            problems.append(Problem(source, where, "", str(exc)))
+        except ValueError as exc:  # CredentialsError is a ValueError too
+            field = "embedding_provider" if isinstance(exc, CredentialsError) else ""
+            message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
+            problems.append(Problem(source, where, field, message))
             continue
         if metric.name in names:
             problems.append(Problem(
@@ -229,9 +245,7 @@ def load_suite(path: str | Path) -> LoadedSuite:
             ))
         names.setdefault(metric.name, i)
         metrics.append(metric)
-    if problems:
-        raise ConfigError(problems)
-    return LoadedSuite(suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest())
+    return metrics
 
 
 def _unknown_argument(spec: MetricSpec, exc: TypeError) -> str:

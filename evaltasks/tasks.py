@@ -28,7 +28,6 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
-from evaltasks import _progress
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
 from evaltasks.evaluate import embed_outputs as _embed_outputs
@@ -94,6 +93,4 @@ def score_batch(
         metric_key: ``metric.cache_key()``: class, version and configuration.
         failed_namespaces: namespaces whose embedding failed at run time; their metrics' results are errored.
     """
-    results = score_metric_batch(metric, cases, vectors, failed_namespaces)
-    _progress.advance(len(results))
-    return results
+    return score_metric_batch(metric, cases, vectors, failed_namespaces)

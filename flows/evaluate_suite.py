@@ -14,6 +14,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
 from evaltasks.evaluate import assemble, model_infos
 from evaltasks.index import default_index_dir
@@ -132,7 +133,9 @@ def run_suite(
     for m in range(len(metrics)):
         results: list[MetricResult] = []
         for future in futures[m * len(batches) : (m + 1) * len(batches)]:
-            results.extend(future.result())
+            batch_results = future.result()
+            results.extend(batch_results)
+            _progress.advance(len(batch_results))
         per_metric.append(results)
 
     result = assemble(cases, plan.dataset.ids, metrics, per_metric, counts, model_infos(plan.needs, dims))
