@@ -18,6 +18,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from evaltasks._version import __version__
 
@@ -98,6 +99,7 @@ def _run(args: argparse.Namespace) -> int:
             _progress.set_progress_callback(lambda n: progress.advance(bar, n))
             from evaltasks.flows.evaluate_suite import evaluate_suite
 
+            _hide_input_error_tracebacks()
             outcome = evaluate_suite(
                 suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
                 batch_size=args.batch_size, cache=not args.no_cache,
@@ -123,6 +125,26 @@ def _run(args: argparse.Namespace) -> int:
         print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
               f"({time.time() - started:.1f} s)")
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
+
+
+def _not_an_input_error(record: Any) -> bool:
+    """Logging filter: False for a record carrying an :class:`~evaltasks.errors.InputError` traceback."""
+    from evaltasks.errors import InputError
+
+    return not (record.exc_info and isinstance(record.exc_info[1], InputError))
+
+
+def _hide_input_error_tracebacks() -> None:
+    """Keep Prefect's console handler from printing the traceback of an input error (e.g. a rejected API key).
+
+    The flow engine logs a failing flow's exception with its traceback; for invalid input the CLI prints the
+    message itself and exits 2, without a traceback. Other errors keep their Prefect log lines.
+    """
+    import logging
+
+    for handler in logging.getLogger().handlers:
+        if _not_an_input_error not in handler.filters:
+            handler.addFilter(_not_an_input_error)
 
 
 def _aborted(args: argparse.Namespace) -> int:

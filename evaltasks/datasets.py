@@ -193,7 +193,10 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
     dataset = LoadedDataset(path=path, sha256=hashlib.sha256(raw).hexdigest())
     explicit_ids: list[str | None] = []
     column_checked = False
+    keys_seen: set[str] = set()  # JSON, JSONL, YAML: a mapped key that no row has is a typo, not a blank
     for where, row in rows:
+        if suffix != ".csv":
+            keys_seen.update(row)
         if suffix == ".csv" and not column_checked:
             column_checked = True
             missing = [col for col in explicit.values() if col not in row]
@@ -246,6 +249,13 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
         dataset.cases.append(EvalTestCase(**case_fields))
         explicit_ids.append(row_id)
         dataset.locations.append(where)
+    if suffix != ".csv" and keys_seen and len(problems) < MAX_PROBLEMS:  # every row was read
+        keys = ", ".join(sorted(map(str, keys_seen))[:20]) + (", …" if len(keys_seen) > 20 else "")
+        for name, column in explicit.items():
+            if name != "actual_output" and column not in keys_seen:  # actual_output is reported row by row
+                problems.append(Problem(
+                    source, "", column, f"key not found in any row (dataset.fields.{name}; keys: {keys})",
+                ))
     if problems:
         raise DatasetError(problems)
     if not dataset.cases:

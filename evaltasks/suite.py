@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem
 from evaltasks.metrics import METRICS, BaseMetric, get_metric_class
@@ -64,13 +64,20 @@ class DatasetSpec(BaseModel):
         "Without it a CSV list cell must hold a JSON array.",
     )
 
-    @model_validator(mode="after")
-    def _check(self) -> DatasetSpec:
-        if Path(self.path).suffix.lower() not in DATASET_FORMATS:
-            raise ValueError(f"dataset.path must end in one of {', '.join(DATASET_FORMATS)}: '{self.path}'")
-        if self.list_separator == "":
-            raise ValueError("dataset.list_separator must not be empty")
-        return self
+    # Field validators (not a model validator), so that errors are located at dataset.path / .list_separator.
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        if Path(value).suffix.lower() not in DATASET_FORMATS:
+            raise ValueError(f"must end in one of {', '.join(DATASET_FORMATS)}: '{value}'")
+        return value
+
+    @field_validator("list_separator")
+    @classmethod
+    def _check_separator(cls, value: str | None) -> str | None:
+        if value == "":
+            raise ValueError("must not be empty")
+        return value
 
 
 class MetricSpec(BaseModel):
@@ -161,6 +168,8 @@ def _problems_from_validation(source: str, exc: ValidationError) -> list[Problem
             message = "unknown key" + (f" (did you mean '{close[0]}'?)" if close else "")
         elif err["type"] == "missing":
             message = "is required"
+        elif err["type"] == "value_error" and "error" in err.get("ctx", {}):
+            message = str(err["ctx"]["error"])  # our own validators' message, without pydantic's "Value error, "
         problems.append(Problem(source, _loc(loc[:-1]) if loc else "", str(loc[-1]) if loc else "", message))
     return problems
 
@@ -234,7 +243,7 @@ def _build_metrics(source: str, raw_metrics: list[Any], problems: list[Problem])
             problems.append(Problem(source, where, "", _unknown_argument(spec, exc)))
             continue
         except ValueError as exc:  # CredentialsError is a ValueError too
-            field = "embedding_provider" if isinstance(exc, CredentialsError) else ""
+            field = "embedding_provider" if isinstance(exc, CredentialsError) else _argument_named(spec, str(exc))
             message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
             problems.append(Problem(source, where, field, message))
             continue
@@ -246,6 +255,14 @@ def _build_metrics(source: str, raw_metrics: list[Any], problems: list[Problem])
         names.setdefault(metric.name, i)
         metrics.append(metric)
     return metrics
+
+
+def _argument_named(spec: MetricSpec, message: str) -> str:
+    """The suite argument a metric's ValueError is about (its message starts with the name), else ``""``."""
+    for key in (spec.model_extra or {}):
+        if message.startswith(f"{key} ") or message.startswith(f"{key}:"):
+            return key
+    return ""
 
 
 def _unknown_argument(spec: MetricSpec, exc: TypeError) -> str:

@@ -16,6 +16,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
+from evaltasks.errors import InputError
 from evaltasks.evaluate import assemble, model_infos
 from evaltasks.index import default_index_dir
 from evaltasks.results import EmbeddingCounts, MetricResult
@@ -105,9 +106,7 @@ def run_suite(
                     outputs_computed=0 if reused else len(table), outputs_reused=len(table) if reused else 0,
                 ))
         except Exception as exc:  # noqa: BLE001 - a provider that still fails errors its metrics, not the run
-            from evaltasks.errors import CredentialsError
-
-            if isinstance(exc, CredentialsError):
+            if isinstance(exc, InputError):  # rejected credentials, unloadable model: the user must act
                 raise
             logger.error("Embedding with %s failed: %s", namespace, exc)
             failed[namespace] = str(exc)

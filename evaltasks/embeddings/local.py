@@ -124,6 +124,8 @@ class LocalEmbeddingProvider:
         except Exception as exc:  # noqa: BLE001
             raise ProviderError(f"local model '{self.model_name}' failed to embed: {exc}") from exc
         if len(texts) == 0:
-            dim = model.get_sentence_embedding_dimension()  # type: ignore[attr-defined]
+            # sentence-transformers >= 6 renamed the method (the old name warns); older releases lack the new one
+            dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+            dim = dimension()  # type: ignore[operator]
             return np.zeros((0, dim), dtype=np.float32)
         return normalize_rows(vectors)

@@ -15,8 +15,11 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     console = console or Console()
     s = summary
     table = Table(title="evaltasks results", show_lines=False)
-    for column in ("metric", "mean score", "pass rate", "threshold", "passed", "failed", "errored", "skipped"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
+    # Short headers and a metric column that does not shrink, so that an 80-column CI log shows the metric
+    # names whole (not "Refere…").
+    table.add_column("metric", justify="left", no_wrap=True)
+    for column in ("mean score", "pass rate", "thr.", "pass", "fail", "err.", "skip"):
+        table.add_column(column, justify="right")
     for name, m in s.metrics.items():
         table.add_row(
             Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}", f"{m.pass_rate:.2%}",

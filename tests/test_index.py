@@ -1,0 +1,287 @@
+"""ReferenceIndex (issue #2, section 4): FAISS on disk under tmp_path, the real local model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+
+from evaltasks import EvalTestCase, ReferenceIndex, ReferenceMatchMetric, evaluate_sync
+from evaltasks.embeddings import get_provider
+from evaltasks.embeddings.local import LocalEmbeddingProvider
+from evaltasks.embeddings.openai import OpenAIEmbeddingProvider
+from evaltasks.index import default_index_dir, text_id
+
+EPS = 1e-6
+
+REFS = [
+    "The Eiffel Tower is in Paris.",
+    "Water boils at 100 degrees Celsius at sea level.",
+    "The Eiffel Tower is in Paris.",  # duplicate: stored once
+    "Photosynthesis turns light into chemical energy.",
+]
+UNIQUE = list(dict.fromkeys(REFS))
+
+
+@pytest.fixture(scope="module")
+def provider():
+    return get_provider("local")
+
+
+def namespace_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def meta_of(root: Path) -> dict:
+    (ns,) = namespace_dirs(root)
+    return json.loads((ns / "meta.json").read_text(encoding="utf-8"))
+
+
+def assert_rows_match_model(table, texts, st_model) -> None:
+    expected = st_model.encode(texts, normalize_embeddings=True)
+    got = table.rows(texts)
+    assert got.shape == expected.shape
+    assert np.all(np.abs(np.sum(got * expected, axis=1) - 1.0) <= EPS)  # same direction
+    assert np.allclose(got, expected, atol=1e-5)
+
+
+# -- reuse -----------------------------------------------------------------------------------------------
+def test_second_run_embeds_zero_references(tmp_path, provider, st_model) -> None:
+    first = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    assert (first.computed, first.reused) == (len(UNIQUE), 0)
+    assert first.table.texts == UNIQUE
+    assert_rows_match_model(first.table, UNIQUE, st_model)
+
+    second = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)  # a fresh object: reads from disk
+    assert (second.computed, second.reused) == (0, len(UNIQUE))
+    assert_rows_match_model(second.table, UNIQUE, st_model)
+    assert np.array_equal(second.table.rows(UNIQUE), first.table.rows(UNIQUE))
+
+
+def test_new_references_are_added_and_old_ones_reused(tmp_path, provider, st_model) -> None:
+    ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    extra = "Mount Everest is the highest mountain above sea level."
+    lookup = ReferenceIndex(tmp_path).get_or_embed(provider, [extra, *REFS])
+    assert (lookup.computed, lookup.reused) == (1, len(UNIQUE))
+    assert_rows_match_model(lookup.table, [extra, *UNIQUE], st_model)
+    assert meta_of(tmp_path)["count"] == len(UNIQUE) + 1
+
+
+def test_identical_references_are_stored_once(tmp_path, provider) -> None:
+    ReferenceIndex(tmp_path).get_or_embed(provider, REFS + REFS[::-1])
+    meta = meta_of(tmp_path)
+    assert meta["count"] == len(UNIQUE) == 3
+    index = faiss.read_index(str(namespace_dirs(tmp_path)[0] / "vectors.faiss"))
+    assert index.ntotal == 3
+    ids = sorted(faiss.vector_to_array(faiss.downcast_index(index).id_map).tolist())
+    assert ids == sorted(text_id(t) for t in UNIQUE)
+
+
+def test_text_id_is_a_content_hash() -> None:
+    text = "Ünïcode reference"
+    expected = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & (2**63 - 1)
+    assert text_id(text) == expected
+    assert text_id(text) == text_id(str(text))
+    assert text_id("a") != text_id("a ")
+    assert 0 <= text_id("anything") < 2**63
+
+
+# -- through evaluate ------------------------------------------------------------------------------------
+def _cases() -> list[EvalTestCase]:
+    return [
+        EvalTestCase(actual_output="The Eiffel Tower stands in Paris.", references=[REFS[0], REFS[3]]),
+        EvalTestCase(actual_output="Water boils at 100 °C.", references=[REFS[1], REFS[0]]),
+        EvalTestCase(actual_output="Plants use sunlight to make sugar.", references=[REFS[3]]),
+        EvalTestCase(actual_output="The Eiffel Tower stands in Paris.", references=[REFS[2]]),  # repeated output
+    ]
+
+
+def test_scores_through_the_index_equal_direct_scores(tmp_path, cosine) -> None:
+    metric = ReferenceMatchMetric(embedding_provider="local", aggregation="mean")
+    direct = evaluate_sync(_cases(), [metric])
+    first = evaluate_sync(_cases(), [metric], index_dir=tmp_path)
+    second = evaluate_sync(_cases(), [metric], index_dir=tmp_path)
+
+    assert first.summary.embeddings.references_computed == len(UNIQUE)
+    assert first.summary.embeddings.references_reused == 0
+    assert second.summary.embeddings.references_computed == 0
+    assert second.summary.embeddings.references_reused == len(UNIQUE)
+    for run in (first, second):
+        assert run.summary.embeddings.outputs_computed == 3  # unique outputs
+    assert direct.summary.embeddings.references_computed == len(UNIQUE)
+    assert direct.summary.embeddings.references_reused == 0
+
+    for case, d, a, b in zip(_cases(), direct.test_results, first.test_results, second.test_results):
+        expected = float(np.clip(cosine(case.actual_output, case.references), 0, 1).mean())
+        for result in (d, a, b):
+            got = result.metrics[0]
+            assert abs(got.score - expected) <= EPS
+            assert got.success is d.metrics[0].success
+
+
+def test_index_dir_none_writes_nothing(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    evaluate_sync(_cases()[:1], [ReferenceMatchMetric(embedding_provider="local")])
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- corruption ------------------------------------------------------------------------------------------
+def _corrupt_truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _corrupt_garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(path.stat().st_size))
+
+
+@pytest.mark.parametrize("corrupt", [_corrupt_truncate, _corrupt_garbage], ids=["truncated", "garbage"])
+def test_corrupt_index_is_detected_and_rebuilt(tmp_path, provider, st_model, corrupt) -> None:
+    ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    (ns,) = namespace_dirs(tmp_path)
+    corrupt(ns / "vectors.faiss")
+
+    with pytest.warns(UserWarning, match="corrupt"):
+        lookup = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    assert (lookup.computed, lookup.reused) == (len(UNIQUE), 0)  # nothing read from the bad file
+    assert_rows_match_model(lookup.table, UNIQUE, st_model)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the rebuilt index is sound: no warning any more
+        again = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    assert (again.computed, again.reused) == (0, len(UNIQUE))
+    assert_rows_match_model(again.table, UNIQUE, st_model)
+    assert meta_of(tmp_path)["count"] == len(UNIQUE)
+
+
+def test_corrupt_index_scores_stay_right_through_evaluate(tmp_path, cosine) -> None:
+    metric = ReferenceMatchMetric(embedding_provider="local")
+    evaluate_sync(_cases(), [metric], index_dir=tmp_path)
+    (ns,) = namespace_dirs(tmp_path)
+    _corrupt_truncate(ns / "vectors.faiss")
+    with pytest.warns(UserWarning, match="corrupt"):
+        result = evaluate_sync(_cases(), [metric], index_dir=tmp_path)
+    assert result.summary.embeddings.references_computed == len(UNIQUE)
+    for case, got in zip(_cases(), result.test_results):
+        expected = float(np.clip(cosine(case.actual_output, case.references), 0, 1).max())
+        assert abs(got.metrics[0].score - expected) <= EPS
+
+
+def test_flipped_vector_bytes_are_caught_by_the_checksum(tmp_path, provider, st_model) -> None:
+    ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    (ns,) = namespace_dirs(tmp_path)
+    path = ns / "vectors.faiss"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40  # inside the float data: FAISS still reads the file, the vectors are wrong
+    path.write_bytes(bytes(data))
+    tampered = faiss.read_index(str(path))
+    assert tampered.ntotal == len(UNIQUE)  # only the checksum can tell
+    with pytest.warns(UserWarning, match="corrupt"):
+        lookup = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    assert lookup.computed == len(UNIQUE)
+    assert_rows_match_model(lookup.table, UNIQUE, st_model)
+
+
+def test_metadata_disagreeing_with_the_index_is_detected(tmp_path, provider) -> None:
+    ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    (ns,) = namespace_dirs(tmp_path)
+    meta = json.loads((ns / "meta.json").read_text())
+    meta["count"] = 99  # the FAISS file is intact (checksum still matches) but the count disagrees
+    (ns / "meta.json").write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="corrupt"):
+        lookup = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    assert lookup.computed == len(UNIQUE)
+    assert meta_of(tmp_path)["count"] == len(UNIQUE)
+
+
+def test_unreadable_metadata_is_detected(tmp_path, provider) -> None:
+    ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    (ns,) = namespace_dirs(tmp_path)
+    (ns / "meta.json").write_text("{not json")
+    with pytest.warns(UserWarning, match="corrupt"):
+        lookup = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    assert lookup.computed == len(UNIQUE)
+    assert meta_of(tmp_path)["count"] == len(UNIQUE)
+
+
+# -- namespaces and files --------------------------------------------------------------------------------
+def test_namespaces_differ_per_model(tmp_path, provider, minilm_path) -> None:
+    ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    # the same weights named by path: another model name, so another namespace (nothing reused across)
+    by_path = get_provider("local", str(minilm_path))
+    assert by_path.namespace != provider.namespace
+    lookup = ReferenceIndex(tmp_path).get_or_embed(by_path, REFS)
+    assert (lookup.computed, lookup.reused) == (len(UNIQUE), 0)
+    dirs = namespace_dirs(tmp_path)
+    assert len(dirs) == 2
+    models = sorted(json.loads((d / "meta.json").read_text())["model"] for d in dirs)
+    assert models == sorted(["all-MiniLM-L6-v2", str(minilm_path)])
+
+
+def test_fingerprint_follows_the_model_files(tmp_path, provider, minilm_path) -> None:
+    # a copy of the model whose config differs by one byte has another fingerprint, so another namespace
+    copy = tmp_path / "model-copy"
+    copy.mkdir()
+    for item in minilm_path.iterdir():
+        (copy / item.name).symlink_to(item)
+    (copy / "config.json").unlink()
+    (copy / "config.json").write_text((minilm_path / "config.json").read_text() + "\n")
+    changed = LocalEmbeddingProvider(str(copy))
+    same = LocalEmbeddingProvider(str(minilm_path))
+    assert same.fingerprint == provider.fingerprint
+    assert changed.fingerprint != provider.fingerprint
+    assert changed.fingerprint in changed.namespace and changed.namespace != same.namespace
+
+
+def test_openai_namespace_differs_from_local(provider) -> None:
+    # constructing the client makes no request; only the namespace is read
+    openai_small = OpenAIEmbeddingProvider(api_key="sk-test-not-used")
+    openai_large = OpenAIEmbeddingProvider("text-embedding-3-large", api_key="sk-test-not-used")
+    openai_256 = OpenAIEmbeddingProvider(api_key="sk-test-not-used", dimensions=256)
+    spaces = {provider.namespace, openai_small.namespace, openai_large.namespace, openai_256.namespace}
+    assert len(spaces) == 4
+    assert openai_small.namespace.startswith("openai/text-embedding-3-small/")
+    assert provider.namespace.startswith("local/all-MiniLM-L6-v2/")
+
+
+def test_files_are_faiss_and_json_only(tmp_path, provider) -> None:
+    ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
+    (ns,) = namespace_dirs(tmp_path)
+    files = sorted(p.name for p in ns.iterdir())
+    assert [f for f in files if f != ".lock"] == ["meta.json", "vectors.faiss"]
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in {".pkl", ".pickle", ".npy", ".npz"}]
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.stat().st_size:
+            assert not path.read_bytes().startswith(b"\x80"), f"{path} looks like a pickle"
+    index = faiss.read_index(str(ns / "vectors.faiss"))
+    assert isinstance(faiss.downcast_index(index), faiss.IndexIDMap2)
+    assert index.d == 384 and index.ntotal == len(UNIQUE)
+    meta = json.loads((ns / "meta.json").read_text(encoding="utf-8"))
+    assert meta["provider"] == "local"
+    assert meta["model"] == "all-MiniLM-L6-v2"
+    assert meta["fingerprint"] == provider.fingerprint
+    assert meta["dimensions"] == 384
+    assert meta["count"] == len(UNIQUE)
+    assert meta["index_sha256"] == hashlib.sha256((ns / "vectors.faiss").read_bytes()).hexdigest()
+    assert ReferenceIndex(tmp_path).info()[0]["count"] == len(UNIQUE)
+
+
+def test_default_index_dir(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("EVALTASKS_INDEX_DIR", raising=False)
+    assert default_index_dir() == Path(".evaltasks/index")
+    assert ReferenceIndex().root == Path(".evaltasks/index")
+    monkeypatch.setenv("EVALTASKS_INDEX_DIR", str(tmp_path / "elsewhere"))
+    assert ReferenceIndex().root == tmp_path / "elsewhere"
+    assert ReferenceIndex(tmp_path / "explicit").root == tmp_path / "explicit"
+
+
+def test_empty_request_touches_nothing(tmp_path, provider) -> None:
+    lookup = ReferenceIndex(tmp_path / "idx").get_or_embed(provider, [])
+    assert (lookup.computed, lookup.reused, len(lookup.table)) == (0, 0, 0)
+    assert not (tmp_path / "idx").exists()

@@ -1,0 +1,302 @@
+"""The three reports (issue #2 §6): results.json, junit.xml, summary.md.
+
+A small suite is planned and evaluated with the real engine (bundled all-MiniLM-L6-v2, real FAISS index)
+and its reports written by :func:`evaltasks.run.finish_run`; every expected value is computed here
+independently (sentence-transformers + numpy for ReferenceMatch, hand counts for LengthCheck).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaltasks import __version__
+from evaltasks.evaluate import evaluate_sync
+from evaltasks.reports import write_reports
+from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
+from evaltasks.run import finish_run, plan_run
+
+TOL = 1e-6
+RM_THRESHOLD = 0.5
+MAX_WORDS = 10
+INJECTION = (
+    "<img src=x> [link](http://x) ![i](http://x) @someone | cell \x07\x1b[31m "
+    "one two three four five six seven eight nine ten eleven"
+)
+CASES = [
+    {"id": "paris", "question": "What is the capital of France?", "answer": "The capital of France is Paris.",
+     "refs": ["Paris is the capital of France.", "France's capital city is Paris."], "words": 6},
+    {"id": "boil", "question": "At what temperature does water boil?",
+     "answer": "Water boils at 100 degrees Celsius at sea level.",
+     "refs": ["At sea level water boils at 100 °C (212 °F).", "Paris is the capital of France."], "words": 9},
+    {"id": "inject", "question": "<script>alert(1)</script> Say hi", "answer": INJECTION,
+     "refs": ["Hello there, nice to meet you."], "words": None},  # > 10 words: the 11-word tail alone
+    {"id": "empty", "question": "Anything?", "answer": "", "refs": ["Something."], "words": 0},
+    {"id": "offtopic", "question": "How fast is light?", "answer": "Our company was founded in 2020.",
+     "refs": ["Light travels at about 299,792 km per second."], "words": 6},
+]
+CASE_KEYS = {"id", "input", "actual_output", "status", "success", "metrics"}
+METRIC_KEYS = {"name", "status", "score", "threshold", "success", "reason", "evaluation_log"}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Plan, evaluate and report the suite once for the module; return its directory."""
+    root = tmp_path_factory.mktemp("reports")
+    with open(root / "answers.jsonl", "w", encoding="utf-8") as handle:
+        for case in CASES:
+            row = {"id": case["id"], "question": case["question"], "answer": case["answer"], "refs": case["refs"]}
+            handle.write(json.dumps(row) + "\n")
+    (root / "suite.yaml").write_text(
+        "name: reports-test\n"
+        "dataset:\n  path: answers.jsonl\n  fields: {id: id, input: question, actual_output: answer, references: refs}\n"
+        f"metrics:\n  - metric: ReferenceMatchMetric\n    threshold: {RM_THRESHOLD}\n    embedding_provider: local\n"
+        f"  - metric: LengthCheckMetric\n    name: Short\n    max_length: {MAX_WORDS}\n    unit: words\n"
+        "gate:\n  min_pass_rate: 0.4\n",
+        encoding="utf-8",
+    )
+    plan = plan_run(root / "suite.yaml")
+    result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, index_dir=root / "index", ids=plan.dataset.ids)
+    finish_run(plan, result, root / "out", time.time())
+    return root
+
+
+@pytest.fixture(scope="module")
+def expected(run_dir: Path, st_model) -> dict:
+    """Per case: the ReferenceMatch score (clamped cosine, max) and the expected statuses."""
+    out: dict[str, dict] = {}
+    for case in CASES:
+        if case["answer"].strip():
+            vectors = st_model.encode([case["answer"], *case["refs"]], convert_to_numpy=True).astype(np.float64)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            sims = np.clip(vectors[1:] @ vectors[0], 0.0, 1.0)
+            score = float(sims.max())
+            assert abs(score - RM_THRESHOLD) > 1e-3, "test data too close to the threshold"
+        else:
+            sims, score = np.zeros(0), 0.0
+        rm_passed = score >= RM_THRESHOLD
+        short_passed = case["words"] is not None and case["words"] <= MAX_WORDS
+        out[case["id"]] = {
+            "rm_score": score, "rm_sims": sims, "rm": "passed" if rm_passed else "failed",
+            "short": "passed" if short_passed else "failed",
+            "status": "passed" if rm_passed and short_passed else "failed",
+        }
+    return out
+
+
+@pytest.fixture(scope="module")
+def results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "out" / "results.json").read_text(encoding="utf-8"))
+
+
+# --- results.json ---------------------------------------------------------------------------------------
+
+def test_results_json_header(run_dir: Path, results: dict) -> None:
+    for key in ("schema_version", "evaltasks_version", "suite", "suite_sha256", "dataset_sha256", "passed",
+                "summary", "cases", "embedding_models"):
+        assert key in results, key
+    assert results["schema_version"] == 1
+    assert results["evaltasks_version"] == __version__
+    assert results["suite"] == "reports-test"
+    assert results["suite_sha256"] == hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest()
+    assert results["dataset_sha256"] == hashlib.sha256((run_dir / "answers.jsonl").read_bytes()).hexdigest()
+    [model] = results["embedding_models"]
+    assert model["model"] == "all-MiniLM-L6-v2" and model["provider"] == "local"
+    assert re.fullmatch(r"[0-9a-f]{16}", model["fingerprint"])
+    assert model["dimensions"] == 384
+
+
+def test_results_json_summary(results: dict, expected: dict) -> None:
+    summary = results["summary"]
+    statuses = [expected[c["id"]]["status"] for c in CASES]
+    passed = statuses.count("passed")
+    assert passed == 2  # paris and boil; inject, empty and offtopic fail
+    assert summary["cases"] == 5
+    assert summary["passed_cases"] == passed
+    assert summary["failed_cases"] == 5 - passed
+    assert summary["errored_cases"] == summary["skipped_cases"] == 0
+    assert summary["pass_rate"] == pytest.approx(passed / 5, abs=TOL)
+    assert results["passed"] is True  # 0.4 >= gate 0.4 (inclusive)
+
+    rm = summary["metrics"]["ReferenceMatchMetric"]
+    rm_scores = [expected[c["id"]]["rm_score"] for c in CASES]
+    assert rm["mean_score"] == pytest.approx(sum(rm_scores) / 5, abs=TOL)
+    assert rm["pass_rate"] == pytest.approx([expected[c["id"]]["rm"] for c in CASES].count("passed") / 5, abs=TOL)
+    assert rm["threshold"] == RM_THRESHOLD
+    short = summary["metrics"]["Short"]
+    short_passed = [expected[c["id"]]["short"] for c in CASES].count("passed")
+    assert short_passed == 4
+    assert short["mean_score"] == pytest.approx(short_passed / 5, abs=TOL)
+    assert short["pass_rate"] == pytest.approx(short_passed / 5, abs=TOL)
+    assert short["threshold"] == 1.0
+    assert list(summary["metrics"]) == ["ReferenceMatchMetric", "Short"]
+
+    unique_refs = {r for c in CASES for r in c["refs"]}
+    assert len(unique_refs) == 6  # "Paris is the capital of France." appears twice
+    assert summary["embeddings"]["references_computed"] == len(unique_refs)
+    assert summary["embeddings"]["references_reused"] == 0
+    assert summary["embeddings"]["outputs_computed"] == 4  # the empty output is never embedded
+
+
+def test_results_json_cases(results: dict, expected: dict) -> None:
+    assert [c["id"] for c in results["cases"]] == [c["id"] for c in CASES]
+    for case, given in zip(results["cases"], CASES):
+        want = expected[given["id"]]
+        assert CASE_KEYS <= set(case)
+        assert case["input"] == given["question"]
+        assert case["actual_output"] == given["answer"]  # raw, control characters included
+        assert case["status"] == want["status"]
+        assert case["success"] is (want["status"] == "passed")
+        rm, short = case["metrics"]
+        for metric in (rm, short):
+            assert METRIC_KEYS <= set(metric)
+            assert metric["success"] is (metric["status"] == "passed")
+        assert rm["name"] == "ReferenceMatchMetric" and short["name"] == "Short"
+        assert abs(rm["score"] - want["rm_score"]) <= TOL
+        assert rm["status"] == want["rm"]
+        assert rm["threshold"] == RM_THRESHOLD
+        assert rm["evaluation_log"]["reference_count"] == len(given["refs"])
+        assert np.allclose(rm["evaluation_log"]["similarities"], want["rm_sims"], atol=2e-6)
+        assert short["status"] == want["short"]
+        assert short["score"] == (1.0 if want["short"] == "passed" else 0.0)
+        if given["words"] is not None:
+            assert short["evaluation_log"]["length"] == given["words"]
+        else:
+            assert short["evaluation_log"]["length"] > MAX_WORDS
+    empty_rm = results["cases"][3]["metrics"][0]
+    assert empty_rm["score"] == 0.0 and "empty" in empty_rm["reason"]
+
+
+# --- junit.xml -----------------------------------------------------------------------------------------------
+
+def test_junit_xml(run_dir: Path, results: dict) -> None:
+    root = ET.parse(run_dir / "out" / "junit.xml").getroot()
+    assert root.tag == "testsuites"
+    [suite] = root.findall("testsuite")
+    testcases = suite.findall("testcase")
+    assert len(testcases) == 5 * 2
+    expected_names = [f"{c['id']} :: {m}" for c in CASES for m in ("ReferenceMatchMetric", "Short")]
+    assert [tc.get("name") for tc in testcases] == expected_names
+
+    failed = [(c, m) for c in results["cases"] for m in c["metrics"] if m["status"] == "failed"]
+    assert len(failed) == 3 + 1  # ReferenceMatch: inject, empty, offtopic; Short: inject
+    for element in (root, suite):
+        assert element.get("tests") == "10"
+        assert element.get("failures") == str(len(failed))
+        assert element.get("errors") == "0" and element.get("skipped") == "0"
+    reasons = {f"{c['id']} :: {m['name']}": m["reason"] for c, m in failed}
+    for tc in testcases:
+        failures = tc.findall("failure")
+        if tc.get("name") in reasons:
+            [failure] = failures
+            assert failure.get("message") == reasons[tc.get("name")]
+            assert reasons[tc.get("name")] in failure.text
+        else:
+            assert list(tc) == []
+    inject = next(tc for tc in testcases if tc.get("name") == "inject :: Short")
+    text = inject.find("failure").text
+    assert "<img src=x>" in text  # escaped in the file, intact once parsed
+    assert "\x07" not in text and "\x1b" not in text  # XML 1.0 forbids them: removed
+
+
+# --- summary.md -------------------------------------------------------------------------------------------
+
+def test_summary_md_escapes_untrusted_text(run_dir: Path) -> None:
+    md = (run_dir / "out" / "summary.md").read_text(encoding="utf-8")
+    for raw in ("<img", "<script", "[link](", "](http", "![i]", "\x07", "\x1b"):
+        assert raw not in md, raw
+    assert not re.search(r"(?<!\\)@someone", md)
+    # The injected output is there, inert.
+    assert "&lt;img src=x&gt;" in md
+    assert r"\@someone" in md
+    assert r"\[link\]\(http\://x\)" in md
+    # Every table row keeps its column count: the output's "|" is escaped.
+    for line in md.splitlines():
+        if line.startswith("| "):
+            assert len(re.findall(r"(?<!\\)\|", line)) in (6, 9), line
+    worst = [line for line in md.splitlines() if line.startswith("| inject |")]
+    assert len(worst) == 2  # both of its failing metrics are listed
+
+
+def test_summary_md_content(run_dir: Path, results: dict, expected: dict) -> None:
+    md = (run_dir / "out" / "summary.md").read_text(encoding="utf-8")
+    assert md.startswith("# evaltasks: reports\\-test\n")
+    assert "✅ **PASSED**: pass rate 40.00% (2/5 cases), gate 40.00%." in md
+    assert "Cases: 2 passed, 3 failed, 0 errored, 0 skipped." in md
+    mean = sum(expected[c["id"]]["rm_score"] for c in CASES) / 5
+    assert f"| ReferenceMatchMetric | {mean:.4f} | 40.00% | 0.5 | 2 | 3 | 0 | 0 |" in md
+    assert "| Short | 0.8000 | 80.00% | 1.0 | 4 | 1 | 0 | 0 |" in md
+    assert "Embeddings: 6 references computed, 0 reused from the index; 4 outputs computed" in md
+    for case_id in ("paris", "boil"):  # passing cases are not among the worst
+        assert f"| {case_id} |" not in md
+
+
+# --- errored and skipped statuses (built directly: no provider fails offline) -------------------------------
+
+def test_reports_with_errored_and_skipped_results(tmp_path: Path) -> None:
+    cases = [
+        TestCaseResult.from_metrics("a", "q1", "out1", [
+            MetricResult.scored("M", 0.9, 0.5, "fine", {}), MetricResult.errored("N", 0.5, "provider down"),
+        ]),
+        TestCaseResult.from_metrics("b", "q2", "out2", [
+            MetricResult.scored("M", 0.2, 0.5, "low", {}), MetricResult.skipped("N", 0.5, "no credentials on fork"),
+        ]),
+        TestCaseResult.from_metrics("c", "q3", "out3", [
+            MetricResult.skipped("M", 0.5, "skip"), MetricResult.skipped("N", 0.5, "skip"),
+        ]),
+    ]
+    assert [c.status for c in cases] == ["errored", "failed", "skipped"]
+    summary = summarize(cases, {"M": 0.5, "N": 0.5})
+    assert (summary.passed_cases, summary.failed_cases, summary.errored_cases, summary.skipped_cases) == (0, 1, 1, 1)
+    assert summary.pass_rate == 0.0
+    assert summary.metrics["M"].mean_score == pytest.approx((0.9 + 0.2) / 2, abs=TOL)
+    assert summary.metrics["N"].mean_score is None
+    result = EvaluationResult(test_results=cases, summary=summary)
+    header = {"schema_version": 1, "suite": "s"}
+    paths = write_reports(tmp_path, result, header, passed=False, min_pass_rate=1.0)
+
+    data = json.loads(paths["results.json"].read_text(encoding="utf-8"))
+    assert [c["status"] for c in data["cases"]] == ["errored", "failed", "skipped"]
+    assert data["cases"][0]["metrics"][1]["error"] == "provider down"
+    assert data["cases"][0]["metrics"][1]["score"] is None
+
+    root = ET.parse(paths["junit.xml"]).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("6", "1", "1", "3")
+    by_name = {tc.get("name"): tc for tc in root.iter("testcase")}
+    assert by_name["a :: N"].find("error").get("message") == "Errored: provider down"
+    assert by_name["b :: N"].find("skipped").get("message") == "no credentials on fork"
+    assert by_name["b :: M"].find("failure").get("message") == "low"
+    assert list(by_name["a :: M"]) == []
+
+    md = paths["summary.md"].read_text(encoding="utf-8")
+    assert "❌ **FAILED**: pass rate 0.00% (0/3 cases), gate 100.00%." in md
+    assert "Cases: 0 passed, 1 failed, 1 errored, 1 skipped." in md
+    assert "| N | n/a | 0.00% | 0.5 | 0 | 0 | 1 | 2 |" in md
+
+
+# --- the console summary table -------------------------------------------------------------------------------
+
+def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> None:
+    import io
+
+    from rich.console import Console
+
+    from evaltasks.reports.console import print_summary
+    from evaltasks.results import EvaluationSummary
+
+    buffer = io.StringIO()
+    summary = EvaluationSummary.model_validate(results["summary"])
+    print_summary(summary, passed=True, min_pass_rate=0.4, console=Console(file=buffer, width=80))
+    text = buffer.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "│ ReferenceMatchMetric │" in text and "│ Short " in text
+    assert "…" not in text
+    assert "cases: 5  passed: 2  failed: 3  errored: 0  skipped: 0  pass rate: 40.00%" in text
+    assert "GATE PASSED (pass rate 40.00%, required 40.00%)" in text

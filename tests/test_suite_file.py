@@ -1,0 +1,249 @@
+"""The suite file (issue #2 §6): loading, the shipped JSON Schema, and config errors with exact locations."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from evaltasks import LengthCheckMetric, ReferenceMatchMetric
+from evaltasks.errors import ConfigError, Problem
+from evaltasks.suite import load_suite, suite_json_schema
+
+REPO = Path(__file__).resolve().parent.parent
+QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
+TRUTHFULQA = REPO / "examples" / "truthfulqa" / "suite.yaml"
+SCHEMA_FILE = REPO / "evaltasks" / "schema" / "suite.schema.json"
+
+DATASET = "dataset:\n  path: d.jsonl\n"
+
+
+def _write_suite(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "suite.yaml"
+    path.write_text(text, encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text('{"actual_output": "x", "references": ["r"]}\n', encoding="utf-8")
+    return path
+
+
+def _problems(path: Path) -> list[Problem]:
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    assert isinstance(info.value, ValueError)
+    for problem in info.value.problems:
+        assert problem.source == str(path)
+    return info.value.problems
+
+
+# --- a valid suite -----------------------------------------------------------------------------------------
+
+def test_quickstart_suite_loads() -> None:
+    loaded = load_suite(QUICKSTART)
+    suite = loaded.suite
+    assert suite.name == "quickstart"
+    assert suite.dataset.path == "answers.jsonl"
+    assert suite.dataset.fields.model_dump() == {
+        "actual_output": "answer", "input": "question", "expected_output": None, "references": "references",
+        "id": "id",
+    }
+    assert suite.gate.min_pass_rate == 0.7
+    assert loaded.path == QUICKSTART.resolve()
+    assert loaded.sha256 == hashlib.sha256(QUICKSTART.read_bytes()).hexdigest()
+    assert loaded.dataset_path == (QUICKSTART.parent / "answers.jsonl").resolve()
+
+    rm, lc = loaded.metrics
+    assert isinstance(rm, ReferenceMatchMetric) and isinstance(lc, LengthCheckMetric)
+    assert (rm.name, rm.threshold, rm.embedding_provider, rm.model_name, rm.aggregation, rm.references) == (
+        "ReferenceMatchMetric", 0.6, "local", "all-MiniLM-L6-v2", "max", None,
+    )
+    assert (lc.name, lc.threshold, lc.min_length, lc.max_length, lc.unit) == ("LengthCheckMetric", 1.0, 0, 30, "words")
+
+
+def test_defaults_name_and_gate(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n    name: short\n"
+                                  "  - metric: LengthCheckMetric\n    unit: words\n")
+    loaded = load_suite(path)
+    assert loaded.suite.gate.min_pass_rate == 1.0
+    assert loaded.suite.dataset.fields.actual_output == "actual_output"
+    assert [m.name for m in loaded.metrics] == ["short", "LengthCheckMetric"]
+    assert loaded.dataset_path == tmp_path.resolve() / "d.jsonl"
+
+
+# --- the JSON Schema ------------------------------------------------------------------------------------
+
+def test_shipped_schema_equals_the_generated_one() -> None:
+    shipped = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    assert shipped == suite_json_schema(), (
+        "evaltasks/schema/suite.schema.json is stale; regenerate it with\n"
+        "  python -m evaltasks.cli schema > evaltasks/schema/suite.schema.json"
+    )
+
+
+@pytest.mark.parametrize("suite_file", [QUICKSTART, TRUTHFULQA], ids=["quickstart", "truthfulqa"])
+def test_schema_validates_the_example_suites(suite_file: Path) -> None:
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(yaml.safe_load(suite_file.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"datset": {"path": "a.csv"}},                        # unknown top-level key
+        {"metrics": []},                                       # at least one metric
+        {"metrics": [{"metric": "NoSuchMetric"}]},             # metric names are an enum
+        {"gate": {"min_pass_rate": 1.5}},
+        {"dataset": {"path": "a.csv", "feilds": {}}},
+    ],
+)
+def test_schema_rejects_invalid_suites(change: dict) -> None:
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    data = yaml.safe_load(QUICKSTART.read_text(encoding="utf-8"))
+    data.update(change)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(data)
+
+
+# --- errors, each located -----------------------------------------------------------------------------------
+
+def test_suite_file_not_found(tmp_path: Path) -> None:
+    assert _problems(tmp_path / "missing.yaml") == [
+        Problem(str(tmp_path / "missing.yaml"), "", "", "suite file not found"),
+    ]
+
+
+def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics: [\n  - metric: LengthCheckMetric\n")
+    [problem] = _problems(path)
+    assert problem.location == "line 5"
+    assert problem.message.startswith("invalid YAML")
+    assert str(problem).startswith(f"{path}, line 5: invalid YAML")
+
+
+def test_yaml_that_is_not_a_mapping(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, "- just\n- a list\n")
+    [problem] = _problems(path)
+    assert "mapping" in problem.message
+
+
+def test_unknown_top_level_key_suggests_the_known_one(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, "name: s\ndatset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n")
+    problems = _problems(path)
+    assert Problem(str(path), "", "datset", "unknown key (did you mean 'dataset'?)") in problems
+    assert Problem(str(path), "", "dataset", "is required") in problems
+    assert len(problems) == 2
+
+
+def test_unknown_nested_keys_are_located(tmp_path: Path) -> None:
+    path = _write_suite(
+        tmp_path,
+        "name: s\ndataset:\n  path: d.jsonl\n  feilds: {}\n  fields: {inptu: a}\nmetrics:\n"
+        "  - metric: LengthCheckMetric\ngate:\n  min_pass: 1\n",
+    )
+    assert sorted(_problems(path), key=lambda p: p.location) == [
+        Problem(str(path), "dataset", "feilds", "unknown key (did you mean 'fields'?)"),
+        Problem(str(path), "dataset.fields", "inptu", "unknown key (did you mean 'input'?)"),
+        Problem(str(path), "gate", "min_pass", "unknown key (did you mean 'min_pass_rate'?)"),
+    ]
+
+
+def test_unknown_metric_suggests_the_known_one(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n"
+                                  "  - metric: RefrenceMatchMetric\n")
+    [problem] = _problems(path)
+    assert (problem.location, problem.field) == ("metrics[1]", "metric")
+    assert "unknown metric 'RefrenceMatchMetric'" in problem.message
+    assert "did you mean 'ReferenceMatchMetric'?" in problem.message
+
+
+def test_unknown_metric_argument_suggests_the_known_one(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n    max_lenght: 3\n")
+    [problem] = _problems(path)
+    assert problem.location == "metrics[0]"
+    assert "unknown argument 'max_lenght' for LengthCheckMetric" in problem.message
+    assert "did you mean 'max_length'?" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "message"),
+    [
+        ("    unit: tokens\n", "unit", "unit must be one of ['chars', 'words'], got 'tokens'"),
+        ("    min_length: 5\n    max_length: 2\n", "min_length", "min_length (5) must be <= max_length (2)"),
+        ("    threshold: high\n", "threshold", "threshold must be a number in [0, 1], got 'high'"),
+        ("    min_length: -1\n", "min_length", "min_length must be >= 0, got -1"),
+    ],
+    ids=["unit", "min-gt-max", "threshold-high", "negative"],
+)
+def test_invalid_metric_arguments_name_the_argument(tmp_path: Path, entry: str, field: str, message: str) -> None:
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n{entry}")
+    assert _problems(path) == [Problem(str(path), "metrics[0]", field, message)]
+
+
+def test_reference_match_threshold_high(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: ReferenceMatchMetric\n"
+                                  "    embedding_provider: local\n    threshold: high\n")
+    [problem] = _problems(path)
+    assert (problem.location, problem.field) == ("metrics[0]", "threshold")
+
+
+def test_two_metrics_with_the_same_name(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n"
+                                  "  - metric: LengthCheckMetric\n    unit: words\n"
+                                  "  - metric: LengthCheckMetric\n    name: LengthCheckMetric\n")
+    problems = _problems(path)
+    assert [(p.location, p.field) for p in problems] == [("metrics[1]", "name"), ("metrics[2]", "name")]
+    assert all("'LengthCheckMetric' is already used by metrics[0]" in p.message for p in problems)
+
+
+def test_missing_dataset_key(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, "name: s\nmetrics:\n  - metric: LengthCheckMetric\n")
+    assert _problems(path) == [Problem(str(path), "", "dataset", "is required")]
+
+
+def test_missing_dataset_path(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, "name: s\ndataset:\n  fields: {}\nmetrics:\n  - metric: LengthCheckMetric\n")
+    assert _problems(path) == [Problem(str(path), "dataset", "path", "is required")]
+
+
+@pytest.mark.parametrize("name", ["d.txt", "d.xlsx", "d"])
+def test_wrong_dataset_extension(tmp_path: Path, name: str) -> None:
+    path = _write_suite(tmp_path, f"name: s\ndataset:\n  path: {name}\nmetrics:\n  - metric: LengthCheckMetric\n")
+    [problem] = _problems(path)
+    assert (problem.location, problem.field) == ("dataset", "path")
+    assert problem.message == f"must end in one of .csv, .jsonl, .json, .yaml, .yml: '{name}'"
+
+
+def test_gate_out_of_range(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n"
+                                  "gate:\n  min_pass_rate: 1.5\n")
+    [problem] = _problems(path)
+    assert (problem.location, problem.field) == ("gate", "min_pass_rate")
+
+
+def test_empty_list_separator(tmp_path: Path) -> None:
+    path = _write_suite(tmp_path, "name: s\ndataset:\n  path: d.csv\n  list_separator: ''\n"
+                                  "metrics:\n  - metric: LengthCheckMetric\n")
+    assert _problems(path) == [Problem(str(path), "dataset", "list_separator", "must not be empty")]
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    path = _write_suite(
+        tmp_path,
+        "name: s\ndataset:\n  path: d.txt\nmetrics:\n  - metric: LengthChekMetric\n"
+        "  - metric: LengthCheckMetric\n    unit: tokens\nextra: 1\n",
+    )
+    problems = _problems(path)
+    assert {(p.location, p.field) for p in problems} == {
+        ("dataset", "path"), ("", "extra"), ("metrics[0]", "metric"), ("metrics[1]", "unit"),
+    }
+
+
+def test_openai_without_key_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: ReferenceMatchMetric\n")
+    [problem] = _problems(path)
+    assert (problem.location, problem.field) == ("metrics[0]", "embedding_provider")
+    assert "OPENAI_API_KEY" in problem.message and "local" in problem.message
