@@ -95,7 +95,7 @@ def embed_references(
     """
     unique = list(dict.fromkeys(texts))
     if index is None:
-        table = VectorTable(unique, provider.embed(unique)) if unique else VectorTable([], _empty())
+        table = VectorTable.from_batch(unique, provider.embed_batch(unique)) if unique else VectorTable([], _empty())
         return table, EmbeddingCounts(references_computed=len(unique))
     lookup = index.get_or_embed(provider, unique)
     return lookup.table, EmbeddingCounts(references_computed=lookup.computed, references_reused=lookup.reused)
@@ -104,7 +104,7 @@ def embed_references(
 def embed_outputs(provider: EmbeddingProvider, texts: Sequence[str]) -> VectorTable:
     """Embed unique non-empty output ``texts`` (one encode call). Raises ProviderError when the provider fails."""
     unique = list(dict.fromkeys(texts))
-    return VectorTable(unique, provider.embed(unique)) if unique else VectorTable([], _empty())
+    return VectorTable.from_batch(unique, provider.embed_batch(unique)) if unique else VectorTable([], _empty())
 
 
 def _empty():
@@ -209,7 +209,7 @@ def evaluate_sync(
             failed[namespace] = str(exc)
             continue
         counts = counts.add(ref_counts).add(EmbeddingCounts(outputs_computed=len(outs)))
-        tables[namespace] = VectorTable.concat([refs, outs])
+        tables[namespace] = need.share_costs(VectorTable.concat([refs, outs]))
         dims[namespace] = int(tables[namespace].vectors.shape[1])
     per_metric = []
     for metric in metrics:

@@ -93,7 +93,7 @@ class _Namespace:
 
     def __init__(self, root: Path, provider: EmbeddingProvider) -> None:
         self.provider = provider
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{provider.provider}--{provider.model_name}--{provider.fingerprint}")
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", provider.namespace.replace("/", "--"))
         self.dir = root / slug
         self.index_path = self.dir / INDEX_FILE
         self.meta_path = self.dir / META_FILE
@@ -121,25 +121,28 @@ class _Namespace:
             warnings.warn(f"reference index {self.dir} is corrupt ({exc}); rebuilding it", stacklevel=3)
             return empty
 
-    def save(self, ids: np.ndarray, vectors: np.ndarray, meta: dict) -> None:
+    def save(self, ids: np.ndarray, vectors: np.ndarray, meta: dict, dimensions: int | None = None) -> None:
         """Write vectors then metadata atomically (caller holds the lock)."""
-        dim = vectors.shape[1]
+        dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[1] else int(dimensions or meta["dimensions"])
         index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
-        index.add_with_ids(vectors, ids)
+        if len(ids):
+            index.add_with_ids(vectors, ids)
         data = faiss.serialize_index(index).tobytes()
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        identity = {
+            "namespace": self.provider.namespace, "provider": self.provider.provider,
+            "model": self.provider.model_name, "fingerprint": self.provider.fingerprint,
+        } if self.provider is not None else {k: meta[k] for k in ("namespace", "provider", "model", "fingerprint")}
         meta = {
             "format": FORMAT_VERSION,
-            "provider": self.provider.provider,
-            "model": self.provider.model_name,
-            "fingerprint": self.provider.fingerprint,
+            **identity,
             "dimensions": int(dim),
             "count": int(len(ids)),
             "index_sha256": hashlib.sha256(data).hexdigest(),
-            "faiss_version": faiss.__version__,
-            "evaltasks_version": __version__,
+            "versions": _library_versions(),
             "created": meta.get("created", now),
             "updated": now,
+            "truncated_ids": meta.get("truncated_ids", []),
         }
         _atomic_write_bytes(self.index_path, data)
         _atomic_write_bytes(self.meta_path, json.dumps(meta, indent=2).encode())
@@ -171,22 +174,29 @@ class ReferenceIndex:
             return IndexLookup(VectorTable([], np.zeros((0, 0), np.float32)), 0, 0)
         ns = _Namespace(self.root, provider)
         wanted = np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique))
-        ids, vectors, _ = ns.load()
+        ids, vectors, meta = ns.load()
         found = _lookup(ids, wanted)
         missing = np.flatnonzero(found < 0)
         result = np.empty((len(unique), vectors.shape[1] if len(ids) else 0), dtype=np.float32)
+        costs = np.zeros(len(unique))
+        truncated = np.zeros(len(unique), dtype=bool)
         if len(missing):
-            new_vectors = provider.embed([unique[i] for i in missing])
-            self._store(ns, wanted[missing], new_vectors)
+            batch = provider.embed_batch([unique[i] for i in missing])
+            self._store(ns, wanted[missing], batch.vectors, wanted[missing][batch.truncated])
             if result.shape[1] == 0:
-                result = np.empty((len(unique), new_vectors.shape[1]), dtype=np.float32)
-            result[missing] = new_vectors
+                result = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
+            result[missing] = batch.vectors
+            costs[missing] = batch.costs
+            truncated[missing] = batch.truncated
         hit = np.flatnonzero(found >= 0)
         if len(hit):
             result[hit] = vectors[found[hit]]
-        return IndexLookup(VectorTable(unique, result), computed=len(missing), reused=len(hit))
+            cut = set(meta.get("truncated_ids", ()))
+            if cut:
+                truncated[hit] = [int(i) in cut for i in wanted[hit]]
+        return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(missing), reused=len(hit))
 
-    def _store(self, ns: _Namespace, new_ids: np.ndarray, new_vectors: np.ndarray) -> None:
+    def _store(self, ns: _Namespace, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray) -> None:
         ns.dir.mkdir(parents=True, exist_ok=True)
         with FileLock(str(ns.dir / ".lock")):
             ids, vectors, meta = ns.load()  # re-read: another writer may have added texts meanwhile
@@ -198,7 +208,41 @@ class ReferenceIndex:
                 vectors = np.concatenate([vectors, new_vectors[keep]])
             else:
                 ids, vectors = new_ids[keep], new_vectors[keep]
+            meta["truncated_ids"] = sorted(set(meta.get("truncated_ids", [])) | {int(i) for i in truncated_ids})
             ns.save(ids, np.ascontiguousarray(vectors, dtype=np.float32), meta)
+
+    def prune(self, keep: dict[str, Sequence[str]]) -> dict[str, int]:
+        """Drop vectors no longer needed: in each namespace folder named in ``keep`` (namespace string ->
+        texts to keep), every vector whose text is not listed; namespaces not named are left alone.
+
+        Returns namespace -> number of vectors dropped.
+        """
+        dropped: dict[str, int] = {}
+        for namespace, texts in keep.items():
+            ns = self._namespace_by_name(namespace)
+            if ns is None or not ns.index_path.exists():
+                continue
+            wanted = np.fromiter((text_id(t) for t in dict.fromkeys(texts)), dtype=np.int64)
+            with FileLock(str(ns.dir / ".lock")):
+                ids, vectors, meta = ns.load()
+                keep_rows = np.isin(ids, wanted)
+                dropped[namespace] = int((~keep_rows).sum())
+                if dropped[namespace]:
+                    kept_ids = set(ids[keep_rows].tolist())
+                    meta["truncated_ids"] = [i for i in meta.get("truncated_ids", []) if i in kept_ids]
+                    ns.save(ids[keep_rows], np.ascontiguousarray(vectors[keep_rows]), meta,
+                            dimensions=vectors.shape[1] if vectors.ndim == 2 else None)
+        return dropped
+
+    def _namespace_by_name(self, namespace: str) -> _Namespace | None:
+        for meta in self.info():
+            if meta.get("namespace") == namespace:
+                ns = _Namespace.__new__(_Namespace)
+                ns.dir = Path(meta["path"])
+                ns.index_path, ns.meta_path = ns.dir / INDEX_FILE, ns.dir / META_FILE
+                ns.provider = None  # type: ignore[assignment]
+                return ns
+        return None
 
     def info(self) -> list[dict]:
         """The metadata of every namespace under ``root`` (empty when there is none)."""
@@ -211,6 +255,19 @@ class ReferenceIndex:
             except (OSError, ValueError) as exc:
                 out.append({"path": str(meta_path.parent), "error": str(exc)})
         return out
+
+
+def _library_versions() -> dict[str, str]:
+    """Versions of the libraries that shaped the stored vectors and the file format."""
+    from importlib import metadata
+
+    versions = {"evaltasks": __version__, "faiss": faiss.__version__, "numpy": np.__version__}
+    for dist in ("sentence-transformers", "torch", "transformers", "openai"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
 
 
 def _lookup(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:

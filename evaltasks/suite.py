@@ -24,7 +24,7 @@ import difflib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -107,6 +107,11 @@ class Suite(BaseModel):
     dataset: DatasetSpec
     metrics: list[MetricSpec] = Field(min_length=1)
     gate: Gate = Field(default_factory=Gate)
+    embeddings: dict[Literal["local", "openai"], dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Default provider options per embedding provider, e.g. {openai: {base_url: ..., "
+        "dimensions: 512}, local: {device: cpu, batch_size: 64}}; a metric's provider_options override them.",
+    )
 
 
 @dataclass
@@ -217,13 +222,16 @@ def load_suite(path: str | Path) -> LoadedSuite:
         problems.extend(_problems_from_validation(source, exc))
         suite = None
     raw_metrics = data.get("metrics")
-    metrics = _build_metrics(source, raw_metrics, problems) if isinstance(raw_metrics, list) else []
+    defaults = suite.embeddings if suite is not None else {}
+    metrics = _build_metrics(source, raw_metrics, problems, defaults) if isinstance(raw_metrics, list) else []
     if problems or suite is None:
         raise ConfigError(problems)
     return LoadedSuite(suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest())
 
 
-def _build_metrics(source: str, raw_metrics: list[Any], problems: list[Problem]) -> list[BaseMetric]:
+def _build_metrics(
+    source: str, raw_metrics: list[Any], problems: list[Problem], provider_defaults: dict[str, dict[str, Any]]
+) -> list[BaseMetric]:
     """Construct every well-formed metric entry, adding a located problem for each one that fails."""
     metrics: list[BaseMetric] = []
     names: dict[str, int] = {}
@@ -235,6 +243,9 @@ def _build_metrics(source: str, raw_metrics: list[Any], problems: list[Problem])
             continue  # already reported by the suite model
         try:
             metric = build_metric(spec)
+            if hasattr(metric, "provider_options"):
+                defaults = provider_defaults.get(getattr(metric, "embedding_provider", ""), {})
+                metric.provider_options = {**defaults, **metric.provider_options}
             getattr(metric, "provider", None)  # resolves the embedding provider: missing credentials show here
         except KeyError as exc:
             problems.append(Problem(source, where, "metric", str(exc.args[0])))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaltasks.embeddings.base import normalize_rows
+from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
 from evaltasks.errors import ConfigError, ProviderError
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -19,6 +19,7 @@ _MODELS: dict[tuple[str, str], object] = {}
 _MODELS_LOCK = threading.Lock()
 _FINGERPRINTS: dict[str, str] = {}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt")
+_DEVICES = ("cpu", "cuda", "mps", "xpu", "npu", "hpu")
 
 
 def resolve_model_path(model_name: str) -> str:
@@ -53,6 +54,18 @@ def _local_fingerprint(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def _hub_snapshot(model_id: str) -> Path | None:
+    """The local snapshot folder of a Hugging Face model id, if it is in the cache (never downloads)."""
+    for repo in (model_id, f"sentence-transformers/{model_id}"):
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(repo, local_files_only=True))
+        except Exception:  # noqa: BLE001 - not cached, not a repo id, or no huggingface_hub
+            continue
+    return None
+
+
 class LocalEmbeddingProvider:
     """sentence-transformers embeddings computed on this machine.
 
@@ -61,14 +74,27 @@ class LocalEmbeddingProvider:
 
     Args:
         model_name: Hugging Face id or local path; default ``all-MiniLM-L6-v2`` (bundled copy when installed).
-        device: ``"cpu"``, ``"cuda"``, ``"mps"`` or None for sentence-transformers' automatic choice.
-        batch_size: texts per forward pass.
+        device: ``"cpu"``, ``"cuda"``, ``"mps"`` (also ``"cuda:1"``…), or None / ``"auto"`` for
+            sentence-transformers' automatic choice.
+        batch_size: texts per forward pass (default 64).
+
+    Texts longer than the model's ``max_seq_length`` (in word pieces, special tokens included) are
+    truncated by the model; :meth:`embed_batch` flags them.
+
+    Raises:
+        ValueError: an invalid device or batch size.
     """
 
     provider = "local"
 
     def __init__(self, model_name: str | None = None, *, device: str | None = None, batch_size: int = 64) -> None:
         self.model_name = model_name or DEFAULT_LOCAL_MODEL
+        if device == "auto":
+            device = None
+        if device is not None and (not isinstance(device, str) or device.split(":")[0] not in _DEVICES):
+            raise ValueError(f"device must be one of auto, {', '.join(_DEVICES)} (optionally with ':N'), got {device!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.device = device
         self.batch_size = batch_size
         self.model_path = resolve_model_path(self.model_name)
@@ -78,14 +104,16 @@ class LocalEmbeddingProvider:
         """Hash of the local model files; for a hub id not on disk, the id itself (resolved once loaded)."""
         if self.model_path not in _FINGERPRINTS:
             path = Path(self.model_path)
+            if not path.is_dir():
+                path = _hub_snapshot(self.model_path) or path
             if path.is_dir():
                 _FINGERPRINTS[self.model_path] = _local_fingerprint(path)
-            else:
-                model = self._model()
-                cache = getattr(model, "_model_card_vars", {}) or {}
-                _FINGERPRINTS[self.model_path] = hashlib.sha256(
-                    (self.model_path + str(cache.get("model_id", ""))).encode()
-                ).hexdigest()[:16]
+            else:  # not downloaded yet: load it (sentence-transformers fetches it), then hash its files
+                self._model()
+                snapshot = _hub_snapshot(self.model_path)
+                _FINGERPRINTS[self.model_path] = (
+                    _local_fingerprint(snapshot) if snapshot else hashlib.sha256(self.model_path.encode()).hexdigest()[:16]
+                )
         return _FINGERPRINTS[self.model_path]
 
     @property
@@ -112,6 +140,27 @@ class LocalEmbeddingProvider:
                         f"cannot load local embedding model '{self.model_name}' ({self.model_path}): {exc}"
                     ) from exc
             return _MODELS[key]
+
+    def estimate_cost(self, texts: Sequence[str]) -> float:
+        """Local embeddings cost nothing: 0.0."""
+        return 0.0
+
+    def embed_batch(self, texts: Sequence[str]) -> EmbeddingBatch:
+        """Embed ``texts`` (see :meth:`embed`), flagging those longer than the model's input limit."""
+        vectors = self.embed(texts)
+        truncated = np.zeros(len(texts), dtype=bool)
+        model = self._model()
+        limit = getattr(model, "max_seq_length", None)
+        tokenizer = getattr(model, "tokenizer", None)
+        if texts and limit and tokenizer is not None:
+            # A word piece is at least one character, so only texts longer than the limit can be cut.
+            long_rows = [i for i, t in enumerate(texts) if len(t) > limit - 2]
+            if long_rows:
+                encoded = tokenizer([texts[i] for i in long_rows], add_special_tokens=True, truncation=False,
+                                    verbose=False)["input_ids"]
+                for i, ids in zip(long_rows, encoded):
+                    truncated[i] = len(ids) > limit
+        return EmbeddingBatch.free(vectors, truncated)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into float32 (n, d), rows L2-normalised. Empty input gives shape (0, d)."""

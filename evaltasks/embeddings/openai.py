@@ -1,29 +1,75 @@
-"""OpenAI embeddings through the official ``openai`` client (also any OpenAI-compatible server)."""
+"""OpenAI embeddings through the official ``openai`` client (OpenAI, Azure OpenAI, any compatible server).
+
+Retries, in layers, each bounded:
+
+1. HTTP level — the ``openai`` client retries 408/409/429/5xx, timeouts and connection errors
+   ``max_retries`` times (default 5) with exponential backoff and jitter, honouring ``Retry-After`` /
+   ``retry-after-ms``.
+2. Content level — this provider retries a response that arrived but is unusable (malformed JSON, a wrong
+   number of vectors, NaN or infinite values) ``content_retries`` times (default 3), with exponential
+   backoff (0.5 s doubling, up to 8 s) and full jitter.
+3. Task level — Prefect's ``embed-*`` tasks retry twice more, only for errors still transient.
+
+So one request is attempted at most (max_retries + 1) × (content_retries + 1) × 3 times (6 × 4 × 3 = 72 with
+the defaults). 400 and 404 fail at once (a bad request, an unknown model); 401 and 403 raise
+:class:`~evaltasks.errors.CredentialsError` at once (exit 2 in the CLI).
+
+Requests hold at most 2048 inputs and ``max_tokens_per_request`` tokens (default 300,000, the API's limit);
+texts over the model's input limit (8191 tokens) are truncated and flagged. Empty strings are never sent.
+Costs come from each response's ``usage`` and :data:`PRICES_PER_MILLION_TOKENS` (overridable), split over the
+texts of a request by their share of its tokens.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import random
+import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from evaltasks.embeddings.base import normalize_rows
-from evaltasks.errors import CredentialsError, ProviderError
+from evaltasks.embeddings import _tokens
+from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
+from evaltasks.errors import ConfigError, CredentialsError, ProviderError
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
-MAX_INPUTS_PER_REQUEST = 2048  # the embeddings endpoint's documented per-request input limit
+MAX_INPUTS_PER_REQUEST = 2048  # the embeddings endpoint's per-request input limit
+MAX_TOKENS_PER_REQUEST = 300_000  # the embeddings endpoint's per-request token limit
+MAX_INPUT_TOKENS = 8191  # input limit of text-embedding-3-small/-large and ada-002
+PRICES_PER_MILLION_TOKENS: dict[str, float] = {  # US dollars, list prices of the embeddings API
+    "text-embedding-3-small": 0.02,
+    "text-embedding-3-large": 0.13,
+    "text-embedding-ada-002": 0.10,
+}
+
+
+class _ContentError(Exception):
+    """A response arrived but cannot be used (retried at the content level)."""
 
 
 class OpenAIEmbeddingProvider:
-    """Embeddings from the OpenAI API (or a compatible server at ``base_url``).
+    """Embeddings from the OpenAI API, Azure OpenAI, or an OpenAI-compatible server.
 
-    Credentials: ``api_key`` or ``OPENAI_API_KEY``; server: ``base_url`` or ``OPENAI_BASE_URL``. Texts are
-    sent in requests of at most 2048 inputs; the client retries 429/5xx/timeouts ``max_retries`` times,
-    honouring ``Retry-After``.
+    Args:
+        model_name: the model (Azure: the deployment name); default ``text-embedding-3-small``.
+        api_key: default ``OPENAI_API_KEY`` (Azure: ``AZURE_OPENAI_API_KEY``).
+        base_url: default ``OPENAI_BASE_URL``, else the public API.
+        organization: default ``OPENAI_ORG_ID``.
+        dimensions: output dimensions for models that support shortening (text-embedding-3-*).
+        timeout: seconds per HTTP request.
+        max_retries: HTTP-level retries by the client.
+        content_retries: retries of unusable responses (see the module docstring).
+        azure_endpoint: use ``openai.AzureOpenAI`` with this endpoint (or set ``AZURE_OPENAI_ENDPOINT``).
+        api_version: Azure API version (default ``OPENAI_API_VERSION``).
+        price_per_million_tokens: override of the price table for this model, US dollars.
+        max_input_tokens: the model's per-input limit; longer texts are truncated.
+        max_tokens_per_request: token budget of one request.
 
     Raises:
-        CredentialsError: at construction, when no API key is given or set in ``OPENAI_API_KEY``.
+        CredentialsError: no API key given or set.
     """
 
     provider = "openai"
@@ -34,29 +80,64 @@ class OpenAIEmbeddingProvider:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
+        organization: str | None = None,
         dimensions: int | None = None,
         timeout: float = 60.0,
         max_retries: int = 5,
+        content_retries: int = 3,
+        azure_endpoint: str | None = None,
+        api_version: str | None = None,
+        price_per_million_tokens: float | None = None,
+        max_input_tokens: int = MAX_INPUT_TOKENS,
+        max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST,
     ) -> None:
-        self.model_name = model_name or DEFAULT_OPENAI_MODEL
-        self.dimensions = dimensions
-        key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            raise CredentialsError(
-                "the openai embedding provider needs an API key: set the OPENAI_API_KEY environment variable, "
-                "or use embedding_provider: local (sentence-transformers, offline)"
-            )
         import openai
 
-        self._openai = openai
-        self._client = openai.OpenAI(
-            api_key=key, base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
-            timeout=timeout, max_retries=max_retries,
+        self.model_name = model_name or DEFAULT_OPENAI_MODEL
+        if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1):
+            raise ValueError(f"dimensions must be a positive integer, got {dimensions!r}")
+        for label, value in (("max_retries", max_retries), ("content_retries", content_retries)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{label} must be a non-negative integer, got {value!r}")
+        self.dimensions = dimensions
+        self.content_retries = content_retries
+        self.max_input_tokens = max_input_tokens
+        self.max_tokens_per_request = max_tokens_per_request
+        self.price_per_million_tokens = (
+            price_per_million_tokens if price_per_million_tokens is not None
+            else PRICES_PER_MILLION_TOKENS.get(self.model_name, 0.0)
         )
+        self._openai = openai
+        azure_endpoint = azure_endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
+        if azure_endpoint:
+            key = api_key or os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
+            variable = "AZURE_OPENAI_API_KEY"
+        else:
+            key = api_key or os.environ.get("OPENAI_API_KEY")
+            variable = "OPENAI_API_KEY"
+        if not key:
+            raise CredentialsError(
+                f"the openai embedding provider needs an API key: set the {variable} environment variable, "
+                "or use embedding_provider: local (sentence-transformers, offline)"
+            )
+        self._key_variable = variable
+        common: dict[str, Any] = {"api_key": key, "timeout": timeout, "max_retries": max_retries}
+        if azure_endpoint:
+            self._client = openai.AzureOpenAI(
+                azure_endpoint=azure_endpoint, api_version=api_version or os.environ.get("OPENAI_API_VERSION"),
+                **common,
+            )
+            self.endpoint = azure_endpoint
+        else:
+            self._client = openai.OpenAI(
+                base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
+                organization=organization or os.environ.get("OPENAI_ORG_ID") or None, **common,
+            )
+            self.endpoint = str(self._client.base_url)
 
     @property
     def fingerprint(self) -> str:
-        """Hash of the model name and requested dimensions (API weights are identified by name)."""
+        """Hash of the model name and dimensions (an API model is identified by its name)."""
         return hashlib.sha256(f"{self.model_name}:{self.dimensions}".encode()).hexdigest()[:16]
 
     @property
@@ -64,37 +145,113 @@ class OpenAIEmbeddingProvider:
         """``openai/<model>/<fingerprint>``."""
         return f"openai/{self.model_name}/{self.fingerprint}"
 
+    def estimate_cost(self, texts: Sequence[str]) -> float:
+        """Estimated US dollars to embed ``texts`` (tokens per :func:`_tokens.estimate_tokens`)."""
+        tokens = sum(min(_tokens.estimate_tokens(t), self.max_input_tokens) for t in texts)
+        return tokens * self.price_per_million_tokens / 1e6
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` (non-empty strings) into float32 (n, d), rows L2-normalised.
+        """Embed ``texts`` into float32 (n, d), rows L2-normalised (see :meth:`embed_batch`)."""
+        return self.embed_batch(texts).vectors
+
+    def embed_batch(self, texts: Sequence[str]) -> EmbeddingBatch:
+        """Embed non-empty ``texts`` in requests of at most 2048 inputs and the token budget.
 
         Raises:
+            ValueError: an empty string was passed (it would make the whole request fail).
             CredentialsError: the key was rejected (401/403).
-            ProviderError: any other failure; ``transient`` is True for rate limits, timeouts, connection
-                errors and 5xx that persisted through the client's retries.
+            ConfigError: the model does not exist (404).
+            ProviderError: other failures; ``transient`` when retrying later may help.
         """
+        if any(not t for t in texts):
+            raise ValueError("empty strings cannot be embedded by the OpenAI API")
+        prepared: list[str] = []
+        truncated = np.zeros(len(texts), dtype=bool)
+        bounds = np.zeros(len(texts), dtype=np.int64)
+        for i, text in enumerate(texts):
+            cut, was_cut = _tokens.truncate(text, self.max_input_tokens)
+            prepared.append(cut)
+            truncated[i] = was_cut
+            bounds[i] = max(1, _tokens.upper_bound_tokens(cut))
+        vectors: list[np.ndarray] = []
+        costs = np.zeros(len(texts))
+        total_tokens = 0
+        for start, stop in self._requests(bounds):
+            block, tokens = self._request(prepared[start:stop])
+            vectors.append(block)
+            share = bounds[start:stop] / bounds[start:stop].sum()
+            costs[start:stop] = share * tokens * self.price_per_million_tokens / 1e6
+            total_tokens += tokens
+        if not vectors:
+            return EmbeddingBatch(np.zeros((0, self.dimensions or 0), np.float32), costs, truncated, 0)
+        return EmbeddingBatch(normalize_rows(np.concatenate(vectors)), costs, truncated, total_tokens)
+
+    def _requests(self, bounds: np.ndarray) -> list[tuple[int, int]]:
+        """Split texts into [start, stop) ranges of ≤ 2048 inputs and ≤ the token budget."""
+        ranges, start, budget = [], 0, 0
+        for i, tokens in enumerate(bounds):
+            if i > start and (i - start >= MAX_INPUTS_PER_REQUEST or budget + tokens > self.max_tokens_per_request):
+                ranges.append((start, i))
+                start, budget = i, 0
+            budget += int(tokens)
+        if start < len(bounds):
+            ranges.append((start, len(bounds)))
+        return ranges
+
+    def _request(self, chunk: list[str]) -> tuple[np.ndarray, int]:
+        """One embeddings request with content-level retries; returns (vectors, billed tokens)."""
         openai = self._openai
-        blocks: list[np.ndarray] = []
-        for start in range(0, len(texts), MAX_INPUTS_PER_REQUEST):
-            chunk = list(texts[start : start + MAX_INPUTS_PER_REQUEST])
-            kwargs = {"dimensions": self.dimensions} if self.dimensions else {}
+        kwargs = {"dimensions": self.dimensions} if self.dimensions else {}
+        attempt = 0
+        while True:
             try:
                 response = self._client.embeddings.create(model=self.model_name, input=chunk, **kwargs)
+                return self._parse(response, len(chunk))
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-                raise CredentialsError(f"the OpenAI API rejected the key (OPENAI_API_KEY): {exc}") from exc
+                raise CredentialsError(
+                    f"the embeddings API at {self.endpoint} rejected the key ({self._key_variable}): "
+                    f"HTTP {exc.status_code}"
+                ) from exc
+            except openai.NotFoundError as exc:
+                raise ConfigError(
+                    f"embedding model '{self.model_name}' was not found at {self.endpoint} (HTTP 404)"
+                ) from exc
             except (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError,
                     openai.InternalServerError) as exc:
-                raise ProviderError(f"OpenAI embeddings request failed after retries: {exc}", transient=True) from exc
-            except openai.OpenAIError as exc:
-                raise ProviderError(f"OpenAI embeddings request failed: {exc}") from exc
-            data = sorted(response.data, key=lambda item: item.index)
-            if len(data) != len(chunk):
                 raise ProviderError(
-                    f"OpenAI returned {len(data)} vectors for {len(chunk)} inputs", transient=True
-                )
+                    f"embeddings request to {self.endpoint} still failing after the client's retries: "
+                    f"{type(exc).__name__}: {exc}", transient=True,
+                ) from exc
+            except openai.APIStatusError as exc:
+                raise ProviderError(f"embeddings request rejected: HTTP {exc.status_code}: {exc.message}") from exc
+            except (_ContentError, openai.APIResponseValidationError, ValueError) as exc:
+                if attempt >= self.content_retries:
+                    raise ProviderError(
+                        f"unusable embeddings response from {self.endpoint} after {attempt + 1} attempts: {exc}",
+                        transient=True,
+                    ) from exc
+                time.sleep(random.uniform(0, min(8.0, 0.5 * 2**attempt)))
+                attempt += 1
+
+    def _parse(self, response: Any, expected: int) -> tuple[np.ndarray, int]:
+        data = getattr(response, "data", None)
+        if not isinstance(data, list):
+            raise _ContentError("the response has no 'data' list")
+        if len(data) != expected:
+            raise _ContentError(f"{len(data)} vectors for {expected} inputs")
+        try:
+            data = sorted(data, key=lambda item: item.index)
             block = np.asarray([item.embedding for item in data], dtype=np.float32)
-            if not np.all(np.isfinite(block)):
-                raise ProviderError("OpenAI returned a vector with NaN or infinite values", transient=True)
-            blocks.append(block)
-        if not blocks:
-            return np.zeros((0, self.dimensions or 0), dtype=np.float32)
-        return normalize_rows(np.concatenate(blocks))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise _ContentError(f"malformed embedding data: {exc}") from exc
+        if block.ndim != 2 or block.shape[0] != expected or block.shape[1] == 0:
+            raise _ContentError(f"vectors of unexpected shape {block.shape}")
+        if sorted(item.index for item in data) != list(range(expected)):
+            raise _ContentError("response indices do not match the inputs")
+        if not np.all(np.isfinite(block)):
+            raise _ContentError("a vector holds NaN or infinite values")
+        if not np.all(np.linalg.norm(block, axis=1) > 0):
+            raise _ContentError("a vector is all zeros")
+        usage = getattr(response, "usage", None)
+        tokens = int(getattr(usage, "total_tokens", 0) or getattr(usage, "prompt_tokens", 0) or 0)
+        return block, tokens

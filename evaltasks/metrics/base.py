@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import numpy as np
 
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 from evaltasks.results import MetricResult
@@ -23,13 +26,18 @@ class EmbeddingNeed:
 
     Attributes:
         provider: the provider that embeds them.
-        references: unique reference texts, first-seen order.
-        outputs: unique non-empty outputs, first-seen order.
+        references: unique reference texts (first-seen order) -> number of case × metric uses.
+        outputs: unique non-empty outputs (first-seen order) -> number of case × metric uses.
     """
 
     provider: EmbeddingProvider
-    references: dict[str, None] = field(default_factory=dict)
-    outputs: dict[str, None] = field(default_factory=dict)
+    references: Counter[str] = field(default_factory=Counter)
+    outputs: Counter[str] = field(default_factory=Counter)
+
+    def share_costs(self, table: VectorTable) -> VectorTable:
+        """``table`` with each text's embedding cost divided over its uses, so per-case costs sum to the total."""
+        uses = np.array([self.references[t] + self.outputs[t] for t in table.texts], dtype=np.float64)
+        return table.with_costs(table.costs / np.maximum(uses, 1.0))
 
 
 def check_threshold(threshold: float) -> float:
@@ -81,8 +89,8 @@ class BaseMetric(ABC):
         need = needs.setdefault(provider.namespace, EmbeddingNeed(provider))
         for case in cases:
             references, outputs = self.embedding_texts(case)
-            need.references.update(dict.fromkeys(references))
-            need.outputs.update(dict.fromkeys(outputs))
+            need.references.update(references)
+            need.outputs.update(outputs)
 
     # -- scoring -----------------------------------------------------------------------------------------
     @abstractmethod

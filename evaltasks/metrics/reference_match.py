@@ -17,6 +17,8 @@ from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 AGGREGATIONS = ("max", "mean")
+MAX_LOGGED_SIMILARITIES = 100  # above this many references the log keeps the top ones only
+TOP_SIMILARITIES = 10
 
 
 class ReferenceMatchMetric(BaseMetric):
@@ -32,6 +34,9 @@ class ReferenceMatchMetric(BaseMetric):
         embedding_provider: ``"openai"`` (default, as the seed) or ``"local"``.
         model_name: embedding model; None means the provider default (``text-embedding-3-small`` for openai,
             ``all-MiniLM-L6-v2`` for local).
+        provider_options: keyword arguments of the provider (local: ``device``, ``batch_size``; openai:
+            ``base_url``, ``api_key``, ``organization``, ``dimensions``, ``timeout``, ``max_retries``,
+            ``content_retries``, ``azure_endpoint``, ``api_version``, ``price_per_million_tokens``…).
         name: the name in results (default ``"ReferenceMatchMetric"``).
 
     Raises:
@@ -39,8 +44,11 @@ class ReferenceMatchMetric(BaseMetric):
             a threshold outside [0, 1].
 
     An empty or whitespace-only output scores 0.0 and is never sent to a provider. ``evaluation_log`` keys:
-    ``similarities`` (per reference, clamped, in reference order), ``aggregation``, ``provider``, ``model``,
-    ``reference_count``.
+    ``similarities`` (per reference, clamped, in reference order; with more than 100 references
+    ``top_similarities`` instead: the 10 best as ``{"reference": index, "similarity": s}``), ``aggregation``,
+    ``provider``, ``model``, ``reference_count``, ``output_truncated`` (the output exceeded the model's input
+    limit and was cut), ``references_truncated`` (how many references were cut).
+    ``evaluation_cost``: the case's share of the US dollars spent embedding its texts in this run.
     """
 
     version: ClassVar[str] = "1"
@@ -53,6 +61,7 @@ class ReferenceMatchMetric(BaseMetric):
         embedding_provider: Literal["openai", "local"] = "openai",
         model_name: str | None = None,
         *,
+        provider_options: dict[str, Any] | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)
@@ -73,17 +82,22 @@ class ReferenceMatchMetric(BaseMetric):
         self.aggregation = aggregation
         self.embedding_provider = embedding_provider
         self.model_name = model_name or DEFAULT_MODELS[embedding_provider]
+        if provider_options is not None and not isinstance(provider_options, dict):
+            raise ValueError(f"provider_options must be a mapping, got {type(provider_options).__name__}")
+        self.provider_options: dict[str, Any] = dict(provider_options or {})
 
     @property
     def provider(self) -> EmbeddingProvider:
-        """The shared embedding provider. Raises CredentialsError when credentials are missing."""
-        return get_provider(self.embedding_provider, self.model_name)
+        """The shared embedding provider. Raises CredentialsError when credentials are missing, ValueError
+        (TypeError for unknown names) when ``provider_options`` are invalid."""
+        return get_provider(self.embedding_provider, self.model_name, **self.provider_options)
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, references, aggregation, embedding_provider, model_name)."""
         return {
             **super().config(), "references": self.references, "aggregation": self.aggregation,
             "embedding_provider": self.embedding_provider, "model_name": self.model_name,
+            "provider_options": {k: v for k, v in sorted(self.provider_options.items()) if k != "api_key"},
         }
 
     def references_for(self, case: EvalTestCase) -> list[str]:
@@ -116,7 +130,7 @@ class ReferenceMatchMetric(BaseMetric):
         tables = {}
         for namespace, need in needs.items():
             texts = list(dict.fromkeys([*need.references, *need.outputs]))
-            tables[namespace] = VectorTable(texts, need.provider.embed(texts))
+            tables[namespace] = need.share_costs(VectorTable.from_batch(texts, need.provider.embed_batch(texts)))
         return tables
 
     def score_batch(
@@ -142,14 +156,23 @@ class ReferenceMatchMetric(BaseMetric):
                 ))
                 continue
             assert table is not None
-            sims = table.rows(refs) @ table.rows([case.actual_output])[0]
+            ref_rows = table.indices(refs)
+            out_row = table.indices([case.actual_output])[0]
+            sims = table.vectors[ref_rows] @ table.vectors[out_row]
             np.clip(sims, 0.0, 1.0, out=sims)
             score = float(reduce(sims))
-            log["similarities"] = [round(float(s), 6) for s in sims]
             best = int(np.argmax(sims))
+            if len(refs) <= MAX_LOGGED_SIMILARITIES:
+                log["similarities"] = [round(float(s), 6) for s in sims]
+            else:
+                top = np.argsort(-sims, kind="stable")[:TOP_SIMILARITIES]
+                log["top_similarities"] = [{"reference": int(i), "similarity": round(float(sims[i]), 6)} for i in top]
+            log["output_truncated"] = bool(table.truncated[out_row])
+            log["references_truncated"] = int(table.truncated[ref_rows].sum())
+            cost = float(table.costs[ref_rows].sum() + table.costs[out_row])
             reason = (
                 f"{self.aggregation.capitalize()} cosine similarity {score:.4f} over {len(refs)} reference(s) "
                 f"(best {float(sims[best]):.4f} with reference {best + 1}); threshold {self.threshold}."
             )
-            results.append(MetricResult.scored(self.name, score, self.threshold, reason, log))
+            results.append(MetricResult.scored(self.name, score, self.threshold, reason, log, evaluation_cost=cost))
         return results
