@@ -28,6 +28,7 @@ from evaltasks.results import (
     EmbeddingModelInfo,
     EvaluationResult,
     MetricResult,
+    ReferenceSetInfo,
     TestCaseResult,
     summarize,
 )
@@ -129,6 +130,35 @@ def score_metric_batch(
         return [MetricResult.errored(metric.name, metric.threshold, str(exc)) for _ in cases]
 
 
+def prepare_reference_searches(
+    metrics: Sequence[BaseMetric],
+    tables: dict[str, VectorTable],
+    needs: dict[str, EmbeddingNeed],
+    index: ReferenceIndex | None,
+    cases: int,
+) -> list[ReferenceSetInfo]:
+    """Build (or load) the FAISS search of every metric's reference set and measure approximate recall.
+
+    Searches persist under ``<index>/sets/`` when an index is used. Returns one info per set searched.
+    """
+    infos = []
+    for metric in metrics:
+        reference_set = getattr(metric, "reference_set", None)
+        namespace = metric.embedding_namespace
+        if reference_set is None or namespace not in tables:
+            continue
+        directory = index.root / "sets" if index is not None else None
+        search = metric.prepare_search(tables[namespace], directory, cases)  # type: ignore[attr-defined]
+        outputs = [t for t in needs[namespace].outputs if t in tables[namespace]]
+        if outputs:
+            search.measure_recall(tables[namespace].rows(outputs))
+        infos.append(ReferenceSetInfo(
+            name=reference_set.name, metric=metric.name, count=len(reference_set), sha256=reference_set.sha256,
+            search=reference_set.search.label(), recall_at_1=search.recall_at_1,
+        ))
+    return infos
+
+
 def model_infos(needs: dict[str, EmbeddingNeed], dimensions: dict[str, int] | None = None) -> list[EmbeddingModelInfo]:
     """One :class:`EmbeddingModelInfo` per provider namespace used."""
     return [
@@ -147,6 +177,7 @@ def assemble(
     per_metric: Sequence[Sequence[MetricResult]],
     counts: EmbeddingCounts,
     models: list[EmbeddingModelInfo],
+    reference_sets: list[ReferenceSetInfo] | None = None,
 ) -> EvaluationResult:
     """Combine per-metric result lists (each aligned with ``cases``) into an :class:`EvaluationResult`."""
     test_results = [
@@ -154,7 +185,9 @@ def assemble(
         for i, case in enumerate(cases)
     ]
     summary = summarize(test_results, {m.name: m.threshold for m in metrics}, counts)
-    return EvaluationResult(test_results=test_results, summary=summary, embedding_models=models)
+    return EvaluationResult(
+        test_results=test_results, summary=summary, embedding_models=models, reference_sets=reference_sets or []
+    )
 
 
 def evaluate_sync(
@@ -211,6 +244,7 @@ def evaluate_sync(
         counts = counts.add(ref_counts).add(EmbeddingCounts(outputs_computed=len(outs)))
         tables[namespace] = need.share_costs(VectorTable.concat([refs, outs]))
         dims[namespace] = int(tables[namespace].vectors.shape[1])
+    set_infos = prepare_reference_searches(metrics, tables, needs, index, len(cases))
     per_metric = []
     for metric in metrics:
         results: list[MetricResult] = []
@@ -220,7 +254,7 @@ def evaluate_sync(
             if progress:
                 progress(len(batch))
         per_metric.append(results)
-    result = assemble(cases, ids, metrics, per_metric, counts, model_infos(needs, dims))
+    result = assemble(cases, ids, metrics, per_metric, counts, model_infos(needs, dims), set_infos)
     if verbose:
         from evaltasks.reports.console import print_summary
 

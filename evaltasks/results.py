@@ -170,6 +170,24 @@ class EmbeddingModelInfo(BaseModel):
     dimensions: int | None = None
 
 
+class ReferenceSetInfo(BaseModel):
+    """A reference set searched in a run.
+
+    Attributes:
+        name: the set's name; metric: the metric that searched it.
+        count: references in the set; sha256: its content hash.
+        search: ``flat`` (exact) or ``hnsw-…`` (approximate).
+        recall_at_1: measured recall@1 against exact search on the run's outputs (1.0 for flat).
+    """
+
+    name: str
+    metric: str
+    count: int
+    sha256: str
+    search: str
+    recall_at_1: float | None = None
+
+
 class EvaluationSummary(BaseModel):
     """Run-level aggregates.
 
@@ -204,6 +222,7 @@ class EvaluationResult(BaseModel):
     test_results: list[TestCaseResult]
     summary: EvaluationSummary
     embedding_models: list[EmbeddingModelInfo] = Field(default_factory=list)
+    reference_sets: list[ReferenceSetInfo] = Field(default_factory=list)
 
 
 def summarize(

@@ -102,6 +102,7 @@ def finish_run(plan: RunPlan, result: EvaluationResult, output_dir: str | Path, 
         "gate": {"min_pass_rate": min_pass_rate},
         "duration_s": round(time.time() - started, 3),
         "embedding_models": [m.model_dump() for m in result.embedding_models],
+        "reference_sets": [info.model_dump() for info in result.reference_sets],
     }
     paths = write_reports(
         Path(output_dir), result, header, passed=passed, min_pass_rate=min_pass_rate,

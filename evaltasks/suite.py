@@ -107,6 +107,12 @@ class Suite(BaseModel):
     dataset: DatasetSpec
     metrics: list[MetricSpec] = Field(min_length=1)
     gate: Gate = Field(default_factory=Gate)
+    reference_sets: dict[str, list[str] | str | dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Named reference sets: a path (.txt one per line; .csv/.jsonl/.json/.yaml with `column`), "
+        "a list of strings, or {path, column, search: flat|hnsw, hnsw_m, ef_construction, ef_search}. "
+        "A ReferenceMatchMetric uses one with `reference_set: NAME`.",
+    )
     embeddings: dict[Literal["local", "openai"], dict[str, Any]] = Field(
         default_factory=dict,
         description="Default provider options per embedding provider, e.g. {openai: {base_url: ..., "
@@ -223,14 +229,36 @@ def load_suite(path: str | Path) -> LoadedSuite:
         suite = None
     raw_metrics = data.get("metrics")
     defaults = suite.embeddings if suite is not None else {}
-    metrics = _build_metrics(source, raw_metrics, problems, defaults) if isinstance(raw_metrics, list) else []
+    reference_sets = _load_reference_sets(source, suite, path.parent, problems) if suite is not None else {}
+    metrics = (
+        _build_metrics(source, raw_metrics, problems, defaults, reference_sets) if isinstance(raw_metrics, list) else []
+    )
     if problems or suite is None:
         raise ConfigError(problems)
     return LoadedSuite(suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest())
 
 
+def _load_reference_sets(source: str, suite: Suite, base_dir: Path, problems: list[Problem]) -> dict[str, Any]:
+    """Load every declared reference set; a set that fails adds its problems and is left out."""
+    from evaltasks.reference_sets import load_reference_set
+
+    sets = {}
+    for name, spec in suite.reference_sets.items():
+        try:
+            sets[name] = load_reference_set(name, spec, base_dir, source)
+        except InputError as exc:
+            problems.extend(exc.problems)
+        except (ValueError, TypeError) as exc:
+            problems.append(Problem(source, f"reference_sets.{name}", "", str(exc)))
+    return sets
+
+
 def _build_metrics(
-    source: str, raw_metrics: list[Any], problems: list[Problem], provider_defaults: dict[str, dict[str, Any]]
+    source: str,
+    raw_metrics: list[Any],
+    problems: list[Problem],
+    provider_defaults: dict[str, dict[str, Any]],
+    reference_sets: dict[str, Any] | None = None,
 ) -> list[BaseMetric]:
     """Construct every well-formed metric entry, adding a located problem for each one that fails."""
     metrics: list[BaseMetric] = []
@@ -241,6 +269,15 @@ def _build_metrics(
             spec = MetricSpec.model_validate(entry)
         except ValidationError:
             continue  # already reported by the suite model
+        set_name = (spec.model_extra or {}).get("reference_set")
+        if set_name is not None:
+            if not isinstance(set_name, str) or set_name not in (reference_sets or {}):
+                close = difflib.get_close_matches(str(set_name), list(reference_sets or {}), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                problems.append(Problem(source, where, "reference_set", f"unknown reference set '{set_name}'{hint}"))
+                continue
+            spec = spec.model_copy(update={})
+            spec.model_extra["reference_set"] = reference_sets[set_name]  # type: ignore[index]
         try:
             metric = build_metric(spec)
             if hasattr(metric, "provider_options"):

@@ -28,6 +28,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
+from evaltasks._version import __version__
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
 from evaltasks.evaluate import embed_outputs as _embed_outputs
@@ -37,6 +38,9 @@ from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.results import EmbeddingCounts, MetricResult
 from evaltasks.test_case import EvalTestCase
+
+
+CACHE_VERSION = f"evaltasks-{__version__}/results-1"
 
 
 def retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -56,7 +60,11 @@ _RETRY = {"retries": 2, "retry_delay_seconds": [1, 4], "retry_jitter_factor": 0.
 
 @task(name="embed-references", cache_policy=NO_CACHE, **_RETRY)
 def embed_references(
-    provider: str, model_name: str, texts: Sequence[str], index_dir: str | None
+    provider: str,
+    model_name: str,
+    texts: Sequence[str],
+    index_dir: str | None,
+    provider_options: dict[str, Any] | None = None,
 ) -> tuple[VectorTable, EmbeddingCounts]:
     """Embed unique reference ``texts`` into the reference index at ``index_dir`` (or directly when None).
 
@@ -64,16 +72,25 @@ def embed_references(
     Raises ProviderError after retries when the provider keeps failing.
     """
     index = ReferenceIndex(index_dir) if index_dir else None
-    return _embed_references(get_provider(provider, model_name), texts, index)
+    return _embed_references(get_provider(provider, model_name, **(provider_options or {})), texts, index)
 
 
 @task(name="embed-outputs", cache_policy=INPUTS + TASK_SOURCE, **_RETRY)
-def embed_outputs(provider: str, model_name: str, namespace: str, texts: Sequence[str]) -> VectorTable:
-    """Embed unique non-empty outputs; ``namespace`` (model fingerprint) is part of the cache key.
+def embed_outputs(
+    provider: str,
+    model_name: str,
+    namespace: str,
+    texts: Sequence[str],
+    provider_options: dict[str, Any] | None = None,
+    cache_version: str = CACHE_VERSION,
+) -> VectorTable:
+    """Embed unique non-empty outputs.
 
-    Raises ProviderError after retries when the provider keeps failing.
+    ``namespace`` (model fingerprint) and ``cache_version`` (evaltasks version and result format) are part of
+    the cache key, so new weights or a new evaltasks never reuse old cached vectors. Raises ProviderError after
+    retries when the provider keeps failing.
     """
-    return _embed_outputs(get_provider(provider, model_name), texts)
+    return _embed_outputs(get_provider(provider, model_name, **(provider_options or {})), texts)
 
 
 @task(name="score-batch", cache_policy=(INPUTS - "metric") + TASK_SOURCE)
@@ -83,6 +100,7 @@ def score_batch(
     vectors: dict[str, VectorTable] | None,
     metric_key: str,
     failed_namespaces: dict[str, str] | None = None,
+    cache_version: str = CACHE_VERSION,
 ) -> list[MetricResult]:
     """Score one metric over a batch of cases (many cases per task run, never one task per case).
 
@@ -91,6 +109,7 @@ def score_batch(
         cases: the batch.
         vectors: namespace -> embeddings the batch needs (None for metrics without embeddings).
         metric_key: ``metric.cache_key()``: class, version and configuration.
+        cache_version: evaltasks version and result format (part of the cache key).
         failed_namespaces: namespaces whose embedding failed at run time; their metrics' results are errored.
     """
     return score_metric_batch(metric, cases, vectors, failed_namespaces)

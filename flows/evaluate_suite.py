@@ -18,8 +18,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
 from evaltasks.errors import InputError
-from evaltasks.evaluate import assemble, model_infos
-from evaltasks.index import default_index_dir
+from evaltasks.evaluate import assemble, model_infos, prepare_reference_searches
+from evaltasks.index import ReferenceIndex, default_index_dir
 from evaltasks.results import EmbeddingCounts, MetricResult
 from evaltasks.run import RunOutcome, finish_run, plan_run
 from evaltasks.tasks import embed_outputs, embed_references, score_batch
@@ -86,11 +86,11 @@ def run_suite(
     for namespace, need in plan.needs.items():
         provider = need.provider
         ref_futures = [
-            embed_references.submit(provider.provider, provider.model_name, chunk, index_dir)
+            embed_references.submit(provider.provider, provider.model_name, chunk, index_dir, need.options)
             for chunk in _chunks(list(need.references), EMBED_CHUNK)
         ]
         out_futures = [
-            embed_outputs_task.submit(provider.provider, provider.model_name, namespace, chunk)
+            embed_outputs_task.submit(provider.provider, provider.model_name, namespace, chunk, need.options)
             for chunk in _chunks(list(need.outputs), EMBED_CHUNK)
         ]
         parts: list[VectorTable] = []
@@ -116,6 +116,7 @@ def run_suite(
         if len(tables[namespace]):
             dims[namespace] = int(tables[namespace].vectors.shape[1])
     logger.info("Embeddings: %s", counts.model_dump())
+    set_infos = prepare_reference_searches(metrics, tables, plan.needs, ReferenceIndex(index_dir), len(cases))
 
     batches = _chunks(list(range(len(cases))), max(1, batch_size))
     futures = []
@@ -138,7 +139,9 @@ def run_suite(
             _progress.advance(len(batch_results))
         per_metric.append(results)
 
-    result = assemble(cases, plan.dataset.ids, metrics, per_metric, counts, model_infos(plan.needs, dims))
+    result = assemble(
+        cases, plan.dataset.ids, metrics, per_metric, counts, model_infos(plan.needs, dims), set_infos
+    )
     outcome = finish_run(plan, result, output_dir, started)
     _publish_artifacts(outcome)
     logger.info(

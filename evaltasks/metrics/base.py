@@ -26,11 +26,13 @@ class EmbeddingNeed:
 
     Attributes:
         provider: the provider that embeds them.
+        options: the keyword arguments the provider was created with (to re-create it in a worker).
         references: unique reference texts (first-seen order) -> number of case × metric uses.
         outputs: unique non-empty outputs (first-seen order) -> number of case × metric uses.
     """
 
     provider: EmbeddingProvider
+    options: dict[str, Any] = field(default_factory=dict)
     references: Counter[str] = field(default_factory=Counter)
     outputs: Counter[str] = field(default_factory=Counter)
 
@@ -86,7 +88,8 @@ class BaseMetric(ABC):
         provider = getattr(self, "provider", None)
         if provider is None:
             return
-        need = needs.setdefault(provider.namespace, EmbeddingNeed(provider))
+        options = dict(getattr(self, "provider_options", {}) or {})
+        need = needs.setdefault(provider.namespace, EmbeddingNeed(provider, options))
         for case in cases:
             references, outputs = self.embedding_texts(case)
             need.references.update(references)

@@ -7,12 +7,15 @@ each similarity is clamped to [0, 1], then aggregated by ``max`` or ``mean``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from evaltasks.embeddings import DEFAULT_MODELS, PROVIDERS, EmbeddingProvider, VectorTable, get_provider
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.reference_search import ReferenceSearch, build_search, get_search, search_key
+from evaltasks.reference_sets import ReferenceSet
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -62,6 +65,7 @@ class ReferenceMatchMetric(BaseMetric):
         model_name: str | None = None,
         *,
         provider_options: dict[str, Any] | None = None,
+        reference_set: ReferenceSet | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)
@@ -76,9 +80,15 @@ class ReferenceMatchMetric(BaseMetric):
                 raise ValueError("references must not be an empty list (use None to take each case's references)")
             if any(not r.strip() for r in references):
                 raise ValueError("references must not contain empty strings")
+        if reference_set is not None:
+            if not isinstance(reference_set, ReferenceSet):
+                raise ValueError(f"reference_set must be a ReferenceSet, got {type(reference_set).__name__}")
+            if references is not None:
+                raise ValueError("give either references or reference_set, not both")
         if model_name is not None and (not isinstance(model_name, str) or not model_name.strip()):
             raise ValueError(f"model_name must be a non-empty string, got {model_name!r}")
         self.references = list(references) if references is not None else None
+        self.reference_set = reference_set
         self.aggregation = aggregation
         self.embedding_provider = embedding_provider
         self.model_name = model_name or DEFAULT_MODELS[embedding_provider]
@@ -98,7 +108,17 @@ class ReferenceMatchMetric(BaseMetric):
             **super().config(), "references": self.references, "aggregation": self.aggregation,
             "embedding_provider": self.embedding_provider, "model_name": self.model_name,
             "provider_options": {k: v for k, v in sorted(self.provider_options.items()) if k != "api_key"},
+            **({"reference_set": {"name": self.reference_set.name, "sha256": self.reference_set.sha256,
+                                  "count": len(self.reference_set), "search": self.reference_set.search.label()}}
+               if self.reference_set is not None else {}),
         }
+
+    @property
+    def search_key(self) -> str | None:
+        """The identity of this metric's reference-set search (None without a reference set)."""
+        if self.reference_set is None:
+            return None
+        return search_key(self.embedding_namespace, self.reference_set.sha256, self.reference_set.search)
 
     def references_for(self, case: EvalTestCase) -> list[str]:
         """The references ``case`` is compared with: the metric's own, else the case's (possibly empty)."""
@@ -106,7 +126,7 @@ class ReferenceMatchMetric(BaseMetric):
 
     def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
         """A case needs references (its own when the metric has none), none of them empty."""
-        if self.references is not None:
+        if self.references is not None or self.reference_set is not None:
             return []
         if not case.references:
             return [("references", "is missing or empty, and the metric has no references of its own")]
@@ -121,8 +141,33 @@ class ReferenceMatchMetric(BaseMetric):
         return self.provider.namespace
 
     def embedding_texts(self, case: EvalTestCase) -> tuple[list[str], list[str]]:
-        """The case's references and its output (none when the output is empty or whitespace only)."""
-        return self.references_for(case), ([case.actual_output] if case.actual_output.strip() else [])
+        """The case's references and its output (none when the output is empty or whitespace only).
+
+        A reference set is registered once for the run by :meth:`add_embedding_needs`, not per case.
+        """
+        references = [] if self.reference_set is not None else self.references_for(case)
+        return references, ([case.actual_output] if case.actual_output.strip() else [])
+
+    def add_embedding_needs(self, cases: Sequence[EvalTestCase], needs: dict[str, EmbeddingNeed]) -> None:
+        """Register outputs and per-case references; a reference set's texts once, for the whole run."""
+        super().add_embedding_needs(cases, needs)
+        if self.reference_set is not None:
+            needs[self.embedding_namespace].references.update(self.reference_set.texts)
+
+    def prepare_search(self, table: VectorTable, directory: Path | None, cases: int) -> ReferenceSearch | None:
+        """Build (or load) the FAISS search over the reference set from ``table``; None without a set.
+
+        Args:
+            table: vectors holding every text of the set.
+            directory: where built searches persist (None: in memory only).
+            cases: cases in the run, to share the set's embedding cost between them.
+        """
+        if self.reference_set is None:
+            return None
+        rows = table.indices(self.reference_set.texts)
+        search = build_search(self.search_key, table.vectors[rows], self.reference_set.search, directory)
+        search.cost_per_case = float(table.costs[rows].sum()) / max(cases, 1)
+        return search
 
     def _embed_directly(self, cases: Sequence[EvalTestCase]) -> dict[str, VectorTable]:
         needs: dict[str, EmbeddingNeed] = {}
@@ -131,6 +176,7 @@ class ReferenceMatchMetric(BaseMetric):
         for namespace, need in needs.items():
             texts = list(dict.fromkeys([*need.references, *need.outputs]))
             tables[namespace] = need.share_costs(VectorTable.from_batch(texts, need.provider.embed_batch(texts)))
+        self.prepare_search(tables[self.embedding_namespace], None, len(cases))
         return tables
 
     def score_batch(
@@ -140,6 +186,8 @@ class ReferenceMatchMetric(BaseMetric):
         if vectors is None:
             vectors = self._embed_directly(cases)
         table = vectors.get(self.embedding_namespace) if cases else None
+        if self.reference_set is not None:
+            return self._score_against_set(cases, table)
         reduce = np.max if self.aggregation == "max" else np.mean
         results = []
         for case in cases:
@@ -149,11 +197,7 @@ class ReferenceMatchMetric(BaseMetric):
                 "reference_count": len(refs),
             }
             if not case.actual_output.strip():
-                log["similarities"] = []
-                results.append(MetricResult.scored(
-                    self.name, 0.0, self.threshold,
-                    "The output is empty or whitespace only, so it matches no reference (score 0.0).", log,
-                ))
+                results.append(self._empty_output(log))
                 continue
             assert table is not None
             ref_rows = table.indices(refs)
@@ -176,3 +220,51 @@ class ReferenceMatchMetric(BaseMetric):
             )
             results.append(MetricResult.scored(self.name, score, self.threshold, reason, log, evaluation_cost=cost))
         return results
+
+    def _empty_output(self, log: dict[str, Any]) -> MetricResult:
+        log["similarities"] = []
+        return MetricResult.scored(
+            self.name, 0.0, self.threshold,
+            "The output is empty or whitespace only, so it matches no reference (score 0.0).", log,
+        )
+
+    def _score_against_set(self, cases: Sequence[EvalTestCase], table: VectorTable | None) -> list[MetricResult]:
+        """Score every case against the whole reference set: FAISS top-k for max, exact clamped mean."""
+        assert self.reference_set is not None
+        search = get_search(self.search_key)
+        scored = [i for i, case in enumerate(cases) if case.actual_output.strip()]
+        results: list[MetricResult | None] = [None] * len(cases)
+        if scored:
+            assert table is not None
+            out_rows = table.indices(cases[i].actual_output for i in scored)
+            queries = table.vectors[out_rows]
+            top_sims, top_idx = search.top_k(queries, TOP_SIMILARITIES)
+            np.clip(top_sims, 0.0, 1.0, out=top_sims)
+            scores = top_sims[:, 0].astype(np.float64) if self.aggregation == "max" else search.clamped_mean(queries)
+            for j, i in enumerate(scored):
+                log = self._set_log(len(search))
+                log["top_similarities"] = [
+                    {"reference": int(r), "similarity": round(float(s), 6)}
+                    for s, r in zip(top_sims[j], top_idx[j]) if r >= 0
+                ]
+                log["output_truncated"] = bool(table.truncated[out_rows[j]])
+                score = float(scores[j])
+                reason = (
+                    f"{self.aggregation.capitalize()} cosine similarity {score:.4f} over the {len(search)} references "
+                    f"of set '{self.reference_set.name}' (best {float(top_sims[j][0]):.4f} with reference "
+                    f"{int(top_idx[j][0]) + 1}); threshold {self.threshold}."
+                )
+                cost = search.cost_per_case + float(table.costs[out_rows[j]])
+                results[i] = MetricResult.scored(self.name, score, self.threshold, reason, log, evaluation_cost=cost)
+        for i, case in enumerate(cases):
+            if results[i] is None:
+                results[i] = self._empty_output(self._set_log(len(search)))
+        return results  # type: ignore[return-value]
+
+    def _set_log(self, count: int) -> dict[str, Any]:
+        assert self.reference_set is not None
+        return {
+            "aggregation": self.aggregation, "provider": self.embedding_provider, "model": self.model_name,
+            "reference_set": self.reference_set.name, "reference_count": count,
+            "search": self.reference_set.search.label(),
+        }
