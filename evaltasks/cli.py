@@ -45,7 +45,22 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--batch-size", type=int, default=1000, help="test cases per scoring task (default 1000)")
     run.add_argument("--no-cache", action="store_true", help="recompute cached task results")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
+    run.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                     help="refuse to start (exit 2) when the estimated provider cost exceeds USD")
     sub.add_parser("schema", help="print the JSON Schema of suite files")
+    index = sub.add_parser("index", help="manage the reference index")
+    index_sub = index.add_subparsers(dest="index_command", required=True)
+    for name, help_text in (("build", "embed a suite's references into the index"),
+                            ("info", "show the index's namespaces"),
+                            ("prune", "drop vectors that none of the given suites references")):
+        command = index_sub.add_parser(name, help=help_text)
+        if name == "build":
+            command.add_argument("suite", help="the suite YAML file")
+        if name == "prune":
+            command.add_argument("suites", nargs="+", metavar="SUITE", help="suites whose references are kept")
+            command.add_argument("--dry-run", action="store_true", help="report what would be dropped")
+        command.add_argument("--index-dir", default=None,
+                             help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
     return parser
 
 
@@ -61,7 +76,67 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(suite_json_schema(), indent=2))
         return EXIT_PASSED
+    if args.command == "index":
+        return _index(args)
     return _run(args)
+
+
+def _index(args: argparse.Namespace) -> int:
+    """``evaltasks index build|info|prune``."""
+    from evaltasks.errors import InputError
+    from evaltasks.index import ReferenceIndex
+
+    index = ReferenceIndex(args.index_dir)
+    try:
+        if args.index_command == "info":
+            entries = index.info()
+            if not entries:
+                print(f"no reference index at {index.root}")
+            for entry in entries:
+                size = sum(p.stat().st_size for p in Path(entry["path"]).glob("*") if p.is_file())
+                print(f"{entry.get('namespace', entry['path'])}: {entry.get('count', '?')} vectors × "
+                      f"{entry.get('dimensions', '?')} dims, {size / 1e6:.1f} MB, updated {entry.get('updated', '?')}"
+                      + (f"  [{entry['error']}]" if "error" in entry else ""))
+            sets = sorted((index.root / "sets").glob("*.faiss")) if (index.root / "sets").exists() else []
+            if sets:
+                print(f"reference-set searches: {len(sets)} in {index.root / 'sets'}")
+            return EXIT_PASSED
+        from evaltasks.run import index_plan, plan_run
+
+        if args.index_command == "build":
+            counts = index_plan(plan_run(args.suite), args.index_dir)
+            for namespace, c in counts.items():
+                print(f"{namespace}: {c['references_computed']} references embedded, "
+                      f"{c['references_reused']} already in the index")
+            return EXIT_PASSED
+        keep: dict[str, list[str]] = {}
+        keep_sets: set[str] = set()
+        for suite in args.suites:
+            plan = plan_run(suite)
+            for namespace, need in plan.needs.items():
+                keep.setdefault(namespace, []).extend(need.references)
+            keep_sets |= {m.search_key for m in plan.suite.metrics if getattr(m, "search_key", None)}
+        if args.dry_run:
+            for entry in index.info():
+                wanted = set(keep.get(entry.get("namespace", ""), ()))
+                stored = entry.get("count", 0)
+                print(f"{entry.get('namespace')}: {stored} vectors, {len(wanted)} referenced by the suites")
+            return EXIT_PASSED
+        for namespace, count in index.prune(keep).items():
+            print(f"{namespace}: dropped {count} vectors")
+        stale = [p for p in (index.root / "sets").glob("*.faiss") if p.stem not in keep_sets] \
+            if (index.root / "sets").exists() else []
+        for path in stale:
+            path.unlink()
+        if stale:
+            print(f"dropped {len(stale)} unused reference-set searches")
+        return EXIT_PASSED
+    except InputError as exc:
+        _error(str(exc))
+        return EXIT_INVALID
+    except Exception:  # noqa: BLE001
+        args.output_dir = "."
+        return _aborted(args)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -74,6 +149,13 @@ def _run(args: argparse.Namespace) -> int:
         from evaltasks.run import plan_run
 
         plan = plan_run(args.suite)  # every input check, before Prefect starts
+        if args.max_cost is not None:
+            from evaltasks.run import estimate_cost
+
+            estimate = estimate_cost(plan, args.index_dir)
+            if estimate > args.max_cost:
+                _error(f"the run is estimated to cost ${estimate:.4f}, above --max-cost ${args.max_cost:.4f}")
+                return EXIT_INVALID
     except InputError as exc:
         _error(str(exc))
         return EXIT_INVALID

@@ -211,14 +211,22 @@ class ReferenceIndex:
             meta["truncated_ids"] = sorted(set(meta.get("truncated_ids", [])) | {int(i) for i in truncated_ids})
             ns.save(ids, np.ascontiguousarray(vectors, dtype=np.float32), meta)
 
-    def prune(self, keep: dict[str, Sequence[str]]) -> dict[str, int]:
-        """Drop vectors no longer needed: in each namespace folder named in ``keep`` (namespace string ->
-        texts to keep), every vector whose text is not listed; namespaces not named are left alone.
+    def missing_texts(self, provider: EmbeddingProvider, texts: Sequence[str]) -> list[str]:
+        """The unique ``texts`` not yet in the index (what a run would have to embed)."""
+        unique = list(dict.fromkeys(texts))
+        ids, _, _ = _Namespace(self.root, provider).load()
+        found = _lookup(ids, np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique)))
+        return [unique[i] for i in np.flatnonzero(found < 0)]
 
-        Returns namespace -> number of vectors dropped.
+    def prune(self, keep: dict[str, Sequence[str]]) -> dict[str, int]:
+        """Drop every vector whose text is not in ``keep`` (namespace string -> texts to keep); a namespace
+        not named in ``keep`` loses all its vectors.
+
+        Returns namespace -> number of vectors dropped (namespaces with nothing dropped included, as 0).
         """
         dropped: dict[str, int] = {}
-        for namespace, texts in keep.items():
+        for namespace in [m.get("namespace") for m in self.info() if m.get("namespace")]:
+            texts = keep.get(namespace, ())
             ns = self._namespace_by_name(namespace)
             if ns is None or not ns.index_path.exists():
                 continue

@@ -81,6 +81,32 @@ def plan_run(suite_path: str | Path) -> RunPlan:
     return RunPlan(suite=suite, dataset=dataset, needs=needs)
 
 
+def estimate_cost(plan: RunPlan, index_dir: str | Path | None) -> float:
+    """Estimated US dollars of a run: the references not yet in the index plus every output, per provider."""
+    from evaltasks.index import ReferenceIndex
+
+    index = ReferenceIndex(index_dir)
+    total = 0.0
+    for need in plan.needs.values():
+        if need.provider.estimate_cost(["x"]) == 0.0:
+            continue  # free provider (local): no need to read the index
+        total += need.provider.estimate_cost(index.missing_texts(need.provider, list(need.references)))
+        total += need.provider.estimate_cost(list(need.outputs))
+    return total
+
+
+def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[str, int]]:
+    """Embed every reference of ``plan`` into the index (``evaltasks index build``); counts per namespace."""
+    from evaltasks.index import ReferenceIndex
+
+    index = ReferenceIndex(index_dir)
+    counts = {}
+    for namespace, need in plan.needs.items():
+        lookup = index.get_or_embed(need.provider, list(need.references))
+        counts[namespace] = {"references_computed": lookup.computed, "references_reused": lookup.reused}
+    return counts
+
+
 def gate_passed(result: EvaluationResult, min_pass_rate: float) -> bool:
     """The gate: pass rate (passed cases / all cases) >= ``min_pass_rate``; an empty run fails."""
     return result.summary.cases > 0 and result.summary.pass_rate >= min_pass_rate - 1e-12

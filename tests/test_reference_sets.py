@@ -1,0 +1,199 @@
+"""Named reference sets: suite loading, FAISS search (exact flat and HNSW), scores equal to direct scoring."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaltasks import EvalTestCase, ReferenceMatchMetric, evaluate_sync
+from evaltasks.errors import ConfigError
+from evaltasks.reference_search import ReferenceSearch, SearchConfig
+from evaltasks.reference_sets import ReferenceSet, load_reference_set
+from evaltasks.suite import load_suite
+
+FACTS = [
+    "Paris is the capital of France.",
+    "Berlin is the capital of Germany.",
+    "Water boils at 100 degrees Celsius at sea level.",
+    "The Solar System has eight planets.",
+    "Neil Armstrong walked on the Moon in 1969.",
+]
+OUTPUTS = [
+    "The capital of France is Paris.",
+    "There are eight planets orbiting the Sun.",
+    "Our company was founded in 2020.",
+    "   ",
+]
+
+
+def _cases() -> list[EvalTestCase]:
+    return [EvalTestCase(actual_output=o) for o in OUTPUTS]
+
+
+@pytest.mark.parametrize("aggregation", ["max", "mean"])
+def test_set_scores_equal_per_case_references(aggregation: str, cosine) -> None:
+    reference_set = ReferenceSet("facts", tuple(FACTS))
+    via_set = ReferenceMatchMetric(embedding_provider="local", reference_set=reference_set, aggregation=aggregation,
+                                   name="set")
+    via_list = ReferenceMatchMetric(embedding_provider="local", references=FACTS, aggregation=aggregation,
+                                    name="list")
+    result = evaluate_sync(_cases(), [via_set, via_list])
+    for case, output in zip(result.test_results, OUTPUTS):
+        by_set, by_list = case.metrics
+        if not output.strip():
+            assert by_set.score == 0.0 and by_list.score == 0.0
+            continue
+        raw = cosine(output, FACTS)
+        sims = np.clip(raw, 0.0, 1.0)
+        expected = sims.max() if aggregation == "max" else sims.mean()
+        assert abs(by_set.score - expected) <= 1e-6
+        assert abs(by_set.score - by_list.score) <= 1e-6 and by_set.success == by_list.success
+        top = by_set.evaluation_log["top_similarities"]
+        assert [t["reference"] for t in top] == [int(i) for i in np.argsort(-raw, kind="stable")[: len(top)]]
+        assert by_set.evaluation_log["reference_count"] == len(FACTS)
+        assert by_set.evaluation_log["reference_set"] == "facts"
+    assert result.reference_sets[0].count == len(FACTS) and result.reference_sets[0].recall_at_1 == 1.0
+
+
+def test_hnsw_recall_is_measured_against_exact_search() -> None:
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((5000, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = vectors[:300] + 0.05 * rng.standard_normal((300, 32)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    exact = np.argmax(queries @ vectors.T, axis=1)
+    weak = ReferenceSearch(vectors, SearchConfig(kind="hnsw", hnsw_m=4, ef_construction=8, ef_search=1))
+    strong = ReferenceSearch(vectors, SearchConfig(kind="hnsw", hnsw_m=32, ef_construction=200, ef_search=256))
+    for search in (weak, strong):
+        recall = search.measure_recall(queries, sample=300)
+        _, found = search.top_k(queries, 1)
+        assert recall == pytest.approx(float(np.mean(found[:, 0] == exact)))
+    assert strong.recall_at_1 >= 0.99
+    assert weak.recall_at_1 < strong.recall_at_1
+    flat = ReferenceSearch(vectors)
+    _, found = flat.top_k(queries, 1)
+    assert np.array_equal(found[:, 0], exact)
+
+
+def test_clamped_mean_matches_numpy() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((1000, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = vectors[:5]
+    expected = np.clip(queries @ vectors.T, 0, 1).mean(axis=1)
+    assert np.allclose(ReferenceSearch(vectors).clamped_mean(queries), expected, atol=1e-6)
+
+
+def test_search_persists_and_reloads(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((200, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    search = ReferenceSearch(vectors, SearchConfig(kind="hnsw"))
+    path = tmp_path / "s.faiss"
+    search.save(path)
+    loaded = ReferenceSearch.load(path, vectors, SearchConfig(kind="hnsw"))
+    assert loaded is not None
+    assert np.array_equal(loaded.top_k(vectors[:10], 3)[1], search.top_k(vectors[:10], 3)[1])
+    assert ReferenceSearch.load(path, vectors[:100], SearchConfig(kind="hnsw")) is None  # other size: rebuild
+    path.write_bytes(b"garbage")
+    assert ReferenceSearch.load(path, vectors, SearchConfig(kind="hnsw")) is None
+
+
+@pytest.mark.parametrize("fmt", ["txt", "csv", "jsonl", "json", "yaml"])
+def test_set_file_formats(tmp_path: Path, fmt: str) -> None:
+    if fmt == "txt":
+        (tmp_path / "s.txt").write_text("\n".join(FACTS[:3]) + "\n\n" + FACTS[0] + "\n", encoding="utf-8")
+        spec: object = "s.txt"
+    elif fmt == "csv":
+        (tmp_path / "s.csv").write_text("id,answer\n" + "\n".join(f'{i},"{t}"' for i, t in enumerate(FACTS[:3])),
+                                        encoding="utf-8")
+        spec = {"path": "s.csv", "column": "answer"}
+    elif fmt == "jsonl":
+        (tmp_path / "s.jsonl").write_text("\n".join(json.dumps({"a": t}) for t in FACTS[:3]), encoding="utf-8")
+        spec = {"path": "s.jsonl", "column": "a"}
+    elif fmt == "json":
+        (tmp_path / "s.json").write_text(json.dumps(FACTS[:3]), encoding="utf-8")
+        spec = "s.json"
+    else:
+        (tmp_path / "s.yaml").write_text("\n".join(f"- {t}" for t in FACTS[:3]), encoding="utf-8")
+        spec = "s.yaml"
+    loaded = load_reference_set("s", spec, tmp_path, "suite.yaml")
+    assert loaded.texts == tuple(FACTS[:3])  # stripped, blank lines skipped, duplicates kept once
+
+
+def test_suite_reference_set_errors(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text(json.dumps({"actual_output": "x"}) + "\n", encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: s\ndataset: {path: d.jsonl}\n"
+        "reference_sets: {facts: missing.txt, bad: {texts: ['a'], search: annoy}}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: fact}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_suite(tmp_path / "suite.yaml")
+    text = str(info.value)
+    assert "missing.txt" in text and "not found" in text
+    assert "reference_sets.bad" in text and "search must be one of" in text
+    assert "metrics[0]" in text and "unknown reference set 'fact'" in text
+
+
+def test_constructor_rules() -> None:
+    with pytest.raises(ValueError, match="either references or reference_set"):
+        ReferenceMatchMetric(references=["a"], reference_set=ReferenceSet("s", ("b",)))
+    with pytest.raises(ValueError, match="empty"):
+        ReferenceSet("s", ())
+    with pytest.raises(ValueError, match="search must be one of"):
+        SearchConfig(kind="ivf-magic")
+
+
+def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine) -> None:
+    """A real CLI run with two sets (flat and HNSW), then `index info/build/prune` on its index."""
+    (tmp_path / "facts.txt").write_text("\n".join(FACTS), encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o}) for o in OUTPUTS[:3]),
+                                      encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: sets\ndataset: {path: d.jsonl}\n"
+        "reference_sets: {facts: facts.txt, approx: {path: facts.txt, search: hnsw}}\n"
+        "metrics:\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: facts, name: exact}\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: approx, name: approx}\n"
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
+    env = {**__import__("os").environ, "PREFECT_HOME": str(tmp_path / "ph")}
+    cli = [sys.executable, "-m", "evaltasks.cli"]
+    run = subprocess.run([*cli, "run", "suite.yaml", "--index-dir", "idx", "--quiet"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    results = json.loads((tmp_path / "eval-results" / "results.json").read_text())
+    assert {s["search"] for s in results["reference_sets"]} == {"flat", "hnsw-m32-efc200"}
+    assert results["summary"]["embeddings"]["references_computed"] == len(FACTS)
+    for case, output in zip(results["cases"], OUTPUTS):
+        expected = float(np.clip(cosine(output, FACTS), 0, 1).max())
+        for metric in case["metrics"]:
+            assert abs(metric["score"] - expected) <= 1e-6
+    assert len(list((tmp_path / "idx" / "sets").glob("*.faiss"))) == 2
+
+    info = subprocess.run([*cli, "index", "info", "--index-dir", "idx"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert info.returncode == 0 and f"{len(FACTS)} vectors × 384 dims" in info.stdout
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['" + FACTS[0] + "', 'New text.']}\n",
+        encoding="utf-8",
+    )
+    build = subprocess.run([*cli, "index", "build", "other.yaml", "--index-dir", "idx"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0 and "1 references embedded, 1 already in the index" in build.stdout
+    prune = subprocess.run([*cli, "index", "prune", "other.yaml", "--index-dir", "idx"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert prune.returncode == 0 and f"dropped {len(FACTS) - 1} vectors" in prune.stdout
+    assert not list((tmp_path / "idx" / "sets").glob("*.faiss"))  # no remaining suite searches a set
+    meta = json.loads(next((tmp_path / "idx").glob("*/meta.json")).read_text())
+    assert meta["count"] == 2
