@@ -31,6 +31,21 @@ def _quiet_prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+
+
+def _check_task_runner(spec: str) -> str | None:
+    """A message when ``spec`` names no usable task runner (checked without importing Prefect)."""
+    import importlib.util
+
+    kind = spec.partition(":")[0]
+    needs = {"threads": None, "processes": None, "dask": "prefect_dask", "ray": "prefect_ray"}
+    if kind not in needs:
+        return f"unknown task runner '{spec}': use threads, processes, dask, dask:ADDRESS or ray"
+    module = needs[kind]
+    if module and importlib.util.find_spec(module) is None:
+        return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install {module.replace('_', '-')})"
+    return None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +62,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
                      help="refuse to start (exit 2) when the estimated provider cost exceeds USD")
+    run.add_argument("--task-runner", default="threads", metavar="SPEC",
+                     help="threads[:N] (default), processes[:N], dask[:N], dask:tcp://HOST:PORT, ray[:ADDRESS]")
+    run.add_argument("--reports-url", default=None, metavar="URL",
+                     help="where the reports will be published (adds a Prefect link artifact)")
+    serve = sub.add_parser("serve", help="serve the suite's flow as a scheduled Prefect deployment")
+    serve.add_argument("suite", help="the suite YAML file")
+    serve.add_argument("--cron", default="0 6 * * *", help='cron schedule (default "0 6 * * *", UTC)')
+    serve.add_argument("--name", default=None, help="deployment name (default: the suite name)")
+    serve.add_argument("--output-dir", default="eval-results", help="where each run writes its reports")
+    serve.add_argument("--index-dir", default=None, help="reference index directory")
     sub.add_parser("schema", help="print the JSON Schema of suite files")
     index = sub.add_parser("index", help="manage the reference index")
     index_sub = index.add_subparsers(dest="index_command", required=True)
@@ -78,7 +103,37 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PASSED
     if args.command == "index":
         return _index(args)
+    if args.command == "serve":
+        return _serve(args)
     return _run(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``evaltasks serve SUITE --cron``: validate the suite, then serve the flow until interrupted."""
+    from evaltasks.errors import InputError
+
+    try:
+        from evaltasks.run import plan_run
+
+        plan = plan_run(args.suite)
+    except InputError as exc:
+        _error(str(exc))
+        return EXIT_INVALID
+    _quiet_prefect_defaults()
+    from evaltasks.flows.evaluate_suite import evaluate_suite
+
+    name = args.name or plan.suite.suite.name
+    parameters = {
+        "suite_path": str(Path(args.suite).resolve()),
+        "output_dir": str(Path(args.output_dir).resolve()),
+        "index_dir": str(Path(args.index_dir).resolve()) if args.index_dir else None,
+    }
+    print(f"serving deployment 'evaluate-suite/{name}' on cron '{args.cron}' (Ctrl+C to stop)")
+    try:
+        evaluate_suite.serve(name=name, cron=args.cron, parameters=parameters, print_starting_message=False)
+    except KeyboardInterrupt:
+        return EXIT_PASSED
+    return EXIT_PASSED
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -145,6 +200,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         _error("--batch-size must be at least 1")
         return EXIT_INVALID
+    problem = _check_task_runner(args.task_runner)
+    if problem:
+        _error(problem)
+        return EXIT_INVALID
     try:
         from evaltasks.run import plan_run
 
@@ -179,12 +238,15 @@ def _run(args: argparse.Namespace) -> int:
         with progress:
             bar = progress.add_task(f"evaluating {plan.suite.suite.name}", total=plan.work_items)
             _progress.set_progress_callback(lambda n: progress.advance(bar, n))
-            from evaltasks.flows.evaluate_suite import evaluate_suite
+            from evaltasks.flows.evaluate_suite import evaluate_suite, make_task_runner
 
             _hide_input_error_tracebacks()
-            outcome = evaluate_suite(
+            flow = evaluate_suite
+            if args.task_runner != "threads":
+                flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
+            outcome = flow(
                 suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
-                batch_size=args.batch_size, cache=not args.no_cache,
+                batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
             )
     except InputError as exc:
         _error(str(exc))

@@ -127,12 +127,19 @@ class ReferenceSearch:
             raise
 
     @classmethod
-    def load(cls, path: Path, vectors: np.ndarray, config: SearchConfig) -> ReferenceSearch | None:
-        """A persisted index for ``vectors``, or None when absent, unreadable or of another size."""
+    def load(cls, path: Path, vectors: np.ndarray | None, config: SearchConfig) -> ReferenceSearch | None:
+        """A persisted index, or None when absent, unreadable or not of ``vectors``' size.
+
+        With ``vectors`` None (a worker process that only has the file) the vectors are read back from the
+        index's own storage.
+        """
         try:
             index = faiss.read_index(str(path))
         except Exception:  # noqa: BLE001 - rebuilt by the caller
             return None
+        if vectors is None:
+            storage = faiss.downcast_index(index.storage) if config.kind == "hnsw" else index
+            vectors = storage.reconstruct_n(0, index.ntotal)
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
             return None
         return cls(vectors, config, index)
@@ -161,7 +168,18 @@ def build_search(
         return _REGISTRY.setdefault(key, search)
 
 
-def get_search(key: str) -> ReferenceSearch:
-    """The search registered as ``key`` in this process. Raises KeyError when it was not built here."""
+def get_search(key: str, directory: str | Path | None = None, config: SearchConfig | None = None) -> ReferenceSearch:
+    """The search ``key``: registered in this process, else loaded once from ``directory`` (a worker process).
+
+    Raises:
+        KeyError: neither registered here nor persisted in ``directory``.
+    """
     with _LOCK:
-        return _REGISTRY[key]
+        if key in _REGISTRY:
+            return _REGISTRY[key]
+    if directory is not None:
+        search = ReferenceSearch.load(Path(directory) / f"{key}.faiss", None, config or SearchConfig())
+        if search is not None:
+            with _LOCK:
+                return _REGISTRY.setdefault(key, search)
+    raise KeyError(f"reference-set search {key} was not built (run the engine's prepare step first)")

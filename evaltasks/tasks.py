@@ -2,13 +2,16 @@
 
 Each task sits next to the plain function it wraps (use those without Prefect):
 
-========================  =========================================  ===============================
-task                      wraps                                      caching
-========================  =========================================  ===============================
-``embed_references``      :func:`evaltasks.evaluate.embed_references`  none (the FAISS index is the cache)
-``embed_outputs``         :func:`evaltasks.evaluate.embed_outputs`     ``INPUTS + TASK_SOURCE``
-``score_batch``           :func:`evaluate.score_metric_batch`          ``(INPUTS - metric) + TASK_SOURCE``
-========================  =========================================  ===============================
+=======================  ============================================  =====================================
+task                     wraps                                         caching
+=======================  ============================================  =====================================
+``load_dataset``         :func:`evaltasks.run.plan_run`                none
+``embed_references``     :func:`evaltasks.evaluate.embed_references`   none (the FAISS index is the cache)
+``embed_outputs``        :func:`evaltasks.evaluate.embed_outputs`      ``INPUTS + TASK_SOURCE`` + version
+``score_batch``          :func:`evaltasks.evaluate.score_metric_batch` ``(INPUTS - metric) + TASK_SOURCE``
+``evaluate_test_cases``  :func:`evaltasks.evaluate_sync`               none
+``publish_results``      :func:`publish_artifacts`, report writers     none
+=======================  ============================================  =====================================
 
 Retries: embedding tasks retry twice (1 s, then 4 s, with jitter) and only when the failure is transient
 (:class:`~evaltasks.errors.ProviderError` with ``transient=True``); deterministic errors fail at once.
@@ -22,6 +25,7 @@ configuration), so two different metrics on the same inputs never share a cached
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,10 +37,11 @@ from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
 from evaltasks.evaluate import embed_outputs as _embed_outputs
 from evaltasks.evaluate import embed_references as _embed_references
-from evaltasks.evaluate import score_metric_batch
+from evaltasks.evaluate import evaluate_sync, score_metric_batch
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric
-from evaltasks.results import EmbeddingCounts, MetricResult
+from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult
+from evaltasks.run import RunPlan, plan_run
 from evaltasks.test_case import EvalTestCase
 
 
@@ -113,3 +118,106 @@ def score_batch(
         failed_namespaces: namespaces whose embedding failed at run time; their metrics' results are errored.
     """
     return score_metric_batch(metric, cases, vectors, failed_namespaces)
+
+
+# -- whole-dataset tasks for use in other pipelines ---------------------------------------------------------
+
+
+@task(name="load-dataset", cache_policy=NO_CACHE)
+def load_dataset(suite_path: str) -> RunPlan:
+    """Load and validate a suite and its dataset (:func:`evaltasks.run.plan_run`): cases, ids, metrics.
+
+    Raises ConfigError, DatasetError or CredentialsError for invalid input (never retried).
+    """
+    return plan_run(suite_path)
+
+
+@task(name="evaluate-test-cases", cache_policy=NO_CACHE, **_RETRY)
+def evaluate_test_cases(
+    test_cases: Sequence[EvalTestCase],
+    metrics: Sequence[BaseMetric],
+    index_dir: str | None = None,
+    batch_size: int = 1024,
+) -> EvaluationResult:
+    """Evaluate many test cases with many metrics in one task run (:func:`evaltasks.evaluate_sync`).
+
+    The step to drop into an existing pipeline: generate answers, then ``evaluate_test_cases(cases, metrics)``,
+    then branch on ``result.summary.pass_rate``. Raises ValueError (InputError) for invalid cases or metrics.
+    """
+    return evaluate_sync(test_cases, metrics, index_dir=index_dir, batch_size=batch_size)
+
+
+def publish_artifacts(
+    result: EvaluationResult,
+    suite_name: str,
+    *,
+    passed: bool,
+    min_pass_rate: float,
+    reports_url: str | None = None,
+) -> list[str]:
+    """Create the Prefect artifacts of an evaluation (call inside a flow or task run); returns their keys.
+
+    Keys (``[a-z0-9-]``, per suite): ``<suite>-metrics`` (table of per-metric results), ``<suite>-summary``
+    (markdown: banner, metric table, score distributions, worst cases; model text escaped), and
+    ``<suite>-reports`` (a link) when ``reports_url`` is given.
+    """
+    from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+
+    from evaltasks.reports.markdown import render_summary_markdown
+
+    rows = [
+        {
+            "metric": name, "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
+            "pass_rate": round(m.pass_rate, 6), "threshold": m.threshold, "passed": m.passed, "failed": m.failed,
+            "errored": m.errored, "skipped": m.skipped,
+        }
+        for name, m in result.summary.metrics.items()
+    ]
+    keys = [artifact_key(suite_name, "metrics"), artifact_key(suite_name, "summary")]
+    create_table_artifact(key=keys[0], table=rows, description=f"Per-metric results of suite {suite_name}")
+    markdown = render_summary_markdown(
+        suite_name, result.summary, result.test_results, passed=passed, min_pass_rate=min_pass_rate
+    )
+    create_markdown_artifact(key=keys[1], markdown=markdown, description=f"Evaluation summary of suite {suite_name}")
+    if reports_url:
+        keys.append(artifact_key(suite_name, "reports"))
+        create_link_artifact(key=keys[2], link=reports_url, link_text=f"{suite_name} reports",
+                             description="results.json, junit.xml and summary.md")
+    return keys
+
+
+@task(name="publish-results", cache_policy=NO_CACHE)
+def publish_results(
+    result: EvaluationResult,
+    suite_name: str,
+    output_dir: str | None = None,
+    min_pass_rate: float = 1.0,
+    reports_url: str | None = None,
+) -> dict[str, Any]:
+    """Publish an evaluation: Prefect artifacts, and results.json / junit.xml / summary.md when ``output_dir``.
+
+    Returns ``{"passed": gate verdict, "pass_rate", "artifacts": keys, "paths": {name: path}}``.
+    """
+    from pathlib import Path
+
+    from evaltasks.reports import SCHEMA_VERSION, write_reports
+    from evaltasks.run import gate_passed
+
+    passed = gate_passed(result, min_pass_rate)
+    paths: dict[str, str] = {}
+    if output_dir:
+        header = {
+            "schema_version": SCHEMA_VERSION, "evaltasks_version": __version__, "suite": suite_name,
+            "passed": passed, "gate": {"min_pass_rate": min_pass_rate},
+            "embedding_models": [m.model_dump() for m in result.embedding_models],
+        }
+        written = write_reports(Path(output_dir), result, header, passed=passed, min_pass_rate=min_pass_rate)
+        paths = {name: str(path) for name, path in written.items()}
+    keys = publish_artifacts(result, suite_name, passed=passed, min_pass_rate=min_pass_rate, reports_url=reports_url)
+    return {"passed": passed, "pass_rate": result.summary.pass_rate, "artifacts": keys, "paths": paths}
+
+
+def artifact_key(suite_name: str, suffix: str) -> str:
+    """A Prefect artifact key (``[a-z0-9-]``) for ``suite_name``: e.g. ``truthfulqa-davinci-summary``."""
+    slug = re.sub(r"[^a-z0-9]+", "-", suite_name.lower()).strip("-") or "suite"
+    return f"{slug}-{suffix}"

@@ -6,14 +6,15 @@ Run it with ``evaltasks run SUITE``, call ``evaluate_suite(...)`` from Python, o
 
 from __future__ import annotations
 
-import re
+import hashlib
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
@@ -22,29 +23,76 @@ from evaltasks.evaluate import assemble, model_infos, prepare_reference_searches
 from evaltasks.index import ReferenceIndex, default_index_dir
 from evaltasks.results import EmbeddingCounts, MetricResult
 from evaltasks.run import RunOutcome, finish_run, plan_run
-from evaltasks.tasks import embed_outputs, embed_references, score_batch
+from evaltasks.tasks import artifact_key, embed_outputs, embed_references, publish_artifacts, score_batch
 
 DEFAULT_BATCH_SIZE = 1000
 EMBED_CHUNK = 4096
-
-
-def artifact_key(suite_name: str, suffix: str) -> str:
-    """A Prefect artifact key (``[a-z0-9-]``) for ``suite_name``: e.g. ``truthfulqa-davinci-summary``."""
-    slug = re.sub(r"[^a-z0-9]+", "-", suite_name.lower()).strip("-") or "suite"
-    return f"{slug}-{suffix}"
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-@flow(name="evaluate-suite", log_prints=False)
+def flow_run_name() -> str:
+    """``<suite name>@<first 8 hex of the suite file's sha256>``, e.g. ``truthfulqa-davinci@4aeaad91``."""
+    from prefect.runtime import flow_run
+
+    suite_path = Path(str(flow_run.parameters.get("suite_path", "")))
+    try:
+        raw = suite_path.read_bytes()
+        data = yaml.safe_load(raw)
+        name = data.get("name") if isinstance(data, dict) else None
+        return f"{name or suite_path.stem}@{hashlib.sha256(raw).hexdigest()[:8]}"
+    except (OSError, yaml.YAMLError):
+        return f"{suite_path.stem or 'suite'}@unreadable"
+
+
+def make_task_runner(spec: str = "threads") -> Any:
+    """A Prefect task runner from a short spec.
+
+    ``threads`` / ``threads:N`` (default; N workers), ``processes`` / ``processes:N``, ``dask`` (a new local
+    cluster; ``dask:N`` with N worker processes) or ``dask:tcp://HOST:PORT`` (an existing cluster), and
+    ``ray`` / ``ray:ADDRESS`` where prefect-ray is installed. Models and FAISS searches are loaded lazily once
+    per worker process, never pickled with each task.
+
+    Raises:
+        ValueError: an unknown spec, or a runner whose integration package is not installed.
+    """
+    kind, _, arg = spec.partition(":")
+    if kind == "threads":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=int(arg) if arg else None)
+    if kind == "processes":
+        from prefect.task_runners import ProcessPoolTaskRunner
+
+        return ProcessPoolTaskRunner(max_workers=int(arg) if arg else None)
+    if kind == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError as exc:
+            raise ValueError("task runner 'dask' needs prefect-dask: pip install 'evaltasks[dask]'") from exc
+        if arg.startswith(("tcp://", "tls://", "inproc://")) or "://" in spec[5:]:
+            return DaskTaskRunner(address=spec[5:])
+        workers = int(arg) if arg else 2
+        return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True})
+    if kind == "ray":
+        try:
+            from prefect_ray import RayTaskRunner
+        except ImportError as exc:
+            raise ValueError("task runner 'ray' needs prefect-ray: pip install prefect-ray") from exc
+        return RayTaskRunner(address=spec[4:] or None)
+    raise ValueError(f"unknown task runner '{spec}': use threads, processes, dask, dask:ADDRESS or ray")
+
+
+@flow(name="evaluate-suite", flow_run_name=flow_run_name, log_prints=False)
 def evaluate_suite(
     suite_path: str,
     output_dir: str = "eval-results",
     index_dir: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     cache: bool = True,
+    reports_url: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
 
@@ -54,6 +102,9 @@ def evaluate_suite(
         index_dir: the reference index directory (default ``$EVALTASKS_INDEX_DIR`` or ``.evaltasks/index``).
         batch_size: test cases per ``score-batch`` task run.
         cache: reuse cached task results (``embed-outputs``, ``score-batch``); False recomputes them.
+        reports_url: where the written reports are published (adds a link artifact).
+
+    Another task runner: ``evaluate_suite.with_options(task_runner=make_task_runner("dask:4"))(...)``.
 
     Returns:
         ``{"suite", "passed", "results_path", "summary"}`` (the summary as in results.json).
@@ -61,11 +112,16 @@ def evaluate_suite(
     Raises:
         ConfigError, DatasetError, CredentialsError: invalid input (nothing is scored).
     """
-    return run_suite(suite_path, output_dir, index_dir, batch_size, cache).summary_dict()
+    return run_suite(suite_path, output_dir, index_dir, batch_size, cache, reports_url).summary_dict()
 
 
 def run_suite(
-    suite_path: str, output_dir: str, index_dir: str | None, batch_size: int, cache: bool
+    suite_path: str,
+    output_dir: str,
+    index_dir: str | None,
+    batch_size: int,
+    cache: bool,
+    reports_url: str | None = None,
 ) -> RunOutcome:
     """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome."""
     logger = get_run_logger()
@@ -130,6 +186,11 @@ def run_suite(
                 texts = [t for case in batch for group in metric.embedding_texts(case) for t in group]
                 vectors = {namespace: tables[namespace].subset(texts)}
             futures.append(score_task.submit(metric, batch, vectors, key, failed or None))
+    progress_id = create_progress_artifact(
+        progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
+        description=f"Scored case × metric results of suite {plan.suite.suite.name}, in percent",
+    )
+    total, done = max(len(futures), 1), 0
     per_metric: list[list[MetricResult]] = []
     for m in range(len(metrics)):
         results: list[MetricResult] = []
@@ -137,38 +198,20 @@ def run_suite(
             batch_results = future.result()
             results.extend(batch_results)
             _progress.advance(len(batch_results))
+            done += 1
+            update_progress_artifact(progress_id, progress=100.0 * done / total)
         per_metric.append(results)
 
     result = assemble(
         cases, plan.dataset.ids, metrics, per_metric, counts, model_infos(plan.needs, dims), set_infos
     )
     outcome = finish_run(plan, result, output_dir, started)
-    _publish_artifacts(outcome)
+    publish_artifacts(
+        result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
+        reports_url=reports_url,
+    )
     logger.info(
         "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,
         100 * plan.suite.suite.gate.min_pass_rate, "PASSED" if outcome.passed else "FAILED",
     )
     return outcome
-
-
-def _publish_artifacts(outcome: RunOutcome) -> None:
-    """A table artifact of per-metric results and a markdown artifact with the summary."""
-    suite_name = outcome.header["suite"]
-    summary = outcome.result.summary
-    rows = [
-        {
-            "metric": name, "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
-            "pass_rate": round(m.pass_rate, 6), "threshold": m.threshold, "passed": m.passed, "failed": m.failed,
-            "errored": m.errored, "skipped": m.skipped,
-        }
-        for name, m in summary.metrics.items()
-    ]
-    create_table_artifact(
-        key=artifact_key(suite_name, "metrics"), table=rows,
-        description=f"Per-metric results of suite {suite_name}",
-    )
-    create_markdown_artifact(
-        key=artifact_key(suite_name, "summary"),
-        markdown=Path(outcome.paths["summary.md"]).read_text(encoding="utf-8"),
-        description=f"Evaluation summary of suite {suite_name}",
-    )

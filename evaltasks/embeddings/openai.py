@@ -62,7 +62,8 @@ class OpenAIEmbeddingProvider:
         timeout: seconds per HTTP request.
         max_retries: HTTP-level retries by the client.
         content_retries: retries of unusable responses (see the module docstring).
-        azure_endpoint: use ``openai.AzureOpenAI`` with this endpoint (or set ``AZURE_OPENAI_ENDPOINT``).
+        azure_endpoint: use ``openai.AzureOpenAI`` with this endpoint (or set ``AZURE_OPENAI_ENDPOINT``, which an
+            explicit ``base_url`` overrides).
         api_version: Azure API version (default ``OPENAI_API_VERSION``).
         price_per_million_tokens: override of the price table for this model, US dollars.
         max_input_tokens: the model's per-input limit; longer texts are truncated.
@@ -70,6 +71,7 @@ class OpenAIEmbeddingProvider:
 
     Raises:
         CredentialsError: no API key given or set.
+        ValueError: an option of the wrong type or out of range (e.g. ``max_input_tokens: "50"``).
     """
 
     provider = "openai"
@@ -99,6 +101,15 @@ class OpenAIEmbeddingProvider:
         for label, value in (("max_retries", max_retries), ("content_retries", content_retries)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{label} must be a non-negative integer, got {value!r}")
+        for label, value in (("max_input_tokens", max_input_tokens),
+                             ("max_tokens_per_request", max_tokens_per_request)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{label} must be a positive integer, got {value!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        price = price_per_million_tokens
+        if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float)) or not price >= 0):
+            raise ValueError(f"price_per_million_tokens must be a non-negative number, got {price!r}")
         self.dimensions = dimensions
         self.content_retries = content_retries
         self.max_input_tokens = max_input_tokens
@@ -108,7 +119,8 @@ class OpenAIEmbeddingProvider:
             else PRICES_PER_MILLION_TOKENS.get(self.model_name, 0.0)
         )
         self._openai = openai
-        azure_endpoint = azure_endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
+        if not azure_endpoint and not base_url:  # an explicit base_url wins over AZURE_OPENAI_ENDPOINT
+            azure_endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT")
         if azure_endpoint:
             key = api_key or os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
             variable = "AZURE_OPENAI_API_KEY"
@@ -222,8 +234,11 @@ class OpenAIEmbeddingProvider:
                     f"embeddings request to {self.endpoint} still failing after the client's retries: "
                     f"{type(exc).__name__}: {exc}", transient=True,
                 ) from exc
-            except openai.APIStatusError as exc:
-                raise ProviderError(f"embeddings request rejected: HTTP {exc.status_code}: {exc.message}") from exc
+            except openai.APIStatusError as exc:  # 408/409 are retried by the client: still transient after that
+                raise ProviderError(
+                    f"embeddings request rejected: HTTP {exc.status_code}: {exc.message}",
+                    transient=exc.status_code in (408, 409),
+                ) from exc
             except (_ContentError, openai.APIResponseValidationError, ValueError) as exc:
                 if attempt >= self.content_retries:
                     raise ProviderError(

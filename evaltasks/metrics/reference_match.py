@@ -167,6 +167,8 @@ class ReferenceMatchMetric(BaseMetric):
         rows = table.indices(self.reference_set.texts)
         search = build_search(self.search_key, table.vectors[rows], self.reference_set.search, directory)
         search.cost_per_case = float(table.costs[rows].sum()) / max(cases, 1)
+        self._search_dir = str(directory) if directory is not None else None  # workers load it from there
+        self._search_cost_per_case = search.cost_per_case
         return search
 
     def _embed_directly(self, cases: Sequence[EvalTestCase]) -> dict[str, VectorTable]:
@@ -231,7 +233,8 @@ class ReferenceMatchMetric(BaseMetric):
     def _score_against_set(self, cases: Sequence[EvalTestCase], table: VectorTable | None) -> list[MetricResult]:
         """Score every case against the whole reference set: FAISS top-k for max, exact clamped mean."""
         assert self.reference_set is not None
-        search = get_search(self.search_key)
+        search = get_search(self.search_key, getattr(self, "_search_dir", None), self.reference_set.search)
+        search.cost_per_case = getattr(self, "_search_cost_per_case", search.cost_per_case)
         scored = [i for i, case in enumerate(cases) if case.actual_output.strip()]
         results: list[MetricResult | None] = [None] * len(cases)
         if scored:
