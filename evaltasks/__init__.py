@@ -5,7 +5,17 @@ The public API (seed-compatible with eval-ai-library's ``eval_lib``)::
     from evaltasks import EvalTestCase, evaluate, evaluate_sync, LengthCheckMetric, ReferenceMatchMetric
 """
 
+import os as _os
+
 from evaltasks._version import __version__
+
+# In a source checkout the flows live in ./flows (a build installs them as evaltasks.flows). Make
+# `evaltasks.flows` importable from the checkout too, e.g. `python -m evaltasks.cli` run in the repo root.
+_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "flows")) and _os.path.isfile(
+    _os.path.join(_root, "flows", "evaluate_suite.py")
+):
+    __path__.append(_root)
 from evaltasks.errors import (
     ConfigError,
     CredentialsError,

@@ -32,6 +32,21 @@ def _quiet_prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")  # default 20 s: too tight on busy CI
+
+
+def _check_output_dir(path: Path) -> str | None:
+    """A message when reports cannot be written to ``path`` (checked before anything is scored)."""
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        return f"--output-dir {path}: {existing} is a file, not a directory"
+    if existing.exists() and not os.access(existing, os.W_OK | os.X_OK):
+        return f"--output-dir {path}: {existing} is not writable"
+    return None
 
 
 def _check_task_runner(spec: str) -> str | None:
@@ -99,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "schema":
         from evaltasks.suite import suite_json_schema
 
-        print(json.dumps(suite_json_schema(), indent=2))
+        try:
+            print(json.dumps(suite_json_schema(), indent=2))
+            sys.stdout.flush()
+        except BrokenPipeError:  # `evaltasks schema | head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PASSED
     if args.command == "index":
         return _index(args)
@@ -208,6 +227,10 @@ def _run(args: argparse.Namespace) -> int:
         from evaltasks.run import plan_run
 
         plan = plan_run(args.suite)  # every input check, before Prefect starts
+        problem = _check_output_dir(Path(args.output_dir))
+        if problem:
+            _error(problem)
+            return EXIT_INVALID
         if args.max_cost is not None:
             from evaltasks.run import estimate_cost
 
@@ -240,7 +263,7 @@ def _run(args: argparse.Namespace) -> int:
             _progress.set_progress_callback(lambda n: progress.advance(bar, n))
             from evaltasks.flows.evaluate_suite import evaluate_suite, make_task_runner
 
-            _hide_input_error_tracebacks()
+            _hide_tracebacks()
             flow = evaluate_suite
             if args.task_runner != "threads":
                 flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
@@ -271,24 +294,32 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
 
 
-def _not_an_input_error(record: Any) -> bool:
-    """Logging filter: False for a record carrying an :class:`~evaltasks.errors.InputError` traceback."""
+def _without_traceback(record: Any) -> bool:
+    """Logging filter: drop an input error's record; strip the traceback from any other record.
+
+    For invalid input the CLI prints the message itself and exits 2; for an abort it prints a short message
+    and writes the full traceback to a file (exit 3). Either way the terminal shows no traceback.
+    """
     from evaltasks.errors import InputError
 
-    return not (record.exc_info and isinstance(record.exc_info[1], InputError))
+    if record.exc_info and isinstance(record.exc_info[1], InputError):
+        return False
+    if record.exc_info or record.exc_text:
+        record.exc_info, record.exc_text = None, None
+        if isinstance(record.msg, str) and "Traceback (most recent call last)" in record.msg:
+            record.msg = record.msg.split("Traceback (most recent call last)")[0].rstrip() or "error (traceback omitted)"
+    return True
 
 
-def _hide_input_error_tracebacks() -> None:
-    """Keep Prefect's console handler from printing the traceback of an input error (e.g. a rejected API key).
-
-    The flow engine logs a failing flow's exception with its traceback; for invalid input the CLI prints the
-    message itself and exits 2, without a traceback. Other errors keep their Prefect log lines.
-    """
+def _hide_tracebacks() -> None:
+    """Install :func:`_without_traceback` on the console handlers Prefect configured."""
     import logging
 
-    for handler in logging.getLogger().handlers:
-        if _not_an_input_error not in handler.filters:
-            handler.addFilter(_not_an_input_error)
+    loggers = [logging.getLogger(), logging.getLogger("prefect")]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if _without_traceback not in handler.filters:
+                handler.addFilter(_without_traceback)
 
 
 def _aborted(args: argparse.Namespace) -> int:

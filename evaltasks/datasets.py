@@ -65,7 +65,12 @@ def _read_text(path: Path, source: str) -> tuple[bytes, str]:
         raise DatasetError([Problem(source, f"line {line}", "", f"is not UTF-8 text (byte {exc.start})")]) from None
 
 
-def _rows_csv(text: str, source: str, problems: list[Problem]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _rows_csv(
+    text: str, source: str, problems: list[Problem], header_out: list[str] | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    csv.field_size_limit(2**31 - 1)  # the module's default of 131,072 characters is too small for long outputs
+    if "\r" in text and "\n" not in text:
+        text = text.replace("\r", "\n")  # old Mac line endings
     # Split on "\n" only: str.splitlines() also breaks at U+2028, U+0085, form feeds…, which may sit inside
     # a cell (model outputs) and would tear the row apart and shift the line numbers.
     reader = csv.reader(io.StringIO(text, newline="\n"))
@@ -76,6 +81,12 @@ def _rows_csv(text: str, source: str, problems: list[Problem]) -> Iterator[tuple
     except csv.Error as exc:
         problems.append(Problem(source, "line 1", "", f"invalid CSV header: {exc}"))
         return
+    duplicates = sorted({name for name in header if header.count(name) > 1})
+    if duplicates:
+        problems.append(Problem(source, "line 1", duplicates[0], "appears more than once in the header"))
+        return
+    if header_out is not None:
+        header_out.extend(header)
     start = reader.line_num + 1
     while True:
         try:
@@ -109,7 +120,7 @@ def _rows_jsonl(text: str, source: str, problems: list[Problem]) -> Iterator[tup
             problems.append(Problem(source, f"line {number}", "", "JSON nested too deeply"))
             continue
         if not isinstance(row, dict):
-            problems.append(Problem(source, f"line {number}", "", f"must be a JSON object, got {type(row).__name__}"))
+            problems.append(Problem(source, f"line {number}", "", f"must be a JSON object, got {_type_name(row)}"))
             continue
         yield f"line {number}", row
 
@@ -122,7 +133,7 @@ def _rows_list(data: Any, source: str, problems: list[Problem], kind: str) -> It
         return
     for i, row in enumerate(data):
         if not isinstance(row, dict):
-            problems.append(Problem(source, f"item {i}", "", f"must be an object, got {type(row).__name__}"))
+            problems.append(Problem(source, f"item {i}", "", f"must be an object, got {_type_name(row)}"))
             continue
         yield f"item {i}", row
 
@@ -139,10 +150,27 @@ def _parse_json(text: str, source: str) -> Any:
 def _parse_yaml(text: str, source: str) -> Any:
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise DatasetError([Problem(source, "", "", "YAML nested too deeply")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
         raise DatasetError([Problem(source, where, "", f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
+
+
+def _type_name(value: Any) -> str:
+    """The JSON/YAML name of ``value``'s type (null, boolean, number, object, array, string)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else type(value).__name__
 
 
 def _as_list(value: Any, separator: str | None, is_csv: bool) -> list[str] | str:
@@ -163,7 +191,7 @@ def _as_list(value: Any, separator: str | None, is_csv: bool) -> list[str] | str
                 return parsed
             return "must hold a JSON array of strings (or set dataset.list_separator)"
         return "must be a list of strings (or set dataset.list_separator to split a string)"
-    return f"must be a list of strings, got {type(value).__name__}"
+    return f"must be a list of strings, got {_type_name(value)}"
 
 
 def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
@@ -179,8 +207,9 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
     raw, text = _read_text(path, source)
     suffix = path.suffix.lower()
     problems: list[Problem] = []
+    header: list[str] = []
     if suffix == ".csv":
-        rows: Iterator[tuple[str, dict[str, Any]]] = _rows_csv(text, source, problems)
+        rows: Iterator[tuple[str, dict[str, Any]]] = _rows_csv(text, source, problems, header)
     elif suffix == ".jsonl":
         rows = _rows_jsonl(text, source, problems)
     elif suffix == ".json":
@@ -217,7 +246,7 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
                     problems.append(Problem(source, where, column or name, "is missing or null (actual_output is required)"))
                     row_ok = False
                 elif not isinstance(value, str):
-                    problems.append(Problem(source, where, column, f"must be a string, got {type(value).__name__}"))
+                    problems.append(Problem(source, where, column, f"must be a string, got {_type_name(value)}"))
                     row_ok = False
                 else:
                     case_fields[name] = value
@@ -232,12 +261,12 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
                     case_fields[name] = items
             elif name == "id":
                 if isinstance(value, bool) or not isinstance(value, (str, int)):
-                    problems.append(Problem(source, where, column, f"must be a string or integer, got {type(value).__name__}"))
+                    problems.append(Problem(source, where, column, f"must be a string or integer, got {_type_name(value)}"))
                     row_ok = False
                 else:
                     case_fields[name] = str(value)
             elif not isinstance(value, str):
-                problems.append(Problem(source, where, column, f"must be a string, got {type(value).__name__}"))
+                problems.append(Problem(source, where, column, f"must be a string, got {_type_name(value)}"))
                 row_ok = False
             else:
                 case_fields[name] = value
@@ -256,6 +285,11 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
                 problems.append(Problem(
                     source, "", column, f"key not found in any row (dataset.fields.{name}; keys: {keys})",
                 ))
+    if suffix == ".csv" and header and not column_checked:  # header only: still report unknown columns
+        missing = [col for col in explicit.values() if col not in header]
+        if missing:
+            problems.append(Problem(source, "line 1", missing[0],
+                                    f"column not found in the header (columns: {', '.join(header)})"))
     if problems:
         raise DatasetError(problems)
     if not dataset.cases:

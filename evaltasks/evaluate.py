@@ -40,8 +40,10 @@ ProgressCallback = Callable[[int], None]
 
 
 def validate_metrics(metrics: Sequence[BaseMetric]) -> None:
-    """Check the metric list. Raises InputError for a non-metric or a repeated metric name."""
+    """Check the metric list. Raises InputError for an empty list, a non-metric or a repeated metric name."""
     problems = []
+    if not metrics:
+        problems.append(Problem("<python>", "metrics", "", "at least one metric is required"))
     names: set[str] = set()
     for i, metric in enumerate(metrics):
         if not isinstance(metric, BaseMetric):
@@ -235,7 +237,7 @@ def evaluate_sync(
     for namespace, need in needs.items():
         try:
             refs, ref_counts = embed_references(need.provider, list(need.references), index)
-            outs = embed_outputs(need.provider, list(need.outputs))
+            outs = embed_outputs(need.provider, [t for t in need.outputs if t not in refs])  # once per text
         except CredentialsError:
             raise
         except ProviderError as exc:

@@ -181,7 +181,10 @@ def _problems_from_validation(source: str, exc: ValidationError) -> list[Problem
             message = "is required"
         elif err["type"] == "value_error" and "error" in err.get("ctx", {}):
             message = str(err["ctx"]["error"])  # our own validators' message, without pydantic's "Value error, "
-        problems.append(Problem(source, _loc(loc[:-1]) if loc else "", str(loc[-1]) if loc else "", message))
+        if loc and isinstance(loc[-1], int):  # a whole list item is wrong, e.g. metrics[0]
+            problems.append(Problem(source, _loc(loc), "", message))
+        else:
+            problems.append(Problem(source, _loc(loc[:-1]) if loc else "", str(loc[-1]) if loc else "", message))
     return problems
 
 
@@ -214,6 +217,8 @@ def load_suite(path: str | Path) -> LoadedSuite:
         data = yaml.safe_load(text)
     except UnicodeDecodeError as exc:
         raise ConfigError([Problem(source, "", "", f"is not UTF-8 text (byte {exc.start})")]) from None
+    except RecursionError:
+        raise ConfigError([Problem(source, "", "", "YAML nested too deeply")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
@@ -224,6 +229,8 @@ def load_suite(path: str | Path) -> LoadedSuite:
     problems: list[Problem] = []
     try:
         suite: Suite | None = Suite.model_validate(data)
+    except RecursionError:
+        raise ConfigError([Problem(source, "", "", "nested too deeply")]) from None
     except ValidationError as exc:
         problems.extend(_problems_from_validation(source, exc))
         suite = None
@@ -231,7 +238,8 @@ def load_suite(path: str | Path) -> LoadedSuite:
     defaults = suite.embeddings if suite is not None else {}
     reference_sets = _load_reference_sets(source, suite, path.parent, problems) if suite is not None else {}
     metrics = (
-        _build_metrics(source, raw_metrics, problems, defaults, reference_sets) if isinstance(raw_metrics, list) else []
+        _build_metrics(source, raw_metrics, problems, defaults, reference_sets, path.parent)
+        if isinstance(raw_metrics, list) else []
     )
     if problems or suite is None:
         raise ConfigError(problems)
@@ -259,6 +267,7 @@ def _build_metrics(
     problems: list[Problem],
     provider_defaults: dict[str, dict[str, Any]],
     reference_sets: dict[str, Any] | None = None,
+    base_dir: Path = Path("."),
 ) -> list[BaseMetric]:
     """Construct every well-formed metric entry, adding a located problem for each one that fails."""
     metrics: list[BaseMetric] = []
@@ -269,6 +278,11 @@ def _build_metrics(
             spec = MetricSpec.model_validate(entry)
         except ValidationError:
             continue  # already reported by the suite model
+        model_name = (spec.model_extra or {}).get("model_name")
+        if isinstance(model_name, str) and model_name.startswith((".", "~")) or (
+            isinstance(model_name, str) and (base_dir / model_name).exists()
+        ):
+            spec.model_extra["model_name"] = str((base_dir / Path(model_name).expanduser()).resolve())  # type: ignore[index]
         set_name = (spec.model_extra or {}).get("reference_set")
         if set_name is not None:
             if not isinstance(set_name, str) or set_name not in (reference_sets or {}):

@@ -15,8 +15,9 @@ task                     wraps                                         caching
 
 Retries: embedding tasks retry twice (1 s, then 4 s, with jitter) and only when the failure is transient
 (:class:`~evaltasks.errors.ProviderError` with ``transient=True``); deterministic errors fail at once.
-The OpenAI client's own HTTP retries come first (``max_retries``), so an embedding request is attempted at
-most (max_retries + 1) × 3 times. Change them per call with ``embed_outputs.with_options(retries=...)``.
+The OpenAI client's own HTTP retries come first (``max_retries``), then the provider's retries of unusable
+responses (``content_retries``), so an embedding request is attempted at most
+(max_retries + 1) × (content_retries + 1) × 3 times (72 with the defaults). Change them per call with ``embed_outputs.with_options(retries=...)``.
 
 Cache keys never include the model or the index: providers are named by (provider, model, namespace
 fingerprint) strings and metrics by :meth:`~evaltasks.metrics.base.BaseMetric.cache_key` (class, version,
@@ -25,6 +26,7 @@ configuration), so two different metrics on the same inputs never share a cached
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -219,5 +221,8 @@ def publish_results(
 
 def artifact_key(suite_name: str, suffix: str) -> str:
     """A Prefect artifact key (``[a-z0-9-]``) for ``suite_name``: e.g. ``truthfulqa-davinci-summary``."""
-    slug = re.sub(r"[^a-z0-9]+", "-", suite_name.lower()).strip("-") or "suite"
+    slug = re.sub(r"[^a-z0-9]+", "-", suite_name.lower()).strip("-")
+    if not slug or slug != suite_name.lower().strip():  # names that lose characters get a hash: no clashes
+        digest = hashlib.sha256(suite_name.encode("utf-8")).hexdigest()[:8]
+        slug = f"{slug}-{digest}" if slug else f"suite-{digest}"
     return f"{slug}-{suffix}"

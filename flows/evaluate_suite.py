@@ -18,7 +18,7 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
-from evaltasks.errors import InputError
+from evaltasks.errors import ProviderError
 from evaltasks.evaluate import assemble, model_infos, prepare_reference_searches
 from evaltasks.index import ReferenceIndex, default_index_dir
 from evaltasks.results import EmbeddingCounts, MetricResult
@@ -145,9 +145,10 @@ def run_suite(
             embed_references.submit(provider.provider, provider.model_name, chunk, index_dir, need.options)
             for chunk in _chunks(list(need.references), EMBED_CHUNK)
         ]
+        outputs = [t for t in need.outputs if t not in need.references]  # a text equal to a reference: once
         out_futures = [
             embed_outputs_task.submit(provider.provider, provider.model_name, namespace, chunk, need.options)
-            for chunk in _chunks(list(need.outputs), EMBED_CHUNK)
+            for chunk in _chunks(outputs, EMBED_CHUNK)
         ]
         parts: list[VectorTable] = []
         try:
@@ -162,9 +163,7 @@ def run_suite(
                 counts = counts.add(EmbeddingCounts(
                     outputs_computed=0 if reused else len(table), outputs_reused=len(table) if reused else 0,
                 ))
-        except Exception as exc:  # noqa: BLE001 - a provider that still fails errors its metrics, not the run
-            if isinstance(exc, InputError):  # rejected credentials, unloadable model: the user must act
-                raise
+        except ProviderError as exc:  # a provider still failing after retries errors its metrics, not the run
             logger.error("Embedding with %s failed: %s", namespace, exc)
             failed[namespace] = str(exc)
             continue

@@ -18,6 +18,8 @@ os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_LOGGING_LEVEL"] = "CRITICAL"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
+# Prefect's temporary server gets 20 s to start by default; a loaded 2-core CI machine can need more.
+os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
 
 import pytest  # noqa: E402
 

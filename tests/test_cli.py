@@ -116,7 +116,7 @@ INVALID = {
                        "question,answer\nq,a\n", ["d.csv, line 1", "'model_answer'", "column not found"]),
     "non-string-output": ("name: x\ndataset:\n  path: d.json\nmetrics:\n  - metric: LengthCheckMetric\n",
                           '[{"actual_output": "a"}, {"actual_output": 42}]',
-                          ["d.json, item 1", "'actual_output'", "must be a string, got int"]),
+                          ["d.json, item 1", "'actual_output'", "must be a string, got number"]),
     "empty-dataset": ("name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n",
                       "", ["d.jsonl", "no rows"]),
     "missing-references": ("name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ReferenceMatchMetric\n"

@@ -233,9 +233,9 @@ def test_null_and_non_string_outputs(tmp_path: Path) -> None:
         (str(path), f"item {i}", "actual_output") for i in (1, 2, 3, 4, 5)
     ]
     assert "missing or null" in problems[0].message
-    assert problems[1].message == "must be a string, got int"
-    assert problems[2].message == "must be a string, got float"
-    assert problems[3].message == "must be a string, got list"
+    assert problems[1].message == "must be a string, got number"
+    assert problems[2].message == "must be a string, got number"
+    assert problems[3].message == "must be a string, got array"
     assert "missing or null" in problems[4].message
     text = str(info.value)
     assert f"{path}, item 2: field 'actual_output'" in text
@@ -255,7 +255,7 @@ def test_list_field_that_is_not_a_list(tmp_path: Path) -> None:
         _load(yaml_path)
     problems = _problems(info)
     assert [(p.location, p.field) for p in problems] == [("item 1", "references"), ("item 2", "references")]
-    assert problems[0].message == "must be a list of strings, got int"
+    assert problems[0].message == "must be a list of strings, got number"
     assert problems[1].message == "must be a list of strings"
 
     jsonl_path = _write(tmp_path, "d.jsonl", '{"actual_output": "a", "references": "one string"}\n')
@@ -279,7 +279,7 @@ def test_broken_jsonl_lines_and_non_objects(tmp_path: Path) -> None:
     problems = _problems(info)
     assert [p.location for p in problems] == ["line 2", "line 4"]
     assert problems[0].message.startswith("invalid JSON")
-    assert problems[1].message == "must be a JSON object, got list"
+    assert problems[1].message == "must be a JSON object, got array"
 
 
 def test_broken_json_and_yaml_files_name_the_line(tmp_path: Path) -> None:

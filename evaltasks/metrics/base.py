@@ -67,6 +67,8 @@ class BaseMetric(ABC):
 
     def __init__(self, threshold: float, *, name: str | None = None) -> None:
         self.threshold = check_threshold(threshold)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
         self.name = name or type(self).__name__
 
     # -- validation and planning ------------------------------------------------------------------------

