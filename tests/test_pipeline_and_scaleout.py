@@ -1,0 +1,89 @@
+"""evaltasks inside someone else's flow, and the suite flow on a real Dask LocalCluster (2 worker processes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_example():
+    spec = importlib.util.spec_from_file_location("answer_and_evaluate", ROOT / "examples/pipeline/answer_and_evaluate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("min_pass_rate", [0.75, 1.0])
+def test_example_pipeline_branches_on_pass_rate(prefect_harness, cosine, tmp_path: Path, min_pass_rate: float) -> None:
+    example = _load_example()
+    outcome = example.answer_and_evaluate(min_pass_rate=min_pass_rate, output_dir=str(tmp_path))
+    # Independently: a case passes when ReferenceMatch (max, clamped) >= 0.6 and it has <= 40 words.
+    passed = 0
+    for question, references in example.QUESTIONS.items():
+        answer = example.CANNED_ANSWERS[question]
+        score = float(np.clip(cosine(answer, references), 0, 1).max())
+        passed += score >= 0.6 and len(answer.split()) <= 40
+    expected_rate = passed / len(example.QUESTIONS)
+    assert outcome["pass_rate"] == pytest.approx(expected_rate)
+    assert expected_rate == 0.75  # the off-topic answer fails, the others pass
+    assert outcome["passed"] is (expected_rate >= min_pass_rate)
+    assert outcome["decision"].startswith("promoted" if expected_rate >= min_pass_rate else "incident opened")
+    assert set(outcome["artifacts"]) == {"answer-and-evaluate-metrics", "answer-and-evaluate-summary"}
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["summary"]["pass_rate"] == pytest.approx(expected_rate)
+
+
+def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path) -> None:
+    """`evaltasks run --task-runner dask:2`: a real distributed.LocalCluster with 2 worker processes.
+
+    The suite mixes per-case references, a reference set (its FAISS search is loaded lazily from the index in
+    each worker) and LengthCheck; scores must equal the in-process engine's.
+    """
+    pytest.importorskip("prefect_dask")
+    quickstart = ROOT / "examples/quickstart"
+    (tmp_path / "facts.txt").write_text(
+        "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n",
+        encoding="utf-8",
+    )
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        f"name: dask-check\ndataset:\n  path: {quickstart / 'answers.jsonl'}\n"
+        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
+        "reference_sets: {facts: facts.txt}\n"
+        "metrics:\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, threshold: 0.6}\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: facts, name: facts}\n"
+        "  - {metric: LengthCheckMetric, max_length: 30, unit: words}\n"
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    run = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--task-runner", "dask:2", "--batch-size", "3",
+         "--no-cache", "--quiet", "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "idx")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr
+    distributed = json.loads((tmp_path / "out/results.json").read_text())
+
+    from evaltasks import evaluate_sync
+    from evaltasks.run import plan_run
+
+    plan = plan_run(suite)
+    local = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids)
+    assert len(distributed["cases"]) == len(local.test_results) == 8
+    for remote_case, local_case in zip(distributed["cases"], local.test_results):
+        assert remote_case["id"] == local_case.id
+        for remote, mine in zip(remote_case["metrics"], local_case.metrics):
+            assert remote["name"] == mine.name
+            assert abs(remote["score"] - mine.score) <= 1e-6 and remote["success"] == mine.success
