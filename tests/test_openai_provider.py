@@ -577,3 +577,32 @@ def test_cli_rejected_key_exits_2_without_traceback(cli_runs) -> None:
     assert "Traceback" not in stdout + stderr
     assert "OPENAI_API_KEY" in stderr and "401" in stderr
     assert "sk-rejected-0123456789" not in stdout + stderr
+
+
+# --- in-process rate limiting ---------------------------------------------------------------------------------
+
+def test_requests_per_minute_spaces_requests(server: OpenAIServer) -> None:
+    """120 requests/min = 2 per second: a bucket of 2 passes at once, then one request every 0.5 s."""
+    provider = make_provider(server, requests_per_minute=120, max_tokens_per_request=1)
+    server.reset()
+    provider.embed(TEXTS[:5])  # a 1-token budget forces one request per text
+    arrivals = [r.t for r in server.embedding_requests()]
+    assert len(arrivals) == 5
+    gaps = np.diff(arrivals)
+    assert arrivals[-1] - arrivals[0] >= 1.4, gaps  # 3 requests beyond the burst, 0.5 s apart
+    assert gaps[1:].min() >= 0.4, gaps
+
+
+def test_tokens_per_minute_limits_token_throughput(server: OpenAIServer) -> None:
+    from evaltasks.embeddings._rate_limit import RateLimiter
+
+    limiter = RateLimiter(tokens_per_minute=6000)  # 100 tokens per second
+    import time
+
+    start = time.monotonic()
+    waits = [limiter.acquire(50) for _ in range(5)]  # 250 tokens: the first 100 pass at once, then 100 per s
+    elapsed = time.monotonic() - start
+    assert waits[0] == 0.0 and waits[1] == 0.0
+    assert 1.3 <= elapsed <= 3.0, elapsed
+    with pytest.raises(ValueError, match="tokens_per_minute"):
+        RateLimiter(tokens_per_minute=0)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from evaltasks.embeddings import _tokens
+from evaltasks.embeddings._rate_limit import shared_limiter
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
 from evaltasks.errors import ConfigError, CredentialsError, ProviderError
 
@@ -68,6 +69,8 @@ class OpenAIEmbeddingProvider:
         price_per_million_tokens: override of the price table for this model, US dollars.
         max_input_tokens: the model's per-input limit; longer texts are truncated.
         max_tokens_per_request: token budget of one request.
+        requests_per_minute, tokens_per_minute: in-process rate limits shared by every provider of the same
+            endpoint and model (a token bucket holding one second's budget); None (default): no limit.
 
     Raises:
         CredentialsError: no API key given or set.
@@ -92,6 +95,8 @@ class OpenAIEmbeddingProvider:
         price_per_million_tokens: float | None = None,
         max_input_tokens: int = MAX_INPUT_TOKENS,
         max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
     ) -> None:
         import openai
 
@@ -146,6 +151,7 @@ class OpenAIEmbeddingProvider:
                 organization=organization or os.environ.get("OPENAI_ORG_ID") or None, **common,
             )
             self.endpoint = str(self._client.base_url)
+        self._limiter = shared_limiter(self.endpoint, self.model_name, requests_per_minute, tokens_per_minute)
 
     @property
     def fingerprint(self) -> str:
@@ -189,6 +195,8 @@ class OpenAIEmbeddingProvider:
         costs = np.zeros(len(texts))
         total_tokens = 0
         for start, stop in self._requests(bounds):
+            if self._limiter is not None:
+                self._limiter.acquire(int(bounds[start:stop].sum()))
             block, tokens = self._request(prepared[start:stop])
             vectors.append(block)
             share = bounds[start:stop] / bounds[start:stop].sum()
