@@ -121,14 +121,22 @@ def score_metric_batch(
     cases: Sequence[EvalTestCase],
     vectors: dict[str, VectorTable] | None,
     failed_namespaces: dict[str, str] | None = None,
+    *,
+    raise_provider_errors: bool = False,
 ) -> list[MetricResult]:
-    """Score one metric over a batch; a provider failure makes the batch's results ``errored``, not a crash."""
+    """Score one metric over a batch; a provider failure makes the batch's results ``errored``, not a crash.
+
+    With ``raise_provider_errors`` the :class:`ProviderError` propagates instead (a Prefect task then fails,
+    is retried when transient, and is never cached as errored results).
+    """
     namespace = metric.embedding_namespace if failed_namespaces else None
     if namespace and namespace in failed_namespaces:
         return [MetricResult.errored(metric.name, metric.threshold, failed_namespaces[namespace]) for _ in cases]
     try:
         return metric.score_batch(cases, vectors)
     except ProviderError as exc:
+        if raise_provider_errors:
+            raise
         return [MetricResult.errored(metric.name, metric.threshold, str(exc)) for _ in cases]
 
 

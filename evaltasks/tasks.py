@@ -100,7 +100,7 @@ def embed_outputs(
     return _embed_outputs(get_provider(provider, model_name, **(provider_options or {})), texts)
 
 
-@task(name="score-batch", cache_policy=(INPUTS - "metric") + TASK_SOURCE)
+@task(name="score-batch", cache_policy=(INPUTS - "metric") + TASK_SOURCE, **_RETRY)
 def score_batch(
     metric: BaseMetric,
     cases: Sequence[EvalTestCase],
@@ -118,8 +118,12 @@ def score_batch(
         metric_key: ``metric.cache_key()``: class, version and configuration.
         cache_version: evaltasks version and result format (part of the cache key).
         failed_namespaces: namespaces whose embedding failed at run time; their metrics' results are errored.
+
+    Raises:
+        ProviderError: the metric embedded texts itself (``vectors`` None) and the provider failed.
     """
-    return score_metric_batch(metric, cases, vectors, failed_namespaces)
+    # A provider failure fails the task run (retried when transient), so errored results are never cached.
+    return score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True)
 
 
 # -- whole-dataset tasks for use in other pipelines ---------------------------------------------------------

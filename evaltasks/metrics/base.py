@@ -118,13 +118,18 @@ class BaseMetric(ABC):
         return (await asyncio.to_thread(self.score_batch, [test_case]))[0]
 
     def config(self) -> dict[str, Any]:
-        """The constructor arguments that define this metric's behaviour (for cache keys and reports)."""
-        return {"threshold": self.threshold, "name": self.name}
+        """What defines this metric's behaviour (for cache keys and reports).
+
+        The default is every public instance attribute, so a user's metric that stores its parameters as
+        attributes gets a correct cache key without overriding this; built-in metrics list theirs explicitly.
+        """
+        return {k: v for k, v in sorted(vars(self).items()) if not k.startswith("_")}
 
     def cache_key(self) -> str:
-        """A stable string identifying this metric's class, version and configuration."""
+        """A stable string identifying this metric's class (module-qualified), version and configuration."""
+        cls = type(self)
         items = ",".join(f"{k}={v!r}" for k, v in sorted(self.config().items()))
-        return f"{type(self).__name__}@{self.version}({items})"
+        return f"{cls.__module__}.{cls.__qualname__}@{self.version}({items})"
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())

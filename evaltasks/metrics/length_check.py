@@ -67,7 +67,8 @@ class LengthCheckMetric(BaseMetric):
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, min_length, max_length, unit)."""
-        return {**super().config(), "min_length": self.min_length, "max_length": self.max_length, "unit": self.unit}
+        return {"threshold": self.threshold, "name": self.name, "min_length": self.min_length,
+                "max_length": self.max_length, "unit": self.unit}
 
     def _range_text(self) -> str:
         upper = "no maximum" if self.max_length is None else f"max {self.max_length}"

@@ -105,7 +105,8 @@ class ReferenceMatchMetric(BaseMetric):
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, references, aggregation, embedding_provider, model_name)."""
         return {
-            **super().config(), "references": self.references, "aggregation": self.aggregation,
+            "threshold": self.threshold, "name": self.name, "references": self.references,
+            "aggregation": self.aggregation,
             "embedding_provider": self.embedding_provider, "model_name": self.model_name,
             "provider_options": {k: v for k, v in sorted(self.provider_options.items()) if k != "api_key"},
             **({"reference_set": {"name": self.reference_set.name, "sha256": self.reference_set.sha256,
