@@ -606,3 +606,37 @@ def test_tokens_per_minute_limits_token_throughput(server: OpenAIServer) -> None
     assert 1.3 <= elapsed <= 3.0, elapsed
     with pytest.raises(ValueError, match="tokens_per_minute"):
         RateLimiter(tokens_per_minute=0)
+
+
+# --- pre-run cost estimate ---------------------------------------------------------------------------------------
+
+def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_path: Path) -> None:
+    """`--max-cost`: the estimate (ceil(bytes/4) tokens per unique text × $0.02 per million) is compared
+    before Prefect starts; above the limit: exit 2, no request sent; at or above the estimate: the run goes."""
+    (tmp_path / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in DATASET) + "\n", encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: cost\ndataset:\n  path: answers.jsonl\n"
+        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
+        f"embeddings:\n  openai: {{base_url: '{server.url}/v1', max_retries: 1}}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: openai, threshold: 0.5}\n"
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
+    # An empty output is scored 0.0 without embeddings: neither it nor its references are sent or estimated.
+    texts = {t for row in DATASET if row["answer"].strip() for t in (row["answer"], *row["references"])}
+    expected = sum(max(1, (len(t.encode()) + 3) // 4) for t in texts) * 0.02 / 1e6
+    env = _cli_env(tmp_path, KEY, f"{server.url}/v1")
+    server.reset()
+    cli = [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--quiet", "--index-dir", "idx"]
+    refused = subprocess.run([*cli, "--max-cost", f"{expected * 0.99:.12f}"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr
+    assert f"${expected:.4f}" in refused.stderr and "--max-cost" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert server.embedding_requests() == []
+    allowed = subprocess.run([*cli, "--max-cost", f"{expected * 1.01:.12f}"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    results = json.loads((tmp_path / "eval-results" / "results.json").read_text())
+    billed = server.billed_tokens() * 0.02 / 1e6
+    assert results["summary"]["evaluation_cost"] == pytest.approx(billed, rel=1e-9)

@@ -321,3 +321,18 @@ def test_local_provider_vectors_are_unit_norm_float32(st_model) -> None:
     reference = st_model.encode(texts, normalize_embeddings=True)
     assert np.all(np.abs(np.sum(vectors * reference, axis=1) - 1.0) <= EPS)
     assert provider.embed([]).shape == (0, 384)
+
+
+def test_local_truncation_is_flagged(st_model) -> None:
+    """Texts longer than the model's max_seq_length (256 word pieces for all-MiniLM-L6-v2) are flagged."""
+    from evaltasks import EvalTestCase, ReferenceMatchMetric, evaluate_sync
+
+    long_output = "word " * 600
+    assert len(st_model.tokenizer(long_output)["input_ids"]) > st_model.max_seq_length
+    metric = ReferenceMatchMetric(embedding_provider="local", references=["a short reference", "word " * 300])
+    [short, long] = evaluate_sync(
+        [EvalTestCase(actual_output="a short answer"), EvalTestCase(actual_output=long_output)], [metric]
+    ).test_results
+    assert short.metrics[0].evaluation_log["output_truncated"] is False
+    assert long.metrics[0].evaluation_log["output_truncated"] is True
+    assert short.metrics[0].evaluation_log["references_truncated"] == 1

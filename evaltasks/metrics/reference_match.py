@@ -142,12 +142,14 @@ class ReferenceMatchMetric(BaseMetric):
         return self.provider.namespace
 
     def embedding_texts(self, case: EvalTestCase) -> tuple[list[str], list[str]]:
-        """The case's references and its output (none when the output is empty or whitespace only).
+        """The case's references and its output (neither when the output is empty or whitespace only).
 
         A reference set is registered once for the run by :meth:`add_embedding_needs`, not per case.
         """
+        if not case.actual_output.strip():
+            return [], []  # scored 0.0 without embeddings: neither the output nor its references are sent
         references = [] if self.reference_set is not None else self.references_for(case)
-        return references, ([case.actual_output] if case.actual_output.strip() else [])
+        return references, [case.actual_output]
 
     def add_embedding_needs(self, cases: Sequence[EvalTestCase], needs: dict[str, EmbeddingNeed]) -> None:
         """Register outputs and per-case references; a reference set's texts once, for the whole run."""
