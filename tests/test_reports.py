@@ -138,8 +138,9 @@ def test_results_json_summary(results: dict, expected: dict) -> None:
     assert short["threshold"] == 1.0
     assert list(summary["metrics"]) == ["ReferenceMatchMetric", "Short"]
 
-    unique_refs = {r for c in CASES for r in c["refs"]}
-    assert len(unique_refs) == 6  # "Paris is the capital of France." appears twice
+    # An empty output is scored 0.0 without embeddings, so its references ("Something.") are not embedded.
+    unique_refs = {r for c in CASES if c["answer"].strip() for r in c["refs"]}
+    assert len(unique_refs) == 5  # "Paris is the capital of France." appears twice
     assert summary["embeddings"]["references_computed"] == len(unique_refs)
     assert summary["embeddings"]["references_reused"] == 0
     assert summary["embeddings"]["outputs_computed"] == 4  # the empty output is never embedded
@@ -237,7 +238,7 @@ def test_summary_md_content(run_dir: Path, results: dict, expected: dict) -> Non
     mean = sum(expected[c["id"]]["rm_score"] for c in CASES) / 5
     assert f"| ReferenceMatchMetric | {mean:.4f} | 40.00% | 0.5 | 2 | 3 | 0 | 0 |" in md
     assert "| Short | 0.8000 | 80.00% | 1.0 | 4 | 1 | 0 | 0 |" in md
-    assert "Embeddings: 6 references computed, 0 reused from the index; 4 outputs computed" in md
+    assert "Embeddings: 5 references computed, 0 reused from the index; 4 outputs computed" in md
     for case_id in ("paris", "boil"):  # passing cases are not among the worst
         assert f"| {case_id} |" not in md
 
@@ -304,3 +305,22 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     assert "…" not in text
     assert "cases: 5  passed: 2  failed: 3  errored: 0  skipped: 0  pass rate: 40.00%" in text
     assert "GATE PASSED (pass rate 40.00%, required 40.00%)" in text
+
+
+def test_score_histogram_counts_each_bin() -> None:
+    from evaltasks.reports.markdown import score_histogram
+
+    scores = [0.0, 0.05, 0.1, 0.5, 0.55, 0.99, 1.0, 1.0, 0.7]
+    lines = score_histogram(scores)
+    counts = [int(line.rsplit(" ", 1)[1]) for line in lines]
+    assert counts == [2, 1, 0, 0, 0, 2, 0, 1, 0, 3]  # 1.0 falls in the last bin
+    assert lines[9].count("█") == 30 and lines[2].count("█") == 0
+
+
+def test_summary_md_has_a_distribution_per_metric(run_dir: Path) -> None:
+    md = (run_dir / "out" / "summary.md").read_text(encoding="utf-8")
+    results = json.loads((run_dir / "out" / "results.json").read_text())
+    assert "## Score distribution" in md
+    for name in results["summary"]["metrics"]:
+        n = sum(1 for case in results["cases"] for m in case["metrics"] if m["name"] == name and m["score"] is not None)
+        assert f"**{name}** ({n} scores)" in md

@@ -46,6 +46,7 @@ def render_summary_markdown(
             f"| {markdown_inline(name)} | {_fmt(m.mean_score)} | {m.pass_rate:.2%} | {m.threshold} | {m.passed} | "
             f"{m.failed} | {m.errored} | {m.skipped} |"
         )
+    lines += _distributions(summary, cases)
     worst = sorted(
         ((metric.score if metric.score is not None else -1.0, case, metric)
          for case in cases for metric in case.metrics if metric.status in ("failed", "errored")),
@@ -67,6 +68,28 @@ def render_summary_markdown(
         "",
     ]
     return "\n".join(lines)
+
+
+def score_histogram(scores: list[float], bins: int = 10, width: int = 30) -> list[str]:
+    """A text bar chart of ``scores`` in [0, 1]: one line per bin ``[i/bins, (i+1)/bins)`` (1.0 in the last)."""
+    counts = [0] * bins
+    for score in scores:
+        counts[min(int(score * bins), bins - 1)] += 1
+    top = max(counts) or 1
+    return [
+        f"{i / bins:.1f}–{(i + 1) / bins:.1f} {'█' * round(width * c / top):<{width}} {c}"
+        for i, c in enumerate(counts)
+    ]
+
+
+def _distributions(summary: EvaluationSummary, cases: list[TestCaseResult]) -> list[str]:
+    lines = ["", "## Score distribution", ""]
+    for name in summary.metrics:
+        scores = [m.score for case in cases for m in case.metrics if m.name == name and m.score is not None]
+        if not scores:
+            continue
+        lines += [f"**{markdown_inline(name)}** ({len(scores)} scores)", "", "```text", *score_histogram(scores), "```", ""]
+    return lines if len(lines) > 3 else []
 
 
 def write_summary_markdown(path: Path, text: str) -> None:
