@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="refuse to start (exit 2) when the estimated provider cost exceeds USD")
     run.add_argument("--task-runner", default="threads", metavar="SPEC",
                      help="threads[:N] (default), processes[:N], dask[:N], dask:tcp://HOST:PORT, ray[:ADDRESS]")
+    run.add_argument("--concurrency-limit", default=None, metavar="NAME",
+                     help="a Prefect global concurrency limit that embedding calls occupy (prefect gcl create)")
     run.add_argument("--reports-url", default=None, metavar="URL",
                      help="where the reports will be published (adds a Prefect link artifact)")
     serve = sub.add_parser("serve", help="serve the suite's flow as a scheduled Prefect deployment")
@@ -270,6 +272,7 @@ def _run(args: argparse.Namespace) -> int:
             outcome = flow(
                 suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
                 batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
+                concurrency_limit=args.concurrency_limit,
             )
     except InputError as exc:
         _error(str(exc))

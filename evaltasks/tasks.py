@@ -26,6 +26,7 @@ configuration), so two different metrics on the same inputs never share a cached
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Sequence
@@ -65,6 +66,19 @@ _RETRY = {"retries": 2, "retry_delay_seconds": [1, 4], "retry_jitter_factor": 0.
           "retry_condition_fn": retry_if_transient}
 
 
+def _limited(concurrency_limit: str | None) -> Any:
+    """``prefect.concurrency.sync.concurrency(NAME)`` when a global concurrency limit is named, else a no-op.
+
+    strict: a named limit that does not exist on the Prefect server is an error, not a silent no-op.
+    Create one with ``prefect gcl create NAME --limit 4``.
+    """
+    if not concurrency_limit:
+        return contextlib.nullcontext()
+    from prefect.concurrency.sync import concurrency
+
+    return concurrency(concurrency_limit, occupy=1, strict=True)
+
+
 @task(name="embed-references", cache_policy=NO_CACHE, **_RETRY)
 def embed_references(
     provider: str,
@@ -72,14 +86,18 @@ def embed_references(
     texts: Sequence[str],
     index_dir: str | None,
     provider_options: dict[str, Any] | None = None,
+    concurrency_limit: str | None = None,
 ) -> tuple[VectorTable, EmbeddingCounts]:
     """Embed unique reference ``texts`` into the reference index at ``index_dir`` (or directly when None).
 
     Returns the vectors of all ``texts`` and the counts (``references_computed``, ``references_reused``).
-    Raises ProviderError after retries when the provider keeps failing.
+    ``concurrency_limit`` names a Prefect global concurrency limit that provider calls occupy one slot of
+    (shared by every run against the same server). Raises ProviderError after retries when the provider keeps
+    failing.
     """
     index = ReferenceIndex(index_dir) if index_dir else None
-    return _embed_references(get_provider(provider, model_name, **(provider_options or {})), texts, index)
+    with _limited(concurrency_limit):
+        return _embed_references(get_provider(provider, model_name, **(provider_options or {})), texts, index)
 
 
 @task(name="embed-outputs", cache_policy=INPUTS + TASK_SOURCE, **_RETRY)
@@ -90,6 +108,7 @@ def embed_outputs(
     texts: Sequence[str],
     provider_options: dict[str, Any] | None = None,
     cache_version: str = CACHE_VERSION,
+    concurrency_limit: str | None = None,
 ) -> VectorTable:
     """Embed unique non-empty outputs.
 
@@ -97,7 +116,8 @@ def embed_outputs(
     the cache key, so new weights or a new evaltasks never reuse old cached vectors. Raises ProviderError after
     retries when the provider keeps failing.
     """
-    return _embed_outputs(get_provider(provider, model_name, **(provider_options or {})), texts)
+    with _limited(concurrency_limit):
+        return _embed_outputs(get_provider(provider, model_name, **(provider_options or {})), texts)
 
 
 @task(name="score-batch", cache_policy=(INPUTS - "metric") + TASK_SOURCE, **_RETRY)

@@ -93,6 +93,7 @@ def evaluate_suite(
     batch_size: int = DEFAULT_BATCH_SIZE,
     cache: bool = True,
     reports_url: str | None = None,
+    concurrency_limit: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
 
@@ -103,6 +104,8 @@ def evaluate_suite(
         batch_size: test cases per ``score-batch`` task run.
         cache: reuse cached task results (``embed-outputs``, ``score-batch``); False recomputes them.
         reports_url: where the written reports are published (adds a link artifact).
+        concurrency_limit: a Prefect global concurrency limit (``prefect gcl create NAME --limit N``) that
+            every embedding task occupies one slot of, so runs sharing a server share a provider's capacity.
 
     Another task runner: ``evaluate_suite.with_options(task_runner=make_task_runner("dask:4"))(...)``.
 
@@ -112,7 +115,9 @@ def evaluate_suite(
     Raises:
         ConfigError, DatasetError, CredentialsError: invalid input (nothing is scored).
     """
-    return run_suite(suite_path, output_dir, index_dir, batch_size, cache, reports_url).summary_dict()
+    return run_suite(
+        suite_path, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit
+    ).summary_dict()
 
 
 def run_suite(
@@ -122,6 +127,7 @@ def run_suite(
     batch_size: int,
     cache: bool,
     reports_url: str | None = None,
+    concurrency_limit: str | None = None,
 ) -> RunOutcome:
     """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome."""
     logger = get_run_logger()
@@ -142,12 +148,17 @@ def run_suite(
     for namespace, need in plan.needs.items():
         provider = need.provider
         ref_futures = [
-            embed_references.submit(provider.provider, provider.model_name, chunk, index_dir, need.options)
+            embed_references.submit(
+                provider.provider, provider.model_name, chunk, index_dir, need.options, concurrency_limit
+            )
             for chunk in _chunks(list(need.references), EMBED_CHUNK)
         ]
         outputs = [t for t in need.outputs if t not in need.references]  # a text equal to a reference: once
         out_futures = [
-            embed_outputs_task.submit(provider.provider, provider.model_name, namespace, chunk, need.options)
+            embed_outputs_task.submit(
+                provider.provider, provider.model_name, namespace, chunk, need.options,
+                concurrency_limit=concurrency_limit,
+            )
             for chunk in _chunks(outputs, EMBED_CHUNK)
         ]
         parts: list[VectorTable] = []

@@ -363,3 +363,38 @@ def test_user_metric_without_config_override_gets_distinct_cache_keys(prefect_ha
     name, score = scoring("Berlin")
     assert name != "Cached" and score == 0.0
     assert scoring("Paris") == ("Cached", 1.0)
+
+
+def test_embedding_tasks_occupy_a_global_concurrency_limit(prefect_harness, minilm_path) -> None:
+    """With a named Prefect global concurrency limit the embedding task takes a slot (strict: a limit that does
+    not exist on the server fails the task instead of silently running unlimited)."""
+    import asyncio
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+
+    from evaltasks.embeddings import get_provider
+    from evaltasks.tasks import embed_outputs
+
+    namespace = get_provider("local").namespace
+    name = f"embeddings-{uuid.uuid4().hex[:8]}"
+
+    async def create() -> None:
+        async with get_client() as client:
+            await client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+
+    asyncio.run(create())
+    task = embed_outputs.with_options(refresh_cache=True, retries=0)
+    states: list[Any] = []
+
+    @flow(name="gcl-embed")
+    def embedding(limit: str) -> None:
+        states.append(task("local", "all-MiniLM-L6-v2", namespace, ["a text"], None, concurrency_limit=limit,
+                           return_state=True))
+
+    embedding(name)
+    assert states[0].is_completed()
+    assert len(states[0].result()) == 1
+    embedding(f"missing-{uuid.uuid4().hex[:8]}")
+    assert states[1].is_failed()
