@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ import faiss
 import numpy as np
 from filelock import FileLock
 
+from evaltasks._atomic import atomic_writer
 from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 
@@ -57,20 +57,6 @@ def _file_sha256(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass
@@ -144,8 +130,9 @@ class _Namespace:
             "updated": now,
             "truncated_ids": meta.get("truncated_ids", []),
         }
-        _atomic_write_bytes(self.index_path, data)
-        _atomic_write_bytes(self.meta_path, json.dumps(meta, indent=2).encode())
+        for path, payload in ((self.index_path, data), (self.meta_path, json.dumps(meta, indent=2).encode())):
+            with atomic_writer(path, "wb") as handle:
+                handle.write(payload)
 
 
 class ReferenceIndex:

@@ -11,14 +11,14 @@ no pickle) and loaded lazily once per process through :func:`get_search`.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
+
+from evaltasks._atomic import atomic_path
 
 SEARCH_KINDS = ("flat", "hnsw")
 _REGISTRY: dict[str, ReferenceSearch] = {}
@@ -116,15 +116,8 @@ class ReferenceSearch:
 
     def save(self, path: Path) -> None:
         """Write the FAISS index atomically (temporary file + rename)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            faiss.write_index(self.index, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_path(path) as tmp:
+            faiss.write_index(self.index, str(tmp))
 
     @classmethod
     def load(cls, path: Path, vectors: np.ndarray | None, config: SearchConfig) -> ReferenceSearch | None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evaltasks.reports._atomic import atomic_writer
+from evaltasks._atomic import atomic_writer
 from evaltasks.results import EvaluationSummary, TestCaseResult
 
 SCHEMA_VERSION = 1

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from evaltasks.reports._atomic import atomic_writer
+from evaltasks._atomic import atomic_writer
 from evaltasks.reports._escape import xml_text
 from evaltasks.results import EvaluationSummary, TestCaseResult
 

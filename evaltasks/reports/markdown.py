@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaltasks.reports._atomic import atomic_writer
+from evaltasks._atomic import atomic_writer
 from evaltasks.reports._escape import markdown_inline
 from evaltasks.results import EvaluationSummary, TestCaseResult
 
