@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import subprocess_env
+
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
 CRON = "0 6 * * *"
@@ -53,23 +55,7 @@ def _free_port() -> int:
 
 
 def _subprocess_env(prefect_home: Path, api_url: str | None) -> dict[str, str]:
-    """The test environment (offline Hugging Face, no telemetry) with its own PREFECT_HOME and API URL."""
-    env = dict(os.environ)
-    for name in ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_PROFILE"):
-        env.pop(name, None)
-    env.update({
-        "PREFECT_HOME": str(prefect_home),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONUNBUFFERED": "1",
-    })
-    if api_url:
-        env["PREFECT_API_URL"] = api_url
-    return env
+    return subprocess_env(prefect_home, api_url)
 
 
 def _tail(path: Path, chars: int = 4000) -> str:

@@ -19,7 +19,6 @@ Nothing is mocked: real Prefect engine and server, real FAISS index, the bundled
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -28,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from conftest import subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
@@ -39,20 +40,7 @@ CLI_TIMEOUT = 600  # one quickstart run takes ~30 s on 2 cores; a loaded CI mach
 
 
 def _cli_env(prefect_home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_PROFILE", "PREFECT_LOCAL_STORAGE_PATH",
-                 "PREFECT_RESULTS_LOCAL_STORAGE_PATH"):
-        env.pop(name, None)
-    env.update({
-        "PREFECT_HOME": str(prefect_home),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    })
-    return env
+    return subprocess_env(prefect_home)
 
 
 def _cli_run(tmp_path: Path, env: dict[str, str], out: str, index: str, *extra: str) -> dict[str, Any]:
