@@ -83,6 +83,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="a Prefect global concurrency limit that embedding calls occupy (prefect gcl create)")
     run.add_argument("--reports-url", default=None, metavar="URL",
                      help="where the reports will be published (adds a Prefect link artifact)")
+    run.add_argument("--baseline", default=None, metavar="RESULTS_JSON",
+                     help="compare with an earlier run's results.json (e.g. the base branch's): deltas, "
+                          "changes and regressions in the reports")
+    run.add_argument("--regression-tolerance", type=float, default=None, metavar="T",
+                     help="score or pass-rate drops up to T (absolute, default 0.01) are not regressions")
+    run.add_argument("--skip-missing-credentials", action="store_true",
+                     help="skip metrics whose provider credentials are missing (left out of the gate, with a "
+                          "warning) instead of exiting 2: for pull requests from forks")
     serve = sub.add_parser("serve", help="serve the suite's flow as a scheduled Prefect deployment")
     serve.add_argument("suite", help="the suite YAML file")
     serve.add_argument("--cron", default="0 6 * * *", help='cron schedule (default "0 6 * * *", UTC)')
@@ -218,8 +226,15 @@ def _index(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from evaltasks.errors import InputError
 
+    from evaltasks.compare import DEFAULT_TOLERANCE
+
     if args.batch_size < 1:
         _error("--batch-size must be at least 1")
+        return EXIT_INVALID
+    if args.regression_tolerance is None:
+        args.regression_tolerance = DEFAULT_TOLERANCE
+    if not 0.0 <= args.regression_tolerance <= 1.0:
+        _error(f"--regression-tolerance must be in [0, 1], got {args.regression_tolerance}")
         return EXIT_INVALID
     problem = _check_task_runner(args.task_runner)
     if problem:
@@ -228,7 +243,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         from evaltasks.run import plan_run
 
-        plan = plan_run(args.suite)  # every input check, before Prefect starts
+        plan = plan_run(args.suite, skip_missing_credentials=args.skip_missing_credentials)  # before Prefect
+        for warning in plan.suite.warnings:
+            print(f"evaltasks: warning: {warning}", file=sys.stderr)
+        if args.baseline is not None:
+            from evaltasks.compare import load_baseline
+
+            load_baseline(args.baseline)  # a bad baseline is a usage error, found before scoring
         problem = _check_output_dir(Path(args.output_dir))
         if problem:
             _error(problem)
@@ -272,7 +293,8 @@ def _run(args: argparse.Namespace) -> int:
             outcome = flow(
                 suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
                 batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
-                concurrency_limit=args.concurrency_limit,
+                concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
+                baseline=args.baseline, regression_tolerance=args.regression_tolerance,
             )
     except InputError as exc:
         _error(str(exc))
@@ -291,6 +313,7 @@ def _run(args: argparse.Namespace) -> int:
         print_summary(
             EvaluationSummary.model_validate(outcome["summary"]), passed=outcome["passed"],
             min_pass_rate=plan.suite.suite.gate.min_pass_rate, console=Console(),
+            gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
         )
         print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
               f"({time.time() - started:.1f} s)")

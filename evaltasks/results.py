@@ -8,7 +8,8 @@ Statuses (the same words everywhere, ``results.json`` included):
 - ``skipped``: not evaluated (e.g. missing credentials on a fork); ``reason`` says why.
 
 A test case is ``errored`` if any metric errored, else ``failed`` if any failed, else ``passed`` if any
-passed, else ``skipped``. The pass rate is passed cases / all cases.
+passed, else ``skipped``. The pass rate is passed cases / evaluated cases, where skipped cases are not
+evaluated: a metric skipped for missing credentials (a pull request from a fork) is excluded from the gate.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class MetricSummary(BaseModel):
 
     Attributes:
         mean_score: mean of the scores of scored (passed or failed) cases; None when none was scored.
-        pass_rate: passed / all cases evaluated by this metric.
+        pass_rate: passed / cases this metric evaluated (skipped cases excluded; 0.0 when none).
         threshold: the metric's threshold.
         passed, failed, errored, skipped: counts of cases by status for this metric.
     """
@@ -193,7 +194,7 @@ class EvaluationSummary(BaseModel):
 
     Attributes:
         cases, passed_cases, failed_cases, errored_cases, skipped_cases: case counts by status.
-        pass_rate: passed_cases / cases (0.0 for an empty run).
+        pass_rate: passed_cases / (cases - skipped_cases); 0.0 when no case was evaluated.
         metrics: per-metric aggregates keyed by metric name, in metric order.
         embeddings: embedding work counts.
         evaluation_cost: total US dollars spent on provider calls.
@@ -253,7 +254,7 @@ def summarize(
     metrics = {}
     for name, bucket in per_metric.items():
         scores = bucket.pop("scores")
-        total = sum(bucket.values())
+        total = sum(bucket.values()) - bucket["skipped"]
         metrics[name] = MetricSummary(
             mean_score=(sum(scores) / len(scores)) if scores else None,
             pass_rate=(bucket["passed"] / total) if total else 0.0,
@@ -267,7 +268,7 @@ def summarize(
         failed_cases=counts["failed"],
         errored_cases=counts["errored"],
         skipped_cases=counts["skipped"],
-        pass_rate=counts["passed"] / n if n else 0.0,
+        pass_rate=counts["passed"] / (n - counts["skipped"]) if n - counts["skipped"] else 0.0,
         metrics=metrics,
         embeddings=embeddings or EmbeddingCounts(),
         evaluation_cost=cost,

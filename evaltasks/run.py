@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks._version import __version__
+from evaltasks.compare import DEFAULT_TOLERANCE, Comparison, compare_results, load_baseline
 from evaltasks.datasets import LoadedDataset, load_dataset
 from evaltasks.errors import DatasetError
 from evaltasks.evaluate import collect_embedding_needs, validate_cases
@@ -44,12 +45,13 @@ class RunPlan:
 
 @dataclass
 class RunOutcome:
-    """What a finished run produced: the result, the gate verdict and the report paths."""
+    """What a finished run produced: the result, the gate verdict, the report paths, the baseline comparison."""
 
     result: EvaluationResult
     passed: bool
     paths: dict[str, Path]
     header: dict[str, Any]
+    comparison: Comparison | None = None
 
     def summary_dict(self) -> dict[str, Any]:
         """A JSON-ready summary: gate verdict, report paths and the run summary."""
@@ -58,18 +60,24 @@ class RunOutcome:
             "passed": self.passed,
             "results_path": str(self.paths["results.json"]),
             "summary": self.result.summary.model_dump(),
+            "gate": dict(self.header.get("gate", {})),
+            "warnings": list(self.header.get("warnings", [])),
+            "regressions": self.comparison.regressions if self.comparison else [],
         }
 
 
-def plan_run(suite_path: str | Path) -> RunPlan:
+def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) -> RunPlan:
     """Load and validate a suite and its dataset, and check every case against every metric.
+
+    ``skip_missing_credentials``: metrics whose provider credentials are missing are skipped (see
+    :func:`~evaltasks.suite.load_suite`) instead of raising CredentialsError.
 
     Raises:
         ConfigError: the suite is invalid.
         DatasetError: the dataset is invalid, or cases lack what a metric needs (each problem located).
         CredentialsError: a provider's credentials are missing.
     """
-    suite = load_suite(suite_path)
+    suite = load_suite(suite_path, skip_missing_credentials=skip_missing_credentials)
     dataset = load_dataset(suite.suite.dataset, suite.path.parent)
     problems = validate_cases(
         dataset.cases, suite.metrics, source=str(suite.path.parent / suite.suite.dataset.path),
@@ -107,15 +115,42 @@ def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[st
     return counts
 
 
-def gate_passed(result: EvaluationResult, min_pass_rate: float) -> bool:
-    """The gate: pass rate (passed cases / all cases) >= ``min_pass_rate``; an empty run fails."""
-    return result.summary.cases > 0 and result.summary.pass_rate >= min_pass_rate - 1e-12
+def gate_pass_rate(result: EvaluationResult, allow_errors: bool = False) -> float | None:
+    """The pass rate the gate compares: passed / evaluated cases, skipped cases left out, and errored cases
+    left out too when ``allow_errors``; None when no case is left."""
+    s = result.summary
+    counted = s.cases - s.skipped_cases - (s.errored_cases if allow_errors else 0)
+    return s.passed_cases / counted if counted else None
 
 
-def finish_run(plan: RunPlan, result: EvaluationResult, output_dir: str | Path, started: float) -> RunOutcome:
-    """Apply the gate and write the three reports into ``output_dir``."""
-    min_pass_rate = plan.suite.suite.gate.min_pass_rate
-    passed = gate_passed(result, min_pass_rate)
+def gate_passed(result: EvaluationResult, min_pass_rate: float, allow_errors: bool = False) -> bool:
+    """The gate: :func:`gate_pass_rate` >= ``min_pass_rate``.
+
+    An empty run fails. A run whose every case was skipped (e.g. all metrics need credentials a fork's pull
+    request does not get) passes: nothing was evaluated, so nothing regressed; the run's warnings say so.
+    A run whose every evaluated case errored, with ``allow_errors``, passes the same way.
+    """
+    if result.summary.cases == 0:
+        return False
+    rate = gate_pass_rate(result, allow_errors)
+    return rate is None or rate >= min_pass_rate - 1e-12
+
+
+def finish_run(
+    plan: RunPlan,
+    result: EvaluationResult,
+    output_dir: str | Path,
+    started: float,
+    baseline: str | Path | None = None,
+    regression_tolerance: float = DEFAULT_TOLERANCE,
+) -> RunOutcome:
+    """Apply the gate, compare with ``baseline`` (a results.json) if given, and write the three reports.
+
+    Raises InputError when the baseline cannot be read (the CLI checks it before scoring).
+    """
+    gate = plan.suite.suite.gate
+    min_pass_rate = gate.min_pass_rate
+    passed = gate_passed(result, min_pass_rate, gate.allow_errors)
     header: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "evaltasks_version": __version__,
@@ -125,13 +160,23 @@ def finish_run(plan: RunPlan, result: EvaluationResult, output_dir: str | Path, 
         "dataset": str(plan.dataset.path),
         "dataset_sha256": plan.dataset.sha256,
         "passed": passed,
-        "gate": {"min_pass_rate": min_pass_rate},
+        "gate": {"min_pass_rate": min_pass_rate, "allow_errors": gate.allow_errors,
+                 "pass_rate": gate_pass_rate(result, gate.allow_errors)},
+        "warnings": list(plan.suite.warnings),
         "duration_s": round(time.time() - started, 3),
         "embedding_models": [m.model_dump() for m in result.embedding_models],
         "reference_sets": [info.model_dump() for info in result.reference_sets],
     }
+    comparison = None
+    if baseline is not None:
+        comparison = compare_results(
+            load_baseline(baseline), result.summary, result.test_results, tolerance=regression_tolerance,
+            label=str(baseline),
+        )
     paths = write_reports(
         Path(output_dir), result, header, passed=passed, min_pass_rate=min_pass_rate,
-        duration_s=header["duration_s"],
+        duration_s=header["duration_s"], comparison=comparison,
     )
-    return RunOutcome(result=result, passed=passed, paths={k: v for k, v in paths.items()}, header=header)
+    return RunOutcome(
+        result=result, passed=passed, paths={k: v for k, v in paths.items()}, header=header, comparison=comparison,
+    )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem
 from evaltasks.metrics import METRICS, BaseMetric, get_metric_class
+from evaltasks.metrics.base import SkippedMetric
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
 
@@ -94,7 +95,15 @@ class Gate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    min_pass_rate: float = Field(default=1.0, ge=0.0, le=1.0, description="Fraction of cases that must pass.")
+    min_pass_rate: float = Field(
+        default=1.0, ge=0.0, le=1.0,
+        description="Fraction of evaluated cases that must pass (skipped cases are not evaluated).",
+    )
+    allow_errors: bool = Field(
+        default=False,
+        description="Leave errored cases (a provider still failing after retries) out of the gate instead of "
+        "counting them as failures.",
+    )
 
 
 class Suite(BaseModel):
@@ -129,12 +138,14 @@ class LoadedSuite:
         metrics: constructed metric instances, in suite order.
         path: the suite file (resolved).
         sha256: sha256 of the suite file's bytes.
+        warnings: what the run should tell its user, e.g. metrics skipped for missing credentials.
     """
 
     suite: Suite
     metrics: list[BaseMetric]
     path: Path
     sha256: str
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def dataset_path(self) -> Path:
@@ -197,8 +208,15 @@ def build_metric(spec: MetricSpec) -> BaseMetric:
     return cls(**kwargs)
 
 
-def load_suite(path: str | Path) -> LoadedSuite:
+def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> LoadedSuite:
     """Read, parse and validate a suite file, constructing its metrics.
+
+    Args:
+        path: the suite YAML file.
+        skip_missing_credentials: a metric whose provider credentials are missing becomes a
+            :class:`~evaltasks.metrics.base.SkippedMetric` (its results ``skipped``, left out of the gate, a
+            warning in :attr:`LoadedSuite.warnings`) instead of a problem: for pull requests from forks, which
+            get no secrets.
 
     Raises:
         ConfigError: every problem found (unreadable file, invalid YAML with its line, unknown or missing keys
@@ -237,13 +255,30 @@ def load_suite(path: str | Path) -> LoadedSuite:
     raw_metrics = data.get("metrics")
     defaults = suite.embeddings if suite is not None else {}
     reference_sets = _load_reference_sets(source, suite, path.parent, problems) if suite is not None else {}
+    warnings: list[str] = []
     metrics = (
-        _build_metrics(source, raw_metrics, problems, defaults, reference_sets, path.parent)
+        _build_metrics(
+            source, raw_metrics, problems, defaults, reference_sets, path.parent,
+            skipped=warnings if skip_missing_credentials else None,
+        )
         if isinstance(raw_metrics, list) else []
     )
     if problems or suite is None:
         raise ConfigError(problems)
-    return LoadedSuite(suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest())
+    return LoadedSuite(
+        suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest(), warnings=warnings,
+    )
+
+
+def _skipped_metric(spec: MetricSpec, reason: str) -> SkippedMetric:
+    """The stand-in for a metric that cannot run: same name and threshold (its class default if unset)."""
+    import inspect
+
+    threshold = (spec.model_extra or {}).get("threshold")
+    if threshold is None:
+        parameter = inspect.signature(get_metric_class(spec.metric)).parameters.get("threshold")
+        threshold = parameter.default if parameter is not None and parameter.default is not inspect._empty else 0.0
+    return SkippedMetric(spec.name or spec.metric, float(threshold), f"skipped: {reason}")
 
 
 def _load_reference_sets(source: str, suite: Suite, base_dir: Path, problems: list[Problem]) -> dict[str, Any]:
@@ -268,8 +303,13 @@ def _build_metrics(
     provider_defaults: dict[str, dict[str, Any]],
     reference_sets: dict[str, Any] | None = None,
     base_dir: Path = Path("."),
+    skipped: list[str] | None = None,
 ) -> list[BaseMetric]:
-    """Construct every well-formed metric entry, adding a located problem for each one that fails."""
+    """Construct every well-formed metric entry, adding a located problem for each one that fails.
+
+    When ``skipped`` is a list, a metric whose credentials are missing becomes a :class:`SkippedMetric` and a
+    warning is appended to ``skipped`` instead of a problem.
+    """
     metrics: list[BaseMetric] = []
     names: dict[str, int] = {}
     for i, entry in enumerate(raw_metrics):
@@ -304,8 +344,15 @@ def _build_metrics(
         except TypeError as exc:
             problems.append(Problem(source, where, "", _unknown_argument(spec, exc)))
             continue
-        except ValueError as exc:  # CredentialsError is a ValueError too
-            field = "embedding_provider" if isinstance(exc, CredentialsError) else _argument_named(spec, str(exc))
+        except CredentialsError as exc:
+            message = "; ".join(p.message for p in exc.problems)
+            if skipped is None:
+                problems.append(Problem(source, where, "embedding_provider", message))
+                continue
+            metric = _skipped_metric(spec, message)
+            skipped.append(f"{where} {metric.name} is skipped (excluded from the gate): {message}")
+        except ValueError as exc:
+            field = _argument_named(spec, str(exc))
             message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
             problems.append(Problem(source, where, field, message))
             continue

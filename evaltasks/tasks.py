@@ -36,6 +36,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
 from evaltasks._version import __version__
+from evaltasks.compare import Comparison
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
 from evaltasks.evaluate import embed_outputs as _embed_outputs
@@ -150,12 +151,13 @@ def score_batch(
 
 
 @task(name="load-dataset", cache_policy=NO_CACHE)
-def load_dataset(suite_path: str) -> RunPlan:
+def load_dataset(suite_path: str, skip_missing_credentials: bool = False) -> RunPlan:
     """Load and validate a suite and its dataset (:func:`evaltasks.run.plan_run`): cases, ids, metrics.
 
-    Raises ConfigError, DatasetError or CredentialsError for invalid input (never retried).
+    Raises ConfigError, DatasetError or CredentialsError for invalid input (never retried); with
+    ``skip_missing_credentials`` a metric without credentials is skipped instead of raising.
     """
-    return plan_run(suite_path)
+    return plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
 
 
 @task(name="evaluate-test-cases", cache_policy=NO_CACHE, **_RETRY)
@@ -173,6 +175,9 @@ def evaluate_test_cases(
     return evaluate_sync(test_cases, metrics, index_dir=index_dir, batch_size=batch_size)
 
 
+ARTIFACT_MAX_CHARS = 1_000_000  # a markdown artifact is one database row: keep it bounded like a job summary
+
+
 def publish_artifacts(
     result: EvaluationResult,
     suite_name: str,
@@ -180,8 +185,13 @@ def publish_artifacts(
     passed: bool,
     min_pass_rate: float,
     reports_url: str | None = None,
+    comparison: Comparison | None = None,
+    warnings: list[str] | None = None,
 ) -> list[str]:
     """Create the Prefect artifacts of an evaluation (call inside a flow or task run); returns their keys.
+
+    ``comparison`` (with a baseline run) adds deltas, regressions and changes to the summary artifact;
+    ``warnings`` are shown under its banner.
 
     Keys (``[a-z0-9-]``, per suite): ``<suite>-metrics`` (table of per-metric results), ``<suite>-summary``
     (markdown: banner, metric table, score distributions, worst cases; model text escaped), and
@@ -202,7 +212,9 @@ def publish_artifacts(
     keys = [artifact_key(suite_name, "metrics"), artifact_key(suite_name, "summary")]
     create_table_artifact(key=keys[0], table=rows, description=f"Per-metric results of suite {suite_name}")
     markdown = render_summary_markdown(
-        suite_name, result.summary, result.test_results, passed=passed, min_pass_rate=min_pass_rate
+        suite_name, result.summary, result.test_results, passed=passed, min_pass_rate=min_pass_rate,
+        comparison=comparison, warnings=warnings, max_size=ARTIFACT_MAX_CHARS,
+        truncation_note="The full report is in results.json.",
     )
     create_markdown_artifact(key=keys[1], markdown=markdown, description=f"Evaluation summary of suite {suite_name}")
     if reports_url:
@@ -219,8 +231,12 @@ def publish_results(
     output_dir: str | None = None,
     min_pass_rate: float = 1.0,
     reports_url: str | None = None,
+    allow_errors: bool = False,
 ) -> dict[str, Any]:
     """Publish an evaluation: Prefect artifacts, and results.json / junit.xml / summary.md when ``output_dir``.
+
+    The gate (:func:`evaltasks.run.gate_passed`) holds when passed / evaluated cases >= ``min_pass_rate``
+    (skipped cases, and errored ones when ``allow_errors``, left out).
 
     Returns ``{"passed": gate verdict, "pass_rate", "artifacts": keys, "paths": {name: path}}``.
     """
@@ -229,12 +245,12 @@ def publish_results(
     from evaltasks.reports import SCHEMA_VERSION, write_reports
     from evaltasks.run import gate_passed
 
-    passed = gate_passed(result, min_pass_rate)
+    passed = gate_passed(result, min_pass_rate, allow_errors)
     paths: dict[str, str] = {}
     if output_dir:
         header = {
             "schema_version": SCHEMA_VERSION, "evaltasks_version": __version__, "suite": suite_name,
-            "passed": passed, "gate": {"min_pass_rate": min_pass_rate},
+            "passed": passed, "gate": {"min_pass_rate": min_pass_rate, "allow_errors": allow_errors},
             "embedding_models": [m.model_dump() for m in result.embedding_models],
         }
         written = write_reports(Path(output_dir), result, header, passed=passed, min_pass_rate=min_pass_rate)

@@ -22,6 +22,7 @@ from evaltasks.errors import ProviderError
 from evaltasks.evaluate import assemble, model_infos, prepare_reference_searches
 from evaltasks.index import ReferenceIndex, default_index_dir
 from evaltasks.results import EmbeddingCounts, MetricResult
+from evaltasks.compare import DEFAULT_TOLERANCE
 from evaltasks.run import RunOutcome, finish_run, plan_run
 from evaltasks.tasks import artifact_key, embed_outputs, embed_references, publish_artifacts, score_batch
 
@@ -94,6 +95,9 @@ def evaluate_suite(
     cache: bool = True,
     reports_url: str | None = None,
     concurrency_limit: str | None = None,
+    skip_missing_credentials: bool = False,
+    baseline: str | None = None,
+    regression_tolerance: float = DEFAULT_TOLERANCE,
 ) -> dict[str, Any]:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
 
@@ -106,6 +110,11 @@ def evaluate_suite(
         reports_url: where the written reports are published (adds a link artifact).
         concurrency_limit: a Prefect global concurrency limit (``prefect gcl create NAME --limit N``) that
             every embedding task occupies one slot of, so runs sharing a server share a provider's capacity.
+        skip_missing_credentials: a metric whose provider credentials are missing is ``skipped`` (left out of
+            the gate, with a warning) instead of failing the run: for pull requests from forks.
+        baseline: a previous run's results.json (e.g. the base branch's) to compare with: deltas, changes and
+            regressions go into results.json (``comparison``) and summary.md.
+        regression_tolerance: score drops up to this (absolute) are not regressions.
 
     Another task runner: ``evaluate_suite.with_options(task_runner=make_task_runner("dask:4"))(...)``.
 
@@ -116,7 +125,8 @@ def evaluate_suite(
         ConfigError, DatasetError, CredentialsError: invalid input (nothing is scored).
     """
     return run_suite(
-        suite_path, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit
+        suite_path, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
+        skip_missing_credentials, baseline, regression_tolerance,
     ).summary_dict()
 
 
@@ -128,11 +138,16 @@ def run_suite(
     cache: bool,
     reports_url: str | None = None,
     concurrency_limit: str | None = None,
+    skip_missing_credentials: bool = False,
+    baseline: str | None = None,
+    regression_tolerance: float = DEFAULT_TOLERANCE,
 ) -> RunOutcome:
     """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome."""
     logger = get_run_logger()
     started = time.time()
-    plan = plan_run(suite_path)
+    plan = plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
+    for warning in plan.suite.warnings:
+        logger.warning("%s", warning)
     index_dir = str(index_dir or default_index_dir())
     cases = plan.dataset.cases
     metrics = plan.suite.metrics
@@ -215,10 +230,12 @@ def run_suite(
     result = assemble(
         cases, plan.dataset.ids, metrics, per_metric, counts, model_infos(plan.needs, dims), set_infos
     )
-    outcome = finish_run(plan, result, output_dir, started)
+    outcome = finish_run(plan, result, output_dir, started, baseline, regression_tolerance)
+    for regression in outcome.comparison.regressions if outcome.comparison else []:
+        logger.warning("Regression since the baseline: %s", regression)
     publish_artifacts(
         result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
-        reports_url=reports_url,
+        reports_url=reports_url, comparison=outcome.comparison, warnings=plan.suite.warnings,
     )
     logger.info(
         "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,

@@ -233,7 +233,7 @@ def test_summary_md_escapes_untrusted_text(run_dir: Path) -> None:
 def test_summary_md_content(run_dir: Path, results: dict, expected: dict) -> None:
     md = (run_dir / "out" / "summary.md").read_text(encoding="utf-8")
     assert md.startswith("# evaltasks: reports\\-test\n")
-    assert "✅ **PASSED**: pass rate 40.00% (2/5 cases), gate 40.00%." in md
+    assert "✅ **PASSED**: pass rate 40.00% (2/5 evaluated cases), gate 40.00%." in md
     assert "Cases: 2 passed, 3 failed, 0 errored, 0 skipped." in md
     mean = sum(expected[c["id"]]["rm_score"] for c in CASES) / 5
     assert f"| ReferenceMatchMetric | {mean:.4f} | 40.00% | 0.5 | 2 | 3 | 0 | 0 |" in md
@@ -281,7 +281,7 @@ def test_reports_with_errored_and_skipped_results(tmp_path: Path) -> None:
     assert list(by_name["a :: M"]) == []
 
     md = paths["summary.md"].read_text(encoding="utf-8")
-    assert "❌ **FAILED**: pass rate 0.00% (0/3 cases), gate 100.00%." in md
+    assert "❌ **FAILED**: pass rate 0.00% (0/2 evaluated cases), gate 100.00%." in md  # the skipped case is not evaluated
     assert "Cases: 0 passed, 1 failed, 1 errored, 1 skipped." in md
     assert "| N | n/a | 0.00% | 0.5 | 0 | 0 | 1 | 2 |" in md
 

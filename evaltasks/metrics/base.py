@@ -134,3 +134,24 @@ class BaseMetric(ABC):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
         return f"{type(self).__name__}({args})"
+
+
+class SkippedMetric(BaseMetric):
+    """Stands in for a metric that cannot run, e.g. its provider's credentials are missing on a fork's pull
+    request: every case gets a ``skipped`` result carrying ``reason``, which the gate leaves out.
+
+    Args:
+        name: the name of the metric it replaces.
+        threshold: that metric's threshold, in [0, 1].
+        reason: why it is skipped (shown in every result and in the run's warnings).
+    """
+
+    def __init__(self, name: str, threshold: float, reason: str) -> None:
+        super().__init__(threshold, name=name)
+        self.reason = reason
+
+    def score_batch(
+        self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
+    ) -> list[MetricResult]:
+        """One ``skipped`` result per case; nothing is computed."""
+        return [MetricResult.skipped(self.name, self.threshold, self.reason) for _ in cases]

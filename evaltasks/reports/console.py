@@ -10,8 +10,11 @@ from evaltasks.results import EvaluationSummary
 
 
 def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min_pass_rate: float | None = None,
-                  console: Console | None = None) -> None:
-    """Print a per-metric table and the pass rate (and the gate verdict when ``passed`` is given)."""
+                  console: Console | None = None, gate_pass_rate: float | None = None) -> None:
+    """Print a per-metric table and the pass rate (and the gate verdict when ``passed`` is given).
+
+    ``gate_pass_rate``: the rate the gate compared, when it differs from ``summary.pass_rate`` (``allow_errors``).
+    """
     console = console or Console()
     s = summary
     table = Table(title="evaltasks results", show_lines=False)
@@ -36,4 +39,5 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     ))
     if passed is not None:
         verdict = "[bold green]GATE PASSED[/]" if passed else "[bold red]GATE FAILED[/]"
-        console.print(f"{verdict} (pass rate {s.pass_rate:.2%}, required {min_pass_rate:.2%})")
+        rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate
+        console.print(f"{verdict} (pass rate {rate:.2%}, required {min_pass_rate:.2%})")

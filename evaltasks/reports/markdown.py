@@ -1,14 +1,23 @@
-"""summary.md: a human summary of a run (banner, per-metric table, worst failing cases, embedding work).
+"""summary.md: a human summary of a run, also the job summary, PR comment and Prefect artifact.
 
-Every untrusted string (inputs, outputs, reasons, ids) passes through
+Content, most important first: the gate banner, warnings (e.g. skipped metrics), the per-metric table
+(with deltas against a baseline when there is one), regressions, the worst cases, the changes since the
+baseline, and a score-distribution chart per metric. With a size limit (a GitHub job summary holds 1 MiB, a
+comment 65,536 characters) rows are dropped from the end of the least important tables first, and a note
+says how many were left out and where the full report is.
+
+Every untrusted string (inputs, outputs, reasons, ids, metric names) passes through
 :func:`~evaltasks.reports._escape.markdown_inline`, so nothing a model wrote can inject markup.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaltasks._atomic import atomic_writer
+from evaltasks.compare import Comparison
 from evaltasks.reports._escape import markdown_inline
 from evaltasks.results import EvaluationSummary, TestCaseResult
 
@@ -19,6 +28,183 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def _signed(value: float | None, percent: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:+.2f} pt" if percent else f"{value:+.4f}"
+
+
+@dataclass
+class Section:
+    """A block of markdown: fixed ``head`` lines, ``rows`` that may be cut from the end, ``tail`` lines.
+
+    ``priority``: lower keeps its rows longer when the text must shrink. ``min_rows`` rows are kept always.
+    """
+
+    head: list[str]
+    rows: list[str] = field(default_factory=list)
+    tail: list[str] = field(default_factory=list)
+    priority: int = 0
+    min_rows: int = 0
+
+
+def fit_sections(
+    sections: list[Section], max_size: int | None, *, size: Callable[[str], int] = len, note: str = ""
+) -> str:
+    """Join ``sections`` into one markdown text of at most ``max_size`` (by ``size``; None: no limit).
+
+    When too large, rows are removed from the end of the sections with the highest ``priority`` number first
+    (a section left with no rows loses its head and tail too), and ``note`` plus the number of rows left out
+    is appended. Raises ValueError when even the fixed lines do not fit.
+    """
+    def render(keep: list[int], omitted: int) -> str:
+        lines: list[str] = []
+        for section, n in zip(sections, keep):
+            if section.rows and n == 0 and section.min_rows == 0:
+                continue
+            lines += [*section.head, *section.rows[:n], *section.tail]
+        if omitted:
+            lines += ["", f"> ⚠️ Truncated: {omitted} row(s) left out to stay under the size limit. {note}".rstrip(), ""]
+        return "\n".join(lines)
+
+    keep = [len(s.rows) for s in sections]
+    text = render(keep, 0)
+    if max_size is None or size(text) <= max_size:
+        return text
+    total = sum(keep)
+    order = sorted(range(len(sections)), key=lambda i: -sections[i].priority)
+    for i in order:  # binary-search how many rows of section i fit, lower-priority sections emptied first
+        lo, hi = sections[i].min_rows, keep[i]
+        keep[i] = lo
+        if size(render(keep, total - sum(keep))) > max_size:
+            continue
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            keep[i] = mid
+            if size(render(keep, total - sum(keep))) <= max_size:
+                lo = mid
+            else:
+                hi = mid - 1
+        keep[i] = lo
+        return render(keep, total - sum(keep))
+    text = render(keep, total - sum(keep))
+    if size(text) > max_size:
+        raise ValueError(f"the summary's fixed part ({size(text)}) exceeds the limit ({max_size})")
+    return text
+
+
+def summary_sections(
+    suite_name: str,
+    summary: EvaluationSummary,
+    cases: list[TestCaseResult],
+    *,
+    passed: bool,
+    min_pass_rate: float,
+    comparison: Comparison | None = None,
+    warnings: list[str] | None = None,
+    gate_pass_rate: float | None = None,
+) -> list[Section]:
+    """The summary as :class:`Section` blocks (see :func:`render_summary_markdown`)."""
+    banner = "✅ **PASSED**" if passed else "❌ **FAILED**"
+    evaluated = summary.cases - summary.skipped_cases
+    rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
+    head = [
+        f"# evaltasks: {markdown_inline(suite_name)}",
+        "",
+        f"{banner}: pass rate {rate:.2%} ({summary.passed_cases}/{evaluated} evaluated cases), "
+        f"gate {min_pass_rate:.2%}." if evaluated else f"{banner}: no case was evaluated (all skipped).",
+        "",
+        f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
+        f"{summary.skipped_cases} skipped.",
+        "",
+    ]
+    for warning in warnings or []:
+        head += [f"> ⚠️ {markdown_inline(warning, 400)}", ""]
+    if comparison is not None:
+        head += [
+            f"Compared with {markdown_inline(comparison.baseline, 120)}: pass rate "
+            f"{_fmt(comparison.baseline_pass_rate and 100 * comparison.baseline_pass_rate, 2)}% → "
+            f"{_fmt(comparison.current_pass_rate and 100 * comparison.current_pass_rate, 2)}% "
+            f"({_signed(comparison.pass_rate_delta, percent=True)}); "
+            f"{comparison.counts.get('worse', 0)} worse, {comparison.counts.get('better', 0)} better, "
+            f"{comparison.counts.get('new', 0)} new, {comparison.counts.get('removed', 0)} removed "
+            f"(tolerance {comparison.tolerance:g}).",
+            "",
+        ]
+    sections = [Section(head=head)]
+
+    by_name = {m.name: m for m in comparison.metrics} if comparison else {}
+    delta_head = " Δ mean | Δ pass rate |" if comparison else ""
+    table = Section(
+        head=[f"| metric | mean score | pass rate | threshold | passed | failed | errored | skipped |{delta_head}",
+              "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if comparison else "")],
+        tail=[""], priority=0, min_rows=1,
+    )
+    for name, m in summary.metrics.items():
+        row = (f"| {markdown_inline(name)} | {_fmt(m.mean_score)} | {m.pass_rate:.2%} | {m.threshold} | {m.passed} | "
+               f"{m.failed} | {m.errored} | {m.skipped} |")
+        if comparison:
+            c = by_name.get(name)
+            flag = " 🔻" if c is not None and c.regressed else ""
+            row += f" {_signed(c.mean_delta if c else None)}{flag} | {_signed(c.pass_rate_delta if c else None, True)} |"
+        table.rows.append(row)
+    sections.append(table)
+
+    if comparison is not None and comparison.regressions:
+        sections.append(Section(
+            head=[f"## Regressions beyond the tolerance ({comparison.tolerance:g})", ""],
+            rows=[f"- 🔻 {markdown_inline(r, 300)}" for r in comparison.regressions], tail=[""], priority=1,
+            min_rows=1,
+        ))
+
+    worst = sorted(
+        ((metric.score if metric.score is not None else -1.0, case, metric)
+         for case in cases for metric in case.metrics if metric.status in ("failed", "errored")),
+        key=lambda item: item[0],
+    )[:WORST_CASES]
+    if worst:
+        sections.append(Section(
+            head=[f"## Worst cases (up to {WORST_CASES})", "", "| case | metric | score | reason | output |",
+                  "|---|---|---:|---|---|"],
+            rows=[
+                f"| {markdown_inline(case.id, 40)} | {markdown_inline(metric.name)} | {_fmt(metric.score)} | "
+                f"{markdown_inline(metric.reason, 160)} | {markdown_inline(case.actual_output, 120)} |"
+                for _, case, metric in worst
+            ],
+            tail=[""], priority=2,
+        ))
+
+    if comparison is not None and comparison.changes:
+        sections.append(Section(
+            head=["## Changes since the baseline", "", "| change | case | metric | baseline | current | Δ |",
+                  "|---|---|---|---:|---:|---:|"],
+            rows=[
+                f"| {c.kind} | {markdown_inline(c.case_id, 40)} | {markdown_inline(c.metric)} | "
+                f"{_fmt(c.baseline_score)} ({c.baseline_status or '–'}) | {_fmt(c.current_score)} "
+                f"({c.current_status or '–'}) | {_signed(c.delta)} |"
+                for c in comparison.changes
+            ],
+            tail=[""], priority=4,
+        ))
+
+    dist = Section(head=["## Score distribution", ""], priority=3)
+    for name in summary.metrics:
+        scores = [m.score for case in cases for m in case.metrics if m.name == name and m.score is not None]
+        if scores:
+            dist.rows.append("\n".join([f"**{markdown_inline(name)}** ({len(scores)} scores)", "", "```text",
+                                        *score_histogram(scores), "```", ""]))
+    if dist.rows:
+        sections.append(dist)
+
+    e = summary.embeddings
+    sections.append(Section(head=[
+        f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the index; "
+        f"{e.outputs_computed} outputs computed, {e.outputs_reused} reused.",
+        "",
+    ]))
+    return sections
+
+
 def render_summary_markdown(
     suite_name: str,
     summary: EvaluationSummary,
@@ -26,48 +212,30 @@ def render_summary_markdown(
     *,
     passed: bool,
     min_pass_rate: float,
+    comparison: Comparison | None = None,
+    warnings: list[str] | None = None,
+    gate_pass_rate: float | None = None,
+    max_size: int | None = None,
+    size: Callable[[str], int] = len,
+    truncation_note: str = "The full report is in results.json.",
 ) -> str:
-    """The markdown summary of a run (a string; see :func:`write_summary_markdown`)."""
-    banner = "✅ **PASSED**" if passed else "❌ **FAILED**"
-    lines = [
-        f"# evaltasks: {markdown_inline(suite_name)}",
-        "",
-        f"{banner}: pass rate {summary.pass_rate:.2%} ({summary.passed_cases}/{summary.cases} cases), "
-        f"gate {min_pass_rate:.2%}.",
-        "",
-        f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
-        f"{summary.skipped_cases} skipped.",
-        "",
-        "| metric | mean score | pass rate | threshold | passed | failed | errored | skipped |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, m in summary.metrics.items():
-        lines.append(
-            f"| {markdown_inline(name)} | {_fmt(m.mean_score)} | {m.pass_rate:.2%} | {m.threshold} | {m.passed} | "
-            f"{m.failed} | {m.errored} | {m.skipped} |"
-        )
-    lines += _distributions(summary, cases)
-    worst = sorted(
-        ((metric.score if metric.score is not None else -1.0, case, metric)
-         for case in cases for metric in case.metrics if metric.status in ("failed", "errored")),
-        key=lambda item: item[0],
-    )[:WORST_CASES]
-    if worst:
-        lines += ["", f"## Worst cases (up to {WORST_CASES})", "", "| case | metric | score | reason | output |",
-                  "|---|---|---:|---|---|"]
-        for _, case, metric in worst:
-            lines.append(
-                f"| {markdown_inline(case.id, 40)} | {markdown_inline(metric.name)} | {_fmt(metric.score)} | "
-                f"{markdown_inline(metric.reason, 160)} | {markdown_inline(case.actual_output, 120)} |"
-            )
-    e = summary.embeddings
-    lines += [
-        "",
-        f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the index; "
-        f"{e.outputs_computed} outputs computed, {e.outputs_reused} reused.",
-        "",
-    ]
-    return "\n".join(lines)
+    """The markdown summary of a run (a string; see :func:`write_summary_markdown`).
+
+    Args:
+        suite_name, summary, cases: the run.
+        passed, min_pass_rate: the gate verdict and threshold; ``gate_pass_rate`` the rate the gate compared
+            (default ``summary.pass_rate``).
+        comparison: a comparison with a baseline (adds delta columns, regressions and a changes table).
+        warnings: shown under the banner.
+        max_size: the most ``size(text)`` may be (e.g. ``len`` for characters, UTF-8 bytes for GitHub's
+            1 MiB job summary); rows are cut as :func:`fit_sections` describes. None: no limit.
+        truncation_note: appended to the truncation notice (where the full report is).
+    """
+    sections = summary_sections(
+        suite_name, summary, cases, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
+        warnings=warnings, gate_pass_rate=gate_pass_rate,
+    )
+    return fit_sections(sections, max_size, size=size, note=truncation_note)
 
 
 def score_histogram(scores: list[float], bins: int = 10, width: int = 30) -> list[str]:
@@ -80,16 +248,6 @@ def score_histogram(scores: list[float], bins: int = 10, width: int = 30) -> lis
         f"{i / bins:.1f}–{(i + 1) / bins:.1f} {'█' * round(width * c / top):<{width}} {c}"
         for i, c in enumerate(counts)
     ]
-
-
-def _distributions(summary: EvaluationSummary, cases: list[TestCaseResult]) -> list[str]:
-    lines = ["", "## Score distribution", ""]
-    for name in summary.metrics:
-        scores = [m.score for case in cases for m in case.metrics if m.name == name and m.score is not None]
-        if not scores:
-            continue
-        lines += [f"**{markdown_inline(name)}** ({len(scores)} scores)", "", "```text", *score_histogram(scores), "```", ""]
-    return lines if len(lines) > 3 else []
 
 
 def write_summary_markdown(path: Path, text: str) -> None:

@@ -1,0 +1,235 @@
+"""Comparison of a run with a baseline run (e.g. the base branch's last ``results.json``).
+
+Cases are matched by id, metrics by name. With tolerance ``t`` (absolute, in score units; pass rates are
+fractions, so the same ``t`` applies to them):
+
+- a (case, metric) pair is **worse** when its status went from ``passed`` to ``failed``/``errored``, or its
+  score dropped by more than ``t``; **better** when it went from ``failed``/``errored`` to ``passed``, or its
+  score rose by more than ``t``; pairs skipped on either side are not compared;
+- a case is **new** when only the current run has it, **removed** when only the baseline has it;
+- a metric **regressed** when its mean score or its pass rate dropped by more than ``t``; the run regressed
+  when any metric did or the overall pass rate dropped by more than ``t``. A regression is reported even when
+  the gate holds.
+
+The baseline is read as plain JSON (any ``results.json`` of schema version 1), so a baseline written by an
+older evaltasks still compares.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from evaltasks.errors import InputError, Problem
+from evaltasks.results import EvaluationSummary, TestCaseResult
+
+DEFAULT_TOLERANCE = 0.01
+ChangeKind = Literal["worse", "better", "new", "removed"]
+_KIND_ORDER = {"worse": 0, "new": 1, "removed": 2, "better": 3}
+
+
+class MetricComparison(BaseModel):
+    """One metric in both runs (a side is None when the metric exists in one run only).
+
+    Attributes:
+        name: the metric's name.
+        baseline_mean, current_mean: mean scores (None when nothing was scored).
+        mean_delta: current − baseline mean score, when both exist.
+        baseline_pass_rate, current_pass_rate, pass_rate_delta: the same for pass rates (fractions).
+        regressed: a drop beyond the tolerance in mean score or pass rate.
+    """
+
+    name: str
+    baseline_mean: float | None = None
+    current_mean: float | None = None
+    mean_delta: float | None = None
+    baseline_pass_rate: float | None = None
+    current_pass_rate: float | None = None
+    pass_rate_delta: float | None = None
+    regressed: bool = False
+
+
+class CaseChange(BaseModel):
+    """A (case, metric) pair that changed beyond the tolerance, or a case that is new or removed.
+
+    Attributes:
+        case_id: the case id; metric: the metric name ("" for a new or removed case).
+        kind: ``worse``, ``better``, ``new`` or ``removed``.
+        baseline_score, current_score, delta: scores on each side and current − baseline.
+        baseline_status, current_status: statuses on each side.
+    """
+
+    case_id: str
+    metric: str = ""
+    kind: ChangeKind
+    baseline_score: float | None = None
+    current_score: float | None = None
+    delta: float | None = None
+    baseline_status: str | None = None
+    current_status: str | None = None
+
+
+class Comparison(BaseModel):
+    """A run compared with a baseline.
+
+    Attributes:
+        baseline: where the baseline came from (a path or a label).
+        tolerance: the tolerance used (score units).
+        baseline_pass_rate, current_pass_rate, pass_rate_delta: overall pass rates (fractions).
+        metrics: one entry per metric of either run, current run's order first.
+        changes: changed pairs, worst first (worse by delta, then new, removed, better).
+        counts: number of changes per kind.
+        regressed: any metric regressed or the pass rate dropped beyond the tolerance.
+        regressions: one sentence per regression, for annotations.
+    """
+
+    baseline: str
+    tolerance: float
+    baseline_pass_rate: float | None = None
+    current_pass_rate: float | None = None
+    pass_rate_delta: float | None = None
+    metrics: list[MetricComparison] = Field(default_factory=list)
+    changes: list[CaseChange] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    regressed: bool = False
+    regressions: list[str] = Field(default_factory=list)
+
+
+def load_baseline(path: str | Path) -> dict[str, Any]:
+    """Read a baseline ``results.json``.
+
+    Raises:
+        InputError: the file is missing, unreadable, not JSON, or lacks ``summary``/``cases`` (named in the
+            message with the file).
+    """
+    source = str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError([Problem(source, "", "", "baseline results file not found")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError([Problem(source, "", "", f"cannot read the baseline: {exc}")]) from None
+    except json.JSONDecodeError as exc:
+        raise InputError([Problem(source, f"line {exc.lineno}", "", f"baseline is not JSON: {exc.msg}")]) from None
+    if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or not isinstance(data.get("cases"), list):
+        raise InputError([Problem(source, "", "", "not an evaltasks results.json (needs 'summary' and 'cases')")])
+    return data
+
+
+def _scores(cases: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[float | None, str]]]:
+    out: dict[str, dict[str, tuple[float | None, str]]] = {}
+    for case in cases:
+        metrics = {}
+        for m in case.get("metrics") or []:
+            if isinstance(m, Mapping) and isinstance(m.get("name"), str):
+                score = m.get("score")
+                metrics[m["name"]] = (float(score) if isinstance(score, (int, float)) else None, str(m.get("status")))
+        out[str(case.get("id"))] = metrics
+    return out
+
+
+def _pair_kind(base: tuple[float | None, str], cur: tuple[float | None, str], tolerance: float) -> ChangeKind | None:
+    (b_score, b_status), (c_score, c_status) = base, cur
+    if "skipped" in (b_status, c_status):
+        return None
+    if b_status == "passed" and c_status in ("failed", "errored"):
+        return "worse"
+    if b_status in ("failed", "errored") and c_status == "passed":
+        return "better"
+    if b_score is not None and c_score is not None:
+        if c_score < b_score - tolerance:
+            return "worse"
+        if c_score > b_score + tolerance:
+            return "better"
+    elif b_score is not None and c_status == "errored":
+        return "worse"
+    return None
+
+
+def _delta(current: float | None, baseline: float | None) -> float | None:
+    return None if current is None or baseline is None else current - baseline
+
+
+def compare_results(
+    baseline: Mapping[str, Any],
+    summary: EvaluationSummary,
+    cases: Iterable[TestCaseResult],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    label: str = "baseline",
+) -> Comparison:
+    """Compare the current run (``summary`` and ``cases``) with ``baseline`` (a parsed ``results.json``).
+
+    Rules in the module docstring. Raises ValueError when ``tolerance`` is negative.
+    """
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    base_summary = baseline.get("summary") or {}
+    base_metrics: Mapping[str, Any] = base_summary.get("metrics") or {}
+    base_cases = _scores(baseline.get("cases") or [])
+    current = _scores(case.model_dump(include={"id": True, "metrics": {"__all__": {"name", "score", "status"}}})
+                      for case in cases)
+
+    changes: list[CaseChange] = []
+    for case_id, metrics in current.items():
+        if case_id not in base_cases:
+            changes.append(CaseChange(case_id=case_id, kind="new"))
+            continue
+        for name, cur in metrics.items():
+            base = base_cases[case_id].get(name)
+            kind = _pair_kind(base, cur, tolerance) if base is not None else None
+            if kind is not None and base is not None:
+                changes.append(CaseChange(
+                    case_id=case_id, metric=name, kind=kind, baseline_score=base[0], current_score=cur[0],
+                    delta=_delta(cur[0], base[0]), baseline_status=base[1], current_status=cur[1],
+                ))
+    changes += [CaseChange(case_id=case_id, kind="removed") for case_id in base_cases if case_id not in current]
+    changes.sort(key=lambda c: (_KIND_ORDER[c.kind], c.delta if c.delta is not None and c.kind == "worse" else 0.0))
+
+    comparison = Comparison(baseline=label, tolerance=tolerance)
+    names = list(summary.metrics) + [n for n in base_metrics if n not in summary.metrics]
+    for name in names:
+        cur_m = summary.metrics.get(name)
+        base_m = base_metrics.get(name) if isinstance(base_metrics.get(name), Mapping) else None
+        entry = MetricComparison(
+            name=name,
+            baseline_mean=base_m.get("mean_score") if base_m else None,
+            current_mean=cur_m.mean_score if cur_m else None,
+            baseline_pass_rate=base_m.get("pass_rate") if base_m else None,
+            current_pass_rate=cur_m.pass_rate if cur_m else None,
+        )
+        entry.mean_delta = _delta(entry.current_mean, entry.baseline_mean)
+        entry.pass_rate_delta = _delta(entry.current_pass_rate, entry.baseline_pass_rate)
+        if cur_m is not None and cur_m.passed + cur_m.failed + cur_m.errored == 0:
+            entry.pass_rate_delta = None  # skipped in this run (e.g. a fork): not a regression
+        if entry.mean_delta is not None and entry.mean_delta < -tolerance:
+            entry.regressed = True
+            comparison.regressions.append(
+                f"{name}: mean score {entry.baseline_mean:.4f} → {entry.current_mean:.4f} ({entry.mean_delta:+.4f})"
+            )
+        if entry.pass_rate_delta is not None and entry.pass_rate_delta < -tolerance:
+            entry.regressed = True
+            comparison.regressions.append(
+                f"{name}: pass rate {entry.baseline_pass_rate:.2%} → {entry.current_pass_rate:.2%} "
+                f"({100 * entry.pass_rate_delta:+.2f} points)"
+            )
+        comparison.metrics.append(entry)
+
+    base_rate = base_summary.get("pass_rate")
+    comparison.baseline_pass_rate = float(base_rate) if isinstance(base_rate, (int, float)) else None
+    evaluated = summary.cases - summary.skipped_cases
+    comparison.current_pass_rate = summary.pass_rate if evaluated else None
+    comparison.pass_rate_delta = _delta(comparison.current_pass_rate, comparison.baseline_pass_rate)
+    if comparison.pass_rate_delta is not None and comparison.pass_rate_delta < -tolerance:
+        comparison.regressions.insert(0, (
+            f"pass rate {comparison.baseline_pass_rate:.2%} → {comparison.current_pass_rate:.2%} "
+            f"({100 * comparison.pass_rate_delta:+.2f} points)"
+        ))
+    comparison.changes = changes
+    comparison.counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in _KIND_ORDER}
+    comparison.regressed = bool(comparison.regressions)
+    return comparison

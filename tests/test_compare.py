@@ -1,0 +1,190 @@
+"""Baseline comparison, skipped metrics (missing credentials) and the gate's allow_errors, without Prefect."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaltasks.compare import compare_results, load_baseline
+from evaltasks.errors import ConfigError, InputError
+from evaltasks.reports.markdown import Section, fit_sections
+from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
+from evaltasks.run import gate_pass_rate, gate_passed, plan_run
+
+
+def _case(case_id: str, scores: dict[str, float | None], threshold: float = 0.5) -> TestCaseResult:
+    metrics = [
+        MetricResult.scored(name, score, threshold, "r", {}) if score is not None
+        else MetricResult.errored(name, threshold, "provider down")
+        for name, score in scores.items()
+    ]
+    return TestCaseResult.from_metrics(case_id, None, "out", metrics)
+
+
+def _doc(cases: list[TestCaseResult]) -> dict:
+    summary = summarize(cases, {name: 0.5 for name in {m.name for c in cases for m in c.metrics}})
+    return json.loads(json.dumps({"summary": summary.model_dump(), "cases": [c.model_dump() for c in cases]}))
+
+
+BASE = [
+    _case("a", {"M": 0.90, "N": 0.40}),
+    _case("b", {"M": 0.60, "N": 0.70}),
+    _case("c", {"M": 0.55, "N": 0.80}),
+    _case("gone", {"M": 0.90, "N": 0.90}),
+]
+CURRENT = [
+    _case("a", {"M": 0.895, "N": 0.60}),  # M within tolerance; N failed -> passed: better
+    _case("b", {"M": 0.45, "N": 0.75}),   # M passed -> failed: worse (Δ -0.15); N +0.05: better
+    _case("c", {"M": None, "N": 0.79}),   # M passed -> errored: worse; N within tolerance
+    _case("new", {"M": 0.90, "N": 0.90}),
+]
+
+
+def test_changes_follow_the_documented_rules() -> None:
+    summary = summarize(CURRENT, {"M": 0.5, "N": 0.5})
+    comparison = compare_results(_doc(BASE), summary, CURRENT, tolerance=0.01, label="main")
+    got = [(c.kind, c.case_id, c.metric) for c in comparison.changes]
+    assert got == [("worse", "b", "M"), ("worse", "c", "M"), ("new", "new", ""), ("removed", "gone", ""),
+                   ("better", "a", "N"), ("better", "b", "N")]
+    assert comparison.changes[0].delta == pytest.approx(0.45 - 0.60)
+    assert comparison.counts == {"worse": 2, "new": 1, "removed": 1, "better": 2}
+    # metric M: base mean (0.9+0.6+0.55+0.9)/4, current mean over scored (0.895+0.45+0.9)/3
+    m = next(x for x in comparison.metrics if x.name == "M")
+    assert m.mean_delta == pytest.approx((0.895 + 0.45 + 0.9) / 3 - (0.9 + 0.6 + 0.55 + 0.9) / 4)
+    assert m.pass_rate_delta == pytest.approx(2 / 4 - 4 / 4) and m.regressed
+    n = next(x for x in comparison.metrics if x.name == "N")
+    assert n.pass_rate_delta == pytest.approx(4 / 4 - 3 / 4) and not n.regressed
+    # overall: base b, c, gone passed (3 of 4); current a and new (2 of 4)
+    assert comparison.pass_rate_delta == pytest.approx(2 / 4 - 3 / 4)
+    assert comparison.regressed and comparison.regressions[0].startswith("pass rate 75.00% → 50.00%")
+    assert comparison.regressions[1:] == ["M: pass rate 100.00% → 50.00% (-50.00 points)"]  # M's mean rose (+0.0108)
+
+
+def test_a_larger_tolerance_hides_small_changes() -> None:
+    summary = summarize(CURRENT, {"M": 0.5, "N": 0.5})
+    comparison = compare_results(_doc(BASE), summary, CURRENT, tolerance=0.3)
+    kinds = {(c.case_id, c.metric): c.kind for c in comparison.changes}
+    assert kinds[("b", "M")] == "worse"  # a status flip counts whatever the tolerance
+    assert ("b", "N") not in kinds
+    with pytest.raises(ValueError, match="tolerance"):
+        compare_results(_doc(BASE), summary, CURRENT, tolerance=-0.1)
+
+
+def test_skipped_metrics_are_not_regressions() -> None:
+    current = [TestCaseResult.from_metrics(c.id, None, "out", [MetricResult.skipped("M", 0.5, "no key"), m])
+               for c in CURRENT for m in c.metrics if m.name == "N"]
+    summary = summarize(current, {"M": 0.5, "N": 0.5})
+    comparison = compare_results(_doc(BASE), summary, current)
+    assert not any(c.metric == "M" for c in comparison.changes)
+    assert not next(x for x in comparison.metrics if x.name == "M").regressed
+
+
+def test_bad_baselines_are_reported_with_the_file(tmp_path: Path) -> None:
+    for name, text, needle in (("missing.json", None, "not found"), ("bad.json", "{not json", "line 1"),
+                               ("other.json", '{"a": 1}', "not an evaltasks results.json")):
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        with pytest.raises(InputError, match=needle) as info:
+            load_baseline(path)
+        assert str(path) in str(info.value)
+
+
+def test_fit_sections_drops_rows_of_the_least_important_section_first() -> None:
+    sections = [Section(head=["# title"]), Section(head=["## keep"], rows=[f"k{i}" for i in range(5)], priority=0),
+                Section(head=["## cut"], rows=[f"c{i}" for i in range(100)], priority=5)]
+    full = fit_sections(sections, None)
+    assert full.count("\n") == 107
+    text = fit_sections(sections, 200)
+    assert len(text) <= 200 and all(f"k{i}" in text for i in range(5)) and "Truncated:" in text
+    kept = sum(1 for line in text.splitlines() if line.startswith("c"))
+    omitted = int(text.split("Truncated: ")[1].split(" ")[0])
+    assert kept + omitted == 100 and kept > 0
+    assert len(fit_sections(sections, 200, size=lambda s: len(s.encode("utf-16-le")) // 2)) <= 200
+    with pytest.raises(ValueError, match="fixed part"):
+        fit_sections(sections, 5)
+
+
+# --- skipped metrics and the gate -----------------------------------------------------------------------------
+
+QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
+
+
+def _suite(tmp_path: Path, metrics: str, gate: str = "min_pass_rate: 0.8") -> Path:
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        f"name: s\ndataset: {{path: {QUICKSTART / 'answers.jsonl'}, fields: {{id: id, input: question, "
+        f"actual_output: answer, references: references}}}}\nmetrics:\n{metrics}gate: {{{gate}}}\n"
+    )
+    return suite
+
+
+OPENAI_AND_LENGTH = ("  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n"
+                     "  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\n")
+
+
+def test_missing_credentials_are_a_config_error_unless_skipping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    suite = _suite(tmp_path, OPENAI_AND_LENGTH)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY") as info:
+        plan_run(suite)
+    assert info.value.problems[0].field == "embedding_provider"
+    plan = plan_run(suite, skip_missing_credentials=True)
+    assert [type(m).__name__ for m in plan.suite.metrics] == ["SkippedMetric", "LengthCheckMetric"]
+    assert plan.suite.metrics[0].threshold == 0.7  # ReferenceMatchMetric's default threshold
+    assert len(plan.suite.warnings) == 1 and "ReferenceMatchMetric is skipped" in plan.suite.warnings[0]
+    assert list(plan.needs) == []  # nothing to embed
+
+
+def test_cli_skips_missing_credentials_and_the_gate_leaves_them_out(tmp_path: Path) -> None:
+    from evaltasks.evaluate import evaluate_sync
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    suite = _suite(tmp_path, OPENAI_AND_LENGTH)
+    proc = subprocess.run([sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", str(tmp_path / "o")],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "OPENAI_API_KEY" in proc.stderr and "Traceback" not in proc.stderr
+    plan = plan_run(suite, skip_missing_credentials=True)
+    result = evaluate_sync(plan.dataset.cases, plan.suite.metrics)
+    s = result.summary
+    assert s.metrics["ReferenceMatchMetric"].skipped == 8 and s.metrics["LengthCheckMetric"].passed == 7
+    assert (s.passed_cases, s.failed_cases, s.skipped_cases) == (7, 1, 0) and s.pass_rate == pytest.approx(7 / 8)
+    assert gate_passed(result, 0.8)
+
+
+def _result(statuses: list[str]) -> EvaluationResult:
+    make = {"passed": lambda: MetricResult.scored("M", 0.9, 0.5, "r", {}),
+            "failed": lambda: MetricResult.scored("M", 0.1, 0.5, "r", {}),
+            "errored": lambda: MetricResult.errored("M", 0.5, "down"),
+            "skipped": lambda: MetricResult.skipped("M", 0.5, "no key")}
+    cases = [TestCaseResult.from_metrics(str(i), None, "o", [make[s]()]) for i, s in enumerate(statuses)]
+    return EvaluationResult(test_results=cases, summary=summarize(cases, {"M": 0.5}))
+
+
+@pytest.mark.parametrize(("statuses", "allow_errors", "rate", "passes_at_0_75"), [
+    (["passed", "passed", "passed", "failed"], False, 0.75, True),
+    (["passed", "passed", "passed", "errored"], False, 0.75, True),
+    (["passed", "passed", "errored", "errored"], False, 0.5, False),
+    (["passed", "passed", "errored", "errored"], True, 1.0, True),
+    (["passed", "passed", "passed", "failed", "skipped", "skipped"], False, 0.75, True),
+    (["skipped", "skipped"], False, None, True),  # nothing evaluated: a fork without credentials passes
+    (["errored"], True, None, True),
+    ([], False, None, False),  # an empty run fails
+])
+def test_gate_counts_evaluated_cases(statuses: list[str], allow_errors: bool, rate: float | None,
+                                     passes_at_0_75: bool) -> None:
+    result = _result(statuses)
+    assert gate_pass_rate(result, allow_errors) == (None if rate is None else pytest.approx(rate))
+    assert gate_passed(result, 0.75, allow_errors) is passes_at_0_75
+
+
+def test_allow_errors_is_a_suite_option(tmp_path: Path) -> None:
+    plan = plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n", "min_pass_rate: 0.5, allow_errors: true"))
+    assert plan.suite.suite.gate.allow_errors is True
+    with pytest.raises(ConfigError, match="allow_errors"):
+        plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n", "allow_errors: sometimes"))
