@@ -1,0 +1,164 @@
+"""Step 5 of the action: create or update the suite's one sticky comment on the pull request.
+
+The comment is found by its hidden marker (first line, see ``report.marker``) among the pull request's comments,
+read page by page (``per_page=100``, following the ``Link: rel="next"`` header), and only among comments written
+by this token's identity (``GET /user``; for the default ``GITHUB_TOKEN``, which cannot read ``/user``, any bot
+account such as ``github-actions[bot]``), so a comment someone else wrote with a copied marker is never edited.
+Found: ``PATCH /repos/{repo}/issues/comments/{id}``; not found: ``POST /repos/{repo}/issues/{n}/comments``.
+GitHub REST API v3 ("Issue comments"), ``$GITHUB_API_URL`` (a local server in tests).
+
+From a trusted ``workflow_run`` workflow (forks, see the README): ``PR_NUMBER`` names the pull request and
+``EXPECTED_HEAD_SHA`` (``github.event.workflow_run.head_sha``) must equal that pull request's head sha, so an
+artifact from a fork cannot direct the comment to another pull request.
+
+Never fails the job: a fork's read-only token, a missing token, 401/403/404, or a server still failing after
+3 attempts give a ``::warning`` and exit 0. ``COMMENT_MODE=on-failure`` creates a comment only when the gate
+failed or a regression was found, but always updates an existing one (so it never shows a stale failure).
+Output: ``comment-id`` ('' when none was written).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _github import annotate, append_summary, is_fork, load_event, pull_request, set_output  # noqa: E402
+
+ATTEMPTS = 3
+TIMEOUT_S = 30.0
+
+
+class CommentError(Exception):
+    """The GitHub API refused or kept failing; ``status`` is the HTTP status (0 for a connection error)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class GitHubClient:
+    """The few REST calls this step needs, with bounded retries on 5xx, 429 and connection errors."""
+
+    def __init__(self, api_url: str, token: str) -> None:
+        import httpx
+
+        self._http = httpx.Client(
+            base_url=api_url.rstrip("/"), timeout=TIMEOUT_S,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
+                     "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "evaltasks-action"},
+        )
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        """One API call; returns the response. Raises CommentError for 4xx or after :data:`ATTEMPTS` failures."""
+        import httpx
+
+        last = ""
+        for attempt in range(ATTEMPTS):
+            try:
+                response = self._http.request(method, url, **kwargs)
+            except httpx.HTTPError as exc:
+                last, status = f"{type(exc).__name__}: {exc}", 0
+            else:
+                status = response.status_code
+                if status < 400:
+                    return response
+                last = f"HTTP {status}: {response.text[:200]}"
+                if status not in (429, 500, 502, 503, 504):
+                    raise CommentError(f"{method} {url}: {last}", status)
+            if attempt + 1 < ATTEMPTS:
+                time.sleep(min(2.0 ** attempt, 8.0))
+        raise CommentError(f"{method} {url}: {last}", status)
+
+    def identity(self) -> str | None:
+        """The token's login, or None when the token cannot read ``/user`` (the default GITHUB_TOKEN)."""
+        try:
+            return str(self.request("GET", "/user").json().get("login")) or None
+        except CommentError:
+            return None
+
+    def comments(self, repo: str, number: int) -> Any:
+        """Every comment of issue/PR ``number``, page by page."""
+        url: str | None = f"/repos/{repo}/issues/{number}/comments"
+        params: dict[str, Any] | None = {"per_page": 100}
+        while url:
+            response = self.request("GET", url, params=params)
+            yield from response.json()
+            url, params = response.links.get("next", {}).get("url"), None
+
+
+def find_sticky(comments: Any, head: str, login: str | None) -> dict[str, Any] | None:
+    """The first comment whose body starts with ``head`` (the marker) written by ``login`` (or, when ``login``
+    is None, by any bot account)."""
+    for comment in comments:
+        user = comment.get("user") or {}
+        mine = user.get("login") == login if login else user.get("type") == "Bot"
+        if mine and str(comment.get("body", "")).startswith(head):
+            return comment
+    return None
+
+
+def main() -> int:
+    """Post or update the comment (module docstring); always 0."""
+    env = os.environ
+    set_output("comment-id", "")
+    event = load_event()
+    pr = pull_request(event)
+    if env.get("PR_NUMBER"):  # workflow_run: the PR comes from the evaluating run's artifact
+        pr = {"number": env["PR_NUMBER"]}
+    elif pr is None or env.get("GITHUB_EVENT_NAME") not in ("pull_request", "pull_request_target"):
+        print("not a pull request: no comment")
+        return 0
+    elif is_fork(event):
+        message = ("Pull request from a fork: the token is read-only, so no comment was posted; the results are in "
+                   "the job summary. To comment on fork PRs, see the workflow_run pattern in the evaltasks README.")
+        annotate("warning", message, title="evaltasks: comment skipped")
+        append_summary(f"\n> ⚠️ {message}\n")
+        return 0
+    token = env.get("GITHUB_TOKEN", "")
+    if not token:
+        annotate("warning", "No github-token: no comment was posted.", title="evaltasks: comment skipped")
+        return 0
+    body = Path(env["COMMENT_BODY_FILE"]).read_text(encoding="utf-8")
+    head = body.split("\n", 1)[0]
+    repo = env.get("GITHUB_REPOSITORY") or (event.get("repository") or {}).get("full_name", "")
+    try:
+        number = int(pr["number"])
+    except (TypeError, ValueError):
+        annotate("warning", f"PR_NUMBER {pr['number']!r} is not a number: no comment", title="evaltasks: comment skipped")
+        return 0
+    client = GitHubClient(env.get("GITHUB_API_URL", "https://api.github.com"), token)
+    try:
+        expected = env.get("EXPECTED_HEAD_SHA")
+        if expected:
+            head = client.request("GET", f"/repos/{repo}/pulls/{number}").json().get("head", {}).get("sha")
+            if head != expected:
+                annotate("warning", f"pull request #{number} is at {head}, not at the evaluated commit {expected}: "
+                                    "no comment", title="evaltasks: comment skipped")
+                return 0
+        existing = find_sticky(client.comments(repo, number), head, client.identity())
+        failing = env.get("GATE_PASSED") != "true" or env.get("REGRESSED") == "true"
+        if existing is None and env.get("COMMENT_MODE") == "on-failure" and not failing:
+            print("gate passed without regressions: no comment (comment: on-failure)")
+            return 0
+        if existing is not None:
+            comment = client.request("PATCH", f"/repos/{repo}/issues/comments/{existing['id']}", json={"body": body}).json()
+            print(f"updated comment {comment.get('id')}: {comment.get('html_url', '')}")
+        else:
+            comment = client.request("POST", f"/repos/{repo}/issues/{number}/comments", json={"body": body}).json()
+            print(f"created comment {comment.get('id')}: {comment.get('html_url', '')}")
+    except CommentError as exc:
+        hint = " (the token may be read-only: give the job `permissions: pull-requests: write`)" \
+            if exc.status in (401, 403, 404) else ""
+        annotate("warning", f"Could not post the evaltasks comment: {exc}{hint}", title="evaltasks: comment skipped")
+        return 0
+    set_output("comment-id", str(comment.get("id", "")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Step 1 of the action: validate the inputs and work out paths, cache keys and the fork mode.
+
+Standard library only (runs before evaltasks is installed). Reads the inputs from ``INPUT_*`` environment
+variables set by ``action.yml`` (never ``${{ }}`` inside a script), writes step outputs:
+
+- ``suite-id``: ``[a-z0-9-]`` name of the suite within the repository (comment marker, cache and artifact keys);
+- ``fork``: ``true`` for a pull request from a fork (read-only token, no secrets);
+- ``pull-request``: ``true`` for a pull-request event;
+- ``cache-dir``: where the reference index, the model cache and Prefect's result storage live;
+- ``cache-key``/``cache-restore-keys``: the run's cache key and the prefixes to restore from;
+- ``pip-cache-dir``/``pip-key``: pip's cache and its key (a hash of the files the action ships);
+- ``baseline-file``: the baseline results.json to compare with ('' for none); ``baseline-auto``: ``true`` when it
+  comes from the cache (a pull request: its base branch's last run; a push: the branch's previous run), restored
+  into and saved from ``baseline-dir`` with ``baseline-restore-key``/``baseline-save-key`` (saved when
+  ``save-baseline``: pushes, schedules and manual runs on a branch);
+- ``output-dir``: the reports directory (absolute).
+
+A bad input prints an ``::error`` naming it and exits 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _github import annotate, is_fork, load_event, pull_request, set_output, truthy  # noqa: E402
+
+COMMENT_MODES = ("true", "false", "on-failure")
+
+
+def suite_id(working_directory: str, suite: str) -> str:
+    """A stable ``[a-z0-9-]`` id of a suite path within the repository: a readable slug plus 8 hex digits of
+    the path's sha256 (two suites never share comments or caches)."""
+    path = str(Path(working_directory or ".") / suite).replace("\\", "/")
+    normalized = os.path.normpath(path).replace("\\", "/")
+    slug = re.sub(r"[^a-z0-9]+", "-", Path(normalized).with_suffix("").as_posix().lower()).strip("-")[-40:]
+    return f"{slug.strip('-') or 'suite'}-{hashlib.sha256(normalized.encode()).hexdigest()[:8]}"
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def main() -> int:
+    """Validate inputs and write the outputs listed in the module docstring; 0, or 1 for a bad input."""
+    env = os.environ
+    try:
+        suite = env.get("INPUT_SUITE", "").strip()
+        if not suite:
+            raise ValueError("input 'suite' is required: the path of the suite YAML file")
+        comment = env.get("INPUT_COMMENT", "true").strip().lower() or "true"
+        if comment not in COMMENT_MODES:
+            raise ValueError(f"input 'comment' must be one of {', '.join(COMMENT_MODES)}, got {comment!r}")
+        truthy(env.get("INPUT_FAIL_ON_GATE", "true"), "fail-on-gate")
+        cache = truthy(env.get("INPUT_CACHE", "true"), "cache")
+        tolerance = env.get("INPUT_REGRESSION_TOLERANCE", "0.01").strip() or "0.01"
+        try:
+            if not 0.0 <= float(tolerance) <= 1.0:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"input 'regression-tolerance' must be a number in [0, 1], got {tolerance!r}") from None
+        skip = env.get("INPUT_SKIP_MISSING_CREDENTIALS", "auto").strip().lower() or "auto"
+        if skip not in ("auto", "true", "false"):
+            raise ValueError(f"input 'skip-missing-credentials' must be auto, true or false, got {skip!r}")
+    except ValueError as exc:
+        annotate("error", str(exc), title="evaltasks: invalid input")
+        return 1
+
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
+    working_directory = env.get("INPUT_WORKING_DIRECTORY", "").strip() or "."
+    workdir = (workspace / working_directory).resolve()
+    if not workdir.is_dir():
+        annotate("error", f"input 'working-directory': {working_directory} is not a directory", title="evaltasks")
+        return 1
+    event = load_event()
+    event_name = env.get("GITHUB_EVENT_NAME", "")
+    pr = pull_request(event) if event_name in ("pull_request", "pull_request_target") else None
+    fork = is_fork(event) if pr is not None else False
+    runner_os = env.get("RUNNER_OS", sys.platform)
+    temp = Path(env.get("RUNNER_TEMP") or (workspace / ".evaltasks-action")).resolve()
+    sid = suite_id(working_directory, suite)
+    run = f"{env.get('GITHUB_RUN_ID', 'local')}-{env.get('GITHUB_RUN_ATTEMPT', '1')}"
+
+    action_path = Path(env.get("GITHUB_ACTION_PATH") or Path(__file__).resolve().parent.parent)
+    shipped = b"".join(
+        (action_path / name).read_bytes() for name in ("pyproject.toml", "constraints.txt") if (action_path / name).exists()
+    )
+    pip_hash = hashlib.sha256(
+        shipped + env.get("INPUT_EVALTASKS_VERSION", "").encode() + env.get("INPUT_TORCH_INDEX_URL", "").encode()
+    ).hexdigest()[:16]
+    python_version = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+    ref_name = env.get("GITHUB_REF_NAME", "")
+    # A pull request compares with its base branch; a push with the same branch's previous run.
+    base_ref = (((pr or {}).get("base") or {}).get("ref") or env.get("GITHUB_BASE_REF", "")) if pr else ref_name
+    baseline_input = env.get("INPUT_BASELINE", "auto").strip()
+    baseline_dir = temp / "evaltasks-baseline" / sid
+    if baseline_input == "auto":
+        baseline_file = str(baseline_dir / "results.json")
+    elif baseline_input.lower() in ("", "none", "false"):
+        baseline_file = ""
+    else:
+        baseline_file = str((workdir / baseline_input).resolve())
+    save_baseline = event_name in ("push", "schedule", "workflow_dispatch") and env.get("GITHUB_REF", "").startswith(
+        "refs/heads/"
+    )
+    output_dir = (workdir / (env.get("INPUT_OUTPUT_DIR", "").strip() or "eval-results")).resolve()
+
+    outputs = {
+        "suite-id": sid,
+        "fork": "true" if fork else "false",
+        "pull-request": "true" if pr is not None else "false",
+        "pr-number": str((pr or {}).get("number", "")),
+        "skip-missing-credentials": "true" if skip == "true" or (skip == "auto" and fork) else "false",
+        "comment": comment,
+        "cache": "true" if cache else "false",
+        "regression-tolerance": tolerance,
+        "workdir": str(workdir),
+        "output-dir": str(output_dir),
+        "cache-dir": str(temp / "evaltasks-cache"),
+        "cache-key": f"evaltasks-cache-{runner_os}-{sid}-{run}",
+        "cache-restore-keys": f"evaltasks-cache-{runner_os}-{sid}-\nevaltasks-cache-{runner_os}-",
+        "pip-cache-dir": str(temp / "evaltasks-pip-cache"),
+        "pip-key": f"evaltasks-pip-{runner_os}-py{python_version}-{pip_hash}",
+        "venv-dir": str(temp / "evaltasks-venv"),
+        "baseline-file": baseline_file,
+        "baseline-auto": "true" if baseline_input == "auto" else "false",
+        "baseline-dir": str(baseline_dir),
+        "baseline-restore-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(base_ref)}-",
+        "save-baseline": "true" if save_baseline else "false",
+        "baseline-save-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(ref_name)}-{run}",
+        "artifact-name": f"evaltasks-{sid}-{runner_os.lower()}-{env.get('GITHUB_JOB', 'job')}",
+    }
+    for name, value in outputs.items():
+        set_output(name, value)
+    if fork:
+        annotate("notice", "Pull request from a fork: the token is read-only and secrets are unavailable; metrics "
+                           "without credentials are skipped and no comment is posted.", title="evaltasks")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

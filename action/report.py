@@ -1,0 +1,161 @@
+"""Step 4 of the action: the job summary, the PR comment's body, step outputs and annotations.
+
+Reads ``$OUTPUT_DIR/results.json`` (written by ``evaltasks run``; with ``comparison`` when a baseline was found)
+and writes:
+
+- the job summary (``$GITHUB_STEP_SUMMARY``): banner, per-metric table with deltas, regressions, worst cases,
+  changes since the baseline, score distributions; at most :data:`SUMMARY_MAX_BYTES` UTF-8 bytes (GitHub's limit
+  is 1 MiB per step);
+- ``$COMMENT_BODY_FILE``: the same content behind a hidden marker line, with a link to the run, at most
+  :data:`COMMENT_MAX_CHARS` UTF-16 code units (GitHub's limit is 65,536 characters); also ``comment.md`` and
+  ``pull-request.json`` in the output directory (for the ``workflow_run`` pattern on forks);
+- outputs ``passed``, ``pass-rate``, ``results-path``, ``summary-path``, ``regressed``, ``exit-code``;
+- ``::error`` for a failed gate, ``::error``/``::warning`` for regressions (error when the gate failed too),
+  ``::warning`` for skipped metrics, ``::notice`` when there was no baseline.
+
+When the run produced no results.json (invalid input, exit 2; an abort, exit 3) the summary says so with the
+last lines of the run's log, escaped. All text that came from the run is escaped (``markdown_inline``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _github import annotate, append_summary, run_url, set_output  # noqa: E402
+
+SUMMARY_MAX_BYTES = 1024 * 1024 - 4096  # GitHub: 1 MiB per step; margin for other writers of the same step
+COMMENT_MAX_CHARS = 65536 - 512  # GitHub: 65,536 characters per comment; margin for the marker and footer
+LOG_TAIL_LINES = 30
+
+
+def marker(suite_id: str) -> str:
+    """The hidden first line that identifies this suite's sticky comment (``suite_id`` is ``[a-z0-9-]``)."""
+    return f"<!-- evaltasks:sticky-comment suite={suite_id} -->"
+
+
+def utf16_units(text: str) -> int:
+    """Length in UTF-16 code units (how GitHub counts characters; an emoji counts 2)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def utf8_bytes(text: str) -> int:
+    """Length in UTF-8 bytes."""
+    return len(text.encode("utf-8"))
+
+
+def _failure_markdown(suite: str, exit_code: str, log_path: str) -> str:
+    from evaltasks.reports._escape import markdown_inline
+
+    what = {"2": "invalid input (nothing was scored)", "3": "the run aborted"}.get(exit_code, "no results were written")
+    lines = [f"# evaltasks: {markdown_inline(suite)}", "", f"❌ **evaltasks could not run**: {what} (exit code {exit_code}).", ""]
+    try:
+        tail = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]
+    except OSError:
+        tail = []
+    tail = [line for line in tail if line.strip()]
+    if tail:
+        lines += ["Last lines of the log:", ""] + [f"> {markdown_inline(line, 400)}  " for line in tail] + [""]
+    return "\n".join(lines)
+
+
+def _write_comment(env: dict[str, str], output_dir: Path, body: str) -> None:
+    """Write the comment body for the comment step, and beside the reports (``comment.md``, plus
+    ``pull-request.json`` with the PR's number and head sha) so that a trusted ``workflow_run`` workflow can post
+    it for a fork's pull request (README: "Comments on pull requests from forks")."""
+    Path(env["COMMENT_BODY_FILE"]).write_text(body, encoding="utf-8")
+    from _github import load_event, pull_request
+
+    pr = pull_request(load_event())
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "comment.md").write_text(body, encoding="utf-8")
+        if pr is not None:
+            (output_dir / "pull-request.json").write_text(json.dumps(
+                {"number": pr.get("number"), "head_sha": (pr.get("head") or {}).get("sha")}), encoding="utf-8")
+    except OSError as exc:
+        annotate("warning", f"cannot write the comment beside the reports: {exc}", title="evaltasks")
+
+
+def main() -> int:
+    """Write the summary, comment body, outputs and annotations; always 0 (the gate is applied later)."""
+    from evaltasks.compare import Comparison
+    from evaltasks.reports.markdown import render_summary_markdown
+    from evaltasks.results import EvaluationSummary, TestCaseResult
+
+    env = os.environ
+    output_dir = Path(env["OUTPUT_DIR"])
+    exit_code = env.get("EXIT_CODE", "").strip() or "3"
+    suite_id = env.get("SUITE_ID", "suite")
+    results_path = output_dir / "results.json"
+    url = run_url()
+    footer = f"\n---\n[Workflow run]({url}) · full reports in the workflow artifact" if url else ""
+    set_output("exit-code", exit_code)
+    set_output("results-path", str(results_path) if results_path.exists() else "")
+    set_output("summary-path", str(output_dir / "summary.md") if (output_dir / "summary.md").exists() else "")
+
+    doc = None
+    if results_path.exists() and exit_code in ("0", "1"):
+        try:
+            doc = json.loads(results_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            annotate("error", f"cannot read {results_path}: {exc}", title="evaltasks")
+    if doc is None:
+        text = _failure_markdown(env.get("SUITE", suite_id), exit_code, env.get("RUN_LOG", ""))
+        append_summary(text)
+        _write_comment(dict(env), output_dir, f"{marker(suite_id)}\n{text}{footer}\n")
+        for name, value in (("passed", "false"), ("pass-rate", ""), ("regressed", "false")):
+            set_output(name, value)
+        annotate("error", f"evaltasks could not run the suite (exit code {exit_code}); see the log above.",
+                 title="evaltasks")
+        return 0
+
+    summary = EvaluationSummary.model_validate(doc["summary"])
+    cases = [TestCaseResult.model_validate(case) for case in doc.get("cases", [])]
+    comparison = Comparison.model_validate(doc["comparison"]) if doc.get("comparison") else None
+    gate = doc.get("gate") or {}
+    passed = bool(doc.get("passed"))
+    warnings = list(doc.get("warnings") or [])
+    common = dict(
+        passed=passed, min_pass_rate=float(gate.get("min_pass_rate", 1.0)), comparison=comparison,
+        warnings=warnings, gate_pass_rate=gate.get("pass_rate"),
+    )
+    suite = str(doc.get("suite", suite_id))
+    summary_text = render_summary_markdown(
+        suite, summary, cases, **common, max_size=SUMMARY_MAX_BYTES, size=utf8_bytes,
+        truncation_note="The full report is in the workflow artifact (results.json, summary.md).",
+    )
+    if comparison is None:
+        summary_text += "\nNo baseline: no earlier results of this suite to compare with.\n"
+    append_summary(summary_text)
+    head = marker(suite_id) + "\n"
+    comment_text = render_summary_markdown(
+        suite, summary, cases, **common, max_size=COMMENT_MAX_CHARS - utf16_units(head + footer), size=utf16_units,
+        truncation_note="The full report is in the job summary and the workflow artifact.",
+    )
+    _write_comment(dict(env), output_dir, head + comment_text + footer + "\n")
+
+    rate = gate.get("pass_rate")
+    set_output("passed", "true" if passed else "false")
+    set_output("pass-rate", "" if rate is None else f"{rate:.6f}")
+    set_output("regressed", "true" if comparison is not None and comparison.regressed else "false")
+    if not passed:
+        shown = "n/a" if rate is None else f"{rate:.2%}"
+        annotate("error", f"Gate failed: pass rate {shown} below {float(gate.get('min_pass_rate', 1)):.2%}",
+                 title=f"evaltasks: {suite}")
+    for regression in (comparison.regressions if comparison else [])[:10]:
+        annotate("error" if not passed else "warning", f"Regression since the baseline: {regression}",
+                 title=f"evaltasks: {suite}")
+    for warning in warnings[:10]:
+        annotate("warning", warning, title=f"evaltasks: {suite}")
+    if comparison is None:
+        annotate("notice", "No baseline: nothing to compare with.", title=f"evaltasks: {suite}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

