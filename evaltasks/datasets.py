@@ -6,6 +6,12 @@ several lines is named by its first), JSON and YAML items by their 0-based index
 
 List fields (``references``): a JSON/YAML list of strings; or a string split on ``list_separator`` (items
 stripped, empties dropped); or, in a CSV without ``list_separator``, a cell holding a JSON array.
+
+What is rejected (exit 2 in the CLI), beyond wrong types: text that is not UTF-8 (a UTF-16 byte-order mark,
+a NUL byte), a string holding an unpaired surrogate (``"\\ud800"`` in JSON: not Unicode, it could not be
+written to results.json), malformed CSV quoting (strict parsing: an unclosed quote would otherwise swallow
+every following row into one cell), YAML tags, duplicate YAML keys, and an explicit ``id`` repeated by two
+rows (results are matched by id against a baseline). Repeated *derived* ids (same input) get ``#2``….
 """
 
 from __future__ import annotations
@@ -14,20 +20,20 @@ import csv
 import hashlib
 import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from evaltasks.errors import DatasetError, Problem
-from evaltasks.suite import DatasetSpec
+from evaltasks.suite import DatasetSpec, decode_text, load_yaml
 from evaltasks.test_case import EvalTestCase, assign_ids
 
 _MISSING = object()
 STRING_FIELDS = ("input", "expected_output")
 MAX_PROBLEMS = 1000  # collected; the error shows the first 20
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -58,11 +64,7 @@ def _read_text(path: Path, source: str) -> tuple[bytes, str]:
         raise DatasetError([Problem(source, "", "", "is a directory, not a dataset file")]) from None
     except OSError as exc:
         raise DatasetError([Problem(source, "", "", f"cannot read the dataset: {exc.strerror or exc}")]) from None
-    try:
-        return raw, raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DatasetError([Problem(source, f"line {line}", "", f"is not UTF-8 text (byte {exc.start})")]) from None
+    return raw, decode_text(raw, source, DatasetError)
 
 
 def _rows_csv(
@@ -73,7 +75,8 @@ def _rows_csv(
         text = text.replace("\r", "\n")  # old Mac line endings
     # Split on "\n" only: str.splitlines() also breaks at U+2028, U+0085, form feeds…, which may sit inside
     # a cell (model outputs) and would tear the row apart and shift the line numbers.
-    reader = csv.reader(io.StringIO(text, newline="\n"))
+    # strict: malformed quoting is an error, not guessed (an unclosed quote would swallow every later row).
+    reader = csv.reader(io.StringIO(text, newline="\n"), strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -100,7 +103,11 @@ def _rows_csv(
         start = reader.line_num + 1
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # blank line
-        if len(row) != len(header):
+        if len(row) < len(header):  # name the first column the row lacks
+            problems.append(Problem(source, where, header[len(row)],
+                                    f"is missing: the row has {len(row)} cells but the header has {len(header)}"))
+            continue
+        if len(row) > len(header):
             problems.append(Problem(source, where, "", f"has {len(row)} cells but the header has {len(header)}"))
             continue
         yield where, dict(zip(header, row))
@@ -126,8 +133,11 @@ def _rows_jsonl(text: str, source: str, problems: list[Problem]) -> Iterator[tup
 
 
 def _rows_list(data: Any, source: str, problems: list[Problem], kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(data, dict) and isinstance(data.get("test_cases"), list):
+    if isinstance(data, dict) and "test_cases" in data:
         data = data["test_cases"]
+        if not isinstance(data, list):
+            problems.append(Problem(source, "", "test_cases", f"must be a list of objects, got {_type_name(data)}"))
+            return
     if not isinstance(data, list):
         problems.append(Problem(source, "", "", f"must be a {kind} list of objects (or a mapping with 'test_cases')"))
         return
@@ -148,14 +158,7 @@ def _parse_json(text: str, source: str) -> Any:
 
 
 def _parse_yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except RecursionError:
-        raise DatasetError([Problem(source, "", "", "YAML nested too deeply")]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        raise DatasetError([Problem(source, where, "", f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    return load_yaml(text, source, DatasetError)  # safe loader; tags, duplicate keys… located by line and key
 
 
 def _type_name(value: Any) -> str:
@@ -198,12 +201,16 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
     """Load and validate the dataset ``spec`` describes (its path relative to ``base_dir``).
 
     Raises:
-        DatasetError: the file is missing, unreadable, not UTF-8, unparsable, empty, lacks a mapped column, or
-            has rows with a missing/null/non-string output, a non-string text field, or a list field that is not
-            a list — every bad row named by file, line or item, and field.
+        DatasetError: the file is missing, unresolvable (symlink loop), unreadable, not UTF-8, unparsable,
+            empty, lacks a mapped column, or has rows with a missing/null/non-string output, a non-string text
+            field, a string with an unpaired surrogate, a list field that is not a list, or an explicit id that
+            an earlier row already used — every bad row named by file, line or item, and field.
     """
-    path = (base_dir / spec.path).resolve()
     source = str(base_dir / spec.path)
+    try:
+        path = (base_dir / spec.path).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13, OSError after)
+        raise DatasetError([Problem(source, "", "", f"cannot resolve the dataset path: {exc}")]) from None
     raw, text = _read_text(path, source)
     suffix = path.suffix.lower()
     problems: list[Problem] = []
@@ -223,6 +230,7 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
     explicit_ids: list[str | None] = []
     column_checked = False
     keys_seen: set[str] = set()  # JSON, JSONL, YAML: a mapped key that no row has is a typo, not a blank
+    first_seen: dict[str, str] = {}  # explicit id -> location of its first row
     for where, row in rows:
         if suffix != ".csv":
             keys_seen.update(row)
@@ -270,11 +278,25 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
                 row_ok = False
             else:
                 case_fields[name] = value
+        if suffix != ".csv":  # JSON escapes can encode unpaired surrogates; decoded CSV text cannot hold them
+            for name, value in case_fields.items():
+                column = explicit.get(name) or name
+                if any(_SURROGATE.search(item) for item in ([value] if isinstance(value, str) else value)
+                       if not item.isascii()):
+                    problems.append(Problem(source, where, column, "contains an unpaired surrogate "
+                                                                   "(e.g. \\ud800): not valid Unicode text"))
+                    row_ok = False
         if len(problems) >= MAX_PROBLEMS:
             break
         if not row_ok:
             continue
         row_id = case_fields.pop("id", None)
+        if row_id:  # an empty id cell falls back to the derived id
+            if row_id in first_seen:
+                problems.append(Problem(source, where, explicit.get("id") or "id",
+                                        f"duplicate id '{row_id}' (first at {first_seen[row_id]})"))
+                continue
+            first_seen[row_id] = where
         dataset.cases.append(EvalTestCase(**case_fields))
         explicit_ids.append(row_id)
         dataset.locations.append(where)

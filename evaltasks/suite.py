@@ -20,6 +20,7 @@ The same pydantic model validates suites and produces the JSON Schema shipped fo
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import hashlib
 from dataclasses import dataclass, field
@@ -34,6 +35,126 @@ from evaltasks.metrics import METRICS, BaseMetric, get_metric_class
 from evaltasks.metrics.base import SkippedMetric
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
+
+# UTF-32 LE's mark starts with UTF-16 LE's: test the longer ones first.
+_FOREIGN_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+                 (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+def decode_text(raw: bytes, source: str, error: type[InputError]) -> str:
+    """The bytes of a suite or dataset file as text: UTF-8, a leading UTF-8 byte-order mark dropped.
+
+    Raises ``error`` with one problem located by line: a UTF-16/UTF-32 byte-order mark ("save it as UTF-8"),
+    bytes that are not UTF-8, or a NUL byte (binary data, or UTF-16 without a byte-order mark; the CSV reader
+    would otherwise accept it silently).
+    """
+    for bom, name in _FOREIGN_BOMS:
+        if raw.startswith(bom):
+            raise error([Problem(source, "line 1", "", f"is {name} text (byte-order mark); save it as UTF-8")])
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise error([Problem(source, f"line {line}", "", f"is not UTF-8 text (byte {exc.start})")]) from None
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line = raw[:nul].count(b"\n") + 1
+        raise error([Problem(source, f"line {line}", "", f"contains a NUL byte (byte {nul}): binary data, or UTF-16 "
+                                                          "text without a byte-order mark?")])
+    return text
+
+
+_YAML_CORE = "tag:yaml.org,2002:"
+# Tags the safe loader constructs (standard YAML types), plus merge keys (``<<``), which it flattens.
+_SAFE_TAGS = frozenset(t for t in yaml.SafeLoader.yaml_constructors if t is not None) | {_YAML_CORE + "merge"}
+_MAX_YAML_PROBLEMS = 100
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len(_YAML_CORE):] if tag.startswith(_YAML_CORE) else tag
+
+
+def load_yaml(text: str, source: str, error: type[InputError]) -> Any:
+    """Parse YAML ``text`` as plain data: the safe loader, plus checks that nothing is invented or lost.
+
+    Raises ``error`` with every problem located by ``line N`` and, where there is one, the key (field):
+
+    - invalid YAML (the line of the syntax error), or nesting deeper than Python's recursion limit;
+    - a tag without a standard constructor (``!!python/object/apply:…``, ``!!python/name:…``, ``!include``):
+      YAML is data, so nothing is constructed, let alone executed;
+    - a duplicate key in a mapping (YAML forbids it; PyYAML would silently keep the last one);
+    - a scalar its type cannot hold, e.g. ``2024-13-45`` (read as a timestamp) or ``!!int abc``, which PyYAML
+      reports as a bare ValueError.
+
+    The document is composed into nodes first and checked iteratively (aliases are visited once, so an alias
+    "bomb" costs nothing), then constructed.
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise error([Problem(source, f"line {loader.line + 1}", "", "YAML nested too deeply")]) from None
+        except yaml.YAMLError as exc:
+            raise error([_yaml_syntax_problem(source, exc)]) from None
+        if node is None:
+            return None
+        problems = _yaml_node_problems(loader, node, source)
+        if problems:
+            raise error(problems)
+        try:
+            return loader.construct_document(node)
+        except RecursionError:
+            raise error([Problem(source, "", "", "YAML nested too deeply")]) from None
+        except yaml.YAMLError as exc:
+            raise error([_yaml_syntax_problem(source, exc)]) from None
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:  # a value PyYAML cannot construct
+            raise error([Problem(source, "", "", f"invalid YAML value: {exc}")]) from None
+    finally:
+        loader.dispose()
+
+
+def _yaml_syntax_problem(source: str, exc: yaml.YAMLError) -> Problem:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}" if mark is not None else ""
+    return Problem(source, where, "", f"invalid YAML: {getattr(exc, 'problem', None) or exc}")
+
+
+def _yaml_node_problems(loader: yaml.SafeLoader, root: yaml.Node, source: str) -> list[Problem]:
+    """Unsafe tags, duplicate keys and unconstructible scalars under ``root``, in line order (see load_yaml)."""
+    problems: list[Problem] = []
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]  # (node, the key it is the value of)
+    while stack and len(problems) < _MAX_YAML_PROBLEMS:
+        node, key = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        line = f"line {node.start_mark.line + 1}"
+        if node.tag not in _SAFE_TAGS:
+            problems.append(Problem(source, line, key, f"YAML tag '{_short_tag(node.tag)}' is not allowed: only "
+                                                       "standard YAML types are read (the file is data)"))
+        elif isinstance(node, yaml.ScalarNode):
+            if node.tag not in (_YAML_CORE + "str", _YAML_CORE + "merge"):
+                try:
+                    loader.construct_object(node)
+                except (ValueError, TypeError, KeyError, OverflowError, yaml.YAMLError):
+                    problems.append(Problem(source, line, key,
+                                            f"invalid {_short_tag(node.tag)} value '{node.value[:80]}'"))
+        elif isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for k, v in node.value:
+                name = str(k.value)[:80] if isinstance(k, yaml.ScalarNode) else key
+                if isinstance(k, yaml.ScalarNode) and k.tag != _YAML_CORE + "merge":
+                    if (k.tag, k.value) in first:
+                        problems.append(Problem(source, f"line {k.start_mark.line + 1}", name,
+                                                f"duplicate key (first at line {first[(k.tag, k.value)]})"))
+                    else:
+                        first[(k.tag, k.value)] = k.start_mark.line + 1
+                stack += [(v, name), (k, name)]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(item, key) for item in node.value]
+    return sorted(problems, key=lambda p: int(p.location.split()[1]))
 
 
 class FieldMap(BaseModel):
@@ -69,6 +190,8 @@ class DatasetSpec(BaseModel):
     @field_validator("path")
     @classmethod
     def _check_path(cls, value: str) -> str:
+        if "\0" in value:  # the OS refuses it (Python raises a bare ValueError when opening it)
+            raise ValueError("must not contain a NUL character")
         if Path(value).suffix.lower() not in DATASET_FORMATS:
             raise ValueError(f"must end in one of {', '.join(DATASET_FORMATS)}: '{value}'")
         return value
@@ -138,7 +261,8 @@ class LoadedSuite:
         metrics: constructed metric instances, in suite order.
         path: the suite file (resolved).
         sha256: sha256 of the suite file's bytes.
-        warnings: what the run should tell its user, e.g. metrics skipped for missing credentials.
+        warnings: what the run should tell its user: metrics skipped for missing credentials, data files whose
+            resolved path leaves the suite's directory.
     """
 
     suite: Suite
@@ -192,7 +316,9 @@ def _problems_from_validation(source: str, exc: ValidationError) -> list[Problem
             message = "is required"
         elif err["type"] == "value_error" and "error" in err.get("ctx", {}):
             message = str(err["ctx"]["error"])  # our own validators' message, without pydantic's "Value error, "
-        if loc and isinstance(loc[-1], int):  # a whole list item is wrong, e.g. metrics[0]
+        if len(loc) >= 2 and loc[-1] == "[key]":  # a mapping key is wrong, e.g. embeddings: {openia: ...}
+            problems.append(Problem(source, _loc(loc[:-2]), str(loc[-2]), message))
+        elif loc and isinstance(loc[-1], int):  # a whole list item is wrong, e.g. metrics[0]
             problems.append(Problem(source, _loc(loc), "", message))
         else:
             problems.append(Problem(source, _loc(loc[:-1]) if loc else "", str(loc[-1]) if loc else "", message))
@@ -218,9 +344,14 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
             warning in :attr:`LoadedSuite.warnings`) instead of a problem: for pull requests from forks, which
             get no secrets.
 
+    The file is data: it must be UTF-8, and its YAML is read by :func:`load_yaml` (safe loader; tags such as
+    ``!!python/object/apply`` and duplicate keys are problems). Data files whose resolved path leaves the
+    suite's directory are allowed and named in :attr:`LoadedSuite.warnings`.
+
     Raises:
-        ConfigError: every problem found (unreadable file, invalid YAML with its line, unknown or missing keys
-            with "did you mean", wrong types, unknown metric, invalid metric arguments, repeated metric names).
+        ConfigError: every problem found (unreadable or non-UTF-8 file, invalid YAML with its line, unsafe tags,
+            duplicate keys, unknown or missing keys with "did you mean", wrong types, unknown metric, invalid or
+            unknown metric arguments, repeated metric names).
     """
     path = Path(path)
     source = str(path)
@@ -230,18 +361,7 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
         raise ConfigError([Problem(source, "", "", "suite file not found")]) from None
     except OSError as exc:
         raise ConfigError([Problem(source, "", "", f"cannot read the suite file: {exc.strerror or exc}")]) from None
-    try:
-        text = raw.decode("utf-8-sig")
-        data = yaml.safe_load(text)
-    except UnicodeDecodeError as exc:
-        raise ConfigError([Problem(source, "", "", f"is not UTF-8 text (byte {exc.start})")]) from None
-    except RecursionError:
-        raise ConfigError([Problem(source, "", "", "YAML nested too deeply")]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([Problem(source, where, "", f"invalid YAML: {problem}")]) from None
+    data = load_yaml(decode_text(raw, source, ConfigError), source, ConfigError)
     if not isinstance(data, dict):
         raise ConfigError([Problem(source, "", "", "must be a YAML mapping with name, dataset and metrics")])
     problems: list[Problem] = []
@@ -255,7 +375,7 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     raw_metrics = data.get("metrics")
     defaults = suite.embeddings if suite is not None else {}
     reference_sets = _load_reference_sets(source, suite, path.parent, problems) if suite is not None else {}
-    warnings: list[str] = []
+    warnings: list[str] = _outside_warnings(suite, path) if suite is not None else []
     metrics = (
         _build_metrics(
             source, raw_metrics, problems, defaults, reference_sets, path.parent,
@@ -270,6 +390,30 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     )
 
 
+def _outside_warnings(suite: Suite, suite_path: Path) -> list[str]:
+    """A warning for each data file (dataset, reference set) whose resolved path leaves the suite's directory.
+
+    Such paths are allowed (``..``, symlinks, absolute paths), but a reviewer should see that a suite reads
+    files from elsewhere; the run prints these warnings and records them in results.json. A path that cannot
+    be resolved (a symlink loop) is left to the loader, which reports it.
+    """
+    base = suite_path.resolve().parent
+    files = [("dataset.path", suite.dataset.path)]
+    for name, spec in suite.reference_sets.items():
+        file = spec if isinstance(spec, str) else spec.get("path") if isinstance(spec, dict) else None
+        if isinstance(file, str):
+            files.append((f"reference_sets.{name}", file))
+    warnings = []
+    for label, file in files:
+        try:
+            resolved = (base / file).resolve()
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if not resolved.is_relative_to(base):
+            warnings.append(f"{label} '{file}' resolves to {resolved}, outside the suite's directory {base}")
+    return warnings
+
+
 def _skipped_metric(spec: MetricSpec, reason: str) -> SkippedMetric:
     """The stand-in for a metric that cannot run: same name and threshold (its class default if unset)."""
     import inspect
@@ -282,7 +426,11 @@ def _skipped_metric(spec: MetricSpec, reason: str) -> SkippedMetric:
 
 
 def _load_reference_sets(source: str, suite: Suite, base_dir: Path, problems: list[Problem]) -> dict[str, Any]:
-    """Load every declared reference set; a set that fails adds its problems and is left out."""
+    """Load every declared reference set; a set that fails adds its problems and is left out.
+
+    A file that cannot be resolved (symlink loop) or parsed (nesting beyond the recursion limit) is a problem
+    located at ``reference_sets.NAME``, field ``path``, not a crash.
+    """
     from evaltasks.reference_sets import load_reference_set
 
     sets = {}
@@ -293,6 +441,8 @@ def _load_reference_sets(source: str, suite: Suite, base_dir: Path, problems: li
             problems.extend(exc.problems)
         except (ValueError, TypeError) as exc:
             problems.append(Problem(source, f"reference_sets.{name}", "", str(exc)))
+        except (RuntimeError, OSError) as exc:  # RecursionError is a RuntimeError
+            problems.append(Problem(source, f"reference_sets.{name}", "path", f"cannot load the reference set: {exc}"))
     return sets
 
 
@@ -342,7 +492,8 @@ def _build_metrics(
             problems.append(Problem(source, where, "metric", str(exc.args[0])))
             continue
         except TypeError as exc:
-            problems.append(Problem(source, where, "", _unknown_argument(spec, exc)))
+            unknown = [k for k in (spec.model_extra or {}) if k not in _parameters(spec)]
+            problems.append(Problem(source, where, unknown[0] if unknown else "", _unknown_argument(spec, exc)))
             continue
         except CredentialsError as exc:
             message = "; ".join(p.message for p in exc.problems)
@@ -374,11 +525,15 @@ def _argument_named(spec: MetricSpec, message: str) -> str:
     return ""
 
 
-def _unknown_argument(spec: MetricSpec, exc: TypeError) -> str:
+def _parameters(spec: MetricSpec) -> list[str]:
+    """The constructor arguments of the metric class ``spec`` names."""
     import inspect
 
-    cls = get_metric_class(spec.metric)
-    params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    return [p for p in inspect.signature(get_metric_class(spec.metric).__init__).parameters if p != "self"]
+
+
+def _unknown_argument(spec: MetricSpec, exc: TypeError) -> str:
+    params = _parameters(spec)
     unknown = [k for k in (spec.model_extra or {}) if k not in params]
     if unknown:
         close = difflib.get_close_matches(unknown[0], params, n=1)

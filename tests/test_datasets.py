@@ -108,10 +108,20 @@ def test_default_field_names_and_a_yaml_mapping_with_test_cases(tmp_path: Path) 
     assert dataset.ids == [_id("q")]
 
 
-def test_explicit_id_column_with_repeats_and_integer_ids() -> None:
-    dataset = _load(DATA / "cases_with_ids.jsonl", fields={"id": "id", "actual_output": "answer"})
-    assert dataset.ids == ["first", "7", "first#2"]
+def test_explicit_id_column_with_integer_ids(tmp_path: Path) -> None:
+    path = _write(tmp_path, "d.jsonl", '{"id": "first", "answer": "a"}\n{"id": 7, "answer": "b"}\n'
+                                       '{"id": "", "answer": "c"}\n')
+    dataset = _load(path, fields={"id": "id", "actual_output": "answer"})
+    assert dataset.ids == ["first", "7", _id("c")]  # an empty id falls back to the derived one
     assert [c.actual_output for c in dataset.cases] == ["a", "b", "c"]
+
+
+def test_explicit_ids_repeated_are_an_error() -> None:
+    """Results are matched by id (baselines): an explicit id used twice is a data error (issue #7)."""
+    with pytest.raises(DatasetError) as info:
+        _load(DATA / "cases_with_ids.jsonl", fields={"id": "id", "actual_output": "answer"})
+    assert _problems(info) == [Problem(str(DATA / "cases_with_ids.jsonl"), "line 3", "id",
+                                       "duplicate id 'first' (first at line 1)")]
 
 
 def test_duplicate_inputs_count_up(tmp_path: Path) -> None:
@@ -215,9 +225,9 @@ def test_ragged_csv_rows(tmp_path: Path) -> None:
     path = _write(tmp_path, "d.csv", "input,actual_output\nq1,a\nq2\nq3,b,extra\nq4,c\n")
     with pytest.raises(DatasetError) as info:
         _load(path)
-    assert [(p.location, p.message) for p in _problems(info)] == [
-        ("line 3", "has 1 cells but the header has 2"),
-        ("line 4", "has 3 cells but the header has 2"),
+    assert [(p.location, p.field, p.message) for p in _problems(info)] == [
+        ("line 3", "actual_output", "is missing: the row has 1 cells but the header has 2"),
+        ("line 4", "", "has 3 cells but the header has 2"),
     ]
 
 
