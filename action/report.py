@@ -11,7 +11,8 @@ and writes:
   ``pull-request.json`` in the output directory (for the ``workflow_run`` pattern on forks);
 - outputs ``passed``, ``pass-rate``, ``results-path``, ``summary-path``, ``regressed``, ``exit-code``;
 - ``::error`` for a failed gate, ``::error``/``::warning`` for regressions (error when the gate failed too),
-  ``::warning`` for skipped metrics, ``::notice`` when there was no baseline.
+  ``::warning`` for skipped metrics, ``::notice`` for notices (data files outside the suite's directory) and
+  when there was no baseline.
 
 When the run produced no results.json (invalid input, exit 2; an abort, exit 3) the summary says so with the
 last lines of the run's log, escaped. All text that came from the run is escaped (``markdown_inline``).
@@ -152,6 +153,8 @@ def main() -> int:
                  title=f"evaltasks: {suite}")
     for warning in warnings[:10]:
         annotate("warning", warning, title=f"evaltasks: {suite}")
+    for notice in list(doc.get("notices") or [])[:10]:
+        annotate("notice", notice, title=f"evaltasks: {suite}")
     if comparison is None:
         annotate("notice", "No baseline: nothing to compare with.", title=f"evaltasks: {suite}")
     return 0

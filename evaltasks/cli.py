@@ -246,6 +246,8 @@ def _run(args: argparse.Namespace) -> int:
         plan = plan_run(args.suite, skip_missing_credentials=args.skip_missing_credentials)  # before Prefect
         for warning in plan.suite.warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
+        for notice in plan.suite.notices:
+            print(f"evaltasks: note: {notice}", file=sys.stderr)
         if args.baseline is not None:
             from evaltasks.compare import load_baseline
 

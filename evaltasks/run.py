@@ -163,6 +163,7 @@ def finish_run(
         "gate": {"min_pass_rate": min_pass_rate, "allow_errors": gate.allow_errors,
                  "pass_rate": gate_pass_rate(result, gate.allow_errors)},
         "warnings": list(plan.suite.warnings),
+        "notices": list(plan.suite.notices),
         "duration_s": round(time.time() - started, 3),
         "embedding_models": [m.model_dump() for m in result.embedding_models],
         "reference_sets": [info.model_dump() for info in result.reference_sets],

@@ -270,6 +270,7 @@ class LoadedSuite:
     path: Path
     sha256: str
     warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
 
     @property
     def dataset_path(self) -> Path:
@@ -375,7 +376,8 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     raw_metrics = data.get("metrics")
     defaults = suite.embeddings if suite is not None else {}
     reference_sets = _load_reference_sets(source, suite, path.parent, problems) if suite is not None else {}
-    warnings: list[str] = _outside_warnings(suite, path) if suite is not None else []
+    warnings: list[str] = []
+    notices = _outside_notices(suite, path) if suite is not None else []
     metrics = (
         _build_metrics(
             source, raw_metrics, problems, defaults, reference_sets, path.parent,
@@ -387,14 +389,16 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
         raise ConfigError(problems)
     return LoadedSuite(
         suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest(), warnings=warnings,
+        notices=notices,
     )
 
 
-def _outside_warnings(suite: Suite, suite_path: Path) -> list[str]:
-    """A warning for each data file (dataset, reference set) whose resolved path leaves the suite's directory.
+def _outside_notices(suite: Suite, suite_path: Path) -> list[str]:
+    """A notice for each data file (dataset, reference set) whose resolved path leaves the suite's directory.
 
     Such paths are allowed (``..``, symlinks, absolute paths), but a reviewer should see that a suite reads
-    files from elsewhere; the run prints these warnings and records them in results.json. A path that cannot
+    files from elsewhere; the run prints these notices and records them in results.json (``notices``). They
+    are not warnings: an ``evals/`` + ``data/`` layout is normal and must not flag every pull request. A path that cannot
     be resolved (a symlink loop) is left to the loader, which reports it.
     """
     base = suite_path.resolve().parent
@@ -403,15 +407,15 @@ def _outside_warnings(suite: Suite, suite_path: Path) -> list[str]:
         file = spec if isinstance(spec, str) else spec.get("path") if isinstance(spec, dict) else None
         if isinstance(file, str):
             files.append((f"reference_sets.{name}", file))
-    warnings = []
+    notices = []
     for label, file in files:
         try:
             resolved = (base / file).resolve()
         except (OSError, RuntimeError, ValueError):
             continue
         if not resolved.is_relative_to(base):
-            warnings.append(f"{label} '{file}' resolves to {resolved}, outside the suite's directory {base}")
-    return warnings
+            notices.append(f"{label} '{file}' resolves to {resolved}, outside the suite's directory {base}")
+    return notices
 
 
 def _skipped_metric(spec: MetricSpec, reason: str) -> SkippedMetric:

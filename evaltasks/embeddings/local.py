@@ -6,6 +6,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -146,21 +147,40 @@ class LocalEmbeddingProvider:
         return 0.0
 
     def embed_batch(self, texts: Sequence[str]) -> EmbeddingBatch:
-        """Embed ``texts`` (see :meth:`embed`), flagging those longer than the model's input limit."""
-        vectors = self.embed(texts)
-        truncated = np.zeros(len(texts), dtype=bool)
+        """Embed ``texts`` (see :meth:`embed`), flagging those longer than the model's input limit.
+
+        A text longer than the limit is embedded from its shortest whitespace-bounded prefix that still holds
+        more tokens than the limit: the model sees exactly the same first ``max_seq_length`` tokens (no word is
+        cut, and word-piece tokens never cross whitespace), so the vector is identical, but a 10 MB output is
+        tokenized in kilobytes, not megabytes. A prefix is tried at 16 characters per token of the limit and
+        doubled until it is long enough; a text without whitespace there is embedded whole.
+        """
         model = self._model()
         limit = getattr(model, "max_seq_length", None)
         tokenizer = getattr(model, "tokenizer", None)
+        truncated = np.zeros(len(texts), dtype=bool)
+        inputs = list(texts)
         if texts and limit and tokenizer is not None:
             # A word piece is at least one character, so only texts longer than the limit can be cut.
-            long_rows = [i for i, t in enumerate(texts) if len(t) > limit - 2]
-            if long_rows:
-                encoded = tokenizer([texts[i] for i in long_rows], add_special_tokens=True, truncation=False,
-                                    verbose=False)["input_ids"]
-                for i, ids in zip(long_rows, encoded):
-                    truncated[i] = len(ids) > limit
-        return EmbeddingBatch.free(vectors, truncated)
+            for i in [i for i, t in enumerate(texts) if len(t) > limit - 2]:
+                inputs[i], truncated[i] = self._fitting_prefix(tokenizer, texts[i], limit)
+        return EmbeddingBatch.free(self.embed(inputs), truncated)
+
+    @staticmethod
+    def _fitting_prefix(tokenizer: Any, text: str, limit: int) -> tuple[str, bool]:
+        """(the text to embed, whether the model truncates ``text``): see :meth:`embed_batch`."""
+        def count(piece: str) -> int:
+            return len(tokenizer(piece, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
+
+        size = 16 * limit
+        while size < len(text):
+            cut = max(text.rfind(" ", 0, size), text.rfind("\n", 0, size), text.rfind("\t", 0, size))
+            if cut <= 0:
+                break
+            if count(text[:cut]) > limit:
+                return text[:cut], True
+            size *= 2
+        return text, count(text) > limit
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into float32 (n, d), rows L2-normalised. Empty input gives shape (0, d)."""
