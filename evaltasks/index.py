@@ -9,8 +9,13 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
 
 - Namespaces: one per (provider, model, fingerprint), so vectors of different weights never mix.
 - Content-addressed ids: the first 63 bits of sha256(text), so an identical reference is embedded once ever.
-- Writes: embed outside the lock, then under the lock re-read, add what is still missing, write to a
-  temporary file and ``os.replace`` it (atomic), then the metadata likewise. Readers never see a half file.
+- Writes: embed outside the lock, then under the lock re-read, add what is still missing, and replace the
+  files atomically (temporary file, ``os.replace``): ``meta.json`` first, recording the state it supersedes
+  (``previous``: sha256, count, dimensions), then ``vectors.faiss``. A writer killed between the two (even
+  with ``kill -9``) leaves the previous state, which verifies and is used; temporary files it left are
+  removed by the next writer.
+- Reads take no lock: the checksum and the vectors come from one open file; a state that does not verify
+  (a writer replaced a file between our reads) is read again under the lock before it is called corrupt.
 - Corruption: a file FAISS cannot read, or whose sha256, count or dimension disagree with ``meta.json``, is
   reported with a warning and rebuilt from scratch; it is never used for scores. No pickle anywhere.
 """
@@ -38,6 +43,7 @@ from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 DEFAULT_INDEX_DIR = ".evaltasks/index"
 INDEX_FILE = "vectors.faiss"
 META_FILE = "meta.json"
+LOCK_FILE = ".lock"
 FORMAT_VERSION = 1
 
 
@@ -84,31 +90,69 @@ class _Namespace:
         self.index_path = self.dir / INDEX_FILE
         self.meta_path = self.dir / META_FILE
 
-    def load(self) -> tuple[np.ndarray, np.ndarray, dict]:
-        """(ids int64 (n,), vectors float32 (n, d), meta). Empty arrays when absent or corrupt (warns)."""
+    def lock(self) -> FileLock:
+        """The namespace's writer lock (its folder must exist)."""
+        return FileLock(str(self.dir / LOCK_FILE))
+
+    def load(self, locked: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+        """(ids int64 (n,), vectors float32 (n, d), meta). Empty arrays when absent or corrupt (warns).
+
+        ``locked``: the caller holds :meth:`lock`. Without it, a state that does not verify is read again
+        under the lock before it is called corrupt: a writer may have replaced the files between our reads.
+        """
         empty = (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32), {})
         if not self.index_path.exists():
             return empty
         try:
-            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
-            if meta.get("index_sha256") != _file_sha256(self.index_path):
-                raise ValueError("checksum of vectors.faiss does not match meta.json")
-            index = faiss.read_index(str(self.index_path))
-            id_map = faiss.downcast_index(index)
-            if not isinstance(id_map, faiss.IndexIDMap2):
-                raise ValueError(f"unexpected index type {type(id_map).__name__}")
-            ids = faiss.vector_to_array(id_map.id_map).astype(np.int64)
-            flat = faiss.downcast_index(id_map.index)  # rows of the flat index are in id_map order
-            vectors = flat.reconstruct_n(0, flat.ntotal) if flat.ntotal else np.zeros((0, index.d), np.float32)
-            if len(ids) != meta.get("count") or index.d != meta.get("dimensions"):
-                raise ValueError("count or dimension disagrees with meta.json")
-            return ids, np.ascontiguousarray(vectors, dtype=np.float32), meta
-        except Exception as exc:  # noqa: BLE001 - any unreadable state means: rebuild
-            warnings.warn(f"reference index {self.dir} is corrupt ({exc}); rebuilding it", stacklevel=3)
-            return empty
+            return self.read_verified()
+        except Exception as exc:  # noqa: BLE001 - any unreadable state means: re-read under the lock, or rebuild
+            error = exc
+        if not locked:
+            try:
+                with self.lock():
+                    return self.load(locked=True)
+            except OSError:  # a read-only index folder: nobody can be writing it, so the state is final
+                pass
+        warnings.warn(f"reference index {self.dir} is corrupt ({error}); rebuilding it", stacklevel=3)
+        return empty
+
+    def read_verified(self) -> tuple[np.ndarray, np.ndarray, dict]:
+        """Read and verify the namespace (checksum, index type, count, dimensions); raise when it fails.
+
+        The checksum and the vectors come from one open file, so a concurrent ``os.replace`` cannot pair
+        one file's checksum with another's content. ``meta.json`` may describe the previous state too
+        (``previous``): a writer replaces it first and ``vectors.faiss`` second, so a writer killed between
+        the two leaves the previous, complete state, which is used.
+        """
+        meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        with open(self.index_path, "rb") as handle:
+            digest = hashlib.sha256()
+            for chunk in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(chunk)
+            sha = digest.hexdigest()
+            state = meta
+            if sha != meta.get("index_sha256"):
+                previous = meta.get("previous") or {}
+                if sha != previous.get("index_sha256"):
+                    raise ValueError("checksum of vectors.faiss does not match meta.json")
+                state = previous
+            handle.seek(0)
+            index = faiss.read_index(faiss.PyCallbackIOReader(handle.read))
+        id_map = faiss.downcast_index(index)
+        if not isinstance(id_map, faiss.IndexIDMap2):
+            raise ValueError(f"unexpected index type {type(id_map).__name__}")
+        ids = faiss.vector_to_array(id_map.id_map).astype(np.int64)
+        flat = faiss.downcast_index(id_map.index)  # rows of the flat index are in id_map order
+        vectors = flat.reconstruct_n(0, flat.ntotal) if flat.ntotal else np.zeros((0, index.d), np.float32)
+        if len(ids) != state.get("count") or index.d != state.get("dimensions"):
+            raise ValueError("count or dimension disagrees with meta.json")
+        meta = {**meta, "count": state["count"], "dimensions": state["dimensions"], "index_sha256": sha}
+        meta.pop("previous", None)
+        return ids, np.ascontiguousarray(vectors, dtype=np.float32), meta
 
     def save(self, ids: np.ndarray, vectors: np.ndarray, meta: dict, dimensions: int | None = None) -> None:
-        """Write vectors then metadata atomically (caller holds the lock)."""
+        """Write the metadata then the vectors, each atomically (the caller holds the lock; ``meta`` is what
+        :meth:`load` returned under it, so it describes the files on disk)."""
         dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[1] else int(dimensions or meta["dimensions"])
         index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
         if len(ids):
@@ -119,6 +163,12 @@ class _Namespace:
             "namespace": self.provider.namespace, "provider": self.provider.provider,
             "model": self.provider.model_name, "fingerprint": self.provider.fingerprint,
         } if self.provider is not None else {k: meta[k] for k in ("namespace", "provider", "model", "fingerprint")}
+        # The state on disk now (as load() returned it to the caller, who holds the lock): if this writer dies
+        # between the two replacements below, the next reader verifies vectors.faiss against it.
+        previous = (
+            {k: meta[k] for k in ("index_sha256", "count", "dimensions")}
+            if self.index_path.exists() and "index_sha256" in meta else None
+        )
         meta = {
             "format": FORMAT_VERSION,
             **identity,
@@ -129,10 +179,19 @@ class _Namespace:
             "created": meta.get("created", now),
             "updated": now,
             "truncated_ids": meta.get("truncated_ids", []),
+            **({"previous": previous} if previous else {}),
         }
-        for path, payload in ((self.index_path, data), (self.meta_path, json.dumps(meta, indent=2).encode())):
+        self._remove_stale_temporaries()
+        # meta.json first, vectors.faiss second: every moment in between is a verifiable state (above).
+        for path, payload in ((self.meta_path, json.dumps(meta, indent=2).encode()), (self.index_path, data)):
             with atomic_writer(path, "wb") as handle:
                 handle.write(payload)
+
+    def _remove_stale_temporaries(self) -> None:
+        """Delete temporary files a killed writer left (only the lock holder writes here, so all are stale)."""
+        for name in (INDEX_FILE, META_FILE):
+            for stale in self.dir.glob(f".{name}.*.tmp"):
+                stale.unlink(missing_ok=True)
 
 
 class ReferenceIndex:
@@ -185,8 +244,8 @@ class ReferenceIndex:
 
     def _store(self, ns: _Namespace, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray) -> None:
         ns.dir.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(ns.dir / ".lock")):
-            ids, vectors, meta = ns.load()  # re-read: another writer may have added texts meanwhile
+        with ns.lock():
+            ids, vectors, meta = ns.load(locked=True)  # re-read: another writer may have added texts meanwhile
             keep = _lookup(ids, new_ids) < 0
             if not keep.any():
                 return
@@ -218,8 +277,8 @@ class ReferenceIndex:
             if ns is None or not ns.index_path.exists():
                 continue
             wanted = np.fromiter((text_id(t) for t in dict.fromkeys(texts)), dtype=np.int64)
-            with FileLock(str(ns.dir / ".lock")):
-                ids, vectors, meta = ns.load()
+            with ns.lock():
+                ids, vectors, meta = ns.load(locked=True)
                 keep_rows = np.isin(ids, wanted)
                 dropped[namespace] = int((~keep_rows).sum())
                 if dropped[namespace]:
