@@ -8,7 +8,8 @@ task                     wraps                                         caching
 ``load_dataset``         :func:`evaltasks.run.plan_run`                none
 ``embed_references``     :func:`evaltasks.evaluate.embed_references`   none (the FAISS index is the cache)
 ``embed_outputs``        :func:`evaltasks.evaluate.embed_outputs`      ``INPUTS + TASK_SOURCE`` + version
-``score_batch``          :func:`evaltasks.evaluate.score_metric_batch` ``(INPUTS - metric) + TASK_SOURCE``
+``score_batch``          :func:`evaltasks.evaluate.score_metric_batch` inputs but ``metric`` (canonical
+                                                                       JSON, see below) + ``TASK_SOURCE``
 ``evaluate_test_cases``  :func:`evaltasks.evaluate_sync`               none
 ``publish_results``      :func:`publish_artifacts`, report writers     none
 =======================  ============================================  =====================================
@@ -21,19 +22,24 @@ responses (``content_retries``), so an embedding request is attempted at most
 
 Cache keys never include the model or the index: providers are named by (provider, model, namespace
 fingerprint) strings and metrics by :meth:`~evaltasks.metrics.base.BaseMetric.cache_key` (class, version,
-configuration), so two different metrics on the same inputs never share a cached result.
+configuration), so two different metrics on the same inputs never share a cached result. ``score_batch``
+hashes its inputs from a canonical JSON form (:func:`score_batch_inputs_key`), so the key is the same in every
+process and a re-run after a crash finds the batches an earlier process scored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from prefect import task
-from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
+from pydantic import BaseModel
 
 from evaltasks._version import __version__
 from evaltasks.compare import Comparison
@@ -121,7 +127,38 @@ def embed_outputs(
         return _embed_outputs(get_provider(provider, model_name, **(provider_options or {})), texts)
 
 
-@task(name="score-batch", cache_policy=(INPUTS - "metric") + TASK_SOURCE, **_RETRY)
+def _canonical(value: Any) -> Any:
+    """A JSON-able stand-in for a task input that is the same in every process (for cache keys)."""
+    if isinstance(value, VectorTable):
+        digest = hashlib.sha256()
+        for array in (value.vectors, value.costs, value.truncated):
+            array = np.ascontiguousarray(array)
+            digest.update(f"{array.dtype.str}{array.shape}".encode())
+            digest.update(array.tobytes())
+        return {"texts": value.texts, "arrays_sha256": digest.hexdigest()}
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def score_batch_inputs_key(task_ctx: Any, inputs: dict[str, Any]) -> str:
+    """The ``score_batch`` inputs but ``metric`` (``metric_key`` stands for it), hashed from canonical JSON.
+
+    Prefect's ``INPUTS`` policy hashes JSON when every input is JSON-able and cloudpickle otherwise. The
+    vectors (numpy arrays) force the pickle path, where an :class:`EvalTestCase` pickles its pydantic
+    ``__pydantic_fields_set__``, a set ordered by the process's string-hash seed: the key changed in every
+    process, so a re-run never found the batches of embedding metrics an earlier process had scored.
+    """
+    canonical = {name: _canonical(value) for name, value in inputs.items() if name != "metric"}
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+@task(name="score-batch", cache_policy=CacheKeyFnPolicy(cache_key_fn=score_batch_inputs_key) + TASK_SOURCE,
+      **_RETRY)
 def score_batch(
     metric: BaseMetric,
     cases: Sequence[EvalTestCase],
