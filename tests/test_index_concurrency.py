@@ -2,10 +2,13 @@
 
 The embedding provider here is a small deterministic one (vectors derived from a hash of the text): the
 subject is the index's locking and atomic replacement, and a real model would only slow the race down.
+Each writer is one long-lived process that takes one repetition per line on stdin, so 20 repetitions cost
+two interpreter start-ups, and both writers of a repetition start at the same moment.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -31,10 +34,12 @@ WRITER = textwrap.dedent(
         def embed(self, texts):
             return self.embed_batch(texts).vectors
 
-    root, start, stop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    texts = [f"reference {i}" for i in range(start, stop)]
-    for chunk in range(0, len(texts), 25):
-        ReferenceIndex(root).get_or_embed(HashProvider(), texts[chunk : chunk + 25])
+    for line in sys.stdin:  # "ROOT START STOP": one repetition
+        root, start, stop = line.split()
+        texts = [f"reference {i}" for i in range(int(start), int(stop))]
+        for chunk in range(0, len(texts), 25):
+            ReferenceIndex(root).get_or_embed(HashProvider(), texts[chunk : chunk + 25])
+        print("done", flush=True)
     """
 )
 
@@ -49,27 +54,38 @@ def _expected(text: str) -> np.ndarray:
 def test_two_writers_overlapping_texts(tmp_path: Path) -> None:
     script = tmp_path / "writer.py"
     script.write_text(WRITER, encoding="utf-8")
-    for repetition in range(10):
-        root = tmp_path / f"index-{repetition}"
-        writers = [
-            subprocess.Popen([sys.executable, str(script), str(root), "0", "150"]),
-            subprocess.Popen([sys.executable, str(script), str(root), "100", "250"]),
-        ]
-        assert [w.wait(timeout=120) for w in writers] == [0, 0]
-        import faiss
+    writers = [subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    try:
+        for repetition in range(20):
+            root = tmp_path / f"index-{repetition}"
+            for writer, (start, stop) in zip(writers, ((0, 150), (100, 250))):
+                writer.stdin.write(f"{root} {start} {stop}\n")
+                writer.stdin.flush()
+            assert [w.stdout.readline().strip() for w in writers] == ["done", "done"], f"repetition {repetition}"
+            _check(root, repetition)
+    finally:
+        for writer in writers:
+            writer.stdin.close()
+    assert [w.wait(timeout=60) for w in writers] == [0, 0]
 
-        namespace = next(root.glob("*/meta.json")).parent
-        meta = json.loads((namespace / "meta.json").read_text())
-        index = faiss.read_index(str(namespace / "vectors.faiss"))
-        assert meta["count"] == index.ntotal == 250, f"repetition {repetition}: lost or duplicated vectors"
-        ids = faiss.vector_to_array(faiss.downcast_index(index).id_map)
-        assert len(set(ids.tolist())) == 250
-        from evaltasks.index import text_id
 
-        flat = faiss.downcast_index(faiss.downcast_index(index).index)
-        vectors = flat.reconstruct_n(0, flat.ntotal)
-        row_of = {int(i): r for r, i in enumerate(ids)}
-        for i in (0, 120, 249):
-            text = f"reference {i}"
-            assert np.allclose(vectors[row_of[text_id(text)]], _expected(text), atol=1e-6)
-        assert not list(namespace.glob(".*.tmp")), "temporary files left behind"
+def _check(root: Path, repetition: int) -> None:
+    import faiss
+
+    namespace = next(root.glob("*/meta.json")).parent
+    meta = json.loads((namespace / "meta.json").read_text())
+    index = faiss.read_index(str(namespace / "vectors.faiss"))
+    assert meta["count"] == index.ntotal == 250, f"repetition {repetition}: lost or duplicated vectors"
+    assert meta["index_sha256"] == hashlib.sha256((namespace / "vectors.faiss").read_bytes()).hexdigest()
+    ids = faiss.vector_to_array(faiss.downcast_index(index).id_map)
+    assert len(set(ids.tolist())) == 250
+    from evaltasks.index import text_id
+
+    flat = faiss.downcast_index(faiss.downcast_index(index).index)
+    vectors = flat.reconstruct_n(0, flat.ntotal)
+    row_of = {int(i): r for r, i in enumerate(ids)}
+    for i in (0, 120, 249):
+        text = f"reference {i}"
+        assert np.allclose(vectors[row_of[text_id(text)]], _expected(text), atol=1e-6)
+    assert not list(namespace.glob(".*.tmp")), "temporary files left behind"
