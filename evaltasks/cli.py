@@ -72,8 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output-dir", default="eval-results", help="where reports go (default ./eval-results)")
     run.add_argument("--index-dir", default=None,
                      help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
-    run.add_argument("--batch-size", type=int, default=1000, help="test cases per scoring task (default 1000)")
-    run.add_argument("--no-cache", action="store_true", help="recompute cached task results")
+    run.add_argument("--batch-size", type=int, default=None,
+                     help="test cases per scoring task (default 1000, more for large datasets: at most 100 per metric)")
+    run.add_argument("--no-cache", action="store_true", help="compute everything: neither read nor write Prefect's task cache")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
                      help="refuse to start (exit 2) when the estimated provider cost exceeds USD")
@@ -86,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--baseline", default=None, metavar="RESULTS_JSON",
                      help="compare with an earlier run's results.json (e.g. the base branch's): deltas, "
                           "changes and regressions in the reports")
+    run.add_argument("--baseline-label", default=None, metavar="TEXT",
+                     help="how reports name the baseline (default: its path), e.g. 'main at 1a2b3c4'")
     run.add_argument("--regression-tolerance", type=float, default=None, metavar="T",
                      help="score or pass-rate drops up to T (absolute, default 0.01) are not regressions")
     run.add_argument("--skip-missing-credentials", action="store_true",
@@ -228,7 +231,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from evaltasks.compare import DEFAULT_TOLERANCE
 
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         _error("--batch-size must be at least 1")
         return EXIT_INVALID
     if args.regression_tolerance is None:
@@ -269,6 +272,11 @@ def _run(args: argparse.Namespace) -> int:
     except Exception:  # noqa: BLE001
         return _aborted(args)
 
+    # The flow loads the suite and dataset again itself (flow parameters are paths): drop this copy, or a
+    # run of 10^6 cases would hold the dataset twice.
+    suite_name, work_items, min_pass_rate = plan.suite.suite.name, plan.work_items, plan.suite.suite.gate.min_pass_rate
+    del plan
+
     _quiet_prefect_defaults()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -284,7 +292,7 @@ def _run(args: argparse.Namespace) -> int:
     started = time.time()
     try:
         with progress:
-            bar = progress.add_task(f"evaluating {plan.suite.suite.name}", total=plan.work_items)
+            bar = progress.add_task(f"evaluating {suite_name}", total=work_items)
             _progress.set_progress_callback(lambda n: progress.advance(bar, n))
             from evaltasks.flows.evaluate_suite import evaluate_suite, make_task_runner
 
@@ -297,6 +305,7 @@ def _run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
                 concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
                 baseline=args.baseline, regression_tolerance=args.regression_tolerance,
+                baseline_label=args.baseline_label,
             )
     except InputError as exc:
         _error(str(exc))
@@ -314,7 +323,7 @@ def _run(args: argparse.Namespace) -> int:
 
         print_summary(
             EvaluationSummary.model_validate(outcome["summary"]), passed=outcome["passed"],
-            min_pass_rate=plan.suite.suite.gate.min_pass_rate, console=Console(),
+            min_pass_rate=min_pass_rate, console=Console(),
             gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
         )
         print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "

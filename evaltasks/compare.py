@@ -154,6 +154,97 @@ def _delta(current: float | None, baseline: float | None) -> float | None:
     return None if current is None or baseline is None else current - baseline
 
 
+class ComparisonBuilder:
+    """Builds a :class:`Comparison` from cases fed in batches (a streamed run): :meth:`add` each batch of the
+    current run's cases, then :meth:`finish` with the run's summary. The baseline's cases are held as
+    ``{case id: {metric: (score, status)}}`` (a few dozen bytes per pair); the current run's are not kept.
+
+    Raises ValueError when ``tolerance`` is negative.
+    """
+
+    def __init__(self, baseline: Mapping[str, Any], *, tolerance: float = DEFAULT_TOLERANCE,
+                 label: str = "baseline") -> None:
+        if tolerance < 0:
+            raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+        self.tolerance, self.label = tolerance, label
+        self._base_summary: Mapping[str, Any] = baseline.get("summary") or {}
+        self._base_cases = _scores(baseline.get("cases") or [])
+        self._seen: set[str] = set()
+        self._changes: list[CaseChange] = []
+
+    def add(self, cases: Iterable[TestCaseResult]) -> None:
+        """Compare a batch of the current run's cases with the baseline."""
+        for case in cases:
+            self._seen.add(case.id)
+            base_metrics = self._base_cases.get(case.id)
+            if base_metrics is None:
+                self._changes.append(CaseChange(case_id=case.id, kind="new"))
+                continue
+            for m in case.metrics:
+                base = base_metrics.get(m.name)
+                if base is None:
+                    continue
+                cur = (m.score, m.status)
+                kind = _pair_kind(base, cur, self.tolerance)
+                if kind is not None:
+                    self._changes.append(CaseChange(
+                        case_id=case.id, metric=m.name, kind=kind, baseline_score=base[0], current_score=m.score,
+                        delta=_delta(m.score, base[0]), baseline_status=base[1], current_status=m.status,
+                    ))
+
+    def finish(self, summary: EvaluationSummary) -> Comparison:
+        """The comparison, given the current run's ``summary`` (rules in the module docstring)."""
+        tolerance = self.tolerance
+        changes = self._changes + [
+            CaseChange(case_id=case_id, kind="removed") for case_id in self._base_cases if case_id not in self._seen
+        ]
+        changes.sort(key=lambda c: (_KIND_ORDER[c.kind], c.delta if c.delta is not None and c.kind == "worse" else 0.0))
+        base_metrics: Mapping[str, Any] = self._base_summary.get("metrics") or {}
+        comparison = Comparison(baseline=self.label, tolerance=tolerance)
+        names = list(summary.metrics) + [n for n in base_metrics if n not in summary.metrics]
+        for name in names:
+            cur_m = summary.metrics.get(name)
+            base_m = base_metrics.get(name) if isinstance(base_metrics.get(name), Mapping) else None
+            entry = MetricComparison(
+                name=name,
+                baseline_mean=base_m.get("mean_score") if base_m else None,
+                current_mean=cur_m.mean_score if cur_m else None,
+                baseline_pass_rate=base_m.get("pass_rate") if base_m else None,
+                current_pass_rate=cur_m.pass_rate if cur_m else None,
+            )
+            entry.mean_delta = _delta(entry.current_mean, entry.baseline_mean)
+            entry.pass_rate_delta = _delta(entry.current_pass_rate, entry.baseline_pass_rate)
+            if cur_m is not None and cur_m.passed + cur_m.failed + cur_m.errored == 0:
+                entry.pass_rate_delta = None  # skipped in this run (e.g. a fork): not a regression
+            if entry.mean_delta is not None and entry.mean_delta < -tolerance:
+                entry.regressed = True
+                comparison.regressions.append(
+                    f"{name}: mean score {entry.baseline_mean:.4f} → {entry.current_mean:.4f} ({entry.mean_delta:+.4f})"
+                )
+            if entry.pass_rate_delta is not None and entry.pass_rate_delta < -tolerance:
+                entry.regressed = True
+                comparison.regressions.append(
+                    f"{name}: pass rate {entry.baseline_pass_rate:.2%} → {entry.current_pass_rate:.2%} "
+                    f"({100 * entry.pass_rate_delta:+.2f} points)"
+                )
+            comparison.metrics.append(entry)
+
+        base_rate = self._base_summary.get("pass_rate")
+        comparison.baseline_pass_rate = float(base_rate) if isinstance(base_rate, (int, float)) else None
+        evaluated = summary.cases - summary.skipped_cases
+        comparison.current_pass_rate = summary.pass_rate if evaluated else None
+        comparison.pass_rate_delta = _delta(comparison.current_pass_rate, comparison.baseline_pass_rate)
+        if comparison.pass_rate_delta is not None and comparison.pass_rate_delta < -tolerance:
+            comparison.regressions.insert(0, (
+                f"pass rate {comparison.baseline_pass_rate:.2%} → {comparison.current_pass_rate:.2%} "
+                f"({100 * comparison.pass_rate_delta:+.2f} points)"
+            ))
+        comparison.changes = changes
+        comparison.counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in _KIND_ORDER}
+        comparison.regressed = bool(comparison.regressions)
+        return comparison
+
+
 def compare_results(
     baseline: Mapping[str, Any],
     summary: EvaluationSummary,
@@ -166,70 +257,6 @@ def compare_results(
 
     Rules in the module docstring. Raises ValueError when ``tolerance`` is negative.
     """
-    if tolerance < 0:
-        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
-    base_summary = baseline.get("summary") or {}
-    base_metrics: Mapping[str, Any] = base_summary.get("metrics") or {}
-    base_cases = _scores(baseline.get("cases") or [])
-    current = _scores(case.model_dump(include={"id": True, "metrics": {"__all__": {"name", "score", "status"}}})
-                      for case in cases)
-
-    changes: list[CaseChange] = []
-    for case_id, metrics in current.items():
-        if case_id not in base_cases:
-            changes.append(CaseChange(case_id=case_id, kind="new"))
-            continue
-        for name, cur in metrics.items():
-            base = base_cases[case_id].get(name)
-            kind = _pair_kind(base, cur, tolerance) if base is not None else None
-            if kind is not None and base is not None:
-                changes.append(CaseChange(
-                    case_id=case_id, metric=name, kind=kind, baseline_score=base[0], current_score=cur[0],
-                    delta=_delta(cur[0], base[0]), baseline_status=base[1], current_status=cur[1],
-                ))
-    changes += [CaseChange(case_id=case_id, kind="removed") for case_id in base_cases if case_id not in current]
-    changes.sort(key=lambda c: (_KIND_ORDER[c.kind], c.delta if c.delta is not None and c.kind == "worse" else 0.0))
-
-    comparison = Comparison(baseline=label, tolerance=tolerance)
-    names = list(summary.metrics) + [n for n in base_metrics if n not in summary.metrics]
-    for name in names:
-        cur_m = summary.metrics.get(name)
-        base_m = base_metrics.get(name) if isinstance(base_metrics.get(name), Mapping) else None
-        entry = MetricComparison(
-            name=name,
-            baseline_mean=base_m.get("mean_score") if base_m else None,
-            current_mean=cur_m.mean_score if cur_m else None,
-            baseline_pass_rate=base_m.get("pass_rate") if base_m else None,
-            current_pass_rate=cur_m.pass_rate if cur_m else None,
-        )
-        entry.mean_delta = _delta(entry.current_mean, entry.baseline_mean)
-        entry.pass_rate_delta = _delta(entry.current_pass_rate, entry.baseline_pass_rate)
-        if cur_m is not None and cur_m.passed + cur_m.failed + cur_m.errored == 0:
-            entry.pass_rate_delta = None  # skipped in this run (e.g. a fork): not a regression
-        if entry.mean_delta is not None and entry.mean_delta < -tolerance:
-            entry.regressed = True
-            comparison.regressions.append(
-                f"{name}: mean score {entry.baseline_mean:.4f} → {entry.current_mean:.4f} ({entry.mean_delta:+.4f})"
-            )
-        if entry.pass_rate_delta is not None and entry.pass_rate_delta < -tolerance:
-            entry.regressed = True
-            comparison.regressions.append(
-                f"{name}: pass rate {entry.baseline_pass_rate:.2%} → {entry.current_pass_rate:.2%} "
-                f"({100 * entry.pass_rate_delta:+.2f} points)"
-            )
-        comparison.metrics.append(entry)
-
-    base_rate = base_summary.get("pass_rate")
-    comparison.baseline_pass_rate = float(base_rate) if isinstance(base_rate, (int, float)) else None
-    evaluated = summary.cases - summary.skipped_cases
-    comparison.current_pass_rate = summary.pass_rate if evaluated else None
-    comparison.pass_rate_delta = _delta(comparison.current_pass_rate, comparison.baseline_pass_rate)
-    if comparison.pass_rate_delta is not None and comparison.pass_rate_delta < -tolerance:
-        comparison.regressions.insert(0, (
-            f"pass rate {comparison.baseline_pass_rate:.2%} → {comparison.current_pass_rate:.2%} "
-            f"({100 * comparison.pass_rate_delta:+.2f} points)"
-        ))
-    comparison.changes = changes
-    comparison.counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in _KIND_ORDER}
-    comparison.regressed = bool(comparison.regressions)
-    return comparison
+    builder = ComparisonBuilder(baseline, tolerance=tolerance, label=label)
+    builder.add(cases)
+    return builder.finish(summary)

@@ -14,6 +14,7 @@ evaluated: a metric skipped for missing credentials (a pull request from a fork)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -56,17 +57,26 @@ class MetricResult(BaseModel):
         evaluation_log: dict[str, Any],
         evaluation_cost: float = 0.0,
     ) -> MetricResult:
-        """Build the result of a completed scoring; ``success``/``status`` follow ``score >= threshold``."""
-        success = bool(score >= threshold)
-        return cls(
+        """Build the result of a completed scoring; ``success``/``status`` follow ``score >= threshold``.
+
+        Built without pydantic's validation (a large share of a LengthCheck run's time); the fields are
+        checked here instead. Raises TypeError for a non-string name or reason or a non-dict log, ValueError for
+        a score or threshold that is not a number.
+        """
+        if not isinstance(name, str) or not isinstance(reason, str) or not isinstance(evaluation_log, dict):
+            raise TypeError("name and reason must be strings, evaluation_log a dict")
+        score, threshold, evaluation_cost = float(score), float(threshold), float(evaluation_cost)
+        success = score >= threshold
+        return cls.model_construct(
             name=name,
-            score=float(score),
+            score=score,
             threshold=threshold,
             success=success,
             reason=reason,
             evaluation_cost=evaluation_cost,
             evaluation_log=evaluation_log,
             status="passed" if success else "failed",
+            error=None,
         )
 
     @classmethod
@@ -115,11 +125,19 @@ class TestCaseResult(BaseModel):
 
     @classmethod
     def from_metrics(cls, id: str, input: str | None, actual_output: str, metrics: list[MetricResult]) -> TestCaseResult:
-        """Build a case result, deriving ``status`` and ``success`` from the metric results."""
+        """Build a case result, deriving ``status`` and ``success`` from the metric results.
+
+        Raises TypeError when an argument has the wrong type (built without pydantic's validation, which
+        costs more than the rest of a LengthCheck run: the fields are checked here instead).
+        """
+        if not isinstance(id, str) or not isinstance(actual_output, str) or not (input is None or isinstance(input, str)):
+            raise TypeError("id and actual_output must be strings, input a string or None")
+        if not all(isinstance(m, MetricResult) for m in metrics):
+            raise TypeError("metrics must be MetricResult instances")
         status = case_status(metrics)
-        return cls(
+        return cls.model_construct(
             id=id, input=input, actual_output=actual_output, status=status,
-            success=status == "passed" and all(m.status == "passed" for m in metrics), metrics=metrics,
+            success=status == "passed" and all(m.status == "passed" for m in metrics), metrics=list(metrics),
         )
 
 
@@ -226,50 +244,74 @@ class EvaluationResult(BaseModel):
     reference_sets: list[ReferenceSetInfo] = Field(default_factory=list)
 
 
+class SummaryBuilder:
+    """Aggregates case results into an :class:`EvaluationSummary` one batch at a time (a streamed run keeps
+    only counts and sums, never the cases). :func:`summarize` is this over a list.
+
+    Args:
+        metric_thresholds: metric name -> threshold, in metric order (names with no results still appear).
+    """
+
+    def __init__(self, metric_thresholds: dict[str, float]) -> None:
+        self.thresholds = dict(metric_thresholds)
+        self.counts = {"passed": 0, "failed": 0, "errored": 0, "skipped": 0}
+        self.per_metric: dict[str, dict[str, Any]] = {
+            name: {"sum": 0.0, "n": 0, "passed": 0, "failed": 0, "errored": 0, "skipped": 0}
+            for name in metric_thresholds
+        }
+        self.cost = 0.0
+        self.cases = 0
+
+    def add(self, test_results: Iterable[TestCaseResult]) -> None:
+        """Fold a batch of case results in."""
+        for case in test_results:
+            self.cases += 1
+            self.counts[case.status] += 1
+            for m in case.metrics:
+                bucket = self.per_metric[m.name]
+                bucket[m.status] += 1
+                if m.score is not None and m.status in ("passed", "failed"):
+                    bucket["sum"] += m.score
+                    bucket["n"] += 1
+                self.cost += m.evaluation_cost
+
+    def finish(self, embeddings: EmbeddingCounts | None = None) -> EvaluationSummary:
+        """The summary of everything added (rules in the module docstring)."""
+        metrics = {}
+        for name, bucket in self.per_metric.items():
+            evaluated = bucket["passed"] + bucket["failed"] + bucket["errored"]
+            metrics[name] = MetricSummary(
+                mean_score=bucket["sum"] / bucket["n"] if bucket["n"] else None,
+                pass_rate=bucket["passed"] / evaluated if evaluated else 0.0,
+                threshold=self.thresholds[name],
+                passed=bucket["passed"], failed=bucket["failed"], errored=bucket["errored"], skipped=bucket["skipped"],
+            )
+        n, skipped = self.cases, self.counts["skipped"]
+        return EvaluationSummary(
+            cases=n,
+            passed_cases=self.counts["passed"],
+            failed_cases=self.counts["failed"],
+            errored_cases=self.counts["errored"],
+            skipped_cases=skipped,
+            pass_rate=self.counts["passed"] / (n - skipped) if n - skipped else 0.0,
+            metrics=metrics,
+            embeddings=embeddings or EmbeddingCounts(),
+            evaluation_cost=self.cost,
+        )
+
+
 def summarize(
     test_results: list[TestCaseResult],
     metric_thresholds: dict[str, float],
     embeddings: EmbeddingCounts | None = None,
 ) -> EvaluationSummary:
-    """Aggregate case results into an :class:`EvaluationSummary`.
+    """Aggregate case results into an :class:`EvaluationSummary` (see :class:`SummaryBuilder`).
 
     Args:
         test_results: the case results.
         metric_thresholds: metric name -> threshold, in metric order (names with no results still appear).
         embeddings: embedding counts of the run.
     """
-    counts = {"passed": 0, "failed": 0, "errored": 0, "skipped": 0}
-    per_metric: dict[str, dict[str, Any]] = {
-        name: {"scores": [], "passed": 0, "failed": 0, "errored": 0, "skipped": 0} for name in metric_thresholds
-    }
-    cost = 0.0
-    for case in test_results:
-        counts[case.status] += 1
-        for m in case.metrics:
-            bucket = per_metric[m.name]
-            bucket[m.status] += 1
-            if m.score is not None and m.status in ("passed", "failed"):
-                bucket["scores"].append(m.score)
-            cost += m.evaluation_cost
-    metrics = {}
-    for name, bucket in per_metric.items():
-        scores = bucket.pop("scores")
-        total = sum(bucket.values()) - bucket["skipped"]
-        metrics[name] = MetricSummary(
-            mean_score=(sum(scores) / len(scores)) if scores else None,
-            pass_rate=(bucket["passed"] / total) if total else 0.0,
-            threshold=metric_thresholds[name],
-            **bucket,
-        )
-    n = len(test_results)
-    return EvaluationSummary(
-        cases=n,
-        passed_cases=counts["passed"],
-        failed_cases=counts["failed"],
-        errored_cases=counts["errored"],
-        skipped_cases=counts["skipped"],
-        pass_rate=counts["passed"] / (n - counts["skipped"]) if n - counts["skipped"] else 0.0,
-        metrics=metrics,
-        embeddings=embeddings or EmbeddingCounts(),
-        evaluation_cost=cost,
-    )
+    builder = SummaryBuilder(metric_thresholds)
+    builder.add(test_results)
+    return builder.finish(embeddings)

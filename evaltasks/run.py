@@ -13,13 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks._version import __version__
-from evaltasks.compare import DEFAULT_TOLERANCE, Comparison, compare_results, load_baseline
+from evaltasks.compare import DEFAULT_TOLERANCE, Comparison, load_baseline
 from evaltasks.datasets import LoadedDataset, load_dataset
 from evaltasks.errors import DatasetError
 from evaltasks.evaluate import collect_embedding_needs, validate_cases
 from evaltasks.metrics.base import EmbeddingNeed
-from evaltasks.reports import SCHEMA_VERSION, write_reports
-from evaltasks.results import EvaluationResult
+from evaltasks.reports import SCHEMA_VERSION, ReportWriter
+from evaltasks.reports.markdown import Highlights
+from evaltasks.results import (
+    EmbeddingCounts,
+    EmbeddingModelInfo,
+    EvaluationResult,
+    EvaluationSummary,
+    ReferenceSetInfo,
+)
 from evaltasks.suite import LoadedSuite, load_suite
 
 
@@ -52,6 +59,7 @@ class RunOutcome:
     paths: dict[str, Path]
     header: dict[str, Any]
     comparison: Comparison | None = None
+    highlights: Highlights | None = None
 
     def summary_dict(self) -> dict[str, Any]:
         """A JSON-ready summary: gate verdict, report paths and the run summary."""
@@ -136,21 +144,46 @@ def gate_passed(result: EvaluationResult, min_pass_rate: float, allow_errors: bo
     return rate is None or rate >= min_pass_rate - 1e-12
 
 
-def finish_run(
+def open_report_writer(
     plan: RunPlan,
-    result: EvaluationResult,
     output_dir: str | Path,
-    started: float,
     baseline: str | Path | None = None,
     regression_tolerance: float = DEFAULT_TOLERANCE,
-) -> RunOutcome:
-    """Apply the gate, compare with ``baseline`` (a results.json) if given, and write the three reports.
+    baseline_label: str | None = None,
+) -> ReportWriter:
+    """A :class:`~evaltasks.reports.ReportWriter` for ``plan``'s run, comparing with ``baseline`` if given.
 
-    Raises InputError when the baseline cannot be read (the CLI checks it before scoring).
+    Raises InputError when the baseline cannot be read (the CLI checks it before scoring), OSError when
+    ``output_dir`` cannot be written.
     """
+    return ReportWriter(
+        Path(output_dir), plan.suite.suite.name, {m.name: m.threshold for m in plan.suite.metrics},
+        baseline=load_baseline(baseline) if baseline is not None else None, tolerance=regression_tolerance,
+        baseline_label=baseline_label or (str(baseline) if baseline is not None else "baseline"),
+    )
+
+
+def finish_streamed_run(
+    plan: RunPlan,
+    writer: ReportWriter,
+    started: float,
+    *,
+    embeddings: EmbeddingCounts | None = None,
+    embedding_models: list[EmbeddingModelInfo] | None = None,
+    reference_sets: list[ReferenceSetInfo] | None = None,
+    summary: EvaluationSummary | None = None,
+) -> RunOutcome:
+    """Apply the gate to what ``writer`` received, compare with its baseline, and write the three reports.
+
+    The outcome's ``result`` holds the summary, models and reference sets but no case results (they are in
+    results.json); ``summary`` overrides the writer's (e.g. a caller's own).
+    """
+    summary = summary or writer.summarize(embeddings)
+    result = EvaluationResult(
+        test_results=[], summary=summary, embedding_models=embedding_models or [], reference_sets=reference_sets or [],
+    )
     gate = plan.suite.suite.gate
-    min_pass_rate = gate.min_pass_rate
-    passed = gate_passed(result, min_pass_rate, gate.allow_errors)
+    passed = gate_passed(result, gate.min_pass_rate, gate.allow_errors)
     header: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "evaltasks_version": __version__,
@@ -160,7 +193,7 @@ def finish_run(
         "dataset": str(plan.dataset.path),
         "dataset_sha256": plan.dataset.sha256,
         "passed": passed,
-        "gate": {"min_pass_rate": min_pass_rate, "allow_errors": gate.allow_errors,
+        "gate": {"min_pass_rate": gate.min_pass_rate, "allow_errors": gate.allow_errors,
                  "pass_rate": gate_pass_rate(result, gate.allow_errors)},
         "warnings": list(plan.suite.warnings),
         "notices": list(plan.suite.notices),
@@ -168,16 +201,34 @@ def finish_run(
         "embedding_models": [m.model_dump() for m in result.embedding_models],
         "reference_sets": [info.model_dump() for info in result.reference_sets],
     }
-    comparison = None
-    if baseline is not None:
-        comparison = compare_results(
-            load_baseline(baseline), result.summary, result.test_results, tolerance=regression_tolerance,
-            label=str(baseline),
+    comparison = writer.comparison()
+    highlights = writer.highlights
+    paths = writer.write(
+        header, passed=passed, min_pass_rate=gate.min_pass_rate, duration_s=header["duration_s"],
+        comparison=comparison, summary=summary,
+    )
+    return RunOutcome(result=result, passed=passed, paths=paths, header=header, comparison=comparison,
+                      highlights=highlights)
+
+
+def finish_run(
+    plan: RunPlan,
+    result: EvaluationResult,
+    output_dir: str | Path,
+    started: float,
+    baseline: str | Path | None = None,
+    regression_tolerance: float = DEFAULT_TOLERANCE,
+) -> RunOutcome:
+    """Apply the gate, compare with ``baseline`` (a results.json) if given, and write the three reports
+    (:func:`finish_streamed_run` for a result held in memory; the outcome keeps ``result`` whole).
+
+    Raises InputError when the baseline cannot be read (the CLI checks it before scoring).
+    """
+    with open_report_writer(plan, output_dir, baseline, regression_tolerance) as writer:
+        writer.add(result.test_results)
+        outcome = finish_streamed_run(
+            plan, writer, started, embedding_models=result.embedding_models, reference_sets=result.reference_sets,
+            summary=result.summary,
         )
-    paths = write_reports(
-        Path(output_dir), result, header, passed=passed, min_pass_rate=min_pass_rate,
-        duration_s=header["duration_s"], comparison=comparison,
-    )
-    return RunOutcome(
-        result=result, passed=passed, paths={k: v for k, v in paths.items()}, header=header, comparison=comparison,
-    )
+    outcome.result = result
+    return outcome

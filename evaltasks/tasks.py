@@ -43,6 +43,7 @@ from pydantic import BaseModel
 
 from evaltasks._version import __version__
 from evaltasks.compare import Comparison
+from evaltasks.reports.markdown import Highlights
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
 from evaltasks.evaluate import embed_outputs as _embed_outputs
@@ -224,11 +225,13 @@ def publish_artifacts(
     reports_url: str | None = None,
     comparison: Comparison | None = None,
     warnings: list[str] | None = None,
+    highlights: Highlights | None = None,
 ) -> list[str]:
     """Create the Prefect artifacts of an evaluation (call inside a flow or task run); returns their keys.
 
     ``comparison`` (with a baseline run) adds deltas, regressions and changes to the summary artifact;
-    ``warnings`` are shown under its banner.
+    ``warnings`` are shown under its banner. ``highlights`` (worst cases, score histograms) stand in for
+    ``result.test_results`` when the run streamed its cases (the flow's result holds none).
 
     Keys (``[a-z0-9-]``, per suite): ``<suite>-metrics`` (table of per-metric results), ``<suite>-summary``
     (markdown: banner, metric table, score distributions, worst cases; model text escaped), and
@@ -249,7 +252,8 @@ def publish_artifacts(
     keys = [artifact_key(suite_name, "metrics"), artifact_key(suite_name, "summary")]
     create_table_artifact(key=keys[0], table=rows, description=f"Per-metric results of suite {suite_name}")
     markdown = render_summary_markdown(
-        suite_name, result.summary, result.test_results, passed=passed, min_pass_rate=min_pass_rate,
+        suite_name, result.summary, highlights if highlights is not None else result.test_results,
+        passed=passed, min_pass_rate=min_pass_rate,
         comparison=comparison, warnings=warnings, max_size=ARTIFACT_MAX_CHARS,
         truncation_note="The full report is in results.json.",
     )

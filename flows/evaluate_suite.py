@@ -6,6 +6,7 @@ Run it with ``evaltasks run SUITE``, call ``evaluate_suite(...)`` from Python, o
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import time
 from pathlib import Path
@@ -14,20 +15,33 @@ from typing import Any
 import numpy as np
 import yaml
 from prefect import flow, get_run_logger
+from prefect.cache_policies import NO_CACHE
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.context import FlowRunContext
+from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.utilities.annotations import quote
 
 from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
 from evaltasks.errors import ProviderError
-from evaltasks.evaluate import assemble, model_infos, prepare_reference_searches
+from evaltasks.evaluate import model_infos, prepare_reference_searches
 from evaltasks.index import ReferenceIndex, default_index_dir
-from evaltasks.results import EmbeddingCounts, MetricResult
+from evaltasks.results import EmbeddingCounts, TestCaseResult
 from evaltasks.compare import DEFAULT_TOLERANCE
-from evaltasks.run import RunOutcome, finish_run, plan_run
+from evaltasks.run import RunOutcome, finish_streamed_run, open_report_writer, plan_run
 from evaltasks.tasks import artifact_key, embed_outputs, embed_references, publish_artifacts, score_batch
 
 DEFAULT_BATCH_SIZE = 1000
+MAX_BATCHES = 100  # per metric: Prefect's API (SQLite by default) handles hundreds of task runs, not thousands
+IN_FLIGHT = 8  # batches scored at once; results of at most this many batches are held in memory
+PROGRESS_EVERY_S = 1.0  # the progress artifact is one API call: at most one update a second
 EMBED_CHUNK = 4096
+
+
+def auto_batch_size(cases: int) -> int:
+    """Cases per score-batch task run when none is given: 1,000, or more so that a metric has at most
+    :data:`MAX_BATCHES` task runs (10^6 cases: 10,000 per batch)."""
+    return max(DEFAULT_BATCH_SIZE, -(-cases // MAX_BATCHES))
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
@@ -91,13 +105,14 @@ def evaluate_suite(
     suite_path: str,
     output_dir: str = "eval-results",
     index_dir: str | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = None,
     cache: bool = True,
     reports_url: str | None = None,
     concurrency_limit: str | None = None,
     skip_missing_credentials: bool = False,
     baseline: str | None = None,
     regression_tolerance: float = DEFAULT_TOLERANCE,
+    baseline_label: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
 
@@ -105,8 +120,9 @@ def evaluate_suite(
         suite_path: the suite YAML file (a path: flow parameters are capped at 512 KiB, datasets are not).
         output_dir: where the reports go.
         index_dir: the reference index directory (default ``$EVALTASKS_INDEX_DIR`` or ``.evaltasks/index``).
-        batch_size: test cases per ``score-batch`` task run.
-        cache: reuse cached task results (``embed-outputs``, ``score-batch``); False recomputes them.
+        batch_size: test cases per ``score-batch`` task run (default :func:`auto_batch_size`).
+        cache: reuse and store task results (``embed-outputs``, ``score-batch``) in Prefect's task cache; False
+            computes everything and neither reads nor writes the cache.
         reports_url: where the written reports are published (adds a link artifact).
         concurrency_limit: a Prefect global concurrency limit (``prefect gcl create NAME --limit N``) that
             every embedding task occupies one slot of, so runs sharing a server share a provider's capacity.
@@ -115,6 +131,7 @@ def evaluate_suite(
         baseline: a previous run's results.json (e.g. the base branch's) to compare with: deltas, changes and
             regressions go into results.json (``comparison``) and summary.md.
         regression_tolerance: score drops up to this (absolute) are not regressions.
+        baseline_label: how reports name the baseline (default: its path).
 
     Another task runner: ``evaluate_suite.with_options(task_runner=make_task_runner("dask:4"))(...)``.
 
@@ -126,7 +143,7 @@ def evaluate_suite(
     """
     return run_suite(
         suite_path, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
-        skip_missing_credentials, baseline, regression_tolerance,
+        skip_missing_credentials, baseline, regression_tolerance, baseline_label,
     ).summary_dict()
 
 
@@ -134,13 +151,14 @@ def run_suite(
     suite_path: str,
     output_dir: str,
     index_dir: str | None,
-    batch_size: int,
+    batch_size: int | None,
     cache: bool,
     reports_url: str | None = None,
     concurrency_limit: str | None = None,
     skip_missing_credentials: bool = False,
     baseline: str | None = None,
     regression_tolerance: float = DEFAULT_TOLERANCE,
+    baseline_label: str | None = None,
 ) -> RunOutcome:
     """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome."""
     logger = get_run_logger()
@@ -153,8 +171,11 @@ def run_suite(
     metrics = plan.suite.metrics
     logger.info("Suite %r: %d cases × %d metrics", plan.suite.suite.name, len(cases), len(metrics))
 
-    embed_outputs_task = embed_outputs.with_options(refresh_cache=True) if not cache else embed_outputs
-    score_task = score_batch.with_options(refresh_cache=True) if not cache else score_batch
+    # cache=False: compute everything and neither read nor write the task cache (no cache keys computed, no
+    # results pickled to storage: for a LengthCheck run that is a fifth of the work).
+    uncached: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
+    embed_outputs_task = embed_outputs.with_options(**uncached) if not cache else embed_outputs
+    score_task = score_batch.with_options(**uncached) if not cache else score_batch
 
     counts = EmbeddingCounts()
     tables: dict[str, VectorTable] = {}
@@ -199,43 +220,67 @@ def run_suite(
     logger.info("Embeddings: %s", counts.model_dump())
     set_infos = prepare_reference_searches(metrics, tables, plan.needs, ReferenceIndex(index_dir), len(cases))
 
-    batches = _chunks(list(range(len(cases))), max(1, batch_size))
-    futures = []
-    for metric in metrics:
-        namespace = metric.embedding_namespace
-        key = metric.cache_key()
-        for rows in batches:
-            batch = [cases[i] for i in rows]
-            vectors = None
-            if namespace in tables:
-                texts = [t for case in batch for group in metric.embedding_texts(case) for t in group]
-                vectors = {namespace: tables[namespace].subset(texts)}
-            futures.append(score_task.submit(metric, batch, vectors, key, failed or None))
+    size = batch_size or auto_batch_size(len(cases))
+    batches = _chunks(list(range(len(cases))), max(1, size))
     progress_id = create_progress_artifact(
         progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
         description=f"Scored case × metric results of suite {plan.suite.suite.name}, in percent",
     )
-    total, done = max(len(futures), 1), 0
-    per_metric: list[list[MetricResult]] = []
-    for m in range(len(metrics)):
-        results: list[MetricResult] = []
-        for future in futures[m * len(batches) : (m + 1) * len(batches)]:
-            batch_results = future.result()
-            results.extend(batch_results)
-            _progress.advance(len(batch_results))
-            done += 1
-            update_progress_artifact(progress_id, progress=100.0 * done / total)
-        per_metric.append(results)
+    keys = [metric.cache_key() for metric in metrics]
+    # quote(): Prefect would otherwise walk every case of a batch looking for futures (a quarter of a
+    # LengthCheck run's time). Only for in-process threads: other runners (Dask) ship the wrapper as is.
+    context = FlowRunContext.get()
+    in_process = context is not None and isinstance(context.task_runner, ThreadPoolTaskRunner)
+    wrap: Any = quote if in_process else (lambda value: value)
 
-    result = assemble(
-        cases, plan.dataset.ids, metrics, per_metric, counts, model_infos(plan.needs, dims), set_infos
-    )
-    outcome = finish_run(plan, result, output_dir, started, baseline, regression_tolerance)
+    def submit(rows: list[int]) -> list[Any]:
+        batch = [cases[i] for i in rows]
+        futures = []
+        for metric, key in zip(metrics, keys):
+            vectors = None
+            namespace = metric.embedding_namespace
+            if namespace in tables:
+                texts = [t for case in batch for group in metric.embedding_texts(case) for t in group]
+                vectors = {namespace: tables[namespace].subset(texts)}
+            futures.append(score_task.submit(metric, wrap(batch), wrap(vectors), key, failed or None))
+        return futures
+
+    # Batches are scored IN_FLIGHT at a time and folded into the reports in case order as they finish, so
+    # memory holds a few batches of results, never the whole run (10^6 cases stream through).
+    writer = open_report_writer(plan, output_dir, baseline, regression_tolerance, baseline_label)
+    try:
+        pending: collections.deque[tuple[list[int], list[Any]]] = collections.deque()
+        done, last_update = 0, time.monotonic()
+        for b, rows in enumerate(batches):
+            pending.append((rows, submit(rows)))
+            while pending and (len(pending) >= IN_FLIGHT or b == len(batches) - 1):
+                rows_done, futures = pending.popleft()
+                per_metric = [future.result() for future in futures]
+                del futures
+                writer.add(
+                    TestCaseResult.from_metrics(
+                        plan.dataset.ids[i], cases[i].input, cases[i].actual_output, [r[j] for r in per_metric]
+                    )
+                    for j, i in enumerate(rows_done)
+                )
+                _progress.advance(len(rows_done) * len(metrics))
+                done += 1
+                if time.monotonic() - last_update >= PROGRESS_EVERY_S or done == len(batches):
+                    update_progress_artifact(progress_id, progress=100.0 * done / max(len(batches), 1))
+                    last_update = time.monotonic()
+        outcome = finish_streamed_run(
+            plan, writer, started, embeddings=counts, embedding_models=model_infos(plan.needs, dims),
+            reference_sets=set_infos,
+        )
+    finally:
+        writer.close()
+    result = outcome.result
     for regression in outcome.comparison.regressions if outcome.comparison else []:
         logger.warning("Regression since the baseline: %s", regression)
     publish_artifacts(
         result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
         reports_url=reports_url, comparison=outcome.comparison, warnings=plan.suite.warnings,
+        highlights=outcome.highlights,
     )
     logger.info(
         "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,

@@ -324,3 +324,44 @@ def test_summary_md_has_a_distribution_per_metric(run_dir: Path) -> None:
     for name in results["summary"]["metrics"]:
         n = sum(1 for case in results["cases"] for m in case["metrics"] if m["name"] == name and m["score"] is not None)
         assert f"**{name}** ({n} scores)" in md
+
+
+# --- streamed reports (a run's cases arrive in batches) ---------------------------------------------------------
+
+def test_reports_streamed_in_batches_equal_reports_written_at_once(tmp_path: Path) -> None:
+    import random
+
+    from evaltasks.reports import ReportWriter
+
+    rng = random.Random(5)
+    cases = [
+        TestCaseResult.from_metrics(f"c{i}", f"q{i}", f"answer <{i}> & \"quoted\" @user", [
+            MetricResult.scored("M", rng.random(), 0.5, f"reason {i}", {"i": i}),
+            MetricResult.errored("N", 0.5, "down") if i % 7 == 0 else MetricResult.scored("N", rng.random(), 0.3, "r", {}),
+        ])
+        for i in range(500)
+    ]
+    result = EvaluationResult(test_results=cases, summary=summarize(cases, {"M": 0.5, "N": 0.3}))
+    header = {"schema_version": 1, "suite": "s", "gate": {"min_pass_rate": 0.4, "pass_rate": result.summary.pass_rate}}
+    once = write_reports(tmp_path / "once", result, header, passed=True, min_pass_rate=0.4)
+    with ReportWriter(tmp_path / "streamed", "s", {"M": 0.5, "N": 0.3}) as writer:
+        for start in range(0, len(cases), 37):
+            writer.add(cases[start:start + 37])
+        summary = writer.summarize()
+        assert summary == result.summary
+        streamed = writer.write(header, passed=True, min_pass_rate=0.4)
+    for name in ("results.json", "junit.xml", "summary.md"):
+        assert streamed[name].read_bytes() == once[name].read_bytes(), name
+    assert sorted(p.name for p in (tmp_path / "streamed").iterdir()) == ["junit.xml", "results.json", "summary.md"]
+    data = json.loads(streamed["results.json"].read_text(encoding="utf-8"))
+    assert [c["id"] for c in data["cases"]] == [c.id for c in cases]
+
+
+def test_an_abandoned_writer_leaves_the_old_reports_and_no_temporary_files(tmp_path: Path) -> None:
+    from evaltasks.reports import ReportWriter
+
+    (tmp_path / "results.json").write_text("old")
+    with ReportWriter(tmp_path, "s", {"M": 0.5}) as writer:
+        writer.add([TestCaseResult.from_metrics("a", None, "o", [MetricResult.scored("M", 0.9, 0.5, "r", {})])])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+    assert (tmp_path / "results.json").read_text() == "old"

@@ -168,6 +168,17 @@ def test_count_words_on_random_code_points() -> None:
     assert [t for t in corpus if count_chars(t) != oracle_chars(t)] == []
 
 
+def test_count_words_ascii_fast_path_equals_exact_rule() -> None:
+    """Every ASCII character (but "_", which takes the general path), letters, digits and the join
+    punctuation weighted up so that runs like "a.b", "3,5", "x'y", "a:b", "1.a", "a..b" occur often."""
+    rng = random.Random(20261130)
+    alphabet = [chr(i) for i in range(128) if chr(i) != "_"]
+    weights = [6 if c.isalnum() or c in ".,;:'" else 1 for c in alphabet]
+    corpus = ["".join(rng.choices(alphabet, weights, k=rng.randint(0, 14))) for _ in range(40_000)]
+    assert [t for t in corpus if count_words(t) != oracle_words(t)] == []
+    assert sum(count_words(t) > 1 for t in corpus) > 10_000
+
+
 def test_count_chars_ascii_fast_path_equals_grapheme_rule() -> None:
     rng = random.Random(11)
     corpus = ["".join(rng.choice("ab \r\n\t.,") for _ in range(rng.randint(0, 40))) for _ in range(20_000)]

@@ -7,13 +7,8 @@ from typing import Any
 
 from evaltasks.compare import Comparison
 from evaltasks.reports.json_report import SCHEMA_VERSION, write_results_json
-from evaltasks.reports.junit import write_junit_xml
-from evaltasks.reports.markdown import render_summary_markdown, write_summary_markdown
+from evaltasks.reports.stream import JUNIT_XML, RESULTS_JSON, SUMMARY_MD, ReportWriter
 from evaltasks.results import EvaluationResult
-
-RESULTS_JSON = "results.json"
-JUNIT_XML = "junit.xml"
-SUMMARY_MD = "summary.md"
 
 
 def write_reports(
@@ -24,21 +19,14 @@ def write_reports(
 
     ``header`` holds the top-level keys of results.json before ``summary`` and ``cases`` (its ``warnings``
     and ``gate.pass_rate`` also appear in summary.md); ``comparison`` (with a baseline) is written as the
-    ``comparison`` key and adds deltas and changes to summary.md.
+    ``comparison`` key and adds deltas and changes to summary.md. A run that streams its cases uses
+    :class:`ReportWriter` directly.
     """
-    output_dir.mkdir(parents=True, exist_ok=True)
-    paths = {name: output_dir / name for name in (RESULTS_JSON, JUNIT_XML, SUMMARY_MD)}
-    suite_name = str(header.get("suite", "evaltasks"))
-    if comparison is not None:
-        header = {**header, "comparison": comparison.model_dump()}
-    write_results_json(paths[RESULTS_JSON], header, result.summary, result.test_results)
-    write_junit_xml(paths[JUNIT_XML], suite_name, result.summary, result.test_results, duration_s)
-    markdown = render_summary_markdown(
-        suite_name, result.summary, result.test_results, passed=passed, min_pass_rate=min_pass_rate,
-        comparison=comparison, warnings=header.get("warnings"), gate_pass_rate=(header.get("gate") or {}).get("pass_rate"),
-    )
-    write_summary_markdown(paths[SUMMARY_MD], markdown)
-    return paths
+    thresholds = {name: m.threshold for name, m in result.summary.metrics.items()}
+    with ReportWriter(Path(output_dir), str(header.get("suite", "evaltasks")), thresholds) as writer:
+        writer.add(result.test_results)
+        return writer.write(header, passed=passed, min_pass_rate=min_pass_rate, duration_s=duration_s,
+                            comparison=comparison, summary=result.summary)
 
 
-__all__ = ["JUNIT_XML", "RESULTS_JSON", "SCHEMA_VERSION", "SUMMARY_MD", "write_reports"]
+__all__ = ["JUNIT_XML", "RESULTS_JSON", "SCHEMA_VERSION", "SUMMARY_MD", "ReportWriter", "write_reports"]

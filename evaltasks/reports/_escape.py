@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import regex
 
-_CONTROL = regex.compile(r"[\p{Cc}--[\n\t]]", flags=regex.V1)
+# Control characters, and format characters (Cf: bidirectional overrides such as U+202E that make
+# "gnp.exe" read "exe.png", zero-width spaces and joiners, soft hyphens) that hide or reorder text.
+_CONTROL = regex.compile(r"[[\p{Cc}\p{Cf}]--[\n\t]]", flags=regex.V1)
+# GitHub turns "#12", "GH-12" and "owner/repo#12" in rendered text into issue references (and notifies the
+# other issue): a zero-width space after "#" or "GH-" before a digit keeps them plain text.
+_REFERENCE = regex.compile(r"(#|\bGH\\?-)(?=\d)")  # "-" may already be escaped
 _XML_INVALID = regex.compile(r"[^\u0009\u000A\u000D\u0020-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
 # Every ASCII punctuation character that means something to CommonMark/GFM, HTML or GitHub autolinks; a
 # backslash before ASCII punctuation always renders as the character itself (CommonMark 2.4).
@@ -14,18 +19,27 @@ _MD_SPECIAL = regex.compile(r"""([\\`*_{}\[\]()<>#+\-!|~:&.=$^"])""")
 def markdown_inline(text: str | None, limit: int = 200) -> str:
     """``text`` made inert inside a markdown table cell or paragraph, cut to ``limit`` characters.
 
-    Control characters are dropped, newlines become spaces, markdown and HTML punctuation (links, images,
-    emphasis, code, tables, tags, entities, autolinks) is backslash-escaped, and a zero-width space after
-    ``@`` keeps @mentions from notifying anyone.
+    Control and format characters (bidirectional overrides, zero-width characters) are dropped, newlines
+    become spaces, markdown and HTML punctuation (links, images, emphasis, code, tables, tags, entities,
+    autolinks) is backslash-escaped, and a zero-width space after ``@`` (mentions) and after ``#``/``GH-``
+    before a digit (issue references) keeps them from notifying anyone.
     """
     if text is None:
         return ""
     text = _CONTROL.sub("", text).replace("\n", " ").replace("\t", " ")
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return _MD_SPECIAL.sub(r"\\\1", text).replace("@", "@\u200b")
+    text = _MD_SPECIAL.sub(r"\\\1", text).replace("@", "@\u200b")
+    return _REFERENCE.sub("\\1\u200b", text)
+
+
+_ASCII_XML_INVALID = {c: None for c in range(32) if c not in (9, 10, 13)}
 
 
 def xml_text(text: str | None) -> str:
     """``text`` with characters XML 1.0 forbids removed (escaping is the XML writer's job)."""
-    return "" if text is None else _XML_INVALID.sub("", text)
+    if text is None:
+        return ""
+    if text.isascii():  # the common case: only C0 controls but TAB, LF, CR are forbidden; str.translate is C
+        return text.translate(_ASCII_XML_INVALID)
+    return _XML_INVALID.sub("", text)

@@ -18,16 +18,30 @@ from evaltasks.results import EvaluationSummary, TestCaseResult
 SCHEMA_VERSION = 1
 
 
+def results_head(header: dict[str, Any], summary: EvaluationSummary) -> str:
+    """The top of results.json: the header keys, ``summary``, and the opening of ``cases``."""
+    parts = ["{\n"]
+    for key, value in header.items():
+        parts.append(f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n")
+    parts.append(f'  "summary": {summary.model_dump_json()},\n')
+    parts.append('  "cases": [')
+    return "".join(parts)
+
+
+RESULTS_TAIL = "\n  ]\n}\n"
+
+
+def results_case(case: TestCaseResult, first: bool) -> str:
+    """One element of ``cases`` with its separator."""
+    return ("\n    " if first else ",\n    ") + case.model_dump_json()
+
+
 def write_results_json(
     path: Path, header: dict[str, Any], summary: EvaluationSummary, cases: Iterable[TestCaseResult]
 ) -> None:
     """Stream ``results.json`` to ``path`` atomically (temporary file, then rename)."""
     with atomic_writer(path) as out:
-        out.write("{\n")
-        for key, value in header.items():
-            out.write(f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n")
-        out.write(f'  "summary": {summary.model_dump_json()},\n')
-        out.write('  "cases": [')
+        out.write(results_head(header, summary))
         for i, case in enumerate(cases):
-            out.write(("\n    " if i == 0 else ",\n    ") + case.model_dump_json())
-        out.write("\n  ]\n}\n")
+            out.write(results_case(case, i == 0))
+        out.write(RESULTS_TAIL)

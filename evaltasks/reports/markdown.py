@@ -12,7 +12,7 @@ Every untrusted string (inputs, outputs, reasons, ids, metric names) passes thro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,10 +22,15 @@ from evaltasks.reports._escape import markdown_inline
 from evaltasks.results import EvaluationSummary, TestCaseResult
 
 WORST_CASES = 10
+HISTOGRAM_BINS = 10
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.2f}%"
 
 
 def _signed(value: float | None, percent: bool = False) -> str:
@@ -93,10 +98,60 @@ def fit_sections(
     return text
 
 
+@dataclass
+class WorstCase:
+    """One failed or errored metric result shown in the "Worst cases" table (texts already cut short)."""
+
+    score: float | None
+    case_id: str
+    metric: str
+    reason: str
+    output: str
+
+
+@dataclass
+class Highlights:
+    """What the summary shows about individual cases, collected in one pass (so a run can stream its cases):
+    the :data:`WORST_CASES` lowest-scoring failed/errored metric results and a 10-bin score histogram per metric.
+    """
+
+    worst: list[WorstCase] = field(default_factory=list)
+    histograms: dict[str, list[int]] = field(default_factory=dict)
+    _heap: list[tuple[float, int, WorstCase]] = field(default_factory=list, repr=False)
+    _seen: int = 0
+
+    def add(self, cases: Iterable[TestCaseResult]) -> None:
+        """Fold ``cases`` in (any number of calls, in case order)."""
+        import heapq
+
+        for case in cases:
+            for metric in case.metrics:
+                if metric.score is not None:
+                    bins = self.histograms.setdefault(metric.name, [0] * HISTOGRAM_BINS)
+                    bins[min(int(metric.score * HISTOGRAM_BINS), HISTOGRAM_BINS - 1)] += 1
+                if metric.status in ("failed", "errored"):
+                    key = metric.score if metric.score is not None else -1.0
+                    self._seen += 1
+                    item = (-key, -self._seen, WorstCase(metric.score, case.id[:80], metric.name, metric.reason[:400],
+                                                         case.actual_output[:400]))
+                    if len(self._heap) < WORST_CASES:
+                        heapq.heappush(self._heap, item)
+                    elif item > self._heap[0]:
+                        heapq.heapreplace(self._heap, item)  # keeps the lowest scores, earliest case first on ties
+        self.worst = [w for _, _, w in sorted(self._heap, reverse=True)]
+
+    @classmethod
+    def of(cls, cases: Iterable[TestCaseResult]) -> Highlights:
+        """The highlights of ``cases``."""
+        highlights = cls()
+        highlights.add(cases)
+        return highlights
+
+
 def summary_sections(
     suite_name: str,
     summary: EvaluationSummary,
-    cases: list[TestCaseResult],
+    cases: list[TestCaseResult] | Highlights,
     *,
     passed: bool,
     min_pass_rate: float,
@@ -123,8 +178,7 @@ def summary_sections(
     if comparison is not None:
         head += [
             f"Compared with {markdown_inline(comparison.baseline, 120)}: pass rate "
-            f"{_fmt(comparison.baseline_pass_rate and 100 * comparison.baseline_pass_rate, 2)}% → "
-            f"{_fmt(comparison.current_pass_rate and 100 * comparison.current_pass_rate, 2)}% "
+            f"{_pct(comparison.baseline_pass_rate)} → {_pct(comparison.current_pass_rate)} "
             f"({_signed(comparison.pass_rate_delta, percent=True)}); "
             f"{comparison.counts.get('worse', 0)} worse, {comparison.counts.get('better', 0)} better, "
             f"{comparison.counts.get('new', 0)} new, {comparison.counts.get('removed', 0)} removed "
@@ -157,19 +211,15 @@ def summary_sections(
             min_rows=1,
         ))
 
-    worst = sorted(
-        ((metric.score if metric.score is not None else -1.0, case, metric)
-         for case in cases for metric in case.metrics if metric.status in ("failed", "errored")),
-        key=lambda item: item[0],
-    )[:WORST_CASES]
-    if worst:
+    highlights = cases if isinstance(cases, Highlights) else Highlights.of(cases)
+    if highlights.worst:
         sections.append(Section(
             head=[f"## Worst cases (up to {WORST_CASES})", "", "| case | metric | score | reason | output |",
                   "|---|---|---:|---|---|"],
             rows=[
-                f"| {markdown_inline(case.id, 40)} | {markdown_inline(metric.name)} | {_fmt(metric.score)} | "
-                f"{markdown_inline(metric.reason, 160)} | {markdown_inline(case.actual_output, 120)} |"
-                for _, case, metric in worst
+                f"| {markdown_inline(w.case_id, 40)} | {markdown_inline(w.metric)} | {_fmt(w.score)} | "
+                f"{markdown_inline(w.reason, 160)} | {markdown_inline(w.output, 120)} |"
+                for w in highlights.worst
             ],
             tail=[""], priority=2,
         ))
@@ -189,10 +239,10 @@ def summary_sections(
 
     dist = Section(head=["## Score distribution", ""], priority=3)
     for name in summary.metrics:
-        scores = [m.score for case in cases for m in case.metrics if m.name == name and m.score is not None]
-        if scores:
-            dist.rows.append("\n".join([f"**{markdown_inline(name)}** ({len(scores)} scores)", "", "```text",
-                                        *score_histogram(scores), "```", ""]))
+        counts = highlights.histograms.get(name)
+        if counts and sum(counts):
+            dist.rows.append("\n".join([f"**{markdown_inline(name)}** ({sum(counts)} scores)", "", "```text",
+                                        *histogram_lines(counts), "```", ""]))
     if dist.rows:
         sections.append(dist)
 
@@ -208,7 +258,7 @@ def summary_sections(
 def render_summary_markdown(
     suite_name: str,
     summary: EvaluationSummary,
-    cases: list[TestCaseResult],
+    cases: list[TestCaseResult] | Highlights,
     *,
     passed: bool,
     min_pass_rate: float,
@@ -222,7 +272,7 @@ def render_summary_markdown(
     """The markdown summary of a run (a string; see :func:`write_summary_markdown`).
 
     Args:
-        suite_name, summary, cases: the run.
+        suite_name, summary: the run; cases: its case results, or their :class:`Highlights` (a streamed run).
         passed, min_pass_rate: the gate verdict and threshold; ``gate_pass_rate`` the rate the gate compared
             (default ``summary.pass_rate``).
         comparison: a comparison with a baseline (adds delta columns, regressions and a changes table).
@@ -238,11 +288,17 @@ def render_summary_markdown(
     return fit_sections(sections, max_size, size=size, note=truncation_note)
 
 
-def score_histogram(scores: list[float], bins: int = 10, width: int = 30) -> list[str]:
+def score_histogram(scores: list[float], bins: int = HISTOGRAM_BINS, width: int = 30) -> list[str]:
     """A text bar chart of ``scores`` in [0, 1]: one line per bin ``[i/bins, (i+1)/bins)`` (1.0 in the last)."""
     counts = [0] * bins
     for score in scores:
         counts[min(int(score * bins), bins - 1)] += 1
+    return histogram_lines(counts, width)
+
+
+def histogram_lines(counts: list[int], width: int = 30) -> list[str]:
+    """The bar chart of per-bin ``counts`` over [0, 1] (see :func:`score_histogram`)."""
+    bins = len(counts)
     top = max(counts) or 1
     return [
         f"{i / bins:.1f}–{(i + 1) / bins:.1f} {'█' * round(width * c / top):<{width}} {c}"

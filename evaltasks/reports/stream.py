@@ -1,0 +1,195 @@
+"""Reports of a run whose cases arrive in batches: nothing but counts, sums and a few highlights stay in memory.
+
+:class:`ReportWriter` appends each batch's cases to two temporary files beside the reports (the ``cases`` of
+results.json and the ``<testcase>`` elements of junit.xml) while :class:`~evaltasks.results.SummaryBuilder`,
+:class:`~evaltasks.reports.markdown.Highlights` and, with a baseline,
+:class:`~evaltasks.compare.ComparisonBuilder` fold them in. :meth:`ReportWriter.write` then writes each report
+atomically: its head (which needs the totals), then the streamed part copied in 1 MiB blocks. Memory does not
+grow with the number of cases (beyond the baseline's scores when comparing).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from evaltasks._atomic import atomic_writer
+from evaltasks.compare import Comparison, ComparisonBuilder
+from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
+from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
+from evaltasks.reports.markdown import Highlights, render_summary_markdown, write_summary_markdown
+from evaltasks.results import EmbeddingCounts, EvaluationSummary, SummaryBuilder, TestCaseResult
+
+RESULTS_JSON = "results.json"
+JUNIT_XML = "junit.xml"
+SUMMARY_MD = "summary.md"
+_PART_PREFIX = ".evaltasks-part-"
+_BLOCK = 1 << 20
+
+
+class ReportWriter:
+    """Streams case results into ``results.json``, ``junit.xml`` and ``summary.md`` in ``output_dir``.
+
+    Use: :meth:`add` every batch (in case order), :meth:`summarize`, apply the gate, :meth:`write`; or
+    :meth:`close` to give up (temporary files removed, existing reports untouched). A context manager closes.
+
+    Args:
+        output_dir: the reports directory (created).
+        suite_name: shown in junit.xml and summary.md.
+        metric_thresholds: metric name -> threshold, in metric order.
+        baseline: a parsed baseline results.json to compare with (see :mod:`evaltasks.compare`), or None.
+        tolerance, baseline_label: the comparison's tolerance and how the baseline is named in reports.
+
+    Raises:
+        OSError: the directory or the temporary files cannot be written.
+    """
+
+    def __init__(
+        self,
+        output_dir: Path,
+        suite_name: str,
+        metric_thresholds: dict[str, float],
+        *,
+        baseline: Mapping[str, Any] | None = None,
+        tolerance: float = 0.01,
+        baseline_label: str = "baseline",
+    ) -> None:
+        self.output_dir = Path(output_dir)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        _remove_stale_parts(self.output_dir)
+        self.suite_name = suite_name
+        self.summary_builder = SummaryBuilder(metric_thresholds)
+        self.highlights = Highlights()
+        self.comparison_builder = (
+            ComparisonBuilder(baseline, tolerance=tolerance, label=baseline_label) if baseline is not None else None
+        )
+        self._parts: dict[str, tuple[Path, IO[str]]] = {}
+        for name in (RESULTS_JSON, JUNIT_XML):
+            fd, tmp = tempfile.mkstemp(dir=self.output_dir, prefix=f"{_PART_PREFIX}{os.getpid()}-", suffix=f".{name}")
+            self._parts[name] = (Path(tmp), os.fdopen(fd, "w", encoding="utf-8", newline="\n"))
+        self.cases = 0
+        self._summary: EvaluationSummary | None = None
+
+    def add(self, cases: Iterable[TestCaseResult]) -> None:
+        """Append a batch of case results (in case order)."""
+        cases = list(cases)
+        results_out, junit_out = self._parts[RESULTS_JSON][1], self._parts[JUNIT_XML][1]
+        for case in cases:
+            results_out.write(results_case(case, self.cases == 0))
+            junit_out.write(junit_testcases(self.suite_name, case))
+            self.cases += 1
+        self.summary_builder.add(cases)
+        self.highlights.add(cases)
+        if self.comparison_builder is not None:
+            self.comparison_builder.add(cases)
+
+    def summarize(self, embeddings: EmbeddingCounts | None = None) -> EvaluationSummary:
+        """The run's summary so far (call after the last :meth:`add`)."""
+        self._summary = self.summary_builder.finish(embeddings)
+        return self._summary
+
+    def comparison(self) -> Comparison | None:
+        """The comparison with the baseline (None without one); call after :meth:`summarize`."""
+        if self.comparison_builder is None:
+            return None
+        return self.comparison_builder.finish(self._summary or self.summarize())
+
+    def write(
+        self,
+        header: dict[str, Any],
+        *,
+        passed: bool,
+        min_pass_rate: float,
+        duration_s: float = 0.0,
+        comparison: Comparison | None = None,
+        summary: EvaluationSummary | None = None,
+    ) -> dict[str, Path]:
+        """Write the three reports atomically and remove the temporary parts; return their paths by file name.
+
+        ``summary``: the summary to write (default :meth:`summarize`'s).
+
+        ``header`` holds the top-level keys of results.json before ``summary`` and ``cases`` (its ``warnings``
+        and ``gate.pass_rate`` also appear in summary.md); ``comparison`` is written as the ``comparison`` key
+        and adds deltas and changes to summary.md.
+        """
+        summary = summary or self._summary or self.summarize()
+        if comparison is not None:
+            header = {**header, "comparison": comparison.model_dump()}
+        for _, handle in self._parts.values():
+            handle.flush()
+        paths = {name: self.output_dir / name for name in (RESULTS_JSON, JUNIT_XML, SUMMARY_MD)}
+        with atomic_writer(paths[RESULTS_JSON]) as out:
+            out.write(results_head(header, summary))
+            _copy(self._parts[RESULTS_JSON][0], out)
+            out.write(RESULTS_TAIL)
+        with atomic_writer(paths[JUNIT_XML]) as out:
+            out.write(junit_head(self.suite_name, summary, duration_s))
+            _copy(self._parts[JUNIT_XML][0], out)
+            out.write(JUNIT_TAIL)
+        markdown = render_summary_markdown(
+            self.suite_name, summary, self.highlights, passed=passed, min_pass_rate=min_pass_rate,
+            comparison=comparison, warnings=header.get("warnings"),
+            gate_pass_rate=(header.get("gate") or {}).get("pass_rate"),
+        )
+        write_summary_markdown(paths[SUMMARY_MD], markdown)
+        self.close()
+        return paths
+
+    def close(self) -> None:
+        """Remove the temporary parts (idempotent)."""
+        for path, handle in self._parts.values():
+            if not handle.closed:
+                handle.close()
+            path.unlink(missing_ok=True)
+
+    def __enter__(self) -> ReportWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _copy(part: Path, out: IO[str]) -> None:
+    with open(part, encoding="utf-8", newline="\n") as handle:
+        shutil.copyfileobj(handle, out, _BLOCK)
+
+
+def _remove_stale_parts(directory: Path) -> None:
+    """Remove temporary files a killed run left behind (parts of this module, atomic-write temporaries of the
+    reports), except those of processes still running."""
+    names = (RESULTS_JSON, JUNIT_XML, SUMMARY_MD)
+    for path in directory.iterdir():
+        stale_part = path.name.startswith(_PART_PREFIX)
+        stale_tmp = path.name.endswith(".tmp") and any(path.name.startswith(f".{n}.") for n in names)
+        if not (stale_part or stale_tmp):
+            continue
+        if stale_part:
+            pid = path.name[len(_PART_PREFIX):].split("-", 1)[0]
+            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+                continue
+        elif _recent(path):
+            continue  # another writer may be replacing a report right now
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def _recent(path: Path, seconds: float = 3600.0) -> bool:
+    import time
+
+    try:
+        return time.time() - path.stat().st_mtime < seconds
+    except OSError:
+        return True
