@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` made inert in markdown with the standard library only (this module runs before evaltasks is
+    installed): markdown/HTML punctuation backslash-escaped, a zero-width space after ``@``."""
+    import re
+
+    return re.sub(r"([\\`*_{}\[\]()<>#+\-!|~:&.=$^\"])", r"\\\1", " ".join(text.split())).replace("@", "@\u200b")
 
 
 def command_data(text: str) -> str:
@@ -33,7 +42,11 @@ def annotate(level: str, message: str, title: str | None = None) -> None:
     if level not in ("error", "warning", "notice"):
         raise ValueError(f"unknown annotation level {level!r}")
     props = f" title={command_property(title)}" if title else ""
-    print(f"::{level}{props}::{command_data(message)}", flush=True)
+    line = f"::{level}{props}::{command_data(message)}\n"
+    # bytes, UTF-8: a Windows runner's console encoding (cp1252) cannot print "→" and would crash the step
+    sys.stdout.flush()
+    sys.stdout.buffer.write(line.encode("utf-8"))
+    sys.stdout.buffer.flush()
 
 
 def set_output(name: str, value: str) -> None:

@@ -20,6 +20,7 @@ Output: ``comment-id`` ('' when none was written).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -102,6 +103,39 @@ def find_sticky(comments: Any, head: str, login: str | None) -> dict[str, Any] |
     return None
 
 
+_MARKER = re.compile(r"<!-- evaltasks:sticky-comment suite=[a-z0-9-]+ -->")
+MAX_BODY = 65536
+
+
+def sanitize_untrusted_body(body: str, repo: str) -> str:
+    """Make a comment body from another run's artifact safe to post (``workflow_run``: a fork controls the
+    workflow that wrote it, so it is untrusted markdown, not necessarily evaltasks' escaped output).
+
+    The first line must be an evaltasks marker; the rest keeps its text but loses what could act: every ``<``
+    (raw HTML, a second marker), images and links (``![``/``](`` escaped, bare URLs' ``:`` escaped) except the
+    link to this repository's workflow run that evaltasks writes, @mentions (a zero-width space after ``@``), issue references (after ``#``),
+    and control or bidirectional-override characters. Raises ValueError when there is no marker or the body is
+    over GitHub's 65,536 characters.
+    """
+    first, _, rest = body.partition("\n")
+    if not _MARKER.fullmatch(first.strip()):
+        raise ValueError("the first line is not an evaltasks marker")
+    if len(body) > MAX_BODY:
+        raise ValueError(f"{len(body)} characters, over GitHub's {MAX_BODY}")
+    run_link = re.compile(r"\[Workflow run\]\(https://github\.com/" + re.escape(repo) + r"/actions/runs/[0-9/a-z]+\)")
+    kept = run_link.findall(rest)
+    rest = run_link.sub("\x00RUNLINK\x00", rest)
+    rest = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]",
+                  lambda m: "\x00" if m.group() == "\x00" else "", rest)
+    rest = rest.replace("<", "&lt;").replace("](", "]\\(").replace("![", "!\\[")
+    rest = re.sub(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)", "\\1\\:", rest)  # no bare-URL autolinks
+    rest = re.sub(r"(?i)\bwww\.", "www\\.", rest)
+    rest = re.sub(r"(#|\bGH-)(?=\d)", "\\1\u200b", rest.replace("@", "@\u200b"))
+    for link in kept:
+        rest = rest.replace("\x00RUNLINK\x00", link, 1)
+    return f"{first.strip()}\n{rest.replace(chr(0), '')}"
+
+
 def main() -> int:
     """Post or update the comment (module docstring); always 0."""
     env = os.environ
@@ -124,8 +158,15 @@ def main() -> int:
         annotate("warning", "No github-token: no comment was posted.", title="evaltasks: comment skipped")
         return 0
     body = Path(env["COMMENT_BODY_FILE"]).read_text(encoding="utf-8")
-    head = body.split("\n", 1)[0]
     repo = env.get("GITHUB_REPOSITORY") or (event.get("repository") or {}).get("full_name", "")
+    if env.get("PR_NUMBER"):
+        try:
+            body = sanitize_untrusted_body(body, repo)
+        except ValueError as exc:
+            annotate("warning", f"comment.md from the evaluating run is not an evaltasks comment: {exc}",
+                     title="evaltasks: comment skipped")
+            return 0
+    head = body.split("\n", 1)[0]
     try:
         number = int(pr["number"])
     except (TypeError, ValueError):
@@ -135,9 +176,9 @@ def main() -> int:
     try:
         expected = env.get("EXPECTED_HEAD_SHA")
         if expected:
-            head = client.request("GET", f"/repos/{repo}/pulls/{number}").json().get("head", {}).get("sha")
-            if head != expected:
-                annotate("warning", f"pull request #{number} is at {head}, not at the evaluated commit {expected}: "
+            head_sha = client.request("GET", f"/repos/{repo}/pulls/{number}").json().get("head", {}).get("sha")
+            if head_sha != expected:
+                annotate("warning", f"pull request #{number} is at {head_sha}, not at the evaluated commit {expected}: "
                                     "no comment", title="evaltasks: comment skipped")
                 return 0
         existing = find_sticky(client.comments(repo, number), head, client.identity())

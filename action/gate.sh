@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Last step of the action: fail when the gate failed (unless fail-on-gate is false) or evaltasks could not run.
-# Environment: EXIT_CODE (evaltasks' exit code; empty when it never ran), FAIL_ON_GATE.
+# Environment: EXIT_CODE (evaltasks' exit code; empty when it never ran), FAIL_ON_GATE (true/false, normalised
+# by prepare.py from true/false/yes/no/1/0).
 set -euo pipefail
 fail_on_gate="$(printf '%s' "${FAIL_ON_GATE:-true}" | tr '[:upper:]' '[:lower:]')"
 case "${EXIT_CODE:-}" in

@@ -12,8 +12,10 @@ if [ -n "${EVALTASKS_ACTION_PYTHON:-}" ]; then
     echo "::error title=evaltasks::EVALTASKS_ACTION_PYTHON=$EVALTASKS_ACTION_PYTHON cannot import evaltasks"
     exit 1
   fi
-  echo "using the preinstalled evaltasks of $EVALTASKS_ACTION_PYTHON"
-  echo "python=$EVALTASKS_ACTION_PYTHON" >> "$GITHUB_OUTPUT"
+  # absolute: later steps may run in another working-directory
+  python="$("$EVALTASKS_ACTION_PYTHON" -c 'import sys; print(sys.executable)')"
+  echo "using the preinstalled evaltasks of $python"
+  echo "python=$python" >> "$GITHUB_OUTPUT"
   exit 0
 fi
 

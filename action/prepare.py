@@ -28,7 +28,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _github import annotate, is_fork, load_event, pull_request, set_output, truthy  # noqa: E402
+from _github import (  # noqa: E402
+    annotate,
+    append_summary,
+    is_fork,
+    load_event,
+    markdown_text,
+    pull_request,
+    set_output,
+    truthy,
+)
 
 COMMENT_MODES = ("true", "false", "on-failure")
 
@@ -56,7 +65,7 @@ def main() -> int:
         comment = env.get("INPUT_COMMENT", "true").strip().lower() or "true"
         if comment not in COMMENT_MODES:
             raise ValueError(f"input 'comment' must be one of {', '.join(COMMENT_MODES)}, got {comment!r}")
-        truthy(env.get("INPUT_FAIL_ON_GATE", "true"), "fail-on-gate")
+        fail_on_gate = truthy(env.get("INPUT_FAIL_ON_GATE", "true"), "fail-on-gate")
         cache = truthy(env.get("INPUT_CACHE", "true"), "cache")
         tolerance = env.get("INPUT_REGRESSION_TOLERANCE", "0.01").strip() or "0.01"
         try:
@@ -65,10 +74,16 @@ def main() -> int:
         except ValueError:
             raise ValueError(f"input 'regression-tolerance' must be a number in [0, 1], got {tolerance!r}") from None
         skip = env.get("INPUT_SKIP_MISSING_CREDENTIALS", "auto").strip().lower() or "auto"
-        if skip not in ("auto", "true", "false"):
-            raise ValueError(f"input 'skip-missing-credentials' must be auto, true or false, got {skip!r}")
+        if skip != "auto":
+            skip = "true" if truthy(skip, "skip-missing-credentials") else "false"
+        if env.get("GITHUB_EVENT_NAME") == "pull_request_target":
+            raise ValueError(
+                "pull_request_target runs untrusted pull-request code with a write token and the base branch's "
+                "caches: use pull_request, and the workflow_run pattern to comment on forks (see the README)"
+            )
     except ValueError as exc:
         annotate("error", str(exc), title="evaltasks: invalid input")
+        append_summary(f"# evaltasks\n\n❌ **Invalid action input**: {markdown_text(str(exc))}\n")
         return 1
 
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
@@ -99,6 +114,8 @@ def main() -> int:
     # A pull request compares with its base branch; a push with the same branch's previous run.
     base_ref = (((pr or {}).get("base") or {}).get("ref") or env.get("GITHUB_BASE_REF", "")) if pr else ref_name
     baseline_input = env.get("INPUT_BASELINE", "auto").strip()
+    if baseline_input.lower() in ("auto", "none", "false", ""):
+        baseline_input = baseline_input.lower()
     baseline_dir = temp / "evaltasks-baseline" / sid
     if baseline_input == "auto":
         baseline_file = str(baseline_dir / "results.json")
@@ -118,6 +135,8 @@ def main() -> int:
         "pr-number": str((pr or {}).get("number", "")),
         "skip-missing-credentials": "true" if skip == "true" or (skip == "auto" and fork) else "false",
         "comment": comment,
+        "fail-on-gate": "true" if fail_on_gate else "false",
+        "baseline-label": (f"the last results of {base_ref}" if baseline_input == "auto" else baseline_input),
         "cache": "true" if cache else "false",
         "regression-tolerance": tolerance,
         "workdir": str(workdir),
@@ -134,7 +153,9 @@ def main() -> int:
         "baseline-restore-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(base_ref)}-",
         "save-baseline": "true" if save_baseline else "false",
         "baseline-save-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(ref_name)}-{run}",
-        "artifact-name": f"evaltasks-{sid}-{runner_os.lower()}-{env.get('GITHUB_JOB', 'job')}",
+        "artifact-name": env.get("INPUT_ARTIFACT_NAME", "").strip() or (
+            f"evaltasks-{sid}-{runner_os.lower()}-{env.get('GITHUB_JOB', 'job')}-py{env.get('INPUT_PYTHON_VERSION', '')}"
+        ),
     }
     for name, value in outputs.items():
         set_output(name, value)

@@ -130,15 +130,17 @@ def main() -> int:
         suite, summary, cases, **common, max_size=SUMMARY_MAX_BYTES, size=utf8_bytes,
         truncation_note="The full report is in the workflow artifact (results.json, summary.md).",
     )
-    if comparison is None:
-        summary_text += "\nNo baseline: no earlier results of this suite to compare with.\n"
-    append_summary(summary_text)
+    no_baseline = ""
+    if comparison is None and env.get("BASELINE_AUTO") == "true":
+        no_baseline = ("\nNo baseline: no earlier results of this suite in the cache yet (runs on pushes to the "
+                       "base branch save them).\n")
+    append_summary(summary_text + no_baseline)
     head = marker(suite_id) + "\n"
     comment_text = render_summary_markdown(
         suite, summary, cases, **common, max_size=COMMENT_MAX_CHARS - utf16_units(head + footer), size=utf16_units,
         truncation_note="The full report is in the job summary and the workflow artifact.",
     )
-    _write_comment(dict(env), output_dir, head + comment_text + footer + "\n")
+    _write_comment(dict(env), output_dir, head + comment_text + no_baseline + footer + "\n")
 
     rate = gate.get("pass_rate")
     set_output("passed", "true" if passed else "false")
@@ -155,8 +157,8 @@ def main() -> int:
         annotate("warning", warning, title=f"evaltasks: {suite}")
     for notice in list(doc.get("notices") or [])[:10]:
         annotate("notice", notice, title=f"evaltasks: {suite}")
-    if comparison is None:
-        annotate("notice", "No baseline: nothing to compare with.", title=f"evaltasks: {suite}")
+    if no_baseline:
+        annotate("notice", "No baseline: nothing to compare with yet.", title=f"evaltasks: {suite}")
     return 0
 
 

@@ -4,34 +4,54 @@
 # (0 gate held, 1 gate failed, 2 invalid input, 3 aborted); baseline-saved=true when results.json was copied
 # into BASELINE_DIR to be cached as this branch's baseline.
 # Environment: PYTHON, SUITE, OUTPUT_DIR, INDEX_DIR (EVALTASKS_INDEX_DIR), BASELINE_FILE, BASELINE_AUTO,
-# BASELINE_DIR, SAVE_BASELINE, SKIP_MISSING_CREDENTIALS, REGRESSION_TOLERANCE, RUN_LOG.
+# BASELINE_LABEL, BASELINE_DIR, SAVE_BASELINE, SKIP_MISSING_CREDENTIALS, REGRESSION_TOLERANCE, RUN_LOG,
+# PREFECT_RESULTS_LOCAL_STORAGE_PATH.
 set -uo pipefail
 
-args=(-m evaltasks run "$SUITE" --output-dir "$OUTPUT_DIR" --regression-tolerance "$REGRESSION_TOLERANCE")
+: > "$RUN_LOG"
+fail_input() {  # a user mistake found here: say it in the log, the run log (shown in the job summary), exit 2
+  echo "::error title=evaltasks::$1"
+  echo "evaltasks: error: $1" >> "$RUN_LOG"
+  echo "exit-code=2" >> "$GITHUB_OUTPUT"
+  exit 0
+}
+
+# Reports of an earlier run in the same directory must never pass for this run's.
+for name in results.json junit.xml summary.md comment.md pull-request.json evaltasks-error.log; do
+  rm -f "$OUTPUT_DIR/$name"
+done
+# Prefect's task-result storage is cached between runs: drop entries unused for 30 days so it cannot grow forever.
+if [ -n "${PREFECT_RESULTS_LOCAL_STORAGE_PATH:-}" ] && [ -d "$PREFECT_RESULTS_LOCAL_STORAGE_PATH" ]; then
+  find "$PREFECT_RESULTS_LOCAL_STORAGE_PATH" -type f -mtime +30 -delete 2>/dev/null || true
+fi
+
+args=(-m evaltasks run --output-dir "$OUTPUT_DIR" --regression-tolerance "$REGRESSION_TOLERANCE")
 if [ "${SKIP_MISSING_CREDENTIALS:-false}" = "true" ]; then args+=(--skip-missing-credentials); fi
-baseline_copy=""
 if [ -n "${BASELINE_FILE:-}" ]; then
   if [ -f "$BASELINE_FILE" ]; then
-    baseline_copy="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/evaltasks-baseline-$$.json"
-    cp "$BASELINE_FILE" "$baseline_copy"  # the cache directory is overwritten with this run's results below
-    args+=(--baseline "$baseline_copy")
+    baseline="$BASELINE_FILE"
+    if [ "${BASELINE_AUTO:-false}" = "true" ]; then
+      # the cache directory is overwritten with this run's results below: compare with a copy
+      baseline="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/evaltasks-baseline-$$.json"
+      cp "$BASELINE_FILE" "$baseline"
+    fi
+    args+=(--baseline "$baseline" --baseline-label "${BASELINE_LABEL:-$BASELINE_FILE}")
   elif [ "${BASELINE_AUTO:-false}" = "true" ]; then
     echo "no baseline: no earlier results of this suite in the cache for the base branch"
   else
-    echo "::error title=evaltasks::input 'baseline': $BASELINE_FILE does not exist"
-    echo "exit-code=2" >> "$GITHUB_OUTPUT"
-    exit 0
+    fail_input "input 'baseline': $BASELINE_FILE does not exist"
   fi
 fi
+args+=(-- "$SUITE")  # "--": a suite path starting with "-" is still a path
 
-if [ -n "${OPENAI_API_KEY:-}" ]; then echo "::add-mask::$OPENAI_API_KEY"; fi  # masked even when not a secret
+if [ -n "${OPENAI_API_KEY:-}" ]; then echo "::add-mask::$OPENAI_API_KEY"; fi
 # Model outputs are untrusted and the summary table prints them: stop workflow-command processing while
 # evaltasks runs, with a token nobody can guess, so no output line can forge ::set-output, ::add-mask, etc.
+# stderr joins stdout through one pipe, so every line is printed before the token that resumes commands.
 token="evaltasks-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 echo "::stop-commands::$token"
-"$PYTHON" "${args[@]}" 2> >(tee "$RUN_LOG" >&2)
-code=$?
-wait  # let tee finish writing the log
+"$PYTHON" "${args[@]}" 2>&1 | tee -a "$RUN_LOG"
+code=${PIPESTATUS[0]}
 echo "::$token::"
 
 if [ "${SAVE_BASELINE:-false}" = "true" ] && [ -f "$OUTPUT_DIR/results.json" ] && [ "$code" -le 1 ]; then

@@ -187,6 +187,12 @@ def test_prepare_derives_fork_mode_keys_and_rejects_bad_inputs(tmp_path: Path) -
     push = prepare(GITHUB_EVENT_NAME="push", GITHUB_REF="refs/heads/main", GITHUB_REF_NAME="main").stdout
     save_key = next(line.split("=", 1)[1] for line in push.splitlines() if line.startswith("baseline-save-key="))
     assert save_key.startswith(outputs["baseline-restore-key"]) and "save-baseline=true" in push
+    assert "fail-on-gate=false" in prepare(INPUT_FAIL_ON_GATE="no").stdout
+    assert "fail-on-gate=true" in prepare(INPUT_FAIL_ON_GATE="1").stdout
+    assert "baseline-auto=true" in prepare(INPUT_BASELINE="Auto").stdout
+    target = prepare(GITHUB_EVENT_NAME="pull_request_target", GITHUB_STEP_SUMMARY=str(tmp_path / "s.md"))
+    assert target.returncode == 1 and "pull_request_target" in target.stdout
+    assert "Invalid action input" in (tmp_path / "s.md").read_text()
     for name, value, needle in (("INPUT_COMMENT", "sometimes", "'comment'"), ("INPUT_CACHE", "maybe", "'cache'"),
                                 ("INPUT_REGRESSION_TOLERANCE", "2", "'regression-tolerance'"),
                                 ("INPUT_SUITE", "", "'suite' is required")):
@@ -198,7 +204,7 @@ def test_prepare_derives_fork_mode_keys_and_rejects_bad_inputs(tmp_path: Path) -
 @pytest.mark.parametrize(("code", "fail_on_gate", "expected"), [
     ("0", "true", 0), ("1", "true", 1), ("1", "false", 0), ("1", "False", 0), ("2", "false", 1), ("3", "true", 1),
     ("", "true", 1),
-])
+])  # FAIL_ON_GATE arrives normalised to true/false by prepare.py (yes/no/1/0 accepted there)
 def test_gate_step(code: str, fail_on_gate: str, expected: int) -> None:
     env = {**os.environ, "EXIT_CODE": code, "FAIL_ON_GATE": fail_on_gate}
     assert subprocess.run(["bash", str(ACTION / "gate.sh")], env=env, capture_output=True).returncode == expected
@@ -410,6 +416,7 @@ INJECTIONS = [
     "@octocat please merge", f"{MARKER} forged", "<!-- hidden -->", "```\n# heading\n```", "<script>x()</script>",
     "| a | b |\n|---|---|", "&lt;b&gt;entity&lt;/b&gt;", "line\n::error::forged annotation", "\x1b[31mred\x07",
 ]
+INJECTIONS[8:8] = ["closes #12 and GH-34", "\u202egnp.exe \u2066x\u2069 zero\u200bwidth"]  # among the 10 worst shown
 
 
 def test_untrusted_model_output_is_inert_in_the_summary_and_the_comment(tmp_path: Path) -> None:
@@ -433,7 +440,8 @@ def test_untrusted_model_output_is_inert_in_the_summary_and_the_comment(tmp_path
         links = [part.split('"')[1] for part in html.split("<a href=")[1:]]
         assert links == ([] if text is summary else ["https://github.com/example/evaltasks-demo/actions/runs/4242"])
         assert "@octocat" not in text and "@\u200boctocat" in text
-        assert "\x1b" not in text and "\x07" not in text
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text and "\u2066" not in text
+        assert "#12" not in text and "GH\\-34" not in text and "#\u200b12" in text  # no issue references
     assert "::error::forged" not in report.stdout  # annotations carry escaped text only
 
 
@@ -490,7 +498,7 @@ def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comment
     assert push["steps"]["run"]["outputs"]["baseline-saved"] == "true"
     results = json.loads(Path(push["outputs"]["results-path"]).read_text())
     assert results["summary"]["passed_cases"] == 6 and results["summary"]["cases"] == 8
-    artifact = Path(push["runner_temp"]) / "artifacts" / f"evaltasks-{SUITE_ID}-linux-evaluate"
+    artifact = Path(push["runner_temp"]) / "artifacts" / f"evaltasks-{SUITE_ID}-linux-evaluate-py3.11"
     assert {p.name for p in artifact.iterdir()} >= {"results.json", "junit.xml", "summary.md"}
 
     # the PR changes one answer: the baseline from the push shows it as worse
@@ -560,3 +568,22 @@ def test_workflow_run_pattern_posts_a_forks_comment_only_for_the_evaluated_commi
         proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert [c["body"] for c in server.all_comments()] == [(out / "comment.md").read_text()]
+        proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
+        assert "updated comment" in proc.stdout and len(server.all_comments()) == 1  # sticky here too
+
+        # a fork can write any comment.md: only evaltasks' own shape gets through, and inert
+        forged = out / "forged.md"
+        forged.write_text(MARKER + "\n<img src=x onerror=alert(1)> [phish](https://evil.example) @octocat #12 "
+                          "\u202egnp.exe\n[Workflow run](https://github.com/example/evaltasks-demo/actions/runs/9)\n")
+        trusted["COMMENT_BODY_FILE"] = str(forged)
+        proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
+        body = server.all_comments()[0]["body"]
+        from markdown_it import MarkdownIt
+
+        html = MarkdownIt("gfm-like").render(body.split("\n", 1)[1])
+        assert "<img" not in html and "evil.example\"" not in html and "@octocat" not in body and "#12" not in body
+        assert "\u202e" not in body
+        assert '<a href="https://github.com/example/evaltasks-demo/actions/runs/9">' in html
+        forged.write_text("no marker here\n")
+        proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
+        assert proc.returncode == 0 and "not an evaltasks comment" in proc.stdout

@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -343,7 +344,9 @@ def _cases(n: int = 60) -> list[EvalTestCase]:
     topics = ["the moon", "coffee", "the Roman empire", "volcanoes", "jazz", "tax law", "penguins", "chess"]
     return [
         EvalTestCase(input=f"Question {i} about {topics[i % 8]}?",
-                     actual_output=f"Answer {i}: {topics[i % 8]} is interesting because of reason {i % 5}.",
+                     # long enough that 60 cases need as many requests as the TruthfulQA answers do (>= 20)
+                     actual_output=f"Answer {i}: {topics[i % 8]} is interesting because of reason {i % 5}. "
+                     + "It has a long history and many details that are worth explaining at some length. " * 6,
                      references=[f"{topics[(i + k) % 8].capitalize()} matters for reason {k}." for k in range(3)])
         for i in range(n)
     ]
@@ -480,7 +483,7 @@ def _start_cli_runs(server: OpenAIServer, root: Path) -> dict[str, tuple[subproc
             [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", "idx",
              "--quiet"],
             cwd=home, env=_cli_env(home, key, f"{server.url}/env/v1"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         ), home)
     from openai_server import encode
 
@@ -508,9 +511,9 @@ def _cli_background(request):
             yield state
         finally:
             for proc, _home in procs.values():
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.communicate()
+                if proc.poll() is None:  # kill the CLI and its temporary Prefect server (same session)
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.communicate(timeout=60)
             shutil.rmtree(root, ignore_errors=True)
 
 

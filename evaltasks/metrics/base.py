@@ -7,10 +7,14 @@ A metric scores many test cases in one call (:meth:`BaseMetric.score_batch`); :m
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
+import inspect
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -40,6 +44,29 @@ class EmbeddingNeed:
         """``table`` with each text's embedding cost divided over its uses, so per-case costs sum to the total."""
         uses = np.array([self.references[t] + self.outputs[t] for t in table.texts], dtype=np.float64)
         return table.with_costs(table.costs / np.maximum(uses, 1.0))
+
+
+@functools.lru_cache(maxsize=None)
+def _package_digest() -> str:
+    root = Path(__file__).resolve().parent.parent  # the evaltasks package
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def source_digest(cls: type) -> str:
+    """sha256 (16 hex digits) of evaltasks' source files and of the file defining ``cls`` ("" parts for code
+    without a source file, e.g. defined in a REPL)."""
+    digest = hashlib.sha256(_package_digest().encode())
+    try:
+        source = inspect.getsourcefile(cls)
+        if source:
+            digest.update(Path(source).read_bytes())
+    except (OSError, TypeError):
+        pass
+    return digest.hexdigest()[:16]
 
 
 def check_threshold(threshold: float) -> float:
@@ -126,10 +153,15 @@ class BaseMetric(ABC):
         return {k: v for k, v in sorted(vars(self).items()) if not k.startswith("_")}
 
     def cache_key(self) -> str:
-        """A stable string identifying this metric's class (module-qualified), version and configuration."""
+        """A stable string identifying this metric's class (module-qualified), version, configuration and code.
+
+        The code part is a digest of the class's source file and of evaltasks' own sources
+        (:func:`source_digest`): a change to how a metric scores invalidates cached results even when nobody
+        bumped ``version`` (e.g. a pull request that edits a metric is never scored with the base branch's cache).
+        """
         cls = type(self)
         items = ",".join(f"{k}={v!r}" for k, v in sorted(self.config().items()))
-        return f"{cls.__module__}.{cls.__qualname__}@{self.version}({items})"
+        return f"{cls.__module__}.{cls.__qualname__}@{self.version}({items})#code={source_digest(cls)}"
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
