@@ -22,7 +22,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from evaltasks.errors import DatasetError, Problem
 from evaltasks.reference_search import SearchConfig
@@ -99,11 +98,14 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
     if suffix not in SET_FORMATS:
         raise DatasetError([Problem(suite_source, where, "path", f"must end in one of {', '.join(SET_FORMATS)}")])
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise DatasetError([Problem(source, "", "", f"reference set file not found (reference set '{name}')")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise DatasetError([Problem(source, "", "", f"cannot read the reference set: {exc}")]) from None
+    from evaltasks.suite import decode_text, load_yaml
+
+    text = decode_text(raw, source, DatasetError)  # UTF-8 only, located: a UTF-16 file or a NUL byte names its line
     problems: list[Problem] = []
     texts: list[str] = []
     if suffix == ".txt":
@@ -124,10 +126,14 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
                     except json.JSONDecodeError as exc:
                         problems.append(Problem(source, f"line {number}", "", f"invalid JSON: {exc.msg}"))
         else:
-            try:
-                data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-            except (json.JSONDecodeError, yaml.YAMLError) as exc:
-                raise DatasetError([Problem(source, "", "", f"cannot parse the reference set: {exc}")]) from None
+            if suffix == ".json":
+                try:
+                    data = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError([Problem(source, f"line {exc.lineno}", "",
+                                                f"cannot parse the reference set: {exc.msg}")]) from None
+            else:  # the same YAML rules as suites: no tags, no duplicate keys, problems located by line
+                data = load_yaml(text, source, DatasetError)
             if not isinstance(data, list):
                 raise DatasetError([Problem(source, "", "", "must be a list")])
             rows = [(f"item {i}", item) for i, item in enumerate(data)]

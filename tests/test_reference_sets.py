@@ -197,3 +197,17 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine) -> None:
     assert not list((tmp_path / "idx" / "sets").glob("*.faiss"))  # no remaining suite searches a set
     meta = json.loads(next((tmp_path / "idx").glob("*/meta.json")).read_text())
     assert meta["count"] == 2
+
+
+def test_reference_set_files_follow_the_suite_rules_for_yaml_and_encoding(tmp_path: Path) -> None:
+    """YAML reference sets reject tags and duplicate keys with a line; UTF-16 files are named as such."""
+    from evaltasks.errors import DatasetError
+    from evaltasks.reference_sets import load_reference_set
+
+    (tmp_path / "tagged.yaml").write_text("- ok\n- !!python/object/apply:os.system [echo]\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="line 2") as info:
+        load_reference_set("s", "tagged.yaml", tmp_path, "suite.yaml")
+    assert "tagged.yaml" in str(info.value)
+    (tmp_path / "wide.txt").write_bytes("Paris\n".encode("utf-16"))
+    with pytest.raises(DatasetError, match="UTF-16"):
+        load_reference_set("s", "wide.txt", tmp_path, "suite.yaml")
