@@ -189,3 +189,27 @@ def test_allow_errors_is_a_suite_option(tmp_path: Path) -> None:
     assert plan.suite.suite.gate.allow_errors is True
     with pytest.raises(ConfigError, match="allow_errors"):
         plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n", "allow_errors: sometimes"))
+
+
+@pytest.mark.parametrize(("allow_errors", "passed"), [(False, False), (True, True)])
+def test_errored_cases_are_reported_apart_and_fail_the_gate_unless_allowed(
+    tmp_path: Path, allow_errors: bool, passed: bool
+) -> None:
+    """A run whose provider kept failing for 2 of 8 cases: results.json counts them as errored (with the
+    reason), the run still writes every report, and the gate (min 0.8) counts them as failures unless
+    ``gate.allow_errors``: 6/8 = 0.75 < 0.8, 6/6 = 1.0."""
+    import time
+
+    from evaltasks.run import finish_run
+
+    gate = f"min_pass_rate: 0.8, allow_errors: {str(allow_errors).lower()}"
+    plan = plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n    name: M\n    threshold: 0.5\n", gate))
+    result = _result(["passed"] * 6 + ["errored"] * 2)
+    outcome = finish_run(plan, result, tmp_path / "out", time.time())
+    data = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert data["summary"]["errored_cases"] == 2 and data["summary"]["passed_cases"] == 6
+    assert [c["metrics"][0]["error"] for c in data["cases"] if c["status"] == "errored"] == ["down", "down"]
+    assert data["passed"] is passed and outcome.passed is passed
+    assert data["gate"] == {"min_pass_rate": 0.8, "allow_errors": allow_errors,
+                            "pass_rate": pytest.approx(1.0 if allow_errors else 0.75)}
+    assert (tmp_path / "out" / "junit.xml").exists() and (tmp_path / "out" / "summary.md").exists()
