@@ -45,6 +45,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from _cpu import busy_seconds, children_cpu  # bench/ is the script directory: on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
 MIB = 1024**2
@@ -650,27 +652,13 @@ PHASES = {
 # ----------------------------------------------------------------------------------------------- driver
 
 
-def _busy_seconds() -> float:
-    """CPU seconds spent by the whole machine since boot (all cores, idle and iowait excluded)."""
-    with open("/proc/stat") as handle:
-        vals = [int(v) for v in handle.readline().split()[1:9]]
-    return (sum(vals) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def wait_quiet(max_cores: float, max_wait: float) -> tuple[float, float]:
     """Wait until other processes use at most ``max_cores`` (sampled over 2 s); (cores seen, seconds waited)."""
     t0 = time.perf_counter()
     while True:
-        b0 = _busy_seconds()
+        b0 = busy_seconds()
         time.sleep(2.0)
-        cores = (_busy_seconds() - b0) / 2.0
+        cores = (busy_seconds() - b0) / 2.0
         if cores <= max_cores or time.perf_counter() - t0 > max_wait:
             return cores, time.perf_counter() - t0
 
@@ -686,10 +674,10 @@ def run_phase(name: str, work: Path, cfg: dict, env: dict, label: str | None = N
     for attempt in range(1, 2 + int(QUIET["retries"])):
         print(f"[{label}] ...{f' (waited {waited:.0f} s for other processes to go quiet)' if waited > 3 else ''}",
               file=sys.stderr, flush=True)
-        t0, b0, c0 = time.perf_counter(), _busy_seconds(), _children_cpu()
+        t0, b0, c0 = time.perf_counter(), busy_seconds(), children_cpu()
         proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--phase", name, "--work", str(work)],
                               env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        wall, busy, mine = time.perf_counter() - t0, _busy_seconds() - b0, _children_cpu() - c0
+        wall, busy, mine = time.perf_counter() - t0, busy_seconds() - b0, children_cpu() - c0
         if proc.returncode != 0:
             raise SystemExit(f"phase {label} failed with exit code {proc.returncode}")
         result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -52,6 +52,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from _cpu import busy_seconds, children_cpu  # bench/ is the script directory: on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "truthfulqa" / "davinci_answers.csv"
 EAL_VENV = ROOT / "bench" / ".venv-eval-ai-library"
@@ -264,29 +266,15 @@ PHASES = {"env": phase_env, "prepare": phase_prepare, "limit": phase_limit, "eal
 # ----------------------------------------------------------------------------------------------- driver
 
 
-def _busy_seconds() -> float:
-    """CPU seconds spent by the whole machine since boot (all cores, idle and iowait excluded)."""
-    with open("/proc/stat") as handle:
-        vals = [int(v) for v in handle.readline().split()[1:9]]
-    return (sum(vals) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def wait_quiet(max_cores: float, max_wait: float, span: float = 8.0) -> float:
     """Wait until other processes use at most ``max_cores`` for ``span`` seconds in a row; the seconds waited."""
     t0 = time.perf_counter()
     quiet_since = None
     while True:
-        b0 = _busy_seconds()
+        b0 = busy_seconds()
         time.sleep(2.0)
         now = time.perf_counter()
-        if (_busy_seconds() - b0) / 2.0 <= max_cores:
+        if (busy_seconds() - b0) / 2.0 <= max_cores:
             quiet_since = quiet_since or now - 2.0
             if now - quiet_since >= span:
                 return now - t0
@@ -312,9 +300,9 @@ def _measured(label: str, fn) -> dict:
         if OPTS["quiet_cores"] > 0 and OPTS["wait_budget"] > 0:
             waited = wait_quiet(OPTS["quiet_cores"], min(OPTS["quiet_max_wait"], OPTS["wait_budget"]))
             OPTS["wait_budget"] -= waited
-        t0, b0, c0 = time.perf_counter(), _busy_seconds(), _children_cpu()
+        t0, b0, c0 = time.perf_counter(), busy_seconds(), children_cpu()
         result = fn()
-        wall, busy, mine = time.perf_counter() - t0, _busy_seconds() - b0, _children_cpu() - c0
+        wall, busy, mine = time.perf_counter() - t0, busy_seconds() - b0, children_cpu() - c0
         result["_others_cores"] = max(busy - mine, 0.0) / wall
         result["_own_cores"] = mine / wall
         result["_waited"] = waited
