@@ -45,7 +45,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _cpu import busy_seconds, children_cpu  # bench/ is the script directory: on sys.path
+from _common import busy_seconds, children_cpu, write_section  # bench/ is the script directory: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
@@ -821,20 +821,6 @@ def main(argv: list[str] | None = None) -> int:
 def heading_of(res: dict) -> str:
     return f"## Reference index: {res['cfg']['n']:,} vectors"
 
-
-def write_section(path: Path, section: str, heading: str) -> None:
-    """Replace the section under ``heading`` (up to the next ``## `` heading) or append it; keep the rest."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Performance\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
-    if start is None:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines))
-        tail = "".join(lines[end:])
-        text = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-    path.write_text(text, encoding="utf-8")
 
 
 def _s(x: float) -> str:

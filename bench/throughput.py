@@ -52,7 +52,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _cpu import busy_seconds, children_cpu  # bench/ is the script directory: on sys.path
+from _common import busy_seconds, children_cpu, write_section  # bench/ is the script directory: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "truthfulqa" / "davinci_answers.csv"
@@ -653,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
     out_doc = args.out or (None if args.quick else ROOT / "docs" / "performance.md")
     if args.render_from:
         res = json.loads(args.render_from.read_text())
-        write_section(out_doc or ROOT / "docs" / "performance.md", render(res))
+        write_section(out_doc or ROOT / "docs" / "performance.md", render(res), HEADING)
         return 0
     if not DATA.exists():
         raise SystemExit(f"{DATA} is missing: the benchmark needs the TruthfulQA data beside the checkout")
@@ -797,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
     section = render(res)
     print(section)
     if out_doc:
-        write_section(out_doc, section)
+        write_section(out_doc, section, HEADING)
         print(f"section written to {out_doc}", file=sys.stderr)
     print(f"total {res['total_seconds'] / 60:.1f} min", file=sys.stderr)
     return 0
@@ -825,20 +825,6 @@ def profile_runs(work: Path, suites: dict, sizes: list[int], rows: list[dict], d
 
 # ----------------------------------------------------------------------------------------------- report
 
-
-def write_section(path: Path, section: str) -> None:
-    """Replace the section under HEADING (up to the next ``## `` heading) or append it; keep the rest."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Performance\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == HEADING), None)
-    if start is None:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines))
-        tail = "".join(lines[end:])
-        text = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-    path.write_text(text, encoding="utf-8")
 
 
 def _f(x: float | None, digits: int = 2) -> str:
