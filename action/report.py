@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _github import annotate, append_summary, run_url, set_output  # noqa: E402
+from _github import annotate, append_summary, load_event, pull_request, run_url, set_output  # noqa: E402
 
 SUMMARY_MAX_BYTES = 1024 * 1024 - 4096  # GitHub: 1 MiB per step; margin for other writers of the same step
 COMMENT_MAX_CHARS = 65536 - 512  # GitHub: 65,536 characters per comment; margin for the marker and footer
@@ -69,8 +69,6 @@ def _write_comment(env: dict[str, str], output_dir: Path, body: str) -> None:
     ``pull-request.json`` with the PR's number and head sha) so that a trusted ``workflow_run`` workflow can post
     it for a fork's pull request (README: "Comments on pull requests from forks")."""
     Path(env["COMMENT_BODY_FILE"]).write_text(body, encoding="utf-8")
-    from _github import load_event, pull_request
-
     pr = pull_request(load_event())
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
