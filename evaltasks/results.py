@@ -15,11 +15,41 @@ evaluated: a metric skipped for missing credentials (a pull request from a fork)
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
 Status = Literal["passed", "failed", "errored", "skipped"]
+
+_set_attribute = object.__setattr__
+
+
+def _construct(cls: type[_Model], values: dict[str, Any]) -> _Model:
+    """An instance of the pydantic model ``cls`` holding ``values`` (every field, already checked), unvalidated.
+
+    What ``BaseModel.model_construct`` does (the four attributes it sets, pydantic 2.x) without its per-field
+    loop over aliases and defaults: ~0.6 µs instead of ~10 µs, which is a fifth of a 100,000-case
+    LengthCheck run. Only for models without aliases, extra fields, private attributes or
+    ``model_post_init`` (checked once per class by :func:`_check_constructible`). Raises TypeError when
+    ``values`` does not name every field exactly.
+    """
+    if values.keys() != cls.__pydantic_fields__.keys():
+        raise TypeError(f"{cls.__name__} needs exactly the fields {list(cls.__pydantic_fields__)}")
+    model = cls.__new__(cls)
+    _set_attribute(model, "__dict__", values)
+    _set_attribute(model, "__pydantic_fields_set__", set(values))
+    _set_attribute(model, "__pydantic_extra__", None)
+    _set_attribute(model, "__pydantic_private__", None)
+    return model
+
+
+def _check_constructible(cls: type[BaseModel]) -> None:
+    """Raise TypeError if :func:`_construct` would build ``cls`` differently from ``model_construct``."""
+    aliased = [n for n, f in cls.__pydantic_fields__.items() if f.alias or f.validation_alias]
+    if aliased or cls.__private_attributes__ or cls.__pydantic_post_init__ or cls.model_config.get("extra") == "allow":
+        raise TypeError(f"{cls.__name__} has aliases, private attributes, a post-init or extra fields: use model_construct")
 
 
 class MetricResult(BaseModel):
@@ -67,17 +97,11 @@ class MetricResult(BaseModel):
             raise TypeError("name and reason must be strings, evaluation_log a dict")
         score, threshold, evaluation_cost = float(score), float(threshold), float(evaluation_cost)
         success = score >= threshold
-        return cls.model_construct(
-            name=name,
-            score=score,
-            threshold=threshold,
-            success=success,
-            reason=reason,
-            evaluation_cost=evaluation_cost,
-            evaluation_log=evaluation_log,
-            status="passed" if success else "failed",
-            error=None,
-        )
+        return _construct(cls, {
+            "name": name, "score": score, "threshold": threshold, "success": success, "reason": reason,
+            "evaluation_cost": evaluation_cost, "evaluation_log": evaluation_log,
+            "status": "passed" if success else "failed", "error": None,
+        })
 
     @classmethod
     def errored(cls, name: str, threshold: float, error: str) -> MetricResult:
@@ -132,13 +156,19 @@ class TestCaseResult(BaseModel):
         """
         if not isinstance(id, str) or not isinstance(actual_output, str) or not (input is None or isinstance(input, str)):
             raise TypeError("id and actual_output must be strings, input a string or None")
-        if not all(isinstance(m, MetricResult) for m in metrics):
-            raise TypeError("metrics must be MetricResult instances")
-        status = case_status(metrics)
-        return cls.model_construct(
-            id=id, input=input, actual_output=actual_output, status=status,
-            success=status == "passed" and all(m.status == "passed" for m in metrics), metrics=list(metrics),
-        )
+        metrics = list(metrics)
+        for m in metrics:
+            if type(m) is not MetricResult and not isinstance(m, MetricResult):
+                raise TypeError("metrics must be MetricResult instances")
+        status = metrics[0].status if len(metrics) == 1 else case_status(metrics)
+        return _construct(cls, {
+            "id": id, "input": input, "actual_output": actual_output, "status": status,
+            "success": status == "passed" and all(m.status == "passed" for m in metrics), "metrics": metrics,
+        })
+
+
+_check_constructible(MetricResult)
+_check_constructible(TestCaseResult)
 
 
 class MetricSummary(BaseModel):
