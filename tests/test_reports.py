@@ -365,3 +365,76 @@ def test_an_abandoned_writer_leaves_the_old_reports_and_no_temporary_files(tmp_p
         writer.add([TestCaseResult.from_metrics("a", None, "o", [MetricResult.scored("M", 0.9, 0.5, "r", {})])])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
     assert (tmp_path / "results.json").read_text() == "old"
+
+
+# --- fast paths of the streamed reports, checked against the slow, obvious versions ------------------------------
+
+def test_results_built_without_validation_equal_validated_models() -> None:
+    """MetricResult.scored and TestCaseResult.from_metrics skip pydantic's validation (a fifth of a large
+    LengthCheck run): what they build must be the very model validation builds."""
+    from pydantic import BaseModel, Field
+
+    from evaltasks.results import _check_constructible
+
+    metric = MetricResult.scored("M", 1, 0.5, "why <&>", {"length": 3, "unit": "words"}, evaluation_cost=0.25)
+    fields = {"name": "M", "score": 1.0, "threshold": 0.5, "success": True, "reason": "why <&>",
+              "evaluation_cost": 0.25, "evaluation_log": {"length": 3, "unit": "words"}, "status": "passed", "error": None}
+    validated = MetricResult.model_validate(fields)
+    assert metric == validated and metric.model_dump_json() == validated.model_dump_json()
+    assert metric.model_fields_set == validated.model_fields_set
+    failing = MetricResult.scored("N", 0.2, 0.5, "low", {})
+    case = TestCaseResult.from_metrics("id-1", None, "out", [metric, failing])
+    expected = TestCaseResult.model_validate({"id": "id-1", "input": None, "actual_output": "out", "status": "failed",
+                                              "success": False, "metrics": [fields, failing.model_dump()]})
+    assert case == expected and case.model_dump_json() == expected.model_dump_json()
+    assert TestCaseResult.from_metrics("x", "q", "o", [metric]).status == "passed"
+    copy = case.model_copy(update={"id": "id-2"})  # still a working pydantic model
+    assert copy.id == "id-2" and case.id == "id-1"
+    with pytest.raises(TypeError):
+        TestCaseResult.from_metrics("x", None, "o", [fields])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        MetricResult.scored("M", 1.0, 0.5, "r", [])  # type: ignore[arg-type]
+
+    class Aliased(BaseModel):
+        value: int = Field(alias="v")
+
+    with pytest.raises(TypeError, match="aliases"):
+        _check_constructible(Aliased)
+
+
+def test_junit_attribute_escaping_equals_the_standard_library() -> None:
+    import random
+    from xml.sax.saxutils import escape
+
+    from evaltasks.reports._escape import xml_text
+    from evaltasks.reports.junit import _attr
+
+    alphabet = 'ab <>&"\'\n\r\t\x00\x01\x1f\x7f é€\u202e\U0001f600\ud800\ufffe'
+    rng = random.Random(11)
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+        stdlib = '"' + escape(xml_text(text), {'"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}) + '"'
+        assert _attr(text) == stdlib, repr(text)
+        ET.fromstring(f"<t a={_attr(text)}/>")  # well-formed, whatever the text
+
+
+def test_highlights_keep_the_worst_cases_of_a_stream() -> None:
+    import random
+
+    from evaltasks.reports.markdown import WORST_CASES, Highlights
+
+    rng = random.Random(3)
+    cases = [
+        TestCaseResult.from_metrics(f"c{i}", None, f"o{i}", [
+            MetricResult.errored("M", 0.5, "down") if i % 97 == 0
+            else MetricResult.scored("M", round(rng.random(), 2), 0.5, f"r{i}", {})
+        ])
+        for i in range(2000)
+    ]
+    streamed = Highlights()
+    for start in range(0, len(cases), 150):
+        streamed.add(cases[start:start + 150])
+    # the obvious way: every failed or errored result, lowest score first (errored as -1), earliest first on ties
+    bad = [(m.score if m.score is not None else -1.0, i, c.id) for i, c in enumerate(cases) for m in c.metrics
+           if m.status in ("failed", "errored")]
+    assert [w.case_id for w in streamed.worst] == [cid for _, _, cid in sorted(bad)[:WORST_CASES]]

@@ -79,20 +79,26 @@ class LengthCheckMetric(BaseMetric):
     ) -> list[MetricResult]:
         """Measure and score each case; no embeddings involved."""
         results = []
-        lo, hi, unit = self.min_length, self.max_length, self.unit
+        lo, hi, unit, count, name, threshold = self.min_length, self.max_length, self.unit, self._count, self.name, self.threshold
+        verdicts: dict[int, tuple[float, str]] = {}  # length -> (score, reason): many outputs share a length
         for case in cases:
-            length = self._count(case.actual_output)
-            inside = length >= lo and (hi is None or length <= hi)
-            if inside:
-                reason = f"Length {length} {unit} is within the allowed range ({self._range_text()})."
-            elif length < lo:
-                reason = f"Length {length} {unit} is below the minimum of {lo}."
-            else:
-                reason = f"Length {length} {unit} is above the maximum of {hi}."
+            length = count(case.actual_output)
+            verdict = verdicts.get(length)
+            if verdict is None:
+                verdict = verdicts[length] = self._verdict(length)
             results.append(
                 MetricResult.scored(
-                    self.name, 1.0 if inside else 0.0, self.threshold, reason,
+                    name, verdict[0], threshold, verdict[1],
                     {"length": length, "unit": unit, "min_length": lo, "max_length": hi},
                 )
             )
         return results
+
+    def _verdict(self, length: int) -> tuple[float, str]:
+        """(score, reason) of an output of ``length`` units."""
+        lo, hi, unit = self.min_length, self.max_length, self.unit
+        if length >= lo and (hi is None or length <= hi):
+            return 1.0, f"Length {length} {unit} is within the allowed range ({self._range_text()})."
+        if length < lo:
+            return 0.0, f"Length {length} {unit} is below the minimum of {lo}."
+        return 0.0, f"Length {length} {unit} is above the maximum of {hi}."

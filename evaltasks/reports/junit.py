@@ -35,14 +35,21 @@ def junit_head(suite_name: str, summary: EvaluationSummary, duration_s: float = 
 JUNIT_TAIL = "  </testsuite>\n</testsuites>\n"
 
 
+# For str.translate (one pass in C): what saxutils.quoteattr escapes in a double-quoted value, and the
+# ASCII control characters XML 1.0 forbids (removed).
+_ATTR_TABLE = {
+    **{c: None for c in range(32) if c not in (9, 10, 13)},
+    ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;", ord('"'): "&quot;",
+    ord("\n"): "&#10;", ord("\r"): "&#13;", ord("\t"): "&#9;",
+}
+
+
 def _attr(text: str) -> str:
     """``text`` as a double-quoted XML attribute value (what ``saxutils.quoteattr`` does, minus its choice of
-    quote character, ~3x faster); characters XML forbids removed first."""
-    text = xml_text(text)
-    if not any(c in text for c in '&<>"\n\r\t'):
-        return f'"{text}"'
-    return '"' + (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-                  .replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")) + '"'
+    quote character, ~10x faster); characters XML forbids removed first."""
+    if not text.isascii():
+        text = xml_text(text)
+    return f'"{text.translate(_ATTR_TABLE)}"'
 
 
 def junit_testcases(suite_name: str, case: TestCaseResult) -> str:

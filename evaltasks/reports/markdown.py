@@ -132,6 +132,8 @@ class Highlights:
                 if metric.status in ("failed", "errored"):
                     key = metric.score if metric.score is not None else -1.0
                     self._seen += 1
+                    if len(self._heap) >= WORST_CASES and (-key, -self._seen) < self._heap[0][:2]:
+                        continue  # not among the worst: skip building its row
                     item = (-key, -self._seen, WorstCase(metric.score, case.id[:80], metric.name, metric.reason[:400],
                                                          case.actual_output[:400]))
                     if len(self._heap) < WORST_CASES:
