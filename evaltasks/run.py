@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltasks import _handoff
 from evaltasks._version import __version__
 from evaltasks.compare import DEFAULT_TOLERANCE, Comparison, load_baseline
 from evaltasks.datasets import LoadedDataset, load_dataset
@@ -74,17 +75,34 @@ class RunOutcome:
         }
 
 
+def _plan_key(suite_path: str | Path, skip_missing_credentials: bool) -> tuple[str, str, bool]:
+    return ("plan", str(Path(suite_path).resolve()), skip_missing_credentials)
+
+
+def hand_over_plan(plan: RunPlan, suite_path: str | Path, *, skip_missing_credentials: bool = False) -> None:
+    """Let the next :func:`plan_run` of ``suite_path`` in this process return ``plan`` instead of parsing again.
+
+    For a caller that validated a suite and then runs the flow on it (``evaltasks run``): the flow takes the
+    plan once, and only if none of the suite's files changed in between (:mod:`evaltasks._handoff`).
+    """
+    _handoff.keep(_plan_key(suite_path, skip_missing_credentials), plan, plan.suite.input_files())
+
+
 def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) -> RunPlan:
     """Load and validate a suite and its dataset, and check every case against every metric.
 
     ``skip_missing_credentials``: metrics whose provider credentials are missing are skipped (see
-    :func:`~evaltasks.suite.load_suite`) instead of raising CredentialsError.
+    :func:`~evaltasks.suite.load_suite`) instead of raising CredentialsError. A plan handed over with
+    :func:`hand_over_plan` for the same suite (files unchanged) is returned instead of parsing again.
 
     Raises:
         ConfigError: the suite is invalid.
         DatasetError: the dataset is invalid, or cases lack what a metric needs (each problem located).
         CredentialsError: a provider's credentials are missing.
     """
+    handed_over = _handoff.take(_plan_key(suite_path, skip_missing_credentials))
+    if handed_over is not None:
+        return handed_over
     suite = load_suite(suite_path, skip_missing_credentials=skip_missing_credentials)
     dataset = load_dataset(suite.suite.dataset, suite.path.parent)
     problems = validate_cases(
@@ -144,6 +162,22 @@ def gate_passed(result: EvaluationResult, min_pass_rate: float, allow_errors: bo
     return rate is None or rate >= min_pass_rate - 1e-12
 
 
+def load_parsed_baseline(path: str | Path, *, hand_over: bool = False) -> dict[str, Any]:
+    """:func:`~evaltasks.compare.load_baseline`, reusing a copy this process parsed and handed over.
+
+    ``hand_over``: keep the parsed baseline for the next call on the same (unchanged) file, once: the CLI
+    validates ``--baseline`` before the run and the flow then compares with it without parsing it again.
+    Raises InputError as ``load_baseline`` does.
+    """
+    key = ("baseline", str(Path(path).resolve()))
+    data = None if hand_over else _handoff.take(key)
+    if data is None:
+        data = load_baseline(path)
+    if hand_over:
+        _handoff.keep(key, data, [Path(path).resolve()])
+    return data
+
+
 def open_report_writer(
     plan: RunPlan,
     output_dir: str | Path,
@@ -158,7 +192,7 @@ def open_report_writer(
     """
     return ReportWriter(
         Path(output_dir), plan.suite.suite.name, {m.name: m.threshold for m in plan.suite.metrics},
-        baseline=load_baseline(baseline) if baseline is not None else None, tolerance=regression_tolerance,
+        baseline=load_parsed_baseline(baseline) if baseline is not None else None, tolerance=regression_tolerance,
         baseline_label=baseline_label or (str(baseline) if baseline is not None else "baseline"),
     )
 

@@ -277,6 +277,18 @@ class LoadedSuite:
         """The dataset path resolved relative to the suite file (``..`` and symlinks resolved)."""
         return (self.path.parent / self.suite.dataset.path).resolve()
 
+    def input_files(self) -> list[Path]:
+        """Every file the suite was loaded from: the suite file, the dataset, reference-set files (resolved)."""
+        files = [self.path, self.dataset_path]
+        for spec in self.suite.reference_sets.values():
+            file = spec if isinstance(spec, str) else spec.get("path") if isinstance(spec, dict) else None
+            if isinstance(file, str):
+                try:
+                    files.append((self.path.parent / file).resolve())
+                except (OSError, RuntimeError, ValueError):
+                    continue
+        return files
+
 
 def suite_json_schema() -> dict[str, Any]:
     """The JSON Schema of the suite format (draft 2020-12), generated from :class:`Suite`."""

@@ -1,0 +1,117 @@
+"""What ``evaltasks run`` hands to its flow instead of parsing twice, and the flow's garbage-collector setting.
+
+The CLI validates the suite, dataset and baseline before Prefect starts; the flow takes those parsed objects
+(:mod:`evaltasks._handoff`) once, and parses the files itself when they changed in between.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from evaltasks import _handoff
+from evaltasks.errors import InputError
+from evaltasks.run import hand_over_plan, load_parsed_baseline, plan_run
+
+
+def _suite(tmp_path: Path, rows: list[dict]) -> Path:
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: handoff\ndataset:\n  path: data.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n    max_length: 5\n",
+        encoding="utf-8",
+    )
+    return suite
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept():
+    _handoff.forget()
+    yield
+    _handoff.forget()
+
+
+def test_a_handed_over_plan_is_taken_once(tmp_path: Path) -> None:
+    suite = _suite(tmp_path, [{"actual_output": "one"}, {"actual_output": "two"}])
+    plan = plan_run(suite)
+    hand_over_plan(plan, suite)
+    assert plan_run(str(suite)) is plan  # the same objects: nothing parsed
+    again = plan_run(suite)  # taken once: a later call parses
+    assert again is not plan and [c.actual_output for c in again.dataset.cases] == ["one", "two"]
+
+
+def test_a_changed_dataset_is_parsed_again(tmp_path: Path) -> None:
+    suite = _suite(tmp_path, [{"actual_output": "one"}])
+    plan = plan_run(suite)
+    hand_over_plan(plan, suite)
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"actual_output": "changed"}) + "\n", encoding="utf-8")
+    os.utime(data, ns=(1, 1))  # a different modification time even on a coarse-clock file system
+    fresh = plan_run(suite)
+    assert fresh is not plan and fresh.dataset.cases[0].actual_output == "changed"
+
+
+def test_a_plan_is_kept_per_credentials_mode(tmp_path: Path) -> None:
+    suite = _suite(tmp_path, [{"actual_output": "one"}])
+    plan = plan_run(suite)
+    hand_over_plan(plan, suite, skip_missing_credentials=False)
+    assert plan_run(suite, skip_missing_credentials=True) is not plan
+    assert plan_run(suite, skip_missing_credentials=False) is plan
+
+
+def test_a_handed_over_baseline_is_parsed_once(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"summary": {"cases": 0}, "cases": []}), encoding="utf-8")
+    kept = load_parsed_baseline(path, hand_over=True)
+    assert load_parsed_baseline(str(path)) is kept
+    assert load_parsed_baseline(path) is not kept and load_parsed_baseline(path) == kept
+    load_parsed_baseline(path, hand_over=True)
+    path.write_text(json.dumps({"summary": {"cases": 1}, "cases": []}), encoding="utf-8")
+    os.utime(path, ns=(2, 2))
+    assert load_parsed_baseline(path)["summary"] == {"cases": 1}
+    path.write_text("{", encoding="utf-8")
+    with pytest.raises(InputError, match="not JSON"):
+        load_parsed_baseline(path, hand_over=True)
+
+
+def test_the_flow_collector_setting_is_restored_even_on_error() -> None:
+    from flows.evaluate_suite import GC_THRESHOLDS, _gc_frozen
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError):
+        with _gc_frozen():
+            assert gc.get_freeze_count() > 0
+            assert all(now >= wanted for now, wanted in zip(gc.get_threshold(), GC_THRESHOLDS))
+            raise RuntimeError("boom")
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_the_cli_parses_the_dataset_once(tmp_path: Path, prefect_harness, monkeypatch) -> None:
+    """``evaltasks run`` in-process (the session's Prefect server): the dataset file is read once, by the CLI's
+    validation; the flow runs on that plan (a spy counts the real loader's calls)."""
+    import evaltasks.run as run_module
+    from evaltasks import cli
+
+    rows = [{"actual_output": "a b c"}, {"actual_output": "a b c d e f g"}]
+    suite = _suite(tmp_path, rows)
+    calls = []
+    real = run_module.load_dataset
+
+    def counting_load_dataset(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "load_dataset", counting_load_dataset)
+    code = cli.main(["run", str(suite), "--output-dir", str(tmp_path / "out"), "--quiet", "--no-cache",
+                     "--index-dir", str(tmp_path / "index")])
+    assert code == 1  # one of two cases is longer than 5 characters: pass rate 50 % < the default gate
+    assert len(calls) == 1
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    lengths = [m["evaluation_log"]["length"] for c in results["cases"] for m in c["metrics"]]
+    assert lengths == [len(r["actual_output"]) for r in rows] == [5, 13]  # ASCII: one character per code point
+    assert _handoff._KEPT == {}  # taken by the flow, not left behind
