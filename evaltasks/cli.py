@@ -123,6 +123,19 @@ def _error(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``evaltasks`` command; returns the exit code."""
+    import gc
+
+    # Python's default thresholds (700, 10, 10) ran ~750 collections (0.5 s) while a run imported Prefect and
+    # started; a command owns its process, so it collects less often (restored for in-process callers).
+    thresholds = gc.get_threshold()
+    gc.set_threshold(10_000, 10, 100)
+    try:
+        return _main(argv)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "schema":
         from evaltasks.suite import suite_json_schema
@@ -252,9 +265,9 @@ def _run(args: argparse.Namespace) -> int:
         for notice in plan.suite.notices:
             print(f"evaltasks: note: {notice}", file=sys.stderr)
         if args.baseline is not None:
-            from evaltasks.compare import load_baseline
+            from evaltasks.run import load_parsed_baseline
 
-            load_baseline(args.baseline)  # a bad baseline is a usage error, found before scoring
+            load_parsed_baseline(args.baseline, hand_over=True)  # a bad baseline is a usage error: found now
         problem = _check_output_dir(Path(args.output_dir))
         if problem:
             _error(problem)
@@ -272,9 +285,13 @@ def _run(args: argparse.Namespace) -> int:
     except Exception:  # noqa: BLE001
         return _aborted(args)
 
-    # The flow loads the suite and dataset again itself (flow parameters are paths): drop this copy, or a
-    # run of 10^6 cases would hold the dataset twice.
+    # The flow's parameters are paths: hand it this validated plan instead of letting it parse everything
+    # again (and drop our reference, so a run of 10^6 cases holds the dataset once).
+    from evaltasks.run import hand_over_plan
+
     suite_name, work_items, min_pass_rate = plan.suite.suite.name, plan.work_items, plan.suite.suite.gate.min_pass_rate
+    model_providers = [need.provider for need in plan.needs.values() if callable(getattr(need.provider, "load", None))]
+    hand_over_plan(plan, args.suite, skip_missing_credentials=args.skip_missing_credentials)
     del plan
 
     _quiet_prefect_defaults()
@@ -296,6 +313,8 @@ def _run(args: argparse.Namespace) -> int:
             _progress.set_progress_callback(lambda n: progress.advance(bar, n))
             from evaltasks.flows.evaluate_suite import evaluate_suite, make_task_runner
 
+            if args.task_runner == "threads":
+                _load_models_in_background(model_providers)
             _hide_tracebacks()
             flow = evaluate_suite
             if args.task_runner != "threads":
@@ -329,6 +348,34 @@ def _run(args: argparse.Namespace) -> int:
         print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
               f"({time.time() - started:.1f} s)")
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
+
+
+def _load_models_in_background(providers: list[Any]) -> None:
+    """Load the local embedding models in a thread while Prefect's temporary server starts.
+
+    The server takes seconds to start and the model seconds to import and load (torch, transformers); done
+    one after the other they added up (~5 s of a run's start-up). The flow's tasks then find the model
+    loaded (or wait for the load to finish: the provider's lock). A load that fails here is left to the flow,
+    which raises it as usual. Prefect's server module is imported first, in this thread, so the two threads
+    never import the same modules at the same time.
+    """
+    import threading
+
+    if not providers:
+        return
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        import prefect.server.api.server  # noqa: F401 - see the docstring
+
+    def load() -> None:
+        for provider in providers:
+            try:
+                provider.load()
+            except Exception:  # noqa: BLE001 - the flow loads it again and reports the error
+                pass
+
+    threading.Thread(target=load, name="evaltasks-model-load", daemon=True).start()
 
 
 def _without_traceback(record: Any) -> bool:

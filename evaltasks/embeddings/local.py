@@ -122,6 +122,14 @@ class LocalEmbeddingProvider:
         """``local/<model name>/<fingerprint>``."""
         return f"local/{self.model_name}/{self.fingerprint}"
 
+    def load(self) -> None:
+        """Load the model now (otherwise the first :meth:`embed` loads it); a no-op once loaded in this process.
+
+        Raises:
+            ConfigError: the model cannot be loaded (not found, not downloaded while offline, corrupt).
+        """
+        self._model()
+
     def _model(self) -> object:
         key = (self.model_path, self.device or "auto")
         with _MODELS_LOCK:
