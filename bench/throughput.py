@@ -606,10 +606,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
     parser.add_argument("--limit-batch-size", type=int, default=64,
                         help="batch size of the limit's encode call (default 64, the fastest of 16-512 here)")
     parser.add_argument("--scales", default="1000,10000,100000", help="synthetic dataset sizes (cases)")
-    parser.add_argument("--max-cases", type=int, default=10_000,
-                        help="largest ReferenceMatch synthetic size run (default 10,000; 100,000 takes ~6 min a run)")
+    parser.add_argument("--max-cases", type=int, default=100_000,
+                        help="largest ReferenceMatch synthetic size run (default 100,000, ~6 min a run)")
     parser.add_argument("--scale-repeat", type=int, default=3,
-                        help="runs per synthetic size (default 3; sizes of 100,000 cases and more run once)")
+                        help="runs per synthetic size (default 3; ReferenceMatch at 100,000 cases and more and "
+                             "LengthCheck at 1,000,000 run once)")
     parser.add_argument("--rss-cases", default="100000,1000000",
                         help="LengthCheck sizes whose peak RSS is measured (default 100000,1000000)")
     parser.add_argument("--profile", action="store_true",
@@ -772,7 +773,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
                     continue
                 csv_path = write_dataset(data_dir / f"{key}-{n}.csv", n, key == "refmatch", full_rows)
                 suite = write_suite(work / f"{key}-{n}.yaml", f"tp-{key}-{n}", csv_path, metric)
-                reps = 1 if n >= 100_000 else args.scale_repeat
+                once = n >= 1_000_000 or (key == "refmatch" and n >= 100_000)  # minutes a run
+                reps = 1 if once else args.scale_repeat
                 for r in range(reps):
                     idx = work / f"index-{key}-{n}-{r}"
                     entry["runs"].append(_measured(f"{key} {n:,} #{r + 1}",
@@ -1088,10 +1090,37 @@ def _render_scale(res: dict) -> list[str]:
     rss = [(n, rr[0]["rss_kib"] / 1024) for n, rr in rss if rr and rr[0].get("rss_kib")]
     if rss:
         lines += ["", "Peak RSS of `evaltasks run` with the LengthCheck-only suite (`/usr/bin/time -v`, maximum resident "
-                  "set size; the flow process, which holds every case and result): "
+                  "set size; the flow process holds every test case, results stream to the reports): "
                   + "; ".join(f"**{n:,} cases: {mib:,.0f} MiB** ({mib * MIB / n / 1024:.1f} KiB per case)"
                               for n, mib in rss) + "."]
+    lines += _scale_targets(scale, base_lc_flow, base_rm_flow)
     return lines
+
+
+def _scale_targets(scale: dict, base_lc_flow: float, base_rm_flow: float) -> list[str]:
+    """The issue's LengthCheck targets, stated against what was measured."""
+    out = []
+    lc = scale.get("lengthcheck_100000", {}).get("runs", [])
+    if lc:
+        comp = [x["flow_seconds"] - base_lc_flow for x in lc]
+        met = "met" if _median(comp) <= 5.0 else "**not met**"
+        out.append(f"- LengthCheck, 100,000 cases: compute {_f(_median(comp))} s (median of {len(comp)}: "
+                   f"{_runs(comp)}; target ≤ 5 s: {met}).")
+    big = scale.get("lengthcheck_1000000", {}).get("runs", [])
+    if big and big[0].get("rss_kib"):
+        gib = big[0]["rss_kib"] / 1024 / 1024
+        out.append(f"- LengthCheck, 1,000,000 cases streamed: peak RSS {gib:.2f} GiB (target ≤ 2 GiB: "
+                   f"{'met' if gib <= 2.0 else '**not met**'}).")
+    for key, label in (("lengthcheck", "LengthCheck"), ("refmatch", "ReferenceMatch")):
+        rates = []
+        for n in (1_000, 10_000, 100_000):
+            rr = scale.get(f"{key}_{n}", {}).get("runs", [])
+            if rr:
+                comp = _median([x["flow_seconds"] for x in rr]) - (base_lc_flow if key == "lengthcheck" else base_rm_flow)
+                rates.append(f"{n:,}: {_f(n / comp if comp > 0 else None)}")
+        if rates:
+            out.append(f"- {label} compute cases/s by size (linear cost: about constant): " + ", ".join(rates) + ".")
+    return ["", "Targets (issue #6):", "", *out] if out else []
 
 
 def _render_offline(res: dict) -> list[str]:

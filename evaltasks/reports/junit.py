@@ -6,6 +6,7 @@ forbids are removed from untrusted text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
@@ -52,12 +53,17 @@ def _attr(text: str) -> str:
     return f'"{text.translate(_ATTR_TABLE)}"'
 
 
+@functools.lru_cache(maxsize=1024)
+def _classname(suite_name: str, metric_name: str) -> str:
+    return _attr(f"{suite_name}.{metric_name}")
+
+
 def junit_testcases(suite_name: str, case: TestCaseResult) -> str:
     """The ``<testcase>`` elements of one case (one per metric); untrusted text escaped."""
     parts = []
     for metric in case.metrics:
         test_name = _attr(f"{case.id} :: {metric.name}")
-        classname = _attr(f"{suite_name}.{metric.name}")
+        classname = _classname(suite_name, metric.name)
         if metric.status == "passed":
             parts.append(f"    <testcase name={test_name} classname={classname}/>\n")
             continue
