@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--index-dir", default=None,
                      help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
     run.add_argument("--batch-size", type=int, default=None,
-                     help="test cases per scoring task (default 1000, more for large datasets: at most 100 per metric)")
+                     help="test cases per scoring task (default 5000, more for large datasets: at most 100 per metric)")
     run.add_argument("--no-cache", action="store_true", help="compute everything: neither read nor write Prefect's task cache")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
