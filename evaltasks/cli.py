@@ -350,19 +350,19 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
 
 
-def _load_models_in_background(providers: list[Any]) -> None:
+def _load_models_in_background(providers: list[Any]) -> Any:
     """Load the local embedding models in a thread while Prefect's temporary server starts.
 
     The server takes seconds to start and the model seconds to import and load (torch, transformers); done
     one after the other they added up (~5 s of a run's start-up). The flow's tasks then find the model
     loaded (or wait for the load to finish: the provider's lock). A load that fails here is left to the flow,
     which raises it as usual. Prefect's server module is imported first, in this thread, so the two threads
-    never import the same modules at the same time.
+    never import the same modules at the same time. Returns the thread (None without providers).
     """
     import threading
 
     if not providers:
-        return
+        return None
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():
@@ -375,7 +375,9 @@ def _load_models_in_background(providers: list[Any]) -> None:
             except Exception:  # noqa: BLE001 - the flow loads it again and reports the error
                 pass
 
-    threading.Thread(target=load, name="evaltasks-model-load", daemon=True).start()
+    thread = threading.Thread(target=load, name="evaltasks-model-load", daemon=True)
+    thread.start()
+    return thread
 
 
 def _without_traceback(record: Any) -> bool:

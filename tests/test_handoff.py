@@ -115,3 +115,22 @@ def test_the_cli_parses_the_dataset_once(tmp_path: Path, prefect_harness, monkey
     lengths = [m["evaluation_log"]["length"] for c in results["cases"] for m in c["metrics"]]
     assert lengths == [len(r["actual_output"]) for r in rows] == [5, 13]  # ASCII: one character per code point
     assert _handoff._KEPT == {}  # taken by the flow, not left behind
+
+
+def test_models_load_in_the_background_and_a_failed_load_is_left_to_the_flow(tmp_path: Path) -> None:
+    """The CLI loads local models in a thread while Prefect starts; a model that cannot load does not crash
+    that thread (the flow's tasks load it again and report the error)."""
+    from evaltasks.cli import _load_models_in_background
+    from evaltasks.embeddings import local
+    from evaltasks.errors import ConfigError
+
+    missing = local.LocalEmbeddingProvider(str(tmp_path / "no-such-model"))
+    bundled = local.LocalEmbeddingProvider(device="cpu")
+    assert _load_models_in_background([]) is None
+    thread = _load_models_in_background([missing, bundled])
+    thread.join(timeout=300)
+    assert not thread.is_alive()
+    assert (bundled.model_path, "cpu") in local._MODELS  # loaded after the failed one
+    assert bundled.embed(["a test"]).shape == (1, 384)
+    with pytest.raises(ConfigError, match="cannot load local embedding model"):
+        missing.embed(["x"])  # what the flow's task would raise
