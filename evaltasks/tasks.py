@@ -202,6 +202,16 @@ class ScoredBatch:
     def __init__(self, results: list[MetricResult]) -> None:
         self.results = results
 
+    def take(self) -> list[MetricResult]:
+        """The results, leaving the box empty.
+
+        The finished task's state still references the box from inside Prefect's engine objects, which form
+        reference cycles; those are freed only by a full garbage collection, which a large run seldom triggers
+        (a 1,000,000-case run grew by ~0.9 GB of such batches). An emptied box holds nothing meanwhile.
+        """
+        results, self.results = self.results, []
+        return results
+
 
 @task(name="score-batch", cache_policy=CacheKeyFnPolicy(cache_key_fn=score_batch_inputs_key) + TASK_SOURCE,
       **_RETRY)

@@ -290,30 +290,33 @@ def _run_plan(
     wrap: Any = quote if in_process else (lambda value: value)
     in_flight = IN_FLIGHT_THREADS if in_process else IN_FLIGHT
 
-    def submit(rows: list[int]) -> list[Any]:
+    def submit(rows: list[int]) -> tuple[list[Any], list[dict[str, VectorTable]]]:
         batch = [cases[i] for i in rows]
-        futures = []
+        futures, inputs = [], []
         for metric, key in zip(metrics, keys):
             vectors = None
             namespace = metric.embedding_namespace
             if namespace in tables:
                 texts = [t for case in batch for group in metric.embedding_texts(case) for t in group]
                 vectors = {namespace: tables[namespace].subset(texts)}
+                inputs.append(vectors)
             futures.append(score_task.submit(metric, wrap(batch), wrap(vectors), key, failed or None))
-        return futures
+        return futures, inputs
 
     # Batches are scored in_flight at a time and folded into the reports in case order as they finish, so
     # memory holds a few batches of results, never the whole run (10^6 cases stream through).
     writer = open_report_writer(plan, output_dir, baseline, regression_tolerance, baseline_label)
     try:
-        pending: collections.deque[tuple[list[int], list[Any]]] = collections.deque()
+        pending: collections.deque[tuple[list[int], list[Any], list[dict[str, VectorTable]]]] = collections.deque()
         done, last_update = 0, time.monotonic()
         for b, rows in enumerate(batches):
-            pending.append((rows, submit(rows)))
+            pending.append((rows, *submit(rows)))
             while pending and (len(pending) >= in_flight or b == len(batches) - 1):
-                rows_done, futures = pending.popleft()
-                per_metric = [future.result().results for future in futures]
-                del futures
+                rows_done, futures, inputs = pending.popleft()
+                per_metric = [future.result().take() for future in futures]
+                for vectors in inputs:  # Prefect's finished task runs keep their parameters until a full
+                    vectors.clear()     # garbage collection (see ScoredBatch.take): drop the batch's vectors now
+                del futures, inputs
                 writer.add(
                     TestCaseResult.from_metrics(
                         plan.dataset.ids[i], cases[i].input, cases[i].actual_output, [r[j] for r in per_metric]
