@@ -31,11 +31,17 @@ def file_state(paths: Iterable[Path]) -> tuple[Any, ...]:
     return tuple(state)
 
 
-def keep(key: Hashable, value: Any, sources: Iterable[Path]) -> None:
-    """Keep ``value``, parsed from the files ``sources``, for one later :func:`take` of ``key``."""
+def keep(key: Hashable, value: Any, sources: Iterable[Path], state: tuple[Any, ...]) -> None:
+    """Keep ``value``, parsed from the files ``sources``, for one later :func:`take` of ``key``.
+
+    ``state``: :func:`file_state` of ``sources`` taken *before* they were read, so a file changed while it was
+    being parsed counts as changed. Nothing is kept when the files already differ from it.
+    """
     sources = tuple(sources)
+    if file_state(sources) != state:
+        return
     with _LOCK:
-        _KEPT[key] = (value, sources, file_state(sources))
+        _KEPT[key] = (value, sources, state)
 
 
 def take(key: Hashable) -> Any | None:

@@ -57,6 +57,9 @@ def _check_task_runner(spec: str) -> str | None:
     needs = {"threads": None, "processes": None, "dask": "prefect_dask", "ray": "prefect_ray"}
     if kind not in needs:
         return f"unknown task runner '{spec}': use threads, processes, dask, dask:ADDRESS or ray"
+    count = spec.partition(":")[2]
+    if kind in ("threads", "processes") and count and (not count.isdigit() or int(count) < 1):
+        return f"task runner '{spec}': the number of workers must be a positive integer"
     module = needs[kind]
     if module and importlib.util.find_spec(module) is None:
         return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install {module.replace('_', '-')})"
@@ -133,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     finally:
         gc.set_threshold(*thresholds)
+        from evaltasks import _handoff
+
+        _handoff.forget()  # a run that failed before its flow took them must not leave parsed inputs behind
 
 
 def _main(argv: list[str] | None) -> int:

@@ -44,6 +44,7 @@ class RunPlan:
     suite: LoadedSuite
     dataset: LoadedDataset
     needs: dict[str, EmbeddingNeed] = field(default_factory=dict)
+    input_state: tuple[Any, ...] = ()  # file_state of suite.input_files() before they were read
 
     @property
     def work_items(self) -> int:
@@ -85,7 +86,7 @@ def hand_over_plan(plan: RunPlan, suite_path: str | Path, *, skip_missing_creden
     For a caller that validated a suite and then runs the flow on it (``evaltasks run``): the flow takes the
     plan once, and only if none of the suite's files changed in between (:mod:`evaltasks._handoff`).
     """
-    _handoff.keep(_plan_key(suite_path, skip_missing_credentials), plan, plan.suite.input_files())
+    _handoff.keep(_plan_key(suite_path, skip_missing_credentials), plan, plan.suite.input_files(), plan.input_state)
 
 
 def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) -> RunPlan:
@@ -103,7 +104,10 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) 
     handed_over = _handoff.take(_plan_key(suite_path, skip_missing_credentials))
     if handed_over is not None:
         return handed_over
+    suite_state = _handoff.file_state([Path(suite_path).resolve()])
     suite = load_suite(suite_path, skip_missing_credentials=skip_missing_credentials)
+    # the state of the files before the dataset is read (reference sets were read by load_suite just now)
+    input_state = suite_state + _handoff.file_state(suite.input_files()[1:])
     dataset = load_dataset(suite.suite.dataset, suite.path.parent)
     problems = validate_cases(
         dataset.cases, suite.metrics, source=str(suite.path.parent / suite.suite.dataset.path),
@@ -112,7 +116,7 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) 
     if problems:
         raise DatasetError(problems)
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
-    return RunPlan(suite=suite, dataset=dataset, needs=needs)
+    return RunPlan(suite=suite, dataset=dataset, needs=needs, input_state=input_state)
 
 
 def estimate_cost(plan: RunPlan, index_dir: str | Path | None) -> float:
@@ -169,12 +173,14 @@ def load_parsed_baseline(path: str | Path, *, hand_over: bool = False) -> dict[s
     validates ``--baseline`` before the run and the flow then compares with it without parsing it again.
     Raises InputError as ``load_baseline`` does.
     """
-    key = ("baseline", str(Path(path).resolve()))
+    source = Path(path).resolve()
+    key = ("baseline", str(source))
     data = None if hand_over else _handoff.take(key)
     if data is None:
+        state = _handoff.file_state([source])
         data = load_baseline(path)
-    if hand_over:
-        _handoff.keep(key, data, [Path(path).resolve()])
+        if hand_over:
+            _handoff.keep(key, data, [source], state)
     return data
 
 

@@ -278,7 +278,8 @@ class LoadedSuite:
         return (self.path.parent / self.suite.dataset.path).resolve()
 
     def input_files(self) -> list[Path]:
-        """Every file the suite was loaded from: the suite file, the dataset, reference-set files (resolved)."""
+        """Every file the suite was loaded from: the suite file (first), the dataset, reference-set files
+        (resolved)."""
         files = [self.path, self.dataset_path]
         for spec in self.suite.reference_sets.values():
             file = spec if isinstance(spec, str) else spec.get("path") if isinstance(spec, dict) else None

@@ -79,6 +79,53 @@ def test_a_handed_over_baseline_is_parsed_once(tmp_path: Path) -> None:
         load_parsed_baseline(path, hand_over=True)
 
 
+def test_a_dataset_changed_while_it_was_parsed_is_not_handed_over(tmp_path: Path) -> None:
+    """The state a hand-over is checked against is taken before the files are read: a change between that
+    moment and the hand-over (here: after parsing) makes the flow parse again."""
+    suite = _suite(tmp_path, [{"actual_output": "old"}])
+    plan = plan_run(suite)
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"actual_output": "new"}) + "\n", encoding="utf-8")
+    os.utime(data, ns=(3, 3))
+    hand_over_plan(plan, suite)
+    assert _handoff._KEPT == {}
+    assert plan_run(suite).dataset.cases[0].actual_output == "new"
+
+
+def test_overlapping_flows_share_the_collector_setting_and_keep_a_host_freeze() -> None:
+    from flows.evaluate_suite import GC_THRESHOLDS, _gc_frozen
+
+    before = gc.get_threshold()
+    first, second = _gc_frozen(), _gc_frozen()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first run ends while the second still scores
+    assert gc.get_freeze_count() > 0 and gc.get_threshold() == tuple(max(a, b) for a, b in zip(before, GC_THRESHOLDS))
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    gc.freeze()  # a host program's own freeze
+    try:
+        frozen = gc.get_freeze_count()
+        with _gc_frozen():
+            pass
+        assert gc.get_freeze_count() >= frozen > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_the_cli_leaves_nothing_behind_when_it_stops_early(tmp_path: Path) -> None:
+    from evaltasks import cli
+
+    suite = _suite(tmp_path, [{"actual_output": "one"}])
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"summary": {}, "cases": []}), encoding="utf-8")
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    code = cli.main(["run", str(suite), "--baseline", str(baseline), "--output-dir", str(tmp_path / "file" / "out")])
+    assert code == 2 and _handoff._KEPT == {}
+    assert cli.main(["run", str(suite), "--task-runner", "processes:x"]) == 2
+    assert cli.main(["run", str(suite), "--task-runner", "threads:0"]) == 2
+
+
 def test_the_flow_collector_setting_is_restored_even_on_error() -> None:
     from flows.evaluate_suite import GC_THRESHOLDS, _gc_frozen
 
@@ -117,13 +164,14 @@ def test_the_cli_parses_the_dataset_once(tmp_path: Path, prefect_harness, monkey
     assert _handoff._KEPT == {}  # taken by the flow, not left behind
 
 
-def test_models_load_in_the_background_and_a_failed_load_is_left_to_the_flow(tmp_path: Path) -> None:
+def test_models_load_in_the_background_and_a_failed_load_is_left_to_the_flow(tmp_path: Path, monkeypatch) -> None:
     """The CLI loads local models in a thread while Prefect starts; a model that cannot load does not crash
     that thread (the flow's tasks load it again and report the error)."""
     from evaltasks.cli import _load_models_in_background
     from evaltasks.embeddings import local
     from evaltasks.errors import ConfigError
 
+    monkeypatch.setattr(local, "_MODELS", {})  # a model of its own, gone after the test (others count them)
     missing = local.LocalEmbeddingProvider(str(tmp_path / "no-such-model"))
     bundled = local.LocalEmbeddingProvider(device="cpu")
     assert _load_models_in_background([]) is None
