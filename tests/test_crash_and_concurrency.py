@@ -139,9 +139,12 @@ def test_index_survives_sigkill_of_its_writer(tmp_path: Path) -> None:
         assert np.allclose(vectors, expected, atol=1e-6), f"kill {kill}: wrong vectors"
         count_before = len(ids)
     assert count_before > 0, "no writer ever wrote: the kills came too early"
-    # A writer that runs to the end continues from the survivors and cleans up what the killed ones left.
-    done = subprocess.run([sys.executable, str(script), str(root), "0", "400"], capture_output=True, text=True,
-                          timeout=120)
+    # A writer that runs to the end continues from the survivors and cleans up what the killed ones left. Its
+    # 400 texts are new (the killed writers may have stored every text of any earlier range, and a writer with
+    # nothing to add writes nothing, so it would clean nothing).
+    fresh = kills * step + span
+    done = subprocess.run([sys.executable, str(script), str(root), str(fresh), str(fresh + 400)], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.split() == ["ready", "done"], done.stderr
     ((ids, _, meta),) = _index_state(root).values()
     assert len(ids) >= max(count_before, 400) and not _stale_temporaries(root)
