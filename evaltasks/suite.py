@@ -280,14 +280,17 @@ class LoadedSuite:
     def input_files(self) -> list[Path]:
         """Every file the suite was loaded from: the suite file (first), the dataset, reference-set files
         (resolved)."""
-        files = [self.path, self.dataset_path]
+        files = [self.path]
+        names = [self.suite.dataset.path]
         for spec in self.suite.reference_sets.values():
             file = spec if isinstance(spec, str) else spec.get("path") if isinstance(spec, dict) else None
             if isinstance(file, str):
-                try:
-                    files.append((self.path.parent / file).resolve())
-                except (OSError, RuntimeError, ValueError):
-                    continue
+                names.append(file)
+        for name in names:
+            try:
+                files.append((self.path.parent / name).resolve())
+            except (OSError, RuntimeError, ValueError):  # a symlink loop: left to the loader, which reports it
+                files.append(self.path.parent / name)
         return files
 
 
