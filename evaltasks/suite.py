@@ -281,12 +281,7 @@ class LoadedSuite:
         """Every file the suite was loaded from: the suite file (first), the dataset, reference-set files
         (resolved)."""
         files = [self.path]
-        names = [self.suite.dataset.path]
-        for spec in self.suite.reference_sets.values():
-            file = spec if isinstance(spec, str) else spec.get("path") if isinstance(spec, dict) else None
-            if isinstance(file, str):
-                names.append(file)
-        for name in names:
+        for _, name in _data_files(self.suite):
             try:
                 files.append((self.path.parent / name).resolve())
             except (OSError, RuntimeError, ValueError):  # a symlink loop: left to the loader, which reports it
@@ -409,6 +404,16 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     )
 
 
+def _data_files(suite: Suite) -> list[tuple[str, str]]:
+    """(where in the suite, path as written) of every data file: the dataset, then each reference-set file."""
+    files = [("dataset.path", suite.dataset.path)]
+    for name, spec in suite.reference_sets.items():
+        file = spec if isinstance(spec, str) else spec.get("path") if isinstance(spec, dict) else None
+        if isinstance(file, str):
+            files.append((f"reference_sets.{name}", file))
+    return files
+
+
 def _outside_notices(suite: Suite, suite_path: Path) -> list[str]:
     """A notice for each data file (dataset, reference set) whose resolved path leaves the suite's directory.
 
@@ -418,13 +423,8 @@ def _outside_notices(suite: Suite, suite_path: Path) -> list[str]:
     be resolved (a symlink loop) is left to the loader, which reports it.
     """
     base = suite_path.resolve().parent
-    files = [("dataset.path", suite.dataset.path)]
-    for name, spec in suite.reference_sets.items():
-        file = spec if isinstance(spec, str) else spec.get("path") if isinstance(spec, dict) else None
-        if isinstance(file, str):
-            files.append((f"reference_sets.{name}", file))
     notices = []
-    for label, file in files:
+    for label, file in _data_files(suite):
         try:
             resolved = (base / file).resolve()
         except (OSError, RuntimeError, ValueError):
