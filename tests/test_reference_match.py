@@ -323,6 +323,68 @@ def test_local_provider_vectors_are_unit_norm_float32(st_model) -> None:
     assert provider.embed([]).shape == (0, 384)
 
 
+def test_concurrent_local_embeds_run_one_at_a_time_on_one_thread(st_model) -> None:
+    """Embeds from many threads (a flow's concurrent embedding tasks) all run ``encode`` on one thread, in turn.
+
+    The loaded model's ``encode`` is wrapped (then restored) only to record which thread ran it and whether two
+    ran at once; the vectors come from the real model and are compared with sentence-transformers' own.
+    """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    provider = get_provider("local")
+    model = provider._model()
+    real_encode = model.encode
+    threads, running, overlaps = set(), [0], []
+    guard = threading.Lock()
+
+    def recording_encode(*args, **kwargs):
+        with guard:
+            threads.add(threading.get_ident())
+            running[0] += 1
+            overlaps.append(running[0])
+        try:
+            return real_encode(*args, **kwargs)
+        finally:
+            with guard:
+                running[0] -= 1
+
+    groups = [[f"text {g}-{i} about topic {g * i}" for i in range(40)] for g in range(6)]
+    model.encode = recording_encode
+    try:
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            callers = list(pool.map(lambda texts: (threading.get_ident(), provider.embed(texts)), groups))
+    finally:
+        del model.encode  # the instance attribute: back to the class's method
+    assert len(threads) == 1 and max(overlaps) == 1 and len(overlaps) == 6
+    assert threads.isdisjoint(ident for ident, _ in callers)  # not the callers' threads
+    for texts, (_, vectors) in zip(groups, callers):
+        expected = st_model.encode(texts, normalize_embeddings=True)
+        assert np.all(np.abs(np.sum(vectors * expected, axis=1) - 1.0) <= EPS)
+
+
+def test_local_embed_works_in_a_forked_child(st_model) -> None:
+    """A child forked after the parent embedded starts its own encoder thread (the parent's does not exist there)."""
+    import multiprocessing
+
+    provider = get_provider("local")
+    texts = ["a text embedded before the fork", "and another"]
+    provider.embed(texts)
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        vectors = pool.apply_async(provider.embed, (texts,)).get(timeout=120)
+    expected = st_model.encode(texts, normalize_embeddings=True)
+    assert np.all(np.abs(np.sum(vectors * expected, axis=1) - 1.0) <= EPS)
+
+
+def test_local_encode_errors_still_become_provider_errors() -> None:
+    """An error inside encode (here: a non-string text the tokenizer rejects) reaches the caller as ProviderError."""
+    from evaltasks import ProviderError
+
+    with pytest.raises(ProviderError, match="failed to embed"):
+        get_provider("local").embed([None])  # type: ignore[list-item]
+
+
 def test_local_truncation_is_flagged(st_model) -> None:
     """Texts longer than the model's max_seq_length (256 word pieces for all-MiniLM-L6-v2) are flagged."""
     from evaltasks import EvalTestCase, ReferenceMatchMetric, evaluate_sync
