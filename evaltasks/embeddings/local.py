@@ -222,10 +222,10 @@ class LocalEmbeddingProvider:
         The ``encode`` call runs on one thread per device for the whole process (whatever thread calls this,
         which waits), so calls take turns. torch keeps per-thread state for every thread that runs it: its
         own team of OpenMP worker threads, math-library buffers and a malloc arena that keeps its peak. A flow
-        embedding 30,000 outputs in 8 concurrent tasks grew by ~1 GB within 2 s of starting them (632 MB to
-        1,663 MB; 10 threads to 26) and peaked at 2,105 MiB. One encode already keeps every core torch was
-        given busy, so taking turns costs no throughput (measured: two encodes overlapping or one after the
-        other, within the machine's noise).
+        embedding 30,000 outputs in 8 concurrent tasks grew by ~1 GiB within 2 s of starting them (632 MiB to
+        1,663 MiB; 10 threads to 26) and peaked at 2,105 MiB; with one encoder thread, 1,097-1,113 MiB. One
+        encode already keeps every core torch was given busy, so taking turns costs no throughput (measured:
+        two encodes overlapping or one after the other, within the machine's noise; docs/performance.md).
 
         Raises:
             ProviderError: the model failed to encode (the message names the model and the error).
