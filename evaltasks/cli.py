@@ -336,6 +336,9 @@ def _run(args: argparse.Namespace) -> int:
         _error(str(exc))
         return EXIT_INVALID
     except KeyboardInterrupt:
+        from evaltasks.embeddings.local import cancel_queued_encodes
+
+        cancel_queued_encodes()  # else the process waits at exit for every embedding task's queued encode
         _error("interrupted")
         return EXIT_ABORTED
     except Exception:  # noqa: BLE001

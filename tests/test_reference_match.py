@@ -377,6 +377,33 @@ def test_local_embed_works_in_a_forked_child(st_model) -> None:
     assert np.all(np.abs(np.sum(vectors * expected, axis=1) - 1.0) <= EPS)
 
 
+def test_cancel_queued_encodes_fails_the_waiting_calls_only(st_model) -> None:
+    """Ctrl+C in the CLI cancels encodes still waiting for their turn; the running one finishes, later ones work."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evaltasks import ProviderError
+    from evaltasks.embeddings import local as local_module
+
+    provider = get_provider("local")
+    device = str(provider._model().device)
+    release = threading.Event()
+    running = local_module._encoder(device).submit(release.wait, 60)  # holds the encoder's turn
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        waiting = [pool.submit(provider.embed, [f"queued text {i}"]) for i in range(3)]
+        while local_module._encoder(device)._work_queue.qsize() < 3:  # all three queued behind `running`
+            threading.Event().wait(0.01)
+        assert local_module.cancel_queued_encodes() == 1
+        for future in waiting:
+            with pytest.raises(ProviderError, match="failed to embed"):
+                future.result(timeout=10)
+    release.set()
+    assert running.result(timeout=10) is True
+    texts = ["embedded after the cancel"]
+    expected = st_model.encode(texts, normalize_embeddings=True)
+    assert np.all(np.abs(np.sum(provider.embed(texts) * expected, axis=1) - 1.0) <= EPS)
+
+
 def test_local_encode_errors_still_become_provider_errors() -> None:
     """An error inside encode (here: a non-string text the tokenizer rejects) reaches the caller as ProviderError."""
     from evaltasks import ProviderError

@@ -34,15 +34,29 @@ def _encoder(device: str) -> ThreadPoolExecutor:
         return _ENCODERS[device]
 
 
+def cancel_queued_encodes() -> int:
+    """Cancel the encodes waiting for their turn (Ctrl+C: exit after the running one, not after all of them).
+
+    Their callers get :class:`~evaltasks.errors.ProviderError`; an encode already running finishes. Later
+    calls start a new encoder thread. Returns the number of encoder threads told to stop.
+    """
+    global _ENCODERS
+    with _ENCODERS_LOCK:
+        encoders, _ENCODERS = _ENCODERS, {}
+    for executor in encoders.values():
+        executor.shutdown(wait=False, cancel_futures=True)
+    return len(encoders)
+
+
 def _forget_encoders_after_fork() -> None:
     """A forked child has none of its parent's threads: it starts its own encoder threads.
 
     (Before encodes ran on their own thread, a child forked after its parent had encoded on the same thread
     hung in its first encode: GNU OpenMP's thread team does not survive a fork.)
     """
-    global _ENCODERS_LOCK
+    global _ENCODERS_LOCK, _ENCODERS
     _ENCODERS_LOCK = threading.Lock()
-    _ENCODERS.clear()
+    _ENCODERS = {}
 
 
 os.register_at_fork(after_in_child=_forget_encoders_after_fork)
