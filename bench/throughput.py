@@ -941,8 +941,9 @@ def derive(res: dict) -> dict:
     # The same ratios within each repetition (side by side, minutes apart), then their median
     for kind, part in (("cold", "all"), ("warm", "outputs")):
         big, small = runs[f"flow_{kind}"], runs[f"flow_{kind}_small"]
-        ratios = [((n - n_small) / (b["flow_seconds"] - s["flow_seconds"])) / (n / lim[part]["seconds"])
-                  for b, s, lim in zip(big, small, runs["limit"])]
+        rates = [(n - n_small) / (b["flow_seconds"] - s["flow_seconds"]) for b, s in zip(big, small)]
+        ratios = [rate / (n / lim[part]["seconds"]) for rate, lim in zip(rates, runs["limit"])]
+        d[f"flow_{kind}"]["rep_cases_per_s"] = rates
         d[f"flow_{kind}"]["rep_ratios"] = ratios
         d[f"flow_{kind}"]["rep_ratio_median"] = _median(ratios) if ratios else None
         d[f"paired_{kind}"] = _paired(runs.get(f"flow_{kind}_preloaded") or [],
@@ -1079,7 +1080,7 @@ def render(res: dict) -> str:  # noqa: C901 - a report
         f"- The Python API: cold {_f(d['api_cold']['vs_limit'])} × the limit, warm "
         f"{_f(d['api_warm']['vs_outputs'])} × the outputs-only limit.",
     ]
-    lines += _render_quietest(res)
+    lines += _render_quietest(res, d)
     lines += _render_paired(d, t, ts)
     sc, sw = d["startup_cold"], d["startup_warm"]
     tasks = sc["tasks_big"]
@@ -1145,21 +1146,21 @@ def _render_paired(d: dict, t: dict, ts: dict) -> list[str]:
     return lines
 
 
-def _render_quietest(res: dict) -> list[str]:
-    """The same ratios within the single repetition that other processes disturbed least."""
-    runs, t, ts = res["runs"], res["texts"], res["texts_small"]
+def _render_quietest(res: dict, d: dict) -> list[str]:
+    """The same ratios within the single repetition that other processes disturbed least (``d``: :func:`derive`)."""
+    runs, t = res["runs"], res["texts"]
     keys = ["limit", "eal", "api", "flow_cold", "flow_cold_small", "flow_warm", "flow_warm_small"]
     reps = min(len(runs[k]) for k in keys)
     if reps < 2:
         return []
-    worst = [max(runs[k][r]["_others_cores"] for k in keys + [k for k in ("flow_cold_preloaded", "flow_warm_preloaded")
-                                                                if len(runs.get(k, [])) > r]) for r in range(reps)]
+    preloaded = ("flow_cold_preloaded", "flow_cold_preloaded_small", "flow_warm_preloaded", "flow_warm_preloaded_small")
+    worst = [max(runs[k][r]["_others_cores"] for k in keys + [k for k in preloaded if len(runs.get(k, [])) > r])
+             for r in range(reps)]
     r = min(range(reps), key=lambda i: worst[i])
-    n, n_small = t["cases"], ts["cases"]
+    n = t["cases"]
     limit, outs = n / runs["limit"][r]["all"]["seconds"], n / runs["limit"][r]["outputs"]["seconds"]
     eal = n / runs["eal"][r]["seconds"]
-    cold = (n - n_small) / (runs["flow_cold"][r]["flow_seconds"] - runs["flow_cold_small"][r]["flow_seconds"])
-    warm = (n - n_small) / (runs["flow_warm"][r]["flow_seconds"] - runs["flow_warm_small"][r]["flow_seconds"])
+    cold, warm = d["flow_cold"]["rep_cases_per_s"][r], d["flow_warm"]["rep_cases_per_s"][r]
     text = (f"- Within the least disturbed repetition alone (#{r + 1}: other processes used at most "
             f"{worst[r]:.2f} cores during any of its measurements): flow compute cold {cold / limit:.2f} × the "
             f"limit ({cold / eal:.2f} × eval-ai-library), warm {warm / outs:.2f} × the outputs-only limit "
