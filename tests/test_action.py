@@ -587,3 +587,37 @@ def test_workflow_run_pattern_posts_a_forks_comment_only_for_the_evaluated_commi
         forged.write_text("no marker here\n")
         proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
         assert proc.returncode == 0 and "not an evaltasks comment" in proc.stdout
+
+
+# --- the cached baseline ---------------------------------------------------------------------------------------
+
+def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_invalid_input(tmp_path: Path,
+                                                                                          workspace: Path) -> None:
+    """baseline: auto with a corrupt results.json in the cache: a warning naming the file and why, and the run
+    goes on without a baseline (it used to exit 2 on every pull request until the base branch was pushed again).
+    The same file given as an explicit path is the user's mistake: exit 2. Also: an empty github-token input
+    (an empty ${{ vars.X }}) means the default github.token."""
+    prefix = f"evaltasks-baseline-Linux-{SUITE_ID}-b{_import('prepare')._short_hash('main')}-"
+    entry = tmp_path / "cache-store" / f"{prefix}push-1"
+    (entry / "data").mkdir(parents=True)
+    corrupt = '{"summary": {"cases": 8, "pass_rate": 0.75}, "cases": [{"id": "q1"'  # a cut-off upload
+    (entry / "data" / "results.json").write_text(corrupt, encoding="utf-8")
+    (entry / "key").write_text(f"{prefix}push-1", encoding="utf-8")
+    with GitHubServer() as server:
+        code, pr = _run_local(tmp_path, "auto", "--with", "suite=examples/quickstart/suite.yaml", "--with",
+                              "github-token=", "--token", "test-token", "--event-path", str(_pr_event(tmp_path)),
+                              server=server, token="")
+        comments = server.all_comments()
+    assert code == 0, pr["log"][-4000:]
+    assert pr["steps"]["run"]["outputs"]["exit-code"] == "0" and pr["outputs"]["passed"] == "true"
+    warnings = [a["message"] for a in pr["annotations"] if a["level"] == "warning"]
+    cached = str(Path(pr["runner_temp"]) / "evaltasks-baseline" / SUITE_ID / "results.json")
+    assert any(cached in w and "not JSON" in w and "Running without a baseline" in w for w in warnings), warnings
+    assert "No baseline" in pr["summary"]
+    assert len(comments) == 1 and comments[0]["body"].startswith(MARKER)  # github.token stood in for the empty input
+
+    (workspace / "broken.json").write_text(corrupt, encoding="utf-8")
+    code, explicit = _run_local(tmp_path, "explicit", "--with", "suite=examples/quickstart/suite.yaml",
+                                "--with", "baseline=broken.json", "--event-path", str(_pr_event(tmp_path)))
+    assert code == 1 and explicit["steps"]["run"]["outputs"]["exit-code"] == "2", explicit["log"][-4000:]
+    assert "ws/broken\\.json, line 1\\: baseline is not JSON" in explicit["summary"]
