@@ -26,6 +26,12 @@ def markdown_text(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()<>#+\-!|~:&.=$^\"])", r"\\\1", " ".join(text.split())).replace("@", "@\u200b")
 
 
+def env_value(name: str, default: str = "") -> str:
+    """``$name`` with surrounding whitespace stripped, or ``default`` when it is unset or empty: an empty
+    ``${{ vars.X }}`` or input reaches a step as an empty variable and means "not set", never a blank value."""
+    return os.environ.get(name, "").strip() or default
+
+
 def command_data(text: str) -> str:
     """``text`` escaped as the message of a workflow command (``%``, CR, LF), so it cannot end the command
     or start a new one."""
@@ -104,11 +110,11 @@ def is_fork(event: dict[str, Any]) -> bool:
 
 def run_url() -> str:
     """The URL of this workflow run (``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID``)."""
-    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
-    repo, run_id = os.environ.get("GITHUB_REPOSITORY", ""), os.environ.get("GITHUB_RUN_ID", "")
+    server = env_value("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
+    repo, run_id = env_value("GITHUB_REPOSITORY"), env_value("GITHUB_RUN_ID")
     if not repo or not run_id:
         return ""
-    attempt = os.environ.get("GITHUB_RUN_ATTEMPT", "")
+    attempt = env_value("GITHUB_RUN_ATTEMPT")
     return f"{server}/{repo}/actions/runs/{run_id}" + (f"/attempts/{attempt}" if attempt and attempt != "1" else "")
 
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _github import (  # noqa: E402
     annotate,
     append_summary,
+    env_value,
     is_fork,
     load_event,
     markdown_text,
@@ -65,8 +66,9 @@ def main() -> int:
         comment = env.get("INPUT_COMMENT", "true").strip().lower() or "true"
         if comment not in COMMENT_MODES:
             raise ValueError(f"input 'comment' must be one of {', '.join(COMMENT_MODES)}, got {comment!r}")
-        fail_on_gate = truthy(env.get("INPUT_FAIL_ON_GATE", "true"), "fail-on-gate")
-        cache = truthy(env.get("INPUT_CACHE", "true"), "cache")
+        # an empty input (e.g. an empty ${{ vars.X }}) is an unset one: its default, never "false"
+        fail_on_gate = truthy(env_value("INPUT_FAIL_ON_GATE", "true"), "fail-on-gate")
+        cache = truthy(env_value("INPUT_CACHE", "true"), "cache")
         tolerance = env.get("INPUT_REGRESSION_TOLERANCE", "0.01").strip() or "0.01"
         try:
             if not 0.0 <= float(tolerance) <= 1.0:
@@ -93,13 +95,13 @@ def main() -> int:
         annotate("error", f"input 'working-directory': {working_directory} is not a directory", title="evaltasks")
         return 1
     event = load_event()
-    event_name = env.get("GITHUB_EVENT_NAME", "")
+    event_name = env_value("GITHUB_EVENT_NAME")
     pr = pull_request(event) if event_name in ("pull_request", "pull_request_target") else None
     fork = is_fork(event) if pr is not None else False
-    runner_os = env.get("RUNNER_OS", sys.platform)
+    runner_os = env_value("RUNNER_OS", sys.platform)
     temp = Path(env.get("RUNNER_TEMP") or (workspace / ".evaltasks-action")).resolve()
     sid = suite_id(working_directory, suite)
-    run = f"{env.get('GITHUB_RUN_ID', 'local')}-{env.get('GITHUB_RUN_ATTEMPT', '1')}"
+    run = f"{env_value('GITHUB_RUN_ID', 'local')}-{env_value('GITHUB_RUN_ATTEMPT', '1')}"
 
     action_path = Path(env.get("GITHUB_ACTION_PATH") or Path(__file__).resolve().parent.parent)
     shipped = b"".join(
@@ -113,13 +115,13 @@ def main() -> int:
     ref_name = env.get("GITHUB_REF_NAME", "")
     # A pull request compares with its base branch; a push with the same branch's previous run.
     base_ref = (((pr or {}).get("base") or {}).get("ref") or env.get("GITHUB_BASE_REF", "")) if pr else ref_name
-    baseline_input = env.get("INPUT_BASELINE", "auto").strip()
-    if baseline_input.lower() in ("auto", "none", "false", ""):
+    baseline_input = env_value("INPUT_BASELINE", "auto")
+    if baseline_input.lower() in ("auto", "none", "false"):
         baseline_input = baseline_input.lower()
     baseline_dir = temp / "evaltasks-baseline" / sid
     if baseline_input == "auto":
         baseline_file = str(baseline_dir / "results.json")
-    elif baseline_input.lower() in ("", "none", "false"):
+    elif baseline_input in ("none", "false"):
         baseline_file = ""
     else:
         baseline_file = str((workdir / baseline_input).resolve())
@@ -154,7 +156,7 @@ def main() -> int:
         "save-baseline": "true" if save_baseline else "false",
         "baseline-save-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(ref_name)}-{run}",
         "artifact-name": env.get("INPUT_ARTIFACT_NAME", "").strip() or (
-            f"evaltasks-{sid}-{runner_os.lower()}-{env.get('GITHUB_JOB', 'job')}-py{env.get('INPUT_PYTHON_VERSION', '')}"
+            f"evaltasks-{sid}-{runner_os.lower()}-{env_value('GITHUB_JOB', 'job')}-py{env_value('INPUT_PYTHON_VERSION', '3.11')}"
         ),
     }
     for name, value in outputs.items():

@@ -31,11 +31,18 @@ if [ -n "${BASELINE_FILE:-}" ]; then
   if [ -f "$BASELINE_FILE" ]; then
     baseline="$BASELINE_FILE"
     if [ "${BASELINE_AUTO:-false}" = "true" ]; then
-      # the cache directory is overwritten with this run's results below: compare with a copy
-      baseline="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/evaltasks-baseline-$$.json"
-      cp "$BASELINE_FILE" "$baseline"
+      # a cached baseline that cannot be used is a warning, not invalid input (action/baseline.py says why)
+      if "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/baseline.py" "$BASELINE_FILE" "${BASELINE_LABEL:-}"; then
+        # the cache directory is overwritten with this run's results below: compare with a copy
+        baseline="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/evaltasks-baseline-$$.json"
+        cp "$BASELINE_FILE" "$baseline" || baseline=""
+      else
+        baseline=""
+      fi
     fi
-    args+=(--baseline "$baseline" --baseline-label "${BASELINE_LABEL:-$BASELINE_FILE}")
+    if [ -n "$baseline" ]; then
+      args+=(--baseline "$baseline" --baseline-label "${BASELINE_LABEL:-$BASELINE_FILE}")
+    fi
   elif [ "${BASELINE_AUTO:-false}" = "true" ]; then
     echo "no baseline: no earlier results of this suite in the cache for the base branch"
   else

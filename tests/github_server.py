@@ -15,7 +15,10 @@ reads):
 
 Authentication: ``Authorization: Bearer TOKEN`` must be one of ``tokens`` (else 401); a token in
 ``read_only_tokens`` gets 403 on POST and PATCH (a fork's token). Comments created through the API belong to
-``author`` (default ``github-actions[bot]``, type Bot). ``fail_next`` makes the next N requests answer 502.
+``author`` (default ``github-actions[bot]``, type Bot). ``identities`` gives other tokens their own account:
+``{token: (login, type, reads_user)}``, e.g. a GitHub App installation token ``("my-app[bot]", "Bot", False)``
+(``GET /user`` answers it 403, as GitHub does) or a user's token ``("alice", "User", True)``; such a token's
+comments belong to that login and it may edit only those. ``fail_next`` makes the next N requests answer 502.
 Every request is recorded in :attr:`GitHubServer.requests` as ``(method, path, status)``.
 """
 
@@ -35,8 +38,11 @@ class GitHubServer:
     """The server; use as a context manager. ``url`` is the API base URL (``GITHUB_API_URL``)."""
 
     def __init__(self, tokens: tuple[str, ...] = ("test-token",), read_only_tokens: tuple[str, ...] = ("fork-token",),
-                 user_login: str | None = None, author: str = "github-actions[bot]") -> None:
-        self.tokens, self.read_only_tokens = set(tokens) | set(read_only_tokens), set(read_only_tokens)
+                 user_login: str | None = None, author: str = "github-actions[bot]",
+                 identities: dict[str, tuple[str, str, bool]] | None = None) -> None:
+        self.identities = dict(identities or {})
+        self.tokens = set(tokens) | set(read_only_tokens) | set(self.identities)
+        self.read_only_tokens = set(read_only_tokens)
         self.user_login, self.author = user_login, author
         self.comments: dict[int, list[dict[str, Any]]] = {}
         self.requests: list[tuple[str, str, int]] = []
@@ -105,7 +111,12 @@ class GitHubServer:
     def route(self, method: str, path: str, raw: bytes, token: str) -> tuple[int, Any, dict[str, str]]:
         """The endpoint logic (see the module docstring)."""
         url = urlparse(path)
+        login, user_type, reads_user = self.identities.get(token, (self.author, "Bot", self.user_login is not None))
         if method == "GET" and url.path == "/user":
+            if token in self.identities:
+                if reads_user:
+                    return 200, {"login": login, "type": user_type}, {}
+                return 403, {"message": "Resource not accessible by integration"}, {}
             if self.user_login:
                 return 200, {"login": self.user_login, "type": "User"}, {}
             return 403, {"message": "Resource not accessible by integration"}, {}
@@ -131,13 +142,13 @@ class GitHubServer:
                 return 422, {"message": "Validation Failed",
                              "errors": [{"message": "Body is too long (maximum is 65536 characters)"}]}, {}
             if listing:
-                comment = self.add_comment(int(listing.group(1)), body, self.author, "Bot")
+                comment = self.add_comment(int(listing.group(1)), body, login, user_type)
                 return 201, comment, {}
             edit = re.fullmatch(r"/repos/[^/]+/[^/]+/issues/comments/(\d+)", url.path)
             if edit:
                 for comment in self.all_comments():
                     if comment["id"] == int(edit.group(1)):
-                        if comment["user"]["login"] != self.author:
+                        if comment["user"]["login"] != login:
                             return 403, {"message": "Must have admin rights to Repository."}, {}
                         comment["body"] = body
                         return 200, comment, {}

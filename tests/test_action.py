@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -567,7 +568,10 @@ def test_workflow_run_pattern_posts_a_forks_comment_only_for_the_evaluated_commi
         trusted["EXPECTED_HEAD_SHA"] = pr["head_sha"]
         proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert [c["body"] for c in server.all_comments()] == [(out / "comment.md").read_text()]
+        posted = [c["body"] for c in server.all_comments()]
+        assert len(posted) == 1 and posted[0].startswith(MARKER + "\n")
+        # rebuilt from inert text, it reads exactly as the evaluating run's comment would
+        assert _seen(_github_html(posted[0])) == _seen(_github_html((out / "comment.md").read_text()))
         proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
         assert "updated comment" in proc.stdout and len(server.all_comments()) == 1  # sticky here too
 
@@ -587,3 +591,239 @@ def test_workflow_run_pattern_posts_a_forks_comment_only_for_the_evaluated_commi
         forged.write_text("no marker here\n")
         proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
         assert proc.returncode == 0 and "not an evaltasks comment" in proc.stdout
+
+
+# --- fork comments (workflow_run): sanitised, measured, rendered as GitHub renders ------------------------------
+
+RUN_LINK = "https://github.com/example/evaltasks-demo/actions/runs/4242"
+
+
+def _github_html(markdown: str) -> str:
+    """``markdown`` rendered by cmark-gfm (GitHub's own fork of cmark, with its GFM extensions: tables,
+    strikethrough, autolinks, tag filter, task lists). Raw HTML is let through, so any that survived sanitising
+    shows up here (GitHub's later HTML filter is not relied on)."""
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+
+
+def _seen(html: str) -> str:
+    """What a reader sees of ``html``: its text with entities decoded and zero-width spaces left out."""
+    import html as html_lib
+
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", html)).replace("\u200b", "")
+
+
+def _meant(markdown: str) -> str:
+    """The characters ``markdown`` stands for once its backslash escapes are resolved (CommonMark: a backslash
+    before ASCII punctuation is that character)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def _post_untrusted(tmp_path: Path, server: GitHubServer, body_file: Path) -> subprocess.CompletedProcess[str]:
+    """comment.py as the trusted workflow_run workflow of the README runs it for a fork's comment.md."""
+    server.head_shas[7] = "0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c"
+    env = _report_env(tmp_path, tmp_path, tmp_path / "no-event.json", server, GITHUB_EVENT_NAME="workflow_run",
+                      PR_NUMBER="7", EXPECTED_HEAD_SHA=server.head_shas[7], COMMENT_BODY_FILE=str(body_file))
+    proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_characters(tmp_path: Path) -> None:
+    """HTML in case ids and outputs: escaping makes the body longer, so it is measured after sanitising (a body
+    over 65,536 characters gets 422), and every "<" shows as "<", not as a literal "&lt;"."""
+    def cases(score: float) -> list[TestCaseResult]:
+        metrics = [MetricResult.scored("ReferenceMatchMetric", score, 0.5, "cosine <b>low</b>", {})]
+        return [TestCaseResult.from_metrics(f"<b>{i}</b>", "q", "<img src=x onerror=alert(1)>", metrics)
+                for i in range(2000)]
+
+    out = tmp_path / "results"
+    base = json.loads(_write_results(tmp_path / "base", cases(0.9)).read_text())
+    _write_results(out, cases(0.2), baseline=base)
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, out, _pr_event(tmp_path, fork=True), server, token="fork-token")
+        _report_and_comment(env)  # the fork's run: comment.md in the reports, nothing posted
+        assert server.requests == [] and "\\<b\\>7\\</b\\>" in (out / "comment.md").read_text()
+        proc = _post_untrusted(tmp_path, server, out / "comment.md")
+        assert "created comment" in proc.stdout, proc.stdout
+        assert not [r for r in server.requests if r[2] == 422]
+        body = server.all_comments()[0]["body"]
+    report = _import("report")
+    assert report.utf16_units(body) <= 65536 and report.utf16_units(body) > 60000
+    assert body.startswith(MARKER + "\n")
+    assert "Truncated: this comment was cut to GitHub's limit of 65,536 characters" in body
+    assert body.rstrip().endswith(f"[Workflow run]({RUN_LINK}) · full reports in the workflow artifact")
+    html = _github_html(body.split("\n", 1)[1])
+    seen = _seen(html)
+    assert "&lt;" not in seen and "&amp;" not in seen  # no entity shows as text
+    assert "<img" not in html and "<b>" not in html  # and none is markup
+    cells = [_seen(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", html)]
+    row = ["worse", "<b>1</b>", "ReferenceMatchMetric", "0.9000 (passed)", "0.2000 (failed)", "-0.7000"]
+    assert any(cells[i:i + 6] == row for i in range(len(cells))), cells[:40]  # the changes table, as written
+    assert "<img src=x onerror=alert(1)>" in seen and "cosine <b>low</b>" in seen  # the worst cases table
+
+
+HOSTILE = [
+    "[x]: https://evil.example/phish", "[x]: http://evil.example/phish", "[x]: //evil.example/phish",
+    "[y]: <https://evil.example/y> 'title'", "see [x] and [y][x] and [x][]", "[click](https://evil.example)",
+    "[js](javascript:alert(1))", "![pixel](https://evil.example/p.png)", "[![img](https://evil.example/i.png)](https://evil.example)",
+    "<https://evil.example/auto>", "<mailto:a@evil.example>", "https://evil.example/bare", "HTTP://EVIL.EXAMPLE/caps",
+    "www.evil.example/x", "//evil.example/path", "javascript:alert(document.cookie)", "ftp://evil.example/f",
+    "a@evil.example", "mailto:a@evil.example", "xmpp:a@evil.example",
+    '<a href="https://evil.example">html link</a>', "<img src=x onerror=alert(1)>", "&#x3C;a href=x&#x3E;entity&#x3C;/a&#x3E;",
+    "&lt;img src=x&gt;", "[a]\\(https://evil.example)", "\\[x\\]: https\\://evil.example", "[x](<https://evil.example>)",
+    "<!-- evaltasks:sticky-comment suite=forged -->", "[^1]: https://evil.example", "- [ ] task [x](https://e.example)",
+    "@octocat and #12 and GH-34", "~~gone~~ $x^2$ :smile:",
+]
+
+
+def test_an_untrusted_comment_never_renders_a_link_or_an_image(tmp_path: Path) -> None:
+    """Every hostile form, in a paragraph, a table cell, a heading, a quote, a list item and bold, posted through
+    the workflow_run path and rendered by GitHub's cmark-gfm: the only link is this repository's run link,
+    and the reader sees each input character for character."""
+    lines = [MARKER, "# evaltasks: forged", "", "| case | output |", "|---|---|"]
+    lines += [f"| c{i} | {h.replace('|', '/')} |" for i, h in enumerate(HOSTILE)]
+    lines += [""]
+    for h in HOSTILE:
+        lines += [h, "", f"## {h}", "", f"> {h}", "", f"- {h}", "", f"**{h}**", ""]
+    lines += ["```text", "[x](https://evil.example) <img src=x>", "```", "", "---", f"[Workflow run]({RUN_LINK})",
+              "[Workflow run](https://evil.example/actions/runs/1)"]
+    forged = tmp_path / "forged.md"
+    forged.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with GitHubServer() as server:
+        _post_untrusted(tmp_path, server, forged)
+        body = server.all_comments()[0]["body"]
+    html = _github_html(body.split("\n", 1)[1])
+    links = [part.split('"')[1] for part in html.split("<a href=")[1:]]
+    assert links == [RUN_LINK], links
+    for tag in ("<img", "<a ", "<script", "<!--", "<sup", "<input", "<del", "<li><p"):
+        assert html.count(tag) == (1 if tag == "<a " else 0), (tag, html[:3000])
+    assert body.count("<!--") == 1 and "@octocat" not in body and "#12" not in body
+    seen = _seen(html)
+    for h in HOSTILE:
+        assert _meant(h) in seen, h  # shown as written, in paragraphs and headings
+    assert seen.count("[x](https://evil.example) <img src=x>") == 1  # the code block, as written
+    assert "<table>" in html and html.count("<tr>") == len(HOSTILE) + 1  # the table stays a table
+
+
+def test_untrusted_text_is_escaped_so_that_it_renders_as_itself() -> None:
+    comment = _import("comment")
+    for text in HOSTILE + ["a \\ b", "trailing \\", "1. not a list", "+ no", "--- no rule", "=== no", "    code?"]:
+        html = _github_html(comment.inert_text(text))
+        assert _seen(html).strip() == _meant(text).strip() and "<a " not in html and "<img" not in html, (text, html)
+
+
+# --- whose comment is the sticky one -------------------------------------------------------------------------
+
+def test_an_app_token_posts_beside_the_old_bots_comment_and_then_keeps_its_own_sticky(tmp_path: Path) -> None:
+    """github-token changed from the default token to a GitHub App token (which cannot read /user): the old
+    github-actions[bot] comment cannot be edited (403), so a new comment is posted with a notice, and the
+    next run updates the app's own comment instead of failing on the old one again."""
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer(identities={"app-token": ("evaltasks-app[bot]", "Bot", False)}) as server:
+        old = server.add_comment(7, MARKER + "\nold results", login="github-actions[bot]", user_type="Bot")
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, token="app-token")
+        _, comment = _report_and_comment(env)
+        assert "::notice title=evaltasks%3A new comment::" in comment.stdout, comment.stdout
+        assert f"comment {old['id']} by github-actions[bot] (HTTP 403)" in comment.stdout
+        assert "::warning" not in comment.stdout
+        mine = [c for c in server.all_comments() if c["user"]["login"] == "evaltasks-app[bot]"]
+        assert len(mine) == 1 and mine[0]["body"].startswith(MARKER) and "100.00%" in mine[0]["body"]
+        assert _outputs(env)["comment-id"] == str(mine[0]["id"])
+        assert old["body"] == MARKER + "\nold results"
+
+        _write_results(out, [_case(i, 0.9 if i else 0.1) for i in range(4)])  # the next push to the PR
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, token="app-token")
+        _, comment = _report_and_comment(env)
+        assert "updated comment" in comment.stdout and "::notice" not in comment.stdout
+        assert len(server.all_comments()) == 2 and "75.00%" in mine[0]["body"]
+        patches = [(p, s) for m, p, s in server.requests if m == "PATCH"]
+        assert patches[-1] == (f"/repos/example/evaltasks-demo/issues/comments/{mine[0]['id']}", 200)
+
+
+def test_a_user_token_edits_only_its_own_comment_of_two_identities(tmp_path: Path) -> None:
+    """Two people's tokens that can read /user: each edits only the comment its own login wrote."""
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    identities = {"alice-token": ("alice", "User", True), "bob-token": ("bob", "User", True)}
+    with GitHubServer(identities=identities) as server:
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, token="alice-token")
+        _report_and_comment(env)
+        alice = server.all_comments()[0]
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, token="bob-token")
+        _, comment = _report_and_comment(env)
+        assert not [r for r in server.requests if r[0] == "PATCH"]  # never tried on alice's comment
+        assert "::notice" in comment.stdout and "alice" in comment.stdout
+        bob = [c for c in server.all_comments() if c["user"]["login"] == "bob"]
+        assert len(bob) == 1 and alice["user"]["login"] == "alice"
+        _report_and_comment(env)
+        assert len(server.all_comments()) == 2
+        assert [(p, s) for m, p, s in server.requests if m == "PATCH"] == [
+            (f"/repos/example/evaltasks-demo/issues/comments/{bob[0]['id']}", 200)]
+
+
+# --- empty values are unset ----------------------------------------------------------------------------------
+
+def test_empty_environment_values_and_inputs_mean_unset(tmp_path: Path) -> None:
+    """An empty ${{ vars.X }} reaches a step as an empty variable: defaults apply, never a blank endpoint."""
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer() as server:
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server, GITHUB_SERVER_URL="")
+        _report_and_comment(env)
+        assert f"[Workflow run]({RUN_LINK})" in server.all_comments()[0]["body"]
+    env = _report_env(tmp_path, out, _pr_event(tmp_path), None, GITHUB_API_URL="")
+    comment = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=env, capture_output=True, text=True)
+    # the default endpoint (unreachable here, or refusing the test token): never a URL without a host
+    assert "GET https://api.github.com/repos/example/evaltasks-demo/issues/7/comments" in comment.stdout, comment.stdout
+    assert "missing an 'http://'" not in comment.stdout
+
+    def prepare(**extra: str) -> str:
+        env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
+               "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "pull_request",
+               "GITHUB_EVENT_PATH": str(_pr_event(tmp_path)), **extra}
+        env.pop("GITHUB_OUTPUT", None)
+        proc = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    outputs = prepare(INPUT_FAIL_ON_GATE="", INPUT_CACHE=" ", INPUT_BASELINE="", RUNNER_OS="", GITHUB_RUN_ID="")
+    assert "fail-on-gate=true" in outputs and "cache=true" in outputs and "baseline-auto=true" in outputs
+    assert "cache-key=evaltasks-cache-linux-" in outputs and f"-{SUITE_ID}-local-1\n" in outputs
+
+
+# --- the cached baseline ---------------------------------------------------------------------------------------
+
+def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_invalid_input(tmp_path: Path,
+                                                                                          workspace: Path) -> None:
+    """baseline: auto with a corrupt results.json in the cache: a warning naming the file and why, and the run
+    goes on without a baseline (it used to exit 2 on every pull request until the base branch was pushed again).
+    The same file given as an explicit path is the user's mistake: exit 2. Also: an empty github-token input
+    (an empty ${{ vars.X }}) means the default github.token."""
+    prefix = f"evaltasks-baseline-Linux-{SUITE_ID}-b{_import('prepare')._short_hash('main')}-"
+    entry = tmp_path / "cache-store" / f"{prefix}push-1"
+    (entry / "data").mkdir(parents=True)
+    corrupt = '{"summary": {"cases": 8, "pass_rate": 0.75}, "cases": [{"id": "q1"'  # a cut-off upload
+    (entry / "data" / "results.json").write_text(corrupt, encoding="utf-8")
+    (entry / "key").write_text(f"{prefix}push-1", encoding="utf-8")
+    with GitHubServer() as server:
+        code, pr = _run_local(tmp_path, "auto", "--with", "suite=examples/quickstart/suite.yaml", "--with",
+                              "github-token=", "--token", "test-token", "--event-path", str(_pr_event(tmp_path)),
+                              server=server, token="")
+        comments = server.all_comments()
+    assert code == 0, pr["log"][-4000:]
+    assert pr["steps"]["run"]["outputs"]["exit-code"] == "0" and pr["outputs"]["passed"] == "true"
+    warnings = [a["message"] for a in pr["annotations"] if a["level"] == "warning"]
+    cached = str(Path(pr["runner_temp"]) / "evaltasks-baseline" / SUITE_ID / "results.json")
+    assert any(cached in w and "not JSON" in w and "Running without a baseline" in w for w in warnings), warnings
+    assert "No baseline" in pr["summary"]
+    assert len(comments) == 1 and comments[0]["body"].startswith(MARKER)  # github.token stood in for the empty input
+
+    (workspace / "broken.json").write_text(corrupt, encoding="utf-8")
+    code, explicit = _run_local(tmp_path, "explicit", "--with", "suite=examples/quickstart/suite.yaml",
+                                "--with", "baseline=broken.json", "--event-path", str(_pr_event(tmp_path)))
+    assert code == 1 and explicit["steps"]["run"]["outputs"]["exit-code"] == "2", explicit["log"][-4000:]
+    assert "ws/broken\\.json, line 1\\: baseline is not JSON" in explicit["summary"]
