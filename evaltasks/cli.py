@@ -64,7 +64,8 @@ def _check_prefect_home() -> str | None:
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     if not existing.is_dir():
-        return f"PREFECT_HOME {home}: cannot be created, {existing} is a file; set PREFECT_HOME to a writable directory"
+        what = "is a file, not a directory" if existing == home else f"cannot be created, {existing} is a file"
+        return f"PREFECT_HOME {home}: {what}; set PREFECT_HOME to a writable directory"
     try:
         with tempfile.TemporaryFile(dir=existing):
             pass
@@ -128,6 +129,7 @@ def _check_prefect_server() -> str | None:
         failure = client.api_healthcheck()
     if failure is not None:
         reason = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
+        reason = reason.split(" - For more information")[0].rstrip(".")  # httpx's one-line reason, no help link
         return (f"the Prefect server at {url} (PREFECT_API_URL) cannot be reached: {reason}; "
                 "start it (`prefect server start`) or correct PREFECT_API_URL")
     return None

@@ -204,15 +204,15 @@ def test_bad_batch_size_exits_2(tmp_path: Path) -> None:
 def _unwritable_dir(tmp_path: Path, kind: str, cleanups: list) -> Path:
     """A PREFECT_HOME that cannot be written, even by root (the tests run as root: permission bits do not bind).
 
-    ``under-a-file``: a path below a regular file (cannot be created); ``immutable``: an existing directory
+    ``a-file``: a regular file; ``under-a-file``: a path below one (cannot be created); ``immutable``: an existing directory
     with the immutable attribute (``chattr +i``); ``read-only-mount``: a tmpfs mounted read-only. The last two
     skip where the machine does not allow them.
     """
     import shutil
 
-    if kind == "under-a-file":
+    if kind in ("a-file", "under-a-file"):
         (tmp_path / "a-file").write_text("x", encoding="utf-8")
-        return tmp_path / "a-file" / "prefect-home"
+        return tmp_path / "a-file" / ("prefect-home" if kind == "under-a-file" else "")
     target = tmp_path / f"{kind}-home"
     target.mkdir()
     if kind == "immutable":
@@ -232,7 +232,7 @@ def _unwritable_dir(tmp_path: Path, kind: str, cleanups: list) -> Path:
     pytest.skip(f"{' '.join(command[:3])} did not stop writes here")
 
 
-@pytest.mark.parametrize("kind", ["under-a-file", "immutable", "read-only-mount"])
+@pytest.mark.parametrize("kind", ["a-file", "under-a-file", "immutable", "read-only-mount"])
 @pytest.mark.parametrize("command", ["run", "serve"])
 def test_unwritable_prefect_home_exits_2_before_prefect_starts(tmp_path: Path, kind: str, command: str) -> None:
     """A PREFECT_HOME Prefect cannot write: one line naming the setting and the directory, exit 2, found
@@ -256,7 +256,7 @@ def test_unwritable_prefect_home_exits_2_before_prefect_starts(tmp_path: Path, k
     assert "writable directory" in lines[0]
     assert "serving" not in proc.stdout
     assert not (tmp_path / "out").exists()  # nothing ran
-    assert not home.exists() or not any(home.iterdir())  # Prefect never started
+    assert not home.is_dir() or not any(home.iterdir())  # Prefect never started
 
 
 @pytest.mark.parametrize("args", [[], ["run"], ["frobnicate"], ["run", "s.yaml", "--no-such-option"]])
