@@ -49,6 +49,92 @@ def _check_output_dir(path: Path) -> str | None:
     return None
 
 
+def _check_prefect_home() -> str | None:
+    """A message when Prefect's home directory cannot be written (checked before anything imports Prefect).
+
+    The directory is ``$PREFECT_HOME`` (default ``~/.prefect``): Prefect keeps its profiles, task cache and
+    the temporary server's SQLite database there, and without write access its temporary server never
+    starts (the run used to wait minutes, then blame the server). Writability is checked by creating an
+    anonymous temporary file in the directory, or in its nearest existing ancestor when Prefect would create
+    it (so nothing is left behind and a missing home is not created here): permission bits alone do not
+    bind root, a read-only or immutable file system does. Returns None when Prefect can use the directory.
+    """
+    home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    existing = home
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file, not a directory" if existing == home else f"cannot be created, {existing} is a file"
+        return f"PREFECT_HOME {home}: {what}; set PREFECT_HOME to a writable directory"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        what = "is not writable" if existing == home else f"cannot be created in {existing}"
+        return (f"PREFECT_HOME {home}: {what} ({exc.strerror or exc}); "
+                "set PREFECT_HOME to a writable directory")
+    return None
+
+
+def _check_deployment_name(name: str, flag: str) -> str | None:
+    """A message when ``name`` cannot name a served Prefect deployment; ``flag`` says where it came from.
+
+    Prefect's rules (``prefect.types.names``): not blank, none of the characters in ``BANNED_CHARACTERS``
+    (``/ % & > <``). ``Flow.serve`` also looks the name up as a file path, so a name longer than a file
+    name may be (255 bytes of UTF-8) fails there with ENAMETOOLONG.
+    """
+    from prefect.types.names import BANNED_CHARACTERS
+
+    if not name.strip("' \""):
+        return f"{flag}: a deployment name cannot be blank"
+    banned = sorted({c for c in name if c in BANNED_CHARACTERS})
+    if banned:
+        return (f"{flag} '{name}': a Prefect deployment name cannot contain {' '.join(BANNED_CHARACTERS)} "
+                f"(found {' '.join(banned)})")
+    if len(name.encode("utf-8")) > 255:
+        return (f"{flag}: a Prefect deployment name has at most 255 bytes (UTF-8), "
+                f"got {len(name.encode('utf-8'))}")
+    return None
+
+
+def _check_cron(cron: str) -> str | None:
+    """A message when ``cron`` is not a schedule Prefect accepts (its ``CronSchedule`` validation)."""
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    try:
+        CronSchedule(cron=cron, timezone="UTC")
+    except ValidationError as exc:
+        reason = str(exc.errors()[0].get("msg", "invalid")).removeprefix("Value error, ")
+        return (f"--cron '{cron}': {reason}; a cron schedule has five fields, minute hour day-of-month "
+                f"month day-of-week (UTC), e.g. \"0 6 * * *\"")
+    return None
+
+
+def _check_prefect_server() -> str | None:
+    """A message when no Prefect server is configured (``PREFECT_API_URL``) or it does not answer ``/health``.
+
+    A served deployment needs a lasting server: without one Prefect would start a temporary server that
+    lives only as long as this process and never schedules a run. The health request fails fast (10 s).
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return ("serve needs a running Prefect server and PREFECT_API_URL is not set: run `prefect server start` "
+                "in another terminal and `prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api` "
+                "(or `prefect cloud login` for Prefect Cloud)")
+    with get_client(sync_client=True, httpx_settings={"timeout": 10.0}) as client:
+        failure = client.api_healthcheck()
+    if failure is not None:
+        reason = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
+        reason = reason.split(" - For more information")[0].rstrip(".")  # httpx's one-line reason, no help link
+        return (f"the Prefect server at {url} (PREFECT_API_URL) cannot be reached: {reason}; "
+                "start it (`prefect server start`) or correct PREFECT_API_URL")
+    return None
+
+
 def _check_task_runner(spec: str) -> str | None:
     """A message when ``spec`` names no usable task runner (checked without importing Prefect)."""
     import importlib.util
@@ -154,36 +240,54 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_PASSED
     if args.command == "index":
         return _index(args)
+    if args.command in ("run", "serve"):  # both start Prefect, which cannot start without a writable home
+        problem = _check_prefect_home()
+        if problem:
+            _error(problem)
+            return EXIT_INVALID
     if args.command == "serve":
         return _serve(args)
     return _run(args)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """``evaltasks serve SUITE --cron``: validate the suite, then serve the flow until interrupted."""
+    """``evaltasks serve SUITE --cron``: validate the suite and flags, then serve the flow until interrupted.
+
+    Exit 2 (one line, nothing served) for an invalid suite, ``--output-dir``, ``--cron`` or deployment name
+    (``--name``, default the suite's name), and when no Prefect server is configured or it cannot be
+    reached; exit 3 (:func:`_aborted`) for anything else that fails; 0 on Ctrl+C.
+    """
     from evaltasks.errors import InputError
 
     try:
         from evaltasks.run import plan_run
 
         plan = plan_run(args.suite)
+        problem = _check_output_dir(Path(args.output_dir))
+        if not problem:
+            _quiet_prefect_defaults()
+            flag = "--name" if args.name else "the suite name (the default --name)"
+            name = args.name or plan.suite.suite.name
+            problem = _check_cron(args.cron) or _check_deployment_name(name, flag) or _check_prefect_server()
+        if problem:
+            _error(problem)
+            return EXIT_INVALID
+        from evaltasks.flows.evaluate_suite import evaluate_suite
+
+        parameters = {
+            "suite_path": str(Path(args.suite).resolve()),
+            "output_dir": str(Path(args.output_dir).resolve()),
+            "index_dir": str(Path(args.index_dir).resolve()) if args.index_dir else None,
+        }
+        print(f"serving deployment 'evaluate-suite/{name}' on cron '{args.cron}' (Ctrl+C to stop)", flush=True)
+        evaluate_suite.serve(name=name, cron=args.cron, parameters=parameters, print_starting_message=False)
     except InputError as exc:
         _error(str(exc))
         return EXIT_INVALID
-    _quiet_prefect_defaults()
-    from evaltasks.flows.evaluate_suite import evaluate_suite
-
-    name = args.name or plan.suite.suite.name
-    parameters = {
-        "suite_path": str(Path(args.suite).resolve()),
-        "output_dir": str(Path(args.output_dir).resolve()),
-        "index_dir": str(Path(args.index_dir).resolve()) if args.index_dir else None,
-    }
-    print(f"serving deployment 'evaluate-suite/{name}' on cron '{args.cron}' (Ctrl+C to stop)")
-    try:
-        evaluate_suite.serve(name=name, cron=args.cron, parameters=parameters, print_starting_message=False)
     except KeyboardInterrupt:
         return EXIT_PASSED
+    except Exception:  # noqa: BLE001
+        return _aborted(args)
     return EXIT_PASSED
 
 

@@ -201,6 +201,64 @@ def test_bad_batch_size_exits_2(tmp_path: Path) -> None:
     _no_noise(proc)
 
 
+def _unwritable_dir(tmp_path: Path, kind: str, cleanups: list) -> Path:
+    """A PREFECT_HOME that cannot be written, even by root (the tests run as root: permission bits do not bind).
+
+    ``a-file``: a regular file; ``under-a-file``: a path below one (cannot be created); ``immutable``: an existing directory
+    with the immutable attribute (``chattr +i``); ``read-only-mount``: a tmpfs mounted read-only. The last two
+    skip where the machine does not allow them.
+    """
+    import shutil
+
+    if kind in ("a-file", "under-a-file"):
+        (tmp_path / "a-file").write_text("x", encoding="utf-8")
+        return tmp_path / "a-file" / ("prefect-home" if kind == "under-a-file" else "")
+    target = tmp_path / f"{kind}-home"
+    target.mkdir()
+    if kind == "immutable":
+        command, undo = ["chattr", "+i", str(target)], ["chattr", "-i", str(target)]
+    else:
+        command, undo = ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(target)], ["umount", str(target)]
+    if shutil.which(command[0]) is None:
+        pytest.skip(f"{command[0]} is not available")
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot make a read-only directory with {' '.join(command[:3])}: {done.stderr.strip()}")
+    cleanups.append(undo)
+    try:
+        (target / "probe").write_text("x", encoding="utf-8")
+    except OSError:
+        return target
+    pytest.skip(f"{' '.join(command[:3])} did not stop writes here")
+
+
+@pytest.mark.parametrize("kind", ["a-file", "under-a-file", "immutable", "read-only-mount"])
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_unwritable_prefect_home_exits_2_before_prefect_starts(tmp_path: Path, kind: str, command: str) -> None:
+    """A PREFECT_HOME Prefect cannot write: one line naming the setting and the directory, exit 2, found
+    before Prefect starts (the run used to wait for the temporary server's start-up timeout, then exit 3
+    blaming the server)."""
+    cleanups: list[list[str]] = []
+    try:
+        home = _unwritable_dir(tmp_path, kind, cleanups)
+        env = _env(tmp_path)
+        env["PREFECT_HOME"] = str(home)
+        proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", command, str(QUICKSTART), "--output-dir", "out"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        for undo in cleanups:
+            subprocess.run(undo, check=True)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    _no_noise(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"evaltasks: error: PREFECT_HOME {home}: "), proc.stderr
+    assert "writable directory" in lines[0]
+    assert "serving" not in proc.stdout
+    assert not (tmp_path / "out").exists()  # nothing ran
+    assert not home.is_dir() or not any(home.iterdir())  # Prefect never started
+
+
 @pytest.mark.parametrize("args", [[], ["run"], ["frobnicate"], ["run", "s.yaml", "--no-such-option"]])
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     proc, _ = _cli(tmp_path, *args)

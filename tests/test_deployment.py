@@ -9,9 +9,13 @@ second subprocess pointed at that server, then, through the Prefect client in th
 - reads the artifacts back (table, markdown summary, progress) and checks the table's ReferenceMatch mean
   against an independent sentence-transformers + numpy computation, and the run name ``quickstart@<sha8>``.
 
-Nothing is mocked. Both subprocesses run in their own process groups (sessions) and the whole groups are
+Nothing in it is mocked. Both subprocesses run in their own process groups (sessions) and the whole groups are
 terminated in ``finally`` blocks, so neither the server nor the serve process (nor a flow run it spawned)
 outlives the test, pass or fail.
+
+The other tests run ``evaltasks serve`` where it must refuse: invalid flags, no configured server, an
+unreachable one (exit 2, one line), and a failure while serving (exit 3, the traceback in a file; the one
+stand-in here is a local HTTP server that answers /health and fails everything else).
 """
 
 from __future__ import annotations
@@ -183,6 +187,121 @@ def _expected_reference_match_mean(cosine) -> float:
     return sum(scores) / len(scores)
 
 
+def _serve_exit(args: list[str], env: dict[str, str], cwd: Path, log: Path,
+                timeout: float = SERVE_TIMEOUT) -> tuple[int | None, str]:
+    """Run ``evaltasks serve ARGS`` in its own process group until it exits (or ``timeout``: then the group is
+    ended and the code is None); returns the exit code and the output (stdout and stderr together)."""
+    with _process_group([sys.executable, "-m", "evaltasks.cli", "serve", *args], log, env, cwd) as proc:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=timeout)
+        code = proc.poll()
+    return code, _tail(log, 20000)
+
+
+def _one_error_line(code: int | None, output: str, expected_code: int = 2) -> str:
+    assert code == expected_code, f"exit {code} (expected {expected_code}):\n{output}"
+    assert "Traceback" not in output, output
+    assert "serving deployment" not in output, output
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("evaltasks: error: "), output
+    return lines[0]
+
+
+SERVE_INVALID = {  # case -> (extra arguments, needles in the one error line)
+    "cron": (["--cron", "not a cron"], ["--cron 'not a cron'", "Invalid cron string", "five fields"]),
+    "cron-minute-61": (["--cron", "61 6 * * *"], ["--cron '61 6 * * *'", "Invalid cron string"]),
+    "name-slash": (["--name", "bad/name"], ["--name 'bad/name'", "cannot contain / % & > <", "(found /)"]),
+    "name-ampersand": (["--name", "a&b<c"], ["--name 'a&b<c'", "(found & <)"]),
+    "long-suite-name": ([], ["the suite name (the default --name)", "at most 255 bytes (UTF-8), got 315"]),
+    "output-dir": (["--output-dir", "{file}/reports"], ["--output-dir", "is a file, not a directory"]),
+}
+
+
+@pytest.mark.parametrize("case", list(SERVE_INVALID))
+def test_serve_rejects_invalid_flags_with_exit_2(tmp_path: Path, case: str) -> None:
+    """Invalid --cron, deployment name (--name or the suite's name) or --output-dir: one line naming the flag
+    and the rule, exit 2, nothing served (they printed Prefect's traceback and exited 1, the failed-gate code,
+    or served reports into a file). PREFECT_API_URL points at a port nobody listens on: the flags are checked
+    before the server."""
+    args, needles = SERVE_INVALID[case]
+    suite = QUICKSTART
+    if case == "long-suite-name":
+        suite = tmp_path / "long.yaml"
+        suite.write_text(QUICKSTART.read_text(encoding="utf-8").replace("name: quickstart", "name: " + "a" * 315)
+                         .replace("path: answers.jsonl", f"path: {QUICKSTART.parent / 'answers.jsonl'}"),
+                         encoding="utf-8")
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    args = [arg.replace("{file}", str(tmp_path / "a-file")) for arg in args]
+    env = _subprocess_env(tmp_path / "prefect-home", f"http://127.0.0.1:{_free_port()}/api")
+    code, output = _serve_exit([str(suite), *args], env, tmp_path, tmp_path / "serve.log")
+    line = _one_error_line(code, output)
+    for needle in needles:
+        assert needle in line, (needle, line)
+
+
+def test_serve_without_a_configured_server_exits_2(tmp_path: Path) -> None:
+    """No PREFECT_API_URL: serve refuses (it used to start a temporary server that never schedules a run, say
+    "serving" and print websocket tracebacks) and says what to start."""
+    env = _subprocess_env(tmp_path / "prefect-home", None)
+    code, output = _serve_exit([str(QUICKSTART)], env, tmp_path, tmp_path / "serve.log")
+    line = _one_error_line(code, output)
+    for needle in ("PREFECT_API_URL is not set", "`prefect server start` in another terminal",
+                   "`prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`", "Prefect Cloud"):
+        assert needle in line, (needle, line)
+
+
+def test_serve_with_an_unreachable_server_exits_2(tmp_path: Path) -> None:
+    """PREFECT_API_URL set, nothing listening there: one line saying the server cannot be reached, exit 2."""
+    api_url = f"http://127.0.0.1:{_free_port()}/api"
+    env = _subprocess_env(tmp_path / "prefect-home", api_url)
+    code, output = _serve_exit([str(QUICKSTART)], env, tmp_path, tmp_path / "serve.log")
+    line = _one_error_line(code, output)
+    assert f"the Prefect server at {api_url} (PREFECT_API_URL) cannot be reached" in line, line
+    assert "Connection refused" in line, line
+
+
+def test_serve_failure_after_validation_exits_3_with_a_traceback_file(tmp_path: Path) -> None:
+    """A failure while serving (here the server answers /health, then 500 to everything) is an abort: exit 3,
+    a short message and the traceback in <output-dir>/evaltasks-error.log, none on the terminal (it was a bare
+    traceback and exit 1). The server is a stand-in on 127.0.0.1 (a real Prefect server cannot be made to
+    fail on demand); the Prefect client in the serve process is real."""
+    import http.server
+    import threading
+
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0) or 0))
+            healthy = self.path.rstrip("/").endswith("/health")
+            body = b"true" if healthy else json.dumps({"detail": "deliberate failure"}).encode()
+            self.send_response(200 if healthy else 500)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer  # noqa: N815
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    out_dir = tmp_path / "eval-results"
+    try:
+        env = _subprocess_env(tmp_path / "prefect-home", f"http://127.0.0.1:{server.server_address[1]}/api")
+        code, output = _serve_exit([str(QUICKSTART), "--output-dir", str(out_dir)], env, tmp_path,
+                                   tmp_path / "serve.log")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 3, f"exit {code}:\n{output}"
+    assert "Traceback" not in output, output
+    assert "evaltasks: error: the run aborted: PrefectHTTPStatusError: Server error '500" in output, output
+    log = out_dir / "evaltasks-error.log"
+    assert f"full traceback: {log}" in output, output
+    assert log.read_text(encoding="utf-8").startswith("Traceback (most recent call last)")
+
+
 def test_served_deployment_on_a_real_server(cosine, tmp_path: Path) -> None:
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.deployments import run_deployment
@@ -204,6 +323,12 @@ def test_served_deployment_on_a_real_server(cosine, tmp_path: Path) -> None:
     with _process_group(server_args, server_log, _subprocess_env(home, None), work) as server:
         _wait_healthy(api_url, server, server_log, SERVER_START_TIMEOUT)
 
+        # An invalid schedule is refused before anything is registered (the valid serve below then finds no
+        # deployment of that name but its own, with its own cron).
+        code, output = _serve_exit([str(QUICKSTART), "--cron", "not a cron", "--name", DEPLOYMENT],
+                                   _subprocess_env(home, api_url), work, tmp_path / "invalid-serve.log")
+        assert "--cron 'not a cron'" in _one_error_line(code, output)
+
         serve_args = [sys.executable, "-m", "evaltasks.cli", "serve", str(QUICKSTART), "--cron", CRON,
                       "--name", DEPLOYMENT, "--output-dir", str(out_dir), "--index-dir", str(index_dir)]
         with _process_group(serve_args, serve_log, _subprocess_env(home, api_url), work) as serve, \
@@ -213,6 +338,7 @@ def test_served_deployment_on_a_real_server(cosine, tmp_path: Path) -> None:
 
             # The deployment: the suite's parameters, one active cron schedule.
             assert deployment.name == DEPLOYMENT
+            assert f"serving deployment '{full_name}' on cron '{CRON}' (Ctrl+C to stop)" in _tail(serve_log)
             assert deployment.parameters["suite_path"] == str(QUICKSTART)
             assert deployment.parameters["output_dir"] == str(out_dir)
             assert deployment.parameters["index_dir"] == str(index_dir)
