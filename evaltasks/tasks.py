@@ -25,6 +25,9 @@ fingerprint) strings and metrics by :meth:`~evaltasks.metrics.base.BaseMetric.ca
 configuration), so two different metrics on the same inputs never share a cached result. ``score_batch``
 hashes its inputs from a canonical JSON form (:func:`score_batch_inputs_key`), so the key is the same in every
 process and a re-run after a crash finds the batches an earlier process scored.
+
+Importing this module applies :data:`PREFECT_DEFAULTS` the user has not set (:func:`apply_prefect_defaults`):
+Prefect's temporary server gets 120 s to start and runs without analytics, as under the CLI.
 """
 
 from __future__ import annotations
