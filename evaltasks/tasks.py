@@ -25,6 +25,9 @@ fingerprint) strings and metrics by :meth:`~evaltasks.metrics.base.BaseMetric.ca
 configuration), so two different metrics on the same inputs never share a cached result. ``score_batch``
 hashes its inputs from a canonical JSON form (:func:`score_batch_inputs_key`), so the key is the same in every
 process and a re-run after a crash finds the batches an earlier process scored.
+
+Importing this module applies :data:`PREFECT_DEFAULTS` the user has not set (:func:`apply_prefect_defaults`):
+Prefect's temporary server gets 120 s to start and runs without analytics, as under the CLI.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -57,6 +61,47 @@ from evaltasks.test_case import EvalTestCase
 
 
 CACHE_VERSION = f"evaltasks-{__version__}/results-1"
+
+# Prefect settings that make a flow using these tasks as robust as the CLI (README, "Prefect"): Prefect's
+# temporary server gets 120 s to start instead of 20 s (a busy machine needs more), and its analytics service
+# is off (its heartbeat writes to the temporary server's SQLite database while the server is busy starting
+# up, which fails with a "database is locked" traceback, and it would call the network).
+PREFECT_DEFAULTS: dict[str, tuple[str, str]] = {
+    "server.ephemeral.startup_timeout_seconds": ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120"),
+    "server.analytics_enabled": ("PREFECT_SERVER_ANALYTICS_ENABLED", "false"),
+}
+
+
+def apply_prefect_defaults() -> list[str]:
+    """Set each of :data:`PREFECT_DEFAULTS` the user has not set; returns the environment variables it set.
+
+    "Set by the user" is Prefect's own notion (``model_fields_set`` of the current settings): an environment
+    variable, a profile (``prefect config set``), ``prefect.toml``/``pyproject.toml`` or a ``.env`` file. A default
+    is applied as its environment variable (inherited by the temporary server's subprocess, by task-runner
+    workers and by flow-run subprocesses), then Prefect's global settings are re-read
+    (``prefect.context.refresh_global_settings_context``, the hook Prefect runs after its plugins change the
+    environment), so it holds even when ``prefect`` was imported before evaltasks. A temporary server that is
+    already running keeps the settings it started with. Runs once when :mod:`evaltasks.tasks` is imported.
+    """
+    from prefect.context import refresh_global_settings_context
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    applied: list[str] = []
+    for accessor, (env_name, value) in PREFECT_DEFAULTS.items():
+        *parents, field = accessor.split(".")
+        model: Any = settings
+        for parent in parents:
+            model = getattr(model, parent)
+        if env_name not in os.environ and field not in model.model_fields_set:
+            os.environ[env_name] = value
+            applied.append(env_name)
+    if applied:
+        refresh_global_settings_context()
+    return applied
+
+
+apply_prefect_defaults()
 
 
 def retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:

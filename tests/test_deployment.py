@@ -9,13 +9,17 @@ second subprocess pointed at that server, then, through the Prefect client in th
 - reads the artifacts back (table, markdown summary, progress) and checks the table's ReferenceMatch mean
   against an independent sentence-transformers + numpy computation, and the run name ``quickstart@<sha8>``.
 
-Nothing in it is mocked. Both subprocesses run in their own process groups (sessions) and the whole groups are
-terminated in ``finally`` blocks, so neither the server nor the serve process (nor a flow run it spawned)
-outlives the test, pass or fail.
+The same server (one per session) takes the README's ``prefect.yaml`` path: ``prefect work-pool create``, ``prefect
+deploy`` of the quickstart deployment from a copy of the project, ``prefect worker start``, ``prefect deployment
+run``; the reports land in the project directory with the quickstart's numbers.
 
 The other tests run ``evaltasks serve`` where it must refuse: invalid flags, no configured server, an
 unreachable one (exit 2, one line), and a failure while serving (exit 3, the traceback in a file; the one
-stand-in here is a local HTTP server that answers /health and fails everything else).
+stand-in there is a local HTTP server that answers /health and fails everything else).
+
+Nothing is mocked. Every subprocess runs in its own process group (session) and the whole group is terminated in
+a ``finally`` block, so neither the server, the serve process nor the worker (nor a flow run they spawned)
+outlives the test session, pass or fail.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import timezone
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
+import yaml
 
 from conftest import subprocess_env
 
@@ -110,8 +116,9 @@ def _process_group(args: list[str], log: Path, env: dict[str, str], cwd: Path) -
 
 
 def _prefect_cli() -> list[str]:
-    script = Path(sys.executable).with_name("prefect")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "prefect"]
+    """Prefect's CLI on this interpreter (a ``prefect`` script's shebang may name another environment's Python,
+    and a worker starts its flow runs with its own interpreter)."""
+    return [sys.executable, "-m", "prefect"]
 
 
 def _wait_healthy(api_url: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
@@ -302,7 +309,33 @@ def test_serve_failure_after_validation_exits_3_with_a_traceback_file(tmp_path: 
     assert log.read_text(encoding="utf-8").startswith("Traceback (most recent call last)")
 
 
-def test_served_deployment_on_a_real_server(cosine, tmp_path: Path) -> None:
+class PrefectServer(NamedTuple):
+    """A running ``prefect server start`` subprocess: its API URL, its PREFECT_HOME and its log file."""
+
+    api_url: str
+    home: Path
+    log: Path
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    """One real ``prefect server start`` on 127.0.0.1 (free port, own PREFECT_HOME and SQLite) for the session;
+    its process group is gone afterwards."""
+    root = tmp_path_factory.mktemp("prefect-server")
+    home = root / "prefect-home"
+    home.mkdir()
+    port = _free_port()
+    api_url = f"http://127.0.0.1:{port}/api"
+    log = root / "server.log"
+    server_args = [*_prefect_cli(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with _process_group(server_args, log, _subprocess_env(home, None), root) as server:
+        _wait_healthy(api_url, server, log, SERVER_START_TIMEOUT)
+        yield PrefectServer(api_url, home, log)
+        server_pgid = server.pid
+    assert not _group_alive(server_pgid)
+
+
+def test_served_deployment_on_a_real_server(cosine, prefect_server: PrefectServer, tmp_path: Path) -> None:
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -310,85 +343,193 @@ def test_served_deployment_on_a_real_server(cosine, tmp_path: Path) -> None:
     expected_rm = _expected_reference_match_mean(cosine)  # before the clock starts on the subprocesses
     suite_sha8 = hashlib.sha256(QUICKSTART.read_bytes()).hexdigest()[:8]
 
-    home = tmp_path / "prefect-home"
-    home.mkdir()
+    home, api_url = prefect_server.home, prefect_server.api_url
     work = tmp_path / "project"  # the serve process runs from a directory of its own, as a user's project
     work.mkdir()
     out_dir, index_dir = tmp_path / "eval-results", tmp_path / "index"
-    port = _free_port()
-    api_url = f"http://127.0.0.1:{port}/api"
-    server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
+    serve_log = tmp_path / "serve.log"
 
-    server_args = [*_prefect_cli(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    with _process_group(server_args, server_log, _subprocess_env(home, None), work) as server:
-        _wait_healthy(api_url, server, server_log, SERVER_START_TIMEOUT)
+    # An invalid schedule is refused before anything is registered (the valid serve below then finds no
+    # deployment of that name but its own, with its own cron).
+    code, output = _serve_exit([str(QUICKSTART), "--cron", "not a cron", "--name", DEPLOYMENT],
+                               _subprocess_env(home, api_url), work, tmp_path / "invalid-serve.log")
+    assert "--cron 'not a cron'" in _one_error_line(code, output)
 
-        # An invalid schedule is refused before anything is registered (the valid serve below then finds no
-        # deployment of that name but its own, with its own cron).
-        code, output = _serve_exit([str(QUICKSTART), "--cron", "not a cron", "--name", DEPLOYMENT],
-                                   _subprocess_env(home, api_url), work, tmp_path / "invalid-serve.log")
-        assert "--cron 'not a cron'" in _one_error_line(code, output)
+    serve_args = [sys.executable, "-m", "evaltasks.cli", "serve", str(QUICKSTART), "--cron", CRON,
+                  "--name", DEPLOYMENT, "--output-dir", str(out_dir), "--index-dir", str(index_dir)]
+    with _process_group(serve_args, serve_log, _subprocess_env(home, api_url), work) as serve, \
+            temporary_settings(updates={PREFECT_API_URL: api_url}):
+        full_name = f"evaluate-suite/{DEPLOYMENT}"
+        deployment = asyncio.run(_wait_deployment(full_name, serve, serve_log, SERVE_TIMEOUT))
 
-        serve_args = [sys.executable, "-m", "evaltasks.cli", "serve", str(QUICKSTART), "--cron", CRON,
-                      "--name", DEPLOYMENT, "--output-dir", str(out_dir), "--index-dir", str(index_dir)]
-        with _process_group(serve_args, serve_log, _subprocess_env(home, api_url), work) as serve, \
-                temporary_settings(updates={PREFECT_API_URL: api_url}):
-            full_name = f"evaluate-suite/{DEPLOYMENT}"
-            deployment = asyncio.run(_wait_deployment(full_name, serve, serve_log, SERVE_TIMEOUT))
+        # The deployment: the suite's parameters, one active cron schedule.
+        assert deployment.name == DEPLOYMENT
+        assert f"serving deployment '{full_name}' on cron '{CRON}' (Ctrl+C to stop)" in _tail(serve_log)
+        assert deployment.parameters["suite_path"] == str(QUICKSTART)
+        assert deployment.parameters["output_dir"] == str(out_dir)
+        assert deployment.parameters["index_dir"] == str(index_dir)
+        assert len(deployment.schedules) == 1, deployment.schedules
+        schedule = deployment.schedules[0]
+        assert schedule.active
+        assert isinstance(schedule.schedule, CronSchedule), schedule.schedule
+        assert schedule.schedule.cron == CRON
+        assert schedule.schedule.timezone in (None, "UTC", "Etc/UTC")  # documented as UTC
 
-            # The deployment: the suite's parameters, one active cron schedule.
-            assert deployment.name == DEPLOYMENT
-            assert f"serving deployment '{full_name}' on cron '{CRON}' (Ctrl+C to stop)" in _tail(serve_log)
-            assert deployment.parameters["suite_path"] == str(QUICKSTART)
-            assert deployment.parameters["output_dir"] == str(out_dir)
-            assert deployment.parameters["index_dir"] == str(index_dir)
-            assert len(deployment.schedules) == 1, deployment.schedules
-            schedule = deployment.schedules[0]
-            assert schedule.active
-            assert isinstance(schedule.schedule, CronSchedule), schedule.schedule
-            assert schedule.schedule.cron == CRON
-            assert schedule.schedule.timezone in (None, "UTC", "Etc/UTC")  # documented as UTC
+        # Trigger a run now; the serve process picks it up and executes it.
+        flow_run = run_deployment(name=full_name, timeout=RUN_TIMEOUT, poll_interval=2)
+        assert flow_run.state is not None and flow_run.state.is_completed(), (
+            f"flow run {flow_run.name} ended as {flow_run.state!r}\n--- serve log ---\n{_tail(serve_log)}"
+        )
+        assert flow_run.deployment_id == deployment.id
+        assert re.fullmatch(r"quickstart@[0-9a-f]{8}", flow_run.name), flow_run.name
+        assert flow_run.name == f"quickstart@{suite_sha8}"
 
-            # Trigger a run now; the serve process picks it up and executes it.
-            flow_run = run_deployment(name=full_name, timeout=RUN_TIMEOUT, poll_interval=2)
-            assert flow_run.state is not None and flow_run.state.is_completed(), (
-                f"flow run {flow_run.name} ended as {flow_run.state!r}\n--- serve log ---\n{_tail(serve_log)}"
-            )
-            assert flow_run.deployment_id == deployment.id
-            assert re.fullmatch(r"quickstart@[0-9a-f]{8}", flow_run.name), flow_run.name
-            assert flow_run.name == f"quickstart@{suite_sha8}"
+        # The reports went where the deployment's parameters said.
+        results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+        assert results["suite"] == "quickstart"
 
-            # The reports went where the deployment's parameters said.
-            results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
-            assert results["suite"] == "quickstart"
+        # The artifacts, read back through the client.
+        artifacts = asyncio.run(_read_artifacts(flow_run.id))
+        assert {"quickstart-metrics", "quickstart-summary", "quickstart-progress"} <= set(artifacts), \
+            sorted(artifacts)
+        table = artifacts["quickstart-metrics"]
+        assert table.type == "table"
+        rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+        by_metric = {row["metric"]: row for row in rows}
+        assert set(by_metric) == {"ReferenceMatchMetric", "LengthCheckMetric"}
+        assert abs(by_metric["ReferenceMatchMetric"]["mean_score"] - expected_rm) <= TOL, (
+            by_metric["ReferenceMatchMetric"]["mean_score"], expected_rm)
+        assert by_metric["ReferenceMatchMetric"]["mean_score"] == pytest.approx(
+            results["summary"]["metrics"]["ReferenceMatchMetric"]["mean_score"], abs=TOL)
+        summary = artifacts["quickstart-summary"]
+        assert summary.type == "markdown"
+        assert summary.data == (out_dir / "summary.md").read_text(encoding="utf-8")
+        progress = artifacts["quickstart-progress"]
+        assert progress.type == "progress"
+        assert float(progress.data) == pytest.approx(100.0)
 
-            # The artifacts, read back through the client.
-            artifacts = asyncio.run(_read_artifacts(flow_run.id))
-            assert {"quickstart-metrics", "quickstart-summary", "quickstart-progress"} <= set(artifacts), \
-                sorted(artifacts)
-            table = artifacts["quickstart-metrics"]
-            assert table.type == "table"
-            rows = json.loads(table.data) if isinstance(table.data, str) else table.data
-            by_metric = {row["metric"]: row for row in rows}
-            assert set(by_metric) == {"ReferenceMatchMetric", "LengthCheckMetric"}
-            assert abs(by_metric["ReferenceMatchMetric"]["mean_score"] - expected_rm) <= TOL, (
-                by_metric["ReferenceMatchMetric"]["mean_score"], expected_rm)
-            assert by_metric["ReferenceMatchMetric"]["mean_score"] == pytest.approx(
-                results["summary"]["metrics"]["ReferenceMatchMetric"]["mean_score"], abs=TOL)
-            summary = artifacts["quickstart-summary"]
-            assert summary.type == "markdown"
-            assert summary.data == (out_dir / "summary.md").read_text(encoding="utf-8")
-            progress = artifacts["quickstart-progress"]
-            assert progress.type == "progress"
-            assert float(progress.data) == pytest.approx(100.0)
+        # The schedule is live: the server's scheduler queued the next runs at 06:00 UTC.
+        scheduled = asyncio.run(_scheduled_runs(deployment.id, timeout=60))
+        assert scheduled, "the server scheduled no run of the deployment within 60 s"
+        for run in scheduled:
+            start = run.expected_start_time.astimezone(timezone.utc)
+            assert (start.hour, start.minute, start.second) == (6, 0, 0), start
+        serve_pgid = serve.pid
+    assert not _group_alive(serve_pgid)
 
-            # The schedule is live: the server's scheduler queued the next runs at 06:00 UTC.
-            scheduled = asyncio.run(_scheduled_runs(deployment.id, timeout=60))
-            assert scheduled, "the server scheduled no run of the deployment within 60 s"
-            for run in scheduled:
-                start = run.expected_start_time.astimezone(timezone.utc)
-                assert (start.hour, start.minute, start.second) == (6, 0, 0), start
-            serve_pgid = serve.pid
-        assert not _group_alive(serve_pgid)
-        server_pgid = server.pid
-    assert not _group_alive(server_pgid)
+
+PREFECT_YAML = REPO / "prefect.yaml"
+ON_DEMAND = "quickstart-on-demand"
+DEPLOY_TIMEOUT = 300
+WORKER_RUN_TIMEOUT = 600
+
+
+def _prefect_yaml_deployments() -> dict[str, dict]:
+    config = yaml.safe_load(PREFECT_YAML.read_text(encoding="utf-8"))
+    return {deployment["name"]: deployment for deployment in config["deployments"]}
+
+
+def test_prefect_yaml_names_never_collide_with_serves_default() -> None:
+    """``evaltasks serve SUITE`` names its deployment after the suite; ``prefect deploy`` must not replace it (a
+    deploy once overwrote the served deployment and kept its schedule)."""
+    names = set()
+    for name, deployment in _prefect_yaml_deployments().items():
+        suite = yaml.safe_load((REPO / deployment["parameters"]["suite_path"]).read_text(encoding="utf-8"))
+        assert name != suite["name"], f"deployment {name} has the name `evaltasks serve` gives suite {suite['name']}"
+        assert deployment["work_pool"]["name"] == "evaltasks", deployment  # the pool the README creates
+        names.add(name)
+    assert names == {"truthfulqa-nightly", ON_DEMAND}
+
+
+def _run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> str:
+    """Run a Prefect CLI command to completion; its output, or a test failure with it."""
+    done = subprocess.run([*_prefect_cli(), *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"prefect {' '.join(args)} exited with {done.returncode}:\n{output[-4000:]}"
+    return output
+
+
+async def _wait_flow_run_final(deployment_id, worker: subprocess.Popen, log: Path, timeout: float):
+    """The deployment's one flow run, once it reached a final state (polls; fails when the worker exits)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    deadline = time.monotonic() + timeout
+    runs: list = []
+    async with get_client() as client:
+        while time.monotonic() < deadline:
+            if worker.poll() is not None:
+                pytest.fail(f"`prefect worker start` exited with {worker.returncode}:\n{_tail(log)}")
+            runs = await client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])))
+            if len(runs) == 1 and runs[0].state is not None and runs[0].state.is_final():
+                return runs[0]
+            assert len(runs) <= 1, [run.name for run in runs]  # the deployment has no schedule: only our run
+            await asyncio.sleep(1.0)
+    pytest.fail(f"the flow run did not finish within {timeout:.0f} s ({[r.state for r in runs]}):\n{_tail(log)}")
+
+
+def test_prefect_yaml_deployment_runs_on_a_worker(cosine, prefect_server: PrefectServer, tmp_path: Path) -> None:
+    """The README's deployment path, step by step, against a real server: create the work pool, ``prefect
+    deploy`` the quickstart deployment of ``prefect.yaml``, start a worker, ``prefect deployment run``; the
+    reports are written under the directory ``prefect deploy`` ran in, with the quickstart's numbers."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    expected_rm = _expected_reference_match_mean(cosine)
+    deployment_config = _prefect_yaml_deployments()[ON_DEMAND]
+    pool = deployment_config["work_pool"]["name"]
+
+    # A copy of the project (prefect.yaml, flows/, the quickstart suite): reports and the index land in it.
+    project = tmp_path / "project"
+    for relative in ("prefect.yaml", "flows/__init__.py", "flows/evaluate_suite.py",
+                     "examples/quickstart/suite.yaml", "examples/quickstart/answers.jsonl"):
+        (project / relative).parent.mkdir(parents=True, exist_ok=True)
+        (project / relative).write_bytes((REPO / relative).read_bytes())
+    elsewhere = tmp_path / "worker-cwd"  # the worker runs elsewhere: the pull step sets the directory
+    elsewhere.mkdir()
+    env = _subprocess_env(prefect_server.home, prefect_server.api_url)
+    env.pop("EVALTASKS_INDEX_DIR", None)
+    deploy_env = {**env, "PWD": str(project)}  # as a shell in the project sets it: prefect.yaml reads {{ $PWD }}
+
+    _run_cli(["work-pool", "create", pool, "--type", "process"], env, project, DEPLOY_TIMEOUT)
+    deployed = _run_cli(["--no-prompt", "deploy", "--name", ON_DEMAND], deploy_env, project, DEPLOY_TIMEOUT)
+    assert f"evaluate-suite/{ON_DEMAND}" in deployed, deployed[-4000:]
+
+    with temporary_settings(updates={PREFECT_API_URL: prefect_server.api_url}):
+        async def _read(name: str):
+            async with get_client() as client:
+                return await client.read_deployment_by_name(name)
+
+        deployment = asyncio.run(_read(f"evaluate-suite/{ON_DEMAND}"))
+        assert deployment.work_pool_name == pool
+        assert deployment.schedules == []  # on demand only
+        assert deployment.parameters == deployment_config["parameters"]
+        assert deployment.pull_steps == [
+            {"prefect.deployments.steps.set_working_directory": {"directory": str(project)}}]
+        with pytest.raises(ObjectNotFound):  # the name `evaltasks serve` gives the quickstart suite stays free
+            asyncio.run(_read("evaluate-suite/quickstart"))
+
+        worker_log = tmp_path / "worker.log"
+        worker_args = [*_prefect_cli(), "worker", "start", "--pool", pool]
+        with _process_group(worker_args, worker_log, env, elsewhere) as worker:
+            _run_cli(["deployment", "run", f"evaluate-suite/{ON_DEMAND}"], env, project, DEPLOY_TIMEOUT)
+            flow_run = asyncio.run(_wait_flow_run_final(deployment.id, worker, worker_log, WORKER_RUN_TIMEOUT))
+            assert flow_run.state.is_completed(), f"{flow_run.state!r}\n--- worker log ---\n{_tail(worker_log)}"
+            worker_pgid = worker.pid
+        assert not _group_alive(worker_pgid)
+
+    # Relative paths in prefect.yaml are relative to the directory `prefect deploy` ran in.
+    out_dir = project / deployment_config["parameters"]["output_dir"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["junit.xml", "results.json", "summary.md"]
+    assert (project / ".evaltasks" / "index").is_dir()  # the default index directory, relative to it too
+    assert not (elsewhere / "eval-results").exists()
+    results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+    assert results["suite"] == "quickstart" and results["passed"] is True
+    summary = results["summary"]
+    assert (summary["cases"], summary["passed_cases"], summary["failed_cases"]) == (8, 6, 2)
+    rm = summary["metrics"]["ReferenceMatchMetric"]["mean_score"]
+    assert round(rm, 4) == 0.7453
+    assert abs(rm - expected_rm) <= TOL, (rm, expected_rm)

@@ -42,6 +42,81 @@ def test_example_pipeline_branches_on_pass_rate(prefect_harness, cosine, tmp_pat
     assert results["summary"]["pass_rate"] == pytest.approx(expected_rate)
 
 
+# A user's own flow script: imports prefect first (as users do), then evaltasks.tasks; reads the effective
+# settings back from Prefect before, after the import and inside the flow run (on the temporary server).
+USER_FLOW_SCRIPT = """
+import json, sys
+import prefect
+from prefect import flow
+from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, get_current_settings
+
+def effective():
+    settings = get_current_settings()
+    return {"timeout": PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value(),
+            "analytics": settings.server.analytics_enabled}
+
+before = effective()
+from evaltasks import EvalTestCase, LengthCheckMetric
+from evaltasks.tasks import evaluate_test_cases
+after = effective()
+
+@flow(name="users-own-flow")
+def users_own_flow() -> dict:
+    cases = [EvalTestCase(input="q", actual_output="one two three"), EvalTestCase(input="q", actual_output="a " * 9)]
+    result = evaluate_test_cases(cases, [LengthCheckMetric(max_length=5, unit="words")])
+    return {"in_flow": effective(), "pass_rate": result.summary.pass_rate}
+
+outcome = users_own_flow() if sys.argv[1:] == ["run"] else {}
+print(json.dumps({"before": before, "after": after, **outcome}))
+"""
+
+
+def _user_flow_env(prefect_home: Path) -> dict[str, str]:
+    """This process's environment without the Prefect settings under test (conftest sets the timeout)."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "PREFECT_SERVER_ANALYTICS_ENABLED",
+                           "PREFECT_API_URL", "PREFECT_PROFILE")}
+    env["PREFECT_HOME"] = str(prefect_home)
+    return env
+
+
+def test_users_flow_script_gets_the_clis_prefect_defaults(tmp_path: Path) -> None:
+    """A plain Python flow using evaltasks.tasks, prefect imported first: Prefect's temporary server gets 120 s
+    to start (not 20 s) and its analytics service (whose heartbeat failed with "database is locked") is off."""
+    script = tmp_path / "my_flow.py"
+    script.write_text(USER_FLOW_SCRIPT, encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script), "run"], cwd=tmp_path, env=_user_flow_env(tmp_path / "home"),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    outcome = json.loads(run.stdout.strip().splitlines()[-1])
+    assert outcome["before"] == {"timeout": 20, "analytics": True}  # Prefect's own defaults
+    assert outcome["after"] == {"timeout": 120, "analytics": False}
+    assert outcome["in_flow"] == {"timeout": 120, "analytics": False}
+    assert outcome["pass_rate"] == 0.5  # 3 words pass max_length 5, 9 words fail
+    assert "Traceback" not in run.stderr and "database is locked" not in run.stderr, run.stderr[-3000:]
+
+
+@pytest.mark.parametrize("where", ["environment", "profile"])
+def test_users_own_prefect_settings_win(tmp_path: Path, where: str) -> None:
+    """A timeout or analytics setting the user chose (environment variable or Prefect profile) is kept."""
+    script = tmp_path / "my_flow.py"
+    script.write_text(USER_FLOW_SCRIPT, encoding="utf-8")
+    home = tmp_path / "home"
+    env = _user_flow_env(home)
+    if where == "environment":
+        env.update(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="45", PREFECT_SERVER_ANALYTICS_ENABLED="true")
+    else:
+        home.mkdir()
+        (home / "profiles.toml").write_text(
+            'active = "mine"\n[profiles.mine]\nPREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS = "45"\n'
+            'PREFECT_SERVER_ANALYTICS_ENABLED = "true"\n', encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    outcome = json.loads(run.stdout.strip().splitlines()[-1])
+    assert outcome["before"] == outcome["after"] == {"timeout": 45, "analytics": True}
+
+
 def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path) -> None:
     """`evaltasks run --task-runner dask:2`: a real distributed.LocalCluster with 2 worker processes.
 
