@@ -100,8 +100,8 @@ def load_yaml(text: str, source: str, error: type[InputError]) -> Any:
         if node is None:
             return None
         problems = _yaml_node_problems(loader, node, source)
-        if problems:
-            raise error(problems)
+        if problems:  # collection stops at _MAX_YAML_PROBLEMS: the count is then a lower bound
+            raise error(problems, complete=len(problems) < _MAX_YAML_PROBLEMS)
         try:
             return loader.construct_document(node)
         except RecursionError:

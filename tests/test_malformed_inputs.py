@@ -467,6 +467,10 @@ def test_a_capped_problem_count_says_at_least(tmp_path: Path, capsys: pytest.Cap
     err = _run_cli(tmp_path, S(), {"d.jsonl": '{"actual_output": 42}\n' * 30}, capsys)
     assert err.splitlines()[0] == "evaltasks: error: invalid dataset: 30 problem(s)"
     assert err.splitlines()[-1] == "  ... and 10 more"
+    # YAML checks stop at 100 problems (150 unsafe tags here)
+    err = _run_cli(tmp_path, S(dataset="d.yaml"), {"d.yaml": "- actual_output: !!python/name:os.system\n" * 150},
+                   capsys)
+    assert err.splitlines()[0] == "evaltasks: error: invalid dataset: at least 100 problem(s)"
 
 
 # --- the same through a real subprocess: no traceback on stderr, Prefect never starts --------------------------
