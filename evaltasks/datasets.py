@@ -20,6 +20,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,11 +57,12 @@ class LoadedDataset:
     locations: list[str] = field(default_factory=list)
 
 
-def _read_text(path: Path, source: str) -> tuple[bytes, str]:
+def _read_text(path: Path, source: str, written: str = "") -> tuple[bytes, str]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise DatasetError([Problem(source, "", "", "dataset file not found")]) from None
+        as_written = f" (dataset.path '{written}' in the suite)" if written else ""
+        raise DatasetError([Problem(source, "", "", f"dataset file not found{as_written}")]) from None
     except IsADirectoryError:
         raise DatasetError([Problem(source, "", "", "is a directory, not a dataset file")]) from None
     except OSError as exc:
@@ -234,12 +236,12 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
             field, a string with an unpaired surrogate, a list field that is not a list, or an explicit id that
             an earlier row already used — every bad row named by file, line or item, and field.
     """
-    source = str(base_dir / spec.path)
+    source = os.path.normpath(base_dir / spec.path)  # "a/b/../../c" -> "c", symlinks not followed: a path to read
     try:
         path = (base_dir / spec.path).resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13, OSError after)
         raise DatasetError([Problem(source, "", "", f"cannot resolve the dataset path: {exc}")]) from None
-    raw, text = _read_text(path, source)
+    raw, text = _read_text(path, source, spec.path)
     sha256 = hashlib.sha256(raw).hexdigest()
     del raw  # the decoded text is all the rest needs: do not hold the file twice
     suffix = path.suffix.lower()

@@ -173,7 +173,8 @@ def test_utf8_bom_is_ignored(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DatasetError) as info:
         load_dataset(DatasetSpec(path="nope.jsonl"), tmp_path)
-    assert _problems(info) == [Problem(str(tmp_path / "nope.jsonl"), "", "", "dataset file not found")]
+    assert _problems(info) == [Problem(str(tmp_path / "nope.jsonl"), "", "",
+                                       "dataset file not found (dataset.path 'nope.jsonl' in the suite)")]
     assert isinstance(info.value, ValueError)  # the Python API raises ValueError
 
 

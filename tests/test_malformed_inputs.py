@@ -457,6 +457,18 @@ def test_each_wrong_csv_mapping_is_one_line_listing_the_columns(
     ]
 
 
+def test_missing_dataset_is_named_by_a_normalised_path_and_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A suite two directories down reading ``../../data/d.csv``: the message shows the path without ``..``."""
+    root = tmp_path.resolve()
+    (root / "examples" / "x").mkdir(parents=True)
+    suite = S(dataset="../../data/d.csv")
+    err = _run_cli(root / "examples" / "x", suite, {}, capsys)
+    assert err.splitlines()[1] == (f"  - {root / 'data' / 'd.csv'}: dataset file not found "
+                                   "(dataset.path '../../data/d.csv' in the suite)")
+
+
 def test_a_capped_problem_count_says_at_least(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Collection stops at 1,000 problems; the count must not claim to be the total (1,500 bad rows here)."""
     err = _run_cli(tmp_path, S(), {"d.jsonl": '{"actual_output": 42}\n' * 1500}, capsys)
