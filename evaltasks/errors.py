@@ -23,7 +23,8 @@ class Problem:
         location: ``"line N"`` (CSV, JSONL: 1-based physical line), ``"item N"`` (JSON, YAML: 0-based index),
             a config path such as ``"metrics[1].unit"``, or ``""`` when the whole source is at fault.
         field: the offending field name, or ``""``.
-        message: what is wrong, in one sentence.
+        message: what is wrong, in one sentence, not starting with the field's name: ``str()`` renders
+            ``"<source>, <location>: field '<field>' <message>"`` (e.g. ``field 'unit' must be one of …``).
     """
 
     source: str
