@@ -365,7 +365,7 @@ def _run(args: argparse.Namespace) -> int:
             min_pass_rate=min_pass_rate, console=Console(),
             gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
         )
-        # two durations, each named (README, "Outputs"): the flow run's own work (results.json duration_s)
+        # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
         # and the whole command, start-up included
         print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
               f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)")
