@@ -158,7 +158,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="evaluate a suite and write results.json, junit.xml, summary.md")
     run.add_argument("suite", help="the suite YAML file")
-    run.add_argument("--output-dir", default="eval-results", help="where reports go (default ./eval-results)")
+    run.add_argument("--output-dir", default=None,
+                     help="where reports go (default ./eval-results/SUITE_NAME, the suite's name made path-safe)")
     run.add_argument("--index-dir", default=None,
                      help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
     run.add_argument("--batch-size", type=int, default=None,
@@ -187,7 +188,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("suite", help="the suite YAML file")
     serve.add_argument("--cron", default="0 6 * * *", help='cron schedule (default "0 6 * * *", UTC)')
     serve.add_argument("--name", default=None, help="deployment name (default: the suite name)")
-    serve.add_argument("--output-dir", default="eval-results", help="where each run writes its reports")
+    serve.add_argument("--output-dir", default=None,
+                       help="where each run writes its reports (default ./eval-results/SUITE_NAME)")
     serve.add_argument("--index-dir", default=None, help="reference index directory")
     sub.add_parser("schema", help="print the JSON Schema of suite files")
     index = sub.add_parser("index", help="manage the reference index")
@@ -216,10 +218,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # Python's default thresholds (700, 10, 10) ran ~750 collections (0.5 s) while a run imported Prefect and
     # started; a command owns its process, so it collects less often (restored for in-process callers).
+    command_started = time.time()
     thresholds = gc.get_threshold()
     gc.set_threshold(10_000, 10, 100)
     try:
-        return _main(argv)
+        return _main(argv, command_started)
     finally:
         gc.set_threshold(*thresholds)
         from evaltasks import _handoff
@@ -227,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         _handoff.forget()  # a run that failed before its flow took them must not leave parsed inputs behind
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, command_started: float) -> int:
     args = _parser().parse_args(argv)
+    args.command_started = command_started
     if args.command == "schema":
         from evaltasks.suite import suite_json_schema
 
@@ -263,6 +267,10 @@ def _serve(args: argparse.Namespace) -> int:
         from evaltasks.run import plan_run
 
         plan = plan_run(args.suite)
+        if args.output_dir is None:
+            from evaltasks.run import default_output_dir
+
+            args.output_dir = str(default_output_dir(plan.suite.suite.name))
         problem = _check_output_dir(Path(args.output_dir))
         if not problem:
             _quiet_prefect_defaults()
@@ -370,6 +378,10 @@ def _run(args: argparse.Namespace) -> int:
         from evaltasks.run import plan_run
 
         plan = plan_run(args.suite, skip_missing_credentials=args.skip_missing_credentials)  # before Prefect
+        if args.output_dir is None:
+            from evaltasks.run import default_output_dir
+
+            args.output_dir = str(default_output_dir(plan.suite.suite.name))
         for warning in plan.suite.warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
         for notice in plan.suite.notices:
@@ -416,7 +428,6 @@ def _run(args: argparse.Namespace) -> int:
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, disable=args.quiet, transient=True,
     )
-    started = time.time()
     try:
         with progress:
             bar = progress.add_task(f"evaluating {suite_name}", total=work_items)
@@ -458,8 +469,10 @@ def _run(args: argparse.Namespace) -> int:
             min_pass_rate=min_pass_rate, console=Console(),
             gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
         )
+        # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
+        # and the whole command, start-up included
         print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
-              f"({time.time() - started:.1f} s)")
+              f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)")
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
 
 
@@ -525,7 +538,7 @@ def _aborted(args: argparse.Namespace) -> int:
     exc = sys.exc_info()[1]
     text = traceback.format_exc()
     try:
-        out = Path(args.output_dir)
+        out = Path(args.output_dir or "eval-results")  # None: the run aborted before its suite was read
         out.mkdir(parents=True, exist_ok=True)
         log = out / "evaltasks-error.log"
         log.write_text(text, encoding="utf-8")

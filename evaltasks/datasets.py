@@ -20,6 +20,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,11 +57,12 @@ class LoadedDataset:
     locations: list[str] = field(default_factory=list)
 
 
-def _read_text(path: Path, source: str) -> tuple[bytes, str]:
+def _read_text(path: Path, source: str, written: str = "") -> tuple[bytes, str]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise DatasetError([Problem(source, "", "", "dataset file not found")]) from None
+        as_written = f" (dataset.path '{written}' in the suite)" if written else ""
+        raise DatasetError([Problem(source, "", "", f"dataset file not found{as_written}")]) from None
     except IsADirectoryError:
         raise DatasetError([Problem(source, "", "", "is a directory, not a dataset file")]) from None
     except OSError as exc:
@@ -200,6 +202,8 @@ def _as_list(value: Any, separator: str | None, is_csv: bool) -> list[str] | str
         if separator is not None:
             return [item.strip() for item in value.split(separator) if item.strip()]
         if is_csv:
+            if not value.strip():
+                return "is empty: a CSV list cell must hold a JSON array of strings (or set dataset.list_separator)"
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError:
@@ -211,6 +215,18 @@ def _as_list(value: Any, separator: str | None, is_csv: bool) -> list[str] | str
     return f"must be a list of strings, got {_type_name(value)}"
 
 
+def _missing_columns(explicit: dict[str, str], header: list[str], source: str, problems: list[Problem]) -> bool:
+    """Add one problem per field mapped to a column the CSV ``header`` lacks (each listing the header's
+    columns); True when there was one."""
+    found = False
+    for name, column in explicit.items():
+        if column not in header:
+            problems.append(Problem(source, "line 1", column,
+                                    f"column not found in the header (columns: {', '.join(header)})"))
+            found = True
+    return found
+
+
 def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
     """Load and validate the dataset ``spec`` describes (its path relative to ``base_dir``).
 
@@ -220,12 +236,12 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
             field, a string with an unpaired surrogate, a list field that is not a list, or an explicit id that
             an earlier row already used — every bad row named by file, line or item, and field.
     """
-    source = str(base_dir / spec.path)
+    source = os.path.normpath(base_dir / spec.path)  # "a/b/../../c" -> "c", symlinks not followed: a path to read
     try:
         path = (base_dir / spec.path).resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13, OSError after)
         raise DatasetError([Problem(source, "", "", f"cannot resolve the dataset path: {exc}")]) from None
-    raw, text = _read_text(path, source)
+    raw, text = _read_text(path, source, spec.path)
     sha256 = hashlib.sha256(raw).hexdigest()
     del raw  # the decoded text is all the rest needs: do not hold the file twice
     suffix = path.suffix.lower()
@@ -250,18 +266,22 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
     column_checked = False
     keys_seen: set[str] = set()  # JSON, JSONL, YAML: a mapped key that no row has is a typo, not a blank
     first_seen: dict[str, str] = {}  # explicit id -> location of its first row
+    output_key = explicit["actual_output"]
+    # JSON, JSONL, YAML: rows lacking the output key while no row has had it yet. If no row has it at all,
+    # the mapping is wrong: one problem for the mapping (listing the keys), not one per row.
+    unseen_output: list[Problem] = []
+    unseen_dropped = False  # more such rows than MAX_PROBLEMS
+    read_all = True  # False when reading stopped at MAX_PROBLEMS: the count is then a lower bound
     for where, row in rows:
         if suffix != ".csv":
             keys_seen.update(row)
+            if unseen_output and output_key in keys_seen:  # the key exists: those earlier rows lack it
+                problems.extend(unseen_output)
+                unseen_output = []
+                read_all = not unseen_dropped
         if suffix == ".csv" and not column_checked:
             column_checked = True
-            missing = [col for col in explicit.values() if col not in row]
-            if missing:
-                problems.append(Problem(
-                    source, "line 1", missing[0],
-                    f"column not found in the header (columns: {', '.join(row)})"
-                    + (f"; also missing: {', '.join(missing[1:])}" if len(missing) > 1 else ""),
-                ))
+            if _missing_columns(explicit, list(row), source, problems):
                 break
         case_fields: dict[str, Any] = {}
         row_ok = True
@@ -270,7 +290,13 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
             value = row.get(column, _MISSING) if column else _MISSING
             if name == "actual_output":
                 if value is _MISSING or value is None:
-                    problems.append(Problem(source, where, column or name, "is missing or null (actual_output is required)"))
+                    problem = Problem(source, where, column or name, "is missing or null (actual_output is required)")
+                    if suffix == ".csv" or output_key in keys_seen:
+                        problems.append(problem)
+                    elif len(unseen_output) < MAX_PROBLEMS:
+                        unseen_output.append(problem)
+                    else:
+                        unseen_dropped = True
                     row_ok = False
                 elif not isinstance(value, str):
                     problems.append(Problem(source, where, column, f"must be a string, got {_type_name(value)}"))
@@ -306,6 +332,7 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
                                                                    "(e.g. \\ud800): not valid Unicode text"))
                     row_ok = False
         if len(problems) >= MAX_PROBLEMS:
+            read_all = False  # rows after this one are not read
             break
         if not row_ok:
             continue
@@ -319,20 +346,20 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
         dataset.cases.append(EvalTestCase(**case_fields))
         explicit_ids.append(row_id)
         dataset.locations.append(where)
-    if suffix != ".csv" and keys_seen and len(problems) < MAX_PROBLEMS:  # every row was read
+    if suffix != ".csv" and keys_seen and read_all:  # every row was read
         keys = ", ".join(sorted(map(str, keys_seen))[:20]) + (", …" if len(keys_seen) > 20 else "")
         for name, column in explicit.items():
-            if name != "actual_output" and column not in keys_seen:  # actual_output is reported row by row
+            if column not in keys_seen:
                 problems.append(Problem(
                     source, "", column, f"key not found in any row (dataset.fields.{name}; keys: {keys})",
                 ))
+    elif unseen_output:  # reading stopped early: the key may exist further on, so name the rows
+        problems.extend(unseen_output)
+        read_all = False
     if suffix == ".csv" and header and not column_checked:  # header only: still report unknown columns
-        missing = [col for col in explicit.values() if col not in header]
-        if missing:
-            problems.append(Problem(source, "line 1", missing[0],
-                                    f"column not found in the header (columns: {', '.join(header)})"))
+        _missing_columns(explicit, header, source, problems)
     if problems:
-        raise DatasetError(problems)
+        raise DatasetError(problems, complete=read_all)
     if not dataset.cases:
         raise DatasetError([Problem(source, "", "", "the dataset has no rows")])
     dataset.ids = assign_ids(dataset.cases, explicit_ids)

@@ -23,7 +23,8 @@ class Problem:
         location: ``"line N"`` (CSV, JSONL: 1-based physical line), ``"item N"`` (JSON, YAML: 0-based index),
             a config path such as ``"metrics[1].unit"``, or ``""`` when the whole source is at fault.
         field: the offending field name, or ``""``.
-        message: what is wrong, in one sentence.
+        message: what is wrong, in one sentence, not starting with the field's name: ``str()`` renders
+            ``"<source>, <location>: field '<field>' <message>"`` (e.g. ``field 'unit' must be one of …``).
     """
 
     source: str
@@ -41,38 +42,43 @@ class InputError(EvalTasksError, ValueError):
     """Invalid input found before any scoring. Carries every problem found (the first 20 are shown).
 
     It subclasses :class:`ValueError` so that the Python API raises ``ValueError`` as documented.
+
+    ``complete=False`` says the collector stopped early (a cap on how many problems it gathers), so the
+    count is a lower bound: the message says "at least N problem(s)".
     """
 
     max_shown = 20
 
-    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid input") -> None:
+    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid input", complete: bool = True) -> None:
         if isinstance(problems, str):
             problems = [Problem("", "", "", problems)]
         self.problems: list[Problem] = list(problems)
         self.title = title
+        self.complete = complete
         super().__init__(self._render())
 
     def _render(self) -> str:
         shown = self.problems[: self.max_shown]
-        lines = [f"{self.title}: {len(self.problems)} problem(s)"]
+        count = f"{len(self.problems)}" if self.complete else f"at least {len(self.problems)}"
+        lines = [f"{self.title}: {count} problem(s)"]
         lines += [f"  - {problem}" for problem in shown]
         if len(self.problems) > len(shown):
-            lines.append(f"  ... and {len(self.problems) - len(shown)} more")
+            lines.append(f"  ... and {'' if self.complete else 'at least '}{len(self.problems) - len(shown)} more")
         return "\n".join(lines)
 
 
 class ConfigError(InputError):
     """The suite file (or metric parameters) is invalid."""
 
-    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid suite") -> None:
-        super().__init__(problems, title=title)
+    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid suite", complete: bool = True) -> None:
+        super().__init__(problems, title=title, complete=complete)
 
 
 class DatasetError(InputError):
     """The dataset is missing, unreadable, or has bad rows."""
 
-    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid dataset") -> None:
-        super().__init__(problems, title=title)
+    def __init__(self, problems: list[Problem] | str, *, title: str = "invalid dataset", complete: bool = True) -> None:
+        super().__init__(problems, title=title, complete=complete)
 
 
 class CredentialsError(InputError):

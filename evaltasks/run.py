@@ -7,6 +7,8 @@ metric, provider credentials — before anything is scored, so the CLI can exit 
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +75,23 @@ class RunOutcome:
             "gate": dict(self.header.get("gate", {})),
             "warnings": list(self.header.get("warnings", [])),
             "regressions": self.comparison.regressions if self.comparison else [],
+            "duration_s": self.header.get("duration_s"),
         }
+
+
+DEFAULT_OUTPUT_ROOT = "eval-results"
+
+
+def default_output_dir(suite_name: str) -> Path:
+    """The reports directory of a suite when none is given: ``eval-results/<suite name>`` (relative).
+
+    One directory per suite, so running two suites keeps both reports. The name is made safe for a path:
+    every run of characters outside ``[A-Za-z0-9._-]`` becomes ``-``, leading and trailing dots and dashes
+    are dropped (so ``..`` cannot climb out), and at most 100 characters are kept; a name with nothing
+    left is ``suite``. E.g. ``"TruthfulQA / davinci"`` -> ``eval-results/TruthfulQA-davinci``.
+    """
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", suite_name).strip(".-")[:100].strip(".-")
+    return Path(DEFAULT_OUTPUT_ROOT) / (slug or "suite")
 
 
 def _plan_key(suite_path: str | Path, skip_missing_credentials: bool) -> tuple[str, str, bool]:
@@ -110,7 +128,7 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) 
     input_state = suite_state + _handoff.file_state(suite.input_files()[1:])
     dataset = load_dataset(suite.suite.dataset, suite.path.parent)
     problems = validate_cases(
-        dataset.cases, suite.metrics, source=str(suite.path.parent / suite.suite.dataset.path),
+        dataset.cases, suite.metrics, source=os.path.normpath(suite.path.parent / suite.suite.dataset.path),
         locations=dataset.locations,
     )
     if problems:
@@ -203,6 +221,14 @@ def open_report_writer(
     )
 
 
+def _iso_utc(timestamp: float) -> str:
+    """``timestamp`` (seconds since the epoch) as ISO 8601 in UTC to the millisecond, e.g.
+    ``2026-12-01T10:27:13.042Z``."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def finish_streamed_run(
     plan: RunPlan,
     writer: ReportWriter,
@@ -217,7 +243,14 @@ def finish_streamed_run(
 
     The outcome's ``result`` holds the summary, models and reference sets but no case results (they are in
     results.json); ``summary`` overrides the writer's (e.g. a caller's own).
+
+    ``started`` (``time.time()``) is when the run began reading its suite. The header records it as
+    ``started_at``, the moment before the reports are written as ``finished_at`` (ISO 8601, UTC, to the
+    millisecond), and ``duration_s`` = the seconds between the two: the flow run's own work (reading and
+    validating the inputs, embedding, scoring, the gate), without the process's start-up before the flow
+    (imports, Prefect's temporary server) and without writing the reports. junit.xml's ``time`` is the same.
     """
+    finished = time.time()
     summary = summary or writer.summarize(embeddings)
     result = EvaluationResult(
         test_results=[], summary=summary, embedding_models=embedding_models or [], reference_sets=reference_sets or [],
@@ -237,7 +270,9 @@ def finish_streamed_run(
                  "pass_rate": gate_pass_rate(result, gate.allow_errors)},
         "warnings": list(plan.suite.warnings),
         "notices": list(plan.suite.notices),
-        "duration_s": round(time.time() - started, 3),
+        "started_at": _iso_utc(started),
+        "finished_at": _iso_utc(finished),
+        "duration_s": round(finished - started, 3),
         "embedding_models": [m.model_dump() for m in result.embedding_models],
         "reference_sets": [info.model_dump() for info in result.reference_sets],
     }

@@ -100,8 +100,8 @@ def load_yaml(text: str, source: str, error: type[InputError]) -> Any:
         if node is None:
             return None
         problems = _yaml_node_problems(loader, node, source)
-        if problems:
-            raise error(problems)
+        if problems:  # collection stops at _MAX_YAML_PROBLEMS: the count is then a lower bound
+            raise error(problems, complete=len(problems) < _MAX_YAML_PROBLEMS)
         try:
             return loader.construct_document(node)
         except RecursionError:
@@ -525,12 +525,14 @@ def _build_metrics(
         except ValueError as exc:
             field = _argument_named(spec, str(exc))
             message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
+            if field and message.startswith(field):  # the problem names the field: "field 'unit' must be …"
+                message = message[len(field):].lstrip(":").lstrip()
             problems.append(Problem(source, where, field, message))
             continue
         if metric.name in names:
             problems.append(Problem(
                 source, where, "name",
-                f"metric name '{metric.name}' is already used by metrics[{names[metric.name]}]; give one a `name:`",
+                f"'{metric.name}' is already used by metrics[{names[metric.name]}]; give one a `name:`",
             ))
         names.setdefault(metric.name, i)
         metrics.append(metric)

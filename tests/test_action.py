@@ -465,7 +465,8 @@ def test_a_run_that_could_not_score_reports_why(tmp_path: Path) -> None:
 def _run_local(tmp_path: Path, name: str, *args: str, server: GitHubServer | None = None,
                token: str = "test-token", env_extra: dict[str, str] | None = None) -> tuple[int, dict]:
     env = subprocess_env(tmp_path / f"prefect-{name}")
-    env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": token, **(env_extra or {})})
+    env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": token,
+                "EVALTASKS_LOCAL_OUT": str(tmp_path / f"kept-{name}"), **(env_extra or {})})
     env.pop("GITHUB_OUTPUT", None)
     env.pop("OPENAI_API_KEY", None)
     if server is not None:
@@ -521,6 +522,41 @@ def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comment
     assert any(a["level"] == "error" and "Gate failed" in a["message"] for a in pr["annotations"])
     assert any(a["level"] == "error" and "Regression since the baseline" in a["message"] for a in pr["annotations"])
     assert pr["steps"]["gate"]["outcome"] == "failure"  # the last step applies the gate
+
+
+def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_path: Path, workspace: Path) -> None:
+    """Without --runner-temp: RUNNER_TEMP is a temporary directory removed on exit; the job summary and outputs
+    are kept in EVALTASKS_LOCAL_OUT, the reports and comment.md in the output directory, each path printed."""
+    scratch, kept = tmp_path / "tmp", tmp_path / "kept"
+    scratch.mkdir()
+    env = subprocess_env(tmp_path / "prefect-kept")
+    env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": "test-token", "TMPDIR": str(scratch),
+                "EVALTASKS_LOCAL_OUT": str(kept)})
+    env.pop("GITHUB_OUTPUT", None)
+    with GitHubServer() as server:
+        env["GITHUB_API_URL"] = server.url
+        proc = subprocess.run(
+            ["bash", str(ACTION / "run-local.sh"), "--cache-store", str(tmp_path / "cache-store"),
+             "--workspace", str(workspace), "--with", "suite=examples/quickstart/suite.yaml", "--with",
+             "baseline=none", "--event-path", str(_pr_event(tmp_path))],
+            env=env, capture_output=True, text=True, timeout=600,
+        )
+        comments = server.all_comments()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not list(scratch.glob("evaltasks-runner-*")), list(scratch.iterdir())  # the scratch folder is gone
+    data = json.loads((kept / "outputs.json").read_text())
+    assert (kept / "job-summary.md").read_text() == data["summary"] and "quickstart" in data["summary"]
+    output_dir = workspace / "eval-results"
+    assert data["outputs"]["results-path"] == str(output_dir / "results.json")
+    assert len(comments) == 1 and (output_dir / "comment.md").read_text().rstrip("\n") == comments[0]["body"].rstrip("\n")
+    tail = proc.stdout[proc.stdout.index("── kept:"):].splitlines()
+    assert tail == [
+        "── kept:",
+        f"   job summary  {kept / 'job-summary.md'}",
+        f"   outputs      {kept / 'outputs.json'}",
+        f"   reports      {output_dir / 'results.json'}, junit.xml, summary.md",
+        f"   comment      {output_dir / 'comment.md'} (posted as comment {comments[0]['id']})",
+    ]
 
 
 def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_nothing(tmp_path: Path, workspace: Path) -> None:

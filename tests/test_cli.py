@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -58,10 +59,20 @@ QUICKSTART_DATASET = (
 )
 
 
+@pytest.mark.parametrize(("name", "expected"), [
+    ("truthfulqa-davinci", "truthfulqa-davinci"), ("TruthfulQA / davinci 1.0", "TruthfulQA-davinci-1.0"),
+    ("../../etc", "etc"), ("..", "suite"), ("оценка", "suite"), (".hidden", "hidden"), ("a" * 300, "a" * 100),
+])
+def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected: str) -> None:
+    from evaltasks.run import default_output_dir
+
+    assert default_output_dir(name) == Path("eval-results") / expected
+
+
 # --- full runs (each starts a temporary Prefect server and loads the model: keep them few) ---------------
 
 def test_run_quickstart_passes(tmp_path: Path) -> None:
-    proc, _ = _cli(tmp_path, "run", str(QUICKSTART), "--output-dir", "out", "--index-dir", "idx")
+    proc, wall_s = _cli(tmp_path, "run", str(QUICKSTART), "--output-dir", "out", "--index-dir", "idx")
     assert proc.returncode == 0, proc.stderr
     _no_noise(proc)
     out = tmp_path / "out"
@@ -76,6 +87,21 @@ def test_run_quickstart_passes(tmp_path: Path) -> None:
     # The summary table shows whole metric names even in an 80-column, non-terminal log.
     assert "│ ReferenceMatchMetric │" in proc.stdout and "│ LengthCheckMetric " in proc.stdout
     assert "pass rate: 75.00%" in proc.stdout
+    # One run, durations each named: results.json's duration_s (= finished_at - started_at) is junit's time
+    # and the printed "flow run"; "total" is the whole command, so it lies between the flow run and the wall
+    # time this test measured around the subprocess.
+    from datetime import datetime
+
+    started = datetime.fromisoformat(results["started_at"].replace("Z", "+00:00"))
+    finished = datetime.fromisoformat(results["finished_at"].replace("Z", "+00:00"))
+    assert results["started_at"].endswith("Z") and started.utcoffset().total_seconds() == 0
+    assert results["duration_s"] == pytest.approx((finished - started).total_seconds(), abs=0.002)
+    junit_time = float(re.search(r'<testsuites [^>]*time="([0-9.]+)"',
+                                 (out / "junit.xml").read_text(encoding="utf-8")).group(1))
+    assert junit_time == pytest.approx(results["duration_s"], abs=0.0005)
+    flow_s, total_s = map(float, re.search(r"\(flow run ([0-9.]+) s, total ([0-9.]+) s\)", proc.stdout).groups())
+    assert flow_s == pytest.approx(results["duration_s"], abs=0.05)
+    assert flow_s <= total_s <= wall_s + 0.05
 
 
 def test_run_gate_fails_with_defaults(tmp_path: Path) -> None:
@@ -84,14 +110,25 @@ def test_run_gate_fails_with_defaults(tmp_path: Path) -> None:
         "  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\n"
         "gate:\n  min_pass_rate: 1.0\n"
     ))
-    proc, _ = _cli(tmp_path, "run", suite.name)  # default --output-dir ./eval-results, index .evaltasks/index
+    proc, _ = _cli(tmp_path, "run", suite.name)  # default --output-dir ./eval-results/strict, index .evaltasks/index
     assert proc.returncode == 1, proc.stderr
     _no_noise(proc)
-    results = json.loads((tmp_path / "eval-results" / "results.json").read_text(encoding="utf-8"))
+    out = tmp_path / "eval-results" / "strict"  # one directory per suite
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["passed"] is False
     assert results["summary"]["pass_rate"] == pytest.approx(6 / 8, abs=1e-9)
-    assert (tmp_path / "eval-results" / "junit.xml").is_file()
-    assert (tmp_path / "eval-results" / "summary.md").is_file()
+    assert (out / "junit.xml").is_file()
+    assert (out / "summary.md").is_file()
+    assert f"reports: {Path('eval-results') / 'strict' / 'results.json'}" in proc.stdout
+    # A second suite run from the same directory keeps the first one's reports.
+    other = _suite(tmp_path, "name: lengths / words\n" + QUICKSTART_DATASET + (
+        "metrics:\n  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\ngate: {min_pass_rate: 0}\n"),
+        name="other.yaml")
+    second, _ = _cli(tmp_path, "run", other.name, "--quiet")
+    assert second.returncode == 0, second.stderr
+    assert json.loads((tmp_path / "eval-results" / "lengths-words" / "results.json").read_text())["suite"] == \
+        "lengths / words"
+    assert json.loads((out / "results.json").read_text(encoding="utf-8"))["suite"] == "strict"
     assert (tmp_path / ".evaltasks" / "index").is_dir()
     assert "GATE FAILED" in proc.stdout
 

@@ -173,7 +173,8 @@ def test_utf8_bom_is_ignored(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DatasetError) as info:
         load_dataset(DatasetSpec(path="nope.jsonl"), tmp_path)
-    assert _problems(info) == [Problem(str(tmp_path / "nope.jsonl"), "", "", "dataset file not found")]
+    assert _problems(info) == [Problem(str(tmp_path / "nope.jsonl"), "", "",
+                                       "dataset file not found (dataset.path 'nope.jsonl' in the suite)")]
     assert isinstance(info.value, ValueError)  # the Python API raises ValueError
 
 
@@ -186,12 +187,21 @@ def test_missing_csv_column_is_named_with_the_header(tmp_path: Path) -> None:
     assert "column not found" in problem.message and "question, answer" in problem.message
 
 
-def test_missing_key_in_jsonl_names_each_row(tmp_path: Path) -> None:
+def test_output_key_in_no_row_is_one_problem_naming_the_keys(tmp_path: Path) -> None:
+    """A wrong actual_output mapping is one problem listing the keys, like any other wrong mapping."""
     path = _write(tmp_path, "d.jsonl", '{"answer": "a"}\n{"answer": "b"}\n')
     with pytest.raises(DatasetError) as info:
         _load(path)
+    assert _problems(info) == [Problem(str(path), "", "actual_output",
+                                       "key not found in any row (dataset.fields.actual_output; keys: answer)")]
+
+
+def test_output_key_missing_from_some_rows_names_each_row(tmp_path: Path) -> None:
+    path = _write(tmp_path, "d.jsonl", '{"answer": "a"}\n{"actual_output": "b"}\n{"answer": "c"}\n')
+    with pytest.raises(DatasetError) as info:
+        _load(path)
     assert [(p.location, p.field) for p in _problems(info)] == [
-        ("line 1", "actual_output"), ("line 2", "actual_output"),
+        ("line 1", "actual_output"), ("line 3", "actual_output"),
     ]
 
 

@@ -20,6 +20,7 @@ nothing (YAML is data).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -145,34 +146,34 @@ CORPUS: list[Bad] = [
         {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "max_lenght",
         "unknown argument 'max_lenght' for LengthCheckMetric (did you mean 'max_length'?)"),
     Bad("suite-threshold-high", S(metrics=LC + "    threshold: high\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "threshold", "threshold must be a number in [0, 1], got 'high'"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "threshold", "must be a number in [0, 1], got 'high'"),
     Bad("suite-threshold-above-one", S(metrics=RM + "    threshold: 1.5\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "threshold", "threshold must be a number in [0, 1], got 1.5"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "threshold", "must be a number in [0, 1], got 1.5"),
     Bad("suite-threshold-nan", S(metrics=LC + "    threshold: .nan\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "threshold", "threshold must be a number in [0, 1], got nan"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "threshold", "must be a number in [0, 1], got nan"),
     Bad("suite-threshold-boolean", S(metrics=LC + "    threshold: yes\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "threshold", "threshold must be a number in [0, 1], got True"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "threshold", "must be a number in [0, 1], got True"),
     Bad("suite-min-length-above-max-length", S(metrics=LC + "    min_length: 50\n    max_length: 10\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "min_length", "min_length (50) must be <= max_length (10)"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "min_length", "(50) must be <= max_length (10)"),
     Bad("suite-negative-max-length", S(metrics=LC + "    max_length: -1\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "max_length", "max_length must be >= 0, got -1"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "max_length", "must be >= 0, got -1"),
     Bad("suite-max-length-not-an-integer", S(metrics=LC + "    max_length: ten\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "max_length", "max_length must be an integer, got 'ten'"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "max_length", "must be an integer, got 'ten'"),
     Bad("suite-max-length-fractional", S(metrics=LC + "    max_length: 10.5\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "max_length", "max_length must be an integer, got 10.5"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "max_length", "must be an integer, got 10.5"),
     Bad("suite-unknown-unit", S(metrics=LC + "    unit: lines\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "unit", "unit must be one of ['chars', 'words'], got 'lines'"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "unit", "must be one of ['chars', 'words'], got 'lines'"),
     Bad("suite-duplicate-metric-names", S(metrics=LC + LC),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[1]", "name", "metric name 'LengthCheckMetric' is already used"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[1]", "name", "'LengthCheckMetric' is already used"),
     Bad("suite-empty-references-list", S(metrics=RM + "    references: []\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "references", "references must not be an empty list"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "references", "must not be an empty list"),
     Bad("suite-references-not-a-list", S(metrics=RM + "    references: 42\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "references", "references must be a list of strings"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "references", "must be a list of strings"),
     Bad("suite-unknown-aggregation", S(metrics=RM + "    aggregation: median\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "aggregation", "aggregation must be one of ['max', 'mean']"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "aggregation", "must be one of ['max', 'mean']"),
     Bad("suite-unknown-embedding-provider",
         S(metrics="  - metric: ReferenceMatchMetric\n    embedding_provider: cohere\n"),
-        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "embedding_provider", "embedding_provider must be one of"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "embedding_provider", "must be one of"),
     Bad("suite-unknown-reference-set",
         S(metrics=RM + "    reference_set: fqa\n", extra="reference_sets:\n  faq: [Paris]\n"),
         {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "reference_set",
@@ -255,6 +256,12 @@ CORPUS: list[Bad] = [
     Bad("csv-text-after-closing-quote", S(dataset="d.csv"),
         {"d.csv": 'input,actual_output\nq1,a\nq2,"b"c\n'}, "d.csv", "line 3", None,
         "invalid CSV: ',' expected after '\"'"),
+    Bad("csv-references-cell-empty", S(dataset="d.csv", metrics=RM),
+        {"d.csv": "actual_output,references\na,\"[\"\"r\"\"]\"\nb,\n"}, "d.csv", "line 3", "references",
+        "is empty: a CSV list cell must hold a JSON array of strings (or set dataset.list_separator)"),
+    Bad("jsonl-output-key-in-no-row", S(dataset_extra="  fields: {actual_output: output}\n"),
+        {"d.jsonl": '{"question": "q", "answer": "a"}\n' * 3}, "d.jsonl", "", "output",
+        "key not found in any row (dataset.fields.actual_output; keys: answer, question)"),
     Bad("csv-references-cell-not-a-list", S(dataset="d.csv", metrics=RM),
         {"d.csv": "actual_output,references\na,\"[\"\"r\"\"]\"\nb,Paris\n"}, "d.csv", "line 3", "references",
         "must hold a JSON array of strings (or set dataset.list_separator)"),
@@ -409,7 +416,73 @@ def test_malformed_input_exits_2_with_a_located_message(
     assert f"  - {expected}" in err, f"expected\n  {expected}\nin\n{err}"
     for needle in case.extra:
         assert needle in err, (needle, err)
+    doubled = re.search(r"field '([^']+)' (metric )?\1\b", err)  # "field 'unit' unit must be": say it once
+    assert doubled is None, err
     assert _tree(root) == before  # nothing already written is lost, nothing new is created
+
+
+def _run_cli(root: Path, suite: str, files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Write ``suite`` and ``files`` under ``root``, run ``evaltasks run`` in-process; assert exit 2; stderr."""
+    (root / SUITE).write_text(suite, encoding="utf-8")
+    for name, content in files.items():
+        (root / name).write_text(content, encoding="utf-8")
+    code = cli.main(["run", str(root / SUITE), "--output-dir", str(root / "out")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    return err
+
+
+def test_wrong_output_key_is_one_line_listing_the_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """5,000 rows and a wrong actual_output mapping: one problem with the keys that exist, not one per row."""
+    rows = "".join(f'{{"question": "q{i}", "answer": "a{i}"}}\n' for i in range(5000))
+    err = _run_cli(tmp_path, S(dataset_extra="  fields: {input: question, actual_output: output}\n"),
+                   {"d.jsonl": rows}, capsys)
+    assert err.splitlines() == [
+        "evaltasks: error: invalid dataset: 1 problem(s)",
+        f"  - {tmp_path / 'd.jsonl'}: field 'output' key not found in any row "
+        "(dataset.fields.actual_output; keys: answer, question)",
+    ]
+
+
+def test_each_wrong_csv_mapping_is_one_line_listing_the_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _run_cli(tmp_path, S(dataset="d.csv", dataset_extra="  fields: {input: quest, actual_output: outp}\n"),
+                   {"d.csv": "question,answer\nq,a\n"}, capsys)
+    source = tmp_path / "d.csv"
+    assert err.splitlines() == [
+        "evaltasks: error: invalid dataset: 2 problem(s)",
+        f"  - {source}, line 1: field 'outp' column not found in the header (columns: question, answer)",
+        f"  - {source}, line 1: field 'quest' column not found in the header (columns: question, answer)",
+    ]
+
+
+def test_missing_dataset_is_named_by_a_normalised_path_and_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A suite two directories down reading ``../../data/d.csv``: the message shows the path without ``..``."""
+    root = tmp_path.resolve()
+    (root / "examples" / "x").mkdir(parents=True)
+    suite = S(dataset="../../data/d.csv")
+    err = _run_cli(root / "examples" / "x", suite, {}, capsys)
+    assert err.splitlines()[1] == (f"  - {root / 'data' / 'd.csv'}: dataset file not found "
+                                   "(dataset.path '../../data/d.csv' in the suite)")
+
+
+def test_a_capped_problem_count_says_at_least(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Collection stops at 1,000 problems; the count must not claim to be the total (1,500 bad rows here)."""
+    err = _run_cli(tmp_path, S(), {"d.jsonl": '{"actual_output": 42}\n' * 1500}, capsys)
+    lines = err.splitlines()
+    assert lines[0] == "evaltasks: error: invalid dataset: at least 1000 problem(s)"
+    assert lines[-1] == "  ... and at least 980 more"
+    # below the cap the count is exact
+    err = _run_cli(tmp_path, S(), {"d.jsonl": '{"actual_output": 42}\n' * 30}, capsys)
+    assert err.splitlines()[0] == "evaltasks: error: invalid dataset: 30 problem(s)"
+    assert err.splitlines()[-1] == "  ... and 10 more"
+    # YAML checks stop at 100 problems (150 unsafe tags here)
+    err = _run_cli(tmp_path, S(dataset="d.yaml"), {"d.yaml": "- actual_output: !!python/name:os.system\n" * 150},
+                   capsys)
+    assert err.splitlines()[0] == "evaltasks: error: invalid dataset: at least 100 problem(s)"
 
 
 # --- the same through a real subprocess: no traceback on stderr, Prefect never starts --------------------------

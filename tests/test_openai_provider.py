@@ -640,6 +640,6 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
     allowed = subprocess.run([*cli, "--max-cost", f"{expected * 1.01:.12f}"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=600)
     assert allowed.returncode == 0, allowed.stderr[-2000:]
-    results = json.loads((tmp_path / "eval-results" / "results.json").read_text())
+    results = json.loads((tmp_path / "eval-results" / "cost" / "results.json").read_text())  # per suite
     billed = server.billed_tokens() * 0.02 / 1e6
     assert results["summary"]["evaluation_cost"] == pytest.approx(billed, rel=1e-9)

@@ -170,7 +170,7 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine) -> None:
     run = subprocess.run([*cli, "run", "suite.yaml", "--index-dir", "idx", "--quiet"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    results = json.loads((tmp_path / "eval-results" / "results.json").read_text())
+    results = json.loads((tmp_path / "eval-results" / "sets" / "results.json").read_text())  # per suite
     assert {s["search"] for s in results["reference_sets"]} == {"flat", "hnsw-m32-efc200"}
     assert results["summary"]["embeddings"]["references_computed"] == len(FACTS)
     for case, output in zip(results["cases"], OUTPUTS):

@@ -170,10 +170,10 @@ def test_unknown_metric_argument_suggests_the_known_one(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("entry", "field", "message"),
     [
-        ("    unit: tokens\n", "unit", "unit must be one of ['chars', 'words'], got 'tokens'"),
-        ("    min_length: 5\n    max_length: 2\n", "min_length", "min_length (5) must be <= max_length (2)"),
-        ("    threshold: high\n", "threshold", "threshold must be a number in [0, 1], got 'high'"),
-        ("    min_length: -1\n", "min_length", "min_length must be >= 0, got -1"),
+        ("    unit: tokens\n", "unit", "must be one of ['chars', 'words'], got 'tokens'"),
+        ("    min_length: 5\n    max_length: 2\n", "min_length", "(5) must be <= max_length (2)"),
+        ("    threshold: high\n", "threshold", "must be a number in [0, 1], got 'high'"),
+        ("    min_length: -1\n", "min_length", "must be >= 0, got -1"),
     ],
     ids=["unit", "min-gt-max", "threshold-high", "negative"],
 )

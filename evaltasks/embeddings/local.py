@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_NAMES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 _MODELS: dict[tuple[str, str], object] = {}
 _MODELS_LOCK = threading.Lock()
+_LOG = logging.getLogger(__name__)  # INFO: a line before and after a model load (seconds to minutes)
 _FINGERPRINTS: dict[str, str] = {}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt")
 _DEVICES = ("cpu", "cuda", "mps", "xpu", "npu", "hpu")
@@ -177,6 +179,10 @@ class LocalEmbeddingProvider:
                 if Path(self.model_path).exists():
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                import time
+
+                _LOG.info("loading embedding model %s (once per process; can take a minute) ...", self.model_name)
+                started = time.monotonic()
                 try:
                     import transformers
                     from sentence_transformers import SentenceTransformer
@@ -184,6 +190,7 @@ class LocalEmbeddingProvider:
                     transformers.utils.logging.disable_progress_bar()
 
                     _MODELS[key] = SentenceTransformer(self.model_path, device=self.device)
+                    _LOG.info("loaded embedding model %s in %.1f s", self.model_name, time.monotonic() - started)
                 except Exception as exc:  # noqa: BLE001 - any load failure is a configuration problem
                     raise ConfigError(
                         f"cannot load local embedding model '{self.model_name}' ({self.model_path}): {exc}"
