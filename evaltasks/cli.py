@@ -538,10 +538,13 @@ def _aborted(args: argparse.Namespace) -> int:
     exc = sys.exc_info()[1]
     text = traceback.format_exc()
     try:
+        from evaltasks._atomic import atomic_writer
+
         out = Path(args.output_dir or "eval-results")  # None: the run aborted before its suite was read
         out.mkdir(parents=True, exist_ok=True)
         log = out / "evaltasks-error.log"
-        log.write_text(text, encoding="utf-8")
+        with atomic_writer(log) as handle:  # replaces a symlink placed there instead of writing through it
+            handle.write(text)
     except OSError:
         fd, name = tempfile.mkstemp(prefix="evaltasks-error-", suffix=".log")
         with os.fdopen(fd, "w") as handle:

@@ -244,7 +244,7 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
     raw, text = _read_text(path, source, spec.path)
     sha256 = hashlib.sha256(raw).hexdigest()
     del raw  # the decoded text is all the rest needs: do not hold the file twice
-    suffix = path.suffix.lower()
+    suffix = Path(spec.path).suffix.lower()  # the name the suite gives, not a symlink target's (README: format from the extension)
     problems: list[Problem] = []
     header: list[str] = []
     if suffix == ".csv":

@@ -7,7 +7,44 @@ the CLI maps them to exit code 2 and prints them without a traceback.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
+from typing import Any
+
+QUOTE_MAX_CHARS = 120  # what a message quotes of one user value
+MESSAGE_MAX_CHARS = 1000  # one problem's message as shown
+
+
+class _Quoter(reprlib.Repr):
+    """``reprlib.Repr`` that looks at a bounded part of a value: a few items per container, 3 levels, the
+    start of long strings; an integer too long to print (Python refuses over 4,300 digits) is described."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother = 3, QUOTE_MAX_CHARS, QUOTE_MAX_CHARS
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = self.maxdeque = 6
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:
+            return f"<an integer of {x.bit_length()} bits>"
+
+
+_QUOTER = _Quoter()
+
+
+def quote(value: Any, limit: int = QUOTE_MAX_CHARS) -> str:
+    """``repr(value)`` for an error message, bounded: at most ``limit`` characters (cut with ``...``), built
+    from a bounded part of the value (``reprlib``), so a huge or deeply shared value costs what a small one
+    does. ``quote("ab")`` is ``'ab'``; ``quote(list(range(100)))`` is ``[0, 1, 2, 3, 4, 5, ...]``."""
+    text = _QUOTER.repr(value)
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+def bounded(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in ``...`` when cut."""
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
 class EvalTasksError(Exception):
@@ -24,7 +61,8 @@ class Problem:
             a config path such as ``"metrics[1].unit"``, or ``""`` when the whole source is at fault.
         field: the offending field name, or ``""``.
         message: what is wrong, in one sentence, not starting with the field's name: ``str()`` renders
-            ``"<source>, <location>: field '<field>' <message>"`` (e.g. ``field 'unit' must be one of …``).
+            ``"<source>, <location>: field '<field>' <message>"`` (e.g. ``field 'unit' must be one of …``),
+            the message cut to :data:`MESSAGE_MAX_CHARS` characters.
     """
 
     source: str
@@ -34,8 +72,9 @@ class Problem:
 
     def __str__(self) -> str:
         where = ", ".join(part for part in (self.source, self.location) if part)
-        field = f"field '{self.field}' " if self.field else ""
-        return f"{where}: {field}{self.message}" if where else f"{field}{self.message}"
+        field = f"field '{bounded(self.field, QUOTE_MAX_CHARS)}' " if self.field else ""
+        message = bounded(self.message)
+        return f"{where}: {field}{message}" if where else f"{field}{message}"
 
 
 class InputError(EvalTasksError, ValueError):

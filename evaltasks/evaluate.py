@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
-from evaltasks.errors import CredentialsError, InputError, Problem, ProviderError
+from evaltasks.errors import CredentialsError, InputError, Problem, ProviderError, quote
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.results import (
@@ -47,7 +47,7 @@ def validate_metrics(metrics: Sequence[BaseMetric]) -> None:
     names: set[str] = set()
     for i, metric in enumerate(metrics):
         if not isinstance(metric, BaseMetric):
-            problems.append(Problem("<python>", f"metrics[{i}]", "", f"is not a metric: {metric!r}"))
+            problems.append(Problem("<python>", f"metrics[{i}]", "", f"is not a metric: {quote(metric)}"))
             continue
         if metric.name in names:
             problems.append(Problem("<python>", f"metrics[{i}]", "name", f"repeats the metric name '{metric.name}'"))

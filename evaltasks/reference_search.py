@@ -19,6 +19,7 @@ import faiss
 import numpy as np
 
 from evaltasks._atomic import atomic_path
+from evaltasks.errors import quote
 
 SEARCH_KINDS = ("flat", "hnsw")
 _REGISTRY: dict[str, ReferenceSearch] = {}
@@ -44,11 +45,11 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         if self.kind not in SEARCH_KINDS:
-            raise ValueError(f"search must be one of {list(SEARCH_KINDS)}, got {self.kind!r}")
+            raise ValueError(f"search must be one of {list(SEARCH_KINDS)}, got {quote(self.kind)}")
         for label in ("hnsw_m", "ef_construction", "ef_search"):
             value = getattr(self, label)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{label} must be a positive integer, got {value!r}")
+                raise ValueError(f"{label} must be a positive integer, got {quote(value)}")
 
     def label(self) -> str:
         """A short stable label, e.g. ``flat`` or ``hnsw-m32-efc200``."""

@@ -94,7 +94,7 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
         raise DatasetError([Problem(suite_source, where, "", "must be a path, a list of strings, or a mapping with path")])
     path = (base_dir / spec).resolve()
     source = str(base_dir / spec)
-    suffix = path.suffix.lower()
+    suffix = Path(spec).suffix.lower()  # the name the suite gives, not a symlink target's
     if suffix not in SET_FORMATS:
         raise DatasetError([Problem(suite_source, where, "path", f"must end in one of {', '.join(SET_FORMATS)}")])
     try:

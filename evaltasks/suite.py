@@ -30,7 +30,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem
+from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem, quote
 from evaltasks.metrics import METRICS, BaseMetric, get_metric_class
 from evaltasks.metrics.base import SkippedMetric
 
@@ -68,6 +68,10 @@ _YAML_CORE = "tag:yaml.org,2002:"
 # Tags the safe loader constructs (standard YAML types), plus merge keys (``<<``), which it flattens.
 _SAFE_TAGS = frozenset(t for t in yaml.SafeLoader.yaml_constructors if t is not None) | {_YAML_CORE + "merge"}
 _MAX_YAML_PROBLEMS = 100
+# Nodes that aliases (``*name``) may add to a YAML document beyond those written out. Sharing a mapping of
+# provider options among a few metrics adds tens, a list of 100 references shared by 1,000 dataset items
+# 100,000; a 1 KB "billion laughs" document adds 387 million.
+MAX_ALIAS_EXPANSION = 1_000_000
 
 
 def _short_tag(tag: str) -> str:
@@ -86,8 +90,12 @@ def load_yaml(text: str, source: str, error: type[InputError]) -> Any:
     - a scalar its type cannot hold, e.g. ``2024-13-45`` (read as a timestamp) or ``!!int abc``, which PyYAML
       reports as a bare ValueError.
 
-    The document is composed into nodes first and checked iteratively (aliases are visited once, so an alias
-    "bomb" costs nothing), then constructed.
+    - aliases that expand the document by more than :data:`MAX_ALIAS_EXPANSION` nodes (a "billion laughs"
+      bomb: every consumer of the data, a validation message included, would walk the expanded tree), or an
+      alias inside the node it names (a recursive structure).
+
+    The document is composed into nodes first and checked iteratively (aliases are visited once), then
+    constructed.
     """
     loader = yaml.SafeLoader(text)
     try:
@@ -99,6 +107,9 @@ def load_yaml(text: str, source: str, error: type[InputError]) -> Any:
             raise error([_yaml_syntax_problem(source, exc)]) from None
         if node is None:
             return None
+        problems = _yaml_alias_problems(node, source) if "&" in text else []  # no anchor, no alias
+        if problems:
+            raise error(problems)
         problems = _yaml_node_problems(loader, node, source)
         if problems:  # collection stops at _MAX_YAML_PROBLEMS: the count is then a lower bound
             raise error(problems, complete=len(problems) < _MAX_YAML_PROBLEMS)
@@ -118,6 +129,45 @@ def _yaml_syntax_problem(source: str, exc: yaml.YAMLError) -> Problem:
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 1}" if mark is not None else ""
     return Problem(source, where, "", f"invalid YAML: {getattr(exc, 'problem', None) or exc}")
+
+
+def _yaml_alias_problems(root: yaml.Node, source: str) -> list[Problem]:
+    """A problem when aliases expand the tree under ``root`` by more than :data:`MAX_ALIAS_EXPANSION` nodes or
+    form a cycle, else none. Iterative, each distinct node visited once (sizes are memoised), so a bomb costs
+    what its text costs."""
+    size: dict[int, int] = {}  # node id -> nodes in its expanded subtree (capped)
+    on_path: set[int] = set()
+    distinct = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not children_done:
+            if id(node) in size:
+                continue
+            if id(node) in on_path:
+                return [Problem(source, f"line {node.start_mark.line + 1}", "",
+                                "a YAML alias refers to a node that contains it (a recursive structure)")]
+            on_path.add(id(node))
+            distinct += 1
+            stack.append((node, True))
+            stack += [(child, False) for child in _yaml_children(node)]
+            continue
+        on_path.discard(id(node))
+        total = 1 + sum(size[id(child)] for child in _yaml_children(node))
+        if total - distinct > MAX_ALIAS_EXPANSION:
+            return [Problem(source, f"line {node.start_mark.line + 1}", "",
+                            f"YAML aliases expand this document by more than {MAX_ALIAS_EXPANSION:,} nodes (an alias "
+                            "'bomb'?): write the values out, or share less through aliases")]
+        size[id(node)] = total
+    return []
+
+
+def _yaml_children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _yaml_node_problems(loader: yaml.SafeLoader, root: yaml.Node, source: str) -> list[Problem]:
@@ -498,7 +548,7 @@ def _build_metrics(
             if not isinstance(set_name, str) or set_name not in (reference_sets or {}):
                 close = difflib.get_close_matches(str(set_name), list(reference_sets or {}), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
-                problems.append(Problem(source, where, "reference_set", f"unknown reference set '{set_name}'{hint}"))
+                problems.append(Problem(source, where, "reference_set", f"unknown reference set {quote(set_name)}{hint}"))
                 continue
             spec = spec.model_copy(update={})
             spec.model_extra["reference_set"] = reference_sets[set_name]  # type: ignore[index]

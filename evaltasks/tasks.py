@@ -253,13 +253,18 @@ class ScoredBatch:
         The finished task's state still references the box from inside Prefect's engine objects, which form
         reference cycles; those are freed only by a full garbage collection, which a large run seldom triggers
         (a 1,000,000-case run grew by ~0.9 GB of such batches). An emptied box holds nothing meanwhile.
+
+        Emptying is safe because no one else holds the box: :func:`score_batch_boxed` keeps its result out of
+        Prefect's in-memory result cache (``cache_result_in_memory=False``), so every cache hit, including one
+        on a batch of identical content earlier in the same run, reads a box of its own from result storage.
+        With that cache, later identical batches were handed the box an earlier batch had already emptied.
         """
         results, self.results = self.results, []
         return results
 
 
 @task(name="score-batch", cache_policy=CacheKeyFnPolicy(cache_key_fn=score_batch_inputs_key) + TASK_SOURCE,
-      **_RETRY)
+      cache_result_in_memory=False, **_RETRY)
 def score_batch_boxed(
     metric: BaseMetric,
     cases: Sequence[EvalTestCase],
@@ -268,7 +273,11 @@ def score_batch_boxed(
     failed_namespaces: dict[str, str] | None = None,
     cache_version: str = CACHE_VERSION,
 ) -> ScoredBatch:
-    """:func:`score_batch` as the evaluate-suite flow calls it: the same results, in a :class:`ScoredBatch`."""
+    """:func:`score_batch` as the evaluate-suite flow calls it: the same results, in a :class:`ScoredBatch`.
+
+    Its result is persisted (when caching) but not kept in Prefect's in-memory result cache, so the flow may
+    empty each box it receives (:meth:`ScoredBatch.take`).
+    """
     return ScoredBatch(score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True))
 
 

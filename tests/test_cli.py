@@ -319,3 +319,28 @@ def test_version(tmp_path: Path) -> None:
     proc, _ = _cli(tmp_path, "--version")
     assert proc.returncode == 0
     assert proc.stdout.strip() == f"evaltasks {__version__}"
+
+
+def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Path) -> None:
+    """A run that aborts (exit 3: the index directory lies under a file) writes evaltasks-error.log into the
+    output directory; a symlink placed there under that name is replaced, the file it points to untouched."""
+    (tmp_path / "d.jsonl").write_text('{"actual_output": "hello"}\n', encoding="utf-8")
+    _suite(tmp_path, "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
+                     "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: [hi]}\n")
+    (tmp_path / "a-file").write_text("not a directory\n", encoding="utf-8")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "evaltasks-error.log").symlink_to(outside)
+
+    proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--index-dir", "a-file/index",
+                   "--max-cost", "1")
+
+    assert proc.returncode == 3, proc.stderr
+    assert "full traceback: out/evaltasks-error.log" in proc.stderr, proc.stderr
+    assert outside.read_text(encoding="utf-8") == "keep me\n"
+    log = out / "evaltasks-error.log"
+    assert not log.is_symlink()
+    assert "NotADirectoryError" in log.read_text(encoding="utf-8")
+    assert sorted(p.name for p in out.iterdir()) == ["evaltasks-error.log"]

@@ -424,3 +424,22 @@ def test_truthfulqa_dataset_loads_unstripped(truthfulqa_dir: Path) -> None:
         assert case.references == [r.strip() for r in row["correct_answers"].split(";") if r.strip()]
     assert dataset.cases[0].actual_output.startswith(" A: ")  # taken as is, unstripped
     assert len(set(dataset.ids)) == 817
+
+
+def test_format_comes_from_the_name_the_suite_gives_not_a_symlink_target(tmp_path: Path) -> None:
+    """data.jsonl -> blob.csv reads as JSONL, and faq.txt -> blob.jsonl as one reference per line
+    (README: "format from the extension" of the path the suite names)."""
+    rows = [{"input": "q1", "actual_output": "a, b", "id": "x"}, {"input": "q2", "actual_output": "c", "id": "y"}]
+    (tmp_path / "blob.csv").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "data.jsonl").symlink_to("blob.csv")
+    (tmp_path / "blob.jsonl").write_text('{"not": "json lines"}\nsecond reference\n', encoding="utf-8")
+    (tmp_path / "faq.txt").symlink_to("blob.jsonl")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("name: linked\ndataset: {path: data.jsonl}\nreference_sets: {faq: faq.txt}\nmetrics:\n"
+                     "  - {metric: LengthCheckMetric}\n"
+                     "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: faq}\n",
+                     encoding="utf-8")
+    plan = plan_run(suite)
+    assert plan.dataset.ids == ["x", "y"]
+    assert [(c.input, c.actual_output) for c in plan.dataset.cases] == [("q1", "a, b"), ("q2", "c")]
+    assert plan.suite.metrics[1].reference_set.texts == ('{"not": "json lines"}', "second reference")

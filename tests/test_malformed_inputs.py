@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,10 @@ LC = "  - metric: LengthCheckMetric\n"
 RM = "  - metric: ReferenceMatchMetric\n    embedding_provider: local\n"
 JSONL_OK = '{"actual_output": "a"}\n'
 DEEP = 100_000  # nesting depth far beyond Python's recursion limit
+# "Billion laughs" in one 500-byte flow sequence (as a metric argument: only in a subprocess with a deadline,
+# see test_an_alias_bomb_exits_2_with_one_bounded_message_in_bounded_memory): 9 levels of 9 aliases to the level below (9^9 leaves).
+BOMB = "[&a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol], " + ", ".join(
+    f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)) + "]"
 
 
 def S(dataset: str = "d.jsonl", metrics: str = LC, dataset_extra: str = "", extra: str = "",
@@ -99,7 +104,12 @@ CORPUS: list[Bad] = [
         "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
             f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8))
         + S(head="name: s\n").replace("metrics:", "description: *i\nmetrics:", 1),
-        {"d.jsonl": JSONL_OK}, SUITE, "", "a", "unknown key"),
+        {"d.jsonl": JSONL_OK}, SUITE, "line 7", None, "YAML aliases expand this document by more than 1,000,000 nodes"),
+    Bad("suite-yaml-recursive-alias", S(extra="description: &r [x, *r]\n"),
+        {"d.jsonl": JSONL_OK}, SUITE, "line 6", None, "a YAML alias refers to a node that contains it"),
+    Bad("suite-long-argument-quoted-bounded", S(metrics=LC + "    unit: " + "w" * 100_000 + "\n"),
+        {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "unit",
+        "unit must be one of ['chars', 'words'], got '" + "w" * 57 + "..." + "w" * 58 + "'"),
     Bad("suite-not-a-mapping", "- name: s\n- dataset: d.jsonl\n",
         {"d.jsonl": JSONL_OK}, SUITE, "", None, "must be a YAML mapping with name, dataset and metrics"),
     Bad("suite-empty-file", "",
@@ -514,6 +524,37 @@ def test_malformed_input_in_a_subprocess(case_id: str, tmp_path: Path) -> None:
     assert expected in proc.stderr, (expected, proc.stderr)
     assert _tree(root) == before
     assert not (tmp_path / "prefect-home").exists()  # validation ran before Prefect
+
+
+def test_an_alias_bomb_exits_2_with_one_bounded_message_in_bounded_memory(tmp_path: Path) -> None:
+    """A 1 KB suite whose metric argument is a "billion laughs" bomb once never exited (every message quoted
+    the whole expanded value: 1.5 GiB after 120 s). Now: exit 2, one short problem, little memory. The
+    60 s deadline only marks a hang as a failure; the run takes about a second."""
+    root = tmp_path.resolve()
+    (root / SUITE).write_text(S(metrics=LC + "    unit: " + BOMB + "\n"), encoding="utf-8")
+    (root / "d.jsonl").write_text(JSONL_OK, encoding="utf-8")
+    assert (root / SUITE).stat().st_size < 1024
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "EVALTASKS_"))}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1")
+    with open(tmp_path / "stderr", "wb") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", SUITE], cwd=root, env=env,
+                                stdout=subprocess.DEVNULL, stderr=err_file)
+    deadline, status, usage = time.monotonic() + 60, None, None
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # this child's own resource usage
+        if pid:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        proc.wait()
+        pytest.fail("the bomb suite was still running after 60 s")
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = (tmp_path / "stderr").read_text(encoding="utf-8")
+    assert proc.returncode == 2, err
+    assert err.count("\n  - ") == 1 and "YAML aliases expand" in err, err
+    assert len(err) < 1000, err
+    assert usage.ru_maxrss < 512 * 1024, f"peak RSS {usage.ru_maxrss} KiB"  # the CLI alone: ~70 MiB
 
 
 @pytest.mark.parametrize("where", ["suite", "dataset"])

@@ -438,3 +438,133 @@ def test_highlights_keep_the_worst_cases_of_a_stream() -> None:
     bad = [(m.score if m.score is not None else -1.0, i, c.id) for i, c in enumerate(cases) for m in c.metrics
            if m.status in ("failed", "errored")]
     assert [w.case_id for w in streamed.worst] == [cid for _, _, cid in sorted(bad)[:WORST_CASES]]
+
+
+# --- a report set is replaced as a whole or not at all ------------------------------------------------------------
+
+def _failing_cases(n: int) -> list[TestCaseResult]:
+    """Failed cases with long reasons: junit.xml (reason twice, input and output) is larger than results.json."""
+    return [TestCaseResult.from_metrics(f"c{i}", f"question {i}", f"answer {i}", [
+        MetricResult.scored("M", 0.1, 0.5, f"reason {i} " + "x" * 400, {})]) for i in range(n)]
+
+
+def _old_set(directory: Path) -> dict[str, bytes]:
+    """A previous run's three reports in ``directory``; returns their bytes."""
+    cases = [TestCaseResult.from_metrics("old", "q", "o", [MetricResult.scored("M", 0.9, 0.5, "old run", {})])]
+    result = EvaluationResult(test_results=cases, summary=summarize(cases, {"M": 0.5}))
+    write_reports(directory, result, {"schema_version": 1, "suite": "old"}, passed=True, min_pass_rate=1.0)
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+def _pages(size: int) -> int:
+    return -(-size // 4096) * 4096
+
+
+def test_a_full_disk_leaves_the_previous_report_set_whole(tmp_path: Path) -> None:
+    """ENOSPC for real (a 4 KiB-paged tmpfs sized so results.json fits and junit.xml does not): the old code
+    had replaced results.json already, leaving it beside the old junit.xml and summary.md."""
+    import errno
+    import subprocess
+
+    from evaltasks.reports import ReportWriter
+
+    cases = _failing_cases(60)
+    sizes = write_reports(tmp_path / "scratch", EvaluationResult(test_results=cases, summary=summarize(cases, {"M": 0.5})),
+                          {"schema_version": 1, "suite": "new"}, passed=False, min_pass_rate=1.0)
+    results_size, junit_size = (sizes[n].stat().st_size for n in ("results.json", "junit.xml"))
+    assert junit_size > results_size + 8192
+    # parts (about the size of each report) + old set (3 pages) + results.json + half of junit.xml
+    size = 2 * _pages(results_size) + _pages(junit_size) + 3 * 4096 + _pages(junit_size // 2)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size // 1024}k", "tmpfs", str(disk)],
+                           capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mount.stderr.strip()}")
+    try:
+        old = _old_set(disk)
+        with pytest.raises(OSError) as info:
+            with ReportWriter(disk, "new", {"M": 0.5}) as writer:
+                writer.add(cases)
+                writer.write({"schema_version": 1, "suite": "new"}, passed=False, min_pass_rate=1.0)
+        assert info.value.errno == errno.ENOSPC
+        assert {p.name: p.read_bytes() for p in disk.iterdir()} == old  # the old set, whole; no temporaries
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_failed_write_leaves_the_previous_report_set_whole(tmp_path: Path) -> None:
+    """The same without root: a file-size limit (RLIMIT_FSIZE) makes the write of junit.xml fail (EFBIG)
+    after results.json was written; nothing of the new set may replace the old one."""
+    import errno
+    import resource
+    import signal
+
+    from evaltasks.reports import ReportWriter
+
+    cases = _failing_cases(60)
+    old = _old_set(tmp_path)
+    with ReportWriter(tmp_path, "new", {"M": 0.5}) as writer:
+        writer.add(cases)
+        results_size = len(writer._parts["results.json"][0].read_bytes()) + 4096  # head + tail fit
+        junit_part = len(writer._parts["junit.xml"][0].read_bytes())
+        assert junit_part > results_size
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (results_size, hard))
+        try:
+            with pytest.raises(OSError) as info:
+                writer.write({"schema_version": 1, "suite": "new"}, passed=False, min_pass_rate=1.0)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, previous)
+    assert info.value.errno == errno.EFBIG
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old
+
+
+_WRITER = """
+import sys, time
+from pathlib import Path
+from evaltasks._atomic import atomic_writer
+with atomic_writer(Path(sys.argv[1]) / sys.argv[2]) as out:
+    out.write("half a report")
+    out.flush()
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_temporaries_of_a_killed_writer_are_removed_by_the_next_run(tmp_path: Path) -> None:
+    """A writer killed (SIGKILL) while writing results.json leaves its temporary file; the next run removes it
+    at once (it was kept for an hour), while a temporary of a writer still running stays."""
+    import signal
+    import subprocess
+    import sys
+
+    from evaltasks.reports import ReportWriter
+
+    def start(name: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), name], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == "writing\n"
+        return proc
+
+    killed, running = start("results.json"), start("junit.xml")
+    try:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        [stale] = tmp_path.glob(".results.json.*.tmp")
+        [live] = tmp_path.glob(".junit.xml.*.tmp")
+        assert stale.read_text() == "half a report"
+
+        cases = _failing_cases(3)
+        with ReportWriter(tmp_path, "rerun", {"M": 0.5}) as writer:
+            writer.add(cases)
+            writer.write({"schema_version": 1, "suite": "rerun"}, passed=False, min_pass_rate=1.0)
+        assert not stale.exists()
+        assert live.exists()  # its writer still runs
+        assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "junit.xml", "results.json", "summary.md"]
+        assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))["suite"] == "rerun"
+    finally:
+        for proc in (killed, running):
+            proc.kill()
+            proc.wait(timeout=60)

@@ -247,3 +247,13 @@ def test_openai_without_key_is_a_config_error(tmp_path: Path, monkeypatch: pytes
     [problem] = _problems(path)
     assert (problem.location, problem.field) == ("metrics[0]", "embedding_provider")
     assert "OPENAI_API_KEY" in problem.message and "local" in problem.message
+
+
+def test_aliases_that_share_a_few_values_still_load(tmp_path: Path) -> None:
+    """Anchors and aliases are allowed (merge keys too); only an expansion beyond MAX_ALIAS_EXPANSION is refused."""
+    path = _write_suite(tmp_path, "name: shared\n" + DATASET + "metrics:\n"
+                        "  - &words {metric: LengthCheckMetric, unit: words, min_length: 1, max_length: 5}\n"
+                        "  - {<<: *words, name: chars, unit: chars}\n")
+    loaded = load_suite(path)
+    assert [(m.name, m.unit, m.min_length, m.max_length) for m in loaded.metrics] == [
+        ("LengthCheckMetric", "words", 1, 5), ("chars", "chars", 1, 5)]

@@ -87,6 +87,35 @@ def test_second_process_reuses_cached_outputs(tmp_path: Path) -> None:
         assert a[:2] == c[:2] and a[3] == c[3] and abs(a[2] - c[2]) <= TOL, (a, c)
 
 
+def test_identical_batches_share_a_cached_result_without_losing_it(tmp_path: Path) -> None:
+    """Three batches of identical content have one cache key: the second and third are cache hits on the first.
+    Each must get the results, in a cold and in a warm task cache (Prefect's in-memory result cache once handed
+    them the very box the flow had already emptied: IndexError, exit 3, no reports)."""
+    row = {"input": "What is the capital of France?", "actual_output": "Paris is the capital of France.",
+           "references": ["Paris is the capital of France.", "The capital is Paris."]}
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for _ in range(3)), encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: repeated-rows\ndataset: {path: data.jsonl}\nmetrics:\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local}\n"
+        "  - {metric: LengthCheckMetric, max_length: 10, unit: words}\n", encoding="utf-8")
+    env = _cli_env(tmp_path / "prefect-home")
+    for run in ("cold", "warm"):
+        out = tmp_path / f"out-{run}"
+        args = [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(out),
+                "--index-dir", str(tmp_path / "index"), "--batch-size", "1", "--quiet"]
+        proc = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+        assert proc.returncode == 0, f"{run} run exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        assert [case["id"] for case in results["cases"]] == [results["cases"][0]["id"] + s for s in ("", "#2", "#3")]
+        for case in results["cases"]:
+            scores = {m["name"]: (m["score"], m["status"]) for m in case["metrics"]}
+            assert scores["LengthCheckMetric"] == (1.0, "passed"), (run, case)
+            assert abs(scores["ReferenceMatchMetric"][0] - 1.0) <= 1e-5, (run, case)  # an output equal to a reference
+        assert results["summary"]["cases"] == 3 and results["summary"]["passed_cases"] == 3, run
+        assert (out / "junit.xml").read_text(encoding="utf-8").count("<testcase ") == 6, run
+
+
 # -- (b) different metrics on the same inputs never share a cached result -----------------------------------------
 
 

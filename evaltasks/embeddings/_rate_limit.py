@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 import time
 
+from evaltasks.errors import quote
+
 
 class RateLimiter:
     """Blocks callers so that at most ``requests_per_minute`` requests and ``tokens_per_minute`` tokens pass.
@@ -26,7 +28,7 @@ class RateLimiter:
     def __init__(self, requests_per_minute: float | None = None, tokens_per_minute: float | None = None) -> None:
         for label, value in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise ValueError(f"{label} must be a positive number, got {value!r}")
+                raise ValueError(f"{label} must be a positive number, got {quote(value)}")
         self._rates = [r / 60.0 if r else None for r in (requests_per_minute, tokens_per_minute)]
         self._levels = [max(1.0, r) if r else 0.0 for r in self._rates]  # start full: one second's budget
         self._stamp = time.monotonic()

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
-from evaltasks.errors import ConfigError, ProviderError
+from evaltasks.errors import ConfigError, ProviderError, quote
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_NAMES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
@@ -135,9 +135,9 @@ class LocalEmbeddingProvider:
         if device == "auto":
             device = None
         if device is not None and (not isinstance(device, str) or device.split(":")[0] not in _DEVICES):
-            raise ValueError(f"device must be one of auto, {', '.join(_DEVICES)} (optionally with ':N'), got {device!r}")
+            raise ValueError(f"device must be one of auto, {', '.join(_DEVICES)} (optionally with ':N'), got {quote(device)}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+            raise ValueError(f"batch_size must be a positive integer, got {quote(batch_size)}")
         self.device = device
         self.batch_size = batch_size
         self.model_path = resolve_model_path(self.model_name)

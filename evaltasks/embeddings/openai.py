@@ -34,7 +34,7 @@ import numpy as np
 from evaltasks.embeddings import _tokens
 from evaltasks.embeddings._rate_limit import shared_limiter
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
-from evaltasks.errors import ConfigError, CredentialsError, ProviderError
+from evaltasks.errors import ConfigError, CredentialsError, ProviderError, quote
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 MAX_INPUTS_PER_REQUEST = 2048  # the embeddings endpoint's per-request input limit
@@ -102,19 +102,19 @@ class OpenAIEmbeddingProvider:
 
         self.model_name = model_name or DEFAULT_OPENAI_MODEL
         if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1):
-            raise ValueError(f"dimensions must be a positive integer, got {dimensions!r}")
+            raise ValueError(f"dimensions must be a positive integer, got {quote(dimensions)}")
         for label, value in (("max_retries", max_retries), ("content_retries", content_retries)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{label} must be a non-negative integer, got {value!r}")
+                raise ValueError(f"{label} must be a non-negative integer, got {quote(value)}")
         for label, value in (("max_input_tokens", max_input_tokens),
                              ("max_tokens_per_request", max_tokens_per_request)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{label} must be a positive integer, got {value!r}")
+                raise ValueError(f"{label} must be a positive integer, got {quote(value)}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+            raise ValueError(f"timeout must be a positive number of seconds, got {quote(timeout)}")
         price = price_per_million_tokens
         if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float)) or not price >= 0):
-            raise ValueError(f"price_per_million_tokens must be a non-negative number, got {price!r}")
+            raise ValueError(f"price_per_million_tokens must be a non-negative number, got {quote(price)}")
         self.dimensions = dimensions
         self.content_retries = content_retries
         self.max_input_tokens = max_input_tokens

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
+from evaltasks.errors import quote
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -72,7 +73,7 @@ def source_digest(cls: type) -> str:
 def check_threshold(threshold: float) -> float:
     """Return ``threshold`` as float. Raises ValueError unless it is a number in [0, 1]."""
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
+        raise ValueError(f"threshold must be a number in [0, 1], got {quote(threshold)}")
     return float(threshold)
 
 
@@ -95,7 +96,7 @@ class BaseMetric(ABC):
     def __init__(self, threshold: float, *, name: str | None = None) -> None:
         self.threshold = check_threshold(threshold)
         if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
+            raise ValueError(f"name must be a non-empty string, got {quote(name)}")
         self.name = name or type(self).__name__
 
     # -- validation and planning ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from evaltasks.embeddings.base import VectorTable
+from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.metrics.text import count_chars, count_words
 from evaltasks.results import MetricResult
@@ -50,12 +51,12 @@ class LengthCheckMetric(BaseMetric):
     ) -> None:
         super().__init__(threshold, name=name)
         if unit not in UNITS:
-            raise ValueError(f"unit must be one of {list(UNITS)}, got {unit!r}")
+            raise ValueError(f"unit must be one of {list(UNITS)}, got {quote(unit)}")
         for label, bound in (("min_length", min_length), ("max_length", max_length)):
             if bound is None and label == "max_length":
                 continue
             if isinstance(bound, bool) or not isinstance(bound, int):
-                raise ValueError(f"{label} must be an integer, got {bound!r}")
+                raise ValueError(f"{label} must be an integer, got {quote(bound)}")
             if bound < 0:
                 raise ValueError(f"{label} must be >= 0, got {bound}")
         if max_length is not None and min_length > max_length:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from evaltasks.embeddings import DEFAULT_MODELS, PROVIDERS, EmbeddingProvider, VectorTable, get_provider
+from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.reference_search import ReferenceSearch, build_search, get_search, search_key
 from evaltasks.reference_sets import ReferenceSet
@@ -70,9 +71,9 @@ class ReferenceMatchMetric(BaseMetric):
     ) -> None:
         super().__init__(threshold, name=name)
         if aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {list(AGGREGATIONS)}, got {aggregation!r}")
+            raise ValueError(f"aggregation must be one of {list(AGGREGATIONS)}, got {quote(aggregation)}")
         if embedding_provider not in PROVIDERS:
-            raise ValueError(f"embedding_provider must be one of {sorted(PROVIDERS)}, got {embedding_provider!r}")
+            raise ValueError(f"embedding_provider must be one of {sorted(PROVIDERS)}, got {quote(embedding_provider)}")
         if references is not None:
             if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
                 raise ValueError("references must be a list of strings")
@@ -86,7 +87,7 @@ class ReferenceMatchMetric(BaseMetric):
             if references is not None:
                 raise ValueError("give either references or reference_set, not both")
         if model_name is not None and (not isinstance(model_name, str) or not model_name.strip()):
-            raise ValueError(f"model_name must be a non-empty string, got {model_name!r}")
+            raise ValueError(f"model_name must be a non-empty string, got {quote(model_name)}")
         self.references = list(references) if references is not None else None
         self.reference_set = reference_set
         self.aggregation = aggregation

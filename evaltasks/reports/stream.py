@@ -3,9 +3,10 @@
 :class:`ReportWriter` appends each batch's cases to two temporary files beside the reports (the ``cases`` of
 results.json and the ``<testcase>`` elements of junit.xml) while :class:`~evaltasks.results.SummaryBuilder`,
 :class:`~evaltasks.reports.markdown.Highlights` and, with a baseline,
-:class:`~evaltasks.compare.ComparisonBuilder` fold them in. :meth:`ReportWriter.write` then writes each report
-atomically: its head (which needs the totals), then the streamed part copied in 1 MiB blocks. Memory does not
-grow with the number of cases (beyond the baseline's scores when comparing).
+:class:`~evaltasks.compare.ComparisonBuilder` fold them in. :meth:`ReportWriter.write` then writes the three
+reports as one set (all or none replaced): each one's head (which needs the totals), then the streamed part
+copied in 1 MiB blocks. Memory does not grow with the number of cases (beyond the baseline's scores when
+comparing).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from evaltasks._atomic import atomic_writer
+from evaltasks._atomic import atomic_paths, pid_alive, remove_stale_temporaries, synced_writer
 from evaltasks.compare import Comparison, ComparisonBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
 from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
-from evaltasks.reports.markdown import Highlights, render_summary_markdown, write_summary_markdown
+from evaltasks.reports.markdown import Highlights, render_summary_markdown
 from evaltasks.results import EmbeddingCounts, EvaluationSummary, SummaryBuilder, TestCaseResult
 
 RESULTS_JSON = "results.json"
@@ -112,9 +113,15 @@ class ReportWriter:
         comparison: Comparison | None = None,
         summary: EvaluationSummary | None = None,
     ) -> dict[str, Path]:
-        """Write the three reports atomically and remove the temporary parts; return their paths by file name.
+        """Write the three reports as a set and remove the temporary parts; return their paths by file name.
 
         ``summary``: the summary to write (default :meth:`summarize`'s).
+
+        The set is replaced as a whole or not at all (:func:`~evaltasks._atomic.atomic_paths`): each report is
+        written in full and fsynced under a temporary name first, and when any write fails (disk full) the
+        temporaries are removed and the previous reports stay as they were. Then junit.xml and summary.md are
+        renamed in and results.json last: a crash between the renames leaves the temporary of results.json
+        beside the reports, the mark of an unfinished set (the next run removes it).
 
         ``header`` holds the top-level keys of results.json before ``summary`` and ``cases`` (its ``warnings``
         and ``gate.pass_rate`` also appear in summary.md); ``comparison`` is written as the ``comparison`` key
@@ -126,20 +133,22 @@ class ReportWriter:
         for _, handle in self._parts.values():
             handle.flush()
         paths = {name: self.output_dir / name for name in (RESULTS_JSON, JUNIT_XML, SUMMARY_MD)}
-        with atomic_writer(paths[RESULTS_JSON]) as out:
-            out.write(results_head(header, summary))
-            _copy(self._parts[RESULTS_JSON][0], out)
-            out.write(RESULTS_TAIL)
-        with atomic_writer(paths[JUNIT_XML]) as out:
-            out.write(junit_head(self.suite_name, summary, duration_s))
-            _copy(self._parts[JUNIT_XML][0], out)
-            out.write(JUNIT_TAIL)
         markdown = render_summary_markdown(
             self.suite_name, summary, self.highlights, passed=passed, min_pass_rate=min_pass_rate,
             comparison=comparison, warnings=header.get("warnings"),
             gate_pass_rate=(header.get("gate") or {}).get("pass_rate"),
         )
-        write_summary_markdown(paths[SUMMARY_MD], markdown)
+        with atomic_paths([paths[JUNIT_XML], paths[SUMMARY_MD], paths[RESULTS_JSON]]) as (junit, md, results):
+            with synced_writer(results) as out:
+                out.write(results_head(header, summary))
+                _copy(self._parts[RESULTS_JSON][0], out)
+                out.write(RESULTS_TAIL)
+            with synced_writer(junit) as out:
+                out.write(junit_head(self.suite_name, summary, duration_s))
+                _copy(self._parts[JUNIT_XML][0], out)
+                out.write(JUNIT_TAIL)
+            with synced_writer(md) as out:
+                out.write(markdown)
         self.close()
         return paths
 
@@ -163,37 +172,11 @@ def _copy(part: Path, out: IO[str]) -> None:
 
 
 def _remove_stale_parts(directory: Path) -> None:
-    """Remove temporary files a killed run left behind (parts of this module, atomic-write temporaries of the
-    reports), except those of processes still running."""
-    names = (RESULTS_JSON, JUNIT_XML, SUMMARY_MD)
-    for path in directory.iterdir():
-        stale_part = path.name.startswith(_PART_PREFIX)
-        stale_tmp = path.name.endswith(".tmp") and any(path.name.startswith(f".{n}.") for n in names)
-        if not (stale_part or stale_tmp):
+    """Remove temporary files killed runs left behind: parts of this module and the reports' temporaries
+    (:func:`~evaltasks._atomic.remove_stale_temporaries`), except those of processes still running."""
+    remove_stale_temporaries(directory, (RESULTS_JSON, JUNIT_XML, SUMMARY_MD))
+    for path in directory.glob(f"{_PART_PREFIX}*"):
+        pid = path.name[len(_PART_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
             continue
-        if stale_part:
-            pid = path.name[len(_PART_PREFIX):].split("-", 1)[0]
-            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
-                continue
-        elif _recent(path):
-            continue  # another writer may be replacing a report right now
         path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-def _recent(path: Path, seconds: float = 3600.0) -> bool:
-    import time
-
-    try:
-        return time.time() - path.stat().st_mtime < seconds
-    except OSError:
-        return True
