@@ -139,7 +139,7 @@ def test_settings_from_the_standard_environment_variables(server: OpenAIServer, 
 
 
 @pytest.mark.parametrize(("option", "value"), [
-    ("max_input_tokens", "50"), ("max_input_tokens", 0), ("max_tokens_per_request", 1.5), ("timeout", 0),
+    ("max_inputs_per_request", 0), ("max_inputs_per_request", "16"), ("max_input_tokens", "50"), ("max_input_tokens", 0), ("max_tokens_per_request", 1.5), ("timeout", 0),
     ("timeout", "30"), ("price_per_million_tokens", -1.0), ("max_retries", -1), ("dimensions", True),
 ])
 def test_invalid_options_are_rejected_at_construction(option: str, value) -> None:
@@ -157,6 +157,86 @@ def test_an_invalid_option_in_a_suite_is_a_config_error(tmp_path: Path, monkeypa
         "metrics:\n  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="max_input_tokens must be a positive integer"):
         load_suite(tmp_path / "suite.yaml")
+
+
+def test_empty_environment_variables_count_as_unset(server: OpenAIServer, monkeypatch) -> None:
+    """An empty CI variable (``${{ vars.X }}`` unset) must not become a blank endpoint, organization, etc."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "AZURE_OPENAI_ENDPOINT",
+                 "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    assert OpenAIEmbeddingProvider().endpoint == "https://api.openai.com/v1/"  # not "" (no request made)
+    make_provider(server, api_key=None).embed(TEXTS[:1])  # the key from the environment
+    (request,) = server.requests
+    assert request.ok and request.headers["authorization"] == f"Bearer {KEY}"
+    assert "openai-organization" not in request.headers and "openai-project" not in request.headers
+    monkeypatch.setenv("OPENAI_API_KEY", "  ")
+    with pytest.raises(CredentialsError, match="OPENAI_API_KEY"):
+        OpenAIEmbeddingProvider(base_url=server.url + "/v1")
+    # Azure: an empty OPENAI_API_VERSION is no version (the client would send api-version= empty)
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", server.url)
+    with pytest.raises(ConfigError, match="OPENAI_API_VERSION"):
+        OpenAIEmbeddingProvider(MODEL, api_key=KEY)
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-02-01")
+    OpenAIEmbeddingProvider(MODEL, api_key=KEY, timeout=PATIENT_S).embed(TEXTS[:1])
+    assert server.requests[-1].ok
+    assert server.requests[-1].path == f"/openai/deployments/{MODEL}/embeddings?api-version=2024-02-01"
+
+
+# --- response shapes ---------------------------------------------------------------------------------------------
+
+def test_items_without_index_are_read_in_list_order(server: OpenAIServer, st_model) -> None:
+    """Gemini-style OpenAI-compatible endpoints leave ``index`` out of every item."""
+    server.omit_index = True
+    vectors = make_provider(server, content_retries=0).embed(TEXTS[:4])
+    assert_same_vectors(vectors, expected_vectors(st_model, TEXTS[:4]))
+    assert [r.ok for r in server.requests] == [True]
+
+
+@pytest.mark.parametrize(("kind", "reason"), [
+    ("data_not_list", "no 'data' list (got str)"), ("no_data", "no 'data' list (got NoneType)"),
+    ("no_embedding", "item 0 has no 'embedding'"), ("non_numeric", "item 0: 'embedding' holds non-numeric"),
+    ("ragged", "vectors of different dimensions"), ("partial_index", "1 of 3 items have no 'index'"),
+    ("wrong_count", "2 vectors for 3 inputs"),
+])
+def test_an_unusable_response_says_what_was_wrong(server: OpenAIServer, kind: str, reason: str) -> None:
+    server.always = kind
+    with pytest.raises(ProviderError, match="unusable embeddings response") as info:
+        make_provider(server, max_retries=0, content_retries=1).embed(TEXTS[:3])
+    assert reason in str(info.value)
+    assert info.value.transient is True and len(server.requests) == 2  # retried as content, then given up
+
+
+def test_vectors_of_other_dimensions_are_refused(server: OpenAIServer) -> None:
+    server.vector_dimensions = 8  # a misconfigured endpoint: 8 components whatever is asked
+    with pytest.raises(ProviderError, match="8-dimensional vectors, 128 dimensions requested"):
+        make_provider(server, dimensions=128, max_retries=0, content_retries=0).embed(TEXTS[:2])
+    provider = make_provider(server, max_retries=0, content_retries=0)
+    assert provider.output_dimensions is None
+    assert provider.embed(TEXTS[:2]).shape == (2, 8)
+    assert provider.output_dimensions == 8
+    server.vector_dimensions = 16  # the endpoint changed under the same provider: never mixed
+    with pytest.raises(ProviderError, match="16-dimensional vectors, but earlier responses of this endpoint had 8"):
+        provider.embed(TEXTS[2:4])
+
+
+# --- batching ---------------------------------------------------------------------------------------------------
+
+def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_model) -> None:
+    """Azure OpenAI deployments take at most 16 inputs per request; more is HTTP 400 for the whole batch."""
+    server.max_inputs = 16
+    texts = [f"Short text number {i}." for i in range(40)]
+    with pytest.raises(ProviderError, match="HTTP 400"):
+        make_provider(server).embed(texts)
+    server.reset()
+    vectors = make_provider(server, max_inputs_per_request=16).embed(texts)
+    assert [len(r.inputs) for r in server.embedding_requests()] == [16, 16, 8]
+    assert server.sent_inputs() == texts
+    assert_same_vectors(vectors, expected_vectors(st_model, texts))
+    result = evaluate_sync([EvalTestCase(input="q", actual_output=texts[0], references=texts[1:20])],
+                           [metric_for(server, max_inputs_per_request=16)])  # per-metric provider_options
+    assert result.test_results[0].status != "errored"
+    assert max(len(r.inputs) for r in server.embedding_requests()) <= 16
 
 
 # --- batching ---------------------------------------------------------------------------------------------------
