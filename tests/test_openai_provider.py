@@ -723,3 +723,85 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
     results = json.loads((tmp_path / "eval-results" / "results.json").read_text())
     billed = server.billed_tokens() * 0.02 / 1e6
     assert results["summary"]["evaluation_cost"] == pytest.approx(billed, rel=1e-9)
+
+
+# --- the CLI against endpoints that misbehave ----------------------------------------------------------------------
+
+def _run_cli(home: Path, server: OpenAIServer, rows: list[dict], openai_options: str, min_pass_rate: float = 0.0,
+             index_dir: str = "idx") -> tuple[subprocess.CompletedProcess, dict | None]:
+    """``evaltasks run`` of ``rows`` (DATASET's fields) in ``home`` with ``embeddings: {openai: {...}}`` set to
+    ``openai_options`` (YAML flow mapping body) against ``server``; returns the process and results.json."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+    (home / "suite.yaml").write_text(
+        "name: misbehaving-endpoint\ndataset:\n  path: answers.jsonl\n"
+        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
+        f"embeddings:\n  openai: {{base_url: '{server.url}/v1', {openai_options}}}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: openai, threshold: 0.5}\n"
+        f"gate: {{min_pass_rate: {min_pass_rate}}}\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", index_dir,
+         "--quiet"], cwd=home, env=_cli_env(home, KEY, f"{server.url}/v1"), capture_output=True, text=True,
+        timeout=600,
+    )
+    path = home / "out" / "results.json"
+    return proc, json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def test_cli_malformed_200_bodies_error_the_cases_not_the_run(server: OpenAIServer, tmp_path: Path) -> None:
+    """A 200 whose body is ``{"data": "nope"}`` once escaped the provider as an AttributeError (exit 3)."""
+    server.always = "data_not_list"
+    proc, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0, content_retries: 1", min_pass_rate=0.5)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a failed gate, not a crash
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "evaltasks-error.log").exists()
+    cases = {c["id"]: c for c in results["cases"]}
+    assert results["summary"]["errored_cases"] == len(cases) == 4  # the metric's provider failed: all its cases
+    for case in cases.values():
+        metric = case["metrics"][0]
+        assert case["status"] == "errored" and metric["score"] is None
+        assert "unusable embeddings response" in metric["error"] and "no 'data' list (got str)" in metric["error"]
+    assert all(r.fault == "data_not_list" for r in server.requests)
+
+
+def test_cli_max_inputs_per_request_from_the_suite(tmp_path: Path, server: OpenAIServer) -> None:
+    """An Azure deployment answers more than 16 inputs with HTTP 400; the suite option caps the requests."""
+    server.max_inputs = 16
+    rows = [{"id": f"r{i}", "question": f"q{i}", "answer": f"Answer number {i} about topic {i % 5}.",
+             "references": [f"Reference {i}a on topic {i % 5}.", f"Reference {i}b on topic {i % 3}."]}
+            for i in range(12)]  # 36 unique texts
+    proc, results = _run_cli(tmp_path, server, rows, "max_retries: 0, max_inputs_per_request: 16")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert results["summary"]["errored_cases"] == 0 and results["summary"]["cases"] == 12
+    sizes = [len(r.inputs) for r in server.embedding_requests()]
+    assert sizes and max(sizes) <= 16 and all(r.ok for r in server.embedding_requests())
+    assert sum(sizes) == 36  # each unique text once
+    assert not [r for r in server.requests if r.status == 400]
+
+
+def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: OpenAIServer) -> None:
+    """Run 1's endpoint answers 8-d vectors (stored in the index and Prefect's task cache); run 2's answers 16-d:
+    run 2 must neither abort on a numpy concatenate error nor mix 8-d vectors in, and scores as 16-d."""
+    server.vector_dimensions = 8
+    first, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert results["embedding_models"][0]["dimensions"] == 8
+    server.vector_dimensions = 16
+    second, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "Traceback" not in second.stdout + second.stderr
+    assert results["embedding_models"][0]["dimensions"] == 16
+    assert results["summary"]["errored_cases"] == 0
+    assert any("holds 8-dimensional vectors but the provider now returns 16-dimensional" in w
+               for w in results["warnings"]), results["warnings"]
+    (meta_path,) = (tmp_path / "idx").glob("*/meta.json")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    references = {t for row in DATASET if row["answer"] for t in row["references"]}
+    assert (meta["dimensions"], meta["count"]) == (16, len(references))
+    # the same cases evaluated in this process, without index or cache, against the 16-d endpoint
+    local = evaluate_sync([EvalTestCase(input=r["question"], actual_output=r["answer"], references=r["references"])
+                           for r in DATASET], [metric_for(server)], ids=[r["id"] for r in DATASET])
+    cases = {c["id"]: c["metrics"][0] for c in results["cases"]}
+    for case in local.test_results:
+        assert abs(case.metrics[0].score - cases[case.id]["score"]) <= 1e-6
+    assert min(c.metrics[0].score for c in local.test_results if c.id != "empty") > 0
