@@ -63,14 +63,15 @@ class _ContentError(Exception):
 class OpenAIEmbeddingProvider:
     """Embeddings from the OpenAI API, Azure OpenAI, or an OpenAI-compatible server.
 
+    Every environment variable read here counts as unset when empty (:mod:`evaltasks._env`), and the resolved
+    values are passed to the client explicitly, so an empty variable never reaches a request.
+
     Args:
         model_name: the model (Azure: the deployment name); default ``text-embedding-3-small``.
         api_key: default ``OPENAI_API_KEY`` (Azure: ``AZURE_OPENAI_API_KEY``).
         base_url: default ``OPENAI_BASE_URL``, else the public API.
         organization: default ``OPENAI_ORG_ID``.
         project: default ``OPENAI_PROJECT_ID``.
-            Every variable read here counts as unset when empty, and the resolved values are passed to the
-            client explicitly, so an empty variable never reaches a request.
         dimensions: output dimensions for models that support shortening (text-embedding-3-*).
         timeout: seconds per HTTP request.
         max_retries: HTTP-level retries by the client.
