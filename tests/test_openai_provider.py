@@ -139,7 +139,8 @@ def test_settings_from_the_standard_environment_variables(server: OpenAIServer, 
 
 
 @pytest.mark.parametrize(("option", "value"), [
-    ("max_inputs_per_request", 0), ("max_inputs_per_request", "16"), ("max_input_tokens", "50"), ("max_input_tokens", 0), ("max_tokens_per_request", 1.5), ("timeout", 0),
+    ("max_inputs_per_request", 0), ("max_inputs_per_request", "16"),
+    ("max_input_tokens", "50"), ("max_input_tokens", 0), ("max_tokens_per_request", 1.5), ("timeout", 0),
     ("timeout", "30"), ("price_per_million_tokens", -1.0), ("max_retries", -1), ("dimensions", True),
 ])
 def test_invalid_options_are_rejected_at_construction(option: str, value) -> None:

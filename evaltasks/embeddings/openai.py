@@ -245,7 +245,8 @@ class OpenAIEmbeddingProvider:
         """Split texts into [start, stop) ranges of ≤ ``max_inputs_per_request`` inputs and ≤ the token budget."""
         ranges, start, budget = [], 0, 0
         for i, tokens in enumerate(bounds):
-            if i > start and (i - start >= self.max_inputs_per_request or budget + tokens > self.max_tokens_per_request):
+            full = i - start >= self.max_inputs_per_request or budget + tokens > self.max_tokens_per_request
+            if i > start and full:
                 ranges.append((start, i))
                 start, budget = i, 0
             budget += int(tokens)
