@@ -307,17 +307,22 @@ def _index(args: argparse.Namespace) -> int:
     index = ReferenceIndex(args.index_dir)
     try:
         if args.index_command == "info":
-            entries = index.info()
+            entries = index.check()  # verifies each namespace's files: exit 1 when any is broken
             if not entries:
                 print(f"no reference index at {index.root}")
             for entry in entries:
                 size = sum(p.stat().st_size for p in Path(entry["path"]).glob("*") if p.is_file())
                 print(f"{entry.get('namespace', entry['path'])}: {entry.get('count', '?')} vectors × "
-                      f"{entry.get('dimensions', '?')} dims, {size / 1e6:.1f} MB, updated {entry.get('updated', '?')}"
-                      + (f"  [{entry['error']}]" if "error" in entry else ""))
+                      f"{entry.get('dimensions', '?')} dims, {size / 1e6:.1f} MB, updated {entry.get('updated', '?')}")
+                if entry["problems"]:
+                    print(f"  BROKEN ({entry['path']}): {'; '.join(entry['problems'])}; the next run rebuilds it")
             sets = sorted((index.root / "sets").glob("*.faiss")) if (index.root / "sets").exists() else []
             if sets:
                 print(f"reference-set searches: {len(sets)} in {index.root / 'sets'}")
+            broken = sum(bool(entry["problems"]) for entry in entries)
+            if broken:
+                _error(f"{broken} of {len(entries)} reference index namespaces are broken")
+                return EXIT_GATE_FAILED
             return EXIT_PASSED
         from evaltasks.run import index_plan, plan_run
 
@@ -412,6 +417,7 @@ def _run(args: argparse.Namespace) -> int:
     from evaltasks.run import hand_over_plan
 
     suite_name, work_items, min_pass_rate = plan.suite.suite.name, plan.work_items, plan.suite.suite.gate.min_pass_rate
+    shown_warnings = set(plan.suite.warnings)  # printed above; the run may add more (e.g. a corrupt index)
     model_providers = [need.provider for need in plan.needs.values() if callable(getattr(need.provider, "load", None))]
     hand_over_plan(plan, args.suite, skip_missing_credentials=args.skip_missing_credentials)
     del plan
@@ -461,6 +467,9 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         _progress.set_progress_callback(None)
 
+    for warning in outcome.get("warnings", []):
+        if warning not in shown_warnings:
+            print(f"evaltasks: warning: {warning}", file=sys.stderr)
     if not args.quiet:
         from evaltasks.results import EvaluationSummary
 

@@ -17,7 +17,14 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
 - Reads take no lock: the checksum and the vectors come from one open file; a state that does not verify
   (a writer replaced a file between our reads) is read again under the lock before it is called corrupt.
 - Corruption: a file FAISS cannot read, or whose sha256, count or dimension disagree with ``meta.json``, is
-  reported with a warning and rebuilt from scratch; it is never used for scores. No pickle anywhere.
+  reported and rebuilt from scratch; it is never used for scores. Inside :func:`recording_warnings` (a run of
+  the flow: results.json ``warnings``, summary.md, the CLI's ``evaltasks: warning:`` lines) the report is
+  recorded; elsewhere it is an :class:`IndexWarning`. :meth:`ReferenceIndex.check` verifies every namespace's
+  files without repairing them (``evaltasks index info``). No pickle anywhere.
+- Dimensions: an API provider's namespace does not pin its vectors' dimensions (an endpoint may serve any
+  model under a name), so they are compared with the stored ones before anything is stored or reused. A
+  provider that reports ``output_dimensions`` and does not know them yet embeds one requested text to learn
+  them; a namespace of other dimensions is rebuilt from this run's vectors (and reported, as corruption is).
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +46,7 @@ import numpy as np
 from filelock import FileLock
 
 from evaltasks._atomic import atomic_writer
+from evaltasks._env import env_value
 from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 
@@ -47,9 +57,46 @@ LOCK_FILE = ".lock"
 FORMAT_VERSION = 1
 
 
+class IndexWarning(UserWarning):
+    """A reference index namespace was found corrupt (or of other dimensions) and is being rebuilt."""
+
+
+_recorded: ContextVar[list[str] | None] = ContextVar("evaltasks_index_warnings", default=None)
+
+
+@contextmanager
+def recording_warnings() -> Iterator[list[str]]:
+    """Record the index's reports (corrupt or rebuilt namespaces) made in this context, instead of emitting
+    :class:`IndexWarning`; yields the list they are appended to (each message once).
+
+    The list is shared with the threads that copy this context (Prefect's thread task runner does); tasks in
+    other processes emit their reports there as warnings.
+    """
+    token = _recorded.set([])
+    try:
+        yield _recorded.get()  # type: ignore[misc]
+    finally:
+        _recorded.reset(token)
+
+
+def recorded_warnings() -> list[str]:
+    """The reports recorded so far by the innermost :func:`recording_warnings` (empty outside one)."""
+    return list(_recorded.get() or [])
+
+
+def _report(message: str) -> None:
+    """Record ``message`` (inside :func:`recording_warnings`) or emit it as an :class:`IndexWarning`."""
+    recorded = _recorded.get()
+    if recorded is None:
+        warnings.warn(message, IndexWarning, stacklevel=4)
+    elif message not in recorded:
+        recorded.append(message)
+
+
 def default_index_dir() -> Path:
-    """``$EVALTASKS_INDEX_DIR`` when set, else ``.evaltasks/index`` (relative to the working directory)."""
-    return Path(os.environ.get("EVALTASKS_INDEX_DIR") or DEFAULT_INDEX_DIR)
+    """``$EVALTASKS_INDEX_DIR`` when set and not empty, else ``.evaltasks/index`` (relative to the working
+    directory)."""
+    return Path(env_value("EVALTASKS_INDEX_DIR") or DEFAULT_INDEX_DIR)
 
 
 def text_id(text: str) -> int:
@@ -113,7 +160,7 @@ class _Namespace:
                     return self.load(locked=True)
             except OSError:  # a read-only index folder: nobody can be writing it, so the state is final
                 pass
-        warnings.warn(f"reference index {self.dir} is corrupt ({error}); rebuilding it", stacklevel=3)
+        _report(f"reference index {self.dir} is corrupt ({error}); rebuilding it")
         return empty
 
     def read_verified(self) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -221,31 +268,61 @@ class ReferenceIndex:
         ns = _Namespace(self.root, provider)
         wanted = np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique))
         ids, vectors, meta = ns.load()
+        stored_dim = int(vectors.shape[1]) if len(ids) else None
+        checks_dim = hasattr(provider, "output_dimensions")  # an API provider: its namespace does not pin them
+        known = getattr(provider, "output_dimensions", None)
+        if stored_dim is not None and known is not None and known != stored_dim:
+            self._report_dimensions(ns, stored_dim, known)
+            ids, vectors, meta, stored_dim = ids[:0], np.zeros((0, 0), np.float32), {}, None
         found = _lookup(ids, wanted)
         missing = np.flatnonzero(found < 0)
-        result = np.empty((len(unique), vectors.shape[1] if len(ids) else 0), dtype=np.float32)
         costs = np.zeros(len(unique))
         truncated = np.zeros(len(unique), dtype=bool)
-        if len(missing):
-            batch = provider.embed_batch([unique[i] for i in missing])
-            self._store(ns, wanted[missing], batch.vectors, wanted[missing][batch.truncated])
-            if result.shape[1] == 0:
-                result = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
-            result[missing] = batch.vectors
-            costs[missing] = batch.costs
-            truncated[missing] = batch.truncated
+        fresh: np.ndarray | None = None  # float32 (len(unique), d): rows embedded now
+        embedded = np.zeros(len(unique), dtype=bool)
+        rows = missing
+        if not len(rows) and stored_dim is not None and checks_dim and known is None:
+            rows = np.array([0])  # all stored, dimensions unknown: embed one text to learn them
+        if len(rows):
+            batch = provider.embed_batch([unique[i] for i in rows])
+            fresh = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
+            fresh[rows], costs[rows], truncated[rows], embedded[rows] = (
+                batch.vectors, batch.costs, batch.truncated, True)
+            if stored_dim is not None and batch.vectors.shape[1] != stored_dim:
+                self._report_dimensions(ns, stored_dim, int(batch.vectors.shape[1]))
+                found[:] = -1  # nothing stored is usable: embed the rest too
+                rest = np.flatnonzero(~embedded)
+                if len(rest):
+                    more = provider.embed_batch([unique[i] for i in rest])
+                    fresh[rest], costs[rest], truncated[rest], embedded[rest] = (
+                        more.vectors, more.costs, more.truncated, True)
+        store = np.flatnonzero(embedded & (found < 0))
+        if len(store):
+            assert fresh is not None
+            self._store(ns, wanted[store], fresh[store], wanted[store][truncated[store]])
         hit = np.flatnonzero(found >= 0)
+        dim = fresh.shape[1] if fresh is not None else stored_dim or 0
+        result = np.empty((len(unique), dim), dtype=np.float32)
+        if fresh is not None:
+            result[embedded] = fresh[embedded]
         if len(hit):
-            result[hit] = vectors[found[hit]]
+            result[hit] = vectors[found[hit]]  # a probed text keeps its stored vector (same dimensions)
             cut = set(meta.get("truncated_ids", ()))
-            if cut:
-                truncated[hit] = [int(i) in cut for i in wanted[hit]]
-        return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(missing), reused=len(hit))
+            truncated[hit] = [int(i) in cut for i in wanted[hit]] if cut else False
+        return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(store), reused=len(hit))
+
+    @staticmethod
+    def _report_dimensions(ns: _Namespace, stored: int, now: int) -> None:
+        _report(f"reference index {ns.dir} holds {stored}-dimensional vectors but the provider now returns "
+                f"{now}-dimensional ones; rebuilding it")
 
     def _store(self, ns: _Namespace, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray) -> None:
         ns.dir.mkdir(parents=True, exist_ok=True)
         with ns.lock():
             ids, vectors, meta = ns.load(locked=True)  # re-read: another writer may have added texts meanwhile
+            if len(ids) and vectors.shape[1] != new_vectors.shape[1]:  # of other dimensions: replaced
+                ids, vectors = ids[:0], np.zeros((0, new_vectors.shape[1]), np.float32)
+                meta["truncated_ids"] = []
             keep = _lookup(ids, new_ids) < 0
             if not keep.any():
                 return
@@ -298,6 +375,43 @@ class ReferenceIndex:
                 return ns
         return None
 
+    def check(self) -> list[dict]:
+        """Verify every namespace's files without reading them into FAISS or repairing anything.
+
+        Returns one dict per namespace folder (one holding ``meta.json`` or ``vectors.faiss``): its metadata,
+        ``path``, and ``problems`` (empty when healthy): ``meta.json`` missing or unreadable, ``vectors.faiss``
+        missing, a size other than the one ``count`` × ``dimensions`` make (bytes: the empty index's header
+        plus 4 × dimensions + 8 per vector), or a sha256 other than ``meta.json`` records. The state a killed
+        writer left (``previous`` in ``meta.json``) counts as healthy, as it does for runs.
+        """
+        if not self.root.exists():
+            return []
+        out = []
+        for folder in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            if not (folder / META_FILE).exists() and not (folder / INDEX_FILE).exists():
+                continue  # e.g. sets/ (reference-set searches)
+            entry: dict = {"path": str(folder)}
+            problems: list[str] = []
+            meta: dict | None = None
+            try:
+                meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+                if not isinstance(meta, dict):
+                    raise ValueError("not a JSON object")
+                entry.update(meta)
+            except FileNotFoundError:
+                problems.append(f"{META_FILE} is missing")
+            except (OSError, ValueError) as exc:
+                problems.append(f"{META_FILE} is unreadable ({exc})")
+                meta = None
+            index_path = folder / INDEX_FILE
+            if not index_path.exists():
+                problems.append(f"{INDEX_FILE} is missing")
+            elif meta is not None:
+                problems += _check_files(index_path, meta)
+            entry["problems"] = problems
+            out.append(entry)
+        return out
+
     def info(self) -> list[dict]:
         """The metadata of every namespace under ``root`` (empty when there is none)."""
         if not self.root.exists():
@@ -309,6 +423,31 @@ class ReferenceIndex:
             except (OSError, ValueError) as exc:
                 out.append({"path": str(meta_path.parent), "error": str(exc)})
         return out
+
+
+def flat_file_size(count: int, dimensions: int) -> int:
+    """Bytes of a ``vectors.faiss`` holding ``count`` vectors of ``dimensions`` (FAISS's own format)."""
+    header = len(faiss.serialize_index(faiss.IndexIDMap2(faiss.IndexFlatIP(dimensions))))
+    return header + count * (4 * dimensions + 8)
+
+
+def _check_files(index_path: Path, meta: dict) -> list[str]:
+    """What is wrong with ``index_path`` against ``meta`` (its state or the ``previous`` one): size, sha256."""
+    states = [meta, *([meta["previous"]] if isinstance(meta.get("previous"), dict) else [])]
+    sizes = []
+    for state in states:
+        count, dims = state.get("count"), state.get("dimensions")
+        if isinstance(count, int) and isinstance(dims, int) and count >= 0 and dims > 0:
+            sizes.append(flat_file_size(count, dims))
+    if not sizes:
+        return [f"{META_FILE} records no valid count and dimensions"]
+    size = index_path.stat().st_size
+    if size not in sizes:
+        return [f"{INDEX_FILE} is {size:,} bytes, expected {sizes[0]:,} for {meta.get('count')} vectors × "
+                f"{meta.get('dimensions')} dimensions (truncated or overwritten)"]
+    if _file_sha256(index_path) not in {state.get("index_sha256") for state in states}:
+        return [f"the sha256 of {INDEX_FILE} differs from the one {META_FILE} records"]
+    return []
 
 
 def _library_versions() -> dict[str, str]:

@@ -268,7 +268,7 @@ def finish_streamed_run(
         "passed": passed,
         "gate": {"min_pass_rate": gate.min_pass_rate, "allow_errors": gate.allow_errors,
                  "pass_rate": gate_pass_rate(result, gate.allow_errors)},
-        "warnings": list(plan.suite.warnings),
+        "warnings": [*plan.suite.warnings, *_index_warnings()],
         "notices": list(plan.suite.notices),
         "started_at": _iso_utc(started),
         "finished_at": _iso_utc(finished),
@@ -284,6 +284,14 @@ def finish_streamed_run(
     )
     return RunOutcome(result=result, passed=passed, paths=paths, header=header, comparison=comparison,
                       highlights=highlights)
+
+
+def _index_warnings() -> list[str]:
+    """What the reference index reported during this run (corrupt or rebuilt namespaces; see
+    :func:`evaltasks.index.recording_warnings`)."""
+    from evaltasks.index import recorded_warnings
+
+    return recorded_warnings()
 
 
 def finish_run(

@@ -257,7 +257,7 @@ class DatasetSpec(BaseModel):
 class MetricSpec(BaseModel):
     """One metric: its registered class name, an optional result name, and constructor arguments."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+    model_config = ConfigDict(extra="allow", json_schema_extra=lambda schema: _metric_spec_schema(schema))
 
     metric: str = Field(description="Registered metric class name.", json_schema_extra={"enum": list(METRICS)})
     name: str | None = Field(default=None, description="Name in results; default: the class name.")
@@ -279,6 +279,28 @@ class Gate(BaseModel):
     )
 
 
+# The openai provider's request-shaping options, described in the JSON Schema (every option is in the README;
+# values are checked by the provider, and a wrong one is a ConfigError located at the metric).
+OPENAI_OPTIONS_SCHEMA: dict[str, Any] = {
+    "max_inputs_per_request": {"type": "integer", "minimum": 1, "default": 2048,
+                               "description": "Inputs per embeddings request (Azure OpenAI deployments: 16)."},
+    "max_tokens_per_request": {"type": "integer", "minimum": 1, "default": 300000,
+                               "description": "Token budget of one embeddings request."},
+    "max_input_tokens": {"type": "integer", "minimum": 1, "default": 8191,
+                         "description": "Per-input limit; longer texts are truncated and flagged."},
+    "dimensions": {"type": "integer", "minimum": 1, "description": "Output dimensions (text-embedding-3-*)."},
+}
+
+
+def _metric_spec_schema(schema: dict[str, Any]) -> None:
+    """MetricSpec's JSON Schema: other constructor arguments allowed; ``provider_options`` described."""
+    schema["additionalProperties"] = True
+    schema["properties"]["provider_options"] = {
+        "type": "object", "additionalProperties": True, "properties": OPENAI_OPTIONS_SCHEMA,
+        "description": "Embedding provider options of this metric (override the suite's `embeddings:`).",
+    }
+
+
 class Suite(BaseModel):
     """A whole suite file."""
 
@@ -298,7 +320,11 @@ class Suite(BaseModel):
     embeddings: dict[Literal["local", "openai"], dict[str, Any]] = Field(
         default_factory=dict,
         description="Default provider options per embedding provider, e.g. {openai: {base_url: ..., "
-        "dimensions: 512}, local: {device: cpu, batch_size: 64}}; a metric's provider_options override them.",
+        "dimensions: 512, max_inputs_per_request: 16}, local: {device: cpu, batch_size: 64}}; a metric's "
+        "provider_options override them.",
+        json_schema_extra={"properties": {"openai": {
+            "type": "object", "additionalProperties": True, "properties": OPENAI_OPTIONS_SCHEMA,
+        }}},
     )
 
 

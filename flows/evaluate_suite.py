@@ -29,7 +29,7 @@ from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
 from evaltasks.errors import ProviderError
 from evaltasks.evaluate import model_infos, prepare_reference_searches
-from evaltasks.index import ReferenceIndex, default_index_dir
+from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
 from evaltasks.results import EmbeddingCounts, TestCaseResult
 from evaltasks.compare import DEFAULT_TOLERANCE
 from evaltasks.run import RunOutcome, finish_streamed_run, open_report_writer, plan_run
@@ -174,7 +174,7 @@ def run_suite(
     logger = get_run_logger()
     started = time.time()
     plan = plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
-    with _gc_frozen():
+    with _gc_frozen(), recording_warnings():  # index corruption found by the run goes into its reports
         return _run_plan(
             plan, logger, started, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
             baseline, regression_tolerance, baseline_label,
@@ -277,9 +277,19 @@ def _run_plan(
                 table, ref_counts = future.result()
                 parts.append(table)
                 counts = counts.add(ref_counts)
-            for future in out_futures:
+            # The index checked the references' dimensions against the endpoint's; outputs cached by a run whose
+            # endpoint answered other dimensions (same model name) are embedded again instead of mixed in.
+            dim = next((t.vectors.shape[1] for t in parts if len(t)), None) or getattr(
+                provider, "output_dimensions", None)
+            for future, chunk in zip(out_futures, _chunks(outputs, EMBED_CHUNK)):
                 table = future.result()
                 reused = future.state.name == "Cached"
+                if reused and dim and len(table) and table.vectors.shape[1] != dim:
+                    table = embed_outputs_task.with_options(refresh_cache=True).submit(
+                        provider.provider, provider.model_name, namespace, chunk, need.options,
+                        concurrency_limit=concurrency_limit,
+                    ).result()
+                    reused = False
                 parts.append(table.with_costs(np.zeros(len(table))) if reused else table)  # paid for earlier
                 counts = counts.add(EmbeddingCounts(
                     outputs_computed=0 if reused else len(table), outputs_reused=len(table) if reused else 0,
@@ -357,7 +367,7 @@ def _run_plan(
         logger.warning("Regression since the baseline: %s", regression)
     publish_artifacts(
         result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
-        reports_url=reports_url, comparison=outcome.comparison, warnings=plan.suite.warnings,
+        reports_url=reports_url, comparison=outcome.comparison, warnings=outcome.header["warnings"],
         highlights=outcome.highlights,
     )
     logger.info(

@@ -36,7 +36,13 @@ in seeded random order, each kind once per cycle (so a few dozen faults cover ev
 seconds: longer than the client's timeout), ``drop`` (closes the connection without a response),
 ``malformed_json`` (200 with a truncated JSON body), ``wrong_count`` (one vector too few, or too many for one
 input), ``nan`` / ``inf`` (a JSON ``NaN`` / ``Infinity`` token in a vector), ``zero_vector`` (a vector of
-zeros).
+zeros), and malformed shapes of a 200 JSON body: ``no_data`` (no ``data`` key), ``data_not_list``
+(``{"data": "nope"}``), ``no_embedding`` (an item without ``embedding``), ``non_numeric`` (a string among a
+vector's numbers), ``ragged`` (one vector a component short), ``partial_index`` (one item without ``index``).
+
+Endpoint variants (constructor options): ``max_inputs`` (inputs per request, default 2048; Azure deployments
+allow 16: more is a 400), ``omit_index`` (items carry no ``index``, as some OpenAI-compatible endpoints answer),
+``vector_dimensions`` (every vector has this many components whatever was asked: a misconfigured endpoint).
 
 Every request is recorded in :attr:`OpenAIServer.requests` (arrival time, path, headers, inputs, status, fault,
 usage tokens) for assertions.
@@ -67,7 +73,8 @@ MAX_INPUT_TOKENS = 8192
 
 HTTP_FAULTS = ("429_retry_after_ms", "429_retry_after_s", "429_retry_after_0", "429", "408", "500", "502", "503",
                "slow", "drop")
-CONTENT_FAULTS = ("malformed_json", "wrong_count", "nan", "inf", "zero_vector")
+CONTENT_FAULTS = ("malformed_json", "wrong_count", "nan", "inf", "zero_vector", "no_data", "data_not_list",
+                  "no_embedding", "non_numeric", "ragged", "partial_index")
 FAULT_KINDS = HTTP_FAULTS + CONTENT_FAULTS
 # What a run under random faults mixes (429_retry_after_s is left out: its delay is seconds long by design).
 TRANSIENT_MIX = tuple(k for k in FAULT_KINDS if k != "429_retry_after_s")
@@ -244,6 +251,9 @@ class OpenAIServer:
         retry_after_ms: the ``retry-after-ms`` header of ``429_retry_after_ms``.
         retry_after_s: the ``Retry-After`` header of ``429_retry_after_s``.
         warm: load the model on entering (else on the first request that needs it).
+        max_inputs: most inputs per request (more: 400).
+        omit_index: leave ``index`` out of every item.
+        vector_dimensions: answer vectors of this many components (≤ 384) whatever was requested.
 
     Attributes:
         url: ``http://127.0.0.1:PORT`` (no trailing slash; the client's base_url is ``url + "/v1"``).
@@ -265,6 +275,9 @@ class OpenAIServer:
         retry_after_ms: int = 5,
         retry_after_s: int = 1,
         warm: bool = True,
+        max_inputs: int = MAX_INPUTS,
+        omit_index: bool = False,
+        vector_dimensions: int | None = None,
     ) -> None:
         unknown = set(fault_kinds) - set(FAULT_KINDS)
         if unknown:
@@ -288,6 +301,9 @@ class OpenAIServer:
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
         self._warm = warm
+        self.max_inputs = max_inputs
+        self.omit_index = omit_index
+        self.vector_dimensions = vector_dimensions
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def __enter__(self) -> OpenAIServer:
@@ -402,7 +418,7 @@ class OpenAIServer:
                                     "invalid_request_error", "model_not_found"), {}, None, 0
         invalid = _error_body("'$.input' is invalid. Please check the API reference: "
                               "https://platform.openai.com/docs/api-reference.", "invalid_request_error")
-        if record.inputs is None or not record.inputs or len(record.inputs) > MAX_INPUTS:
+        if record.inputs is None or not record.inputs or len(record.inputs) > self.max_inputs:
             return 400, invalid, {}, None, 0
         if any(t == "" for t in record.inputs):
             return 400, invalid, {}, None, 0
@@ -419,9 +435,13 @@ class OpenAIServer:
             200, None, {})
         if payload is not None or fault == "drop":
             return status, payload, extra, fault, 0
-        vectors = shorten(encode(record.inputs), dimensions)
+        vectors = shorten(encode(record.inputs), self.vector_dimensions or dimensions)
         tokens = sum(counts)
-        return 200, self._embeddings_body(vectors, model, tokens, body.get("encoding_format"), fault), {}, fault, tokens
+        payload = self._embeddings_body(vectors, model, tokens, body.get("encoding_format"), fault)
+        if self.omit_index and isinstance(payload, dict):
+            for item in payload["data"]:
+                item.pop("index", None)
+        return 200, payload, {}, fault, tokens
 
     def _fault_response(self, fault: str | None) -> tuple[int, Any, dict[str, str]]:
         rate = _error_body("Rate limit reached for requests. Please try again later.", "requests",
@@ -461,14 +481,32 @@ class OpenAIServer:
             rows[0] = [0.0] * len(rows[0])
         if fault == "wrong_count":
             rows = rows[:-1] if len(rows) > 1 else rows * 2
-        use_base64 = encoding_format == "base64" and fault not in ("nan", "inf")  # NaN travels as a JSON token
+        if fault == "ragged" and len(rows) > 1:
+            rows[-1] = rows[-1][:-1]
+        elif fault == "ragged":
+            rows[0] = [rows[0]]  # one input: a nested list, not a vector
+        if fault == "non_numeric":
+            rows[0][0] = "0.5x"
+        # NaN travels as a JSON token, a string among numbers as JSON too
+        use_base64 = encoding_format == "base64" and fault not in ("nan", "inf", "non_numeric", "ragged")
         data = [
             {"object": "embedding", "index": i,
              "embedding": base64.b64encode(np.asarray(row, dtype="<f4").tobytes()).decode() if use_base64 else row}
             for i, row in enumerate(rows)
         ]
+        if fault == "no_embedding":
+            del data[0]["embedding"]
+        elif fault == "partial_index":
+            if len(data) > 1:
+                del data[-1]["index"]
+            else:
+                data[0]["index"] = 1  # one item: an index that matches no input
         payload = {"object": "list", "data": data, "model": model,
                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        if fault == "no_data":
+            del payload["data"]
+        elif fault == "data_not_list":
+            payload["data"] = "nope"
         if fault == "malformed_json":
             text = json.dumps(payload).encode()
             return text[: max(1, len(text) // 2)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -285,3 +287,85 @@ def test_empty_request_touches_nothing(tmp_path, provider) -> None:
     lookup = ReferenceIndex(tmp_path / "idx").get_or_embed(provider, [])
     assert (lookup.computed, lookup.reused, len(lookup.table)) == (0, 0, 0)
     assert not (tmp_path / "idx").exists()
+
+
+def test_empty_index_dir_variable_counts_as_unset(monkeypatch) -> None:
+    monkeypatch.setenv("EVALTASKS_INDEX_DIR", "")  # an empty CI variable
+    assert default_index_dir() == Path(".evaltasks/index")
+    monkeypatch.setenv("EVALTASKS_INDEX_DIR", "   ")
+    assert ReferenceIndex().root == Path(".evaltasks/index")
+
+
+# -- corruption seen by users: `evaltasks index info` and a run's reports -----------------------------------
+def _cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR")}
+    env.update(PREFECT_HOME=str(cwd / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
+               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_index_info_checks_the_vector_files(tmp_path, provider, minilm_path) -> None:
+    """`index info` once read only meta.json and called truncated or deleted vector files healthy."""
+    root = tmp_path / "idx"
+    by_path = get_provider("local", str(minilm_path))  # a second namespace
+    for p in (provider, by_path):
+        ReferenceIndex(root).get_or_embed(p, REFS)
+    healthy = _cli(tmp_path, "index", "info", "--index-dir", str(root))
+    assert healthy.returncode == 0, healthy.stderr
+    assert "BROKEN" not in healthy.stdout and healthy.stdout.count("3 vectors × 384 dims") == 2
+    assert [e["problems"] for e in ReferenceIndex(root).check()] == [[], []]
+
+    first, second = namespace_dirs(root)
+    size = (first / "vectors.faiss").stat().st_size
+    _corrupt_truncate(first / "vectors.faiss")
+    (second / "vectors.faiss").unlink()
+    broken = _cli(tmp_path, "index", "info", "--index-dir", str(root))
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "Traceback" not in broken.stdout + broken.stderr
+    assert broken.stdout.count("BROKEN") == 2
+    assert f"vectors.faiss is {size // 2:,} bytes, expected {size:,} for 3 vectors × 384 dimensions" in broken.stdout
+    assert f"BROKEN ({second}): vectors.faiss is missing" in broken.stdout
+    assert "2 of 2 reference index namespaces are broken" in broken.stderr
+
+    # the same size, other bytes: only the checksum can tell
+    with pytest.warns(UserWarning, match="corrupt"):  # rebuilds both (the truncated one warns)
+        for p in (provider, by_path):
+            ReferenceIndex(root).get_or_embed(p, REFS)
+    assert [e["problems"] for e in ReferenceIndex(root).check()] == [[], []]
+    data = bytearray((first / "vectors.faiss").read_bytes())
+    data[len(data) // 2] ^= 0x40
+    (first / "vectors.faiss").write_bytes(bytes(data))
+    problems = [e["problems"] for e in ReferenceIndex(root).check()]  # in folder order, as namespace_dirs
+    assert problems == [["the sha256 of vectors.faiss differs from the one meta.json records"], []]
+    flipped = _cli(tmp_path, "index", "info", "--index-dir", str(root))
+    assert flipped.returncode == 1 and flipped.stdout.count("BROKEN") == 1
+
+
+def test_corruption_found_by_a_run_is_a_recorded_warning(tmp_path, provider) -> None:
+    """A run once reported a corrupt index only as a raw UserWarning on stderr, never in its reports."""
+    root = tmp_path / "idx"
+    ReferenceIndex(root).get_or_embed(provider, REFS)
+    (ns,) = namespace_dirs(root)
+    _corrupt_truncate(ns / "vectors.faiss")
+    rows = [{"id": f"c{i}", "output": case.actual_output, "references": case.references}
+            for i, case in enumerate(_cases())]
+    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: corrupt-index\ndataset:\n  path: data.jsonl\n"
+        "  fields: {id: id, actual_output: output, references: references}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, threshold: 0.5}\n"
+        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+    proc = _cli(tmp_path, "run", "suite.yaml", "--index-dir", str(root), "--output-dir", "out", "--quiet")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = f"reference index {ns} is corrupt"
+    lines = [line for line in proc.stderr.splitlines() if expected in line]
+    assert len(lines) == 1 and lines[0].startswith("evaltasks: warning: "), proc.stderr
+    assert "Warning:" not in proc.stderr and "warnings.warn" not in proc.stderr  # no Python warning
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert [w for w in results["warnings"] if expected in w] == [lines[0].removeprefix("evaltasks: warning: ")]
+    markdown = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8").replace("\\", "")  # unescaped
+    assert f"> ⚠️ {expected}" in markdown
+    assert results["summary"]["embeddings"]["references_computed"] == len(UNIQUE)  # rebuilt, not read
+    assert results["summary"]["errored_cases"] == 0
+    assert ReferenceIndex(root).check()[0]["problems"] == []

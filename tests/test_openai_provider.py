@@ -139,6 +139,7 @@ def test_settings_from_the_standard_environment_variables(server: OpenAIServer, 
 
 
 @pytest.mark.parametrize(("option", "value"), [
+    ("max_inputs_per_request", 0), ("max_inputs_per_request", "16"),
     ("max_input_tokens", "50"), ("max_input_tokens", 0), ("max_tokens_per_request", 1.5), ("timeout", 0),
     ("timeout", "30"), ("price_per_million_tokens", -1.0), ("max_retries", -1), ("dimensions", True),
 ])
@@ -157,6 +158,86 @@ def test_an_invalid_option_in_a_suite_is_a_config_error(tmp_path: Path, monkeypa
         "metrics:\n  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="max_input_tokens must be a positive integer"):
         load_suite(tmp_path / "suite.yaml")
+
+
+def test_empty_environment_variables_count_as_unset(server: OpenAIServer, monkeypatch) -> None:
+    """An empty CI variable (``${{ vars.X }}`` unset) must not become a blank endpoint, organization, etc."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "AZURE_OPENAI_ENDPOINT",
+                 "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    assert OpenAIEmbeddingProvider().endpoint == "https://api.openai.com/v1/"  # not "" (no request made)
+    make_provider(server, api_key=None).embed(TEXTS[:1])  # the key from the environment
+    (request,) = server.requests
+    assert request.ok and request.headers["authorization"] == f"Bearer {KEY}"
+    assert "openai-organization" not in request.headers and "openai-project" not in request.headers
+    monkeypatch.setenv("OPENAI_API_KEY", "  ")
+    with pytest.raises(CredentialsError, match="OPENAI_API_KEY"):
+        OpenAIEmbeddingProvider(base_url=server.url + "/v1")
+    # Azure: an empty OPENAI_API_VERSION is no version (the client would send api-version= empty)
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", server.url)
+    with pytest.raises(ConfigError, match="OPENAI_API_VERSION"):
+        OpenAIEmbeddingProvider(MODEL, api_key=KEY)
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-02-01")
+    OpenAIEmbeddingProvider(MODEL, api_key=KEY, timeout=PATIENT_S).embed(TEXTS[:1])
+    assert server.requests[-1].ok
+    assert server.requests[-1].path == f"/openai/deployments/{MODEL}/embeddings?api-version=2024-02-01"
+
+
+# --- response shapes ---------------------------------------------------------------------------------------------
+
+def test_items_without_index_are_read_in_list_order(server: OpenAIServer, st_model) -> None:
+    """Gemini-style OpenAI-compatible endpoints leave ``index`` out of every item."""
+    server.omit_index = True
+    vectors = make_provider(server, content_retries=0).embed(TEXTS[:4])
+    assert_same_vectors(vectors, expected_vectors(st_model, TEXTS[:4]))
+    assert [r.ok for r in server.requests] == [True]
+
+
+@pytest.mark.parametrize(("kind", "reason"), [
+    ("data_not_list", "no 'data' list (got str)"), ("no_data", "no 'data' list (got NoneType)"),
+    ("no_embedding", "item 0 has no 'embedding'"), ("non_numeric", "item 0: 'embedding' holds non-numeric"),
+    ("ragged", "vectors of different dimensions"), ("partial_index", "1 of 3 items have no 'index'"),
+    ("wrong_count", "2 vectors for 3 inputs"),
+])
+def test_an_unusable_response_says_what_was_wrong(server: OpenAIServer, kind: str, reason: str) -> None:
+    server.always = kind
+    with pytest.raises(ProviderError, match="unusable embeddings response") as info:
+        make_provider(server, max_retries=0, content_retries=1).embed(TEXTS[:3])
+    assert reason in str(info.value)
+    assert info.value.transient is True and len(server.requests) == 2  # retried as content, then given up
+
+
+def test_vectors_of_other_dimensions_are_refused(server: OpenAIServer) -> None:
+    server.vector_dimensions = 8  # a misconfigured endpoint: 8 components whatever is asked
+    with pytest.raises(ProviderError, match="8-dimensional vectors, 128 dimensions requested"):
+        make_provider(server, dimensions=128, max_retries=0, content_retries=0).embed(TEXTS[:2])
+    provider = make_provider(server, max_retries=0, content_retries=0)
+    assert provider.output_dimensions is None
+    assert provider.embed(TEXTS[:2]).shape == (2, 8)
+    assert provider.output_dimensions == 8
+    server.vector_dimensions = 16  # the endpoint changed under the same provider: never mixed
+    with pytest.raises(ProviderError, match="16-dimensional vectors, but earlier responses of this endpoint had 8"):
+        provider.embed(TEXTS[2:4])
+
+
+# --- batching ---------------------------------------------------------------------------------------------------
+
+def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_model) -> None:
+    """Azure OpenAI deployments take at most 16 inputs per request; more is HTTP 400 for the whole batch."""
+    server.max_inputs = 16
+    texts = [f"Short text number {i}." for i in range(40)]
+    with pytest.raises(ProviderError, match="HTTP 400"):
+        make_provider(server).embed(texts)
+    server.reset()
+    vectors = make_provider(server, max_inputs_per_request=16).embed(texts)
+    assert [len(r.inputs) for r in server.embedding_requests()] == [16, 16, 8]
+    assert server.sent_inputs() == texts
+    assert_same_vectors(vectors, expected_vectors(st_model, texts))
+    result = evaluate_sync([EvalTestCase(input="q", actual_output=texts[0], references=texts[1:20])],
+                           [metric_for(server, max_inputs_per_request=16)])  # per-metric provider_options
+    assert result.test_results[0].status != "errored"
+    assert max(len(r.inputs) for r in server.embedding_requests()) <= 16
 
 
 # --- batching ---------------------------------------------------------------------------------------------------
@@ -643,3 +724,85 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
     results = json.loads((tmp_path / "eval-results" / "cost" / "results.json").read_text())  # per suite
     billed = server.billed_tokens() * 0.02 / 1e6
     assert results["summary"]["evaluation_cost"] == pytest.approx(billed, rel=1e-9)
+
+
+# --- the CLI against endpoints that misbehave ----------------------------------------------------------------------
+
+def _run_cli(home: Path, server: OpenAIServer, rows: list[dict], openai_options: str, min_pass_rate: float = 0.0,
+             index_dir: str = "idx") -> tuple[subprocess.CompletedProcess, dict | None]:
+    """``evaltasks run`` of ``rows`` (DATASET's fields) in ``home`` with ``embeddings: {openai: {...}}`` set to
+    ``openai_options`` (YAML flow mapping body) against ``server``; returns the process and results.json."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+    (home / "suite.yaml").write_text(
+        "name: misbehaving-endpoint\ndataset:\n  path: answers.jsonl\n"
+        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
+        f"embeddings:\n  openai: {{base_url: '{server.url}/v1', {openai_options}}}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: openai, threshold: 0.5}\n"
+        f"gate: {{min_pass_rate: {min_pass_rate}}}\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", index_dir,
+         "--quiet"], cwd=home, env=_cli_env(home, KEY, f"{server.url}/v1"), capture_output=True, text=True,
+        timeout=600,
+    )
+    path = home / "out" / "results.json"
+    return proc, json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def test_cli_malformed_200_bodies_error_the_cases_not_the_run(server: OpenAIServer, tmp_path: Path) -> None:
+    """A 200 whose body is ``{"data": "nope"}`` once escaped the provider as an AttributeError (exit 3)."""
+    server.always = "data_not_list"
+    proc, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0, content_retries: 1", min_pass_rate=0.5)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a failed gate, not a crash
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "evaltasks-error.log").exists()
+    cases = {c["id"]: c for c in results["cases"]}
+    assert results["summary"]["errored_cases"] == len(cases) == 4  # the metric's provider failed: all its cases
+    for case in cases.values():
+        metric = case["metrics"][0]
+        assert case["status"] == "errored" and metric["score"] is None
+        assert "unusable embeddings response" in metric["error"] and "no 'data' list (got str)" in metric["error"]
+    assert all(r.fault == "data_not_list" for r in server.requests)
+
+
+def test_cli_max_inputs_per_request_from_the_suite(tmp_path: Path, server: OpenAIServer) -> None:
+    """An Azure deployment answers more than 16 inputs with HTTP 400; the suite option caps the requests."""
+    server.max_inputs = 16
+    rows = [{"id": f"r{i}", "question": f"q{i}", "answer": f"Answer number {i} about topic {i % 5}.",
+             "references": [f"Reference {i}a on topic {i % 5}.", f"Reference {i}b on topic {i % 3}."]}
+            for i in range(12)]  # 36 unique texts
+    proc, results = _run_cli(tmp_path, server, rows, "max_retries: 0, max_inputs_per_request: 16")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert results["summary"]["errored_cases"] == 0 and results["summary"]["cases"] == 12
+    sizes = [len(r.inputs) for r in server.embedding_requests()]
+    assert sizes and max(sizes) <= 16 and all(r.ok for r in server.embedding_requests())
+    assert sum(sizes) == 36  # each unique text once
+    assert not [r for r in server.requests if r.status == 400]
+
+
+def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: OpenAIServer) -> None:
+    """Run 1's endpoint answers 8-d vectors (stored in the index and Prefect's task cache); run 2's answers 16-d:
+    run 2 must neither abort on a numpy concatenate error nor mix 8-d vectors in, and scores as 16-d."""
+    server.vector_dimensions = 8
+    first, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert results["embedding_models"][0]["dimensions"] == 8
+    server.vector_dimensions = 16
+    second, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "Traceback" not in second.stdout + second.stderr
+    assert results["embedding_models"][0]["dimensions"] == 16
+    assert results["summary"]["errored_cases"] == 0
+    assert any("holds 8-dimensional vectors but the provider now returns 16-dimensional" in w
+               for w in results["warnings"]), results["warnings"]
+    (meta_path,) = (tmp_path / "idx").glob("*/meta.json")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    references = {t for row in DATASET if row["answer"] for t in row["references"]}
+    assert (meta["dimensions"], meta["count"]) == (16, len(references))
+    # the same cases evaluated in this process, without index or cache, against the 16-d endpoint
+    local = evaluate_sync([EvalTestCase(input=r["question"], actual_output=r["answer"], references=r["references"])
+                           for r in DATASET], [metric_for(server)], ids=[r["id"] for r in DATASET])
+    cases = {c["id"]: c["metrics"][0] for c in results["cases"]}
+    for case in local.test_results:
+        assert abs(case.metrics[0].score - cases[case.id]["score"]) <= 1e-6
+    assert min(c.metrics[0].score for c in local.test_results if c.id != "empty") > 0

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from evaltasks._env import env_value
+
 ENCODING = "cl100k_base"  # the encoding of text-embedding-3-* and text-embedding-ada-002
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 
@@ -25,7 +27,9 @@ def _encoding() -> Any | None:
         import tiktoken
     except ImportError:
         return None
-    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or str(
+    if env_value("TIKTOKEN_CACHE_DIR") is None and "TIKTOKEN_CACHE_DIR" in os.environ:
+        return None  # set but empty: tiktoken itself would then download the encoding, not read a cache
+    cache_dir = env_value("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR") or str(
         Path(tempfile.gettempdir()) / "data-gym-cache"
     )
     if not (Path(cache_dir) / hashlib.sha1(_ENCODING_URL.encode()).hexdigest()).exists():

@@ -8,35 +8,44 @@ Retries, in layers, each bounded:
 2. Content level — this provider retries a response that arrived but is unusable (malformed JSON, a wrong
    number of vectors, NaN or infinite values) ``content_retries`` times (default 3), with exponential
    backoff (0.5 s doubling, up to 8 s) and full jitter.
+   Unusable includes: no ``data`` list, items without an ``embedding`` or with non-numeric values, vectors
+   whose dimensions disagree (within the response, with ``dimensions`` when requested, or with what this
+   provider received before), and ``index`` fields that are neither all present (a permutation of the inputs)
+   nor all absent (then the list order is the input order, as some OpenAI-compatible endpoints answer).
 3. Task level — Prefect's ``embed-*`` tasks retry twice more, only for errors still transient.
 
 So one request is attempted at most (max_retries + 1) × (content_retries + 1) × 3 times (6 × 4 × 3 = 72 with
 the defaults). 400 and 404 fail at once (a bad request, an unknown model); 401 and 403 raise
 :class:`~evaltasks.errors.CredentialsError` at once (exit 2 in the CLI).
 
-Requests hold at most 2048 inputs and ``max_tokens_per_request`` tokens (default 300,000, the API's limit);
-texts over the model's input limit (8191 tokens) are truncated and flagged. Empty strings are never sent.
+Requests hold at most ``max_inputs_per_request`` inputs (default 2048, the API's limit; Azure deployments may
+allow 16) and ``max_tokens_per_request`` tokens (default 300,000, the API's limit); texts over the model's
+input limit (8191 tokens) are truncated and flagged. Empty strings are never sent.
 Costs come from each response's ``usage`` and :data:`PRICES_PER_MILLION_TOKENS` (overridable), split over the
 texts of a request by their share of its tokens.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
-import os
 import random
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from evaltasks._env import env_value
 from evaltasks.embeddings import _tokens
 from evaltasks.embeddings._rate_limit import shared_limiter
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
 from evaltasks.errors import ConfigError, CredentialsError, ProviderError, quote
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_INPUTS_PER_REQUEST = 2048  # the embeddings endpoint's per-request input limit
 MAX_TOKENS_PER_REQUEST = 300_000  # the embeddings endpoint's per-request token limit
 MAX_INPUT_TOKENS = 8191  # input limit of text-embedding-3-small/-large and ada-002
@@ -54,11 +63,15 @@ class _ContentError(Exception):
 class OpenAIEmbeddingProvider:
     """Embeddings from the OpenAI API, Azure OpenAI, or an OpenAI-compatible server.
 
+    Every environment variable read here counts as unset when empty (:mod:`evaltasks._env`), and the resolved
+    values are passed to the client explicitly, so an empty variable never reaches a request.
+
     Args:
         model_name: the model (Azure: the deployment name); default ``text-embedding-3-small``.
         api_key: default ``OPENAI_API_KEY`` (Azure: ``AZURE_OPENAI_API_KEY``).
         base_url: default ``OPENAI_BASE_URL``, else the public API.
         organization: default ``OPENAI_ORG_ID``.
+        project: default ``OPENAI_PROJECT_ID``.
         dimensions: output dimensions for models that support shortening (text-embedding-3-*).
         timeout: seconds per HTTP request.
         max_retries: HTTP-level retries by the client.
@@ -68,13 +81,15 @@ class OpenAIEmbeddingProvider:
         api_version: Azure API version (default ``OPENAI_API_VERSION``).
         price_per_million_tokens: override of the price table for this model, US dollars.
         max_input_tokens: the model's per-input limit; longer texts are truncated.
-        max_tokens_per_request: token budget of one request.
+        max_tokens_per_request: token budget of one request (default 300,000).
+        max_inputs_per_request: inputs in one request (default 2048; Azure deployments may allow only 16).
         requests_per_minute, tokens_per_minute: in-process rate limits shared by every provider of the same
             endpoint and model (a token bucket holding one second's budget); None (default): no limit.
 
     Raises:
         CredentialsError: no API key given or set.
         ValueError: an option of the wrong type or out of range (e.g. ``max_input_tokens: "50"``).
+        ConfigError: Azure without an API version (``api_version`` or ``OPENAI_API_VERSION``).
     """
 
     provider = "openai"
@@ -86,6 +101,7 @@ class OpenAIEmbeddingProvider:
         api_key: str | None = None,
         base_url: str | None = None,
         organization: str | None = None,
+        project: str | None = None,
         dimensions: int | None = None,
         timeout: float = 60.0,
         max_retries: int = 5,
@@ -95,6 +111,7 @@ class OpenAIEmbeddingProvider:
         price_per_million_tokens: float | None = None,
         max_input_tokens: int = MAX_INPUT_TOKENS,
         max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST,
+        max_inputs_per_request: int = MAX_INPUTS_PER_REQUEST,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
     ) -> None:
@@ -107,7 +124,8 @@ class OpenAIEmbeddingProvider:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{label} must be a non-negative integer, got {quote(value)}")
         for label, value in (("max_input_tokens", max_input_tokens),
-                             ("max_tokens_per_request", max_tokens_per_request)):
+                             ("max_tokens_per_request", max_tokens_per_request),
+                             ("max_inputs_per_request", max_inputs_per_request)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive integer, got {quote(value)}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -119,18 +137,21 @@ class OpenAIEmbeddingProvider:
         self.content_retries = content_retries
         self.max_input_tokens = max_input_tokens
         self.max_tokens_per_request = max_tokens_per_request
+        self.max_inputs_per_request = max_inputs_per_request
+        self._observed_dimensions: int | None = None  # of the first usable response (see output_dimensions)
+        self._observed_lock = threading.Lock()
         self.price_per_million_tokens = (
             price_per_million_tokens if price_per_million_tokens is not None
             else PRICES_PER_MILLION_TOKENS.get(self.model_name, 0.0)
         )
         self._openai = openai
         if not azure_endpoint and not base_url:  # an explicit base_url wins over AZURE_OPENAI_ENDPOINT
-            azure_endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT")
+            azure_endpoint = env_value("AZURE_OPENAI_ENDPOINT")
         if azure_endpoint:
-            key = api_key or os.environ.get("AZURE_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
+            key = api_key or env_value("AZURE_OPENAI_API_KEY", "OPENAI_API_KEY")
             variable = "AZURE_OPENAI_API_KEY"
         else:
-            key = api_key or os.environ.get("OPENAI_API_KEY")
+            key = api_key or env_value("OPENAI_API_KEY")
             variable = "OPENAI_API_KEY"
         if not key:
             raise CredentialsError(
@@ -139,19 +160,33 @@ class OpenAIEmbeddingProvider:
             )
         self._key_variable = variable
         common: dict[str, Any] = {"api_key": key, "timeout": timeout, "max_retries": max_retries}
+        # Every value is resolved here and passed explicitly: given None, the client reads the variable
+        # itself, and would take an empty one literally (e.g. OPENAI_BASE_URL="" -> a blank endpoint).
         if azure_endpoint:
-            self._client = openai.AzureOpenAI(
-                azure_endpoint=azure_endpoint, api_version=api_version or os.environ.get("OPENAI_API_VERSION"),
-                **common,
-            )
+            version = api_version or env_value("OPENAI_API_VERSION")
+            if not version:
+                raise ConfigError("Azure OpenAI needs an API version: set the provider option api_version or the "
+                                  "OPENAI_API_VERSION environment variable")
+            self._client = openai.AzureOpenAI(azure_endpoint=azure_endpoint, api_version=version, **common)
             self.endpoint = azure_endpoint
         else:
-            self._client = openai.OpenAI(
-                base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                organization=organization or os.environ.get("OPENAI_ORG_ID") or None, **common,
-            )
+            self._client = openai.OpenAI(base_url=base_url or env_value("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+                                         **common)
             self.endpoint = str(self._client.base_url)
+        # Set after construction: the client re-reads OPENAI_ORG_ID / OPENAI_PROJECT_ID when given None.
+        self._client.organization = organization or env_value("OPENAI_ORG_ID")
+        self._client.project = project or env_value("OPENAI_PROJECT_ID")
         self._limiter = shared_limiter(self.endpoint, self.model_name, requests_per_minute, tokens_per_minute)
+
+    @property
+    def output_dimensions(self) -> int | None:
+        """Dimensions of this provider's vectors: ``dimensions`` when requested, else those of the first usable
+        response this provider received; None before any.
+
+        The namespace does not pin them (an endpoint may serve any model under a name), so the reference
+        index compares them with the dimensions it stored (:class:`~evaltasks.index.ReferenceIndex`).
+        """
+        return self.dimensions or self._observed_dimensions
 
     @property
     def fingerprint(self) -> str:
@@ -173,7 +208,7 @@ class OpenAIEmbeddingProvider:
         return self.embed_batch(texts).vectors
 
     def embed_batch(self, texts: Sequence[str]) -> EmbeddingBatch:
-        """Embed non-empty ``texts`` in requests of at most 2048 inputs and the token budget.
+        """Embed non-empty ``texts`` in requests of at most ``max_inputs_per_request`` inputs and the token budget.
 
         Raises:
             ValueError: an empty string was passed (it would make the whole request fail).
@@ -207,10 +242,11 @@ class OpenAIEmbeddingProvider:
         return EmbeddingBatch(normalize_rows(np.concatenate(vectors)), costs, truncated, total_tokens)
 
     def _requests(self, bounds: np.ndarray) -> list[tuple[int, int]]:
-        """Split texts into [start, stop) ranges of ≤ 2048 inputs and ≤ the token budget."""
+        """Split texts into [start, stop) ranges of ≤ ``max_inputs_per_request`` inputs and ≤ the token budget."""
         ranges, start, budget = [], 0, 0
         for i, tokens in enumerate(bounds):
-            if i > start and (i - start >= MAX_INPUTS_PER_REQUEST or budget + tokens > self.max_tokens_per_request):
+            full = i - start >= self.max_inputs_per_request or budget + tokens > self.max_tokens_per_request
+            if i > start and full:
                 ranges.append((start, i))
                 start, budget = i, 0
             budget += int(tokens)
@@ -221,7 +257,11 @@ class OpenAIEmbeddingProvider:
     def _request(self, chunk: list[str]) -> tuple[np.ndarray, int]:
         """One embeddings request with content-level retries; returns (vectors, billed tokens)."""
         openai = self._openai
-        kwargs = {"dimensions": self.dimensions} if self.dimensions else {}
+        # base64 asked explicitly: the client then leaves the body to _parse (its own decoding of an implicit
+        # base64 raised AttributeError on malformed bodies such as {"data": "nope"}).
+        kwargs: dict[str, Any] = {"encoding_format": "base64"}
+        if self.dimensions:
+            kwargs["dimensions"] = self.dimensions
         attempt = 0
         while True:
             try:
@@ -247,7 +287,8 @@ class OpenAIEmbeddingProvider:
                     f"embeddings request rejected: HTTP {exc.status_code}: {exc.message}",
                     transient=exc.status_code in (408, 409),
                 ) from exc
-            except (_ContentError, openai.APIResponseValidationError, ValueError) as exc:
+            except (_ContentError, openai.APIResponseValidationError, ValueError, TypeError, AttributeError,
+                    KeyError) as exc:  # a body the client could not even shape: also an unusable response
                 if attempt >= self.content_retries:
                     raise ProviderError(
                         f"unusable embeddings response from {self.endpoint} after {attempt + 1} attempts: {exc}",
@@ -257,24 +298,78 @@ class OpenAIEmbeddingProvider:
                 attempt += 1
 
     def _parse(self, response: Any, expected: int) -> tuple[np.ndarray, int]:
+        """(vectors float32 (expected, d) in input order, billed tokens) of one response; raises
+        :class:`_ContentError` saying what is wrong when the response is unusable (see the module docstring)."""
         data = getattr(response, "data", None)
         if not isinstance(data, list):
-            raise _ContentError("the response has no 'data' list")
+            raise _ContentError(f"the response has no 'data' list (got {type(data).__name__})")
         if len(data) != expected:
             raise _ContentError(f"{len(data)} vectors for {expected} inputs")
-        try:
-            data = sorted(data, key=lambda item: item.index)
-            block = np.asarray([item.embedding for item in data], dtype=np.float32)
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise _ContentError(f"malformed embedding data: {exc}") from exc
+        rows = [_decode_embedding(_field(item, "embedding"), n) for n, item in enumerate(data)]
+        lengths = sorted({len(row) for row in rows})
+        if len(lengths) > 1:
+            raise _ContentError(f"vectors of different dimensions {lengths} in one response")
+        indices = [_field(item, "index") for item in data]
+        if all(i is None for i in indices):
+            order = list(range(expected))  # no index at all (some compatible endpoints): list order is input order
+        elif any(i is None for i in indices):
+            raise _ContentError(f"{sum(i is None for i in indices)} of {expected} items have no 'index'")
+        elif any(type(i) is not int for i in indices) or sorted(indices) != list(range(expected)):
+            raise _ContentError(f"response indices {indices[:8]} are not a permutation of 0..{expected - 1}")
+        else:
+            order = sorted(range(expected), key=lambda k: indices[k])
+        block = np.stack([rows[k] for k in order]) if rows else np.zeros((0, 0), np.float32)
         if block.ndim != 2 or block.shape[0] != expected or block.shape[1] == 0:
             raise _ContentError(f"vectors of unexpected shape {block.shape}")
-        if sorted(item.index for item in data) != list(range(expected)):
-            raise _ContentError("response indices do not match the inputs")
+        if self.dimensions and block.shape[1] != self.dimensions:
+            raise _ContentError(f"{block.shape[1]}-dimensional vectors, {self.dimensions} dimensions requested")
         if not np.all(np.isfinite(block)):
             raise _ContentError("a vector holds NaN or infinite values")
         if not np.all(np.linalg.norm(block, axis=1) > 0):
             raise _ContentError("a vector is all zeros")
+        with self._observed_lock:
+            if self._observed_dimensions is None:
+                self._observed_dimensions = int(block.shape[1])
+            elif self._observed_dimensions != block.shape[1]:
+                raise _ContentError(f"{block.shape[1]}-dimensional vectors, but earlier responses of this endpoint "
+                                    f"had {self._observed_dimensions}")
         usage = getattr(response, "usage", None)
-        tokens = int(getattr(usage, "total_tokens", 0) or getattr(usage, "prompt_tokens", 0) or 0)
+        tokens = 0
+        for name in ("total_tokens", "prompt_tokens"):
+            value = _field(usage, name) if usage is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                tokens = value
+                break
         return block, tokens
+
+
+def _field(item: Any, name: str) -> Any:
+    """``item.name`` of a response object or ``item[name]`` of a dict; None when absent."""
+    if isinstance(item, dict):
+        return item.get(name)
+    value = getattr(item, name, None)
+    if value is None:
+        extra = getattr(item, "model_extra", None)
+        value = extra.get(name) if isinstance(extra, dict) else None
+    return value
+
+
+def _decode_embedding(value: Any, n: int) -> np.ndarray:
+    """One item's vector: a base64 string of little-endian float32, or a list of numbers."""
+    if isinstance(value, str):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise _ContentError(f"item {n}: 'embedding' is neither numbers nor base64 float32") from exc
+        if len(raw) % 4:
+            raise _ContentError(f"item {n}: base64 'embedding' of {len(raw)} bytes is not float32")
+        return np.frombuffer(raw, dtype="<f4")
+    if not isinstance(value, list):
+        raise _ContentError(f"item {n} has no 'embedding' list (got {type(value).__name__})")
+    try:
+        vector = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise _ContentError(f"item {n}: 'embedding' holds non-numeric values") from exc
+    if vector.ndim != 1:
+        raise _ContentError(f"item {n}: 'embedding' is not a flat list of numbers")
+    return vector
