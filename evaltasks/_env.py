@@ -19,3 +19,22 @@ def env_value(*names: str) -> str | None:
         if value is not None and value.strip():
             return value.strip()
     return None
+
+
+def set_default_env(name: str, value: str) -> None:
+    """Set the variable ``name`` to ``value`` unless it already has a non-blank value (a blank one counts as
+    unset, as in :func:`env_value`, and is replaced)."""
+    if env_value(name) is None:
+        os.environ[name] = value
+
+
+def drop_blank_env(prefix: str) -> list[str]:
+    """Remove the variables whose names start with ``prefix`` and whose values are blank, so that a library
+    reading them itself (Prefect reads every ``PREFECT_*`` variable) sees them as unset, not as ``""``.
+
+    Returns the names removed, sorted.
+    """
+    blank = sorted(name for name, value in os.environ.items() if name.startswith(prefix) and not value.strip())
+    for name in blank:
+        del os.environ[name]
+    return blank

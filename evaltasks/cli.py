@@ -26,13 +26,18 @@ EXIT_PASSED, EXIT_GATE_FAILED, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
 
 
 def _quiet_prefect_defaults() -> None:
-    """Defaults (overridable by the environment) that keep Prefect quiet: no shutdown tracebacks, no telemetry."""
-    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")  # default 20 s: too tight on busy CI
+    """Defaults (overridable by the environment) that keep Prefect quiet: no shutdown tracebacks, no telemetry.
+
+    A variable set to a blank value (an unset ``${{ vars.X }}`` in a CI workflow) counts as unset.
+    """
+    from evaltasks._env import set_default_env
+
+    set_default_env("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
+    set_default_env("PREFECT_LOGGING_LEVEL", "WARNING")
+    set_default_env("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    set_default_env("TOKENIZERS_PARALLELISM", "false")
+    set_default_env("DASK_LOGGING__DISTRIBUTED", "warning")
+    set_default_env("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")  # default 20 s: too tight on busy CI
 
 
 def _check_output_dir(path: Path) -> str | None:
@@ -59,7 +64,9 @@ def _check_prefect_home() -> str | None:
     it (so nothing is left behind and a missing home is not created here): permission bits alone do not
     bind root, a read-only or immutable file system does. Returns None when Prefect can use the directory.
     """
-    home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    from evaltasks._env import env_value
+
+    home = Path(env_value("PREFECT_HOME") or "~/.prefect").expanduser()
     existing = home
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
@@ -219,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     # Python's default thresholds (700, 10, 10) ran ~750 collections (0.5 s) while a run imported Prefect and
     # started; a command owns its process, so it collects less often (restored for in-process callers).
     command_started = time.time()
+    from evaltasks._env import drop_blank_env
+
+    # Prefect reads every PREFECT_* variable itself and refuses a blank one (an unset `${{ vars.X }}` in CI
+    # expands to ""): blank counts as unset, as everywhere in evaltasks.
+    drop_blank_env("PREFECT_")
     thresholds = gc.get_threshold()
     gc.set_threshold(10_000, 10, 100)
     try:

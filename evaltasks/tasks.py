@@ -45,6 +45,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
 from pydantic import BaseModel
 
+from evaltasks._env import env_value
 from evaltasks._version import __version__
 from evaltasks.compare import Comparison
 from evaltasks.reports.markdown import Highlights
@@ -93,7 +94,7 @@ def apply_prefect_defaults() -> list[str]:
         model: Any = settings
         for parent in parents:
             model = getattr(model, parent)
-        if env_name not in os.environ and field not in model.model_fields_set:
+        if env_value(env_name) is None and field not in model.model_fields_set:  # blank counts as unset
             os.environ[env_name] = value
             applied.append(env_name)
     if applied:

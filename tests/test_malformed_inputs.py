@@ -109,7 +109,7 @@ CORPUS: list[Bad] = [
         {"d.jsonl": JSONL_OK}, SUITE, "line 6", None, "a YAML alias refers to a node that contains it"),
     Bad("suite-long-argument-quoted-bounded", S(metrics=LC + "    unit: " + "w" * 100_000 + "\n"),
         {"d.jsonl": JSONL_OK}, SUITE, "metrics[0]", "unit",
-        "unit must be one of ['chars', 'words'], got '" + "w" * 57 + "..." + "w" * 58 + "'"),
+        "must be one of ['chars', 'words'], got '" + "w" * 57 + "..." + "w" * 58 + "'"),
     Bad("suite-not-a-mapping", "- name: s\n- dataset: d.jsonl\n",
         {"d.jsonl": JSONL_OK}, SUITE, "", None, "must be a YAML mapping with name, dataset and metrics"),
     Bad("suite-empty-file", "",

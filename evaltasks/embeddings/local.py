@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evaltasks._env import set_default_env
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
 from evaltasks.errors import ConfigError, ProviderError, quote
 
@@ -177,8 +178,8 @@ class LocalEmbeddingProvider:
         with _MODELS_LOCK:
             if key not in _MODELS:
                 if Path(self.model_path).exists():
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                    set_default_env("HF_HUB_OFFLINE", "1")
+                set_default_env("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 import time
 
                 _LOG.info("loading embedding model %s (once per process; can take a minute) ...", self.model_name)
