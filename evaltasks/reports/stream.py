@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from evaltasks._atomic import atomic_writer
+from evaltasks._atomic import atomic_paths, synced_writer
 from evaltasks.compare import Comparison, ComparisonBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
 from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
-from evaltasks.reports.markdown import Highlights, render_summary_markdown, write_summary_markdown
+from evaltasks.reports.markdown import Highlights, render_summary_markdown
 from evaltasks.results import EmbeddingCounts, EvaluationSummary, SummaryBuilder, TestCaseResult
 
 RESULTS_JSON = "results.json"
@@ -126,20 +126,23 @@ class ReportWriter:
         for _, handle in self._parts.values():
             handle.flush()
         paths = {name: self.output_dir / name for name in (RESULTS_JSON, JUNIT_XML, SUMMARY_MD)}
-        with atomic_writer(paths[RESULTS_JSON]) as out:
-            out.write(results_head(header, summary))
-            _copy(self._parts[RESULTS_JSON][0], out)
-            out.write(RESULTS_TAIL)
-        with atomic_writer(paths[JUNIT_XML]) as out:
-            out.write(junit_head(self.suite_name, summary, duration_s))
-            _copy(self._parts[JUNIT_XML][0], out)
-            out.write(JUNIT_TAIL)
-        markdown = render_summary_markdown(
-            self.suite_name, summary, self.highlights, passed=passed, min_pass_rate=min_pass_rate,
-            comparison=comparison, warnings=header.get("warnings"),
-            gate_pass_rate=(header.get("gate") or {}).get("pass_rate"),
-        )
-        write_summary_markdown(paths[SUMMARY_MD], markdown)
+        # The three replace the previous set together: an interrupt leaves the old set or the new one.
+        with atomic_paths([paths[RESULTS_JSON], paths[JUNIT_XML], paths[SUMMARY_MD]]) as (json_tmp, junit_tmp, md_tmp):
+            with synced_writer(json_tmp) as out:
+                out.write(results_head(header, summary))
+                _copy(self._parts[RESULTS_JSON][0], out)
+                out.write(RESULTS_TAIL)
+            with synced_writer(junit_tmp) as out:
+                out.write(junit_head(self.suite_name, summary, duration_s))
+                _copy(self._parts[JUNIT_XML][0], out)
+                out.write(JUNIT_TAIL)
+            markdown = render_summary_markdown(
+                self.suite_name, summary, self.highlights, passed=passed, min_pass_rate=min_pass_rate,
+                comparison=comparison, warnings=header.get("warnings"),
+                gate_pass_rate=(header.get("gate") or {}).get("pass_rate"),
+            )
+            with synced_writer(md_tmp) as out:
+                out.write(markdown)
         self.close()
         return paths
 
