@@ -3,7 +3,8 @@
 ``evaltasks run SUITE [--output-dir DIR] [--index-dir DIR]`` evaluates a suite through the Prefect flow.
 Exit codes: 0 the gate holds; 1 the gate fails; 2 invalid config, input, credentials or usage (found before
 scoring, printed without a traceback); 3 the run aborted (I/O error or internal bug: a short message, and
-the full traceback written to a file whose path is printed).
+the full traceback written to a file whose path is printed); 130 / 143 interrupted by SIGINT / SIGTERM (one
+line; see :func:`_run_interruptible`).
 
 ``evaltasks schema`` prints the suite file's JSON Schema.
 """
@@ -362,16 +363,19 @@ def _run(args: argparse.Namespace) -> int:
 class _Interrupt:
     """What ``evaltasks run`` does on SIGINT (Ctrl+C) or SIGTERM; see :func:`_run_interruptible`."""
 
-    def __init__(self, output_dir: Path) -> None:
-        self.output_dir = output_dir
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.output_dir = Path(args.output_dir)
+        self.reported = False
         self.signum: int | None = None
         self.delivered = False  # the handler has run (a second signal ends the process)
-        self.reports_before = _report_stamps(output_dir)
+        self.reports_before = _report_stamps(self.output_dir)
 
     def handler(self, signum: int, frame: Any) -> None:
         """Signal handler: the first signal stops the run (KeyboardInterrupt in the main thread); a second one,
         while it stops, ends the process at once (the temporary server dies with it)."""
         if self.delivered and self.signum is not None:
+            self.report()
             os._exit(_exit_code(self.signum))
         self.delivered = True
         if self.signum is None:  # else Prefect's handler saw this signal first and passed it on
@@ -407,11 +411,17 @@ class _Interrupt:
                 if not remove:
                     handler.addFilter(self.console_filter)
 
-    def message(self, args: argparse.Namespace) -> str:
+    def report(self) -> None:
+        """Print :meth:`message` to stderr, once."""
+        if not self.reported:
+            self.reported = True
+            print(self.message(), file=sys.stderr, flush=True)
+
+    def message(self) -> str:
         """The one line printed: which signal, what the reports directory holds, where finished work is kept."""
         import signal
 
-        out = self.output_dir
+        args, out = self.args, self.output_dir
         after = _report_stamps(out)
         if after is not None and after != self.reports_before:
             reports = f"the reports in {out} are complete (written before the interrupt)"
@@ -458,7 +468,7 @@ def _run_interruptible(args: argparse.Namespace) -> int:
     import signal
 
     global _interrupt
-    interrupt = _interrupt = _Interrupt(Path(args.output_dir))
+    interrupt = _interrupt = _Interrupt(args)
     previous = {signum: signal.signal(signum, interrupt.handler) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = _run(args)
@@ -470,7 +480,7 @@ def _run_interruptible(args: argparse.Namespace) -> int:
                 interrupt.begin(signal.SIGTERM)
             else:
                 raise
-        print(interrupt.message(args), file=sys.stderr, flush=True)
+        interrupt.report()
         return _exit_code(interrupt.signum or signal.SIGINT)  # our handler stays: a second signal exits at once
     finally:
         if interrupt.signum is None:

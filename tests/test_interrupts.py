@@ -16,19 +16,21 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import subprocess_env
+from conftest import subprocess_env
 
 psutil = pytest.importorskip("psutil")
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy
 EMBED_CASES = 3000  # outputs to embed: several chunks (evaltasks.embeddings.local.ENCODE_CHUNK) of work
 LENGTH_CASES = 100_000  # LengthCheck only: 20 scoring batches and reports of ~40 MB
+SERVER_APP = "prefect.server.api.server:create_app"  # in the command line of Prefect's temporary server
+RUNS: list[Run] = []  # started by the running test
 PREVIOUS = {"results.json": '{"previous": true}\n', "junit.xml": "<testsuites/>\n", "summary.md": "# previous\n"}
 
 
@@ -60,6 +62,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def _stop_runs() -> Iterator[None]:
+    """Whatever a test leaves running (when it fails) is killed."""
+    yield
+    while RUNS:
+        RUNS.pop().stop()
+
+
 class Run:
     """An ``evaltasks run`` subprocess in its own session, its stderr in a file, its children remembered."""
 
@@ -82,6 +92,7 @@ class Run:
                 cwd=self.dir, env=env, stdout=out, stderr=err, start_new_session=True,
             )
         self.children: dict[int, float] = {}  # pid -> create time of every descendant seen
+        RUNS.append(self)
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
@@ -120,22 +131,34 @@ class Run:
         return self.proc.returncode
 
     def leftovers(self) -> list[int]:
-        """Descendants seen during the run that are still alive once it has exited (checked for 60 s)."""
+        """Descendants seen during the run still alive 60 s after it has exited (then killed, so that a
+        failing test leaves nothing behind)."""
         deadline = time.monotonic() + 60
         while True:
             alive = []
             for pid, created in self.children.items():
                 try:
                     if psutil.Process(pid).create_time() == created:
-                        alive.append(pid)
+                        alive.append(psutil.Process(pid))
                 except psutil.NoSuchProcess:
                     pass
             if not alive or time.monotonic() > deadline:
-                return alive
+                for proc in alive:
+                    proc.kill()
+                return [proc.pid for proc in alive]
             time.sleep(0.1)
 
-    def server_started(self) -> bool:
-        return any("_server_guard" in " ".join(_cmdline(c)) for c in self.watch_children())
+    def stop(self) -> None:
+        """Kill what is left of the run (after a failed test)."""
+        if self.proc.poll() is None:
+            self.watch_children()
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.leftovers()
+
+    def servers(self) -> list[Any]:
+        """The run's temporary Prefect server processes."""
+        return [c for c in self.watch_children() if SERVER_APP in _cmdline(c)]
 
     def check_interrupted(self, rc: int, signum: int, *, new_reports_allowed: bool = False) -> None:
         """Exit 130/143, one "interrupted" line, no traceback or Prefect noise, no process left, reports either
@@ -195,7 +218,7 @@ def _mapped(pid: int, library: str) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 def test_sigint_while_the_temporary_server_starts(workspace: Path) -> None:
     run = Run(workspace, "server", "embed.yaml")
-    run.wait_for(run.server_started, "the temporary server process")
+    run.wait_for(run.servers, "the temporary server process")
     run.check_interrupted(run.signal_group(signal.SIGINT), signal.SIGINT)
     assert not (run.index.exists() and any(run.index.iterdir())), "nothing was embedded yet"
 
@@ -237,12 +260,13 @@ def test_sigkill_of_the_cli_takes_the_temporary_server_with_it(workspace: Path) 
     """SIGKILL runs no handler: the server, in a session of its own, must end when its parent does."""
     run = Run(workspace, "sigkill", "embed.yaml")
     run.wait_for(lambda: "Beginning flow run" in run.stderr(), "the flow run")
-    servers = [c for c in run.watch_children() if "_server_guard" in " ".join(_cmdline(c))]
+    servers = run.servers()
     assert len(servers) == 1
-    assert os.getsid(servers[0].pid) != os.getsid(run.proc.pid), "the server shares the terminal's session"
+    server_session = os.getsid(servers[0].pid)
     run.proc.kill()
     run.proc.wait(timeout=60)
     assert not run.leftovers(), "the temporary server outlived the CLI"
+    assert server_session != run.proc.pid, "the server was in the CLI's session: a terminal's Ctrl+C reaches it"
 
 
 EVALUATE_SCRIPT = """
@@ -299,3 +323,33 @@ def test_sigint_stops_evaluate_sync_within_a_chunk(tmp_path: Path) -> None:
     assert "terminate called" not in err and "Aborted" not in err, err
     encoded = chunks("chunks")
     assert 0 < encoded <= signalled_at + 2 < full, (encoded, signalled_at, full)
+
+
+def test_a_signal_between_the_report_renames_is_held_until_the_set_is_complete(tmp_path: Path, monkeypatch) -> None:
+    """The real SIGINT, raised right after the first of the three renames (the only injected part: the moment),
+    reaches the program only once all three new reports are in place; before that change it left a new
+    results.json beside the previous junit.xml and summary.md."""
+    import evaltasks._atomic as atomic
+    from evaltasks.reports import ReportWriter
+    from evaltasks.results import MetricResult, TestCaseResult
+
+    for file, text in PREVIOUS.items():
+        (tmp_path / file).write_text(text, encoding="utf-8")
+    real_replace, renamed = os.replace, []
+
+    def replace_then_signal(src: str, dst: str) -> None:
+        real_replace(src, dst)
+        renamed.append(Path(dst).name)
+        if len(renamed) == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt), ReportWriter(tmp_path, "s", {"M": 0.5}) as writer:  # closed as the flow does
+        writer.add([TestCaseResult.from_metrics("a", None, "o", [MetricResult.scored("M", 0.9, 0.5, "r", {})])])
+        monkeypatch.setattr(atomic.os, "replace", replace_then_signal)
+        writer.write({"schema_version": 1, "suite": "s"}, passed=True, min_pass_rate=0.5)
+    monkeypatch.undo()
+    assert sorted(renamed) == sorted(PREVIOUS)
+    reports = {file: (tmp_path / file).read_text(encoding="utf-8") for file in PREVIOUS}
+    assert all(reports[file] != PREVIOUS[file] for file in PREVIOUS), reports
+    assert json.loads(reports["results.json"])["summary"]["cases"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(PREVIOUS), "temporary files left"
