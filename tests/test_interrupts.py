@@ -353,3 +353,17 @@ def test_a_signal_between_the_report_renames_is_held_until_the_set_is_complete(t
     assert all(reports[file] != PREVIOUS[file] for file in PREVIOUS), reports
     assert json.loads(reports["results.json"])["summary"]["cases"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(PREVIOUS), "temporary files left"
+
+
+def test_the_action_summary_names_an_interrupted_run(tmp_path: Path) -> None:
+    """The GitHub Action's summary for a run that wrote no new results says it was interrupted (exit 130/143)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("action_report", Path(__file__).parents[1] / "action" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    log = tmp_path / "run.log"
+    log.write_text("evaltasks: interrupted by SIGTERM: no reports written\n", encoding="utf-8")
+    text = report._failure_markdown("demo", "143", str(log))
+    assert "the run was interrupted (SIGTERM) (exit code 143)" in text and "interrupted by SIGTERM" in text
+    assert "the run was interrupted (SIGINT) (exit code 130)" in report._failure_markdown("demo", "130", str(log))
