@@ -471,7 +471,7 @@ def _run_interruptible(args: argparse.Namespace) -> int:
     interrupt = _interrupt = _Interrupt(args)
     previous = {signum: signal.signal(signum, interrupt.handler) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        code = _run(args)
+        return _run(args)
     except BaseException as exc:
         if interrupt.signum is None:  # Prefect's SIGTERM handler raised its own exception, or a stray Ctrl+C
             if isinstance(exc, KeyboardInterrupt):
@@ -483,12 +483,11 @@ def _run_interruptible(args: argparse.Namespace) -> int:
         interrupt.report()
         return _exit_code(interrupt.signum or signal.SIGINT)  # our handler stays: a second signal exits at once
     finally:
-        if interrupt.signum is None:
+        if interrupt.signum is None:  # not interrupted: leave the process as it was (in-process callers)
             _interrupt = None
             interrupt.watch_logs(remove=True)
-    for signum, handler in previous.items():
-        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-    return code
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _load_models_in_background(providers: list[Any]) -> Any:

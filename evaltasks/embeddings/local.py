@@ -44,9 +44,9 @@ def cancel_queued_encodes() -> int:
     """Stop every encode of the process (Ctrl+C, SIGTERM: exit within one chunk, not after all of them).
 
     Encodes waiting for their turn are cancelled and the running one stops before its next chunk of
-    :data:`ENCODE_CHUNK` texts (about a second on two CPU cores); their callers get
-    :class:`~evaltasks.errors.ProviderError`. Later calls start a new encoder thread. Returns the number of
-    encoder threads told to stop.
+    :data:`ENCODE_CHUNK` texts (512 short answers: ~1.5 s on this project's busy 2-core machine); their
+    callers get :class:`~evaltasks.errors.ProviderError`. Later calls start a new encoder thread. Returns the
+    number of encoder threads told to stop.
     """
     global _ENCODERS
     with _ENCODERS_LOCK:
