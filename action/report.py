@@ -14,8 +14,9 @@ and writes:
   ``::warning`` for skipped metrics, ``::notice`` for notices (data files outside the suite's directory) and
   when there was no baseline.
 
-When the run produced no results.json (invalid input, exit 2; an abort, exit 3) the summary says so with the
-last lines of the run's log, escaped. All text that came from the run is escaped (``markdown_inline``).
+When the run produced no results.json (invalid input, exit 2; an abort, exit 3; interrupted, exit 130 / 143)
+the summary says so with the last lines of the run's log, escaped. All text that came from the run is escaped
+(``markdown_inline``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def utf8_bytes(text: str) -> int:
 def _failure_markdown(suite: str, exit_code: str, log_path: str) -> str:
     from evaltasks.reports._escape import markdown_inline
 
-    what = {"2": "invalid input (nothing was scored)", "3": "the run aborted"}.get(exit_code, "no results were written")
+    what = {"2": "invalid input (nothing was scored)", "3": "the run aborted", "130": "the run was interrupted (SIGINT)",
+            "143": "the run was interrupted (SIGTERM)"}.get(exit_code, "no results were written")
     lines = [f"# evaltasks: {markdown_inline(suite)}", "", f"❌ **evaltasks could not run**: {what} (exit code {exit_code}).", ""]
     try:
         tail = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]

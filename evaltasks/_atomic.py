@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -50,7 +52,8 @@ def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
     replaces its file (mode 0644) in the order given, then the directories are fsynced.
 
     If the block raises (a write failed: disk full, I/O error), every temporary is removed and no file is
-    touched. Each rename is atomic, so a reader sees each file whole, old or new. Put the file readers take as
+    touched. Each rename is atomic, so a reader sees each file whole, old or new; Ctrl+C and SIGTERM are held
+    back until the last rename is done (in the main thread). Put the file readers take as
     the set's commit point last: a crash in the moment between the renames leaves its temporary behind (named
     after the dead writer), the mark of an unfinished set, until :func:`remove_stale_temporaries` runs. Write
     the temporaries completely, and fsync them (:func:`synced_writer`), inside the block.
@@ -62,10 +65,11 @@ def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
         for path in paths:
             temporaries.append(_temporary(path))
         yield list(temporaries)
-        for tmp in temporaries:
-            os.chmod(tmp, 0o644)
-        for tmp, path in zip(temporaries, paths):
-            os.replace(tmp, path)
+        with _signals_held():  # an interrupt leaves the previous set or the new one, never a mix
+            for tmp in temporaries:
+                os.chmod(tmp, 0o644)
+            for tmp, path in zip(temporaries, paths):
+                os.replace(tmp, path)
         for directory in {path.parent for path in paths}:
             _fsync_directory(directory)
     except BaseException:
@@ -145,3 +149,24 @@ def atomic_writer(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     when the block completes, flushed and fsynced first."""
     with atomic_path(path) as tmp, synced_writer(tmp, mode) as handle:
         yield handle
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back during the block, then deliver them to the handlers that were installed.
+
+    Python runs signal handlers in the main thread only, so in another thread the block cannot be interrupted
+    and nothing is changed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda s, _f: caught.append(s)) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)

@@ -3,7 +3,8 @@
 ``evaltasks run SUITE [--output-dir DIR] [--index-dir DIR]`` evaluates a suite through the Prefect flow.
 Exit codes: 0 the gate holds; 1 the gate fails; 2 invalid config, input, credentials or usage (found before
 scoring, printed without a traceback); 3 the run aborted (I/O error or internal bug: a short message, and
-the full traceback written to a file whose path is printed).
+the full traceback written to a file whose path is printed); 130 / 143 interrupted by SIGINT / SIGTERM (one
+line; see :func:`_run_interruptible`).
 
 ``evaltasks schema`` prints the suite file's JSON Schema.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from evaltasks._version import __version__
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143  # 128 + the signal's number, as shells report a process a signal ended
 
 
 def _quiet_prefect_defaults() -> None:
@@ -263,7 +265,7 @@ def _main(argv: list[str] | None, command_started: float) -> int:
             return EXIT_INVALID
     if args.command == "serve":
         return _serve(args)
-    return _run(args)
+    return _run_interruptible(args)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -454,7 +456,12 @@ def _run(args: argparse.Namespace) -> int:
 
             if args.task_runner == "threads":
                 _load_models_in_background(model_providers)
+            from evaltasks._server_guard import guard_temporary_server
+
+            guard_temporary_server()  # Prefect's temporary server, in its own session, dying with this process
             _hide_tracebacks()
+            if _interrupt is not None:
+                _interrupt.watch_logs()
             flow = evaluate_suite
             if args.task_runner != "threads":
                 flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
@@ -468,15 +475,9 @@ def _run(args: argparse.Namespace) -> int:
     except InputError as exc:
         _error(str(exc))
         return EXIT_INVALID
-    except KeyboardInterrupt:
-        from evaltasks.embeddings.local import cancel_queued_encodes
-
-        cancel_queued_encodes()  # else the process waits at exit for every embedding task's queued encode
-        _error("interrupted")
-        return EXIT_ABORTED
     except Exception:  # noqa: BLE001
         return _aborted(args)
-    finally:
+    finally:  # KeyboardInterrupt (SIGINT, SIGTERM): handled by _run_interruptible
         _progress.set_progress_callback(None)
 
     for warning in outcome.get("warnings", []):
@@ -495,6 +496,136 @@ def _run(args: argparse.Namespace) -> int:
         print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
               f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)")
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
+
+
+class _Interrupt:
+    """What ``evaltasks run`` does on SIGINT (Ctrl+C) or SIGTERM; see :func:`_run_interruptible`."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.output_dir = Path(args.output_dir)
+        self.reported = False
+        self.signum: int | None = None
+        self.delivered = False  # the handler has run (a second signal ends the process)
+        self.reports_before = _report_stamps(self.output_dir)
+
+    def handler(self, signum: int, frame: Any) -> None:
+        """Signal handler: the first signal stops the run (KeyboardInterrupt in the main thread); a second one,
+        while it stops, ends the process at once (the temporary server dies with it)."""
+        if self.delivered and self.signum is not None:
+            self.report()
+            os._exit(_exit_code(self.signum))
+        self.delivered = True
+        if self.signum is None:  # else Prefect's handler saw this signal first and passed it on
+            self.begin(signum)
+        raise KeyboardInterrupt
+
+    def begin(self, signum: int) -> None:
+        """Record ``signum`` (log records stop reaching the terminal: :meth:`console_filter`), stop the encodes."""
+        self.signum = signum
+        local = sys.modules.get("evaltasks.embeddings.local")
+        if local is not None:
+            local.cancel_queued_encodes()
+
+    def console_filter(self, record: Any) -> bool:
+        """Logging filter on the terminal's handlers: nothing passes once the run is interrupted.
+
+        During a flow run Prefect's own SIGTERM handler comes first (it marks the run crashed, then delivers
+        the signal to this one); its first record about it starts the interrupt here.
+        """
+        if self.signum is None and "aborted by a termination signal" in str(record.msg):
+            import signal
+
+            self.begin(signal.SIGTERM)
+        return self.signum is None
+
+    def watch_logs(self, remove: bool = False) -> None:
+        """Install :meth:`console_filter` on the console handlers Prefect configured (``remove``: take it off)."""
+        import logging
+
+        for logger in (logging.getLogger(), logging.getLogger("prefect")):
+            for handler in logger.handlers:
+                handler.removeFilter(self.console_filter)
+                if not remove:
+                    handler.addFilter(self.console_filter)
+
+    def report(self) -> None:
+        """Print :meth:`message` to stderr, once."""
+        if not self.reported:
+            self.reported = True
+            print(self.message(), file=sys.stderr, flush=True)
+
+    def message(self) -> str:
+        """The one line printed: which signal, what the reports directory holds, where finished work is kept."""
+        import signal
+
+        args, out = self.args, self.output_dir
+        after = _report_stamps(out)
+        if after is not None and after != self.reports_before:
+            reports = f"the reports in {out} are complete (written before the interrupt)"
+        elif after is not None:
+            reports = f"no reports written ({out} keeps the previous ones)"
+        else:
+            reports = "no reports written"
+        index = args.index_dir or os.environ.get("EVALTASKS_INDEX_DIR") or ".evaltasks/index"
+        kept = [f"references embedded so far are kept in {index}"] if Path(index).is_dir() else []
+        kept += [] if args.no_cache else ["finished tasks in Prefect's task cache (a re-run reuses them)"]
+        return f"evaltasks: interrupted by {signal.Signals(self.signum or 2).name}: " + "; ".join([reports, *kept])
+
+
+_interrupt: _Interrupt | None = None  # the running `evaltasks run`'s, while _run_interruptible runs it
+
+
+def _exit_code(signum: int) -> int:
+    """130 for SIGINT, 143 for SIGTERM (128 + the signal's number)."""
+    return 128 + int(signum)
+
+
+def _report_stamps(directory: Path) -> tuple[tuple[int, int], ...] | None:
+    """(inode, mtime in ns) of results.json, junit.xml and summary.md in ``directory``; None unless all exist."""
+    try:
+        return tuple(
+            (stat.st_ino, stat.st_mtime_ns)
+            for stat in (os.stat(directory / name) for name in ("results.json", "junit.xml", "summary.md"))
+        )
+    except OSError:
+        return None
+
+
+def _run_interruptible(args: argparse.Namespace) -> int:
+    """:func:`_run`, stopped cleanly by SIGINT (Ctrl+C; exit 130) or SIGTERM (exit 143).
+
+    GitHub Actions cancels a job with SIGINT, then SIGTERM 7.5 s later, then SIGKILL. The first signal stops
+    the run: queued and running encodes stop (within one chunk, see ``evaltasks.embeddings.local``), Prefect
+    marks the flow run crashed on its temporary server (which the terminal's Ctrl+C no longer reaches: see
+    ``evaltasks._server_guard``), log records stop reaching the terminal, and one line says what the reports
+    directory holds: reports are replaced as a set or not at all, so it keeps the previous set unless the new
+    one was complete before the signal. The temporary server stops when the process exits; a second signal
+    ends the process at once. Returns the exit code.
+    """
+    import signal
+
+    global _interrupt
+    interrupt = _interrupt = _Interrupt(args)
+    previous = {signum: signal.signal(signum, interrupt.handler) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _run(args)
+    except BaseException as exc:
+        if interrupt.signum is None:  # Prefect's SIGTERM handler raised its own exception, or a stray Ctrl+C
+            if isinstance(exc, KeyboardInterrupt):
+                interrupt.begin(signal.SIGINT)
+            elif type(exc).__name__ == "TerminationSignal":
+                interrupt.begin(signal.SIGTERM)
+            else:
+                raise
+        interrupt.report()
+        return _exit_code(interrupt.signum or signal.SIGINT)  # our handler stays: a second signal exits at once
+    finally:
+        if interrupt.signum is None:  # not interrupted: leave the process as it was (in-process callers)
+            _interrupt = None
+            interrupt.watch_logs(remove=True)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _load_models_in_background(providers: list[Any]) -> Any:

@@ -22,11 +22,13 @@ from prefect import flow, get_run_logger
 from prefect.cache_policies import NO_CACHE
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.context import FlowRunContext
+from prefect.exceptions import TerminationSignal
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
+from evaltasks.embeddings.local import cancel_queued_encodes
 from evaltasks.errors import ProviderError
 from evaltasks.evaluate import model_infos, prepare_reference_searches
 from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
@@ -174,11 +176,17 @@ def run_suite(
     logger = get_run_logger()
     started = time.time()
     plan = plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
-    with _gc_frozen(), recording_warnings():  # index corruption found by the run goes into its reports
-        return _run_plan(
-            plan, logger, started, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
-            baseline, regression_tolerance, baseline_label,
-        )
+    try:
+        with _gc_frozen(), recording_warnings():  # index corruption found by the run goes into its reports
+            return _run_plan(
+                plan, logger, started, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
+                baseline, regression_tolerance, baseline_label,
+            )
+    except (KeyboardInterrupt, TerminationSignal):
+        # The process is stopping (Ctrl+C, SIGTERM): stop the encodes now, or Prefect's task runner waits for
+        # the running one (minutes for a large chunk) before the run can end.
+        cancel_queued_encodes()
+        raise
 
 
 GC_THRESHOLDS = (10_000, 10, 100)  # while scoring; Python's defaults are (700, 10, 10)

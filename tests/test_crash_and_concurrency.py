@@ -345,7 +345,8 @@ def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, ex
             assert time.monotonic() - started < RUN_TIMEOUT_S, "no task result persisted in time"
             time.sleep(0.02)
         assert not (work / "out" / "results.json").exists(), "the run finished before the kill: enlarge the data"
-        group = _group_commands(pgid)
+        # the temporary server runs in a session of its own (so Ctrl+C reaches only the CLI): found as its child
+        group = _group_commands(pgid) + [" ".join(c.cmdline()) for c in psutil.Process(run.pid).children(recursive=True)]
     finally:
         os.killpg(pgid, signal.SIGKILL)
         run.wait(timeout=60)

@@ -388,10 +388,10 @@ def test_cancel_queued_encodes_fails_the_waiting_calls_only(st_model) -> None:
     provider = get_provider("local")
     device = str(provider._model().device)
     release = threading.Event()
-    running = local_module._encoder(device).submit(release.wait, 60)  # holds the encoder's turn
+    running = local_module._encoder(device)[0].submit(release.wait, 60)  # holds the encoder's turn
     with ThreadPoolExecutor(max_workers=3) as pool:
         waiting = [pool.submit(provider.embed, [f"queued text {i}"]) for i in range(3)]
-        while local_module._encoder(device)._work_queue.qsize() < 3:  # all three queued behind `running`
+        while local_module._encoder(device)[0]._work_queue.qsize() < 3:  # all three queued behind `running`
             threading.Event().wait(0.01)
         assert local_module.cancel_queued_encodes() == 1
         for future in waiting:

@@ -25,30 +25,67 @@ _LOG = logging.getLogger(__name__)  # INFO: a line before and after a model load
 _FINGERPRINTS: dict[str, str] = {}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt")
 _DEVICES = ("cpu", "cuda", "mps", "xpu", "npu", "hpu")
-_ENCODERS: dict[str, ThreadPoolExecutor] = {}  # device -> the one thread that runs every encode on it
+# device -> the one thread that runs every encode on it, and the event that stops its running encode
+_ENCODERS: dict[str, tuple[ThreadPoolExecutor, threading.Event]] = {}
 _ENCODERS_LOCK = threading.Lock()
+ENCODE_CHUNK = 512  # texts per encode call between two looks at the stop event (rounded up to the batch size)
+_chunks_encoded = 0  # encode calls of ENCODE_CHUNK texts finished in this process (see chunks_encoded)
 
 
-def _encoder(device: str) -> ThreadPoolExecutor:
-    """The single thread that runs every ``encode`` on ``device`` (``"cpu"``, ``"cuda:0"``…) in this process."""
+def _encoder(device: str) -> tuple[ThreadPoolExecutor, threading.Event]:
+    """The single thread that runs every ``encode`` on ``device`` (``"cpu"``, ``"cuda:0"``…) in this process,
+    and the event that tells its running encode to stop."""
     with _ENCODERS_LOCK:
         if device not in _ENCODERS:
-            _ENCODERS[device] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"evaltasks-encode-{device}")
+            _ENCODERS[device] = (
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"evaltasks-encode-{device}"), threading.Event(),
+            )
         return _ENCODERS[device]
 
 
 def cancel_queued_encodes() -> int:
-    """Cancel the encodes waiting for their turn (Ctrl+C: exit after the running one, not after all of them).
+    """Stop every encode of the process (Ctrl+C, SIGTERM: exit within one chunk, not after all of them).
 
-    Their callers get :class:`~evaltasks.errors.ProviderError`; an encode already running finishes. Later
-    calls start a new encoder thread. Returns the number of encoder threads told to stop.
+    Encodes waiting for their turn are cancelled and the running one stops before its next chunk of
+    :data:`ENCODE_CHUNK` texts (512 short answers: ~1.5 s on this project's busy 2-core machine); their
+    callers get :class:`~evaltasks.errors.ProviderError`. Later calls start a new encoder thread. Returns the
+    number of encoder threads told to stop.
     """
     global _ENCODERS
     with _ENCODERS_LOCK:
         encoders, _ENCODERS = _ENCODERS, {}
-    for executor in encoders.values():
+    for executor, stop in encoders.values():
+        stop.set()
         executor.shutdown(wait=False, cancel_futures=True)
     return len(encoders)
+
+
+def chunks_encoded() -> int:
+    """How many chunks of at most :data:`ENCODE_CHUNK` texts this process has encoded (for progress checks)."""
+    return _chunks_encoded
+
+
+def _encode_in_chunks(model: Any, texts: list[str], batch_size: int, stop: threading.Event) -> np.ndarray:
+    """``model.encode`` over ``texts`` in chunks, checking ``stop`` before each (runs on the encoder thread).
+
+    A chunk holds :data:`ENCODE_CHUNK` texts rounded up to a multiple of ``batch_size``, so the forward passes
+    are the same batches of at most ``batch_size`` texts as one call over everything.
+
+    Raises:
+        ProviderError: ``stop`` was set (the encode was interrupted).
+    """
+    global _chunks_encoded
+    size = -(-ENCODE_CHUNK // batch_size) * batch_size
+    parts = []
+    for start in range(0, max(len(texts), 1), size):
+        if stop.is_set():
+            raise ProviderError("interrupted")
+        parts.append(model.encode(
+            texts[start : start + size], batch_size=batch_size,
+            convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False,
+        ))
+        _chunks_encoded += 1
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _forget_encoders_after_fork() -> None:
@@ -248,19 +285,22 @@ class LocalEmbeddingProvider:
         1,663 MiB; 10 threads to 26) and peaked at 2,105 MiB; with one encoder thread, 1,097-1,113 MiB. One
         encode already keeps every core torch was given busy, so taking turns costs no throughput (measured:
         two encodes overlapping or one after the other, within the machine's noise; docs/performance.md).
+        The encode runs in chunks of :data:`ENCODE_CHUNK` texts; a KeyboardInterrupt while this waits (or
+        :func:`cancel_queued_encodes`) stops it before the next chunk.
 
         Raises:
             ProviderError: the model failed to encode (the message names the model and the error).
         """
         model = self._model()
         device = str(getattr(model, "device", None) or self.device or "auto")
+        executor, stop = _encoder(device)
         try:
-            vectors = _encoder(device).submit(
-                model.encode, list(texts), batch_size=self.batch_size,  # type: ignore[attr-defined]
-                convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False,
-            ).result()
+            vectors = executor.submit(_encode_in_chunks, model, list(texts), self.batch_size, stop).result()
         except Exception as exc:  # noqa: BLE001
             raise ProviderError(f"local model '{self.model_name}' failed to embed: {exc}") from exc
+        except BaseException:  # KeyboardInterrupt in this (main) thread: stop the encode, not just stop waiting
+            cancel_queued_encodes()
+            raise
         if len(texts) == 0:
             # sentence-transformers >= 6 renamed the method (the old name warns); older releases lack the new one
             dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
