@@ -86,11 +86,12 @@ def default_output_dir(suite_name: str) -> Path:
     """The reports directory of a suite when none is given: ``eval-results/<suite name>`` (relative).
 
     One directory per suite, so running two suites keeps both reports. The name is made safe for a path:
-    every run of characters outside ``[A-Za-z0-9._-]`` becomes ``-``, leading and trailing dots and dashes
+    every run of characters other than letters, digits (any script: ``оценка`` stays), ``_``, ``.`` and ``-``
+    becomes ``-``, leading and trailing dots and dashes
     are dropped (so ``..`` cannot climb out), and at most 100 characters are kept; a name with nothing
     left is ``suite``. E.g. ``"TruthfulQA / davinci"`` -> ``eval-results/TruthfulQA-davinci``.
     """
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", suite_name).strip(".-")[:100].strip(".-")
+    slug = re.sub(r"[^\w.-]+", "-", suite_name).strip(".-")[:100].strip(".-")
     return Path(DEFAULT_OUTPUT_ROOT) / (slug or "suite")
 
 

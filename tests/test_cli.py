@@ -61,7 +61,7 @@ QUICKSTART_DATASET = (
 
 @pytest.mark.parametrize(("name", "expected"), [
     ("truthfulqa-davinci", "truthfulqa-davinci"), ("TruthfulQA / davinci 1.0", "TruthfulQA-davinci-1.0"),
-    ("../../etc", "etc"), ("..", "suite"), ("оценка", "suite"), (".hidden", "hidden"), ("a" * 300, "a" * 100),
+    ("../../etc", "etc"), ("..", "suite"), ("оценка", "оценка"), ("名前/評価", "名前-評価"), ("?!", "suite"), (".hidden", "hidden"), ("a" * 300, "a" * 100),
 ])
 def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected: str) -> None:
     from evaltasks.run import default_output_dir
