@@ -20,7 +20,6 @@ from evaltasks.suite import suite_json_schema
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
 QUICKSTART_DATA = REPO / "examples" / "quickstart" / "answers.jsonl"
-FAST_S = 15.0
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -96,7 +95,7 @@ def test_run_gate_fails_with_defaults(tmp_path: Path) -> None:
     assert "GATE FAILED" in proc.stdout
 
 
-# --- exit 2: invalid input, reported fast, without a traceback, before anything runs ---------------------------
+# --- exit 2: invalid input, reported before anything runs (Prefect never starts), without a traceback ----------
 
 INVALID = {
     "malformed-yaml": ("name: x\ndataset:\n  path: d.jsonl\nmetrics: [\n  - metric: LengthCheckMetric\n",
@@ -136,9 +135,8 @@ def test_invalid_input_exits_2_fast(tmp_path: Path, case: str) -> None:
     if data is not None:
         name = next(line.split(":", 1)[1].strip() for line in suite_text.splitlines() if "path:" in line)
         (tmp_path / name).write_text(data, encoding="utf-8")
-    proc, elapsed = _cli(tmp_path, "run", suite.name, "--output-dir", "out")
+    proc, _ = _cli(tmp_path, "run", suite.name, "--output-dir", "out")
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert elapsed < FAST_S
     _no_noise(proc)
     assert proc.stderr.startswith("evaltasks: error:")
     for needle in needles:
@@ -188,8 +186,9 @@ def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path) -> None:
 
 
 def test_missing_suite_file_exits_2(tmp_path: Path) -> None:
-    proc, elapsed = _cli(tmp_path, "run", "no-such-suite.yaml")
-    assert proc.returncode == 2 and elapsed < FAST_S
+    proc, _ = _cli(tmp_path, "run", "no-such-suite.yaml")
+    assert proc.returncode == 2
+    assert not (tmp_path / "prefect-home").exists()  # found before Prefect starts
     _no_noise(proc)
     assert "no-such-suite.yaml" in proc.stderr and "suite file not found" in proc.stderr
 
