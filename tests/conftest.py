@@ -86,6 +86,21 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture(scope="session")
+def prefect_api_url(prefect_harness) -> str:
+    """The API URL of the session's Prefect server (``prefect_harness``), for CLI subprocesses.
+
+    With ``PREFECT_API_URL`` set to it, ``evaltasks run`` uses that server instead of starting a temporary one of
+    its own (about 10 s of CPU per run on 2 cores, more than the rest of a quickstart run). Tests whose subject
+    is the temporary server (it starts with the run, it ends with it) leave it unset.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    assert url, "prefect_harness set no API URL"
+    return url
+
+
 def subprocess_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:
     """The environment for a CLI or server subprocess: this process's, with its own PREFECT_HOME (and API URL,
     when given), no profile or result-storage overrides, no telemetry, offline Hugging Face."""

@@ -30,10 +30,10 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _cli(tmp_path: Path, *args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
+def _cli(tmp_path: Path, *args: str, timeout: float = 300, **env: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", *args], cwd=tmp_path, env=_env(tmp_path),
+        [sys.executable, "-m", "evaltasks.cli", *args], cwd=tmp_path, env=_env(tmp_path, **env),
         capture_output=True, text=True, timeout=timeout,
     )
     return proc, time.monotonic() - started
@@ -57,7 +57,8 @@ QUICKSTART_DATASET = (
 )
 
 
-# --- full runs (each starts a temporary Prefect server and loads the model: keep them few) ---------------
+# --- full runs (each loads the model: keep them few; the first starts a temporary Prefect server as a user's
+# run does, the others use the session's server) ------------------------------------------------------------
 
 def test_run_quickstart_passes(tmp_path: Path) -> None:
     proc, _ = _cli(tmp_path, "run", str(QUICKSTART), "--output-dir", "out", "--index-dir", "idx")
@@ -77,13 +78,14 @@ def test_run_quickstart_passes(tmp_path: Path) -> None:
     assert "pass rate: 75.00%" in proc.stdout
 
 
-def test_run_gate_fails_with_defaults(tmp_path: Path) -> None:
+def test_run_gate_fails_with_defaults(tmp_path: Path, prefect_api_url: str) -> None:
     suite = _suite(tmp_path, "name: strict\n" + QUICKSTART_DATASET + (
         "metrics:\n  - metric: ReferenceMatchMetric\n    threshold: 0.6\n    embedding_provider: local\n"
         "  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\n"
         "gate:\n  min_pass_rate: 1.0\n"
     ))
-    proc, _ = _cli(tmp_path, "run", suite.name)  # default --output-dir ./eval-results, index .evaltasks/index
+    # default --output-dir ./eval-results, index .evaltasks/index
+    proc, _ = _cli(tmp_path, "run", suite.name, PREFECT_API_URL=prefect_api_url)
     assert proc.returncode == 1, proc.stderr
     _no_noise(proc)
     results = json.loads((tmp_path / "eval-results" / "results.json").read_text(encoding="utf-8"))
@@ -145,7 +147,7 @@ def test_invalid_input_exits_2_fast(tmp_path: Path, case: str) -> None:
     assert not (tmp_path / "prefect-home").exists()  # Prefect never started
 
 
-def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path) -> None:
+def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path, prefect_api_url: str) -> None:
     """A key the server rejects (401) surfaces during the run: exit 2, the message names OPENAI_API_KEY, and
     Prefect's log of the failed flow carries no traceback. The real openai client talks to a local HTTP
     server on 127.0.0.1 that answers every request with 401 (no network)."""
@@ -172,7 +174,7 @@ def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path) -> None:
         suite = _suite(tmp_path, "name: rejected\n" + QUICKSTART_DATASET + (
             "metrics:\n  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n"
         ))
-        env = _env(tmp_path, OPENAI_API_KEY="sk-rejected",
+        env = _env(tmp_path, OPENAI_API_KEY="sk-rejected", PREFECT_API_URL=prefect_api_url,
                    OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}/v1")
         proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", suite.name, "--output-dir", "out"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
