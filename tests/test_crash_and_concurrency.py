@@ -279,9 +279,9 @@ def _assert_scores_equal(got: dict, want: dict) -> None:
     assert {k: v[1] for k, v in got.items()} == {k: v[1] for k, v in want.items()}
 
 
-def _survivors(prefect_home: Path, pgid: int | None = None, wait_s: float = 20.0) -> list[str]:
+def _survivors(prefect_home: Path, pgid: int | None = None, wait_s: float = 180.0) -> list[str]:
     """Live processes (zombies aside) in process group ``pgid`` or with PREFECT_HOME=``prefect_home``, after
-    waiting up to ``wait_s`` for them to go."""
+    waiting up to ``wait_s`` for them to go (a hang guard: it returns as soon as none is left)."""
     deadline = time.monotonic() + wait_s
     while True:
         found = []
@@ -401,14 +401,15 @@ def _storage_names(prefect_home: Path) -> list[str]:
         return []
 
 
-def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_path: Path) -> None:
+def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_path: Path, prefect_api_url: str) -> None:
     index_dir = tmp_path / "index"
     runs = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         command = [sys.executable, "-m", "evaltasks.cli", "run", str(big_suite), "--index-dir", str(index_dir),
                    "--output-dir", "out", "--quiet"]
-        runs.append(subprocess.Popen(command, cwd=tmp_path / name, env=subprocess_env(tmp_path / name / "home"),
+        runs.append(subprocess.Popen(command, cwd=tmp_path / name,
+                                     env=subprocess_env(tmp_path / name / "home", prefect_api_url),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [run.communicate(timeout=RUN_TIMEOUT_S)[0] for run in runs]
     want_rc = 0 if expected["passed"] else 1

@@ -454,16 +454,18 @@ DATASET = [
 ]
 
 
-def _cli_env(home: Path, key: str, base_url: str) -> dict[str, str]:
+def _cli_env(home: Path, key: str, base_url: str, api_url: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "AZURE_OPENAI_")) and k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR")}
     env.update(PREFECT_HOME=str(home / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
                PREFECT_SERVER_ANALYTICS_ENABLED="false", OPENAI_API_KEY=key, OPENAI_BASE_URL=base_url)
+    if api_url:  # the session's Prefect server instead of a temporary one per run
+        env["PREFECT_API_URL"] = api_url
     return env
 
 
-def _start_cli_runs(server: OpenAIServer, root: Path) -> dict[str, tuple[subprocess.Popen, Path]]:
+def _start_cli_runs(server: OpenAIServer, root: Path, api_url: str) -> dict[str, tuple[subprocess.Popen, Path]]:
     procs = {}
     for name, key in (("good", KEY), ("rejected", "sk-rejected-0123456789")):
         home = root / name
@@ -482,7 +484,7 @@ def _start_cli_runs(server: OpenAIServer, root: Path) -> dict[str, tuple[subproc
         procs[name] = (subprocess.Popen(
             [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", "idx",
              "--quiet"],
-            cwd=home, env=_cli_env(home, key, f"{server.url}/env/v1"),
+            cwd=home, env=_cli_env(home, key, f"{server.url}/env/v1", api_url),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         ), home)
     from openai_server import encode
@@ -493,8 +495,9 @@ def _start_cli_runs(server: OpenAIServer, root: Path) -> dict[str, tuple[subproc
 
 @pytest.fixture(scope="module", autouse=True)
 def _cli_background(request):
-    """Start the two CLI runs when the module starts, if any CLI test is selected: they run (mostly starting
-    Prefect servers) while the other tests of this module run (mostly waiting out retry delays).
+    """Start the two CLI runs when the module starts, if any CLI test is selected: they run (mostly starting up,
+    against the session's Prefect server) while the other tests of this module run (mostly waiting out retry
+    delays).
 
     The suite sets ``embeddings: {openai: {base_url: <server>/v1, max_retries: 1, dimensions: 128}}``; the
     environment's OPENAI_BASE_URL points at ``<server>/env/v1`` (also served), so the request paths show which
@@ -503,9 +506,10 @@ def _cli_background(request):
     if not any(item.name.startswith("test_cli_") and item.module is request.module for item in request.session.items):
         yield None
         return
+    api_url = request.getfixturevalue("prefect_api_url")
     root = Path(tempfile.mkdtemp(prefix="evaltasks-openai-cli-"))
     with OpenAIServer(api_key=KEY, warm=False) as server:
-        procs = _start_cli_runs(server, root)
+        procs = _start_cli_runs(server, root, api_url)
         state = {"server": server, "procs": procs, "outputs": None}
         try:
             yield state
@@ -629,7 +633,7 @@ def test_tokens_per_minute_limits_token_throughput(server: OpenAIServer) -> None
 
 # --- pre-run cost estimate ---------------------------------------------------------------------------------------
 
-def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_path: Path) -> None:
+def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_path: Path, prefect_api_url: str) -> None:
     """`--max-cost`: the estimate (ceil(bytes/4) tokens per unique text × $0.02 per million) is compared
     before Prefect starts; above the limit: exit 2, no request sent; at or above the estimate: the run goes."""
     (tmp_path / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in DATASET) + "\n", encoding="utf-8")
@@ -644,7 +648,7 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
     # An empty output is scored 0.0 without embeddings: neither it nor its references are sent or estimated.
     texts = {t for row in DATASET if row["answer"].strip() for t in (row["answer"], *row["references"])}
     expected = sum(max(1, (len(t.encode()) + 3) // 4) for t in texts) * 0.02 / 1e6
-    env = _cli_env(tmp_path, KEY, f"{server.url}/v1")
+    env = _cli_env(tmp_path, KEY, f"{server.url}/v1", prefect_api_url)
     server.reset()
     cli = [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--quiet", "--index-dir", "idx"]
     refused = subprocess.run([*cli, "--max-cost", f"{expected * 0.99:.12f}"], cwd=tmp_path, env=env,
