@@ -82,7 +82,7 @@ def prefect_harness():
     """A temporary Prefect server + SQLite database for the whole session (request it; not autouse)."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    with prefect_test_harness(server_startup_timeout=300):  # a hang guard: a loaded 2-core machine can need minutes
         yield
 
 
