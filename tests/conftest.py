@@ -82,8 +82,23 @@ def prefect_harness():
     """A temporary Prefect server + SQLite database for the whole session (request it; not autouse)."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    with prefect_test_harness(server_startup_timeout=300):  # a hang guard: a loaded 2-core machine can need minutes
         yield
+
+
+@pytest.fixture(scope="session")
+def prefect_api_url(prefect_harness) -> str:
+    """The API URL of the session's Prefect server (``prefect_harness``), for CLI subprocesses.
+
+    With ``PREFECT_API_URL`` set to it, ``evaltasks run`` uses that server instead of starting a temporary one of
+    its own (about 10 s of CPU per run on 2 cores, more than the rest of a quickstart run). Tests whose subject
+    is the temporary server (it starts with the run, it ends with it) leave it unset.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    assert url, "prefect_harness set no API URL"
+    return url
 
 
 def subprocess_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:

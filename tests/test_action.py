@@ -463,8 +463,9 @@ def test_a_run_that_could_not_score_reports_why(tmp_path: Path) -> None:
 # --- the whole composite action through action/run-local.sh -------------------------------------------------
 
 def _run_local(tmp_path: Path, name: str, *args: str, server: GitHubServer | None = None,
-               token: str = "test-token", env_extra: dict[str, str] | None = None) -> tuple[int, dict]:
-    env = subprocess_env(tmp_path / f"prefect-{name}")
+               token: str = "test-token", env_extra: dict[str, str] | None = None,
+               api_url: str | None = None) -> tuple[int, dict]:
+    env = subprocess_env(tmp_path / f"prefect-{name}", api_url)
     env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": token,
                 "EVALTASKS_LOCAL_OUT": str(tmp_path / f"kept-{name}"), **(env_extra or {})})
     env.pop("GITHUB_OUTPUT", None)
@@ -492,8 +493,10 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comments(tmp_path: Path, workspace: Path) -> None:
-    code, push = _run_local(tmp_path, "push", "--with", "suite=examples/quickstart/suite.yaml", "--event", "push")
+def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comments(tmp_path: Path, workspace: Path,
+                                                                                     prefect_api_url: str) -> None:
+    code, push = _run_local(tmp_path, "push", "--with", "suite=examples/quickstart/suite.yaml", "--event", "push",
+                            api_url=prefect_api_url)
     assert code == 0, push["log"][-4000:]
     assert push["outputs"]["passed"] == "true" and push["outputs"]["pass-rate"] == "0.750000"
     assert "No baseline" in push["summary"]
@@ -511,7 +514,7 @@ def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comment
     answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with GitHubServer() as server:
         code, pr = _run_local(tmp_path, "pr", "--with", "suite=examples/quickstart/suite.yaml",
-                              "--event-path", str(_pr_event(tmp_path)), server=server)
+                              "--event-path", str(_pr_event(tmp_path)), server=server, api_url=prefect_api_url)
         comments = server.all_comments()
     assert code == 1, pr["log"][-4000:]  # 5/8 = 62.5 % < the gate's 70 %
     assert pr["outputs"]["passed"] == "false" and pr["outputs"]["pass-rate"] == "0.625000"
@@ -524,12 +527,13 @@ def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comment
     assert pr["steps"]["gate"]["outcome"] == "failure"  # the last step applies the gate
 
 
-def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_path: Path, workspace: Path) -> None:
+def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_path: Path, workspace: Path,
+                                                                          prefect_api_url: str) -> None:
     """Without --runner-temp: RUNNER_TEMP is a temporary directory removed on exit; the job summary and outputs
     are kept in EVALTASKS_LOCAL_OUT, the reports and comment.md in the output directory, each path printed."""
     scratch, kept = tmp_path / "tmp", tmp_path / "kept"
     scratch.mkdir()
-    env = subprocess_env(tmp_path / "prefect-kept")
+    env = subprocess_env(tmp_path / "prefect-kept", prefect_api_url)
     env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": "test-token", "TMPDIR": str(scratch),
                 "EVALTASKS_LOCAL_OUT": str(kept)})
     env.pop("GITHUB_OUTPUT", None)
@@ -559,7 +563,8 @@ def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_pat
     ]
 
 
-def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_nothing(tmp_path: Path, workspace: Path) -> None:
+def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_nothing(tmp_path: Path, workspace: Path,
+                                                                                     prefect_api_url: str) -> None:
     suite = workspace / "examples" / "quickstart" / "fork-suite.yaml"
     suite.write_text(
         "name: fork-check\n"
@@ -572,7 +577,7 @@ def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_noth
     with GitHubServer() as server:
         code, fork = _run_local(tmp_path, "fork", "--with", "suite=examples/quickstart/fork-suite.yaml",
                                 "--with", "baseline=none", "--event-path", str(_pr_event(tmp_path, fork=True)),
-                                server=server, token="fork-token")
+                                server=server, token="fork-token", api_url=prefect_api_url)
         assert server.requests == []
     assert code == 0, fork["log"][-4000:]
     results = json.loads(Path(fork["outputs"]["results-path"]).read_text())

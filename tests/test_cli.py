@@ -21,7 +21,6 @@ from evaltasks.suite import suite_json_schema
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
 QUICKSTART_DATA = REPO / "examples" / "quickstart" / "answers.jsonl"
-FAST_S = 15.0
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -69,7 +68,8 @@ def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected:
     assert default_output_dir(name) == Path("eval-results") / expected
 
 
-# --- full runs (each starts a temporary Prefect server and loads the model: keep them few) ---------------
+# --- full runs (each loads the model: keep them few; the first starts a temporary Prefect server as a user's
+# run does, the others use the session's server) ------------------------------------------------------------
 
 def test_run_quickstart_passes(tmp_path: Path) -> None:
     proc, wall_s = _cli(tmp_path, "run", str(QUICKSTART), "--output-dir", "out", "--index-dir", "idx")
@@ -104,13 +104,14 @@ def test_run_quickstart_passes(tmp_path: Path) -> None:
     assert flow_s <= total_s <= wall_s + 0.05
 
 
-def test_run_gate_fails_with_defaults(tmp_path: Path) -> None:
+def test_run_gate_fails_with_defaults(tmp_path: Path, prefect_api_url: str) -> None:
     suite = _suite(tmp_path, "name: strict\n" + QUICKSTART_DATASET + (
         "metrics:\n  - metric: ReferenceMatchMetric\n    threshold: 0.6\n    embedding_provider: local\n"
         "  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\n"
         "gate:\n  min_pass_rate: 1.0\n"
     ))
-    proc, _ = _cli(tmp_path, "run", suite.name)  # default --output-dir ./eval-results/strict, index .evaltasks/index
+    # default --output-dir ./eval-results/strict, index .evaltasks/index
+    proc, _ = _cli(tmp_path, "run", suite.name, PREFECT_API_URL=prefect_api_url)
     assert proc.returncode == 1, proc.stderr
     _no_noise(proc)
     out = tmp_path / "eval-results" / "strict"  # one directory per suite
@@ -138,7 +139,7 @@ def test_run_gate_fails_with_defaults(tmp_path: Path) -> None:
     assert "GATE FAILED" in proc.stdout
 
 
-# --- exit 2: invalid input, reported fast, without a traceback, before anything runs ---------------------------
+# --- exit 2: invalid input, reported before anything runs (Prefect never starts), without a traceback ----------
 
 INVALID = {
     "malformed-yaml": ("name: x\ndataset:\n  path: d.jsonl\nmetrics: [\n  - metric: LengthCheckMetric\n",
@@ -178,9 +179,8 @@ def test_invalid_input_exits_2_fast(tmp_path: Path, case: str) -> None:
     if data is not None:
         name = next(line.split(":", 1)[1].strip() for line in suite_text.splitlines() if "path:" in line)
         (tmp_path / name).write_text(data, encoding="utf-8")
-    proc, elapsed = _cli(tmp_path, "run", suite.name, "--output-dir", "out")
+    proc, _ = _cli(tmp_path, "run", suite.name, "--output-dir", "out")
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert elapsed < FAST_S
     _no_noise(proc)
     assert proc.stderr.startswith("evaltasks: error:")
     for needle in needles:
@@ -189,7 +189,7 @@ def test_invalid_input_exits_2_fast(tmp_path: Path, case: str) -> None:
     assert not (tmp_path / "prefect-home").exists()  # Prefect never started
 
 
-def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path) -> None:
+def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path, prefect_api_url: str) -> None:
     """A key the server rejects (401) surfaces during the run: exit 2, the message names OPENAI_API_KEY, and
     Prefect's log of the failed flow carries no traceback. The real openai client talks to a local HTTP
     server on 127.0.0.1 that answers every request with 401 (no network)."""
@@ -216,7 +216,7 @@ def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path) -> None:
         suite = _suite(tmp_path, "name: rejected\n" + QUICKSTART_DATASET + (
             "metrics:\n  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n"
         ))
-        env = _env(tmp_path, OPENAI_API_KEY="sk-rejected",
+        env = _env(tmp_path, OPENAI_API_KEY="sk-rejected", PREFECT_API_URL=prefect_api_url,
                    OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}/v1")
         proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", suite.name, "--output-dir", "out"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -230,8 +230,9 @@ def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path) -> None:
 
 
 def test_missing_suite_file_exits_2(tmp_path: Path) -> None:
-    proc, elapsed = _cli(tmp_path, "run", "no-such-suite.yaml")
-    assert proc.returncode == 2 and elapsed < FAST_S
+    proc, _ = _cli(tmp_path, "run", "no-such-suite.yaml")
+    assert proc.returncode == 2
+    assert not (tmp_path / "prefect-home").exists()  # found before Prefect starts
     _no_noise(proc)
     assert "no-such-suite.yaml" in proc.stderr and "suite file not found" in proc.stderr
 

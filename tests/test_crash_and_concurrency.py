@@ -120,7 +120,11 @@ def test_index_survives_sigkill_of_its_writer(tmp_path: Path) -> None:
             stdout=subprocess.PIPE, text=True,
         )
         assert writer.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.05, 0.5))
+        deadline = time.monotonic() + 120  # a hang guard only
+        while kill == 0 and not list(root.glob("*/meta.json")):  # the first writer completes a write: a state
+            assert writer.poll() is None and time.monotonic() < deadline, "the first writer wrote nothing"
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0.05, 0.5))  # a random moment, mid-write included (correct at any moment)
         assert writer.poll() is None, "the writer finished before the kill: give it more texts"
         writer.send_signal(signal.SIGKILL)
         writer.wait(timeout=30)
@@ -165,6 +169,8 @@ READER = HASH_PROVIDER + textwrap.dedent(
     while not os.path.exists(stop_file):
         ReferenceIndex(root).missing_texts(HashProvider(), probe)
         reads += 1
+        if reads == 1:
+            print("reading", flush=True)
     print(reads, flush=True)
     """
 )
@@ -191,6 +197,8 @@ def test_readers_never_see_a_torn_index_while_writers_write(tmp_path: Path) -> N
     subprocess.run([sys.executable, str(tmp_path / "writer.py"), str(root), "0", "10"], check=True, timeout=60)
     readers = [subprocess.Popen([sys.executable, str(tmp_path / "reader.py"), str(root), str(stop)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for reader in readers:  # both read before the writers start, however slowly the machine starts them
+        assert reader.stdout.readline().strip() == "reading", reader.communicate(timeout=60)[1][-3000:]
     writers = [subprocess.Popen([sys.executable, str(tmp_path / "writer.py"), str(root), str(a), str(b)])
                for a, b in ((0, 2000), (1000, 3000))]
     try:
@@ -271,9 +279,9 @@ def _assert_scores_equal(got: dict, want: dict) -> None:
     assert {k: v[1] for k, v in got.items()} == {k: v[1] for k, v in want.items()}
 
 
-def _survivors(prefect_home: Path, pgid: int | None = None, wait_s: float = 20.0) -> list[str]:
+def _survivors(prefect_home: Path, pgid: int | None = None, wait_s: float = 180.0) -> list[str]:
     """Live processes (zombies aside) in process group ``pgid`` or with PREFECT_HOME=``prefect_home``, after
-    waiting up to ``wait_s`` for them to go."""
+    waiting up to ``wait_s`` for them to go (a hang guard: it returns as soon as none is left)."""
     deadline = time.monotonic() + wait_s
     while True:
         found = []
@@ -323,7 +331,8 @@ def _complete(prefect_home: Path, name: str) -> bool:
     return "result" in record and "metadata" in record
 
 
-def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, expected: dict, tmp_path: Path) -> None:
+def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, expected: dict, tmp_path: Path,
+                                                             prefect_api_url: str) -> None:
     home, work = tmp_path / "prefect-home", tmp_path / "work"
     work.mkdir()
     command = [sys.executable, "-m", "evaltasks.cli", "run", str(big_suite), "--index-dir", str(tmp_path / "index"),
@@ -368,7 +377,10 @@ def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, ex
     assert 0 < len(before) <= full_run_files
 
     rerun_started = time.monotonic()
-    rerun = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    # The rerun needs no temporary server of its own (the killed run's is the subject above): the task results
+    # it reuses are in PREFECT_HOME's storage, whichever server records the runs.
+    rerun = subprocess.run(command, cwd=work, env=subprocess_env(home, prefect_api_url), capture_output=True,
+                           text=True, timeout=RUN_TIMEOUT_S)
     rerun_s = time.monotonic() - rerun_started
     assert rerun.returncode == (0 if expected["passed"] else 1), rerun.stdout + rerun.stderr
     assert _survivors(home) == []
@@ -394,14 +406,15 @@ def _storage_names(prefect_home: Path) -> list[str]:
         return []
 
 
-def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_path: Path) -> None:
+def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_path: Path, prefect_api_url: str) -> None:
     index_dir = tmp_path / "index"
     runs = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         command = [sys.executable, "-m", "evaltasks.cli", "run", str(big_suite), "--index-dir", str(index_dir),
                    "--output-dir", "out", "--quiet"]
-        runs.append(subprocess.Popen(command, cwd=tmp_path / name, env=subprocess_env(tmp_path / name / "home"),
+        runs.append(subprocess.Popen(command, cwd=tmp_path / name,
+                                     env=subprocess_env(tmp_path / name / "home", prefect_api_url),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [run.communicate(timeout=RUN_TIMEOUT_S)[0] for run in runs]
     want_rc = 0 if expected["passed"] else 1
@@ -438,6 +451,9 @@ REPORT_READER = textwrap.dedent(
     counts = {"reads": 0, "torn": 0, "unknown": 0, "versions": []}
     seen = set()
     while not os.path.exists(stop_file):
+        if counts["reads"] in (2, 42) or len(seen) != counts.get("reported", 0):  # progress, for the writer
+            counts["reported"] = len(seen)
+            print(counts["reads"], len(seen), flush=True)
         for name, parse in (("results.json", json.loads), ("junit.xml", ET.fromstring)):
             with open(os.path.join(folder, name), "rb") as handle:
                 data = handle.read()
@@ -452,14 +468,16 @@ REPORT_READER = textwrap.dedent(
                 counts["unknown"] += 1
             seen.add((name, allowed[name].index(digest) if digest in allowed[name] else -1))
     counts["versions"] = sorted(seen)
+    del counts["reported"]
     print(json.dumps(counts), flush=True)
     """
 )
 
 
 def test_reports_are_replaced_atomically(tmp_path: Path) -> None:
-    """A reader process polls results.json and junit.xml while they are rewritten 40 times with 4 different
-    contents (each a few MB): every read parses completely and is byte for byte one of the written versions.
+    """A reader process polls results.json and junit.xml while they are rewritten (40 times, and on until the
+    reader has read more than 40 times and seen at least 4 versions) with 4 different contents (each a few MB):
+    every read parses completely and is byte for byte one of the written versions.
 
     (Checked by hand: with the writers opening the target directly instead of ``atomic_writer``, the reader
     sees torn files within the first few rewrites.)
@@ -486,13 +504,31 @@ def test_reports_are_replaced_atomically(tmp_path: Path) -> None:
     write_reports(out, *versions[0], passed=True, min_pass_rate=0.5)
     reader = subprocess.Popen([sys.executable, str(tmp_path / "reader.py"), str(out), str(tmp_path / "allowed.json"),
                                str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    collector = threading.Thread(target=lambda: lines.extend(reader.stdout), daemon=True)
+    collector.start()
+
+    def progress() -> tuple[int, int]:  # (reads, versions seen) as the reader last reported them
+        reported = [line.split() for line in list(lines) if line[:1].isdigit() and len(line.split()) == 2]
+        return max((int(r) for r, _ in reported), default=0), max((int(v) for _, v in reported), default=0)
+
+    deadline = time.monotonic() + 300  # a hang guard only
     try:
-        time.sleep(0.3)
-        for rewrite in range(40):
+        while progress()[0] < 2:  # the reader is reading before the rewrites start
+            assert reader.poll() is None, reader.stderr.read()
+            assert time.monotonic() < deadline, "the reader did not start reading"
+            time.sleep(0.05)
+        rewrite = 0
+        while rewrite < 40 or progress()[0] <= 40 or progress()[1] < 4:
+            assert reader.poll() is None, reader.stderr.read()
+            assert time.monotonic() < deadline, progress()
             write_reports(out, *versions[rewrite % len(versions)], passed=True, min_pass_rate=0.5)
+            rewrite += 1
     finally:
         stop.touch()
-    stdout, stderr = reader.communicate(timeout=60)
+    reader.wait(timeout=60)
+    collector.join(timeout=60)
+    stdout, stderr = lines[-1] if lines else "", reader.stderr.read()
     assert reader.returncode == 0, stderr
     counts = json.loads(stdout)
     assert counts["torn"] == 0 and counts["unknown"] == 0, counts

@@ -55,6 +55,7 @@ DEPLOYMENT = "quickstart-served"
 SERVER_START_TIMEOUT = 120.0
 SERVE_TIMEOUT = 120.0
 RUN_TIMEOUT = 300
+SCHEDULER_TIMEOUT = 300.0  # hang guards only: each wait polls for its condition and ends as soon as it holds
 TOL = 1e-6
 
 
@@ -409,8 +410,8 @@ def test_served_deployment_on_a_real_server(cosine, prefect_server: PrefectServe
         assert float(progress.data) == pytest.approx(100.0)
 
         # The schedule is live: the server's scheduler queued the next runs at 06:00 UTC.
-        scheduled = asyncio.run(_scheduled_runs(deployment.id, timeout=60))
-        assert scheduled, "the server scheduled no run of the deployment within 60 s"
+        scheduled = asyncio.run(_scheduled_runs(deployment.id, timeout=SCHEDULER_TIMEOUT))
+        assert scheduled, f"the server scheduled no run of the deployment within {SCHEDULER_TIMEOUT:.0f} s"
         for run in scheduled:
             start = run.expected_start_time.astimezone(timezone.utc)
             assert (start.hour, start.minute, start.second) == (6, 0, 0), start

@@ -85,9 +85,7 @@ def test_100k_cases_through_evaluate_sync() -> None:
     n = 100_000
     # Output i has i % 50 characters; the range [10, 40] holds 31 of each 50 lengths.
     cases = [EvalTestCase(actual_output="x" * (i % 50), input=f"q{i}") for i in range(n)]
-    started = time.monotonic()
-    result = evaluate_sync(cases, [LengthCheckMetric(min_length=10, max_length=40)])
-    elapsed = time.monotonic() - started
+    result = evaluate_sync(cases, [LengthCheckMetric(min_length=10, max_length=40)])  # its speed: bench/throughput.py
 
     assert len(result.test_results) == n
     assert result.summary.cases == n
@@ -97,7 +95,6 @@ def test_100k_cases_through_evaluate_sync() -> None:
     assert [r.metrics[0].evaluation_log["length"] for r in result.test_results[:3]] == [0, 1, 2]
     assert result.test_results[-1].metrics[0].evaluation_log["length"] == (n - 1) % 50
     assert len({r.id for r in result.test_results}) == n  # distinct inputs, distinct ids
-    assert elapsed < 60, f"100,000 length checks took {elapsed:.1f} s"
 
 
 # --- a dataset through `..` or a symlink ------------------------------------------------------------------------

@@ -92,23 +92,34 @@ def test_a_dataset_changed_while_it_was_parsed_is_not_handed_over(tmp_path: Path
     assert plan_run(suite).dataset.cases[0].actual_output == "new"
 
 
+def _frozen(obj: object) -> bool:
+    """Whether ``obj`` (alive, tracked by the collector) sits in the permanent generation (``gc.freeze``):
+    ``gc.get_objects()`` lists generations 0-2 only. Unlike ``gc.get_freeze_count()``, which drops whenever
+    another thread frees a frozen object, this does not depend on what other threads do meanwhile."""
+    assert gc.is_tracked(obj)
+    return not any(o is obj for o in gc.get_objects())
+
+
 def test_overlapping_flows_share_the_collector_setting_and_keep_a_host_freeze() -> None:
     from flows.evaluate_suite import GC_THRESHOLDS, _gc_frozen
 
     before = gc.get_threshold()
+    alive = [object()]  # alive before the runs start: frozen by the first one
+    assert not _frozen(alive)
     first, second = _gc_frozen(), _gc_frozen()
     first.__enter__()
     second.__enter__()
     first.__exit__(None, None, None)  # the first run ends while the second still scores
-    assert gc.get_freeze_count() > 0 and gc.get_threshold() == tuple(max(a, b) for a, b in zip(before, GC_THRESHOLDS))
+    assert _frozen(alive) and gc.get_freeze_count() > 0
+    assert gc.get_threshold() == tuple(max(a, b) for a, b in zip(before, GC_THRESHOLDS))
     second.__exit__(None, None, None)
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0 and not _frozen(alive)
     gc.freeze()  # a host program's own freeze
     try:
-        frozen = gc.get_freeze_count()
         with _gc_frozen():
-            pass
-        assert gc.get_freeze_count() >= frozen > 0
+            assert gc.get_threshold() == tuple(max(a, b) for a, b in zip(before, GC_THRESHOLDS))
+        assert _frozen(alive) and gc.get_freeze_count() > 0  # the run left the host's freeze in place
+        assert gc.get_threshold() == before
     finally:
         gc.unfreeze()
 

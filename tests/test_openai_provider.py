@@ -535,16 +535,18 @@ DATASET = [
 ]
 
 
-def _cli_env(home: Path, key: str, base_url: str) -> dict[str, str]:
+def _cli_env(home: Path, key: str, base_url: str, api_url: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "AZURE_OPENAI_")) and k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR")}
     env.update(PREFECT_HOME=str(home / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
                PREFECT_SERVER_ANALYTICS_ENABLED="false", OPENAI_API_KEY=key, OPENAI_BASE_URL=base_url)
+    if api_url:  # the session's Prefect server instead of a temporary one per run
+        env["PREFECT_API_URL"] = api_url
     return env
 
 
-def _start_cli_runs(server: OpenAIServer, root: Path) -> dict[str, tuple[subprocess.Popen, Path]]:
+def _start_cli_runs(server: OpenAIServer, root: Path, api_url: str) -> dict[str, tuple[subprocess.Popen, Path]]:
     procs = {}
     for name, key in (("good", KEY), ("rejected", "sk-rejected-0123456789")):
         home = root / name
@@ -563,7 +565,7 @@ def _start_cli_runs(server: OpenAIServer, root: Path) -> dict[str, tuple[subproc
         procs[name] = (subprocess.Popen(
             [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", "idx",
              "--quiet"],
-            cwd=home, env=_cli_env(home, key, f"{server.url}/env/v1"),
+            cwd=home, env=_cli_env(home, key, f"{server.url}/env/v1", api_url),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         ), home)
     from openai_server import encode
@@ -574,8 +576,9 @@ def _start_cli_runs(server: OpenAIServer, root: Path) -> dict[str, tuple[subproc
 
 @pytest.fixture(scope="module", autouse=True)
 def _cli_background(request):
-    """Start the two CLI runs when the module starts, if any CLI test is selected: they run (mostly starting
-    Prefect servers) while the other tests of this module run (mostly waiting out retry delays).
+    """Start the two CLI runs when the module starts, if any CLI test is selected: they run (mostly starting up,
+    against the session's Prefect server) while the other tests of this module run (mostly waiting out retry
+    delays).
 
     The suite sets ``embeddings: {openai: {base_url: <server>/v1, max_retries: 1, dimensions: 128}}``; the
     environment's OPENAI_BASE_URL points at ``<server>/env/v1`` (also served), so the request paths show which
@@ -584,9 +587,10 @@ def _cli_background(request):
     if not any(item.name.startswith("test_cli_") and item.module is request.module for item in request.session.items):
         yield None
         return
+    api_url = request.getfixturevalue("prefect_api_url")
     root = Path(tempfile.mkdtemp(prefix="evaltasks-openai-cli-"))
     with OpenAIServer(api_key=KEY, warm=False) as server:
-        procs = _start_cli_runs(server, root)
+        procs = _start_cli_runs(server, root, api_url)
         state = {"server": server, "procs": procs, "outputs": None}
         try:
             yield state
@@ -668,13 +672,27 @@ def test_cli_rejected_key_exits_2_without_traceback(cli_runs) -> None:
 def test_requests_per_minute_spaces_requests(server: OpenAIServer) -> None:
     """120 requests/min = 2 per second: a bucket of 2 passes at once, then one request every 0.5 s."""
     provider = make_provider(server, requests_per_minute=120, max_tokens_per_request=1)
+    limiter, granted = provider._limiter, []
+    real_acquire = limiter.acquire
+
+    def recording_acquire(tokens: int = 0) -> float:  # the real limiter; records when it let each request go
+        waited = real_acquire(tokens)
+        granted.append(limiter._stamp)  # its own clock reading of that moment (one thread here)
+        return waited
+
+    limiter.acquire = recording_acquire
     server.reset()
     provider.embed(TEXTS[:5])  # a 1-token budget forces one request per text
     arrivals = [r.t for r in server.embedding_requests()]
-    assert len(arrivals) == 5
-    gaps = np.diff(arrivals)
-    assert arrivals[-1] - arrivals[0] >= 1.4, gaps  # 3 requests beyond the burst, 0.5 s apart
-    assert gaps[1:].min() >= 0.4, gaps
+    assert len(arrivals) == len(granted) == 5
+    # The bucket's bound, whatever the machine's load: any n requests in a row span at least (n - 2) × 0.5 s.
+    # Arrival times add the client's and server's delays, so they are bounded through the grants: request i
+    # arrives after its grant and before the next grant (one request at a time).
+    for i in range(5):
+        for j in range(i + 2, 5):
+            assert granted[j] - granted[i] >= (j - i - 1) * 0.5 - 1e-6, np.diff(granted)
+    assert granted[-1] - granted[0] >= 1.5 - 1e-6  # 3 requests beyond the burst, 0.5 s apart
+    assert arrivals[-1] - arrivals[0] >= granted[-1] - granted[1] >= 1.0 - 1e-6, np.diff(arrivals)
 
 
 def test_tokens_per_minute_limits_token_throughput(server: OpenAIServer) -> None:
@@ -683,18 +701,20 @@ def test_tokens_per_minute_limits_token_throughput(server: OpenAIServer) -> None
     limiter = RateLimiter(tokens_per_minute=6000)  # 100 tokens per second
     import time
 
-    start = time.monotonic()
+    start = limiter._stamp  # the limiter's clock when it was made (full)
     waits = [limiter.acquire(50) for _ in range(5)]  # 250 tokens: the first 100 pass at once, then 100 per s
     elapsed = time.monotonic() - start
     assert waits[0] == 0.0 and waits[1] == 0.0
-    assert 1.3 <= elapsed <= 3.0, elapsed
+    assert elapsed >= 1.5 - 1e-6, elapsed  # 250 tokens through a 100-token bucket refilled at 100 per s
+    # It waits no longer than the bucket needs (the waits it computed; the wall time includes the load's delays).
+    assert sum(waits) <= 1.5 + 1e-6, waits
     with pytest.raises(ValueError, match="tokens_per_minute"):
         RateLimiter(tokens_per_minute=0)
 
 
 # --- pre-run cost estimate ---------------------------------------------------------------------------------------
 
-def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_path: Path) -> None:
+def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_path: Path, prefect_api_url: str) -> None:
     """`--max-cost`: the estimate (ceil(bytes/4) tokens per unique text × $0.02 per million) is compared
     before Prefect starts; above the limit: exit 2, no request sent; at or above the estimate: the run goes."""
     (tmp_path / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in DATASET) + "\n", encoding="utf-8")
@@ -709,7 +729,7 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
     # An empty output is scored 0.0 without embeddings: neither it nor its references are sent or estimated.
     texts = {t for row in DATASET if row["answer"].strip() for t in (row["answer"], *row["references"])}
     expected = sum(max(1, (len(t.encode()) + 3) // 4) for t in texts) * 0.02 / 1e6
-    env = _cli_env(tmp_path, KEY, f"{server.url}/v1")
+    env = _cli_env(tmp_path, KEY, f"{server.url}/v1", prefect_api_url)
     server.reset()
     cli = [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--quiet", "--index-dir", "idx"]
     refused = subprocess.run([*cli, "--max-cost", f"{expected * 0.99:.12f}"], cwd=tmp_path, env=env,

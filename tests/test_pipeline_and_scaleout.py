@@ -117,7 +117,7 @@ def test_users_own_prefect_settings_win(tmp_path: Path, where: str) -> None:
     assert outcome["before"] == outcome["after"] == {"timeout": 45, "analytics": True}
 
 
-def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path) -> None:
+def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path, prefect_api_url: str) -> None:
     """`evaltasks run --task-runner dask:2`: a real distributed.LocalCluster with 2 worker processes.
 
     The suite mixes per-case references, a reference set (its FAISS search is loaded lazily from the index in
@@ -141,7 +141,7 @@ def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path) -> Non
         "gate: {min_pass_rate: 0}\n",
         encoding="utf-8",
     )
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": prefect_api_url}
     run = subprocess.run(
         [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--task-runner", "dask:2", "--batch-size", "3",
          "--no-cache", "--quiet", "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "idx")],

@@ -151,8 +151,12 @@ def test_constructor_rules() -> None:
         SearchConfig(kind="ivf-magic")
 
 
-def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine) -> None:
-    """A real CLI run with two sets (flat and HNSW), then `index info/build/prune` on its index."""
+def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_api_url: str, capsys,
+                                                monkeypatch) -> None:
+    """A real CLI run with two sets (flat and HNSW), then `index info/build/prune` on its index (in this process:
+    ``evaltasks.cli.main``, with the model this process already loaded)."""
+    from evaltasks import cli as cli_module
+
     (tmp_path / "facts.txt").write_text("\n".join(FACTS), encoding="utf-8")
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o}) for o in OUTPUTS[:3]),
                                       encoding="utf-8")
@@ -165,7 +169,7 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine) -> None:
         "gate: {min_pass_rate: 0}\n",
         encoding="utf-8",
     )
-    env = {**__import__("os").environ, "PREFECT_HOME": str(tmp_path / "ph")}
+    env = {**__import__("os").environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_API_URL": prefect_api_url}
     cli = [sys.executable, "-m", "evaltasks.cli"]
     run = subprocess.run([*cli, "run", "suite.yaml", "--index-dir", "idx", "--quiet"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
@@ -179,21 +183,20 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine) -> None:
             assert abs(metric["score"] - expected) <= 1e-6
     assert len(list((tmp_path / "idx" / "sets").glob("*.faiss"))) == 2
 
-    info = subprocess.run([*cli, "index", "info", "--index-dir", "idx"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert info.returncode == 0 and f"{len(FACTS)} vectors × 384 dims" in info.stdout
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert cli_module.main(["index", "info", "--index-dir", "idx"]) == 0
+    assert f"{len(FACTS)} vectors × 384 dims" in capsys.readouterr().out
     other = tmp_path / "other.yaml"
     other.write_text(
         "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['" + FACTS[0] + "', 'New text.']}\n",
         encoding="utf-8",
     )
-    build = subprocess.run([*cli, "index", "build", "other.yaml", "--index-dir", "idx"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=120)
-    assert build.returncode == 0 and "1 references embedded, 1 already in the index" in build.stdout
-    prune = subprocess.run([*cli, "index", "prune", "other.yaml", "--index-dir", "idx"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=120)
-    assert prune.returncode == 0 and f"dropped {len(FACTS) - 1} vectors" in prune.stdout
+    assert cli_module.main(["index", "build", "other.yaml", "--index-dir", "idx"]) == 0
+    assert "1 references embedded, 1 already in the index" in capsys.readouterr().out
+    assert cli_module.main(["index", "prune", "other.yaml", "--index-dir", "idx"]) == 0
+    assert f"dropped {len(FACTS) - 1} vectors" in capsys.readouterr().out
     assert not list((tmp_path / "idx" / "sets").glob("*.faiss"))  # no remaining suite searches a set
     meta = json.loads(next((tmp_path / "idx").glob("*/meta.json")).read_text())
     assert meta["count"] == 2

@@ -39,8 +39,8 @@ CLI_TIMEOUT = 600  # one quickstart run takes ~30 s on 2 cores; a loaded CI mach
 # -- (a) a second process hits the task cache ------------------------------------------------------------------
 
 
-def _cli_env(prefect_home: Path) -> dict[str, str]:
-    return subprocess_env(prefect_home)
+def _cli_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:
+    return subprocess_env(prefect_home, api_url)
 
 
 def _cli_run(tmp_path: Path, env: dict[str, str], out: str, index: str, *extra: str) -> dict[str, Any]:
@@ -56,9 +56,9 @@ def _scores(results: dict[str, Any]) -> list[tuple[str, str, float | None, bool]
     return [(case["id"], m["name"], m["score"], m["success"]) for case in results["cases"] for m in case["metrics"]]
 
 
-def test_second_process_reuses_cached_outputs(tmp_path: Path) -> None:
+def test_second_process_reuses_cached_outputs(tmp_path: Path, prefect_api_url: str) -> None:
     home = tmp_path / "prefect-home"
-    env = _cli_env(home)
+    env = _cli_env(home, prefect_api_url)  # the session's server; the task cache is PREFECT_HOME's storage
 
     first = _cli_run(tmp_path, env, "out1", "index1")
     emb1 = first["summary"]["embeddings"]
