@@ -1,6 +1,7 @@
 """LengthCheckMetric: is the output's length within [min_length, max_length]?
 
-Source: the eval-ai-library ``LengthCheckMetric`` documentation (``shared/seeds/000_*.txt``) and issue #2.
+Source: eval-ai-library's ``LengthCheckMetric`` documentation page (library.eval-ai.com, deterministic metrics);
+the exact counting rules are the README's "Metrics and their exact rules".
 """
 
 from __future__ import annotations

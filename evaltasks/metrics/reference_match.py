@@ -1,6 +1,7 @@
 """ReferenceMatchMetric: cosine similarity of the output's embedding with reference embeddings.
 
-Source: the eval-ai-library ``ReferenceMatchMetric`` documentation (``shared/seeds/002_*.txt``) and issue #2:
+Source: eval-ai-library's ``ReferenceMatchMetric`` documentation page (library.eval-ai.com, vector metrics) and the
+README's "Metrics and their exact rules":
 each similarity is clamped to [0, 1], then aggregated by ``max`` or ``mean``.
 """
 
