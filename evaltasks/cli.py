@@ -401,6 +401,8 @@ def _run(args: argparse.Namespace) -> int:
             from evaltasks.run import default_output_dir
 
             args.output_dir = str(default_output_dir(plan.suite.suite.name))
+            if _interrupt is not None:
+                _interrupt.use_output_dir(Path(args.output_dir))
         for warning in plan.suite.warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
         for notice in plan.suite.notices:
@@ -503,11 +505,17 @@ class _Interrupt:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.output_dir = Path(args.output_dir)
+        self.output_dir: Path | None = None  # known once the suite is read (default: one directory per suite)
+        self.reports_before: tuple[tuple[int, int], ...] | None = None
         self.reported = False
         self.signum: int | None = None
         self.delivered = False  # the handler has run (a second signal ends the process)
-        self.reports_before = _report_stamps(self.output_dir)
+        if args.output_dir is not None:
+            self.use_output_dir(Path(args.output_dir))
+
+    def use_output_dir(self, path: Path) -> None:
+        """The run's reports directory: what it holds now is "the previous reports" of :meth:`message`."""
+        self.output_dir, self.reports_before = path, _report_stamps(path)
 
     def handler(self, signum: int, frame: Any) -> None:
         """Signal handler: the first signal stops the run (KeyboardInterrupt in the main thread); a second one,
@@ -559,15 +567,17 @@ class _Interrupt:
         """The one line printed: which signal, what the reports directory holds, where finished work is kept."""
         import signal
 
+        from evaltasks.index import default_index_dir
+
         args, out = self.args, self.output_dir
-        after = _report_stamps(out)
+        after = _report_stamps(out) if out is not None else None
         if after is not None and after != self.reports_before:
             reports = f"the reports in {out} are complete (written before the interrupt)"
         elif after is not None:
             reports = f"no reports written ({out} keeps the previous ones)"
         else:
             reports = "no reports written"
-        index = args.index_dir or os.environ.get("EVALTASKS_INDEX_DIR") or ".evaltasks/index"
+        index = args.index_dir or str(default_index_dir())
         kept = [f"references embedded so far are kept in {index}"] if Path(index).is_dir() else []
         kept += [] if args.no_cache else ["finished tasks in Prefect's task cache (a re-run reuses them)"]
         return f"evaltasks: interrupted by {signal.Signals(self.signum or 2).name}: " + "; ".join([reports, *kept])

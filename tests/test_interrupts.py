@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -307,7 +308,8 @@ def test_sigint_stops_evaluate_sync_within_a_chunk(tmp_path: Path) -> None:
                                 stdout=out, stderr=err, start_new_session=True, cwd=tmp_path)
 
     def chunks(prefix: str) -> int:
-        values = [int(line.split()[1]) for line in out_path.read_text().splitlines() if line.startswith(prefix)]
+        # by pattern, not by line: the reporter thread may print while the atexit line is written
+        values = [int(value) for value in re.findall(rf"{prefix} (\d+)", out_path.read_text())]
         return values[-1] if values else -1
 
     deadline = time.monotonic() + DEADLINE_S
