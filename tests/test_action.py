@@ -838,8 +838,8 @@ def test_empty_environment_values_and_inputs_mean_unset(tmp_path: Path) -> None:
 
 # --- the cached baseline ---------------------------------------------------------------------------------------
 
-def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_invalid_input(tmp_path: Path,
-                                                                                          workspace: Path) -> None:
+def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_invalid_input(
+        tmp_path: Path, workspace: Path, prefect_api_url: str) -> None:
     """baseline: auto with a corrupt results.json in the cache: a warning naming the file and why, and the run
     goes on without a baseline (it used to exit 2 on every pull request until the base branch was pushed again).
     The same file given as an explicit path is the user's mistake: exit 2. Also: an empty github-token input
@@ -853,7 +853,7 @@ def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_in
     with GitHubServer() as server:
         code, pr = _run_local(tmp_path, "auto", "--with", "suite=examples/quickstart/suite.yaml", "--with",
                               "github-token=", "--token", "test-token", "--event-path", str(_pr_event(tmp_path)),
-                              server=server, token="")
+                              server=server, token="", api_url=prefect_api_url)
         comments = server.all_comments()
     assert code == 0, pr["log"][-4000:]
     assert pr["steps"]["run"]["outputs"]["exit-code"] == "0" and pr["outputs"]["passed"] == "true"
@@ -865,6 +865,7 @@ def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_in
 
     (workspace / "broken.json").write_text(corrupt, encoding="utf-8")
     code, explicit = _run_local(tmp_path, "explicit", "--with", "suite=examples/quickstart/suite.yaml",
-                                "--with", "baseline=broken.json", "--event-path", str(_pr_event(tmp_path)))
+                                "--with", "baseline=broken.json", "--event-path", str(_pr_event(tmp_path)),
+                                api_url=prefect_api_url)
     assert code == 1 and explicit["steps"]["run"]["outputs"]["exit-code"] == "2", explicit["log"][-4000:]
     assert "ws/broken\\.json, line 1\\: baseline is not JSON" in explicit["summary"]

@@ -327,7 +327,7 @@ def test_version(tmp_path: Path) -> None:
     assert proc.stdout.strip() == f"evaltasks {__version__}"
 
 
-def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Path) -> None:
+def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Path, prefect_api_url: str) -> None:
     """A run that aborts (exit 3: the index directory lies under a file) writes evaltasks-error.log into the
     output directory; a symlink placed there under that name is replaced, the file it points to untouched."""
     (tmp_path / "d.jsonl").write_text('{"actual_output": "hello"}\n', encoding="utf-8")
@@ -341,7 +341,7 @@ def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Pat
     (out / "evaltasks-error.log").symlink_to(outside)
 
     proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--index-dir", "a-file/index",
-                   "--max-cost", "1")
+                   "--max-cost", "1", PREFECT_API_URL=prefect_api_url)
 
     assert proc.returncode == 3, proc.stderr
     assert "full traceback: out/evaltasks-error.log" in proc.stderr, proc.stderr

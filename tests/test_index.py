@@ -297,10 +297,13 @@ def test_empty_index_dir_variable_counts_as_unset(monkeypatch) -> None:
 
 
 # -- corruption seen by users: `evaltasks index info` and a run's reports -----------------------------------
-def _cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def _cli(cwd: Path, *args: str, timeout: float = 600, api_url: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m evaltasks.cli ARGS`` in ``cwd`` (against the Prefect server at ``api_url`` when given)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR")}
     env.update(PREFECT_HOME=str(cwd / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
                PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    if api_url:
+        env["PREFECT_API_URL"] = api_url
     return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -342,7 +345,7 @@ def test_index_info_checks_the_vector_files(tmp_path, provider, minilm_path) -> 
     assert flipped.returncode == 1 and flipped.stdout.count("BROKEN") == 1
 
 
-def test_corruption_found_by_a_run_is_a_recorded_warning(tmp_path, provider) -> None:
+def test_corruption_found_by_a_run_is_a_recorded_warning(tmp_path, provider, prefect_api_url) -> None:
     """A run once reported a corrupt index only as a raw UserWarning on stderr, never in its reports."""
     root = tmp_path / "idx"
     ReferenceIndex(root).get_or_embed(provider, REFS)
@@ -356,7 +359,8 @@ def test_corruption_found_by_a_run_is_a_recorded_warning(tmp_path, provider) -> 
         "  fields: {id: id, actual_output: output, references: references}\n"
         "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, threshold: 0.5}\n"
         "gate: {min_pass_rate: 0}\n", encoding="utf-8")
-    proc = _cli(tmp_path, "run", "suite.yaml", "--index-dir", str(root), "--output-dir", "out", "--quiet")
+    proc = _cli(tmp_path, "run", "suite.yaml", "--index-dir", str(root), "--output-dir", "out", "--quiet",
+                api_url=prefect_api_url)
     assert proc.returncode == 0, proc.stderr[-3000:]
     expected = f"reference index {ns} is corrupt"
     lines = [line for line in proc.stderr.splitlines() if expected in line]

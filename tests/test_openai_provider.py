@@ -749,9 +749,10 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
 # --- the CLI against endpoints that misbehave ----------------------------------------------------------------------
 
 def _run_cli(home: Path, server: OpenAIServer, rows: list[dict], openai_options: str, min_pass_rate: float = 0.0,
-             index_dir: str = "idx") -> tuple[subprocess.CompletedProcess, dict | None]:
+             index_dir: str = "idx", api_url: str | None = None) -> tuple[subprocess.CompletedProcess, dict | None]:
     """``evaltasks run`` of ``rows`` (DATASET's fields) in ``home`` with ``embeddings: {openai: {...}}`` set to
-    ``openai_options`` (YAML flow mapping body) against ``server``; returns the process and results.json."""
+    ``openai_options`` (YAML flow mapping body) against ``server`` (and the Prefect server at ``api_url``, when
+    given); returns the process and results.json."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
     (home / "suite.yaml").write_text(
@@ -762,17 +763,19 @@ def _run_cli(home: Path, server: OpenAIServer, rows: list[dict], openai_options:
         f"gate: {{min_pass_rate: {min_pass_rate}}}\n", encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", index_dir,
-         "--quiet"], cwd=home, env=_cli_env(home, KEY, f"{server.url}/v1"), capture_output=True, text=True,
+         "--quiet"], cwd=home, env=_cli_env(home, KEY, f"{server.url}/v1", api_url), capture_output=True, text=True,
         timeout=600,
     )
     path = home / "out" / "results.json"
     return proc, json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def test_cli_malformed_200_bodies_error_the_cases_not_the_run(server: OpenAIServer, tmp_path: Path) -> None:
+def test_cli_malformed_200_bodies_error_the_cases_not_the_run(server: OpenAIServer, tmp_path: Path,
+                                                             prefect_api_url: str) -> None:
     """A 200 whose body is ``{"data": "nope"}`` once escaped the provider as an AttributeError (exit 3)."""
     server.always = "data_not_list"
-    proc, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0, content_retries: 1", min_pass_rate=0.5)
+    proc, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0, content_retries: 1", min_pass_rate=0.5,
+                             api_url=prefect_api_url)
     assert proc.returncode == 1, proc.stderr[-3000:]  # a failed gate, not a crash
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "out" / "evaltasks-error.log").exists()
@@ -785,13 +788,14 @@ def test_cli_malformed_200_bodies_error_the_cases_not_the_run(server: OpenAIServ
     assert all(r.fault == "data_not_list" for r in server.requests)
 
 
-def test_cli_max_inputs_per_request_from_the_suite(tmp_path: Path, server: OpenAIServer) -> None:
+def test_cli_max_inputs_per_request_from_the_suite(tmp_path: Path, server: OpenAIServer, prefect_api_url: str) -> None:
     """An Azure deployment answers more than 16 inputs with HTTP 400; the suite option caps the requests."""
     server.max_inputs = 16
     rows = [{"id": f"r{i}", "question": f"q{i}", "answer": f"Answer number {i} about topic {i % 5}.",
              "references": [f"Reference {i}a on topic {i % 5}.", f"Reference {i}b on topic {i % 3}."]}
             for i in range(12)]  # 36 unique texts
-    proc, results = _run_cli(tmp_path, server, rows, "max_retries: 0, max_inputs_per_request: 16")
+    proc, results = _run_cli(tmp_path, server, rows, "max_retries: 0, max_inputs_per_request: 16",
+                             api_url=prefect_api_url)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert results["summary"]["errored_cases"] == 0 and results["summary"]["cases"] == 12
     sizes = [len(r.inputs) for r in server.embedding_requests()]
@@ -800,15 +804,16 @@ def test_cli_max_inputs_per_request_from_the_suite(tmp_path: Path, server: OpenA
     assert not [r for r in server.requests if r.status == 400]
 
 
-def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: OpenAIServer) -> None:
+def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: OpenAIServer,
+                                                       prefect_api_url: str) -> None:
     """Run 1's endpoint answers 8-d vectors (stored in the index and Prefect's task cache); run 2's answers 16-d:
     run 2 must neither abort on a numpy concatenate error nor mix 8-d vectors in, and scores as 16-d."""
     server.vector_dimensions = 8
-    first, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0")
+    first, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0", api_url=prefect_api_url)
     assert first.returncode == 0, first.stderr[-3000:]
     assert results["embedding_models"][0]["dimensions"] == 8
     server.vector_dimensions = 16
-    second, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0")
+    second, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0", api_url=prefect_api_url)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Traceback" not in second.stdout + second.stderr
     assert results["embedding_models"][0]["dimensions"] == 16

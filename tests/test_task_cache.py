@@ -87,7 +87,7 @@ def test_second_process_reuses_cached_outputs(tmp_path: Path, prefect_api_url: s
         assert a[:2] == c[:2] and a[3] == c[3] and abs(a[2] - c[2]) <= TOL, (a, c)
 
 
-def test_identical_batches_share_a_cached_result_without_losing_it(tmp_path: Path) -> None:
+def test_identical_batches_share_a_cached_result_without_losing_it(tmp_path: Path, prefect_api_url: str) -> None:
     """Three batches of identical content have one cache key: the second and third are cache hits on the first.
     Each must get the results, in a cold and in a warm task cache (Prefect's in-memory result cache once handed
     them the very box the flow had already emptied: IndexError, exit 3, no reports)."""
@@ -99,7 +99,7 @@ def test_identical_batches_share_a_cached_result_without_losing_it(tmp_path: Pat
         "name: repeated-rows\ndataset: {path: data.jsonl}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local}\n"
         "  - {metric: LengthCheckMetric, max_length: 10, unit: words}\n", encoding="utf-8")
-    env = _cli_env(tmp_path / "prefect-home")
+    env = _cli_env(tmp_path / "prefect-home", prefect_api_url)
     for run in ("cold", "warm"):
         out = tmp_path / f"out-{run}"
         args = [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(out),
