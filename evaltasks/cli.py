@@ -454,6 +454,8 @@ def _run(args: argparse.Namespace) -> int:
         with progress:
             bar = progress.add_task(f"evaluating {suite_name}", total=work_items)
             _progress.set_progress_callback(lambda n: progress.advance(bar, n))
+            if _interrupt is not None:
+                _progress.set_stop_callback(_interrupt.stopping)
             from evaltasks.flows.evaluate_suite import evaluate_suite, make_task_runner
 
             if args.task_runner == "threads":
@@ -481,6 +483,7 @@ def _run(args: argparse.Namespace) -> int:
         return _aborted(args)
     finally:  # KeyboardInterrupt (SIGINT, SIGTERM): handled by _run_interruptible
         _progress.set_progress_callback(None)
+        _progress.set_stop_callback(None)
 
     for warning in outcome.get("warnings", []):
         if warning not in shown_warnings:
@@ -534,6 +537,14 @@ class _Interrupt:
         local = sys.modules.get("evaltasks.embeddings.local")
         if local is not None:
             local.cancel_queued_encodes()
+
+    def stopping(self, terminated: bool) -> None:
+        """The flow stops on a signal (Prefect's SIGTERM handler ran before this one's): begin the interrupt
+        now, so the failures of the tasks it cancels never reach the terminal."""
+        import signal
+
+        if self.signum is None:
+            self.begin(signal.SIGTERM if terminated else signal.SIGINT)
 
     def console_filter(self, record: Any) -> bool:
         """Logging filter on the terminal's handlers: nothing passes once the run is interrupted.

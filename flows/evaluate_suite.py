@@ -182,9 +182,11 @@ def run_suite(
                 plan, logger, started, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
                 baseline, regression_tolerance, baseline_label,
             )
-    except (KeyboardInterrupt, TerminationSignal):
+    except (KeyboardInterrupt, TerminationSignal) as exc:
         # The process is stopping (Ctrl+C, SIGTERM): stop the encodes now, or Prefect's task runner waits for
-        # the running one (minutes for a large chunk) before the run can end.
+        # the running one (minutes for a large chunk) before the run can end. The caller hears of it first, so
+        # the cancelled tasks' failures are not reported as errors.
+        _progress.stopping(terminated=isinstance(exc, TerminationSignal))
         cancel_queued_encodes()
         raise
 
