@@ -404,6 +404,10 @@ def _problems_from_validation(source: str, exc: ValidationError) -> list[Problem
             message = "is required"
         elif err["type"] == "value_error" and "error" in err.get("ctx", {}):
             message = str(err["ctx"]["error"])  # our own validators' message, without pydantic's "Value error, "
+        else:  # pydantic's "Input should be ..." in the words of evaltasks' own messages, with the value given
+            message = message.replace("Input should be", "must be", 1)
+            if not isinstance(err.get("input"), (dict, list)) and "input" in err:
+                message += f", got {quote(err['input'])}"
         if len(loc) >= 2 and loc[-1] == "[key]":  # a mapping key is wrong, e.g. embeddings: {openia: ...}
             problems.append(Problem(source, _loc(loc[:-2]), str(loc[-2]), message))
         elif loc and isinstance(loc[-1], int):  # a whole list item is wrong, e.g. metrics[0]
