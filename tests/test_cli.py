@@ -127,9 +127,9 @@ def test_run_gate_fails_with_defaults(tmp_path: Path, prefect_api_url: str) -> N
         name="other.yaml")
     # ... with variables a CI workflow exports blank (an unset `${{ vars.X }}`): blank counts as unset (Prefect
     # refused a blank PREFECT_LOGGING_LEVEL with a settings traceback, exit 3).
-    blank = dict.fromkeys(("PREFECT_LOGGING_LEVEL", "PREFECT_API_URL", "PREFECT_SERVER_LOGGING_LEVEL",
+    blank = dict.fromkeys(("PREFECT_LOGGING_LEVEL", "PREFECT_SERVER_LOGGING_LEVEL", "PREFECT_API_KEY",
                            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "EVALTASKS_INDEX_DIR"), "")
-    second, _ = _cli(tmp_path, "run", other.name, "--quiet", **blank)
+    second, _ = _cli(tmp_path, "run", other.name, "--quiet", PREFECT_API_URL=prefect_api_url, **blank)
     assert second.returncode == 0, second.stderr
     _no_noise(second)
     assert json.loads((tmp_path / "eval-results" / "lengths-words" / "results.json").read_text())["suite"] == \

@@ -714,18 +714,24 @@ def test_tokens_per_minute_limits_token_throughput(server: OpenAIServer) -> None
 
 # --- pre-run cost estimate ---------------------------------------------------------------------------------------
 
+def _write_suite(home: Path, name: str, server: OpenAIServer, rows: list[dict], openai_options: str,
+                 min_pass_rate: float = 0.0) -> None:
+    """Write ``home/answers.jsonl`` (``rows``, DATASET's fields) and ``home/suite.yaml``: one ReferenceMatch
+    metric on the openai provider at ``server``, ``embeddings: {openai: {...}}`` set to ``openai_options``."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+    (home / "suite.yaml").write_text(
+        f"name: {name}\ndataset:\n  path: answers.jsonl\n"
+        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
+        f"embeddings:\n  openai: {{base_url: '{server.url}/v1', {openai_options}}}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: openai, threshold: 0.5}\n"
+        f"gate: {{min_pass_rate: {min_pass_rate}}}\n", encoding="utf-8")
+
+
 def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_path: Path, prefect_api_url: str) -> None:
     """`--max-cost`: the estimate (ceil(bytes/4) tokens per unique text × $0.02 per million) is compared
     before Prefect starts; above the limit: exit 2, no request sent; at or above the estimate: the run goes."""
-    (tmp_path / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in DATASET) + "\n", encoding="utf-8")
-    (tmp_path / "suite.yaml").write_text(
-        "name: cost\ndataset:\n  path: answers.jsonl\n"
-        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
-        f"embeddings:\n  openai: {{base_url: '{server.url}/v1', max_retries: 1}}\n"
-        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: openai, threshold: 0.5}\n"
-        "gate: {min_pass_rate: 0}\n",
-        encoding="utf-8",
-    )
+    _write_suite(tmp_path, "cost", server, DATASET, "max_retries: 1")
     # An empty output is scored 0.0 without embeddings: neither it nor its references are sent or estimated.
     texts = {t for row in DATASET if row["answer"].strip() for t in (row["answer"], *row["references"])}
     expected = sum(max(1, (len(t.encode()) + 3) // 4) for t in texts) * 0.02 / 1e6
@@ -753,14 +759,7 @@ def _run_cli(home: Path, server: OpenAIServer, rows: list[dict], openai_options:
     """``evaltasks run`` of ``rows`` (DATASET's fields) in ``home`` with ``embeddings: {openai: {...}}`` set to
     ``openai_options`` (YAML flow mapping body) against ``server`` (and the Prefect server at ``api_url``, when
     given); returns the process and results.json."""
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "answers.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
-    (home / "suite.yaml").write_text(
-        "name: misbehaving-endpoint\ndataset:\n  path: answers.jsonl\n"
-        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
-        f"embeddings:\n  openai: {{base_url: '{server.url}/v1', {openai_options}}}\n"
-        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: openai, threshold: 0.5}\n"
-        f"gate: {{min_pass_rate: {min_pass_rate}}}\n", encoding="utf-8")
+    _write_suite(home, "misbehaving-endpoint", server, rows, openai_options, min_pass_rate)
     proc = subprocess.run(
         [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", index_dir,
          "--quiet"], cwd=home, env=_cli_env(home, KEY, f"{server.url}/v1", api_url), capture_output=True, text=True,
