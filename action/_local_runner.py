@@ -429,8 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--event-path", help="a real event payload JSON instead of the simulated one")
     parser.add_argument("--base-ref", default="main", help="base branch (pull requests) / pushed branch (push)")
     parser.add_argument("--repository", default="example/evaltasks-demo")
-    parser.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "https://api.github.com"))
-    parser.add_argument("--token", default=os.environ.get("GITHUB_TOKEN", ""), help="github.token (default $GITHUB_TOKEN)")
+    parser.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com")
+    parser.add_argument("--token", default=os.environ.get("GITHUB_TOKEN", "").strip(), help="github.token (default $GITHUB_TOKEN)")
     parser.add_argument("--workspace", default=os.getcwd(), help="GITHUB_WORKSPACE (default: the current directory)")
     parser.add_argument("--runner-temp", default=None, help="RUNNER_TEMP (default: a new temporary directory)")
     parser.add_argument("--cache-store", default=os.path.expanduser("~/.cache/evaltasks-action-local"),
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--with expects NAME=VALUE, got {item!r}")
         name, value = item.split("=", 1)
         inputs[name] = value
-    temp = Path(args.runner_temp or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"evaltasks-runner-{uuid.uuid4().hex[:8]}"))
+    temp = Path(args.runner_temp or os.path.join(os.environ.get("TMPDIR", "").strip() or "/tmp", f"evaltasks-runner-{uuid.uuid4().hex[:8]}"))
     temp.mkdir(parents=True, exist_ok=True)
     if args.event_path:
         event_path = Path(args.event_path)
