@@ -10,6 +10,14 @@ from __future__ import annotations
 
 import os
 
+# What evaltasks gives Prefect's temporary server unless the user set it: 120 s to start (Prefect's 20 s is too
+# tight on a busy machine) and no analytics (their heartbeat fails with "database is locked" while the server
+# starts). The CLI and :mod:`evaltasks.tasks` both apply these.
+TEMPORARY_SERVER_DEFAULTS: dict[str, str] = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
+
 
 def env_value(*names: str) -> str | None:
     """The value of the first of ``names`` that is set and not blank, stripped of surrounding whitespace;

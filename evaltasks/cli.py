@@ -32,14 +32,14 @@ def _quiet_prefect_defaults() -> None:
 
     A variable set to a blank value (an unset ``${{ vars.X }}`` in a CI workflow) counts as unset.
     """
-    from evaltasks._env import set_default_env
+    from evaltasks._env import TEMPORARY_SERVER_DEFAULTS, set_default_env
 
     set_default_env("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     set_default_env("PREFECT_LOGGING_LEVEL", "WARNING")
-    set_default_env("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     set_default_env("TOKENIZERS_PARALLELISM", "false")
     set_default_env("DASK_LOGGING__DISTRIBUTED", "warning")
-    set_default_env("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")  # default 20 s: too tight on busy CI
+    for name, value in TEMPORARY_SERVER_DEFAULTS.items():  # start-up timeout and analytics, as evaltasks.tasks
+        set_default_env(name, value)
 
 
 def _check_output_dir(path: Path) -> str | None:
@@ -54,6 +54,17 @@ def _check_output_dir(path: Path) -> str | None:
     if existing.exists() and not os.access(existing, os.W_OK | os.X_OK):
         return f"--output-dir {path}: {existing} is not writable"
     return None
+
+
+def _use_default_output_dir(args: argparse.Namespace, suite_name: str) -> bool:
+    """Without ``--output-dir``, set ``args.output_dir`` to the suite's own reports directory
+    (:func:`evaltasks.run.default_output_dir`); True when it did."""
+    if args.output_dir is not None:
+        return False
+    from evaltasks.run import default_output_dir
+
+    args.output_dir = str(default_output_dir(suite_name))
+    return True
 
 
 def _check_prefect_home() -> str | None:
@@ -281,10 +292,7 @@ def _serve(args: argparse.Namespace) -> int:
         from evaltasks.run import plan_run
 
         plan = plan_run(args.suite)
-        if args.output_dir is None:
-            from evaltasks.run import default_output_dir
-
-            args.output_dir = str(default_output_dir(plan.suite.suite.name))
+        _use_default_output_dir(args, plan.suite.suite.name)
         problem = _check_output_dir(Path(args.output_dir))
         if not problem:
             _quiet_prefect_defaults()
@@ -397,12 +405,8 @@ def _run(args: argparse.Namespace) -> int:
         from evaltasks.run import plan_run
 
         plan = plan_run(args.suite, skip_missing_credentials=args.skip_missing_credentials)  # before Prefect
-        if args.output_dir is None:
-            from evaltasks.run import default_output_dir
-
-            args.output_dir = str(default_output_dir(plan.suite.suite.name))
-            if _interrupt is not None:
-                _interrupt.use_output_dir(Path(args.output_dir))
+        if _use_default_output_dir(args, plan.suite.suite.name) and _interrupt is not None:
+            _interrupt.use_output_dir(Path(args.output_dir))
         for warning in plan.suite.warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
         for notice in plan.suite.notices:
@@ -598,8 +602,10 @@ _interrupt: _Interrupt | None = None  # the running `evaltasks run`'s, while _ru
 
 
 def _exit_code(signum: int) -> int:
-    """130 for SIGINT, 143 for SIGTERM (128 + the signal's number)."""
-    return 128 + int(signum)
+    """:data:`EXIT_SIGTERM` (143) for SIGTERM, else :data:`EXIT_SIGINT` (130): the only signals a run handles."""
+    import signal
+
+    return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
 
 
 def _report_stamps(directory: Path) -> tuple[tuple[int, int], ...] | None:

@@ -45,7 +45,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
 from pydantic import BaseModel
 
-from evaltasks._env import env_value
+from evaltasks._env import TEMPORARY_SERVER_DEFAULTS, env_value
 from evaltasks._version import __version__
 from evaltasks.compare import Comparison
 from evaltasks.reports.markdown import Highlights
@@ -68,8 +68,10 @@ CACHE_VERSION = f"evaltasks-{__version__}/results-1"
 # is off (its heartbeat writes to the temporary server's SQLite database while the server is busy starting
 # up, which fails with a "database is locked" traceback, and it would call the network).
 PREFECT_DEFAULTS: dict[str, tuple[str, str]] = {
-    "server.ephemeral.startup_timeout_seconds": ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120"),
-    "server.analytics_enabled": ("PREFECT_SERVER_ANALYTICS_ENABLED", "false"),
+    accessor: (name, TEMPORARY_SERVER_DEFAULTS[name]) for accessor, name in (
+        ("server.ephemeral.startup_timeout_seconds", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"),
+        ("server.analytics_enabled", "PREFECT_SERVER_ANALYTICS_ENABLED"),
+    )
 }
 
 
