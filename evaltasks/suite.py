@@ -8,7 +8,7 @@ Example (paths are relative to the suite file)::
       fields: {input: question, actual_output: model_answer, references: correct_answers}
       list_separator: ";"
     metrics:
-      - metric: ReferenceMatchMetric   # registered class name; `name:` optional; other keys: constructor args
+      - metric: ReferenceMatchMetric   # built-in name, entry-point name or module:Class; other keys: its arguments
         threshold: 0.7
         embedding_provider: local
     gate:
@@ -23,15 +23,19 @@ from __future__ import annotations
 import codecs
 import difflib
 import hashlib
+import inspect
+import json
+import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem, quote
-from evaltasks.metrics import METRICS, BaseMetric, get_metric_class
+from evaltasks.metrics import METRICS, USER_METRIC_PATTERN, BaseMetric, get_metric_class, is_builtin, metric_entry_points
 from evaltasks.metrics.base import SkippedMetric
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
@@ -259,7 +263,8 @@ class MetricSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow", json_schema_extra=lambda schema: _metric_spec_schema(schema))
 
-    metric: str = Field(description="Registered metric class name.", json_schema_extra={"enum": list(METRICS)})
+    metric: str = Field(description="A built-in metric's class name, an installed entry point's name (group "
+                        "evaltasks.metrics), or your own class as module.path:Class.")
     name: str | None = Field(default=None, description="Name in results; default: the class name.")
 
 
@@ -292,13 +297,117 @@ OPENAI_OPTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
-def _metric_spec_schema(schema: dict[str, Any]) -> None:
-    """MetricSpec's JSON Schema: other constructor arguments allowed; ``provider_options`` described."""
-    schema["additionalProperties"] = True
-    schema["properties"]["provider_options"] = {
+# Constructor arguments whose suite form differs from their Python type (or is checked more strictly there).
+SUITE_ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "threshold": {"type": "number", "minimum": 0, "maximum": 1},
+    "name": {"type": "string", "minLength": 1, "description": "Name in results; default: the class name."},
+    "reference_set": {"type": "string", "description": "The name of a set declared under `reference_sets:`."},
+    "provider_options": {
         "type": "object", "additionalProperties": True, "properties": OPENAI_OPTIONS_SCHEMA,
         "description": "Embedding provider options of this metric (override the suite's `embeddings:`).",
-    }
+    },
+}
+
+
+def _docstring_args(doc: str | None) -> dict[str, str]:
+    """``name -> description`` from the ``Args:`` section of a Google-style docstring (continuation lines
+    joined); {} when there is none."""
+    described: dict[str, str] = {}
+    lines = inspect.cleandoc(doc or "").splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Args:")
+    except StopIteration:
+        return described
+    current = None
+    for line in lines[start + 1:]:
+        if not line.strip() or not line.startswith(" "):
+            break
+        match = re.match(r"^ {2,8}(\w+)(?: \(.*?\))?: (.*)$", line)
+        if match and len(line) - len(line.lstrip()) <= 8 and (current is None or not line.startswith(" " * 9)):
+            current = match.group(1)
+            described[current] = match.group(2).strip()
+        elif current is not None:
+            described[current] += " " + line.strip()
+    return described
+
+
+def metric_arguments_schema(cls: type[BaseMetric]) -> dict[str, Any]:
+    """The JSON Schema of one suite metric entry naming ``cls``: ``metric`` (its name is set by the caller), and
+    each constructor parameter as a property (from its type hint through a pydantic TypeAdapter, its default,
+    its description from the class docstring's ``Args:``); parameters without a default are ``required``; other
+    keys are refused unless the constructor takes ``**kwargs``. A type with no JSON form allows any value."""
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: any value
+        hints = {}
+    descriptions = _docstring_args(cls.__doc__)
+    properties: dict[str, Any] = {}
+    required = ["metric"]
+    extra = False
+    for parameter in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            extra = extra or parameter.kind is parameter.VAR_KEYWORD
+            continue
+        if parameter.name in SUITE_ARGUMENT_SCHEMAS:
+            prop = dict(SUITE_ARGUMENT_SCHEMAS[parameter.name])
+        else:
+            try:
+                prop = TypeAdapter(hints[parameter.name]).json_schema() if parameter.name in hints else {}
+            except Exception:  # noqa: BLE001 - e.g. an arbitrary class: no JSON form
+                prop = {}
+            if "$defs" in prop or "$ref" in prop:  # references would not resolve inside the suite schema
+                prop = {}
+            prop.pop("title", None)
+        if parameter.default is inspect.Parameter.empty:
+            required.append(parameter.name)
+        elif parameter.default is not None or parameter.name not in SUITE_ARGUMENT_SCHEMAS:
+            try:
+                json.dumps(parameter.default)
+                prop["default"] = parameter.default
+            except (TypeError, ValueError):
+                pass
+        if parameter.name in descriptions:
+            prop["description"] = descriptions[parameter.name]
+        properties[parameter.name] = prop
+    return {"title": cls.__name__, "type": "object", "properties": properties, "required": required,
+            "additionalProperties": extra}
+
+
+def _metric_spec_schema(schema: dict[str, Any]) -> None:
+    """MetricSpec's JSON Schema: a union keyed on ``metric`` (README, "Suite file schema").
+
+    One ``oneOf`` branch per built-in metric (its own arguments, from :func:`metric_arguments_schema`), one per
+    entry point installed where the schema is generated (its class's arguments, or any when it fails to load),
+    and one for ``module.path:Class`` (your own metric: any arguments; the CLI checks them).
+    """
+    branches = []
+    names = list(METRICS)
+    for name, cls in METRICS.items():
+        branch = metric_arguments_schema(cls)
+        branch["properties"] = {"metric": {"const": name}, **branch["properties"]}
+        branches.append(branch)
+    for name in metric_entry_points():
+        if name in METRICS or re.match(USER_METRIC_PATTERN, name):
+            continue
+        try:
+            branch = metric_arguments_schema(get_metric_class(name))
+        except KeyError:
+            branch = {"type": "object", "properties": {}, "required": ["metric"], "additionalProperties": True}
+        branch["title"] = name
+        branch["properties"] = {"metric": {"const": name}, **branch["properties"]}
+        branches.append(branch)
+        names.append(name)
+    branches.append({
+        "title": "module:Class", "type": "object", "required": ["metric"], "additionalProperties": True,
+        "properties": {"metric": {"type": "string", "pattern": USER_METRIC_PATTERN,
+                                  "description": "Your own BaseMetric subclass, as module.path:Class."},
+                       "name": SUITE_ARGUMENT_SCHEMAS["name"]},
+    })
+    metric = schema["properties"]["metric"]
+    metric.pop("type", None)
+    metric["anyOf"] = [{"type": "string", "enum": names}, {"type": "string", "pattern": USER_METRIC_PATTERN}]
+    schema["additionalProperties"] = True
+    schema["oneOf"] = branches
 
 
 class Suite(BaseModel):
@@ -417,9 +526,11 @@ def _problems_from_validation(source: str, exc: ValidationError) -> list[Problem
     return problems
 
 
-def build_metric(spec: MetricSpec) -> BaseMetric:
-    """Construct the metric a :class:`MetricSpec` describes. Raises KeyError (unknown) or ValueError/TypeError."""
-    cls = get_metric_class(spec.metric)
+def build_metric(spec: MetricSpec, base_dir: Path | None = None) -> BaseMetric:
+    """Construct the metric a :class:`MetricSpec` describes (``module:Class`` imported with ``base_dir``, the
+    suite's directory, on ``sys.path``: :func:`~evaltasks.metrics.get_metric_class`). Raises KeyError (unknown
+    or unimportable metric) or what its constructor raises (ValueError/TypeError for bad arguments)."""
+    cls = get_metric_class(spec.metric, base_dir)
     kwargs = dict(spec.model_extra or {})
     if spec.name is not None:
         kwargs["name"] = spec.name
@@ -583,17 +694,21 @@ def _build_metrics(
             spec = spec.model_copy(update={})
             spec.model_extra["reference_set"] = reference_sets[set_name]  # type: ignore[index]
         try:
-            metric = build_metric(spec)
+            cls = get_metric_class(spec.metric, base_dir)
+        except KeyError as exc:
+            problems.append(Problem(source, where, "metric", str(exc.args[0])))
+            continue
+        try:
+            metric = build_metric(spec, base_dir)
             if hasattr(metric, "provider_options"):
                 defaults = provider_defaults.get(getattr(metric, "embedding_provider", ""), {})
                 metric.provider_options = {**defaults, **metric.provider_options}
             getattr(metric, "provider", None)  # resolves the embedding provider: missing credentials show here
-        except KeyError as exc:
-            problems.append(Problem(source, where, "metric", str(exc.args[0])))
-            continue
         except TypeError as exc:
             unknown = [k for k in (spec.model_extra or {}) if k not in _parameters(spec)]
-            problems.append(Problem(source, where, unknown[0] if unknown else "", _unknown_argument(spec, exc)))
+            missing = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: '(\w+)'", str(exc))
+            field = unknown[0] if unknown else missing.group(1) if missing else ""
+            problems.append(Problem(source, where, field, _unknown_argument(spec, exc)))
             continue
         except CredentialsError as exc:
             message = "; ".join(p.message for p in exc.problems)
@@ -608,6 +723,15 @@ def _build_metrics(
             if field and message.startswith(field):  # the problem names the field: "field 'unit' must be …"
                 message = message[len(field):].lstrip(":").lstrip()
             problems.append(Problem(source, where, field, message))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a user's metric constructor failing is a problem of the suite
+            if is_builtin(cls):
+                raise
+            problems.append(Problem(source, where, "", f"constructing {spec.metric} failed: {type(exc).__name__}: {exc}"))
+            continue
+        if not isinstance(getattr(metric, "name", None), str) or not isinstance(getattr(metric, "threshold", None), float):
+            problems.append(Problem(source, where, "metric", f"{spec.metric}() did not set its name and threshold: "
+                                                             "does its __init__ call super().__init__(threshold, name=name)?"))
             continue
         if metric.name in names:
             problems.append(Problem(

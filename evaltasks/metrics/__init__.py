@@ -5,6 +5,13 @@ Adding a metric = one module in this package + one line in :data:`METRICS` + its
 
 from __future__ import annotations
 
+import importlib
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.length_check import LengthCheckMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
@@ -15,16 +22,114 @@ METRICS: dict[str, type[BaseMetric]] = {
 }
 
 
-def get_metric_class(name: str) -> type[BaseMetric]:
-    """The metric class registered as ``name``. Raises KeyError (with close matches) when unknown."""
-    try:
-        return METRICS[name]
-    except KeyError:
-        import difflib
+ENTRY_POINT_GROUP = "evaltasks.metrics"
+USER_METRIC_PATTERN = r"^[\w.]+:[\w.]+$"  # ``module.path:Class`` (a user's metric class)
 
-        close = difflib.get_close_matches(name, METRICS, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise KeyError(f"unknown metric '{name}'{hint}; known metrics: {', '.join(METRICS)}") from None
+
+def metric_entry_points() -> dict[str, Any]:
+    """Installed metrics: entry-point name -> :class:`importlib.metadata.EntryPoint` of the group
+    :data:`ENTRY_POINT_GROUP` (``evaltasks.metrics``), the first of each name."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, Any] = {}
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(entry_point.name, entry_point)
+    return found
+
+
+def get_metric_class(name: str, base_dir: str | Path | None = None) -> type[BaseMetric]:
+    """The metric class ``name`` stands for, resolved in this order (README, "Your own metrics"):
+
+    1. a built-in metric's class name (:data:`METRICS`);
+    2. the name of an entry point in the group ``evaltasks.metrics`` (an installed package's metric);
+    3. ``module.path:Class``: ``module.path`` imported from ``sys.path``; ``base_dir`` (the suite file's
+       directory), when given, is put first on ``sys.path`` and on ``PYTHONPATH`` (so task-runner worker
+       processes import the module too), the way pytest puts a test's rootdir on ``sys.path``.
+
+    Raises:
+        KeyError: with one message for the user: an unknown name (with a close match), a module not found
+            (with where it was looked for), a module that fails to import, a missing attribute, a class that is
+            not a :class:`BaseMetric` subclass (saying what it is), an entry point that fails to load (naming
+            its distribution).
+    """
+    cls = METRICS.get(name)
+    if cls is not None:
+        return cls
+    entry_point = metric_entry_points().get(name) if isinstance(name, str) else None
+    if entry_point is not None:
+        dist = getattr(entry_point.dist, "name", None) or "unknown distribution"
+        try:
+            loaded = entry_point.load()
+        except Exception as exc:  # noqa: BLE001 - a plugin's import error is the user's config problem
+            raise KeyError(f"metric '{name}': entry point '{entry_point.value}' of distribution '{dist}' failed to "
+                           f"load: {type(exc).__name__}: {exc}") from None
+        return _check_metric_class(loaded, f"entry point '{name}' ({entry_point.value}, distribution '{dist}')")
+    if isinstance(name, str) and re.match(USER_METRIC_PATTERN, name):
+        return _import_metric_class(name, base_dir)
+    import difflib
+
+    known = [*METRICS, *metric_entry_points()]
+    close = difflib.get_close_matches(str(name), known, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise KeyError(f"unknown metric '{name}'{hint}; known metrics: {', '.join(known)}; or your own class as "
+                   "'module:Class'") from None
+
+
+def add_import_dir(directory: str | Path) -> None:
+    """Put ``directory`` first on ``sys.path`` and on the ``PYTHONPATH`` environment variable (inherited by
+    task-runner worker processes started later), unless it is already there."""
+    path = str(Path(directory).resolve())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    current = os.environ.get("PYTHONPATH", "")
+    if path not in current.split(os.pathsep):
+        os.environ["PYTHONPATH"] = path + (os.pathsep + current if current else "")
+
+
+def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMetric]:
+    """The class named by ``module.path:Class`` (see :func:`get_metric_class`). Raises KeyError."""
+    module_name, _, attribute = spec.partition(":")
+    if base_dir is not None:
+        add_import_dir(base_dir)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            where = f"the suite's directory {Path(base_dir).resolve()} and " if base_dir is not None else ""
+            raise KeyError(f"metric '{spec}': module '{exc.name}' not found (looked in {where}sys.path; install "
+                           "its package or add its directory to PYTHONPATH)") from None
+        raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
+                       f"{type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+        raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
+                       f"{type(exc).__name__}: {exc}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            import difflib
+
+            names = [n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, BaseMetric)
+                     and v.__module__ == module.__name__]
+            close = difflib.get_close_matches(part, names, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise KeyError(f"metric '{spec}': module '{module_name}' ({getattr(module, '__file__', None)}) has no "
+                           f"attribute '{attribute}'{hint}")
+        value = getattr(value, part)
+    return _check_metric_class(value, f"'{spec}'")
+
+
+def _check_metric_class(value: Any, label: str) -> type[BaseMetric]:
+    """``value`` if it is a :class:`BaseMetric` subclass. Raises KeyError saying what it is otherwise."""
+    if isinstance(value, type) and issubclass(value, BaseMetric):
+        return value
+    what = f"the class {value.__module__}.{value.__qualname__}" if isinstance(value, type) else (
+        f"a value of type {type(value).__name__} ({value!r:.80})")
+    raise KeyError(f"metric {label} is not a subclass of evaltasks.BaseMetric: it is {what}")
+
+
+def is_builtin(cls: type[BaseMetric]) -> bool:
+    """Whether ``cls`` is one of evaltasks' own metrics (:data:`METRICS`)."""
+    return any(cls is builtin for builtin in METRICS.values())
 
 
 __all__ = ["METRICS", "BaseMetric", "EmbeddingNeed", "LengthCheckMetric", "ReferenceMatchMetric", "get_metric_class"]
