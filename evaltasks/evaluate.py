@@ -124,20 +124,70 @@ def score_metric_batch(
     *,
     raise_provider_errors: bool = False,
 ) -> list[MetricResult]:
-    """Score one metric over a batch; a provider failure makes the batch's results ``errored``, not a crash.
+    """Score one metric over a batch; a failure errors cases, never the run (README, "Your own metrics").
 
-    With ``raise_provider_errors`` the :class:`ProviderError` propagates instead (a Prefect task then fails,
-    is retried when transient, and is never cached as errored results).
+    - A provider failure (:class:`ProviderError`) makes the batch's results ``errored``; with
+      ``raise_provider_errors`` it propagates instead (a Prefect task then fails, is retried when transient,
+      and is never cached as errored results).
+    - Any other exception from ``metric.score_batch`` (a bug in a user's metric) re-scores the batch one case
+      at a time, so only the cases that raise are ``errored``, each with ``ExceptionType: message``.
+    - A result list of the wrong length, or an item that is not a :class:`MetricResult`, errors the cases it
+      cannot vouch for, with a message naming the metric.
+
+    Returns one result per case, in order.
     """
     namespace = metric.embedding_namespace if failed_namespaces else None
     if namespace and namespace in failed_namespaces:
         return [MetricResult.errored(metric.name, metric.threshold, failed_namespaces[namespace]) for _ in cases]
     try:
-        return metric.score_batch(cases, vectors)
+        results = metric.score_batch(cases, vectors)
     except ProviderError as exc:
         if raise_provider_errors:
             raise
         return [MetricResult.errored(metric.name, metric.threshold, str(exc)) for _ in cases]
+    except Exception:  # noqa: BLE001 - the metric's bug: find the cases that raise
+        if len(cases) == 1:
+            return [_score_one(metric, cases[0], vectors, raise_provider_errors)]
+        return [_score_one(metric, case, vectors, raise_provider_errors) for case in cases]
+    if type(results) is list and len(results) == len(cases) and all(type(r) is MetricResult for r in results):
+        return results  # the fast path: one C-level pass over the list
+    return _checked_results(metric, cases, results)
+
+
+def _score_one(
+    metric: BaseMetric, case: EvalTestCase, vectors: dict[str, VectorTable] | None, raise_provider_errors: bool
+) -> MetricResult:
+    """``metric`` on one case; an exception gives an ``errored`` result ``ExceptionType: message``."""
+    try:
+        results = metric.score_batch([case], vectors)
+    except ProviderError as exc:
+        if raise_provider_errors:
+            raise
+        return MetricResult.errored(metric.name, metric.threshold, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a metric's bug errors this case only
+        return MetricResult.errored(metric.name, metric.threshold, f"{type(exc).__name__}: {exc}")
+    return _checked_results(metric, [case], results)[0]
+
+
+def _checked_results(metric: BaseMetric, cases: Sequence[EvalTestCase], results: object) -> list[MetricResult]:
+    """``results`` when they are one :class:`MetricResult` per case; otherwise each case whose result is missing
+    or not a MetricResult is ``errored`` with a message naming the metric (all of them when the count is wrong)."""
+    name, threshold = getattr(metric, "name", type(metric).__name__), getattr(metric, "threshold", 0.0)
+    try:
+        items = list(results)  # type: ignore[call-overload]
+    except TypeError:
+        items = None
+    if items is None or len(items) != len(cases):
+        got = f"{len(items)} results" if items is not None else f"a {type(results).__name__}"
+        message = (f"metric {name} ({type(metric).__qualname__}) returned {got} for {len(cases)} cases: score_batch "
+                   "must return one MetricResult per case, in order")
+        return [MetricResult.errored(name, threshold, message) for _ in cases]
+    return [
+        item if isinstance(item, MetricResult) else MetricResult.errored(
+            name, threshold, f"metric {name} ({type(metric).__qualname__}) returned a {type(item).__name__} instead "
+            "of a MetricResult")
+        for item in items
+    ]
 
 
 def prepare_reference_searches(

@@ -230,7 +230,21 @@ def score_batch(
         ProviderError: the metric embedded texts itself (``vectors`` None) and the provider failed.
     """
     # A provider failure fails the task run (retried when transient), so errored results are never cached.
-    return score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True)
+    return _uncached_if_errored(score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True))
+
+
+def _uncached_if_errored(results: list[MetricResult]) -> list[MetricResult]:
+    """``results``; when one is ``errored`` (a metric raised on that case), the running task's result is not
+    written to the cache (its transaction's ``write_on_commit`` off), so a re-run scores the batch again
+    instead of serving the errors, e.g. after the user fixed what their metric reads. Outside a task run,
+    or with caching off, nothing changes."""
+    if any(r.status == "errored" for r in results):
+        from prefect.transactions import get_transaction
+
+        transaction = get_transaction()
+        if transaction is not None:
+            transaction.write_on_commit = False
+    return results
 
 
 class ScoredBatch:
@@ -281,7 +295,9 @@ def score_batch_boxed(
     Its result is persisted (when caching) but not kept in Prefect's in-memory result cache, so the flow may
     empty each box it receives (:meth:`ScoredBatch.take`).
     """
-    return ScoredBatch(score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True))
+    return ScoredBatch(
+        _uncached_if_errored(score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True))
+    )
 
 
 # -- whole-dataset tasks for use in other pipelines ---------------------------------------------------------

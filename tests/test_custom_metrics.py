@@ -1,0 +1,373 @@
+"""Users' own metrics (``module:Class`` and entry points), per-case error isolation, and the suite schema union.
+
+Everything runs for real: the CLI in subprocesses against the session's Prefect server, a real installed
+distribution (a ``*.dist-info`` directory on PYTHONPATH is what importlib.metadata finds), Prefect's task cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from evaltasks import BaseMetric, EvalTestCase, LengthCheckMetric, MetricResult, evaluate_sync
+from evaltasks.errors import ConfigError, Problem
+from evaltasks.evaluate import score_metric_batch
+from evaltasks.suite import load_suite, metric_arguments_schema, suite_json_schema
+from tests.conftest import subprocess_env
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "custom_metric"
+SCHEMA_FILE = REPO / "evaltasks" / "schema" / "suite.schema.json"
+
+# A user's metric module: scores 1.0 when the output contains WORD; raises on outputs containing "boom" (and on
+# every output while the file tmp/FAIL exists), for the error-isolation and cache tests.
+USER_MODULE = '''
+from pathlib import Path
+from evaltasks import BaseMetric, MetricResult
+
+WORD = "{word}"
+
+
+class ContainsWord(BaseMetric):
+    """1.0 when the output contains WORD."""
+
+    def __init__(self, threshold: float = 1.0, *, name: str | None = None) -> None:
+        super().__init__(threshold, name=name)
+
+    def score_batch(self, cases, vectors=None):
+        if Path(__file__).with_name("FAIL").exists():
+            raise RuntimeError("told to fail")
+        out = []
+        for case in cases:
+            if "boom" in case.actual_output:
+                raise ValueError(f"cannot score {{case.actual_output!r}}")
+            out.append(MetricResult.scored(self.name, float(WORD in case.actual_output), self.threshold, "r", {{}}))
+        return out
+'''
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def _cli(cwd: Path, *args: str, api_url: str, extra_env: dict[str, str] | None = None,
+         timeout: float = 600) -> subprocess.CompletedProcess:
+    env = subprocess_env(cwd / "prefect-home", api_url)
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _scores(results_json: Path) -> dict[str, dict[str, tuple]]:
+    data = json.loads(results_json.read_text(encoding="utf-8"))
+    return {case["id"]: {m["name"]: (m["score"], m["status"], m.get("error")) for m in case["metrics"]}
+            for case in data["cases"]}
+
+
+def _brand_score(answer: str) -> float:
+    """The example's rule computed another way: word tokens vs. the banned set, and the sign-off by endswith."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z]+", answer)}
+    checks = [not words & {"cheap", "guarantee"}, answer.rstrip().endswith("Acme Support")]
+    return sum(checks) / 2
+
+
+# -- the worked example through the CLI -------------------------------------------------------------------------
+
+
+def test_example_custom_metric_runs_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:
+    """`evaltasks run examples/custom_metric/suite.yaml` from another directory: brand_checks is imported from
+    the suite's folder; every score equals the rule computed independently; the gate passes (2 of 6 >= 0.3)."""
+    proc = _cli(tmp_path, "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet",
+                api_url=prefect_api_url)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    scores = _scores(tmp_path / "out" / "results.json")
+    answers = {json.loads(line)["id"]: json.loads(line)["answer"]
+               for line in (EXAMPLE / "answers.jsonl").read_text(encoding="utf-8").splitlines()}
+    assert set(scores) == set(answers)
+    for case_id, answer in answers.items():
+        score, status, _ = scores[case_id]["BrandVoiceMetric"]
+        assert score == _brand_score(answer), case_id
+        assert status == ("passed" if score == 1.0 else "failed")
+    assert [scores[i]["BrandVoiceMetric"][0] for i in answers] == [1.0, 0.5, 0.0, 1.0, 0.5, 0.5]
+
+
+def test_example_custom_metric_in_worker_processes(tmp_path: Path, prefect_api_url: str) -> None:
+    """The `processes` task runner: metric instances are pickled to worker processes, which import
+    brand_checks from the suite's folder (put on their sys.path); scores equal the in-process ones."""
+    proc = _cli(tmp_path, "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet", "--no-cache",
+                "--task-runner", "processes:2", "--batch-size", "2", api_url=prefect_api_url)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scores = _scores(tmp_path / "out" / "results.json")
+    assert [s["BrandVoiceMetric"][0] for s in scores.values()] == [1.0, 0.5, 0.0, 1.0, 0.5, 0.5]
+
+
+# -- entry points -----------------------------------------------------------------------------------------------
+
+
+def _distribution(site: Path, name: str, entry_points: str) -> None:
+    """A real installed distribution under ``site``: METADATA + entry_points.txt in ``NAME-1.0.dist-info``."""
+    info = site / f"{name}-1.0.dist-info"
+    _write(info / "METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    _write(info / "entry_points.txt", entry_points)
+
+
+def test_entry_point_metric_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:
+    """A suite names `acme-contains` (an entry point of the installed distribution acme-metrics); its module lives
+    in site-packages, not next to the suite. A second entry point whose module fails to import is a located
+    config error (exit 2) naming the distribution."""
+    site = tmp_path / "site"
+    _write(site / "acme_metrics.py", USER_MODULE.format(word="Paris"))
+    _write(site / "broken_metrics.py", "import no_such_dependency_xyz\n")
+    _distribution(site, "acme-metrics", "[evaltasks.metrics]\nacme-contains = acme_metrics:ContainsWord\n")
+    _distribution(site, "broken-metrics", "[evaltasks.metrics]\nbroken = broken_metrics:Whatever\n")
+    suites = tmp_path / "suites"
+    _write(suites / "data.jsonl", '{"id": "a", "answer": "Paris is in France."}\n{"id": "b", "answer": "Lyon."}\n')
+    _write(suites / "suite.yaml", """\
+        name: ep
+        dataset: {path: data.jsonl, fields: {id: id, actual_output: answer}}
+        metrics:
+          - {metric: acme-contains, name: paris}
+        gate: {min_pass_rate: 0.5}
+        """)
+    env = {"PYTHONPATH": str(site)}
+    proc = _cli(tmp_path, "run", "suites/suite.yaml", "--output-dir", "out", "--quiet", api_url=prefect_api_url,
+                extra_env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _scores(tmp_path / "out" / "results.json") == {"a": {"paris": (1.0, "passed", None)},
+                                                          "b": {"paris": (0.0, "failed", None)}}
+
+    _write(suites / "bad.yaml", (suites / "suite.yaml").read_text().replace("acme-contains, name: paris", "broken"))
+    proc = _cli(tmp_path, "run", "suites/bad.yaml", "--output-dir", "out2", api_url=prefect_api_url, extra_env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert "metrics[0]" in proc.stderr and "broken-metrics" in proc.stderr
+    assert "ModuleNotFoundError: No module named 'no_such_dependency_xyz'" in proc.stderr
+
+
+# -- resolution errors: located config problems ------------------------------------------------------------------
+
+
+def test_user_metric_problems_are_located(tmp_path: Path) -> None:
+    _write(tmp_path / "checks.py", """\
+        from evaltasks import BaseMetric
+        NOT_A_METRIC = 3
+        class Plain:
+            pass
+        class Needs(BaseMetric):
+            def __init__(self, threshold: float = 1.0, *, word: str, name=None):
+                super().__init__(threshold, name=name)
+            def score_batch(self, cases, vectors=None):
+                return []
+        class Crashes(Needs):
+            def __init__(self, threshold: float = 1.0, *, name=None):
+                raise RuntimeError("no config file")
+        """)
+    _write(tmp_path / "d.jsonl", '{"actual_output": "x"}\n')
+    suite = _write(tmp_path / "suite.yaml", """\
+        name: s
+        dataset: {path: d.jsonl}
+        metrics:
+          - {metric: "no_such_module_q:X"}
+          - {metric: "checks:Nedds"}
+          - {metric: "checks:NOT_A_METRIC"}
+          - {metric: "checks:Plain"}
+          - {metric: "checks:Needs"}
+          - {metric: "checks:Needs", word: a, wrod: b}
+          - {metric: "checks:Crashes"}
+          - {metric: "checks:Needs", word: a}
+        """)
+    with pytest.raises(ConfigError) as info:
+        load_suite(suite)
+    problems = {p.location: p for p in info.value.problems}
+    assert set(problems) == {f"metrics[{i}]" for i in range(7)}
+    assert problems["metrics[0]"].field == "metric"
+    assert (f"module 'no_such_module_q' not found (looked in the suite's directory {tmp_path.resolve()} and "
+            "sys.path") in problems["metrics[0]"].message
+    assert "has no attribute 'Nedds' (did you mean 'Needs'?)" in problems["metrics[1]"].message
+    assert "is not a subclass of evaltasks.BaseMetric: it is a value of type int (3)" in problems["metrics[2]"].message
+    assert "it is the class checks.Plain" in problems["metrics[3]"].message
+    assert problems["metrics[4]"].field == "word" and "missing 1 required keyword-only argument: 'word'" in (
+        problems["metrics[4]"].message)
+    assert problems["metrics[5]"] == Problem(
+        str(suite), "metrics[5]", "wrod",
+        "unknown argument 'wrod' for checks:Needs (did you mean 'word'?); accepted: threshold, word, name")
+    assert problems["metrics[6]"].message == "constructing checks:Crashes failed: RuntimeError: no config file"
+
+
+# -- per-case error isolation ------------------------------------------------------------------------------------
+
+
+class _Raises(BaseMetric):
+    """Scores 1.0, but raises on outputs containing "boom"."""
+
+    def __init__(self, threshold: float = 0.5, *, name: str | None = None) -> None:
+        super().__init__(threshold, name=name)
+        self.calls = 0
+
+    def score_batch(self, cases, vectors=None):
+        self.calls += 1
+        for case in cases:
+            if "boom" in case.actual_output:
+                raise ZeroDivisionError(f"bad case {case.actual_output}")
+        return [MetricResult.scored(self.name, 1.0, self.threshold, "ok", {}) for _ in cases]
+
+
+class _Miscounts(BaseMetric):
+    """Returns one result too few, or a dict instead of a result."""
+
+    def __init__(self, mode: str, *, name: str | None = None) -> None:
+        super().__init__(0.5, name=name)
+        self.mode = mode
+
+    def score_batch(self, cases, vectors=None):
+        good = [MetricResult.scored(self.name, 1.0, self.threshold, "ok", {}) for _ in cases]
+        return good[:-1] if self.mode == "short" else [*good[:-1], {"score": 1.0}]
+
+
+def test_a_raising_metric_errors_only_the_cases_that_raise() -> None:
+    """Through the Python API: a user's metric raising on 2 of 5 cases errors those 2 (`ExceptionType: message`),
+    scores the other 3, and LengthCheck beside it scores all 5."""
+    outputs = ["fine", "boom 1", "ok", "boom 2", "good"]
+    cases = [EvalTestCase(actual_output=o) for o in outputs]
+    raising = _Raises(name="mine")
+    result = evaluate_sync(cases, [raising, LengthCheckMetric(max_length=100)], batch_size=5)
+    mine = [case.metrics[0] for case in result.test_results]
+    assert [m.status for m in mine] == ["passed", "errored", "passed", "errored", "passed"]
+    assert [m.error for m in mine] == [None, "ZeroDivisionError: bad case boom 1", None,
+                                       "ZeroDivisionError: bad case boom 2", None]
+    assert [m.score for m in mine] == [1.0, None, 1.0, None, 1.0]
+    assert all(case.metrics[1].status == "passed" for case in result.test_results)
+    assert result.summary.metrics["mine"].errored == 2 and result.summary.metrics["mine"].passed == 3
+    assert raising.calls == 1 + 5  # the batch, then each of its cases once
+
+
+@pytest.mark.parametrize(("mode", "errors"), [
+    ("short", ["metric m (_Miscounts) returned 2 results for 3 cases: score_batch must return one MetricResult "
+               "per case, in order"] * 3),
+    ("dict", [None, None, "metric m (_Miscounts) returned a dict instead of a MetricResult"]),
+])
+def test_a_metric_returning_the_wrong_results_errors_with_a_clear_message(mode: str, errors: list) -> None:
+    cases = [EvalTestCase(actual_output=o) for o in ("a", "b", "c")]
+    results = score_metric_batch(_Miscounts(mode, name="m"), cases, None)
+    assert [r.error for r in results] == errors
+    assert [r.status for r in results] == ["errored" if e else "passed" for e in errors]
+
+
+def test_errored_results_are_not_cached_and_edits_invalidate_the_cache(tmp_path: Path, prefect_api_url: str) -> None:
+    """With Prefect's task cache on (the CLI default), run a suite whose user metric fails (file FAIL next to
+    it): every case errored (exit 1). Remove FAIL, the metric's file unchanged: the re-run scores again instead
+    of serving the cached errors. Then edit the metric's file (WORD): the next run's scores follow the edit,
+    not the cache."""
+    _write(tmp_path / "mine.py", USER_MODULE.format(word="Paris"))
+    _write(tmp_path / "d.jsonl", '{"id": "a", "answer": "Paris"}\n{"id": "b", "answer": "Rome"}\n')
+    _write(tmp_path / "suite.yaml", """\
+        name: cached
+        dataset: {path: d.jsonl, fields: {id: id, actual_output: answer}}
+        metrics:
+          - {metric: "mine:ContainsWord", name: word}
+        gate: {min_pass_rate: 0.5}
+        """)
+    home = {"PREFECT_HOME": str(tmp_path / "home")}  # one home: one local result store, shared by the runs
+
+    def run(out: str) -> tuple[int, dict]:
+        proc = _cli(tmp_path, "run", "suite.yaml", "--output-dir", out, "--quiet", api_url=prefect_api_url,
+                    extra_env=home)
+        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        return proc.returncode, _scores(tmp_path / out / "results.json")
+
+    (tmp_path / "FAIL").write_text("", encoding="utf-8")
+    code, scores = run("out1")
+    assert code == 1
+    assert scores == {k: {"word": (None, "errored", "RuntimeError: told to fail")} for k in ("a", "b")}
+    (tmp_path / "FAIL").unlink()
+    assert run("out2") == (0, {"a": {"word": (1.0, "passed", None)}, "b": {"word": (0.0, "failed", None)}})
+    assert run("out3")[1] == _scores(tmp_path / "out2" / "results.json")  # a scored batch is served from cache
+    _write(tmp_path / "mine.py", USER_MODULE.format(word="Rome"))
+    assert run("out4") == (0, {"a": {"word": (0.0, "failed", None)}, "b": {"word": (1.0, "passed", None)}})
+
+
+# -- the schema union --------------------------------------------------------------------------------------------
+
+
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _suite_with(*metrics: dict) -> dict:
+    return {"name": "s", "dataset": {"path": "a.csv"}, "metrics": list(metrics)}
+
+
+@pytest.mark.parametrize("metric", [
+    {"metric": "LengthCheckMetric", "max_length": 3, "unit": "words"},
+    {"metric": "ReferenceMatchMetric", "embedding_provider": "local", "reference_set": "facts",
+     "provider_options": {"dimensions": 64}},
+    {"metric": "brand_checks:BrandVoiceMetric", "banned_words": ["x"], "anything": {"goes": 1}},
+    {"metric": "my.pkg.checks:Outer.Inner"},
+], ids=["length", "refmatch", "user", "dotted"])
+def test_schema_accepts_each_metric_with_its_own_arguments(metric: dict) -> None:
+    _validator().validate(_suite_with(metric))
+
+
+@pytest.mark.parametrize("metric", [
+    {"metric": "LengthCheckMetric", "max_lenght": 3},            # another metric's argument / a typo
+    {"metric": "LengthCheckMetric", "unit": "tokens"},            # not in the Literal
+    {"metric": "LengthCheckMetric", "threshold": 1.5},            # outside [0, 1]
+    {"metric": "LengthCheckMetric", "aggregation": "max"},        # ReferenceMatch's argument
+    {"metric": "ReferenceMatchMetric", "references": "one"},     # list[str]
+    {"metric": "NoSuchMetric"},                                   # neither built-in nor module:Class
+    {"metric": "module:"},
+], ids=["typo", "literal", "threshold", "other-metric-arg", "list", "unknown", "half-path"])
+def test_schema_rejects_wrong_arguments(metric: dict) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        _validator().validate(_suite_with(metric))
+
+
+def test_schema_of_a_class_marks_required_arguments_and_reads_descriptions() -> None:
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        from brand_checks import BrandVoiceMetric
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    schema = metric_arguments_schema(BrandVoiceMetric)
+    assert schema["required"] == ["metric", "banned_words"]
+    assert schema["properties"]["banned_words"] == {
+        "type": "array", "items": {"type": "string"},
+        "description": "words the brand never uses (required; at least one, none empty)."}
+    assert schema["properties"]["threshold"]["default"] == 1.0
+    assert schema["additionalProperties"] is False
+
+
+def test_schema_lists_installed_entry_points(tmp_path: Path) -> None:
+    """`evaltasks schema` where a metric package is installed: its entry point is a branch with its own
+    arguments (so the shipped schema, generated without plugins, differs from such a one only by that)."""
+    site = tmp_path / "site"
+    _write(site / "acme_metrics.py", USER_MODULE.format(word="Paris"))
+    _distribution(site, "acme-metrics", "[evaltasks.metrics]\nacme-contains = acme_metrics:ContainsWord\n")
+    env = subprocess_env(tmp_path / "home")
+    env["PYTHONPATH"] = str(site)
+    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "schema"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    schema = json.loads(proc.stdout)
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.validate(_suite_with({"metric": "acme-contains", "threshold": 0.5}))
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(_suite_with({"metric": "acme-contains", "word": "x"}))
+    assert suite_json_schema() == json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))  # none installed here
+
+
+def test_example_suite_validates_against_the_schema() -> None:
+    _validator().validate(yaml.safe_load((EXAMPLE / "suite.yaml").read_text(encoding="utf-8")))
