@@ -4,7 +4,8 @@ Statuses (the same words everywhere, ``results.json`` included):
 
 - ``passed``: scored and ``score >= threshold``;
 - ``failed``: scored and ``score < threshold``;
-- ``errored``: a run-time failure (a provider still failing after its retries); ``error`` says why;
+- ``errored``: a run-time failure (a provider still failing after its retries, or a metric raising on the
+  case: ``ExceptionType: message``); ``error`` says why;
 - ``skipped``: not evaluated (e.g. missing credentials on a fork); ``reason`` says why.
 
 A test case is ``errored`` if any metric errored, else ``failed`` if any failed, else ``passed`` if any

@@ -35,7 +35,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem, quote
-from evaltasks.metrics import METRICS, USER_METRIC_PATTERN, BaseMetric, get_metric_class, is_builtin, metric_entry_points
+from evaltasks.metrics import (
+    METRICS, USER_METRIC_PATTERN, BaseMetric, get_metric_class, is_builtin, metric_entry_points,
+)
 from evaltasks.metrics.base import SkippedMetric
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
@@ -727,11 +729,13 @@ def _build_metrics(
         except Exception as exc:  # noqa: BLE001 - a user's metric constructor failing is a problem of the suite
             if is_builtin(cls):
                 raise
-            problems.append(Problem(source, where, "", f"constructing {spec.metric} failed: {type(exc).__name__}: {exc}"))
+            message = f"constructing {spec.metric} failed: {type(exc).__name__}: {exc}"
+            problems.append(Problem(source, where, "", message))
             continue
-        if not isinstance(getattr(metric, "name", None), str) or not isinstance(getattr(metric, "threshold", None), float):
-            problems.append(Problem(source, where, "metric", f"{spec.metric}() did not set its name and threshold: "
-                                                             "does its __init__ call super().__init__(threshold, name=name)?"))
+        if not isinstance(getattr(metric, "name", None), str) or not isinstance(getattr(metric, "threshold", None),
+                                                                                float):
+            problems.append(Problem(source, where, "metric", f"{spec.metric}() did not set its name and threshold: does "
+                                                             "its __init__ call super().__init__(threshold, name=name)?"))
             continue
         if metric.name in names:
             problems.append(Problem(

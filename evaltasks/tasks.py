@@ -230,7 +230,8 @@ def score_batch(
         ProviderError: the metric embedded texts itself (``vectors`` None) and the provider failed.
     """
     # A provider failure fails the task run (retried when transient), so errored results are never cached.
-    return _uncached_if_errored(score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True))
+    results = score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True)
+    return _uncached_if_errored(results)
 
 
 def _uncached_if_errored(results: list[MetricResult]) -> list[MetricResult]:

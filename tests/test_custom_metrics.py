@@ -102,11 +102,15 @@ def test_example_custom_metric_runs_through_the_cli(tmp_path: Path, prefect_api_
     assert [scores[i]["BrandVoiceMetric"][0] for i in answers] == [1.0, 0.5, 0.0, 1.0, 0.5, 0.5]
 
 
-def test_example_custom_metric_in_worker_processes(tmp_path: Path, prefect_api_url: str) -> None:
-    """The `processes` task runner: metric instances are pickled to worker processes, which import
-    brand_checks from the suite's folder (put on their sys.path); scores equal the in-process ones."""
+@pytest.mark.parametrize("runner", ["processes:2", "dask:2"])
+def test_example_custom_metric_in_worker_processes(tmp_path: Path, prefect_api_url: str, runner: str) -> None:
+    """The `processes` task runner and a Dask LocalCluster: metric instances are pickled to worker processes,
+    which import brand_checks from the suite's folder (on their sys.path and PYTHONPATH); scores equal the
+    in-process ones."""
+    if runner.startswith("dask"):
+        pytest.importorskip("prefect_dask")
     proc = _cli(tmp_path, "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet", "--no-cache",
-                "--task-runner", "processes:2", "--batch-size", "2", api_url=prefect_api_url)
+                "--task-runner", runner, "--batch-size", "2", api_url=prefect_api_url)
     assert proc.returncode == 0, proc.stderr[-3000:]
     scores = _scores(tmp_path / "out" / "results.json")
     assert [s["BrandVoiceMetric"][0] for s in scores.values()] == [1.0, 0.5, 0.0, 1.0, 0.5, 0.5]

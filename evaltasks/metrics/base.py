@@ -78,7 +78,13 @@ def check_threshold(threshold: float) -> float:
 
 
 class BaseMetric(ABC):
-    """Base class of every metric.
+    """Base class of every metric, evaltasks' own and a user's (README, "Your own metrics").
+
+    A user's metric subclasses it and provides: ``__init__(self, threshold, ..., *, name=None)`` calling
+    ``super().__init__(threshold, name=name)`` (raise ValueError/TypeError for bad arguments: the suite loader
+    reports them located at the metric entry); :meth:`score_batch` (one :class:`MetricResult` per case, in
+    order; an exception errors only the cases that raise); optionally :meth:`validate_case` (problems reported
+    before anything is scored) and :meth:`config` (what the cache key holds; default: public attributes).
 
     Attributes:
         name: the metric's name in results (default: the class name).

@@ -49,7 +49,8 @@ class BrandVoiceMetric(BaseMetric):
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)
-        if not isinstance(banned_words, list) or not banned_words or not all(isinstance(w, str) and w.strip() for w in banned_words):
+        words_ok = isinstance(banned_words, list) and all(isinstance(w, str) and w.strip() for w in banned_words)
+        if not words_ok or not banned_words:
             raise ValueError("banned_words must be a non-empty list of non-empty words")
         if sign_off is not None and not sign_off.strip():
             raise ValueError("sign_off must not be empty (leave it out to skip the check)")
