@@ -7,6 +7,7 @@ distribution (a ``*.dist-info`` directory on PYTHONPATH is what importlib.metada
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -52,6 +53,18 @@ class ContainsWord(BaseMetric):
             out.append(MetricResult.scored(self.name, float(WORD in case.actual_output), self.threshold, "r", {{}}))
         return out
 '''
+
+
+@pytest.fixture
+def isolated_imports(monkeypatch: pytest.MonkeyPatch):
+    """Undo what loading a user's metric does to this process: sys.path, PYTHONPATH, imported modules."""
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    monkeypatch.syspath_prepend(str(REPO))  # snapshots sys.path, restored afterwards
+    before = set(sys.modules)
+    yield monkeypatch
+    for module in set(sys.modules) - before:
+        if not module.startswith(("evaltasks", "prefect", "jsonschema")):
+            sys.modules.pop(module, None)
 
 
 def _write(path: Path, text: str) -> Path:
@@ -162,7 +175,7 @@ def test_entry_point_metric_through_the_cli(tmp_path: Path, prefect_api_url: str
 # -- resolution errors: located config problems ------------------------------------------------------------------
 
 
-def test_user_metric_problems_are_located(tmp_path: Path) -> None:
+def test_user_metric_problems_are_located(tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
     _write(tmp_path / "checks.py", """\
         from evaltasks import BaseMetric
         NOT_A_METRIC = 3
@@ -339,12 +352,10 @@ def test_schema_rejects_wrong_arguments(metric: dict) -> None:
         _validator().validate(_suite_with(metric))
 
 
-def test_schema_of_a_class_marks_required_arguments_and_reads_descriptions() -> None:
-    sys.path.insert(0, str(EXAMPLE))
-    try:
-        from brand_checks import BrandVoiceMetric
-    finally:
-        sys.path.remove(str(EXAMPLE))
+def test_schema_of_a_class_marks_required_arguments_and_reads_descriptions(
+        isolated_imports: pytest.MonkeyPatch) -> None:
+    isolated_imports.syspath_prepend(str(EXAMPLE))
+    from brand_checks import BrandVoiceMetric
     schema = metric_arguments_schema(BrandVoiceMetric)
     assert schema["required"] == ["metric", "banned_words"]
     assert schema["properties"]["banned_words"] == {
@@ -375,3 +386,41 @@ def test_schema_lists_installed_entry_points(tmp_path: Path) -> None:
 
 def test_example_suite_validates_against_the_schema() -> None:
     _validator().validate(yaml.safe_load((EXAMPLE / "suite.yaml").read_text(encoding="utf-8")))
+
+
+def test_cache_keys_of_user_and_entry_point_classes_hash_their_files(tmp_path: Path,
+                                                                     isolated_imports: pytest.MonkeyPatch) -> None:
+    """The code part of the cache key covers the file defining the class, for an entry point's class and a
+    module:Class alike: the digest is sha256(evaltasks' sources digest + that file's bytes)."""
+    import hashlib
+
+    from evaltasks.metrics import get_metric_class
+    from evaltasks.metrics.base import _package_digest
+
+    site = tmp_path / "site"
+    _write(site / "ep_digest_metrics.py", USER_MODULE.format(word="x"))
+    _distribution(site, "ep-digest", "[evaltasks.metrics]\nep-digest = ep_digest_metrics:ContainsWord\n")
+    _write(tmp_path / "own_digest_metrics.py", USER_MODULE.format(word="y"))
+    isolated_imports.syspath_prepend(str(site))
+    for name, path in (("ep-digest", site / "ep_digest_metrics.py"),
+                       ("own_digest_metrics:ContainsWord", tmp_path / "own_digest_metrics.py")):
+        cls = get_metric_class(name, tmp_path)
+        expected = hashlib.sha256(_package_digest().encode() + path.read_bytes()).hexdigest()[:16]
+        assert cls().cache_key().endswith(f"#code={expected}"), name
+
+
+def test_loading_a_suite_puts_its_directory_on_sys_path_and_pythonpath(tmp_path: Path,
+                                                                        isolated_imports: pytest.MonkeyPatch) -> None:
+    """What task-runner workers started later inherit: the suite's directory first on both."""
+    _write(tmp_path / "sp_metrics.py", USER_MODULE.format(word="z"))
+    _write(tmp_path / "d.jsonl", '{"actual_output": "z"}\n')
+    suite = _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
+                                            "  - {metric: 'sp_metrics:ContainsWord'}\n")
+    isolated_imports.setenv("PYTHONPATH", "/elsewhere")
+    loaded = load_suite(suite)
+    assert type(loaded.metrics[0]).__module__ == "sp_metrics"
+    assert sys.path[0] == str(tmp_path.resolve())
+    assert os.environ["PYTHONPATH"] == os.pathsep.join([str(tmp_path.resolve()), "/elsewhere"])
+    load_suite(suite)  # a second load adds nothing
+    assert sys.path.count(str(tmp_path.resolve())) == 1
+    assert os.environ["PYTHONPATH"].split(os.pathsep).count(str(tmp_path.resolve())) == 1
