@@ -320,15 +320,17 @@ def _docstring_args(doc: str | None) -> dict[str, str]:
         start = next(i for i, line in enumerate(lines) if line.strip() == "Args:")
     except StopIteration:
         return described
-    current = None
+    current, indent = None, None
     for line in lines[start + 1:]:
-        if not line.strip() or not line.startswith(" "):
+        depth = len(line) - len(line.lstrip())
+        if not line.strip() or depth == 0:
             break
-        match = re.match(r"^ {2,8}(\w+)(?: \(.*?\))?: (.*)$", line)
-        if match and len(line) - len(line.lstrip()) <= 8 and (current is None or not line.startswith(" " * 9)):
+        indent = depth if indent is None else indent
+        match = re.match(r"(\w+)(?: \(.*?\))?: (.*)$", line.strip()) if depth == indent else None
+        if match:  # an entry: "name: description" at the section's indentation
             current = match.group(1)
             described[current] = match.group(2).strip()
-        elif current is not None:
+        elif current is not None:  # a continuation line, indented deeper
             described[current] += " " + line.strip()
     return described
 
