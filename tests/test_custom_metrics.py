@@ -171,6 +171,11 @@ def test_entry_point_metric_through_the_cli(tmp_path: Path, prefect_api_url: str
     assert "metrics[0]" in proc.stderr and "broken-metrics" in proc.stderr
     assert "ModuleNotFoundError: No module named 'no_such_dependency_xyz'" in proc.stderr
 
+    _write(suites / "nowhere.yaml", (suites / "suite.yaml").read_text().replace("acme-contains", "nowhere_q:X"))
+    proc = _cli(tmp_path, "run", "suites/nowhere.yaml", "--output-dir", "out3", api_url=prefect_api_url)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"module 'nowhere_q' not found (looked in the suite's directory {suites.resolve()}" in proc.stderr
+
 
 # -- resolution errors: located config problems ------------------------------------------------------------------
 
