@@ -76,7 +76,7 @@ class ContainsMetric(BaseMetric):
         unique: dict[str, str] = {}  # normalised keyword -> first spelling given
         for keyword in keywords:
             unique.setdefault(comparable(keyword, case_sensitive=case_sensitive), keyword)
-        self._needles = tuple(unique)
+        self._bits = tuple((needle, 1 << i) for i, needle in enumerate(unique))
         self._spellings = tuple(unique.values())
 
     def config(self) -> dict[str, Any]:
@@ -90,26 +90,30 @@ class ContainsMetric(BaseMetric):
         """Search each case's output for the keywords; no embeddings involved."""
         results: list[MetricResult] = []
         append, scored, name, threshold = results.append, MetricResult.scored, self.name, self.threshold
-        case_sensitive, needles = self.case_sensitive, self._needles
-        verdicts: dict[tuple[bool, ...], _Verdict] = {}  # which keywords were found -> verdict
+        case_sensitive, bits = self.case_sensitive, self._bits
+        verdicts: dict[int, _Verdict] = {}  # which keywords were found (a bit mask) -> verdict
         for case in cases:
             text = case.actual_output
             if not text.isascii():
                 text = comparable(text, case_sensitive=case_sensitive)
             elif not case_sensitive:
                 text = text.lower()  # ASCII: NFC is a no-op and case folding is lower()
-            key = tuple(map(text.__contains__, needles))
+            key = 0  # an int, not a tuple: nothing for the cyclic garbage collector to count per case
+            for needle, bit in bits:
+                if needle in text:
+                    key |= bit
             verdict = verdicts.get(key)
             if verdict is None:
                 verdict = verdicts[key] = self._verdict(key)
             append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
         return results
 
-    def _verdict(self, found_flags: tuple[bool, ...]) -> _Verdict:
-        """(score, reason, evaluation_log) when the keywords flagged True in ``found_flags`` were found."""
-        found = [k for k, hit in zip(self._spellings, found_flags) if hit]
-        missing = [k for k, hit in zip(self._spellings, found_flags) if not hit]
-        total = len(found_flags)
+    def _verdict(self, found_mask: int) -> _Verdict:
+        """(score, reason, evaluation_log) when keyword ``i`` (deduplicated order) was found iff bit ``i`` of
+        ``found_mask`` is set."""
+        found = [k for i, k in enumerate(self._spellings) if found_mask >> i & 1]
+        missing = [k for i, k in enumerate(self._spellings) if not found_mask >> i & 1]
+        total = len(self._spellings)
         if self.mode == "any":
             score = 1.0 if found else 0.0
         elif self.mode == "all":
