@@ -26,7 +26,17 @@ from evaltasks.errors import (
 )
 from evaltasks.evaluate import evaluate, evaluate_sync
 from evaltasks.index import ReferenceIndex
-from evaltasks.metrics import METRICS, BaseMetric, LengthCheckMetric, ReferenceMatchMetric
+from evaltasks.metrics import (
+    METRICS,
+    BaseMetric,
+    ContainsMetric,
+    EndsWithMetric,
+    ExactMatchMetric,
+    LengthCheckMetric,
+    NonEmptyMetric,
+    ReferenceMatchMetric,
+    StartsWithMetric,
+)
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
@@ -34,17 +44,22 @@ __all__ = [
     "METRICS",
     "BaseMetric",
     "ConfigError",
+    "ContainsMetric",
     "CredentialsError",
     "DatasetError",
+    "EndsWithMetric",
     "EvalTasksError",
     "EvalTestCase",
     "EvaluationResult",
+    "ExactMatchMetric",
     "InputError",
     "LengthCheckMetric",
     "MetricResult",
+    "NonEmptyMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
+    "StartsWithMetric",
     "TestCaseResult",
     "__version__",
     "evaluate",

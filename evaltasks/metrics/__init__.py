@@ -13,12 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.metrics.contains import ContainsMetric
+from evaltasks.metrics.ends_with import EndsWithMetric
+from evaltasks.metrics.exact_match import ExactMatchMetric
 from evaltasks.metrics.length_check import LengthCheckMetric
+from evaltasks.metrics.non_empty import NonEmptyMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
+from evaltasks.metrics.starts_with import StartsWithMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
     "ReferenceMatchMetric": ReferenceMatchMetric,
+    "ExactMatchMetric": ExactMatchMetric,
+    "ContainsMetric": ContainsMetric,
+    "StartsWithMetric": StartsWithMetric,
+    "EndsWithMetric": EndsWithMetric,
+    "NonEmptyMetric": NonEmptyMetric,
 }
 
 
@@ -132,4 +142,7 @@ def is_builtin(cls: type[BaseMetric]) -> bool:
     return any(cls is builtin for builtin in METRICS.values())
 
 
-__all__ = ["METRICS", "BaseMetric", "EmbeddingNeed", "LengthCheckMetric", "ReferenceMatchMetric", "get_metric_class"]
+__all__ = [
+    "METRICS", "BaseMetric", "ContainsMetric", "EmbeddingNeed", "EndsWithMetric", "ExactMatchMetric",
+    "LengthCheckMetric", "NonEmptyMetric", "ReferenceMatchMetric", "StartsWithMetric", "get_metric_class",
+]

@@ -77,6 +77,13 @@ def check_threshold(threshold: float) -> float:
     return float(threshold)
 
 
+def check_flag(label: str, value: bool) -> bool:
+    """Return ``value``. Raises ValueError unless it is a bool (``"false"`` or 0 are mistakes, not False)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{label} must be true or false, got {quote(value)}")
+    return value
+
+
 class BaseMetric(ABC):
     """Base class of every metric, evaltasks' own and a user's (README, "Your own metrics").
 

@@ -1,5 +1,12 @@
 """Alias module for ``eval_lib.metrics.deterministic_metrics``."""
 
+from evaltasks.metrics.contains import ContainsMetric
+from evaltasks.metrics.ends_with import EndsWithMetric
+from evaltasks.metrics.exact_match import ExactMatchMetric
 from evaltasks.metrics.length_check import LengthCheckMetric
+from evaltasks.metrics.non_empty import NonEmptyMetric
+from evaltasks.metrics.starts_with import StartsWithMetric
 
-__all__ = ["LengthCheckMetric"]
+__all__ = [
+    "ContainsMetric", "EndsWithMetric", "ExactMatchMetric", "LengthCheckMetric", "NonEmptyMetric", "StartsWithMetric",
+]

@@ -5,11 +5,15 @@
 - words: Unicode UAX #29 word segments (``regex``'s ``(?w)`` word boundaries) that contain at least one
   letter or digit (``\\p{L}``/``\\p{N}``); punctuation, dashes and spaces are not words, an apostrophe or a
   decimal point inside a word does not split it, and each CJK ideograph is its own word.
+
+Text comparison rules shared by the text-comparison metrics (:func:`comparable`): Unicode White_Space
+stripping, NFC normalisation and case folding.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import regex
 
@@ -61,3 +65,32 @@ def count_words(text: str) -> int:
 def words_exact(text: str) -> int:
     """The reference implementation of :func:`count_words` (segment by segment), for tests and checks."""
     return sum(1 for segment in _BOUNDARY.split(text) if _HAS_WORD_CHAR.search(segment))
+
+
+# Unicode's White_Space property (PropList.txt): what "strip" removes. Not str.strip()'s default set, which also
+# strips U+001C..U+001F (information separators, not White_Space); zero-width U+200B is not White_Space either.
+WHITE_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+_NFC = unicodedata.normalize
+
+
+def comparable(text: str, *, case_sensitive: bool = True, strip: bool = False) -> str:
+    """``text`` in the form the text-comparison metrics compare (ExactMatch, Contains, StartsWith, EndsWith).
+
+    Steps: strip leading and trailing Unicode White_Space (:data:`WHITE_SPACE`) when ``strip``; NFC
+    normalisation (a decomposed ``"e\\u0301"`` equals ``"\\xe9"``); when not ``case_sensitive``, Unicode full
+    case folding (``str.casefold``: ``"STRASSE"`` and ``"straße"`` both become ``"strasse"``) and NFC again
+    (folding can leave a non-NFC sequence). ASCII text takes a fast path with the same result (NFC is a no-op
+    on it and its case folding is ``str.lower``). Folding can change a string's length, so callers compare
+    folded strings and never slice the original by a folded length.
+
+    Source: the README's "Metrics and their exact rules" (text comparison).
+    """
+    if strip:
+        text = text.strip(WHITE_SPACE)
+    if text.isascii():
+        return text if case_sensitive else text.lower()
+    text = _NFC("NFC", text)
+    return text if case_sensitive else _NFC("NFC", text.casefold())
