@@ -26,7 +26,15 @@ from evaltasks.errors import (
 )
 from evaltasks.evaluate import evaluate, evaluate_sync
 from evaltasks.index import ReferenceIndex
-from evaltasks.metrics import METRICS, BaseMetric, LengthCheckMetric, ReferenceMatchMetric
+from evaltasks.metrics import (
+    METRICS,
+    BaseMetric,
+    FormatCheckMetric,
+    JsonSchemaMetric,
+    LengthCheckMetric,
+    ReferenceMatchMetric,
+    RegexMatchMetric,
+)
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
@@ -39,12 +47,15 @@ __all__ = [
     "EvalTasksError",
     "EvalTestCase",
     "EvaluationResult",
+    "FormatCheckMetric",
     "InputError",
+    "JsonSchemaMetric",
     "LengthCheckMetric",
     "MetricResult",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
+    "RegexMatchMetric",
     "TestCaseResult",
     "__version__",
     "evaluate",

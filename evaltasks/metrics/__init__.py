@@ -6,12 +6,18 @@ Adding a metric = one module in this package + one line in :data:`METRICS` + its
 from __future__ import annotations
 
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.metrics.format_check import FormatCheckMetric
+from evaltasks.metrics.json_schema import JsonSchemaMetric
 from evaltasks.metrics.length_check import LengthCheckMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
+from evaltasks.metrics.regex_match import RegexMatchMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
     "ReferenceMatchMetric": ReferenceMatchMetric,
+    "RegexMatchMetric": RegexMatchMetric,
+    "FormatCheckMetric": FormatCheckMetric,
+    "JsonSchemaMetric": JsonSchemaMetric,
 }
 
 
@@ -27,4 +33,7 @@ def get_metric_class(name: str) -> type[BaseMetric]:
         raise KeyError(f"unknown metric '{name}'{hint}; known metrics: {', '.join(METRICS)}") from None
 
 
-__all__ = ["METRICS", "BaseMetric", "EmbeddingNeed", "LengthCheckMetric", "ReferenceMatchMetric", "get_metric_class"]
+__all__ = [
+    "METRICS", "BaseMetric", "EmbeddingNeed", "FormatCheckMetric", "JsonSchemaMetric", "LengthCheckMetric",
+    "ReferenceMatchMetric", "RegexMatchMetric", "get_metric_class",
+]
