@@ -53,8 +53,8 @@ class JsonSchemaMetric(BaseMetric):
     """Score 1.0 when the output parses as JSON and ``schema`` accepts it, else 0.0.
 
     Rules: an output wrapped in one Markdown code fence is unwrapped first; the text is parsed by ``json``
-    (RFC 8259: ``NaN`` and ``Infinity``, which Python's parser accepts, are invalid; duplicate keys keep the
-    last value); it is validated by the ``jsonschema`` validator of the draft the schema's ``$schema`` names
+    (RFC 8259: ``NaN`` and ``Infinity``, which Python's parser accepts, are invalid, a bare one reported as
+    "Expecting value" at its first character; duplicate keys keep the last value); it is validated by the ``jsonschema`` validator of the draft the schema's ``$schema`` names
     (draft 2020-12 when it names none or one jsonschema does not know). ``format`` keywords are annotations, not
     assertions (no format checker, as in eval-ai-library and JSON Schema 2020-12's default): use
     :class:`~evaltasks.metrics.format_check.FormatCheckMetric` or ``pattern`` to check formats.
