@@ -16,6 +16,7 @@ from evaltasks import EvalTestCase, FormatCheckMetric, JsonSchemaMetric, RegexMa
 from evaltasks.errors import ConfigError
 from evaltasks.metrics import METRICS
 from evaltasks.suite import load_suite
+from conftest import subprocess_env
 
 RUNAWAY = r"(a|aa)+$"  # on "a" * n + "b": Fibonacci(n) ways to split the a's, all tried before failing
 RUNAWAY_TEXT = "a" * 100 + "b"  # ~10^20 steps: never finishes within any timeout a test would use
@@ -641,3 +642,35 @@ def test_through_evaluate_sync() -> None:
     assert result.test_results[1].metrics[3].reason == (
         "The output (inside the code fence) is JSON that does not match the schema (1 error): "
         "$.id: 7 is not of type 'string'.")
+
+
+def test_cli_run_through_prefect_scores_and_errors_per_case(tmp_path: Path, prefect_api_url: str) -> None:
+    """The three metrics in a real run (Prefect engine, reports): the runaway case is errored, the rest scored."""
+    rows = [{"id": "json", "actual_output": '```json\n{"id": "123e4567-e89b-12d3-a456-426614174000"}\n```'},
+            {"id": "uuid", "actual_output": "123e4567-e89b-12d3-a456-426614174000"},
+            {"id": "runaway", "actual_output": RUNAWAY_TEXT}]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        f"name: patterns\n{DATASET}metrics:\n"
+        f"  - metric: RegexMatchMetric\n    pattern: '{RUNAWAY}'\n    timeout_s: 0.05\n    threshold: 0.0\n"
+        "  - metric: FormatCheckMetric\n    format_type: uuid\n    threshold: 0.0\n"
+        "  - metric: JsonSchemaMetric\n    threshold: 0.0\n    schema:\n      type: object\n"
+        "      properties: {id: {type: string, format: uuid}}\n      required: [id]\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"], cwd=tmp_path,
+        env=subprocess_env(tmp_path / "prefect-home", prefect_api_url), capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr  # the errored case fails the gate
+    assert "Traceback" not in proc.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    table = {case["id"]: [(m["name"], m["status"], m["score"]) for m in case["metrics"]] for case in results["cases"]}
+    assert table == {
+        "json": [("RegexMatchMetric", "passed", 0.0), ("FormatCheckMetric", "passed", 0.0), ("JsonSchemaMetric", "passed", 1.0)],
+        "uuid": [("RegexMatchMetric", "passed", 0.0), ("FormatCheckMetric", "passed", 1.0), ("JsonSchemaMetric", "passed", 0.0)],
+        "runaway": [("RegexMatchMetric", "errored", None), ("FormatCheckMetric", "passed", 0.0),
+                    ("JsonSchemaMetric", "passed", 0.0)],
+    }
+    [runaway] = [c for c in results["cases"] if c["id"] == "runaway"]
+    assert "exceeded the timeout of 0.05 s" in runaway["metrics"][0]["error"]
