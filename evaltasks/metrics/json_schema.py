@@ -54,7 +54,8 @@ class JsonSchemaMetric(BaseMetric):
 
     Rules: an output wrapped in one Markdown code fence is unwrapped first; the text is parsed by ``json``
     (RFC 8259: ``NaN`` and ``Infinity``, which Python's parser accepts, are invalid, a bare one reported as
-    "Expecting value" at its first character; duplicate keys keep the last value); it is validated by the ``jsonschema`` validator of the draft the schema's ``$schema`` names
+    "Expecting value" at its first character; duplicate keys keep the last value); it is validated by the
+    ``jsonschema`` validator of the draft the schema's ``$schema`` names
     (draft 2020-12 when it names none or one jsonschema does not know). ``format`` keywords are annotations, not
     assertions (no format checker, as in eval-ai-library and JSON Schema 2020-12's default): use
     :class:`~evaltasks.metrics.format_check.FormatCheckMetric` or ``pattern`` to check formats.
@@ -79,7 +80,9 @@ class JsonSchemaMetric(BaseMetric):
 
     version: ClassVar[str] = "1"
 
-    def __init__(self, threshold: float = 1.0, schema: Mapping[str, Any] | None = None, *, name: str | None = None) -> None:
+    def __init__(
+        self, threshold: float = 1.0, schema: Mapping[str, Any] | None = None, *, name: str | None = None
+    ) -> None:
         super().__init__(threshold, name=name)
         if schema is None:
             raise TypeError("JsonSchemaMetric requires schema (a JSON Schema object)")
@@ -116,7 +119,8 @@ class JsonSchemaMetric(BaseMetric):
                 where = (text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos))
                 verdict = not_json.get(where)
                 if verdict is None:
-                    verdict = not_json[where] = self._not_json(f"Expecting value at line {where[0]}, column {where[1]}", False)
+                    problem = f"Expecting value at line {where[0]}, column {where[1]}"
+                    verdict = not_json[where] = self._not_json(problem, False)
                 append(scored(name, 0.0, threshold, verdict[0], verdict[1]))
                 continue
             append(self._score(text))

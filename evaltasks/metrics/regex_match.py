@@ -104,7 +104,8 @@ class RegexMatchMetric(BaseMetric):
     ) -> list[MetricResult]:
         """Match each case's output; a case whose match exceeds ``timeout_s`` is ``errored``, the rest scored."""
         results: list[MetricResult] = []
-        append, scored, name, threshold, timeout = results.append, MetricResult.scored, self.name, self.threshold, self.timeout_s
+        append, scored, name, threshold = results.append, MetricResult.scored, self.name, self.threshold
+        timeout = self.timeout_s
         find = self._compiled.fullmatch if self.full_match else self._compiled.search
         no_reason, no_log = self._verdict(None)
         verdicts: dict[str, tuple[str, dict[str, Any]]] = {}  # matched text -> (reason, log), shared by cases
