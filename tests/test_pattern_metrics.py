@@ -30,6 +30,17 @@ def scores(metric, outputs: list[str]) -> list[float | None]:
     return [r.score for r in metric.score_batch([EvalTestCase(actual_output=o) for o in outputs])]
 
 
+@pytest.mark.parametrize("module", ["evaltasks", "evaltasks.metrics", "evaltasks.deterministic_metrics",
+                                    "evaltasks.metrics.deterministic_metrics"])
+def test_eval_lib_import_paths(module: str) -> None:
+    import importlib
+
+    imported = importlib.import_module(module)
+    assert (imported.RegexMatchMetric, imported.FormatCheckMetric, imported.JsonSchemaMetric) == (
+        RegexMatchMetric, FormatCheckMetric, JsonSchemaMetric)
+    assert {"RegexMatchMetric", "FormatCheckMetric", "JsonSchemaMetric"} <= set(imported.__all__)
+
+
 # == RegexMatchMetric =====================================================================================
 def test_regex_defaults_follow_the_docs_page() -> None:
     metric = RegexMatchMetric(pattern="x")
@@ -465,6 +476,7 @@ def test_json_one_code_fence_is_removed(output: str) -> None:
         '```json\n{"age": 3}\n```\n```json\n{"age": 4}\n```',  # two fences
         '```json {"age": 3}```',  # the fence's content must start on its own line
         '``json\n{"age": 3}\n``',
+        '\u00a0```json\n{"age": 3}\n```',  # a no-break space is not JSON whitespace
     ],
 )
 def test_json_other_wrappings_are_not_json(output: str) -> None:

@@ -43,9 +43,9 @@ _decode = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 def unfence(text: str) -> tuple[str, bool]:
     """(the JSON text, whether it was fenced): ``text`` without ONE surrounding Markdown code fence
-    (```` ```json ```` or ```` ``` ````, any language tag, the fence on its own lines, whitespace around it),
-    else ``text`` unchanged."""
-    found = _FENCE.fullmatch(text.strip())
+    (```` ```json ```` or ```` ``` ````, any language tag, the fence on its own lines, JSON whitespace around it:
+    spaces, tabs, newlines), else ``text`` unchanged."""
+    found = _FENCE.fullmatch(text.strip(_JSON_SPACE))
     return (found.group(1), True) if found else (text, False)
 
 
@@ -129,7 +129,7 @@ class JsonSchemaMetric(BaseMetric):
     def _score(self, text: str) -> MetricResult:
         """The result of one output that may be JSON (the slow path: unfence, parse, validate)."""
         name, threshold = self.name, self.threshold
-        document, fenced = unfence(text) if text.lstrip()[:1] == "`" else (text, False)
+        document, fenced = unfence(text) if text.lstrip(_JSON_SPACE)[:1] == "`" else (text, False)
         try:
             data = _decode(document)
         except json.JSONDecodeError as exc:
