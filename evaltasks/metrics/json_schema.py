@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.validators import validator_for
-from referencing.exceptions import Unresolvable
+from referencing.exceptions import Unresolvable  # jsonschema's $ref resolver (its dependency since 4.18)
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import bounded, quote
