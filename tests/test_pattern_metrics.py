@@ -558,6 +558,21 @@ def test_json_schema_is_copied() -> None:
     assert scores(metric, ["{}"]) == [1.0]
 
 
+@pytest.mark.parametrize("metric", [
+    RegexMatchMetric(pattern=r"\d+", full_match=True, timeout_s=0.5),
+    FormatCheckMetric(format_type="phone"),
+    JsonSchemaMetric(schema={"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "required": ["a"]}),
+], ids=["regex", "format", "json"])
+def test_metrics_survive_pickling(metric) -> None:
+    # task runners such as prefect-dask pickle the metric into their workers
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(metric))
+    assert copy.cache_key() == metric.cache_key()
+    outputs = ['{"a": 1}', "12", "+1 (555) 123-4567", "{}"]
+    assert scores(copy, outputs) == scores(metric, outputs)
+
+
 def test_json_too_deep_or_unresolvable_ref_errors_that_case_only() -> None:
     metric = JsonSchemaMetric(schema={"type": "array"})
     results = metric.score_batch([EvalTestCase(actual_output=o) for o in ["[" * 100_000 + "]" * 100_000, "[]"]])

@@ -97,6 +97,16 @@ class JsonSchemaMetric(BaseMetric):
         self.schema = schema
         self._validator = cls(schema)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The pickled state: the validator is left out (jsonschema's ``$ref`` registry holds local functions,
+        which ``pickle`` refuses) and rebuilt from ``schema`` on unpickling, e.g. in a Dask worker."""
+        return {k: v for k, v in vars(self).items() if k != "_validator"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled metric and rebuild its validator (the schema was checked when it was built)."""
+        vars(self).update(state)
+        self._validator = validator_for(self.schema, default=Draft202012Validator)(self.schema)
+
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, schema)."""
         return {"threshold": self.threshold, "name": self.name, "schema": self.schema}
