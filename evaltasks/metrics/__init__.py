@@ -16,10 +16,13 @@ from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.contains import ContainsMetric
 from evaltasks.metrics.ends_with import EndsWithMetric
 from evaltasks.metrics.exact_match import ExactMatchMetric
+from evaltasks.metrics.format_check import FormatCheckMetric
+from evaltasks.metrics.json_schema import JsonSchemaMetric
 from evaltasks.metrics.length_check import LengthCheckMetric
 from evaltasks.metrics.non_empty import NonEmptyMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
 from evaltasks.metrics.starts_with import StartsWithMetric
+from evaltasks.metrics.regex_match import RegexMatchMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
@@ -29,6 +32,9 @@ METRICS: dict[str, type[BaseMetric]] = {
     "StartsWithMetric": StartsWithMetric,
     "EndsWithMetric": EndsWithMetric,
     "NonEmptyMetric": NonEmptyMetric,
+    "RegexMatchMetric": RegexMatchMetric,
+    "FormatCheckMetric": FormatCheckMetric,
+    "JsonSchemaMetric": JsonSchemaMetric,
 }
 
 
@@ -143,6 +149,5 @@ def is_builtin(cls: type[BaseMetric]) -> bool:
 
 
 __all__ = [
-    "METRICS", "BaseMetric", "ContainsMetric", "EmbeddingNeed", "EndsWithMetric", "ExactMatchMetric",
-    "LengthCheckMetric", "NonEmptyMetric", "ReferenceMatchMetric", "StartsWithMetric", "get_metric_class",
+    "METRICS", "BaseMetric", "EmbeddingNeed", "get_metric_class", *METRICS,
 ]
