@@ -26,7 +26,14 @@ from evaltasks.errors import (
 )
 from evaltasks.evaluate import evaluate, evaluate_sync
 from evaltasks.index import ReferenceIndex
-from evaltasks.metrics import METRICS, BaseMetric, LengthCheckMetric, ReferenceMatchMetric
+from evaltasks.metrics import (
+    METRICS,
+    BaseMetric,
+    LengthCheckMetric,
+    ReferenceMatchMetric,
+    RestrictedRefusalMetric,
+    ToolCorrectnessMetric,
+)
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
@@ -45,7 +52,9 @@ __all__ = [
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
+    "RestrictedRefusalMetric",
     "TestCaseResult",
+    "ToolCorrectnessMetric",
     "__version__",
     "evaluate",
     "evaluate_sync",

@@ -8,10 +8,14 @@ from __future__ import annotations
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.length_check import LengthCheckMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
+from evaltasks.metrics.restricted_refusal import RestrictedRefusalMetric
+from evaltasks.metrics.tool_correctness import ToolCorrectnessMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
     "ReferenceMatchMetric": ReferenceMatchMetric,
+    "RestrictedRefusalMetric": RestrictedRefusalMetric,
+    "ToolCorrectnessMetric": ToolCorrectnessMetric,
 }
 
 
@@ -27,4 +31,7 @@ def get_metric_class(name: str) -> type[BaseMetric]:
         raise KeyError(f"unknown metric '{name}'{hint}; known metrics: {', '.join(METRICS)}") from None
 
 
-__all__ = ["METRICS", "BaseMetric", "EmbeddingNeed", "LengthCheckMetric", "ReferenceMatchMetric", "get_metric_class"]
+__all__ = [
+    "METRICS", "BaseMetric", "EmbeddingNeed", "LengthCheckMetric", "ReferenceMatchMetric", "RestrictedRefusalMetric",
+    "ToolCorrectnessMetric", "get_metric_class",
+]
