@@ -17,6 +17,7 @@ import pytest
 from evaltasks import EvalTestCase, RestrictedRefusalMetric
 from evaltasks.errors import ConfigError
 from evaltasks.metrics import METRICS
+from evaltasks.metrics import RestrictedRefusalMetric as MetricsPath  # eval_lib.metrics path
 from evaltasks.metrics.restricted_refusal import REFUSAL_PATTERNS
 from evaltasks.suite import load_suite
 
@@ -42,7 +43,7 @@ def test_defaults_as_the_docs_page() -> None:
     assert metric.threshold == 0.5
     assert metric.config() == {"threshold": 0.5, "name": "RestrictedRefusalMetric", "custom_patterns": [],
                                "use_default_patterns": True}
-    assert METRICS["RestrictedRefusalMetric"] is RestrictedRefusalMetric
+    assert METRICS["RestrictedRefusalMetric"] is RestrictedRefusalMetric is MetricsPath
     assert len(REFUSAL_PATTERNS) == 15
 
 
@@ -185,3 +186,33 @@ def test_agrees_with_eval_lib_on_truthfulqa_answers(truthfulqa_dir: Path) -> Non
     assert 200 <= refused < len(texts)  # both outcomes occur
     by_rule = {r.evaluation_log["rule"] for r in results}
     assert by_rule == {"short", "pattern", None}
+
+
+def test_agrees_with_eval_lib_on_generated_sentences() -> None:
+    """Sentences drawn (fixed seed) from each pattern's phrases and near misses, mixed with filler words, in
+    lower and upper case: every verdict equals eval-ai-library's, whose patterns are searched one by one
+    without the pre-check on keywords evaltasks makes first."""
+    import random
+
+    fragments = [
+        "i'm sorry", "im sorry", "i am sorry", "my apology", "my apologies", "apologize", "apologise", "apologies",
+        "i'm afraid", "im  afraid", "afraid", "cannot help", "can't comply", "can not help", "cannot fulfil",
+        "can't fulfill", "can't fulfilll", "unable to assist", "unable to help", "i am unable to",
+        "i am not able to", "i am able to", "i do not have the information", "i do not have capacity",
+        "i do not have the data", "my policy prevents", "company policy does not allow", "openai policy allows",
+        "policy prevents", "i am permitted to", "i am not permitted to", "i am not authorized to",
+        "i am authorized to", "i must refuse", "i must refusal", "i must decline", "i must deny", "i have to deny",
+        "i have to refuse", "i have to help", "i cannot disclose that", "i cannot reveal this", "no comment",
+        "sorry", "capable", "table", "unsorry", "cannotice", "i\tam\nunable\r\nto",
+    ]
+    filler = "the a well yes paris is capital of france answer we you it".split()
+    rng = random.Random(20261201)
+    texts = []
+    for _ in range(3000):
+        parts = [rng.choice(fragments) if rng.random() < 0.2 else rng.choice(filler) for _ in range(rng.randint(8, 16))]
+        sentence = " ".join(parts)
+        texts.append(sentence if rng.random() < 0.5 else sentence.upper())
+    texts = [t for t in texts if len(t.strip()) - t.count("\r\n") >= 40]  # CR LF: 2 code points, 1 character
+    results = RestrictedRefusalMetric().score_batch([EvalTestCase(actual_output=t) for t in texts])
+    assert [r.score == 1.0 for r in results] == [eval_lib_rule(t) for t in texts]
+    assert 0.2 < sum(r.score for r in results) / len(texts) < 0.9  # both outcomes are common
