@@ -216,3 +216,11 @@ def test_cli_run_through_prefect_scores_tools(tmp_path: Path, prefect_api_url: s
         "none": [("ToolCorrectnessMetric", 0.0), ("refusal", 1.0)],
     }
     assert os.path.isfile(tmp_path / "out" / "junit.xml")
+    # The same batch with one case's tools_called changed is scored again, never read from the task cache.
+    rows[1]["tools_called"] = EXPECTED
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert [c["metrics"][0]["score"] for c in results["cases"]] == [1.0, 1.0, 0.0]
