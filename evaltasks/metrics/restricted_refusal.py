@@ -61,8 +61,9 @@ _Verdict = tuple[float, str, dict[str, Any]]
 
 
 def fold(text: str) -> str:
-    """``text`` as the patterns read it: NFC, Unicode case folding (``str.casefold``), ’ (U+2019) as '."""
-    return unicodedata.normalize("NFC", text).casefold().translate(_APOSTROPHES)
+    """``text`` as the patterns read it: NFC, Unicode full case folding (``str.casefold``) then NFC again
+    (folding can decompose: ``"ǰ"`` folds to ``"j\u030c"``), ’ (U+2019) as '."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold()).translate(_APOSTROPHES)
 
 
 def parse_phrases(custom_patterns: str | Iterable[str] | None) -> list[str]:
@@ -177,7 +178,7 @@ class RestrictedRefusalMetric(BaseMetric):
                 stripped = text.strip()
                 length = count_chars(stripped)
                 if length >= short:
-                    text = text.casefold().translate(translate)
+                    text = normalize("NFC", text.casefold()).translate(translate)
             if length < short:
                 verdict = by_length.get(length)
                 if verdict is None:
