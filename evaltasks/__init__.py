@@ -38,13 +38,14 @@ from evaltasks.metrics import (
     NonEmptyMetric,
     ReferenceMatchMetric,
     RegexMatchMetric,
+    RestrictedRefusalMetric,
     StartsWithMetric,
+    ToolCorrectnessMetric,
 )
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
 __all__ = [
-    "METRICS",
     "BaseMetric",
     "ConfigError",
     "ContainsMetric",
@@ -59,14 +60,17 @@ __all__ = [
     "InputError",
     "JsonSchemaMetric",
     "LengthCheckMetric",
+    "METRICS",
     "MetricResult",
     "NonEmptyMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
-    "StartsWithMetric",
     "RegexMatchMetric",
+    "RestrictedRefusalMetric",
+    "StartsWithMetric",
     "TestCaseResult",
+    "ToolCorrectnessMetric",
     "__version__",
     "evaluate",
     "evaluate_sync",

@@ -4,8 +4,9 @@ Locations: CSV and JSONL rows are named by their 1-based physical line (``line 5
 several lines is named by its first), JSON and YAML items by their 0-based index in the top-level list
 (``item 3``). Every bad row is collected (the first 20 are shown) before anything is scored.
 
-List fields (``references``): a JSON/YAML list of strings; or a string split on ``list_separator`` (items
-stripped, empties dropped); or, in a CSV without ``list_separator``, a cell holding a JSON array.
+List fields (``references``, ``context``, ``retrieval_context``, ``tools_called``, ``expected_tools``): a
+JSON/YAML list of strings; or a string split on ``list_separator`` (items stripped, empties dropped); or, in a
+CSV without ``list_separator``, a cell holding a JSON array.
 
 What is rejected (exit 2 in the CLI), beyond wrong types: text that is not UTF-8 (a UTF-16 byte-order mark,
 a NUL byte), a string holding an unpaired surrogate (``"\\ud800"`` in JSON: not Unicode, it could not be
@@ -33,6 +34,8 @@ from evaltasks.test_case import EvalTestCase, assign_ids
 
 _MISSING = object()
 STRING_FIELDS = ("input", "expected_output")
+# Test-case fields holding a list of strings, each parsed as ``references`` always was (module docstring).
+LIST_FIELDS = ("references", "context", "retrieval_context", "tools_called", "expected_tools")
 MAX_PROBLEMS = 1000  # collected; the error shows the first 20
 _SURROGATE_ESCAPE = re.compile(r"\\[uU]0*[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -285,7 +288,7 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
                 break
         case_fields: dict[str, Any] = {}
         row_ok = True
-        for name in ("actual_output", "input", "expected_output", "references", "id"):
+        for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, "id"):
             column = explicit.get(name) or (name if name in row else None)
             value = row.get(column, _MISSING) if column else _MISSING
             if name == "actual_output":
@@ -305,7 +308,7 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
                     case_fields[name] = value
             elif value is _MISSING or value is None:
                 continue
-            elif name == "references":
+            elif name in LIST_FIELDS:
                 items = _as_list(value, spec.list_separator, suffix == ".csv")
                 if isinstance(items, str):
                     problems.append(Problem(source, where, column, items))

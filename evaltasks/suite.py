@@ -226,6 +226,10 @@ class FieldMap(BaseModel):
     input: str | None = None
     expected_output: str | None = None
     references: str | None = None
+    context: str | None = None
+    retrieval_context: str | None = None
+    tools_called: str | None = None
+    expected_tools: str | None = None
     id: str | None = Field(default=None, description="Column with the case id; default: hash of the input.")
 
 

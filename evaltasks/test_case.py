@@ -15,6 +15,11 @@ class EvalTestCase(BaseModel):
         name: an identifier for reports; datasets fill it with the row id.
         references: reference texts for :class:`~evaltasks.ReferenceMatchMetric` when the metric has none of
             its own; ``None`` means "no references".
+        context: background texts the answer should rest on (deepeval and eval-ai-library docs style), if any.
+        retrieval_context: the texts a retriever returned for ``input`` (eval_lib's field), if any.
+        tools_called: names of the tools the agent called, in call order (eval_lib's field), if any.
+        expected_tools: names of the tools the agent should have called, in order (eval_lib's field); required
+            by :class:`~evaltasks.ToolCorrectnessMetric`, where ``[]`` means "no tool expected".
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -24,6 +29,10 @@ class EvalTestCase(BaseModel):
     expected_output: str | None = None
     name: str | None = None
     references: list[str] | None = Field(default=None)
+    context: list[str] | None = None
+    retrieval_context: list[str] | None = None
+    tools_called: list[str] | None = None
+    expected_tools: list[str] | None = None
 
 
 def assign_ids(cases: list[EvalTestCase], explicit: list[str | None] | None = None) -> list[str]:

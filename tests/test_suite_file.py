@@ -47,7 +47,7 @@ def test_quickstart_suite_loads() -> None:
     assert suite.dataset.path == "answers.jsonl"
     assert suite.dataset.fields.model_dump() == {
         "actual_output": "answer", "input": "question", "expected_output": None, "references": "references",
-        "id": "id",
+        "context": None, "retrieval_context": None, "tools_called": None, "expected_tools": None, "id": "id",
     }
     assert suite.gate.min_pass_rate == 0.7
     assert loaded.path == QUICKSTART.resolve()

@@ -21,8 +21,10 @@ from evaltasks.metrics.json_schema import JsonSchemaMetric
 from evaltasks.metrics.length_check import LengthCheckMetric
 from evaltasks.metrics.non_empty import NonEmptyMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
-from evaltasks.metrics.starts_with import StartsWithMetric
 from evaltasks.metrics.regex_match import RegexMatchMetric
+from evaltasks.metrics.restricted_refusal import RestrictedRefusalMetric
+from evaltasks.metrics.starts_with import StartsWithMetric
+from evaltasks.metrics.tool_correctness import ToolCorrectnessMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
@@ -35,6 +37,8 @@ METRICS: dict[str, type[BaseMetric]] = {
     "RegexMatchMetric": RegexMatchMetric,
     "FormatCheckMetric": FormatCheckMetric,
     "JsonSchemaMetric": JsonSchemaMetric,
+    "RestrictedRefusalMetric": RestrictedRefusalMetric,
+    "ToolCorrectnessMetric": ToolCorrectnessMetric,
 }
 
 
