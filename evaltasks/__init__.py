@@ -27,6 +27,7 @@ from evaltasks.errors import (
 from evaltasks.evaluate import evaluate, evaluate_sync
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics import METRICS, BaseMetric, LengthCheckMetric, ReferenceMatchMetric
+from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
@@ -45,6 +46,7 @@ __all__ = [
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
+    "SemanticSimilarityMetric",
     "TestCaseResult",
     "__version__",
     "evaluate",

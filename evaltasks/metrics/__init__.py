@@ -8,10 +8,12 @@ from __future__ import annotations
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.length_check import LengthCheckMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
+from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
     "ReferenceMatchMetric": ReferenceMatchMetric,
+    "SemanticSimilarityMetric": SemanticSimilarityMetric,
 }
 
 
@@ -28,3 +30,4 @@ def get_metric_class(name: str) -> type[BaseMetric]:
 
 
 __all__ = ["METRICS", "BaseMetric", "EmbeddingNeed", "LengthCheckMetric", "ReferenceMatchMetric", "get_metric_class"]
+__all__ += ["SemanticSimilarityMetric"]
