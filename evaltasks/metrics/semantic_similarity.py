@@ -98,18 +98,15 @@ class SemanticSimilarityMetric(EmbeddingMetric):
             out_rows = table.indices(cases[i].actual_output for i in scored)
             exp_rows = table.indices(cases[i].expected_output for i in scored)  # type: ignore[misc]
             sims = clamp_similarities(np.einsum("ij,ij->i", table.vectors[out_rows], table.vectors[exp_rows]))
-            costs = table.costs[out_rows] + table.costs[exp_rows]
-            truncated = table.truncated
-            scores = sims.astype(np.float64).tolist()
-            for j, i in enumerate(scored):
-                score = scores[j]
-                log = {
-                    "cosine_similarity": round(score, 6), "provider": provider, "model": model,
-                    "output_truncated": bool(truncated[out_rows[j]]),
-                    "expected_output_truncated": bool(truncated[exp_rows[j]]),
-                }
+            costs = (table.costs[out_rows] + table.costs[exp_rows]).tolist()
+            out_cut, exp_cut = table.truncated[out_rows].tolist(), table.truncated[exp_rows].tolist()
+            scored_result = MetricResult.scored
+            for i, score, cost, out_flag, exp_flag in zip(scored, sims.astype(np.float64).tolist(), costs, out_cut,
+                                                          exp_cut):
+                log = {"cosine_similarity": round(score, 6), "provider": provider, "model": model,
+                       "output_truncated": out_flag, "expected_output_truncated": exp_flag}
                 reason = f"Cosine similarity {score:.4f} of the output with the expected output; threshold {threshold}."
-                results[i] = MetricResult.scored(name, score, threshold, reason, log, evaluation_cost=float(costs[j]))
+                results[i] = scored_result(name, score, threshold, reason, log, cost)
         for i, case in enumerate(cases):
             if results[i] is None:
                 results[i] = self._empty(case, provider, model)
