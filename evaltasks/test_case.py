@@ -11,7 +11,7 @@ class EvalTestCase(BaseModel):
     Attributes:
         actual_output: the text the model produced (required, a string; may be empty).
         input: the prompt or question, if any.
-        expected_output: an expected answer, if any (not used by the current metrics).
+        expected_output: the expected answer, if any, for metrics that compare the output with it.
         name: an identifier for reports; datasets fill it with the row id.
         references: reference texts for :class:`~evaltasks.ReferenceMatchMetric` when the metric has none of
             its own; ``None`` means "no references".
