@@ -42,6 +42,8 @@ from evaltasks.metrics import (
     StartsWithMetric,
     ToolCorrectnessMetric,
 )
+from evaltasks.metrics import METRICS, BaseMetric, LengthCheckMetric, ReferenceMatchMetric
+from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
@@ -68,6 +70,7 @@ __all__ = [
     "ReferenceMatchMetric",
     "RegexMatchMetric",
     "RestrictedRefusalMetric",
+    "SemanticSimilarityMetric",
     "StartsWithMetric",
     "TestCaseResult",
     "ToolCorrectnessMetric",

@@ -11,7 +11,8 @@ class EvalTestCase(BaseModel):
     Attributes:
         actual_output: the text the model produced (required, a string; may be empty).
         input: the prompt or question, if any.
-        expected_output: an expected answer, if any (:class:`~evaltasks.ExactMatchMetric` requires it).
+        expected_output: the expected answer, if any: ExactMatchMetric and SemanticSimilarityMetric compare the
+            output with it (and require it).
         name: an identifier for reports; datasets fill it with the row id.
         references: reference texts for :class:`~evaltasks.ReferenceMatchMetric` when the metric has none of
             its own; ``None`` means "no references".

@@ -23,6 +23,7 @@ from evaltasks.metrics.non_empty import NonEmptyMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
 from evaltasks.metrics.regex_match import RegexMatchMetric
 from evaltasks.metrics.restricted_refusal import RestrictedRefusalMetric
+from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
 from evaltasks.metrics.starts_with import StartsWithMetric
 from evaltasks.metrics.tool_correctness import ToolCorrectnessMetric
 
@@ -39,6 +40,7 @@ METRICS: dict[str, type[BaseMetric]] = {
     "JsonSchemaMetric": JsonSchemaMetric,
     "RestrictedRefusalMetric": RestrictedRefusalMetric,
     "ToolCorrectnessMetric": ToolCorrectnessMetric,
+    "SemanticSimilarityMetric": SemanticSimilarityMetric,
 }
 
 

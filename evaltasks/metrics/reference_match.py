@@ -13,9 +13,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from evaltasks.embeddings import DEFAULT_MODELS, PROVIDERS, EmbeddingProvider, VectorTable, get_provider
+from evaltasks.embeddings import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.metrics.base import EmbeddingNeed
+from evaltasks.metrics.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.reference_search import ReferenceSearch, build_search, get_search, search_key
 from evaltasks.reference_sets import ReferenceSet
 from evaltasks.results import MetricResult
@@ -26,7 +27,7 @@ MAX_LOGGED_SIMILARITIES = 100  # above this many references the log keeps the to
 TOP_SIMILARITIES = 10
 
 
-class ReferenceMatchMetric(BaseMetric):
+class ReferenceMatchMetric(EmbeddingMetric):
     """Embedding similarity between ``actual_output`` and a list of references, aggregated by max or mean.
 
     score = aggregate_i( clamp(cos(e(output), e(reference_i)), 0, 1) ), with unit-norm embeddings ``e``
@@ -70,11 +71,9 @@ class ReferenceMatchMetric(BaseMetric):
         reference_set: ReferenceSet | None = None,
         name: str | None = None,
     ) -> None:
-        super().__init__(threshold, name=name)
+        super().__init__(threshold, embedding_provider, model_name, provider_options, name=name)
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {list(AGGREGATIONS)}, got {quote(aggregation)}")
-        if embedding_provider not in PROVIDERS:
-            raise ValueError(f"embedding_provider must be one of {sorted(PROVIDERS)}, got {quote(embedding_provider)}")
         if references is not None:
             if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
                 raise ValueError("references must be a list of strings")
@@ -87,30 +86,15 @@ class ReferenceMatchMetric(BaseMetric):
                 raise ValueError(f"reference_set must be a ReferenceSet, got {type(reference_set).__name__}")
             if references is not None:
                 raise ValueError("give either references or reference_set, not both")
-        if model_name is not None and (not isinstance(model_name, str) or not model_name.strip()):
-            raise ValueError(f"model_name must be a non-empty string, got {quote(model_name)}")
         self.references = list(references) if references is not None else None
         self.reference_set = reference_set
         self.aggregation = aggregation
-        self.embedding_provider = embedding_provider
-        self.model_name = model_name or DEFAULT_MODELS[embedding_provider]
-        if provider_options is not None and not isinstance(provider_options, dict):
-            raise ValueError(f"provider_options must be a mapping, got {type(provider_options).__name__}")
-        self.provider_options: dict[str, Any] = dict(provider_options or {})
-
-    @property
-    def provider(self) -> EmbeddingProvider:
-        """The shared embedding provider. Raises CredentialsError when credentials are missing, ValueError
-        (TypeError for unknown names) when ``provider_options`` are invalid."""
-        return get_provider(self.embedding_provider, self.model_name, **self.provider_options)
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, references, aggregation, embedding_provider, model_name)."""
         return {
             "threshold": self.threshold, "name": self.name, "references": self.references,
-            "aggregation": self.aggregation,
-            "embedding_provider": self.embedding_provider, "model_name": self.model_name,
-            "provider_options": {k: v for k, v in sorted(self.provider_options.items()) if k != "api_key"},
+            "aggregation": self.aggregation, **self.provider_config(),
             **({"reference_set": {"name": self.reference_set.name, "sha256": self.reference_set.sha256,
                                   "count": len(self.reference_set), "search": self.reference_set.search.label()}}
                if self.reference_set is not None else {}),
@@ -137,11 +121,6 @@ class ReferenceMatchMetric(BaseMetric):
         if empty:
             return [("references", f"item(s) {empty} are empty strings")]
         return []
-
-    @property
-    def embedding_namespace(self) -> str:
-        """The namespace of this metric's provider and model."""
-        return self.provider.namespace
 
     def embedding_texts(self, case: EvalTestCase) -> tuple[list[str], list[str]]:
         """The case's references and its output (neither when the output is empty or whitespace only).
@@ -177,12 +156,7 @@ class ReferenceMatchMetric(BaseMetric):
         return search
 
     def _embed_directly(self, cases: Sequence[EvalTestCase]) -> dict[str, VectorTable]:
-        needs: dict[str, EmbeddingNeed] = {}
-        self.add_embedding_needs(cases, needs)
-        tables = {}
-        for namespace, need in needs.items():
-            texts = list(dict.fromkeys([*need.references, *need.outputs]))
-            tables[namespace] = need.share_costs(VectorTable.from_batch(texts, need.provider.embed_batch(texts)))
+        tables = super()._embed_directly(cases)
         self.prepare_search(tables[self.embedding_namespace], None, len(cases))
         return tables
 
@@ -209,8 +183,7 @@ class ReferenceMatchMetric(BaseMetric):
             assert table is not None
             ref_rows = table.indices(refs)
             out_row = table.indices([case.actual_output])[0]
-            sims = table.vectors[ref_rows] @ table.vectors[out_row]
-            np.clip(sims, 0.0, 1.0, out=sims)
+            sims = clamp_similarities(table.vectors[ref_rows] @ table.vectors[out_row])
             score = float(reduce(sims))
             best = int(np.argmax(sims))
             if len(refs) <= MAX_LOGGED_SIMILARITIES:
@@ -247,7 +220,7 @@ class ReferenceMatchMetric(BaseMetric):
             out_rows = table.indices(cases[i].actual_output for i in scored)
             queries = table.vectors[out_rows]
             top_sims, top_idx = search.top_k(queries, TOP_SIMILARITIES)
-            np.clip(top_sims, 0.0, 1.0, out=top_sims)
+            clamp_similarities(top_sims)
             scores = top_sims[:, 0].astype(np.float64) if self.aggregation == "max" else search.clamped_mean(queries)
             for j, i in enumerate(scored):
                 log = self._set_log(len(search))
