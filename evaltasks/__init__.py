@@ -26,7 +26,7 @@ from evaltasks.errors import (
 )
 from evaltasks.evaluate import evaluate, evaluate_sync
 from evaltasks.index import ReferenceIndex
-from evaltasks.metrics import METRICS, BaseMetric, LengthCheckMetric, ReferenceMatchMetric
+from evaltasks.metrics import METRICS, BaseMetric, LanguageDetectionMetric, LengthCheckMetric, ReferenceMatchMetric
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
@@ -40,6 +40,7 @@ __all__ = [
     "EvalTestCase",
     "EvaluationResult",
     "InputError",
+    "LanguageDetectionMetric",
     "LengthCheckMetric",
     "MetricResult",
     "ProviderError",

@@ -6,11 +6,13 @@ Adding a metric = one module in this package + one line in :data:`METRICS` + its
 from __future__ import annotations
 
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.metrics.language_detection import LanguageDetectionMetric
 from evaltasks.metrics.length_check import LengthCheckMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
+    "LanguageDetectionMetric": LanguageDetectionMetric,
     "ReferenceMatchMetric": ReferenceMatchMetric,
 }
 
@@ -27,4 +29,4 @@ def get_metric_class(name: str) -> type[BaseMetric]:
         raise KeyError(f"unknown metric '{name}'{hint}; known metrics: {', '.join(METRICS)}") from None
 
 
-__all__ = ["METRICS", "BaseMetric", "EmbeddingNeed", "LengthCheckMetric", "ReferenceMatchMetric", "get_metric_class"]
+__all__ = ["METRICS", "BaseMetric", "EmbeddingNeed", "LanguageDetectionMetric", "LengthCheckMetric", "ReferenceMatchMetric", "get_metric_class"]
