@@ -260,3 +260,19 @@ def test_suite_config_error_names_the_entry_and_argument(tmp_path: Path) -> None
                     "    expected_language: fr\n    min_confidence: 0.8\n", encoding="utf-8")
     [metric] = load_suite(path).metrics
     assert (metric.expected_language, metric.min_confidence) == ("fr", 0.8)
+
+
+def test_line_predictor_binding_and_wrapper_agree() -> None:
+    from evaltasks.metrics.language_detection import line_predictor
+
+    model = load_model()
+
+    class WrapperOnly:  # fastText's documented predict() without the C++ binding behind it
+        def predict(self, text: str, k: int = 1):
+            return model.predict(text, k)
+
+    fast, documented = line_predictor(model), line_predictor(WrapperOnly())
+    for text, _ in KNOWN:
+        [(p1, l1)] = fast(text + "\n")
+        [(p2, l2)] = documented(text + "\n")
+        assert (l1, p1) == (l2, p2)
