@@ -276,3 +276,27 @@ def test_line_predictor_binding_and_wrapper_agree() -> None:
         [(p1, l1)] = fast(text + "\n")
         [(p2, l2)] = documented(text + "\n")
         assert (l1, p1) == (l2, p2)
+
+
+def test_flow_scores_and_reports_undecided_outputs(prefect_harness, tmp_path: Path) -> None:
+    from evaltasks.flows.evaluate_suite import evaluate_suite
+
+    rows = [("fr-1", "Le chat dort sur le canapé depuis ce matin."), ("en-1", "The cat has been asleep all morning."),
+            ("digits", "12345"), ("short", "Oui")]
+    (tmp_path / "d.jsonl").write_text(
+        "".join(json.dumps({"id": i, "actual_output": t}) + "\n" for i, t in rows), encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: lang\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LanguageDetectionMetric\n"
+        "    expected_language: fr\n", encoding="utf-8")
+    state = evaluate_suite(suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"),
+                           index_dir=str(tmp_path / "index"), cache=False, return_state=True)
+    assert state.is_completed(), state
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    by_id = {case["id"]: case["metrics"][0] for case in results["cases"]}
+    assert {i: m["score"] for i, m in by_id.items()} == {"fr-1": 1.0, "en-1": 0.0, "digits": 0.0, "short": 0.0}
+    assert (by_id["en-1"]["evaluation_log"]["detected"], by_id["en-1"]["evaluation_log"]["decided"]) == ("en", True)
+    for undecided in ("digits", "short"):
+        log = by_id[undecided]["evaluation_log"]
+        assert (log["detected"], log["decided"], log["expected"]) == (None, False, "fr")
+        assert by_id[undecided]["reason"].startswith("Language undecided")
+    assert results["summary"]["passed_cases"] == 1
