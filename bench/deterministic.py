@@ -114,8 +114,23 @@ def phase(metrics: list[Any], batches: list[list[Any]]) -> dict[str, Any]:
     return {"total": sum(seconds.values()), "per_metric": seconds, "other_cores": other}
 
 
-def measure(cases: int, repeat: int) -> dict[str, Any]:
-    """Run the interleaved repetitions; returns the raw and summarised figures."""
+def wait_quiet(max_cores: float, max_wait: float) -> float:
+    """Wait until other processes use at most ``max_cores`` (sampled over 2 s) or ``max_wait`` seconds pass;
+    the seconds waited."""
+    start = time.perf_counter()
+    while True:
+        busy0 = busy_seconds()
+        time.sleep(2.0)
+        if (busy_seconds() - busy0) / 2.0 <= max_cores or time.perf_counter() - start > max_wait:
+            return time.perf_counter() - start
+
+
+def measure(cases: int, repeat: int, quiet_cores: float = 0.0, quiet_max_wait: float = 300.0) -> dict[str, Any]:
+    """Run the interleaved repetitions; returns the raw and summarised figures.
+
+    ``quiet_cores`` > 0: before each phase, wait (at most ``quiet_max_wait`` s) until other processes use at most
+    that many cores.
+    """
     from evaltasks.flows.evaluate_suite import auto_batch_size
 
     all_cases = build_cases(cases)
@@ -131,6 +146,8 @@ def measure(cases: int, repeat: int) -> dict[str, Any]:
     for rep in range(repeat):
         order = ("alone", "together") if rep % 2 == 0 else ("together", "alone")
         for which in order:
+            if quiet_cores > 0:
+                wait_quiet(quiet_cores, quiet_max_wait)
             if which == "alone":
                 alone.append(phase([baseline], batches))
             else:
@@ -196,13 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, help="number of cases (default 100,000; --quick: 10,000)")
     parser.add_argument("--repeat", type=int, help="interleaved repetitions (default 5; --quick: 3)")
     parser.add_argument("--quick", action="store_true", help="10,000 cases, 3 repetitions, writes no document")
+    parser.add_argument("--quiet-cores", type=float, default=0.0,
+                        help="before each phase, wait until other processes use at most this many cores (0: no wait)")
+    parser.add_argument("--quiet-max-wait-s", type=float, default=300.0)
     parser.add_argument("--out", type=Path, help="document to rewrite (default docs/performance.md)")
     args = parser.parse_args(argv)
     cases = args.cases or (10_000 if args.quick else 100_000)
     repeat = args.repeat or (3 if args.quick else 5)
     if cases < 1 or repeat < 1:
         parser.error("--cases and --repeat must be at least 1")
-    res = measure(cases, repeat)
+    res = measure(cases, repeat, args.quiet_cores, args.quiet_max_wait_s)
     section = render(res)
     print(section)
     if not args.quick:

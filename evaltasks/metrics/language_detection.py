@@ -209,20 +209,19 @@ class LanguageDetectionMetric(BaseMetric):
             append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
         return results
 
-    def _detector(self) -> Any:
-        """A function output -> (score, reason, evaluation_log) applying this metric's rule (module docstring).
+    def _detector(self) -> Callable[[str], tuple[float, str, dict[str, Any]]]:
+        """A function output -> (score, reason, evaluation_log) applying this metric's rule (class docstring).
 
-        Reasons are built once per detected code; identical outputs share one log dict (the caller memoises).
+        A reason is built once per detected label; identical outputs share one log dict (the caller memoises).
         """
         predict = line_predictor(load_model())
-        expected, min_confidence, codes, has_letter = (
-            self.expected_language, self.min_confidence, DETECTED_CODE, _HAS_LETTER)
+        expected, min_confidence, has_letter = self.expected_language, self.min_confidence, _HAS_LETTER
         no_letter = (
             f"Language undecided: the output holds no letter; expected: {expected}.")
         ambiguous = (
             f"Language undecided: the top language's confidence is below min_confidence {min_confidence:g} "
             f"(too short or ambiguous); expected: {expected}.")
-        reasons: dict[str, str] = {}
+        by_label: dict[str, tuple[str, float, str]] = {}  # "__label__en" -> (code, score, reason)
 
         def detect(text: str) -> tuple[float, str, dict[str, Any]]:
             if not has_letter(text):
@@ -236,15 +235,16 @@ class LanguageDetectionMetric(BaseMetric):
                 [(probability, label)] = predict(text + "\n")
             except TypeError:  # a lone surrogate (not UTF-8 encodable): replaced by "?" as the encoder would
                 [(probability, label)] = predict(text.encode("utf-8", "replace").decode("utf-8") + "\n")
-            confidence = round(min(probability, 1.0), 4)
+            confidence = round(probability, 4) if probability < 1.0 else 1.0
             if confidence < min_confidence:
                 return 0.0, ambiguous, {"detected": None, "confidence": confidence, "expected": expected,
                                         "decided": False}
-            code = codes.get(label[9:], label[9:])  # "__label__en" -> "en"
-            reason = reasons.get(code)
-            if reason is None:
-                reason = reasons[code] = f"Detected language: {code}, expected: {expected}."
-            return (1.0 if code == expected else 0.0), reason, {
-                "detected": code, "confidence": confidence, "expected": expected, "decided": True}
+            verdict = by_label.get(label)
+            if verdict is None:
+                code = DETECTED_CODE.get(label[9:], label[9:])  # "__label__en" -> "en"
+                verdict = by_label[label] = (
+                    code, 1.0 if code == expected else 0.0, f"Detected language: {code}, expected: {expected}.")
+            return verdict[1], verdict[2], {
+                "detected": verdict[0], "confidence": confidence, "expected": expected, "decided": True}
 
         return detect
