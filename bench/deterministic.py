@@ -6,7 +6,7 @@ davinci answers (``davinci_answers.csv``, looked up beside the checkout as the o
 ``best_answer``), and rewrites the section ``## Deterministic metrics`` of ``docs/performance.md`` (only that
 section)::
 
-    .venv/bin/python bench/deterministic.py            # 100,000 cases, 5 repetitions: a few minutes
+    .venv/bin/python bench/deterministic.py            # 100,000 cases, 5 repetitions: ~1 min idle
     .venv/bin/python bench/deterministic.py --quick    # 10,000 cases, 3 repetitions; writes no document
 
 (a) ``LengthCheckMetric`` alone and (b) all ten deterministic metrics (LengthCheck, ExactMatch, Contains,
@@ -42,6 +42,7 @@ DATA = ROOT.parent / "shared" / "data" / "truthfulqa" / "davinci_answers.csv"
 HEADING = "## Deterministic metrics"
 BASELINE = "LengthCheckMetric"
 TARGET_RATIO = 3.0
+CONTENDED_CORES = 0.25  # a phase during which other processes used more is "disturbed"
 
 #: (registry name, constructor arguments): realistic parameters for TruthfulQA answers, named as on each
 #: metric's eval-ai-library documentation page.
@@ -125,11 +126,14 @@ def wait_quiet(max_cores: float, max_wait: float) -> float:
             return time.perf_counter() - start
 
 
-def measure(cases: int, repeat: int, quiet_cores: float = 0.0, quiet_max_wait: float = 300.0) -> dict[str, Any]:
+def measure(
+    cases: int, repeat: int, quiet_cores: float = 0.0, quiet_max_wait: float = 300.0, retries: int = 0
+) -> dict[str, Any]:
     """Run the interleaved repetitions; returns the raw and summarised figures.
 
     ``quiet_cores`` > 0: before each phase, wait (at most ``quiet_max_wait`` s) until other processes use at most
-    that many cores.
+    that many cores. ``retries``: measure a repetition again (up to that many times) when other processes used
+    more than :data:`CONTENDED_CORES` during one of its phases; the least disturbed attempt is kept.
     """
     from evaltasks.flows.evaluate_suite import auto_batch_size
 
@@ -145,13 +149,23 @@ def measure(cases: int, repeat: int, quiet_cores: float = 0.0, quiet_max_wait: f
     alone, together = [], []
     for rep in range(repeat):
         order = ("alone", "together") if rep % 2 == 0 else ("together", "alone")
-        for which in order:
-            if quiet_cores > 0:
-                wait_quiet(quiet_cores, quiet_max_wait)
-            if which == "alone":
-                alone.append(phase([baseline], batches))
-            else:
-                together.append(phase(metrics, batches))
+        best: dict[str, Any] | None = None
+        for attempt in range(retries + 1):  # a repetition other processes disturbed is measured again
+            got: dict[str, Any] = {}
+            for which in order:
+                if quiet_cores > 0:
+                    wait_quiet(quiet_cores, quiet_max_wait)
+                got[which] = phase([baseline] if which == "alone" else metrics, batches)
+            got["other"] = max(got["alone"]["other_cores"], got["together"]["other_cores"])
+            if best is None or got["other"] < best["other"]:
+                best = got
+            if got["other"] <= CONTENDED_CORES:
+                break
+            if attempt < retries:
+                print(f"repetition {rep + 1}: other processes used {got['other']:.2f} cores, measuring again",
+                      flush=True)
+        alone.append(best["alone"])
+        together.append(best["together"])
         ratio = together[-1]["total"] / alone[-1]["total"]
         print(f"repetition {rep + 1}/{repeat}: LengthCheck alone {alone[-1]['total']:.2f} s, all "
               f"{len(metrics)} {together[-1]['total']:.2f} s, ratio {ratio:.2f}", flush=True)
@@ -160,7 +174,7 @@ def measure(cases: int, repeat: int, quiet_cores: float = 0.0, quiet_max_wait: f
         "cases": cases, "repeat": repeat, "batch_size": size, "metrics": [
             {"name": m.name, "class": type(m).__name__, "config": m.config(),
              "seconds": statistics.median(t["per_metric"][m.name] for t in together)} for m in metrics],
-        "missing": missing,
+        "missing": missing, "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "alone_s": statistics.median(a["total"] for a in alone),
         "together_s": statistics.median(t["total"] for t in together),
         "ratio": statistics.median(ratios), "ratios": ratios,
@@ -185,12 +199,15 @@ def render(res: dict[str, Any]) -> str:
     verdict = "within" if res["ratio"] <= TARGET_RATIO else "**over**"
     lines = [
         HEADING, "",
-        f"All ten deterministic metrics scoring the same {n:,} distinct outputs, against LengthCheck alone, in one "
-        f"process (`bench/deterministic.py`; {res['repeat']} interleaved repetitions, medians; batches of "
-        f"{res['batch_size']:,} cases as the flow uses; `score_batch` time only). Data: the 817 TruthfulQA davinci "
-        "answers, each copy suffixed ` [copy K]` so no output repeats, `expected_output` = the best answer.", "",
+        f"Measured {res['date']} by `bench/deterministic.py`: all ten deterministic metrics scoring the same {n:,} "
+        f"distinct outputs, against LengthCheck alone, in one process ({res['repeat']} interleaved repetitions, "
+        f"medians; batches of {res['batch_size']:,} cases as the flow uses; `score_batch` time only). Data: the 817 "
+        "TruthfulQA davinci answers, each copy suffixed ` [copy K]` so no output repeats, `expected_output` = the "
+        "best answer.", "",
         f"- LengthCheck alone: {res['alone_s']:.2f} s ({res['alone_s'] * us:.1f} µs per case)",
-        f"- all {len(res['metrics'])} together: {res['together_s']:.2f} s ({res['together_s'] * us:.1f} µs per case)",
+        f"- all {len(res['metrics'])} available metrics together"
+        f"{'' if len(res['metrics']) == len(METRIC_SPECS) else f' ({len(METRIC_SPECS)} when all are registered)'}: "
+        f"{res['together_s']:.2f} s ({res['together_s'] * us:.1f} µs per case)",
         f"- ratio (median of the per-repetition ratios): **{res['ratio']:.2f}**, {verdict} the target of "
         f"{TARGET_RATIO:g} (per repetition: {', '.join(f'{r:.2f}' for r in res['ratios'])})", "",
         "| Metric | parameters | median s | µs per case | share |",
@@ -201,9 +218,13 @@ def render(res: dict[str, Any]) -> str:
         lines.append(f"| {m['class']} | `{params}` | {m['seconds']:.2f} | {m['seconds'] * us:.1f} | "
                      f"{m['seconds'] / res['together_s']:.0%} |")
     if res["missing"]:
-        lines += ["", "Not measured (" + "; ".join(f"{name}: {why}" for name, why in res["missing"]) + ")."]
+        lines += ["", "Not measured: " + "; ".join(f"{name} ({why})" for name, why in res["missing"]) + "."]
     lines += ["", f"Machine: {res['machine']}; other processes used at most {res['other_cores_max']:.2f} cores "
-              "during a phase. Versions: " + ", ".join(f"{k} {v}" for k, v in res["versions"].items()) + ".", ""]
+              "during a phase. Versions: " + ", ".join(f"{k} {v}" for k, v in res["versions"].items()) + "."]
+    if res["other_cores_max"] > 0.25:
+        lines += ["", "**Disturbed run**: other processes shared the cores, so the absolute times are too high (the "
+                  "interleaved ratio less so); measure again on an idle machine (`--quiet-cores 0.25 --retries 2`)."]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -216,13 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet-cores", type=float, default=0.0,
                         help="before each phase, wait until other processes use at most this many cores (0: no wait)")
     parser.add_argument("--quiet-max-wait-s", type=float, default=300.0)
+    parser.add_argument("--retries", type=int, default=0,
+                        help=f"measure a repetition again (up to this many times) when other processes used more "
+                             f"than {CONTENDED_CORES} cores during one of its phases")
     parser.add_argument("--out", type=Path, help="document to rewrite (default docs/performance.md)")
     args = parser.parse_args(argv)
     cases = args.cases or (10_000 if args.quick else 100_000)
     repeat = args.repeat or (3 if args.quick else 5)
     if cases < 1 or repeat < 1:
         parser.error("--cases and --repeat must be at least 1")
-    res = measure(cases, repeat, args.quiet_cores, args.quiet_max_wait_s)
+    res = measure(cases, repeat, args.quiet_cores, args.quiet_max_wait_s, args.retries)
     section = render(res)
     print(section)
     if not args.quick:
