@@ -88,7 +88,7 @@ def build_metrics() -> tuple[list[Any], list[tuple[str, str]]]:
     for name, kwargs in METRIC_SPECS:
         cls = METRICS.get(name)
         if cls is None:
-            missing.append((name, "not yet available (not registered)"))
+            missing.append((name, "not yet available"))
             continue
         try:
             metrics.append(cls(**kwargs))
@@ -217,8 +217,12 @@ def render(res: dict[str, Any]) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in m["config"].items() if k not in ("name", "threshold"))
         lines.append(f"| {m['class']} | `{params}` | {m['seconds']:.2f} | {m['seconds'] * us:.1f} | "
                      f"{m['seconds'] / res['together_s']:.0%} |")
-    if res["missing"]:
-        lines += ["", "Not measured: " + "; ".join(f"{name} ({why})" for name, why in res["missing"]) + "."]
+    by_reason: dict[str, list[str]] = {}
+    for name, why in res["missing"]:
+        by_reason.setdefault(why, []).append(name)
+    if by_reason:
+        lines += ["", "Not measured: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items())
+                  + "."]
     lines += ["", f"Machine: {res['machine']}; other processes used at most {res['other_cores_max']:.2f} cores "
               "during a phase. Versions: " + ", ".join(f"{k} {v}" for k, v in res["versions"].items()) + "."]
     if res["other_cores_max"] > 0.25:
