@@ -44,6 +44,7 @@ from evaltasks.metrics import (
 )
 from evaltasks.metrics import METRICS, BaseMetric, LengthCheckMetric, ReferenceMatchMetric
 from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
+from evaltasks.metrics import METRICS, BaseMetric, LanguageDetectionMetric, LengthCheckMetric, ReferenceMatchMetric
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
@@ -61,6 +62,7 @@ __all__ = [
     "FormatCheckMetric",
     "InputError",
     "JsonSchemaMetric",
+    "LanguageDetectionMetric",
     "LengthCheckMetric",
     "METRICS",
     "MetricResult",

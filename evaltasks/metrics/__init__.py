@@ -18,6 +18,7 @@ from evaltasks.metrics.ends_with import EndsWithMetric
 from evaltasks.metrics.exact_match import ExactMatchMetric
 from evaltasks.metrics.format_check import FormatCheckMetric
 from evaltasks.metrics.json_schema import JsonSchemaMetric
+from evaltasks.metrics.language_detection import LanguageDetectionMetric
 from evaltasks.metrics.length_check import LengthCheckMetric
 from evaltasks.metrics.non_empty import NonEmptyMetric
 from evaltasks.metrics.reference_match import ReferenceMatchMetric
@@ -29,6 +30,7 @@ from evaltasks.metrics.tool_correctness import ToolCorrectnessMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
+    "LanguageDetectionMetric": LanguageDetectionMetric,
     "ReferenceMatchMetric": ReferenceMatchMetric,
     "ExactMatchMetric": ExactMatchMetric,
     "ContainsMetric": ContainsMetric,
