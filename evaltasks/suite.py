@@ -382,7 +382,7 @@ def metric_arguments_schema(cls: type[BaseMetric]) -> dict[str, Any]:
 
 
 def _metric_spec_schema(schema: dict[str, Any]) -> None:
-    """MetricSpec's JSON Schema: a union keyed on ``metric`` (README, "Suite file schema").
+    """MetricSpec's JSON Schema: a union keyed on ``metric`` (README, "Suite file").
 
     One ``oneOf`` branch per built-in metric (its own arguments, from :func:`metric_arguments_schema`), one per
     entry point installed where the schema is generated (its class's arguments, or any when it fails to load),
