@@ -102,28 +102,32 @@ class RegexMatchMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Match each case's output; a case whose match exceeds ``timeout_s`` is ``errored``, the rest scored."""
+        """Match each case's output; a case whose match exceeds ``timeout_s`` is ``errored``, the rest scored.
+        The cases without a match, and those with the same matched text, share one (immutable) result object."""
         results: list[MetricResult] = []
         append, scored, name, threshold = results.append, MetricResult.scored, self.name, self.threshold
         timeout = self.timeout_s
         find = self._compiled.fullmatch if self.full_match else self._compiled.search
-        no_reason, no_log = self._verdict(None)
-        verdicts: dict[str, tuple[str, dict[str, Any]]] = {}  # matched text -> (reason, log), shared by cases
+        no_match = scored(name, 0.0, threshold, *self._verdict(None))
+        timed_out: MetricResult | None = None
+        shared: dict[str, MetricResult] = {}  # matched text -> result
         for case in cases:
             try:
                 # positional (string, pos, endpos, concurrent, partial, timeout): keywords cost ~0.3 us a call
                 found = find(case.actual_output, None, None, None, False, timeout)
             except TimeoutError:
-                append(MetricResult.errored(name, threshold, self._timeout_message()))
+                if timed_out is None:
+                    timed_out = MetricResult.errored(name, threshold, self._timeout_message())
+                append(timed_out)
                 continue
             if found is None:
-                append(scored(name, 0.0, threshold, no_reason, no_log))
+                append(no_match)
                 continue
             value = found.group()
-            verdict = verdicts.get(value)
-            if verdict is None:
-                verdict = verdicts[value] = self._verdict(value)
-            append(scored(name, 1.0, threshold, verdict[0], verdict[1]))
+            result = shared.get(value)
+            if result is None:
+                result = shared[value] = scored(name, 1.0, threshold, *self._verdict(value))
+            append(result)
         return results
 
     def _timeout_message(self) -> str:
