@@ -287,9 +287,9 @@ def test_reports_with_errored_and_skipped_results(tmp_path: Path) -> None:
 
 
 def test_results_shared_between_cases_are_immutable_and_serialise_identically(tmp_path: Path) -> None:
-    """Deterministic metrics hand one result object to every case with the same verdict (README, "Metrics and
-    their exact rules"; MetricResult's docstring): it cannot be changed through one case, and results.json
-    writes it in full for each case."""
+    """Deterministic metrics hand one result object to every case with the same verdict (README, "Python API";
+    MetricResult's docstring): it cannot be changed through one case, and results.json writes it in full for
+    each case."""
     import pydantic
 
     from evaltasks import EvalTestCase
