@@ -85,7 +85,8 @@ class ExactMatchMetric(BaseMetric):
             if actual == expected:
                 matched = True
             elif actual.isascii() and expected.isascii():  # NFC is a no-op on ASCII, case folding is lower()
-                matched = not case_sensitive and actual.lower() == expected.lower()
+                # lower() keeps an ASCII string's length: different lengths never match
+                matched = not case_sensitive and len(actual) == len(expected) and actual.lower() == expected.lower()
             else:
                 matched = (comparable(actual, case_sensitive=case_sensitive)
                            == comparable(expected, case_sensitive=case_sensitive))
