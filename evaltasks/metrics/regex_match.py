@@ -136,6 +136,9 @@ class RegexMatchMetric(BaseMetric):
     parameters (eval-ai-library documents none): use inline flags, e.g. ``(?i)`` for case-insensitive.
     ``full_match=False`` (default) searches for the pattern anywhere in the output (``search``);
     ``full_match=True`` requires the whole output to match (``fullmatch``). The output is not stripped.
+    An output on which the match provably ends within ~1 % of ``timeout_s`` (:func:`clock_free_length`, e.g.
+    ``\\b\\d{4}\\b`` on up to ~140,000 characters) is matched without the timeout's clock: same result, no clock
+    reads.
 
     Args:
         threshold: minimum passing score, default 1.0.
@@ -144,9 +147,7 @@ class RegexMatchMetric(BaseMetric):
         timeout_s: seconds one match may run (default 1.0, > 0); a pattern that backtracks catastrophically on
             an output (e.g. ``(a|aa)+$`` on ``"a" * 60 + "b"``) is stopped there and that case is ``errored``,
             while the other cases are scored. None: no limit (about 1.2 us per case faster: the engine reads no
-            clock), for trusted patterns only. An output on which the match provably ends within ~1 % of
-            ``timeout_s`` (:func:`clock_free_length`: e.g. ``\\b\\d{4}\\b`` up to ~140,000 characters) is matched
-            without the clock too: same result, no reads.
+            clock), for trusted patterns only.
         name: the name in results (default ``"RegexMatchMetric"``).
 
     Raises:
