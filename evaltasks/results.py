@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -64,7 +64,14 @@ class MetricResult(BaseModel):
         evaluation_log: the measured details (metric-specific keys).
         status: ``passed``, ``failed``, ``errored`` or ``skipped``.
         error: why the metric errored, when it did.
+
+    Results are immutable (a frozen model: assigning an attribute raises ``pydantic.ValidationError``), so a
+    metric may hand out one result object for every case with the same verdict (most built-in deterministic
+    metrics do, per batch): never mutate a result or its ``evaluation_log``; build a new one instead
+    (``model_copy(update=...)``: a shallow copy, so pass a new ``evaluation_log`` dict to change the log).
     """
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     score: float | None

@@ -15,6 +15,7 @@ import pytest
 from evaltasks import EvalTestCase, FormatCheckMetric, JsonSchemaMetric, RegexMatchMetric, evaluate_sync
 from evaltasks.errors import ConfigError
 from evaltasks.metrics import METRICS
+from evaltasks.metrics.regex_match import clock_free_length
 from evaltasks.suite import load_suite
 from conftest import subprocess_env
 
@@ -151,6 +152,44 @@ def test_regex_no_timeout_still_matches() -> None:
     metric = RegexMatchMetric(pattern=r"\d+", timeout_s=None)
     assert metric.config()["timeout_s"] is None
     assert scores(metric, ["a1", "b"]) == [1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "at_1s", "at_50ms"),
+    [
+        # (n + 1) start positions x 1 path x 7 steps (\b, 4 digits + the repeat, \b) <= 10^6 x timeout_s
+        (r"\b\d{4}\b", 142_856, 7_141),
+        (r"yes|no", 124_999, 6_249),  # 2 paths of 4 steps
+        (r"\d+x", 99, 35),  # n + 1 paths of up to n + 2 steps: cubic, so short outputs only
+        (r"(?:ab)*c", 78, 28),
+        # not provable: every match keeps its clock
+        (RUNAWAY, -1, -1),  # a repeat of an alternative
+        (r"(a+)+b", -1, -1), (r"(\w+\s?)*$", -1, -1), (r"(a*)*", -1, -1),  # repeats of repeats
+        (r"(a)\1", -1, -1), (r"(?=a)b", -1, -1), (r"(?>a+)b", -1, -1), (r"a++b", -1, -1),
+        (r"(?:foo){e<=1}", -1, -1),  # the regex package's fuzzy matching: the standard library reads braces
+        (r"\p{L}+", -1, -1),  # regex-only syntax
+    ],
+)
+def test_regex_clock_free_length_proves_only_bounded_patterns(pattern: str, at_1s: int, at_50ms: int) -> None:
+    assert (clock_free_length(pattern, 1.0), clock_free_length(pattern, 0.05)) == (at_1s, at_50ms)
+    assert RegexMatchMetric(pattern=pattern)._clock_free == at_1s
+    assert RegexMatchMetric(pattern=pattern, timeout_s=None)._clock_free == -1  # no clock anyway
+
+
+def test_regex_results_are_the_same_with_and_without_the_clock() -> None:
+    """Outputs within and beyond the clock-free length give what a metric without any timeout gives."""
+    texts = ["In 1999 it was.", "1999", "no year", "", "x" * 200 + " 2024 " + "y" * 200, "ab" * 80 + "c",
+             "1" * 150 + "x", "12345", "yes", "maybe no"]
+    for pattern in (r"\b\d{4}\b", r"\d+x", r"(?:ab)*c", r"yes|no"):
+        for full_match in (False, True):
+            cases = [EvalTestCase(actual_output=t) for t in texts]
+            clocked = RegexMatchMetric(pattern=pattern, full_match=full_match)
+            assert 0 < clocked._clock_free < max(map(len, texts)) or pattern in (r"\b\d{4}\b", r"yes|no")
+            plain = RegexMatchMetric(pattern=pattern, full_match=full_match, timeout_s=None)
+            assert [r.model_dump() for r in clocked.score_batch(cases)] == [
+                r.model_dump() for r in plain.score_batch(cases)]
+    assert [r.score for r in RegexMatchMetric(pattern=r"\d+x").score_batch(
+        [EvalTestCase(actual_output=t) for t in ("1" * 50 + "x", "1" * 150 + "x", "1" * 150)])] == [1.0, 1.0, 0.0]
 
 
 def test_regex_verdicts_are_shared_between_equal_matches() -> None:

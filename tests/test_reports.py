@@ -286,6 +286,46 @@ def test_reports_with_errored_and_skipped_results(tmp_path: Path) -> None:
     assert "| N | n/a | 0.00% | 0.5 | 0 | 0 | 1 | 2 |" in md
 
 
+def test_results_shared_between_cases_are_immutable_and_serialise_identically(tmp_path: Path) -> None:
+    """Deterministic metrics hand one result object to every case with the same verdict (README, "Python API";
+    MetricResult's docstring): it cannot be changed through one case, and results.json writes it in full for
+    each case."""
+    import pydantic
+
+    from evaltasks import EvalTestCase
+    from evaltasks.metrics import ContainsMetric, LengthCheckMetric, NonEmptyMetric, StartsWithMetric
+
+    outputs = ["No, never.", "Yes, it is.", "No, never.", "  ", "Yes, it is."]
+    metrics = [NonEmptyMetric(), ContainsMetric(keywords=["never"]), StartsWithMetric(prefix="Yes"),
+               LengthCheckMetric(max_length=10)]
+    result = evaluate_sync([EvalTestCase(actual_output=o, input=f"q{i}") for i, o in enumerate(outputs)], metrics,
+                           ids=[f"c{i}" for i in range(len(outputs))])
+    by_case = [case.metrics for case in result.test_results]
+    # cases 0 and 2, 1 and 4 have the same output: every metric gave them the very same object
+    for a, b in ((0, 2), (1, 4)):
+        assert all(x is y for x, y in zip(by_case[a], by_case[b]))
+    shared = by_case[0][0]  # NonEmpty's "non-empty" verdict, shared by cases 0, 1, 2 and 4
+    assert all(by_case[i][0] is shared for i in (1, 2, 4)) and by_case[3][0] is not shared
+    for field, value in (("score", 0.0), ("reason", "changed"), ("status", "failed"), ("evaluation_log", {})):
+        with pytest.raises(pydantic.ValidationError, match="frozen"):
+            setattr(shared, field, value)
+    assert (shared.score, shared.status, shared.reason, shared.evaluation_log) == (
+        1.0, "passed", "Output is non-empty.", {"non_empty": True})
+
+    paths = write_reports(tmp_path, result, {"schema_version": 1, "suite": "s"}, passed=False, min_pass_rate=1.0)
+    data = json.loads(paths["results.json"].read_text(encoding="utf-8"))
+    written = {c["id"]: c["metrics"] for c in data["cases"]}
+    assert [written[f"c{i}"][0] for i in (0, 1, 2, 4)] == [{
+        "name": "NonEmptyMetric", "score": 1.0, "threshold": 1.0, "success": True, "reason": "Output is non-empty.",
+        "evaluation_cost": 0.0, "evaluation_log": {"non_empty": True}, "status": "passed", "error": None,
+    }] * 4
+    assert written["c3"][0]["score"] == 0.0 and written["c3"][0]["evaluation_log"] == {"non_empty": False}
+    assert written["c0"] == written["c2"] and written["c1"] == written["c4"]
+    assert written["c0"][1]["evaluation_log"] == {"found": ["never"], "missing": [], "mode": "any"}
+    assert written["c1"][1]["evaluation_log"] == {"found": [], "missing": ["never"], "mode": "any"}
+    assert written["c1"][3]["evaluation_log"] == {"length": 11, "unit": "chars", "min_length": 0, "max_length": 10}
+
+
 # --- the console summary table -------------------------------------------------------------------------------
 
 def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> None:

@@ -87,11 +87,12 @@ class ContainsMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Search each case's output for the keywords; no embeddings involved."""
+        """Search each case's output for the keywords; no embeddings involved. The cases that found the same
+        keywords share one (immutable) result object."""
         results: list[MetricResult] = []
         append, scored, name, threshold = results.append, MetricResult.scored, self.name, self.threshold
         case_sensitive, bits = self.case_sensitive, self._bits
-        verdicts: dict[int, _Verdict] = {}  # which keywords were found (a bit mask) -> verdict
+        shared: dict[int, MetricResult] = {}  # which keywords were found (a bit mask) -> result
         for case in cases:
             text = case.actual_output
             if not text.isascii():
@@ -102,10 +103,11 @@ class ContainsMetric(BaseMetric):
             for needle, bit in bits:
                 if needle in text:
                     key |= bit
-            verdict = verdicts.get(key)
-            if verdict is None:
-                verdict = verdicts[key] = self._verdict(key)
-            append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
+            result = shared.get(key)
+            if result is None:
+                verdict = self._verdict(key)
+                result = shared[key] = scored(name, verdict[0], threshold, verdict[1], verdict[2])
+            append(result)
         return results
 
     def _verdict(self, found_mask: int) -> _Verdict:

@@ -72,11 +72,12 @@ class ExactMatchMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Compare each case's output with its expected output; no embeddings involved."""
+        """Compare each case's output with its expected output; no embeddings involved. The cases of one
+        verdict share one (immutable) result object."""
         results: list[MetricResult] = []
         append, scored, name, threshold = results.append, MetricResult.scored, self.name, self.threshold
         case_sensitive, strip, white_space = self.case_sensitive, self.strip_whitespace, WHITE_SPACE
-        hit, miss = self._verdicts[True], self._verdicts[False]
+        hit, miss = (scored(name, v[0], threshold, v[1], v[2]) for v in (self._verdicts[True], self._verdicts[False]))
         for case in cases:
             actual, expected = case.actual_output, case.expected_output
             if strip:
@@ -84,10 +85,10 @@ class ExactMatchMetric(BaseMetric):
             if actual == expected:
                 matched = True
             elif actual.isascii() and expected.isascii():  # NFC is a no-op on ASCII, case folding is lower()
-                matched = not case_sensitive and actual.lower() == expected.lower()
+                # lower() keeps an ASCII string's length: different lengths never match
+                matched = not case_sensitive and len(actual) == len(expected) and actual.lower() == expected.lower()
             else:
                 matched = (comparable(actual, case_sensitive=case_sensitive)
                            == comparable(expected, case_sensitive=case_sensitive))
-            verdict = hit if matched else miss
-            append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
+            append(hit if matched else miss)
         return results

@@ -201,18 +201,20 @@ class FormatCheckMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Check each case's stripped output; no embeddings involved."""
+        """Check each case's stripped output; no embeddings involved. The cases of one verdict (valid, or the
+        same failure) share one (immutable) result object."""
         results: list[MetricResult] = []
         append, scored, name, threshold = results.append, MetricResult.scored, self.name, self.threshold
         check = FORMATS[self.format_type][1]
-        verdicts: dict[str | None, tuple[float, str, dict[str, Any]]] = {}  # failure -> verdict, shared by cases
+        shared: dict[str | None, MetricResult] = {}  # failure (None: valid) -> result, shared by cases
         for case in cases:
             text = case.actual_output.strip()
             failure = check(text) if text else "is empty"
-            verdict = verdicts.get(failure)
-            if verdict is None:
-                verdict = verdicts[failure] = self._verdict(failure)
-            append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
+            result = shared.get(failure)
+            if result is None:
+                verdict = self._verdict(failure)
+                result = shared[failure] = scored(name, verdict[0], threshold, verdict[1], verdict[2])
+            append(result)
         return results
 
     def _verdict(self, failure: str | None) -> tuple[float, str, dict[str, Any]]:

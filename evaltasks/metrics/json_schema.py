@@ -114,11 +114,13 @@ class JsonSchemaMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Parse and validate each case's output; no embeddings involved."""
+        """Parse and validate each case's output; no embeddings involved. Outputs that cannot be JSON at all
+        (their first non-space character starts no JSON value) share one (immutable) result object per position
+        of that character."""
         results: list[MetricResult] = []
         append, scored, name, threshold = results.append, MetricResult.scored, self.name, self.threshold
         starts, space = _VALUE_START, _JSON_SPACE
-        not_json: dict[tuple[int, int], tuple[str, dict[str, Any]]] = {}  # (line, column) -> (reason, log)
+        not_json: dict[tuple[int, int], MetricResult] = {}  # (line, column) -> result
         for case in cases:
             text = case.actual_output
             body = text.lstrip(space)
@@ -127,11 +129,11 @@ class JsonSchemaMetric(BaseMetric):
                 # cannot be JSON: json.loads would report "Expecting value" at the first non-space character
                 pos = len(text) - len(body)
                 where = (text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos))
-                verdict = not_json.get(where)
-                if verdict is None:
-                    problem = f"Expecting value at line {where[0]}, column {where[1]}"
-                    verdict = not_json[where] = self._not_json(problem, False)
-                append(scored(name, 0.0, threshold, verdict[0], verdict[1]))
+                result = not_json.get(where)
+                if result is None:
+                    reason, log = self._not_json(f"Expecting value at line {where[0]}, column {where[1]}", False)
+                    result = not_json[where] = scored(name, 0.0, threshold, reason, log)
+                append(result)
                 continue
             append(self._score(text))
         return results

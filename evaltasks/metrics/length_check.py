@@ -79,21 +79,21 @@ class LengthCheckMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Measure and score each case; no embeddings involved."""
-        results = []
+        """Measure and score each case; no embeddings involved. The cases of one length share one (immutable)
+        result object."""
+        results: list[MetricResult] = []
+        append = results.append
         lo, hi, unit, count, name, threshold = self.min_length, self.max_length, self.unit, self._count, self.name, self.threshold
-        verdicts: dict[int, tuple[float, str]] = {}  # length -> (score, reason): many outputs share a length
+        shared: dict[int, MetricResult] = {}  # length -> result: many outputs share a length
         for case in cases:
             length = count(case.actual_output)
-            verdict = verdicts.get(length)
-            if verdict is None:
-                verdict = verdicts[length] = self._verdict(length)
-            results.append(
-                MetricResult.scored(
-                    name, verdict[0], threshold, verdict[1],
-                    {"length": length, "unit": unit, "min_length": lo, "max_length": hi},
+            result = shared.get(length)
+            if result is None:
+                score, reason = self._verdict(length)
+                result = shared[length] = MetricResult.scored(
+                    name, score, threshold, reason, {"length": length, "unit": unit, "min_length": lo, "max_length": hi}
                 )
-            )
+            append(result)
         return results
 
     def _verdict(self, length: int) -> tuple[float, str]:

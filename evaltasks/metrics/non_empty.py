@@ -46,13 +46,13 @@ class NonEmptyMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Check each case's output; no embeddings involved."""
+        """Check each case's output; no embeddings involved. The cases of one verdict share one (immutable)
+        result object."""
         results: list[MetricResult] = []
         append, scored, name, threshold, white_space = (
             results.append, MetricResult.scored, self.name, self.threshold, WHITE_SPACE)
-        hit = (1.0, "Output is non-empty.", {"non_empty": True})
-        miss = (0.0, "Output is empty or whitespace-only.", {"non_empty": False})
+        hit = scored(name, 1.0, threshold, "Output is non-empty.", {"non_empty": True})
+        miss = scored(name, 0.0, threshold, "Output is empty or whitespace-only.", {"non_empty": False})
         for case in cases:
-            verdict = hit if case.actual_output.strip(white_space) else miss
-            append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
+            append(hit if case.actual_output.strip(white_space) else miss)
         return results

@@ -158,14 +158,15 @@ class RestrictedRefusalMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Score each case; verdicts (score, reason, log) are shared by outputs with the same outcome."""
-        results = []
+        """Score each case; outputs with the same outcome share one (immutable) result object."""
+        results: list[MetricResult] = []
         append, scored, search, prefilter = results.append, MetricResult.scored, self._search, self._prefilter
         name, threshold, short = self.name, self.threshold, SHORT_ANSWER_CHARS
         normalize, translate = unicodedata.normalize, _APOSTROPHES
-        no_refusal = self._no_refusal()
-        by_length: dict[int, _Verdict] = {}
-        by_match: dict[tuple[str | None, str], _Verdict] = {}  # (pattern group, matched text) -> verdict
+        verdict = self._no_refusal()
+        no_refusal = scored(name, verdict[0], threshold, verdict[1], verdict[2])
+        by_length: dict[int, MetricResult] = {}
+        by_match: dict[tuple[str | None, str], MetricResult] = {}  # (pattern group, matched text) -> result
         for case in cases:
             text = case.actual_output
             if text.isascii():  # NFC and ’ do not apply; casefold is lower()
@@ -180,19 +181,21 @@ class RestrictedRefusalMetric(BaseMetric):
                 if length >= short:
                     text = normalize("NFC", text.casefold()).translate(translate)
             if length < short:
-                verdict = by_length.get(length)
-                if verdict is None:
-                    verdict = by_length[length] = self._short(length)
+                result = by_length.get(length)
+                if result is None:
+                    verdict = self._short(length)
+                    result = by_length[length] = scored(name, verdict[0], threshold, verdict[1], verdict[2])
             else:
                 match = search(text) if prefilter(text) else None
                 if match is None:
-                    verdict = no_refusal
+                    result = no_refusal
                 else:
                     key = (match.lastgroup, match.group())
-                    verdict = by_match.get(key)
-                    if verdict is None:
-                        verdict = by_match[key] = self._matched(*key)
-            append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
+                    result = by_match.get(key)
+                    if result is None:
+                        verdict = self._matched(*key)
+                        result = by_match[key] = scored(name, verdict[0], threshold, verdict[1], verdict[2])
+            append(result)
         return results
 
     @staticmethod

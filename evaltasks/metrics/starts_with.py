@@ -58,19 +58,19 @@ class AffixMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Check each case's output; no embeddings involved."""
+        """Check each case's output; no embeddings involved. The cases of one verdict share one (immutable)
+        result object."""
         results: list[MetricResult] = []
         append, scored, name, threshold = results.append, MetricResult.scored, self.name, self.threshold
         case_sensitive, needle, check = self.case_sensitive, self._needle, type(self)._check
-        hit, miss = self._verdicts[True], self._verdicts[False]
+        hit, miss = (scored(name, v[0], threshold, v[1], v[2]) for v in (self._verdicts[True], self._verdicts[False]))
         for case in cases:
             text = case.actual_output
             if not text.isascii():
                 text = comparable(text, case_sensitive=case_sensitive)
             elif not case_sensitive:
                 text = text.lower()  # ASCII: NFC is a no-op and case folding is lower()
-            verdict = hit if check(text, needle) else miss
-            append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
+            append(hit if check(text, needle) else miss)
         return results
 
 

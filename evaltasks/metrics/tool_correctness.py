@@ -113,17 +113,19 @@ class ToolCorrectnessMetric(BaseMetric):
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
-        """Score each case; cases with the same (tools_called, expected_tools) share one verdict and log."""
-        results = []
+        """Score each case; cases with the same (tools_called, expected_tools) share one (immutable) result
+        object."""
+        results: list[MetricResult] = []
         append, scored, verdict_of = results.append, MetricResult.scored, self._verdict
         name, threshold = self.name, self.threshold
-        verdicts: dict[tuple[tuple[str, ...], tuple[str, ...]], _Verdict] = {}
+        shared: dict[tuple[tuple[str, ...], tuple[str, ...]], MetricResult] = {}
         for case in cases:
             key = (tuple(case.tools_called or ()), tuple(case.expected_tools or ()))
-            verdict = verdicts.get(key)
-            if verdict is None:
-                verdict = verdicts[key] = verdict_of(*key)
-            append(scored(name, verdict[0], threshold, verdict[1], verdict[2]))
+            result = shared.get(key)
+            if result is None:
+                verdict = verdict_of(*key)
+                result = shared[key] = scored(name, verdict[0], threshold, verdict[1], verdict[2])
+            append(result)
         return results
 
     def _verdict(self, called: tuple[str, ...], expected: tuple[str, ...]) -> _Verdict:
