@@ -217,6 +217,19 @@ def render(res: dict[str, Any]) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in m["config"].items() if k not in ("name", "threshold"))
         lines.append(f"| {m['class']} | `{params}` | {m['seconds']:.2f} | {m['seconds'] * us:.1f} | "
                      f"{m['seconds'] / res['together_s']:.0%} |")
+    others = [m for m in res["metrics"] if m["class"] != "LanguageDetectionMetric"]
+    if len(others) < len(res["metrics"]):
+        others_s = sum(m["seconds"] for m in others)
+        lines += ["", f"Without LanguageDetection the other {len(others)} metrics together take {others_s:.2f} s "
+                  f"({others_s * us:.1f} µs per case, {others_s / res['alone_s']:.1f} × LengthCheck alone). "
+                  "Why the target is out of reach: LengthCheck alone is a loop that hands out one shared result per "
+                  "length (results are immutable, so cases with the same verdict share one object), about "
+                  f"{res['alone_s'] * us:.1f} µs per case, close to the cost of one Python loop iteration that reads "
+                  "an output and appends a result (~0.1 µs); nine such loops already cost about 3 × that. "
+                  "LanguageDetection runs fastText's lid.176 model on every distinct output (~0.13 µs per character, "
+                  "~9 µs for a 69-character answer, in C++ that holds the GIL), which alone is dozens of "
+                  "LengthChecks. Next to a run's fixed costs (Prefect's server, the flow run, the reports: seconds) "
+                  f"all ten cost {res['together_s'] * us:.0f} µs per case."]
     by_reason: dict[str, list[str]] = {}
     for name, why in res["missing"]:
         by_reason.setdefault(why, []).append(name)
