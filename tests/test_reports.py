@@ -341,8 +341,23 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     print_summary(summary, passed=True, min_pass_rate=0.4, console=Console(file=buffer, width=80))
     text = buffer.getvalue()
     assert all(len(line) <= 80 for line in text.splitlines())
-    assert "│ ReferenceMatchMetric │" in text and "│ Short " in text
+    assert " ReferenceMatchMetric " in text and " Short " in text
     assert "…" not in text
+    # the longest built-in names (24 characters) with every number whole: no "0.74…" or "100.0…"
+    long_names = dict(results["summary"])
+    metrics = list(long_names["metrics"].values())
+    long_names["metrics"] = {name: metrics[i % len(metrics)] for i, name in enumerate(
+        ["SemanticSimilarityMetric", "LanguageDetectionMetric", "RestrictedRefusalMetric"])}
+    buffer = io.StringIO()
+    print_summary(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4,
+                  console=Console(file=buffer, width=80))
+    text = buffer.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines()) and "…" not in text
+    for name, m in long_names["metrics"].items():
+        row = next(line for line in text.splitlines() if line.strip().startswith(name + " "))
+        cells = row.split()
+        assert cells[1] == f"{m['mean_score']:.4f}" and cells[2] == f"{m['pass_rate']:.2%}", row
+        assert cells[4:] == [str(m["passed"]), str(m["failed"]), str(m["errored"]), str(m["skipped"])], row
     assert "cases: 5  passed: 2  failed: 3  errored: 0  skipped: 0  pass rate: 40.00%" in text
     assert "GATE PASSED (pass rate 40.00%, required 40.00%)" in text
 

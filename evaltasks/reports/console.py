@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -17,12 +18,13 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     """
     console = console or Console()
     s = summary
-    table = Table(title="evaltasks results", show_lines=False)
-    # Short headers and a metric column that does not shrink, so that an 80-column CI log shows the metric
-    # names whole (not "Refere…").
-    table.add_column("metric", justify="left", no_wrap=True)
-    for column in ("mean score", "pass rate", "thr.", "pass", "fail", "err.", "skip"):
-        table.add_column(column, justify="right")
+    # Short headers, no vertical rules, and columns that never shrink: an 80-column CI log shows the metric
+    # names and the numbers whole (not "Refere…" or "0.74…"), with metric names of up to ~30 characters.
+    table = Table(title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    table.add_column("metric", justify="left", no_wrap=True, overflow="fold")
+    for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip"):
+        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     for name, m in s.metrics.items():
         table.add_row(
             Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}", f"{m.pass_rate:.2%}",
