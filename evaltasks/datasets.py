@@ -230,6 +230,7 @@ def _missing_columns(explicit: dict[str, str], header: list[str], source: str, p
     return found
 
 
+# check(cases, locations) -> problems of those cases: what load_dataset's ``check`` is (e.g. validate_cases)
 CaseCheck = Callable[[Sequence[EvalTestCase], Sequence[str]], list[Problem]]
 
 

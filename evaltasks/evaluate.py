@@ -109,20 +109,23 @@ def validate_cases(
         if not isinstance(case, EvalTestCase):
             problems.append(Problem(source, f"item {i}", "", f"is not an EvalTestCase: {type(case).__name__}"))
             continue
-        where = locations[i] if locations else f"item {i}"
-        by_field: dict[str, dict[str, list[str]]] = {}  # field -> message -> names of the metrics giving it
+        by_field: dict[str, dict[str, list[str]]] | None = None  # field -> message -> the metrics giving it
         for m, metric in enumerate(metrics):
             try:
                 found = metric.validate_case(case)
             except Exception as exc:  # noqa: BLE001 - a user's metric: report it as input, located
                 failure = f"raised {_exception_text(exc)}"
             else:
+                if not found and found.__class__ is list:
+                    continue  # the common case, kept cheap: nothing wrong
                 pairs = _field_pairs(found)
                 if pairs is not None:
+                    by_field = {} if by_field is None else by_field
                     for field, message in pairs:
                         by_field.setdefault(field, {}).setdefault(message, []).append(metric.name)
                     continue
                 failure = f"returned {quote(found)}, not a list of (field, message) pairs"
+            where = locations[i] if locations else f"item {i}"
             label = f"{type(metric).__name__}.validate_case" + (
                 "" if metric.name == type(metric).__name__ else f" (metric '{metric.name}')")
             key = (m, failure)
@@ -137,6 +140,9 @@ def validate_cases(
             else:
                 overflow[m] = [len(problems), 0]
                 problems.append(Problem(source, where, "", f"{label} {failure}"))
+        if by_field is None:
+            continue
+        where = locations[i] if locations else f"item {i}"
         for field, messages in by_field.items():
             text = "; ".join(f"{message} (needed by {', '.join(names)})" for message, names in messages.items())
             problems.append(Problem(source, where, field, text))
