@@ -23,7 +23,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,14 +230,29 @@ def _missing_columns(explicit: dict[str, str], header: list[str], source: str, p
     return found
 
 
-def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
+# check(cases, locations) -> problems of those cases: what load_dataset's ``check`` is (e.g. validate_cases)
+CaseCheck = Callable[[Sequence[EvalTestCase], Sequence[str]], list[Problem]]
+
+
+def _row_number(problem: Problem) -> float:
+    """The row a problem is at (``line N``, ``item N``), for ordering; a problem of the whole file sorts last."""
+    number = problem.location.rpartition(" ")[2]
+    return int(number) if number.isdigit() else float("inf")
+
+
+def load_dataset(spec: DatasetSpec, base_dir: Path, check: CaseCheck | None = None) -> LoadedDataset:
     """Load and validate the dataset ``spec`` describes (its path relative to ``base_dir``).
+
+    ``check(cases, locations)`` (e.g. each case against the suite's metrics: ``validate_cases``) runs on the
+    rows that loaded fine, also when other rows are bad: its problems and the loader's are raised together in
+    one DatasetError, ordered by row, so every problem is reported at once (README, "Python API").
 
     Raises:
         DatasetError: the file is missing, unresolvable (symlink loop), unreadable, not UTF-8, unparsable,
             empty, lacks a mapped column, or has rows with a missing/null/non-string output, a non-string text
             field, a string with an unpaired surrogate, a list field that is not a list, or an explicit id that
-            an earlier row already used — every bad row named by file, line or item, and field.
+            an earlier row already used, or ``check`` found problems — every bad row named by file, line or
+            item, and field.
     """
     source = os.path.normpath(base_dir / spec.path)  # "a/b/../../c" -> "c", symlinks not followed: a path to read
     try:
@@ -361,6 +376,10 @@ def load_dataset(spec: DatasetSpec, base_dir: Path) -> LoadedDataset:
         read_all = False
     if suffix == ".csv" and header and not column_checked:  # header only: still report unknown columns
         _missing_columns(explicit, header, source, problems)
+    if check is not None:
+        checked = check(dataset.cases, dataset.locations)
+        if checked:
+            problems = sorted([*problems, *checked], key=_row_number)  # stable: a row keeps its problems' order
     if problems:
         raise DatasetError(problems, complete=read_all)
     if not dataset.cases:

@@ -18,7 +18,6 @@ from evaltasks import _handoff
 from evaltasks._version import __version__
 from evaltasks.compare import DEFAULT_TOLERANCE, Comparison, load_baseline
 from evaltasks.datasets import LoadedDataset, load_dataset
-from evaltasks.errors import DatasetError
 from evaltasks.evaluate import collect_embedding_needs, validate_cases
 from evaltasks.metrics.base import EmbeddingNeed
 from evaltasks.reports import SCHEMA_VERSION, ReportWriter
@@ -127,13 +126,11 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) 
     suite = load_suite(suite_path, skip_missing_credentials=skip_missing_credentials)
     # the state of the files before the dataset is read (reference sets were read by load_suite just now)
     input_state = suite_state + _handoff.file_state(suite.input_files()[1:])
-    dataset = load_dataset(suite.suite.dataset, suite.path.parent)
-    problems = validate_cases(
-        dataset.cases, suite.metrics, source=os.path.normpath(suite.path.parent / suite.suite.dataset.path),
-        locations=dataset.locations,
+    source = os.path.normpath(suite.path.parent / suite.suite.dataset.path)
+    dataset = load_dataset(  # the rows' type problems and the metrics' (validate_case) in one DatasetError
+        suite.suite.dataset, suite.path.parent,
+        check=lambda cases, locations: validate_cases(cases, suite.metrics, source=source, locations=locations),
     )
-    if problems:
-        raise DatasetError(problems)
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
     return RunPlan(suite=suite, dataset=dataset, needs=needs, input_state=input_state)
 

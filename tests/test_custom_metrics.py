@@ -227,6 +227,84 @@ def test_user_metric_problems_are_located(tmp_path: Path, isolated_imports: pyte
     assert problems["metrics[6]"].message == "constructing checks:Crashes failed: RuntimeError: no config file"
 
 
+
+def test_a_raising_validate_case_exits_2_naming_metric_row_and_exception(
+    tmp_path: Path, isolated_imports: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI: a user's ``validate_case`` that raises is a located input error (exit 2, no traceback;
+    it used to abort the run with exit 3), reported with the other metrics' problems. One raising the same way
+    on every row is listed once with a count; different exceptions are listed up to 5 per metric, the rest
+    counted."""
+    from evaltasks import cli
+
+    _write(tmp_path / "checks.py", """\
+        from evaltasks import BaseMetric, MetricResult
+        class BrandVoiceMetric(BaseMetric):
+            def __init__(self, threshold: float = 0.5, *, name=None):
+                super().__init__(threshold, name=name)
+            def validate_case(self, case):
+                raise RuntimeError("validate broke")
+            def score_batch(self, cases, vectors=None):
+                return [MetricResult.scored(self.name, 1.0, self.threshold, "ok", {}) for _ in cases]
+        class Picky(BrandVoiceMetric):
+            def validate_case(self, case):
+                raise ValueError(f"cannot check {case.actual_output!r}")
+        """)
+    rows = "".join(f'{{"actual_output": "o{i}", "expected_output": "o{i}"}}\n' for i in range(1, 8))
+    _write(tmp_path / "d.jsonl", rows.replace(', "expected_output": "o2"', ""))
+    suite = _write(tmp_path / "suite.yaml", """\
+        name: s
+        dataset: {path: d.jsonl}
+        metrics:
+          - metric: ExactMatchMetric
+          - metric: checks:BrandVoiceMetric
+          - {metric: "checks:Picky", name: picky}
+        """)
+    code = cli.main(["run", str(suite), "--output-dir", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    assert "Traceback" not in captured.err + captured.out
+    source = tmp_path / "d.jsonl"
+    picky = "Picky.validate_case (metric 'picky') raised ValueError: cannot check"
+    assert captured.err.splitlines() == [
+        "evaltasks: error: invalid dataset: 8 problem(s)",
+        f"  - {source}, line 1: BrandVoiceMetric.validate_case raised RuntimeError: validate broke "
+        "(also on 6 more case(s))",
+        f"  - {source}, line 1: {picky} 'o1'",
+        f"  - {source}, line 2: {picky} 'o2'",
+        f"  - {source}, line 2: field 'expected_output' is missing (needed by ExactMatchMetric)",
+        f"  - {source}, line 3: {picky} 'o3'",
+        f"  - {source}, line 4: {picky} 'o4'",
+        f"  - {source}, line 5: {picky} 'o5'",
+        f"  - {source}, line 6: {picky} 'o6' (and 1 more failure(s) not listed)",
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_validate_case_failures_through_the_python_api() -> None:
+    """``evaluate_sync``: a raising ``validate_case`` (message-less too) and one returning something other than
+    ``(field, message)`` pairs are InputError problems located by item, beside the other cases' problems; a
+    field two metrics need is one problem naming both."""
+    from evaltasks import ExactMatchMetric, InputError, SemanticSimilarityMetric
+
+    class Raises(_Raises):
+        def validate_case(self, case):
+            if case.actual_output == "boom":
+                raise KeyError
+            return [] if case.actual_output != "none" else None
+
+    cases = [EvalTestCase(actual_output="boom", expected_output="x"), EvalTestCase(actual_output="a"),
+             EvalTestCase(actual_output="none", expected_output="x")]
+    metrics = [ExactMatchMetric(), Raises(), SemanticSimilarityMetric(embedding_provider="local")]
+    with pytest.raises(InputError) as info:
+        evaluate_sync(cases, metrics)
+    assert [str(p) for p in info.value.problems] == [
+        "<python>, item 0: Raises.validate_case raised KeyError",
+        "<python>, item 1: field 'expected_output' is missing (needed by ExactMatchMetric, SemanticSimilarityMetric)",
+        "<python>, item 2: Raises.validate_case returned None, not a list of (field, message) pairs",
+    ]
+
+
 # -- per-case error isolation ------------------------------------------------------------------------------------
 
 

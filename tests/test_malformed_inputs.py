@@ -497,6 +497,58 @@ def test_a_capped_problem_count_says_at_least(tmp_path: Path, capsys: pytest.Cap
     assert err.splitlines()[0] == "evaltasks: error: invalid dataset: at least 100 problem(s)"
 
 
+
+def test_type_problems_and_missing_fields_are_reported_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows of wrong types and rows lacking what a metric needs: one error lists both kinds, ordered by row (the
+    loader used to raise before the metrics' checks ran, so the missing fields came in a second round), and a
+    field two metrics need is one line naming both."""
+    rows = ('{"actual_output": "a", "expected_output": "a", "expected_tools": ["x"], "tools_called": ["x"]}\n'
+            '{"actual_output": "b", "tools_called": ["x"]}\n'
+            '{"actual_output": "c", "expected_output": "c", "expected_tools": "x"}\n'
+            '{"actual_output": "d", "expected_output": null, "expected_tools": []}\n'
+            '{"actual_output": "e", "expected_output": 5, "expected_tools": []}\n')
+    metrics = ("  - metric: ExactMatchMetric\n  - metric: ToolCorrectnessMetric\n"
+               "  - metric: SemanticSimilarityMetric\n    embedding_provider: local\n")
+    err = _run_cli(tmp_path, S(metrics=metrics), {"d.jsonl": rows}, capsys)
+    source = tmp_path / "d.jsonl"
+    assert "Traceback" not in err
+    assert err.splitlines() == [
+        "evaltasks: error: invalid dataset: 5 problem(s)",
+        f"  - {source}, line 2: field 'expected_output' is missing "
+        "(needed by ExactMatchMetric, SemanticSimilarityMetric)",
+        f"  - {source}, line 2: field 'expected_tools' is missing (ToolCorrectnessMetric compares tools_called "
+        "with expected_tools; [] means no tool expected) (needed by ToolCorrectnessMetric)",
+        f"  - {source}, line 3: field 'expected_tools' must be a list of strings "
+        "(or set dataset.list_separator to split a string)",
+        f"  - {source}, line 4: field 'expected_output' is missing "
+        "(needed by ExactMatchMetric, SemanticSimilarityMetric)",
+        f"  - {source}, line 5: field 'expected_output' must be a string, got number",
+    ]
+
+
+def test_a_capped_count_still_says_at_least_with_the_metrics_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reading stops at 1,000 loader problems; the metrics' problems of the rows read before are added, in row
+    order, and the count stays a lower bound (3,000 rows: every odd one of a wrong type, every even one lacking
+    expected_output)."""
+    rows = '{"actual_output": 42}\n{"actual_output": "a"}\n' * 1500
+    err = _run_cli(tmp_path, S(metrics="  - metric: ExactMatchMetric\n"), {"d.jsonl": rows}, capsys)
+    lines = err.splitlines()
+    source = tmp_path / "d.jsonl"
+    # rows 1..1999 read: 1,000 of a wrong type, 999 lacking expected_output
+    assert lines[0] == "evaltasks: error: invalid dataset: at least 1999 problem(s)"
+    assert lines[1:5] == [
+        f"  - {source}, line 1: field 'actual_output' must be a string, got number",
+        f"  - {source}, line 2: field 'expected_output' is missing (needed by ExactMatchMetric)",
+        f"  - {source}, line 3: field 'actual_output' must be a string, got number",
+        f"  - {source}, line 4: field 'expected_output' is missing (needed by ExactMatchMetric)",
+    ]
+    assert lines[-1] == "  ... and at least 1979 more"
+
+
 # --- the same through a real subprocess: no traceback on stderr, Prefect never starts --------------------------
 
 SUBPROCESS_CASES = ["suite-yaml-python-object-tag", "yaml-python-tag", "suite-dataset-path-with-nul",

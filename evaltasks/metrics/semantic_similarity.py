@@ -70,7 +70,7 @@ class SemanticSimilarityMetric(EmbeddingMetric):
     def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
         """A case needs an ``expected_output`` (an empty one is allowed and scores 0.0)."""
         if case.expected_output is None:
-            return [("expected_output", "is missing (the output is compared with it)")]
+            return [("expected_output", "is missing")]
         return []
 
     def embedding_texts(self, case: EvalTestCase) -> tuple[list[str], list[str]]:
