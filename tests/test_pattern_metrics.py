@@ -122,7 +122,9 @@ def test_regex_invalid_pattern_is_rejected_at_construction(pattern: str, message
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({}, TypeError, "requires pattern"),
+        ({}, TypeError, "missing 1 required keyword-only argument: 'pattern'"),
+        ({"pattern": None}, TypeError, "requires pattern"),
+        ({"pattern": ""}, ValueError, r"^pattern must be a non-empty string \(an empty pattern matches every output\)$"),
         ({"pattern": 42}, ValueError, "^pattern must be a string"),
         ({"pattern": "x", "full_match": "yes"}, ValueError, "^full_match must be true or false"),
         ({"pattern": "x", "timeout_s": 0}, ValueError, "^timeout_s must be a positive number"),
@@ -401,8 +403,10 @@ def test_format_uuid(output: str, valid: bool) -> None:
 
 
 def test_format_bad_arguments() -> None:
-    with pytest.raises(TypeError, match="requires format_type"):
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'format_type'"):
         FormatCheckMetric()
+    with pytest.raises(TypeError, match="requires format_type"):
+        FormatCheckMetric(format_type=None)
     with pytest.raises(ValueError) as info:
         FormatCheckMetric(format_type="ipv4")
     assert str(info.value) == ("format_type must be one of ['email', 'phone', 'date', 'url', 'datetime', 'uuid'], "
@@ -575,7 +579,8 @@ def test_json_schema_draft_follows_dollar_schema() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({}, TypeError, "JsonSchemaMetric requires schema (a JSON Schema object)"),
+        ({}, TypeError, "JsonSchemaMetric.__init__() missing 1 required keyword-only argument: 'schema'"),
+        ({"schema": None}, TypeError, "JsonSchemaMetric requires schema (a JSON Schema object)"),
         ({"schema": "object"}, ValueError, "schema must be a JSON Schema object (a mapping), got 'object'"),
         ({"schema": True}, ValueError, "schema must be a JSON Schema object (a mapping), got True"),
         ({"schema": {"type": "integr"}}, ValueError,
@@ -642,20 +647,21 @@ def _suite_problems(tmp_path: Path, metrics: str) -> list[tuple[str, str, str]]:
         ("  - metric: RegexMatchMetric\n    pattern: '('\n",
          ("metrics[0]", "pattern", "'(' is invalid: missing ) at position 1")),
         ("  - metric: RegexMatchMetric\n    full_match: true\n",
-         ("metrics[0]", "", "RegexMatchMetric requires pattern (a regular expression)")),
+         ("metrics[0]", "pattern", "is required")),
+        ("  - metric: RegexMatchMetric\n    pattern: ''\n",
+         ("metrics[0]", "pattern", "must be a non-empty string (an empty pattern matches every output)")),
         ("  - metric: RegexMatchMetric\n    pattern: x\n    timeout_s: 0\n",
          ("metrics[0]", "timeout_s", "must be a positive number of seconds or null (no limit), got 0")),
         ("  - metric: FormatCheckMetric\n    format_type: ipv4\n",
          ("metrics[0]", "format_type", "must be one of ['email', 'phone', 'date', 'url', 'datetime', 'uuid'], got 'ipv4'")),
         ("  - metric: FormatCheckMetric\n",
-         ("metrics[0]", "", "FormatCheckMetric requires format_type, one of ['email', 'phone', 'date', 'url', "
-                            "'datetime', 'uuid']")),
+         ("metrics[0]", "format_type", "is required")),
         ("  - metric: JsonSchemaMetric\n    schema: {type: integr}\n",
          ("metrics[0]", "schema", "is invalid at $.type: 'integr' is not valid under any of the given schemas")),
         ("  - metric: JsonSchemaMetric\n    schema: [1]\n",
          ("metrics[0]", "schema", "must be a JSON Schema object (a mapping), got [1]")),
         ("  - metric: JsonSchemaMetric\n",
-         ("metrics[0]", "", "JsonSchemaMetric requires schema (a JSON Schema object)")),
+         ("metrics[0]", "schema", "is required")),
     ],
 )
 def test_suite_file_errors_are_located(tmp_path: Path, entry: str, expected: tuple[str, str, str]) -> None:

@@ -7,6 +7,7 @@ stripping) are the README's "Metrics and their exact rules".
 
 from __future__ import annotations
 
+from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.starts_with import AffixMetric
 
 
@@ -35,9 +36,9 @@ class EndsWithMetric(AffixMetric):
     def __init__(
         self,
         threshold: float = 1.0,
-        suffix: str | None = None,
-        case_sensitive: bool = True,
         *,
+        suffix: NonEmptyStr,
+        case_sensitive: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics.base import BaseMetric, check_flag
+from evaltasks.metrics.base import BaseMetric, NonEmptyStr, check_flag
 from evaltasks.metrics.text import comparable
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -98,9 +98,9 @@ class StartsWithMetric(AffixMetric):
     def __init__(
         self,
         threshold: float = 1.0,
-        prefix: str | None = None,
-        case_sensitive: bool = True,
         *,
+        prefix: NonEmptyStr,
+        case_sensitive: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)
