@@ -492,9 +492,24 @@ class LoadedSuite:
         return files
 
 
+def _plain_descriptions(node: Any) -> None:
+    """Render every ``description`` in a JSON Schema with :func:`plain_description`, in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = plain_description(value)
+            else:
+                _plain_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _plain_descriptions(item)
+
+
 def suite_json_schema() -> dict[str, Any]:
-    """The JSON Schema of the suite format (draft 2020-12), generated from :class:`Suite`."""
+    """The JSON Schema of the suite format (draft 2020-12), generated from :class:`Suite`; descriptions (taken
+    from docstrings) are rendered as plain text (:func:`plain_description`)."""
     schema = Suite.model_json_schema()
+    _plain_descriptions(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "evaltasks suite"
     return schema

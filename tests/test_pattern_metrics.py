@@ -119,6 +119,25 @@ def test_regex_invalid_pattern_is_rejected_at_construction(pattern: str, message
     assert str(info.value) == message
 
 
+def test_regex_pattern_shows_as_written_in_reasons_and_errors() -> None:
+    """Reasons (console, junit.xml, summary.md) and errors show the pattern as the suite wrote it: repr would
+    double each backslash; evaluation_log keeps the raw string."""
+    pattern = r"\bA-\d{4}\b"
+    missed, found = (run(RegexMatchMetric(pattern=pattern), o) for o in ("no id", "id A-1234 ok"))
+    assert missed.reason == "Pattern '\\bA-\\d{4}\\b' not found in the output."
+    assert found.reason == "Pattern '\\bA-\\d{4}\\b' found in the output: 'A-1234'."
+    assert missed.evaluation_log["pattern"] == pattern
+    whole = run(RegexMatchMetric(pattern=pattern, full_match=True), "no id")
+    assert whole.reason == "The whole output does not match pattern '\\bA-\\d{4}\\b'."
+    with pytest.raises(ValueError) as info:
+        RegexMatchMetric(pattern=r"\d{2,1}")
+    assert str(info.value) == "pattern '\\d{2,1}' is invalid: min repeat greater than max repeat at position 3"
+    # a character that does not print keeps the message on one line (repr); a long pattern is cut
+    assert run(RegexMatchMetric(pattern="a\nb"), "x").reason == "Pattern 'a\\nb' not found in the output."
+    long_reason = run(RegexMatchMetric(pattern="x" * 500), "y").reason
+    assert long_reason == f"Pattern '{'x' * 115}...' not found in the output."
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
@@ -615,6 +634,50 @@ def test_metrics_survive_pickling(metric) -> None:
     assert copy.cache_key() == metric.cache_key()
     outputs = ['{"a": 1}', "12", "+1 (555) 123-4567", "{}"]
     assert scores(copy, outputs) == scores(metric, outputs)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"$schema": "http://example.com/nope", "type": "object"},
+         "schema's $schema 'http://example.com/nope' names no known JSON Schema draft; known: "
+         "http://json-schema.org/draft-03/schema#, http://json-schema.org/draft-04/schema#, "
+         "http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-07/schema#, "
+         "https://json-schema.org/draft/2019-09/schema, https://json-schema.org/draft/2020-12/schema"),
+        ({"$schema": 7}, "schema's $schema 7 names no known JSON Schema draft; known: "
+         "http://json-schema.org/draft-03/schema#, http://json-schema.org/draft-04/schema#, "
+         "http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-07/schema#, "
+         "https://json-schema.org/draft/2019-09/schema, https://json-schema.org/draft/2020-12/schema"),
+        ({"$ref": "#/$defs/missing"}, "schema has a $ref that points nowhere in the schema: '#/$defs/missing'"),
+        ({"type": "object", "properties": {"a": {"prefixItems": [{"$ref": "#/definitions/x"}]}}},
+         "schema has a $ref that points nowhere in the schema: '#/definitions/x'"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"x": {}},
+          "properties": {"a": {"$ref": "#/definitions/y"}}},
+         "schema has a $ref that points nowhere in the schema: '#/definitions/y'"),
+        ({"$ref": "#nowhere"}, "schema has a $ref that points nowhere in the schema: '#nowhere'"),
+    ],
+)
+def test_json_unknown_draft_or_local_ref_that_points_nowhere_is_rejected_at_construction(
+    schema: dict, message: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        JsonSchemaMetric(schema=schema)
+    assert str(info.value) == message
+
+
+def test_json_local_refs_that_resolve_are_accepted() -> None:
+    metric = JsonSchemaMetric(schema={
+        "$defs": {"name": {"type": "string"}, "a/b": {"type": "integer"}, "h": {"$anchor": "here"}},
+        "type": "object",
+        "properties": {"n": {"$ref": "#/$defs/name"}, "i": {"$ref": "#/$defs/a~1b"}, "self": {"$ref": "#"},
+                       "anchored": {"$ref": "#here"}},
+        "const_is_data": {"const": {"$ref": "#/nowhere"}},  # data, not a reference
+        "items": {"$id": "https://example.com/other", "$ref": "#/elsewhere"},  # another base URI: per case
+    })
+    assert scores(metric, ['{"n": "x", "i": 1}', '{"n": 1}']) == [1.0, 0.0]
+    draft7 = JsonSchemaMetric(schema={"$schema": "http://json-schema.org/draft-07/schema", "definitions": {"x": {}},
+                                      "properties": {"a": {"$ref": "#/definitions/x"}}})
+    assert scores(draft7, ['{"a": 1}']) == [1.0]
 
 
 def test_json_too_deep_or_unresolvable_ref_errors_that_case_only() -> None:
