@@ -315,7 +315,8 @@ SUITE_ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
-_SPHINX_ROLE = re.compile(r":[\w:.-]+:`(~?)([^`<]*?)(?:\s*<[^`>]*>)?`")  # :role:`a.b.C`, :role:`~a.b.C`, :role:`T <a.b>`
+# :role:`a.b.C`, :role:`~a.b.C` (shown as C), :role:`Title <a.b.C>` (shown as Title)
+_SPHINX_ROLE = re.compile(r":[\w:.-]+:`(~?)([^`<]*?)(?:\s*<[^`>]*>)?`")
 
 
 def plain_description(text: str) -> str:

@@ -143,7 +143,7 @@ def test_regex_pattern_shows_as_written_in_reasons_and_errors() -> None:
     [
         ({}, TypeError, "missing 1 required keyword-only argument: 'pattern'"),
         ({"pattern": None}, TypeError, "requires pattern"),
-        ({"pattern": ""}, ValueError, r"^pattern must be a non-empty string \(an empty pattern matches every output\)$"),
+        ({"pattern": ""}, ValueError, r"^pattern must be a non-empty string \(an empty pattern matches every"),
         ({"pattern": 42}, ValueError, "^pattern must be a string"),
         ({"pattern": "x", "full_match": "yes"}, ValueError, "^full_match must be true or false"),
         ({"pattern": "x", "timeout_s": 0}, ValueError, "^timeout_s must be a positive number"),

@@ -42,7 +42,8 @@ class ContainsMetric(BaseMetric):
         name: the name in results (default ``"ContainsMetric"``).
 
     Raises:
-        ValueError: missing or empty ``keywords``, a bare string or a non-string or empty keyword, an unknown
+        TypeError: ``keywords`` is missing.
+        ValueError: a None or empty ``keywords``, a bare string or a non-string or empty keyword, an unknown
             mode, a flag that is not a bool, or a threshold outside [0, 1].
 
     ``evaluation_log`` keys: ``found`` and ``missing`` (keywords as given, deduplicated, in order), ``mode``

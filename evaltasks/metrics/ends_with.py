@@ -22,7 +22,8 @@ class EndsWithMetric(AffixMetric):
         name: the name in results (default ``"EndsWithMetric"``).
 
     Raises:
-        ValueError: a missing, non-string or empty suffix, a flag that is not a bool, or a threshold outside
+        TypeError: ``suffix`` is missing.
+        ValueError: a None, non-string or empty suffix, a flag that is not a bool, or a threshold outside
             [0, 1].
 
     ``evaluation_log`` keys: ``suffix``, ``case_sensitive``, ``matched`` (one dict shared by the results of

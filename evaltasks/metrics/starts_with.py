@@ -84,7 +84,8 @@ class StartsWithMetric(AffixMetric):
         name: the name in results (default ``"StartsWithMetric"``).
 
     Raises:
-        ValueError: a missing, non-string or empty prefix, a flag that is not a bool, or a threshold outside
+        TypeError: ``prefix`` is missing.
+        ValueError: a None, non-string or empty prefix, a flag that is not a bool, or a threshold outside
             [0, 1].
 
     ``evaluation_log`` keys: ``prefix``, ``case_sensitive``, ``matched`` (one dict shared by the results of
