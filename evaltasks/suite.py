@@ -315,6 +315,17 @@ SUITE_ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+# :role:`a.b.C`, :role:`~a.b.C` (shown as C), :role:`Title <a.b.C>` (shown as Title)
+_SPHINX_ROLE = re.compile(r":[\w:.-]+:`(~?)([^`<]*?)(?:\s*<[^`>]*>)?`")
+
+
+def plain_description(text: str) -> str:
+    """``text`` (reST from a docstring) as the Markdown-ish plain text editors show in hovers: ````x```` ->
+    `` `x` ``, ``:role:`~a.b.C``` -> `` `C` ``, ``:role:`a.b.C``` -> `` `a.b.C` ``."""
+    text = _SPHINX_ROLE.sub(lambda m: "`" + (m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2)) + "`", text)
+    return text.replace("``", "`")
+
+
 def _docstring_args(doc: str | None) -> dict[str, str]:
     """``name -> description`` from the ``Args:`` section of a Google-style docstring (continuation lines
     joined); {} when there is none."""
@@ -345,7 +356,7 @@ def metric_arguments_schema(cls: type[BaseMetric]) -> dict[str, Any]:
     its description from the class docstring's ``Args:``); parameters without a default are ``required``; other
     keys are refused unless the constructor takes ``**kwargs``. A type with no JSON form allows any value."""
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(cls.__init__, include_extras=True)  # Annotated constraints included
     except Exception:  # noqa: BLE001 - unresolvable annotations: any value
         hints = {}
     descriptions = _docstring_args(cls.__doc__)
@@ -375,7 +386,7 @@ def metric_arguments_schema(cls: type[BaseMetric]) -> dict[str, Any]:
             except (TypeError, ValueError):
                 pass
         if parameter.name in descriptions:
-            prop["description"] = descriptions[parameter.name]
+            prop["description"] = plain_description(descriptions[parameter.name])
         properties[parameter.name] = prop
     return {"title": cls.__name__, "type": "object", "properties": properties, "required": required,
             "additionalProperties": extra}
@@ -482,9 +493,24 @@ class LoadedSuite:
         return files
 
 
+def _plain_descriptions(node: Any) -> None:
+    """Render every ``description`` in a JSON Schema with :func:`plain_description`, in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = plain_description(value)
+            else:
+                _plain_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _plain_descriptions(item)
+
+
 def suite_json_schema() -> dict[str, Any]:
-    """The JSON Schema of the suite format (draft 2020-12), generated from :class:`Suite`."""
+    """The JSON Schema of the suite format (draft 2020-12), generated from :class:`Suite`; descriptions (taken
+    from docstrings) are rendered as plain text (:func:`plain_description`)."""
     schema = Suite.model_json_schema()
+    _plain_descriptions(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "evaltasks suite"
     return schema
@@ -716,7 +742,8 @@ def _build_metrics(
             unknown = [k for k in (spec.model_extra or {}) if k not in _parameters(spec)]
             missing = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: '(\w+)'", str(exc))
             field = unknown[0] if unknown else missing.group(1) if missing else ""
-            problems.append(Problem(source, where, field, _unknown_argument(spec, exc)))
+            alone = not unknown and missing is not None and "missing 1 required" in str(exc)
+            problems.append(Problem(source, where, field, "is required" if alone else _unknown_argument(spec, exc)))
             continue
         except CredentialsError as exc:
             message = "; ".join(p.message for p in exc.problems)

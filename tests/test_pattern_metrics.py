@@ -119,10 +119,31 @@ def test_regex_invalid_pattern_is_rejected_at_construction(pattern: str, message
     assert str(info.value) == message
 
 
+def test_regex_pattern_shows_as_written_in_reasons_and_errors() -> None:
+    """Reasons (console, junit.xml, summary.md) and errors show the pattern as the suite wrote it: repr would
+    double each backslash; evaluation_log keeps the raw string."""
+    pattern = r"\bA-\d{4}\b"
+    missed, found = (run(RegexMatchMetric(pattern=pattern), o) for o in ("no id", "id A-1234 ok"))
+    assert missed.reason == "Pattern '\\bA-\\d{4}\\b' not found in the output."
+    assert found.reason == "Pattern '\\bA-\\d{4}\\b' found in the output: 'A-1234'."
+    assert missed.evaluation_log["pattern"] == pattern
+    whole = run(RegexMatchMetric(pattern=pattern, full_match=True), "no id")
+    assert whole.reason == "The whole output does not match pattern '\\bA-\\d{4}\\b'."
+    with pytest.raises(ValueError) as info:
+        RegexMatchMetric(pattern=r"\d{2,1}")
+    assert str(info.value) == "pattern '\\d{2,1}' is invalid: min repeat greater than max repeat at position 3"
+    # a character that does not print keeps the message on one line (repr); a long pattern is cut
+    assert run(RegexMatchMetric(pattern="a\nb"), "x").reason == "Pattern 'a\\nb' not found in the output."
+    long_reason = run(RegexMatchMetric(pattern="x" * 500), "y").reason
+    assert long_reason == f"Pattern '{'x' * 115}...' not found in the output."
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({}, TypeError, "requires pattern"),
+        ({}, TypeError, "missing 1 required keyword-only argument: 'pattern'"),
+        ({"pattern": None}, TypeError, "requires pattern"),
+        ({"pattern": ""}, ValueError, r"^pattern must be a non-empty string \(an empty pattern matches every"),
         ({"pattern": 42}, ValueError, "^pattern must be a string"),
         ({"pattern": "x", "full_match": "yes"}, ValueError, "^full_match must be true or false"),
         ({"pattern": "x", "timeout_s": 0}, ValueError, "^timeout_s must be a positive number"),
@@ -401,8 +422,10 @@ def test_format_uuid(output: str, valid: bool) -> None:
 
 
 def test_format_bad_arguments() -> None:
-    with pytest.raises(TypeError, match="requires format_type"):
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'format_type'"):
         FormatCheckMetric()
+    with pytest.raises(TypeError, match="requires format_type"):
+        FormatCheckMetric(format_type=None)
     with pytest.raises(ValueError) as info:
         FormatCheckMetric(format_type="ipv4")
     assert str(info.value) == ("format_type must be one of ['email', 'phone', 'date', 'url', 'datetime', 'uuid'], "
@@ -575,7 +598,8 @@ def test_json_schema_draft_follows_dollar_schema() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({}, TypeError, "JsonSchemaMetric requires schema (a JSON Schema object)"),
+        ({}, TypeError, "JsonSchemaMetric.__init__() missing 1 required keyword-only argument: 'schema'"),
+        ({"schema": None}, TypeError, "JsonSchemaMetric requires schema (a JSON Schema object)"),
         ({"schema": "object"}, ValueError, "schema must be a JSON Schema object (a mapping), got 'object'"),
         ({"schema": True}, ValueError, "schema must be a JSON Schema object (a mapping), got True"),
         ({"schema": {"type": "integr"}}, ValueError,
@@ -612,6 +636,50 @@ def test_metrics_survive_pickling(metric) -> None:
     assert scores(copy, outputs) == scores(metric, outputs)
 
 
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"$schema": "http://example.com/nope", "type": "object"},
+         "schema's $schema 'http://example.com/nope' names no known JSON Schema draft; known: "
+         "http://json-schema.org/draft-03/schema#, http://json-schema.org/draft-04/schema#, "
+         "http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-07/schema#, "
+         "https://json-schema.org/draft/2019-09/schema, https://json-schema.org/draft/2020-12/schema"),
+        ({"$schema": 7}, "schema's $schema 7 names no known JSON Schema draft; known: "
+         "http://json-schema.org/draft-03/schema#, http://json-schema.org/draft-04/schema#, "
+         "http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-07/schema#, "
+         "https://json-schema.org/draft/2019-09/schema, https://json-schema.org/draft/2020-12/schema"),
+        ({"$ref": "#/$defs/missing"}, "schema has a $ref that points nowhere in the schema: '#/$defs/missing'"),
+        ({"type": "object", "properties": {"a": {"prefixItems": [{"$ref": "#/definitions/x"}]}}},
+         "schema has a $ref that points nowhere in the schema: '#/definitions/x'"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"x": {}},
+          "properties": {"a": {"$ref": "#/definitions/y"}}},
+         "schema has a $ref that points nowhere in the schema: '#/definitions/y'"),
+        ({"$ref": "#nowhere"}, "schema has a $ref that points nowhere in the schema: '#nowhere'"),
+    ],
+)
+def test_json_unknown_draft_or_local_ref_that_points_nowhere_is_rejected_at_construction(
+    schema: dict, message: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        JsonSchemaMetric(schema=schema)
+    assert str(info.value) == message
+
+
+def test_json_local_refs_that_resolve_are_accepted() -> None:
+    metric = JsonSchemaMetric(schema={
+        "$defs": {"name": {"type": "string"}, "a/b": {"type": "integer"}, "h": {"$anchor": "here"}},
+        "type": "object",
+        "properties": {"n": {"$ref": "#/$defs/name"}, "i": {"$ref": "#/$defs/a~1b"}, "self": {"$ref": "#"},
+                       "anchored": {"$ref": "#here"}},
+        "const_is_data": {"const": {"$ref": "#/nowhere"}},  # data, not a reference
+        "items": {"$id": "https://example.com/other", "$ref": "#/elsewhere"},  # another base URI: per case
+    })
+    assert scores(metric, ['{"n": "x", "i": 1}', '{"n": 1}']) == [1.0, 0.0]
+    draft7 = JsonSchemaMetric(schema={"$schema": "http://json-schema.org/draft-07/schema", "definitions": {"x": {}},
+                                      "properties": {"a": {"$ref": "#/definitions/x"}}})
+    assert scores(draft7, ['{"a": 1}']) == [1.0]
+
+
 def test_json_too_deep_or_unresolvable_ref_errors_that_case_only() -> None:
     metric = JsonSchemaMetric(schema={"type": "array"})
     results = metric.score_batch([EvalTestCase(actual_output=o) for o in ["[" * 100_000 + "]" * 100_000, "[]"]])
@@ -642,20 +710,21 @@ def _suite_problems(tmp_path: Path, metrics: str) -> list[tuple[str, str, str]]:
         ("  - metric: RegexMatchMetric\n    pattern: '('\n",
          ("metrics[0]", "pattern", "'(' is invalid: missing ) at position 1")),
         ("  - metric: RegexMatchMetric\n    full_match: true\n",
-         ("metrics[0]", "", "RegexMatchMetric requires pattern (a regular expression)")),
+         ("metrics[0]", "pattern", "is required")),
+        ("  - metric: RegexMatchMetric\n    pattern: ''\n",
+         ("metrics[0]", "pattern", "must be a non-empty string (an empty pattern matches every output)")),
         ("  - metric: RegexMatchMetric\n    pattern: x\n    timeout_s: 0\n",
          ("metrics[0]", "timeout_s", "must be a positive number of seconds or null (no limit), got 0")),
         ("  - metric: FormatCheckMetric\n    format_type: ipv4\n",
          ("metrics[0]", "format_type", "must be one of ['email', 'phone', 'date', 'url', 'datetime', 'uuid'], got 'ipv4'")),
         ("  - metric: FormatCheckMetric\n",
-         ("metrics[0]", "", "FormatCheckMetric requires format_type, one of ['email', 'phone', 'date', 'url', "
-                            "'datetime', 'uuid']")),
+         ("metrics[0]", "format_type", "is required")),
         ("  - metric: JsonSchemaMetric\n    schema: {type: integr}\n",
          ("metrics[0]", "schema", "is invalid at $.type: 'integr' is not valid under any of the given schemas")),
         ("  - metric: JsonSchemaMetric\n    schema: [1]\n",
          ("metrics[0]", "schema", "must be a JSON Schema object (a mapping), got [1]")),
         ("  - metric: JsonSchemaMetric\n",
-         ("metrics[0]", "", "JsonSchemaMetric requires schema (a JSON Schema object)")),
+         ("metrics[0]", "schema", "is required")),
     ],
 )
 def test_suite_file_errors_are_located(tmp_path: Path, entry: str, expected: tuple[str, str, str]) -> None:

@@ -12,7 +12,7 @@ import yaml
 
 from evaltasks import LengthCheckMetric, ReferenceMatchMetric
 from evaltasks.errors import ConfigError, Problem
-from evaltasks.suite import load_suite, suite_json_schema
+from evaltasks.suite import load_suite, plain_description, suite_json_schema
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
@@ -82,7 +82,10 @@ def test_shipped_schema_equals_the_generated_one() -> None:
     )
 
 
-@pytest.mark.parametrize("suite_file", [QUICKSTART, TRUTHFULQA], ids=["quickstart", "truthfulqa"])
+EXAMPLE_SUITES = sorted((REPO / "examples").glob("*/suite.yaml"))
+
+
+@pytest.mark.parametrize("suite_file", EXAMPLE_SUITES, ids=[p.parent.name for p in EXAMPLE_SUITES])
 def test_schema_validates_the_example_suites(suite_file: Path) -> None:
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -105,6 +108,100 @@ def test_schema_rejects_invalid_suites(change: dict) -> None:
     data.update(change)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(schema).validate(data)
+
+
+# Metric entries the CLI refuses, each for one argument: the schema must refuse them too.
+REFUSED_ENTRIES = [
+    {"metric": "ContainsMetric"},
+    {"metric": "ContainsMetric", "keywords": None},
+    {"metric": "ContainsMetric", "keywords": "abc"},
+    {"metric": "ContainsMetric", "keywords": []},
+    {"metric": "ContainsMetric", "keywords": [""]},
+    {"metric": "ContainsMetric", "keywords": ["a", None]},
+    {"metric": "ContainsMetric", "keywords": ["a"], "mode": "some"},
+    {"metric": "StartsWithMetric"},
+    {"metric": "StartsWithMetric", "prefix": ""},
+    {"metric": "EndsWithMetric"},
+    {"metric": "EndsWithMetric", "suffix": ""},
+    {"metric": "RegexMatchMetric"},
+    {"metric": "RegexMatchMetric", "pattern": ""},
+    {"metric": "RegexMatchMetric", "pattern": "a", "timeout_s": 0},
+    {"metric": "RegexMatchMetric", "pattern": "a", "timeout_s": -1},
+    {"metric": "FormatCheckMetric"},
+    {"metric": "FormatCheckMetric", "format_type": "ipv4"},
+    {"metric": "FormatCheckMetric", "format_type": "EMAIL"},
+    {"metric": "JsonSchemaMetric"},
+    {"metric": "JsonSchemaMetric", "schema": None},
+    {"metric": "LanguageDetectionMetric", "expected_language": "xx"},
+    {"metric": "LanguageDetectionMetric", "expected_language": "EN"},
+    {"metric": "LanguageDetectionMetric", "expected_language": "eng"},
+    {"metric": "LanguageDetectionMetric", "min_confidence": 2},
+    {"metric": "LanguageDetectionMetric", "min_confidence": -0.1},
+    {"metric": "LengthCheckMetric", "min_length": -1},
+    {"metric": "LengthCheckMetric", "max_length": -1},
+    {"metric": "LengthCheckMetric", "unit": "tokens"},
+    {"metric": "ReferenceMatchMetric", "references": [], "embedding_provider": "local"},
+    {"metric": "ReferenceMatchMetric", "references": [""], "embedding_provider": "local"},
+    {"metric": "ReferenceMatchMetric", "references": ["a"], "aggregation": "min", "embedding_provider": "local"},
+    {"metric": "SemanticSimilarityMetric", "embedding_provider": "foo"},
+    {"metric": "ExactMatchMetric", "threshold": 1.5},
+]
+# Entries both accept: the schema's constraints are no stricter than the CLI.
+ACCEPTED_ENTRIES = [
+    {"metric": "ContainsMetric", "keywords": ["a", "b"], "mode": "all", "case_sensitive": False},
+    {"metric": "StartsWithMetric", "prefix": "Dear", "threshold": 0.0},
+    {"metric": "RegexMatchMetric", "pattern": "\\bA-\\d{4}\\b", "full_match": True, "timeout_s": None},
+    {"metric": "RegexMatchMetric", "pattern": "a", "timeout_s": 0.5},
+    {"metric": "FormatCheckMetric", "format_type": "uuid"},
+    {"metric": "JsonSchemaMetric", "schema": {"type": "object"}},
+    {"metric": "LanguageDetectionMetric", "expected_language": "fr", "min_confidence": 0},
+    {"metric": "LengthCheckMetric", "min_length": 0, "max_length": 0, "unit": "words"},
+    {"metric": "ReferenceMatchMetric", "references": ["a"], "aggregation": "mean", "embedding_provider": "local"},
+]
+
+
+def _entry_suite(tmp_path: Path, entry: dict) -> tuple[dict, Path]:
+    data = {"name": "s", "dataset": {"path": "d.jsonl"}, "metrics": [entry]}
+    return data, _write_suite(tmp_path, yaml.safe_dump(data))
+
+
+@pytest.mark.parametrize("entry", REFUSED_ENTRIES, ids=lambda e: json.dumps(e)[11:70])
+def test_schema_refuses_the_metric_arguments_the_cli_refuses(tmp_path: Path, entry: dict) -> None:
+    data, path = _entry_suite(tmp_path, entry)
+    with pytest.raises(ConfigError):
+        load_suite(path)
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(data)
+
+
+@pytest.mark.parametrize("entry", ACCEPTED_ENTRIES, ids=lambda e: json.dumps(e)[11:70])
+def test_schema_accepts_the_metric_arguments_the_cli_accepts(tmp_path: Path, entry: dict) -> None:
+    data, path = _entry_suite(tmp_path, entry)
+    assert len(load_suite(path).metrics) == 1
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))).validate(data)
+
+
+def test_schema_lists_required_arguments_and_enumerations() -> None:
+    branches = {b["title"]: b for b in suite_json_schema()["$defs"]["MetricSpec"]["oneOf"]}
+    assert {title: b["required"] for title, b in branches.items() if b["required"] != ["metric"]} == {
+        "ContainsMetric": ["metric", "keywords"], "StartsWithMetric": ["metric", "prefix"],
+        "EndsWithMetric": ["metric", "suffix"], "RegexMatchMetric": ["metric", "pattern"],
+        "FormatCheckMetric": ["metric", "format_type"], "JsonSchemaMetric": ["metric", "schema"],
+    }
+    assert branches["FormatCheckMetric"]["properties"]["format_type"]["enum"] == [
+        "email", "phone", "date", "url", "datetime", "uuid"]
+    languages = branches["LanguageDetectionMetric"]["properties"]["expected_language"]["enum"]
+    assert len(languages) == 119 and {"en", "fr", "zh"} <= set(languages) and "ceb" not in languages
+
+
+def test_schema_descriptions_are_plain_text() -> None:
+    """Editors show descriptions in hovers: reST markup (double backticks, Sphinx roles) is rendered."""
+    text = json.dumps(suite_json_schema())
+    assert "``" not in text and ":data:" not in text and ":class:" not in text and ":func:" not in text
+    assert plain_description('``"any"`` (default); one of :data:`ISO_639_1_CODES`, see :class:`~evaltasks.a.B` '
+                             "and :func:`evaltasks.c.d`") == (
+        '`"any"` (default); one of `ISO_639_1_CODES`, see `B` and `evaltasks.c.d`')
 
 
 # --- errors, each located -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ case folding), never computed with the code under test.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import random
@@ -213,7 +214,7 @@ def test_contains_reason_is_bounded() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({}, "keywords is required"),
+        ({"keywords": None}, "keywords is required"),
         ({"keywords": "error"}, "keywords must be a list"),  # a bare string is not iterated per character
         ({"keywords": []}, "keywords must not be empty"),
         ({"keywords": ["a", ""]}, r"keywords must be non-empty strings; item\(s\) \[1\]"),
@@ -228,6 +229,19 @@ def test_contains_reason_is_bounded() -> None:
 def test_contains_invalid_parameters(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         ContainsMetric(**kwargs)
+
+
+@pytest.mark.parametrize(("cls", "label"), [
+    (ContainsMetric, "keywords"), (StartsWithMetric, "prefix"), (EndsWithMetric, "suffix")])
+def test_required_argument_has_no_default(cls, label: str) -> None:
+    """Required arguments have no default in the signature (so the suite JSON Schema lists them as required):
+    Python names the missing one; the documented keyword calls work."""
+    assert inspect.signature(cls).parameters[label].default is inspect.Parameter.empty
+    with pytest.raises(TypeError, match=f"missing 1 required keyword-only argument: '{label}'"):
+        cls()
+    with pytest.raises(TypeError, match=f"missing 1 required keyword-only argument: '{label}'"):
+        cls(threshold=0.5)
+    assert cls(0.5, **{label: ["a"] if label == "keywords" else "a"}).threshold == 0.5
 
 
 # -- StartsWithMetric / EndsWithMetric ---------------------------------------------------------------------
@@ -292,7 +306,7 @@ def test_affix_rules(metric, output: str, score: float) -> None:
 def test_affix_invalid_parameters(cls) -> None:
     label = "prefix" if cls is StartsWithMetric else "suffix"
     with pytest.raises(ValueError, match=f"{label} is required"):
-        cls()
+        cls(**{label: None})
     with pytest.raises(ValueError, match=f"{label} must be a non-empty string"):
         cls(**{label: ""})  # always true: a configuration mistake
     with pytest.raises(ValueError, match=f"{label} must be a non-empty string"):
@@ -404,10 +418,10 @@ def test_suite_config_errors_name_the_entry_and_the_argument(tmp_path: Path) -> 
         load_suite(suite)
     rendered = [str(p) for p in info.value.problems]
     assert rendered == [
-        f"{suite}, metrics[0]: keywords is required: a non-empty list of strings",
+        f"{suite}, metrics[0]: field 'keywords' is required",
         f"{suite}, metrics[1]: field 'keywords' must be a list of strings, got 'error'",
         f"{suite}, metrics[2]: field 'prefix' must be a non-empty string, got ''",
-        f"{suite}, metrics[3]: suffix is required: a non-empty string",
+        f"{suite}, metrics[3]: field 'suffix' is required",
         f"{suite}, metrics[4]: field 'mode' must be one of ['any', 'all', 'none'], got 'some'",
         f"{suite}, metrics[5]: field 'case_sensitive' must be true or false, got 'no'",
     ]

@@ -15,14 +15,25 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
+from annotated_types import Ge, Interval, MinLen
 
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 from evaltasks.errors import quote
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
+
+
+# Constraints of constructor arguments in their type hints: the suite JSON Schema is generated from them
+# (evaltasks.suite.metric_arguments_schema); the constructors check the same rules themselves.
+NonEmptyStr = Annotated[str, MinLen(1)]
+"""A string of at least one character."""
+UnitFloat = Annotated[float, Interval(ge=0, le=1)]
+"""A number in [0, 1]."""
+NonNegativeInt = Annotated[int, Ge(0)]
+"""An integer >= 0."""
 
 
 @dataclass

@@ -9,11 +9,13 @@ exact rules".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
+
+from annotated_types import MinLen
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics.base import BaseMetric, check_flag
+from evaltasks.metrics.base import BaseMetric, NonEmptyStr, check_flag
 from evaltasks.metrics.text import comparable
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -40,7 +42,8 @@ class ContainsMetric(BaseMetric):
         name: the name in results (default ``"ContainsMetric"``).
 
     Raises:
-        ValueError: missing or empty ``keywords``, a bare string or a non-string or empty keyword, an unknown
+        TypeError: ``keywords`` is missing.
+        ValueError: a None or empty ``keywords``, a bare string or a non-string or empty keyword, an unknown
             mode, a flag that is not a bool, or a threshold outside [0, 1].
 
     ``evaluation_log`` keys: ``found`` and ``missing`` (keywords as given, deduplicated, in order), ``mode``
@@ -52,10 +55,10 @@ class ContainsMetric(BaseMetric):
     def __init__(
         self,
         threshold: float = 1.0,
-        keywords: list[str] | None = None,
+        *,
+        keywords: Annotated[list[NonEmptyStr], MinLen(1)],
         mode: Literal["any", "all", "none"] = "any",
         case_sensitive: bool = True,
-        *,
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)

@@ -7,6 +7,7 @@ stripping) are the README's "Metrics and their exact rules".
 
 from __future__ import annotations
 
+from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.starts_with import AffixMetric
 
 
@@ -21,7 +22,8 @@ class EndsWithMetric(AffixMetric):
         name: the name in results (default ``"EndsWithMetric"``).
 
     Raises:
-        ValueError: a missing, non-string or empty suffix, a flag that is not a bool, or a threshold outside
+        TypeError: ``suffix`` is missing.
+        ValueError: a None, non-string or empty suffix, a flag that is not a bool, or a threshold outside
             [0, 1].
 
     ``evaluation_log`` keys: ``suffix``, ``case_sensitive``, ``matched`` (one dict shared by the results of
@@ -35,9 +37,9 @@ class EndsWithMetric(AffixMetric):
     def __init__(
         self,
         threshold: float = 1.0,
-        suffix: str | None = None,
-        case_sensitive: bool = True,
         *,
+        suffix: NonEmptyStr,
+        case_sensitive: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)

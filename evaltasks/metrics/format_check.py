@@ -12,7 +12,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 from urllib.parse import urlsplit
 
 from evaltasks.embeddings.base import VectorTable
@@ -162,6 +162,10 @@ FORMATS: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "uuid": ("UUID", check_uuid),
 }
 
+FormatType = Literal["email", "phone", "date", "url", "datetime", "uuid"]
+"""The names of :data:`FORMATS`, as a type (the suite JSON Schema's enumeration)."""
+assert get_args(FormatType) == tuple(FORMATS), "FormatType must list FORMATS"
+
 
 class FormatCheckMetric(BaseMetric):
     """Score 1.0 when the output, stripped of surrounding whitespace (as eval-ai-library does), has the format
@@ -186,7 +190,7 @@ class FormatCheckMetric(BaseMetric):
 
     version: ClassVar[str] = "1"
 
-    def __init__(self, threshold: float = 1.0, format_type: str | None = None, *, name: str | None = None) -> None:
+    def __init__(self, threshold: float = 1.0, *, format_type: FormatType, name: str | None = None) -> None:
         super().__init__(threshold, name=name)
         if format_type is None:
             raise TypeError(f"FormatCheckMetric requires format_type, one of {list(FORMATS)}")

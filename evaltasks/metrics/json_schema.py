@@ -15,10 +15,19 @@ from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import Any, ClassVar
 
-from jsonschema import Draft202012Validator
+from jsonschema import (
+    Draft3Validator,
+    Draft4Validator,
+    Draft6Validator,
+    Draft7Validator,
+    Draft201909Validator,
+    Draft202012Validator,
+)
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.validators import validator_for
+from referencing import Registry
 from referencing.exceptions import Unresolvable  # jsonschema's $ref resolver (its dependency since 4.18)
+from referencing.jsonschema import specification_with
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import bounded, quote
@@ -40,6 +49,69 @@ def _reject_constant(name: str) -> Any:
 
 _decode = json.JSONDecoder(parse_constant=_reject_constant).decode
 
+_KNOWN_VALIDATORS = (Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator,
+                     Draft202012Validator)  # the drafts jsonschema validates
+
+# Keywords whose values are data, not subschemas: a "$ref" key inside them is no reference.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+
+
+def _local_refs(node: Any, inside_root: bool = True) -> list[str]:
+    """Every ``$ref`` of ``schema`` that points into the schema itself (starts with ``#``), in document order.
+    Subschemas with their own ``$id`` (another base URI) and data keywords (``const``, ``enum``, ``default``,
+    ``examples``) are not searched."""
+    refs: list[str] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            if item is not node and isinstance(item.get("$id"), str):
+                continue
+            if isinstance(item.get("$ref"), str) and item["$ref"].startswith("#"):
+                refs.append(item["$ref"])
+            stack.extend(reversed([v for k, v in item.items() if k not in _DATA_KEYWORDS]))
+    return refs
+
+
+def schema_validator_class(schema: Mapping[str, Any]) -> type[Any]:
+    """The ``jsonschema`` validator class of the draft ``schema``'s ``$schema`` names (draft 2020-12 when it
+    names none).
+
+    Raises:
+        ValueError: ``$schema`` is not a string, or is a URI that names no draft ``jsonschema`` knows (the
+            message names the URI and lists the known drafts' URIs).
+    """
+    if "$schema" not in schema:
+        return Draft202012Validator
+    uri = schema["$schema"]
+    cls = validator_for(schema, default=None) if isinstance(uri, str) else None
+    if cls is None:
+        known = sorted({v.META_SCHEMA["$schema"] for v in _KNOWN_VALIDATORS})
+        raise ValueError(f"schema's $schema {quote(uri)} names no known JSON Schema draft; known: {', '.join(known)}")
+    return cls
+
+
+def check_local_refs(schema: Mapping[str, Any], cls: type[Any]) -> None:
+    """Resolve every ``$ref`` of ``schema`` that points into the schema itself (``#...``), with the
+    ``referencing`` registry ``jsonschema`` validates with (the root resource in ``cls``'s draft).
+
+    Raises:
+        ValueError: one does not resolve (the message names it). References to other documents are left to
+            validation, which never fetches them (the case is ``errored``).
+    """
+    refs = _local_refs(schema)
+    if not refs:
+        return
+    specification = specification_with(cls.ID_OF(cls.META_SCHEMA))
+    resolver = Registry().resolver_with_root(specification.create_resource(schema))
+    for ref in refs:
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            raise ValueError(f"schema has a $ref that points nowhere in the schema: {quote(ref)}") from None
+
 
 def unfence(text: str) -> tuple[str, bool]:
     """(the JSON text, whether it was fenced): ``text`` without ONE surrounding Markdown code fence
@@ -56,7 +128,7 @@ class JsonSchemaMetric(BaseMetric):
     (RFC 8259: ``NaN`` and ``Infinity``, which Python's parser accepts, are invalid, a bare one reported as
     "Expecting value" at its first character; duplicate keys keep the last value); it is validated by the
     ``jsonschema`` validator of the draft the schema's ``$schema`` names
-    (draft 2020-12 when it names none or one jsonschema does not know). ``format`` keywords are annotations, not
+    (draft 2020-12 when it names none; a URI that names no draft is refused). ``format`` keywords are annotations, not
     assertions (no format checker, as in eval-ai-library and JSON Schema 2020-12's default): use
     :class:`~evaltasks.metrics.format_check.FormatCheckMetric` or ``pattern`` to check formats.
 
@@ -68,10 +140,11 @@ class JsonSchemaMetric(BaseMetric):
     Raises:
         TypeError: ``schema`` is missing.
         ValueError: ``schema`` is not a mapping, or is not a valid schema (the message names the path in the
-            schema and the problem), a threshold outside [0, 1].
+            schema and the problem), its ``$schema`` names no known draft, a ``$ref`` into the schema itself
+            (``#/$defs/x``) does not resolve, a threshold outside [0, 1].
 
     A case errors (status ``errored``) when its JSON is nested too deeply to parse or validate, or the schema
-    has a ``$ref`` that cannot be resolved (remote references are never fetched).
+    has a ``$ref`` to another document (remote references are never fetched).
 
     ``evaluation_log`` keys: ``valid_json``, ``fenced`` (a code fence was removed), ``errors`` (at most 10
     messages, ``"<JSON path>: <problem>"``, the invalid-JSON message when it did not parse), ``error_count``
@@ -81,7 +154,7 @@ class JsonSchemaMetric(BaseMetric):
     version: ClassVar[str] = "1"
 
     def __init__(
-        self, threshold: float = 1.0, schema: Mapping[str, Any] | None = None, *, name: str | None = None
+        self, threshold: float = 1.0, *, schema: Mapping[str, Any], name: str | None = None
     ) -> None:
         super().__init__(threshold, name=name)
         if schema is None:
@@ -89,11 +162,12 @@ class JsonSchemaMetric(BaseMetric):
         if not isinstance(schema, Mapping):
             raise ValueError(f"schema must be a JSON Schema object (a mapping), got {quote(schema)}")
         schema = copy.deepcopy(dict(schema))
-        cls = validator_for(schema, default=Draft202012Validator)
+        cls = schema_validator_class(schema)
         try:
             cls.check_schema(schema)
         except SchemaError as exc:
             raise ValueError(f"schema is invalid at {exc.json_path}: {bounded(exc.message, ERROR_MAX_CHARS)}") from None
+        check_local_refs(schema, cls)
         self.schema = schema
         self._validator = cls(schema)
 

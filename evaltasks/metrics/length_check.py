@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.base import BaseMetric, NonNegativeInt
 from evaltasks.metrics.text import count_chars, count_words
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -44,8 +44,8 @@ class LengthCheckMetric(BaseMetric):
     def __init__(
         self,
         threshold: float = 1.0,
-        min_length: int = 0,
-        max_length: int | None = None,
+        min_length: NonNegativeInt = 0,
+        max_length: NonNegativeInt | None = None,
         unit: Literal["chars", "words"] = "chars",
         *,
         name: str | None = None,

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
+from annotated_types import MinLen
 
 from evaltasks.embeddings import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics.base import EmbeddingNeed
+from evaltasks.metrics.base import EmbeddingNeed, NonEmptyStr
 from evaltasks.metrics.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.reference_search import ReferenceSearch, build_search, get_search, search_key
 from evaltasks.reference_sets import ReferenceSet
@@ -62,7 +63,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
     def __init__(
         self,
         threshold: float = 0.7,
-        references: list[str] | None = None,
+        references: Annotated[list[NonEmptyStr], MinLen(1)] | None = None,
         aggregation: Literal["max", "mean"] = "max",
         embedding_provider: Literal["openai", "local"] = "openai",
         model_name: str | None = None,

@@ -9,16 +9,17 @@ every case 0.0 there), and a match that runs longer than ``timeout_s`` errors th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import re._constants as _c  # the standard library's own parser: the structure of a pattern, for clock_free_length
 import re._parser as _re_parser
 
 import regex
+from annotated_types import Gt
 
 from evaltasks.embeddings.base import VectorTable
-from evaltasks.errors import quote
-from evaltasks.metrics.base import BaseMetric
+from evaltasks.errors import QUOTE_MAX_CHARS, bounded, quote
+from evaltasks.metrics.base import BaseMetric, NonEmptyStr
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -32,22 +33,35 @@ _ONE_CHARACTER = frozenset({_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN, _c.CATEGO
 _BRACES = frozenset({ord("{"), ord("}")})
 
 
+def show_pattern(pattern: str) -> str:
+    """``pattern`` as its user wrote it, between single quotes and cut to :data:`~evaltasks.errors.QUOTE_MAX_CHARS`
+    characters: ``\\bA-\\d{4}\\b`` shows as ``'\\bA-\\d{4}\\b'``, where ``repr`` would double each backslash;
+    a pattern holding a character that does not print (a newline, a tab) shows as its ``repr``,
+    so a message stays on one line."""
+    if not pattern.isprintable():
+        return quote(pattern)
+    return "'" + bounded(pattern, QUOTE_MAX_CHARS - 2) + "'"
+
+
 def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """``pattern`` compiled by the ``regex`` package (Python syntax, inline flags such as ``(?i)`` included).
 
     Raises:
-        ValueError: ``pattern`` is not a string, or is not a valid expression; the message starts with
-            ``pattern`` and says why and where, e.g. ``pattern '(' is invalid: missing ) at position 1``.
+        ValueError: ``pattern`` is not a string, is empty (it would match every output), or is not a valid
+            expression; the message starts with ``pattern`` and says why and where, e.g. ``pattern '(' is
+            invalid: missing ) at position 1`` (the pattern shown by :func:`show_pattern`).
     """
     if not isinstance(pattern, str):
         raise ValueError(f"pattern must be a string (a regular expression), got {quote(pattern)}")
+    if not pattern:
+        raise ValueError("pattern must be a non-empty string (an empty pattern matches every output)")
     try:
         return regex.compile(pattern)
     except regex.error as exc:
         where = f" at position {exc.pos}" if exc.pos is not None else ""
-        raise ValueError(f"pattern {quote(pattern)} is invalid: {exc.msg}{where}") from None
+        raise ValueError(f"pattern {show_pattern(pattern)} is invalid: {exc.msg}{where}") from None
     except (OverflowError, RecursionError, ValueError) as exc:  # e.g. a repeat count beyond the engine's limit
-        raise ValueError(f"pattern {quote(pattern)} is invalid: {exc}") from None
+        raise ValueError(f"pattern {show_pattern(pattern)} is invalid: {exc}") from None
 
 
 def clock_free_length(pattern: str, timeout_s: float) -> int:
@@ -152,7 +166,7 @@ class RegexMatchMetric(BaseMetric):
 
     Raises:
         TypeError: ``pattern`` is missing.
-        ValueError: an invalid pattern (message ``pattern '...' is invalid: <why> at position <n>``), a
+        ValueError: an empty or invalid pattern (message ``pattern '...' is invalid: <why> at position <n>``), a
             non-boolean ``full_match``, a ``timeout_s`` that is neither None nor a positive number, a threshold
             outside [0, 1].
 
@@ -165,10 +179,10 @@ class RegexMatchMetric(BaseMetric):
     def __init__(
         self,
         threshold: float = 1.0,
-        pattern: str | None = None,
-        full_match: bool = False,
         *,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        pattern: NonEmptyStr,
+        full_match: bool = False,
+        timeout_s: Annotated[float, Gt(0)] | None = DEFAULT_TIMEOUT_S,
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)
@@ -230,7 +244,7 @@ class RegexMatchMetric(BaseMetric):
 
     def _verdict(self, value: str | None) -> tuple[str, dict[str, Any]]:
         """(reason, evaluation_log) of a match of ``value`` (None: no match)."""
-        pattern = quote(self.pattern)
+        pattern = show_pattern(self.pattern)
         kept = None if value is None else value[:MATCH_VALUE_MAX_CHARS]
         if self.full_match:
             reason = (f"The whole output does not match pattern {pattern}." if value is None

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics.base import BaseMetric, check_flag
+from evaltasks.metrics.base import BaseMetric, NonEmptyStr, check_flag
 from evaltasks.metrics.text import comparable
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -84,7 +84,8 @@ class StartsWithMetric(AffixMetric):
         name: the name in results (default ``"StartsWithMetric"``).
 
     Raises:
-        ValueError: a missing, non-string or empty prefix, a flag that is not a bool, or a threshold outside
+        TypeError: ``prefix`` is missing.
+        ValueError: a None, non-string or empty prefix, a flag that is not a bool, or a threshold outside
             [0, 1].
 
     ``evaluation_log`` keys: ``prefix``, ``case_sensitive``, ``matched`` (one dict shared by the results of
@@ -98,9 +99,9 @@ class StartsWithMetric(AffixMetric):
     def __init__(
         self,
         threshold: float = 1.0,
-        prefix: str | None = None,
-        case_sensitive: bool = True,
         *,
+        prefix: NonEmptyStr,
+        case_sensitive: bool = True,
         name: str | None = None,
     ) -> None:
         super().__init__(threshold, name=name)
