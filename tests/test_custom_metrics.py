@@ -60,8 +60,13 @@ def isolated_imports(monkeypatch: pytest.MonkeyPatch):
     """Undo what loading a user's metric does to this process: sys.path, PYTHONPATH, imported modules."""
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     monkeypatch.syspath_prepend(str(REPO))  # snapshots sys.path, restored afterwards
+    import cloudpickle
+
     before = set(sys.modules)
+    by_value = set(cloudpickle.list_registry_pickle_by_value())
     yield monkeypatch
+    for module in set(cloudpickle.list_registry_pickle_by_value()) - by_value:
+        cloudpickle.unregister_pickle_by_value(sys.modules[module])
     for module in set(sys.modules) - before:
         if not module.startswith(("evaltasks", "prefect", "jsonschema")):
             sys.modules.pop(module, None)
@@ -117,9 +122,9 @@ def test_example_custom_metric_runs_through_the_cli(tmp_path: Path, prefect_api_
 
 @pytest.mark.parametrize("runner", ["processes:2", "dask:2"])
 def test_example_custom_metric_in_worker_processes(tmp_path: Path, prefect_api_url: str, runner: str) -> None:
-    """The `processes` task runner and a Dask LocalCluster: metric instances are pickled to worker processes,
-    which import brand_checks from the suite's folder (on their sys.path and PYTHONPATH); scores equal the
-    in-process ones."""
+    """The `processes` task runner and a Dask LocalCluster: metric instances are pickled to worker processes
+    (brand_checks by value for the process pool; Dask's spawned workers inherit sys.path, the suite's folder
+    last); scores equal the in-process ones."""
     if runner.startswith("dask"):
         pytest.importorskip("prefect_dask")
     proc = _cli(tmp_path, "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet", "--no-cache",
@@ -414,9 +419,15 @@ def test_cache_keys_of_user_and_entry_point_classes_hash_their_files(tmp_path: P
         assert cls().cache_key().endswith(f"#code={expected}"), name
 
 
-def test_loading_a_suite_puts_its_directory_on_sys_path_and_pythonpath(tmp_path: Path,
-                                                                        isolated_imports: pytest.MonkeyPatch) -> None:
-    """What task-runner workers started later inherit: the suite's directory first on both."""
+def test_loading_a_suite_puts_its_directory_last_on_sys_path(tmp_path: Path,
+                                                             isolated_imports: pytest.MonkeyPatch) -> None:
+    """The suite's directory goes LAST on sys.path (installed packages and the standard library win), PYTHONPATH
+    is left alone, and the user's module is pickled by value: a worker unpickles the metric without importing
+    it."""
+    import pickle
+
+    import cloudpickle
+
     _write(tmp_path / "sp_metrics.py", USER_MODULE.format(word="z"))
     _write(tmp_path / "d.jsonl", '{"actual_output": "z"}\n')
     suite = _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
@@ -424,8 +435,81 @@ def test_loading_a_suite_puts_its_directory_on_sys_path_and_pythonpath(tmp_path:
     isolated_imports.setenv("PYTHONPATH", "/elsewhere")
     loaded = load_suite(suite)
     assert type(loaded.metrics[0]).__module__ == "sp_metrics"
-    assert sys.path[0] == str(tmp_path.resolve())
-    assert os.environ["PYTHONPATH"] == os.pathsep.join([str(tmp_path.resolve()), "/elsewhere"])
+    assert sys.path[-1] == str(tmp_path.resolve())
+    assert os.environ["PYTHONPATH"] == "/elsewhere"
+    assert "sp_metrics" in cloudpickle.list_registry_pickle_by_value()
+    payload = cloudpickle.dumps(loaded.metrics[0])
+    del sys.modules["sp_metrics"]
+    sys.path.remove(str(tmp_path.resolve()))  # what a worker without the folder sees
+    clone = pickle.loads(payload)
+    assert clone.score_batch([EvalTestCase(input="", actual_output="z")])[0].score == 1.0
+    sys.path.append(str(tmp_path.resolve()))
     load_suite(suite)  # a second load adds nothing
     assert sys.path.count(str(tmp_path.resolve())) == 1
-    assert os.environ["PYTHONPATH"].split(os.pathsep).count(str(tmp_path.resolve())) == 1
+
+
+SHADOW_METRIC = """\
+    from evaltasks import BaseMetric, MetricResult
+
+
+    class Shout(BaseMetric):
+        def __init__(self, threshold: float = 0.5, *, name=None):
+            super().__init__(threshold, name=name)
+
+        def score_batch(self, cases, vectors=None):
+            return [MetricResult.scored(self.name, float(c.actual_output.isupper()), self.threshold, "r", {})
+                    for c in cases]
+    """
+
+
+def test_files_next_to_a_suite_never_shadow_installed_modules(tmp_path: Path, prefect_api_url: str) -> None:
+    """prefect.py and fasttext.py next to a suite naming `shout_metrics:Shout` (both raise when imported): the run
+    (in worker processes, which used to get the folder first on PYTHONPATH) uses the installed prefect and
+    fastText; every score equals the one computed here."""
+    suites = tmp_path / "suites"
+    _write(suites / "shout_metrics.py", SHADOW_METRIC)
+    for name in ("prefect", "fasttext"):
+        _write(suites / f"{name}.py", f"raise ImportError('the user\\'s {name}.py was imported')\n")
+    answers = ["HELLO THERE", "The weather is lovely today.", "Il fait beau aujourd'hui."]
+    _write(suites / "data.jsonl", "".join(json.dumps({"id": str(i), "actual_output": a}) + "\n"
+                                          for i, a in enumerate(answers)))
+    _write(suites / "suite.yaml", """\
+        name: shadow
+        dataset: {path: data.jsonl}
+        metrics:
+          - {metric: 'shout_metrics:Shout', name: shout}
+          - {metric: LanguageDetectionMetric, expected_language: en}
+        gate: {min_pass_rate: 0}
+        """)
+    proc = _cli(tmp_path, "run", str(suites / "suite.yaml"), "--output-dir", "out", "--quiet", "--no-cache",
+                "--task-runner", "processes:2", "--batch-size", "2", api_url=prefect_api_url)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scores = _scores(tmp_path / "out" / "results.json")
+    from evaltasks import LanguageDetectionMetric
+
+    expected = LanguageDetectionMetric(expected_language="en").score_batch(
+        [EvalTestCase(input="", actual_output=a) for a in answers])
+    assert [r.status for r in expected] != ["errored"] * 3
+    for i, (answer, language) in enumerate(zip(answers, expected)):
+        assert scores[str(i)]["shout"][:2] == (float(answer.isupper()), "passed" if answer.isupper() else "failed")
+        assert scores[str(i)]["LanguageDetectionMetric"][:2] == (language.score, language.status)
+    assert [scores[str(i)]["LanguageDetectionMetric"][0] for i in range(3)] == [1.0, 1.0, 0.0]
+
+
+def test_a_local_module_hidden_by_an_installed_one_is_a_located_error(tmp_path: Path,
+                                                                       prefect_api_url: str) -> None:
+    """`json:Foo` with json.py next to the suite: the standard library's json wins, so the suite names a module
+    the user did not write; exit 2 saying which file hides theirs and to rename it."""
+    _write(tmp_path / "json.py", SHADOW_METRIC)
+    _write(tmp_path / "data.jsonl", '{"actual_output": "x"}\n')
+    _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: data.jsonl}\nmetrics:\n  - {metric: 'json:Shout'}\n")
+    (tmp_path / "elsewhere").mkdir()
+    proc = _cli(tmp_path / "elsewhere", "run", str(tmp_path / "suite.yaml"), "--output-dir", "out",
+                api_url=prefect_api_url)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    import json as stdlib_json
+
+    assert (f"metric 'json:Shout': the suite's folder has json.py, but module 'json' is the installed module at "
+            f"{stdlib_json.__file__}, which hides it") in proc.stderr
+    assert "rename json.py" in proc.stderr
