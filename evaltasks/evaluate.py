@@ -30,6 +30,7 @@ from evaltasks.results import (
     MetricResult,
     ReferenceSetInfo,
     TestCaseResult,
+    score_problem,
     summarize,
 )
 from evaltasks.test_case import EvalTestCase, assign_ids
@@ -132,7 +133,9 @@ def score_metric_batch(
     - Any other exception from ``metric.score_batch`` (a bug in a user's metric) re-scores the batch one case
       at a time, so only the cases that raise are ``errored``, each with ``ExceptionType: message``.
     - A result list of the wrong length, or an item that is not a :class:`MetricResult`, errors the cases it
-      cannot vouch for, with a message naming the metric.
+      cannot vouch for, with a message naming the metric; so does a MetricResult whose score (or threshold) is
+      not a finite number in [0, 1] (built without :meth:`MetricResult.scored`, which rejects one: README,
+      "Your own metrics").
 
     Returns one result per case, in order.
     """
@@ -149,8 +152,13 @@ def score_metric_batch(
         if len(cases) == 1:
             return [_score_one(metric, cases[0], vectors, raise_provider_errors)]
         return [_score_one(metric, case, vectors, raise_provider_errors) for case in cases]
-    if type(results) is list and len(results) == len(cases) and all(type(r) is MetricResult for r in results):
-        return results  # the fast path: one C-level pass over the list
+    if type(results) is list and len(results) == len(cases):
+        try:  # the fast path: one pass over the list (a comparison is False for NaN, TypeError for a non-number)
+            if all(type(r) is MetricResult and ((s := r.score) is None or 0.0 <= s <= 1.0) and 0.0 <= r.threshold <= 1.0
+                   for r in results):
+                return results
+        except TypeError:
+            pass
     return _checked_results(metric, cases, results)
 
 
@@ -170,8 +178,9 @@ def _score_one(
 
 
 def _checked_results(metric: BaseMetric, cases: Sequence[EvalTestCase], results: object) -> list[MetricResult]:
-    """``results`` when they are one :class:`MetricResult` per case; otherwise each case whose result is missing
-    or not a MetricResult is ``errored`` with a message naming the metric (all of them when the count is wrong)."""
+    """``results`` when they are one :class:`MetricResult` per case; otherwise each case whose result is missing,
+    not a MetricResult, or has a score or threshold out of [0, 1] (:func:`~evaltasks.results.score_problem`) is
+    ``errored`` with a message naming the metric (all of them when the count is wrong)."""
     name, threshold = getattr(metric, "name", type(metric).__name__), getattr(metric, "threshold", 0.0)
     try:
         items = list(results)  # type: ignore[call-overload]
@@ -182,12 +191,16 @@ def _checked_results(metric: BaseMetric, cases: Sequence[EvalTestCase], results:
         message = (f"metric {name} ({type(metric).__qualname__}) returned {got} for {len(cases)} cases: score_batch "
                    "must return one MetricResult per case, in order")
         return [MetricResult.errored(name, threshold, message) for _ in cases]
-    return [
-        item if isinstance(item, MetricResult) else MetricResult.errored(
-            name, threshold, f"metric {name} ({type(metric).__qualname__}) returned a {type(item).__name__} instead "
-            "of a MetricResult")
-        for item in items
-    ]
+    checked = []
+    for item in items:
+        if not isinstance(item, MetricResult):
+            checked.append(MetricResult.errored(name, threshold, f"metric {name} ({type(metric).__qualname__}) "
+                                                f"returned a {type(item).__name__} instead of a MetricResult"))
+        elif (problem := score_problem(name, item.score, item.threshold)) is not None:
+            checked.append(MetricResult.errored(name, threshold, problem))
+        else:
+            checked.append(item)
+    return checked
 
 
 def prepare_reference_searches(

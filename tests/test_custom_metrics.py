@@ -291,6 +291,93 @@ def test_a_metric_returning_the_wrong_results_errors_with_a_clear_message(mode: 
     assert [r.status for r in results] == ["errored" if e else "passed" for e in errors]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), 1.5, -0.5, float("inf"), float("-inf")])
+def test_metric_result_scored_rejects_a_score_or_threshold_out_of_0_1(bad: float) -> None:
+    """README: a score and a threshold are numbers in [0, 1]; NaN (for which every comparison is False), inf,
+    1.5 and -0.5 are ValueErrors naming the metric and the value; 0 and 1 are fine."""
+    with pytest.raises(ValueError) as score_error:
+        MetricResult.scored("BrandVoiceMetric", bad, 0.5, "r", {})
+    assert str(score_error.value) == f"BrandVoiceMetric returned score {bad}: a score must be a number in [0, 1]"
+    with pytest.raises(ValueError) as threshold_error:
+        MetricResult.scored("BrandVoiceMetric", 0.5, bad, "r", {})
+    assert str(threshold_error.value) == (f"BrandVoiceMetric returned threshold {bad}: a threshold must be a "
+                                          "number in [0, 1]")
+    assert [MetricResult.scored("m", s, 1.0, "r", {}).status for s in (0.0, 1.0, 1)] == ["failed", "passed", "passed"]
+
+
+class _ReturnsBuilt(BaseMetric):
+    """Returns results built without MetricResult.scored: validated (MetricResult(...)) or model_construct."""
+
+    def __init__(self, threshold: float = 0.5, *, name: str | None = None) -> None:
+        super().__init__(threshold, name=name)
+
+    def score_batch(self, cases, vectors=None):
+        out = []
+        for i, case in enumerate(cases):
+            build = MetricResult if i % 2 else MetricResult.model_construct
+            score = float(case.actual_output)
+            out.append(build(name=self.name, score=score, threshold=self.threshold, success=score >= 0.5,
+                             reason="r", status="passed" if score >= 0.5 else "failed"))
+        return out
+
+
+def test_results_built_another_way_with_a_score_out_of_0_1_are_errored() -> None:
+    """score_metric_batch checks every returned result's score and threshold, whoever built it: the bad ones are
+    errored naming the metric and the value, the good ones kept."""
+    outputs = ["0.25", "nan", "1.5", "1.0", "-0.5", "inf"]
+    results = score_metric_batch(_ReturnsBuilt(name="built"), [EvalTestCase(actual_output=o) for o in outputs], None)
+    assert [r.status for r in results] == ["failed", "errored", "errored", "passed", "errored", "errored"]
+    assert [r.score for r in results][:1] + [r.score for r in results][3:4] == [0.25, 1.0]
+    assert [r.error for r in results] == [
+        None, "built returned score nan: a score must be a number in [0, 1]",
+        "built returned score 1.5: a score must be a number in [0, 1]", None,
+        "built returned score -0.5: a score must be a number in [0, 1]",
+        "built returned score inf: a score must be a number in [0, 1]"]
+
+
+def test_a_metric_scoring_out_of_0_1_errors_those_cases_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:
+    """A user's metric returns MetricResult.scored(name, float(output)): the cases scoring nan, 1.5, -0.5 and inf
+    are errored (used to: exit 3 on NaN in the report's histogram, 1.5 passed with mean 1.5), the others scored;
+    the gate decides the exit (1 of 6 passed < 0.5: exit 1), no traceback, every report written."""
+    _write(tmp_path / "echo_metrics.py", """\
+        from evaltasks import BaseMetric, MetricResult
+
+
+        class EchoScore(BaseMetric):
+            def __init__(self, threshold: float = 0.5, *, name=None):
+                super().__init__(threshold, name=name)
+
+            def score_batch(self, cases, vectors=None):
+                return [MetricResult.scored(self.name, float(c.actual_output), self.threshold, "r", {}) for c in cases]
+        """)
+    outputs = ["0.5", "nan", "1.5", "-0.5", "inf", "0.25"]
+    _write(tmp_path / "data.jsonl", "".join(json.dumps({"id": f"c{i}", "actual_output": o}) + "\n"
+                                            for i, o in enumerate(outputs)))
+    _write(tmp_path / "suite.yaml", """\
+        name: echo
+        dataset: {path: data.jsonl}
+        metrics:
+          - {metric: 'echo_metrics:EchoScore'}
+        gate: {min_pass_rate: 0.5}
+        """)
+    proc = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--quiet", "--no-cache",
+                "--batch-size", "3", api_url=prefect_api_url)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"results.json", "junit.xml", "summary.md"}
+    scores = {case_id: m["EchoScore"] for case_id, m in _scores(tmp_path / "out" / "results.json").items()}
+    assert scores == {
+        "c0": (0.5, "passed", None),
+        "c1": (None, "errored", "ValueError: EchoScore returned score nan: a score must be a number in [0, 1]"),
+        "c2": (None, "errored", "ValueError: EchoScore returned score 1.5: a score must be a number in [0, 1]"),
+        "c3": (None, "errored", "ValueError: EchoScore returned score -0.5: a score must be a number in [0, 1]"),
+        "c4": (None, "errored", "ValueError: EchoScore returned score inf: a score must be a number in [0, 1]"),
+        "c5": (0.25, "failed", None),
+    }
+    summary = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["summary"]
+    assert (summary["metrics"]["EchoScore"]["mean_score"], summary["metrics"]["EchoScore"]["errored"]) == (0.375, 4)
+
+
 def test_errored_results_are_not_cached_and_edits_invalidate_the_cache(tmp_path: Path, prefect_api_url: str) -> None:
     """With Prefect's task cache on (the CLI default), run a suite whose user metric fails (file FAIL next to
     it): every case errored (exit 1). Remove FAIL, the metric's file unchanged: the re-run scores again instead
