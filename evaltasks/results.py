@@ -97,11 +97,15 @@ class MetricResult(BaseModel):
 
         Built without pydantic's validation (a large share of a LengthCheck run's time); the fields are
         checked here instead. Raises TypeError for a non-string name or reason or a non-dict log, ValueError for
-        a score or threshold that is not a number.
+        a score or threshold that is not a finite number in [0, 1] (README, "Your own metrics": NaN, inf, 1.5
+        and -0.5 included; the message names ``name`` and the value, e.g. ``BrandVoiceMetric returned score
+        nan: a score must be a number in [0, 1]``), so a metric producing one gets those cases errored.
         """
         if not isinstance(name, str) or not isinstance(reason, str) or not isinstance(evaluation_log, dict):
             raise TypeError("name and reason must be strings, evaluation_log a dict")
         score, threshold, evaluation_cost = float(score), float(threshold), float(evaluation_cost)
+        if not (0.0 <= score <= 1.0 and 0.0 <= threshold <= 1.0):  # False for NaN too
+            raise ValueError(score_problem(name, score, threshold))
         success = score >= threshold
         return _construct(cls, {
             "name": name, "score": score, "threshold": threshold, "success": success, "reason": reason,
@@ -121,6 +125,19 @@ class MetricResult(BaseModel):
     def skipped(cls, name: str, threshold: float, reason: str) -> MetricResult:
         """Build the result of a metric that was not evaluated (``score`` None, ``success`` False)."""
         return cls(name=name, score=None, threshold=threshold, success=False, reason=reason, status="skipped")
+
+
+def score_problem(name: str, score: Any, threshold: Any) -> str | None:
+    """Why a result named ``name`` with this ``score`` (None allowed: errored or skipped) and ``threshold`` is
+    invalid (each must be a finite number in [0, 1]; README, "Your own metrics"), or None when it is valid."""
+    for field, value in (("score", score), ("threshold", threshold)):
+        if value is None and field == "score":
+            continue
+        valid = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
+        if not valid:
+            shown = value if isinstance(value, float) else repr(value)[:80]  # nan, inf, 1.5 as Python prints them
+            return f"{name} returned {field} {shown}: a {field} must be a number in [0, 1]"
+    return None
 
 
 def case_status(metrics: list[MetricResult]) -> Status:

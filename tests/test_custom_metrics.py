@@ -60,8 +60,13 @@ def isolated_imports(monkeypatch: pytest.MonkeyPatch):
     """Undo what loading a user's metric does to this process: sys.path, PYTHONPATH, imported modules."""
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     monkeypatch.syspath_prepend(str(REPO))  # snapshots sys.path, restored afterwards
+    import cloudpickle
+
     before = set(sys.modules)
+    by_value = set(cloudpickle.list_registry_pickle_by_value())
     yield monkeypatch
+    for module in set(cloudpickle.list_registry_pickle_by_value()) - by_value:
+        cloudpickle.unregister_pickle_by_value(sys.modules[module])
     for module in set(sys.modules) - before:
         if not module.startswith(("evaltasks", "prefect", "jsonschema")):
             sys.modules.pop(module, None)
@@ -117,9 +122,9 @@ def test_example_custom_metric_runs_through_the_cli(tmp_path: Path, prefect_api_
 
 @pytest.mark.parametrize("runner", ["processes:2", "dask:2"])
 def test_example_custom_metric_in_worker_processes(tmp_path: Path, prefect_api_url: str, runner: str) -> None:
-    """The `processes` task runner and a Dask LocalCluster: metric instances are pickled to worker processes,
-    which import brand_checks from the suite's folder (on their sys.path and PYTHONPATH); scores equal the
-    in-process ones."""
+    """The `processes` task runner and a Dask LocalCluster: metric instances are pickled to worker processes
+    (brand_checks by value for the process pool; Dask's spawned workers inherit sys.path, the suite's folder
+    last); scores equal the in-process ones."""
     if runner.startswith("dask"):
         pytest.importorskip("prefect_dask")
     proc = _cli(tmp_path, "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet", "--no-cache",
@@ -363,6 +368,93 @@ def test_a_metric_returning_the_wrong_results_errors_with_a_clear_message(mode: 
     assert [r.status for r in results] == ["errored" if e else "passed" for e in errors]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), 1.5, -0.5, float("inf"), float("-inf")])
+def test_metric_result_scored_rejects_a_score_or_threshold_out_of_0_1(bad: float) -> None:
+    """README: a score and a threshold are numbers in [0, 1]; NaN (for which every comparison is False), inf,
+    1.5 and -0.5 are ValueErrors naming the metric and the value; 0 and 1 are fine."""
+    with pytest.raises(ValueError) as score_error:
+        MetricResult.scored("BrandVoiceMetric", bad, 0.5, "r", {})
+    assert str(score_error.value) == f"BrandVoiceMetric returned score {bad}: a score must be a number in [0, 1]"
+    with pytest.raises(ValueError) as threshold_error:
+        MetricResult.scored("BrandVoiceMetric", 0.5, bad, "r", {})
+    assert str(threshold_error.value) == (f"BrandVoiceMetric returned threshold {bad}: a threshold must be a "
+                                          "number in [0, 1]")
+    assert [MetricResult.scored("m", s, 1.0, "r", {}).status for s in (0.0, 1.0, 1)] == ["failed", "passed", "passed"]
+
+
+class _ReturnsBuilt(BaseMetric):
+    """Returns results built without MetricResult.scored: validated (MetricResult(...)) or model_construct."""
+
+    def __init__(self, threshold: float = 0.5, *, name: str | None = None) -> None:
+        super().__init__(threshold, name=name)
+
+    def score_batch(self, cases, vectors=None):
+        out = []
+        for i, case in enumerate(cases):
+            build = MetricResult if i % 2 else MetricResult.model_construct
+            score = float(case.actual_output)
+            out.append(build(name=self.name, score=score, threshold=self.threshold, success=score >= 0.5,
+                             reason="r", status="passed" if score >= 0.5 else "failed"))
+        return out
+
+
+def test_results_built_another_way_with_a_score_out_of_0_1_are_errored() -> None:
+    """score_metric_batch checks every returned result's score and threshold, whoever built it: the bad ones are
+    errored naming the metric and the value, the good ones kept."""
+    outputs = ["0.25", "nan", "1.5", "1.0", "-0.5", "inf"]
+    results = score_metric_batch(_ReturnsBuilt(name="built"), [EvalTestCase(actual_output=o) for o in outputs], None)
+    assert [r.status for r in results] == ["failed", "errored", "errored", "passed", "errored", "errored"]
+    assert [r.score for r in results][:1] + [r.score for r in results][3:4] == [0.25, 1.0]
+    assert [r.error for r in results] == [
+        None, "built returned score nan: a score must be a number in [0, 1]",
+        "built returned score 1.5: a score must be a number in [0, 1]", None,
+        "built returned score -0.5: a score must be a number in [0, 1]",
+        "built returned score inf: a score must be a number in [0, 1]"]
+
+
+def test_a_metric_scoring_out_of_0_1_errors_those_cases_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:
+    """A user's metric returns MetricResult.scored(name, float(output)): the cases scoring nan, 1.5, -0.5 and inf
+    are errored (used to: exit 3 on NaN in the report's histogram, 1.5 passed with mean 1.5), the others scored;
+    the gate decides the exit (1 of 6 passed < 0.5: exit 1), no traceback, every report written."""
+    _write(tmp_path / "echo_metrics.py", """\
+        from evaltasks import BaseMetric, MetricResult
+
+
+        class EchoScore(BaseMetric):
+            def __init__(self, threshold: float = 0.5, *, name=None):
+                super().__init__(threshold, name=name)
+
+            def score_batch(self, cases, vectors=None):
+                return [MetricResult.scored(self.name, float(c.actual_output), self.threshold, "r", {}) for c in cases]
+        """)
+    outputs = ["0.5", "nan", "1.5", "-0.5", "inf", "0.25"]
+    _write(tmp_path / "data.jsonl", "".join(json.dumps({"id": f"c{i}", "actual_output": o}) + "\n"
+                                            for i, o in enumerate(outputs)))
+    _write(tmp_path / "suite.yaml", """\
+        name: echo
+        dataset: {path: data.jsonl}
+        metrics:
+          - {metric: 'echo_metrics:EchoScore'}
+        gate: {min_pass_rate: 0.5}
+        """)
+    proc = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--quiet", "--no-cache",
+                "--batch-size", "3", api_url=prefect_api_url)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"results.json", "junit.xml", "summary.md"}
+    scores = {case_id: m["EchoScore"] for case_id, m in _scores(tmp_path / "out" / "results.json").items()}
+    assert scores == {
+        "c0": (0.5, "passed", None),
+        "c1": (None, "errored", "ValueError: EchoScore returned score nan: a score must be a number in [0, 1]"),
+        "c2": (None, "errored", "ValueError: EchoScore returned score 1.5: a score must be a number in [0, 1]"),
+        "c3": (None, "errored", "ValueError: EchoScore returned score -0.5: a score must be a number in [0, 1]"),
+        "c4": (None, "errored", "ValueError: EchoScore returned score inf: a score must be a number in [0, 1]"),
+        "c5": (0.25, "failed", None),
+    }
+    summary = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["summary"]
+    assert (summary["metrics"]["EchoScore"]["mean_score"], summary["metrics"]["EchoScore"]["errored"]) == (0.375, 4)
+
+
 def test_errored_results_are_not_cached_and_edits_invalidate_the_cache(tmp_path: Path, prefect_api_url: str) -> None:
     """With Prefect's task cache on (the CLI default), run a suite whose user metric fails (file FAIL next to
     it): every case errored (exit 1). Remove FAIL, the metric's file unchanged: the re-run scores again instead
@@ -491,9 +583,15 @@ def test_cache_keys_of_user_and_entry_point_classes_hash_their_files(tmp_path: P
         assert cls().cache_key().endswith(f"#code={expected}"), name
 
 
-def test_loading_a_suite_puts_its_directory_on_sys_path_and_pythonpath(tmp_path: Path,
-                                                                        isolated_imports: pytest.MonkeyPatch) -> None:
-    """What task-runner workers started later inherit: the suite's directory first on both."""
+def test_loading_a_suite_puts_its_directory_last_on_sys_path(tmp_path: Path,
+                                                             isolated_imports: pytest.MonkeyPatch) -> None:
+    """The suite's directory goes LAST on sys.path (installed packages and the standard library win), PYTHONPATH
+    is left alone, and the user's module is pickled by value: a worker unpickles the metric without importing
+    it."""
+    import pickle
+
+    import cloudpickle
+
     _write(tmp_path / "sp_metrics.py", USER_MODULE.format(word="z"))
     _write(tmp_path / "d.jsonl", '{"actual_output": "z"}\n')
     suite = _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
@@ -501,8 +599,81 @@ def test_loading_a_suite_puts_its_directory_on_sys_path_and_pythonpath(tmp_path:
     isolated_imports.setenv("PYTHONPATH", "/elsewhere")
     loaded = load_suite(suite)
     assert type(loaded.metrics[0]).__module__ == "sp_metrics"
-    assert sys.path[0] == str(tmp_path.resolve())
-    assert os.environ["PYTHONPATH"] == os.pathsep.join([str(tmp_path.resolve()), "/elsewhere"])
+    assert sys.path[-1] == str(tmp_path.resolve())
+    assert os.environ["PYTHONPATH"] == "/elsewhere"
+    assert "sp_metrics" in cloudpickle.list_registry_pickle_by_value()
+    payload = cloudpickle.dumps(loaded.metrics[0])
+    del sys.modules["sp_metrics"]
+    sys.path.remove(str(tmp_path.resolve()))  # what a worker without the folder sees
+    clone = pickle.loads(payload)
+    assert clone.score_batch([EvalTestCase(input="", actual_output="z")])[0].score == 1.0
+    sys.path.append(str(tmp_path.resolve()))
     load_suite(suite)  # a second load adds nothing
     assert sys.path.count(str(tmp_path.resolve())) == 1
-    assert os.environ["PYTHONPATH"].split(os.pathsep).count(str(tmp_path.resolve())) == 1
+
+
+SHADOW_METRIC = """\
+    from evaltasks import BaseMetric, MetricResult
+
+
+    class Shout(BaseMetric):
+        def __init__(self, threshold: float = 0.5, *, name=None):
+            super().__init__(threshold, name=name)
+
+        def score_batch(self, cases, vectors=None):
+            return [MetricResult.scored(self.name, float(c.actual_output.isupper()), self.threshold, "r", {})
+                    for c in cases]
+    """
+
+
+def test_files_next_to_a_suite_never_shadow_installed_modules(tmp_path: Path, prefect_api_url: str) -> None:
+    """prefect.py and fasttext.py next to a suite naming `shout_metrics:Shout` (both raise when imported): the run
+    (in worker processes, which used to get the folder first on PYTHONPATH) uses the installed prefect and
+    fastText; every score equals the one computed here."""
+    suites = tmp_path / "suites"
+    _write(suites / "shout_metrics.py", SHADOW_METRIC)
+    for name in ("prefect", "fasttext"):
+        _write(suites / f"{name}.py", f"raise ImportError('the user\\'s {name}.py was imported')\n")
+    answers = ["HELLO THERE", "The weather is lovely today.", "Il fait beau aujourd'hui."]
+    _write(suites / "data.jsonl", "".join(json.dumps({"id": str(i), "actual_output": a}) + "\n"
+                                          for i, a in enumerate(answers)))
+    _write(suites / "suite.yaml", """\
+        name: shadow
+        dataset: {path: data.jsonl}
+        metrics:
+          - {metric: 'shout_metrics:Shout', name: shout}
+          - {metric: LanguageDetectionMetric, expected_language: en}
+        gate: {min_pass_rate: 0}
+        """)
+    proc = _cli(tmp_path, "run", str(suites / "suite.yaml"), "--output-dir", "out", "--quiet", "--no-cache",
+                "--task-runner", "processes:2", "--batch-size", "2", api_url=prefect_api_url)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scores = _scores(tmp_path / "out" / "results.json")
+    from evaltasks import LanguageDetectionMetric
+
+    expected = LanguageDetectionMetric(expected_language="en").score_batch(
+        [EvalTestCase(input="", actual_output=a) for a in answers])
+    assert [r.status for r in expected] != ["errored"] * 3
+    for i, (answer, language) in enumerate(zip(answers, expected)):
+        assert scores[str(i)]["shout"][:2] == (float(answer.isupper()), "passed" if answer.isupper() else "failed")
+        assert scores[str(i)]["LanguageDetectionMetric"][:2] == (language.score, language.status)
+    assert [scores[str(i)]["LanguageDetectionMetric"][0] for i in range(3)] == [1.0, 1.0, 0.0]
+
+
+def test_a_local_module_hidden_by_an_installed_one_is_a_located_error(tmp_path: Path,
+                                                                       prefect_api_url: str) -> None:
+    """`json:Foo` with json.py next to the suite: the standard library's json wins, so the suite names a module
+    the user did not write; exit 2 saying which file hides theirs and to rename it."""
+    _write(tmp_path / "json.py", SHADOW_METRIC)
+    _write(tmp_path / "data.jsonl", '{"actual_output": "x"}\n')
+    _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: data.jsonl}\nmetrics:\n  - {metric: 'json:Shout'}\n")
+    (tmp_path / "elsewhere").mkdir()
+    proc = _cli(tmp_path / "elsewhere", "run", str(tmp_path / "suite.yaml"), "--output-dir", "out",
+                api_url=prefect_api_url)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    import json as stdlib_json
+
+    assert (f"metric 'json:Shout': the suite's folder has json.py, but module 'json' is the installed module at "
+            f"{stdlib_json.__file__}, which hides it") in proc.stderr
+    assert "rename json.py" in proc.stderr

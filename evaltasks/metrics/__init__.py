@@ -6,7 +6,7 @@ Adding a metric = one module in this package + one line in :data:`METRICS` + its
 from __future__ import annotations
 
 import importlib
-import os
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -67,14 +67,17 @@ def get_metric_class(name: str, base_dir: str | Path | None = None) -> type[Base
     1. a built-in metric's class name (:data:`METRICS`);
     2. the name of an entry point in the group ``evaltasks.metrics`` (an installed package's metric);
     3. ``module.path:Class``: ``module.path`` imported from ``sys.path``; ``base_dir`` (the suite file's
-       directory), when given, is put first on ``sys.path`` and on ``PYTHONPATH`` (so task-runner worker
-       processes import the module too), the way pytest puts a test's rootdir on ``sys.path``.
+       directory), when given, is put LAST on ``sys.path`` (installed packages and the standard library win,
+       so a file there never shadows a module evaltasks needs: :func:`add_import_dir`), and the modules
+       imported from it are pickled by value (:func:`_pickle_by_value`), so task-runner worker processes
+       need not import them.
 
     Raises:
         KeyError: with one message for the user: an unknown name (with a close match), a module not found
             (with where it was looked for), a module that fails to import, a missing attribute, a class that is
             not a :class:`BaseMetric` subclass (saying what it is), an entry point that fails to load (naming
-            its distribution).
+            its distribution), a module of ``base_dir`` hidden by an installed or standard-library module of
+            the same name (naming both files).
     """
     cls = METRICS.get(name)
     if cls is not None:
@@ -100,26 +103,79 @@ def get_metric_class(name: str, base_dir: str | Path | None = None) -> type[Base
 
 
 def add_import_dir(directory: str | Path) -> None:
-    """Put ``directory`` first on ``sys.path`` and on the ``PYTHONPATH`` environment variable (inherited by
-    task-runner worker processes started later), unless it is already there."""
+    """Put ``directory`` at the END of ``sys.path``, unless it is already there: installed packages and the
+    standard library come first, so a user's ``prefect.py`` or ``fasttext.py`` next to a suite never replaces
+    the module evaltasks imports. ``PYTHONPATH`` is left alone (its entries come before site-packages in every
+    process started later); worker processes get users' classes by value (:func:`_pickle_by_value`)."""
     path = str(Path(directory).resolve())
     if path not in sys.path:
-        sys.path.insert(0, path)
-    current = os.environ.get("PYTHONPATH", "")
-    if path not in current.split(os.pathsep):
-        os.environ["PYTHONPATH"] = path + (os.pathsep + current if current else "")
+        sys.path.append(path)
+
+
+def _local_candidate(directory: Path, top: str) -> Path | None:
+    """The file or package folder named ``top`` in ``directory`` (``top.py`` or ``top/``), if there is one."""
+    for candidate in (directory / f"{top}.py", directory / top):
+        if candidate.is_file() or (candidate.is_dir() and candidate.name == top):
+            return candidate
+    return None
+
+
+def _check_not_hidden(spec: str, top: str, directory: Path) -> None:
+    """Raise KeyError when ``directory`` holds ``top.py`` (or ``top/``) but the module ``top`` resolves
+    elsewhere (an installed package, the standard library, a built-in), which would silently hide the user's
+    file. Looks the module up without importing it (:func:`importlib.util.find_spec`)."""
+    local = _local_candidate(directory, top)
+    if local is None:
+        return
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return  # the import below reports it
+    if found is None:
+        return
+    locations = [found.origin] if found.origin else []
+    locations += list(found.submodule_search_locations or [])
+    if any(loc and Path(loc).resolve().is_relative_to(directory) for loc in locations):
+        return
+    if found.has_location and found.origin:
+        where = f"at {found.origin}"
+    else:
+        where = f"at {locations[0]}" if locations else f"({found.origin})"  # e.g. "(built-in)", "(frozen)"
+    raise KeyError(f"metric '{spec}': the suite's folder has {local.name}, but module '{top}' is the installed "
+                   f"module {where}, which hides it (installed packages and the standard library come first); "
+                   f"rename {local.name} and the module in 'metric'")
+
+
+def _pickle_by_value(directory: Path, before: set[str]) -> None:
+    """Register every module imported since ``before`` (a snapshot of ``sys.modules``) whose file lies in
+    ``directory`` with :func:`cloudpickle.register_pickle_by_value`: a metric instance sent to a task-runner
+    worker (Prefect's process pool and Dask pickle with cloudpickle) carries its class's code, so the worker
+    need not import the user's module (its ``sys.path`` and ``PYTHONPATH`` need not contain the folder)."""
+    import cloudpickle
+
+    for name in set(sys.modules) - before:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None)
+        if module is not None and file and Path(file).resolve().is_relative_to(directory):
+            try:
+                cloudpickle.register_pickle_by_value(module)
+            except ValueError:
+                pass  # not importable by that name (e.g. a module with no entry in sys.modules of its own)
 
 
 def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMetric]:
     """The class named by ``module.path:Class`` (see :func:`get_metric_class`). Raises KeyError."""
     module_name, _, attribute = spec.partition(":")
-    if base_dir is not None:
-        add_import_dir(base_dir)
+    directory = Path(base_dir).resolve() if base_dir is not None else None
+    before = set(sys.modules)
+    if directory is not None:
+        add_import_dir(directory)
+        _check_not_hidden(spec, module_name.split(".")[0], directory)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            where = f"the suite's directory {Path(base_dir).resolve()} and " if base_dir is not None else ""
+            where = f"the suite's directory {directory} and " if directory is not None else ""
             raise KeyError(f"metric '{spec}': module '{exc.name}' not found (looked in {where}sys.path; install "
                            "its package or add its directory to PYTHONPATH)") from None
         raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
@@ -127,6 +183,8 @@ def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMet
     except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
         raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
                        f"{type(exc).__name__}: {exc}") from None
+    if directory is not None:
+        _pickle_by_value(directory, before)
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):
