@@ -1061,7 +1061,7 @@ def render(res: dict) -> str:  # noqa: C901 - a report
     met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
     lines += [
         "",
-        "Targets (issue #6), on cases/s:",
+        "Targets, on cases/s:",
         "",
         f"- Cold index: flow compute = **{_f(fc['vs_limit'])} × the limit** (target ≥ 0.9: "
         f"{met(fc['vs_limit'] >= 0.9)}) = {_f(fc['vs_eal'])} × eval-ai-library (the issue expected about 1.6 ×; "
@@ -1239,7 +1239,7 @@ def _scale_targets(scale: dict, base_lc_flow: float, base_rm_flow: float) -> lis
                 rates.append(f"{n:,}: {_f(n / comp if comp > 0 else None)}")
         if rates:
             out.append(f"- {label} compute cases/s by size (linear cost: about constant): " + ", ".join(rates) + ".")
-    return ["", "Targets (issue #6):", "", *out] if out else []
+    return ["", "Targets:", "", *out] if out else []
 
 
 def _render_offline(res: dict) -> list[str]:
