@@ -32,7 +32,7 @@ from evaltasks.results import (
     MetricResult,
     ReferenceSetInfo,
     TestCaseResult,
-    score_problem,
+    result_problem,
     summarize,
 )
 from evaltasks.test_case import EvalTestCase, assign_ids
@@ -115,11 +115,11 @@ def validate_cases(
         for m, metric in enumerate(metrics):
             try:
                 found = metric.validate_case(case)
-            except Exception as exc:  # noqa: BLE001 - a user's metric: report it as input, located
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a user's metric: report it as input, located (sys.exit() included)
                 failure = f"raised {_exception_text(exc)}"
             else:
-                if not found and found.__class__ is list:
-                    continue  # the common case, kept cheap: nothing wrong
+                if not found and (found.__class__ is list or found is None):
+                    continue  # the common case, kept cheap: nothing wrong (None: a function without a return)
                 pairs = _field_pairs(found)
                 if pairs is not None:
                     by_field = {} if by_field is None else by_field
@@ -234,7 +234,7 @@ def score_metric_batch(
         if raise_provider_errors:
             raise
         return [MetricResult.errored(metric.name, metric.threshold, str(exc)) for _ in cases]
-    except Exception:  # noqa: BLE001 - the metric's bug: find the cases that raise
+    except (Exception, SystemExit):  # noqa: BLE001 - the metric's bug: find the cases that raise (sys.exit() included)
         if len(cases) == 1:
             return [_score_one(metric, cases[0], vectors, raise_provider_errors)]
         return [_score_one(metric, case, vectors, raise_provider_errors) for case in cases]
@@ -244,8 +244,9 @@ def score_metric_batch(
                 return results  # the fast path: one C-level pass over the list
         else:
             try:  # one pass over the list (a comparison is False for NaN, a TypeError for a non-number)
-                if all(type(r) is MetricResult and ((s := r.score) is None or 0.0 <= s <= 1.0)
-                       and 0.0 <= r.threshold <= 1.0 for r in results):
+                if all(type(r) is MetricResult and (s := r.score) is not None and 0.0 <= s <= 1.0
+                       and 0.0 <= (th := r.threshold) <= 1.0 and r.success is (s >= th)
+                       and r.status == ("passed" if s >= th else "failed") for r in results):
                     return results
             except TypeError:
                 pass
@@ -262,14 +263,15 @@ def _score_one(
         if raise_provider_errors:
             raise
         return MetricResult.errored(metric.name, metric.threshold, str(exc))
-    except Exception as exc:  # noqa: BLE001 - a metric's bug errors this case only
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a metric's bug errors this case only (sys.exit() included)
         return MetricResult.errored(metric.name, metric.threshold, f"{type(exc).__name__}: {exc}")
     return _checked_results(metric, [case], results)[0]
 
 
 def _checked_results(metric: BaseMetric, cases: Sequence[EvalTestCase], results: object) -> list[MetricResult]:
     """``results`` when they are one :class:`MetricResult` per case; otherwise each case whose result is missing,
-    not a MetricResult, or has a score or threshold out of [0, 1] (:func:`~evaltasks.results.score_problem`) is
+    not a MetricResult, or has a score or threshold out of [0, 1] or a status its score contradicts
+    (:func:`~evaltasks.results.result_problem`) is
     ``errored`` with a message naming the metric (all of them when the count is wrong)."""
     name, threshold = getattr(metric, "name", type(metric).__name__), getattr(metric, "threshold", 0.0)
     try:
@@ -286,7 +288,7 @@ def _checked_results(metric: BaseMetric, cases: Sequence[EvalTestCase], results:
         if not isinstance(item, MetricResult):
             checked.append(MetricResult.errored(name, threshold, f"metric {name} ({type(metric).__qualname__}) "
                                                 f"returned a {type(item).__name__} instead of a MetricResult"))
-        elif (problem := score_problem(name, item.score, item.threshold)) is not None:
+        elif (problem := result_problem(name, item)) is not None:
             checked.append(MetricResult.errored(name, threshold, problem))
         else:
             checked.append(item)

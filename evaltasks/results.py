@@ -140,6 +140,27 @@ def score_problem(name: str, score: Any, threshold: Any) -> str | None:
     return None
 
 
+def result_problem(name: str, result: MetricResult) -> str | None:
+    """Why ``result`` (returned by the metric named ``name``) is invalid, or None: its score or threshold is not
+    a finite number in [0, 1] (:func:`score_problem`), or its ``success``/``status`` contradict its score (a
+    result without a score must be ``errored`` or ``skipped`` and not successful; a scored one must have
+    ``success == (score >= threshold)`` and the matching ``passed``/``failed`` status)."""
+    problem = score_problem(name, result.score, result.threshold)
+    if problem is not None:
+        return problem
+    score, success, status = result.score, result.success, result.status
+    if score is None:
+        if success or status not in ("errored", "skipped"):
+            return (f"{name} returned a result without a score marked {status} (success={success}): a result "
+                    "without a score must be errored or skipped; build results with MetricResult.scored")
+        return None
+    expected = score >= result.threshold
+    if success is not expected or status != ("passed" if expected else "failed"):
+        return (f"{name} returned score {score} with threshold {result.threshold} marked {status} "
+                f"(success={success}): build results with MetricResult.scored, which derives both")
+    return None
+
+
 def case_status(metrics: list[MetricResult]) -> Status:
     """The status of a test case from its metric results (rule in the module docstring)."""
     statuses = {m.status for m in metrics}

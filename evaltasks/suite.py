@@ -759,7 +759,7 @@ def _build_metrics(
                 message = message[len(field):].lstrip(":").lstrip()
             problems.append(Problem(source, where, field, message))
             continue
-        except Exception as exc:  # noqa: BLE001 - a user's metric constructor failing is a problem of the suite
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a user's metric constructor failing is a problem of the suite
             if is_builtin(cls):
                 raise
             message = f"constructing {spec.metric} failed: {type(exc).__name__}: {exc}"

@@ -295,7 +295,7 @@ def test_validate_case_failures_through_the_python_api() -> None:
         def validate_case(self, case):
             if case.actual_output == "boom":
                 raise KeyError
-            return [] if case.actual_output != "none" else None
+            return [] if case.actual_output != "none" else 42
 
     cases = [EvalTestCase(actual_output="boom", expected_output="x"), EvalTestCase(actual_output="a"),
              EvalTestCase(actual_output="none", expected_output="x")]
@@ -305,7 +305,7 @@ def test_validate_case_failures_through_the_python_api() -> None:
     assert [str(p) for p in info.value.problems] == [
         "<python>, item 0: Raises.validate_case raised KeyError",
         "<python>, item 1: field 'expected_output' is missing (needed by ExactMatchMetric, SemanticSimilarityMetric)",
-        "<python>, item 2: Raises.validate_case returned None, not a list of (field, message) pairs",
+        "<python>, item 2: Raises.validate_case returned 42, not a list of (field, message) pairs",
     ]
 
 
@@ -677,3 +677,92 @@ def test_a_local_module_hidden_by_an_installed_one_is_a_located_error(tmp_path: 
     assert (f"metric 'json:Shout': the suite's folder has json.py, but module 'json' is the installed module at "
             f"{stdlib_json.__file__}, which hides it") in proc.stderr
     assert "rename json.py" in proc.stderr
+
+
+# -- a user's metric that exits, claims success without a score, or validates by returning None -------------------
+
+class _Exits(BaseMetric):
+    """sys.exit() on outputs starting with "exit" (a user's metric calling it by mistake)."""
+
+    def __init__(self, threshold: float = 0.5, *, name: str | None = None) -> None:
+        super().__init__(threshold, name=name)
+
+    def validate_case(self, case: EvalTestCase):  # returns None: "no problems", the usual Python idiom
+        if case.actual_output == "invalid":
+            return [("actual_output", "is 'invalid'")]
+
+    def score_batch(self, cases, vectors=None):
+        if any(c.actual_output.startswith("exit") for c in cases):
+            sys.exit(0)
+        return [MetricResult.scored(self.name, 1.0, self.threshold, "ok", {}) for _ in cases]
+
+
+def test_sys_exit_in_score_batch_errors_those_cases_and_none_from_validate_case_means_no_problems() -> None:
+    """sys.exit(0) inside score_batch must not end the run with exit 0 and no reports (a false pass of a CI
+    gate): the cases are errored like any other exception; validate_case returning None is 'no problems'."""
+    cases = [EvalTestCase(actual_output=o) for o in ("fine", "exit now", "good")]
+    result = evaluate_sync(cases, [_Exits(name="exits")], batch_size=3)
+    assert [c.metrics[0].status for c in result.test_results] == ["passed", "errored", "passed"]
+    assert result.test_results[1].metrics[0].error == "SystemExit: 0"
+    with pytest.raises(ValueError, match="is 'invalid'"):
+        evaluate_sync([EvalTestCase(actual_output="invalid")], [_Exits()])
+
+
+class _ClaimsSuccess(BaseMetric):
+    def __init__(self, threshold: float = 0.5, *, name: str | None = None) -> None:
+        super().__init__(threshold, name=name)
+
+    def score_batch(self, cases, vectors=None):
+        out = []
+        for c in cases:
+            score = None if c.actual_output == "none" else float(c.actual_output)
+            out.append(MetricResult(name=self.name, score=score, threshold=self.threshold, success=True,
+                                    reason="trust me", status="passed"))
+        return out
+
+
+def test_results_whose_status_contradicts_their_score_are_errored() -> None:
+    """A result with no score claiming success, or a score under the threshold marked passed, is errored (it
+    used to count as passed); a consistent one is kept."""
+    cases = [EvalTestCase(actual_output=o) for o in ("none", "0.1", "0.9")]
+    results = score_metric_batch(_ClaimsSuccess(name="claims"), cases, None)
+    assert [r.status for r in results] == ["errored", "errored", "passed"]
+    assert results[0].error.startswith("claims returned a result without a score marked passed")
+    assert results[1].error.startswith("claims returned score 0.1 with threshold 0.5 marked passed")
+
+
+def test_sys_exit_while_importing_a_user_metric_is_a_located_error(tmp_path: Path,
+                                                                   isolated_imports: pytest.MonkeyPatch) -> None:
+    """A module:Class whose module calls sys.exit() at import is a config error (exit 2), not a silent exit 0."""
+    _write(tmp_path / "quits.py", "import sys\nsys.exit(0)\n")
+    _write(tmp_path / "d.jsonl", '{"actual_output": "a"}\n')
+    suite = _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: quits:X\n")
+    with pytest.raises(ConfigError) as info:
+        load_suite(suite)
+    assert "importing module 'quits' failed: SystemExit: 0" in str(info.value)
+
+
+def test_modules_of_an_environment_inside_the_suite_folder_are_not_pickled_by_value(
+        tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
+    """A project keeps its .venv next to its suite: the packages installed there (under site-packages) travel
+    to process workers by reference; only the user's own module goes by value."""
+    import cloudpickle
+
+    site = tmp_path / ".venv" / "lib" / "python3" / "site-packages"
+    _write(site / "vendored_pkg.py", "VALUE = 3\n")
+    isolated_imports.syspath_prepend(str(site))
+    _write(tmp_path / "mine.py", """\
+        import vendored_pkg
+        from evaltasks import BaseMetric, MetricResult
+        class Mine(BaseMetric):
+            def __init__(self, threshold: float = 0.5, *, name=None):
+                super().__init__(threshold, name=name)
+            def score_batch(self, cases, vectors=None):
+                return [MetricResult.scored(self.name, vendored_pkg.VALUE / 3, self.threshold, "ok", {})
+                        for _ in cases]
+        """)
+    _write(tmp_path / "d.jsonl", '{"actual_output": "a"}\n')
+    suite = _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: mine:Mine\n")
+    load_suite(suite)
+    by_value = set(cloudpickle.list_registry_pickle_by_value())
+    assert "mine" in by_value and "vendored_pkg" not in by_value

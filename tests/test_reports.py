@@ -358,6 +358,19 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
         cells = row.split()
         assert cells[1] == f"{m['mean_score']:.4f}" and cells[2] == f"{m['pass_rate']:.2%}", row
         assert cells[4:] == [str(m["passed"]), str(m["failed"]), str(m["errored"]), str(m["skipped"])], row
+    # a name longer than the line folds onto more lines; an unround threshold is shown short: the numbers whole
+    long_names["metrics"] = {"m" * 83: {**metrics[0], "threshold": 0.123456789}}
+    buffer = io.StringIO()
+    print_summary(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4,
+                  console=Console(file=buffer, width=80))
+    lines = buffer.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines) and "…" not in "".join(lines)
+    row = next(line for line in lines if line.strip().startswith("mmm"))
+    assert row.split()[1:] == [f"{metrics[0]['mean_score']:.4f}", f"{metrics[0]['pass_rate']:.2%}", "0.123457",
+                               str(metrics[0]["passed"]), str(metrics[0]["failed"]), str(metrics[0]["errored"]),
+                               str(metrics[0]["skipped"])]
+    assert "".join(line.strip() for line in lines if set(line.strip()) == {"m"} or line.strip().startswith("mmm")
+                   ).count("m") >= 83
     assert "cases: 5  passed: 2  failed: 3  errored: 0  skipped: 0  pass rate: 40.00%" in text
     assert "GATE PASSED (pass rate 40.00%, required 40.00%)" in text
 

@@ -87,7 +87,7 @@ def get_metric_class(name: str, base_dir: str | Path | None = None) -> type[Base
         dist = getattr(entry_point.dist, "name", None) or "unknown distribution"
         try:
             loaded = entry_point.load()
-        except Exception as exc:  # noqa: BLE001 - a plugin's import error is the user's config problem
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's import error is the user's config problem
             raise KeyError(f"metric '{name}': entry point '{entry_point.value}' of distribution '{dist}' failed to "
                            f"load: {type(exc).__name__}: {exc}") from None
         return _check_metric_class(loaded, f"entry point '{name}' ({entry_point.value}, distribution '{dist}')")
@@ -137,10 +137,12 @@ def _check_not_hidden(spec: str, top: str, directory: Path) -> None:
     locations += list(found.submodule_search_locations or [])
     if any(loc and Path(loc).resolve().is_relative_to(directory) for loc in locations):
         return
-    if found.has_location and found.origin:
+    if found.origin in ("built-in", "frozen"):
+        where = f"({found.origin})"
+    elif found.has_location and found.origin:
         where = f"at {found.origin}"
     else:
-        where = f"at {locations[0]}" if locations else f"({found.origin})"  # e.g. "(built-in)", "(frozen)"
+        where = f"at {locations[0]}" if locations else f"({found.origin})"
     raise KeyError(f"metric '{spec}': the suite's folder has {local.name}, but module '{top}' is the installed "
                    f"module {where}, which hides it (installed packages and the standard library come first); "
                    f"rename {local.name} and the module in 'metric'")
@@ -152,11 +154,23 @@ def _pickle_by_value(directory: Path, before: set[str]) -> None:
     worker (Prefect's process pool and Dask pickle with cloudpickle) carries its class's code, so the worker
     need not import the user's module (its ``sys.path`` and ``PYTHONPATH`` need not contain the folder)."""
     import cloudpickle
+    import sysconfig
 
+    # Installed packages stay by reference even when the environment lives inside the suite's folder (a
+    # project's ./.venv next to its suite.yaml): only the user's own modules travel by value.
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, sys.base_prefix,
+                                             *sysconfig.get_paths().values()) if p}
     for name in set(sys.modules) - before:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
-        if module is not None and file and Path(file).resolve().is_relative_to(directory):
+        if not (module is not None and file):
+            continue
+        path = Path(file).resolve()
+        if any(part in ("site-packages", "dist-packages") for part in path.parts):
+            continue
+        if any(path.is_relative_to(root) for root in installed if not directory.is_relative_to(root)):
+            continue
+        if path.is_relative_to(directory):
             try:
                 cloudpickle.register_pickle_by_value(module)
             except ValueError:
@@ -180,7 +194,7 @@ def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMet
                            "its package or add its directory to PYTHONPATH)") from None
         raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
                        f"{type(exc).__name__}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module raised while importing
         raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
                        f"{type(exc).__name__}: {exc}") from None
     if directory is not None:

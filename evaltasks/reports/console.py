@@ -19,16 +19,16 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     console = console or Console()
     s = summary
     # Short headers, no vertical rules, and columns that never shrink: an 80-column CI log shows the metric
-    # names and the numbers whole (not "Refere…" or "0.74…"), with metric names of up to ~30 characters.
+    # names and the numbers whole (not "Refere…" or "0.74…"); a longer name folds onto a second line.
     table = Table(title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
-    table.add_column("metric", justify="left", no_wrap=True, overflow="fold")
+    table.add_column("metric", justify="left", overflow="fold")  # a name too long for the line folds onto more
     for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip"):
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     for name, m in s.metrics.items():
         table.add_row(
             Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}", f"{m.pass_rate:.2%}",
-            f"{m.threshold}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
+            f"{m.threshold:g}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
         )
     console.print(table)
     line = f"cases: {s.cases}  passed: {s.passed_cases}  failed: {s.failed_cases}  errored: {s.errored_cases}  " \
