@@ -809,3 +809,14 @@ def test_cli_run_through_prefect_scores_and_errors_per_case(tmp_path: Path, pref
     }
     [runaway] = [c for c in results["cases"] if c["id"] == "runaway"]
     assert "exceeded the timeout of 0.05 s" in runaway["metrics"][0]["error"]
+
+
+def test_format_check_strips_unicode_white_space_only() -> None:
+    """The output is stripped of Unicode White_Space (README, "Text comparison"): U+3000 and U+00A0 go, the
+    information separator U+001F (which str.strip() would also remove) stays and fails the email shape."""
+    from evaltasks import EvalTestCase, FormatCheckMetric
+
+    outputs = ["\u3000a@b.co\u00a0", "a@b.co\x1f", "\x1ca@b.co"]
+    scores = [r.score for r in FormatCheckMetric(format_type="email").score_batch(
+        [EvalTestCase(actual_output=o) for o in outputs])]
+    assert scores == [1.0, 0.0, 0.0]

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.text import WHITE_SPACE
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -212,7 +213,7 @@ class FormatCheckMetric(BaseMetric):
         check = FORMATS[self.format_type][1]
         shared: dict[str | None, MetricResult] = {}  # failure (None: valid) -> result, shared by cases
         for case in cases:
-            text = case.actual_output.strip()
+            text = case.actual_output.strip(WHITE_SPACE)  # Unicode White_Space (README, "Text comparison")
             failure = check(text) if text else "is empty"
             result = shared.get(failure)
             if result is None:

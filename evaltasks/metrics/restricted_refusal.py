@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric
-from evaltasks.metrics.text import count_chars
+from evaltasks.metrics.text import WHITE_SPACE, count_chars
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -162,7 +162,7 @@ class RestrictedRefusalMetric(BaseMetric):
         results: list[MetricResult] = []
         append, scored, search, prefilter = results.append, MetricResult.scored, self._search, self._prefilter
         name, threshold, short = self.name, self.threshold, SHORT_ANSWER_CHARS
-        normalize, translate = unicodedata.normalize, _APOSTROPHES
+        normalize, translate, white_space = unicodedata.normalize, _APOSTROPHES, WHITE_SPACE
         verdict = self._no_refusal()
         no_refusal = scored(name, verdict[0], threshold, verdict[1], verdict[2])
         by_length: dict[int, MetricResult] = {}
@@ -170,13 +170,13 @@ class RestrictedRefusalMetric(BaseMetric):
         for case in cases:
             text = case.actual_output
             if text.isascii():  # NFC and ’ do not apply; casefold is lower()
-                stripped = text.strip()
+                stripped = text.strip(white_space)
                 length = len(stripped) - stripped.count("\r\n")  # count_chars' ASCII rule, inlined
                 if length >= short:
                     text = text.lower()
             else:
                 text = normalize("NFC", text)
-                stripped = text.strip()
+                stripped = text.strip(white_space)
                 length = count_chars(stripped)
                 if length >= short:
                     text = normalize("NFC", text.casefold()).translate(translate)
