@@ -766,3 +766,35 @@ def test_modules_of_an_environment_inside_the_suite_folder_are_not_pickled_by_va
     load_suite(suite)
     by_value = set(cloudpickle.list_registry_pickle_by_value())
     assert "mine" in by_value and "vendored_pkg" not in by_value
+
+
+def test_a_helper_next_to_the_suite_hidden_by_an_installed_module_is_a_located_error(
+        tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
+    """The metric's module imports a helper `six` next to it, which the installed six hides: a config error
+    saying so (it used to run with the installed six, erroring every case with an AttributeError); a helper
+    nothing installed hides works."""
+    pytest.importorskip("six")
+    _write(tmp_path / "six.py", "WORD = 'hello'\n")
+    _write(tmp_path / "wording.py", "WORD = 'hello'\n")
+    body = """\
+        import {helper} as helper
+        from evaltasks import BaseMetric, MetricResult
+        class Mine(BaseMetric):
+            def __init__(self, threshold: float = 0.5, *, name=None):
+                super().__init__(threshold, name=name)
+            def score_batch(self, cases, vectors=None):
+                return [MetricResult.scored(self.name, float(helper.WORD in c.actual_output), self.threshold,
+                                            "ok", {{}}) for c in cases]
+        """
+    _write(tmp_path / "uses_six.py", body.format(helper="six"))
+    _write(tmp_path / "uses_wording.py", body.format(helper="wording"))
+    _write(tmp_path / "d.jsonl", '{"actual_output": "hello"}\n')
+    bad = _write(tmp_path / "bad.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: uses_six:Mine\n")
+    with pytest.raises(ConfigError) as info:
+        load_suite(bad)
+    message = str(info.value)
+    assert "the suite's folder has six.py, but module 'six' is the installed module at" in message
+    assert "uses_six.py imports 'six': rename six.py and that import" in message
+    good = _write(tmp_path / "good.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: uses_wording:Mine\n")
+    result = evaluate_sync([EvalTestCase(actual_output="hello")], load_suite(good).metrics)
+    assert result.test_results[0].metrics[0].score == 1.0

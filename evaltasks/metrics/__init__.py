@@ -120,10 +120,12 @@ def _local_candidate(directory: Path, top: str) -> Path | None:
     return None
 
 
-def _check_not_hidden(spec: str, top: str, directory: Path) -> None:
+def _check_not_hidden(spec: str, top: str, directory: Path, imported_by: str | None = None) -> None:
     """Raise KeyError when ``directory`` holds ``top.py`` (or ``top/``) but the module ``top`` resolves
     elsewhere (an installed package, the standard library, a built-in), which would silently hide the user's
-    file. Looks the module up without importing it (:func:`importlib.util.find_spec`)."""
+    file. Looks the module up without importing it (:func:`importlib.util.find_spec`). ``imported_by``: the
+    user's module file that imports ``top`` (a helper next to the metric's module), None for the metric's own
+    module."""
     local = _local_candidate(directory, top)
     if local is None:
         return
@@ -143,9 +145,34 @@ def _check_not_hidden(spec: str, top: str, directory: Path) -> None:
         where = f"at {found.origin}"
     else:
         where = f"at {locations[0]}" if locations else f"({found.origin})"
+    fix = (f"rename {local.name} and the module in 'metric'" if imported_by is None else
+           f"{imported_by} imports '{top}': rename {local.name} and that import")
     raise KeyError(f"metric '{spec}': the suite's folder has {local.name}, but module '{top}' is the installed "
                    f"module {where}, which hides it (installed packages and the standard library come first); "
-                   f"rename {local.name} and the module in 'metric'")
+                   f"{fix}")
+
+
+def _check_imports_not_hidden(spec: str, module: Any, directory: Path) -> None:
+    """:func:`_check_not_hidden` for every top-level module that the user's ``module`` (a file in ``directory``)
+    imports by absolute name (``import six``, ``from six import x``): a helper next to it that an installed
+    module of the same name hides would be silently replaced (read from the source with :mod:`ast`)."""
+    import ast
+
+    file = getattr(module, "__file__", None)
+    if not file or not Path(file).resolve().is_relative_to(directory):
+        return
+    try:
+        tree = ast.parse(Path(file).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    for top in sorted(names):
+        _check_not_hidden(spec, top, directory, imported_by=Path(file).name)
 
 
 def _pickle_by_value(directory: Path, before: set[str]) -> None:
@@ -198,6 +225,7 @@ def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMet
         raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
                        f"{type(exc).__name__}: {exc}") from None
     if directory is not None:
+        _check_imports_not_hidden(spec, module, directory)
         _pickle_by_value(directory, before)
     value: Any = module
     for part in attribute.split("."):
