@@ -24,29 +24,48 @@ from evaltasks.errors import (
     InputError,
     ProviderError,
 )
-from evaltasks.evaluate import evaluate, evaluate_sync
-from evaltasks.index import ReferenceIndex
-from evaltasks.metrics import (
-    METRICS,
-    BaseMetric,
-    ContainsMetric,
-    EndsWithMetric,
-    ExactMatchMetric,
-    FormatCheckMetric,
-    JsonSchemaMetric,
-    LengthCheckMetric,
-    NonEmptyMetric,
-    ReferenceMatchMetric,
-    RegexMatchMetric,
-    RestrictedRefusalMetric,
-    StartsWithMetric,
-    ToolCorrectnessMetric,
-)
-from evaltasks.metrics import METRICS, BaseMetric, LengthCheckMetric, ReferenceMatchMetric
-from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
-from evaltasks.metrics import METRICS, BaseMetric, LanguageDetectionMetric, LengthCheckMetric, ReferenceMatchMetric
-from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
-from evaltasks.test_case import EvalTestCase
+
+# The rest of the public API is imported when first used (PEP 562), so that `import evaltasks` and the commands
+# that need none of it (`evaltasks --version`, `schema`, `index info`) do not pay for numpy, pydantic models or
+# the metrics: `from evaltasks import evaluate_sync` works as before.
+_LAZY: dict[str, str] = {
+    "evaluate": "evaltasks.evaluate",
+    "evaluate_sync": "evaltasks.evaluate",
+    "ReferenceIndex": "evaltasks.index",
+    "EvaluationResult": "evaltasks.results",
+    "MetricResult": "evaltasks.results",
+    "TestCaseResult": "evaltasks.results",
+    "EvalTestCase": "evaltasks.test_case",
+    "SemanticSimilarityMetric": "evaltasks.metrics.semantic_similarity",
+    **{name: "evaltasks.metrics" for name in (
+        "METRICS", "BaseMetric", "ContainsMetric", "EndsWithMetric", "ExactMatchMetric", "FormatCheckMetric",
+        "JsonSchemaMetric", "LanguageDetectionMetric", "LengthCheckMetric", "NonEmptyMetric",
+        "ReferenceMatchMetric", "RegexMatchMetric", "RestrictedRefusalMetric", "StartsWithMetric",
+        "ToolCorrectnessMetric",
+    )},
+}
+
+
+def __getattr__(name: str) -> object:
+    """The public name ``name`` from the module that defines it, imported on first use (PEP 562).
+
+    Raises:
+        AttributeError: ``name`` is not part of the public API.
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evaltasks' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups find it directly
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the public API's lazily imported ones included."""
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "BaseMetric",
