@@ -18,12 +18,14 @@ stops it when its parent process changes. It is still Prefect's server: the run 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 WATCH_EVERY_S = 0.5  # how often the watchdog looks at the parent process id
@@ -68,6 +70,140 @@ def guard_temporary_server() -> bool:
     return True
 
 
+class StartingServer:
+    """Prefect's temporary server, its process started early by :func:`spawn_temporary_server`, made Prefect's own
+    (``SubprocessASGIServer``) by a background thread that waits for it to answer, as Prefect's ``start`` does.
+
+    The process starts before the command's heavy imports, model load and report set-up, so its own start-up
+    (interpreter, imports, database migrations: seconds) overlaps them instead of following them.
+    """
+
+    def __init__(self, port: int, process: subprocess.Popen[Any]) -> None:
+        self.port, self.process = port, process
+        self.error: BaseException | None = None
+        self.ready = threading.Event()  # set when the server answers /health, or when starting it failed
+        self.thread: threading.Thread | None = None
+
+    def adopt(self) -> None:
+        """Hand the process to Prefect and wait for it in a background thread (call after the process started).
+
+        Prefect's ``SubprocessASGIServer.start`` runs unchanged: it launches this process instead of a new one
+        (and a guarded new one if this one exits with code 3, its port taken), polls ``/health`` within
+        ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``, raises its own errors, and stops the server at
+        exit. Importing Prefect's server module happens here, in the calling thread, so that no two threads
+        import Prefect's modules at the same time.
+        """
+        import prefect.server.api.server as server_module
+
+        server_module.subprocess = _GuardedSubprocess()  # type: ignore[assignment] - a restart is guarded too
+        server = server_module.SubprocessASGIServer()
+        if server.running:  # already started in this process: keep that one
+            self.process.terminate()
+            self.ready.set()
+            return
+        server.port = self.port
+        launch = server._run_uvicorn_command
+        pending = [self.process]
+        server._run_uvicorn_command = lambda: pending.pop() if pending else launch()  # type: ignore[method-assign]
+
+        def wait() -> None:
+            try:
+                server.start()
+            except BaseException as exc:  # noqa: BLE001 - raised again by wait()
+                self.error = exc
+            finally:
+                self.ready.set()
+            # Linux's parent-death signal follows the thread that started a process: a server Prefect started
+            # again from here (port taken) must not be stopped when this thread ends, so it lives with the process.
+            threading.Event().wait()
+
+        self.thread = threading.Thread(target=wait, name="evaltasks-server-start", daemon=True)
+        self.thread.start()
+
+    def wait(self) -> None:
+        """Block until the server answers (or failed to start).
+
+        Raises:
+            RuntimeError: Prefect could not start its server (Prefect's own message: timeout, exit code, output).
+        """
+        while not self.ready.wait(0.1):  # short waits: a signal's KeyboardInterrupt is raised promptly
+            pass
+        if self.error is not None:
+            raise self.error
+
+
+def _free_port() -> int:
+    """A free TCP port on 127.0.0.1 in Prefect's range for its temporary server (8000-8999), chosen as Prefect's
+    ``SubprocessASGIServer.find_available_port`` does: at random, checked by binding it."""
+    import random
+    import socket
+
+    for _ in range(10):
+        port = random.choice(range(8000, 9000))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                time.sleep(random.uniform(0.1, 0.5))
+    raise RuntimeError("Unable to find an available port after multiple attempts")
+
+
+def server_command(port: int) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment with which Prefect 3.9 starts its temporary server on ``port``
+    (``SubprocessASGIServer._run_uvicorn_command``), built without importing Prefect's server module."""
+    import prefect
+    from prefect.settings import get_current_settings
+
+    args = [
+        sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
+        "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
+        "--log-level", "error", "--lifespan", "on",
+    ]
+    env = {
+        **os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+        **get_current_settings().to_environment_variables(exclude_unset=True),
+    }
+    return args, env
+
+
+def spawn_temporary_server() -> StartingServer | None:
+    """Start Prefect's temporary server process now, from this (main) thread, guarded as the module docstring
+    says, and hand it to Prefect (:meth:`StartingServer.adopt`); the caller goes on with its work and calls
+    :meth:`StartingServer.wait` before its first API call.
+
+    Does nothing (returns None) when ``PREFECT_API_URL`` names a server, Prefect's temporary server is disabled,
+    or this process already runs one. The process is stopped at exit even if Prefect never took it over (an
+    interrupt during the imports).
+    """
+    import atexit
+
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        return None
+    running = sys.modules.get("prefect.server.api.server")
+    if running is not None and running.SubprocessASGIServer._instances:
+        return None
+    port = _free_port()
+    args, env = server_command(port)
+    process = _GuardedSubprocess.Popen(args, env=env)
+
+    def stop_unadopted() -> None:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    atexit.register(stop_unadopted)  # registered before Prefect's stop: runs after it, a no-op by then
+    starting = StartingServer(port, process)
+    starting.adopt()
+    return starting
+
+
 def stop_temporary_server() -> None:
     """Stop Prefect's temporary server if this process started one (what Prefect's ``atexit`` handler does)."""
     server_module = sys.modules.get("prefect.server.api.server")
@@ -98,6 +234,126 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="evaltasks-server-watchdog", daemon=True).start()
 
 
+def database_template_dir() -> Path:
+    """Where migrated empty Prefect databases are kept: ``$EVALTASKS_CACHE_DIR/prefect-db``, by default the user's
+    cache directory (``$XDG_CACHE_HOME/evaltasks`` or ``~/.cache/evaltasks``; ``%LOCALAPPDATA%`` on Windows)."""
+    from evaltasks._env import env_value
+
+    root = env_value("EVALTASKS_CACHE_DIR")
+    if root is None:
+        base = env_value("XDG_CACHE_HOME", "LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "evaltasks")
+    return Path(root) / "prefect-db"
+
+
+def database_template_key() -> str:
+    """What a migrated empty database depends on: Prefect's version, its SQLite migration files (names and
+    contents, hashed) and the SQLite library's version. A template is only ever used for the same key."""
+    import hashlib
+    import sqlite3
+
+    import prefect
+
+    versions = Path(prefect.__module_path__) / "server" / "database" / "_migrations" / "versions" / "sqlite"
+    digest = hashlib.sha256()
+    for path in sorted(versions.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"prefect-{prefect.__version__}-sqlite-{sqlite3.sqlite_version}-{digest.hexdigest()[:16]}"
+
+
+def seed_database(database: Path, template_dir: Path | None = None) -> bool:
+    """Copy the migrated empty database of this Prefect (:func:`database_template_key`) to ``database`` when
+    ``database`` does not exist and such a template does; True when it did.
+
+    Prefect still runs its migrations on the copy at start (a no-op at the same revision), so a copy can only
+    save their time, never skip one. The copy appears whole or not at all (a hard link of a finished temporary
+    file) and never replaces a database another process created meanwhile.
+    """
+    template = (template_dir or database_template_dir()) / f"{database_template_key()}.db"
+    if database.exists() or not template.is_file():
+        return False
+    import shutil
+    import tempfile
+
+    database.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=".prefect-db-", dir=database.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(template, temporary)
+        os.link(temporary, database)  # fails if the database appeared meanwhile: that one is kept
+        return True
+    except OSError:
+        return False
+    finally:
+        os.unlink(temporary)
+
+
+def save_database_template(database: Path, template_dir: Path | None = None) -> bool:
+    """Keep a copy of ``database``, just migrated from nothing by Prefect, as this Prefect's template
+    (:func:`seed_database`); True when a template was written. SQLite's backup API copies a consistent state;
+    the template is renamed into place whole, and an existing one is left alone."""
+    import sqlite3
+    import tempfile
+
+    directory = template_dir or database_template_dir()
+    template = directory / f"{database_template_key()}.db"
+    if template.exists():
+        return False
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=".template-", suffix=".db", dir=directory)
+    os.close(fd)
+    try:
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as source, sqlite3.connect(temporary) as copy:
+            source.backup(copy)
+        source.close()
+        copy.close()
+        os.replace(temporary, template)
+        return True
+    except (OSError, sqlite3.Error):
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        return False
+
+
+def _reuse_migrated_databases() -> None:
+    """In the server process: a missing SQLite database starts as a copy of this Prefect's migrated empty
+    database (:func:`seed_database`), and one migrated from nothing here becomes that template
+    (:func:`save_database_template`), right after Prefect's migrations and before anything else writes to it.
+    Any failure leaves Prefect's own behaviour: migrating from nothing."""
+    try:
+        from prefect.server.database.interface import PrefectDBInterface
+    except ImportError:
+        return
+    migrate = PrefectDBInterface.create_db
+
+    async def create_db(self: Any) -> None:
+        database: Path | None = None
+        try:
+            from sqlalchemy.engine import make_url
+
+            url = make_url(self.database_config.connection_url)
+            if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
+                    and "mode=memory" not in str(url):
+                database = Path(url.database)
+        except Exception:  # noqa: BLE001 - not a file database evaltasks understands: Prefect as is
+            database = None
+        fresh = database is not None and not database.exists()
+        seeded = False
+        if fresh:
+            try:
+                seeded = seed_database(database)
+            except Exception:  # noqa: BLE001
+                seeded = False
+        await migrate(self)
+        if fresh and not seeded:
+            try:
+                save_database_template(database)
+            except Exception:  # noqa: BLE001
+                pass
+
+    PrefectDBInterface.create_db = create_db  # type: ignore[method-assign]
+
+
 def _main(argv: list[str]) -> None:
     """``_server_guard.py PARENT_PID -m MODULE ARGS...``: guard, then run ``python -m MODULE ARGS...``."""
     import runpy
@@ -107,6 +363,7 @@ def _main(argv: list[str]) -> None:
         raise SystemExit(f"usage: {os.path.basename(__file__)} PARENT_PID -m MODULE [ARGS...]")
     sys.path[0] = os.getcwd()  # as `python -m` has it, not this file's folder (whose modules would shadow others)
     _die_with_parent(int(parent))
+    _reuse_migrated_databases()
     sys.argv = [module, *rest]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

@@ -12,6 +12,7 @@ line; see :func:`_run_interruptible`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -232,9 +233,45 @@ def _error(message: str) -> None:
     print(f"evaltasks: error: {message}", file=sys.stderr)
 
 
+_exit_status: int | None = None  # the command's exit code, once main() has returned it (see _exit_at_once)
+
+
+def _exit_at_once() -> None:
+    """Exit handler of the ``evaltasks`` command: end the process now with the code :func:`main` returned.
+
+    Registered before anything else, it runs after every other exit handler (Prefect's server stop, its event
+    and log flush, logging's shutdown, which it calls again here for handlers registered earlier). What it skips
+    is the interpreter's teardown of every loaded module (torch, Prefect, transformers: about two seconds of a
+    quickstart run, measured in docs/performance.md), which writes nothing. Does nothing when main() did not
+    return (an uncaught exception: the interpreter reports it as usual).
+    """
+    if _exit_status is None:
+        return
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or a closed pipe (`evaltasks schema | head`)
+            pass
+    os._exit(_exit_status)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``evaltasks`` command; returns the exit code."""
+    """Entry point of the ``evaltasks`` command; returns the exit code.
+
+    Called without ``argv`` (the ``evaltasks`` command, ``python -m evaltasks``) the command owns its process:
+    once its exit handlers have run, the process ends without tearing down its modules (:func:`_exit_at_once`).
+    Called with ``argv`` (in-process callers, tests) it leaves the process as it was.
+    """
     import gc
+
+    global _exit_status
+    if argv is None:
+        import atexit
+
+        atexit.register(_exit_at_once)
 
     # Python's default thresholds (700, 10, 10) ran ~750 collections (0.5 s) while a run imported Prefect and
     # started; a command owns its process, so it collects less often (restored for in-process callers).
@@ -247,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     thresholds = gc.get_threshold()
     gc.set_threshold(10_000, 10, 100)
     try:
-        return _main(argv, command_started)
+        status = _main(argv, command_started)
+        if argv is None:
+            _exit_status = status
+        return status
     finally:
         gc.set_threshold(*thresholds)
         from evaltasks import _handoff
@@ -443,6 +483,14 @@ def _run(args: argparse.Namespace) -> int:
     del plan
 
     _quiet_prefect_defaults()
+    try:
+        from evaltasks._server_guard import spawn_temporary_server
+
+        # Prefect's temporary server starts now, guarded (evaltasks._server_guard): its seconds of start-up
+        # overlap the imports and the model load below; the flow waits for it before its first API call.
+        starting = spawn_temporary_server()
+    except Exception:  # noqa: BLE001
+        return _aborted(args)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -466,20 +514,23 @@ def _run(args: argparse.Namespace) -> int:
                 _load_models_in_background(model_providers)
             from evaltasks._server_guard import guard_temporary_server
 
-            guard_temporary_server()  # Prefect's temporary server, in its own session, dying with this process
+            if starting is not None:
+                starting.wait()
+            temporary = starting is not None or guard_temporary_server()  # in its own session, dying with us
             _hide_tracebacks()
             if _interrupt is not None:
                 _interrupt.watch_logs()
             flow = evaluate_suite
             if args.task_runner != "threads":
                 flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
-            outcome = flow(
-                suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
-                batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
-                concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
-                baseline=args.baseline, regression_tolerance=args.regression_tolerance,
-                baseline_label=args.baseline_label,
-            )
+            with _without_heartbeats() if temporary else contextlib.nullcontext():
+                outcome = flow(
+                    suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
+                    batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
+                    concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
+                    baseline=args.baseline, regression_tolerance=args.regression_tolerance,
+                    baseline_label=args.baseline_label,
+                )
     except InputError as exc:
         _error(str(exc))
         return EXIT_INVALID
@@ -683,6 +734,18 @@ def _load_models_in_background(providers: list[Any]) -> Any:
     thread = threading.Thread(target=load, name="evaltasks-model-load", daemon=True)
     thread.start()
     return thread
+
+
+def _without_heartbeats() -> Any:
+    """A context in which Prefect's flow runs send no heartbeats (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` None).
+
+    Heartbeats let a lasting server find crashed flow runs; a temporary server ends with this process, so they
+    serve nothing there, and stopping their thread cost each run up to a second after its flow had finished
+    (the thread sleeps in one-second steps and the flow run waits for it). Used only with the temporary server.
+    """
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 def _without_traceback(record: Any) -> bool:

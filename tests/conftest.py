@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="evaltasks-tests-prefect-")
+os.environ["EVALTASKS_CACHE_DIR"] = tempfile.mkdtemp(prefix="evaltasks-tests-cache-")  # migrated-database templates
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_LOGGING_LEVEL"] = "CRITICAL"
