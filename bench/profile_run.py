@@ -189,7 +189,8 @@ def breakdown(marks: list[dict], t0: float, exited: float) -> dict[str, tuple[fl
     phases: dict[str, tuple[float, float] | None] = {}
     process = cli("process")
     phases["interpreter start"] = (0.0, process[0]) if process else None
-    phases["import evaltasks.cli"] = cli("import evaltasks.cli") or cli("import evaltasks")
+    phases["import evaltasks (package)"] = cli("import evaltasks")
+    phases["import evaltasks.cli"] = cli("import evaltasks.cli")
     phases["import prefect (client)"] = cli("import prefect")
     phases["import prefect.server"] = cli("import prefect.server.api.server")
     phases["import the flow module"] = cli("import evaltasks.flows.evaluate_suite") or cli("import flows.evaluate_suite")
@@ -228,9 +229,11 @@ def breakdown(marks: list[dict], t0: float, exited: float) -> dict[str, tuple[fl
 
 
 def _run_once(suite: Path, home: Path, work: Path, probe: Path, i: int, source: Path | None = None) -> tuple[float, dict]:
+    work.mkdir(parents=True, exist_ok=True)
     log = work / f"marks-{i}.jsonl"
     env = {
         **os.environ, "PREFECT_HOME": str(home), "HF_HUB_OFFLINE": "1", "EVALTASKS_PROFILE_LOG": str(log),
+        "EVALTASKS_CACHE_DIR": str(work / "cache"),  # its own migrated-database template, left by the warm-up
         "PYTHONPATH": os.pathsep.join([str(probe), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
     if source:
@@ -238,7 +241,7 @@ def _run_once(suite: Path, home: Path, work: Path, probe: Path, i: int, source: 
     for name in ("PREFECT_API_URL", "PREFECT_PROFILE"):
         env.pop(name, None)
     script = Path(sys.executable).with_name("evaltasks")
-    command = [str(script)] if script.exists() and not source else [sys.executable, "-m", "evaltasks"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "evaltasks"]
     command += ["run", str(suite), "--quiet", "--no-cache", "--output-dir", str(work / f"out{i}"),
                 "--index-dir", str(work / f"idx{i}")]
     t0 = time.time()
@@ -287,16 +290,17 @@ def _write(out: Path, label: str, table: str) -> None:
             name = part.splitlines()[0][4:].strip() if part.startswith("### ") else None
             if name:
                 kept[name] = part.rstrip("\n") + "\n"
-    kept[label] = table
+    kept[label] = table  # a label measured again keeps its place; a new one comes last
     intro = (
         "Measured by `bench/profile_run.py`: `evaltasks run` on the 8-case quickstart (`--no-cache`, a cold index), "
-        "each run a fresh process, with a fresh PREFECT_HOME (as in CI) and with one a previous run left "
+        "each run a fresh process, with a fresh PREFECT_HOME (as in CI; where the tree keeps a migrated empty "
+        "database per Prefect version, the template a warm-up run left is there) and with one a previous run left "
         "(reused). Each cell: the median duration in seconds, and (from → to) when the phase began and ended, "
         "in seconds since the command was launched; phases overlap where threads or the server process run "
         "side by side. Indented rows are parts of the row above them. Functions are wrapped from outside "
         "(a `sitecustomize` probe), so the numbers include a few milliseconds of probe overhead.\n"
     )
-    _replace_section(out, HEADING, intro + "\n" + "\n".join(kept[k] for k in sorted(kept)))
+    _replace_section(out, HEADING, intro + "\n" + "\n".join(kept.values()))
 
 
 def main() -> None:
@@ -309,27 +313,37 @@ def main() -> None:
     parser.add_argument("--source", default=None,
                         help="profile the evaltasks of this checkout (e.g. `git worktree add /tmp/old HEAD~1`) "
                              "with this environment's packages")
+    parser.add_argument("--compare-source", default=None, metavar="DIR",
+                        help="also profile this checkout (e.g. the tree before a change), runs interleaved with "
+                             "this tree's, into a table of its own (--compare-label)")
+    parser.add_argument("--compare-label", default="before")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-profile-"))
     probe = work / "probe"
     probe.mkdir()
     (probe / "sitecustomize.py").write_text(PROBE, encoding="utf-8")
-    reused_home = work / "home-reused"
-    source = Path(args.source).resolve() if args.source else None
-    _run_once(Path(args.suite).resolve(), reused_home, work, probe, -1, source)  # leaves a migrated home to reuse
-    results: dict[str, list[tuple[float, dict]]] = {"fresh PREFECT_HOME": [], "reused PREFECT_HOME": []}
+    suite = Path(args.suite).resolve()
+    trees = [(args.label, Path(args.source).resolve() if args.source else None)]
+    if args.compare_source:
+        trees.insert(0, (args.compare_label, Path(args.compare_source).resolve()))
+    results: dict[str, dict[str, list[tuple[float, dict]]]] = {}
+    for label, source in trees:  # a warm-up run leaves a migrated home to reuse (and the database template)
+        _run_once(suite, work / f"home-reused-{label}", work / label, probe, -1, source)
+        results[label] = {"fresh PREFECT_HOME": [], "reused PREFECT_HOME": []}
     for i in range(args.repeat):
-        fresh = work / f"home-fresh-{i}"
-        results["fresh PREFECT_HOME"].append(_run_once(Path(args.suite).resolve(), fresh, work, probe, 2 * i, source))
-        shutil.rmtree(fresh, ignore_errors=True)
-        results["reused PREFECT_HOME"].append(
-            _run_once(Path(args.suite).resolve(), reused_home, work, probe, 2 * i + 1, source))
-        print({k: round(v[-1][0], 2) for k, v in results.items()}, flush=True)
-    table = _table(args.label, results, args.repeat)
+        for label, source in trees:
+            fresh = work / f"home-fresh-{label}-{i}"
+            results[label]["fresh PREFECT_HOME"].append(_run_once(suite, fresh, work / label, probe, 2 * i, source))
+            shutil.rmtree(fresh, ignore_errors=True)
+            results[label]["reused PREFECT_HOME"].append(
+                _run_once(suite, work / f"home-reused-{label}", work / label, probe, 2 * i + 1, source))
+            print(label, {k: round(v[-1][0], 2) for k, v in results[label].items()}, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
-    _write(Path(args.out), args.label, table)
-    print(table)
+    for label, _ in trees:
+        table = _table(label, results[label], args.repeat)
+        _write(Path(args.out), label, table)
+        print(table)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -261,3 +261,16 @@ def test_a_fresh_prefect_home_starts_from_the_template_the_first_run_left(tmp_pa
             assert db.execute("SELECT state_type FROM flow_run").fetchall() == [("COMPLETED",)]
             assert db.execute("SELECT count(*) FROM block_type").fetchone()[0] > 0
         db.close()
+
+
+def test_a_run_without_a_local_model_never_imports_torch(tmp_path: Path) -> None:
+    """Only a local model needs torch: a LengthCheck run (real server, real flow) imports neither torch nor
+    sentence-transformers, in the command or in the server process (whose import list shares the stderr)."""
+    (tmp_path / "cases.jsonl").write_text('{"input": "q", "actual_output": "a short answer"}\n', encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: lengths\ndataset: {path: cases.jsonl}\nmetrics:\n  - {metric: LengthCheckMetric, max_length: 5, "
+        "unit: words}\ngate: {min_pass_rate: 1.0}\n", encoding="utf-8")
+    loaded = _imported(["-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--quiet", "--output-dir", "out"],
+                       tmp_path)
+    assert "prefect" in loaded and "evaltasks" in loaded
+    assert not loaded & {"torch", "sentence_transformers", "transformers"}, loaded
