@@ -90,7 +90,9 @@ def _attr(module, dotted):
 _WRAP = {
     "evaltasks.cli": [("main", "cli.main")],
     "evaltasks.run": [("plan_run", "plan_run")],
-    "evaltasks._server_guard": [("guard_temporary_server", "guard_temporary_server")],
+    "evaltasks._server_guard": [("guard_temporary_server", "guard_temporary_server"),
+                                ("spawn_temporary_server", "server spawn"),
+                                ("StartingServer.wait", "server wait")],
     "evaltasks.embeddings.local": [("LocalEmbeddingProvider.load", "model load")],
     "evaltasks.reports": [("ReportWriter.write", "report writing")],
     "evaltasks.flows.evaluate_suite": [("_run_plan", "flow body")],
@@ -187,20 +189,22 @@ def breakdown(marks: list[dict], t0: float, exited: float) -> dict[str, tuple[fl
     cli = lambda label: rel(_one(marks, "cli", label))  # noqa: E731
     srv = lambda label: rel(_one(marks, "server", label))  # noqa: E731
     phases: dict[str, tuple[float, float] | None] = {}
-    process = cli("process")
-    phases["interpreter start"] = (0.0, process[0]) if process else None
+    began = [m["t"] - t0 for m in marks if m["role"] == "cli" and m["label"] == "process" and m["edge"] == "begin"]
+    phases["interpreter start"] = (0.0, min(began)) if began else None
     phases["import evaltasks (package)"] = cli("import evaltasks")
     phases["import evaltasks.cli"] = cli("import evaltasks.cli")
     phases["import prefect (client)"] = cli("import prefect")
     phases["import prefect.server"] = cli("import prefect.server.api.server")
-    phases["import the flow module"] = cli("import evaltasks.flows.evaluate_suite") or cli("import flows.evaluate_suite")
+    phases["import the flow module"] = (cli("import evaltasks.flows.evaluate_suite")
+                                        or cli("import flows.evaluate_suite"))
     phases["import torch"] = cli("import torch")
     phases["import sentence_transformers"] = cli("import sentence_transformers")
     phases["plan_run (dataset parse, plan)"] = cli("plan_run")
     phases["model load (imports + weights)"] = cli("model load")
-    phases["server start, waited for"] = cli("server start (waited)")
+    start, spawn = cli("server start (waited)"), cli("server spawn")
+    launched = spawn or start
+    phases["temporary server: launch to /health"] = (launched[0], start[1]) if launched and start else None
     server_began = [m["t"] - t0 for m in marks if m["role"] == "server" and m["label"] == "process"]
-    launched = cli("server start (waited)")
     phases["  server: process start"] = (launched[0], min(server_began)) if launched and server_began else None
     phases["  server: imports (prefect.server)"] = srv("import prefect.server.api.server")
     phases["  server: create_app"] = srv("server create_app")
@@ -210,6 +214,7 @@ def breakdown(marks: list[dict], t0: float, exited: float) -> dict[str, tuple[fl
     after = [p for p in (srv("server block registration"), srv("server migrations"), srv("server create_app")) if p]
     phases["  server: app + services start until /health"] = (
         (max(p[1] for p in after), ready[1]) if after and ready else None)
+    phases["the command waits for the server"] = cli("server wait") or start  # before: start() in the main thread
     call, body = cli("flow call"), cli("flow body")
     phases["flow run creation, bookkeeping"] = (call[0], body[0]) if call and body else None
     tasks = [rel(s) for s in _spans(marks, "cli", "task run", first=False)]
@@ -224,11 +229,16 @@ def breakdown(marks: list[dict], t0: float, exited: float) -> dict[str, tuple[fl
     drains = [s for s in drains if main and s[0] >= main[1]]
     phases["  events/logs drain"] = (min(s[0] for s in drains), max(s[1] for s in drains)) if drains else None
     phases["  server stop"] = cli("server stop")
-    phases["  interpreter teardown (after atexit)"] = (process[1], exited - t0) if process else None
+    last = max((m["t"] - t0 for m in marks if m["role"] == "cli"), default=None)
+    phases["  after the last exit handler (interpreter teardown)"] = (last, exited - t0) if last is not None else None
     return phases
 
 
-def _run_once(suite: Path, home: Path, work: Path, probe: Path, i: int, source: Path | None = None) -> tuple[float, dict]:
+def _run_once(
+    suite: Path, home: Path, work: Path, probe: Path, i: int, source: Path | None = None
+) -> tuple[float, dict]:
+    """One `evaltasks run` of ``suite`` (``source``: another checkout's evaltasks) with PREFECT_HOME ``home``;
+    returns its wall time (launch to exit, s) and :func:`breakdown`."""
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"marks-{i}.jsonl"
     env = {

@@ -135,7 +135,8 @@ def _workspace(tmp_path: Path) -> Path:
 
 def test_a_run_is_a_real_flow_run_and_its_early_server_ends_with_it(tmp_path: Path) -> None:
     """Exit code, summary and reports as before; the run's own Prefect database holds the completed flow run,
-    its task runs and its artifacts; the server process is gone once the command has exited."""
+    its task runs, its artifacts and its events, no heartbeat; the server process is gone once the command has
+    exited."""
     work = _workspace(tmp_path)
     home = tmp_path / "prefect-home"
     proc = subprocess.Popen(
@@ -156,6 +157,11 @@ def test_a_run_is_a_real_flow_run_and_its_early_server_ends_with_it(tmp_path: Pa
         assert {state for _, state in tasks} == {"COMPLETED"}
         artifacts = db.execute("SELECT key FROM artifact WHERE flow_run_id = ?", (flow_runs[0][0],)).fetchall()
         assert any("quickstart" in (key or "") for key, in artifacts), artifacts
+        # the flow run's events reached the server, and no heartbeat among them (a temporary server has no use
+        # for them; stopping their thread cost the run up to a second)
+        events = dict(db.execute("SELECT event, count(*) FROM events GROUP BY event").fetchall())
+        assert events.get("prefect.flow-run.Completed") == 1, events
+        assert "prefect.flow-run.heartbeat" not in events, events
 
 
 def test_a_failed_gate_keeps_exit_code_1(tmp_path: Path) -> None:
