@@ -12,7 +12,6 @@ line; see :func:`_run_interruptible`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -523,14 +522,15 @@ def _run(args: argparse.Namespace) -> int:
             flow = evaluate_suite
             if args.task_runner != "threads":
                 flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
-            with _without_heartbeats() if temporary else contextlib.nullcontext():
-                outcome = flow(
-                    suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
-                    batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
-                    concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
-                    baseline=args.baseline, regression_tolerance=args.regression_tolerance,
-                    baseline_label=args.baseline_label,
-                )
+            if temporary:
+                flow = _without_heartbeats(flow)
+            outcome = flow(
+                suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
+                batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
+                concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
+                baseline=args.baseline, regression_tolerance=args.regression_tolerance,
+                baseline_label=args.baseline_label,
+            )
     except InputError as exc:
         _error(str(exc))
         return EXIT_INVALID
@@ -736,8 +736,9 @@ def _load_models_in_background(providers: list[Any]) -> Any:
     return thread
 
 
-def _without_heartbeats() -> Any:
-    """A context in which Prefect's flow runs send no heartbeats (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` None).
+def _without_heartbeats(flow: Any) -> Any:
+    """``flow`` (a Prefect flow) as a callable whose flow runs send no heartbeats
+    (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` None while it runs).
 
     Heartbeats let a lasting server find crashed flow runs; a temporary server ends with this process, so they
     serve nothing there, and stopping their thread cost each run up to a second after its flow had finished
@@ -745,7 +746,11 @@ def _without_heartbeats() -> Any:
     """
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    def call(**parameters: Any) -> Any:
+        with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+            return flow(**parameters)
+
+    return call
 
 
 def _without_traceback(record: Any) -> bool:
