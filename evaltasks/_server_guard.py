@@ -14,6 +14,11 @@ file run as a script (``python .../_server_guard.py PARENT_PID -m uvicorn ...``)
 terminal's signals reach only the run, which stops the server itself), and the server dies with the run:
 Linux's ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` (``man 2 prctl``), and on every platform a watchdog thread that
 stops it when its parent process changes. It is still Prefect's server: the run is a real Prefect flow run.
+
+``evaltasks run`` starts that process early (:func:`spawn_temporary_server`, right after its input is
+validated) and lets Prefect take it over while the command imports and loads its model. In the server process, a
+missing SQLite database starts as a copy of this Prefect's migrated empty database, kept in the user's cache
+directory by the first run that migrated one (:func:`seed_database`, :func:`save_database_template`).
 """
 
 from __future__ import annotations
