@@ -35,6 +35,9 @@ STATE_DIR_NAME = "evaltasks-server"
 HEADER = struct.Struct("!Q")  # the request's length, sent with the three file descriptors
 SOCKET_PATH_MAX = 100  # bytes: sun_path holds 104 (macOS) or 108 (Linux), with its NUL
 PATH_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH")
+# variables the runner's libraries read once, when imported (Hugging Face's offline mode and caches, torch's
+# options): a run whose values differ from the server's would not see its own, so it goes the normal way
+IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "TORCH_", "PYTORCH_")
 START_DEADLINE_S = 600.0  # `server start` waits this long for the server to be ready (a busy machine, migrations)
 STOP_POLL_S = 0.1
 
@@ -107,6 +110,8 @@ def identity() -> dict[str, Any]:
         "stamp": code_stamp(),
         "sys_path": sys.path[1:],  # [0] is the script's folder or the working directory: the request sets it
         "path_env": {name: os.environ.get(name) for name in PATH_ENV},
+        "import_env": {name: value for name, value in sorted(os.environ.items())
+                       if name.startswith(IMPORT_ENV_PREFIXES)},
     }
 
 
@@ -143,6 +148,10 @@ def incompatibility(state: dict[str, Any]) -> str | None:
         return f"it runs another Python or evaltasks installation ({state.get('python')})"
     if state.get("sys_path") != mine["sys_path"] or state.get("path_env") != mine["path_env"]:
         return "its import path differs (PYTHONPATH or another environment)"
+    if state.get("import_env") != mine["import_env"]:
+        differ = sorted(set(state.get("import_env") or {}).symmetric_difference(mine["import_env"]) | {
+            name for name, value in mine["import_env"].items() if (state.get("import_env") or {}).get(name) != value})
+        return f"it was started with other values of {', '.join(differ)}"
     if state.get("stamp") != mine["stamp"]:
         return "the evaltasks code changed since it started"
     return None
@@ -319,13 +328,14 @@ def _stop(paths: ServerPaths) -> int:
     if state is None:
         print(f"evaltasks server: not running for PREFECT_HOME={paths.home}")
         return 0
-    pid = int(state["pid"])
+    pid, running = int(state["pid"]), int(state.get("running", 0))
+    runs = f"{running} running run{'' if running == 1 else 's'}"
     os.kill(pid, signal.SIGTERM)
-    if state.get("status") == "stopping" and state.get("running"):
-        print(f"evaltasks server: interrupting {state.get('running')} running runs")
-    elif state.get("running"):
-        print(f"evaltasks server: stopping once {state.get('running')} running runs finish "
-              "(`evaltasks server stop` again interrupts them)", flush=True)
+    if state.get("status") == "stopping" and running:
+        print(f"evaltasks server: interrupting {runs} (SIGTERM)", flush=True)
+    elif running:
+        print(f"evaltasks server: stopping once {runs} finish (`evaltasks server stop` again interrupts them)",
+              flush=True)
     while read_state(paths) is not None and _pid_alive(pid):
         time.sleep(STOP_POLL_S)
     print(f"evaltasks server: stopped (pid {pid})")

@@ -268,7 +268,7 @@ def serve(paths: ServerPaths | None = None) -> int:
             os.umask(previous_umask)
         runner.listener.listen(64)
         gc.collect()
-        gc.freeze()  # what is imported now stays shared with the children (no copy-on-write by the collector)
+        gc.freeze()  # what is imported now stays shared with the children: their collections never touch it
         runner.save(status="ready")
         _log(f"ready in {time.time() - started:.1f} s: Prefect API {url}, PREFECT_HOME {paths.home}")
         print(f"evaltasks server: ready, Prefect API {url} (UI {url.removesuffix('/api')}); "
@@ -336,7 +336,6 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         pass
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    gc.unfreeze()
     if runner.listener is not None:
         runner.listener.close()
     os.close(runner.lock_fd)

@@ -195,9 +195,13 @@ def test_users_metric_code_is_imported_fresh_by_each_run(server: Server, tmp_pat
 
 def test_edited_evaltasks_code_and_no_server_take_the_normal_path(server: Server, workdir: Path) -> None:
     """A changed file of the package (mtime) makes the server stale: runs go the normal way and status says why;
-    EVALTASKS_NO_SERVER=1 and --no-server do the same. Invalid-suite runs: exit 2 before Prefect either way."""
+    EVALTASKS_NO_SERVER=1, --no-server, a Hugging Face variable the server's libraries read at import with
+    another value, and PREFECT_API_URL naming another server do the same. Invalid-suite runs: exit 2 before
+    Prefect either way."""
     before = server.served()
-    for extra_env, flags in (({"EVALTASKS_NO_SERVER": "1"}, ()), ({}, ("--no-server",))):
+    for extra_env, flags in (({"EVALTASKS_NO_SERVER": "1"}, ()), ({}, ("--no-server",)),
+                             ({"HF_HUB_DISABLE_PROGRESS_BARS": "1"}, ()),
+                             ({"PREFECT_API_URL": "http://127.0.0.1:9/api"}, ())):
         result = _cli("run", "invalid.yaml", *flags, env={**server.env, **extra_env}, cwd=workdir)
         assert result.returncode == 2, result.stderr
     assert server.served() == before
@@ -220,56 +224,127 @@ def test_edited_evaltasks_code_and_no_server_take_the_normal_path(server: Server
 def test_sigint_to_the_client_interrupts_the_served_run(server: Server, tmp_path: Path) -> None:
     """Ctrl+C (SIGINT to the client's process group) reaches the run on the server: exit 130, one line that says
     the previous reports are kept, nothing else written, and the server's child ends."""
-    with open(tmp_path / "long.jsonl", "w", encoding="utf-8") as handle:
-        for i in range(50_000):
-            handle.write(json.dumps({"input": f"q{i}", "actual_output": f"answer {i} " + "word " * (i % 50)}) + "\n")
-    (tmp_path / "long.yaml").write_text(
-        "name: long\ndataset: {path: long.jsonl}\nmetrics:\n"
-        "  - {metric: LengthCheckMetric, max_length: 30, unit: words}\ngate: {min_pass_rate: 0.0}\n", encoding="utf-8")
-    out = tmp_path / "out"
-    out.mkdir()
-    for name, text in PREVIOUS.items():
-        (out / name).write_text(text, encoding="utf-8")
     before = server.served()
-    env = {**server.env, "PREFECT_LOGGING_LEVEL": "INFO"}  # the flow's log lines mark its stages
-    stderr_path = tmp_path / "stderr.txt"
-    with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "long.yaml", "--output-dir", "out",
-                                 "--no-cache", "--quiet", "--batch-size", "1000"], cwd=tmp_path, env=env,
-                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    run = LongRun(server, tmp_path)
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while "Task run 'score-batch" not in stderr_path.read_text(encoding="utf-8", errors="replace"):
-            assert proc.poll() is None, stderr_path.read_text(encoding="utf-8", errors="replace")
-            assert time.monotonic() < deadline, "no scored batch"
-            time.sleep(0.02)
-        os.killpg(proc.pid, signal.SIGINT)
-        rc = proc.wait(timeout=DEADLINE_S)
+        run.wait_scoring()
+        os.killpg(run.proc.pid, signal.SIGINT)
+        rc = run.proc.wait(timeout=DEADLINE_S)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    err_text = stderr_path.read_text(encoding="utf-8", errors="replace")
+        run.kill()
     assert server.served() == before + 1
-    assert rc == 130, err_text
-    lines = [line for line in err_text.splitlines() if "interrupted" in line.lower()]
-    assert len(lines) == 1 and lines[0].startswith("evaltasks: interrupted by SIGINT"), err_text
-    assert "keeps the previous ones" in lines[0], lines
-    assert "Traceback" not in err_text
-    assert {name: (out / name).read_text(encoding="utf-8") for name in PREVIOUS} == PREVIOUS
-    assert sorted(p.name for p in out.iterdir()) == sorted(PREVIOUS), "temporary files left"
+    run.check_interrupted(rc, signal.SIGINT)
     server.wait_idle()
 
 
+SLOW_METRIC = '''
+import time
+
+from evaltasks import BaseMetric, MetricResult
+
+
+class SlowMetric(BaseMetric):
+    """Score 1.0 after 50 ms per case: a run that lasts however fast the machine is."""
+
+    version = "1"
+
+    def __init__(self, threshold=0.0, *, name=None):
+        super().__init__(threshold, name=name)
+
+    def config(self):
+        return {"threshold": self.threshold, "name": self.name}
+
+    def score_batch(self, cases, vectors=None):
+        results = []
+        for case in cases:
+            time.sleep(0.05)
+            results.append(MetricResult.scored(self.name, 1.0, self.threshold, "slept", {}))
+        return results
+'''
+
+
+class LongRun:
+    """``evaltasks run`` of 4,000 cases of a metric that sleeps 50 ms per case, in batches of 20 on two threads
+    (100 s of sleeping: it runs until a signal stops it), in a session of its own, over a previous report set,
+    Prefect's INFO lines on its stderr (they mark its stages)."""
+
+    def __init__(self, server: Server, folder: Path) -> None:
+        (folder / "slow_metric.py").write_text(SLOW_METRIC, encoding="utf-8")
+        with open(folder / "long.jsonl", "w", encoding="utf-8") as handle:
+            for i in range(4000):
+                handle.write(json.dumps({"input": f"q{i}", "actual_output": f"answer {i}"}) + "\n")
+        (folder / "long.yaml").write_text(
+            "name: long\ndataset: {path: long.jsonl}\nmetrics:\n"
+            "  - {metric: 'slow_metric:SlowMetric'}\ngate: {min_pass_rate: 0.0}\n", encoding="utf-8")
+        self.out = folder / "out"
+        self.out.mkdir()
+        for name, text in PREVIOUS.items():
+            (self.out / name).write_text(text, encoding="utf-8")
+        self.stderr_path = folder / "stderr.txt"
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "evaltasks.cli", "run", "long.yaml", "--output-dir", "out", "--no-cache",
+                 "--quiet", "--batch-size", "20", "--task-runner", "threads:2"], cwd=folder, env={**server.env, "PREFECT_LOGGING_LEVEL": "INFO"},
+                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_scoring(self) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while "Task run 'score-batch" not in self.stderr():
+            assert self.proc.poll() is None, self.stderr()
+            assert time.monotonic() < deadline, "no scored batch"
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def check_interrupted(self, rc: int, signum: int) -> None:
+        """Exit 128 + signum, one line naming the signal and the previous reports kept, no traceback."""
+        err = self.stderr()
+        assert rc == 128 + signum, err
+        lines = [line for line in err.splitlines() if "interrupted" in line.lower()]
+        assert len(lines) == 1 and lines[0].startswith(f"evaltasks: interrupted by {signal.Signals(signum).name}"), err
+        assert "keeps the previous ones" in lines[0], lines
+        assert "Traceback" not in err
+        assert {name: (self.out / name).read_text(encoding="utf-8") for name in PREVIOUS} == PREVIOUS
+        assert sorted(p.name for p in self.out.iterdir()) == sorted(PREVIOUS), "temporary files left"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 def test_status_then_stop(server: Server, workdir: Path) -> None:
-    """Last in the module: status names the URL, pid and runs served; stop ends both processes and runs
-    go the normal way again."""
+    """Last in the module: status names the URL, pid and runs served. A stop lets a running run go on while new
+    runs go the normal way; a second stop interrupts the run (SIGTERM: exit 143, previous reports kept); then both
+    processes end, status says none runs, and runs go the normal way."""
     state = server.state()
     status = _cli("server", "status", env=server.env, cwd=workdir)
     assert status.returncode == 0
     assert f"pid {state['pid']}" in status.stdout and state["url"] in status.stdout
     assert f"{state['runs_served']} runs served" in status.stdout
-    stopped = _cli("server", "stop", env=server.env, cwd=workdir)
-    assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
+    run = LongRun(server, workdir)
+    try:
+        run.wait_scoring()
+        first_stop = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "server", "stop"], env=server.env,
+                                      cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + DEADLINE_S
+        while server.state()["status"] != "stopping":
+            assert time.monotonic() < deadline and first_stop.poll() is None, server.state()
+            time.sleep(0.02)
+        served = server.served()
+        meanwhile = _cli("run", "invalid.yaml", env=server.env, cwd=workdir)
+        assert meanwhile.returncode == 2 and server.served() == served, "a stopping server took a new run"
+        assert run.proc.poll() is None, "the running run was stopped by the first stop"
+        second_stop = _cli("server", "stop", env=server.env, cwd=workdir)
+        rc = run.proc.wait(timeout=DEADLINE_S)
+        first_out, _ = first_stop.communicate(timeout=DEADLINE_S)
+    finally:
+        run.kill()
+    run.check_interrupted(rc, signal.SIGTERM)
+    assert first_stop.returncode == 0 and "once 1 running run finish" in first_out, first_out
+    assert second_stop.returncode == 0 and "stopped" in second_stop.stdout, second_stop.stdout + second_stop.stderr
     for pid in (state["pid"], state["prefect_pid"]):
         deadline = time.monotonic() + DEADLINE_S
         while Path(f"/proc/{pid}").exists() if sys.platform.startswith("linux") else False:
