@@ -263,6 +263,26 @@ class SlowMetric(BaseMetric):
 '''
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups: Linux")
+def test_a_killed_client_stops_its_run(server: Server, tmp_path: Path) -> None:
+    """SIGKILL of the client runs no handler: its socket closes and the run stops as on SIGTERM (the flow run is
+    not completed, the previous reports stay) instead of running on unseen."""
+    before = server.served()
+    run = LongRun(server, tmp_path)
+    try:
+        run.wait_scoring()
+        run.proc.kill()
+        run.proc.wait(timeout=DEADLINE_S)
+    finally:
+        run.kill()
+    assert server.served() == before + 1
+    server.wait_idle()
+    runs = [r for r in server.api("/flow_runs/filter", {}) if r["parameters"].get("suite_path") == "long.yaml"
+            and r["parameters"].get("output_dir") == "out" and r["start_time"]]
+    assert runs and all(r["state_type"] in ("CRASHED", "CANCELLED", "FAILED") for r in runs), runs
+    assert {name: (run.out / name).read_text(encoding="utf-8") for name in PREVIOUS} == PREVIOUS
+
+
 class LongRun:
     """``evaltasks run`` of 4,000 cases of a metric that sleeps 50 ms per case, in batches of 20 on two threads
     (100 s of sleeping: it runs until a signal stops it), in a session of its own, over a previous report set,
