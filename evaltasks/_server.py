@@ -43,6 +43,7 @@ from typing import Any
 from evaltasks._client import HEADER, ServerPaths, identity, server_paths
 
 READY_DEADLINE_S = 600.0  # for Prefect's server to answer /health (database migrations on a busy machine)
+START_ATTEMPTS = 3  # Prefect's server is started again on another port when it ends before it answers
 STOP_GRACE_S = 10.0  # after SIGTERM, how long the Prefect server has before SIGKILL
 REQUEST_TIMEOUT_S = 60.0  # a client sends its request at once; one that does not is dropped
 LOOP_S = 0.5  # how often the loop looks at its children and stop requests when nothing arrives
@@ -66,6 +67,7 @@ def _write_state(paths: ServerPaths, state: dict[str, Any]) -> None:
 
 
 def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the system's choice)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -74,9 +76,13 @@ def _free_port() -> int:
 def _start_prefect_server(paths: ServerPaths, port: int) -> subprocess.Popen[bytes]:
     """Start Prefect's API server (the command Prefect's own temporary server runs, UI and services on) on
     ``port``, in a session of its own, dying with this process (:mod:`evaltasks._server_guard`)."""
+    import importlib.util
+
     import evaltasks._server_guard as guard
 
-    prefect_dir = Path(__import__("importlib.util").util.find_spec("prefect").origin).parent
+    spec = importlib.util.find_spec("prefect")
+    assert spec is not None and spec.origin is not None, "prefect is a dependency of evaltasks"
+    prefect_dir = Path(spec.origin).parent
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_API_KEY")}
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     env.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
@@ -91,6 +97,7 @@ def _start_prefect_server(paths: ServerPaths, port: int) -> subprocess.Popen[byt
 
 
 def _healthy(url: str) -> bool:
+    """True when the Prefect API at ``url`` answers its health request."""
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
             return bool(response.status == 200)
@@ -125,13 +132,16 @@ class _Runner:
         self.state: dict[str, Any] = {}
 
     def on_stop(self, signum: int, frame: Any) -> None:
+        """SIGTERM / SIGINT handler: count the stop request; :meth:`loop` acts on it."""
         self.stops += 1
 
     def save(self, **changes: Any) -> None:
+        """Apply ``changes`` to the state and write ``state.json`` (with the number of runs running)."""
         self.state.update(changes, running=len(self.children))
         _write_state(self.paths, self.state)
 
     def reap(self) -> None:
+        """Collect the children that have ended (no zombies), without waiting."""
         while self.children:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -145,6 +155,7 @@ class _Runner:
                 self.save()
 
     def close_listener(self) -> None:
+        """Stop taking runs: close the socket and remove its file."""
         if self.listener is not None:
             self.listener.close()
             self.listener = None
@@ -154,6 +165,7 @@ class _Runner:
                 pass
 
     def loop(self) -> None:
+        """Fork a child per connection until stopped and every child has ended (module docstring: stopping)."""
         import selectors
 
         selector = selectors.DefaultSelector()
@@ -242,8 +254,13 @@ def serve(paths: ServerPaths | None = None) -> int:
         runner.state["prefect_pid"] = runner.prefect.pid
         missing = _preload()  # while Prefect's server starts
         _log(f"imported in {time.time() - started:.1f} s" + (f" (not installed: {', '.join(missing)})" if missing else ""))
-        deadline = time.monotonic() + READY_DEADLINE_S
+        deadline, attempts = time.monotonic() + READY_DEADLINE_S, 1
         while not _healthy(url):
+            if runner.prefect.poll() is not None and attempts < START_ATTEMPTS and not runner.stops:
+                attempts, port = attempts + 1, _free_port()  # the free port was taken meanwhile: another one
+                url = runner.state["url"] = f"http://127.0.0.1:{port}/api"
+                runner.prefect = _start_prefect_server(paths, port)
+                runner.save(prefect_pid=runner.prefect.pid)
             if runner.prefect.poll() is not None or time.monotonic() > deadline or runner.stops:
                 _log(f"the Prefect server did not start (exit {runner.prefect.poll()}); see above")
                 return 3 if not runner.stops else 0
