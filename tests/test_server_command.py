@@ -166,6 +166,34 @@ def test_prefect_settings_come_from_the_clients_environment(server: Server, work
     assert quiet.returncode == 0 and "Beginning flow run" not in quiet.stderr, quiet.stderr
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pty: Linux")
+def test_a_served_run_writes_to_the_clients_terminal(server: Server, workdir: Path) -> None:
+    """The client's terminal (a pseudo-terminal here) is the run's: rich sees a TTY and colours the summary."""
+    import pty
+
+    before = server.served()
+    primary, secondary = pty.openpty()
+    env = {**server.env, "TERM": "xterm-256color", "COLUMNS": "100"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "tty-out"],
+                            cwd=workdir, env=env, stdin=secondary, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: every writer has closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    output = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.wait(timeout=DEADLINE_S) == 0, output
+    assert server.served() == before + 1
+    assert "GATE PASSED" in output and "\x1b[" in output, output
+
+
 def test_two_clients_at_once_each_get_a_run(server: Server, workdir: Path) -> None:
     before = server.served()
     procs = [subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir",
