@@ -14,7 +14,9 @@ file descriptors (``SCM_RIGHTS``), takes its argv, working directory, ``sys.path
 ``PREFECT_API_URL`` naming this server's Prefect server), rebuilds Prefect's settings and logging from that
 environment, and runs ``evaltasks.cli.main`` exactly as the command would: a real Prefect flow run with its
 task runs and artifacts, the same reports and exit codes. Users' metric modules are imported only in the child,
-so each run sees their current code. Signals the client receives arrive as ``signal N`` lines and are raised in
+so each run sees their current code. Once the run has its exit code the client gets it and the child lets the
+client's terminal go; Prefect's exit work (the last log records and events sent to its API) finishes after, its
+output in the server's log. Signals the client receives arrive as ``signal N`` lines and are raised in
 the child; a client that disappears (its end of the socket closes) stops its run as SIGTERM would.
 
 Stopping (SIGTERM or SIGINT, ``evaltasks server stop``, Ctrl+C in the foreground): the socket goes at once and
@@ -357,6 +359,7 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         runner.listener.close()
     os.close(runner.lock_fd)
     code = 3
+    finished = threading.Event()  # set once the run has its exit code: the client may go then
     try:
         conn.settimeout(REQUEST_TIMEOUT_S)
         header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
@@ -388,7 +391,6 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         prefect.context.refresh_global_settings_context()  # Prefect read its settings at import: read them again
         prefect.logging.configuration.setup_logging(incremental=False)  # handlers on the new streams and levels
         conn.sendall(b"started\n")
-        finished = threading.Event()
         threading.Thread(target=_watch_client, args=(conn, finished), name="evaltasks-client", daemon=True).start()
         try:
             code = cli.main(request["argv"])
@@ -400,18 +402,33 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
     except BaseException:  # noqa: BLE001 - reported like any crash: the traceback on the client's stderr
         traceback.print_exc()
         code = 3
+    finished.set()
     try:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+    except BaseException:  # noqa: BLE001 - a closed pipe: nothing more reaches the client anyway
+        pass
+    # The client gets its exit code now and the terminal (or pipe) is let go: what is left, Prefect's threads
+    # and exit handlers sending the last log records and events to its API (~0.5 s), runs on with its output
+    # in the server's log, as the interpreter's own shutdown would run it.
+    try:
+        log_fd = os.open(runner.paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+    except OSError:
+        pass
+    try:
+        conn.sendall(f"exit {code}\n".encode())
+    except OSError:
+        pass
+    try:
         threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does at exit
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
     except BaseException:  # noqa: BLE001
-        pass
-    try:
-        conn.sendall(f"exit {code}\n".encode())
-    except OSError:
         pass
     os._exit(code)
 
