@@ -299,11 +299,15 @@ def server_command(args: argparse.Namespace) -> int:
         from evaltasks._server import serve
 
         return serve(paths)
-    if args.action == "status":
-        return _status(paths)
-    if args.action == "stop":
-        return _stop(paths)
-    return _start(paths)
+    try:
+        if args.action == "status":
+            return _status(paths)
+        if args.action == "stop":
+            return _stop(paths)
+        return _start(paths)
+    except BrokenPipeError:  # `evaltasks server status | head -1`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _status(paths: ServerPaths) -> int:
