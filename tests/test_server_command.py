@@ -141,6 +141,20 @@ def test_a_served_run_is_a_real_flow_run_with_the_reports_of_a_normal_run(server
     assert artifacts, "the run's artifacts"
 
 
+def test_the_client_of_a_served_run_imports_neither_prefect_nor_rich_nor_torch(server: Server, workdir: Path) -> None:
+    """The decision and the hand-over use the standard library: the client process never loads the heavy parts."""
+    before = server.served()
+    script = ("import sys; sys.argv = ['evaltasks', 'run', 'suite.yaml', '--output-dir', 'light-out', '--quiet']\n"
+              "from evaltasks.cli import main\ncode = main()\n"
+              "print('loaded:', sorted(m for m in ('prefect', 'rich', 'torch', 'sentence_transformers') "
+              "if m in sys.modules))\nsys.exit(code)\n")
+    result = subprocess.run([sys.executable, "-c", script], env=server.env, cwd=workdir, capture_output=True,
+                            text=True, timeout=DEADLINE_S)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert server.served() == before + 1
+    assert "loaded: []" in result.stdout, result.stdout
+
+
 def test_exit_codes_of_a_failing_gate_and_an_input_error(server: Server, workdir: Path) -> None:
     before = server.served()
     failed = _cli("run", "strict.yaml", "--output-dir", "strict-out", "--no-cache", "--quiet", env=server.env,
