@@ -247,7 +247,7 @@ def test_edited_evaltasks_code_and_no_server_take_the_normal_path(server: Server
         result = _cli("run", "invalid.yaml", *flags, env={**server.env, **extra_env}, cwd=workdir)
         assert result.returncode == 2, result.stderr
     assert server.served() == before
-    version_file = REPO_ROOT / "evaltasks" / "_version.py"
+    version_file = Path(server.state()["package"][0]) / "_version.py"  # the package the server runs (and the runs)
     stat = version_file.stat()
     os.utime(version_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     try:
