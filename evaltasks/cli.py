@@ -204,6 +204,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--skip-missing-credentials", action="store_true",
                      help="skip metrics whose provider credentials are missing (left out of the gate, with a "
                           "warning) instead of exiting 2: for pull requests from forks")
+    run.add_argument("--no-server", action="store_true",
+                     help="run in this process even when an `evaltasks server` runs (also EVALTASKS_NO_SERVER=1)")
+    server = sub.add_parser("server", help="keep a Prefect server and a warm runner that runs use (Unix only); "
+                                           "without an action it runs in the foreground")
+    server.add_argument("action", nargs="?", choices=("start", "stop", "status"), default=None,
+                        help="start (in the background), stop, status")
     serve = sub.add_parser("serve", help="serve the suite's flow as a scheduled Prefect deployment")
     serve.add_argument("suite", help="the suite YAML file")
     serve.add_argument("--cron", default="0 6 * * *", help='cron schedule (default "0 6 * * *", UTC)')
@@ -297,6 +303,14 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None, command_started: float) -> int:
     args = _parser().parse_args(argv)
     args.command_started = command_started
+    if args.command == "server" or (args.command == "run" and argv is None and not args.no_server):
+        from evaltasks import _client  # standard library only: decides before Prefect, rich or numpy load
+
+        if args.command == "server":
+            return _client.server_command(args)
+        served = _client.run_served(sys.argv[1:], command_started)  # README: "Faster repeated runs"
+        if served is not None:
+            return served
     if args.command == "schema":
         from evaltasks.suite import suite_json_schema
 

@@ -1,0 +1,385 @@
+"""The light side of ``evaltasks server``: find a running server, decide whether a run may use it, hand it the run.
+
+``evaltasks server`` (README: "Faster repeated runs: evaltasks server") keeps a Prefect server and a warm runner
+process (:mod:`evaltasks._server`) alive between runs. ``evaltasks run`` asks :func:`run_served` first: when a
+compatible server runs for this ``PREFECT_HOME`` the run is forwarded to it (the runner forks a child that runs
+the command with this process's argv, working directory, environment and terminal) and this process only relays
+signals and the exit code. Everything here uses the standard library only and is imported before Prefect, rich,
+numpy or torch, so deciding costs milliseconds and a served run starts at once.
+
+State lives in ``$PREFECT_HOME/evaltasks-server/`` (default ``~/.prefect``): ``state.json`` (socket path, pids,
+Prefect API URL, evaltasks version, Python executable, code stamp, runs served), ``server.log`` and ``lock``,
+which the runner holds locked for its lifetime (one server per ``PREFECT_HOME``; a lock nobody holds means no
+server, whatever ``state.json`` says).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaltasks._env import env_value
+from evaltasks._version import __version__
+
+STATE_DIR_NAME = "evaltasks-server"
+HEADER = struct.Struct("!Q")  # the request's length, sent with the three file descriptors
+SOCKET_PATH_MAX = 100  # bytes: sun_path holds 104 (macOS) or 108 (Linux), with its NUL
+PATH_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH")
+# variables the runner's libraries read once, when imported (Hugging Face's offline mode and caches, torch's
+# options): a run whose values differ from the server's would not see its own, so it goes the normal way
+IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "TORCH_", "PYTORCH_")
+START_DEADLINE_S = 600.0  # `server start` waits this long for the server to be ready (a busy machine, migrations)
+STOP_POLL_S = 0.1
+
+
+def supported() -> bool:
+    """True where the server can run: Unix sockets that pass file descriptors (Linux, macOS; not Windows)."""
+    return sys.platform != "win32" and hasattr(socket, "AF_UNIX") and hasattr(socket, "send_fds")
+
+
+@dataclass(frozen=True)
+class ServerPaths:
+    """Where the server of one ``PREFECT_HOME`` keeps its files."""
+
+    home: Path  # PREFECT_HOME, resolved
+    dir: Path  # its evaltasks-server folder
+    state: Path  # state.json
+    lock: Path  # held locked (flock) by the running server
+    log: Path  # the server's output
+    socket: Path  # the runner's Unix socket
+
+
+def server_paths() -> ServerPaths:
+    """The paths of this ``PREFECT_HOME``'s server (``$PREFECT_HOME``, default ``~/.prefect``).
+
+    The socket sits next to the state when its path fits a Unix socket address, else in a private per-user
+    folder of the temporary directory, named by a hash of the home.
+    """
+    home = Path(env_value("PREFECT_HOME") or "~/.prefect").expanduser().resolve()
+    folder = home / STATE_DIR_NAME
+    sock = folder / "runner.sock"
+    if len(os.fsencode(str(sock))) > SOCKET_PATH_MAX:
+        import tempfile
+
+        digest = hashlib.sha256(os.fsencode(str(home))).hexdigest()[:16]
+        sock = Path(tempfile.gettempdir()) / f"evaltasks-{os.getuid()}" / f"{digest}.sock"
+    return ServerPaths(home, folder, folder / "state.json", folder / "lock", folder / "server.log", sock)
+
+
+def code_stamp() -> str:
+    """A hash of the path, modification time (ns) and size of every ``.py`` and ``.json`` file of the evaltasks
+    package (and of a source checkout's ``flows/``): any edit, even one that keeps the size, changes it."""
+    import evaltasks
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    roots = [package] + [os.path.join(entry, "flows") for entry in evaltasks.__path__
+                         if os.path.abspath(entry) != package]
+    lines = []
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".json")):
+                    path = os.path.join(folder, name)
+                    try:
+                        stat = os.stat(path)
+                    except OSError:
+                        continue
+                    lines.append(f"{path}\0{stat.st_mtime_ns}\0{stat.st_size}")
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def identity() -> dict[str, Any]:
+    """What a run must share with the server to use it: Python, evaltasks version and code, import path."""
+    import evaltasks
+
+    return {
+        "version": __version__,
+        "python": sys.executable,
+        "package": [os.path.abspath(entry) for entry in evaltasks.__path__],
+        "stamp": code_stamp(),
+        "sys_path": sys.path[1:],  # [0] is the script's folder or the working directory: the request sets it
+        "path_env": {name: os.environ.get(name) for name in PATH_ENV},
+        "import_env": {name: value for name, value in sorted(os.environ.items())
+                       if name.startswith(IMPORT_ENV_PREFIXES)},
+    }
+
+
+def read_state(paths: ServerPaths) -> dict[str, Any] | None:
+    """The running server's state, or None when no server holds the lock of ``paths`` (none runs)."""
+    import fcntl
+
+    try:
+        fd = os.open(paths.lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # held: a server runs
+        else:
+            return None
+    finally:
+        os.close(fd)
+    try:
+        state = json.loads(paths.state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def incompatibility(state: dict[str, Any]) -> str | None:
+    """Why a run in this process must not use the server of ``state`` (None: it may)."""
+    mine = identity()
+    if state.get("version") != mine["version"]:
+        return f"it runs evaltasks {state.get('version')}, this is {mine['version']}"
+    if state.get("python") != mine["python"] or state.get("package") != mine["package"]:
+        return f"it runs another Python or evaltasks installation ({state.get('python')})"
+    if state.get("sys_path") != mine["sys_path"] or state.get("path_env") != mine["path_env"]:
+        return "its import path differs (PYTHONPATH or another environment)"
+    if state.get("import_env") != mine["import_env"]:
+        differ = sorted(set(state.get("import_env") or {}).symmetric_difference(mine["import_env"]) | {
+            name for name, value in mine["import_env"].items() if (state.get("import_env") or {}).get(name) != value})
+        return f"it was started with other values of {', '.join(differ)}"
+    if state.get("stamp") != mine["stamp"]:
+        return "the evaltasks code changed since it started"
+    return None
+
+
+def _profile_api_url(home: Path) -> str | None:
+    """``PREFECT_API_URL`` of the active Prefect profile in ``home/profiles.toml`` (None when unset or unread)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: a profiles file then keeps runs on the normal path when it names a URL
+        text = (home / "profiles.toml").read_text(encoding="utf-8") if (home / "profiles.toml").is_file() else ""
+        return "unknown" if "PREFECT_API_URL" in text else None
+    try:
+        profiles = tomllib.loads((home / "profiles.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    active = env_value("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
+    value = profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL")
+    return str(value) if value else None
+
+
+def usable_state() -> dict[str, Any] | None:
+    """The state of a ready server that a run in this process may use, else None (the run goes the normal way)."""
+    if not supported():
+        return None
+    if (env_value("EVALTASKS_NO_SERVER") or "0").lower() not in ("0", "false", "no", "off"):
+        return None
+    paths = server_paths()
+    state = read_state(paths)
+    if state is None or state.get("status") != "ready" or incompatibility(state) is not None:
+        return None
+    url = str(state.get("url", "")).rstrip("/")
+    wanted = env_value("PREFECT_API_URL") or _profile_api_url(paths.home)
+    if wanted and wanted.rstrip("/") != url:  # the user chose another Prefect server
+        return None
+    return state
+
+
+def _stream_spec(stream: Any) -> dict[str, Any]:
+    """How the child re-creates one of this process's standard streams on the same file descriptor."""
+    return {
+        "encoding": getattr(stream, "encoding", None) or "utf-8",
+        "errors": getattr(stream, "errors", None) or "strict",
+        "line_buffering": bool(getattr(stream, "line_buffering", False)),
+        "write_through": bool(getattr(stream, "write_through", False)),
+    }
+
+
+def _standard_fds() -> list[int]:
+    """File descriptors 0, 1, 2 (one of ``/dev/null`` in place of any that is closed)."""
+    fds = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            fds.append(fd)
+        except OSError:
+            fds.append(os.open(os.devnull, os.O_RDWR))
+    return fds
+
+
+def run_served(argv: list[str], command_started: float) -> int | None:
+    """Run ``evaltasks`` with ``argv`` (a ``run`` command) on this ``PREFECT_HOME``'s server, if one may be used.
+
+    Returns the run's exit code, or None when no compatible server is ready (or it did not take the run: it was
+    stopping), and the caller runs the command itself. While the run goes on, SIGINT and SIGTERM received here
+    are passed to it (it handles them as a run in this process would: README "CLI", interrupted runs).
+    """
+    state = usable_state()
+    if state is None:
+        return None
+    request = {
+        "argv": list(argv), "argv0": sys.argv[0] if sys.argv else "evaltasks", "cwd": os.getcwd(),
+        "env": dict(os.environ), "sys_path0": sys.path[0] if sys.path else "", "started": command_started,
+        "streams": [_stream_spec(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
+    }
+    payload = json.dumps(request).encode("utf-8", "surrogateescape")
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(state["socket"]))
+        socket.send_fds(conn, [HEADER.pack(len(payload))], _standard_fds())
+        conn.sendall(payload)
+        reader = conn.makefile("rb")
+        if reader.readline().strip() != b"started":
+            return None
+    except OSError:
+        conn.close()
+        return None
+
+    def forward(signum: int, frame: Any) -> None:
+        try:
+            conn.sendall(f"signal {signum}\n".encode())
+        except OSError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                line = reader.readline()
+            except OSError:
+                line = b""
+            if not line:
+                print(f"evaltasks: error: the run ended without an exit code on the evaltasks server (its log: "
+                      f"{server_paths().log})", file=sys.stderr)
+                return 3
+            word, _, value = line.decode().strip().partition(" ")
+            if word == "exit":
+                return int(value)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        conn.close()
+
+
+def _uptime(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h {rest // 60}m {rest % 60}s" if hours else f"{rest // 60}m {rest % 60}s"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def server_command(args: argparse.Namespace) -> int:
+    """``evaltasks server [start|stop|status]``; returns the exit code.
+
+    ``server`` runs it in the foreground (Ctrl+C stops it), ``start`` in the background (returns once it is
+    ready: exit 0; 3 when it failed to start, with its log's path), ``stop`` stops it (0; waits for running
+    runs to finish, a second ``stop`` interrupts them), ``status`` prints it (0 running, 1 none). Exit 2 on
+    Windows (not supported) and when ``PREFECT_HOME`` cannot be used.
+    """
+    if not supported():
+        print("evaltasks: error: `evaltasks server` needs Unix sockets (Linux, macOS); runs go the normal way",
+              file=sys.stderr)
+        return 2
+    paths = server_paths()
+    if args.action is None:
+        from evaltasks._server import serve
+
+        return serve(paths)
+    try:
+        if args.action == "status":
+            return _status(paths)
+        if args.action == "stop":
+            return _stop(paths)
+        return _start(paths)
+    except BrokenPipeError:  # `evaltasks server status | head -1`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _status(paths: ServerPaths) -> int:
+    state = read_state(paths)
+    if state is None:
+        print(f"evaltasks server: not running for PREFECT_HOME={paths.home}")
+        return 1
+    url = str(state.get("url", ""))
+    print(f"evaltasks server: {state.get('status')}, pid {state.get('pid')}, up "
+          f"{_uptime(time.time() - float(state.get('started', time.time())))}, {state.get('runs_served', 0)} runs "
+          f"served, {state.get('running', 0)} running")
+    print(f"Prefect API: {url} (UI: {url.removesuffix('/api')})")
+    print(f"PREFECT_HOME: {paths.home}; log: {paths.log}")
+    reason = incompatibility(state)
+    if reason:
+        print(f"runs here do not use it: {reason} (restart it: evaltasks server stop; evaltasks server start)")
+    return 0
+
+
+def _stop(paths: ServerPaths) -> int:
+    state = read_state(paths)
+    if state is None:
+        print(f"evaltasks server: not running for PREFECT_HOME={paths.home}")
+        return 0
+    pid, running = int(state["pid"]), int(state.get("running", 0))
+    runs = f"{running} running run{'' if running == 1 else 's'}"
+    os.kill(pid, signal.SIGTERM)
+    if state.get("status") == "stopping" and running:
+        print(f"evaltasks server: interrupting {runs} (SIGTERM)", flush=True)
+    elif running:
+        print(f"evaltasks server: stopping once {runs} finish (`evaltasks server stop` again interrupts them)",
+              flush=True)
+    while read_state(paths) is not None and _pid_alive(pid):
+        time.sleep(STOP_POLL_S)
+    print(f"evaltasks server: stopped (pid {pid})")
+    return 0
+
+
+def _start(paths: ServerPaths) -> int:
+    import subprocess
+
+    state = read_state(paths)
+    if state is not None:
+        reason = incompatibility(state)
+        if reason:
+            print(f"evaltasks: error: a server for PREFECT_HOME={paths.home} already runs (pid {state.get('pid')}) "
+                  f"but runs here cannot use it: {reason}; stop it first: evaltasks server stop", file=sys.stderr)
+            return 2
+        print(f"evaltasks server: already running, pid {state.get('pid')}, Prefect API {state.get('url')}")
+        return 0
+    try:
+        paths.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        log = open(paths.log, "ab")
+    except OSError as exc:
+        print(f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.dir} ({exc.strerror or exc})",
+              file=sys.stderr)
+        return 2
+    with log:
+        started = time.time()
+        proc = subprocess.Popen([sys.executable, "-m", "evaltasks._server"], stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=log, start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + START_DEADLINE_S
+    while time.monotonic() < deadline:
+        state = read_state(paths)
+        if state is not None and state.get("status") == "ready" and state.get("pid") == proc.pid:
+            print(f"evaltasks server: ready in {time.time() - started:.1f} s, pid {proc.pid}, Prefect API "
+                  f"{state.get('url')}; `evaltasks run` in PREFECT_HOME={paths.home} uses it")
+            return 0
+        if proc.poll() is not None:
+            break
+        time.sleep(STOP_POLL_S)
+    if proc.poll() is None:
+        proc.terminate()
+    print(f"evaltasks: error: the server did not start (exit {proc.poll()}); its log: {paths.log}", file=sys.stderr)
+    return 3

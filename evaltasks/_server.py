@@ -1,0 +1,437 @@
+"""The runner of ``evaltasks server``: a Prefect server and a warm process that forks one child per run.
+
+``evaltasks server`` (README: "Faster repeated runs: evaltasks server") starts, for one ``PREFECT_HOME``:
+
+- Prefect's own API server (``uvicorn prefect.server.api.server:create_app`` on 127.0.0.1 and a free port, its
+  database in ``PREFECT_HOME`` as with ``prefect server start``), through :mod:`evaltasks._server_guard`, so
+  it ends with this process even when this one is killed;
+- this process, which imports evaltasks, Prefect (client, flow and task engines, the flow module), rich and,
+  where installed, torch and sentence-transformers (imports only: no model is loaded and no thread runs here,
+  so forking stays safe), then listens on a Unix socket.
+
+For each request (:func:`evaltasks._client.run_served`) it forks a child that receives the client's standard
+file descriptors (``SCM_RIGHTS``), takes its argv, working directory, ``sys.path[0]`` and environment (with
+``PREFECT_API_URL`` naming this server's Prefect server), rebuilds Prefect's settings and logging from that
+environment, and runs ``evaltasks.cli.main`` exactly as the command would: a real Prefect flow run with its
+task runs and artifacts, the same reports and exit codes. Users' metric modules are imported only in the child,
+so each run sees their current code. Once the run has its exit code the client gets it and the child lets the
+client's terminal go; Prefect's exit work (the last log records and events sent to its API) finishes after, its
+output in the server's log. Signals the client receives arrive as ``signal N`` lines and are raised in
+the child; a client that disappears (its end of the socket closes) stops its run as SIGTERM would.
+
+Stopping (SIGTERM or SIGINT, ``evaltasks server stop``, Ctrl+C in the foreground): the socket goes at once and
+running runs finish; a second stop sends them SIGTERM (they stop as interrupted runs), a third SIGKILL. Then
+the Prefect server stops and the state file is removed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from evaltasks._client import HEADER, ServerPaths, identity, server_paths
+
+READY_DEADLINE_S = 600.0  # for Prefect's server to answer /health (database migrations on a busy machine)
+START_ATTEMPTS = 3  # Prefect's server is started again on another port when it ends before it answers
+STOP_GRACE_S = 10.0  # after SIGTERM, how long the Prefect server has before SIGKILL
+REQUEST_TIMEOUT_S = 60.0  # a client sends its request at once; one that does not is dropped
+LOOP_S = 0.5  # how often the loop looks at its children and stop requests when nothing arrives
+PRELOAD = (
+    "evaltasks.cli", "evaltasks.run", "evaltasks.suite", "evaltasks.tasks", "evaltasks.results",
+    "evaltasks.reports.console", "evaltasks.embeddings.local", "evaltasks.flows.evaluate_suite",
+    "prefect.flow_engine", "prefect.task_engine", "prefect.client.orchestration", "prefect.artifacts",
+    "rich.console", "rich.progress", "torch", "sentence_transformers",
+)
+
+
+def _log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} evaltasks server: {message}", file=sys.stderr, flush=True)
+
+
+def _write_state(paths: ServerPaths, state: dict[str, Any]) -> None:
+    """Replace ``state.json`` atomically (a reader never sees half a file)."""
+    temporary = paths.state.with_name(f".state.{os.getpid()}.json")
+    temporary.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    os.replace(temporary, paths.state)
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the system's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _start_prefect_server(paths: ServerPaths, port: int) -> subprocess.Popen[bytes]:
+    """Start Prefect's API server (the command Prefect's own temporary server runs, UI and services on) on
+    ``port``, in a session of its own, dying with this process (:mod:`evaltasks._server_guard`)."""
+    import importlib.util
+
+    import evaltasks._server_guard as guard
+
+    spec = importlib.util.find_spec("prefect")
+    assert spec is not None and spec.origin is not None, "prefect is a dependency of evaltasks"
+    prefect_dir = Path(spec.origin).parent
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_API_KEY")}
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    env.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+    log = open(paths.log, "ab")
+    with log:
+        return subprocess.Popen(
+            [sys.executable, os.path.abspath(guard.__file__), str(os.getpid()), "-m", "uvicorn",
+             "--app-dir", str(prefect_dir.parent), "--factory", "prefect.server.api.server:create_app",
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        )
+
+
+def _healthy(url: str) -> bool:
+    """True when the Prefect API at ``url`` answers its health request."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _preload() -> list[str]:
+    """Import :data:`PRELOAD` (those installed); returns the names that could not be imported."""
+    import importlib
+
+    missing = []
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
+class _Runner:
+    """The serving loop's state: the socket, the children it forked, the stop requests received."""
+
+    def __init__(self, paths: ServerPaths, lock_fd: int) -> None:
+        self.paths = paths
+        self.lock_fd = lock_fd
+        self.listener: socket.socket | None = None
+        self.prefect: subprocess.Popen[bytes] | None = None
+        self.children: set[int] = set()
+        self.stops = 0
+        self.acted_on = 0
+        self.state: dict[str, Any] = {}
+
+    def on_stop(self, signum: int, frame: Any) -> None:
+        """SIGTERM / SIGINT handler: count the stop request; :meth:`loop` acts on it."""
+        self.stops += 1
+
+    def save(self, **changes: Any) -> None:
+        """Apply ``changes`` to the state and write ``state.json`` (with the number of runs running)."""
+        self.state.update(changes, running=len(self.children))
+        _write_state(self.paths, self.state)
+
+    def reap(self) -> None:
+        """Collect the children that have ended (no zombies), without waiting."""
+        while self.children:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.children.clear()
+                break
+            if pid == 0:
+                break
+            if pid in self.children:
+                self.children.discard(pid)
+                self.save()
+
+    def close_listener(self) -> None:
+        """Stop taking runs: close the socket and remove its file."""
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+            try:
+                os.unlink(self.paths.socket)
+            except OSError:
+                pass
+
+    def loop(self) -> None:
+        """Fork a child per connection until stopped and every child has ended (module docstring: stopping)."""
+        import selectors
+
+        selector = selectors.DefaultSelector()
+        assert self.listener is not None
+        selector.register(self.listener, selectors.EVENT_READ)
+        while True:
+            if self.stops > self.acted_on:
+                self.acted_on = self.stops
+                if self.listener is not None:
+                    selector.unregister(self.listener)
+                    self.close_listener()
+                    self.save(status="stopping")
+                    _log(f"stopping: {len(self.children)} runs still running")
+                else:
+                    how = signal.SIGTERM if self.acted_on == 2 else signal.SIGKILL
+                    _log(f"sending {how.name} to {len(self.children)} runs")
+                    for pid in self.children:
+                        try:
+                            os.killpg(pid, how)
+                        except OSError:
+                            pass
+            self.reap()
+            if self.listener is None and not self.children:
+                return
+            if self.prefect is not None and self.prefect.poll() is not None and self.listener is not None:
+                _log(f"the Prefect server ended (exit {self.prefect.returncode}); stopping")
+                self.stops += 1
+                continue
+            if self.listener is None:
+                time.sleep(0.05)
+                continue
+            if not selector.select(timeout=LOOP_S):
+                continue
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                continue
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _child(conn, self)
+                finally:
+                    os._exit(70)  # _child never returns; this only guards against a bug in it
+            conn.close()
+            try:
+                os.setpgid(pid, pid)
+            except OSError:
+                pass  # the child did it first, or has already ended
+            self.children.add(pid)
+            self.save(runs_served=int(self.state.get("runs_served", 0)) + 1)
+
+
+def serve(paths: ServerPaths | None = None) -> int:
+    """Run the server in this process until stopped (SIGTERM, SIGINT); returns the exit code.
+
+    0 after a stop; 2 when a server already runs for this ``PREFECT_HOME`` or its folder cannot be written;
+    3 when the Prefect server does not start (its output is in the log).
+    """
+    import fcntl
+
+    paths = paths or server_paths()
+    try:
+        paths.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock_fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        print(f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.dir} ({exc.strerror or exc})",
+              file=sys.stderr)
+        return 2
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"evaltasks: error: an evaltasks server already runs for PREFECT_HOME={paths.home} "
+              "(evaltasks server status)", file=sys.stderr)
+        return 2
+    runner = _Runner(paths, lock_fd)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, runner.on_stop)
+    started = time.time()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    runner.state = {"status": "starting", "pid": os.getpid(), "url": url, "socket": str(paths.socket),
+                    "started": started, "runs_served": 0, "log": str(paths.log), **identity()}
+    try:
+        runner.save()
+        runner.prefect = _start_prefect_server(paths, port)
+        runner.state["prefect_pid"] = runner.prefect.pid
+        missing = _preload()  # while Prefect's server starts
+        _log(f"imported in {time.time() - started:.1f} s" + (f" (not installed: {', '.join(missing)})" if missing else ""))
+        deadline, attempts = time.monotonic() + READY_DEADLINE_S, 1
+        while not _healthy(url):
+            if runner.prefect.poll() is not None and attempts < START_ATTEMPTS and not runner.stops:
+                attempts, port = attempts + 1, _free_port()  # the free port was taken meanwhile: another one
+                url = runner.state["url"] = f"http://127.0.0.1:{port}/api"
+                runner.prefect = _start_prefect_server(paths, port)
+                runner.save(prefect_pid=runner.prefect.pid)
+            if runner.prefect.poll() is not None or time.monotonic() > deadline or runner.stops:
+                _log(f"the Prefect server did not start (exit {runner.prefect.poll()}); see above")
+                return 3 if not runner.stops else 0
+            time.sleep(0.1)
+        if threading.active_count() != 1:  # forking with threads running could deadlock the children
+            _log(f"threads running before fork: {[t.name for t in threading.enumerate()]}")
+        paths.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if paths.socket.parent != paths.dir:
+            folder = paths.socket.parent.stat()
+            if folder.st_uid != os.getuid() or folder.st_mode & 0o077:
+                _log(f"{paths.socket.parent} is not a private folder of this user")
+                return 2
+        try:
+            os.unlink(paths.socket)
+        except FileNotFoundError:
+            pass
+        runner.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        previous_umask = os.umask(0o077)
+        try:
+            runner.listener.bind(str(paths.socket))
+        finally:
+            os.umask(previous_umask)
+        runner.listener.listen(64)
+        gc.collect()
+        gc.freeze()  # what is imported now stays shared with the children: their collections never touch it
+        runner.save(status="ready")
+        _log(f"ready in {time.time() - started:.1f} s: Prefect API {url}, PREFECT_HOME {paths.home}")
+        print(f"evaltasks server: ready, Prefect API {url} (UI {url.removesuffix('/api')}); "
+              f"Ctrl+C or `evaltasks server stop` stops it", flush=True)
+        runner.loop()
+        return 0
+    finally:
+        runner.close_listener()
+        if runner.prefect is not None and runner.prefect.poll() is None:
+            runner.prefect.terminate()
+            try:
+                runner.prefect.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                runner.prefect.kill()
+                runner.prefect.wait()
+        try:
+            paths.state.unlink()
+        except OSError:
+            pass
+        _log(f"stopped after {runner.state.get('runs_served', 0)} runs")
+        os.close(lock_fd)
+
+
+def _recv_exactly(conn: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = conn.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the client closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _std_stream(fd: int, writing: bool, spec: dict[str, Any]) -> io.TextIOWrapper:
+    """A text stream on ``fd`` made as the client's (encoding, errors, buffering)."""
+    raw = io.FileIO(fd, "w" if writing else "r", closefd=False)
+    buffered: Any = io.BufferedWriter(raw) if writing else io.BufferedReader(raw)
+    return io.TextIOWrapper(buffered, encoding=spec["encoding"], errors=spec["errors"],
+                            line_buffering=spec["line_buffering"], write_through=spec["write_through"])
+
+
+def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
+    """In the child: raise the signals the client forwards; SIGTERM once when the client has gone."""
+    reader = conn.makefile("rb")
+    while True:
+        try:
+            line = reader.readline()
+        except OSError:
+            line = b""
+        if not line:
+            if not finished.is_set():
+                os.kill(os.getpid(), signal.SIGTERM)
+            return
+        word, _, value = line.decode(errors="replace").strip().partition(" ")
+        if word == "signal" and value.isdigit() and int(value) in (signal.SIGINT, signal.SIGTERM):
+            os.kill(os.getpid(), int(value))
+
+
+def _child(conn: socket.socket, runner: _Runner) -> None:
+    """In the forked child: receive the request, become the client's ``evaltasks`` process, run, exit."""
+    try:
+        os.setpgid(0, 0)  # a group of its own: a second stop signals the run and whatever it started
+    except OSError:
+        pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if runner.listener is not None:
+        runner.listener.close()
+    os.close(runner.lock_fd)
+    code = 3
+    finished = threading.Event()  # set once the run has its exit code: the client may go then
+    try:
+        conn.settimeout(REQUEST_TIMEOUT_S)
+        header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
+        if len(header) < HEADER.size or len(fds) != 3:
+            raise ConnectionError("incomplete request")
+        request = json.loads(_recv_exactly(conn, HEADER.unpack(header)[0]).decode("utf-8", "surrogateescape"))
+        conn.settimeout(None)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ["PREFECT_API_URL"] = runner.state["url"]
+        sys.path[0] = request["sys_path0"]
+        sys.argv = [request["argv0"], *request["argv"]]
+        sys.stdin, sys.stdout, sys.stderr = (_std_stream(fd, fd > 0, spec) for fd, spec in
+                                             enumerate(request["streams"]))
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    except Exception:  # noqa: BLE001 - a broken or vanished client: nothing to run, nobody to tell
+        os._exit(70)
+    try:
+        import prefect.context
+        import prefect.logging.configuration
+
+        from evaltasks import cli
+
+        cli._quiet_prefect_defaults()  # what a run sets before it imports Prefect
+        prefect.context.refresh_global_settings_context()  # Prefect read its settings at import: read them again
+        prefect.logging.configuration.setup_logging(incremental=False)  # handlers on the new streams and levels
+        conn.sendall(b"started\n")
+        threading.Thread(target=_watch_client, args=(conn, finished), name="evaltasks-client", daemon=True).start()
+        try:
+            code = cli.main(request["argv"])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except KeyboardInterrupt:
+            code = cli.EXIT_SIGINT
+        finished.set()
+    except BaseException:  # noqa: BLE001 - reported like any crash: the traceback on the client's stderr
+        traceback.print_exc()
+        code = 3
+    finished.set()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+    except BaseException:  # noqa: BLE001 - a closed pipe: nothing more reaches the client anyway
+        pass
+    # The client gets its exit code now and the terminal (or pipe) is let go: what is left, Prefect's threads
+    # and exit handlers sending the last log records and events to its API (~0.5 s), runs on with its output
+    # in the server's log, as the interpreter's own shutdown would run it.
+    try:
+        log_fd = os.open(runner.paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+    except OSError:
+        pass
+    try:
+        conn.sendall(f"exit {code}\n".encode())
+    except OSError:
+        pass
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does at exit
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
