@@ -388,6 +388,7 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         from evaltasks import cli
 
         cli._quiet_prefect_defaults()  # what a run sets before it imports Prefect
+        cli.served_by_runner = True  # no heartbeats: this runner supervises the run (cli._without_heartbeats)
         prefect.context.refresh_global_settings_context()  # Prefect read its settings at import: read them again
         prefect.logging.configuration.setup_logging(incremental=False)  # handlers on the new streams and levels
         conn.sendall(b"started\n")

@@ -239,6 +239,9 @@ def _error(message: str) -> None:
 
 
 _exit_status: int | None = None  # the command's exit code, once main() has returned it (see _exit_at_once)
+# True in a run that `evaltasks server` forked (evaltasks._server): its runner supervises the run's process, and
+# the run needs no heartbeats, as on a temporary server (see _without_heartbeats).
+served_by_runner = False
 
 
 def _exit_at_once() -> None:
@@ -536,7 +539,7 @@ def _run(args: argparse.Namespace) -> int:
             flow = evaluate_suite
             if args.task_runner != "threads":
                 flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
-            if temporary:
+            if temporary or served_by_runner:
                 flow = _without_heartbeats(flow)
             outcome = flow(
                 suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
@@ -756,7 +759,9 @@ def _without_heartbeats(flow: Any) -> Any:
 
     Heartbeats let a lasting server find crashed flow runs; a temporary server ends with this process, so they
     serve nothing there, and stopping their thread cost each run up to a second after its flow had finished
-    (the thread sleeps in one-second steps and the flow run waits for it). Used only with the temporary server.
+    (the thread sleeps in one-second steps and the flow run waits for it). Used with the temporary server and
+    in runs of ``evaltasks server``, whose runner supervises each run's process; a server the user configured
+    (``PREFECT_API_URL``) keeps them.
     """
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
