@@ -139,6 +139,18 @@ def test_a_served_run_is_a_real_flow_run_with_the_reports_of_a_normal_run(server
     assert any(task["task_key"].startswith("score") or "score" in task["name"] for task in tasks)
     artifacts = server.api("/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}})
     assert artifacts, "the run's artifacts"
+    # its events reach the server (sent after the client was let go), and no heartbeat among them: the runner
+    # supervises the run's process, and stopping the heartbeat thread cost each run up to a second
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        found = server.api("/events/filter", {"filter": {"any_resource": {"id": [f"prefect.flow-run.{flow_run_id}"]}},
+                                              "limit": 50})
+        names = [event["event"] for event in found["events"]]
+        if "prefect.flow-run.Completed" in names:
+            break
+        assert time.monotonic() < deadline, names
+        time.sleep(0.1)
+    assert "prefect.flow-run.heartbeat" not in names, names
 
 
 def test_the_client_of_a_served_run_imports_neither_prefect_nor_rich_nor_torch(server: Server, workdir: Path) -> None:
