@@ -241,18 +241,21 @@ def test_counts_are_of_unique_texts(tmp_path) -> None:
     assert counts.references_reused == 0
     assert counts.outputs_computed == len(unique_outputs) == 2
     assert sorted(recorder.embedded) == sorted(unique_refs | unique_outputs)  # each text embedded once
-    assert recorder.calls == 2  # batched: one call for the references, one for the outputs, not one per case
+    assert recorder.calls == 1  # batched: one call for the references and outputs not in the index
 
     recorder.embedded.clear()
-    second = evaluate_sync(cases_, two_metrics, index_dir=tmp_path)
+    second = evaluate_sync(cases_, two_metrics, index_dir=tmp_path)  # outputs come from the index too
     counts = second.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed) == (0, 3, 2)
-    assert sorted(recorder.embedded) == sorted(unique_outputs)
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
+            counts.outputs_reused) == (0, 3, 0, 2)
+    assert recorder.embedded == [] and recorder.calls == 1
 
     recorder.embedded.clear()
-    direct = evaluate_sync(cases_, two_metrics)  # no index: references embedded, none reused
+    direct = evaluate_sync(cases_, two_metrics)  # no index: references and outputs embedded, none reused
     counts = direct.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed) == (3, 0, 2)
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
+            counts.outputs_reused) == (3, 0, 2, 0)
+    assert recorder.calls == 3  # references, then outputs
     for a, b in zip(first.test_results, second.test_results):
         for x, y in zip(a.metrics, b.metrics):
             assert abs(x.score - y.score) <= EPS and x.success is y.success
