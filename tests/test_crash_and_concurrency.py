@@ -263,7 +263,7 @@ def expected(big_suite: Path) -> dict:
     return {
         "scores": scores, "passed": gate_passed(result, plan.suite.suite.gate.min_pass_rate, False),
         "namespace": namespace, "references": references, "reference_vectors": table.rows(references),
-        "outputs": len(need.outputs),
+        "outputs": len(need.outputs), "output_texts": list(need.outputs),
     }
 
 
@@ -426,6 +426,7 @@ def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_p
         _assert_scores_equal(_scores(tmp_path / name / "out" / "results.json"), expected["scores"])
         embeddings = json.loads((tmp_path / name / "out" / "results.json").read_text())["summary"]["embeddings"]
         assert embeddings["references_computed"] + embeddings["references_reused"] == len(expected["references"])
+        assert embeddings["outputs_computed"] + embeddings["outputs_reused"] == expected["outputs"]
         counts[name] = (embeddings["references_computed"], embeddings["references_reused"])
     assert _scores(tmp_path / "a" / "out" / "results.json") == _scores(tmp_path / "b" / "out" / "results.json")
 
@@ -433,9 +434,11 @@ def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_p
     assert list(state) == [expected["namespace"]]
     ids, vectors, meta = state[expected["namespace"]]
     want = dict(zip((text_id(r) for r in expected["references"]), expected["reference_vectors"]))
-    assert len(ids) == meta["count"] == len(want), "lost or duplicated vectors"
-    assert set(ids.tolist()) == set(want)
-    assert np.allclose(vectors, np.stack([want[int(i)] for i in ids]), atol=1e-5)
+    outputs = {text_id(t) for t in expected["output_texts"]}
+    assert len(ids) == meta["count"] == len(want) + len(outputs), "lost or duplicated vectors"
+    assert set(ids.tolist()) == set(want) | outputs  # the references and the outputs, each once
+    rows = [k for k, i in enumerate(ids.tolist()) if i in want]
+    assert np.allclose(vectors[rows], np.stack([want[int(ids[k])] for k in rows]), atol=1e-5)
     assert not _stale_temporaries(index_dir)
     print(f"\nreferences (computed, reused) per run: {counts}; {len(ids)} in the index")
 
