@@ -184,7 +184,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
     run.add_argument("--batch-size", type=int, default=None,
                      help="test cases per scoring task (default 5000, more for large datasets: at most 100 per metric)")
-    run.add_argument("--no-cache", action="store_true", help="compute everything: neither read nor write Prefect's task cache")
+    run.add_argument("--no-cache", action="store_true",
+                     help="score everything: neither read nor write Prefect's task cache (embeddings still come "
+                          "from the index)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
                      help="refuse to start (exit 2) when the estimated provider cost exceeds USD")
@@ -218,7 +220,7 @@ def _parser() -> argparse.ArgumentParser:
                             ("info", "show the index's namespaces"),
                             ("prune", "drop vectors that none of the given suites references (outputs "
                                       "stored by runs included: the next run embeds them again)")):
-        command = index_sub.add_parser(name, help=help_text)
+        command = index_sub.add_parser(name, help=help_text, description=help_text)
         if name == "build":
             command.add_argument("suite", help="the suite YAML file")
         if name == "prune":
