@@ -184,7 +184,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
     run.add_argument("--batch-size", type=int, default=None,
                      help="test cases per scoring task (default 5000, more for large datasets: at most 100 per metric)")
-    run.add_argument("--no-cache", action="store_true", help="compute everything: neither read nor write Prefect's task cache")
+    run.add_argument("--no-cache", action="store_true",
+                     help="score everything: neither read nor write Prefect's task cache (embeddings still come "
+                          "from the index)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
                      help="refuse to start (exit 2) when the estimated provider cost exceeds USD")
@@ -222,8 +224,9 @@ def _parser() -> argparse.ArgumentParser:
     index_sub = index.add_subparsers(dest="index_command", required=True)
     for name, help_text in (("build", "embed a suite's references into the index"),
                             ("info", "show the index's namespaces"),
-                            ("prune", "drop vectors that none of the given suites references")):
-        command = index_sub.add_parser(name, help=help_text)
+                            ("prune", "drop vectors that none of the given suites references (outputs "
+                                      "stored by runs included: the next run embeds them again)")):
+        command = index_sub.add_parser(name, help=help_text, description=help_text)
         if name == "build":
             command.add_argument("suite", help="the suite YAML file")
         if name == "prune":
@@ -494,7 +497,8 @@ def _run(args: argparse.Namespace) -> int:
 
     suite_name, work_items, min_pass_rate = plan.suite.suite.name, plan.work_items, plan.suite.suite.gate.min_pass_rate
     shown_warnings = set(plan.suite.warnings)  # printed above; the run may add more (e.g. a corrupt index)
-    model_providers = [need.provider for need in plan.needs.values() if callable(getattr(need.provider, "load", None))]
+    model_providers = [need.provider for need in plan.needs.values()
+                       if callable(getattr(need.provider, "load", None)) and _has_missing_texts(need, args.index_dir)]
     hand_over_plan(plan, args.suite, skip_missing_credentials=args.skip_missing_credentials)
     del plan
 
@@ -721,6 +725,22 @@ def _run_interruptible(args: argparse.Namespace) -> int:
             interrupt.watch_logs(remove=True)
             for signum, handler in previous.items():
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def _has_missing_texts(need: Any, index_dir: str | None) -> bool:
+    """Whether some reference or output of ``need`` (an :class:`~evaltasks.metrics.base.EmbeddingNeed`) is not
+    in the index yet, so the run will load its model (a cheap read of the namespace; a model on disk is not loaded).
+    An unreadable index counts as missing texts (the flow reports it)."""
+    import warnings
+
+    from evaltasks.index import ReferenceIndex
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a corrupt namespace is reported by the flow, once
+            return bool(ReferenceIndex(index_dir).missing_texts(need.provider, [*need.references, *need.outputs]))
+    except Exception:  # noqa: BLE001 - whatever is wrong, the flow finds it; preload as before
+        return True
 
 
 def _load_models_in_background(providers: list[Any]) -> Any:

@@ -1,9 +1,9 @@
 """The plain-Python evaluation engine, shared by :func:`evaluate` and the Prefect tasks.
 
 Steps (data flows one way): validate every case against every metric (all problems reported at once) →
-collect the texts each embedding provider must embed → embed unique references through the
-:class:`~evaltasks.index.ReferenceIndex` (or directly) and unique outputs directly → score each metric over
-batches of cases → aggregate into an :class:`~evaltasks.results.EvaluationResult`.
+collect the texts each embedding provider must embed → embed unique references and outputs through the
+:class:`~evaltasks.index.ReferenceIndex` (or directly, without one) → score each metric over batches of cases →
+aggregate into an :class:`~evaltasks.results.EvaluationResult`.
 
 Which entry point to use:
 
@@ -19,6 +19,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 from evaltasks.errors import QUOTE_MAX_CHARS, CredentialsError, InputError, Problem, ProviderError, bounded, quote
@@ -172,30 +174,70 @@ def collect_embedding_needs(cases: Sequence[EvalTestCase], metrics: Sequence[Bas
 
 
 def embed_references(
-    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None
+    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None, *, probe: bool = True
 ) -> tuple[VectorTable, EmbeddingCounts]:
     """Embed unique reference ``texts`` through ``index`` (or directly when None).
 
-    Returns the vectors and the counts (``references_computed``, ``references_reused``).
-    Raises ProviderError when the provider fails.
+    ``probe``: see :meth:`~evaltasks.index.ReferenceIndex.get_or_embed` (False when every text of the run
+    goes through the index). Returns the vectors and the counts (``references_computed``,
+    ``references_reused``). Raises ProviderError when the provider fails.
     """
     unique = list(dict.fromkeys(texts))
     if index is None:
         table = VectorTable.from_batch(unique, provider.embed_batch(unique)) if unique else VectorTable([], _empty())
         return table, EmbeddingCounts(references_computed=len(unique))
-    lookup = index.get_or_embed(provider, unique)
+    lookup = index.get_or_embed(provider, unique, probe=probe)
     return lookup.table, EmbeddingCounts(references_computed=lookup.computed, references_reused=lookup.reused)
 
 
-def embed_outputs(provider: EmbeddingProvider, texts: Sequence[str]) -> VectorTable:
-    """Embed unique non-empty output ``texts`` (one encode call). Raises ProviderError when the provider fails."""
+def embed_outputs(
+    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None = None, *, probe: bool = True
+) -> tuple[VectorTable, EmbeddingCounts]:
+    """Embed unique non-empty output ``texts`` through ``index`` (one encode call for those not in it), or
+    directly when None.
+
+    ``probe``: as for :func:`embed_references`. Returns the vectors and the counts (``outputs_computed``,
+    ``outputs_reused``: found in the index). Raises ProviderError when the provider fails.
+    """
     unique = list(dict.fromkeys(texts))
-    return VectorTable.from_batch(unique, provider.embed_batch(unique)) if unique else VectorTable([], _empty())
+    if index is None:
+        table = VectorTable.from_batch(unique, provider.embed_batch(unique)) if unique else VectorTable([], _empty())
+        return table, EmbeddingCounts(outputs_computed=len(unique))
+    lookup = index.get_or_embed(provider, unique, probe=probe)
+    return lookup.table, EmbeddingCounts(outputs_computed=lookup.computed, outputs_reused=lookup.reused)
 
 
-def _empty():
-    import numpy as np
+def embed_texts(
+    provider: EmbeddingProvider, references: Sequence[str], outputs: Sequence[str], index: ReferenceIndex | None
+) -> tuple[VectorTable, EmbeddingCounts]:
+    """Embed the unique ``references`` and ``outputs`` of one provider namespace; a text in both is embedded
+    once and counted as a reference.
 
+    With ``index``: one lookup for all of them (a text is a text: outputs are stored beside references), one
+    encode call for the texts not stored yet, and no provider call at all when every text is stored (no
+    dimension probe: every vector comes from the one store). Without: references then outputs embedded
+    directly (two calls), nothing written.
+
+    Returns the vectors (references first, then outputs) and the counts. Raises ProviderError when the
+    provider fails.
+    """
+    refs = list(dict.fromkeys(references))
+    ref_set = set(refs)
+    outs = [t for t in dict.fromkeys(outputs) if t not in ref_set]
+    if index is None:
+        ref_table, ref_counts = embed_references(provider, refs, None)
+        out_table, out_counts = embed_outputs(provider, outs)
+        return VectorTable.concat([ref_table, out_table]), ref_counts.add(out_counts)
+    lookup = index.get_or_embed(provider, refs + outs, probe=False)
+    stored = lookup.stored if lookup.stored is not None else np.zeros(len(refs) + len(outs), dtype=bool)
+    ref_reused, out_reused = int(stored[: len(refs)].sum()), int(stored[len(refs) :].sum())
+    return lookup.table, EmbeddingCounts(
+        references_computed=len(refs) - ref_reused, references_reused=ref_reused,
+        outputs_computed=len(outs) - out_reused, outputs_reused=out_reused,
+    )
+
+
+def _empty() -> np.ndarray:
     return np.zeros((0, 0), dtype=np.float32)
 
 
@@ -370,8 +412,10 @@ def evaluate_sync(
     Args:
         test_cases: the cases (each an :class:`EvalTestCase`).
         metrics: metric instances with distinct names.
-        index_dir: a reference-index directory to reuse reference embeddings across runs; None embeds the
-            references directly (nothing written to disk).
+        index_dir: an index directory (the CLI's default is ``.evaltasks/index``) that keeps the embeddings of
+            references and outputs across calls and processes, content-addressed: a later call over the same
+            texts embeds nothing (no provider request; a local model is not even loaded). None (the default)
+            embeds every text directly and writes nothing to disk.
         batch_size: cases scored per metric call.
         verbose: print a summary table when done.
         ids: case ids (default: :func:`~evaltasks.test_case.assign_ids`).
@@ -399,15 +443,14 @@ def evaluate_sync(
     dims: dict[str, int] = {}
     for namespace, need in needs.items():
         try:
-            refs, ref_counts = embed_references(need.provider, list(need.references), index)
-            outs = embed_outputs(need.provider, [t for t in need.outputs if t not in refs])  # once per text
+            table, text_counts = embed_texts(need.provider, list(need.references), list(need.outputs), index)
         except CredentialsError:
             raise
         except ProviderError as exc:
             failed[namespace] = str(exc)
             continue
-        counts = counts.add(ref_counts).add(EmbeddingCounts(outputs_computed=len(outs)))
-        tables[namespace] = need.share_costs(VectorTable.concat([refs, outs]))
+        counts = counts.add(text_counts)
+        tables[namespace] = need.share_costs(table)
         dims[namespace] = int(tables[namespace].vectors.shape[1])
     set_infos = prepare_reference_searches(metrics, tables, needs, index, len(cases))
     per_metric = []

@@ -1,4 +1,4 @@
-"""ReferenceIndex: reference embeddings in FAISS indexes on disk, reused across runs.
+"""ReferenceIndex: embeddings of references and outputs in FAISS indexes on disk, reused across runs.
 
 Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` / ``EVALTASKS_INDEX_DIR``)::
 
@@ -8,7 +8,9 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
         .lock           # filelock guarding writers
 
 - Namespaces: one per (provider, model, fingerprint), so vectors of different weights never mix.
-- Content-addressed ids: the first 63 bits of sha256(text), so an identical reference is embedded once ever.
+- Content-addressed ids: the first 63 bits of sha256(text), so an identical text is embedded once ever. A
+  namespace holds every text a run embeds through it: references, expected outputs and outputs (a text is a
+  text: an output equal to a reference shares its vector).
 - Writes: embed outside the lock, then under the lock re-read, add what is still missing, and replace the
   files atomically (temporary file, ``os.replace``): ``meta.json`` first, recording the state it supersedes
   (``previous``: sha256, count, dimensions), then ``vectors.faiss``. A writer killed between the two (even
@@ -24,7 +26,9 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
 - Dimensions: an API provider's namespace does not pin its vectors' dimensions (an endpoint may serve any
   model under a name), so they are compared with the stored ones before anything is stored or reused. A
   provider that reports ``output_dimensions`` and does not know them yet embeds one requested text to learn
-  them; a namespace of other dimensions is rebuilt from this run's vectors (and reported, as corruption is).
+  them, unless the caller says no text of the run comes from elsewhere (``probe=False``: vectors of one store
+  agree among themselves, so a call with nothing to embed costs no request); a namespace of other dimensions is
+  rebuilt from this run's vectors (and reported, as corruption is).
 """
 
 from __future__ import annotations
@@ -120,11 +124,14 @@ class IndexLookup:
         table: vectors of every requested unique text.
         computed: unique texts the provider embedded now.
         reused: unique texts found in the index.
+        stored: bool (len(table),), in the table's row order: True where the vector came from the index (the
+            ``reused`` texts), False where it was embedded now.
     """
 
     table: VectorTable
     computed: int
     reused: int
+    stored: np.ndarray | None = None
 
 
 class _Namespace:
@@ -242,7 +249,8 @@ class _Namespace:
 
 
 class ReferenceIndex:
-    """Reference embeddings persisted in FAISS indexes under ``root`` (see the module docstring).
+    """Embeddings (references, expected outputs, outputs) persisted in FAISS indexes under ``root`` (see the
+    module docstring).
 
     Args:
         root: the index directory; created on first write.
@@ -251,12 +259,16 @@ class ReferenceIndex:
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root) if root is not None else default_index_dir()
 
-    def get_or_embed(self, provider: EmbeddingProvider, texts: Sequence[str]) -> IndexLookup:
+    def get_or_embed(self, provider: EmbeddingProvider, texts: Sequence[str], *, probe: bool = True) -> IndexLookup:
         """Vectors of ``texts`` from the index, embedding (and storing) only the texts not in it yet.
 
         Args:
             provider: the embedding provider (its namespace selects the index).
-            texts: reference texts (non-empty strings); duplicates are looked up once.
+            texts: texts to embed (non-empty strings: references, outputs); duplicates are looked up once.
+            probe: when every text is stored and an API provider's dimensions are unknown, embed one text to
+                check the stored vectors against the endpoint's (the caller compares them with vectors from
+                elsewhere). False when every vector the caller compares comes from this index: then a call
+                with nothing to embed makes no provider call at all.
 
         Raises:
             ProviderError: embedding the missing texts failed (nothing is written then).
@@ -264,7 +276,7 @@ class ReferenceIndex:
         """
         unique = list(dict.fromkeys(texts))
         if not unique:
-            return IndexLookup(VectorTable([], np.zeros((0, 0), np.float32)), 0, 0)
+            return IndexLookup(VectorTable([], np.zeros((0, 0), np.float32)), 0, 0, np.zeros(0, dtype=bool))
         ns = _Namespace(self.root, provider)
         wanted = np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique))
         ids, vectors, meta = ns.load()
@@ -281,7 +293,7 @@ class ReferenceIndex:
         fresh: np.ndarray | None = None  # float32 (len(unique), d): rows embedded now
         embedded = np.zeros(len(unique), dtype=bool)
         rows = missing
-        if not len(rows) and stored_dim is not None and checks_dim and known is None:
+        if probe and not len(rows) and stored_dim is not None and checks_dim and known is None:
             rows = np.array([0])  # all stored, dimensions unknown: embed one text to learn them
         if len(rows):
             batch = provider.embed_batch([unique[i] for i in rows])
@@ -309,7 +321,8 @@ class ReferenceIndex:
             result[hit] = vectors[found[hit]]  # a probed text keeps its stored vector (same dimensions)
             cut = set(meta.get("truncated_ids", ()))
             truncated[hit] = [int(i) in cut for i in wanted[hit]] if cut else False
-        return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(store), reused=len(hit))
+        return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(store), reused=len(hit),
+                           stored=found >= 0)
 
     @staticmethod
     def _report_dimensions(ns: _Namespace, stored: int, now: int) -> None:
@@ -335,7 +348,8 @@ class ReferenceIndex:
             ns.save(ids, np.ascontiguousarray(vectors, dtype=np.float32), meta)
 
     def missing_texts(self, provider: EmbeddingProvider, texts: Sequence[str]) -> list[str]:
-        """The unique ``texts`` not yet in the index (what a run would have to embed)."""
+        """The unique ``texts`` not yet in the index (what a run would have to embed); reads the namespace
+        once and embeds nothing (a local provider's namespace hashes its model files; a model on disk is not loaded)."""
         unique = list(dict.fromkeys(texts))
         ids, _, _ = _Namespace(self.root, provider).load()
         found = _lookup(ids, np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique)))
@@ -343,7 +357,8 @@ class ReferenceIndex:
 
     def prune(self, keep: dict[str, Sequence[str]]) -> dict[str, int]:
         """Drop every vector whose text is not in ``keep`` (namespace string -> texts to keep); a namespace
-        not named in ``keep`` loses all its vectors.
+        not named in ``keep`` loses all its vectors. Outputs stored by runs are dropped unless ``keep`` names
+        the same text (the next run embeds them again).
 
         Returns namespace -> number of vectors dropped (namespaces with nothing dropped included, as 0).
         """

@@ -241,7 +241,7 @@ class EmbeddingCounts(BaseModel):
         references_computed: unique reference texts a provider embedded in this run.
         references_reused: unique reference texts found already in the reference index.
         outputs_computed: unique outputs embedded in this run.
-        outputs_reused: unique outputs whose embeddings came from a cache (e.g. Prefect's task cache).
+        outputs_reused: unique outputs found in the index (embedded by an earlier call or run).
     """
 
     references_computed: int = 0

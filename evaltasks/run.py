@@ -136,7 +136,7 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) 
 
 
 def estimate_cost(plan: RunPlan, index_dir: str | Path | None) -> float:
-    """Estimated US dollars of a run: the references not yet in the index plus every output, per provider."""
+    """Estimated US dollars of a run: the references and outputs not yet in the index, per provider."""
     from evaltasks.index import ReferenceIndex
 
     index = ReferenceIndex(index_dir)
@@ -144,8 +144,7 @@ def estimate_cost(plan: RunPlan, index_dir: str | Path | None) -> float:
     for need in plan.needs.values():
         if need.provider.estimate_cost(["x"]) == 0.0:
             continue  # free provider (local): no need to read the index
-        total += need.provider.estimate_cost(index.missing_texts(need.provider, list(need.references)))
-        total += need.provider.estimate_cost(list(need.outputs))
+        total += need.provider.estimate_cost(index.missing_texts(need.provider, [*need.references, *need.outputs]))
     return total
 
 

@@ -7,7 +7,7 @@ task                     wraps                                         caching
 =======================  ============================================  =====================================
 ``load_dataset``         :func:`evaltasks.run.plan_run`                none
 ``embed_references``     :func:`evaltasks.evaluate.embed_references`   none (the FAISS index is the cache)
-``embed_outputs``        :func:`evaltasks.evaluate.embed_outputs`      ``INPUTS + TASK_SOURCE`` + version
+``embed_outputs``        :func:`evaltasks.evaluate.embed_outputs`      none (the FAISS index is the cache)
 ``score_batch``          :func:`evaltasks.evaluate.score_metric_batch` inputs but ``metric`` (canonical
                                                                        JSON, see below) + ``TASK_SOURCE``
 ``evaluate_test_cases``  :func:`evaltasks.evaluate_sync`               none
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 from prefect import task
-from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
+from prefect.cache_policies import NO_CACHE, TASK_SOURCE, CacheKeyFnPolicy
 from pydantic import BaseModel
 
 from evaltasks._env import TEMPORARY_SERVER_DEFAULTS, env_value
@@ -143,20 +143,24 @@ def embed_references(
     index_dir: str | None,
     provider_options: dict[str, Any] | None = None,
     concurrency_limit: str | None = None,
+    probe_dimensions: bool = True,
 ) -> tuple[VectorTable, EmbeddingCounts]:
     """Embed unique reference ``texts`` into the reference index at ``index_dir`` (or directly when None).
 
     Returns the vectors of all ``texts`` and the counts (``references_computed``, ``references_reused``).
     ``concurrency_limit`` names a Prefect global concurrency limit that provider calls occupy one slot of
-    (shared by every run against the same server). Raises ProviderError after retries when the provider keeps
-    failing.
+    (shared by every run against the same server). ``probe_dimensions=False``: every text of the run comes
+    from the index, so a chunk with nothing to embed makes no provider call
+    (:meth:`~evaltasks.index.ReferenceIndex.get_or_embed`). Raises ProviderError after retries when the
+    provider keeps failing.
     """
     index = ReferenceIndex(index_dir) if index_dir else None
     with _limited(concurrency_limit):
-        return _embed_references(get_provider(provider, model_name, **(provider_options or {})), texts, index)
+        return _embed_references(get_provider(provider, model_name, **(provider_options or {})), texts, index,
+                                 probe=probe_dimensions)
 
 
-@task(name="embed-outputs", cache_policy=INPUTS + TASK_SOURCE, **_RETRY)
+@task(name="embed-outputs", cache_policy=NO_CACHE, **_RETRY)
 def embed_outputs(
     provider: str,
     model_name: str,
@@ -165,15 +169,22 @@ def embed_outputs(
     provider_options: dict[str, Any] | None = None,
     cache_version: str = CACHE_VERSION,
     concurrency_limit: str | None = None,
-) -> VectorTable:
-    """Embed unique non-empty outputs.
+    index_dir: str | None = None,
+    probe_dimensions: bool = True,
+) -> tuple[VectorTable, EmbeddingCounts]:
+    """Embed unique non-empty outputs through the index at ``index_dir`` (stored beside the references,
+    content-addressed: a later run, in any process, finds them), or directly when None.
 
-    ``namespace`` (model fingerprint) and ``cache_version`` (evaltasks version and result format) are part of
-    the cache key, so new weights or a new evaltasks never reuse old cached vectors. Raises ProviderError after
-    retries when the provider keeps failing.
+    Returns the vectors of all ``texts`` and the counts (``outputs_computed``, ``outputs_reused``). Not cached by
+    Prefect: the index is the cache (a cached table would bypass its dimension checks). ``namespace`` and
+    ``cache_version`` are accepted for compatibility and unused. ``concurrency_limit`` and
+    ``probe_dimensions``: as :func:`embed_references`. Raises ProviderError after retries when the provider
+    keeps failing.
     """
+    index = ReferenceIndex(index_dir) if index_dir else None
     with _limited(concurrency_limit):
-        return _embed_outputs(get_provider(provider, model_name, **(provider_options or {})), texts)
+        return _embed_outputs(get_provider(provider, model_name, **(provider_options or {})), texts, index,
+                              probe=probe_dimensions)
 
 
 def _canonical(value: Any) -> Any:

@@ -16,7 +16,6 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import yaml
 from prefect import flow, get_run_logger
 from prefect.cache_policies import NO_CACHE
@@ -133,8 +132,9 @@ def evaluate_suite(
         output_dir: where the reports go.
         index_dir: the reference index directory (default ``$EVALTASKS_INDEX_DIR`` or ``.evaltasks/index``).
         batch_size: test cases per ``score-batch`` task run (default :func:`auto_batch_size`).
-        cache: reuse and store task results (``embed-outputs``, ``score-batch``) in Prefect's task cache; False
-            computes everything and neither reads nor writes the cache.
+        cache: reuse and store ``score-batch`` results in Prefect's task cache; False scores everything and
+            neither reads nor writes the cache. Embeddings (references and outputs) are reused from the index
+            either way.
         reports_url: where the written reports are published (adds a link artifact).
         concurrency_limit: a Prefect global concurrency limit (``prefect gcl create NAME --limit N``) that
             every embedding task occupies one slot of, so runs sharing a server share a provider's capacity.
@@ -189,6 +189,46 @@ def run_suite(
         _progress.stopping(terminated=isinstance(exc, TerminationSignal))
         cancel_queued_encodes()
         raise
+
+
+def _embed_namespace(
+    index: ReferenceIndex, provider: Any, need: Any, outputs: list[str], concurrency_limit: str | None
+) -> tuple[list[VectorTable], EmbeddingCounts]:
+    """Embed one namespace's references and ``outputs`` through ``index`` in ``embed-references`` and
+    ``embed-outputs`` task runs of :data:`EMBED_CHUNK` texts; returns the tables and the counts.
+
+    When every text is already stored, the chunks probe no dimensions (every vector comes from the one store:
+    no provider request, no model load); otherwise chunks with nothing to embed check the stored vectors
+    against the endpoint's as the index does. Vectors of different dimensions across chunks (another run
+    rebuilt the namespace meanwhile) are fetched again once, with the probe.
+
+    Raises:
+        ProviderError: the provider still fails after the tasks' retries, or the chunks still disagree.
+    """
+    references = list(need.references)
+    probe = bool(index.missing_texts(provider, references + outputs))
+    for attempt in range(2):
+        ref_futures = [
+            embed_references.submit(provider.provider, provider.model_name, chunk, str(index.root), need.options,
+                                    concurrency_limit, probe_dimensions=probe)
+            for chunk in _chunks(references, EMBED_CHUNK)
+        ]
+        out_futures = [
+            embed_outputs.submit(provider.provider, provider.model_name, provider.namespace, chunk, need.options,
+                                 concurrency_limit=concurrency_limit, index_dir=str(index.root),
+                                 probe_dimensions=probe)
+            for chunk in _chunks(outputs, EMBED_CHUNK)
+        ]
+        parts, counts = [], EmbeddingCounts()
+        for future in [*ref_futures, *out_futures]:
+            table, chunk_counts = future.result()
+            parts.append(table)
+            counts = counts.add(chunk_counts)
+        if len({t.vectors.shape[1] for t in parts if len(t)}) <= 1:
+            return parts, counts
+        probe = True
+    raise ProviderError(f"embeddings of {provider.namespace} came back with different dimensions "
+                        f"({sorted({t.vectors.shape[1] for t in parts if len(t)})}) twice")
 
 
 GC_THRESHOLDS = (10_000, 10, 100)  # while scoring; Python's defaults are (700, 10, 10)
@@ -256,63 +296,31 @@ def _run_plan(
     logger.info("Suite %r: %d cases × %d metrics", plan.suite.suite.name, len(cases), len(metrics))
 
     # cache=False: compute everything and neither read nor write the task cache (no cache keys computed, no
-    # results pickled to storage: for a LengthCheck run that is a fifth of the work).
+    # results pickled to storage: for a LengthCheck run that is a fifth of the work). Embeddings never use it:
+    # references and outputs go through the index, which is their cache whatever `cache` says.
     uncached: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
-    embed_outputs_task = embed_outputs.with_options(**uncached) if not cache else embed_outputs
     score_task = score_batch_boxed.with_options(**uncached) if not cache else score_batch_boxed
 
+    index = ReferenceIndex(index_dir)
     counts = EmbeddingCounts()
     tables: dict[str, VectorTable] = {}
     failed: dict[str, str] = {}
     dims: dict[str, int] = {}
     for namespace, need in plan.needs.items():
         provider = need.provider
-        ref_futures = [
-            embed_references.submit(
-                provider.provider, provider.model_name, chunk, index_dir, need.options, concurrency_limit
-            )
-            for chunk in _chunks(list(need.references), EMBED_CHUNK)
-        ]
         outputs = [t for t in need.outputs if t not in need.references]  # a text equal to a reference: once
-        out_futures = [
-            embed_outputs_task.submit(
-                provider.provider, provider.model_name, namespace, chunk, need.options,
-                concurrency_limit=concurrency_limit,
-            )
-            for chunk in _chunks(outputs, EMBED_CHUNK)
-        ]
-        parts: list[VectorTable] = []
         try:
-            for future in ref_futures:
-                table, ref_counts = future.result()
-                parts.append(table)
-                counts = counts.add(ref_counts)
-            # The index checked the references' dimensions against the endpoint's; outputs cached by a run whose
-            # endpoint answered other dimensions (same model name) are embedded again instead of mixed in.
-            dim = next((t.vectors.shape[1] for t in parts if len(t)), None) or getattr(
-                provider, "output_dimensions", None)
-            for future, chunk in zip(out_futures, _chunks(outputs, EMBED_CHUNK)):
-                table = future.result()
-                reused = future.state.name == "Cached"
-                if reused and dim and len(table) and table.vectors.shape[1] != dim:
-                    table = embed_outputs_task.with_options(refresh_cache=True).submit(
-                        provider.provider, provider.model_name, namespace, chunk, need.options,
-                        concurrency_limit=concurrency_limit,
-                    ).result()
-                    reused = False
-                parts.append(table.with_costs(np.zeros(len(table))) if reused else table)  # paid for earlier
-                counts = counts.add(EmbeddingCounts(
-                    outputs_computed=0 if reused else len(table), outputs_reused=len(table) if reused else 0,
-                ))
+            parts, need_counts = _embed_namespace(index, provider, need, outputs, concurrency_limit)
         except ProviderError as exc:  # a provider still failing after retries errors its metrics, not the run
             logger.error("Embedding with %s failed: %s", namespace, exc)
             failed[namespace] = str(exc)
             continue
+        counts = counts.add(need_counts)
         tables[namespace] = need.share_costs(VectorTable.concat(parts))
         if len(tables[namespace]):
             dims[namespace] = int(tables[namespace].vectors.shape[1])
     logger.info("Embeddings: %s", counts.model_dump())
-    set_infos = prepare_reference_searches(metrics, tables, plan.needs, ReferenceIndex(index_dir), len(cases))
+    set_infos = prepare_reference_searches(metrics, tables, plan.needs, index, len(cases))
 
     size = batch_size or auto_batch_size(len(cases))
     batches = _chunks(list(range(len(cases))), max(1, size))

@@ -43,7 +43,7 @@ QUICKSTART_DATA = REPO / "examples" / "quickstart" / "answers.jsonl"
 CASES = 240          # unique outputs; references cycle with REFERENCE_MOD, so the index holds a few hundred
 REFERENCE_MOD = 30
 BATCH_SIZE = 2       # 120 score-batch task runs per metric: the kill lands while batches are being scored
-KILL_AFTER_FILES = 12  # the embed-outputs result plus a few score batches persisted, then SIGKILL
+KILL_AFTER_FILES = 12  # a few score batches persisted, then SIGKILL
 RUN_TIMEOUT_S = 420  # a loaded 2-core machine; a run takes 20-60 s there
 
 HASH_PROVIDER = textwrap.dedent(
@@ -263,7 +263,7 @@ def expected(big_suite: Path) -> dict:
     return {
         "scores": scores, "passed": gate_passed(result, plan.suite.suite.gate.min_pass_rate, False),
         "namespace": namespace, "references": references, "reference_vectors": table.rows(references),
-        "outputs": len(need.outputs),
+        "outputs": len(need.outputs), "output_texts": list(need.outputs),
     }
 
 
@@ -339,7 +339,7 @@ def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, ex
                "--output-dir", "out", "--batch-size", str(BATCH_SIZE), "--quiet"]
     env = subprocess_env(home)
     batches = -(-CASES // BATCH_SIZE)
-    full_run_files = 1 + 2 * batches  # one embed-outputs result, one per score batch and metric
+    full_run_files = 2 * batches  # one per score batch and metric (embeddings live in the index)
 
     started = time.monotonic()
     run = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -365,13 +365,14 @@ def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, ex
 
     # Nothing of the killed run survives: not the CLI, not Prefect's temporary server.
     assert _survivors(home, pgid) == []
-    # The index verifies and holds every reference once, with its vector (scoring had begun, so the
-    # references had been stored).
+    # The index verifies and holds every reference once, with its vector, and the outputs (scoring had begun,
+    # so the references and outputs had been stored).
     ids, vectors, meta = _index_state(tmp_path / "index")[expected["namespace"]]
     want = dict(zip((text_id(r) for r in expected["references"]), expected["reference_vectors"]))
-    assert len(ids) == len(set(ids.tolist())) == meta["count"] == len(want)
-    assert set(ids.tolist()) == set(want)
-    assert np.allclose(vectors, np.stack([want[int(i)] for i in ids]), atol=1e-5)
+    assert len(ids) == len(set(ids.tolist())) == meta["count"] == len(want) + expected["outputs"]
+    assert set(want) <= set(ids.tolist())
+    rows = [k for k, i in enumerate(ids.tolist()) if i in want]
+    assert np.allclose(vectors[rows], np.stack([want[int(ids[k])] for k in rows]), atol=1e-5)
     before = _storage(home)
     complete = {name for name in before if _complete(home, name)}
     assert 0 < len(before) <= full_run_files
@@ -425,6 +426,7 @@ def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_p
         _assert_scores_equal(_scores(tmp_path / name / "out" / "results.json"), expected["scores"])
         embeddings = json.loads((tmp_path / name / "out" / "results.json").read_text())["summary"]["embeddings"]
         assert embeddings["references_computed"] + embeddings["references_reused"] == len(expected["references"])
+        assert embeddings["outputs_computed"] + embeddings["outputs_reused"] == expected["outputs"]
         counts[name] = (embeddings["references_computed"], embeddings["references_reused"])
     assert _scores(tmp_path / "a" / "out" / "results.json") == _scores(tmp_path / "b" / "out" / "results.json")
 
@@ -432,9 +434,11 @@ def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_p
     assert list(state) == [expected["namespace"]]
     ids, vectors, meta = state[expected["namespace"]]
     want = dict(zip((text_id(r) for r in expected["references"]), expected["reference_vectors"]))
-    assert len(ids) == meta["count"] == len(want), "lost or duplicated vectors"
-    assert set(ids.tolist()) == set(want)
-    assert np.allclose(vectors, np.stack([want[int(i)] for i in ids]), atol=1e-5)
+    outputs = {text_id(t) for t in expected["output_texts"]}
+    assert len(ids) == meta["count"] == len(want) + len(outputs), "lost or duplicated vectors"
+    assert set(ids.tolist()) == set(want) | outputs  # the references and the outputs, each once
+    rows = [k for k, i in enumerate(ids.tolist()) if i in want]
+    assert np.allclose(vectors[rows], np.stack([want[int(ids[k])] for k in rows]), atol=1e-5)
     assert not _stale_temporaries(index_dir)
     print(f"\nreferences (computed, reused) per run: {counts}; {len(ids)} in the index")
 

@@ -241,18 +241,21 @@ def test_counts_are_of_unique_texts(tmp_path) -> None:
     assert counts.references_reused == 0
     assert counts.outputs_computed == len(unique_outputs) == 2
     assert sorted(recorder.embedded) == sorted(unique_refs | unique_outputs)  # each text embedded once
-    assert recorder.calls == 2  # batched: one call for the references, one for the outputs, not one per case
+    assert recorder.calls == 1  # batched: one call for the references and outputs not in the index
 
     recorder.embedded.clear()
-    second = evaluate_sync(cases_, two_metrics, index_dir=tmp_path)
+    second = evaluate_sync(cases_, two_metrics, index_dir=tmp_path)  # outputs come from the index too
     counts = second.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed) == (0, 3, 2)
-    assert sorted(recorder.embedded) == sorted(unique_outputs)
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
+            counts.outputs_reused) == (0, 3, 0, 2)
+    assert recorder.embedded == [] and recorder.calls == 1
 
     recorder.embedded.clear()
-    direct = evaluate_sync(cases_, two_metrics)  # no index: references embedded, none reused
+    direct = evaluate_sync(cases_, two_metrics)  # no index: references and outputs embedded, none reused
     counts = direct.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed) == (3, 0, 2)
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
+            counts.outputs_reused) == (3, 0, 2, 0)
+    assert recorder.calls == 3  # references, then outputs
     for a, b in zip(first.test_results, second.test_results):
         for x, y in zip(a.metrics, b.metrics):
             assert abs(x.score - y.score) <= EPS and x.success is y.success
@@ -305,3 +308,25 @@ def test_case_ids_follow_name_else_input_hash_with_suffixes() -> None:
     assert [c.id for c in result.test_results] == [
         digest, f"{digest}#2", "named", hashlib.sha256(b"no input").hexdigest()[:12],
     ]
+
+
+# -- warm calls: outputs reused from the index across processes ------------------------------------------
+def test_warm_local_call_in_a_fresh_process_loads_no_model(tmp_path) -> None:
+    """With index_dir, the same call in a new process embeds nothing: the model is never loaded (torch and
+    sentence-transformers are not even imported) and the scores are bitwise those of the cold call."""
+    from fresh_process import evaluate_in_fresh_process
+
+    rows = [{"input": f"question {i}", "actual_output": o, "references": REFS} for i, o in enumerate(OUTPUTS)]
+    rows.append({"input": "echo", "actual_output": REFS[1], "references": REFS})  # an output equal to a reference
+    kwargs = {"threshold": 0.6, "embedding_provider": "local"}
+    cold = evaluate_sync([EvalTestCase(**row) for row in rows], [ReferenceMatchMetric(**kwargs)],
+                         index_dir=tmp_path / "idx")
+    counts = cold.summary.embeddings
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
+            counts.outputs_reused) == (2, 0, 5, 0)  # the echoed reference is embedded once, as a reference
+
+    warm = evaluate_in_fresh_process(rows, kwargs, tmp_path / "idx")
+    assert warm["imported"] == []  # no torch, no sentence-transformers, no transformers
+    assert warm["embeddings"] == {"references_computed": 0, "references_reused": 2, "outputs_computed": 0,
+                                  "outputs_reused": 5}
+    assert warm["scores"] == [c.metrics[0].score for c in cold.test_results]

@@ -141,7 +141,7 @@ def test_quickstart_flow_scores_index_reuse_and_artifacts(prefect_harness, st_mo
     emb = summary["embeddings"]
     assert emb["references_computed"] == len(unique_refs)
     assert emb["references_reused"] == 0
-    assert emb["outputs_computed"] + emb["outputs_reused"] == 8  # outputs may come from Prefect's task cache
+    assert (emb["outputs_computed"], emb["outputs_reused"]) == (8, 0)  # a fresh index: every output embedded
 
     # The reports, case by case.
     results = json.loads((tmp_path / "out1" / "results.json").read_text(encoding="utf-8"))
@@ -172,15 +172,39 @@ def test_quickstart_flow_scores_index_reuse_and_artifacts(prefect_harness, st_mo
     assert markdown.type == "markdown"
     assert markdown.data == (tmp_path / "out1" / "summary.md").read_text(encoding="utf-8")
 
-    # A second run over the same index embeds no reference and scores the same.
+    # A second run over the same index embeds no reference and no output, and scores the same.
     second, _ = _run_flow(QUICKSTART, tmp_path / "out2", index_dir)
     emb2 = second["summary"]["embeddings"]
-    assert emb2["references_computed"] == 0
-    assert emb2["references_reused"] == len(unique_refs)
+    assert (emb2["references_computed"], emb2["outputs_computed"]) == (0, 0)
+    assert (emb2["references_reused"], emb2["outputs_reused"]) == (len(unique_refs), 8)
     results2 = json.loads((tmp_path / "out2" / "results.json").read_text(encoding="utf-8"))
     for case1, case2 in zip(results["cases"], results2["cases"]):
         for m1, m2 in zip(case1["metrics"], case2["metrics"]):
             assert abs(m1["score"] - m2["score"]) <= TOL and m1["success"] == m2["success"]
+
+
+def test_cli_warm_run_with_no_cache_loads_no_model(prefect_api_url, tmp_path: Path) -> None:
+    """`evaltasks run --no-cache` over an index a first run filled (a new PREFECT_HOME: no task cache at all)
+    embeds nothing: the model is not loaded (torch is never imported), every output is reused from the index,
+    and the scores are bitwise those of the first run."""
+    from conftest import subprocess_env
+    from fresh_process import cli_in_fresh_process
+
+    def run(name: str) -> tuple[dict, dict]:
+        argv = ["run", str(QUICKSTART), "--output-dir", str(tmp_path / name), "--index-dir", str(tmp_path / "index"),
+                "--quiet", "--no-cache"]
+        done = cli_in_fresh_process(argv, env=subprocess_env(tmp_path / f"home-{name}", prefect_api_url), cwd=tmp_path)
+        assert done["exit"] == 0, done
+        return done, json.loads((tmp_path / name / "results.json").read_text(encoding="utf-8"))
+
+    cold_run, cold = run("cold")
+    assert "torch" in cold_run["imported"]  # the first run loads the model
+    warm_run, warm = run("warm")
+    assert warm_run["imported"] == []
+    assert warm["summary"]["embeddings"] == {"references_computed": 0, "references_reused": 10,
+                                             "outputs_computed": 0, "outputs_reused": 8}
+    assert [m["score"] for c in warm["cases"] for m in c["metrics"]] == [
+        m["score"] for c in cold["cases"] for m in c["metrics"]]
 
 
 def test_truthfulqa_flow(prefect_harness, st_model, truthfulqa_dir: Path, tmp_path: Path) -> None:

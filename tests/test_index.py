@@ -114,8 +114,8 @@ def test_scores_through_the_index_equal_direct_scores(tmp_path, cosine) -> None:
     assert first.summary.embeddings.references_reused == 0
     assert second.summary.embeddings.references_computed == 0
     assert second.summary.embeddings.references_reused == len(UNIQUE)
-    for run in (first, second):
-        assert run.summary.embeddings.outputs_computed == 3  # unique outputs
+    assert (first.summary.embeddings.outputs_computed, first.summary.embeddings.outputs_reused) == (3, 0)
+    assert (second.summary.embeddings.outputs_computed, second.summary.embeddings.outputs_reused) == (0, 3)
     assert direct.summary.embeddings.references_computed == len(UNIQUE)
     assert direct.summary.embeddings.references_reused == 0
 

@@ -805,14 +805,16 @@ def test_cli_max_inputs_per_request_from_the_suite(tmp_path: Path, server: OpenA
 
 def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: OpenAIServer,
                                                        prefect_api_url: str) -> None:
-    """Run 1's endpoint answers 8-d vectors (stored in the index and Prefect's task cache); run 2's answers 16-d:
-    run 2 must neither abort on a numpy concatenate error nor mix 8-d vectors in, and scores as 16-d."""
+    """Run 1's endpoint answers 8-d vectors (stored in the index); run 2's answers 16-d and has a new answer to
+    embed: run 2 must neither abort on a numpy concatenate error nor mix 8-d vectors in, and scores as 16-d.
+    (A run with nothing to embed asks the endpoint nothing: every vector comes from the index.)"""
     server.vector_dimensions = 8
     first, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0", api_url=prefect_api_url)
     assert first.returncode == 0, first.stderr[-3000:]
     assert results["embedding_models"][0]["dimensions"] == 8
     server.vector_dimensions = 16
-    second, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0", api_url=prefect_api_url)
+    rows = [*DATASET, {"id": "new", "question": "Capital of Italy?", "answer": "Rome.", "references": [TEXTS[1]]}]
+    second, results = _run_cli(tmp_path, server, rows, "max_retries: 0", api_url=prefect_api_url)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Traceback" not in second.stdout + second.stderr
     assert results["embedding_models"][0]["dimensions"] == 16
@@ -821,12 +823,68 @@ def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: 
                for w in results["warnings"]), results["warnings"]
     (meta_path,) = (tmp_path / "idx").glob("*/meta.json")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    references = {t for row in DATASET if row["answer"] for t in row["references"]}
-    assert (meta["dimensions"], meta["count"]) == (16, len(references))
+    texts = {t for row in rows if row["answer"] for t in (row["answer"], *row["references"])}
+    assert (meta["dimensions"], meta["count"]) == (16, len(texts))  # references and outputs, all 16-d
     # the same cases evaluated in this process, without index or cache, against the 16-d endpoint
     local = evaluate_sync([EvalTestCase(input=r["question"], actual_output=r["answer"], references=r["references"])
-                           for r in DATASET], [metric_for(server)], ids=[r["id"] for r in DATASET])
+                           for r in rows], [metric_for(server)], ids=[r["id"] for r in rows])
     cases = {c["id"]: c["metrics"][0] for c in results["cases"]}
     for case in local.test_results:
         assert abs(case.metrics[0].score - cases[case.id]["score"]) <= 1e-6
     assert min(c.metrics[0].score for c in local.test_results if c.id != "empty") > 0
+
+
+# --- warm runs: outputs come from the index like references -----------------------------------------------------
+
+def test_warm_api_call_in_a_fresh_process_sends_no_request(server: OpenAIServer, tmp_path: Path) -> None:
+    """evaluate_sync with index_dir: the cold call sends each unique text once (an output equal to a reference
+    once); the same call in a new process (no provider that knows the endpoint's dimensions) sends nothing,
+    bills nothing and scores bitwise the same."""
+    from fresh_process import evaluate_in_fresh_process
+
+    rows = [{"input": r["question"], "actual_output": r["answer"], "references": r["references"]} for r in DATASET]
+    rows.append({"input": "echo", "actual_output": TEXTS[2], "references": [TEXTS[2], TEXTS[0]]})  # output = a reference
+    options = {"base_url": server.url + "/v1", "api_key": KEY, "timeout": PATIENT_S, "max_retries": 0}
+    kwargs = {"threshold": 0.5, "embedding_provider": "openai", "model_name": MODEL, "provider_options": options}
+    cases = [EvalTestCase(**row) for row in rows]
+    server.reset()
+    cold = evaluate_sync(cases, [ReferenceMatchMetric(**kwargs)], index_dir=tmp_path / "idx")
+    references = {t for row in rows if row["actual_output"] for t in row["references"]}
+    outputs = {row["actual_output"] for row in rows if row["actual_output"]} - references
+    assert sorted(server.sent_inputs()) == sorted(references | outputs)  # each unique text once
+    assert len(server.embedding_requests()) == 1 and server.billed_tokens() > 0
+    counts = cold.summary.embeddings
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
+            counts.outputs_reused) == (len(references), 0, len(outputs), 0)
+
+    server.reset()
+    warm = evaluate_in_fresh_process(rows, kwargs, tmp_path / "idx", env={
+        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))})
+    assert server.requests == [] and server.billed_tokens() == 0
+    assert warm["embeddings"] == {"references_computed": 0, "references_reused": len(references),
+                                  "outputs_computed": 0, "outputs_reused": len(outputs)}
+    assert warm["cost"] == 0.0
+    assert warm["scores"] == [c.metrics[0].score for c in cold.test_results]  # bitwise: the same stored vectors
+
+
+def test_cli_warm_run_without_task_cache_sends_no_request(server: OpenAIServer, tmp_path: Path,
+                                                          prefect_api_url: str) -> None:
+    """`evaltasks run --no-cache` over an index a first run filled: no request (no dimension probe either),
+    every output counted as reused, the same scores."""
+    first, cold = _run_cli(tmp_path, server, DATASET, "max_retries: 0", api_url=prefect_api_url)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert cold["summary"]["embeddings"]["outputs_computed"] == 3  # the empty answer is never embedded
+    server.reset()
+    warm = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "warm", "--index-dir", "idx",
+         "--quiet", "--no-cache"], cwd=tmp_path, env=_cli_env(tmp_path, KEY, f"{server.url}/v1", prefect_api_url),
+        capture_output=True, text=True, timeout=600)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert server.requests == []
+    results = json.loads((tmp_path / "warm" / "results.json").read_text(encoding="utf-8"))
+    references = {t for row in DATASET if row["answer"] for t in row["references"]}
+    assert results["summary"]["embeddings"] == {"references_computed": 0, "references_reused": len(references),
+                                                "outputs_computed": 0, "outputs_reused": 3}
+    assert results["summary"]["evaluation_cost"] == 0.0
+    assert [m["score"] for c in results["cases"] for m in c["metrics"]] == [
+        m["score"] for c in cold["cases"] for m in c["metrics"]]

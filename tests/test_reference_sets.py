@@ -186,7 +186,8 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     assert cli_module.main(["index", "info", "--index-dir", "idx"]) == 0
-    assert f"{len(FACTS)} vectors × 384 dims" in capsys.readouterr().out
+    # the run's 3 outputs are stored beside the references (a text is a text)
+    assert f"{len(FACTS) + 3} vectors × 384 dims" in capsys.readouterr().out
     other = tmp_path / "other.yaml"
     other.write_text(
         "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
@@ -196,7 +197,7 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
     assert cli_module.main(["index", "build", "other.yaml", "--index-dir", "idx"]) == 0
     assert "1 references embedded, 1 already in the index" in capsys.readouterr().out
     assert cli_module.main(["index", "prune", "other.yaml", "--index-dir", "idx"]) == 0
-    assert f"dropped {len(FACTS) - 1} vectors" in capsys.readouterr().out
+    assert f"dropped {len(FACTS) - 1 + 3} vectors" in capsys.readouterr().out  # outputs too: no suite keeps them
     assert not list((tmp_path / "idx" / "sets").glob("*.faiss"))  # no remaining suite searches a set
     meta = json.loads(next((tmp_path / "idx").glob("*/meta.json")).read_text())
     assert meta["count"] == 2

@@ -340,7 +340,8 @@ def test_expected_outputs_go_through_the_index(tmp_path: Path, cosine) -> None:
     assert ReferenceIndex(tmp_path / "index").missing_texts(metric.provider, [e for _, e in pairs]) == []
     second = evaluate_sync(cases, [metric], index_dir=tmp_path / "index")
     counts = second.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed) == (0, 5, 6)
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
+            counts.outputs_reused) == (0, 5, 0, 6)  # outputs are stored in the index too
     for (output, expected), a, b in zip(pairs, first.test_results, second.test_results):
         want = expected_score(cosine, output, expected)
         assert abs(a.metrics[0].score - want) <= EPS and abs(b.metrics[0].score - want) <= EPS

@@ -2,7 +2,7 @@
 
 (a) A second PROCESS hits the task cache: ``python -m evaltasks.cli run`` twice with one PREFECT_HOME (each
     process starts its own temporary Prefect server on the shared SQLite database; cached results live in
-    ``$PREFECT_HOME/storage``); ``--no-cache`` recomputes.
+    ``$PREFECT_HOME/storage``); ``--no-cache`` rescores (embeddings come from the index either way).
 (b) Two metrics that differ only in configuration never share a cached ``score-batch`` result; the identical
     metric on the same inputs does hit the cache. Expected scores are computed independently
     (sentence-transformers + numpy for ReferenceMatch, words counted by hand for LengthCheck).
@@ -67,22 +67,23 @@ def test_second_process_reuses_cached_outputs(tmp_path: Path, prefect_api_url: s
     storage = home / "storage"
     assert storage.is_dir() and any(storage.iterdir()), f"no cached result under {storage}"
 
-    # A new process, a fresh reference index: references are embedded again, outputs come from the cache.
+    # A new process, a fresh index: references and outputs are embedded again (the index, not Prefect's task
+    # cache, keeps embeddings); the score batches of identical inputs come from the task cache.
     second = _cli_run(tmp_path, env, "out2", "index2")
     emb2 = second["summary"]["embeddings"]
     assert (emb2["references_computed"], emb2["references_reused"]) == (10, 0)
-    assert (emb2["outputs_computed"], emb2["outputs_reused"]) == (0, 8)
+    assert (emb2["outputs_computed"], emb2["outputs_reused"]) == (8, 0)
     assert second["passed"] == first["passed"]
     for a, b in zip(_scores(first), _scores(second), strict=True):
         assert a[:2] == b[:2] and a[3] == b[3], (a, b)
         assert abs(a[2] - b[2]) <= TOL, (a, b)
     assert second["summary"]["pass_rate"] == first["summary"]["pass_rate"]
 
-    # --no-cache recomputes everything the cache would have given.
+    # --no-cache scores everything again; references and outputs still come from the index (not the task cache).
     third = _cli_run(tmp_path, env, "out3", "index1", "--no-cache")
     emb3 = third["summary"]["embeddings"]
-    assert (emb3["outputs_computed"], emb3["outputs_reused"]) == (8, 0)
-    assert (emb3["references_computed"], emb3["references_reused"]) == (0, 10)  # the index is not the task cache
+    assert (emb3["outputs_computed"], emb3["outputs_reused"]) == (0, 8)
+    assert (emb3["references_computed"], emb3["references_reused"]) == (0, 10)
     for a, c in zip(_scores(first), _scores(third), strict=True):
         assert a[:2] == c[:2] and a[3] == c[3] and abs(a[2] - c[2]) <= TOL, (a, c)
 
@@ -263,7 +264,7 @@ def test_transient_provider_errors_are_retried_until_success(prefect_harness, op
     assert attempts == [3]  # two retries, as configured on the task
     assert _request_count(server) == 3
     assert [r.status for r in server.embedding_requests()] == [500, 503, 200]
-    table = state.result()
+    table, counts = state.result()
     assert table.texts == texts
     assert np.allclose(table.vectors, encode(texts), atol=1e-6)
 
@@ -412,6 +413,7 @@ def test_embedding_tasks_occupy_a_global_concurrency_limit(prefect_harness, mini
 
     embedding(name)
     assert states[0].is_completed()
-    assert len(states[0].result()) == 1
+    table, counts = states[0].result()
+    assert len(table) == 1 and counts.outputs_computed == 1
     embedding(f"missing-{uuid.uuid4().hex[:8]}")
     assert states[1].is_failed()
