@@ -497,8 +497,7 @@ def _run(args: argparse.Namespace) -> int:
 
     suite_name, work_items, min_pass_rate = plan.suite.suite.name, plan.work_items, plan.suite.suite.gate.min_pass_rate
     shown_warnings = set(plan.suite.warnings)  # printed above; the run may add more (e.g. a corrupt index)
-    model_providers = [need.provider for need in plan.needs.values()
-                       if callable(getattr(need.provider, "load", None)) and _has_missing_texts(need, args.index_dir)]
+    model_needs = [need for need in plan.needs.values() if callable(getattr(need.provider, "load", None))]
     hand_over_plan(plan, args.suite, skip_missing_credentials=args.skip_missing_credentials)
     del plan
 
@@ -511,6 +510,9 @@ def _run(args: argparse.Namespace) -> int:
         starting = spawn_temporary_server()
     except Exception:  # noqa: BLE001
         return _aborted(args)
+    # read the index only now, while the server starts: a large namespace takes seconds to read
+    model_providers = [need.provider for need in model_needs if _has_missing_texts(need, args.index_dir)]
+    del model_needs
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
