@@ -338,7 +338,8 @@ def _stop(paths: ServerPaths) -> int:
     if state.get("status") == "stopping" and running:
         print(f"evaltasks server: interrupting {runs} (SIGTERM)", flush=True)
     elif running:
-        print(f"evaltasks server: stopping once {runs} finish (`evaltasks server stop` again interrupts them)",
+        waiting_for = "its running run finishes" if running == 1 else f"its {runs} finish"
+        print(f"evaltasks server: stopping once {waiting_for} (`evaltasks server stop` again interrupts them)",
               flush=True)
     while read_state(paths) is not None and _pid_alive(pid):
         time.sleep(STOP_POLL_S)
