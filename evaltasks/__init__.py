@@ -6,6 +6,8 @@ The public API (seed-compatible with eval-ai-library's ``eval_lib``)::
 """
 
 import os as _os
+import sys as _sys
+import types as _types
 
 from evaltasks._version import __version__
 
@@ -60,6 +62,24 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups find it directly
     return value
+
+
+class _Package(_types.ModuleType):
+    """This package's module type: importing the submodule ``evaltasks.evaluate`` does not rebind the public name
+    ``evaltasks.evaluate`` (the function) to that submodule.
+
+    The import system binds every submodule to its package's attribute of the same name; with the public names
+    imported lazily, the first ``from evaltasks.evaluate import ...`` anywhere would otherwise turn
+    ``from evaltasks import evaluate`` into the module. The submodule stays in ``sys.modules`` as usual.
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "evaluate" and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

@@ -70,6 +70,27 @@ def test_every_public_name_still_imports_from_the_package(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.parametrize("first", ["from evaltasks.evaluate import evaluate_sync", "import evaltasks.index",
+                                   "from evaltasks import EvalTestCase"])
+def test_evaluate_stays_the_function_whatever_is_imported_first(tmp_path: Path, first: str) -> None:
+    """The submodule evaltasks.evaluate, once imported (by the engine, a metric, the user), does not replace the
+    public function of the same name, which the seed's usage calls: ``asyncio.run(evaluate(cases, metrics))``."""
+    code = (
+        f"{first}\n"
+        "import asyncio, inspect, evaltasks\n"
+        "from evaltasks import evaluate, EvalTestCase, LengthCheckMetric\n"
+        "assert inspect.iscoroutinefunction(evaluate) and evaltasks.evaluate is evaluate, evaluate\n"
+        "import evaltasks.evaluate\n"
+        "assert evaltasks.evaluate is evaluate\n"
+        "result = asyncio.run(evaluate([EvalTestCase(input='q', actual_output='one')],"
+        " [LengthCheckMetric(max_length=5)]))\n"
+        "assert result.test_results[0].metrics[0].score == 1.0\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=subprocess_env(tmp_path / "prefect-home"), timeout=DEADLINE_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 @pytest.mark.parametrize("command", [["--version"], ["schema"], ["index", "info", "--index-dir", "idx"]])
 def test_commands_without_a_run_import_neither_prefect_nor_torch(tmp_path: Path, command: list[str]) -> None:
     loaded = _imported(["-m", "evaltasks", *command], tmp_path)
