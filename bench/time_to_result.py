@@ -131,13 +131,16 @@ class Loopback:
     def __init__(self, work: Path, texts: list[str], latency_s: float, env: dict[str, str]) -> None:
         texts_file = work / "server-texts.json"
         texts_file.write_text(json.dumps(texts), encoding="utf-8")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--phase", "openai-server", "--latency-ms",
-             str(latency_s * 1000), "--work", str(texts_file)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=work)
+        self.log = work / "openai-server.log"
+        with open(self.log, "w", encoding="utf-8") as log:  # its model's progress bars, its errors
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--phase", "openai-server", "--latency-ms",
+                 str(latency_s * 1000), "--work", str(texts_file)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=work)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line:
-            raise SystemExit(f"the loopback OpenAI server did not start (exit {self.proc.wait()})")
+            raise SystemExit(f"the loopback OpenAI server did not start (exit {self.proc.wait()}):\n"
+                             + self.log.read_text(encoding="utf-8")[-3000:])
         self.url = json.loads(line)["url"]
 
     def ask(self, command: str) -> dict:
@@ -729,6 +732,10 @@ def _runs(values: list[float | None]) -> str:
     return ", ".join(_f(v) for v in values)
 
 
+def _counts(values: list[int | None]) -> str:
+    return ", ".join("–" if v is None else f"{v:,}" for v in values)
+
+
 def _met(ok: bool | None) -> str:
     return "–" if ok is None else ("met" if ok else "**not met**")
 
@@ -765,8 +772,8 @@ def _render_job(res: dict, provider: str) -> list[str]:
     is_openai = provider == "openai"
     lines += ["| Contender | Index | Median wall (s) | Runs (s) | × API (median of per-repetition ratios) | "
               + ("Requests | Billed tokens | " if is_openai else "")
-              + "Embeddings computed / reused | Mean score | Others (cores) |",
-              "|---|---|---:|---|---:|" + ("---:|---:|" if is_openai else "") + "---|---:|---:|"]
+              + "Embeddings computed / reused | Flow run (s) | Mean score | Others (cores) |",
+              "|---|---|---:|---|---:|" + ("---:|---:|" if is_openai else "") + "---|---:|---:|---:|"]
     for contender in job["contenders"]:
         for temp in ("cold", "warm"):
             key = f"{contender}_{temp}"
@@ -777,10 +784,11 @@ def _render_job(res: dict, provider: str) -> list[str]:
             req = ""
             if is_openai:
                 reqs = [x.get("requests", {}) for x in xs]
-                req = (f"{_runs([q.get('requests') for q in reqs])} | {_runs([q.get('tokens') for q in reqs])} | ")
+                req = f"{_counts([q.get('requests') for q in reqs])} | {_counts([q.get('tokens') for q in reqs])} | "
             score = _median([next(iter((x.get("mean_scores") or {}).values()), None) for x in xs])
             lines.append(f"| {CONTENDER_LABEL[contender]} | {temp} | {_f(_median([x['wall'] for x in xs]))} | "
                          f"{_runs([x['wall'] for x in xs])} | {ratio} | {req}{_embeddings(xs[-1])} | "
+                         f"{_f(_median([x.get('duration_s') for x in xs]))} | "
                          f"{'–' if score is None else f'{score:.5f}'} | "
                          f"{_f(max(x['_others_cores'] for x in xs))} |")
     lines += ["", "Targets:", ""]
@@ -797,8 +805,8 @@ def _render_job(res: dict, provider: str) -> list[str]:
                          f"{_runs(ratios)}; target ≤ {RATIO_TARGET}: {_met(None if med is None else med <= RATIO_TARGET)}).")
     if is_openai and runs.get("api_warm"):
         warm = [x.get("requests", {}).get("requests") for x in runs["api_warm"]]
-        lines.append(f"- Warm Python API call: **{_runs(warm)} request(s)**, "
-                     f"{_runs([x.get('requests', {}).get('tokens') for x in runs['api_warm']])} billed tokens "
+        lines.append(f"- Warm Python API call: **{_counts(warm)} request(s)**, "
+                     f"{_counts([x.get('requests', {}).get('tokens') for x in runs['api_warm']])} billed tokens "
                      f"(target 0 requests: {_met(all(w == 0 for w in warm))}).")
     prime = job.get("priming") or {}
     if prime:
