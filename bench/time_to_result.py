@@ -358,8 +358,13 @@ class Server:
     def start(self) -> None:
         """Start the server and wait (up to 180 s) until ``evaltasks server status`` answers 0."""
         self.home.mkdir(parents=True, exist_ok=True)
-        done = self._cmd("start")
-        self.running = True  # whatever it said: stop it at the end
+        self.running = True  # whatever it says: stop it at the end
+        try:
+            done = self._cmd("start")
+        except subprocess.TimeoutExpired:
+            self.note = (f"`evaltasks server start` did not return within 300 s (log: {self.log}); the served "
+                         "contender was left out")
+            return
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             status = subprocess.run([*_evaltasks(), "server", "status"], env=_env(PREFECT_HOME=str(self.home)),
@@ -506,6 +511,12 @@ STEP_START = re.compile(r"^── (?!skipped: |outputs: |kept:)(.+)$")
 STEP_END = re.compile(r"^\s+\(([0-9.]+) s, (success|failure)\)$")
 
 
+def _cache_kind(outputs: dict) -> str:
+    """``evaltasks-pip`` / ``evaltasks-cache`` / ``evaltasks-baseline``: the kind of a cache restore's key."""
+    match = re.match(r"evaltasks-[a-z]+", outputs.get("cache-primary-key") or "")
+    return match.group(0) if match else (outputs.get("cache-primary-key") or "?")
+
+
 class Action:
     """The composite Action run by ``action/run-local.sh`` on the quickstart, warm cache."""
 
@@ -547,10 +558,19 @@ class Action:
         code = proc.wait()
         wall = time.perf_counter() - t0
         shutil.rmtree(temp, ignore_errors=True)
+        try:  # which cache restores found an entry (the local stand-in for actions/cache sets cache-matched-key)
+            outputs = json.loads((self.work / "outputs.json").read_text(encoding="utf-8"))
+            restores = [step.get("outputs") or {} for step in (outputs.get("steps") or {}).values()]
+            restores = [o for o in restores if "cache-primary-key" in o]
+        except (OSError, ValueError):
+            restores = []
         if verdict is None:
             raise SystemExit(f"action/run-local.sh (exit {code}) never finished the step 'Apply the gate':\n"
                              + "\n".join(tail))
-        return {"wall": wall, "code": code, "verdict": verdict, "steps": steps}
+        return {"wall": wall, "code": code, "verdict": verdict, "steps": steps, "caches": len(restores),
+                "caches_restored": sum(bool(o.get("cache-matched-key")) for o in restores),
+                "restored": [_cache_kind(o) for o in restores if o.get("cache-matched-key")],
+                "missed": [_cache_kind(o) for o in restores if not o.get("cache-matched-key")]}
 
     def prime(self) -> None:
         """A first job fills the cache store (cold cache)."""
@@ -864,9 +884,14 @@ def _render_action(res: dict) -> list[str]:
         "cache), the others restore it (warm cache). Verdict = the end of the step \"Apply the gate\", from the "
         "job's start (the script's launch).", "",
         f"- Warm cache: **{_f(verdict)} s** to the verdict (median of {len(runs)}: {_runs([x['verdict'] for x in runs])}; "
-        f"whole job {_runs([x['wall'] for x in runs])} s; others at most "
-        f"{_f(max((x['_others_cores'] for x in runs), default=None))} cores).",
-        f"- Cold cache (the first job): {_f(prime.get('verdict'))} s to the verdict.",
+        f"whole job {_runs([x['wall'] for x in runs])} s; caches restored "
+        f"{_counts([x.get('caches_restored') for x in runs])} of {_counts([x.get('caches') for x in runs])}"
+        + (f" ({', '.join(sorted(set(runs[0]['restored'])))} restored; not found: "
+           f"{', '.join(sorted(set(runs[0]['missed']))) or 'none'})" if runs and "restored" in runs[0] else "")
+        + "; "
+        f"others at most {_f(max((x['_others_cores'] for x in runs), default=None))} cores).",
+        f"- Cold cache (the first job): {_f(prime.get('verdict'))} s to the verdict (caches restored "
+        f"{_counts([prime.get('caches_restored')])} of {_counts([prime.get('caches')])}).",
     ]
     steps: dict[str, list[float]] = {}
     for x in runs:
