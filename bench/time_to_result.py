@@ -348,6 +348,7 @@ class Server:
 
     @property
     def available(self) -> bool:
+        """Whether the served contender runs (the command exists and, once started, answered)."""
         return not self.note
 
     def _cmd(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -502,6 +503,7 @@ class Quickstart:
         measured("quickstart priming", lambda: self._run("warm"))
 
     def repetition(self, r: int) -> None:
+        """The floor and every variant once, in an order rotated by ``r``."""
         order = self.kinds[r % len(self.kinds):] + self.kinds[: r % len(self.kinds)]
         for kind in order:
             self.runs[kind].append(measured(f"quickstart {kind} #{r + 1}", lambda k=kind: self._run(k)))
@@ -577,6 +579,7 @@ class Action:
         self.priming = measured("action cold cache (priming)", lambda: self._run(0))
 
     def repetition(self, r: int) -> None:
+        """One job with the warm cache."""
         self.runs.append(measured(f"action warm cache #{r + 1}", lambda: self._run(r + 1)))
 
 
@@ -609,6 +612,7 @@ def environment() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
+    """Measure the parts asked for (or render an earlier --json), print the section and write it; exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Parts: " + ", ".join(PARTS) + " (see the module docstring).")
@@ -821,8 +825,9 @@ def _render_job(res: dict, provider: str) -> list[str]:
                 continue
             ratios = _ratios(runs, key)
             med = _median(ratios)
+            ok = None if med is None else med <= RATIO_TARGET
             lines.append(f"- {CONTENDER_LABEL[contender]}, {temp}: **{_f(med)} × the Python API** (per repetition "
-                         f"{_runs(ratios)}; target ≤ {RATIO_TARGET}: {_met(None if med is None else med <= RATIO_TARGET)}).")
+                         f"{_runs(ratios)}; target ≤ {RATIO_TARGET}: {_met(ok)}).")
     if is_openai and runs.get("api_warm"):
         warm = [x.get("requests", {}).get("requests") for x in runs["api_warm"]]
         lines.append(f"- Warm Python API call: **{_counts(warm)} request(s)**, "
@@ -853,7 +858,8 @@ def _render_quickstart(res: dict) -> list[str]:
     runs = q["runs"]
     floors = [x["wall"] + FLOOR_EXTRA_S for x in runs["floor"]]
     lines += [f"Floor = a fresh process that imports sentence-transformers and loads the bundled model (one encode) "
-              f"+ {FLOOR_EXTRA_S:.0f} s: **{_f(_median(floors))} s** (model load {_runs([x['wall'] for x in runs['floor']])} s). "
+              f"+ {FLOOR_EXTRA_S:.0f} s: **{_f(_median(floors))} s** (model load "
+              f"{_runs([x['wall'] for x in runs['floor']])} s). "
               "Each ratio is a run's wall over the floor of the same repetition; target ≤ "
               f"{QUICKSTART_TARGET} × (without a cache; the warm row is for comparison).", "",
               "| Command | Median wall (s) | Runs (s) | × floor (median of per-repetition ratios) | Target | "
@@ -883,7 +889,8 @@ def _render_action(res: dict) -> list[str]:
         "runner temp directory and the same `--cache-store` (the Actions cache): the first job fills it (cold "
         "cache), the others restore it (warm cache). Verdict = the end of the step \"Apply the gate\", from the "
         "job's start (the script's launch).", "",
-        f"- Warm cache: **{_f(verdict)} s** to the verdict (median of {len(runs)}: {_runs([x['verdict'] for x in runs])}; "
+        f"- Warm cache: **{_f(verdict)} s** to the verdict (median of {len(runs)}: "
+        f"{_runs([x['verdict'] for x in runs])}; "
         f"whole job {_runs([x['wall'] for x in runs])} s; caches restored "
         f"{_counts([x.get('caches_restored') for x in runs])} of {_counts([x.get('caches') for x in runs])}"
         + (f" ({', '.join(sorted(set(runs[0]['restored'])))} restored; not found: "
