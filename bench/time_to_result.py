@@ -3,8 +3,8 @@
 One command measures, side by side in one run, and rewrites the section ``## Time to result`` of
 ``docs/performance.md`` (only that section)::
 
-    .venv/bin/python bench/time_to_result.py --json /tmp/ttr.json       # about 25 min on 2 idle cores
-    .venv/bin/python bench/time_to_result.py --repeat 1 --parts quickstart --out /tmp/ttr.md   # smoke, ~2 min
+    .venv/bin/python bench/time_to_result.py --json /tmp/ttr.json       # about 15 min on 2 idle cores
+    .venv/bin/python bench/time_to_result.py --repeat 1 --parts quickstart --no-doc   # smoke, 1-2 min
     .venv/bin/python bench/time_to_result.py --render-from /tmp/ttr.json   # the section again, measuring nothing
 
 Parts (``--parts``, default all):
