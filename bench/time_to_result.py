@@ -216,13 +216,14 @@ OPTS: dict[str, Any] = {"quiet_cores": 0.0, "quiet_max_wait": 60.0, "retries": 1
 LOG: list[dict] = []
 
 
-def measured(label: str, fn: Callable[[], dict]) -> dict:
+def measured(label: str, fn: Callable[[], dict], retries: int | None = None) -> dict:
     """Run ``fn()`` (which starts processes and returns a dict with ``wall``), recording the CPU other
-    processes used meanwhile (``_others_cores``); measured again (up to OPTS["retries"] times) when they used
-    more than OPTS["contended"] cores, keeping the least disturbed attempt."""
+    processes used meanwhile (``_others_cores``); measured again (up to ``retries``, default OPTS["retries"],
+    times) when they used more than OPTS["contended"] cores, keeping the least disturbed attempt."""
+    retries = OPTS["retries"] if retries is None else retries
     best = None
     attempt = 0
-    for attempt in range(1, 2 + OPTS["retries"]):
+    for attempt in range(1, 2 + retries):
         waited = 0.0
         if OPTS["quiet_cores"] > 0 and OPTS["wait_budget"] > 0:
             waited = wait_quiet(OPTS["quiet_cores"], min(OPTS["quiet_max_wait"], OPTS["wait_budget"]))
@@ -243,7 +244,7 @@ def measured(label: str, fn: Callable[[], dict]) -> dict:
             best = result
         if result["_others_cores"] <= OPTS["contended"]:
             break
-        if attempt <= OPTS["retries"]:
+        if attempt <= retries:
             print(f"[{label}] contended: measuring it again", file=sys.stderr, flush=True)
     assert best is not None
     best["_attempts"] = attempt
@@ -459,8 +460,8 @@ class Job:
     def prime(self) -> None:
         """Fill every warm cache with one identical run per contender (not timed into the results)."""
         for contender in self.contenders:
-            self.priming[contender] = measured(f"{self.provider} {contender} priming", lambda c=contender: self._run(
-                c, "warm"))
+            self.priming[contender] = measured(f"{self.provider} {contender} priming",
+                                               lambda c=contender: self._run(c, "warm"), retries=0)
 
     def repetition(self, r: int) -> None:
         """Every contender cold and warm, in an order rotated by ``r``."""
@@ -500,7 +501,7 @@ class Quickstart:
 
     def prime(self) -> None:
         """Migrate the reused PREFECT_HOME and fill the warm run's caches."""
-        measured("quickstart priming", lambda: self._run("warm"))
+        measured("quickstart priming", lambda: self._run("warm"), retries=0)
 
     def repetition(self, r: int) -> None:
         """The floor and every variant once, in an order rotated by ``r``."""
@@ -576,7 +577,7 @@ class Action:
 
     def prime(self) -> None:
         """A first job fills the cache store (cold cache)."""
-        self.priming = measured("action cold cache (priming)", lambda: self._run(0))
+        self.priming = measured("action cold cache (priming)", lambda: self._run(0), retries=0)
 
     def repetition(self, r: int) -> None:
         """One job with the warm cache."""
