@@ -42,7 +42,8 @@ vector's numbers), ``ragged`` (one vector a component short), ``partial_index`` 
 
 Endpoint variants (constructor options): ``max_inputs`` (inputs per request, default 2048; Azure deployments
 allow 16: more is a 400), ``omit_index`` (items carry no ``index``, as some OpenAI-compatible endpoints answer),
-``vector_dimensions`` (every vector has this many components whatever was asked: a misconfigured endpoint).
+``vector_dimensions`` (every vector has this many components whatever was asked: a misconfigured endpoint),
+``latency_s`` (every request waits this long before it is answered, as a remote API's round trip does).
 
 Every request is recorded in :attr:`OpenAIServer.requests` (arrival time, path, headers, inputs, status, fault,
 usage tokens) for assertions.
@@ -212,6 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
             record.body = None
         status, payload, headers, fault, tokens = owner._respond(self.headers, self.path, record)
         record.fault = fault
+        if owner.latency_s > 0:
+            owner._stopping.wait(owner.latency_s)
         if fault == "drop":
             record.status = None
             self.close_connection = True
@@ -254,6 +257,7 @@ class OpenAIServer:
         max_inputs: most inputs per request (more: 400).
         omit_index: leave ``index`` out of every item.
         vector_dimensions: answer vectors of this many components (≤ 384) whatever was requested.
+        latency_s: seconds every request waits before it is answered (a remote API's round trip; 0: none).
 
     Attributes:
         url: ``http://127.0.0.1:PORT`` (no trailing slash; the client's base_url is ``url + "/v1"``).
@@ -278,6 +282,7 @@ class OpenAIServer:
         max_inputs: int = MAX_INPUTS,
         omit_index: bool = False,
         vector_dimensions: int | None = None,
+        latency_s: float = 0.0,
     ) -> None:
         unknown = set(fault_kinds) - set(FAULT_KINDS)
         if unknown:
@@ -304,6 +309,7 @@ class OpenAIServer:
         self.max_inputs = max_inputs
         self.omit_index = omit_index
         self.vector_dimensions = vector_dimensions
+        self.latency_s = latency_s
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def __enter__(self) -> OpenAIServer:
