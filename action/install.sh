@@ -4,7 +4,12 @@
 # own checkout at $GITHUB_ACTION_PATH), TORCH_INDEX_URL ('' = PyPI's torch; default PyTorch's CPU wheel index, so
 # Linux runners do not download the multi-GB CUDA build), PIP_CACHE_DIR.
 # EVALTASKS_ACTION_PYTHON: an interpreter that already has evaltasks (self-hosted runners, action/run-local.sh):
-# nothing is installed. Output: python=<the interpreter the other steps use>.
+# nothing is installed. Outputs: python=<the interpreter the other steps use>; lock=<the install lock used, or ''>.
+# With a lock matching the runner (action/lock/, see action/lock.py) nothing is resolved: torch==<its pin> from
+# TORCH_INDEX_URL, then every other wheel by URL and sha256, then evaltasks from the checkout, all with --no-deps
+# (pip only fetches files, from PIP_CACHE_DIR when warm). Without one (another Python or platform,
+# EVALTASKS_VERSION set, TORCH_INDEX_URL empty, or an index without the pinned torch) pip resolves the install
+# with constraints.txt, and the log says why.
 set -euo pipefail
 
 if [ -n "${EVALTASKS_ACTION_PYTHON:-}" ]; then
@@ -22,7 +27,36 @@ fi
 action_path="${GITHUB_ACTION_PATH:?}"
 "${BASE_PYTHON:-python3}" -m venv "$VENV_DIR"
 if [ -x "$VENV_DIR/bin/python" ]; then python="$VENV_DIR/bin/python"; else python="$VENV_DIR/Scripts/python.exe"; fi
-pip=("$python" -m pip install --disable-pip-version-check --progress-bar off -c "$action_path/constraints.txt")
+pip=("$python" -m pip install --disable-pip-version-check --progress-bar off)
+
+lock="" torch_pin="" why=""
+if [ -n "${EVALTASKS_VERSION:-}" ]; then
+  why="evaltasks-version is set; the lock is of the action's checkout"
+elif [ -z "${TORCH_INDEX_URL:-}" ]; then
+  why="torch-index-url is empty; the lock pins the CPU build of torch"
+elif selected="$("$python" "$action_path/action/lock.py" select)"; then
+  lock="${selected%%$'\t'*}" torch_pin="${selected#*$'\t'}"
+else
+  why="$selected"
+fi
+if [ -n "$lock" ]; then
+  echo "installing from the lock ${lock#"$action_path/"}: pip install --no-deps, nothing to resolve"
+  if ! "${pip[@]}" --no-deps --only-binary :all: --index-url "$TORCH_INDEX_URL" "$torch_pin"; then
+    why="$TORCH_INDEX_URL has no $torch_pin for this runner" lock=""
+  fi
+fi
+if [ -n "$lock" ]; then
+  "${pip[@]}" --no-deps --only-binary :all: --require-hashes -r "$lock"
+  # setuptools (evaltasks' build backend) is in the lock: no isolated build environment to resolve
+  "${pip[@]}" --no-deps --no-build-isolation "$action_path"
+  "$python" -m evaltasks --version
+  echo "python=$python" >> "$GITHUB_OUTPUT"
+  echo "lock=$lock" >> "$GITHUB_OUTPUT"
+  exit 0
+fi
+
+echo "no install lock applies ($why): pip resolves the install with constraints.txt"
+pip+=(-c "$action_path/constraints.txt")
 if [ -n "${TORCH_INDEX_URL:-}" ]; then
   # torch alone from PyTorch's index (constraints.txt pins its version); everything else from PyPI.
   "${pip[@]}" --index-url "$TORCH_INDEX_URL" torch
@@ -34,3 +68,4 @@ else
 fi
 "$python" -m evaltasks --version
 echo "python=$python" >> "$GITHUB_OUTPUT"
+echo "lock=" >> "$GITHUB_OUTPUT"

@@ -8,7 +8,8 @@ variables set by ``action.yml`` (never ``${{ }}`` inside a script), writes step 
 - ``pull-request``: ``true`` for a pull-request event;
 - ``cache-dir``: where the reference index, the model cache and Prefect's result storage live;
 - ``cache-key``/``cache-restore-keys``: the run's cache key and the prefixes to restore from;
-- ``pip-cache-dir``/``pip-key``: pip's cache and its key (a hash of the files the action ships);
+- ``pip-cache-dir``/``pip-key``: pip's cache and its key (OS, architecture, Python, and a hash of the files the
+  action installs from: pyproject.toml, constraints.txt and the install locks in ``action/lock/``);
 - ``baseline-file``: the baseline results.json to compare with ('' for none); ``baseline-auto``: ``true`` when it
   comes from the cache (a pull request: its base branch's last run; a push: the branch's previous run), restored
   into and saved from ``baseline-dir`` with ``baseline-restore-key``/``baseline-save-key`` (saved when
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 import sys
 from pathlib import Path
@@ -104,8 +106,12 @@ def main() -> int:
     run = f"{env_value('GITHUB_RUN_ID', 'local')}-{env_value('GITHUB_RUN_ATTEMPT', '1')}"
 
     action_path = Path(env.get("GITHUB_ACTION_PATH") or Path(__file__).resolve().parent.parent)
+    # the install lock (action/lock/*.txt) names every wheel pip fetches: a new lock is a new pip cache
     shipped = b"".join(
-        (action_path / name).read_bytes() for name in ("pyproject.toml", "constraints.txt") if (action_path / name).exists()
+        path.read_bytes()
+        for path in [action_path / "pyproject.toml", action_path / "constraints.txt",
+                     *sorted((action_path / "action" / "lock").glob("*.txt"))]
+        if path.exists()
     )
     pip_hash = hashlib.sha256(
         shipped + env.get("INPUT_EVALTASKS_VERSION", "").encode() + env.get("INPUT_TORCH_INDEX_URL", "").encode()
@@ -147,7 +153,7 @@ def main() -> int:
         "cache-key": f"evaltasks-cache-{runner_os}-{sid}-{run}",
         "cache-restore-keys": f"evaltasks-cache-{runner_os}-{sid}-\nevaltasks-cache-{runner_os}-",
         "pip-cache-dir": str(temp / "evaltasks-pip-cache"),
-        "pip-key": f"evaltasks-pip-{runner_os}-py{python_version}-{pip_hash}",
+        "pip-key": f"evaltasks-pip-{runner_os}-{env_value('RUNNER_ARCH', platform.machine())}-py{python_version}-{pip_hash}",
         "venv-dir": str(temp / "evaltasks-venv"),
         "baseline-file": baseline_file,
         "baseline-auto": "true" if baseline_input == "auto" else "false",
