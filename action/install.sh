@@ -5,11 +5,13 @@
 # Linux runners do not download the multi-GB CUDA build), PIP_CACHE_DIR.
 # EVALTASKS_ACTION_PYTHON: an interpreter that already has evaltasks (self-hosted runners, action/run-local.sh):
 # nothing is installed. Outputs: python=<the interpreter the other steps use>; lock=<the install lock used, or ''>.
-# With a lock matching the runner (action/lock/, see action/lock.py) nothing is resolved: torch==<its pin> from
-# TORCH_INDEX_URL, then every other wheel by URL and sha256, then evaltasks from the checkout, all with --no-deps
-# (pip only fetches files, from PIP_CACHE_DIR when warm). Without one (another Python or platform,
-# EVALTASKS_VERSION set, TORCH_INDEX_URL empty, or an index without the pinned torch) pip resolves the install
-# with constraints.txt, and the log says why.
+# With a lock matching the runner (action/lock/, see action/lock.py) nothing is resolved: `pip download --no-deps`
+# fetches torch==<its pin> from TORCH_INDEX_URL and every other wheel by URL and sha256 into
+# $PIP_CACHE_DIR/lock-wheels (a file already there, restored by the pip cache step, is checked against its sha256
+# and not fetched again: a warm cache needs no network), then `pip install --no-deps --no-index` installs those
+# files and evaltasks from the checkout. Without a lock (another Python or platform, EVALTASKS_VERSION set,
+# TORCH_INDEX_URL empty, or an index without the pinned torch) pip resolves the install with constraints.txt, and
+# the log says why.
 set -euo pipefail
 
 if [ -n "${EVALTASKS_ACTION_PYTHON:-}" ]; then
@@ -41,14 +43,25 @@ else
 fi
 if [ -n "$lock" ]; then
   echo "installing from the lock ${lock#"$action_path/"}: pip install --no-deps, nothing to resolve"
-  if ! "${pip[@]}" --no-deps --only-binary :all: --index-url "$TORCH_INDEX_URL" "$torch_pin"; then
-    why="$TORCH_INDEX_URL has no $torch_pin for this runner" lock=""
+  wheels="${PIP_CACHE_DIR:-$VENV_DIR.wheels}/lock-wheels"
+  fetch=("$python" -m pip download --disable-pip-version-check --progress-bar off --no-deps --only-binary :all:
+         -d "$wheels")
+  torch_wheels=("$wheels/torch-${torch_pin#torch==}-"*.whl)
+  if [ ! -f "${torch_wheels[0]}" ]; then
+    if ! "${fetch[@]}" --index-url "$TORCH_INDEX_URL" "$torch_pin"; then
+      why="$TORCH_INDEX_URL has no $torch_pin for this runner" lock=""
+    fi
+    torch_wheels=("$wheels/torch-${torch_pin#torch==}-"*.whl)
   fi
 fi
 if [ -n "$lock" ]; then
-  "${pip[@]}" --no-deps --only-binary :all: --require-hashes -r "$lock"
+  "${fetch[@]}" --require-hashes -r "$lock"
+  # the lock's files, by the names pip saved them under (the last path segment of each URL)
+  files=()
+  while IFS= read -r name; do files+=("$wheels/$name"); done < <(sed -nE 's|^[^# ]+ @ [^ ]*/([^/ ]+\.whl) .*$|\1|p' "$lock")
+  "${pip[@]}" --no-deps --no-index "${torch_wheels[0]}" "${files[@]}"
   # setuptools (evaltasks' build backend) is in the lock: no isolated build environment to resolve
-  "${pip[@]}" --no-deps --no-build-isolation "$action_path"
+  "${pip[@]}" --no-deps --no-index --no-build-isolation "$action_path"
   "$python" -m evaltasks --version
   echo "python=$python" >> "$GITHUB_OUTPUT"
   echo "lock=$lock" >> "$GITHUB_OUTPUT"

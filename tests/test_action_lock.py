@@ -36,6 +36,9 @@ LOCKS = sorted((ACTION / "lock").glob("*.json"))
 sys.path.insert(0, str(ACTION))
 import lock as action_lock  # noqa: E402  (action/lock.py: standard library only, not a package)
 
+LOCK_HERE = pytest.mark.skipif(f"{sys.version_info.major}.{sys.version_info.minor}" != "3.11" or sys.platform != "linux",
+                               reason="the lock here is for CPython 3.11 on Linux")
+
 
 def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
@@ -136,8 +139,7 @@ def test_locked_metadata_is_what_the_distributions_declare() -> None:
     assert compared >= 20  # the dev environment shares most versions with the lock
 
 
-@pytest.mark.skipif(f"{sys.version_info.major}.{sys.version_info.minor}" != "3.11" or sys.platform != "linux",
-                    reason="the lock here is for CPython 3.11 on Linux")
+@LOCK_HERE
 def test_select_finds_the_lock_for_this_interpreter_and_its_torch_pin() -> None:
     path, torch = action_lock.select()
     assert path == ACTION / "lock" / f"{action_lock.lock_name()}.txt" and path.is_file()
@@ -187,18 +189,31 @@ def _install(tmp_path: Path, action_path: Path = REPO_ROOT, **env: str) -> tuple
     return proc.stdout, commands, dict(line.split("=", 1) for line in outputs.read_text().splitlines())
 
 
-@pytest.mark.skipif(f"{sys.version_info.major}.{sys.version_info.minor}" != "3.11" or sys.platform != "linux",
-                    reason="the lock here is for CPython 3.11 on Linux")
-def test_install_from_the_lock_resolves_nothing(tmp_path: Path) -> None:
-    log, commands, outputs = _install(tmp_path)
+@LOCK_HERE
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_install_from_the_lock_resolves_nothing(tmp_path: Path, warm: bool) -> None:
+    """pip download --no-deps fetches the locked files (torch from its index unless the restored cache has it),
+    pip install --no-deps --no-index installs exactly those files, then the checkout: nothing is resolved."""
     txt = ACTION / "lock" / f"{action_lock.lock_name()}.txt"
-    common = ["install", "--disable-pip-version-check", "--progress-bar", "off", "--no-deps"]
-    torch = _load(txt.with_suffix(".json"))["torch"]["requirement"]
+    lock = _load(txt.with_suffix(".json"))
+    torch = lock["torch"]["requirement"]
+    wheels = tmp_path / "pip" / "lock-wheels"
+    torch_file = wheels / f"torch-{torch.split('==')[1]}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    if warm:  # what the pip cache step restores
+        wheels.mkdir(parents=True)
+        torch_file.touch()
+    log, commands, outputs = _install(tmp_path)
+    opts = ["--disable-pip-version-check", "--progress-bar", "off", "--no-deps"]
+    fetch = ["download", *opts, "--only-binary", ":all:", "-d", str(wheels)]
+    files = [str(wheels / d["url"].rsplit("/", 1)[1]) for d in sorted(lock["dists"], key=lambda d: d["name"])]
+    torch_arg = str(torch_file) if warm else str(wheels / f"torch-{torch.split('==')[1]}-*.whl")
     assert commands == [
-        [*common, "--only-binary", ":all:", "--index-url", "https://download.pytorch.org/whl/cpu", torch],
-        [*common, "--only-binary", ":all:", "--require-hashes", "-r", str(txt)],
-        [*common, "--no-build-isolation", str(REPO_ROOT)],
+        *([] if warm else [[*fetch, "--index-url", "https://download.pytorch.org/whl/cpu", torch]]),
+        [*fetch, "--require-hashes", "-r", str(txt)],
+        ["install", *opts, "--no-index", torch_arg, *files],
+        ["install", *opts, "--no-index", "--no-build-isolation", str(REPO_ROOT)],
     ]
+    assert len(files) == len(lock["dists"]) == len(set(files))
     assert "pip install --no-deps, nothing to resolve" in log and "no install lock applies" not in log
     assert outputs == {"python": str(tmp_path / "venv" / "bin" / "python"), "lock": str(txt)}
 
