@@ -44,8 +44,9 @@ fi
 if [ -n "$lock" ]; then
   echo "installing from the lock ${lock#"$action_path/"}: pip install --no-deps, nothing to resolve"
   wheels="${PIP_CACHE_DIR:-$VENV_DIR.wheels}/lock-wheels"
-  fetch=("$python" -m pip download --disable-pip-version-check --progress-bar off --no-deps --only-binary :all:
-         -d "$wheels")
+  # --no-cache-dir: the wheels directory is the cache; pip's HTTP cache would keep a second copy of every file
+  fetch=("$python" -m pip download --disable-pip-version-check --progress-bar off --no-cache-dir --no-deps
+         --only-binary :all: -d "$wheels")
   torch_wheels=("$wheels/torch-${torch_pin#torch==}-"*.whl)
   if [ ! -f "${torch_wheels[0]}" ]; then
     if ! "${fetch[@]}" --index-url "$TORCH_INDEX_URL" "$torch_pin"; then
@@ -59,9 +60,9 @@ if [ -n "$lock" ]; then
   # the lock's files, by the names pip saved them under (the last path segment of each URL)
   files=()
   while IFS= read -r name; do files+=("$wheels/$name"); done < <(sed -nE 's|^[^# ]+ @ [^ ]*/([^/ ]+\.whl) .*$|\1|p' "$lock")
-  "${pip[@]}" --no-deps --no-index "${torch_wheels[0]}" "${files[@]}"
+  "${pip[@]}" --no-cache-dir --no-deps --no-index "${torch_wheels[0]}" "${files[@]}"
   # setuptools (evaltasks' build backend) is in the lock: no isolated build environment to resolve
-  "${pip[@]}" --no-deps --no-index --no-build-isolation "$action_path"
+  "${pip[@]}" --no-cache-dir --no-deps --no-index --no-build-isolation "$action_path"
   "$python" -m evaltasks --version
   echo "python=$python" >> "$GITHUB_OUTPUT"
   echo "lock=$lock" >> "$GITHUB_OUTPUT"

@@ -203,7 +203,7 @@ def test_install_from_the_lock_resolves_nothing(tmp_path: Path, warm: bool) -> N
         wheels.mkdir(parents=True)
         torch_file.touch()
     log, commands, outputs = _install(tmp_path)
-    opts = ["--disable-pip-version-check", "--progress-bar", "off", "--no-deps"]
+    opts = ["--disable-pip-version-check", "--progress-bar", "off", "--no-cache-dir", "--no-deps"]
     fetch = ["download", *opts, "--only-binary", ":all:", "-d", str(wheels)]
     files = [str(wheels / d["url"].rsplit("/", 1)[1]) for d in sorted(lock["dists"], key=lambda d: d["name"])]
     torch_arg = str(torch_file) if warm else str(wheels / f"torch-{torch.split('==')[1]}-*.whl")
