@@ -4,7 +4,8 @@
 # own checkout at $GITHUB_ACTION_PATH), TORCH_INDEX_URL ('' = PyPI's torch; default PyTorch's CPU wheel index, so
 # Linux runners do not download the multi-GB CUDA build), PIP_CACHE_DIR.
 # EVALTASKS_ACTION_PYTHON: an interpreter that already has evaltasks (self-hosted runners, action/run-local.sh):
-# nothing is installed. Outputs: python=<the interpreter the other steps use>; lock=<the install lock used, or ''>.
+# nothing is installed. VENV_RESTORED=true: VENV_DIR came whole from the cache; used as it is when it runs
+# evaltasks. Outputs: python=<the interpreter the other steps use>; lock=<the install lock used, or ''>.
 # With a lock matching the runner (action/lock/, see action/lock.py) nothing is resolved: `pip download --no-deps`
 # fetches torch==<its pin> from TORCH_INDEX_URL and every other wheel by URL and sha256 into
 # $PIP_CACHE_DIR/lock-wheels (a file already there, restored by the pip cache step, is checked against its sha256
@@ -27,6 +28,17 @@ if [ -n "${EVALTASKS_ACTION_PYTHON:-}" ]; then
 fi
 
 action_path="${GITHUB_ACTION_PATH:?}"
+if [ "${VENV_RESTORED:-}" = "true" ]; then  # the whole venv came from the cache (key: prepare.py's venv_key)
+  python="$VENV_DIR/bin/python"
+  if "$python" -m evaltasks --version; then
+    echo "using the virtualenv restored from the cache: nothing to install"
+    echo "python=$python" >> "$GITHUB_OUTPUT"
+    echo "lock=" >> "$GITHUB_OUTPUT"
+    exit 0
+  fi
+  echo "the virtualenv restored from the cache does not run evaltasks: installing anew"
+  rm -rf "$VENV_DIR"
+fi
 "${BASE_PYTHON:-python3}" -m venv "$VENV_DIR"
 if [ -x "$VENV_DIR/bin/python" ]; then python="$VENV_DIR/bin/python"; else python="$VENV_DIR/Scripts/python.exe"; fi
 pip=("$python" -m pip install --disable-pip-version-check --progress-bar off)

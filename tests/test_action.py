@@ -116,9 +116,10 @@ def test_inputs_and_outputs_are_the_documented_ones() -> None:
     assert action["inputs"]["torch-index-url"]["default"] == "https://download.pytorch.org/whl/cpu"
     assert set(action["outputs"]) == {"passed", "pass-rate", "results-path", "summary-path", "comment-id"}
     names = [s.get("uses", "").split("@")[0] for s in action["runs"]["steps"]]
-    assert names.count("actions/cache/restore") == 3 and names.count("actions/cache/save") == 3
+    assert names.count("actions/cache/restore") == 4 and names.count("actions/cache/save") == 4
     saves = [s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/cache/save")]
-    assert all("always()" in s["if"] for s in saves[1:]), "index/model/result caches and the baseline save even on a failed gate"
+    assert [s["name"] for s in saves[:2]] == ["Save the pip cache", "Save the virtualenv"]
+    assert all("always()" in s["if"] for s in saves[2:]), "index/model/result caches and the baseline save even on a failed gate"
 
 
 def test_sample_workflow_runs_this_action_on_pull_requests_and_pushes() -> None:

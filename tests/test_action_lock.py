@@ -172,6 +172,7 @@ exec REAL_PYTHON "$@"
 
 
 def _install(tmp_path: Path, action_path: Path = REPO_ROOT, **env: str) -> tuple[str, list[list[str]], dict[str, str]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON.replace("REAL_PYTHON", shlex.quote(sys.executable)))
     fake.chmod(0o755)
@@ -240,22 +241,69 @@ def test_without_a_matching_lock_pip_resolves_as_before_and_the_log_says_why(tmp
     assert resolving[-1][-1] == target
 
 
-def test_the_pip_cache_key_changes_with_the_lock(tmp_path: Path) -> None:
-    def pip_key(action_path: Path) -> str:
-        env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
-               "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64", "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "push",
-               "GITHUB_ACTION_PATH": str(action_path)}
-        env.pop("GITHUB_OUTPUT", None)
-        out = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True,
-                             check=True).stdout
-        return next(line.split("=", 1)[1] for line in out.splitlines() if line.startswith("pip-key="))
+def _prepare(tmp_path: Path, action_path: Path, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
+           "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64", "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "push",
+           "GITHUB_ACTION_PATH": str(action_path), "INPUT_TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu",
+           **extra}
+    env.pop("GITHUB_OUTPUT", None)
+    out = subprocess.run([sys.executable, str(action_path / "action" / "prepare.py")], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith("::"))
 
+
+def _checkout(tmp_path: Path) -> Path:
+    """A copy of what the action's checkout holds for the install: action/, pyproject.toml, constraints.txt and
+    evaltasks' sources."""
     copy = tmp_path / "checkout"
-    shutil.copytree(ACTION, copy / "action", ignore=shutil.ignore_patterns("__pycache__"))
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in ("action", "evaltasks", "flows"):
+        shutil.copytree(REPO_ROOT / name, copy / name, ignore=ignore)
     for name in ("pyproject.toml", "constraints.txt"):
         shutil.copy(REPO_ROOT / name, copy / name)
-    before = pip_key(copy)
-    assert before == pip_key(REPO_ROOT) and before.startswith("evaltasks-pip-Linux-X64-py")
+    return copy
+
+
+def test_the_pip_cache_key_changes_with_the_lock(tmp_path: Path) -> None:
+    copy = _checkout(tmp_path)
+    before = _prepare(tmp_path, copy)["pip-key"]
+    assert before == _prepare(tmp_path, REPO_ROOT)["pip-key"] and before.startswith("evaltasks-pip-Linux-X64-py")
     lock = next((copy / "action" / "lock").glob("*.txt"))
     lock.write_text(lock.read_text() + "# another lock\n")
-    assert pip_key(copy) != before
+    assert _prepare(tmp_path, copy)["pip-key"] != before
+
+
+@LOCK_HERE
+def test_the_virtualenv_key_names_the_exact_python_and_hashes_the_lock_and_evaltasks_sources(tmp_path: Path) -> None:
+    copy = _checkout(tmp_path)
+    key = _prepare(tmp_path, copy)["venv-key"]
+    assert key == _prepare(tmp_path, REPO_ROOT)["venv-key"]
+    assert key.startswith(f"evaltasks-venv-Linux-X64-py{'.'.join(map(str, sys.version_info[:3]))}-")
+    assert _prepare(tmp_path, copy, RUNNER_TEMP=str(tmp_path / "elsewhere"))["venv-key"] != key  # the venv's path
+    lock = next((copy / "action" / "lock").glob("*.txt"))
+    lock.write_text(lock.read_text() + "# another lock\n")
+    after_lock = _prepare(tmp_path, copy)["venv-key"]
+    source = copy / "evaltasks" / "metrics" / "__init__.py"
+    source.write_text(source.read_text() + "\n# changed\n")
+    after_source = _prepare(tmp_path, copy)["venv-key"]
+    assert len({key, after_lock, after_source}) == 3
+    # no lock applies: no virtualenv cache (a resolved install is not frozen)
+    assert _prepare(tmp_path, copy, INPUT_EVALTASKS_VERSION="0.1.0")["venv-key"] == ""
+    assert _prepare(tmp_path, copy, INPUT_TORCH_INDEX_URL="")["venv-key"] == ""
+    shutil.rmtree(copy / "action" / "lock")
+    assert _prepare(tmp_path, copy)["venv-key"] == ""
+
+
+def test_a_restored_virtualenv_is_used_without_installing_and_a_broken_one_is_replaced(tmp_path: Path) -> None:
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    fake = FAKE_PYTHON.replace("REAL_PYTHON", shlex.quote(sys.executable))
+    (venv / "python").write_text(fake)
+    (venv / "python").chmod(0o755)
+    log, commands, outputs = _install(tmp_path / "restored", VENV_DIR=str(tmp_path / "venv"), VENV_RESTORED="true")
+    assert commands == [] and "using the virtualenv restored from the cache" in log
+    assert outputs == {"python": str(venv / "python"), "lock": ""}
+
+    (venv / "python").write_text("#!/usr/bin/env bash\nexit 1\n")  # e.g. its interpreter is gone
+    log, commands, outputs = _install(tmp_path / "broken", VENV_DIR=str(tmp_path / "venv"), VENV_RESTORED="true")
+    assert "does not run evaltasks: installing anew" in log and commands and outputs["python"] == str(venv / "python")
