@@ -548,6 +548,7 @@ def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_pat
         )
         comments = server.all_comments()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"^── time to verdict: \d+\.\d s \(job start to the gate step's result\)$", proc.stdout, re.M)
     assert not list(scratch.glob("evaltasks-runner-*")), list(scratch.iterdir())  # the scratch folder is gone
     data = json.loads((kept / "outputs.json").read_text())
     assert (kept / "job-summary.md").read_text() == data["summary"] and "quickstart" in data["summary"]
