@@ -66,8 +66,9 @@ def venv_key(action_path: Path, runner_os: str, arch: str, venv_dir: Path, evalt
     and a hash of the interpreter's path, the venv's path (a venv is not relocatable), the torch index, the lock
     and evaltasks' sources (pyproject.toml, evaltasks/, flows/: the venv holds evaltasks built from them).
     ``''`` when the install would not come from a lock (``evaltasks-version`` set, ``torch-index-url`` empty, no
-    lock matching this interpreter): a resolved install is not cached as a virtualenv."""
-    if evaltasks_version or not torch_index_url:
+    lock matching this interpreter): a resolved install is not cached as a virtualenv; ``''`` too when
+    ``EVALTASKS_ACTION_PYTHON`` names a preinstalled evaltasks (nothing is installed)."""
+    if evaltasks_version or not torch_index_url or env_value("EVALTASKS_ACTION_PYTHON"):
         return ""
     try:
         lock_txt, _ = lock.select(action_path / "action" / "lock")

@@ -247,6 +247,8 @@ def _prepare(tmp_path: Path, action_path: Path, **extra: str) -> dict[str, str]:
            "GITHUB_ACTION_PATH": str(action_path), "INPUT_TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu",
            **extra}
     env.pop("GITHUB_OUTPUT", None)
+    if "EVALTASKS_ACTION_PYTHON" not in extra:
+        env.pop("EVALTASKS_ACTION_PYTHON", None)
     out = subprocess.run([sys.executable, str(action_path / "action" / "prepare.py")], env=env, capture_output=True,
                          text=True, check=True).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith("::"))
@@ -290,6 +292,7 @@ def test_the_virtualenv_key_names_the_exact_python_and_hashes_the_lock_and_evalt
     # no lock applies: no virtualenv cache (a resolved install is not frozen)
     assert _prepare(tmp_path, copy, INPUT_EVALTASKS_VERSION="0.1.0")["venv-key"] == ""
     assert _prepare(tmp_path, copy, INPUT_TORCH_INDEX_URL="")["venv-key"] == ""
+    assert _prepare(tmp_path, copy, EVALTASKS_ACTION_PYTHON=sys.executable)["venv-key"] == ""  # installs nothing
     shutil.rmtree(copy / "action" / "lock")
     assert _prepare(tmp_path, copy)["venv-key"] == ""
 
