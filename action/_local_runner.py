@@ -227,6 +227,9 @@ class LocalRunner:
 
     # -- steps ---------------------------------------------------------------------------------------------
     def run(self) -> int:
+        """Run every step in order; prints each step's seconds and, at the end, the time to verdict (from the
+        first step to the result of the last one, the gate). 1 when a step failed, else 0."""
+        job_start = time.time()
         for index, step in enumerate(self.action["runs"]["steps"]):
             name = step.get("name") or step.get("uses") or f"step {index}"
             condition = str(step.get("if", "success()"))
@@ -247,6 +250,7 @@ class LocalRunner:
             outcome = "success" if ok else "failure"
             self.steps[step_id] = {"outputs": outputs, "outcome": outcome, "conclusion": outcome}
             self.failed = self.failed or not ok
+        self.emit(f"── time to verdict: {time.time() - job_start:.1f} s (job start to the gate step's result)")
         return 1 if self.failed else 0
 
     def outputs(self) -> dict[str, str]:

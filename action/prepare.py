@@ -8,7 +8,9 @@ variables set by ``action.yml`` (never ``${{ }}`` inside a script), writes step 
 - ``pull-request``: ``true`` for a pull-request event;
 - ``cache-dir``: where the reference index, the model cache and Prefect's result storage live;
 - ``cache-key``/``cache-restore-keys``: the run's cache key and the prefixes to restore from;
-- ``pip-cache-dir``/``pip-key``: pip's cache and its key (a hash of the files the action ships);
+- ``pip-cache-dir``/``pip-key``: pip's cache and its key (OS, architecture, Python, and a hash of the files the
+  action installs from: pyproject.toml, constraints.txt and the install locks in ``action/lock/``);
+- ``venv-dir``/``venv-key``: evaltasks' virtualenv and its cache key (``venv_key``; ``''``: not cached);
 - ``baseline-file``: the baseline results.json to compare with ('' for none); ``baseline-auto``: ``true`` when it
   comes from the cache (a pull request: its base branch's last run; a push: the branch's previous run), restored
   into and saved from ``baseline-dir`` with ``baseline-restore-key``/``baseline-save-key`` (saved when
@@ -22,12 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import lock  # noqa: E402
 from _github import (  # noqa: E402
     annotate,
     append_summary,
@@ -54,6 +58,30 @@ def suite_id(working_directory: str, suite: str) -> str:
 
 def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def venv_key(action_path: Path, runner_os: str, arch: str, venv_dir: Path, evaltasks_version: str,
+             torch_index_url: str) -> str:
+    """Cache key of the whole virtualenv install.sh builds from a lock: OS, architecture, the exact Python version,
+    and a hash of the interpreter's path, the venv's path (a venv is not relocatable), the torch index, the lock
+    and evaltasks' sources (pyproject.toml, evaltasks/, flows/: the venv holds evaltasks built from them).
+    ``''`` when the install would not come from a lock (``evaltasks-version`` set, ``torch-index-url`` empty, no
+    lock matching this interpreter): a resolved install is not cached as a virtualenv; ``''`` too when
+    ``EVALTASKS_ACTION_PYTHON`` names a preinstalled evaltasks (nothing is installed)."""
+    if evaltasks_version or not torch_index_url or env_value("EVALTASKS_ACTION_PYTHON"):
+        return ""
+    try:
+        lock_txt, _ = lock.select(action_path / "action" / "lock")
+    except LookupError:
+        return ""
+    digest = hashlib.sha256(f"{sys.executable}\0{venv_dir}\0{torch_index_url}\0".encode() + lock_txt.read_bytes())
+    sources = [action_path / "pyproject.toml", *sorted(
+        path for folder in ("evaltasks", "flows") for path in (action_path / folder).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )]
+    for path in sources:
+        digest.update(path.relative_to(action_path).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"evaltasks-venv-{runner_os}-{arch}-py{platform.python_version()}-{digest.hexdigest()[:16]}"
 
 
 def main() -> int:
@@ -104,13 +132,19 @@ def main() -> int:
     run = f"{env_value('GITHUB_RUN_ID', 'local')}-{env_value('GITHUB_RUN_ATTEMPT', '1')}"
 
     action_path = Path(env.get("GITHUB_ACTION_PATH") or Path(__file__).resolve().parent.parent)
+    # the install lock (action/lock/*.txt) names every wheel pip fetches: a new lock is a new pip cache
     shipped = b"".join(
-        (action_path / name).read_bytes() for name in ("pyproject.toml", "constraints.txt") if (action_path / name).exists()
+        path.read_bytes()
+        for path in [action_path / "pyproject.toml", action_path / "constraints.txt",
+                     *sorted((action_path / "action" / "lock").glob("*.txt"))]
+        if path.exists()
     )
     pip_hash = hashlib.sha256(
         shipped + env.get("INPUT_EVALTASKS_VERSION", "").encode() + env.get("INPUT_TORCH_INDEX_URL", "").encode()
     ).hexdigest()[:16]
     python_version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    arch = env_value("RUNNER_ARCH", platform.machine())
+    venv_dir = temp / "evaltasks-venv"
 
     ref_name = env.get("GITHUB_REF_NAME", "")
     # A pull request compares with its base branch; a push with the same branch's previous run.
@@ -147,8 +181,10 @@ def main() -> int:
         "cache-key": f"evaltasks-cache-{runner_os}-{sid}-{run}",
         "cache-restore-keys": f"evaltasks-cache-{runner_os}-{sid}-\nevaltasks-cache-{runner_os}-",
         "pip-cache-dir": str(temp / "evaltasks-pip-cache"),
-        "pip-key": f"evaltasks-pip-{runner_os}-py{python_version}-{pip_hash}",
-        "venv-dir": str(temp / "evaltasks-venv"),
+        "pip-key": f"evaltasks-pip-{runner_os}-{arch}-py{python_version}-{pip_hash}",
+        "venv-dir": str(venv_dir),
+        "venv-key": venv_key(action_path, runner_os, arch, venv_dir, env_value("INPUT_EVALTASKS_VERSION"),
+                             env_value("INPUT_TORCH_INDEX_URL")),
         "baseline-file": baseline_file,
         "baseline-auto": "true" if baseline_input == "auto" else "false",
         "baseline-dir": str(baseline_dir),

@@ -116,9 +116,10 @@ def test_inputs_and_outputs_are_the_documented_ones() -> None:
     assert action["inputs"]["torch-index-url"]["default"] == "https://download.pytorch.org/whl/cpu"
     assert set(action["outputs"]) == {"passed", "pass-rate", "results-path", "summary-path", "comment-id"}
     names = [s.get("uses", "").split("@")[0] for s in action["runs"]["steps"]]
-    assert names.count("actions/cache/restore") == 3 and names.count("actions/cache/save") == 3
+    assert names.count("actions/cache/restore") == 4 and names.count("actions/cache/save") == 4
     saves = [s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/cache/save")]
-    assert all("always()" in s["if"] for s in saves[1:]), "index/model/result caches and the baseline save even on a failed gate"
+    assert [s["name"] for s in saves[:2]] == ["Save the pip cache", "Save the virtualenv"]
+    assert all("always()" in s["if"] for s in saves[2:]), "index/model/result caches and the baseline save even on a failed gate"
 
 
 def test_sample_workflow_runs_this_action_on_pull_requests_and_pushes() -> None:
@@ -547,6 +548,7 @@ def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_pat
         )
         comments = server.all_comments()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"^── time to verdict: \d+\.\d s \(job start to the gate step's result\)$", proc.stdout, re.M)
     assert not list(scratch.glob("evaltasks-runner-*")), list(scratch.iterdir())  # the scratch folder is gone
     data = json.loads((kept / "outputs.json").read_text())
     assert (kept / "job-summary.md").read_text() == data["summary"] and "quickstart" in data["summary"]
