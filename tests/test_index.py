@@ -241,6 +241,35 @@ def test_fingerprint_follows_the_model_files(tmp_path, provider, minilm_path) ->
     assert changed.fingerprint in changed.namespace and changed.namespace != same.namespace
 
 
+def test_a_model_folder_is_hashed_again_only_when_a_file_changes(tmp_path, minilm_path) -> None:
+    """Fingerprints are kept per folder and file signature (name, size, mtime): an unchanged folder is not read
+    again (what `evaltasks server`'s runs rely on), a file rewritten in place, even at the same size, is."""
+    from evaltasks.embeddings import local
+
+    copy = tmp_path / "model-copy"
+    copy.mkdir()
+    for item in minilm_path.iterdir():
+        if item.is_file():
+            (copy / item.name).symlink_to(item)
+    (copy / "config.json").unlink()
+    original = (minilm_path / "config.json").read_text()
+    (copy / "config.json").write_text(original)
+    first = local._local_fingerprint(copy)
+    assert [key for key in local._HASHED_FOLDERS if key[0] == str(copy)] != []
+    hashed = dict(local._HASHED_FOLDERS)
+    assert local._local_fingerprint(copy) == first and local._HASHED_FOLDERS == hashed  # no new entry: not re-read
+    # same size, other bytes, a later modification time: hashed again, another fingerprint
+    changed = original.replace('"', "'", 1)
+    assert len(changed) == len(original) and changed != original
+    (copy / "config.json").write_text(changed)
+    stat = (copy / "config.json").stat()
+    os.utime(copy / "config.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert local._local_fingerprint(copy) != first
+    # the bundled model, primed as the server's runner does, keeps the fingerprint a fresh hash gives
+    local.prime_fingerprint()
+    assert LocalEmbeddingProvider().fingerprint == local._local_fingerprint(minilm_path)
+
+
 def test_openai_namespace_differs_from_local(provider) -> None:
     # constructing the client makes no request; only the namespace is read
     openai_small = OpenAIEmbeddingProvider(api_key="sk-test-not-used")

@@ -122,16 +122,40 @@ def resolve_model_path(model_name: str) -> str:
     return model_name
 
 
+# (folder, (relative name, size, mtime_ns) of each hashed file) -> fingerprint: a folder whose files are unchanged
+# by that measure is not hashed again in this process (nor in the runs `evaltasks server` forks; see prime_fingerprint)
+_HASHED_FOLDERS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
+
+
 def _local_fingerprint(path: Path) -> str:
-    """sha256 over the names and bytes of a model folder's config files and weight files (first 16 hex)."""
-    digest = hashlib.sha256()
+    """sha256 over the names and bytes of a model folder's config files and weight files (first 16 hex).
+
+    Hashed once per process for the same files (names, sizes and modification times unchanged), as git's index
+    and make decide what changed; a replaced file is hashed again.
+    """
     files = sorted(p for p in path.rglob("*") if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.suffix == ".json"))
+    signature = tuple((str(f.relative_to(path)), st.st_size, st.st_mtime_ns) for f in files for st in (f.stat(),))
+    key = (str(path), signature)
+    if key in _HASHED_FOLDERS:
+        return _HASHED_FOLDERS[key]
+    digest = hashlib.sha256()
     for file in files:
         digest.update(str(file.relative_to(path)).encode())
         with open(file, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
-    return digest.hexdigest()[:16]
+    _HASHED_FOLDERS[key] = digest.hexdigest()[:16]
+    return _HASHED_FOLDERS[key]
+
+
+def prime_fingerprint(model_name: str | None = None) -> None:
+    """Hash the files of ``model_name`` (default: the bundled all-MiniLM-L6-v2) now when it is a folder on disk,
+    so that later fingerprints in this process, and in processes forked from it, only compare file sizes and
+    times (``evaltasks server``'s runner calls it before serving). Never loads or downloads a model; a name that
+    is not a folder here is left alone."""
+    path = Path(resolve_model_path(model_name or DEFAULT_LOCAL_MODEL))
+    if path.is_dir():
+        _local_fingerprint(path)
 
 
 def _hub_snapshot(model_id: str) -> Path | None:
