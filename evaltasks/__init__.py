@@ -55,9 +55,16 @@ def __getattr__(name: str) -> object:
         AttributeError: ``name`` is not part of the public API.
     """
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'evaltasks' has no attribute {name!r}")
     import importlib
+
+    if module is None:
+        # a submodule (`evaltasks.metrics.LengthCheckMetric` after a bare `import evaltasks`), as the eager
+        # imports used to bind them
+        import importlib.util
+
+        if not name.startswith("_") and importlib.util.find_spec(f"evaltasks.{name}") is not None:
+            return importlib.import_module(f"evaltasks.{name}")
+        raise AttributeError(f"module 'evaltasks' has no attribute {name!r}")
 
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups find it directly

@@ -212,6 +212,11 @@ def _standard_fds() -> list[int]:
     return fds
 
 
+def _count(n: object, noun: str) -> str:
+    """``"1 run"``, ``"2 runs"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def run_served(argv: list[str], command_started: float) -> int | None:
     """Run ``evaltasks`` with ``argv`` (a ``run`` command) on this ``PREFECT_HOME``'s server, if one may be used.
 
@@ -317,7 +322,7 @@ def _status(paths: ServerPaths) -> int:
         return 1
     url = str(state.get("url", ""))
     print(f"evaltasks server: {state.get('status')}, pid {state.get('pid')}, up "
-          f"{_uptime(time.time() - float(state.get('started', time.time())))}, {state.get('runs_served', 0)} runs "
+          f"{_uptime(time.time() - float(state.get('started', time.time())))}, {_count(state.get('runs_served', 0), 'run')} "
           f"served, {state.get('running', 0)} running")
     print(f"Prefect API: {url} (UI: {url.removesuffix('/api')})")
     print(f"PREFECT_HOME: {paths.home}; log: {paths.log}")

@@ -342,6 +342,9 @@ def _std_stream(fd: int, writing: bool, spec: dict[str, Any]) -> io.TextIOWrappe
                             line_buffering=spec["line_buffering"], write_through=spec["write_through"])
 
 
+CLIENT_GONE_GRACE_S = 5.0  # a run whose client vanished is stopped, then killed after this many seconds
+
+
 def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
     """In the child: raise the signals the client forwards; SIGTERM once when the client has gone."""
     reader = conn.makefile("rb")
@@ -353,6 +356,12 @@ def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
         if not line:
             if not finished.is_set():
                 os.kill(os.getpid(), signal.SIGTERM)
+                # nobody waits for this run any more: when the stop does not end it soon (a user's metric busy in
+                # its own code ignores it), end it as a killed command ends (reports stay the previous set)
+                if not finished.wait(CLIENT_GONE_GRACE_S):
+                    if os.getpgid(0) == os.getpid():  # its own group (see _child): what it started goes too
+                        os.killpg(0, signal.SIGKILL)
+                    os.kill(os.getpid(), signal.SIGKILL)
             return
         word, _, value = line.decode(errors="replace").strip().partition(" ")
         if word == "signal" and value.isdigit() and int(value) in (signal.SIGINT, signal.SIGTERM):

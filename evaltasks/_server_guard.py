@@ -277,6 +277,10 @@ def seed_database(database: Path, template_dir: Path | None = None) -> bool:
     template = (template_dir or database_template_dir()) / f"{database_template_key()}.db"
     if database.exists() or not template.is_file():
         return False
+    if not _sound_template(template):  # damaged (a cut copy, a full disk): removed, Prefect migrates from nothing
+        with contextlib.suppress(OSError):
+            os.unlink(template)
+        return False
     import shutil
     import tempfile
 
@@ -291,6 +295,20 @@ def seed_database(database: Path, template_dir: Path | None = None) -> bool:
         return False
     finally:
         os.unlink(temporary)
+
+
+def _sound_template(template: Path) -> bool:
+    """Whether ``template`` is a readable SQLite database that passes ``PRAGMA quick_check`` and records a
+    migration revision (Alembic's ``alembic_version`` table); any error counts as damaged."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{template}?mode=ro", uri=True)) as db:
+            if db.execute("PRAGMA quick_check").fetchone() != ("ok",):
+                return False
+            return db.execute("SELECT count(*) FROM alembic_version").fetchone()[0] >= 1
+    except sqlite3.Error:
+        return False
 
 
 def save_database_template(database: Path, template_dir: Path | None = None) -> bool:

@@ -263,7 +263,8 @@ def _exit_at_once() -> None:
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: the descriptor was closed when the interpreter started
+                stream.flush()
         except (OSError, ValueError):  # closed, or a closed pipe (`evaltasks schema | head`)
             pass
     os._exit(_exit_status)
@@ -306,9 +307,35 @@ def main(argv: list[str] | None = None) -> int:
         _handoff.forget()  # a run that failed before its flow took them must not leave parsed inputs behind
 
 
+def _open_standard_streams() -> None:
+    """Point a closed standard file descriptor (``evaltasks run ... >&-``) at the null device, as daemons do, so
+    that Prefect's server process, logging and the last flush find one; writes to it are discarded."""
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, mode)
+            if null != fd:
+                os.dup2(null, fd)  # inheritable, as a standard descriptor is
+                os.close(null)
+            else:  # the lowest free descriptor was this one: opened close-on-exec, which child processes lose
+                os.set_inheritable(fd, True)
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))
+
+
 def _main(argv: list[str] | None, command_started: float) -> int:
     args = _parser().parse_args(argv)
     args.command_started = command_started
+    if args.command in ("run", "serve", "server", "index"):
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            _error("the current directory no longer exists (it was deleted): cd to an existing directory and run again")
+            return EXIT_INVALID
+    if argv is None:  # the command owns its process
+        _open_standard_streams()
     if args.command == "server" or (args.command == "run" and argv is None and not args.no_server):
         from evaltasks import _client  # standard library only: decides before Prefect, rich or numpy load
 
@@ -569,15 +596,21 @@ def _run(args: argparse.Namespace) -> int:
     if not args.quiet:
         from evaltasks.results import EvaluationSummary
 
-        print_summary(
-            EvaluationSummary.model_validate(outcome["summary"]), passed=outcome["passed"],
-            min_pass_rate=min_pass_rate, console=Console(),
-            gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
-        )
-        # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
-        # and the whole command, start-up included
-        print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
-              f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)")
+        try:
+            print_summary(
+                EvaluationSummary.model_validate(outcome["summary"]), passed=outcome["passed"],
+                min_pass_rate=min_pass_rate, console=Console(),
+                gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
+            )
+            # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
+            # and the whole command, start-up included
+            print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
+                  f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)")
+            sys.stdout.flush()
+        except (BrokenPipeError, SystemExit):  # `evaltasks run ... | head -1`: the reader left; the verdict stands.
+            # (rich's Console answers a broken pipe with SystemExit(1), which would read as a failed gate; Python
+            # docs, "Note on SIGPIPE": point stdout at devnull so the interpreter's last flush does not fail again)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
 
 

@@ -337,6 +337,35 @@ def test_a_killed_client_stops_its_run(server: Server, tmp_path: Path) -> None:
     assert {name: (run.out / name).read_text(encoding="utf-8") for name in PREVIOUS} == PREVIOUS
 
 
+def test_a_killed_clients_run_stuck_in_a_metric_is_killed(server: Server, tmp_path: Path) -> None:
+    """A user's metric stuck in its own code (a 1,000 s sleep) ignores the stop; with its client gone the run
+    is killed a few seconds later (CLIENT_GONE_GRACE_S) instead of running on unseen for the rest of the sleep."""
+    (tmp_path / "stuck_metric.py").write_text(SLOW_METRIC.replace("time.sleep(0.05)", "time.sleep(1000)"),
+                                              encoding="utf-8")
+    (tmp_path / "cases.jsonl").write_text('{"input": "q", "actual_output": "a"}\n', encoding="utf-8")
+    (tmp_path / "stuck.yaml").write_text("name: stuck\ndataset: {path: cases.jsonl}\nmetrics:\n"
+                                         "  - {metric: 'stuck_metric:SlowMetric'}\n", encoding="utf-8")
+    err_path = tmp_path / "stderr.txt"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "stuck.yaml", "--no-cache"],
+                                cwd=tmp_path, env={**server.env, "PREFECT_LOGGING_LEVEL": "INFO"},
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while "Embeddings:" not in err_path.read_text(errors="replace") and "score-batch" not in \
+                err_path.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, err_path.read_text(errors="replace")
+            time.sleep(0.05)
+        time.sleep(0.5)  # inside the metric's sleep
+        assert server.state().get("running"), "the run is not running on the server"
+        proc.kill()
+        proc.wait(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    server.wait_idle()  # within DEADLINE_S (600 s), well before the metric's 1,000 s sleep ends
+
+
 class LongRun:
     """``evaltasks run`` of 4,000 cases of a metric that sleeps 50 ms per case, in batches of 20 on two threads
     (100 s of sleeping: it runs until a signal stops it), in a session of its own, over a previous report set,
@@ -397,7 +426,7 @@ def test_status_then_stop(server: Server, workdir: Path) -> None:
     status = _cli("server", "status", env=server.env, cwd=workdir)
     assert status.returncode == 0
     assert f"pid {state['pid']}" in status.stdout and state["url"] in status.stdout
-    assert f"{state['runs_served']} runs served" in status.stdout
+    assert f"{state['runs_served']} run{'' if state['runs_served'] == 1 else 's'} served" in status.stdout
     run = LongRun(server, workdir)
     try:
         run.wait_scoring()

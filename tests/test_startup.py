@@ -301,3 +301,69 @@ def test_a_run_without_a_local_model_never_imports_torch(tmp_path: Path) -> None
                        tmp_path)
     assert "prefect" in loaded and "evaltasks" in loaded
     assert not loaded & {"torch", "sentence_transformers", "transformers"}, loaded
+
+
+def test_a_damaged_template_is_removed_and_the_run_migrates_from_nothing(tmp_path: Path) -> None:
+    """A template cut short or overwritten (a full disk, a crash mid-copy) is never copied into a PREFECT_HOME: it
+    is removed, Prefect migrates from nothing, and that run leaves a sound template again."""
+    from evaltasks._server_guard import _sound_template, database_template_key
+
+    cache = tmp_path / "cache"
+    (cache / "prefect-db").mkdir(parents=True)
+    template = cache / "prefect-db" / f"{database_template_key()}.db"
+    template.write_bytes(os.urandom(8192))
+    work = _workspace(tmp_path / "work")
+    env = subprocess_env(tmp_path / "prefect-home")
+    env["EVALTASKS_CACHE_DIR"] = str(cache)
+    done = subprocess.run(
+        [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--quiet", "--output-dir", "out"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=DEADLINE_S,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _sound_template(template)
+    with sqlite3.connect(tmp_path / "prefect-home" / "prefect.db") as db:
+        assert db.execute("SELECT state_type FROM flow_run").fetchall() == [("COMPLETED",)]
+    db.close()
+
+
+def test_a_reader_that_leaves_early_and_a_closed_stdout_keep_the_verdict(tmp_path: Path) -> None:
+    """`evaltasks run ... | head -1` (the pipe closes before the summary is printed) and `>&-` (no stdout at all):
+    the gate's exit code (0: the quickstart passes), reports written, no traceback."""
+    work = _workspace(tmp_path / "work")
+    env = subprocess_env(tmp_path / "prefect-home")
+    command = [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--output-dir", "out"]
+    proc = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before anything was printed
+    _, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err[-3000:]
+    assert (work / "out" / "results.json").is_file()
+    closed = subprocess.run(["bash", "-c", 'exec "$@" >&-', "bash", *command[:-1], "out-closed"], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=DEADLINE_S)
+    assert closed.returncode == 0, closed.stderr[-3000:]
+    assert "Exception ignored" not in closed.stderr and "Traceback" not in closed.stderr, closed.stderr[-3000:]
+    assert (work / "out-closed" / "results.json").is_file()
+
+
+def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
+    """Run from a directory removed meanwhile: exit 2 with one line saying so, before Prefect starts."""
+    suite = _workspace(tmp_path / "work") / "suite.yaml"
+    done = subprocess.run(["bash", "-c", 'mkdir gone && cd gone && rmdir ../gone && exec "$@"', "bash",
+                           sys.executable, "-m", "evaltasks", "run", str(suite)], cwd=tmp_path,
+                          env=subprocess_env(tmp_path / "prefect-home"), capture_output=True, text=True,
+                          timeout=DEADLINE_S)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "current directory no longer exists" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "prefect-home" / "prefect.db").exists()
+
+
+def test_submodules_are_attributes_of_the_package_after_a_bare_import(tmp_path: Path) -> None:
+    code = ("import evaltasks\n"
+            "assert evaltasks.metrics.LengthCheckMetric.__name__ == 'LengthCheckMetric'\n"
+            "assert evaltasks.results.EvaluationResult.__name__ == 'EvaluationResult'\n"
+            "assert evaltasks.index.ReferenceIndex.__name__ == 'ReferenceIndex'\n"
+            "assert callable(evaltasks.evaluate) and not hasattr(evaltasks, 'no_such_module')\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=subprocess_env(tmp_path / "prefect-home"), timeout=DEADLINE_S)
+    assert done.returncode == 0, done.stderr[-3000:]
