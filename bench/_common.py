@@ -6,6 +6,7 @@ section of docs/performance.md.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -37,3 +38,21 @@ def write_section(path: Path, section: str, heading: str) -> None:
         tail = "".join(lines[end:])
         text = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
     path.write_text(text, encoding="utf-8")
+
+
+def wait_quiet(max_cores: float, max_wait: float, span: float = 8.0) -> float:
+    """Wait until other processes use at most ``max_cores`` for ``span`` seconds in a row; the seconds waited."""
+    t0 = time.perf_counter()
+    quiet_since = None
+    while True:
+        b0 = busy_seconds()
+        time.sleep(2.0)
+        now = time.perf_counter()
+        if (busy_seconds() - b0) / 2.0 <= max_cores:
+            quiet_since = quiet_since or now - 2.0
+            if now - quiet_since >= span:
+                return now - t0
+        else:
+            quiet_since = None
+        if now - t0 > max_wait:
+            return now - t0

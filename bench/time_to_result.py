@@ -64,7 +64,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from _common import busy_seconds, children_cpu, write_section  # bench/ is the script directory: on sys.path
+from _common import busy_seconds, children_cpu, wait_quiet, write_section  # bench/ is the script directory: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "truthfulqa" / "suite.yaml"
@@ -191,24 +191,6 @@ def _tagged_delta(before: dict[int, tuple[int, float]], after: dict[int, tuple[i
         prev = before.get(pid)
         total += cpu - prev[1] if prev and prev[0] == start else cpu
     return total
-
-
-def wait_quiet(max_cores: float, max_wait: float, span: float = 8.0) -> float:
-    """Wait until other processes use at most ``max_cores`` for ``span`` seconds in a row; the seconds waited."""
-    t0 = time.perf_counter()
-    quiet_since = None
-    while True:
-        b0 = busy_seconds()
-        time.sleep(2.0)
-        now = time.perf_counter()
-        if (busy_seconds() - b0) / 2.0 <= max_cores:
-            quiet_since = quiet_since or now - 2.0
-            if now - quiet_since >= span:
-                return now - t0
-        else:
-            quiet_since = None
-        if now - t0 > max_wait:
-            return now - t0
 
 
 OPTS: dict[str, Any] = {"quiet_cores": 0.0, "quiet_max_wait": 60.0, "retries": 1, "contended": 0.3,
