@@ -182,12 +182,8 @@ def embed_references(
     goes through the index). Returns the vectors and the counts (``references_computed``,
     ``references_reused``). Raises ProviderError when the provider fails.
     """
-    unique = list(dict.fromkeys(texts))
-    if index is None:
-        table = VectorTable.from_batch(unique, provider.embed_batch(unique)) if unique else VectorTable([], _empty())
-        return table, EmbeddingCounts(references_computed=len(unique))
-    lookup = index.get_or_embed(provider, unique, probe=probe)
-    return lookup.table, EmbeddingCounts(references_computed=lookup.computed, references_reused=lookup.reused)
+    table, computed, reused = _embed_unique(provider, texts, index, probe)
+    return table, EmbeddingCounts(references_computed=computed, references_reused=reused)
 
 
 def embed_outputs(
@@ -199,12 +195,21 @@ def embed_outputs(
     ``probe``: as for :func:`embed_references`. Returns the vectors and the counts (``outputs_computed``,
     ``outputs_reused``: found in the index). Raises ProviderError when the provider fails.
     """
+    table, computed, reused = _embed_unique(provider, texts, index, probe)
+    return table, EmbeddingCounts(outputs_computed=computed, outputs_reused=reused)
+
+
+def _embed_unique(
+    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None, probe: bool
+) -> tuple[VectorTable, int, int]:
+    """The vectors of the unique ``texts`` through ``index`` (directly when None), and how many were computed
+    and reused (what :func:`embed_references` and :func:`embed_outputs` count under their own names)."""
     unique = list(dict.fromkeys(texts))
     if index is None:
         table = VectorTable.from_batch(unique, provider.embed_batch(unique)) if unique else VectorTable([], _empty())
-        return table, EmbeddingCounts(outputs_computed=len(unique))
+        return table, len(unique), 0
     lookup = index.get_or_embed(provider, unique, probe=probe)
-    return lookup.table, EmbeddingCounts(outputs_computed=lookup.computed, outputs_reused=lookup.reused)
+    return lookup.table, lookup.computed, lookup.reused
 
 
 def embed_texts(
