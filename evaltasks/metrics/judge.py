@@ -1,0 +1,290 @@
+"""JudgeMetric: the base of the LLM-judged metrics (GEval, AnswerRelevancy, Faithfulness, ...).
+
+A judge metric scores one case by asking a judge model one or more questions built from prompt templates
+(:mod:`evaltasks.judges.prompts`) and computing the score from the judge's validated JSON answers; the score
+definitions are eval-ai-library's (each metric's module cites its page). This base does what they share:
+the judge model and client options, prompt overrides, sending a batch's cases concurrently, repeats
+(``samples: K``), and turning judge failures into ``errored`` and budget stops into ``skipped`` results.
+
+Metrics never import Prefect; caching across runs is the judge's answer store (:class:`JudgeRuntime`), under
+Prefect's task cache.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from evaltasks.embeddings.base import VectorTable
+from evaltasks.errors import quote
+from evaltasks.judges import DEFAULT_JUDGE_MODEL, JudgeRuntime, get_judge
+from evaltasks.judges.base import BudgetExhausted, Judge, JudgeError, JudgeReply, JudgeRequest, as_messages
+from evaltasks.judges.prompts import PromptError, PromptTemplate, builtin_template, load_template
+from evaltasks.metrics.base import BaseMetric
+from evaltasks.results import MetricResult
+from evaltasks.test_case import EvalTestCase
+
+DEFAULT_MAX_CONCURRENCY = 8
+"""Judge requests in flight at once per metric batch when ``judge_options`` sets no ``max_concurrency``."""
+
+
+@dataclass
+class Judged:
+    """One sample's outcome for one case, as a metric's :meth:`JudgeMetric.judge_case` returns it.
+
+    Attributes:
+        score: in [0, 1].
+        reason: why, in a sentence or two (shown in reports).
+        log: what the metric's ``evaluation_log`` should hold (verdicts, statements, method...).
+    """
+
+    score: float
+    reason: str
+    log: dict[str, Any] = field(default_factory=dict)
+
+
+class Asker:
+    """Sends one case's requests for one sample and keeps their account (requests, tokens, cost, cache hits).
+
+    Made by :meth:`JudgeMetric.score_batch`; a metric's :meth:`JudgeMetric.judge_case` calls :meth:`ask`.
+
+    Attributes:
+        judge: the judge the requests go to.
+        sample: which repeat this is (0-based; part of every request's store key).
+        requests, cached, prompt_tokens, completion_tokens, cost: totals over this asker's replies (cost in USD).
+    """
+
+    def __init__(self, metric: JudgeMetric, judge: Judge, sample: int) -> None:
+        self.metric, self.judge, self.sample = metric, judge, sample
+        self.requests = self.cached = self.prompt_tokens = self.completion_tokens = 0
+        self.cost = 0.0
+
+    def ask(
+        self,
+        prompt: str,
+        variables: Mapping[str, Any],
+        schema: Mapping[str, Any] | None,
+        *,
+        schema_name: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int = 1024,
+        top_logprobs: int = 0,
+        n: int = 1,
+    ) -> JudgeReply:
+        """Render the metric's prompt ``prompt`` with ``variables`` and send it.
+
+        Args:
+            prompt: a name of the metric's ``prompt_names``.
+            variables: the template's variables.
+            schema: JSON Schema the answer must satisfy (None: free text).
+            schema_name: its name in ``response_format`` (default: ``prompt``).
+            temperature: the judge model's sampling temperature (default: ``judge_options.temperature``, else 0).
+            max_tokens, top_logprobs, n: as :class:`~evaltasks.judges.JudgeRequest`.
+
+        Raises:
+            PromptError: the template does not render; JudgeError, BudgetExhausted: from the judge.
+        """
+        messages = self.metric.template(prompt).render(variables)
+        if temperature is None:
+            temperature = float(self.metric.judge_options.get("temperature", 0.0))
+        request = JudgeRequest(
+            messages=as_messages(messages), schema=schema, schema_name=schema_name or prompt,
+            temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs, n=n, sample=self.sample,
+        )
+        reply = self.judge.complete(request)
+        self.requests += reply.requests
+        self.cached += int(reply.cached)
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.cost += reply.cost
+        return reply
+
+
+class JudgeMetric(BaseMetric):
+    """Base class of the LLM-judged metrics.
+
+    Args:
+        threshold: minimum passing score, in [0, 1].
+        model: the judge model (Azure: the deployment name); None: the suite's ``judge: {model}``, else
+            ``gpt-4o-mini``.
+        samples: how many times each case is judged (K >= 1); the score is the mean of the K scores, the
+            spread is logged, and a case whose samples fall on both sides of the threshold is ``unstable``.
+        judge_options: the judge client's options (README, "LLM judges": ``base_url``, ``api_key``,
+            ``azure_endpoint``, ``api_version``, ``temperature`` of the judge model, ``max_concurrency``,
+            ``requests_per_minute``, ``tokens_per_minute``, prices, ``structured_outputs``, ``logprobs``...);
+            a suite's ``judge:`` block gives defaults.
+        prompts: prompt name -> path of a template file replacing the built-in one (see
+            :mod:`evaltasks.judges.prompts`); names must be among the metric's ``prompt_names``.
+        name: the name in results (default: the class name).
+
+    Raises:
+        ValueError: a threshold outside [0, 1], ``samples`` not an integer >= 1, an empty ``model``,
+            ``judge_options`` that is not a mapping, an unknown prompt name, or a prompt file that is not a
+            valid template (:class:`~evaltasks.judges.prompts.PromptError`).
+
+    Subclasses set ``prompt_names`` (their built-in templates live in
+    ``evaltasks/judges/prompts/<ClassName>/<name>.md``) and implement :meth:`judge_case` (one sample of one
+    case) and :meth:`estimate_requests` (for ``--max-cost``).
+
+    ``evaluation_log`` keys every judge metric adds: ``judge_model``, ``judge_requests`` (HTTP requests sent
+    this run, retries included), ``judge_cached`` (answers served from the store), ``prompt_tokens``,
+    ``completion_tokens``; with ``samples`` > 1: ``samples`` (the K scores), ``score_stdev`` (their sample
+    standard deviation) and ``unstable`` (True when some are below the threshold and some are not).
+    ``evaluation_cost``: US dollars billed for the case's requests in this run (0 for stored answers).
+    """
+
+    required_fields: ClassVar[tuple[str, ...]] = ("input", "actual_output")
+    prompt_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        threshold: float,
+        model: str | None = None,
+        *,
+        samples: int = 1,
+        judge_options: dict[str, Any] | None = None,
+        prompts: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(threshold, name=name)
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ValueError(f"model must be a non-empty string, got {quote(model)}")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise ValueError(f"samples must be an integer >= 1, got {quote(samples)}")
+        if judge_options is not None and not isinstance(judge_options, dict):
+            raise ValueError(f"judge_options must be a mapping, got {type(judge_options).__name__}")
+        if prompts is not None and not isinstance(prompts, dict):
+            raise ValueError(f"prompts must be a mapping of prompt name to file, got {type(prompts).__name__}")
+        self.model = model or DEFAULT_JUDGE_MODEL
+        self.samples = samples
+        self.judge_options: dict[str, Any] = dict(judge_options or {})
+        self._templates: dict[str, PromptTemplate] = {}
+        for prompt, path in (prompts or {}).items():
+            if prompt not in self.prompt_names:
+                raise ValueError(f"prompts: unknown prompt {quote(prompt)} for {type(self).__name__}; its prompts: "
+                                 f"{', '.join(self.prompt_names) or 'none'}")
+            try:
+                self._templates[prompt] = load_template(Path(path), prompt)
+            except PromptError as exc:
+                raise ValueError(str(exc)) from None
+        self.judge_runtime: JudgeRuntime | None = None  # set by the engine for a run (store, budget, hook)
+
+    # -- configuration -----------------------------------------------------------------------------------
+    def template(self, prompt: str) -> PromptTemplate:
+        """The template of ``prompt``: the user's override, else the built-in one. Raises PromptError."""
+        found = self._templates.get(prompt)
+        return found if found is not None else builtin_template(type(self).__name__, prompt)
+
+    def judge_config(self) -> dict[str, Any]:
+        """``model``, ``samples``, ``judge_options`` (without ``api_key``) and the text of every prompt template
+        in use (so an edited template changes the cache key), for :meth:`config`."""
+        return {
+            "model": self.model, "samples": self.samples,
+            "judge_options": {k: v for k, v in sorted(self.judge_options.items()) if k != "api_key"},
+            "prompts": {p: (t.system, t.user) for p in self.prompt_names for t in [self.template(p)]},
+        }
+
+    def config(self) -> dict[str, Any]:
+        """threshold, name and :meth:`judge_config`; subclasses add their own parameters."""
+        return {"threshold": self.threshold, "name": self.name, **self.judge_config()}
+
+    def judge(self) -> Judge:
+        """The judge this metric's requests go to in this run. Raises CredentialsError without an API key."""
+        return get_judge(self.model, self.judge_options, self.judge_runtime)
+
+    # -- what subclasses implement -------------------------------------------------------------------------
+    @abstractmethod
+    def judge_case(self, case: EvalTestCase, asker: Asker) -> Judged:
+        """Judge one sample of ``case`` with ``asker.ask(...)``; return its score in [0, 1] and reason.
+
+        Raises:
+            JudgeError: an answer is unusable (e.g. a verdict list of the wrong length): the case is errored.
+        """
+
+    def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
+        """The requests one sample of ``case`` will most likely send (for ``--max-cost``): the first step
+        exactly, later steps (which depend on earlier answers) approximated. Default: none."""
+        return []
+
+    # -- scoring -----------------------------------------------------------------------------------------
+    def score_batch(
+        self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
+    ) -> list[MetricResult]:
+        """Judge every case ``samples`` times, up to ``max_concurrency`` requests at once; one result per case.
+
+        A case is ``errored`` when one of its samples raised JudgeError or PromptError (the reason says why), else
+        ``skipped`` when the budget stopped one of its samples, else scored with the mean of its samples.
+
+        Raises:
+            CredentialsError: no API key for the judge.
+        """
+        if not cases:
+            return []
+        judge = self.judge()
+        jobs = [(i, s) for i in range(len(cases)) for s in range(self.samples)]
+        outcomes: dict[tuple[int, int], Judged | BaseException] = {}
+        askers: dict[tuple[int, int], Asker] = {}
+        lock = threading.Lock()
+
+        def run(job: tuple[int, int]) -> None:
+            asker = Asker(self, judge, job[1])
+            try:
+                outcome: Judged | BaseException = self._checked(self.judge_case(cases[job[0]], asker))
+            except (JudgeError, BudgetExhausted, PromptError) as exc:
+                outcome = exc
+            with lock:
+                outcomes[job], askers[job] = outcome, asker
+
+        workers = min(len(jobs), int(self.judge_options.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)))
+        if workers <= 1:
+            for job in jobs:
+                run(job)
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"judge-{self.name}") as pool:
+                list(pool.map(run, jobs))
+        return [self._result([outcomes[(i, s)] for s in range(self.samples)],
+                             [askers[(i, s)] for s in range(self.samples)], judge) for i in range(len(cases))]
+
+    def _checked(self, judged: Judged) -> Judged:
+        """``judged`` if its score is a finite number in [0, 1]. Raises JudgeError otherwise."""
+        score = judged.score
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) \
+                or not 0.0 <= score <= 1.0:
+            raise JudgeError(f"{type(self).__name__} computed a score outside [0, 1]: {quote(score)}")
+        return judged
+
+    def _result(self, outcomes: list[Judged | BaseException], askers: list[Asker], judge: Judge) -> MetricResult:
+        """Fold one case's samples into its :class:`MetricResult`."""
+        account = {
+            "judge_model": judge.model, "judge_requests": sum(a.requests for a in askers),
+            "judge_cached": sum(a.cached for a in askers), "prompt_tokens": sum(a.prompt_tokens for a in askers),
+            "completion_tokens": sum(a.completion_tokens for a in askers),
+        }
+        cost = math.fsum(a.cost for a in askers)
+        errors = [o for o in outcomes if isinstance(o, (JudgeError, PromptError))]
+        if errors:
+            result = MetricResult.errored(self.name, self.threshold, f"{type(errors[0]).__name__}: {errors[0]}")
+            return result.model_copy(update={"evaluation_cost": cost, "evaluation_log": account})
+        stops = [o for o in outcomes if isinstance(o, BudgetExhausted)]
+        if stops:
+            result = MetricResult.skipped(self.name, self.threshold, f"skipped: {stops[0]}")
+            return result.model_copy(update={"evaluation_cost": cost, "evaluation_log": account})
+        judged = [o for o in outcomes if isinstance(o, Judged)]
+        scores = [j.score for j in judged]
+        score = math.fsum(scores) / len(scores)
+        log = {**judged[0].log, **account}
+        reason = judged[0].reason
+        if len(scores) > 1:
+            unstable = min(scores) < self.threshold <= max(scores)
+            log.update(samples=[round(float(s), 6) for s in scores], score_stdev=round(statistics.stdev(scores), 6),
+                       unstable=unstable)
+            reason = (f"Mean of {len(scores)} samples {score:.4f} (sd {statistics.stdev(scores):.4f}"
+                      f"{'; unstable: samples on both sides of the threshold' if unstable else ''}). {reason}")
+        return MetricResult.scored(self.name, score, self.threshold, reason, log, cost)
