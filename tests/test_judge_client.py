@@ -531,3 +531,35 @@ def test_requests_per_minute_spaces_requests() -> None:
         # (a lower bound only: a loaded machine can only make it later)
         assert len(server.requests) == 6
         assert server.requests[-1].arrived - began >= 2.0 - 0.01
+
+
+def test_budget_pickles_for_worker_processes(tmp_path: Path) -> None:
+    import pickle
+
+    shared = Budget(2.0, tmp_path / "ledger.json")
+    shared.add_spent(0.5)
+    copy = pickle.loads(pickle.dumps(shared))
+    copy.settle(copy.reserve(1.0), 1.0)
+    assert shared.spent == pytest.approx(1.5)  # one ledger: the copy's spend is the original's
+    local = Budget(1.0)
+    local.add_spent(0.25)
+    assert pickle.loads(pickle.dumps(local)).spent == pytest.approx(0.25)
+
+
+def test_strict_schema_reads_nested_schemas_not_property_names() -> None:
+    named = {"type": "object", "properties": {"properties": {"type": "string"}, "type": {"type": "string"}},
+             "required": ["properties", "type"], "additionalProperties": False}
+    assert strict_schema(named)
+    assert not strict_schema({**named, "properties": {**named["properties"], "extra": {
+        "type": "object", "properties": {"a": {"type": "string"}}, "required": [], "additionalProperties": False}}})
+    assert strict_schema({"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+                          "required": ["v"], "additionalProperties": False})
+
+
+def test_a_changed_environment_gets_a_new_shared_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    first = get_judge(MODEL, {})
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:10/v1")
+    second = get_judge(MODEL, {})
+    assert first is not second and second.endpoint == "http://127.0.0.1:10/v1/"

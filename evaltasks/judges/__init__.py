@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaltasks._env import env_value
 from evaltasks.judges.base import (
     BudgetExhausted, Choice, FunctionJudge, Judge, JudgeError, JudgeReply, JudgeRequest, Message, TokenLogprob,
 )
@@ -58,6 +60,8 @@ def get_judge(model: str, options: dict[str, Any], runtime: JudgeRuntime | None 
 
 
 _clients: dict[tuple[str, str], Judge] = {}
+_CLIENT_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "AZURE_OPENAI_API_KEY",
+                     "AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION")
 _clients_lock = threading.Lock()
 
 
@@ -71,7 +75,9 @@ def _shared_client(model: str, options: dict[str, Any] | None) -> Judge:
         marker = json.dumps(options, sort_keys=True, default=repr)
     except (TypeError, ValueError):
         marker = repr(sorted(options.items(), key=lambda kv: str(kv[0])))
-    key = (model, marker)
+    # The variables the client reads are part of the key: a changed OPENAI_BASE_URL gets a new client.
+    environment = hashlib.sha256(repr([env_value(name) for name in _CLIENT_VARIABLES]).encode()).hexdigest()
+    key = (model, marker + environment)
     with _clients_lock:
         if key not in _clients:
             _clients[key] = OpenAIJudge(model, options)

@@ -60,6 +60,18 @@ class Budget:
             self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
             self._file_lock = filelock.FileLock(str(self.ledger_path) + ".lock")
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy in another process gets (Prefect / Dask workers): the limit and the ledger path; the locks
+        are made anew. Without a ledger the copy starts from this budget's spend and reservations but is its
+        own from then on: give a ``ledger_path`` to share one budget between processes."""
+        with self._lock:
+            return {"limit_usd": self.limit_usd, "ledger_path": self.ledger_path, "spent": self._spent,
+                    "reserved": dict(self._reserved)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["limit_usd"], state["ledger_path"])  # type: ignore[misc]
+        self._spent, self._reserved = float(state["spent"]), dict(state["reserved"])
+
     # -- the shared state --------------------------------------------------------------------------------
     def _load(self) -> dict[str, Any]:
         """The ledger (call with both locks held); a missing or unreadable one is empty."""

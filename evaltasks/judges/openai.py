@@ -67,8 +67,6 @@ _shared_lock = threading.Lock()
 def strict_schema(schema: Any) -> bool:
     """Whether ``schema`` qualifies for OpenAI's strict structured outputs: every object schema in it (nested
     ones included) sets ``additionalProperties: false`` and requires all of its properties."""
-    if isinstance(schema, list):
-        return all(strict_schema(item) for item in schema)
     if not isinstance(schema, Mapping):
         return True
     if schema.get("type") == "object" or "properties" in schema:
@@ -77,8 +75,18 @@ def strict_schema(schema: Any) -> bool:
             return False
         if sorted(schema.get("required", [])) != sorted(properties):
             return False
-    return all(strict_schema(value) for key, value in schema.items()
-               if key not in ("enum", "const", "required", "default", "examples", "description", "title"))
+    for key, value in schema.items():
+        if key in ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas"):
+            subschemas = list(value.values()) if isinstance(value, Mapping) else []
+        elif key in ("anyOf", "allOf", "oneOf", "prefixItems"):
+            subschemas = list(value) if isinstance(value, list) else []
+        elif key in ("items", "additionalProperties", "not", "if", "then", "else", "contains"):
+            subschemas = [value]
+        else:
+            continue
+        if not all(strict_schema(sub) for sub in subschemas):
+            return False
+    return True
 
 
 def worst_case_tokens(request: JudgeRequest) -> tuple[int, int]:
