@@ -13,6 +13,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -477,7 +478,8 @@ def test_budget_counts_spend_added_before(server: ChatServer) -> None:
     server.answers.append(good())
     budget = Budget(1.0)
     budget.add_spent(0.99999)
-    with pytest.raises(BudgetExhausted, match=r"budget of \$1\.0000 is spent \(\$1\.0000 so far"):
+    with pytest.raises(BudgetExhausted, match=r"budget of \$1\.0000 is spent \(\$1\.0000 so far; the next "
+                                              r"request may cost up to \$0\.00\d+\)"):
         judge_for(server, **PRICES_OPTION).send(request(max_tokens=1000), budget)
     assert not server.requests
     with pytest.raises(ValueError):
@@ -496,7 +498,7 @@ def test_budget_ledger_is_shared_across_processes(tmp_path: Path) -> None:
         "from evaltasks.judges.budget import Budget\n"
         "from evaltasks.judges.base import BudgetExhausted\n"
         "b = Budget(1.0, sys.argv[1])\n"
-        "try:\n    b.reserve(0.3)\n    print('reserved')\nexcept BudgetExhausted:\n    print('refused')\n"
+        "try:\n    b.reserve(0.8)\n    print('reserved')\nexcept BudgetExhausted:\n    print('refused')\n"
         "r = b.reserve(0.2)\nb.settle(r, 0.1)\nprint(b.spent)\n"
         "b.reserve(0.05)\n"  # left behind by a process that exits: dropped by the next reader
     )
@@ -563,3 +565,18 @@ def test_a_changed_environment_gets_a_new_shared_client(monkeypatch: pytest.Monk
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:10/v1")
     second = get_judge(MODEL, {})
     assert first is not second and second.endpoint == "http://127.0.0.1:10/v1/"
+
+
+def test_a_reservation_blocked_only_by_requests_in_flight_waits_for_them() -> None:
+    budget = Budget(1.0)
+    first = budget.reserve(0.8)
+    got: list[str] = []
+    waiter = threading.Thread(target=lambda: got.append(budget.reserve(0.5)))
+    waiter.start()
+    waiter.join(0.3)
+    assert not got  # 0.8 reserved + 0.5 > 1.0: it waits (it would be a bug had it returned)
+    budget.settle(first, 0.1)  # the request in flight cost far less than its worst case
+    waiter.join(60)
+    assert len(got) == 1 and budget.reserved == pytest.approx(0.5) and budget.spent == pytest.approx(0.1)
+    with pytest.raises(BudgetExhausted, match=r"\$0\.1000 so far; the next request may cost up to \$0\.9500"):
+        budget.reserve(0.95)  # cannot fit even if the one in flight cost nothing: refused at once
