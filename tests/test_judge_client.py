@@ -580,3 +580,17 @@ def test_a_reservation_blocked_only_by_requests_in_flight_waits_for_them() -> No
     assert len(got) == 1 and budget.reserved == pytest.approx(0.5) and budget.spent == pytest.approx(0.1)
     with pytest.raises(BudgetExhausted, match=r"\$0\.1000 so far; the next request may cost up to \$0\.9500"):
         budget.reserve(0.95)  # cannot fit even if the one in flight cost nothing: refused at once
+
+
+def test_estimate_is_the_worst_case_and_zero_once_stored(server: ChatServer, tmp_path: Path) -> None:
+    server.answers.extend([good(), good()])
+    judge = run_judge(server, tmp_path, **PRICES_OPTION)
+    req = request(max_tokens=100, n=2)
+    prompt, completion = worst_case_tokens(req)
+    assert completion == 200 and prompt >= usage_tokens("Grade the output. Answer JSON.") + usage_tokens("Output: Paris.")
+    assert judge.estimate_cost(req) == pytest.approx((prompt * 3.0 + completion * 7.0) / 1e6, rel=1e-12)
+    judge.complete(req)
+    assert judge.estimate_cost(req) == 0.0
+    assert run_judge(server, tmp_path, refresh=True, **PRICES_OPTION).estimate_cost(req) > 0
+    hook = RunJudge(FunctionJudge(lambda messages: good()), JudgeRuntime(store_dir=tmp_path))
+    assert hook.estimate_cost(req) == 0.0

@@ -146,6 +146,19 @@ class RunJudge:
                 log.warning("could not store a judge answer in %s: %s", self.store.directory, exc)
         return reply
 
+    def estimate_cost(self, request: JudgeRequest) -> float:
+        """US dollars ``request`` can cost at most in this run (for ``--max-cost`` before a run starts): 0 when
+        its answer is stored (and the run does not refresh) or the judge has no prices (a ``judge=`` function),
+        else the client's worst case (:meth:`evaltasks.judges.openai.OpenAIJudge.estimate_cost`: prompt tokens
+        bounded from above, ``max_tokens`` × ``n`` completion tokens)."""
+        estimate = getattr(self.inner, "estimate_cost", None)
+        if estimate is None:
+            return 0.0
+        if self.store is not None and not self.runtime.refresh and self.store.get(
+                request.key(self.inner.model, self.endpoint), request) is not None:
+            return 0.0
+        return float(estimate(request))
+
     def _send(self, request: JudgeRequest) -> JudgeReply:
         from evaltasks.judges.openai import OpenAIJudge
 
