@@ -91,9 +91,11 @@ def strict_schema(schema: Any) -> bool:
 
 def worst_case_tokens(request: JudgeRequest) -> tuple[int, int]:
     """(prompt tokens, completion tokens) ``request`` can be billed at most: each message's token upper bound
-    (:func:`evaltasks.embeddings._tokens.upper_bound_tokens`) + 4 for its framing, + 3 for the reply's priming;
-    ``max_tokens`` × ``n``."""
+    (:func:`evaltasks.embeddings._tokens.upper_bound_tokens`) + 4 for its framing, + 3 for the reply's priming,
+    + the schema's JSON (structured outputs put it in the prompt); ``max_tokens`` × ``n``."""
     prompt = sum(_tokens.upper_bound_tokens(str(m["content"])) + 4 for m in request.messages) + 3
+    if request.schema is not None:
+        prompt += _tokens.upper_bound_tokens(json.dumps(request.schema, separators=(",", ":")))
     return prompt, request.max_tokens * max(1, request.n)
 
 
