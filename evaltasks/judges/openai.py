@@ -19,9 +19,9 @@ logprobs it was asked for), so GEval samples instead.
 Retries, each bounded:
 
 1. HTTP level, by the ``openai`` client: 408, 409, 429, 5xx, timeouts and dropped connections are retried
-   ``max_retries`` times (default 5). A ``Retry-After`` / ``retry-after-ms`` header of at most 120 s is
-   waited out exactly; a longer one is not retried (the request fails at once). Without one, the wait is
-   0.5 s doubling per retry up to 8 s, less up to 25 % jitter.
+   ``max_retries`` times (default 5). A ``Retry-After`` / ``retry-after-ms`` header up to the client's cap
+   (120 s in openai 3.x) is waited out exactly; a longer one is not retried (the request fails at once).
+   Without one, the wait is 0.5 s doubling per retry up to 8 s, less up to 25 % jitter.
 2. Content level, here: an answer that is not JSON or does not match the schema (or a body the client cannot
    read) is re-requested ``content_retries`` times (default 2); then the request fails with the reason. Such
    answers are never stored.
@@ -320,7 +320,7 @@ class OpenAIJudge:
                 kwargs["response_format"] = {"type": "json_object"}
             try:
                 raw = self._client.chat.completions.with_raw_response.create(**kwargs)
-                taken += raw.retries_taken + 1
+                taken += int(getattr(raw, "retries_taken", 0) or 0) + 1
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 raise CredentialsError(
                     f"the judge endpoint {self.endpoint} rejected the key ({self._key_variable}): "
