@@ -48,6 +48,11 @@ def get_judge(model: str, options: dict[str, Any], runtime: JudgeRuntime | None 
     """The judge for ``model`` with the client ``options`` (a metric's ``judge_options`` over the suite's
     ``judge:`` block), behind ``runtime``'s store and budget.
 
+    The judge that answers is ``runtime.judge`` (the ``judge=`` hook) when set, else the process's shared
+    :class:`~evaltasks.judges.openai.OpenAIJudge` for (``model``, ``options``, the variables it reads). With a
+    store or a budget in ``runtime`` it is wrapped in a :class:`RunJudge` (store -> budget -> judge); without
+    either it is returned as it is.
+
     Raises:
         CredentialsError: the OpenAI client needs an API key that is not set.
         ValueError: invalid options.
