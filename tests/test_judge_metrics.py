@@ -445,3 +445,53 @@ def test_samples_straddling_the_threshold_are_unstable() -> None:
                      {"score": 0.8, "reason": "b"}, {"score": 1.0, "reason": "c"})
     log = results[0].evaluation_log
     assert math.isclose(results[0].score, 0.8) and log["samples"] == [0.6, 0.8, 1.0] and log["unstable"] is True
+
+
+# -- end to end: the real openai client against the loopback chat server, through get_judge -------------------
+E2E_KEY = "sk-judge-metrics-e2e"
+E2E_PRICES = {"gpt-4o-mini": {"input": 3.0, "output": 7.0}}  # USD per million tokens: costs checkable by hand
+# the score of FULL_CASE under SCRIPTS[name], by hand: AnswerRelevancy [1.0, 1.0] -> 1.0; Faithfulness two facts
+# "fully" quoting "PASSAGE-ONE" (in the context) -> 1.0; ContextualRelevancy [1.0, 0.0] at 0.5: 0.5 × 0.5^0.25 =
+# 0.420448; ContextualPrecision relevant at rank 1 only -> 1.0; ContextualRecall 1 of 2 claims -> 0.5; Bias and
+# Toxicity: the judge's 1.0
+E2E_SCORES = {"AnswerRelevancyMetric": 1.0, "FaithfulnessMetric": 1.0, "ContextualRelevancyMetric": 0.4204,
+              "ContextualPrecisionMetric": 1.0, "ContextualRecallMetric": 0.5, "BiasMetric": 1.0,
+              "ToxicityMetric": 1.0}
+
+
+@pytest.mark.parametrize("name", RAG_METRICS)
+def test_end_to_end_through_get_judge_and_the_chat_server(name: str, tmp_path: Path) -> None:
+    """Each metric through get_judge's OpenAI client: the schema goes out as strict json_schema, the score is the
+    hand value, the cost is usage × prices, and a second run with the same answer store sends nothing."""
+    from chat_server import ChatServer
+
+    answers, markers = SCRIPTS[name]
+    with ChatServer(api_key=E2E_KEY) as server:
+        def metric() -> JudgeMetric:
+            m = METRICS[name](judge_options={"base_url": server.base_url, "api_key": E2E_KEY, "max_retries": 0,
+                                             "max_concurrency": 1, "prices": E2E_PRICES})
+            m.judge_runtime = JudgeRuntime(store_dir=tmp_path / "judgements")
+            return m
+
+        server.answers.extend(json.dumps(a) for a in answers)
+        (result,) = metric().score_batch([FULL_CASE])
+        assert result.status in ("passed", "failed"), result.error
+        assert abs(result.score - E2E_SCORES[name]) < EPS
+        assert len(server.requests) == len(markers) and all(r.ok for r in server.requests)
+        for sent, texts in zip(server.requests, markers):
+            body = sent.body
+            assert body["model"] == "gpt-4o-mini" and body["temperature"] == 0
+            assert body["response_format"]["type"] == "json_schema"
+            assert body["response_format"]["json_schema"]["strict"] is True
+            system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+            assert all(t in user and t not in system for t in texts)
+        prompt_tokens, completion_tokens = server.billed
+        assert result.evaluation_log["judge_requests"] == len(markers)
+        assert (result.evaluation_log["prompt_tokens"], result.evaluation_log["completion_tokens"]) == (
+            prompt_tokens, completion_tokens)
+        assert math.isclose(result.evaluation_cost, (prompt_tokens * 3.0 + completion_tokens * 7.0) / 1e6)
+
+        (again,) = metric().score_batch([FULL_CASE])  # the same requests: answered from the store
+        assert len(server.requests) == len(markers)
+        assert again.score == result.score and again.evaluation_log["judge_cached"] == len(markers)
+        assert again.evaluation_log["judge_requests"] == 0 and again.evaluation_cost == 0.0

@@ -24,7 +24,7 @@ from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
-SCHEMA = answer_schema({"relevant": {"enum": ["yes", "no"]}, "reason": REASON})
+SCHEMA = answer_schema({"relevant": {"type": "string", "enum": ["yes", "no"]}, "reason": REASON})
 """The judge's answer: per passage, whether it holds information of the reference answer."""
 
 

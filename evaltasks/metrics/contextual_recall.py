@@ -29,7 +29,7 @@ CLAIMS_SCHEMA = {"type": "object", "properties": {"claims": {"type": "array", "i
                  "required": ["claims"], "additionalProperties": False}
 """The judge's first answer: the expected output's claims."""
 
-SCHEMA = answer_schema({"supported": {"enum": ["yes", "no"]}, "reason": REASON})
+SCHEMA = answer_schema({"supported": {"type": "string", "enum": ["yes", "no"]}, "reason": REASON})
 """The judge's second answer: per claim, whether the context supports it."""
 
 
