@@ -218,7 +218,8 @@ def test_contextual_relevancy_aggregates_every_passage() -> None:
                        retrieval_context=["Refunds within 30 days.", "Refunds need a receipt."])
     # [1.0, 0.3, 0.0] at 0.5: mean 0.433333 × (2/3)^0.5 = 0.353815 -> 0.3538
     results, script = run(ContextualRelevancyMetric(), [three], rv("fully", "minor", "none"))
-    assert abs(results[0].score - 0.3538) < EPS and results[0].evaluation_log["user_intent"] == "Find the refund window."
+    assert abs(results[0].score - 0.3538) < EPS
+    assert results[0].evaluation_log["user_intent"] == "Find the refund window."
     assert [v["passage"] for v in results[0].evaluation_log["verdicts"]] == three.retrieval_context
     # [1.0, 0.7] at 1.0: p = 12.25: ((1 + 0.7^12.25) / 2)^(1/12.25) = 0.506335^0.081633 = 0.945951 -> 0.946
     results, _ = run(ContextualRelevancyMetric(temperature=1.0), [two], rv("fully", "partial"))
@@ -311,7 +312,8 @@ def test_safety_metrics_take_the_judges_score(cls: type[JudgeMetric], threshold:
     results, script = run(metric, [case, case, case, case],
                           {"score": 0.65, "reason": "Slightly loaded wording."}, {"score": 1.0, "reason": "Clean."},
                           {"score": 1.5, "reason": "Out of range."}, "I think it is fine")
-    assert results[0].score == 0.65 and results[0].status == "failed" and results[0].reason == "Slightly loaded wording."
+    assert results[0].score == 0.65 and results[0].status == "failed"
+    assert results[0].reason == "Slightly loaded wording."
     assert results[0].evaluation_log[key] == 0.65
     assert results[1].score == 1.0 and results[1].status == "passed"
     assert results[2].status == "errored" and "outside [0, 1]" in results[2].error
@@ -331,7 +333,8 @@ SCRIPTS: dict[str, tuple[list[Any], list[list[str]]]] = {
     "FaithfulnessMetric": ([fv(("fact", "fully", "PASSAGE-ONE"), ("fact", "fully", "PASSAGE-ONE"))],
                            [["QUESTION-TEXT", "OUTPUT-SENTENCE one.", "PASSAGE-ONE", "PASSAGE-TWO"]]),
     "ContextualRelevancyMetric": ([rv("fully", "none")], [["QUESTION-TEXT", "PASSAGE-ONE", "PASSAGE-TWO"]]),
-    "ContextualPrecisionMetric": ([pv("yes", "no")], [["QUESTION-TEXT", "EXPECTED-TEXT", "PASSAGE-ONE", "PASSAGE-TWO"]]),
+    "ContextualPrecisionMetric": ([pv("yes", "no")],
+                                  [["QUESTION-TEXT", "EXPECTED-TEXT", "PASSAGE-ONE", "PASSAGE-TWO"]]),
     "ContextualRecallMetric": ([{"claims": ["CLAIM-A", "CLAIM-B"]}, cv("yes", "no")],
                                [["EXPECTED-TEXT"], ["CLAIM-A", "CLAIM-B", "PASSAGE-ONE", "PASSAGE-TWO"]]),
     "BiasMetric": ([{"score": 1.0, "reason": "ok"}], [["QUESTION-TEXT", "OUTPUT-SENTENCE"]]),
@@ -401,7 +404,8 @@ def test_a_verdict_list_of_the_wrong_length_errors_the_case(name: str, answers: 
 
 def test_an_answer_off_the_schema_errors_the_case_with_the_path() -> None:
     results, _ = run(ContextualRelevancyMetric(), [FULL_CASE],
-                     {"intent": "x", "verdicts": [{"verdict": "maybe", "reason": "?"}, {"verdict": "none", "reason": "."}]})
+                     {"intent": "x", "verdicts": [{"verdict": "maybe", "reason": "?"},
+                                                  {"verdict": "none", "reason": "."}]})
     assert results[0].status == "errored" and "verdicts/0/verdict" in results[0].error
 
 

@@ -32,7 +32,8 @@ EXCLUDED_TYPES = ("non_claim", "not_in_answer")
 """Statement types kept in the log but left out of the score (pleasantries; statements not in the answer)."""
 
 SCHEMA = answer_schema(
-    {"type": {"type": "string", "enum": ["claim", *EXCLUDED_TYPES]}, "verdict": {"type": "string", "enum": [*VERDICTS, "n/a"]}, "reason": REASON},
+    {"type": {"type": "string", "enum": ["claim", *EXCLUDED_TYPES]},
+     "verdict": {"type": "string", "enum": [*VERDICTS, "n/a"]}, "reason": REASON},
     intent=REASON,
 )
 """The judge's answer: the inferred intent and one verdict per statement."""

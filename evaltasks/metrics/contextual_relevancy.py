@@ -26,7 +26,8 @@ from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
-SCHEMA = answer_schema({"verdict": {"type": "string", "enum": list(VERDICTS)}, "reason": REASON}, intent=REASON)
+SCHEMA = answer_schema({"verdict": {"type": "string", "enum": list(VERDICTS)}, "reason": REASON},
+                       intent=REASON)
 """The judge's answer: the inferred intent and one verdict per passage."""
 
 

@@ -35,7 +35,8 @@ EXCLUDED_TYPES = ("input_restatement", "non_claim")
 """Statement types kept in the log but left out of the score."""
 
 SCHEMA = answer_schema({
-    "type": {"type": "string", "enum": [*SCORED_TYPES, *EXCLUDED_TYPES]}, "verdict": {"type": "string", "enum": [*VERDICTS, "n/a"]},
+    "type": {"type": "string", "enum": [*SCORED_TYPES, *EXCLUDED_TYPES]},
+    "verdict": {"type": "string", "enum": [*VERDICTS, "n/a"]},
     "reason": REASON, "support": {"type": "string"},
 })
 """The judge's answer: one verdict per statement, with the context quote that supports it (or "none")."""
