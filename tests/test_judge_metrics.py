@@ -499,3 +499,42 @@ def test_end_to_end_through_get_judge_and_the_chat_server(name: str, tmp_path: P
         assert len(server.requests) == len(markers)
         assert again.score == result.score and again.evaluation_log["judge_cached"] == len(markers)
         assert again.evaluation_log["judge_requests"] == 0 and again.evaluation_cost == 0.0
+
+
+def test_a_missing_field_is_an_input_error_before_anything_is_judged() -> None:
+    """Through the Python API: the row and the field are named, and no judge is asked (none is configured)."""
+    from evaltasks import InputError, evaluate_sync
+
+    with pytest.raises(InputError, match=r"item 0: field 'retrieval_context' is missing \(needed by "
+                                         r"FaithfulnessMetric\)"):
+        evaluate_sync([EvalTestCase(input="q", actual_output="a")], [FaithfulnessMetric()])
+
+
+def test_many_cases_at_once_each_get_their_own_verdicts(tmp_path: Path) -> None:
+    """24 ContextualPrecision cases judged concurrently (max_concurrency 4) by a server that answers from each
+    request's own passages: every case's score is its own ranking's precision, whatever the order of replies."""
+    import re
+
+    from chat_server import ChatRequest, ChatServer
+
+    def responder(request: ChatRequest) -> str:
+        passages = re.findall(r'<passage number="\d+">\n(.*?)\n</passage>', request.user, re.S)
+        return json.dumps(pv(*["yes" if p.startswith("RELEVANT") else "no" for p in passages]))
+
+    patterns = [[i & 1, i >> 1 & 1, i >> 2 & 1] for i in range(8)] * 3  # every relevance pattern of 3 passages
+    cases = [EvalTestCase(input=f"Question {n}?", actual_output="a", expected_output=f"Reference {n}.",
+                          retrieval_context=[f"{'RELEVANT' if r else 'OTHER'} passage {n}.{k}"
+                                             for k, r in enumerate(pattern)])
+             for n, pattern in enumerate(patterns)]
+
+    def by_hand(pattern: list[int]) -> float:  # Σ precision@k × v_k / relevant
+        hits = [k for k, r in enumerate(pattern, 1) if r]
+        return round(sum((i + 1) / k for i, k in enumerate(hits)) / len(hits), 4) if hits else 0.0
+
+    with ChatServer(api_key=E2E_KEY, responder=responder, latency_s=0.05) as server:
+        metric = ContextualPrecisionMetric(judge_options={"base_url": server.base_url, "api_key": E2E_KEY,
+                                                          "max_concurrency": 4})
+        metric.judge_runtime = JudgeRuntime(store_dir=tmp_path / "judgements")
+        results = metric.score_batch(cases)
+        assert [r.score for r in results] == [by_hand(p) for p in patterns]
+        assert len(server.requests) == len(cases) and server.peak_in_flight <= 4
