@@ -49,7 +49,6 @@ METRICS: dict[str, type[BaseMetric]] = {
     "JsonSchemaMetric": JsonSchemaMetric,
     "RestrictedRefusalMetric": RestrictedRefusalMetric,
     "ToolCorrectnessMetric": ToolCorrectnessMetric,
-    "SemanticSimilarityMetric": SemanticSimilarityMetric,
     "AnswerRelevancyMetric": AnswerRelevancyMetric,
     "FaithfulnessMetric": FaithfulnessMetric,
     "ContextualRelevancyMetric": ContextualRelevancyMetric,
@@ -57,6 +56,7 @@ METRICS: dict[str, type[BaseMetric]] = {
     "ContextualRecallMetric": ContextualRecallMetric,
     "BiasMetric": BiasMetric,
     "ToxicityMetric": ToxicityMetric,
+    "SemanticSimilarityMetric": SemanticSimilarityMetric,
 }
 
 
