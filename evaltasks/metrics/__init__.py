@@ -47,8 +47,6 @@ METRICS: dict[str, type[BaseMetric]] = {
     "RegexMatchMetric": RegexMatchMetric,
     "FormatCheckMetric": FormatCheckMetric,
     "JsonSchemaMetric": JsonSchemaMetric,
-    "RestrictedRefusalMetric": RestrictedRefusalMetric,
-    "ToolCorrectnessMetric": ToolCorrectnessMetric,
     "AnswerRelevancyMetric": AnswerRelevancyMetric,
     "FaithfulnessMetric": FaithfulnessMetric,
     "ContextualRelevancyMetric": ContextualRelevancyMetric,
@@ -56,6 +54,8 @@ METRICS: dict[str, type[BaseMetric]] = {
     "ContextualRecallMetric": ContextualRecallMetric,
     "BiasMetric": BiasMetric,
     "ToxicityMetric": ToxicityMetric,
+    "RestrictedRefusalMetric": RestrictedRefusalMetric,
+    "ToolCorrectnessMetric": ToolCorrectnessMetric,
     "SemanticSimilarityMetric": SemanticSimilarityMetric,
 }
 
