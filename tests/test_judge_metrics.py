@@ -538,3 +538,16 @@ def test_many_cases_at_once_each_get_their_own_verdicts(tmp_path: Path) -> None:
         results = metric.score_batch(cases)
         assert [r.score for r in results] == [by_hand(p) for p in patterns]
         assert len(server.requests) == len(cases) and server.peak_in_flight <= 4
+
+
+@pytest.mark.parametrize("name", RAG_METRICS)
+def test_a_metric_survives_pickling_for_task_workers(name: str, tmp_path: Path) -> None:
+    """Task runners send metrics to workers with cloudpickle: the copy has the same cache key and scores alike."""
+    import cloudpickle
+
+    path = tmp_path / "override.md"
+    prompt = METRICS[name].prompt_names[0]
+    path.write_text(f"### system\nOverride. JSON only.\n### user\n{{{{ input }}}}\n", encoding="utf-8")
+    metric = METRICS[name](samples=2, judge_options={"temperature": 0.3}, prompts={prompt: str(path)})
+    copy = cloudpickle.loads(cloudpickle.dumps(metric))
+    assert copy.cache_key() == metric.cache_key() and copy.template(prompt).system == "Override. JSON only."

@@ -1,6 +1,7 @@
 """Helpers the RAG and safety judge metrics share: the JSON Schemas of their answers, the check that a verdict
-list has one verdict per item, the exact request a prompt will send (for ``--max-cost`` estimates) and reasons
-built in code from the verdicts (no extra "summarise the reasons" request, unlike eval-ai-library).
+list has one verdict per item, the exact request a prompt will send (for ``--max-cost`` estimates), reasons
+built in code from the verdicts (no extra "summarise the reasons" request, unlike eval-ai-library), and
+:class:`ScoredOutputMetric`, the base of the metrics the judge scores directly (Bias, Toxicity).
 """
 
 from __future__ import annotations
