@@ -78,16 +78,17 @@ class ContextualRecallMetric(JudgeMetric):
 
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
         """The claims request exactly; the verdict request approximated with the expected output's sentences
-        (at most 8) as its claims. None for an empty ``retrieval_context``."""
+        (at most 8) as its claims (none without sentences). None for an empty ``retrieval_context``."""
         if not case.retrieval_context:
             return []
         claims = split_into_statements(case.expected_output or "", MAX_CLAIMS)
-        return [
-            first_request(self, "claims", {"expected_output": case.expected_output or ""}, CLAIMS_SCHEMA,
-                          max_tokens=max_tokens_for(MAX_CLAIMS, per_item=60)),
-            first_request(self, "verdicts", {"retrieval_context": list(case.retrieval_context), "claims": claims},
-                          SCHEMA, max_tokens=max_tokens_for(len(claims))),
-        ]
+        first = first_request(self, "claims", {"expected_output": case.expected_output or ""}, CLAIMS_SCHEMA,
+                              max_tokens=max_tokens_for(MAX_CLAIMS, per_item=60))
+        if not claims:
+            return [first]
+        return [first, first_request(self, "verdicts", {"retrieval_context": list(case.retrieval_context),
+                                                        "claims": claims}, SCHEMA,
+                                     max_tokens=max_tokens_for(len(claims)))]
 
     def judge_case(self, case: EvalTestCase, asker: Asker) -> Judged:
         """Extract the claims, then check them all against the context in one request.
