@@ -45,6 +45,10 @@ _LAZY: dict[str, str] = {
         "ReferenceMatchMetric", "RegexMatchMetric", "RestrictedRefusalMetric", "StartsWithMetric",
         "ToolCorrectnessMetric",
     )},
+    **{name: "evaltasks.metrics" for name in (
+        "AnswerRelevancyMetric", "BiasMetric", "ContextualPrecisionMetric", "ContextualRecallMetric",
+        "ContextualRelevancyMetric", "FaithfulnessMetric", "ToxicityMetric",
+    )},
 }
 
 
@@ -95,9 +99,14 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AnswerRelevancyMetric",
     "BaseMetric",
+    "BiasMetric",
     "ConfigError",
     "ContainsMetric",
+    "ContextualPrecisionMetric",
+    "ContextualRecallMetric",
+    "ContextualRelevancyMetric",
     "CredentialsError",
     "DatasetError",
     "EndsWithMetric",
@@ -105,6 +114,7 @@ __all__ = [
     "EvalTestCase",
     "EvaluationResult",
     "ExactMatchMetric",
+    "FaithfulnessMetric",
     "FormatCheckMetric",
     "InputError",
     "JsonSchemaMetric",
@@ -122,6 +132,7 @@ __all__ = [
     "StartsWithMetric",
     "TestCaseResult",
     "ToolCorrectnessMetric",
+    "ToxicityMetric",
     "__version__",
     "evaluate",
     "evaluate_sync",

@@ -27,6 +27,13 @@ from evaltasks.metrics.restricted_refusal import RestrictedRefusalMetric
 from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
 from evaltasks.metrics.starts_with import StartsWithMetric
 from evaltasks.metrics.tool_correctness import ToolCorrectnessMetric
+from evaltasks.metrics.answer_relevancy import AnswerRelevancyMetric
+from evaltasks.metrics.bias import BiasMetric
+from evaltasks.metrics.contextual_precision import ContextualPrecisionMetric
+from evaltasks.metrics.contextual_recall import ContextualRecallMetric
+from evaltasks.metrics.contextual_relevancy import ContextualRelevancyMetric
+from evaltasks.metrics.faithfulness import FaithfulnessMetric
+from evaltasks.metrics.toxicity import ToxicityMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,
@@ -40,6 +47,13 @@ METRICS: dict[str, type[BaseMetric]] = {
     "RegexMatchMetric": RegexMatchMetric,
     "FormatCheckMetric": FormatCheckMetric,
     "JsonSchemaMetric": JsonSchemaMetric,
+    "AnswerRelevancyMetric": AnswerRelevancyMetric,
+    "FaithfulnessMetric": FaithfulnessMetric,
+    "ContextualRelevancyMetric": ContextualRelevancyMetric,
+    "ContextualPrecisionMetric": ContextualPrecisionMetric,
+    "ContextualRecallMetric": ContextualRecallMetric,
+    "BiasMetric": BiasMetric,
+    "ToxicityMetric": ToxicityMetric,
     "RestrictedRefusalMetric": RestrictedRefusalMetric,
     "ToolCorrectnessMetric": ToolCorrectnessMetric,
     "SemanticSimilarityMetric": SemanticSimilarityMetric,
