@@ -327,3 +327,25 @@ def test_generated_steps_are_one_stored_answer_whichever_sample_asks(tmp_path: P
         [result] = score_with(again, [case()], store_dir=tmp_path / "judgements")
         assert [("evaluation procedures" in r.body["messages"][0]["content"]) for r in server.requests] == [True, False]
     assert result.score == pytest.approx(0.6) and result.evaluation_log["evaluation_steps"] == STEPS
+
+
+def test_through_the_python_api_steps_once_across_batches_and_input_required() -> None:
+    """evaluate_sync with batch_size 10 over 30 cases: the metric is called per batch, the steps are asked once;
+    a case without input is an input error before anything is sent."""
+    from evaltasks import EvalTestCase, InputError, evaluate_sync
+
+    def respond(request) -> str | Answer:
+        if "evaluation procedures" in request.system:
+            return as_json({"steps": STEPS})
+        return Answer('{"reason": "ok", "score": 9}', {"9": [("9", ln(0.75)), ("10", ln(0.25))]})
+
+    with ChatServer(responder=respond) as server:
+        metric = GEvalMetric(0.9, criteria="Correctness.", judge_options=server_options(server))
+        with pytest.raises(InputError, match="input"):
+            evaluate_sync([EvalTestCase(actual_output="Paris.")], [metric])
+        assert server.requests == []
+        result = evaluate_sync([case(input=f"Q{i}?") for i in range(30)], [metric], batch_size=10)
+        assert len(server.requests) == 31
+    # (0.75 * 9 + 0.25 * 10) / 10 = 0.925
+    assert [c.metrics[0].score for c in result.test_results] == [pytest.approx(0.925)] * 30
+    assert all(c.metrics[0].status == "passed" for c in result.test_results)

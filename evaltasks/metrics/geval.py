@@ -251,6 +251,12 @@ class CriteriaMetric(JudgeMetric):
         """The common judge configuration plus criteria and evaluation_steps."""
         return {**super().config(), "criteria": self.criteria, "evaluation_steps": self.evaluation_steps}
 
+    def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
+        """A case needs an ``input`` (the question the output answers; an empty one is allowed)."""
+        if case.input is None:
+            return [("input", "is missing")]
+        return []
+
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
     ) -> list[MetricResult]:
