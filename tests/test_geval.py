@@ -349,3 +349,42 @@ def test_through_the_python_api_steps_once_across_batches_and_input_required() -
     # (0.75 * 9 + 0.25 * 10) / 10 = 0.925
     assert [c.metrics[0].score for c in result.test_results] == [pytest.approx(0.925)] * 30
     assert all(c.metrics[0].status == "passed" for c in result.test_results)
+
+
+def test_both_judge_metrics_in_a_cli_run_through_the_prefect_engine(tmp_path: Path, prefect_api_url: str) -> None:
+    """A suite with GEvalMetric and CustomEvalMetric whose judge_options point at the loopback server: the CLI
+    run (real Prefect engine, tasks in their worker) writes the hand-computed scores to results.json."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import subprocess_env
+
+    def respond(request) -> str | Answer:
+        if '"verdicts"' in request.system:
+            return as_json({"verdicts": [{"verdict": "fully", "reason": "r"}, {"verdict": "partial", "reason": "r"}]})
+        return Answer('{"reason": "ok", "score": 7}', {"7": [("7", ln(0.6)), ("8", ln(0.3)), ("6", ln(0.1))]})
+
+    rows = [{"id": f"q{i}", "question": f"Question {i}?", "answer": f"Answer {i}."} for i in range(3)]
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with ChatServer(responder=respond) as server:
+        options = server_options(server)
+        suite = {"name": "judges", "dataset": {"path": "answers.jsonl",
+                                               "fields": {"id": "id", "input": "question", "actual_output": "answer"}},
+                 "metrics": [{"metric": "GEvalMetric", "threshold": 0.7, "evaluation_steps": STEPS,
+                              "judge_options": options},
+                             {"metric": "CustomEvalMetric", "threshold": 0.9, "evaluation_steps": STEPS,
+                              "temperature": 0.5, "judge_options": options}]}
+        (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+        env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
+        proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out",
+                               "--quiet"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # CustomEval fails every case: the gate fails
+    cases = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["cases"]
+    got = {(c["id"], m["name"]): (m["score"], m["status"]) for c in cases for m in c["metrics"]}
+    for i in range(3):
+        assert got[(f"q{i}", "GEvalMetric")] == (pytest.approx(0.72), "passed")
+        # (1.0 + 0.7) / 2 = 0.85 at temperature 0.5 (the mean); below 0.9
+        assert got[(f"q{i}", "CustomEvalMetric")] == (pytest.approx(0.85), "failed")
+    assert len(server.requests) == 6
