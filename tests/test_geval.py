@@ -388,3 +388,31 @@ def test_both_judge_metrics_in_a_cli_run_through_the_prefect_engine(tmp_path: Pa
         # (1.0 + 0.7) / 2 = 0.85 at temperature 0.5 (the mean); below 0.9
         assert got[(f"q{i}", "CustomEvalMetric")] == (pytest.approx(0.85), "failed")
     assert len(server.requests) == 6
+
+
+def test_a_spent_budget_skips_every_case_without_a_request() -> None:
+    """--max-cost 0 (a Budget of 0 USD) with a priced model: the steps request is not sent, so every case is
+    skipped with the reason, and the server sees nothing."""
+    from evaltasks.judges.budget import Budget
+
+    with ChatServer() as server:
+        metric = GEvalMetric(0.5, criteria="Correctness.", judge_options=server_options(server))
+        results = score_with(metric, [case(input=f"Q{i}?") for i in range(5)], budget=Budget(0.0))
+        assert server.requests == []
+    assert {r.status for r in results} == {"skipped"}
+    assert all(r.reason.startswith("skipped: ") and r.score is None for r in results)
+
+
+def test_the_metric_pickles_with_its_generated_steps() -> None:
+    """Task runners pickle metrics (cloudpickle): the generated steps travel, the lock is made anew."""
+    import cloudpickle
+
+    recorder = Recorder(lambda m: as_json({"steps": STEPS}) if "evaluation procedures" in system(m)
+                        else as_json({"reason": "r", "score": 4}))
+    metric = GEvalMetric(0.5, criteria="Correctness.", n_samples=1)
+    score_with(metric, [case()], recorder.judge())
+    metric.judge_runtime = None  # the engine sets the run's runtime where the metric runs
+    copy = cloudpickle.loads(cloudpickle.dumps(metric))
+    [result] = score_with(copy, [case(input="Another?")], recorder.judge())
+    assert result.score == pytest.approx(0.4) and len(recorder.calls) == 3  # no second steps request
+    assert copy.cache_key() == metric.cache_key()
