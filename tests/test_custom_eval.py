@@ -15,7 +15,8 @@ import pytest
 
 from evaltasks import CustomEvalMetric
 from evaltasks.metrics import METRICS
-from evaltasks.metrics.custom_eval import score_agg, summary
+from evaltasks.metrics._aggregation import score_agg
+from evaltasks.metrics.custom_eval import summary
 from tests.chat_server import ChatServer
 from tests.judge_helpers import Recorder, as_json, case, score_with, server_options, system, user
 

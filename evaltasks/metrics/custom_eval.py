@@ -11,7 +11,7 @@ rules":
    weighted 1.0 / 0.9 / 0.7 / 0.3 / 0.0 (eval-ai-library's ``VERDICT_WEIGHTS``);
 3. score = score_agg(weights, temperature): the power mean of the weights with the exponent set by
    ``temperature`` (0.1 strict, near the minimum; 0.5 the arithmetic mean; 1.0 lenient, near the maximum),
-   times a penalty for the share of ``none`` verdicts (:func:`score_agg`).
+   times a penalty for the share of ``none`` verdicts (:func:`evaltasks.metrics._aggregation.score_agg`).
 
 The parameters are those of the docs page (``criteria``, ``evaluation_steps``, ``temperature`` = 0.8). The 0.8.2
 code's other form (a list of criteria with ``{{placeholders}}``, ``strategy: direct``, ``n_runs`` with
@@ -27,40 +27,11 @@ from typing import Any, ClassVar
 
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeError, JudgeRequest, as_messages
+from evaltasks.metrics._aggregation import VERDICT_WEIGHTS, score_agg
 from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.geval import CriteriaMetric, case_variables
 from evaltasks.metrics.judge import Asker, Judged
 from evaltasks.test_case import EvalTestCase
-
-VERDICT_WEIGHTS: dict[str, float] = {"fully": 1.0, "mostly": 0.9, "partial": 0.7, "minor": 0.3, "none": 0.0}
-"""The weight of each verdict (eval-ai-library 0.8.2's ``VERDICT_WEIGHTS``)."""
-
-
-def _power_exponent(temperature: float) -> float:
-    """eval-ai-library's map of an aggregation temperature to a power-mean exponent: clamped to [0.1, 1.0], then
-    linear from -8 (0.1) through 1 (0.5) to 12.25 (1.0)."""
-    t = max(0.1, min(1.0, temperature))
-    return -8.0 + (t - 0.1) / (1.0 - 0.1) * (12.25 - -8.0)  # the same float operations as eval-ai-library
-
-
-def score_agg(weights: list[float], temperature: float = 0.5) -> float:
-    """eval-ai-library 0.8.2's ``utils.score_agg``: the power mean M_p of ``weights`` (p from ``temperature``,
-    :func:`_power_exponent`; zeros taken as 1e-9 when p < 0; the geometric mean when p is 0) times the penalty
-    (1 - share of zeros) ^ alpha, alpha = (1.5 - temperature) * min(1, (n - 1) / 4); rounded to 4 decimals.
-    0.0 for no weights."""
-    if not weights:
-        return 0.0
-    p = _power_exponent(temperature)
-    base = [w if w > 0.0 else 1e-9 for w in weights] if p < 0 else list(weights)
-    if abs(p) < 1e-12:
-        mean = math.exp(sum(math.log(w if w > 0 else 1e-9) for w in base) / len(base))
-    else:
-        mean = (sum(w ** p for w in base) / len(base)) ** (1.0 / p)  # sum, not fsum: its rounding, bit for bit
-    n = len(weights)
-    zeros = sum(1 for w in weights if w == 0.0) / n
-    alpha = (1.5 - temperature) * min(1.0, (n - 1) / 4.0)
-    return round(mean * (1.0 - zeros) ** alpha, 4)
-
 
 def verdicts_schema(count: int) -> dict[str, Any]:
     """The answer of a verdicts request: ``{"verdicts": [{"verdict": one of VERDICT_WEIGHTS, "reason": str}]}``
