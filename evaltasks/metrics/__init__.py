@@ -44,9 +44,9 @@ METRICS: dict[str, type[BaseMetric]] = {
     "JsonSchemaMetric": JsonSchemaMetric,
     "RestrictedRefusalMetric": RestrictedRefusalMetric,
     "ToolCorrectnessMetric": ToolCorrectnessMetric,
-    "SemanticSimilarityMetric": SemanticSimilarityMetric,
     "GEvalMetric": GEvalMetric,
     "CustomEvalMetric": CustomEvalMetric,
+    "SemanticSimilarityMetric": SemanticSimilarityMetric,
 }
 
 
