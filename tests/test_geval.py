@@ -46,7 +46,8 @@ def test_distribution_renormalises_integer_alternatives_and_ignores_others() -> 
 
 
 def test_distribution_strips_the_tokens_own_prefix_and_reads_10_as_one_token() -> None:
-    """OpenAI-style tokens carry the space: " 10": 0.7, " 9": 0.2, " nine": 0.1 -> 10: 7/9, 9: 2/9 (" 11" is out of range)."""
+    """OpenAI-style tokens carry the space: " 10": 0.7, " 9": 0.2, " nine": 0.1, " 11" (out of range): 0.05
+    -> 10: 7/9, 9: 2/9."""
     tokens = _tokens('{"reason": "ok", "score":', " 10", "}",
                      top={1: ((" 10", ln(0.7)), (" 9", ln(0.2)), (" nine", ln(0.1)), (" 11", ln(0.05)))})
     dist = score_distribution(tokens)
@@ -295,8 +296,8 @@ def test_invalid_arguments(kwargs: dict, message: str) -> None:
 def test_a_prompt_override_file_replaces_the_builtin(tmp_path: Path) -> None:
     """prompts: {score: file}: the user's template is what the judge receives; config() changes with it."""
     path = tmp_path / "score.md"
-    path.write_text("### system\nGrade strictly: {{ evaluation_steps | join('; ') }}\n### user\nOUT={{ actual_output }}\n",
-                    encoding="utf-8")
+    path.write_text("### system\nGrade strictly: {{ evaluation_steps | join('; ') }}\n"
+                    "### user\nOUT={{ actual_output }}\n", encoding="utf-8")
     recorder = Recorder(as_json({"reason": "r", "score": 9}))
     metric = GEvalMetric(0.5, evaluation_steps=STEPS, n_samples=1, prompts={"score": str(path)})
     [result] = score_with(metric, [case()], recorder.judge())
