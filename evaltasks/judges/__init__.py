@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaltasks._env import env_value
 from evaltasks.judges.base import (
     BudgetExhausted, Choice, FunctionJudge, Judge, JudgeError, JudgeReply, JudgeRequest, Message, TokenLogprob,
 )
@@ -46,6 +48,11 @@ def get_judge(model: str, options: dict[str, Any], runtime: JudgeRuntime | None 
     """The judge for ``model`` with the client ``options`` (a metric's ``judge_options`` over the suite's
     ``judge:`` block), behind ``runtime``'s store and budget.
 
+    The judge that answers is ``runtime.judge`` (the ``judge=`` hook) when set, else the process's shared
+    :class:`~evaltasks.judges.openai.OpenAIJudge` for (``model``, ``options``, the variables it reads). With a
+    store or a budget in ``runtime`` it is wrapped in a :class:`RunJudge` (store -> budget -> judge); without
+    either it is returned as it is.
+
     Raises:
         CredentialsError: the OpenAI client needs an API key that is not set.
         ValueError: invalid options.
@@ -58,6 +65,8 @@ def get_judge(model: str, options: dict[str, Any], runtime: JudgeRuntime | None 
 
 
 _clients: dict[tuple[str, str], Judge] = {}
+_CLIENT_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "AZURE_OPENAI_API_KEY",
+                     "AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION")
 _clients_lock = threading.Lock()
 
 
@@ -71,7 +80,9 @@ def _shared_client(model: str, options: dict[str, Any] | None) -> Judge:
         marker = json.dumps(options, sort_keys=True, default=repr)
     except (TypeError, ValueError):
         marker = repr(sorted(options.items(), key=lambda kv: str(kv[0])))
-    key = (model, marker)
+    # The variables the client reads are part of the key: a changed OPENAI_BASE_URL gets a new client.
+    environment = hashlib.sha256(repr([env_value(name) for name in _CLIENT_VARIABLES]).encode()).hexdigest()
+    key = (model, marker + environment)
     with _clients_lock:
         if key not in _clients:
             _clients[key] = OpenAIJudge(model, options)
@@ -139,6 +150,19 @@ class RunJudge:
             except OSError as exc:
                 log.warning("could not store a judge answer in %s: %s", self.store.directory, exc)
         return reply
+
+    def estimate_cost(self, request: JudgeRequest) -> float:
+        """US dollars ``request`` can cost at most in this run (for ``--max-cost`` before a run starts): 0 when
+        its answer is stored (and the run does not refresh) or the judge has no prices (a ``judge=`` function),
+        else the client's worst case (:meth:`evaltasks.judges.openai.OpenAIJudge.estimate_cost`: prompt tokens
+        bounded from above, ``max_tokens`` × ``n`` completion tokens)."""
+        estimate = getattr(self.inner, "estimate_cost", None)
+        if estimate is None:
+            return 0.0
+        if self.store is not None and not self.runtime.refresh and self.store.get(
+                request.key(self.inner.model, self.endpoint), request) is not None:
+            return 0.0
+        return float(estimate(request))
 
     def _send(self, request: JudgeRequest) -> JudgeReply:
         from evaltasks.judges.openai import OpenAIJudge

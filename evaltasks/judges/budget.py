@@ -1,9 +1,10 @@
 """The run's spend limit (``--max-cost``): judge requests reserve their worst case before they are sent.
 
 Before a request goes out, :meth:`Budget.reserve` sets aside what it can cost at most: its prompt's token
-upper bound × the input price + ``max_tokens`` × ``n`` × the output price. If what is spent plus what other
-requests in flight have reserved plus this would pass the limit, the request is refused
-(:class:`~evaltasks.judges.base.BudgetExhausted`) and never sent. When the reply arrives,
+upper bound × the input price + ``max_tokens`` × ``n`` × the output price. If what is spent plus this would
+pass the limit, the request is refused (:class:`~evaltasks.judges.base.BudgetExhausted`) and never sent; if it
+fits beside the spend but not beside what requests in flight have reserved, it waits until they settle. When
+the reply arrives,
 :meth:`Budget.settle` replaces the reservation with the billed cost (usage × prices), which is at most the
 reservation. So the spend never exceeds the limit, however many threads or processes send at once, as long as
 the endpoint bills no more than ``max_tokens`` completion tokens and the prices are right (a model without a
@@ -22,6 +23,7 @@ import math
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,7 @@ class Budget:
         self.limit_usd = float(limit_usd)
         self.ledger_path = Path(ledger_path) if ledger_path is not None else None
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified whenever spend or reservations change
         self._spent = 0.0
         self._reserved: dict[str, float] = {}
         self._file_lock: Any = None
@@ -59,6 +62,18 @@ class Budget:
 
             self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
             self._file_lock = filelock.FileLock(str(self.ledger_path) + ".lock")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy in another process gets (Prefect / Dask workers): the limit and the ledger path; the locks
+        are made anew. Without a ledger the copy starts from this budget's spend and reservations but is its
+        own from then on: give a ``ledger_path`` to share one budget between processes."""
+        with self._lock:
+            return {"limit_usd": self.limit_usd, "ledger_path": self.ledger_path, "spent": self._spent,
+                    "reserved": dict(self._reserved)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["limit_usd"], state["ledger_path"])  # type: ignore[misc]
+        self._spent, self._reserved = float(state["spent"]), dict(state["reserved"])
 
     # -- the shared state --------------------------------------------------------------------------------
     def _load(self) -> dict[str, Any]:
@@ -93,6 +108,7 @@ class Budget:
                 state = {"spent": self._spent, "reserved": self._reserved}
                 result = change(state)
                 self._spent = state["spent"]
+                self._settled.notify_all()
                 return result
             with self._file_lock:
                 state = self._load()
@@ -125,21 +141,34 @@ class Budget:
         """Set ``usd`` (a request's worst-case cost) aside before sending it; returns the reservation's id for
         :meth:`settle`.
 
+        When it fits beside what is spent but not beside what requests in flight have reserved, it waits for
+        them to settle (they usually cost far less than reserved) and tries again; it refuses only when it
+        cannot fit even if every request in flight cost nothing.
+
         Raises:
-            BudgetExhausted: spent + reserved + ``usd`` would pass the limit (nothing is reserved).
+            BudgetExhausted: spent + ``usd`` passes the limit (nothing is reserved).
         """
         rid = f"{os.getpid()}@{socket.gethostname()}:{next(_ids)}"
 
-        def take(state: dict[str, Any]) -> None:
-            committed = state["spent"] + math.fsum(state["reserved"].values())
-            if committed + usd > self.limit_usd:
+        def take(state: dict[str, Any]) -> bool:
+            if state["spent"] + usd > self.limit_usd:
                 raise BudgetExhausted(
-                    f"the run's budget of ${self.limit_usd:.4f} is spent (${state['spent']:.4f} so far, "
-                    f"${committed - state['spent']:.4f} reserved by requests in flight; this request may cost "
-                    f"up to ${usd:.4f})")
+                    f"the run's budget of {_usd(self.limit_usd)} is spent ({_usd(state['spent'])} so far; the next "
+                    f"request may cost up to {_usd(usd)})")
+            if state["spent"] + math.fsum(state["reserved"].values()) + usd > self.limit_usd:
+                return False  # wait for requests in flight to settle
             state["reserved"][rid] = float(usd)
+            return True
 
-        self._change(take)
+        if self._file_lock is None:
+            with self._settled:
+                state = {"spent": self._spent, "reserved": self._reserved}
+                while not take(state):
+                    self._settled.wait(timeout=1.0)
+                    state = {"spent": self._spent, "reserved": self._reserved}
+            return rid
+        while not self._change(take):
+            time.sleep(0.05)  # another process may hold the reservations: poll the ledger
         return rid
 
     def settle(self, reservation: str, usd: float) -> None:
@@ -150,3 +179,10 @@ class Budget:
             state["spent"] += float(usd)
 
         self._change(close)
+
+
+def _usd(amount: float) -> str:
+    """``amount`` in US dollars with 4 decimals, or 3 significant digits below a cent (``$0.0000300``)."""
+    if amount == 0 or abs(amount) >= 0.01:
+        return f"${amount:.4f}"
+    return f"${amount:.{min(12, 2 - math.floor(math.log10(abs(amount))))}f}"

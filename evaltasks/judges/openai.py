@@ -19,9 +19,9 @@ logprobs it was asked for), so GEval samples instead.
 Retries, each bounded:
 
 1. HTTP level, by the ``openai`` client: 408, 409, 429, 5xx, timeouts and dropped connections are retried
-   ``max_retries`` times (default 5). A ``Retry-After`` / ``retry-after-ms`` header of at most 120 s is
-   waited out exactly; a longer one is not retried (the request fails at once). Without one, the wait is
-   0.5 s doubling per retry up to 8 s, less up to 25 % jitter.
+   ``max_retries`` times (default 5). A ``Retry-After`` / ``retry-after-ms`` header up to the client's cap
+   (120 s in openai 3.x) is waited out exactly; a longer one is not retried (the request fails at once).
+   Without one, the wait is 0.5 s doubling per retry up to 8 s, less up to 25 % jitter.
 2. Content level, here: an answer that is not JSON or does not match the schema (or a body the client cannot
    read) is re-requested ``content_retries`` times (default 2); then the request fails with the reason. Such
    answers are never stored.
@@ -67,8 +67,6 @@ _shared_lock = threading.Lock()
 def strict_schema(schema: Any) -> bool:
     """Whether ``schema`` qualifies for OpenAI's strict structured outputs: every object schema in it (nested
     ones included) sets ``additionalProperties: false`` and requires all of its properties."""
-    if isinstance(schema, list):
-        return all(strict_schema(item) for item in schema)
     if not isinstance(schema, Mapping):
         return True
     if schema.get("type") == "object" or "properties" in schema:
@@ -77,15 +75,27 @@ def strict_schema(schema: Any) -> bool:
             return False
         if sorted(schema.get("required", [])) != sorted(properties):
             return False
-    return all(strict_schema(value) for key, value in schema.items()
-               if key not in ("enum", "const", "required", "default", "examples", "description", "title"))
+    for key, value in schema.items():
+        if key in ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas"):
+            subschemas = list(value.values()) if isinstance(value, Mapping) else []
+        elif key in ("anyOf", "allOf", "oneOf", "prefixItems"):
+            subschemas = list(value) if isinstance(value, list) else []
+        elif key in ("items", "additionalProperties", "not", "if", "then", "else", "contains"):
+            subschemas = [value]
+        else:
+            continue
+        if not all(strict_schema(sub) for sub in subschemas):
+            return False
+    return True
 
 
 def worst_case_tokens(request: JudgeRequest) -> tuple[int, int]:
     """(prompt tokens, completion tokens) ``request`` can be billed at most: each message's token upper bound
-    (:func:`evaltasks.embeddings._tokens.upper_bound_tokens`) + 4 for its framing, + 3 for the reply's priming;
-    ``max_tokens`` × ``n``."""
+    (:func:`evaltasks.embeddings._tokens.upper_bound_tokens`) + 4 for its framing, + 3 for the reply's priming,
+    + the schema's JSON (structured outputs put it in the prompt); ``max_tokens`` × ``n``."""
     prompt = sum(_tokens.upper_bound_tokens(str(m["content"])) + 4 for m in request.messages) + 3
+    if request.schema is not None:
+        prompt += _tokens.upper_bound_tokens(json.dumps(request.schema, separators=(",", ":")))
     return prompt, request.max_tokens * max(1, request.n)
 
 
@@ -310,7 +320,7 @@ class OpenAIJudge:
                 kwargs["response_format"] = {"type": "json_object"}
             try:
                 raw = self._client.chat.completions.with_raw_response.create(**kwargs)
-                taken += raw.retries_taken + 1
+                taken += int(getattr(raw, "retries_taken", 0) or 0) + 1
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 raise CredentialsError(
                     f"the judge endpoint {self.endpoint} rejected the key ({self._key_variable}): "
