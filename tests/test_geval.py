@@ -417,3 +417,32 @@ def test_the_metric_pickles_with_its_generated_steps() -> None:
     [result] = score_with(copy, [case(input="Another?")], recorder.judge())
     assert result.score == pytest.approx(0.4) and len(recorder.calls) == 3  # no second steps request
     assert copy.cache_key() == metric.cache_key()
+
+
+def test_a_score_of_10_split_into_two_tokens_on_the_wire() -> None:
+    """The server splits "10" into "1", "0": p("1") = 0.5 -> 10 with p("0" next) = 0.8, else 1; 9: 0.5.
+    Hand: (0.4 * 10 + 0.1 * 1 + 0.5 * 9) / 10 = 0.86."""
+    with ChatServer() as server:
+        server.answers.append(Answer('{"reason": "Perfect.", "score": 10}',
+                                     {"1": [("1", ln(0.5)), ("9", ln(0.5))], "0": [("0", ln(0.8)), ("}", ln(0.2))]}))
+        metric = GEvalMetric(0.5, evaluation_steps=STEPS, judge_options=server_options(server))
+        [result] = score_with(metric, [case()])
+    assert result.score == pytest.approx(0.86)
+    assert result.evaluation_log["score_distribution"] == {"1": pytest.approx(0.1), "9": pytest.approx(0.5),
+                                                           "10": pytest.approx(0.4)}
+
+
+def test_an_endpoint_that_rejects_logprobs_is_sampled() -> None:
+    """logprobs refused with a 400: the client resends without them and remembers; GEval samples (n = 3 in one
+    request; scores 3, 6, 9 -> 0.6) and the next case asks for no logprobs at all."""
+    def respond(request) -> str:
+        return as_json({"reason": "r", "score": 3 * (request.choice + 1)})
+
+    with ChatServer(responder=respond, logprobs="reject") as server:
+        metric = GEvalMetric(0.5, evaluation_steps=STEPS, n_samples=3,
+                             judge_options=server_options(server, max_concurrency=1))
+        first, second = score_with(metric, [case(), case(input="Capital of Peru?", actual_output="Lima.")])
+    assert first.evaluation_log["method"] == second.evaluation_log["method"] == "sampling"
+    assert first.score == second.score == pytest.approx(0.6)
+    later = [r.body for r in server.requests][-1]
+    assert later["n"] == 3 and not later.get("logprobs")
