@@ -23,7 +23,9 @@ errored), where eval-ai-library pads it with ``none`` or cuts it.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from annotated_types import Ge, MinLen
 
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeError, JudgeRequest, as_messages
@@ -100,8 +102,8 @@ class CustomEvalMetric(CriteriaMetric):
         threshold: float,
         model: str | None = None,
         criteria: NonEmptyStr | None = None,
-        evaluation_steps: list[NonEmptyStr] | None = None,
-        temperature: float = 0.8,
+        evaluation_steps: Annotated[list[NonEmptyStr], MinLen(1)] | None = None,
+        temperature: Annotated[float, Ge(0)] = 0.8,
         *,
         samples: int = 1,
         judge_options: dict[str, Any] | None = None,

@@ -25,7 +25,9 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from annotated_types import Ge, MinLen
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
@@ -341,9 +343,9 @@ class GEvalMetric(CriteriaMetric):
         threshold: float,
         model: str | None = None,
         criteria: NonEmptyStr | None = None,
-        evaluation_steps: list[NonEmptyStr] | None = None,
-        n_samples: int = 20,
-        sampling_temperature: float = 2.0,
+        evaluation_steps: Annotated[list[NonEmptyStr], MinLen(1)] | None = None,
+        n_samples: Annotated[int, Ge(1)] = 20,
+        sampling_temperature: Annotated[float, Ge(0)] = 2.0,
         *,
         samples: int = 1,
         judge_options: dict[str, Any] | None = None,
