@@ -188,6 +188,7 @@ def test_schema_lists_required_arguments_and_enumerations() -> None:
         "ContainsMetric": ["metric", "keywords"], "StartsWithMetric": ["metric", "prefix"],
         "EndsWithMetric": ["metric", "suffix"], "RegexMatchMetric": ["metric", "pattern"],
         "FormatCheckMetric": ["metric", "format_type"], "JsonSchemaMetric": ["metric", "schema"],
+        "GEvalMetric": ["metric", "threshold"], "CustomEvalMetric": ["metric", "threshold"],
     }
     assert branches["FormatCheckMetric"]["properties"]["format_type"]["enum"] == [
         "email", "phone", "date", "url", "datetime", "uuid"]

@@ -14,9 +14,11 @@ from typing import Any
 
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.contains import ContainsMetric
+from evaltasks.metrics.custom_eval import CustomEvalMetric
 from evaltasks.metrics.ends_with import EndsWithMetric
 from evaltasks.metrics.exact_match import ExactMatchMetric
 from evaltasks.metrics.format_check import FormatCheckMetric
+from evaltasks.metrics.geval import GEvalMetric
 from evaltasks.metrics.json_schema import JsonSchemaMetric
 from evaltasks.metrics.language_detection import LanguageDetectionMetric
 from evaltasks.metrics.length_check import LengthCheckMetric
@@ -56,6 +58,8 @@ METRICS: dict[str, type[BaseMetric]] = {
     "ToxicityMetric": ToxicityMetric,
     "RestrictedRefusalMetric": RestrictedRefusalMetric,
     "ToolCorrectnessMetric": ToolCorrectnessMetric,
+    "GEvalMetric": GEvalMetric,
+    "CustomEvalMetric": CustomEvalMetric,
     "SemanticSimilarityMetric": SemanticSimilarityMetric,
 }
 

@@ -77,6 +77,7 @@ class Asker:
         max_tokens: int = 1024,
         top_logprobs: int = 0,
         n: int = 1,
+        sample: int | None = None,
     ) -> JudgeReply:
         """Render the metric's prompt ``prompt`` with ``variables`` and send it.
 
@@ -87,6 +88,8 @@ class Asker:
             schema_name: its name in ``response_format`` (default: ``prompt``).
             temperature: the judge model's sampling temperature (default: ``judge_options.temperature``, else 0).
             max_tokens, top_logprobs, n: as :class:`~evaltasks.judges.JudgeRequest`.
+            sample: the request's ``sample`` (default: this asker's); a request every sample shares (GEval's
+                generated steps) passes 0, so it is one stored answer whichever sample sends it.
 
         Raises:
             PromptError: the template does not render; JudgeError, BudgetExhausted: from the judge.
@@ -96,7 +99,8 @@ class Asker:
             temperature = float(self.metric.judge_options.get("temperature", 0.0))
         request = JudgeRequest(
             messages=as_messages(messages), schema=schema, schema_name=schema_name or prompt,
-            temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs, n=n, sample=self.sample,
+            temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs, n=n,
+            sample=self.sample if sample is None else sample,
         )
         reply = self.judge.complete(request)
         self.requests += reply.requests
