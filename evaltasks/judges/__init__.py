@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,8 @@ from typing import Any
 from evaltasks.judges.base import (
     BudgetExhausted, Choice, FunctionJudge, Judge, JudgeError, JudgeReply, JudgeRequest, Message, TokenLogprob,
 )
+
+log = logging.getLogger("evaltasks.judges")
 
 DEFAULT_JUDGE_MODEL = "gpt-4o-mini"
 """The judge model when neither the metric nor the suite's ``judge:`` block names one (eval-ai-library's docs
@@ -46,12 +51,104 @@ def get_judge(model: str, options: dict[str, Any], runtime: JudgeRuntime | None 
         ValueError: invalid options.
     """
     runtime = runtime or JudgeRuntime()
-    if runtime.judge is not None:
-        return runtime.judge
-    raise NotImplementedError("the OpenAI judge client is not built yet")
+    inner = runtime.judge if runtime.judge is not None else _shared_client(model, options)
+    if runtime.store_dir is None and runtime.budget is None:
+        return inner
+    return RunJudge(inner, runtime)
+
+
+_clients: dict[tuple[str, str], Judge] = {}
+_clients_lock = threading.Lock()
+
+
+def _shared_client(model: str, options: dict[str, Any] | None) -> Judge:
+    """The process's :class:`~evaltasks.judges.openai.OpenAIJudge` for ``model`` and ``options`` (one per
+    distinct pair, so metrics with the same judge share its connections and limits)."""
+    from evaltasks.judges.openai import OpenAIJudge
+
+    options = dict(options or {})
+    try:
+        marker = json.dumps(options, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        marker = repr(sorted(options.items(), key=lambda kv: str(kv[0])))
+    key = (model, marker)
+    with _clients_lock:
+        if key not in _clients:
+            _clients[key] = OpenAIJudge(model, options)
+        return _clients[key]
+
+
+class RunJudge:
+    """A judge as one run uses it: every request goes answer store -> budget -> the judge.
+
+    A stored answer (:class:`~evaltasks.judges.store.AnswerStore`, keyed by the request, the judge's model and
+    endpoint) is returned as it is (``cached`` True, 0 requests, tokens and cost); with ``runtime.refresh`` the
+    store is not read but new answers are still written. Requests to the OpenAI client reserve their worst case
+    on ``runtime.budget`` (:class:`~evaltasks.judges.budget.Budget`); a user's ``judge=`` function has no
+    prices and is never limited by the budget. Identical requests sent at once in this process wait for the
+    first one's answer instead of sending it again.
+
+    Args:
+        inner: the judge that answers misses.
+        runtime: the run's store, refresh flag and budget.
+    """
+
+    def __init__(self, inner: Judge, runtime: JudgeRuntime) -> None:
+        from evaltasks.judges.store import AnswerStore
+
+        self.inner = inner
+        self.runtime = runtime
+        self.store = AnswerStore(runtime.store_dir) if runtime.store_dir is not None else None
+        self.endpoint = str(getattr(inner, "endpoint", "") or "")
+        self._pending: dict[str, threading.Lock] = {}
+        self._pending_lock = threading.Lock()
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        """The inner judge's model."""
+        return self.inner.model
+
+    @property
+    def supports_logprobs(self) -> bool:  # type: ignore[override]
+        """The inner judge's ``supports_logprobs``."""
+        return self.inner.supports_logprobs
+
+    def complete(self, request: JudgeRequest) -> JudgeReply:
+        """The stored answer to ``request``, else the inner judge's (stored when it arrives).
+
+        Raises:
+            JudgeError, BudgetExhausted, CredentialsError: from the inner judge or the budget.
+        """
+        key = request.key(self.inner.model, self.endpoint)
+        if self.store is None:
+            return self._send(request)
+        if not self.runtime.refresh:
+            hit = self.store.get(key, request)
+            if hit is not None:
+                return hit
+        with self._pending_lock:
+            lock = self._pending.setdefault(key, threading.Lock())
+        with lock:
+            if not self.runtime.refresh:
+                hit = self.store.get(key, request)  # answered by a thread that held the lock before us
+                if hit is not None:
+                    return hit
+            reply = self._send(request)
+            try:
+                self.store.put(key, reply, model=self.inner.model, endpoint=self.endpoint)
+            except OSError as exc:
+                log.warning("could not store a judge answer in %s: %s", self.store.directory, exc)
+        return reply
+
+    def _send(self, request: JudgeRequest) -> JudgeReply:
+        from evaltasks.judges.openai import OpenAIJudge
+
+        if isinstance(self.inner, OpenAIJudge):
+            return self.inner.send(request, self.runtime.budget)
+        return self.inner.complete(request)
 
 
 __all__ = [
     "DEFAULT_JUDGE_MODEL", "BudgetExhausted", "Choice", "FunctionJudge", "Judge", "JudgeError", "JudgeReply",
-    "JudgeRequest", "JudgeRuntime", "Message", "TokenLogprob", "get_judge",
+    "JudgeRequest", "JudgeRuntime", "Message", "RunJudge", "TokenLogprob", "get_judge",
 ]

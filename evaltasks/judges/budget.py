@@ -1,0 +1,152 @@
+"""The run's spend limit (``--max-cost``): judge requests reserve their worst case before they are sent.
+
+Before a request goes out, :meth:`Budget.reserve` sets aside what it can cost at most: its prompt's token
+upper bound × the input price + ``max_tokens`` × ``n`` × the output price. If what is spent plus what other
+requests in flight have reserved plus this would pass the limit, the request is refused
+(:class:`~evaltasks.judges.base.BudgetExhausted`) and never sent. When the reply arrives,
+:meth:`Budget.settle` replaces the reservation with the billed cost (usage × prices), which is at most the
+reservation. So the spend never exceeds the limit, however many threads or processes send at once, as long as
+the endpoint bills no more than ``max_tokens`` completion tokens and the prices are right (a model without a
+price costs 0 and is not limited: :mod:`evaltasks.judges.prices`).
+
+Shared across processes with a ``ledger_path``: a small JSON ledger (``{"spent": USD, "reserved": {id: USD}}``)
+read and rewritten under a file lock (``filelock``) on every change; reservations of processes that no longer
+run are dropped. Without one, the budget is the process's (thread-safe).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from evaltasks._atomic import pid_alive
+from evaltasks.errors import quote
+from evaltasks.judges.base import BudgetExhausted
+
+_ids = itertools.count(1)
+
+
+class Budget:
+    """A spend limit in US dollars shared by every judge request of a run.
+
+    Args:
+        limit_usd: the most the run may spend (>= 0).
+        ledger_path: a JSON file that makes the budget shared by every process using the same path (created
+            when absent; its lock file is ``<ledger_path>.lock``); None: this process only.
+
+    Raises:
+        ValueError: a negative, infinite or non-numeric limit.
+    """
+
+    def __init__(self, limit_usd: float, ledger_path: Path | str | None = None) -> None:
+        if isinstance(limit_usd, bool) or not isinstance(limit_usd, (int, float)) or not math.isfinite(limit_usd) \
+                or limit_usd < 0:
+            raise ValueError(f"the budget must be a non-negative number of US dollars, got {quote(limit_usd)}")
+        self.limit_usd = float(limit_usd)
+        self.ledger_path = Path(ledger_path) if ledger_path is not None else None
+        self._lock = threading.Lock()
+        self._spent = 0.0
+        self._reserved: dict[str, float] = {}
+        self._file_lock: Any = None
+        if self.ledger_path is not None:
+            import filelock
+
+            self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
+            self._file_lock = filelock.FileLock(str(self.ledger_path) + ".lock")
+
+    # -- the shared state --------------------------------------------------------------------------------
+    def _load(self) -> dict[str, Any]:
+        """The ledger (call with both locks held); a missing or unreadable one is empty."""
+        assert self.ledger_path is not None
+        try:
+            state = json.loads(self.ledger_path.read_text(encoding="utf-8"))
+            spent = float(state["spent"])
+            reserved = {str(k): float(v) for k, v in dict(state["reserved"]).items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            return {"spent": 0.0, "reserved": {}}
+        host = socket.gethostname()
+        alive = {}
+        for rid, usd in reserved.items():  # "<pid>@<host>:<n>": drop reservations of dead processes here
+            owner = rid.split(":", 1)[0]
+            pid, _, rhost = owner.partition("@")
+            if rhost == host and pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+                continue
+            alive[rid] = usd
+        return {"spent": spent, "reserved": alive}
+
+    def _save(self, state: dict[str, Any]) -> None:
+        assert self.ledger_path is not None
+        tmp = self.ledger_path.with_name(f".{self.ledger_path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(state), encoding="utf-8")
+        os.replace(tmp, self.ledger_path)
+
+    def _change(self, change: Any) -> Any:
+        """Run ``change(state) -> result`` on the state under the locks, saving the ledger after it."""
+        with self._lock:
+            if self._file_lock is None:
+                state = {"spent": self._spent, "reserved": self._reserved}
+                result = change(state)
+                self._spent = state["spent"]
+                return result
+            with self._file_lock:
+                state = self._load()
+                result = change(state)
+                self._save(state)
+                return result
+
+    # -- the API -------------------------------------------------------------------------------------------
+    @property
+    def spent(self) -> float:
+        """US dollars spent so far (settled requests and :meth:`add_spent`)."""
+        return self._change(lambda state: state["spent"])
+
+    @property
+    def reserved(self) -> float:
+        """US dollars reserved by requests in flight."""
+        return self._change(lambda state: math.fsum(state["reserved"].values()))
+
+    def add_spent(self, usd: float) -> None:
+        """Count ``usd`` already spent outside the judges (the run's embeddings) against the limit."""
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) or usd < 0:
+            raise ValueError(f"spent must be a non-negative number of US dollars, got {quote(usd)}")
+
+        def add(state: dict[str, Any]) -> None:
+            state["spent"] += float(usd)
+
+        self._change(add)
+
+    def reserve(self, usd: float) -> str:
+        """Set ``usd`` (a request's worst-case cost) aside before sending it; returns the reservation's id for
+        :meth:`settle`.
+
+        Raises:
+            BudgetExhausted: spent + reserved + ``usd`` would pass the limit (nothing is reserved).
+        """
+        rid = f"{os.getpid()}@{socket.gethostname()}:{next(_ids)}"
+
+        def take(state: dict[str, Any]) -> None:
+            committed = state["spent"] + math.fsum(state["reserved"].values())
+            if committed + usd > self.limit_usd:
+                raise BudgetExhausted(
+                    f"the run's budget of ${self.limit_usd:.4f} is spent (${state['spent']:.4f} so far, "
+                    f"${committed - state['spent']:.4f} reserved by requests in flight; this request may cost "
+                    f"up to ${usd:.4f})")
+            state["reserved"][rid] = float(usd)
+
+        self._change(take)
+        return rid
+
+    def settle(self, reservation: str, usd: float) -> None:
+        """Replace ``reservation`` with the cost ``usd`` actually billed (0 when the request failed unbilled)."""
+
+        def close(state: dict[str, Any]) -> None:
+            state["reserved"].pop(reservation, None)
+            state["spent"] += float(usd)
+
+        self._change(close)

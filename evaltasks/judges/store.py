@@ -1,0 +1,127 @@
+"""The judge answer store: every validated judge answer on disk, addressed by its request's content.
+
+An unchanged request (same model, endpoint, messages and parameters: :meth:`JudgeRequest.key`) is answered
+from here instead of the endpoint, across runs and across processes (two runs at once, Prefect's process or
+Dask workers). The engine puts the store in the reference index's directory (``<index_dir>/judgements``).
+
+Layout: one JSON file per request, ``<store_dir>/<key[:2]>/<key>.json`` (256 shard folders, so no folder
+grows past a few thousand files)::
+
+    {"format": 1, "key": "<sha256>", "model": "<model asked>", "endpoint": "<base URL or ''>",
+     "stored_at": "<UTC ISO time>",
+     "reply": {"model": "<model that answered>", "prompt_tokens": int, "completion_tokens": int, "cost": USD,
+               "choices": [{"text": str, "parsed": JSON, "logprobs": [[token, logprob, [[alt, logprob], ...]],
+                            ...] | null}, ...]}}
+
+Only answers that parsed and matched the request's schema are stored (all their choices, with logprobs); the
+usage and cost are those of the request that produced the answer, kept for information: a stored answer
+served again costs nothing and reports 0 tokens.
+
+Safety: a file is written under a temporary name in its shard folder, then renamed over the target
+(``os.replace``, atomic), so a reader sees a whole entry or none, whichever process wrote it; two writers of
+the same key write the same answer's content, and the last rename wins. Nothing is locked. An entry that
+does not read back (truncated, not JSON, another key, an answer that no longer validates) is a miss, and the
+next answer replaces it. Files are not fsynced: after a power loss an entry may be lost or empty, which is
+again a miss. Measured with ``bench/judge_store.py`` (2-core VM, local disk): 10,000 puts then 10,000 gets of
+GEval-sized answers (about 3 KB an entry with logprobs) take 2.3-2.7 s and 1.8-2.3 s from one thread (about
+0.25 ms a put, 0.2 ms a get, which re-validates the answer), and about the same from 8 threads: negligible
+beside one judge request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from evaltasks._atomic import _temporary
+from evaltasks.judges.base import Choice, JudgeError, JudgeReply, JudgeRequest, TokenLogprob
+from evaltasks.judges.parsing import parse_answer
+
+FORMAT = 1
+
+
+class AnswerStore:
+    """Validated judge answers on disk under ``directory`` (see the module docstring for the layout).
+
+    Args:
+        directory: the store's folder (created on the first write).
+
+    Thread- and process-safe; every method may be called from many threads at once.
+    """
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+
+    def path(self, key: str) -> Path:
+        """The file of ``key``: ``<directory>/<key[:2]>/<key>.json``."""
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, key: str, request: JudgeRequest) -> JudgeReply | None:
+        """The stored answer to ``request`` (``key`` is its content address) as a cached reply (``cached``
+        True, 0 requests, 0 tokens, cost 0), or None when there is none or it does not read back whole."""
+        try:
+            with open(self.path(key), encoding="utf-8") as handle:
+                entry = json.load(handle)
+            if entry.get("format") != FORMAT or entry.get("key") != key:
+                return None
+            reply = entry["reply"]
+            choices = []
+            for item in reply["choices"]:
+                text = item["text"]
+                if not isinstance(text, str):
+                    return None
+                parsed = parse_answer(text, request.schema) if request.schema is not None else None
+                choices.append(Choice(text=text, parsed=parsed, logprobs=_logprobs_from_json(item.get("logprobs"))))
+            if not choices or not isinstance(reply["model"], str):
+                return None
+            return JudgeReply(choices=tuple(choices), model=reply["model"], cached=True, requests=0)
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, JudgeError):
+            return None  # absent, truncated, not this key's, or no longer valid: a miss, replaced by the next put
+
+    def put(self, key: str, reply: JudgeReply, *, model: str, endpoint: str) -> None:
+        """Store ``reply`` (validated) under ``key``, replacing any entry atomically.
+
+        Raises:
+            OSError: the folder cannot be written (disk full, permissions).
+        """
+        entry = {
+            "format": FORMAT, "key": key, "model": model, "endpoint": endpoint,
+            "stored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "reply": {
+                "model": reply.model, "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens, "cost": reply.cost,
+                "choices": [{"text": c.text, "parsed": c.parsed, "logprobs": _logprobs_to_json(c.logprobs)}
+                            for c in reply.choices],
+            },
+        }
+        data = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temporary(target)
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+
+def _logprobs_to_json(logprobs: tuple[TokenLogprob, ...] | None) -> list[Any] | None:
+    if logprobs is None:
+        return None
+    return [[t.token, t.logprob, [[a, lp] for a, lp in t.top]] for t in logprobs]
+
+
+def _logprobs_from_json(value: Any) -> tuple[TokenLogprob, ...] | None:
+    """Inverse of :func:`_logprobs_to_json`. Raises ValueError / TypeError on a malformed value."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ValueError("logprobs is not a list")
+    return tuple(TokenLogprob(str(token), float(lp), tuple((str(a), float(alp)) for a, alp in top))
+                 for token, lp, top in value)
