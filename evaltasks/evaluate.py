@@ -459,28 +459,36 @@ def judge_budget(max_cost: float | None, spent: float = 0.0, ledger: str | Path 
 
 def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> float:
     """Estimated US dollars of the judge requests of a run (for ``--max-cost``): each judge metric's
-    :meth:`~evaltasks.metrics.judge.JudgeMetric.estimate_requests` per case × its ``samples`` (each sample is
-    its own request), priced by its judge (``estimate_cost(requests)``: answers already in the store cost
-    nothing). Judges that price nothing (a ``judge=`` function) add 0. Bind the runtime (:func:`bind_judges`)
-    first so the store is consulted."""
+    :meth:`~evaltasks.metrics.judge.JudgeMetric.estimate_requests` per case, once per sample (each sample is its
+    own request), each priced at its worst case by its judge's ``estimate_cost`` (the OpenAI client's prices).
+    Requests whose answer is already in the run's store cost nothing (unless the runtime's ``refresh``);
+    judges without prices (a ``judge=`` function) add 0. Bind the runtime (:func:`bind_judges`) first.
+
+    Raises:
+        CredentialsError: a judge metric's client has no API key.
+    """
     from dataclasses import replace as replaced
 
+    from evaltasks.judges import RunJudge
     from evaltasks.metrics.judge import JudgeMetric
 
     total = 0.0
     for metric in metrics:
         if not isinstance(metric, JudgeMetric):
             continue
-        try:
-            estimate = getattr(metric.judge(), "estimate_cost", None)
-        except NotImplementedError:  # no client built in: nothing to price
-            continue
+        judge = metric.judge()
+        inner = judge.inner if isinstance(judge, RunJudge) else judge
+        estimate = getattr(inner, "estimate_cost", None)
         if estimate is None:
             continue
-        requests = [replaced(request, sample=sample) for case in cases for request in metric.estimate_requests(case)
-                    for sample in range(metric.samples)]
-        if requests:
-            total += float(estimate(requests))
+        store = judge.store if isinstance(judge, RunJudge) and not judge.runtime.refresh else None
+        for case in cases:
+            for request in metric.estimate_requests(case):
+                for sample in range(metric.samples):
+                    request = replaced(request, sample=sample)
+                    if store is not None and store.get(request.key(inner.model, judge.endpoint), request) is not None:
+                        continue
+                    total += float(estimate(request))
     return total
 
 

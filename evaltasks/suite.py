@@ -324,6 +324,8 @@ JUDGE_OPTIONS_SCHEMA: dict[str, Any] = {
                "extending the built-in table.",
                "additionalProperties": {"type": "object", "properties": {
                    "input": {"type": "number", "minimum": 0}, "output": {"type": "number", "minimum": 0}}}},
+    "price_per_million_input_tokens": {"type": "number", "minimum": 0},
+    "price_per_million_output_tokens": {"type": "number", "minimum": 0},
     "structured_outputs": {"enum": ["auto", "json_schema", "json_object", "off"], "default": "auto"},
     "logprobs": {"enum": ["auto", True, False], "default": "auto"},
     "timeout": {"type": "number", "exclusiveMinimum": 0, "default": 60, "description": "Seconds per request."},
@@ -862,7 +864,7 @@ def _build_metrics(
             metric = _skipped_metric(spec, message)
             skipped.append(f"{where} {metric.name} is skipped (excluded from the gate): {message}")
         except ValueError as exc:
-            field = _argument_named(spec, str(exc))
+            field = _argument_named(spec, str(exc)) or ("judge_options" if judged else "")
             message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
             if field and message.startswith(field):  # the problem names the field: "field 'unit' must be …"
                 message = message[len(field):].lstrip(":").lstrip()
@@ -920,8 +922,6 @@ def _apply_judge_defaults(metric: JudgeMetric, spec: MetricSpec, defaults: Judge
         CredentialsError: the judge needs an API key that is not set.
         ValueError: invalid judge options.
     """
-    from evaltasks.judges import get_judge
-
     extra = spec.model_extra or {}
     if defaults is not None:
         if "model" not in extra and defaults.model is not None:
@@ -929,10 +929,7 @@ def _apply_judge_defaults(metric: JudgeMetric, spec: MetricSpec, defaults: Judge
         if "samples" not in extra and defaults.samples is not None:
             metric.samples = defaults.samples
         metric.judge_options = {**defaults.options(), **metric.judge_options}
-    try:
-        get_judge(metric.model, metric.judge_options, None)
-    except NotImplementedError:  # no client built in (only the Python API's judge= hook): nothing to check
-        pass
+    metric.judge()  # constructs the client (shared per process): a missing key raises here
 
 
 def _argument_named(spec: MetricSpec, message: str) -> str:

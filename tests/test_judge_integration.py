@@ -49,11 +49,16 @@ def _write_suite(folder: Path, metrics: list[dict[str, Any]], judge: dict[str, A
     return path
 
 
+@pytest.fixture(autouse=True)
+def _api_key(monkeypatch) -> None:
+    """A key for the OpenAI judge client (constructed, never used, by suites whose metric answers offline)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+
 # -- the suite file ------------------------------------------------------------------------------------------
 
 
-def test_judge_block_gives_defaults_that_a_metric_overrides(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+def test_judge_block_gives_defaults_that_a_metric_overrides(tmp_path: Path) -> None:
     path = _write_suite(tmp_path, [
         {"metric": "judge_metric:VerdictMetric", "name": "defaults"},
         {"metric": "judge_metric:VerdictMetric", "name": "own", "model": "m-own", "samples": 1,
@@ -282,3 +287,149 @@ def test_flow_binds_the_store_beside_the_index_and_the_no_cache_flag(tmp_path: P
     assert metric.judge_runtime.store_dir == tmp_path / "idx" / "judgements"
     assert metric.judge_runtime.refresh is True
     assert seen["outcome"].result.summary.judges["VerdictMetric"].requests == 6
+
+
+# -- the example suite against the loopback chat server (real openai SDK, real CLI) ----------------------------
+
+EXAMPLE = TESTS.parent / "examples" / "judge"
+EXAMPLE_METRICS = ("GEvalMetric", "FaithfulnessMetric", "AnswerRelevancyMetric")
+JUDGE_MODEL = "judge-model"
+KEY = "sk-test-chat-server"
+
+
+def plausible(schema: dict[str, Any]) -> Any:
+    """A value satisfying the answer schema a judge request carries: the first enum value (a "yes" verdict),
+    the maximum of a number (the best score), one item per list, every property of an object."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: plausible(sub) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [plausible(schema.get("items", {})) for _ in range(max(1, schema.get("minItems", 1)))]
+    if kind in ("number", "integer"):
+        return schema.get("maximum", 1)
+    if kind == "boolean":
+        return True
+    return "a plausible statement"
+
+
+def answer_plausibly(request: Any) -> Any:
+    """The chat server's responder: JSON satisfying the request's ``response_format`` schema (a score token
+    for a GEval request without one)."""
+    from chat_server import Answer
+
+    response_format = request.body.get("response_format") or {}
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    text = json.dumps(plausible(schema)) if schema else "10"
+    return Answer(text=text, completion_tokens=None)
+
+
+def _example_suite(folder: Path, judge: dict[str, Any]) -> Path:
+    """The example suite, copied to ``folder`` with its judge block replaced; its metrics become
+    VerdictMetric until the example's metrics are registered."""
+    import shutil
+
+    import yaml
+
+    from evaltasks.metrics import METRICS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(EXAMPLE / "answers.jsonl", folder / "answers.jsonl")
+    suite = yaml.safe_load((EXAMPLE / "suite.yaml").read_text(encoding="utf-8"))
+    suite["judge"] = judge
+    if not all(name in METRICS for name in EXAMPLE_METRICS):
+        suite["metrics"] = [{"metric": "judge_metric:VerdictMetric", "name": m.get("name", m["metric"]),
+                             "threshold": m["threshold"], "criteria": m["metric"]} for m in suite["metrics"]]
+    (folder / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False), encoding="utf-8")
+    return folder / "suite.yaml"
+
+
+def _results(tmp_path: Path) -> dict[str, Any]:
+    return json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+
+
+def test_example_suite_through_the_cli_against_a_chat_server(tmp_path: Path, prefect_api_url: str) -> None:
+    from chat_server import ChatServer
+
+    prices = {JUDGE_MODEL: {"input": 1.0, "output": 2.0}}
+    suite = _example_suite(tmp_path / "suite", {"model": JUDGE_MODEL, "max_concurrency": 4, "prices": prices})
+    with ChatServer(api_key=KEY, responder=answer_plausibly) as server:
+        env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": str(TESTS),
+               "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
+        refused = _cli(tmp_path, suite, env, "--max-cost", "0.0000001")
+        assert refused.returncode == 2, refused.stderr
+        assert "above --max-cost" in refused.stderr and not server.requests  # refused before any request
+
+        first = _cli(tmp_path, suite, env)
+        assert first.returncode == 0, first.stderr
+        sent = len(server.requests)
+        results = _results(tmp_path)
+        judges = results["summary"]["judges"]
+        assert list(judges) == ["Correctness", "FaithfulnessMetric", "AnswerRelevancyMetric"]
+        assert sum(j["requests"] for j in judges.values()) == sent == results["summary"]["judge_total"]["requests"]
+        assert all(j["requests"] >= 10 and j["model"] == JUDGE_MODEL for j in judges.values())
+        prompt_tokens, completion_tokens = server.billed
+        assert results["summary"]["judge_total"]["prompt_tokens"] == prompt_tokens
+        assert results["summary"]["judge_total"]["completion_tokens"] == completion_tokens
+        assert results["summary"]["judge_total"]["cost"] == pytest.approx(
+            (prompt_tokens * 1.0 + completion_tokens * 2.0) / 1e6, rel=1e-9)
+        assert results["summary"]["evaluation_cost"] == pytest.approx(results["summary"]["judge_total"]["cost"])
+        assert all(m["status"] == "passed" for case in results["cases"] for m in case["metrics"])
+
+        again = _cli(tmp_path, suite, env, "--max-cost", "0.0000001")  # stored answers cost nothing
+        assert again.returncode == 0, again.stderr
+        assert len(server.requests) == sent  # an unchanged re-run sends no judge request
+        assert _results(tmp_path)["summary"]["judge_total"]["requests"] == 0
+
+        fresh = _cli(tmp_path, suite, env, "--no-cache")
+        assert fresh.returncode == 0, fresh.stderr
+        assert len(server.requests) == 2 * sent  # --no-cache sends every request again
+        assert _results(tmp_path)["summary"]["judge_total"]["requests"] == sent
+
+
+def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect_harness, monkeypatch) -> None:
+    from chat_server import Answer, ChatServer
+    from flows.evaluate_suite import evaluate_suite
+    from judge_metric import MAX_TOKENS
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    # Every answer bills exactly MAX_TOKENS completion tokens at $1,000 per million and prompts are free: each
+    # request costs (and reserves) exactly $0.064, so a $0.3 budget holds 4 of the 6 cases' requests.
+    per_request = MAX_TOKENS * 1000.0 / 1e6
+    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "threshold": 0.5}], judge={
+        "model": JUDGE_MODEL, "max_concurrency": 3, "prices": {JUDGE_MODEL: {"input": 0.0, "output": 1000.0}}})
+    with ChatServer(api_key=KEY, responder=lambda request: Answer(
+            text='{"score": 1, "reason": "fine"}', completion_tokens=MAX_TOKENS)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        summary = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "out"),
+                                 index_dir=str(tmp_path / "index"), cache=False, max_cost=0.3)
+    assert len(server.requests) == 4
+    results = _results(tmp_path)
+    statuses = [case["metrics"][0]["status"] for case in results["cases"]]
+    assert sorted(statuses) == ["passed"] * 4 + ["skipped"] * 2
+    skipped = [case["metrics"][0]["reason"] for case in results["cases"] if case["metrics"][0]["status"] == "skipped"]
+    assert all(reason.startswith("skipped: ") and "budget" in reason for reason in skipped)
+    spent = results["summary"]["judge_total"]["cost"]
+    assert spent == pytest.approx(4 * per_request) and spent <= 0.3
+    assert summary["summary"]["skipped_cases"] == 2
+    assert not list((tmp_path / "index" / "judgements" / "budgets").glob("*.json"))  # the run's ledger is removed
+
+
+def test_judge_without_a_key_is_a_credentials_problem_or_skipped(tmp_path: Path, monkeypatch) -> None:
+    from evaltasks.metrics.base import SkippedMetric
+
+    for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    path = _write_suite(tmp_path, [{"metric": "judge_metric:VerdictMetric", "name": "judged"}],
+                        judge={"base_url": "http://127.0.0.1:9/v1"})  # never contacted
+    with pytest.raises(ConfigError) as caught:
+        load_suite(path)
+    [problem] = caught.value.problems
+    assert (problem.location, problem.field) == ("metrics[0]", "judge_options")
+    assert "OPENAI_API_KEY" in problem.message
+    loaded = load_suite(path, skip_missing_credentials=True)
+    assert isinstance(loaded.metrics[0], SkippedMetric) and loaded.metrics[0].name == "judged"
+    assert loaded.warnings and "metrics[0] judged is skipped" in loaded.warnings[0]
