@@ -441,17 +441,53 @@ def as_reused(results: list[MetricResult]) -> list[MetricResult]:
     return out
 
 
-def judge_budget(max_cost: float | None, spent: float = 0.0, ledger: str | Path | None = None) -> Any:
-    """The run's judge budget for ``--max-cost``: :class:`evaltasks.judges.budget.Budget` of ``max_cost`` US
-    dollars with ``spent`` (the run's embedding spend) already counted, its ledger at ``ledger`` (a file that
-    process and Dask workers share); None without a limit."""
+class SharedBudget:
+    """The run's :class:`~evaltasks.judges.budget.Budget` as it travels to process and Dask workers with the
+    metrics: pickled as its limit and ledger file, and opened again on the same ledger where it lands, so every
+    worker reserves against one spend (a Budget itself holds locks, which do not pickle).
+
+    Args:
+        limit_usd: the run's limit (``--max-cost``).
+        ledger: the ledger file every process shares.
+    """
+
+    def __init__(self, limit_usd: float, ledger: str | Path) -> None:
+        from evaltasks.judges.budget import Budget
+
+        self.limit_usd, self.ledger = float(limit_usd), Path(ledger)
+        self.budget = Budget(self.limit_usd, self.ledger)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"limit_usd": self.limit_usd, "ledger": str(self.ledger)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["limit_usd"], state["ledger"])  # type: ignore[misc]
+
+    @property
+    def spent(self) -> float:
+        """US dollars spent so far by every process of the run."""
+        return self.budget.spent
+
+    def add_spent(self, usd: float) -> None:
+        """Count ``usd`` spent outside the judges (the run's embeddings)."""
+        self.budget.add_spent(usd)
+
+    def reserve(self, usd: float) -> str:
+        """Reserve a request's worst case. Raises BudgetExhausted when it does not fit."""
+        return self.budget.reserve(usd)
+
+    def settle(self, reservation: str, usd: float) -> None:
+        """Replace ``reservation`` with the billed ``usd``."""
+        self.budget.settle(reservation, usd)
+
+
+def judge_budget(max_cost: float | None, spent: float, ledger: str | Path) -> SharedBudget | None:
+    """The run's judge budget for ``--max-cost``: a :class:`SharedBudget` of ``max_cost`` US dollars with
+    ``spent`` (the run's embedding spend) already counted, its ledger at ``ledger`` (a file that process and
+    Dask workers share); None without a limit."""
     if max_cost is None:
         return None
-    try:
-        from evaltasks.judges.budget import Budget
-    except ImportError:  # no budget in this build: the estimate alone guards the spend
-        return None
-    budget = Budget(max_cost, Path(ledger) if ledger is not None else None)
+    budget = SharedBudget(max_cost, ledger)
     if spent:
         budget.add_spent(spent)
     return budget

@@ -389,12 +389,15 @@ def test_example_suite_through_the_cli_against_a_chat_server(tmp_path: Path, pre
         assert _results(tmp_path)["summary"]["judge_total"]["requests"] == sent
 
 
-def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect_harness, monkeypatch) -> None:
+@pytest.mark.parametrize("runner", ["threads", "processes:2"])
+def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect_harness, monkeypatch,
+                                                         runner: str) -> None:
     from chat_server import Answer, ChatServer
-    from flows.evaluate_suite import evaluate_suite
+    from flows.evaluate_suite import evaluate_suite, make_task_runner
     from judge_metric import MAX_TOKENS
 
     monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))  # the worker processes import judge_metric too
     # Every answer bills exactly MAX_TOKENS completion tokens at $1,000 per million and prompts are free: each
     # request costs (and reserves) exactly $0.064, so a $0.3 budget holds 4 of the 6 cases' requests.
     per_request = MAX_TOKENS * 1000.0 / 1e6
@@ -404,8 +407,10 @@ def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect
             text='{"score": 1, "reason": "fine"}', completion_tokens=MAX_TOKENS)) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        summary = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "out"),
-                                 index_dir=str(tmp_path / "index"), cache=False, max_cost=0.3)
+        # batches of 2 cases: with processes, the 3 batches' requests come from 2 worker processes at once
+        summary = evaluate_suite.with_options(task_runner=make_task_runner(runner))(
+            suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"),
+            batch_size=2, cache=False, max_cost=0.3)
     assert len(server.requests) == 4
     results = _results(tmp_path)
     statuses = [case["metrics"][0]["status"] for case in results["cases"]]
