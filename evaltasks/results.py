@@ -394,7 +394,7 @@ class SummaryBuilder:
                     bucket["sum"] += m.score
                     bucket["n"] += 1
                 self.cost += m.evaluation_cost
-                if m.evaluation_log and is_judged(m):
+                if "judge_model" in m.evaluation_log:  # a judge metric's result (is_judged, inlined)
                     account = self.judges.get(m.name)
                     if account is None:
                         account = self.judges[m.name] = JudgeAccount(model=str(m.evaluation_log["judge_model"]))
