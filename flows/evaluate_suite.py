@@ -348,10 +348,10 @@ def _run_plan(
     set_infos = prepare_reference_searches(metrics, tables, plan.needs, index, len(cases))
     # Judge metrics: answers stored beside the index, fresh requests with cache=False (--no-cache), and one
     # budget for the run whose ledger file every worker process shares (README, "LLM judges").
-    ledger = Path(index_dir) / JUDGEMENTS_DIR / "budgets" / f"{uuid.uuid4().hex}.json"
-    budget = judge_budget(max_cost, embedding_spent, ledger)
-    bind_judges(metrics, index_dir, refresh=not cache, budget=budget)
     judge_metrics = [isinstance(metric, JudgeMetric) for metric in metrics]
+    ledger = Path(index_dir) / JUDGEMENTS_DIR / "budgets" / f"{uuid.uuid4().hex}.json"
+    budget = judge_budget(max_cost, embedding_spent, ledger) if any(judge_metrics) else None
+    bind_judges(metrics, index_dir, refresh=not cache, budget=budget)
 
     size = batch_size or auto_batch_size(len(cases))
     batches = _chunks(list(range(len(cases))), max(1, size))
@@ -412,8 +412,9 @@ def _run_plan(
     finally:
         writer.close()
         if budget is not None:
-            with contextlib.suppress(OSError):
-                ledger.unlink(missing_ok=True)
+            for path in (ledger, ledger.with_name(ledger.name + ".lock")):
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
     result = outcome.result
     for regression in outcome.comparison.regressions if outcome.comparison else []:
         logger.warning("Regression since the baseline: %s", regression)
