@@ -185,11 +185,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--batch-size", type=int, default=None,
                      help="test cases per scoring task (default 5000, more for large datasets: at most 100 per metric)")
     run.add_argument("--no-cache", action="store_true",
-                     help="score everything: neither read nor write Prefect's task cache (embeddings still come "
-                          "from the index)")
+                     help="score everything: neither read nor write Prefect's task cache, and send every judge "
+                          "request again (embeddings still come from the index)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
-                     help="refuse to start (exit 2) when the estimated provider cost exceeds USD")
+                     help="refuse to start (exit 2) when the estimated provider cost (embeddings and judge "
+                          "requests) exceeds USD; judge requests stop once the spend reaches it (the rest skipped)")
     run.add_argument("--task-runner", default="threads", metavar="SPEC",
                      help="threads[:N] (default), processes[:N], dask[:N], dask:tcp://HOST:PORT, ray[:ADDRESS]")
     run.add_argument("--concurrency-limit", default=None, metavar="NAME",
@@ -508,7 +509,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.max_cost is not None:
             from evaltasks.run import estimate_cost
 
-            estimate = estimate_cost(plan, args.index_dir)
+            estimate = estimate_cost(plan, args.index_dir, refresh=args.no_cache)
             if estimate > args.max_cost:
                 _error(f"the run is estimated to cost ${estimate:.4f}, above --max-cost ${args.max_cost:.4f}")
                 return EXIT_INVALID
@@ -579,7 +580,7 @@ def _run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
                 concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
                 baseline=args.baseline, regression_tolerance=args.regression_tolerance,
-                baseline_label=args.baseline_label,
+                baseline_label=args.baseline_label, max_cost=args.max_cost,
             )
     except InputError as exc:
         _error(str(exc))

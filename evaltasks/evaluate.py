@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -382,6 +383,151 @@ def model_infos(needs: dict[str, EmbeddingNeed], dimensions: dict[str, int] | No
     ]
 
 
+JUDGEMENTS_DIR = "judgements"
+"""The judge answer store's folder inside the reference index directory (README, "LLM judges")."""
+
+
+def as_judge(judge: Any) -> Any:
+    """The ``judge=`` hook as a :class:`~evaltasks.judges.Judge`: a Judge as is, a function from messages to
+    text wrapped in :class:`~evaltasks.judges.FunctionJudge`, None as None.
+
+    Raises:
+        TypeError: ``judge`` is neither.
+    """
+    from evaltasks.judges import FunctionJudge, Judge
+
+    if judge is None or isinstance(judge, Judge):
+        return judge
+    return FunctionJudge(judge)
+
+
+def bind_judges(
+    metrics: Sequence[BaseMetric],
+    index_dir: str | Path | None,
+    *,
+    refresh: bool = False,
+    budget: Any = None,
+    judge: Any = None,
+) -> int:
+    """Give every judge metric of ``metrics`` the run's :class:`~evaltasks.judges.JudgeRuntime`: the answer
+    store ``<index_dir>/judgements`` (none when ``index_dir`` is None), ``refresh`` (``--no-cache``: stored
+    answers are not read), the run's ``budget`` and the ``judge=`` hook (a Judge or a function from messages
+    to text). Returns how many metrics were bound. Raises TypeError for a ``judge`` that is neither."""
+    from evaltasks.judges import JudgeRuntime
+    from evaltasks.metrics.judge import JudgeMetric
+
+    judge = as_judge(judge)
+    store = Path(index_dir) / JUDGEMENTS_DIR if index_dir is not None else None
+    bound = 0
+    for metric in metrics:
+        if isinstance(metric, JudgeMetric):
+            metric.judge_runtime = JudgeRuntime(store_dir=store, refresh=refresh, budget=budget, judge=judge)
+            bound += 1
+    return bound
+
+
+def as_reused(results: list[MetricResult]) -> list[MetricResult]:
+    """``results`` of a batch served from Prefect's task cache, with the judge accounting of this run: a judge
+    result's requests, tokens and cost become 0 and every answer it used counts as reused (``judge_cached``),
+    since nothing was sent or billed this time. Other results are returned as they are."""
+    out = []
+    for r in results:
+        log = r.evaluation_log
+        if log and "judge_model" in log and (log.get("judge_requests") or r.evaluation_cost):
+            log = {**log, "judge_cached": int(log.get("judge_cached", 0)) + int(log.get("judge_requests", 0)),
+                   "judge_requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+            r = r.model_copy(update={"evaluation_log": log, "evaluation_cost": 0.0})
+        out.append(r)
+    return out
+
+
+class SharedBudget:
+    """The run's :class:`~evaltasks.judges.budget.Budget` as it travels to process and Dask workers with the
+    metrics: pickled as its limit and ledger file, and opened again on the same ledger where it lands, so every
+    worker reserves against one spend (a Budget itself holds locks, which do not pickle).
+
+    Args:
+        limit_usd: the run's limit (``--max-cost``).
+        ledger: the ledger file every process shares.
+    """
+
+    def __init__(self, limit_usd: float, ledger: str | Path) -> None:
+        from evaltasks.judges.budget import Budget
+
+        self.limit_usd, self.ledger = float(limit_usd), Path(ledger)
+        self.budget = Budget(self.limit_usd, self.ledger)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"limit_usd": self.limit_usd, "ledger": str(self.ledger)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["limit_usd"], state["ledger"])  # type: ignore[misc]
+
+    @property
+    def spent(self) -> float:
+        """US dollars spent so far by every process of the run."""
+        return self.budget.spent
+
+    def add_spent(self, usd: float) -> None:
+        """Count ``usd`` spent outside the judges (the run's embeddings)."""
+        self.budget.add_spent(usd)
+
+    def reserve(self, usd: float) -> str:
+        """Reserve a request's worst case. Raises BudgetExhausted when it does not fit."""
+        return self.budget.reserve(usd)
+
+    def settle(self, reservation: str, usd: float) -> None:
+        """Replace ``reservation`` with the billed ``usd``."""
+        self.budget.settle(reservation, usd)
+
+
+def judge_budget(max_cost: float | None, spent: float, ledger: str | Path) -> SharedBudget | None:
+    """The run's judge budget for ``--max-cost``: a :class:`SharedBudget` of ``max_cost`` US dollars with
+    ``spent`` (the run's embedding spend) already counted, its ledger at ``ledger`` (a file that process and
+    Dask workers share); None without a limit."""
+    if max_cost is None:
+        return None
+    budget = SharedBudget(max_cost, ledger)
+    if spent:
+        budget.add_spent(spent)
+    return budget
+
+
+def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> float:
+    """Estimated US dollars of the judge requests of a run (for ``--max-cost``): each judge metric's
+    :meth:`~evaltasks.metrics.judge.JudgeMetric.estimate_requests` per case, once per sample (each sample is its
+    own request), each priced at its worst case by its judge's ``estimate_cost`` (the OpenAI client's prices).
+    Requests whose answer is already in the run's store cost nothing (unless the runtime's ``refresh``);
+    judges without prices (a ``judge=`` function) add 0. Bind the runtime (:func:`bind_judges`) first.
+
+    Raises:
+        CredentialsError: a judge metric's client has no API key.
+    """
+    from dataclasses import replace as replaced
+
+    from evaltasks.judges import RunJudge
+    from evaltasks.metrics.judge import JudgeMetric
+
+    total = 0.0
+    for metric in metrics:
+        if not isinstance(metric, JudgeMetric):
+            continue
+        judge = metric.judge()
+        inner = judge.inner if isinstance(judge, RunJudge) else judge
+        estimate = getattr(inner, "estimate_cost", None)
+        if estimate is None:
+            continue
+        store = judge.store if isinstance(judge, RunJudge) and not judge.runtime.refresh else None
+        for case in cases:
+            for request in metric.estimate_requests(case):
+                for sample in range(metric.samples):
+                    request = replaced(request, sample=sample)
+                    if store is not None and store.get(request.key(inner.model, judge.endpoint), request) is not None:
+                        continue
+                    total += float(estimate(request))
+    return total
+
+
 def assemble(
     cases: Sequence[EvalTestCase],
     ids: Sequence[str],
@@ -411,6 +557,7 @@ def evaluate_sync(
     verbose: bool = False,
     ids: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
+    judge: Any = None,
 ) -> EvaluationResult:
     """Evaluate ``test_cases`` with ``metrics``; the synchronous twin of :func:`evaluate`.
 
@@ -425,6 +572,9 @@ def evaluate_sync(
         verbose: print a summary table when done.
         ids: case ids (default: :func:`~evaltasks.test_case.assign_ids`).
         progress: called with the number of case × metric results just completed.
+        judge: your own judge for every judge metric: a function from chat messages (a list of
+            ``{"role", "content"}`` dicts) to the answer's text, or a :class:`~evaltasks.judges.Judge`; None: each
+            metric's configured client. Its answers are stored under ``index_dir`` like any judge's.
 
     Returns:
         An :class:`EvaluationResult`: one result per case in input order, and the summary.
@@ -440,6 +590,7 @@ def evaluate_sync(
     if problems:
         raise InputError(problems, title="invalid test cases")
     ids = list(ids) if ids is not None else assign_ids(cases)
+    bind_judges(metrics, index_dir, judge=judge)
     needs = collect_embedding_needs(cases, metrics)
     index = ReferenceIndex(index_dir) if index_dir is not None else None
     counts = EmbeddingCounts()
@@ -482,11 +633,13 @@ async def evaluate(
     index_dir: str | Path | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     verbose: bool = False,
+    judge: Any = None,
 ) -> EvaluationResult:
     """Evaluate ``test_cases`` with ``metrics`` (seed-compatible: ``asyncio.run(evaluate(cases, metrics))``).
 
     Runs :func:`evaluate_sync` in a worker thread. Arguments, result and errors as :func:`evaluate_sync`.
     """
     return await asyncio.to_thread(
-        evaluate_sync, test_cases, metrics, index_dir=index_dir, batch_size=batch_size, verbose=verbose
+        evaluate_sync, test_cases, metrics, index_dir=index_dir, batch_size=batch_size, verbose=verbose,
+        judge=judge,
     )

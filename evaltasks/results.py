@@ -281,6 +281,47 @@ class ReferenceSetInfo(BaseModel):
     recall_at_1: float | None = None
 
 
+class JudgeAccount(BaseModel):
+    """Judge work of one judge metric over a run, or of the whole run (README, "LLM judges").
+
+    Attributes:
+        model: the judge model ("" for the run total).
+        requests: HTTP requests sent to the judge in this run (retries included).
+        reused: answers served from the on-disk answer store instead of the endpoint.
+        prompt_tokens, completion_tokens: tokens billed in this run.
+        cost: US dollars billed in this run.
+        unstable: cases whose samples (``samples: K``) fell on both sides of the threshold (run total: cases
+            unstable in at least one metric).
+        unstable_cases: the ids of those cases, in case order.
+    """
+
+    model: str = ""
+    requests: int = 0
+    reused: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    unstable: int = 0
+    unstable_cases: list[str] = Field(default_factory=list)
+
+    def add(self, case_id: str, result: MetricResult) -> None:
+        """Count one judge metric result of case ``case_id`` in (its ``evaluation_log`` and cost)."""
+        log = result.evaluation_log
+        self.requests += int(log.get("judge_requests", 0))
+        self.reused += int(log.get("judge_cached", 0))
+        self.prompt_tokens += int(log.get("prompt_tokens", 0))
+        self.completion_tokens += int(log.get("completion_tokens", 0))
+        self.cost += result.evaluation_cost
+        if log.get("unstable") is True:
+            self.unstable += 1
+            self.unstable_cases.append(case_id)
+
+
+def is_judged(result: MetricResult) -> bool:
+    """Whether ``result`` came from a judge metric (its ``evaluation_log`` names the judge model)."""
+    return "judge_model" in result.evaluation_log
+
+
 class EvaluationSummary(BaseModel):
     """Run-level aggregates.
 
@@ -290,6 +331,8 @@ class EvaluationSummary(BaseModel):
         metrics: per-metric aggregates keyed by metric name, in metric order.
         embeddings: embedding work counts.
         evaluation_cost: total US dollars spent on provider calls.
+        judges: judge work per judge metric (keyed by metric name, in metric order); empty without judges.
+        judge_total: judge work of the whole run (None without judge metrics).
     """
 
     cases: int
@@ -301,6 +344,8 @@ class EvaluationSummary(BaseModel):
     metrics: dict[str, MetricSummary]
     embeddings: EmbeddingCounts = Field(default_factory=EmbeddingCounts)
     evaluation_cost: float = 0.0
+    judges: dict[str, JudgeAccount] = Field(default_factory=dict)
+    judge_total: JudgeAccount | None = None
 
 
 class EvaluationResult(BaseModel):
@@ -335,6 +380,7 @@ class SummaryBuilder:
         }
         self.cost = 0.0
         self.cases = 0
+        self.judges: dict[str, JudgeAccount] = {}
 
     def add(self, test_results: Iterable[TestCaseResult]) -> None:
         """Fold a batch of case results in."""
@@ -348,6 +394,11 @@ class SummaryBuilder:
                     bucket["sum"] += m.score
                     bucket["n"] += 1
                 self.cost += m.evaluation_cost
+                if "judge_model" in m.evaluation_log:  # a judge metric's result (is_judged, inlined)
+                    account = self.judges.get(m.name)
+                    if account is None:
+                        account = self.judges[m.name] = JudgeAccount(model=str(m.evaluation_log["judge_model"]))
+                    account.add(case.id, m)
 
     def finish(self, embeddings: EmbeddingCounts | None = None) -> EvaluationSummary:
         """The summary of everything added (rules in the module docstring)."""
@@ -371,7 +422,24 @@ class SummaryBuilder:
             metrics=metrics,
             embeddings=embeddings or EmbeddingCounts(),
             evaluation_cost=self.cost,
+            judges={name: self.judges[name] for name in self.per_metric if name in self.judges},
+            judge_total=_judge_total(self.judges.values()) if self.judges else None,
         )
+
+
+def _judge_total(accounts: Iterable[JudgeAccount]) -> JudgeAccount:
+    """The run's judge total: the sums of ``accounts`` (unstable cases listed once per metric)."""
+    total = JudgeAccount()
+    for a in accounts:
+        total.requests += a.requests
+        total.reused += a.reused
+        total.prompt_tokens += a.prompt_tokens
+        total.completion_tokens += a.completion_tokens
+        total.cost += a.cost
+        total.unstable_cases += a.unstable_cases
+    total.unstable_cases = list(dict.fromkeys(total.unstable_cases))
+    total.unstable = len(total.unstable_cases)
+    return total
 
 
 def summarize(

@@ -135,12 +135,18 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) 
     return RunPlan(suite=suite, dataset=dataset, needs=needs, input_state=input_state)
 
 
-def estimate_cost(plan: RunPlan, index_dir: str | Path | None) -> float:
-    """Estimated US dollars of a run: the references and outputs not yet in the index, per provider."""
-    from evaltasks.index import ReferenceIndex
+def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool = False) -> float:
+    """Estimated US dollars of a run: the references and outputs not yet in the index, per provider, plus the
+    judge requests of its judge metrics (:func:`~evaltasks.evaluate.estimate_judge_cost`; answers already in
+    the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``)."""
+    from evaltasks.evaluate import bind_judges, estimate_judge_cost
+    from evaltasks.index import ReferenceIndex, default_index_dir
 
     index = ReferenceIndex(index_dir)
-    total = 0.0
+    if bind_judges(plan.suite.metrics, index_dir or default_index_dir(), refresh=refresh):
+        total = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics)
+    else:
+        total = 0.0
     for need in plan.needs.values():
         if need.provider.estimate_cost(["x"]) == 0.0:
             continue  # free provider (local): no need to read the index

@@ -39,6 +39,7 @@ from evaltasks.metrics import (
     METRICS, USER_METRIC_PATTERN, BaseMetric, get_metric_class, is_builtin, metric_entry_points,
 )
 from evaltasks.metrics.base import SkippedMetric
+from evaltasks.metrics.judge import JudgeMetric
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
 
@@ -303,6 +304,47 @@ OPENAI_OPTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
+# The judge client's options (README, "LLM judges"), described in the JSON Schema of the suite's `judge:` block
+# and of a judge metric's `judge_options`; values are checked by the client. `api_key` is refused in a suite file
+# (a committed secret): it comes from OPENAI_API_KEY / AZURE_OPENAI_API_KEY.
+JUDGE_OPTIONS_SCHEMA: dict[str, Any] = {
+    "base_url": {"type": "string", "description": "An OpenAI-compatible endpoint (vLLM, Ollama, LiteLLM); "
+                 "default $OPENAI_BASE_URL, else OpenAI's."},
+    "azure_endpoint": {"type": "string", "description": "Azure OpenAI endpoint (default $AZURE_OPENAI_ENDPOINT)."},
+    "api_version": {"type": "string", "description": "Azure OpenAI API version (default $OPENAI_API_VERSION)."},
+    "organization": {"type": "string"},
+    "project": {"type": "string"},
+    "temperature": {"type": "number", "minimum": 0, "maximum": 2, "default": 0,
+                    "description": "The judge model's sampling temperature."},
+    "max_concurrency": {"type": "integer", "minimum": 1, "default": 8,
+                        "description": "Judge requests in flight at once."},
+    "requests_per_minute": {"type": "number", "exclusiveMinimum": 0},
+    "tokens_per_minute": {"type": "number", "exclusiveMinimum": 0},
+    "prices": {"type": "object", "description": "{model: {input: USD, output: USD}} per million tokens, "
+               "extending the built-in table.",
+               "additionalProperties": {"type": "object", "properties": {
+                   "input": {"type": "number", "minimum": 0}, "output": {"type": "number", "minimum": 0}}}},
+    "price_per_million_input_tokens": {"type": "number", "minimum": 0},
+    "price_per_million_output_tokens": {"type": "number", "minimum": 0},
+    "structured_outputs": {"enum": ["auto", "json_schema", "json_object", "off"], "default": "auto"},
+    "logprobs": {"enum": ["auto", True, False], "default": "auto"},
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "default": 60, "description": "Seconds per request."},
+    "max_retries": {"type": "integer", "minimum": 0, "default": 5},
+    "content_retries": {"type": "integer", "minimum": 0, "default": 2},
+    "seed": {"type": "integer"},
+}
+_NO_API_KEY: dict[str, Any] = {"not": {"required": ["api_key"]}}
+
+
+def judge_api_key_problem(options: Any) -> str | None:
+    """The message when a suite file's judge options hold ``api_key`` (a secret committed with the suite),
+    else None."""
+    if isinstance(options, dict) and "api_key" in options:
+        return ("api_key must not be written in a suite file: set OPENAI_API_KEY (Azure OpenAI: "
+                "AZURE_OPENAI_API_KEY) in the environment instead")
+    return None
+
+
 # Constructor arguments whose suite form differs from their Python type (or is checked more strictly there).
 SUITE_ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
     "threshold": {"type": "number", "minimum": 0, "maximum": 1},
@@ -312,6 +354,17 @@ SUITE_ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object", "additionalProperties": True, "properties": OPENAI_OPTIONS_SCHEMA,
         "description": "Embedding provider options of this metric (override the suite's `embeddings:`).",
     },
+    "judge_options": {
+        "type": "object", "additionalProperties": True, "properties": JUDGE_OPTIONS_SCHEMA, **_NO_API_KEY,
+        "description": "Judge client options of this metric (override the suite's `judge:` block; README, "
+        "\"LLM judges\"). No api_key: it comes from the environment.",
+    },
+    "samples": {"type": "integer", "minimum": 1, "description": "Times each case is judged; the score is the "
+                "mean, and a case whose samples fall on both sides of the threshold is unstable. Default: the "
+                "suite's `judge: {samples}`, else 1."},
+    "prompts": {"type": "object", "additionalProperties": {"type": "string"},
+                "description": "Prompt name -> template file (relative to the suite file) replacing the built-in "
+                "one."},
 }
 
 
@@ -429,6 +482,38 @@ def _metric_spec_schema(schema: dict[str, Any]) -> None:
     schema["oneOf"] = branches
 
 
+def _judge_block_schema(schema: dict[str, Any]) -> None:
+    """The ``judge:`` block's JSON Schema: ``model``, ``samples`` and the client options; no ``api_key``."""
+    schema["properties"] = {**schema.get("properties", {}), **JUDGE_OPTIONS_SCHEMA}
+    schema.update(_NO_API_KEY)
+
+
+class JudgeBlock(BaseModel):
+    """The suite's ``judge:`` block: defaults for every judge metric (README, "LLM judges").
+
+    ``model`` and ``samples`` are the judge metrics' arguments of the same names; every other key is a judge
+    client option (:data:`JUDGE_OPTIONS_SCHEMA`), merged under each metric's ``judge_options``. A metric's own
+    ``model``, ``samples`` and ``judge_options`` win.
+    """
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=lambda schema: _judge_block_schema(schema))
+
+    model: str | None = Field(default=None, min_length=1,
+                              description="The judge model (Azure OpenAI: the deployment); default gpt-4o-mini.")
+    samples: int | None = Field(default=None, ge=1, description="Times each case is judged (default 1).")
+
+    @field_validator("model", "samples", mode="before")
+    @classmethod
+    def _strict(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"must not be a boolean, got {quote(value)}")
+        return value
+
+    def options(self) -> dict[str, Any]:
+        """The client options: every key but ``model`` and ``samples``."""
+        return dict(self.model_extra or {})
+
+
 class Suite(BaseModel):
     """A whole suite file."""
 
@@ -454,6 +539,20 @@ class Suite(BaseModel):
             "type": "object", "additionalProperties": True, "properties": OPENAI_OPTIONS_SCHEMA,
         }}},
     )
+    judge: JudgeBlock = Field(
+        default_factory=JudgeBlock,
+        description="Defaults for every judge metric: model, samples and the judge client's options (base_url, "
+        "temperature, max_concurrency, prices, ...); a metric's own model, samples and judge_options override "
+        "them. No api_key: it comes from the environment.",
+    )
+
+    @field_validator("judge")
+    @classmethod
+    def _no_api_key(cls, value: JudgeBlock) -> JudgeBlock:
+        problem = judge_api_key_problem(value.model_extra)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 @dataclass
@@ -618,6 +717,7 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
         _build_metrics(
             source, raw_metrics, problems, defaults, reference_sets, path.parent,
             skipped=warnings if skip_missing_credentials else None,
+            judge_defaults=suite.judge if suite is not None else None,
         )
         if isinstance(raw_metrics, list) else []
     )
@@ -699,11 +799,14 @@ def _build_metrics(
     reference_sets: dict[str, Any] | None = None,
     base_dir: Path = Path("."),
     skipped: list[str] | None = None,
+    judge_defaults: JudgeBlock | None = None,
 ) -> list[BaseMetric]:
     """Construct every well-formed metric entry, adding a located problem for each one that fails.
 
     When ``skipped`` is a list, a metric whose credentials are missing becomes a :class:`SkippedMetric` and a
-    warning is appended to ``skipped`` instead of a problem.
+    warning is appended to ``skipped`` instead of a problem. Judge metrics get ``judge_defaults`` (the suite's
+    ``judge:`` block) under their own ``model``, ``samples`` and ``judge_options``, and their ``prompts`` files
+    resolved against ``base_dir``.
     """
     metrics: list[BaseMetric] = []
     names: dict[str, int] = {}
@@ -732,12 +835,20 @@ def _build_metrics(
         except KeyError as exc:
             problems.append(Problem(source, where, "metric", str(exc.args[0])))
             continue
+        judged = issubclass(cls, JudgeMetric)
+        if judged:
+            judge_problem = _prepare_judge_spec(spec, base_dir)
+            if judge_problem is not None:
+                problems.append(Problem(source, where, *judge_problem))
+                continue
         try:
             metric = build_metric(spec, base_dir)
             if hasattr(metric, "provider_options"):
                 defaults = provider_defaults.get(getattr(metric, "embedding_provider", ""), {})
                 metric.provider_options = {**defaults, **metric.provider_options}
             getattr(metric, "provider", None)  # resolves the embedding provider: missing credentials show here
+            if judged:
+                _apply_judge_defaults(metric, spec, judge_defaults)  # type: ignore[arg-type]
         except TypeError as exc:
             unknown = [k for k in (spec.model_extra or {}) if k not in _parameters(spec)]
             missing = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: '(\w+)'", str(exc))
@@ -748,12 +859,12 @@ def _build_metrics(
         except CredentialsError as exc:
             message = "; ".join(p.message for p in exc.problems)
             if skipped is None:
-                problems.append(Problem(source, where, "embedding_provider", message))
+                problems.append(Problem(source, where, "judge_options" if judged else "embedding_provider", message))
                 continue
             metric = _skipped_metric(spec, message)
             skipped.append(f"{where} {metric.name} is skipped (excluded from the gate): {message}")
         except ValueError as exc:
-            field = _argument_named(spec, str(exc))
+            field = _argument_named(spec, str(exc)) or ("judge_options" if judged else "")
             message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
             if field and message.startswith(field):  # the problem names the field: "field 'unit' must be …"
                 message = message[len(field):].lstrip(":").lstrip()
@@ -778,6 +889,47 @@ def _build_metrics(
         names.setdefault(metric.name, i)
         metrics.append(metric)
     return metrics
+
+
+def _prepare_judge_spec(spec: MetricSpec, base_dir: Path) -> tuple[str, str] | None:
+    """Check a judge metric's entry before construction and resolve its ``prompts`` files against
+    ``base_dir`` (the suite's directory), in place. Returns ``(field, message)`` for the first problem: an
+    ``api_key`` in ``judge_options``, or a prompt file that does not exist."""
+    extra = spec.model_extra or {}
+    problem = judge_api_key_problem(extra.get("judge_options"))
+    if problem:
+        return "judge_options", problem
+    prompts = extra.get("prompts")
+    if isinstance(prompts, dict):
+        resolved = {}
+        for name, file in prompts.items():
+            if not isinstance(file, str) or not file:
+                return "prompts", f"{name}: must be a path to a template file, got {quote(file)}"
+            path = (base_dir / Path(file).expanduser()).resolve()
+            if not path.is_file():
+                return "prompts", f"{name}: prompt file not found: '{file}' (resolved to {path})"
+            resolved[name] = str(path)
+        extra["prompts"] = resolved
+    return None
+
+
+def _apply_judge_defaults(metric: JudgeMetric, spec: MetricSpec, defaults: JudgeBlock | None) -> None:
+    """Give ``metric`` the suite's ``judge:`` block where its entry does not set ``model`` / ``samples``, and
+    the block's client options under its own ``judge_options``; then check its judge's credentials (no
+    network: the client is only constructed).
+
+    Raises:
+        CredentialsError: the judge needs an API key that is not set.
+        ValueError: invalid judge options.
+    """
+    extra = spec.model_extra or {}
+    if defaults is not None:
+        if "model" not in extra and defaults.model is not None:
+            metric.model = defaults.model
+        if "samples" not in extra and defaults.samples is not None:
+            metric.samples = defaults.samples
+        metric.judge_options = {**defaults.options(), **metric.judge_options}
+    metric.judge()  # constructs the client (shared per process): a missing key raises here
 
 
 def _argument_named(spec: MetricSpec, message: str) -> str:

@@ -56,7 +56,7 @@ from evaltasks.evaluate import embed_references as _embed_references
 from evaltasks.evaluate import evaluate_sync, score_metric_batch
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric
-from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult
+from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, is_judged
 from evaltasks.run import RunPlan, plan_run
 from evaltasks.test_case import EvalTestCase
 
@@ -248,9 +248,10 @@ def score_batch(
 def _uncached_if_errored(results: list[MetricResult]) -> list[MetricResult]:
     """``results``; when one is ``errored`` (a metric raised on that case), the running task's result is not
     written to the cache (its transaction's ``write_on_commit`` off), so a re-run scores the batch again
-    instead of serving the errors, e.g. after the user fixed what their metric reads. Outside a task run,
-    or with caching off, nothing changes."""
-    if any(r.status == "errored" for r in results):
+    instead of serving the errors, e.g. after the user fixed what their metric reads. The same for a judge
+    metric's ``skipped`` results (the run's budget stopped them): a re-run with more budget judges them. Outside
+    a task run, or with caching off, nothing changes."""
+    if any(r.status == "errored" or (r.status == "skipped" and is_judged(r)) for r in results):
         from prefect.transactions import get_transaction
 
         transaction = get_transaction()

@@ -12,6 +12,7 @@ import gc
 import hashlib
 import threading
 import time
+import uuid
 from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
@@ -29,8 +30,11 @@ from evaltasks import _progress
 from evaltasks.embeddings import VectorTable
 from evaltasks.embeddings.local import cancel_queued_encodes
 from evaltasks.errors import ProviderError
-from evaltasks.evaluate import model_infos, prepare_reference_searches
+from evaltasks.evaluate import (
+    JUDGEMENTS_DIR, as_reused, bind_judges, judge_budget, model_infos, prepare_reference_searches,
+)
 from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
+from evaltasks.metrics.judge import JudgeMetric
 from evaltasks.results import EmbeddingCounts, TestCaseResult
 from evaltasks.compare import DEFAULT_TOLERANCE
 from evaltasks.run import RunOutcome, finish_streamed_run, open_report_writer, plan_run
@@ -124,6 +128,7 @@ def evaluate_suite(
     baseline: str | None = None,
     regression_tolerance: float = DEFAULT_TOLERANCE,
     baseline_label: str | None = None,
+    max_cost: float | None = None,
 ) -> dict[str, Any]:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
 
@@ -133,8 +138,8 @@ def evaluate_suite(
         index_dir: the reference index directory (default ``$EVALTASKS_INDEX_DIR`` or ``.evaltasks/index``).
         batch_size: test cases per ``score-batch`` task run (default :func:`auto_batch_size`).
         cache: reuse and store ``score-batch`` results in Prefect's task cache; False scores everything and
-            neither reads nor writes the cache. Embeddings (references and outputs) are reused from the index
-            either way.
+            neither reads nor writes the cache, and judge metrics send every request again (their answers are
+            still stored). Embeddings (references and outputs) are reused from the index either way.
         reports_url: where the written reports are published (adds a link artifact).
         concurrency_limit: a Prefect global concurrency limit (``prefect gcl create NAME --limit N``) that
             every embedding task occupies one slot of, so runs sharing a server share a provider's capacity.
@@ -144,6 +149,9 @@ def evaluate_suite(
             regressions go into results.json (``comparison``) and summary.md.
         regression_tolerance: score drops up to this (absolute) are not regressions.
         baseline_label: how reports name the baseline (default: its path).
+        max_cost: US dollars the run may spend: judge requests stop once the spend (embeddings included)
+            reaches it, and the cases left are ``skipped`` with the reason (the CLI refuses to start a run whose
+            estimate exceeds it).
 
     Another task runner: ``evaluate_suite.with_options(task_runner=make_task_runner("dask:4"))(...)``.
 
@@ -155,7 +163,7 @@ def evaluate_suite(
     """
     return run_suite(
         suite_path, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
-        skip_missing_credentials, baseline, regression_tolerance, baseline_label,
+        skip_missing_credentials, baseline, regression_tolerance, baseline_label, max_cost,
     ).summary_dict()
 
 
@@ -171,6 +179,7 @@ def run_suite(
     baseline: str | None = None,
     regression_tolerance: float = DEFAULT_TOLERANCE,
     baseline_label: str | None = None,
+    max_cost: float | None = None,
 ) -> RunOutcome:
     """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome."""
     logger = get_run_logger()
@@ -180,7 +189,7 @@ def run_suite(
         with _gc_frozen(), recording_warnings():  # index corruption found by the run goes into its reports
             return _run_plan(
                 plan, logger, started, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
-                baseline, regression_tolerance, baseline_label,
+                baseline, regression_tolerance, baseline_label, max_cost,
             )
     except (KeyboardInterrupt, TerminationSignal) as exc:
         # The process is stopping (Ctrl+C, SIGTERM): stop the encodes now, or Prefect's task runner waits for
@@ -278,6 +287,15 @@ def _gc_frozen() -> Iterator[None]:
                 _gc_saved = None
 
 
+def _this_run(future: Any, judged: bool) -> list[Any]:
+    """A score-batch future's results; a judge metric's (``judged``) from Prefect's task cache count what this
+    run sent (nothing: :func:`~evaltasks.evaluate.as_reused`)."""
+    results = future.result().take()
+    if judged and future.state.name == "Cached":
+        return as_reused(results)
+    return results
+
+
 def _run_plan(
     plan: Any,
     logger: Any,
@@ -291,6 +309,7 @@ def _run_plan(
     baseline: str | None,
     regression_tolerance: float,
     baseline_label: str | None,
+    max_cost: float | None = None,
 ) -> RunOutcome:
     for warning in plan.suite.warnings:
         logger.warning("%s", warning)
@@ -307,6 +326,7 @@ def _run_plan(
 
     index = ReferenceIndex(index_dir)
     counts = EmbeddingCounts()
+    embedding_spent = 0.0
     tables: dict[str, VectorTable] = {}
     failed: dict[str, str] = {}
     dims: dict[str, int] = {}
@@ -320,11 +340,18 @@ def _run_plan(
             failed[namespace] = str(exc)
             continue
         counts = counts.add(need_counts)
+        embedding_spent += float(sum(part.costs.sum() for part in parts))
         tables[namespace] = need.share_costs(VectorTable.concat(parts))
         if len(tables[namespace]):
             dims[namespace] = int(tables[namespace].vectors.shape[1])
     logger.info("Embeddings: %s", counts.model_dump())
     set_infos = prepare_reference_searches(metrics, tables, plan.needs, index, len(cases))
+    # Judge metrics: answers stored beside the index, fresh requests with cache=False (--no-cache), and one
+    # budget for the run whose ledger file every worker process shares (README, "LLM judges").
+    judge_metrics = [isinstance(metric, JudgeMetric) for metric in metrics]
+    ledger = Path(index_dir) / JUDGEMENTS_DIR / "budgets" / f"{uuid.uuid4().hex}.json"
+    budget = judge_budget(max_cost, embedding_spent, ledger) if any(judge_metrics) else None
+    bind_judges(metrics, index_dir, refresh=not cache, budget=budget)
 
     size = batch_size or auto_batch_size(len(cases))
     batches = _chunks(list(range(len(cases))), max(1, size))
@@ -363,7 +390,7 @@ def _run_plan(
             pending.append((rows, *submit(rows)))
             while pending and (len(pending) >= in_flight or b == len(batches) - 1):
                 rows_done, futures, inputs = pending.popleft()
-                per_metric = [future.result().take() for future in futures]
+                per_metric = [_this_run(future, judged) for future, judged in zip(futures, judge_metrics)]
                 for vectors in inputs:  # Prefect's finished task runs keep their parameters until a full
                     vectors.clear()     # garbage collection (see ScoredBatch.take): drop the batch's vectors now
                 del futures, inputs
@@ -384,6 +411,10 @@ def _run_plan(
         )
     finally:
         writer.close()
+        if budget is not None:
+            for path in (ledger, ledger.with_name(ledger.name + ".lock")):
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
     result = outcome.result
     for regression in outcome.comparison.regressions if outcome.comparison else []:
         logger.warning("Regression since the baseline: %s", regression)

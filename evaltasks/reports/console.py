@@ -39,6 +39,10 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
         f"embeddings: references computed {e.references_computed}, reused {e.references_reused}; "
         f"outputs computed {e.outputs_computed}, reused {e.outputs_reused}"
     ))
+    for name, j in s.judges.items():
+        line = (f"judge {name} ({j.model}): {j.requests} requests, {j.reused} reused from the store, tokens "
+                f"{j.prompt_tokens} in / {j.completion_tokens} out, ${j.cost:.4f}")
+        console.print(Text(line + (f", {j.unstable} unstable" if j.unstable else "")))
     if passed is not None:
         verdict = "[bold green]GATE PASSED[/]" if passed else "[bold red]GATE FAILED[/]"
         rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate

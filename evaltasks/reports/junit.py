@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from evaltasks._atomic import atomic_writer
 from evaltasks.reports._escape import xml_text
-from evaltasks.results import EvaluationSummary, TestCaseResult
+from evaltasks.results import EvaluationSummary, MetricResult, TestCaseResult
 
 
 def junit_head(suite_name: str, summary: EvaluationSummary, duration_s: float = 0.0) -> str:
@@ -58,14 +58,31 @@ def _classname(suite_name: str, metric_name: str) -> str:
     return _attr(f"{suite_name}.{metric_name}")
 
 
+def _unstable_properties(metric: MetricResult) -> str:
+    """``<properties>`` of a judge result whose samples fell on both sides of the threshold (``unstable``,
+    ``score_stdev``, ``samples``); "" for every other result."""
+    log = metric.evaluation_log
+    if not log or log.get("unstable") is not True:
+        return ""
+    samples = " ".join(f"{s:g}" for s in log.get("samples", []))
+    return ('      <properties>\n        <property name="unstable" value="true"/>\n'
+            f'        <property name="score_stdev" value={_attr(str(log.get("score_stdev", "")))}/>\n'
+            f'        <property name="samples" value={_attr(samples)}/>\n      </properties>\n')
+
+
 def junit_testcases(suite_name: str, case: TestCaseResult) -> str:
-    """The ``<testcase>`` elements of one case (one per metric); untrusted text escaped."""
+    """The ``<testcase>`` elements of one case (one per metric); untrusted text escaped. A judge result that is
+    ``unstable`` (README, "LLM judges") carries ``<properties>``: ``unstable``, ``score_stdev``, ``samples``."""
     parts = []
     for metric in case.metrics:
         test_name = _attr(f"{case.id} :: {metric.name}")
         classname = _classname(suite_name, metric.name)
+        properties = _unstable_properties(metric)
         if metric.status == "passed":
-            parts.append(f"    <testcase name={test_name} classname={classname}/>\n")
+            if properties:
+                parts.append(f"    <testcase name={test_name} classname={classname}>\n{properties}    </testcase>\n")
+            else:
+                parts.append(f"    <testcase name={test_name} classname={classname}/>\n")
             continue
         message = _attr(xml_text(metric.reason)[:1000])
         tag = {"failed": "failure", "errored": "error", "skipped": "skipped"}[metric.status]
@@ -74,7 +91,7 @@ def junit_testcases(suite_name: str, case: TestCaseResult) -> str:
         else:
             body = escape(xml_text(_details(case, metric)))
             inner = f"      <{tag} message={message} type={quoteattr(metric.status)}>{body}</{tag}>\n"
-        parts.append(f"    <testcase name={test_name} classname={classname}>\n{inner}    </testcase>\n")
+        parts.append(f"    <testcase name={test_name} classname={classname}>\n{properties}{inner}    </testcase>\n")
     return "".join(parts)
 
 

@@ -206,6 +206,9 @@ def summary_sections(
         table.rows.append(row)
     sections.append(table)
 
+    if summary.judges:
+        sections.append(judge_section(summary))
+
     if comparison is not None and comparison.regressions:
         sections.append(Section(
             head=[f"## Regressions beyond the tolerance ({comparison.tolerance:g})", ""],
@@ -255,6 +258,32 @@ def summary_sections(
         "",
     ]))
     return sections
+
+
+UNSTABLE_LISTED = 20
+"""Unstable case ids listed per judge metric in summary.md (all of them are in results.json)."""
+
+
+def judge_section(summary: EvaluationSummary) -> Section:
+    """The "LLM judges" table: per judge metric its model, requests sent, answers reused from the store,
+    tokens, US dollars and unstable cases (the first :data:`UNSTABLE_LISTED` ids named), then the run's total."""
+    rows = []
+    for name, j in summary.judges.items():
+        listed = ", ".join(markdown_inline(c, 40) for c in j.unstable_cases[:UNSTABLE_LISTED])
+        more = f", … {len(j.unstable_cases) - UNSTABLE_LISTED} more" if len(j.unstable_cases) > UNSTABLE_LISTED else ""
+        rows.append(f"| {markdown_inline(name)} | {markdown_inline(j.model, 60)} | {j.requests} | {j.reused} | "
+                    f"{j.prompt_tokens} / {j.completion_tokens} | ${j.cost:.4f} | {j.unstable}"
+                    f"{' (' + listed + more + ')' if listed else ''} |")
+    t = summary.judge_total
+    if t is not None and len(summary.judges) > 1:
+        rows.append(f"| **total** | | {t.requests} | {t.reused} | {t.prompt_tokens} / {t.completion_tokens} | "
+                    f"${t.cost:.4f} | {t.unstable} |")
+    return Section(
+        head=["## LLM judges", "", "| metric | judge model | requests | reused | tokens in / out | cost | unstable |",
+              "|---|---|---:|---:|---:|---:|---|"],
+        rows=rows, tail=["", "Unstable: the case's samples fell on both sides of the threshold.", ""], priority=1,
+        min_rows=1,
+    )
 
 
 def render_summary_markdown(
