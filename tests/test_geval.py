@@ -370,7 +370,7 @@ def test_both_judge_metrics_in_a_cli_run_through_the_prefect_engine(tmp_path: Pa
     rows = [{"id": f"q{i}", "question": f"Question {i}?", "answer": f"Answer {i}."} for i in range(3)]
     (tmp_path / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     with ChatServer(responder=respond) as server:
-        options = server_options(server)
+        options = {"base_url": server.base_url}  # the key comes from the environment: never in a suite file
         suite = {"name": "judges", "dataset": {"path": "answers.jsonl",
                                                "fields": {"id": "id", "input": "question", "actual_output": "answer"}},
                  "metrics": [{"metric": "GEvalMetric", "threshold": 0.7, "evaluation_steps": STEPS,
@@ -378,7 +378,7 @@ def test_both_judge_metrics_in_a_cli_run_through_the_prefect_engine(tmp_path: Pa
                              {"metric": "CustomEvalMetric", "threshold": 0.9, "evaluation_steps": STEPS,
                               "temperature": 0.5, "judge_options": options}]}
         (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
-        env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
+        env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "OPENAI_API_KEY": server.api_key}
         proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out",
                                "--quiet"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-3000:]  # CustomEval fails every case: the gate fails

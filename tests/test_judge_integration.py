@@ -329,21 +329,16 @@ def answer_plausibly(request: Any) -> Any:
 
 
 def _example_suite(folder: Path, judge: dict[str, Any]) -> Path:
-    """The example suite, copied to ``folder`` with its judge block replaced; its metrics become
-    VerdictMetric until the example's metrics are registered."""
+    """The example suite, copied to ``folder`` with its judge block replaced."""
     import shutil
 
     import yaml
-
-    from evaltasks.metrics import METRICS
 
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(EXAMPLE / "answers.jsonl", folder / "answers.jsonl")
     suite = yaml.safe_load((EXAMPLE / "suite.yaml").read_text(encoding="utf-8"))
     suite["judge"] = judge
-    if not all(name in METRICS for name in EXAMPLE_METRICS):
-        suite["metrics"] = [{"metric": "judge_metric:VerdictMetric", "name": m.get("name", m["metric"]),
-                             "threshold": m["threshold"], "criteria": m["metric"]} for m in suite["metrics"]]
+    assert [m["metric"] for m in suite["metrics"]] == list(EXAMPLE_METRICS)
     (folder / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False), encoding="utf-8")
     return folder / "suite.yaml"
 
