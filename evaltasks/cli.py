@@ -511,7 +511,11 @@ def _run(args: argparse.Namespace) -> int:
 
             estimate = estimate_cost(plan, args.index_dir, refresh=args.no_cache)
             if estimate > args.max_cost:
-                _error(f"the run is estimated to cost ${estimate:.4f}, above --max-cost ${args.max_cost:.4f}")
+                from evaltasks.metrics.judge import JudgeMetric
+
+                judged = any(isinstance(metric, JudgeMetric) for metric in plan.suite.metrics)
+                how = " (judge requests at their worst case: every answer as long as max_tokens allows)" if judged else ""
+                _error(f"the run is estimated to cost ${estimate:.4f}{how}, above --max-cost ${args.max_cost:.4f}")
                 return EXIT_INVALID
     except InputError as exc:
         _error(str(exc))

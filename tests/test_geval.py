@@ -184,12 +184,19 @@ def test_malformed_json_after_the_retries_is_errored_with_the_reason() -> None:
             return "I think it deserves a seven"
         return as_json({"reason": "ok", "score": 10})
 
+    prices = {"judge-m": {"input": 1.0, "output": 2.0}}  # USD per million tokens
     with ChatServer(responder=respond) as server:
-        metric = GEvalMetric(0.5, evaluation_steps=STEPS, judge_options=server_options(server))
+        metric = GEvalMetric(0.5, model="judge-m", evaluation_steps=STEPS,
+                             judge_options=server_options(server, prices=prices, max_concurrency=1))
         bad, good = score_with(metric, [case(input="Bad question?"), case()])
+        bad_requests = [r for r in server.requests if "Bad" in r.body["messages"][-1]["content"]]
     assert bad.status == "errored" and bad.score is None
     assert "not JSON" in bad.reason and "deserves a seven" in bad.reason
     assert good.score == pytest.approx(1.0)
+    # the three billed attempts (content_retries 2) are the errored case's spend, not lost
+    assert len(bad_requests) == 3 and bad.evaluation_log["judge_requests"] == 3
+    billed = sum(r.prompt_tokens * 1.0 + r.completion_tokens * 2.0 for r in bad_requests) / 1e6
+    assert bad.evaluation_cost == pytest.approx(billed, rel=1e-12) and billed > 0
 
 
 def test_end_to_end_with_credentials_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

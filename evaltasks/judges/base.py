@@ -31,7 +31,28 @@ Message = Mapping[str, str]
 class JudgeError(EvalTasksError):
     """A judge request failed for good: the endpoint refused it (a 4xx other than 429), it kept failing after
     the retries (429/5xx/timeouts), or its answer still did not parse or match the schema after the content
-    retries. The case it was for is ``errored`` with this message as the reason; other cases go on."""
+    retries. The case it was for is ``errored`` with this message as the reason; other cases go on.
+
+    Attributes:
+        requests: HTTP requests the failed request took (retries included).
+        prompt_tokens, completion_tokens: tokens billed for its unusable answers.
+        cost: US dollars billed for them: a case errored this way still reports what it spent.
+    """
+
+    def __init__(self, message: str, *, requests: int = 0, prompt_tokens: int = 0, completion_tokens: int = 0,
+                 cost: float = 0.0) -> None:
+        super().__init__(message)
+        self.requests, self.prompt_tokens, self.completion_tokens, self.cost = (
+            requests, prompt_tokens, completion_tokens, cost)
+
+    def __reduce__(self) -> Any:
+        return (_judge_error, (str(self), self.requests, self.prompt_tokens, self.completion_tokens, self.cost))
+
+
+def _judge_error(message: str, requests: int, prompt_tokens: int, completion_tokens: int, cost: float) -> JudgeError:
+    """Rebuild a pickled :class:`JudgeError` with its spend (worker processes send errors back pickled)."""
+    return JudgeError(message, requests=requests, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                      cost=cost)
 
 
 class BudgetExhausted(EvalTasksError):

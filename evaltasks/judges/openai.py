@@ -260,7 +260,12 @@ class OpenAIJudge:
                     prompt_bound = sum(_tokens.estimate_tokens(str(m["content"])) for m in request.messages)
                     self._limiter.acquire(prompt_bound + request.max_tokens * max(1, request.n))
                 with self._semaphore:
-                    response, taken = self._create(request)
+                    try:
+                        response, taken = self._create(request)
+                    except JudgeError as exc:  # what earlier attempts of this request spent goes with it
+                        raise JudgeError(str(exc), requests=requests + max(exc.requests, 1),
+                                         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                         cost=cost) from exc.__cause__
                 requests += taken
                 usage = getattr(response, "usage", None)
                 p_tokens = _count(getattr(usage, "prompt_tokens", 0))
@@ -275,7 +280,9 @@ class OpenAIJudge:
                     if attempt >= self.content_retries:
                         reason = str(exc) if isinstance(exc, JudgeError) else f"{type(exc).__name__}: {exc}"
                         raise JudgeError(f"no usable answer from the judge {self.model} at {self.endpoint} after "
-                                         f"{attempt + 1} attempt(s): {reason}") from exc
+                                         f"{attempt + 1} attempt(s): {reason}", requests=requests,
+                                         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                         cost=cost) from exc
                     attempt += 1
                     continue
                 model = getattr(response, "model", None)
@@ -286,7 +293,9 @@ class OpenAIJudge:
                 requests += exc.taken
                 if attempt >= self.content_retries:
                     raise JudgeError(f"no usable answer from the judge {self.model} at {self.endpoint} after "
-                                     f"{attempt + 1} attempt(s): {exc}") from None
+                                     f"{attempt + 1} attempt(s): {exc}", requests=requests,
+                                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                     cost=cost) from None
                 attempt += 1
             finally:
                 if budget is not None and reservation is not None:

@@ -30,6 +30,7 @@ from annotated_types import Ge, MinLen
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeError, JudgeRequest, as_messages
 from evaltasks.metrics._aggregation import VERDICT_WEIGHTS, score_agg
+from evaltasks.metrics._verdicts import max_tokens_for
 from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.geval import CriteriaMetric, case_variables
 from evaltasks.metrics.judge import Asker, Judged
@@ -130,7 +131,7 @@ class CustomEvalMetric(CriteriaMetric):
         """
         steps = self.steps(asker)
         variables = {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
-        reply = asker.ask("verdicts", variables, verdicts_schema(len(steps)))
+        reply = asker.ask("verdicts", variables, verdicts_schema(len(steps)), max_tokens=max_tokens_for(len(steps)))
         answers = reply.parsed["verdicts"]
         if len(answers) != len(steps):  # the schema says so; a user's judge= function may not check it
             raise JudgeError(f"the judge answered {len(answers)} verdicts for {len(steps)} criteria")
@@ -149,5 +150,6 @@ class CustomEvalMetric(CriteriaMetric):
         messages = as_messages(self.template("verdicts").render(
             {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}))
         requests.append(JudgeRequest(messages=messages, schema=verdicts_schema(len(steps)), schema_name="verdicts",
-                                     temperature=float(self.judge_options.get("temperature", 0.0))))
+                                     temperature=float(self.judge_options.get("temperature", 0.0)),
+                                     max_tokens=max_tokens_for(len(steps))))
         return requests

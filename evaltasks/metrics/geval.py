@@ -41,6 +41,9 @@ from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 TOP_LOGPROBS = 20
+SCORE_MAX_TOKENS = 400
+"""Completion tokens a score answer may use (a reason of a few sentences and the score): what the budget and
+``--max-cost`` reserve per completion."""
 """Alternatives per token asked for in the scoring request (the OpenAI API's maximum)."""
 
 STEPS_SCHEMA: dict[str, Any] = {
@@ -375,7 +378,8 @@ class GEvalMetric(CriteriaMetric):
         steps = self.steps(asker)
         variables = {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
         if asker.judge.supports_logprobs:
-            reply = asker.ask("score", variables, SCORE_SCHEMA, top_logprobs=TOP_LOGPROBS)
+            reply = asker.ask("score", variables, SCORE_SCHEMA, top_logprobs=TOP_LOGPROBS,
+                             max_tokens=SCORE_MAX_TOKENS)
             tokens = reply.logprobs
             if tokens is not None:
                 distribution = score_distribution(tokens)
@@ -400,7 +404,8 @@ class GEvalMetric(CriteriaMetric):
         choices: list[Choice] = []
         while len(choices) < self.n_samples:
             missing = self.n_samples - len(choices)
-            reply = asker.ask("score", variables, SCORE_SCHEMA, temperature=self.sampling_temperature, n=missing)
+            reply = asker.ask("score", variables, SCORE_SCHEMA, temperature=self.sampling_temperature, n=missing,
+                             max_tokens=SCORE_MAX_TOKENS)
             if not reply.choices:
                 raise JudgeError("the judge returned no completion")
             choices.extend(reply.choices[:missing])
@@ -424,8 +429,9 @@ class GEvalMetric(CriteriaMetric):
         if self.judge_has_logprobs():
             requests.append(JudgeRequest(messages=messages, schema=SCORE_SCHEMA, schema_name="score",
                                          temperature=float(self.judge_options.get("temperature", 0.0)),
-                                         top_logprobs=TOP_LOGPROBS))
+                                         top_logprobs=TOP_LOGPROBS, max_tokens=SCORE_MAX_TOKENS))
         else:
             requests.append(JudgeRequest(messages=messages, schema=SCORE_SCHEMA, schema_name="score",
-                                         temperature=self.sampling_temperature, n=self.n_samples))
+                                         temperature=self.sampling_temperature, n=self.n_samples,
+                                         max_tokens=SCORE_MAX_TOKENS))
         return requests

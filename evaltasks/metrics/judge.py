@@ -102,7 +102,14 @@ class Asker:
             temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs, n=n,
             sample=self.sample if sample is None else sample,
         )
-        reply = self.judge.complete(request)
+        try:
+            reply = self.judge.complete(request)
+        except JudgeError as exc:  # a request that failed for good may still have been billed
+            self.requests += exc.requests
+            self.prompt_tokens += exc.prompt_tokens
+            self.completion_tokens += exc.completion_tokens
+            self.cost += exc.cost
+            raise
         self.requests += reply.requests
         self.cached += int(reply.cached)
         self.prompt_tokens += reply.prompt_tokens
