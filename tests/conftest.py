@@ -8,9 +8,17 @@ all-MiniLM-L6-v2 is the only model the tests use). Nothing in the test suite tou
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
+
+# A test run started in the background by a non-interactive shell (`pytest ... &`, nohup, some CI wrappers)
+# inherits SIGINT ignored, and so would every process the tests start: the interrupt tests (Ctrl+C of a run)
+# need the default, as a terminal has it. Programs keep an inherited SIG_IGN by Unix convention, so the
+# product leaves it alone; the tests restore the default for themselves and their children.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="evaltasks-tests-prefect-")
 os.environ["EVALTASKS_CACHE_DIR"] = tempfile.mkdtemp(prefix="evaltasks-tests-cache-")  # migrated-database templates
