@@ -248,3 +248,16 @@ def test_geval_samples_reason_says_it_quotes_the_first_sample() -> None:
     assert result.score == pytest.approx(13 / 30)
     assert result.reason.startswith("Mean of 3 samples 0.4333 (sd ")
     assert "). First sample: G-Eval score 0.2000" in result.reason
+
+
+def test_a_prompt_that_fails_to_render_keeps_the_answers_before_it(tmp_path: Path) -> None:
+    """ContextualRecall's claims answer is fine; its verdicts override fails in the sandbox before anything is
+    sent: the claims answer stays stored (fails when the asker's previous answer is taken for the rejected one)."""
+    path = _template(tmp_path, "### system\nJudge the claims. JSON only.\n### user\n{{ claims }} "
+                               "{{ retrieval_context.__class__ }}\n", name="verdicts.md")
+    with ChatServer() as server:
+        server.answers.append(as_json({"claims": ["Paris is in France."]}))
+        [result] = score_with(ContextualRecallMetric(judge_options=server_options(server),
+                                                     prompts={"verdicts": path}), [RAG_CASE], store_dir=tmp_path / "s")
+        assert result.status == "errored" and "PromptError" in result.error and len(server.requests) == 1
+    assert len(list((tmp_path / "s").glob("*/*.json"))) == 1

@@ -97,6 +97,7 @@ class Asker:
         Raises:
             PromptError: the template does not render; JudgeError, BudgetExhausted: from the judge.
         """
+        self.last = None  # a prompt that does not render rejects no answer
         messages = self.metric.template(prompt).render(variables)
         if temperature is None:
             temperature = float(self.metric.judge_options.get("temperature", 0.0))
@@ -105,7 +106,6 @@ class Asker:
             temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs, n=n,
             sample=self.sample if sample is None else sample,
         )
-        self.last = None
         try:
             reply = self.judge.complete(request)
         except JudgeError as exc:  # a request that failed for good may still have been billed
