@@ -5,8 +5,8 @@ A template file has two parts, each introduced by a line of its own: ``### syste
 retrieval_context %}``) run in Jinja's sandbox; undefined variables are errors, nothing is HTML-escaped, and
 ``include`` / ``extends`` / ``import`` / ``from`` are refused (one self-contained file). A user's override may use
 only the variables the built-in template of the same prompt uses (checked when the metric is made). The
-built-in templates live in ``evaltasks/judges/prompts/<MetricClass>/<prompt>.md``; a metric's ``prompts:`` argument maps a prompt's
-name to a file of the user's (a path relative to the suite file) that replaces it.
+built-in templates live in ``evaltasks/judges/prompts/<MetricClass>/<prompt>.md``; a metric's ``prompts:``
+argument maps a prompt's name to a file of the user's (a path relative to the suite file) that replaces it.
 
 Trust: the system part may use only the metric's own configuration (criteria, evaluation steps, which a suite's
 author wrote); the test case's text (input, output, contexts: untrusted) may appear only in the user part.

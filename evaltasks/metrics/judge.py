@@ -138,7 +138,8 @@ class JudgeMetric(BaseMetric):
         model: the judge model (Azure: the deployment name); None: the suite's ``judge: {model}``, else
             ``gpt-4o-mini``.
         samples: how many times each case is judged (K >= 1); the score is the mean of the K scores (rounded to
-            10 decimals), the spread is logged, and a case whose samples fall on both sides of the threshold is ``unstable``.
+            10 decimals), the spread is logged, and a case whose samples fall on both sides of the threshold is
+            ``unstable``.
         judge_options: the judge client's options (README, "LLM judges": ``base_url``, ``api_key``,
             ``azure_endpoint``, ``api_version``, ``temperature`` of the judge model, ``max_concurrency``,
             ``requests_per_minute``, ``tokens_per_minute``, prices, ``structured_outputs``, ``logprobs``...);
@@ -330,5 +331,6 @@ class JudgeMetric(BaseMetric):
             log.update(samples=[round(float(s), 6) for s in scores], score_stdev=round(statistics.stdev(scores), 6),
                        unstable=unstable)
             reason = (f"Mean of {len(scores)} samples {score:.4f} (sd {statistics.stdev(scores):.4f}"
-                      f"{'; unstable: samples on both sides of the threshold' if unstable else ''}). First sample: {reason}")
+                      f"{'; unstable: samples on both sides of the threshold' if unstable else ''}). "
+                      f"First sample: {reason}")
         return MetricResult.scored(self.name, score, self.threshold, reason, log, cost)
