@@ -406,7 +406,7 @@ def test_function_judge_goes_through_the_store_but_not_the_budget(tmp_path: Path
 
 
 def test_get_judge_shares_one_client_per_model_and_options(server: ChatServer) -> None:
-    options = {"base_url": server.base_url, "api_key": KEY, "prices": {"x": {"input": 1}}}
+    options = {"base_url": server.base_url, "api_key": KEY, "prices": {"x": {"input": 1, "output": 2}}}
     first = get_judge(MODEL, options)
     assert get_judge(MODEL, dict(options)) is first
     assert get_judge(MODEL, {**options, "timeout": 5}) is not first
@@ -486,8 +486,8 @@ def test_budget_counts_spend_added_before(server: ChatServer) -> None:
     server.answers.append(good())
     budget = Budget(1.0)
     budget.add_spent(0.99999)
-    with pytest.raises(BudgetExhausted, match=r"budget of \$1\.0000 is spent \(\$1\.0000 so far; the next "
-                                              r"request may cost up to \$0\.00\d+\)"):
+    with pytest.raises(BudgetExhausted, match=r"the next request's worst case \$0\.00\d+ does not fit in the "
+                                              r"\$0\.0000\d+ left of the run's --max-cost budget of \$1\.0000"):
         judge_for(server, **PRICES_OPTION).send(request(max_tokens=1000), budget)
     assert not server.requests
     with pytest.raises(ValueError):
@@ -586,7 +586,8 @@ def test_a_reservation_blocked_only_by_requests_in_flight_waits_for_them() -> No
     budget.settle(first, 0.1)  # the request in flight cost far less than its worst case
     waiter.join(60)
     assert len(got) == 1 and budget.reserved == pytest.approx(0.5) and budget.spent == pytest.approx(0.1)
-    with pytest.raises(BudgetExhausted, match=r"\$0\.1000 so far; the next request may cost up to \$0\.9500"):
+    with pytest.raises(BudgetExhausted, match=r"worst case \$0\.9500 does not fit in the \$0\.9000 left of the "
+                                              r"run's --max-cost budget of \$1\.0000 \(\$0\.1000 spent so far\)"):
         budget.reserve(0.95)  # cannot fit even if the one in flight cost nothing: refused at once
 
 

@@ -171,8 +171,8 @@ def test_judge_hook_scores_and_the_summary_accounts_for_judges(tmp_path: Path) -
     assert by_id["c-low"].score == pytest.approx(0.25) and by_id["c-low"].status == "failed"
     assert by_id["c-broken"].status == "errored" and "JudgeError: the judge's answer does not match the schema" in by_id["c-broken"].reason
     account = result.summary.judges["VerdictMetric"]
-    # 3 cases x 2 samples; the errored case's answers raised in the judge, so no reply was accounted for
-    assert (account.requests, account.reused) == (6, 0)
+    # 4 cases x 2 samples, each one call of the function: the errored case's unparsable answers count too
+    assert (account.requests, account.reused) == (8, 0) == (sum(judge.calls.values()), 0)
     assert (account.unstable, account.unstable_cases) == (1, ["c-split"])
     assert account.model.startswith("function:")
     assert result.summary.judge_total.requests == account.requests
@@ -195,7 +195,7 @@ def test_reports_show_judges_and_unstable_cases(tmp_path: Path) -> None:
     markdown = (out / "summary.md").read_text(encoding="utf-8")
     assert "## LLM judges" in markdown
     row = next(line for line in markdown.splitlines() if line.startswith("| VerdictMetric | function"))
-    assert row.endswith("| 6 | 0 | 0 / 0 | $0.0000 | 1 (c\\-split) |")  # ids escaped as all model text is
+    assert row.endswith("| 8 | 0 | 0 / 0 | $0.0000 | 1 (c\\-split) |")  # ids escaped as all model text is
 
     tree = ET.parse(out / "junit.xml")
     props = {tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in tree.iter("testcase")}
@@ -205,7 +205,7 @@ def test_reports_show_judges_and_unstable_cases(tmp_path: Path) -> None:
     console = Console(record=True, width=200)
     print_summary(result.summary, console=console)
     text = console.export_text()
-    assert "judge VerdictMetric (function:test_judge_integration.ScriptedJudge): 6 requests, 0 reused from the " \
+    assert "judge VerdictMetric (function:test_judge_integration.ScriptedJudge): 8 requests, 0 reused from the " \
            "store, tokens 0 in / 0 out, $0.0000, 1 unstable" in text
 
 

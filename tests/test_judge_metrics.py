@@ -547,7 +547,8 @@ def test_a_metric_survives_pickling_for_task_workers(name: str, tmp_path: Path) 
 
     path = tmp_path / "override.md"
     prompt = METRICS[name].prompt_names[0]
-    path.write_text(f"### system\nOverride. JSON only.\n### user\n{{{{ input }}}}\n", encoding="utf-8")
+    field = "input" if prompt != "claims" else "expected_output"  # a variable the built-in prompt has
+    path.write_text(f"### system\nOverride. JSON only.\n### user\n{{{{ {field} }}}}\n", encoding="utf-8")
     metric = METRICS[name](samples=2, judge_options={"temperature": 0.3}, prompts={prompt: str(path)})
     copy = cloudpickle.loads(cloudpickle.dumps(metric))
     assert copy.cache_key() == metric.cache_key() and copy.template(prompt).system == "Override. JSON only."

@@ -151,6 +151,17 @@ class RunJudge:
                 log.warning("could not store a judge answer in %s: %s", self.store.directory, exc)
         return reply
 
+    def discard(self, request: JudgeRequest) -> None:
+        """Forget the stored answer to ``request``: the metric rejected it (a verdict list of the wrong length, a
+        score out of range), so a later run sends the request again instead of erroring on the same answer.
+        A store that cannot be written is logged, not raised."""
+        if self.store is None:
+            return
+        try:
+            self.store.discard(request.key(self.inner.model, self.endpoint))
+        except OSError as exc:
+            log.warning("could not remove a rejected judge answer from %s: %s", self.store.directory, exc)
+
     def estimate_cost(self, request: JudgeRequest) -> float:
         """US dollars ``request`` can cost at most in this run (for ``--max-cost`` before a run starts): 0 when
         its answer is stored (and the run does not refresh) or the judge has no prices (a ``judge=`` function),

@@ -230,14 +230,19 @@ class FunctionJudge:
         from evaltasks.judges.parsing import parse_answer
 
         choices = []
-        for _ in range(max(1, request.n)):
+        for calls in range(1, max(1, request.n) + 1):  # a failed request reports the calls it made
             try:
                 text = self.function([dict(m) for m in request.messages])
             except Exception as exc:  # noqa: BLE001 - the user's judge failed on this case
-                raise JudgeError(f"the judge function {self.model} raised {type(exc).__name__}: {exc}") from exc
+                raise JudgeError(f"the judge function {self.model} raised {type(exc).__name__}: {exc}",
+                                 requests=calls) from exc
             if not isinstance(text, str):
-                raise JudgeError(f"the judge function {self.model} returned {type(text).__name__}, not text")
-            parsed = parse_answer(text, request.schema) if request.schema is not None else None
+                raise JudgeError(f"the judge function {self.model} returned {type(text).__name__}, not text",
+                                 requests=calls)
+            try:
+                parsed = parse_answer(text, request.schema) if request.schema is not None else None
+            except JudgeError as exc:
+                raise JudgeError(str(exc), requests=calls) from None
             choices.append(Choice(text=text, parsed=parsed))
         return JudgeReply(choices=tuple(choices), model=self.model, requests=len(choices))
 

@@ -146,15 +146,14 @@ class Budget:
         cannot fit even if every request in flight cost nothing.
 
         Raises:
-            BudgetExhausted: spent + ``usd`` passes the limit (nothing is reserved).
+            BudgetExhausted: spent + ``usd`` passes the limit (nothing is reserved); the message says whether the
+                budget is spent or this worst case does not fit in what is left.
         """
         rid = f"{os.getpid()}@{socket.gethostname()}:{next(_ids)}"
 
         def take(state: dict[str, Any]) -> bool:
             if state["spent"] + usd > self.limit_usd:
-                raise BudgetExhausted(
-                    f"the run's budget of {_usd(self.limit_usd)} is spent ({_usd(state['spent'])} so far; the next "
-                    f"request may cost up to {_usd(usd)})")
+                raise BudgetExhausted(_refusal(self.limit_usd, state["spent"], usd))
             if state["spent"] + math.fsum(state["reserved"].values()) + usd > self.limit_usd:
                 return False  # wait for requests in flight to settle
             state["reserved"][rid] = float(usd)
@@ -179,6 +178,15 @@ class Budget:
             state["spent"] += float(usd)
 
         self._change(close)
+
+
+def _refusal(limit: float, spent: float, usd: float) -> str:
+    """Why a reservation of ``usd`` is refused with ``spent`` of ``limit`` gone: the budget is spent, or the
+    request's worst case does not fit in what is left."""
+    if spent >= limit:
+        return f"the run's --max-cost budget of {_usd(limit)} is spent ({_usd(spent)} so far)"
+    return (f"the next request's worst case {_usd(usd)} does not fit in the {_usd(limit - spent)} left of the run's "
+            f"--max-cost budget of {_usd(limit)} ({_usd(spent)} spent so far)")
 
 
 def _usd(amount: float) -> str:

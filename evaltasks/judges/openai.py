@@ -99,6 +99,18 @@ def worst_case_tokens(request: JudgeRequest) -> tuple[int, int]:
     return prompt, request.max_tokens * max(1, request.n)
 
 
+def resolve_endpoint(options: Mapping[str, Any] | None) -> str:
+    """The endpoint a client with ``options`` would send to, as :class:`OpenAIJudge` resolves it (without building a
+    client or needing a key): ``azure_endpoint``, else ``base_url``, else ``AZURE_OPENAI_ENDPOINT``, else
+    ``OPENAI_BASE_URL``, else the public API. Part of a judge metric's cache key."""
+    options = options or {}
+    base_url = options.get("base_url") or None
+    azure = options.get("azure_endpoint") or (None if base_url else env_value("AZURE_OPENAI_ENDPOINT"))
+    if azure:
+        return f"azure:{azure}"
+    return str(base_url or env_value("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+
+
 def _int_option(options: Mapping[str, Any], name: str, default: int, minimum: int) -> int:
     value = options.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -186,8 +198,9 @@ class OpenAIJudge:
             variable = "OPENAI_API_KEY"
         if not key:
             raise CredentialsError(
-                f"the judge model {model} needs an API key: set the {variable} environment variable or the judge "
-                "option api_key (a local OpenAI-compatible server accepts any non-empty key)"
+                f"the judge model {model} needs an API key: set the {variable} environment variable (or pass the "
+                "judge option api_key in Python; a suite file may not hold one); a local OpenAI-compatible server "
+                "accepts any non-empty key"
             )
         self._key_variable = variable
         common: dict[str, Any] = {"api_key": key, "timeout": float(timeout), "max_retries": self.max_retries}
@@ -346,22 +359,50 @@ class OpenAIJudge:
                     self._capability["logprobs"] = False
                     continue
                 raise JudgeError(f"the judge endpoint {self.endpoint} refused the request (HTTP 400): "
-                                 f"{bounded(exc.message, 300)}") from None
+                                 f"{bounded(exc.message, 300)}", requests=taken) from None
             except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
                     openai.APIConnectionError) as exc:
                 status = getattr(exc, "status_code", None)
                 what = f"HTTP {status}" if status else type(exc).__name__
-                raise JudgeError(f"the judge endpoint {self.endpoint} still failing after {self.max_retries} "
-                                 f"retries: {what}: {bounded(str(exc), 300)}") from None
+                retries = self._retries_taken(exc)
+                wait = self._retry_after(exc)
+                if wait is not None and wait > _max_retry_after():
+                    raise JudgeError(
+                        f"the judge endpoint {self.endpoint} asked to wait {wait:g} s before retrying ({what}), "
+                        f"more than the {_max_retry_after():g} s the client waits: {bounded(str(exc), 300)}",
+                        requests=taken + retries + 1) from None
+                raise JudgeError(f"the judge endpoint {self.endpoint} still failing after {retries} "
+                                 f"retries: {what}: {bounded(str(exc), 300)}", requests=taken + retries + 1) from None
             except openai.APIStatusError as exc:
                 raise JudgeError(f"the judge endpoint {self.endpoint} refused the request (HTTP {exc.status_code}): "
-                                 f"{bounded(exc.message, 300)}") from None
+                                 f"{bounded(exc.message, 300)}", requests=taken + 1) from None
             except (openai.APIResponseValidationError, ValueError) as exc:
                 raise _Unusable(f"unreadable response body: {bounded(str(exc), 200)}", taken + 1) from None
             try:
                 return raw.parse(), taken
             except (openai.APIResponseValidationError, ValueError, TypeError) as exc:
                 raise _Unusable(f"unreadable response body: {bounded(str(exc), 200)}", taken) from None
+
+    def _retries_taken(self, exc: Exception) -> int:
+        """How many times the client retried before ``exc`` (a retry-class error): the ``x-stainless-retry-count``
+        header of its last attempt where the client sent one, else ``max_retries`` (it retries all of them)."""
+        try:
+            return int(exc.request.headers["x-stainless-retry-count"])  # type: ignore[attr-defined]
+        except (AttributeError, KeyError, TypeError, ValueError, RuntimeError):
+            return self.max_retries
+
+    def _retry_after(self, exc: Exception) -> float | None:
+        """Seconds the endpoint's ``Retry-After`` / ``retry-after-ms`` header on ``exc``'s response asked to wait
+        (as the client reads it), or None without one."""
+        response = getattr(exc, "response", None)
+        parse = getattr(self._client, "_parse_retry_after_header", None)
+        if response is None or parse is None:
+            return None
+        try:
+            wait = parse(response.headers)
+        except Exception:  # noqa: BLE001 - a header the client cannot read is no header
+            return None
+        return float(wait) if isinstance(wait, (int, float)) and math.isfinite(wait) else None
 
     def _downgrade_format(self, refused: str) -> None:
         """Remember that the endpoint refused ``refused``: the next less structured mode is used from now on."""
@@ -387,6 +428,13 @@ class OpenAIJudge:
         if asked and self.logprobs_mode == "auto" and all(c.logprobs is None for c in choices):
             self._capability["logprobs"] = False  # asked for and ignored: this endpoint has none
         return tuple(choices)
+
+
+def _max_retry_after() -> float:
+    """The longest ``Retry-After`` the ``openai`` client waits out (120 s in openai 3.x)."""
+    import openai._constants
+
+    return float(getattr(openai._constants, "MAX_RETRY_AFTER_DELAY", 120))
 
 
 class _Unusable(Exception):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ PRICES: dict[str, dict[str, float]] = {  # USD per 1M tokens: input (prompt), ou
     "o3-mini": {"input": 1.10, "output": 4.40},
     "gpt-3.5-turbo": {"input": 0.50, "output": 1.50},
 }
+
+_DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+"""A dated snapshot's suffix (``gpt-4o-mini-2024-07-18``): a model missing from the tables is priced as the
+model without it."""
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -71,23 +76,28 @@ def resolve_price(
     output_price: float | None = None,
 ) -> Price:
     """The price of ``model``: ``input_price`` / ``output_price`` when given, else the user's ``prices`` table,
-    else :data:`PRICES`; unknown: 0 (logged once as a warning, see the module docstring).
+    else :data:`PRICES`; a dated snapshot (``gpt-4o-mini-2024-07-18``) in neither is priced as its base model
+    (the name without the trailing ``-YYYY-MM-DD``); unknown: 0 (logged once as a warning, see the module
+    docstring).
 
     Raises:
-        ValueError: a malformed ``prices`` table or a negative / non-numeric price.
+        ValueError: a malformed ``prices`` table (an entry must give both ``input`` and ``output``; the message
+            names the model) or a negative / non-numeric price.
     """
     table: dict[str, dict[str, float]] = {name: dict(p) for name, p in PRICES.items()}
     if prices is not None:
         if not isinstance(prices, Mapping):
             raise ValueError(f"prices must be a mapping of model to {{input, output}}, got {type(prices).__name__}")
         for name, entry in prices.items():
-            if not isinstance(entry, Mapping) or set(entry) - {"input", "output"} or not entry:
-                raise ValueError(f"prices[{quote(name)}] must be a mapping with 'input' and/or 'output' "
+            if not isinstance(entry, Mapping) or set(entry) != {"input", "output"}:
+                raise ValueError(f"prices[{quote(name)}] must be a mapping with both 'input' and 'output' "
                                  f"(US dollars per million tokens), got {quote(entry)}")
             merged = dict(table.get(str(name), {}))
             merged.update({k: _price(v, f"prices[{quote(name)}].{k}") for k, v in entry.items()})
             table[str(name)] = merged
     found = table.get(model)
+    if found is None and _DATED.search(model):  # a dated snapshot costs what its base model costs
+        found = table.get(_DATED.sub("", model))
     if input_price is not None:
         input_price = _price(input_price, "price_per_million_input_tokens")
     if output_price is not None:

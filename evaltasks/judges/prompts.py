@@ -2,9 +2,11 @@
 
 A template file has two parts, each introduced by a line of its own: ``### system`` (the instructions) and
 ``### user`` (the test case's data). Both are Jinja2 templates (``{{ input }}``, ``{% for c in
-retrieval_context %}``); undefined variables are errors, and nothing is HTML-escaped. The built-in templates
-live in ``evaltasks/judges/prompts/<MetricClass>/<prompt>.md``; a metric's ``prompts:`` argument maps a prompt's
-name to a file of the user's (a path relative to the suite file) that replaces it.
+retrieval_context %}``) run in Jinja's sandbox; undefined variables are errors, nothing is HTML-escaped, and
+``include`` / ``extends`` / ``import`` / ``from`` are refused (one self-contained file). A user's override may use
+only the variables the built-in template of the same prompt uses (checked when the metric is made). The
+built-in templates live in ``evaltasks/judges/prompts/<MetricClass>/<prompt>.md``; a metric's ``prompts:``
+argument maps a prompt's name to a file of the user's (a path relative to the suite file) that replaces it.
 
 Trust: the system part may use only the metric's own configuration (criteria, evaluation steps, which a suite's
 author wrote); the test case's text (input, output, contexts: untrusted) may appear only in the user part.
@@ -74,16 +76,54 @@ def parse_template(name: str, text: str, source: str) -> PromptTemplate:
                           f"once; found {heads or 'neither'}")
     if any(line.strip() for line in lines[: marks[0]]):
         raise PromptError(f"prompt '{name}' ({source}): text before '{_SYSTEM}'")
-    system = "\n".join(lines[marks[0] + 1: marks[1]]).strip("\n")
-    user = "\n".join(lines[marks[1] + 1:]).strip("\n")
+    system, system_line = _part(lines, marks[0] + 1, marks[1])
+    user, user_line = _part(lines, marks[1] + 1, len(lines))
     template = PromptTemplate(name=name, system=system, user=user, source=source)
-    for part in (system, user):
-        _compile(part, source)
+    for part, first in ((system, system_line), (user, user_line)):
+        _compile(part, source, first)
+        _refuse_loading(part, name, source, first)
     problem = sorted(_variables(system, source) & CASE_VARIABLES)
     if problem:
         raise PromptError(f"prompt '{name}' ({source}): the system part uses test-case text ({', '.join(problem)}); "
                           "case text belongs in the user part")
     return template
+
+
+def _part(lines: list[str], start: int, end: int) -> tuple[str, int]:
+    """The part of ``lines[start:end]`` without its leading and trailing empty lines, and the file's 0-based
+    line index its first line has (added to Jinja's line numbers, which count within the part)."""
+    raw = "\n".join(lines[start:end])
+    return raw.strip("\n"), start + len(raw) - len(raw.lstrip("\n"))
+
+
+def _refuse_loading(part: str, name: str, source: str, first: int) -> None:
+    """Raise PromptError when ``part`` uses ``include``, ``extends``, ``import`` or ``from`` (a prompt template
+    is one self-contained file: there is no loader)."""
+    import jinja2.nodes
+
+    tree = _environment().parse(part)
+    for node in tree.find_all((jinja2.nodes.Include, jinja2.nodes.Extends, jinja2.nodes.Import,
+                               jinja2.nodes.FromImport)):
+        tag = {"Include": "include", "Extends": "extends", "Import": "import", "FromImport": "from"}[
+            type(node).__name__]
+        raise PromptError(f"prompt '{name}' ({source}): line {node.lineno + first}: the '{tag}' tag is not allowed; "
+                          "a prompt template is one self-contained file")
+
+
+def check_variables(template: PromptTemplate, allowed: set[str] | frozenset[str], metric: str) -> None:
+    """Raise PromptError when ``template`` (a user's override) uses a variable outside ``allowed`` (the ones the
+    metric passes to that prompt: those its built-in template uses) or Jinja's globals (``range``, ``dict``,
+    ``loop``...), naming the unknown ones and the available ones."""
+    used = variables(template)
+    unknown = sorted(used - set(allowed) - set(_environment().globals))
+    if unknown:
+        raise PromptError(f"prompt '{template.name}' ({template.source}): undefined variable(s) {', '.join(unknown)}; "
+                          f"{metric}'s '{template.name}' prompt has: {', '.join(sorted(allowed)) or 'none'}")
+
+
+def variables(template: PromptTemplate) -> set[str]:
+    """The variables ``template``'s two parts use (undeclared names, Jinja's globals included)."""
+    return _variables(template.system, template.source) | _variables(template.user, template.source)
 
 
 def load_template(path: str | Path, name: str | None = None) -> PromptTemplate:
@@ -108,19 +148,24 @@ def builtin_template(metric: str, name: str) -> PromptTemplate:
 
 @functools.lru_cache(maxsize=None)
 def _environment() -> Any:
+    """Jinja's sandbox (a template cannot reach Python internals such as ``cycler.__init__.__globals__``), with
+    undefined variables as errors, no HTML escaping and no loader."""
     import jinja2
+    import jinja2.sandbox
 
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
+    return jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
+                                               keep_trailing_newline=False)
 
 
 @functools.lru_cache(maxsize=512)
-def _compile(source_text: str, source: str) -> Any:
+def _compile(source_text: str, source: str, first: int = 0) -> Any:
+    """``source_text`` compiled; ``first``: the file's 0-based line index of its first line (for messages)."""
     import jinja2
 
     try:
         return _environment().from_string(source_text)
     except jinja2.TemplateSyntaxError as exc:
-        raise PromptError(f"prompt {source}: line {exc.lineno}: {exc.message}") from None
+        raise PromptError(f"prompt {source}: line {(exc.lineno or 0) + first}: {exc.message}") from None
 
 
 def _variables(source_text: str, source: str) -> set[str]:

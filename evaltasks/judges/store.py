@@ -81,6 +81,11 @@ class AnswerStore:
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, JudgeError):
             return None  # absent, truncated, not this key's, or no longer valid: a miss, replaced by the next put
 
+    def discard(self, key: str) -> None:
+        """Remove the entry of ``key`` (an answer the metric rejected after it passed the schema), so the next
+        run asks again; nothing when there is none. Raises OSError when the file cannot be removed."""
+        self.path(key).unlink(missing_ok=True)
+
     def put(self, key: str, reply: JudgeReply, *, model: str, endpoint: str) -> None:
         """Store ``reply`` (validated) under ``key``, replacing any entry atomically.
 

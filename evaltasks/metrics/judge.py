@@ -26,7 +26,9 @@ from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.judges import DEFAULT_JUDGE_MODEL, JudgeRuntime, get_judge
 from evaltasks.judges.base import BudgetExhausted, Judge, JudgeError, JudgeReply, JudgeRequest, as_messages
-from evaltasks.judges.prompts import PromptError, PromptTemplate, builtin_template, load_template
+from evaltasks.judges.prompts import (
+    PromptError, PromptTemplate, builtin_template, check_variables, load_template, variables,
+)
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -65,6 +67,7 @@ class Asker:
         self.metric, self.judge, self.sample = metric, judge, sample
         self.requests = self.cached = self.prompt_tokens = self.completion_tokens = 0
         self.cost = 0.0
+        self.last: JudgeRequest | None = None  # the request of the latest answer received (None after a failure)
 
     def ask(
         self,
@@ -94,6 +97,7 @@ class Asker:
         Raises:
             PromptError: the template does not render; JudgeError, BudgetExhausted: from the judge.
         """
+        self.last = None  # a prompt that does not render rejects no answer
         messages = self.metric.template(prompt).render(variables)
         if temperature is None:
             temperature = float(self.metric.judge_options.get("temperature", 0.0))
@@ -115,7 +119,15 @@ class Asker:
         self.prompt_tokens += reply.prompt_tokens
         self.completion_tokens += reply.completion_tokens
         self.cost += reply.cost
+        self.last = request
         return reply
+
+    def discard_last(self) -> None:
+        """Remove the latest answer received from the judge's answer store (the metric rejected it), so a later
+        run asks again; nothing when the latest request failed or the judge keeps no store."""
+        discard = getattr(self.judge, "discard", None)
+        if self.last is not None and discard is not None:
+            discard(self.last)
 
 
 class JudgeMetric(BaseMetric):
@@ -125,20 +137,23 @@ class JudgeMetric(BaseMetric):
         threshold: minimum passing score, in [0, 1].
         model: the judge model (Azure: the deployment name); None: the suite's ``judge: {model}``, else
             ``gpt-4o-mini``.
-        samples: how many times each case is judged (K >= 1); the score is the mean of the K scores, the
-            spread is logged, and a case whose samples fall on both sides of the threshold is ``unstable``.
+        samples: how many times each case is judged (K >= 1); the score is the mean of the K scores (rounded to
+            10 decimals), the spread is logged, and a case whose samples fall on both sides of the threshold is
+            ``unstable``.
         judge_options: the judge client's options (README, "LLM judges": ``base_url``, ``api_key``,
             ``azure_endpoint``, ``api_version``, ``temperature`` of the judge model, ``max_concurrency``,
             ``requests_per_minute``, ``tokens_per_minute``, prices, ``structured_outputs``, ``logprobs``...);
             a suite's ``judge:`` block gives defaults.
         prompts: prompt name -> path of a template file replacing the built-in one (see
-            :mod:`evaltasks.judges.prompts`); names must be among the metric's ``prompt_names``.
+            :mod:`evaltasks.judges.prompts`); names must be among the metric's ``prompt_names``, and a file may
+            use only the variables the built-in template of that prompt uses.
         name: the name in results (default: the class name).
 
     Raises:
         ValueError: a threshold outside [0, 1], ``samples`` not an integer >= 1, an empty ``model``,
             ``judge_options`` that is not a mapping, an unknown prompt name, or a prompt file that is not a
-            valid template (:class:`~evaltasks.judges.prompts.PromptError`).
+            valid template (a syntax error at its line in the file, an unknown variable, ``include`` and the
+            like: :class:`~evaltasks.judges.prompts.PromptError`).
 
     Subclasses set ``prompt_names`` (their built-in templates live in
     ``evaltasks/judges/prompts/<ClassName>/<name>.md``) and implement :meth:`judge_case` (one sample of one
@@ -183,6 +198,9 @@ class JudgeMetric(BaseMetric):
                                  f"{', '.join(self.prompt_names) or 'none'}")
             try:
                 self._templates[prompt] = load_template(Path(path), prompt)
+                builtin = self._builtin(prompt)
+                if builtin is not None:  # an override may use only what the metric passes to that prompt
+                    check_variables(self._templates[prompt], variables(builtin), type(self).__name__)
             except PromptError as exc:
                 raise ValueError(str(exc)) from None
         self.judge_runtime: JudgeRuntime | None = None  # set by the engine for a run (store, budget, hook)
@@ -193,11 +211,22 @@ class JudgeMetric(BaseMetric):
         found = self._templates.get(prompt)
         return found if found is not None else builtin_template(type(self).__name__, prompt)
 
+    def _builtin(self, prompt: str) -> PromptTemplate | None:
+        """The built-in template of ``prompt``, or None when the metric has none (a user's own subclass)."""
+        try:
+            return builtin_template(type(self).__name__, prompt)
+        except PromptError:
+            return None
+
     def judge_config(self) -> dict[str, Any]:
-        """``model``, ``samples``, ``judge_options`` (without ``api_key``) and the text of every prompt template
-        in use (so an edited template changes the cache key), for :meth:`config`."""
+        """``model``, ``samples``, ``judge_options`` (without ``api_key``), the resolved ``endpoint`` (the options'
+        ``base_url`` / ``azure_endpoint``, else ``OPENAI_BASE_URL`` / ``AZURE_OPENAI_ENDPOINT``, else the public
+        API: another server is another cache key) and the text of every prompt template in use (so an edited
+        template changes the cache key), for :meth:`config`."""
+        from evaltasks.judges.openai import resolve_endpoint
+
         return {
-            "model": self.model, "samples": self.samples,
+            "model": self.model, "samples": self.samples, "endpoint": resolve_endpoint(self.judge_options),
             "judge_options": {k: v for k, v in sorted(self.judge_options.items()) if k != "api_key"},
             "prompts": {p: (t.system, t.user) for p in self.prompt_names for t in [self.template(p)]},
         }
@@ -231,7 +260,9 @@ class JudgeMetric(BaseMetric):
         """Judge every case ``samples`` times, up to ``max_concurrency`` requests at once; one result per case.
 
         A case is ``errored`` when one of its samples raised JudgeError or PromptError (the reason says why), else
-        ``skipped`` when the budget stopped one of its samples, else scored with the mean of its samples.
+        ``skipped`` when the budget stopped one of its samples, else scored with the mean of its samples (rounded
+        to 10 decimals, so 0.55 from samples 0.5 and 0.6 passes a 0.55 threshold). An answer the metric rejects
+        (JudgeError or PromptError after it arrived) is removed from the answer store, so a later run asks again.
 
         Raises:
             CredentialsError: no API key for the judge.
@@ -248,7 +279,10 @@ class JudgeMetric(BaseMetric):
             asker = Asker(self, judge, job[1])
             try:
                 outcome: Judged | BaseException = self._checked(self.judge_case(cases[job[0]], asker))
-            except (JudgeError, BudgetExhausted, PromptError) as exc:
+            except (JudgeError, PromptError) as exc:
+                asker.discard_last()  # the metric rejected an answer that passed its schema: not served again
+                outcome = exc
+            except BudgetExhausted as exc:
                 outcome = exc
             with lock:
                 outcomes[job], askers[job] = outcome, asker
@@ -289,7 +323,7 @@ class JudgeMetric(BaseMetric):
             return result.model_copy(update={"evaluation_cost": cost, "evaluation_log": account})
         judged = [o for o in outcomes if isinstance(o, Judged)]
         scores = [j.score for j in judged]
-        score = math.fsum(scores) / len(scores)
+        score = round(math.fsum(scores) / len(scores), 10)  # 0.5499999999999999 is 0.55
         log = {**judged[0].log, **account}
         reason = judged[0].reason
         if len(scores) > 1:
@@ -297,5 +331,6 @@ class JudgeMetric(BaseMetric):
             log.update(samples=[round(float(s), 6) for s in scores], score_stdev=round(statistics.stdev(scores), 6),
                        unstable=unstable)
             reason = (f"Mean of {len(scores)} samples {score:.4f} (sd {statistics.stdev(scores):.4f}"
-                      f"{'; unstable: samples on both sides of the threshold' if unstable else ''}). {reason}")
+                      f"{'; unstable: samples on both sides of the threshold' if unstable else ''}). "
+                      f"First sample: {reason}")
         return MetricResult.scored(self.name, score, self.threshold, reason, log, cost)
