@@ -258,7 +258,9 @@ def score_metric_batch(
     *,
     raise_provider_errors: bool = False,
 ) -> list[MetricResult]:
-    """Score one metric over a batch; a failure errors cases, never the run (README, "Your own metrics").
+    """Score one metric over a batch; a failure errors cases, never the run (README, "Your own metrics"),
+    except missing or rejected credentials (:class:`CredentialsError`, e.g. a judge endpoint's HTTP 401/403),
+    which propagate: the run stops as a credentials problem (CLI exit 2), as for embeddings.
 
     - A provider failure (:class:`ProviderError`) makes the batch's results ``errored``; with
       ``raise_provider_errors`` it propagates instead (a Prefect task then fails, is retried when transient,
@@ -278,6 +280,11 @@ def score_metric_batch(
         return [MetricResult.errored(metric.name, metric.threshold, failed_namespaces[namespace]) for _ in cases]
     try:
         results = metric.score_batch(cases, vectors)
+    except CredentialsError as exc:
+        # A key missing or rejected (HTTP 401/403) stops the run: every later request would fail the same. Its
+        # cause (the SDK's error) is dropped: it does not survive the pickling that brings it from a worker.
+        exc.__cause__ = exc.__context__ = None
+        raise
     except ProviderError as exc:
         if raise_provider_errors:
             raise
@@ -307,6 +314,9 @@ def _score_one(
     """``metric`` on one case; an exception gives an ``errored`` result ``ExceptionType: message``."""
     try:
         results = metric.score_batch([case], vectors)
+    except CredentialsError as exc:
+        exc.__cause__ = exc.__context__ = None  # as in score_metric_batch
+        raise
     except ProviderError as exc:
         if raise_provider_errors:
             raise

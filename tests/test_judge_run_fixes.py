@@ -1,0 +1,100 @@
+"""Run-level behaviour of judge metrics (README, "LLM judges"): a budget that ran out fails the gate, a rejected
+key stops the run, unpriced judge models are reported, the suite's ``judge:`` block is located in problems, and a
+metric that evaluated nothing has no pass rate.
+
+The judge is ``tests/judge_metric.py:VerdictMetric`` answered by the loopback chat server (tests/chat_server.py)
+through the real openai SDK; runs use the real CLI in a subprocess and the real Prefect engine. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import subprocess_env
+from evaltasks.errors import CredentialsError
+
+TESTS = Path(__file__).resolve().parent
+PYTHONPATH = os.pathsep.join([str(TESTS), str(TESTS.parent)])  # judge_metric, chat_server, this checkout
+CLI_TIMEOUT = 600
+JUDGE_MODEL = "judge-model"
+KEY = "sk-test-chat-server"
+
+
+def _write_suite(folder: Path, metrics: list[dict[str, Any]], judge: dict[str, Any] | None = None,
+                 cases: int = 6) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"input": f"question {i}", "actual_output": f"answer {i}"} for i in range(cases)]
+    (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in rows), encoding="utf-8")
+    suite: dict[str, Any] = {"name": "judged", "dataset": {"path": "cases.jsonl"}, "metrics": metrics,
+                             "gate": {"min_pass_rate": 0.5}}
+    if judge is not None:
+        suite["judge"] = judge
+    path = folder / "suite.yaml"
+    path.write_text(json.dumps(suite), encoding="utf-8")  # JSON is YAML
+    return path
+
+
+def _cli(tmp_path: Path, suite: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    args = [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
+            "--index-dir", str(tmp_path / "index"), "--quiet", *extra]
+    return subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+
+
+def _env(tmp_path: Path, prefect_api_url: str, base_url: str, key: str = KEY) -> dict[str, str]:
+    return {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH,
+            "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": key}
+
+
+def _results(tmp_path: Path) -> dict[str, Any]:
+    return json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+
+
+def _passing(request: Any) -> Any:
+    from chat_server import Answer
+    from judge_metric import MAX_TOKENS
+
+    return Answer(text='{"score": 1, "reason": "fine"}', completion_tokens=MAX_TOKENS)
+
+
+# -- a rejected key stops the run ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("runner", ["threads", "processes:2"])
+def test_rejected_judge_key_stops_the_cli_run_with_exit_2(tmp_path: Path, prefect_api_url: str, runner: str) -> None:
+    from chat_server import ChatServer
+
+    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"}],
+                         judge={"model": JUDGE_MODEL, "prices": {JUDGE_MODEL: {"input": 1.0, "output": 1.0}}})
+    with ChatServer(api_key=KEY, responder=_passing) as server:
+        done = _cli(tmp_path, suite, _env(tmp_path, prefect_api_url, server.base_url, key="sk-bad"),
+                    "--task-runner", runner)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("error: missing or rejected credentials") == 1, done.stderr  # one message
+    if runner == "threads":  # (a worker process logs Prefect's own line for its failed task run too)
+        assert done.stderr.count("HTTP 401") == 1, done.stderr  # not one per case
+    assert "OPENAI_API_KEY" in done.stderr and "HTTP 401" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert server.requests and all(r.status == 401 for r in server.requests)  # never retried into a verdict
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_rejected_judge_key_raises_in_the_python_api(tmp_path: Path, monkeypatch) -> None:
+    from chat_server import ChatServer
+    from evaltasks import EvalTestCase
+    from evaltasks.evaluate import evaluate_sync
+    from judge_metric import VerdictMetric
+
+    with ChatServer(api_key=KEY, responder=_passing) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-bad")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        metric = VerdictMetric(model=JUDGE_MODEL, judge_options={"max_retries": 0})
+        cases = [EvalTestCase(input=f"q{i}", actual_output=f"a{i}") for i in range(3)]
+        with pytest.raises(CredentialsError, match=r"OPENAI_API_KEY.*HTTP 401"):
+            evaluate_sync(cases, [metric])
