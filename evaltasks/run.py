@@ -28,6 +28,7 @@ from evaltasks.results import (
     EvaluationResult,
     EvaluationSummary,
     ReferenceSetInfo,
+    budget_message,
 )
 from evaltasks.suite import LoadedSuite, load_suite
 
@@ -177,11 +178,13 @@ def gate_pass_rate(result: EvaluationResult, allow_errors: bool = False) -> floa
 def gate_passed(result: EvaluationResult, min_pass_rate: float, allow_errors: bool = False) -> bool:
     """The gate: :func:`gate_pass_rate` >= ``min_pass_rate``.
 
-    An empty run fails. A run whose every case was skipped (e.g. all metrics need credentials a fork's pull
+    An empty run fails, and so does a run cut short by its ``--max-cost`` budget (a judge result skipped because
+    the budget ran out, :func:`~evaltasks.results.is_budget_skip`): a verdict on the cases judged before the
+    money ran out says nothing about the rest. A run whose every case was skipped (e.g. all metrics need credentials a fork's pull
     request does not get) passes: nothing was evaluated, so nothing regressed; the run's warnings say so.
     A run whose every evaluated case errored, with ``allow_errors``, passes the same way.
     """
-    if result.summary.cases == 0:
+    if result.summary.cases == 0 or result.summary.budget_skipped:
         return False
     rate = gate_pass_rate(result, allow_errors)
     return rate is None or rate >= min_pass_rate - 1e-12
@@ -271,7 +274,7 @@ def finish_streamed_run(
         "passed": passed,
         "gate": {"min_pass_rate": gate.min_pass_rate, "allow_errors": gate.allow_errors,
                  "pass_rate": gate_pass_rate(result, gate.allow_errors)},
-        "warnings": [*plan.suite.warnings, *_index_warnings()],
+        "warnings": [*plan.suite.warnings, *_index_warnings(), *filter(None, [budget_message(summary)])],
         "notices": list(plan.suite.notices),
         "started_at": _iso_utc(started),
         "finished_at": _iso_utc(finished),

@@ -98,3 +98,66 @@ def test_rejected_judge_key_raises_in_the_python_api(tmp_path: Path, monkeypatch
         cases = [EvalTestCase(input=f"q{i}", actual_output=f"a{i}") for i in range(3)]
         with pytest.raises(CredentialsError, match=r"OPENAI_API_KEY.*HTTP 401"):
             evaluate_sync(cases, [metric])
+
+
+# -- a run cut short by --max-cost fails the gate -----------------------------------------------------------------
+
+
+def test_budget_that_ran_out_fails_the_gate_with_the_reason(tmp_path: Path, prefect_api_url: str) -> None:
+    from chat_server import ChatServer
+    from judge_metric import MAX_TOKENS
+
+    # Every answer bills MAX_TOKENS completion tokens at $1,000 per million, prompts free: $0.064 a request, so a
+    # $0.1 budget pays for 1 of the 10 cases (one request at a time); the other 9 are skipped. The metric's
+    # estimate sees none of its requests (as the later steps of a multi-step metric are approximated), so the
+    # run starts and the budget stops it mid-run.
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "unestimated.py").write_text(
+        "from judge_metric import PROMPTS, VerdictMetric\n"
+        "from evaltasks.judges.prompts import load_template\n\n\n"
+        "class UnestimatedVerdict(VerdictMetric):\n"
+        "    def template(self, prompt):\n"
+        "        return load_template(PROMPTS / 'VerdictMetric' / f'{prompt}.md', prompt)\n\n"
+        "    def estimate_requests(self, case):\n"
+        "        return []\n", encoding="utf-8")
+    suite = _write_suite(tmp_path / "suite", [{"metric": "unestimated:UnestimatedVerdict"}], cases=10, judge={
+        "model": JUDGE_MODEL, "max_concurrency": 1, "prices": {JUDGE_MODEL: {"input": 0.0, "output": 1000.0}}})
+    with ChatServer(api_key=KEY, responder=_passing) as server:
+        env = _env(tmp_path, prefect_api_url, server.base_url)
+        env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "suite"), env["PYTHONPATH"]])
+        done = _cli(tmp_path, suite, {**env, "COLUMNS": "200"}, "--max-cost", "0.1")
+        sent = len(server.requests)
+    assert sent == 1 and MAX_TOKENS * 1000.0 / 1e6 <= 0.1, done.stderr
+    assert done.returncode == 1, done.stderr
+    reason = "the --max-cost budget ran out: 9 of 10 case × metric results were not judged"
+    results = _results(tmp_path)
+    assert results["passed"] is False
+    assert results["summary"]["budget_skipped"] == 9
+    assert (results["summary"]["passed_cases"], results["summary"]["skipped_cases"]) == (1, 9)
+    assert reason in results["warnings"]
+    summary_md = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    verdict = next(line for line in summary_md.splitlines() if "FAILED" in line)
+    assert reason in verdict
+    assert reason in done.stderr  # the run's warning on the console
+
+    # the PR comment / job summary the action renders from results.json says the same
+    from evaltasks.reports.markdown import render_summary_markdown
+    from evaltasks.results import EvaluationSummary
+
+    comment = render_summary_markdown("judged", EvaluationSummary.model_validate(results["summary"]), [],
+                                      passed=results["passed"], min_pass_rate=0.5, warnings=results["warnings"])
+    assert "❌ **FAILED** (" + reason in comment
+
+
+def test_skips_for_missing_credentials_still_pass_the_gate(tmp_path: Path, prefect_api_url: str) -> None:
+    env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("AZURE_OPENAI_API_KEY", None)
+    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"},
+                                              {"metric": "LengthCheckMetric", "max_length": 100}],
+                         judge={"base_url": "http://127.0.0.1:9/v1"})  # never contacted
+    done = _cli(tmp_path, suite, env, "--skip-missing-credentials", "--max-cost", "1")
+    assert done.returncode == 0, done.stderr
+    results = _results(tmp_path)
+    assert results["passed"] is True and results["summary"]["budget_skipped"] == 0
+    assert not any("budget" in w for w in results["warnings"])

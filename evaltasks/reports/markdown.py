@@ -19,7 +19,7 @@ from pathlib import Path
 from evaltasks._atomic import atomic_writer
 from evaltasks.compare import Comparison
 from evaltasks.reports._escape import markdown_inline
-from evaltasks.results import EvaluationSummary, TestCaseResult
+from evaltasks.results import EvaluationSummary, TestCaseResult, budget_message
 
 WORST_CASES = 10
 HISTOGRAM_BINS = 10
@@ -163,6 +163,9 @@ def summary_sections(
 ) -> list[Section]:
     """The summary as :class:`Section` blocks (see :func:`render_summary_markdown`)."""
     banner = "✅ **PASSED**" if passed else "❌ **FAILED**"
+    stopped = budget_message(summary)
+    if stopped and not passed:
+        banner += f" ({stopped})"
     evaluated = summary.cases - summary.skipped_cases
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
     head = [
