@@ -507,8 +507,9 @@ def _run(args: argparse.Namespace) -> int:
             _error(problem)
             return EXIT_INVALID
         if args.max_cost is not None:
-            from evaltasks.run import estimate_cost
+            from evaltasks.run import check_judge_prices, estimate_cost
 
+            check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
             estimate = estimate_cost(plan, args.index_dir, refresh=args.no_cache)
             if estimate > args.max_cost:
                 from evaltasks.metrics.judge import JudgeMetric

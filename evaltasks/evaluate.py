@@ -503,6 +503,29 @@ def judge_budget(max_cost: float | None, spent: float, ledger: str | Path) -> Sh
     return budget
 
 
+def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
+    """The judge models of ``metrics``' judge metrics that have no price (in neither the built-in table nor the
+    judge's ``prices``: :func:`~evaltasks.judges.prices.resolve_price`), in metric order, each once: their costs
+    count as $0 and ``--max-cost`` cannot limit them. A ``judge=`` function has no prices and is not listed.
+
+    Raises:
+        CredentialsError: a judge metric's client has no API key.
+    """
+    from evaltasks.judges import RunJudge
+    from evaltasks.metrics.judge import JudgeMetric
+
+    models: list[str] = []
+    for metric in metrics:
+        if not isinstance(metric, JudgeMetric):
+            continue
+        judge = metric.judge()
+        inner = judge.inner if isinstance(judge, RunJudge) else judge
+        price = getattr(inner, "price", None)
+        if price is not None and not price.known and inner.model not in models:
+            models.append(inner.model)
+    return models
+
+
 def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> float:
     """Estimated US dollars of the judge requests of a run (for ``--max-cost``): each judge metric's
     :meth:`~evaltasks.metrics.judge.JudgeMetric.estimate_requests` per case, once per sample (each sample is its

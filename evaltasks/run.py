@@ -155,6 +155,32 @@ def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool 
     return total
 
 
+def judge_price_warnings(plan: RunPlan) -> list[str]:
+    """One warning per judge model of ``plan`` without a price (:func:`~evaltasks.evaluate.unpriced_judge_models`):
+    its costs are reported as $0. For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
+    from evaltasks.evaluate import unpriced_judge_models
+
+    return [f"no price for judge model {model}: its costs count as $0 (undercounted) and --max-cost cannot limit "
+            f"its spend; add judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million tokens)"
+            for model in unpriced_judge_models(plan.suite.metrics)]
+
+
+def check_judge_prices(plan: RunPlan) -> None:
+    """For ``--max-cost``: every judge model of ``plan`` must have a price, or the budget could not limit it.
+
+    Raises:
+        InputError: a judge model has no price (one problem per model).
+    """
+    from evaltasks.errors import InputError, Problem
+    from evaltasks.evaluate import unpriced_judge_models
+
+    models = unpriced_judge_models(plan.suite.metrics)
+    if models:
+        raise InputError([Problem("", "", "", f"--max-cost cannot limit judge model {model}: it has no price; add "
+                                  f"judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million "
+                                  "tokens)") for model in models], title=f"invalid --max-cost for {plan.suite.path}")
+
+
 def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[str, int]]:
     """Embed every reference of ``plan`` into the index (``evaltasks index build``); counts per namespace."""
     from evaltasks.index import ReferenceIndex
@@ -274,7 +300,8 @@ def finish_streamed_run(
         "passed": passed,
         "gate": {"min_pass_rate": gate.min_pass_rate, "allow_errors": gate.allow_errors,
                  "pass_rate": gate_pass_rate(result, gate.allow_errors)},
-        "warnings": [*plan.suite.warnings, *_index_warnings(), *filter(None, [budget_message(summary)])],
+        "warnings": [*plan.suite.warnings, *judge_price_warnings(plan), *_index_warnings(),
+                     *filter(None, [budget_message(summary)])],
         "notices": list(plan.suite.notices),
         "started_at": _iso_utc(started),
         "finished_at": _iso_utc(finished),

@@ -161,3 +161,43 @@ def test_skips_for_missing_credentials_still_pass_the_gate(tmp_path: Path, prefe
     results = _results(tmp_path)
     assert results["passed"] is True and results["summary"]["budget_skipped"] == 0
     assert not any("budget" in w for w in results["warnings"])
+
+
+# -- judge models without a price ---------------------------------------------------------------------------------
+
+
+def test_unpriced_judge_model_is_a_run_warning_and_max_cost_refuses_it(tmp_path: Path, prefect_api_url: str) -> None:
+    from chat_server import ChatServer
+
+    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"}], cases=2,
+                         judge={"model": "unpriced-model"})
+    with ChatServer(api_key=KEY, responder=_passing) as server:
+        env = _env(tmp_path, prefect_api_url, server.base_url)
+        refused = _cli(tmp_path, suite, env, "--max-cost", "100")
+        assert refused.returncode == 2, refused.stderr
+        assert ("--max-cost cannot limit judge model unpriced-model: it has no price; add judge: {prices: "
+                "{unpriced-model: {input: …, output: …}}}") in refused.stderr
+        assert "Traceback" not in refused.stderr and not server.requests  # refused before any request
+
+        done = _cli(tmp_path, suite, env)
+        assert done.returncode == 0, done.stderr
+        assert len(server.requests) == 2
+    warning = ("no price for judge model unpriced-model: its costs count as $0 (undercounted) and --max-cost "
+               "cannot limit its spend")
+    results = _results(tmp_path)
+    assert [w for w in results["warnings"] if w.startswith(warning)] == [results["warnings"][0]]
+    summary_md = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    assert "> ⚠️ no price for judge model unpriced\\-model\\: its costs count as \\$0" in summary_md  # markdown-escaped
+
+
+def test_flow_with_max_cost_refuses_an_unpriced_judge_model(tmp_path: Path, prefect_harness, monkeypatch) -> None:
+    from flows.evaluate_suite import evaluate_suite
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"}], cases=2,
+                         judge={"model": "unpriced-model", "base_url": "http://127.0.0.1:9/v1"})  # never contacted
+    with pytest.raises(ValueError, match="--max-cost cannot limit judge model unpriced-model: it has no price"):
+        evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"),
+                       max_cost=1.0)
+    assert not (tmp_path / "out" / "results.json").exists()
