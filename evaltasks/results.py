@@ -220,13 +220,14 @@ class MetricSummary(BaseModel):
 
     Attributes:
         mean_score: mean of the scores of scored (passed or failed) cases; None when none was scored.
-        pass_rate: passed / cases this metric evaluated (skipped cases excluded; 0.0 when none).
+        pass_rate: passed / cases this metric evaluated (skipped cases excluded); None when it evaluated none
+            (e.g. skipped for missing credentials).
         threshold: the metric's threshold.
         passed, failed, errored, skipped: counts of cases by status for this metric.
     """
 
     mean_score: float | None
-    pass_rate: float
+    pass_rate: float | None
     threshold: float
     passed: int = 0
     failed: int = 0
@@ -430,7 +431,7 @@ class SummaryBuilder:
             evaluated = bucket["passed"] + bucket["failed"] + bucket["errored"]
             metrics[name] = MetricSummary(
                 mean_score=bucket["sum"] / bucket["n"] if bucket["n"] else None,
-                pass_rate=bucket["passed"] / evaluated if evaluated else 0.0,
+                pass_rate=bucket["passed"] / evaluated if evaluated else None,
                 threshold=self.thresholds[name],
                 passed=bucket["passed"], failed=bucket["failed"], errored=bucket["errored"], skipped=bucket["skipped"],
             )

@@ -153,7 +153,7 @@ def test_skips_for_missing_credentials_still_pass_the_gate(tmp_path: Path, prefe
     env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH}
     env.pop("OPENAI_API_KEY", None)
     env.pop("AZURE_OPENAI_API_KEY", None)
-    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"},
+    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "name": "judged"},
                                               {"metric": "LengthCheckMetric", "max_length": 100}],
                          judge={"base_url": "http://127.0.0.1:9/v1"})  # never contacted
     done = _cli(tmp_path, suite, env, "--skip-missing-credentials", "--max-cost", "1")
@@ -161,6 +161,21 @@ def test_skips_for_missing_credentials_still_pass_the_gate(tmp_path: Path, prefe
     results = _results(tmp_path)
     assert results["passed"] is True and results["summary"]["budget_skipped"] == 0
     assert not any("budget" in w for w in results["warnings"])
+    # a metric that evaluated nothing has no pass rate (not 0 %), like its mean
+    skipped = results["summary"]["metrics"]["judged"]
+    assert (skipped["skipped"], skipped["mean_score"], skipped["pass_rate"]) == (6, None, None)
+    assert results["summary"]["metrics"]["LengthCheckMetric"]["pass_rate"] == 1.0
+    summary_md = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    assert "| judged | n/a | n/a | 0.5 | 0 | 0 | 0 | 6 |" in summary_md
+    from rich.console import Console
+
+    from evaltasks.reports.console import print_summary
+    from evaltasks.results import EvaluationSummary
+
+    console = Console(record=True, width=200)
+    print_summary(EvaluationSummary.model_validate(results["summary"]), console=console)
+    row = next(line for line in console.export_text().splitlines() if "judged" in line)
+    assert row.split()[1:3] == ["n/a", "n/a"], row
 
 
 # -- judge models without a price ---------------------------------------------------------------------------------
@@ -201,3 +216,53 @@ def test_flow_with_max_cost_refuses_an_unpriced_judge_model(tmp_path: Path, pref
         evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"),
                        max_cost=1.0)
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+# -- problems of the suite's judge: block are located there ---------------------------------------------------------
+
+
+def test_bad_judge_block_options_are_reported_at_judge_each_once(tmp_path: Path, monkeypatch) -> None:
+    from evaltasks.errors import ConfigError
+    from evaltasks.suite import load_suite
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    path = _write_suite(tmp_path, [{"metric": "judge_metric:VerdictMetric", "name": "a"},
+                                   {"metric": "judge_metric:VerdictMetric", "name": "b"}],
+                        judge={"tempreature": 0, "prices": {"m": {"input": -1}}, "timeout": 0,
+                               "base_url": "http://127.0.0.1:9/v1"})
+    with pytest.raises(ConfigError) as caught:
+        load_suite(path)
+    found = {(p.location, p.field): p.message for p in caught.value.problems}
+    assert set(found) == {("judge", "tempreature"), ("judge", "prices"), ("judge", "timeout")}, found
+    assert "did you mean 'temperature'?" in found[("judge", "tempreature")]
+    assert "['m']['input']" in found[("judge", "prices")]
+
+
+def test_judge_block_option_the_client_rejects_is_located_at_judge(tmp_path: Path, monkeypatch) -> None:
+    from evaltasks.errors import ConfigError
+    from evaltasks.suite import load_suite
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    # within the schema, refused by the client: a price entry with neither input nor output
+    path = _write_suite(tmp_path, [{"metric": "judge_metric:VerdictMetric", "name": "a"},
+                                   {"metric": "judge_metric:VerdictMetric", "name": "b"}],
+                        judge={"prices": {"m": {}}, "base_url": "http://127.0.0.1:9/v1"})
+    with pytest.raises(ConfigError) as caught:
+        load_suite(path)
+    [problem] = caught.value.problems  # once, not once per metric
+    assert (problem.location, problem.field) == ("judge", "prices")
+
+
+def test_missing_judge_key_is_a_credentials_error_naming_the_variable(tmp_path: Path, prefect_api_url: str) -> None:
+    env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("AZURE_OPENAI_API_KEY", None)
+    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "name": "a"},
+                                              {"metric": "judge_metric:VerdictMetric", "name": "b"}],
+                         judge={"base_url": "http://127.0.0.1:9/v1"})
+    done = _cli(tmp_path, suite, env)
+    assert done.returncode == 2, done.stderr
+    assert "missing or rejected credentials: 1 problem(s)" in done.stderr
+    assert "OPENAI_API_KEY" in done.stderr and "judge_options" not in done.stderr and "metrics[" not in done.stderr

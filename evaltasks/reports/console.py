@@ -28,7 +28,8 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     for name, m in s.metrics.items():
         table.add_row(
-            Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}", f"{m.pass_rate:.2%}",
+            Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
+            "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",
             f"{m.threshold:g}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
         )
     console.print(table)

@@ -200,7 +200,7 @@ def summary_sections(
         tail=[""], priority=0, min_rows=1,
     )
     for name, m in summary.metrics.items():
-        row = (f"| {markdown_inline(name)} | {_fmt(m.mean_score)} | {m.pass_rate:.2%} | {m.threshold} | {m.passed} | "
+        row = (f"| {markdown_inline(name)} | {_fmt(m.mean_score)} | {_pct(m.pass_rate)} | {m.threshold} | {m.passed} | "
                f"{m.failed} | {m.errored} | {m.skipped} |")
         if comparison:
             c = by_name.get(name)
