@@ -206,8 +206,8 @@ def gate_passed(result: EvaluationResult, min_pass_rate: float, allow_errors: bo
 
     An empty run fails, and so does a run cut short by its ``--max-cost`` budget (a judge result skipped because
     the budget ran out, :func:`~evaltasks.results.is_budget_skip`): a verdict on the cases judged before the
-    money ran out says nothing about the rest. A run whose every case was skipped (e.g. all metrics need credentials a fork's pull
-    request does not get) passes: nothing was evaluated, so nothing regressed; the run's warnings say so.
+    money ran out says nothing about the rest. A run whose every case was skipped (e.g. all metrics need
+    credentials a fork's pull request does not get) passes: nothing was evaluated, so nothing regressed; the run's warnings say so.
     A run whose every evaluated case errored, with ``allow_errors``, passes the same way.
     """
     if result.summary.cases == 0 or result.summary.budget_skipped:
