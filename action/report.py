@@ -86,7 +86,7 @@ def main() -> int:
     """Write the summary, comment body, outputs and annotations; always 0 (the gate is applied later)."""
     from evaltasks.compare import Comparison
     from evaltasks.reports.markdown import render_summary_markdown
-    from evaltasks.results import EvaluationSummary, TestCaseResult
+    from evaltasks.results import EvaluationSummary, TestCaseResult, budget_message
 
     env = os.environ
     output_dir = Path(env["OUTPUT_DIR"])
@@ -148,7 +148,9 @@ def main() -> int:
     set_output("regressed", "true" if comparison is not None and comparison.regressed else "false")
     if not passed:
         shown = "n/a" if rate is None else f"{rate:.2%}"
-        annotate("error", f"Gate failed: pass rate {shown} below {float(gate.get('min_pass_rate', 1)):.2%}",
+        stopped = budget_message(summary)
+        annotate("error", f"Gate failed: {stopped}" if stopped else
+                 f"Gate failed: pass rate {shown} below {float(gate.get('min_pass_rate', 1)):.2%}",
                  title=f"evaltasks: {suite}")
     for regression in (comparison.regressions if comparison else [])[:10]:
         annotate("error" if not passed else "warning", f"Regression since the baseline: {regression}",

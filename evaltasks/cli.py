@@ -507,8 +507,9 @@ def _run(args: argparse.Namespace) -> int:
             _error(problem)
             return EXIT_INVALID
         if args.max_cost is not None:
-            from evaltasks.run import estimate_cost
+            from evaltasks.run import check_judge_prices, estimate_cost
 
+            check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
             estimate = estimate_cost(plan, args.index_dir, refresh=args.no_cache)
             if estimate > args.max_cost:
                 from evaltasks.metrics.judge import JudgeMetric
@@ -842,11 +843,27 @@ def _without_traceback(record: Any) -> bool:
 
     if record.exc_info and isinstance(record.exc_info[1], InputError):
         return False
+    if isinstance(record.msg, str) and "encountered an exception " in record.msg and any(
+            f"encountered an exception {name}:" in record.msg for name in _input_error_names()):
+        return False  # Prefect's "Task run ... Finished in state Failed(...)" line for an input error (a rejected key)
     if record.exc_info or record.exc_text:
         record.exc_info, record.exc_text = None, None
         if isinstance(record.msg, str) and "Traceback (most recent call last)" in record.msg:
             record.msg = record.msg.split("Traceback (most recent call last)")[0].rstrip() or "error (traceback omitted)"
     return True
+
+
+def _input_error_names() -> set[str]:
+    """The class names of :class:`~evaltasks.errors.InputError` and its subclasses (as Prefect's state messages
+    name an exception)."""
+    from evaltasks.errors import InputError
+
+    names, todo = set(), [InputError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
 
 
 def _hide_tracebacks() -> None:

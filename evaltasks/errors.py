@@ -124,7 +124,12 @@ class CredentialsError(InputError):
     """A provider needs credentials that are missing or were rejected (e.g. ``OPENAI_API_KEY``)."""
 
     def __init__(self, message: str) -> None:
+        self.message = message
         super().__init__(message, title="missing or rejected credentials")
+
+    def __reduce__(self) -> tuple[type[CredentialsError], tuple[str]]:
+        """Pickled as its message (a worker process's error reaches the run's process as it was raised)."""
+        return type(self), (self.message,)
 
 
 class ProviderError(EvalTasksError):

@@ -258,7 +258,9 @@ def score_metric_batch(
     *,
     raise_provider_errors: bool = False,
 ) -> list[MetricResult]:
-    """Score one metric over a batch; a failure errors cases, never the run (README, "Your own metrics").
+    """Score one metric over a batch; a failure errors cases, never the run (README, "Your own metrics"),
+    except missing or rejected credentials (:class:`CredentialsError`, e.g. a judge endpoint's HTTP 401/403),
+    which propagate: the run stops as a credentials problem (CLI exit 2), as for embeddings.
 
     - A provider failure (:class:`ProviderError`) makes the batch's results ``errored``; with
       ``raise_provider_errors`` it propagates instead (a Prefect task then fails, is retried when transient,
@@ -278,6 +280,11 @@ def score_metric_batch(
         return [MetricResult.errored(metric.name, metric.threshold, failed_namespaces[namespace]) for _ in cases]
     try:
         results = metric.score_batch(cases, vectors)
+    except CredentialsError as exc:
+        # A key missing or rejected (HTTP 401/403) stops the run: every later request would fail the same. Its
+        # cause (the SDK's error) is dropped: it does not survive the pickling that brings it from a worker.
+        exc.__cause__ = exc.__context__ = None
+        raise
     except ProviderError as exc:
         if raise_provider_errors:
             raise
@@ -307,6 +314,9 @@ def _score_one(
     """``metric`` on one case; an exception gives an ``errored`` result ``ExceptionType: message``."""
     try:
         results = metric.score_batch([case], vectors)
+    except CredentialsError as exc:
+        exc.__cause__ = exc.__context__ = None  # as in score_metric_batch
+        raise
     except ProviderError as exc:
         if raise_provider_errors:
             raise
@@ -491,6 +501,29 @@ def judge_budget(max_cost: float | None, spent: float, ledger: str | Path) -> Sh
     if spent:
         budget.add_spent(spent)
     return budget
+
+
+def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
+    """The judge models of ``metrics``' judge metrics that have no price (in neither the built-in table nor the
+    judge's ``prices``: :func:`~evaltasks.judges.prices.resolve_price`), in metric order, each once: their costs
+    count as $0 and ``--max-cost`` cannot limit them. A ``judge=`` function has no prices and is not listed.
+
+    Raises:
+        CredentialsError: a judge metric's client has no API key.
+    """
+    from evaltasks.judges import RunJudge
+    from evaltasks.metrics.judge import JudgeMetric
+
+    models: list[str] = []
+    for metric in metrics:
+        if not isinstance(metric, JudgeMetric):
+            continue
+        judge = metric.judge()
+        inner = judge.inner if isinstance(judge, RunJudge) else judge
+        price = getattr(inner, "price", None)
+        if price is not None and not price.known and inner.model not in models:
+            models.append(inner.model)
+    return models
 
 
 def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> float:

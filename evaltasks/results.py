@@ -220,13 +220,14 @@ class MetricSummary(BaseModel):
 
     Attributes:
         mean_score: mean of the scores of scored (passed or failed) cases; None when none was scored.
-        pass_rate: passed / cases this metric evaluated (skipped cases excluded; 0.0 when none).
+        pass_rate: passed / cases this metric evaluated (skipped cases excluded); None when it evaluated none
+            (e.g. skipped for missing credentials).
         threshold: the metric's threshold.
         passed, failed, errored, skipped: counts of cases by status for this metric.
     """
 
     mean_score: float | None
-    pass_rate: float
+    pass_rate: float | None
     threshold: float
     passed: int = 0
     failed: int = 0
@@ -322,6 +323,14 @@ def is_judged(result: MetricResult) -> bool:
     return "judge_model" in result.evaluation_log
 
 
+def is_budget_skip(result: MetricResult) -> bool:
+    """Whether ``result`` was not judged because the run's ``--max-cost`` budget ran out: a ``skipped`` judge
+    result (a judge metric skips a case for no other reason; a metric skipped for missing credentials is not a
+    judge result: its ``evaluation_log`` names no judge model). Such results fail the gate (README, "LLM
+    judges")."""
+    return result.status == "skipped" and "judge_model" in result.evaluation_log
+
+
 class EvaluationSummary(BaseModel):
     """Run-level aggregates.
 
@@ -333,6 +342,8 @@ class EvaluationSummary(BaseModel):
         evaluation_cost: total US dollars spent on provider calls.
         judges: judge work per judge metric (keyed by metric name, in metric order); empty without judges.
         judge_total: judge work of the whole run (None without judge metrics).
+        budget_skipped: case × metric results not judged because the ``--max-cost`` budget ran out
+            (:func:`is_budget_skip`); any fails the gate.
     """
 
     cases: int
@@ -346,6 +357,16 @@ class EvaluationSummary(BaseModel):
     evaluation_cost: float = 0.0
     judges: dict[str, JudgeAccount] = Field(default_factory=dict)
     judge_total: JudgeAccount | None = None
+    budget_skipped: int = 0
+
+
+def budget_message(summary: EvaluationSummary) -> str | None:
+    """Why the gate failed when the run's ``--max-cost`` budget ran out (``"the --max-cost budget ran out: N of
+    M case × metric results were not judged"``), else None."""
+    if not summary.budget_skipped:
+        return None
+    return (f"the --max-cost budget ran out: {summary.budget_skipped} of {summary.cases * len(summary.metrics)} "
+            "case × metric results were not judged")
 
 
 class EvaluationResult(BaseModel):
@@ -381,6 +402,7 @@ class SummaryBuilder:
         self.cost = 0.0
         self.cases = 0
         self.judges: dict[str, JudgeAccount] = {}
+        self.budget_skipped = 0
 
     def add(self, test_results: Iterable[TestCaseResult]) -> None:
         """Fold a batch of case results in."""
@@ -399,6 +421,8 @@ class SummaryBuilder:
                     if account is None:
                         account = self.judges[m.name] = JudgeAccount(model=str(m.evaluation_log["judge_model"]))
                     account.add(case.id, m)
+                    if m.status == "skipped":  # is_budget_skip, inlined
+                        self.budget_skipped += 1
 
     def finish(self, embeddings: EmbeddingCounts | None = None) -> EvaluationSummary:
         """The summary of everything added (rules in the module docstring)."""
@@ -407,7 +431,7 @@ class SummaryBuilder:
             evaluated = bucket["passed"] + bucket["failed"] + bucket["errored"]
             metrics[name] = MetricSummary(
                 mean_score=bucket["sum"] / bucket["n"] if bucket["n"] else None,
-                pass_rate=bucket["passed"] / evaluated if evaluated else 0.0,
+                pass_rate=bucket["passed"] / evaluated if evaluated else None,
                 threshold=self.thresholds[name],
                 passed=bucket["passed"], failed=bucket["failed"], errored=bucket["errored"], skipped=bucket["skipped"],
             )
@@ -424,6 +448,7 @@ class SummaryBuilder:
             evaluation_cost=self.cost,
             judges={name: self.judges[name] for name in self.per_metric if name in self.judges},
             judge_total=_judge_total(self.judges.values()) if self.judges else None,
+            budget_skipped=self.budget_skipped,
         )
 
 

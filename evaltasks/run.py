@@ -28,6 +28,7 @@ from evaltasks.results import (
     EvaluationResult,
     EvaluationSummary,
     ReferenceSetInfo,
+    budget_message,
 )
 from evaltasks.suite import LoadedSuite, load_suite
 
@@ -154,6 +155,32 @@ def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool 
     return total
 
 
+def judge_price_warnings(plan: RunPlan) -> list[str]:
+    """One warning per judge model of ``plan`` without a price (:func:`~evaltasks.evaluate.unpriced_judge_models`):
+    its costs are reported as $0. For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
+    from evaltasks.evaluate import unpriced_judge_models
+
+    return [f"no price for judge model {model}: its costs count as $0 (undercounted) and --max-cost cannot limit "
+            f"its spend; add judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million tokens)"
+            for model in unpriced_judge_models(plan.suite.metrics)]
+
+
+def check_judge_prices(plan: RunPlan) -> None:
+    """For ``--max-cost``: every judge model of ``plan`` must have a price, or the budget could not limit it.
+
+    Raises:
+        InputError: a judge model has no price (one problem per model).
+    """
+    from evaltasks.errors import InputError, Problem
+    from evaltasks.evaluate import unpriced_judge_models
+
+    models = unpriced_judge_models(plan.suite.metrics)
+    if models:
+        raise InputError([Problem("", "", "", f"--max-cost cannot limit judge model {model}: it has no price; add "
+                                  f"judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million "
+                                  "tokens)") for model in models], title=f"invalid --max-cost for {plan.suite.path}")
+
+
 def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[str, int]]:
     """Embed every reference of ``plan`` into the index (``evaltasks index build``); counts per namespace."""
     from evaltasks.index import ReferenceIndex
@@ -177,11 +204,13 @@ def gate_pass_rate(result: EvaluationResult, allow_errors: bool = False) -> floa
 def gate_passed(result: EvaluationResult, min_pass_rate: float, allow_errors: bool = False) -> bool:
     """The gate: :func:`gate_pass_rate` >= ``min_pass_rate``.
 
-    An empty run fails. A run whose every case was skipped (e.g. all metrics need credentials a fork's pull
-    request does not get) passes: nothing was evaluated, so nothing regressed; the run's warnings say so.
+    An empty run fails, and so does a run cut short by its ``--max-cost`` budget (a judge result skipped because
+    the budget ran out, :func:`~evaltasks.results.is_budget_skip`): a verdict on the cases judged before the
+    money ran out says nothing about the rest. A run whose every case was skipped (e.g. all metrics need
+    credentials a fork's pull request does not get) passes: nothing was evaluated, so nothing regressed; the run's warnings say so.
     A run whose every evaluated case errored, with ``allow_errors``, passes the same way.
     """
-    if result.summary.cases == 0:
+    if result.summary.cases == 0 or result.summary.budget_skipped:
         return False
     rate = gate_pass_rate(result, allow_errors)
     return rate is None or rate >= min_pass_rate - 1e-12
@@ -271,7 +300,8 @@ def finish_streamed_run(
         "passed": passed,
         "gate": {"min_pass_rate": gate.min_pass_rate, "allow_errors": gate.allow_errors,
                  "pass_rate": gate_pass_rate(result, gate.allow_errors)},
-        "warnings": [*plan.suite.warnings, *_index_warnings()],
+        "warnings": [*plan.suite.warnings, *judge_price_warnings(plan), *_index_warnings(),
+                     *filter(None, [budget_message(summary)])],
         "notices": list(plan.suite.notices),
         "started_at": _iso_utc(started),
         "finished_at": _iso_utc(finished),

@@ -713,14 +713,19 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     reference_sets = _load_reference_sets(source, suite, path.parent, problems) if suite is not None else {}
     warnings: list[str] = []
     notices = _outside_notices(suite, path) if suite is not None else []
+    judge_defaults = _checked_judge_block(source, suite.judge, problems) if suite is not None else None
+    credentials: list[str] = []
     metrics = (
         _build_metrics(
             source, raw_metrics, problems, defaults, reference_sets, path.parent,
             skipped=warnings if skip_missing_credentials else None,
-            judge_defaults=suite.judge if suite is not None else None,
+            judge_defaults=judge_defaults, credentials=credentials,
         )
         if isinstance(raw_metrics, list) else []
     )
+    if credentials and not problems and suite is not None:
+        raise CredentialsError("; ".join(credentials))
+    problems += [Problem(source, "", "", message) for message in credentials]
     if problems or suite is None:
         raise ConfigError(problems)
     return LoadedSuite(
@@ -800,13 +805,16 @@ def _build_metrics(
     base_dir: Path = Path("."),
     skipped: list[str] | None = None,
     judge_defaults: JudgeBlock | None = None,
+    credentials: list[str] | None = None,
 ) -> list[BaseMetric]:
     """Construct every well-formed metric entry, adding a located problem for each one that fails.
 
     When ``skipped`` is a list, a metric whose credentials are missing becomes a :class:`SkippedMetric` and a
     warning is appended to ``skipped`` instead of a problem. Judge metrics get ``judge_defaults`` (the suite's
     ``judge:`` block) under their own ``model``, ``samples`` and ``judge_options``, and their ``prompts`` files
-    resolved against ``base_dir``.
+    resolved against ``base_dir``. A judge's missing API key is not a problem of the suite file: its message
+    goes to ``credentials`` (once) when that is a list; a bad option that comes from the ``judge:`` block is
+    located there (``judge``, field: the option), once.
     """
     metrics: list[BaseMetric] = []
     names: dict[str, int] = {}
@@ -858,6 +866,10 @@ def _build_metrics(
             continue
         except CredentialsError as exc:
             message = "; ".join(p.message for p in exc.problems)
+            if skipped is None and judged and credentials is not None:
+                if message not in credentials:
+                    credentials.append(message)
+                continue
             if skipped is None:
                 problems.append(Problem(source, where, "judge_options" if judged else "embedding_provider", message))
                 continue
@@ -866,6 +878,13 @@ def _build_metrics(
         except ValueError as exc:
             field = _argument_named(spec, str(exc)) or ("judge_options" if judged else "")
             message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
+            option = _judge_option_named(message) if judged and judge_defaults is not None else None
+            if option is not None and option in judge_defaults.options() and \
+                    option not in ((spec.model_extra or {}).get("judge_options") or {}):
+                block = Problem(source, "judge", option, message)  # the suite's judge: block's option
+                if block not in problems:
+                    problems.append(block)
+                continue
             if field and message.startswith(field):  # the problem names the field: "field 'unit' must be …"
                 message = message[len(field):].lstrip(":").lstrip()
             problems.append(Problem(source, where, field, message))
@@ -889,6 +908,48 @@ def _build_metrics(
         names.setdefault(metric.name, i)
         metrics.append(metric)
     return metrics
+
+
+_JUDGE_OPTION_MESSAGE = re.compile(
+    r"^(?:unknown judge option\(s\) '([^']+)'|judge option (\w+) |(prices|price_per_million_\w+)\b)")
+
+
+def _judge_option_named(message: str) -> str | None:
+    """The judge client option a client's ValueError is about (its messages name it first), else None."""
+    found = _JUDGE_OPTION_MESSAGE.match(message)
+    return next((g for g in found.groups() if g), None) if found else None
+
+
+def _checked_judge_block(source: str, block: JudgeBlock, problems: list[Problem]) -> JudgeBlock:
+    """The suite's ``judge:`` block without its bad options, each reported at ``judge`` (field: the option):
+    every option that is not a judge client option (README, "LLM judges") and every value that breaks its
+    JSON Schema (:data:`JUDGE_OPTIONS_SCHEMA`). The client checks the rest when the metrics are built."""
+    import jsonschema
+
+    from evaltasks.judges.openai import OPTIONS
+
+    bad = []
+    for key, value in block.options().items():
+        if key == "api_key":
+            continue  # refused by the Suite model
+        if key not in OPTIONS:
+            close = difflib.get_close_matches(key, sorted(OPTIONS - {"api_key"}), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            problems.append(Problem(source, "judge", key, f"is not a judge option{hint}; known: model, samples, "
+                                    f"{', '.join(sorted(OPTIONS - {'api_key'}))}"))
+            bad.append(key)
+            continue
+        schema = JUDGE_OPTIONS_SCHEMA.get(key)
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value)) \
+            if schema is not None else None
+        if error is not None:
+            where = "".join(f"[{quote(p)}]" for p in error.absolute_path)
+            problems.append(Problem(source, "judge", key, f"{where + ': ' if where else ''}{error.message}"))
+            bad.append(key)
+    if not bad:
+        return block
+    kept = {k: v for k, v in block.options().items() if k not in bad}
+    return JudgeBlock(model=block.model, samples=block.samples, **kept)
 
 
 def _prepare_judge_spec(spec: MetricSpec, base_dir: Path) -> tuple[str, str] | None:

@@ -372,7 +372,8 @@ def publish_artifacts(
     rows = [
         {
             "metric": name, "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
-            "pass_rate": round(m.pass_rate, 6), "threshold": m.threshold, "passed": m.passed, "failed": m.failed,
+            "pass_rate": None if m.pass_rate is None else round(m.pass_rate, 6), "threshold": m.threshold,
+            "passed": m.passed, "failed": m.failed,
             "errored": m.errored, "skipped": m.skipped,
         }
         for name, m in result.summary.metrics.items()

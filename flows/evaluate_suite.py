@@ -37,7 +37,7 @@ from evaltasks.index import ReferenceIndex, default_index_dir, recording_warning
 from evaltasks.metrics.judge import JudgeMetric
 from evaltasks.results import EmbeddingCounts, TestCaseResult
 from evaltasks.compare import DEFAULT_TOLERANCE
-from evaltasks.run import RunOutcome, finish_streamed_run, open_report_writer, plan_run
+from evaltasks.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer, plan_run
 from evaltasks.tasks import artifact_key, embed_outputs, embed_references, publish_artifacts, score_batch_boxed
 
 # A task run costs Prefect 5-10 ms here (API calls, states, and the GIL it shares with the scoring threads);
@@ -159,7 +159,9 @@ def evaluate_suite(
         ``{"suite", "passed", "results_path", "summary"}`` (the summary as in results.json).
 
     Raises:
-        ConfigError, DatasetError, CredentialsError: invalid input (nothing is scored).
+        ConfigError, DatasetError, CredentialsError: invalid input (nothing is scored); CredentialsError also
+            when a judge endpoint rejects the key (HTTP 401/403) during the run.
+        InputError: ``max_cost`` with a judge model that has no price (nothing is scored).
     """
     return run_suite(
         suite_path, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
@@ -185,6 +187,8 @@ def run_suite(
     logger = get_run_logger()
     started = time.time()
     plan = plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
+    if max_cost is not None:
+        check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
     try:
         with _gc_frozen(), recording_warnings():  # index corruption found by the run goes into its reports
             return _run_plan(

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from conftest import subprocess_env
 from evaltasks import EvalTestCase
-from evaltasks.errors import ConfigError
+from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.evaluate import evaluate_sync
 from evaltasks.reports import ReportWriter
 from evaltasks.reports.console import print_summary
@@ -428,10 +428,10 @@ def test_judge_without_a_key_is_a_credentials_problem_or_skipped(tmp_path: Path,
         monkeypatch.delenv(name, raising=False)
     path = _write_suite(tmp_path, [{"metric": "judge_metric:VerdictMetric", "name": "judged"}],
                         judge={"base_url": "http://127.0.0.1:9/v1"})  # never contacted
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(CredentialsError) as caught:  # a credentials problem, not a field of the suite file
         load_suite(path)
     [problem] = caught.value.problems
-    assert (problem.location, problem.field) == ("metrics[0]", "judge_options")
+    assert (problem.location, problem.field) == ("", "")
     assert "OPENAI_API_KEY" in problem.message
     loaded = load_suite(path, skip_missing_credentials=True)
     assert isinstance(loaded.metrics[0], SkippedMetric) and loaded.metrics[0].name == "judged"

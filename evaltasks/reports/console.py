@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from evaltasks.results import EvaluationSummary
+from evaltasks.results import EvaluationSummary, budget_message
 
 
 def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min_pass_rate: float | None = None,
@@ -27,7 +28,8 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     for name, m in s.metrics.items():
         table.add_row(
-            Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}", f"{m.pass_rate:.2%}",
+            Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
+            "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",
             f"{m.threshold:g}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
         )
     console.print(table)
@@ -46,4 +48,6 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     if passed is not None:
         verdict = "[bold green]GATE PASSED[/]" if passed else "[bold red]GATE FAILED[/]"
         rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate
-        console.print(f"{verdict} (pass rate {rate:.2%}, required {min_pass_rate:.2%})")
+        stopped = budget_message(s)
+        why = f": {escape(stopped)}" if stopped and not passed else ""
+        console.print(f"{verdict}{why} (pass rate {rate:.2%}, required {min_pass_rate:.2%})")

@@ -19,7 +19,7 @@ from pathlib import Path
 from evaltasks._atomic import atomic_writer
 from evaltasks.compare import Comparison
 from evaltasks.reports._escape import markdown_inline
-from evaltasks.results import EvaluationSummary, TestCaseResult
+from evaltasks.results import EvaluationSummary, TestCaseResult, budget_message
 
 WORST_CASES = 10
 HISTOGRAM_BINS = 10
@@ -163,6 +163,9 @@ def summary_sections(
 ) -> list[Section]:
     """The summary as :class:`Section` blocks (see :func:`render_summary_markdown`)."""
     banner = "✅ **PASSED**" if passed else "❌ **FAILED**"
+    stopped = budget_message(summary)
+    if stopped and not passed:
+        banner += f" ({stopped})"
     evaluated = summary.cases - summary.skipped_cases
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
     head = [
@@ -197,7 +200,7 @@ def summary_sections(
         tail=[""], priority=0, min_rows=1,
     )
     for name, m in summary.metrics.items():
-        row = (f"| {markdown_inline(name)} | {_fmt(m.mean_score)} | {m.pass_rate:.2%} | {m.threshold} | {m.passed} | "
+        row = (f"| {markdown_inline(name)} | {_fmt(m.mean_score)} | {_pct(m.pass_rate)} | {m.threshold} | {m.passed} | "
                f"{m.failed} | {m.errored} | {m.skipped} |")
         if comparison:
             c = by_name.get(name)
