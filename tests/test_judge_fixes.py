@@ -103,7 +103,8 @@ def _template(tmp_path: Path, text: str, name: str = "score.md") -> str:
     return str(path)
 
 
-def test_an_undefined_variable_in_an_override_is_refused_at_load(tmp_path: Path) -> None:
+def test_an_undefined_variable_in_an_override_is_refused_at_load(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     path = _template(tmp_path, "### system\nRate it. JSON only.\n### user\n{{ inptu }}: {{ actual_output }}\n")
     with pytest.raises(ValueError, match=r"undefined variable\(s\) inptu; BiasMetric's 'score' prompt has: "
                                          r"actual_output, input"):
@@ -113,7 +114,7 @@ def test_an_undefined_variable_in_an_override_is_refused_at_load(tmp_path: Path)
     suite.write_text(json.dumps({"name": "s", "dataset": {"path": "cases.jsonl"},
                                  "metrics": [{"metric": "BiasMetric", "prompts": {"score": "score.md"}}]}),
                      encoding="utf-8")
-    os.environ.setdefault("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # only for this test: later ones check a missing key
     with pytest.raises(ConfigError) as caught:  # an InputError: exit 2 on the CLI
         load_suite(suite)
     [problem] = caught.value.problems
