@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.judges import JudgeRuntime, get_judge
-from evaltasks.judges.base import FunctionJudge, Judge, JudgeRequest, as_messages
+from evaltasks.judges import FunctionJudge
+from evaltasks.judges.base import Judge, JudgeRequest, as_messages
 from evaltasks.judges.prompts import PromptTemplate, load_template
 from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase

@@ -16,8 +16,9 @@ from typing import Any
 
 from evaltasks._env import env_value
 from evaltasks.judges.base import (
-    BudgetExhausted, Choice, FunctionJudge, Judge, JudgeError, JudgeReply, JudgeRequest, Message, TokenLogprob,
+    BudgetExhausted, Choice, Judge, JudgeError, JudgeReply, JudgeRequest, Message, TokenLogprob,
 )
+from evaltasks.judges.function import FunctionJudge
 
 log = logging.getLogger("evaltasks.judges")
 
