@@ -28,7 +28,7 @@ from conftest import subprocess_env
 psutil = pytest.importorskip("psutil")
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy
-EMBED_CASES = 20_000  # outputs to embed: ~40 chunks (evaltasks.embeddings.local.ENCODE_CHUNK), tens of seconds of
+EMBED_CASES = 8000  # outputs to embed: ~16 chunks (evaltasks.embeddings.local.ENCODE_CHUNK), ten seconds or more of
 # work, so a signal sent when the references are done lands during the outputs' encode even on a busy machine
 LENGTH_CASES = 100_000  # LengthCheck only: 20 scoring batches and reports of ~40 MB
 SERVER_APP = "prefect.server.api.server:create_app"  # in the command line of Prefect's temporary server
