@@ -451,56 +451,27 @@ def as_reused(results: list[MetricResult]) -> list[MetricResult]:
     return out
 
 
-class SharedBudget:
-    """The run's :class:`~evaltasks.judges.budget.Budget` as it travels to process and Dask workers with the
-    metrics: pickled as its limit and ledger file, and opened again on the same ledger where it lands, so every
-    worker reserves against one spend (a Budget itself holds locks, which do not pickle).
-
-    Args:
-        limit_usd: the run's limit (``--max-cost``).
-        ledger: the ledger file every process shares.
-    """
-
-    def __init__(self, limit_usd: float, ledger: str | Path) -> None:
-        from evaltasks.judges.budget import Budget
-
-        self.limit_usd, self.ledger = float(limit_usd), Path(ledger)
-        self.budget = Budget(self.limit_usd, self.ledger)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"limit_usd": self.limit_usd, "ledger": str(self.ledger)}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["limit_usd"], state["ledger"])  # type: ignore[misc]
-
-    @property
-    def spent(self) -> float:
-        """US dollars spent so far by every process of the run."""
-        return self.budget.spent
-
-    def add_spent(self, usd: float) -> None:
-        """Count ``usd`` spent outside the judges (the run's embeddings)."""
-        self.budget.add_spent(usd)
-
-    def reserve(self, usd: float) -> str:
-        """Reserve a request's worst case. Raises BudgetExhausted when it does not fit."""
-        return self.budget.reserve(usd)
-
-    def settle(self, reservation: str, usd: float) -> None:
-        """Replace ``reservation`` with the billed ``usd``."""
-        self.budget.settle(reservation, usd)
-
-
-def judge_budget(max_cost: float | None, spent: float, ledger: str | Path) -> SharedBudget | None:
-    """The run's judge budget for ``--max-cost``: a :class:`SharedBudget` of ``max_cost`` US dollars with
-    ``spent`` (the run's embedding spend) already counted, its ledger at ``ledger`` (a file that process and
-    Dask workers share); None without a limit."""
+def judge_budget(max_cost: float | None, spent: float, ledger: str | Path) -> Any:
+    """The run's judge budget for ``--max-cost``: a :class:`~evaltasks.judges.budget.Budget` of ``max_cost`` US
+    dollars with ``spent`` (the run's embedding spend) already counted, its ledger at ``ledger`` (a file that
+    process and Dask workers share: a Budget pickles as its limit and ledger); None without a limit."""
     if max_cost is None:
         return None
-    budget = SharedBudget(max_cost, ledger)
+    from evaltasks.judges.budget import Budget
+
+    budget = Budget(max_cost, ledger)
     if spent:
         budget.add_spent(spent)
     return budget
+
+
+def _client_of(metric: Any) -> Any:
+    """The client ``metric`` sends to in this run (the OpenAI judge or the ``judge=`` hook), without the run's
+    store and budget around it. Raises CredentialsError without an API key."""
+    from evaltasks.judges import RunJudge
+
+    judge = metric.judge()
+    return judge.inner if isinstance(judge, RunJudge) else judge
 
 
 def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
@@ -511,15 +482,13 @@ def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
     Raises:
         CredentialsError: a judge metric's client has no API key.
     """
-    from evaltasks.judges import RunJudge
     from evaltasks.metrics.judge import JudgeMetric
 
     models: list[str] = []
     for metric in metrics:
         if not isinstance(metric, JudgeMetric):
             continue
-        judge = metric.judge()
-        inner = judge.inner if isinstance(judge, RunJudge) else judge
+        inner = _client_of(metric)
         price = getattr(inner, "price", None)
         if price is not None and not price.known and inner.model not in models:
             models.append(inner.model)
@@ -529,35 +498,27 @@ def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
 def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> float:
     """Estimated US dollars of the judge requests of a run (for ``--max-cost``): each judge metric's
     :meth:`~evaltasks.metrics.judge.JudgeMetric.estimate_requests` per case, once per sample (each sample is its
-    own request), each priced at its worst case by its judge's ``estimate_cost`` (the OpenAI client's prices).
-    Requests whose answer is already in the run's store cost nothing (unless the runtime's ``refresh``);
-    judges without prices (a ``judge=`` function) add 0. Bind the runtime (:func:`bind_judges`) first.
+    own request), each priced by its judge's ``estimate_cost``
+    (:meth:`~evaltasks.judges.RunJudge.estimate_cost`: the worst case at the client's prices; 0 for answers
+    already in the run's store unless it refreshes, and for a ``judge=`` function). Bind the runtime
+    (:func:`bind_judges`) first.
 
     Raises:
         CredentialsError: a judge metric's client has no API key.
     """
-    from dataclasses import replace as replaced
-
-    from evaltasks.judges import RunJudge
     from evaltasks.metrics.judge import JudgeMetric
 
     total = 0.0
     for metric in metrics:
         if not isinstance(metric, JudgeMetric):
             continue
-        judge = metric.judge()
-        inner = judge.inner if isinstance(judge, RunJudge) else judge
-        estimate = getattr(inner, "estimate_cost", None)
+        estimate = getattr(metric.judge(), "estimate_cost", None)
         if estimate is None:
             continue
-        store = judge.store if isinstance(judge, RunJudge) and not judge.runtime.refresh else None
         for case in cases:
             for request in metric.estimate_requests(case):
                 for sample in range(metric.samples):
-                    request = replaced(request, sample=sample)
-                    if store is not None and store.get(request.key(inner.model, judge.endpoint), request) is not None:
-                        continue
-                    total += float(estimate(request))
+                    total += float(estimate(replace(request, sample=sample)))
     return total
 
 
