@@ -25,10 +25,45 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from evaltasks.errors import InputError, Problem
-from evaltasks.results import EvaluationSummary, TestCaseResult
+from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
 
 DEFAULT_TOLERANCE = 0.01
 ChangeKind = Literal["worse", "better", "new", "removed"]
+Verdict = Literal["regressed", "improved", "no significant change", "inconclusive"]
+
+
+class ChangeTest(BaseModel):
+    """A paired test of one statistic between the baseline and the current run, over the cases both have
+    (README, "Uncertainty and regressions").
+
+    Attributes:
+        statistic: ``pass_rate`` (per case: passed, or not) or ``mean_score``.
+        test: ``exact McNemar`` (binomial test of the discordant pairs), ``paired bootstrap`` or ``cluster
+            paired bootstrap`` (percentile interval of the mean difference; p-value from the same resamples).
+        paired_cases: cases in both runs with a result on both sides (skipped ones left out).
+        baseline, current: the statistic on the paired cases in each run; delta: current − baseline.
+        interval: interval of ``delta`` at level 1 − alpha: the paired bootstrap of the per-case differences
+            (cluster paired with ``dataset.cluster``), for both statistics.
+        p_value: two-sided p-value of "no change".
+        worse, better: discordant pairs of a pass-rate test (passed → not passed, not passed → passed).
+        min_detectable_effect: the smallest change this test could call significant at this many paired cases
+            (pass rate: every changed case moving the same way; mean score: the interval's half-width).
+        verdict: ``regressed`` / ``improved`` (p < alpha and |delta| > min_effect), ``inconclusive`` (not
+            significant and ``min_detectable_effect`` > min_effect), else ``no significant change``.
+    """
+
+    statistic: Literal["pass_rate", "mean_score"]
+    test: str
+    paired_cases: int
+    baseline: float | None = None
+    current: float | None = None
+    delta: float | None = None
+    interval: Interval | None = None
+    p_value: float | None = None
+    worse: int = 0
+    better: int = 0
+    min_detectable_effect: float | None = None
+    verdict: Verdict = "no significant change"
 _KIND_ORDER = {"worse": 0, "new": 1, "removed": 2, "better": 3}
 
 
@@ -40,7 +75,11 @@ class MetricComparison(BaseModel):
         baseline_mean, current_mean: mean scores (None when nothing was scored).
         mean_delta: current − baseline mean score, when both exist.
         baseline_pass_rate, current_pass_rate, pass_rate_delta: the same for pass rates (fractions).
-        regressed: a drop beyond the tolerance in mean score or pass rate.
+        regressed: the metric's verdict is ``regressed``.
+        pass_rate_test, score_test: the paired tests (None when the metric is in one run only or nothing
+            paired).
+        verdict: the worse of the two tests' verdicts (regressed > improved > inconclusive > no significant
+            change); None when the metric is in one run only.
     """
 
     name: str
@@ -51,6 +90,9 @@ class MetricComparison(BaseModel):
     current_pass_rate: float | None = None
     pass_rate_delta: float | None = None
     regressed: bool = False
+    pass_rate_test: ChangeTest | None = None
+    score_test: ChangeTest | None = None
+    verdict: Verdict | None = None
 
 
 class CaseChange(BaseModel):
@@ -83,8 +125,16 @@ class Comparison(BaseModel):
         metrics: one entry per metric of either run, current run's order first.
         changes: changed pairs, worst first (worse by delta, then new, removed, better).
         counts: number of changes per kind.
-        regressed: any metric regressed or the pass rate dropped beyond the tolerance.
-        regressions: one sentence per regression, for annotations.
+        regressed: the overall verdict is ``regressed``.
+        regressions: one sentence per regression (verdict ``regressed``), with its p-value, for annotations.
+        alpha, min_effect: the gate's significance level and smallest effect that counts.
+        pass_rate_test: the paired test of the overall (case) pass rate.
+        verdict: ``regressed`` when the overall test or any metric regressed, else ``improved`` when any
+            improved, else ``inconclusive`` when any is, else ``no significant change``.
+        paired_cases: cases in both runs; new_cases, removed_cases: ids only in the current run / only in the
+            baseline (left out of the paired tests).
+        flaky_cases: cases a judge metric with ``samples: K`` found unstable (samples on both sides of the
+            threshold) in either run.
     """
 
     baseline: str
@@ -97,6 +147,14 @@ class Comparison(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     regressed: bool = False
     regressions: list[str] = Field(default_factory=list)
+    alpha: float = 0.05
+    min_effect: float = 0.01
+    pass_rate_test: ChangeTest | None = None
+    verdict: Verdict = "no significant change"
+    paired_cases: int = 0
+    new_cases: list[str] = Field(default_factory=list)
+    removed_cases: list[str] = Field(default_factory=list)
+    flaky_cases: list[str] = Field(default_factory=list)
 
 
 def load_baseline(path: str | Path) -> dict[str, Any]:

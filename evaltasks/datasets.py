@@ -51,6 +51,9 @@ class LoadedDataset:
         cases: the test cases, in file order.
         ids: one id per case (``id`` column, else hash of the input; ``#2``… for repeats).
         locations: one location per case (``line N`` or ``item N``).
+        columns: the extra columns asked of :func:`load_dataset` (``dataset.cluster``, ``--labels``), each as
+            one value per case in case order: the cell as a string (integers and booleans as JSON writes
+            them: ``3``, ``true``), None where the row has no such key or an empty/null cell.
     """
 
     path: Path
@@ -58,6 +61,7 @@ class LoadedDataset:
     cases: list[EvalTestCase] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     locations: list[str] = field(default_factory=list)
+    columns: dict[str, list[str | None]] = field(default_factory=dict)
 
 
 def _read_text(path: Path, source: str, written: str = "") -> tuple[bytes, str]:
@@ -240,8 +244,14 @@ def _row_number(problem: Problem) -> float:
     return int(number) if number.isdigit() else float("inf")
 
 
-def load_dataset(spec: DatasetSpec, base_dir: Path, check: CaseCheck | None = None) -> LoadedDataset:
+def load_dataset(
+    spec: DatasetSpec, base_dir: Path, check: CaseCheck | None = None, extra_columns: Sequence[str] = (),
+) -> LoadedDataset:
     """Load and validate the dataset ``spec`` describes (its path relative to ``base_dir``).
+
+    ``extra_columns``: more columns to read as plain values (:attr:`LoadedDataset.columns`), besides
+    ``spec.cluster`` (always read when set). A column that no row has is a problem (named with the file and the
+    field, e.g. ``dataset.cluster``); a cell that is a list or an object is a problem of its row.
 
     ``check(cases, locations)`` (e.g. each case against the suite's metrics: ``validate_cases``) runs on the
     rows that loaded fine, also when other rows are bad: its problems and the loader's are raised together in
@@ -289,6 +299,8 @@ def load_dataset(spec: DatasetSpec, base_dir: Path, check: CaseCheck | None = No
     # the mapping is wrong: one problem for the mapping (listing the keys), not one per row.
     unseen_output: list[Problem] = []
     unseen_dropped = False  # more such rows than MAX_PROBLEMS
+    wanted = list(dict.fromkeys([*([spec.cluster] if spec.cluster else []), *extra_columns]))
+    dataset.columns = {column: [] for column in wanted}
     read_all = True  # False when reading stopped at MAX_PROBLEMS: the count is then a lower bound
     for where, row in rows:
         if suffix != ".csv":
@@ -299,7 +311,7 @@ def load_dataset(spec: DatasetSpec, base_dir: Path, check: CaseCheck | None = No
                 read_all = not unseen_dropped
         if suffix == ".csv" and not column_checked:
             column_checked = True
-            if _missing_columns(explicit, list(row), source, problems):
+            if _missing_columns({**explicit, **{f"column {c}": c for c in wanted}}, list(row), source, problems):
                 break
         case_fields: dict[str, Any] = {}
         row_ok = True
@@ -349,6 +361,16 @@ def load_dataset(spec: DatasetSpec, base_dir: Path, check: CaseCheck | None = No
                     problems.append(Problem(source, where, column, "contains an unpaired surrogate "
                                                                    "(e.g. \\ud800): not valid Unicode text"))
                     row_ok = False
+        extra_values: list[str | None] = []
+        for column in wanted:
+            value = row.get(column)
+            if isinstance(value, (list, dict)):
+                problems.append(Problem(source, where, column, f"must be a single value, got {_type_name(value)}"))
+                row_ok = False
+            elif value is None or value == "":
+                extra_values.append(None)
+            else:
+                extra_values.append(value if isinstance(value, str) else json.dumps(value))
         if len(problems) >= MAX_PROBLEMS:
             read_all = False  # rows after this one are not read
             break
@@ -362,20 +384,22 @@ def load_dataset(spec: DatasetSpec, base_dir: Path, check: CaseCheck | None = No
                 continue
             first_seen[row_id] = where
         dataset.cases.append(EvalTestCase(**case_fields))
+        for column, value in zip(wanted, extra_values):
+            dataset.columns[column].append(value)
         explicit_ids.append(row_id)
         dataset.locations.append(where)
     if suffix != ".csv" and keys_seen and read_all:  # every row was read
         keys = ", ".join(sorted(map(str, keys_seen))[:20]) + (", …" if len(keys_seen) > 20 else "")
-        for name, column in explicit.items():
+        asked = [*((f"dataset.fields.{name}", column) for name, column in explicit.items()),
+                 *(("dataset.cluster" if column == spec.cluster else "an extra column", column) for column in wanted)]
+        for what, column in asked:
             if column not in keys_seen:
-                problems.append(Problem(
-                    source, "", column, f"key not found in any row (dataset.fields.{name}; keys: {keys})",
-                ))
+                problems.append(Problem(source, "", column, f"key not found in any row ({what}; keys: {keys})"))
     elif unseen_output:  # reading stopped early: the key may exist further on, so name the rows
         problems.extend(unseen_output)
         read_all = False
     if suffix == ".csv" and header and not column_checked:  # header only: still report unknown columns
-        _missing_columns(explicit, header, source, problems)
+        _missing_columns({**explicit, **{f"column {c}": c for c in wanted}}, header, source, problems)
     if check is not None:
         checked = check(dataset.cases, dataset.locations)
         if checked:

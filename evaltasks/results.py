@@ -215,6 +215,42 @@ _check_constructible(MetricResult)
 _check_constructible(TestCaseResult)
 
 
+class Interval(BaseModel):
+    """A confidence interval of a statistic (README, "Uncertainty and regressions").
+
+    Attributes:
+        low, high: the bounds, in the statistic's units (fractions for pass rates, score units for means and
+            their differences); ``low <= high``.
+        level: the confidence level, e.g. 0.95.
+        method: how it was computed: ``wilson`` (Wilson score interval of a binomial proportion),
+            ``bootstrap`` (percentile bootstrap over cases), ``cluster bootstrap`` (percentile bootstrap over
+            the groups of ``dataset.cluster``), ``paired bootstrap`` / ``cluster paired bootstrap`` (of a mean
+            difference over paired cases), ``normal`` (normal approximation, for very large samples).
+    """
+
+    low: float
+    high: float
+    level: float = 0.95
+    method: str
+
+
+class StatisticsInfo(BaseModel):
+    """How a run's intervals were computed.
+
+    Attributes:
+        level: the confidence level of every interval in the summary (0.95).
+        bootstrap_resamples: resamples of each bootstrap; seed: the random generator's seed (reruns give the
+            same intervals).
+        cluster: the ``dataset.cluster`` column, when the dataset has one; clusters: how many groups it has.
+    """
+
+    level: float = 0.95
+    bootstrap_resamples: int
+    seed: int
+    cluster: str | None = None
+    clusters: int | None = None
+
+
 class MetricSummary(BaseModel):
     """Aggregates of one metric over the run.
 
@@ -224,6 +260,10 @@ class MetricSummary(BaseModel):
             (e.g. skipped for missing credentials).
         threshold: the metric's threshold.
         passed, failed, errored, skipped: counts of cases by status for this metric.
+        pass_rate_interval: 95 % interval of ``pass_rate`` (Wilson; a cluster bootstrap with
+            ``dataset.cluster``); None when ``pass_rate`` is.
+        mean_score_interval: 95 % interval of ``mean_score`` (bootstrap; cluster bootstrap with
+            ``dataset.cluster``); None when ``mean_score`` is.
     """
 
     mean_score: float | None
@@ -233,6 +273,8 @@ class MetricSummary(BaseModel):
     failed: int = 0
     errored: int = 0
     skipped: int = 0
+    pass_rate_interval: Interval | None = None
+    mean_score_interval: Interval | None = None
 
 
 class EmbeddingCounts(BaseModel):
@@ -344,6 +386,8 @@ class EvaluationSummary(BaseModel):
         judge_total: judge work of the whole run (None without judge metrics).
         budget_skipped: case × metric results not judged because the ``--max-cost`` budget ran out
             (:func:`is_budget_skip`); any fails the gate.
+        pass_rate_interval: 95 % interval of ``pass_rate`` (as for a metric's, see :class:`MetricSummary`).
+        statistics: how the intervals were computed (None when none was).
     """
 
     cases: int
@@ -358,6 +402,8 @@ class EvaluationSummary(BaseModel):
     judges: dict[str, JudgeAccount] = Field(default_factory=dict)
     judge_total: JudgeAccount | None = None
     budget_skipped: int = 0
+    pass_rate_interval: Interval | None = None
+    statistics: StatisticsInfo | None = None
 
 
 def budget_message(summary: EvaluationSummary) -> str | None:

@@ -246,6 +246,11 @@ class DatasetSpec(BaseModel):
         description="Splits list fields given as strings; items stripped, empties dropped. "
         "Without it a CSV list cell must hold a JSON array.",
     )
+    cluster: str | None = Field(
+        default=None, min_length=1,
+        description="A column grouping cases that are not independent (e.g. answers about one passage): "
+        "intervals and paired comparisons then resample whole groups (cluster bootstrap).",
+    )
 
     # Field validators (not a model validator), so that errors are located at dataset.path / .list_separator.
     @field_validator("path")
@@ -288,6 +293,22 @@ class Gate(BaseModel):
         default=False,
         description="Leave errored cases (a provider still failing after retries) out of the gate instead of "
         "counting them as failures.",
+    )
+    fail_on: Literal["min_pass_rate", "regression", "either"] = Field(
+        default="min_pass_rate",
+        description="What fails the run: min_pass_rate (the pass rate is below min_pass_rate), regression (a "
+        "statistically significant regression against the baseline, larger than min_effect; min_pass_rate is "
+        "only reported), or either.",
+    )
+    alpha: float = Field(
+        default=0.05, gt=0.0, lt=1.0,
+        description="Significance level of the comparison with a baseline (exact McNemar test for pass rates, "
+        "paired bootstrap for mean scores); intervals of changes are at level 1 - alpha.",
+    )
+    min_effect: float = Field(
+        default=0.01, ge=0.0, le=1.0,
+        description="The smallest change (pass-rate fraction or score units) that counts as a regression or an "
+        "improvement; a comparison too small to detect it is inconclusive.",
     )
 
 
@@ -514,6 +535,27 @@ class JudgeBlock(BaseModel):
         return dict(self.model_extra or {})
 
 
+class HistorySpec(BaseModel):
+    """Where runs of the suite are recorded, and how drift is detected (README, "Run history and drift")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dir: str | None = Field(
+        default=None, min_length=1,
+        description="The history directory, relative to the suite file; default $EVALTASKS_HISTORY_DIR or "
+        ".evaltasks/history.",
+    )
+    window: int = Field(
+        default=5, ge=1,
+        description="How many previous runs are pooled when testing a run for drift.",
+    )
+    drift: bool = Field(
+        default=True,
+        description="Test each run against the pooled previous runs and emit a Prefect event "
+        "(evaltasks.suite.regressed) when it is significantly worse.",
+    )
+
+
 class Suite(BaseModel):
     """A whole suite file."""
 
@@ -524,6 +566,11 @@ class Suite(BaseModel):
     dataset: DatasetSpec
     metrics: list[MetricSpec] = Field(min_length=1)
     gate: Gate = Field(default_factory=Gate)
+    history: HistorySpec | None = Field(
+        default=None,
+        description="Record each run in a history store and test it for drift against the previous runs; "
+        "without this block runs are recorded only with --history-dir or $EVALTASKS_HISTORY_DIR.",
+    )
     reference_sets: dict[str, list[str] | str | dict[str, Any]] = Field(
         default_factory=dict,
         description="Named reference sets: a path (.txt one per line; .csv/.jsonl/.json/.yaml with `column`), "
@@ -629,6 +676,7 @@ def _known_keys(model: type[BaseModel]) -> list[str]:
 def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     mapping: dict[tuple[str, ...], type[BaseModel]] = {
         (): Suite, ("dataset",): DatasetSpec, ("dataset", "fields"): FieldMap, ("gate",): Gate,
+        ("history",): HistorySpec,
     }
     return mapping.get(tuple(p for p in loc if not isinstance(p, int)))
 
