@@ -23,6 +23,7 @@ from evaltasks.errors import (
     CredentialsError,
     DatasetError,
     EvalTasksError,
+    GateFailed,
     InputError,
     ProviderError,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "FaithfulnessMetric",
     "FormatCheckMetric",
     "GEvalMetric",
+    "GateFailed",
     "InputError",
     "JsonSchemaMetric",
     "LanguageDetectionMetric",

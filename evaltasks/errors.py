@@ -146,3 +146,22 @@ class ProviderError(EvalTasksError):
 
 class IndexCorruptError(EvalTasksError):
     """A reference index on disk is truncated or inconsistent; it is rebuilt, never read."""
+
+
+class GateFailed(EvalTasksError):
+    """The suite's gate failed (README, "Prefect"): raised by calling the ``evaluate-suite`` flow from Python,
+    whose run then ends Failed with :attr:`message` (e.g. ``gate failed: pass rate 50.00% below 90.00%``).
+
+    Attributes:
+        message: the verdict, as the flow run's state message.
+        result: what the flow returns when the gate holds (``{"suite", "passed", "results_path", "summary",
+            ...}``), so a caller that expected a failing verdict still has the numbers.
+    """
+
+    def __init__(self, message: str, result: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.result = result
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.result))
