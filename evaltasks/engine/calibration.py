@@ -117,6 +117,8 @@ class MetricCalibration(BaseModel):
             None when κ is undefined everywhere).
         suggestion: one line, e.g. ``metrics[0] (ReferenceMatchMetric): threshold 0.7 → 0.62``; None when the
             best-agreement threshold is the current one or there are no cases.
+        note: set when the best agreement passes every case or none: the metric's scores do not separate the
+            labels better than giving every case the majority label.
     """
 
     index: int
@@ -136,6 +138,7 @@ class MetricCalibration(BaseModel):
     best_f1: ThresholdChoice | None = None
     best_kappa: ThresholdChoice | None = None
     suggestion: str | None = None
+    note: str | None = None
 
 
 class CalibrationReport(BaseModel):
@@ -323,6 +326,10 @@ def calibrate_suite(
             calibration = calibration.model_copy(update={
                 "roc_auc": auc, "roc_auc_note": note, "current": current, "best_agreement": best,
                 "best_f1": best_f1, "best_kappa": best_kappa})
+            if best.predicted_pass in (0, len(scores)):
+                calibration.note = (f"the best agreement {'passes' if best.predicted_pass else 'fails'} every case: "
+                                    f"the scores do not separate the labels better than the majority label "
+                                    f"({'pass' if best.predicted_pass else 'fail'}) does")
             if best.threshold != metric.threshold:
                 calibration.suggestion = (f"metrics[{m}] ({kind}): threshold {metric.threshold:g} → "
                                           f"{best.threshold:g}")
@@ -361,8 +368,10 @@ def format_report(report: CalibrationReport) -> str:
         lines.append(f"  current        {_percent(c.current, c.cases)}")
         lines.append(f"  best agreement {_percent(c.best_agreement, c.cases)}")
         lines.append(f"  best F1        {_percent(c.best_f1, c.cases)}")
-        lines.append("  best κ         " + (_percent(c.best_kappa, c.cases) if c.best_kappa else "n/a (κ undefined: "
-                                                                                           "labels and verdicts all one class)"))
+        lines.append("  best κ         " + (_percent(c.best_kappa, c.cases) if c.best_kappa else "n/a (the labels are "
+                                                                                           "all one class: κ is never above 0)"))
+        if c.note:
+            lines.append(f"  note: {c.note}")
     suggestions = [c.suggestion for c in report.metrics if c.suggestion]
     if suggestions:
         lines.append("suggested suite change (best agreement; the suite file is not edited):")
