@@ -160,6 +160,8 @@ def test_one_label_class_reports_auc_as_not_available(tmp_path: Path) -> None:
     assert metric["roc_auc_note"] == "only pass labels (4): the ROC AUC needs both classes"
     assert metric["best_kappa"] is None
     assert metric["best_agreement"]["agreed"] == 4 and metric["best_agreement"]["threshold"] == 0.0
+    # passing every case is the majority label, not a threshold worth suggesting
+    assert metric["suggestion"] is None and metric["note"].startswith("the best agreement passes every case")
 
 
 @pytest.mark.parametrize("cell", ["maybe", "2", "passing"])

@@ -116,9 +116,9 @@ class MetricCalibration(BaseModel):
         best_agreement, best_f1, best_kappa: the thresholds maximising each (None without cases; best_kappa
             None when κ is undefined everywhere).
         suggestion: one line, e.g. ``metrics[0] (ReferenceMatchMetric): threshold 0.7 → 0.62``; None when the
-            best-agreement threshold is the current one or there are no cases.
+            best-agreement threshold is the current one, when ``note`` is set, or when there are no cases.
         note: set when the best agreement passes every case or none: the metric's scores do not separate the
-            labels better than giving every case the majority label.
+            labels better than giving every case the majority label (no threshold is suggested then).
     """
 
     index: int
@@ -330,7 +330,7 @@ def calibrate_suite(
                 calibration.note = (f"the best agreement {'passes' if best.predicted_pass else 'fails'} every case: "
                                     f"the scores do not separate the labels better than the majority label "
                                     f"({'pass' if best.predicted_pass else 'fail'}) does")
-            if best.threshold != metric.threshold:
+            elif best.threshold != metric.threshold:  # a trivial split is no threshold worth suggesting
                 calibration.suggestion = (f"metrics[{m}] ({kind}): threshold {metric.threshold:g} → "
                                           f"{best.threshold:g}")
                 yaml_lines += [f"  - metric: {kind}    # metrics[{m}]"
@@ -378,6 +378,7 @@ def format_report(report: CalibrationReport) -> str:
         lines += [f"  {s}" for s in suggestions]
         lines += ["", *(report.suggested_yaml or "").splitlines()]
     else:
-        lines.append("no change suggested: every current threshold already gives the best agreement")
+        lines.append("no change suggested" + (": every current threshold already gives the best agreement"
+                                              if not any(c.note for c in report.metrics) else " (see the notes)"))
     lines.append(f"({report.duration_s:.1f} s)")
     return "\n".join(lines)
