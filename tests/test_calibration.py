@@ -102,7 +102,8 @@ def _check_choice(choice: dict, scores: list[float], labels: list[bool], objecti
     lows = [-1.0, *candidates[:-1]]
     tied = [(lo, hi) for lo, hi in zip(lows, candidates) if values[hi] is not None
             and abs(values[hi] - best) < 1e-12]
-    nearest = min(tied, key=lambda r: 0.0 if r[0] < current <= r[1] else min(abs(current - r[0]), abs(current - r[1])))
+    nearest = min(tied, key=lambda r: (0.0 if r[0] < current <= r[1] else min(abs(current - r[0]), abs(current - r[1])),
+                                       -r[1]))  # equally near: the higher threshold
     assert nearest[0] < choice["threshold"] <= nearest[1]
     if nearest[0] < current <= nearest[1]:
         assert choice["threshold"] == current
@@ -249,3 +250,15 @@ def test_truthfulqa_pairs_generator(tmp_path: Path, truthfulqa_dir: Path) -> Non
     assert len({r["id"] for r in rows}) == len(rows)
     passing = sum(label == "pass" for *_, label in expected)
     assert proc.stdout.strip() == f"{len(expected)} pairs ({passing} pass, {len(expected) - passing} fail) written to {out}"
+
+
+def test_calibration_never_imports_prefect(tmp_path: Path) -> None:
+    """The engine layer calibrates without Prefect (README, "Layout"): nothing of it is imported."""
+    suite = _write(tmp_path, ROWS, "  - metric: ContainsMetric\n    keywords: [alpha, beta]\n    mode: all\n")
+    code = ("import sys; from evaltasks.engine.calibration import calibrate_suite; "
+            "r = calibrate_suite('suite.yaml', 'human', index_dir='index'); "
+            "print(r.metrics[0].cases, sorted(m for m in sys.modules if m.split('.')[0] == 'prefect'))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(tmp_path), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["11", "[]"]

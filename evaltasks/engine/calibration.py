@@ -15,7 +15,8 @@ Rules (the definitions the docs and tests use):
 - Candidate thresholds: every distinct score, and one above the highest (nobody passes; only when the highest
   score is below 1, since a threshold is in [0, 1]). Each candidate stands for all thresholds giving the same
   split, the interval ``(next lower score, score]``. The best candidate maximises agreement (accuracy), F1 or
-  Cohen's κ; ties go to the candidate whose interval is nearest the metric's current threshold. The threshold
+  Cohen's κ; ties go to the candidate whose interval is nearest the metric's current threshold (equally near:
+  the higher threshold). The threshold
   reported is the current one when it lies in the winning interval (no change), else the shortest decimal in it
   (``0.62`` rather than ``0.6213``), which gives exactly the same verdicts.
 - Statistics come from scikit-learn: ``roc_curve`` (``drop_intermediate=False``) gives the confusion counts at
@@ -257,7 +258,7 @@ def calibrate_scores(
             return None
         best = np.nanmax(values)
         tied = np.flatnonzero(np.isclose(values, best, rtol=0.0, atol=1e-12))
-        i = int(tied[np.argmin(distance[tied])])  # argmin: the first of equal distances
+        i = int(tied[np.argmin(distance[tied])])  # argmin: the first of equal distances, the higher threshold
         low, high = lows[i], highs[i]
         threshold = current_threshold if low < current_threshold <= high else shortest_decimal(low, high)
         return _choice(x, y, threshold)
