@@ -262,3 +262,25 @@ def test_calibration_never_imports_prefect(tmp_path: Path) -> None:
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["11", "[]"]
+
+
+def test_json_labels_and_errored_cases_are_counted(tmp_path: Path) -> None:
+    """JSON booleans and integers are labels, null is unlabelled; a case the metric errors on (JSON nested too
+    deeply to parse, README "Statuses") is left out and counted."""
+    rows = [{"id": "a", "out": '{"x": 1}', "ok": True}, {"id": "b", "out": '{"x": "s"}', "ok": False},
+            {"id": "c", "out": "[" * 100_000 + "]" * 100_000, "ok": 1}, {"id": "d", "out": '{"x": 2}', "ok": None},
+            {"id": "e", "out": "nope", "ok": 0}]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: json-labels\ndataset:\n  path: data.jsonl\n  fields: {id: id, actual_output: out}\nmetrics:\n"
+        "  - metric: JsonSchemaMetric\n    schema: {type: object, properties: {x: {type: integer}}, required: [x]}\n",
+        encoding="utf-8")
+    proc = _cli(tmp_path, "calibrate", "suite.yaml", "--labels", "ok", "--json", "--index-dir", "index")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    metric = report["metrics"][0]
+    assert (report["cases"], report["unlabelled"]) == (5, 1)
+    assert (metric["cases"], metric["label_pass"], metric["label_fail"], metric["errored"]) == (3, 1, 2, 1)
+    assert metric["roc_auc"] == 1.0 and metric["best_agreement"]["agreed"] == 3
+    assert metric["best_agreement"]["threshold"] == 1.0 and metric["suggestion"] is None
+    assert report["suggested_yaml"] is None
