@@ -486,8 +486,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     """``evaltasks calibrate SUITE --labels COLUMN``: score the suite's dataset through the Python API (no
     Prefect) and print each metric's calibrated thresholds (:mod:`evaltasks.engine.calibration`).
 
-    Exit 0 with the report; 2 (no traceback) for an invalid suite, dataset, label column or label; 3
-    (:func:`_aborted`) for anything else.
+    Exit 0 with the report; 2 (no traceback) for an invalid suite, dataset, label column or label; 130 on
+    Ctrl+C (one line); 3 (:func:`_aborted`) for anything else.
     """
     from evaltasks.errors import InputError
 
@@ -501,6 +501,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     except BrokenPipeError:  # `evaltasks calibrate ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:  # Ctrl+C: nothing was written, one line
+        _error("calibrate interrupted by SIGINT: nothing written")
+        return EXIT_SIGINT
     except Exception:  # noqa: BLE001
         args.output_dir = "."
         return _aborted(args)
