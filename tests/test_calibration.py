@@ -215,7 +215,7 @@ def test_the_suggested_threshold_reproduces_the_agreement_in_a_real_run(tmp_path
     assert 0.0 <= metric["roc_auc"] <= 1.0
     assert metric["cases"] == len(PAIRS)
     best = metric["best_agreement"]
-    assert metric["suggestion"] == f"metrics[0] (SemanticSimilarityMetric): threshold 0.99 → {best['threshold']:g}"
+    assert metric["suggestion"] == f"metrics[0] (SemanticSimilarityMetric): threshold 0.99 → {best['threshold']!r}"
 
     (tmp_path / "suite.yaml").write_text(body.replace("{t}", repr(best["threshold"])), encoding="utf-8")
     run = _cli(tmp_path, "run", "suite.yaml", "--index-dir", "index", "--output-dir", "out", "--quiet",
@@ -284,3 +284,18 @@ def test_json_labels_and_errored_cases_are_counted(tmp_path: Path) -> None:
     assert metric["roc_auc"] == 1.0 and metric["best_agreement"]["agreed"] == 3
     assert metric["best_agreement"]["threshold"] == 1.0 and metric["suggestion"] is None
     assert report["suggested_yaml"] is None
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    (0.6, 0.6213, 0.62), (float("-inf"), 0.3, 0.0), (0.56, 0.57, 0.57), (0.5699, 0.57, 0.57),
+    (0.9, 1.0, 1.0), (0.123456, 0.1234567, 0.1234567), (0.29, 0.3, 0.3), (0.0999, 0.1001, 0.1),
+])
+def test_the_shown_threshold_is_the_shortest_decimal_with_the_same_verdicts(low: float, high: float,
+                                                                              expected: float) -> None:
+    """A threshold in (low, high] gives the verdicts of ``high`` (the candidate score, ``score >= t``); the one
+    shown is the shortest such decimal, read back exactly from its text (no exponent: YAML)."""
+    from evaltasks.engine.calibration import _number, shortest_decimal
+
+    shown = shortest_decimal(low, high)
+    assert shown == expected and low < shown <= high
+    assert float(_number(shown)) == shown and "e" not in _number(shown)

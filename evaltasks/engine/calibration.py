@@ -332,11 +332,11 @@ def calibrate_suite(
                                     f"the scores do not separate the labels better than the majority label "
                                     f"({'pass' if best.predicted_pass else 'fail'}) does")
             elif best.threshold != metric.threshold:  # a trivial split is no threshold worth suggesting
-                calibration.suggestion = (f"metrics[{m}] ({kind}): threshold {metric.threshold:g} → "
-                                          f"{best.threshold:g}")
+                calibration.suggestion = (f"metrics[{m}] ({kind}): threshold {_number(metric.threshold)} → "
+                                          f"{_number(best.threshold)}")
                 yaml_lines += [f"  - metric: {kind}    # metrics[{m}]"
                                + (f", name {metric.name}" if metric.name != kind else ""),
-                               f"    threshold: {best.threshold:g}    # was {metric.threshold:g}"]
+                               f"    threshold: {_number(best.threshold)}    # was {_number(metric.threshold)}"]
         calibrations.append(calibration)
     return CalibrationReport(
         suite=suite.suite.name, suite_path=str(suite_path), dataset=source, labels=labels_column,
@@ -346,9 +346,16 @@ def calibrate_suite(
     )
 
 
+def _number(value: float) -> str:
+    """``value`` in the fewest digits that read back exactly, without an exponent (``1``, ``0.62``,
+    ``0.0000001``: YAML 1.1 reads ``1e-07`` as a string), via ``numpy.format_float_positional``: a threshold shown
+    or suggested must give the very verdicts reported."""
+    return np.format_float_positional(value).rstrip(".")
+
+
 def _percent(choice: ThresholdChoice, cases: int) -> str:
     kappa = "n/a" if choice.kappa is None else f"{choice.kappa:.3f}"
-    return (f"threshold {choice.threshold:g}: agreement {choice.agreement:.1%} ({choice.agreed}/{cases}), "
+    return (f"threshold {_number(choice.threshold)}: agreement {choice.agreement:.1%} ({choice.agreed}/{cases}), "
             f"precision {choice.precision:.3f}, recall {choice.recall:.3f}, F1 {choice.f1:.3f}, κ {kappa}, "
             f"{choice.predicted_pass} pass")
 
