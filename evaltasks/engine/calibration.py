@@ -231,9 +231,10 @@ def calibrate_scores(
     else:
         auc = None
         note = f"only {'pass' if positives else 'fail'} labels ({n}): the ROC AUC needs both classes"
-        cuts = np.unique(x)[::-1]  # roc_curve needs both classes: count directly, thresholds descending
-        tp = np.array([float(np.sum(y & (x >= c))) for c in cuts])
-        fp = np.array([float(np.sum(~y & (x >= c))) for c in cuts])
+        ordered = np.sort(x)  # roc_curve needs both classes: count the passing cases at each score directly
+        cuts = np.unique(x)[::-1]  # descending, as roc_curve's
+        passing = (n - np.searchsorted(ordered, cuts, side="left")).astype(np.float64)
+        tp, fp = (passing, np.zeros_like(passing)) if positives else (np.zeros_like(passing), passing)
     # candidates: each distinct score (descending, from roc_curve), and "nobody passes" above the highest
     highs = list(cuts)
     lows = [*cuts[1:], -math.inf]
