@@ -6,7 +6,8 @@ scoring, printed without a traceback); 3 the run aborted (I/O error or internal 
 the full traceback written to a file whose path is printed); 130 / 143 interrupted by SIGINT / SIGTERM (one
 line; see :func:`_run_interruptible`).
 
-``evaltasks schema`` prints the suite file's JSON Schema.
+``evaltasks schema`` prints the suite file's JSON Schema. ``evaltasks calibrate SUITE --labels COLUMN``
+suggests thresholds from human labels (:mod:`evaltasks.engine.calibration`).
 """
 
 from __future__ import annotations
@@ -221,6 +222,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="where each run writes its reports (default ./eval-results/SUITE_NAME)")
     serve.add_argument("--index-dir", default=None, help="reference index directory")
     sub.add_parser("schema", help="print the JSON Schema of suite files")
+    calibrate = sub.add_parser("calibrate", help="find each metric's threshold that agrees best with human "
+                                                 "pass/fail labels (the suite file is not edited)")
+    calibrate.add_argument("suite", help="the suite YAML file")
+    calibrate.add_argument("--labels", required=True, metavar="COLUMN",
+                           help="the dataset column of labels: pass/fail, passed/failed, true/false, yes/no, 1/0")
+    calibrate.add_argument("--json", action="store_true", help="print the result as JSON")
+    calibrate.add_argument("--index-dir", default=None,
+                           help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
     index = sub.add_parser("index", help="manage the reference index")
     index_sub = index.add_subparsers(dest="index_command", required=True)
     for name, help_text in (("build", "embed a suite's references into the index"),
@@ -329,7 +338,7 @@ def _open_standard_streams() -> None:
 def _main(argv: list[str] | None, command_started: float) -> int:
     args = _parser().parse_args(argv)
     args.command_started = command_started
-    if args.command in ("run", "serve", "server", "index"):
+    if args.command in ("run", "serve", "server", "index", "calibrate"):
         try:
             os.getcwd()
         except FileNotFoundError:
@@ -356,6 +365,8 @@ def _main(argv: list[str] | None, command_started: float) -> int:
         return EXIT_PASSED
     if args.command == "index":
         return _index(args)
+    if args.command == "calibrate":
+        return _calibrate(args)
     if args.command in ("run", "serve"):  # both start Prefect, which cannot start without a writable home
         problem = _check_prefect_home()
         if problem:
@@ -469,6 +480,34 @@ def _index(args: argparse.Namespace) -> int:
     except Exception:  # noqa: BLE001
         args.output_dir = "."
         return _aborted(args)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """``evaltasks calibrate SUITE --labels COLUMN``: score the suite's dataset through the Python API (no
+    Prefect) and print each metric's calibrated thresholds (:mod:`evaltasks.engine.calibration`).
+
+    Exit 0 with the report; 2 (no traceback) for an invalid suite, dataset, label column or label; 130 on
+    Ctrl+C (one line); 3 (:func:`_aborted`) for anything else.
+    """
+    from evaltasks.errors import InputError
+
+    try:
+        from evaltasks.engine.calibration import calibrate_suite, format_report
+
+        report = calibrate_suite(args.suite, args.labels, index_dir=args.index_dir)
+        print(report.model_dump_json(indent=2) if args.json else format_report(report), flush=True)
+    except InputError as exc:
+        _error(str(exc))
+        return EXIT_INVALID
+    except BrokenPipeError:  # `evaltasks calibrate ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:  # Ctrl+C: nothing was written, one line
+        _error("calibrate interrupted by SIGINT: nothing written")
+        return EXIT_SIGINT
+    except Exception:  # noqa: BLE001
+        args.output_dir = "."
+        return _aborted(args)
+    return EXIT_PASSED
 
 
 def _run(args: argparse.Namespace) -> int:
