@@ -437,9 +437,9 @@ def _history(args: argparse.Namespace) -> int:
 
     names = list(dict.fromkeys(name for record in records for name in record.metrics))
     table = Table(title=f"Run history of {suite.name} ({store.path(suite.name)})")
-    for number, column in enumerate(("time (UTC)", "commit", "dataset", "pass rate", "interval",
-                                     *[f"{n} mean" for n in names], "gate", "verdict", "drift")):
-        table.add_column(column, overflow="fold", no_wrap=number < 5)
+    for column in ("time (UTC)", "commit", "dataset", "pass rate", "95% interval", *[f"{n} mean" for n in names],
+                   "gate", "verdict", "drift"):
+        table.add_column(column, overflow="fold", min_width=min(len(column), 12))
     for r in records:
         interval = r.pass_rate_interval
         table.add_row(
@@ -451,7 +451,10 @@ def _history(args: argparse.Namespace) -> int:
             "passed" if r.passed else "[red]FAILED[/red]", r.verdict or "—",
             "[red]" + ", ".join(r.drift) + "[/red]" if r.drift else "—",
         )
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped or redirected: one line per run, however many metrics
+        console = Console(width=max(120, 40 + 16 * len(names)))
+    console.print(table)
     return EXIT_PASSED
 
 
