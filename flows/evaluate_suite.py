@@ -448,7 +448,10 @@ def _run_plan(
     # Batches are scored in_flight at a time and folded into the reports in case order as they finish, so
     # memory holds a few batches of results, never the whole run (10^6 cases stream through).
     writer = open_report_writer(plan, output_dir, baseline, regression_tolerance, baseline_label)
-    moments = ScoreMoments(metric.name for metric in metrics)  # the scores' spread, for the history's drift test
+    # the scores' spread, for the history's drift test (only when the run records a history: it costs a pass
+    # over every result)
+    history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, history_dir)
+    moments = ScoreMoments(metric.name for metric in metrics) if history is not None else None
     try:
         pending: collections.deque[tuple[list[int], list[Any], list[dict[str, VectorTable]]]] = collections.deque()
         done, last_update = 0, time.monotonic()
@@ -467,7 +470,8 @@ def _run_plan(
                     for j, i in enumerate(rows_done)
                 ]
                 writer.add(batch_results)
-                moments.add(batch_results)
+                if moments is not None:
+                    moments.add(batch_results)
                 del batch_results
                 _progress.advance(len(rows_done) * len(metrics))
                 done += 1
@@ -496,9 +500,8 @@ def _run_plan(
         "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,
         100 * plan.suite.suite.gate.min_pass_rate, "PASSED" if outcome.passed else "FAILED",
     )
-    directory = resolve_history_dir(plan.suite.path, plan.suite.suite.history, history_dir)
-    if directory is not None:
-        drift = _record_history(plan, outcome, moments, directory, logger)
+    if history is not None and moments is not None:
+        drift = _record_history(plan, outcome, moments, history, logger)
         outcome.header["drift"] = drift.model_dump() if drift is not None else None
     return outcome
 
