@@ -208,6 +208,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--skip-missing-credentials", action="store_true",
                      help="skip metrics whose provider credentials are missing (left out of the gate, with a "
                           "warning) instead of exiting 2: for pull requests from forks")
+    run.add_argument("--history-dir", default=None, metavar="DIR",
+                     help="record the run in this history directory and test it for drift (README, \"Run history "
+                          "and drift\"; default: the suite's history.dir, else $EVALTASKS_HISTORY_DIR)")
     run.add_argument("--no-server", action="store_true",
                      help="run in this process even when an `evaltasks server` runs (also EVALTASKS_NO_SERVER=1)")
     server = sub.add_parser("server", help="keep a Prefect server and a warm runner that runs use (Unix only); "
@@ -230,6 +233,13 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--json", action="store_true", help="print the result as JSON")
     calibrate.add_argument("--index-dir", default=None,
                            help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
+    history = sub.add_parser("history", help="print the run history of a suite (README, \"Run history and drift\")")
+    history.add_argument("suite", help="the suite YAML file")
+    history.add_argument("--history-dir", default=None, metavar="DIR",
+                         help="the history directory (default: the suite's history.dir, else "
+                              "$EVALTASKS_HISTORY_DIR, else .evaltasks/history)")
+    history.add_argument("--last", type=int, default=20, metavar="N", help="the last N runs (default 20)")
+    history.add_argument("--json", action="store_true", help="print the records as JSON Lines instead")
     index = sub.add_parser("index", help="manage the reference index")
     index_sub = index.add_subparsers(dest="index_command", required=True)
     for name, help_text in (("build", "embed a suite's references into the index"),
@@ -367,6 +377,8 @@ def _main(argv: list[str] | None, command_started: float) -> int:
         return _index(args)
     if args.command == "calibrate":
         return _calibrate(args)
+    if args.command == "history":
+        return _history(args)
     if args.command in ("run", "serve"):  # both start Prefect, which cannot start without a writable home
         problem = _check_prefect_home()
         if problem:
@@ -375,6 +387,86 @@ def _main(argv: list[str] | None, command_started: float) -> int:
     if args.command == "serve":
         return _serve(args)
     return _run_interruptible(args)
+
+
+def _flow_outcome(state: Any) -> dict[str, Any]:
+    """The evaluate-suite flow's returned dict from its final ``state``: the Completed result, or the
+    ``result`` of the :class:`~evaltasks.errors.GateFailed` a failed gate ends the run with (the gate's verdict
+    is in the dict). Any other failure is raised as the flow raised it."""
+    from evaltasks.errors import GateFailed
+
+    try:
+        return state.result()
+    except GateFailed as exc:
+        return exc.result
+
+
+def _history(args: argparse.Namespace) -> int:
+    """``evaltasks history SUITE``: the suite's run records as a table (or JSON Lines), oldest first; exit 2
+    when the suite cannot be read or has no history. Reads the suite file only (no dataset, no Prefect)."""
+    from pydantic import ValidationError
+
+    from evaltasks.engine.history import DEFAULT_HISTORY_DIR, HistoryStore, resolve_history_dir
+    from evaltasks.errors import ConfigError, InputError, Problem
+    from evaltasks.suite import HistorySpec, decode_text, load_yaml
+
+    if args.last < 1:
+        _error("--last must be at least 1")
+        return EXIT_INVALID
+    try:  # the suite's name and history: block only (its metrics and data are not needed)
+        raw = Path(args.suite).read_bytes()
+        data = load_yaml(decode_text(raw, args.suite, ConfigError), args.suite, ConfigError)
+        name = data.get("name") if isinstance(data, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ConfigError([Problem(args.suite, "name", "", "a suite needs a name")])
+        spec = HistorySpec.model_validate(data["history"]) if data.get("history") is not None else None
+    except OSError as exc:
+        _error(f"cannot read the suite file {args.suite}: {exc.strerror or exc}")
+        return EXIT_INVALID
+    except ValidationError as exc:
+        _error(f"{args.suite}: invalid history block: {exc.errors()[0]['msg']}")
+        return EXIT_INVALID
+    except InputError as exc:
+        _error(str(exc))
+        return EXIT_INVALID
+    suite = argparse.Namespace(name=name, history=spec)
+    directory = resolve_history_dir(args.suite, spec, args.history_dir) or Path(DEFAULT_HISTORY_DIR)
+    store = HistoryStore(directory)
+    records = store.read(suite.name, last=args.last)
+    for warning in store.warnings:
+        print(f"evaltasks: warning: {warning}", file=sys.stderr)
+    if not records:
+        _error(f"no run history of suite {suite.name!r} in {store.path(suite.name)} (runs record it with "
+               "--history-dir DIR, $EVALTASKS_HISTORY_DIR or a history: block in the suite)")
+        return EXIT_INVALID
+    if args.json:
+        for record in records:
+            print(record.model_dump_json())
+        return EXIT_PASSED
+    from rich.console import Console
+    from rich.table import Table
+
+    names = list(dict.fromkeys(name for record in records for name in record.metrics))
+    table = Table(title=f"Run history of {suite.name} ({store.path(suite.name)})")
+    for column in ("time (UTC)", "commit", "dataset", "pass rate", "95% interval", *[f"{n} mean" for n in names],
+                   "gate", "verdict", "drift"):
+        table.add_column(column, overflow="fold", min_width=min(len(column), 12))
+    for r in records:
+        interval = r.pass_rate_interval
+        table.add_row(
+            (r.started_at or "")[:16].replace("T", " "), (r.commit or "—")[:8], r.dataset_sha256[:8] or "—",
+            "—" if r.pass_rate is None else f"{100 * r.pass_rate:.1f}%",
+            f"{100 * interval.low:.1f}–{100 * interval.high:.1f}%" if interval else "—",
+            *["—" if n not in r.metrics or r.metrics[n].mean_score is None else f"{r.metrics[n].mean_score:.3f}"
+              for n in names],
+            "passed" if r.passed else "[red]FAILED[/red]", r.verdict or "—",
+            "[red]" + ", ".join(r.drift) + "[/red]" if r.drift else "—",
+        )
+    console = Console()
+    if not console.is_terminal:  # piped or redirected: one line per run, however many metrics
+        console = Console(width=max(120, 40 + 16 * len(names)))
+    console.print(table)
+    return EXIT_PASSED
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -619,13 +711,15 @@ def _run(args: argparse.Namespace) -> int:
                 flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
             if temporary or served_by_runner:
                 flow = _without_heartbeats(flow)
-            outcome = flow(
+            state = flow(
                 suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
                 batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
                 concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
                 baseline=args.baseline, regression_tolerance=args.regression_tolerance,
-                baseline_label=args.baseline_label, max_cost=args.max_cost,
+                baseline_label=args.baseline_label, max_cost=args.max_cost, history_dir=args.history_dir,
+                return_state=True,
             )
+            outcome = _flow_outcome(state)
     except InputError as exc:
         _error(str(exc))
         return EXIT_INVALID

@@ -429,6 +429,20 @@ def publish_results(
     return {"passed": passed, "pass_rate": result.summary.pass_rate, "artifacts": keys, "paths": paths}
 
 
+def publish_history_artifact(suite_name: str, records: list[Any], drift: Any = None) -> str:
+    """Create the ``<suite>-history`` markdown artifact (call inside a flow or task run): the runs of
+    ``records`` (:class:`~evaltasks.engine.history.RunRecord`, oldest first) with an ASCII trend bar, and the
+    latest run's drift tests (``drift``, a :class:`~evaltasks.engine.history.DriftReport`); returns its key."""
+    from prefect.artifacts import create_markdown_artifact
+
+    from evaltasks.engine.history import render_history_markdown
+
+    key = artifact_key(suite_name, "history")
+    create_markdown_artifact(key=key, markdown=render_history_markdown(suite_name, records, drift),
+                             description=f"Run history of suite {suite_name} (README, \"Run history and drift\")")
+    return key
+
+
 def artifact_key(suite_name: str, suffix: str) -> str:
     """A Prefect artifact key (``[a-z0-9-]``) for ``suite_name``: e.g. ``truthfulqa-davinci-summary``."""
     slug = re.sub(r"[^a-z0-9]+", "-", suite_name.lower()).strip("-")

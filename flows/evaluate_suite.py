@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import yaml
+from filelock import Timeout as FileLockTimeout
 from prefect import flow, get_run_logger
 from prefect.cache_policies import NO_CACHE
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
+from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
@@ -38,7 +40,15 @@ from evaltasks.metrics.judge import JudgeMetric
 from evaltasks.results import EmbeddingCounts, TestCaseResult
 from evaltasks.compare import DEFAULT_TOLERANCE
 from evaltasks.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer, plan_run
-from evaltasks.tasks import artifact_key, embed_outputs, embed_references, publish_artifacts, score_batch_boxed
+from evaltasks.tasks import (
+    artifact_key, embed_outputs, embed_references, publish_artifacts, publish_history_artifact, score_batch_boxed,
+)
+from evaltasks.engine.history import (
+    REGRESSED_EVENT, DriftReport, HistoryStore, ScoreMoments, build_record, current_commit, drift_check,
+    event_payload, event_resource, resolve_history_dir,
+)
+from evaltasks.errors import GateFailed
+from evaltasks.suite import HistorySpec
 
 # A task run costs Prefect 5-10 ms here (API calls, states, and the GIL it shares with the scoring threads);
 # LengthCheck scores a case in ~20 µs, so 1,000-case batches spent a sixth of a 100,000-case run on task
@@ -51,6 +61,7 @@ IN_FLIGHT = 8  # batches scored at once; results of at most this many batches ar
 IN_FLIGHT_THREADS = 2
 PROGRESS_EVERY_S = 1.0  # the progress artifact is one API call: at most one update a second
 EMBED_CHUNK = 4096
+HISTORY_ARTIFACT_RUNS = 20  # runs the <suite>-history artifact shows (this one included)
 
 
 def auto_batch_size(cases: int) -> int:
@@ -129,8 +140,13 @@ def evaluate_suite(
     regression_tolerance: float = DEFAULT_TOLERANCE,
     baseline_label: str | None = None,
     max_cost: float | None = None,
-) -> dict[str, Any]:
+    history_dir: str | None = None,
+) -> dict[str, Any] | State:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
+
+    A run whose gate fails ends Failed, with the verdict as its state message (e.g. ``gate failed: pass rate
+    50.00% below 90.00%``): a direct call then raises :class:`~evaltasks.errors.GateFailed`, whose ``result`` is
+    the dict below; ``evaluate_suite(..., return_state=True)`` returns the state instead (README, "Prefect").
 
     Args:
         suite_path: the suite YAML file (a path: flow parameters are capped at 512 KiB, datasets are not).
@@ -152,21 +168,63 @@ def evaluate_suite(
         max_cost: US dollars the run may spend: judge requests stop once the spend (embeddings included)
             reaches it, and the cases left are ``skipped`` with the reason (the CLI refuses to start a run whose
             estimate exceeds it).
+        history_dir: record the run in this history directory (README, "Run history and drift"); the suite's
+            ``history.dir`` comes first, ``$EVALTASKS_HISTORY_DIR`` after; without any of them, and without a
+            ``history:`` block in the suite, no history is recorded.
 
     Another task runner: ``evaluate_suite.with_options(task_runner=make_task_runner("dask:4"))(...)``.
 
     Returns:
-        ``{"suite", "passed", "results_path", "summary"}`` (the summary as in results.json).
+        ``{"suite", "passed", "results_path", "summary", ..., "drift"}`` (the summary as in results.json;
+        ``drift``: the run tested against the previous runs in its history, or None).
 
     Raises:
+        GateFailed: the gate failed (the run ends Failed; the exception's ``result`` is the dict above).
         ConfigError, DatasetError, CredentialsError: invalid input (nothing is scored); CredentialsError also
             when a judge endpoint rejects the key (HTTP 401/403) during the run.
         InputError: ``max_cost`` with a judge model that has no price (nothing is scored).
     """
-    return run_suite(
+    outcome = run_suite(
         suite_path, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
-        skip_missing_credentials, baseline, regression_tolerance, baseline_label, max_cost,
-    ).summary_dict()
+        skip_missing_credentials, baseline, regression_tolerance, baseline_label, max_cost, history_dir,
+    )
+    result = outcome.summary_dict()
+    result["drift"] = outcome.header.get("drift")
+    if outcome.passed:
+        return result
+    message = gate_failure_message(outcome)
+    return Failed(message=message, data=GateFailed(message, result))
+
+
+def gate_failure_message(outcome: RunOutcome) -> str:
+    """The state message of a run whose gate failed, naming the verdict: ``gate failed: pass rate 50.00% below
+    90.00%``, ``gate failed: regressed since the baseline: pass rate 81.0% → 74.0%, p = 0.0003``, ``gate failed:
+    no case was evaluated`` or ``gate failed: the --max-cost budget ran out (N results skipped)``; reasons joined
+    with ``; `` when several hold (``gate.fail_on: either``)."""
+    summary = outcome.result.summary
+    gate = outcome.header.get("gate") or {}
+    reasons = []
+    if summary.cases == 0:
+        reasons.append("no case was evaluated")
+    if summary.budget_skipped:
+        reasons.append(f"the --max-cost budget ran out ({summary.budget_skipped} results skipped)")
+    fail_on = gate.get("fail_on", "min_pass_rate")
+    rate, minimum = gate.get("pass_rate"), gate.get("min_pass_rate")
+    if fail_on in ("min_pass_rate", "either") and rate is not None and minimum is not None and rate < minimum - 1e-12:
+        reasons.append(f"pass rate {100 * rate:.2f}% below {100 * minimum:.2f}%")
+    comparison = outcome.comparison
+    if fail_on in ("regression", "either") and comparison is not None and comparison.verdict == "regressed":
+        test = comparison.pass_rate_test
+        if test is not None and test.verdict == "regressed" and test.baseline is not None and test.current is not None:
+            p = "" if test.p_value is None else f", p = {test.p_value:.2g}"
+            reasons.append(f"regressed since the baseline: pass rate {100 * test.baseline:.1f}% → "
+                           f"{100 * test.current:.1f}%{p}")
+        else:
+            reasons.append("regressed since the baseline: " + (comparison.regressions[0] if comparison.regressions
+                                                               else "verdict regressed"))
+    if not reasons:  # a rule this message does not know yet: the pass rate, at least
+        reasons.append(f"pass rate {'—' if rate is None else f'{100 * rate:.2f}%'} (gate {gate})")
+    return "gate failed: " + "; ".join(reasons)
 
 
 def run_suite(
@@ -182,8 +240,10 @@ def run_suite(
     regression_tolerance: float = DEFAULT_TOLERANCE,
     baseline_label: str | None = None,
     max_cost: float | None = None,
+    history_dir: str | None = None,
 ) -> RunOutcome:
-    """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome."""
+    """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome (its header
+    gains ``drift`` after the history step, which results.json, written before it, does not have)."""
     logger = get_run_logger()
     started = time.time()
     plan = plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
@@ -193,7 +253,7 @@ def run_suite(
         with _gc_frozen(), recording_warnings():  # index corruption found by the run goes into its reports
             return _run_plan(
                 plan, logger, started, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
-                baseline, regression_tolerance, baseline_label, max_cost,
+                baseline, regression_tolerance, baseline_label, max_cost, history_dir,
             )
     except (KeyboardInterrupt, TerminationSignal) as exc:
         # The process is stopping (Ctrl+C, SIGTERM): stop the encodes now, or Prefect's task runner waits for
@@ -314,6 +374,7 @@ def _run_plan(
     regression_tolerance: float,
     baseline_label: str | None,
     max_cost: float | None = None,
+    history_dir: str | None = None,
 ) -> RunOutcome:
     for warning in plan.suite.warnings:
         logger.warning("%s", warning)
@@ -387,6 +448,10 @@ def _run_plan(
     # Batches are scored in_flight at a time and folded into the reports in case order as they finish, so
     # memory holds a few batches of results, never the whole run (10^6 cases stream through).
     writer = open_report_writer(plan, output_dir, baseline, regression_tolerance, baseline_label)
+    # the scores' spread, for the history's drift test (only when the run records a history: it costs a pass
+    # over every result)
+    history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, history_dir)
+    moments = ScoreMoments(metric.name for metric in metrics) if history is not None else None
     try:
         pending: collections.deque[tuple[list[int], list[Any], list[dict[str, VectorTable]]]] = collections.deque()
         done, last_update = 0, time.monotonic()
@@ -398,12 +463,16 @@ def _run_plan(
                 for vectors in inputs:  # Prefect's finished task runs keep their parameters until a full
                     vectors.clear()     # garbage collection (see ScoredBatch.take): drop the batch's vectors now
                 del futures, inputs
-                writer.add(
+                batch_results = [
                     TestCaseResult.from_metrics(
                         plan.dataset.ids[i], cases[i].input, cases[i].actual_output, [r[j] for r in per_metric]
                     )
                     for j, i in enumerate(rows_done)
-                )
+                ]
+                writer.add(batch_results)
+                if moments is not None:
+                    moments.add(batch_results)
+                del batch_results
                 _progress.advance(len(rows_done) * len(metrics))
                 done += 1
                 if time.monotonic() - last_update >= PROGRESS_EVERY_S or done == len(batches):
@@ -431,4 +500,60 @@ def _run_plan(
         "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,
         100 * plan.suite.suite.gate.min_pass_rate, "PASSED" if outcome.passed else "FAILED",
     )
+    if history is not None and moments is not None:
+        drift = _record_history(plan, outcome, moments, history, logger)
+        outcome.header["drift"] = drift.model_dump() if drift is not None else None
     return outcome
+
+
+def _metric_configs(plan: Any) -> dict[str, dict[str, Any]]:
+    """Metric name -> its suite entry (``metric``, ``name``, arguments), for the history record."""
+    specs = plan.suite.suite.metrics
+    if len(specs) != len(plan.suite.metrics):
+        return {metric.name: {"metric": type(metric).__name__} for metric in plan.suite.metrics}
+    return {metric.name: spec.model_dump(mode="json", exclude_none=True)
+            for metric, spec in zip(plan.suite.metrics, specs)}
+
+
+def _record_history(plan: Any, outcome: RunOutcome, moments: ScoreMoments, directory: Path,
+                    logger: Any) -> DriftReport | None:
+    """Append the run to the history in ``directory``, test it for drift against the previous runs (the suite's
+    ``history.window``), emit ``evaltasks.suite.regressed`` for each regressed test, and publish the
+    ``<suite>-history`` artifact; returns the drift report (None without previous runs or with
+    ``history.drift: false``). A history that cannot be written is logged, never fails the run."""
+    from prefect.events import emit_event
+    from prefect.runtime import deployment
+
+    suite = plan.suite.suite
+    spec = suite.history or HistorySpec()
+    store = HistoryStore(directory)
+    context = FlowRunContext.get()
+    record = build_record(
+        outcome.result.summary, outcome.header, moments, metric_configs=_metric_configs(plan),
+        verdict=outcome.comparison.verdict if outcome.comparison else None,
+        commit=current_commit(plan.suite.path.parent),
+        flow_run_id=str(context.flow_run.id) if context and context.flow_run else None,
+        deployment=deployment.name if deployment.id else None,
+        results_path=str(Path(outcome.paths["results.json"]).resolve()),
+    )
+    try:
+        shown = store.read(suite.name, last=max(spec.window, HISTORY_ARTIFACT_RUNS - 1))
+        previous = shown[-spec.window:]
+        for warning in store.warnings:
+            logger.warning("History: %s", warning)
+        drift = None
+        if spec.drift and previous:
+            drift = drift_check(record, previous, alpha=suite.gate.alpha, min_effect=suite.gate.min_effect)
+            record.drift = [t.label for t in drift.regressed]
+        path = store.append(record)
+    except (OSError, FileLockTimeout) as exc:
+        logger.error("Could not record the run in the history at %s: %s", directory, exc)
+        return None
+    logger.info("Run recorded in the history %s", path)
+    for test in drift.regressed if drift else []:
+        payload = event_payload(test, drift.window, record.results_path)
+        logger.warning("Drift: %s %s %s -> %s against the previous %d runs (%s, p = %.3g)", suite.name, test.label,
+                       test.before, test.after, drift.window, test.test, test.p_value)
+        emit_event(event=REGRESSED_EVENT, resource=event_resource(suite.name), payload=payload)
+    publish_history_artifact(suite.name, [*shown, record], drift)
+    return drift

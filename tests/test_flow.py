@@ -231,3 +231,238 @@ def test_truthfulqa_flow(prefect_harness, st_model, truthfulqa_dir: Path, tmp_pa
         refs = [r.strip() for r in row["correct_answers"].split(";") if r.strip()]
         assert case["actual_output"] == row["model_answer"]
         assert abs(case["metrics"][0]["score"] - _rm_score(st_model, row["model_answer"], refs)) <= TOL
+
+
+# -- a failed gate ends the flow run Failed; run history, drift events, the documented automation ---------------------
+
+
+def _length_suite(directory: Path, words: list[int], *, name: str, gate: str = "gate: {min_pass_rate: 0}",
+                  history: str = "") -> Path:
+    """A LengthCheckMetric suite (max 5 words) over outputs of ``words`` words each; returns the suite file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "d.jsonl").write_text(
+        "".join(json.dumps({"id": f"c{i}", "actual_output": " ".join(["w"] * n)}) + "\n" for i, n in enumerate(words)),
+        encoding="utf-8")
+    suite = directory / "suite.yaml"
+    suite.write_text(f"name: {name}\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
+                     f"    max_length: 5\n    unit: words\n{gate}\n{history}", encoding="utf-8")
+    return suite
+
+
+def _flow_run(flow_run_id):
+    from prefect.client.orchestration import get_client
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_flow_run(flow_run_id)
+
+    return asyncio.run(read())
+
+
+def test_a_failed_gate_ends_the_flow_run_failed_with_the_verdict(prefect_harness, tmp_path: Path) -> None:
+    """A failing gate: the run's state is Failed with the verdict as its message (read back from the server), a
+    direct call raises GateFailed carrying the returned dict; a passing gate stays Completed."""
+    from evaltasks.errors import GateFailed
+    from evaltasks.flows.evaluate_suite import evaluate_suite
+
+    failing = _length_suite(tmp_path / "f", [3, 3, 9, 9], name="gate-fails", gate="gate: {min_pass_rate: 0.9}")
+    state = evaluate_suite(suite_path=str(failing), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "i"),
+                           return_state=True)
+    assert state.is_failed() and state.message == "gate failed: pass rate 50.00% below 90.00%"
+    stored = _flow_run(state.state_details.flow_run_id)
+    assert stored.state.type.value == "FAILED" and stored.state.message == state.message
+    with pytest.raises(GateFailed) as raised:
+        state.result()
+    assert raised.value.result["passed"] is False and raised.value.result["summary"]["passed_cases"] == 2
+    assert json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["passed"] is False
+    with pytest.raises(GateFailed, match=r"^gate failed: pass rate 50\.00% below 90\.00%$"):
+        evaluate_suite(suite_path=str(failing), output_dir=str(tmp_path / "out2"), index_dir=str(tmp_path / "i"))
+
+    passing = _length_suite(tmp_path / "p", [3, 3, 9, 9], name="gate-holds", gate="gate: {min_pass_rate: 0.5}")
+    state = evaluate_suite(suite_path=str(passing), output_dir=str(tmp_path / "out3"), index_dir=str(tmp_path / "i"),
+                           return_state=True)
+    assert state.is_completed() and state.result()["passed"] is True
+    assert _flow_run(state.state_details.flow_run_id).state.type.value == "COMPLETED"
+
+
+def test_the_cli_keeps_its_exit_codes_and_history_prints_the_trend(prefect_api_url, tmp_path: Path) -> None:
+    """`evaltasks run` on a failing gate (a Failed flow run) still exits 1 and on a passing one 0, each recorded
+    with --history-dir; `evaltasks history` prints both runs, and exits 2 where there is no history."""
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    suite = _length_suite(tmp_path / "s", [3, 3, 9, 9], name="cli-history", gate="gate: {min_pass_rate: 0.9}")
+    env = subprocess_env(tmp_path / "home", prefect_api_url)
+    env.pop("EVALTASKS_HISTORY_DIR", None)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    run = ["run", str(suite), "--index-dir", str(tmp_path / "i"), "--history-dir", str(tmp_path / "h"),
+           "--no-server", "--quiet"]
+    failed = cli(*run, "--output-dir", str(tmp_path / "o1"))
+    assert failed.returncode == 1, failed.stderr
+    assert "Traceback" not in failed.stderr
+    (tmp_path / "s" / "d.jsonl").write_text(
+        "".join(json.dumps({"id": f"c{i}", "actual_output": "a b"}) + "\n" for i in range(4)), encoding="utf-8")
+    passed = cli(*run, "--output-dir", str(tmp_path / "o2"))
+    assert passed.returncode == 0, passed.stderr
+
+    records = [json.loads(line) for line in (tmp_path / "h" / "cli-history.jsonl").read_text("utf-8").splitlines()]
+    assert [(r["passed"], r["passed_cases"], r["cases"]) for r in records] == [(False, 2, 4), (True, 4, 4)]
+    assert records[1]["metrics"]["LengthCheckMetric"]["config"] == {
+        "metric": "LengthCheckMetric", "max_length": 5, "unit": "words"}
+    assert all(r["flow_run_id"] for r in records) and records[0]["flow_run_id"] != records[1]["flow_run_id"]
+    shown = cli("history", str(suite), "--history-dir", str(tmp_path / "h"))
+    assert shown.returncode == 0, shown.stderr
+    assert "50.0%" in shown.stdout and "100.0%" in shown.stdout and "FAILED" in shown.stdout
+    as_json = cli("history", str(suite), "--history-dir", str(tmp_path / "h"), "--json", "--last", "1")
+    assert [json.loads(line)["passed_cases"] for line in as_json.stdout.splitlines()] == [4]
+    none = cli("history", str(suite), "--history-dir", str(tmp_path / "nothing"))
+    assert none.returncode == 2 and "no run history of suite 'cli-history'" in none.stderr
+    assert "Traceback" not in none.stderr
+
+
+def _automation_code() -> str:
+    """The automation's Python block in docs/history.md (the block after ``<!-- automation -->``)."""
+    text = (REPO / "docs" / "history.md").read_text(encoding="utf-8")
+    block = text.split("<!-- automation -->", 1)[1]
+    return block.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefect_harness, tmp_path: Path) -> None:
+    """Two recorded runs, the second much worse: the flow returns the drift (Fisher exact, checked by hand), the
+    history holds both runs, the history artifact shows them, the server's events API has the
+    ``evaltasks.suite.regressed`` event with its payload, and the automation created by docs/history.md's own code
+    (the test server runs Prefect's triggers and actions services) calls a webhook on 127.0.0.1 with it."""
+    import http.server
+    import math
+    import threading
+    import time
+    import uuid
+
+    from prefect.client.orchestration import get_client
+
+    from evaltasks.flows.evaluate_suite import evaluate_suite
+
+    received: list[dict] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            received.append(json.loads(body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        namespace: dict = {}
+        import os
+
+        os.environ["EVALTASKS_ALERT_URL"] = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        try:
+            exec(compile(_automation_code(), "docs/history.md", "exec"), namespace)  # noqa: S102
+        finally:
+            del os.environ["EVALTASKS_ALERT_URL"]
+        assert namespace["automation"].id is not None
+
+        name = f"drifting-{uuid.uuid4().hex[:8]}"
+        history = "history: {dir: hist, window: 3}\n"
+        suite = _length_suite(tmp_path / "s", [3] * 40, name=name, history=history)
+        first = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "o1"), index_dir=str(tmp_path / "i"))
+        assert first["drift"] is None  # nothing to compare with yet
+        _length_suite(tmp_path / "s", [3] * 20 + [9] * 20, name=name, history=history)  # half now fail
+        state = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "o2"), index_dir=str(tmp_path / "i"),
+                               return_state=True)
+        second = state.result()
+        drift = second["drift"]
+        assert drift["verdict"] == "regressed" and drift["window"] == 1
+        overall = drift["tests"][0]
+        # Fisher exact on [[20, 20], [40, 0]] by hand: 60 passes among 80 cases, 40 per run; the observed table (20
+        # of the passes in this run) is the least likely one on its side, and its mirror (40) equally likely
+        one_side = math.comb(60, 20) * math.comb(20, 20) / math.comb(80, 40)
+        assert overall["p_value"] == pytest.approx(2 * one_side, rel=1e-9)
+        assert (overall["before"], overall["after"], overall["test"]) == (1.0, 0.5, "Fisher exact")
+        assert {(t["name"], t["statistic"]) for t in drift["tests"] if t["verdict"] == "regressed"} == {
+            ("overall", "pass_rate"), ("LengthCheckMetric", "pass_rate"), ("LengthCheckMetric", "mean_score")}
+        records = [json.loads(line) for line in (tmp_path / "s" / "hist" / f"{name}.jsonl").read_text().splitlines()]
+        assert [r["passed_cases"] for r in records] == [40, 20]
+        assert records[1]["drift"] == ["overall", "LengthCheckMetric pass_rate", "LengthCheckMetric mean_score"]
+        assert records[0]["metrics"]["LengthCheckMetric"]["score_sd"] == 0.0
+
+        flow_run_id = state.state_details.flow_run_id
+        artifact = _read_artifacts(flow_run_id, [f"{name}-history"])[f"{name}-history"]
+        assert artifact.type == "markdown" and "`####################`" in artifact.data
+        assert "`##########..........`" in artifact.data and "mermaid" not in artifact.data
+
+        async def events() -> list:
+            async with get_client() as client:
+                response = await client._client.post("/events/filter", json={"filter": {
+                    "event": {"name": ["evaltasks.suite.regressed"]},
+                    "any_resource": {"id": [f"evaltasks.suite.{name}"]},
+                    "occurred": {"since": "2000-01-01T00:00:00Z"},
+                }, "limit": 50})
+                response.raise_for_status()
+                return response.json()["events"]
+
+        deadline, found = time.monotonic() + 180, []
+        while time.monotonic() < deadline and len(found) < 3:
+            found = asyncio.run(events())
+            time.sleep(0.5)
+        assert len(found) == 3, found
+        by_metric = {(e["payload"]["metric"], e["payload"]["statistic"]): e for e in found}
+        event = by_metric[("overall", "pass_rate")]
+        assert event["resource"] == {"prefect.resource.id": f"evaltasks.suite.{name}", "prefect.resource.name": name}
+        assert event["payload"]["before"] == 1.0 and event["payload"]["after"] == 0.5
+        assert event["payload"]["p_value"] == pytest.approx(2 * one_side, rel=1e-9)
+        assert (event["payload"]["test"], event["payload"]["window"]) == ("Fisher exact", 1)
+        assert event["payload"]["results_path"] == str((tmp_path / "o2" / "results.json").resolve())
+        assert any(r.get("prefect.resource.id") == f"prefect.flow-run.{flow_run_id}" for r in event["related"])
+
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and len([r for r in received if name in r.get("text", "")]) < 3:
+            time.sleep(0.5)
+        texts = sorted(r["text"] for r in received if name in r.get("text", ""))
+        assert len(texts) == 3, received
+        assert f"{name}: overall pass_rate 1.0 -> 0.5 (Fisher exact, p = " in " ".join(texts)
+    finally:
+        server.shutdown()
+
+
+def test_gate_failure_messages_name_each_verdict() -> None:
+    """The Failed state's message for each way a gate fails (built from the outcome alone, no run needed)."""
+    from evaltasks.compare import ChangeTest, Comparison
+    from evaltasks.flows.evaluate_suite import gate_failure_message
+    from evaltasks.results import EvaluationResult, EvaluationSummary
+    from evaltasks.run import RunOutcome
+
+    def outcome(cases: int, passed: int, gate: dict, comparison=None, budget_skipped: int = 0) -> RunOutcome:
+        summary = EvaluationSummary(cases=cases, passed_cases=passed, failed_cases=cases - passed, errored_cases=0,
+                                    skipped_cases=0, pass_rate=passed / cases if cases else 0.0, metrics={},
+                                    budget_skipped=budget_skipped)
+        return RunOutcome(result=EvaluationResult(test_results=[], summary=summary), passed=False, paths={},
+                          header={"gate": gate}, comparison=comparison)
+
+    assert gate_failure_message(outcome(8, 4, {"min_pass_rate": 0.9, "pass_rate": 0.5})) == (
+        "gate failed: pass rate 50.00% below 90.00%")
+    assert gate_failure_message(outcome(0, 0, {"min_pass_rate": 0.9, "pass_rate": None})) == (
+        "gate failed: no case was evaluated")
+    assert gate_failure_message(outcome(8, 8, {"min_pass_rate": 0.9, "pass_rate": 1.0}, budget_skipped=3)) == (
+        "gate failed: the --max-cost budget ran out (3 results skipped)")
+    test = ChangeTest(statistic="pass_rate", test="exact McNemar", paired_cases=800, baseline=0.81, current=0.74,
+                      delta=-0.07, p_value=0.0003, worse=60, better=4, verdict="regressed")
+    regressed = Comparison(baseline="main", tolerance=0.01, pass_rate_test=test, verdict="regressed", regressed=True)
+    assert gate_failure_message(outcome(800, 592, {"min_pass_rate": 0.5, "pass_rate": 0.74, "fail_on": "regression"},
+                                        regressed)) == (
+        "gate failed: regressed since the baseline: pass rate 81.0% → 74.0%, p = 0.0003")
+    assert gate_failure_message(outcome(800, 592, {"min_pass_rate": 0.9, "pass_rate": 0.74, "fail_on": "either"},
+                                        regressed)) == (
+        "gate failed: pass rate 74.00% below 90.00%; regressed since the baseline: pass rate 81.0% → 74.0%, "
+        "p = 0.0003")
