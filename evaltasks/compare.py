@@ -252,15 +252,22 @@ class _Pairs:
         return np.frombuffer(self.base, dtype=float), np.frombuffer(self.cur, dtype=float), groups
 
 
-def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float) -> ChangeTest | None:
+def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
+                    memo: dict[bytes, Interval] | None = None) -> ChangeTest | None:
     """The exact McNemar test of paired passed flags (1.0 passed, 0.0 not), with the paired bootstrap interval
-    of the difference at level 1 − alpha; None without pairs."""
+    of the difference at level 1 − alpha; None without pairs. ``memo`` keeps intervals by their data, so the
+    same flags (the overall test and the only metric's) are resampled once."""
     base, cur, groups = pairs.arrays()
     n = len(base)
     if n == 0:
         return None
     worse, better = int(np.sum(base > cur)), int(np.sum(cur > base))
-    interval, _ = statistics.paired_difference(base, cur, groups, 1 - alpha)  # type: ignore[misc]
+    key = b"".join((base.tobytes(), cur.tobytes(), b"" if groups is None else groups.tobytes()))
+    interval = (memo or {}).get(key)
+    if interval is None:
+        interval, _ = statistics.paired_difference(base, cur, groups, 1 - alpha)  # type: ignore[misc]
+        if memo is not None:
+            memo[key] = interval
     p = statistics.mcnemar_test(worse, better)
     b_rate, c_rate = float(base.mean()), float(cur.mean())
     mde = statistics.min_detectable_pass_rate_change(n, alpha)
@@ -380,6 +387,7 @@ class ComparisonBuilder:
         changes.sort(key=lambda c: (_KIND_ORDER[c.kind], c.delta if c.delta is not None and c.kind == "worse" else 0.0))
         base_metrics: Mapping[str, Any] = self._base_summary.get("metrics") or {}
         comparison = Comparison(baseline=self.label, tolerance=tolerance, alpha=alpha, min_effect=min_effect)
+        memo: dict[bytes, Interval] = {}
         names = list(summary.metrics) + [n for n in base_metrics if n not in summary.metrics]
         for name in names:
             cur_m = summary.metrics.get(name)
@@ -396,7 +404,7 @@ class ComparisonBuilder:
             if cur_m is not None and cur_m.passed + cur_m.failed + cur_m.errored == 0:
                 entry.pass_rate_delta = None  # skipped in this run (e.g. a fork): not a regression
             if cur_m is not None and base_m is not None:
-                entry.pass_rate_test = _pass_rate_test(self._passes.get(name, _Pairs()), alpha, min_effect)
+                entry.pass_rate_test = _pass_rate_test(self._passes.get(name, _Pairs()), alpha, min_effect, memo)
                 entry.score_test = _score_test(self._scores.get(name, _Pairs()), alpha, min_effect)
                 entry.verdict = statistics.worst_verdict(
                     [t.verdict for t in (entry.pass_rate_test, entry.score_test) if t is not None])
@@ -411,7 +419,7 @@ class ComparisonBuilder:
         evaluated = summary.cases - summary.skipped_cases
         comparison.current_pass_rate = summary.pass_rate if evaluated else None
         comparison.pass_rate_delta = _delta(comparison.current_pass_rate, comparison.baseline_pass_rate)
-        comparison.pass_rate_test = _pass_rate_test(self._overall, alpha, min_effect)
+        comparison.pass_rate_test = _pass_rate_test(self._overall, alpha, min_effect, memo)
         if comparison.pass_rate_test is not None and comparison.pass_rate_test.verdict == "regressed":
             comparison.regressions.insert(0, _sentence("", comparison.pass_rate_test))
         comparison.verdict = statistics.worst_verdict(

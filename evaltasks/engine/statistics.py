@@ -23,7 +23,7 @@ SEED = 0
 NORMAL_ABOVE = 100_000
 """Above this many values (cases, or paired cases) a bootstrap is replaced by the normal approximation (method
 ``normal``), which bounds the time and memory of very large runs."""
-_BATCH_VALUES = 2_000_000  # values resampled per vectorized bootstrap call (bounds its memory to ~32 MB)
+_BATCH_VALUES = 250_000  # values resampled per vectorized bootstrap call: ~4 MB, cache-sized (fastest measured)
 
 PASSED, FAILED, ERRORED, SKIPPED = (STATUS_CODES[s] for s in ("passed", "failed", "errored", "skipped"))
 """Status codes of :class:`SampleCollector` (one byte per case × metric; :data:`~evaltasks.results.STATUS_CODES`)."""
