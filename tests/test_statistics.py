@@ -335,3 +335,13 @@ def test_the_python_api_summary_carries_intervals() -> None:
     assert (summary.pass_rate_interval.low, summary.pass_rate_interval.high) == (pytest.approx(low), pytest.approx(high))
     assert summary.metrics["LengthCheckMetric"].mean_score_interval.method == "bootstrap"
     assert summary.statistics.bootstrap_resamples == statistics.RESAMPLES
+
+
+def test_the_sample_collector_gives_the_summary_builders_intervals() -> None:
+    cases = [_case(f"c{i}", i % 3 != 0) for i in range(30)]
+    collector = statistics.SampleCollector(["M"])
+    for case in cases:
+        collector.add_case(case.id, case.status, [(m.name, m.score, m.status) for m in case.metrics])
+    summary = summarize(cases, {"M": 0.5})
+    assert collector.pass_rate_interval(collector.case_statuses) == summary.pass_rate_interval
+    assert collector.mean_score_interval("M") == summary.metrics["M"].mean_score_interval

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
 
 from evaltasks.results import STATUS_CODES, Interval, StatisticsInfo
 
@@ -29,6 +28,14 @@ PASSED, FAILED, ERRORED, SKIPPED = (STATUS_CODES[s] for s in ("passed", "failed"
 """Status codes of :class:`SampleCollector` (one byte per case × metric; :data:`~evaltasks.results.STATUS_CODES`)."""
 
 Verdict = Literal["regressed", "improved", "no significant change", "inconclusive"]
+def _stats() -> Any:
+    """``scipy.stats``, imported on first use (it takes about a second to import: commands that compute no
+    statistics, and a run's validation, do not wait for it)."""
+    from scipy import stats
+
+    return stats
+
+
 _VERDICT_RANK = {"regressed": 3, "improved": 2, "inconclusive": 1, "no significant change": 0}
 
 
@@ -40,7 +47,7 @@ def wilson_interval(successes: int, n: int, level: float = LEVEL) -> Interval | 
     """
     if n == 0:
         return None
-    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    ci = _stats().binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
     return Interval(low=float(ci.low), high=float(ci.high), level=level, method="wilson")
 
 
@@ -71,7 +78,7 @@ def _bootstrap_distribution(
         data = _cluster_totals(values, clusters)
         statistic, paired = _ratio, True
     batch = max(1, min(resamples, _BATCH_VALUES // max(1, len(data[0]))))
-    res = stats.bootstrap(data, statistic, n_resamples=resamples, confidence_level=level, method="percentile",
+    res = _stats().bootstrap(data, statistic, n_resamples=resamples, confidence_level=level, method="percentile",
                           vectorized=True, paired=paired, batch=batch, rng=rng)
     ci = res.confidence_interval
     return float(ci.low), float(ci.high), np.asarray(res.bootstrap_distribution)
@@ -80,9 +87,9 @@ def _bootstrap_distribution(
 def _normal_interval(values: np.ndarray, clusters: np.ndarray | None, level: float) -> tuple[float, float, float]:
     """``(mean, standard error, z)`` of the mean of ``values`` (with ``clusters``: the ratio estimator's
     linearised standard error over clusters), z = ``scipy.stats.norm.ppf((1 + level) / 2)``."""
-    z = float(stats.norm.ppf((1 + level) / 2))
+    z = float(_stats().norm.ppf((1 + level) / 2))
     if clusters is None:
-        return float(values.mean()), float(stats.sem(values)) if len(values) > 1 else 0.0, z
+        return float(values.mean()), float(_stats().sem(values)) if len(values) > 1 else 0.0, z
     sums, sizes = _cluster_totals(values, clusters)
     g, total = len(sums), sizes.sum()
     ratio = sums.sum() / total
@@ -174,7 +181,7 @@ def paired_difference(
         return Interval(low=mean, high=mean, level=level, method=method), 1.0
     if len(diff) > NORMAL_ABOVE:
         mean, se, z = _normal_interval(diff, groups, level)
-        p = 1.0 if se == 0 else float(2 * stats.norm.sf(abs(mean) / se))
+        p = 1.0 if se == 0 else float(2 * _stats().norm.sf(abs(mean) / se))
         return Interval(low=mean - z * se, high=mean + z * se, level=level, method="normal"), min(1.0, p)
     low, high, distribution = _bootstrap_distribution(diff, groups, level, resamples, seed)
     p = 2 * min(float(np.mean(distribution <= 0)), float(np.mean(distribution >= 0)))
@@ -187,7 +194,7 @@ def mcnemar_test(worse: int, better: int) -> float:
     case changed."""
     if worse + better == 0:
         return 1.0
-    return float(stats.binomtest(int(worse), int(worse + better), 0.5).pvalue)
+    return float(_stats().binomtest(int(worse), int(worse + better), 0.5).pvalue)
 
 
 def min_discordant(alpha: float = 0.05) -> int:
