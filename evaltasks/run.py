@@ -386,13 +386,17 @@ def finish_run(
     """Apply the gate, compare with ``baseline`` (a results.json) if given, and write the three reports
     (:func:`finish_streamed_run` for a result held in memory; the outcome keeps ``result`` whole).
 
+    With ``dataset.cluster``, the summary's intervals are recomputed by cluster (``result``'s summary, from
+    :func:`~evaltasks.evaluate.evaluate`, knows no clusters) and the outcome's ``result`` carries that summary.
+
     Raises InputError when the baseline cannot be read (the CLI checks it before scoring).
     """
     with open_report_writer(plan, output_dir, baseline, regression_tolerance) as writer:
         writer.add(result.test_results)
+        summary = writer.summarize(result.summary.embeddings) if plan.suite.suite.dataset.cluster else result.summary
         outcome = finish_streamed_run(
             plan, writer, started, embedding_models=result.embedding_models, reference_sets=result.reference_sets,
-            summary=result.summary,
+            summary=summary,
         )
-    outcome.result = result
+    outcome.result = result if summary is result.summary else result.model_copy(update={"summary": summary})
     return outcome

@@ -345,3 +345,26 @@ def test_the_sample_collector_gives_the_summary_builders_intervals() -> None:
     summary = summarize(cases, {"M": 0.5})
     assert collector.pass_rate_interval(collector.case_statuses) == summary.pass_rate_interval
     assert collector.mean_score_interval("M") == summary.metrics["M"].mean_score_interval
+
+
+def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) -> None:
+    import time
+
+    from evaltasks.evaluate import evaluate_sync
+    from evaltasks.run import finish_run, plan_run
+
+    rows = [{"id": f"c{i}", "passage": f"p{i // 4}", "answer": "short" if i % 8 < 5 else "far too long " * 10}
+            for i in range(40)]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: s\ndataset: {path: d.jsonl, fields: {id: id, actual_output: answer}, cluster: passage}\n"
+                     "metrics:\n  - metric: LengthCheckMetric\n    max_length: 5\n    unit: words\n", encoding="utf-8")
+    plan = plan_run(suite)
+    result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids)
+    finish_run(plan, result, tmp_path / "out", time.time())
+    data = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    summary = data["summary"]
+    assert summary["statistics"]["cluster"] == "passage" and summary["statistics"]["clusters"] == 10
+    assert summary["pass_rate_interval"]["method"] == "cluster bootstrap"
+    assert summary["metrics"]["LengthCheckMetric"]["mean_score_interval"]["method"] == "cluster bootstrap"
+    _validate(data)
