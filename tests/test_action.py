@@ -525,7 +525,8 @@ def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comment
     for text in (pr["summary"], comments[0]["body"]):
         assert "Compared with" in text and f"| worse | {changed.replace('-', chr(92) + '-')} | ReferenceMatchMetric |" in text
     assert any(a["level"] == "error" and "Gate failed" in a["message"] for a in pr["annotations"])
-    assert any(a["level"] == "error" and "Regression since the baseline" in a["message"] for a in pr["annotations"])
+    # one of 8 paired cases worse is no significant regression (exact McNemar p = 1): inconclusive, not called one
+    assert not any("Regression since the baseline" in a["message"] for a in pr["annotations"])
     assert pr["steps"]["gate"]["outcome"] == "failure"  # the last step applies the gate
 
 

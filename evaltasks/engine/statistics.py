@@ -28,6 +28,8 @@ PASSED, FAILED, ERRORED, SKIPPED = (STATUS_CODES[s] for s in ("passed", "failed"
 """Status codes of :class:`SampleCollector` (one byte per case × metric; :data:`~evaltasks.results.STATUS_CODES`)."""
 
 Verdict = Literal["regressed", "improved", "no significant change", "inconclusive"]
+
+
 def _stats() -> Any:
     """``scipy.stats``, imported on first use (it takes about a second to import: commands that compute no
     statistics, and a run's validation, do not wait for it)."""
