@@ -368,3 +368,23 @@ def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) 
     assert summary["pass_rate_interval"]["method"] == "cluster bootstrap"
     assert summary["metrics"]["LengthCheckMetric"]["mean_score_interval"]["method"] == "cluster bootstrap"
     _validate(data)
+
+
+def test_gate_message_names_the_verdict() -> None:
+    from evaltasks.results import EvaluationResult
+    from evaltasks.run import gate_message, gate_passed
+    from evaltasks.suite import Gate
+
+    base, cur = _runs(800, 648, 16, 0)
+    result = EvaluationResult(test_results=cur, summary=summarize(cur, {"M": 0.5}))
+    comparison = _compare(base, cur)
+    assert gate_message(result, Gate(min_pass_rate=0.9), None) == "gate failed: pass rate 79.00% below 90.00%"
+    assert gate_message(result, Gate(min_pass_rate=0.5), comparison) is None  # fail_on min_pass_rate
+    assert gate_message(result, Gate(min_pass_rate=0.5, fail_on="regression"), comparison) == (
+        "gate failed: regressed since the baseline: pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05); "
+        "M: pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05); "
+        "M: mean score 0.7480 → 0.7320 (-0.0160, p = 0)")  # (648·0.9 + 152·0.1)/800 → (632·0.9 + 168·0.1)/800
+    assert gate_passed(result, 0.5, comparison=comparison, fail_on="either") is False
+    assert gate_passed(result, 0.5, comparison=None, fail_on="regression") is True
+    with pytest.raises(ValueError, match="fail_on"):
+        gate_passed(result, 0.5, fail_on="sometimes")
