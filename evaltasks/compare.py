@@ -7,23 +7,29 @@ fractions, so the same ``t`` applies to them):
   score dropped by more than ``t``; **better** when it went from ``failed``/``errored`` to ``passed``, or its
   score rose by more than ``t``; pairs skipped on either side are not compared;
 - a case is **new** when only the current run has it, **removed** when only the baseline has it;
-- a metric **regressed** when its mean score or its pass rate dropped by more than ``t``; the run regressed
-  when any metric did or the overall pass rate dropped by more than ``t``. A regression is reported even when
-  the gate holds.
+- whether a metric, or the run, **regressed** is not decided by ``t`` but by paired tests over the cases both
+  runs evaluated (README, "Uncertainty and regressions"): pass rates by the exact McNemar test, mean scores by
+  a paired bootstrap of the per-case differences (cluster paired with ``dataset.cluster``), each with a
+  verdict (``regressed``, ``improved``, ``inconclusive``, ``no significant change``) at the suite's
+  ``gate.alpha`` and ``gate.min_effect`` (:mod:`evaltasks.engine.statistics`). A regression is reported even
+  when the gate holds.
 
-The baseline is read as plain JSON (any ``results.json`` of schema version 1), so a baseline written by an
+The baseline is read as plain JSON (any ``results.json``, schema version 1 or 2), so a baseline written by an
 older evaltasks still compares.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, Field
 
+from evaltasks.engine import statistics
 from evaltasks.errors import InputError, Problem
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
 
@@ -212,37 +218,159 @@ def _delta(current: float | None, baseline: float | None) -> float | None:
     return None if current is None or baseline is None else current - baseline
 
 
+def _base_case_status(case: Mapping[str, Any]) -> str:
+    """A baseline case's status: its ``status``, else derived from its metrics' (the rule of
+    :func:`~evaltasks.results.case_status`)."""
+    status = case.get("status")
+    if isinstance(status, str):
+        return status
+    statuses = {str(m.get("status")) for m in case.get("metrics") or [] if isinstance(m, Mapping)}
+    return next((s for s in ("errored", "failed", "passed") if s in statuses), "skipped")
+
+
+def _unstable(case: Mapping[str, Any]) -> bool:
+    """Whether a baseline case (JSON) has a judge result whose samples were unstable."""
+    return any(isinstance(m, Mapping) and isinstance(m.get("evaluation_log"), Mapping)
+               and m["evaluation_log"].get("unstable") is True for m in case.get("metrics") or [])
+
+
+class _Pairs:
+    """Paired values of one test, held compactly: baseline and current values (``array('d')``, 16 bytes a
+    pair) and, with clusters, the current case's cluster label (``array('l')``)."""
+
+    def __init__(self) -> None:
+        self.base, self.cur, self.clusters = array("d"), array("d"), array("l")
+
+    def add(self, base: float, cur: float, cluster: int | None) -> None:
+        self.base.append(base)
+        self.cur.append(cur)
+        if cluster is not None:
+            self.clusters.append(cluster)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        groups = np.frombuffer(self.clusters, dtype=f"i{self.clusters.itemsize}") if len(self.clusters) else None
+        return np.frombuffer(self.base, dtype=float), np.frombuffer(self.cur, dtype=float), groups
+
+
+def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
+                    memo: dict[bytes, Interval] | None = None) -> ChangeTest | None:
+    """The exact McNemar test of paired passed flags (1.0 passed, 0.0 not), with the paired bootstrap interval
+    of the difference at level 1 − alpha; None without pairs. ``memo`` keeps intervals by their data, so the
+    same flags (the overall test and the only metric's) are resampled once."""
+    base, cur, groups = pairs.arrays()
+    n = len(base)
+    if n == 0:
+        return None
+    worse, better = int(np.sum(base > cur)), int(np.sum(cur > base))
+    key = b"".join((base.tobytes(), cur.tobytes(), b"" if groups is None else groups.tobytes()))
+    interval = (memo or {}).get(key)
+    if interval is None:
+        interval, _ = statistics.paired_difference(base, cur, groups, 1 - alpha)  # type: ignore[misc]
+        if memo is not None:
+            memo[key] = interval
+    p = statistics.mcnemar_test(worse, better)
+    b_rate, c_rate = float(base.mean()), float(cur.mean())
+    mde = statistics.min_detectable_pass_rate_change(n, alpha)
+    return ChangeTest(
+        statistic="pass_rate", test="exact McNemar", paired_cases=n, baseline=b_rate, current=c_rate,
+        delta=c_rate - b_rate, interval=interval, p_value=p, worse=worse, better=better,
+        min_detectable_effect=mde, verdict=statistics.verdict(p, c_rate - b_rate, mde, alpha, min_effect),
+    )
+
+
+def _score_test(pairs: _Pairs, alpha: float, min_effect: float) -> ChangeTest | None:
+    """The paired bootstrap test of the mean score (interval and p-value of the mean difference, level
+    1 − alpha); None without pairs."""
+    base, cur, groups = pairs.arrays()
+    n = len(base)
+    if n == 0:
+        return None
+    interval, p = statistics.paired_difference(base, cur, groups, 1 - alpha)  # type: ignore[misc]
+    b_mean, c_mean = float(base.mean()), float(cur.mean())
+    mde = (interval.high - interval.low) / 2
+    return ChangeTest(
+        statistic="mean_score", test=interval.method, paired_cases=n, baseline=b_mean, current=c_mean,
+        delta=c_mean - b_mean, interval=interval, p_value=p, min_detectable_effect=mde,
+        verdict=statistics.verdict(p, c_mean - b_mean, mde, alpha, min_effect),
+    )
+
+
+def _sentence(subject: str, test: ChangeTest) -> str:
+    """One regression as a sentence, e.g. ``pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05)``."""
+    if test.statistic == "pass_rate":
+        change = f"pass rate {test.baseline:.2%} → {test.current:.2%} ({100 * (test.delta or 0.0):+.2f} points"
+    else:
+        change = f"mean score {test.baseline:.4f} → {test.current:.4f} ({test.delta:+.4f}"
+    return f"{subject}{change}, p = {test.p_value:.2g})"
+
+
 class ComparisonBuilder:
     """Builds a :class:`Comparison` from cases fed in batches (a streamed run): :meth:`add` each batch of the
-    current run's cases, then :meth:`finish` with the run's summary. The baseline's cases are held as
-    ``{case id: {metric: (score, status)}}`` (a few dozen bytes per pair); the current run's are not kept.
+    current run's cases (in case order), then :meth:`finish` with the run's summary. The baseline's cases are
+    held as ``{case id: {metric: (score, status)}}`` (a few dozen bytes per pair); of the current run only the
+    ids seen and the paired values the tests need (floats in compact arrays, about 40 bytes per paired case ×
+    metric) are kept.
+
+    Args:
+        baseline: a parsed baseline results.json.
+        tolerance: the per-case change list's tolerance (score units).
+        label: how the baseline is named in reports.
+        alpha, min_effect: the suite's ``gate.alpha`` and ``gate.min_effect``.
+        clusters: the current run's ``dataset.cluster`` values (a list in case order, or a mapping case id ->
+            value) for cluster-paired intervals; None: cases are independent.
 
     Raises ValueError when ``tolerance`` is negative.
     """
 
     def __init__(self, baseline: Mapping[str, Any], *, tolerance: float = DEFAULT_TOLERANCE,
-                 label: str = "baseline") -> None:
+                 label: str = "baseline", alpha: float = 0.05, min_effect: float = 0.01,
+                 clusters: Sequence[str | None] | Mapping[str, str | None] | None = None) -> None:
         if tolerance < 0:
             raise ValueError(f"tolerance must be >= 0, got {tolerance}")
         self.tolerance, self.label = tolerance, label
+        self.alpha, self.min_effect = alpha, min_effect
         self._base_summary: Mapping[str, Any] = baseline.get("summary") or {}
-        self._base_cases = _scores(baseline.get("cases") or [])
+        base_cases = [c for c in baseline.get("cases") or [] if isinstance(c, Mapping)]
+        self._base_cases = _scores(base_cases)
+        self._base_status = {str(c.get("id")): _base_case_status(c) for c in base_cases}
+        self._flaky: dict[str, None] = {str(c.get("id")): None for c in base_cases if _unstable(c)}
+        self._clusters = statistics.ClusterIndex(clusters) if clusters is not None else None
+        self._position = 0
         self._seen: set[str] = set()
         self._changes: list[CaseChange] = []
+        self._overall = _Pairs()
+        self._passes: dict[str, _Pairs] = {}
+        self._scores: dict[str, _Pairs] = {}
 
     def add(self, cases: Iterable[TestCaseResult]) -> None:
-        """Compare a batch of the current run's cases with the baseline."""
+        """Compare a batch of the current run's cases with the baseline (cases in case order)."""
         for case in cases:
+            position = self._position
+            self._position += 1
             self._seen.add(case.id)
+            for m in case.metrics:
+                if m.evaluation_log.get("unstable") is True:
+                    self._flaky[case.id] = None
             base_metrics = self._base_cases.get(case.id)
+            cluster = self._clusters.code(position, case.id) if self._clusters is not None else None
             if base_metrics is None:
                 self._changes.append(CaseChange(case_id=case.id, kind="new"))
                 continue
+            base_status = self._base_status[case.id]
+            if "skipped" not in (base_status, case.status):
+                self._overall.add(float(base_status == "passed"), float(case.status == "passed"), cluster)
             for m in case.metrics:
                 base = base_metrics.get(m.name)
                 if base is None:
                     continue
                 cur = (m.score, m.status)
+                if "skipped" not in (base[1], m.status):
+                    pairs = self._passes.get(m.name) or self._passes.setdefault(m.name, _Pairs())
+                    pairs.add(float(base[1] == "passed"), float(m.status == "passed"), cluster)
+                    if (base[0] is not None and m.score is not None and base[1] in ("passed", "failed")
+                            and m.status in ("passed", "failed")):
+                        pairs = self._scores.get(m.name) or self._scores.setdefault(m.name, _Pairs())
+                        pairs.add(base[0], m.score, cluster)
                 kind = _pair_kind(base, cur, self.tolerance)
                 if kind is not None:
                     self._changes.append(CaseChange(
@@ -251,14 +379,15 @@ class ComparisonBuilder:
                     ))
 
     def finish(self, summary: EvaluationSummary) -> Comparison:
-        """The comparison, given the current run's ``summary`` (rules in the module docstring)."""
-        tolerance = self.tolerance
-        changes = self._changes + [
-            CaseChange(case_id=case_id, kind="removed") for case_id in self._base_cases if case_id not in self._seen
-        ]
+        """The comparison, given the current run's ``summary`` (rules in the module docstring and in
+        :class:`Comparison`)."""
+        tolerance, alpha, min_effect = self.tolerance, self.alpha, self.min_effect
+        removed = [case_id for case_id in self._base_cases if case_id not in self._seen]
+        changes = self._changes + [CaseChange(case_id=case_id, kind="removed") for case_id in removed]
         changes.sort(key=lambda c: (_KIND_ORDER[c.kind], c.delta if c.delta is not None and c.kind == "worse" else 0.0))
         base_metrics: Mapping[str, Any] = self._base_summary.get("metrics") or {}
-        comparison = Comparison(baseline=self.label, tolerance=tolerance)
+        comparison = Comparison(baseline=self.label, tolerance=tolerance, alpha=alpha, min_effect=min_effect)
+        memo: dict[bytes, Interval] = {}
         names = list(summary.metrics) + [n for n in base_metrics if n not in summary.metrics]
         for name in names:
             cur_m = summary.metrics.get(name)
@@ -274,17 +403,15 @@ class ComparisonBuilder:
             entry.pass_rate_delta = _delta(entry.current_pass_rate, entry.baseline_pass_rate)
             if cur_m is not None and cur_m.passed + cur_m.failed + cur_m.errored == 0:
                 entry.pass_rate_delta = None  # skipped in this run (e.g. a fork): not a regression
-            if entry.mean_delta is not None and entry.mean_delta < -tolerance:
-                entry.regressed = True
-                comparison.regressions.append(
-                    f"{name}: mean score {entry.baseline_mean:.4f} → {entry.current_mean:.4f} ({entry.mean_delta:+.4f})"
-                )
-            if entry.pass_rate_delta is not None and entry.pass_rate_delta < -tolerance:
-                entry.regressed = True
-                comparison.regressions.append(
-                    f"{name}: pass rate {entry.baseline_pass_rate:.2%} → {entry.current_pass_rate:.2%} "
-                    f"({100 * entry.pass_rate_delta:+.2f} points)"
-                )
+            if cur_m is not None and base_m is not None:
+                entry.pass_rate_test = _pass_rate_test(self._passes.get(name, _Pairs()), alpha, min_effect, memo)
+                entry.score_test = _score_test(self._scores.get(name, _Pairs()), alpha, min_effect)
+                entry.verdict = statistics.worst_verdict(
+                    [t.verdict for t in (entry.pass_rate_test, entry.score_test) if t is not None])
+                entry.regressed = entry.verdict == "regressed"
+                for test in (entry.pass_rate_test, entry.score_test):
+                    if test is not None and test.verdict == "regressed":
+                        comparison.regressions.append(_sentence(f"{name}: ", test))
             comparison.metrics.append(entry)
 
         base_rate = self._base_summary.get("pass_rate")
@@ -292,14 +419,19 @@ class ComparisonBuilder:
         evaluated = summary.cases - summary.skipped_cases
         comparison.current_pass_rate = summary.pass_rate if evaluated else None
         comparison.pass_rate_delta = _delta(comparison.current_pass_rate, comparison.baseline_pass_rate)
-        if comparison.pass_rate_delta is not None and comparison.pass_rate_delta < -tolerance:
-            comparison.regressions.insert(0, (
-                f"pass rate {comparison.baseline_pass_rate:.2%} → {comparison.current_pass_rate:.2%} "
-                f"({100 * comparison.pass_rate_delta:+.2f} points)"
-            ))
+        comparison.pass_rate_test = _pass_rate_test(self._overall, alpha, min_effect, memo)
+        if comparison.pass_rate_test is not None and comparison.pass_rate_test.verdict == "regressed":
+            comparison.regressions.insert(0, _sentence("", comparison.pass_rate_test))
+        comparison.verdict = statistics.worst_verdict(
+            [comparison.pass_rate_test.verdict if comparison.pass_rate_test else None,
+             *(m.verdict for m in comparison.metrics)])
         comparison.changes = changes
         comparison.counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in _KIND_ORDER}
-        comparison.regressed = bool(comparison.regressions)
+        comparison.regressed = comparison.verdict == "regressed"
+        comparison.paired_cases = len(self._seen) - sum(1 for c in self._changes if c.kind == "new")
+        comparison.new_cases = [c.case_id for c in self._changes if c.kind == "new"]
+        comparison.removed_cases = removed
+        comparison.flaky_cases = list(self._flaky)
         return comparison
 
 
@@ -310,11 +442,16 @@ def compare_results(
     *,
     tolerance: float = DEFAULT_TOLERANCE,
     label: str = "baseline",
+    alpha: float = 0.05,
+    min_effect: float = 0.01,
+    clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
 ) -> Comparison:
-    """Compare the current run (``summary`` and ``cases``) with ``baseline`` (a parsed ``results.json``).
+    """Compare the current run (``summary`` and ``cases``, in case order) with ``baseline`` (a parsed
+    ``results.json``); ``alpha``, ``min_effect`` and ``clusters`` as :class:`ComparisonBuilder`'s.
 
     Rules in the module docstring. Raises ValueError when ``tolerance`` is negative.
     """
-    builder = ComparisonBuilder(baseline, tolerance=tolerance, label=label)
+    builder = ComparisonBuilder(baseline, tolerance=tolerance, label=label, alpha=alpha, min_effect=min_effect,
+                                clusters=clusters)
     builder.add(cases)
     return builder.finish(summary)

@@ -201,10 +201,21 @@ def gate_pass_rate(result: EvaluationResult, allow_errors: bool = False) -> floa
     return s.passed_cases / counted if counted else None
 
 
-def gate_passed(result: EvaluationResult, min_pass_rate: float, allow_errors: bool = False) -> bool:
-    """The gate: :func:`gate_pass_rate` >= ``min_pass_rate``.
+def gate_passed(
+    result: EvaluationResult,
+    min_pass_rate: float,
+    allow_errors: bool = False,
+    comparison: Comparison | None = None,
+    fail_on: str = "min_pass_rate",
+) -> bool:
+    """The gate (README, "Uncertainty and regressions"), by the suite's ``gate.fail_on``:
 
-    An empty run fails, and so does a run cut short by its ``--max-cost`` budget (a judge result skipped because
+    - ``min_pass_rate`` (the default): :func:`gate_pass_rate` >= ``min_pass_rate``;
+    - ``regression``: fails only when ``comparison`` (the comparison with the baseline) has the verdict
+      ``regressed``; without a baseline (``comparison`` None) it holds (the run's warnings say so);
+    - ``either``: fails on either rule.
+
+    Whatever ``fail_on`` says, an empty run fails, and so does a run cut short by its ``--max-cost`` budget (a judge result skipped because
     the budget ran out, :func:`~evaltasks.results.is_budget_skip`): a verdict on the cases judged before the
     money ran out says nothing about the rest. A run whose every case was skipped (e.g. all metrics need
     credentials a fork's pull request does not get) passes: nothing was evaluated, so nothing regressed; the run's warnings say so.
@@ -212,8 +223,35 @@ def gate_passed(result: EvaluationResult, min_pass_rate: float, allow_errors: bo
     """
     if result.summary.cases == 0 or result.summary.budget_skipped:
         return False
+    if fail_on not in ("min_pass_rate", "regression", "either"):
+        raise ValueError(f"fail_on must be min_pass_rate, regression or either, got {fail_on!r}")
+    regressed = comparison is not None and comparison.verdict == "regressed"
+    if fail_on == "regression":
+        return not regressed
     rate = gate_pass_rate(result, allow_errors)
-    return rate is None or rate >= min_pass_rate - 1e-12
+    holds = rate is None or rate >= min_pass_rate - 1e-12
+    return holds and not (fail_on == "either" and regressed)
+
+
+def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | None) -> str | None:
+    """Why the gate failed, naming the verdict (e.g. ``gate failed: pass rate 50.00% below 90.00%`` or ``gate
+    failed: regressed since the baseline: pass rate 81.00% → 74.00% (-7.00 points, p = 0.0003)``), for the
+    flow run's Failed state; None when :func:`gate_passed` holds. ``gate`` is the suite's
+    :class:`~evaltasks.suite.Gate`."""
+    if gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on):
+        return None
+    reasons = []
+    if result.summary.cases == 0:
+        reasons.append("no test cases were evaluated")
+    budget = budget_message(result.summary)
+    if budget:
+        reasons.append(budget)
+    rate = gate_pass_rate(result, gate.allow_errors)
+    if gate.fail_on != "regression" and rate is not None and rate < gate.min_pass_rate - 1e-12:
+        reasons.append(f"pass rate {rate:.2%} below {gate.min_pass_rate:.2%}")
+    if gate.fail_on != "min_pass_rate" and comparison is not None and comparison.verdict == "regressed":
+        reasons.append("regressed since the baseline: " + "; ".join(comparison.regressions))
+    return "gate failed: " + ("; ".join(reasons) or "see results.json")
 
 
 def load_parsed_baseline(path: str | Path, *, hand_over: bool = False) -> dict[str, Any]:
@@ -243,13 +281,19 @@ def open_report_writer(
 ) -> ReportWriter:
     """A :class:`~evaltasks.reports.ReportWriter` for ``plan``'s run, comparing with ``baseline`` if given.
 
+    The writer's intervals and comparison use the suite's ``gate.alpha``/``gate.min_effect`` and, with
+    ``dataset.cluster``, the dataset's cluster column (cluster bootstrap).
+
     Raises InputError when the baseline cannot be read (the CLI checks it before scoring), OSError when
     ``output_dir`` cannot be written.
     """
+    gate, column = plan.suite.suite.gate, plan.suite.suite.dataset.cluster
     return ReportWriter(
         Path(output_dir), plan.suite.suite.name, {m.name: m.threshold for m in plan.suite.metrics},
         baseline=load_parsed_baseline(baseline) if baseline is not None else None, tolerance=regression_tolerance,
         baseline_label=baseline_label or (str(baseline) if baseline is not None else "baseline"),
+        alpha=gate.alpha, min_effect=gate.min_effect,
+        clusters=plan.dataset.columns.get(column) if column else None, cluster_column=column,
     )
 
 
@@ -288,7 +332,10 @@ def finish_streamed_run(
         test_results=[], summary=summary, embedding_models=embedding_models or [], reference_sets=reference_sets or [],
     )
     gate = plan.suite.suite.gate
-    passed = gate_passed(result, gate.min_pass_rate, gate.allow_errors)
+    comparison = writer.comparison()
+    passed = gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on)
+    no_baseline = ([f"gate.fail_on is {gate.fail_on} but no baseline was given: no regression can be detected "
+                    "(pass --baseline)"] if gate.fail_on != "min_pass_rate" and comparison is None else [])
     header: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "evaltasks_version": __version__,
@@ -299,9 +346,11 @@ def finish_streamed_run(
         "dataset_sha256": plan.dataset.sha256,
         "passed": passed,
         "gate": {"min_pass_rate": gate.min_pass_rate, "allow_errors": gate.allow_errors,
-                 "pass_rate": gate_pass_rate(result, gate.allow_errors)},
+                 "pass_rate": gate_pass_rate(result, gate.allow_errors), "fail_on": gate.fail_on,
+                 "alpha": gate.alpha, "min_effect": gate.min_effect,
+                 "verdict": comparison.verdict if comparison is not None else None},
         "warnings": [*plan.suite.warnings, *judge_price_warnings(plan), *_index_warnings(),
-                     *filter(None, [budget_message(summary)])],
+                     *filter(None, [budget_message(summary)]), *no_baseline],
         "notices": list(plan.suite.notices),
         "started_at": _iso_utc(started),
         "finished_at": _iso_utc(finished),
@@ -309,7 +358,6 @@ def finish_streamed_run(
         "embedding_models": [m.model_dump() for m in result.embedding_models],
         "reference_sets": [info.model_dump() for info in result.reference_sets],
     }
-    comparison = writer.comparison()
     highlights = writer.highlights
     paths = writer.write(
         header, passed=passed, min_pass_rate=gate.min_pass_rate, duration_s=header["duration_s"],
@@ -338,13 +386,17 @@ def finish_run(
     """Apply the gate, compare with ``baseline`` (a results.json) if given, and write the three reports
     (:func:`finish_streamed_run` for a result held in memory; the outcome keeps ``result`` whole).
 
+    With ``dataset.cluster``, the summary's intervals are recomputed by cluster (``result``'s summary, from
+    :func:`~evaltasks.evaluate.evaluate`, knows no clusters) and the outcome's ``result`` carries that summary.
+
     Raises InputError when the baseline cannot be read (the CLI checks it before scoring).
     """
     with open_report_writer(plan, output_dir, baseline, regression_tolerance) as writer:
         writer.add(result.test_results)
+        summary = writer.summarize(result.summary.embeddings) if plan.suite.suite.dataset.cluster else result.summary
         outcome = finish_streamed_run(
             plan, writer, started, embedding_models=result.embedding_models, reference_sets=result.reference_sets,
-            summary=result.summary,
+            summary=summary,
         )
-    outcome.result = result
+    outcome.result = result if summary is result.summary else result.model_copy(update={"summary": summary})
     return outcome

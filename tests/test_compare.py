@@ -61,8 +61,22 @@ def test_changes_follow_the_documented_rules() -> None:
     assert n.pass_rate_delta == pytest.approx(4 / 4 - 3 / 4) and not n.regressed
     # overall: base b, c, gone passed (3 of 4); current a and new (2 of 4)
     assert comparison.pass_rate_delta == pytest.approx(2 / 4 - 3 / 4)
-    assert comparison.regressed and comparison.regressions[0].startswith("pass rate 75.00% → 50.00%")
-    assert comparison.regressions[1:] == ["M: pass rate 100.00% → 50.00% (-50.00 points)"]  # M's mean rose (+0.0108)
+    # Verdicts come from the paired tests (README, "Uncertainty and regressions"), not from the tolerance.
+    # Overall, paired cases a, b, c: b and c passed -> not passed, a the other way: McNemar p = 1, and 3 paired
+    # cases cannot detect 1 point (6 discordant cases are needed at alpha 0.05): inconclusive.
+    overall = comparison.pass_rate_test
+    assert (overall.paired_cases, overall.worse, overall.better) == (3, 2, 1)
+    assert overall.p_value == pytest.approx(1.0) and overall.verdict == "inconclusive"
+    assert overall.min_detectable_effect == pytest.approx(6 / 3)
+    # M's pass rate: 2 worse of 3 paired, p = 2 * 0.5**2 = 0.5: inconclusive. Its scores, paired on a and b,
+    # both fell (-0.005, -0.15): every bootstrap resample of two falling differences falls, so p = 0 and the
+    # score test says regressed (a percentile bootstrap on two cases; see the README on small samples).
+    assert m.pass_rate_test.p_value == pytest.approx(0.5) and m.pass_rate_test.verdict == "inconclusive"
+    assert m.score_test.paired_cases == 2 and m.score_test.delta == pytest.approx((0.895 + 0.45) / 2 - 0.75)
+    assert m.verdict == "regressed" and m.regressed and comparison.regressed and comparison.verdict == "regressed"
+    assert comparison.regressions == ["M: mean score 0.7500 → 0.6725 (-0.0775, p = 0)"]
+    assert n.verdict == "inconclusive" and not n.regressed
+    assert (comparison.paired_cases, comparison.new_cases, comparison.removed_cases) == (3, ["new"], ["gone"])
 
 
 def test_a_larger_tolerance_hides_small_changes() -> None:
@@ -211,5 +225,6 @@ def test_errored_cases_are_reported_apart_and_fail_the_gate_unless_allowed(
     assert [c["metrics"][0]["error"] for c in data["cases"] if c["status"] == "errored"] == ["down", "down"]
     assert data["passed"] is passed and outcome.passed is passed
     assert data["gate"] == {"min_pass_rate": 0.8, "allow_errors": allow_errors,
-                            "pass_rate": pytest.approx(1.0 if allow_errors else 0.75)}
+                            "pass_rate": pytest.approx(1.0 if allow_errors else 0.75), "fail_on": "min_pass_rate",
+                            "alpha": 0.05, "min_effect": 0.01, "verdict": None}
     assert (tmp_path / "out" / "junit.xml").exists() and (tmp_path / "out" / "summary.md").exists()

@@ -102,7 +102,7 @@ def test_results_json_header(run_dir: Path, results: dict) -> None:
     for key in ("schema_version", "evaltasks_version", "suite", "suite_sha256", "dataset_sha256", "passed",
                 "summary", "cases", "embedding_models"):
         assert key in results, key
-    assert results["schema_version"] == 1
+    assert results["schema_version"] == 2
     assert results["evaltasks_version"] == __version__
     assert results["suite"] == "reports-test"
     assert results["suite_sha256"] == hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest()

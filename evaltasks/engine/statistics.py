@@ -7,6 +7,331 @@ Every computation goes through scipy (``scipy.stats.binomtest`` and its ``propor
 
 from __future__ import annotations
 
+import math
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from evaltasks.results import STATUS_CODES, Interval, StatisticsInfo
+
 LEVEL = 0.95
 RESAMPLES = 2000
 SEED = 0
+NORMAL_ABOVE = 100_000
+"""Above this many values (cases, or paired cases) a bootstrap is replaced by the normal approximation (method
+``normal``), which bounds the time and memory of very large runs."""
+_BATCH_VALUES = 250_000  # values resampled per vectorized bootstrap call: ~4 MB, cache-sized (fastest measured)
+
+PASSED, FAILED, ERRORED, SKIPPED = (STATUS_CODES[s] for s in ("passed", "failed", "errored", "skipped"))
+"""Status codes of :class:`SampleCollector` (one byte per case × metric; :data:`~evaltasks.results.STATUS_CODES`)."""
+
+Verdict = Literal["regressed", "improved", "no significant change", "inconclusive"]
+
+
+def _stats() -> Any:
+    """``scipy.stats``, imported on first use (it takes about a second to import: commands that compute no
+    statistics, and a run's validation, do not wait for it)."""
+    from scipy import stats
+
+    return stats
+
+
+_VERDICT_RANK = {"regressed": 3, "improved": 2, "inconclusive": 1, "no significant change": 0}
+
+
+def wilson_interval(successes: int, n: int, level: float = LEVEL) -> Interval | None:
+    """The Wilson score interval of the proportion ``successes / n`` (fractions in [0, 1]) at ``level``.
+
+    ``scipy.stats.binomtest(successes, n).proportion_ci(confidence_level=level, method="wilson")``. None when
+    ``n`` is 0. Raises ValueError when ``successes`` is not in [0, n].
+    """
+    if n == 0:
+        return None
+    ci = _stats().binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return Interval(low=float(ci.low), high=float(ci.high), level=level, method="wilson")
+
+
+def _cluster_totals(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster sums of ``values`` and sizes (float arrays of length = number of distinct clusters)."""
+    _, inverse = np.unique(clusters, return_inverse=True)
+    sums = np.bincount(inverse, weights=values)
+    sizes = np.bincount(inverse).astype(float)
+    return sums, sizes
+
+
+def _ratio(sums: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.sum(sums, axis=axis) / np.sum(sizes, axis=axis)
+
+
+def _bootstrap_distribution(
+    values: np.ndarray, clusters: np.ndarray | None, level: float, resamples: int, seed: int,
+) -> tuple[float, float, np.ndarray]:
+    """Percentile bootstrap of the mean of ``values`` (per case; with ``clusters``, of the ratio of cluster sums
+    to cluster sizes, resampling whole clusters): ``(low, high, bootstrap distribution)`` via
+    ``scipy.stats.bootstrap(..., method="percentile", vectorized=True)``, the generator seeded with ``seed``."""
+    rng = np.random.default_rng(seed)
+    if clusters is None:
+        data: tuple[np.ndarray, ...] = (values,)
+        statistic: Any = np.mean
+        paired = False
+    else:
+        data = _cluster_totals(values, clusters)
+        statistic, paired = _ratio, True
+    batch = max(1, min(resamples, _BATCH_VALUES // max(1, len(data[0]))))
+    res = _stats().bootstrap(data, statistic, n_resamples=resamples, confidence_level=level, method="percentile",
+                          vectorized=True, paired=paired, batch=batch, rng=rng)
+    ci = res.confidence_interval
+    return float(ci.low), float(ci.high), np.asarray(res.bootstrap_distribution)
+
+
+def _normal_interval(values: np.ndarray, clusters: np.ndarray | None, level: float) -> tuple[float, float, float]:
+    """``(mean, standard error, z)`` of the mean of ``values`` (with ``clusters``: the ratio estimator's
+    linearised standard error over clusters), z = ``scipy.stats.norm.ppf((1 + level) / 2)``."""
+    z = float(_stats().norm.ppf((1 + level) / 2))
+    if clusters is None:
+        return float(values.mean()), float(_stats().sem(values)) if len(values) > 1 else 0.0, z
+    sums, sizes = _cluster_totals(values, clusters)
+    g, total = len(sums), sizes.sum()
+    ratio = sums.sum() / total
+    if g < 2:
+        return float(ratio), 0.0, z
+    residual = sums - ratio * sizes
+    se = np.sqrt(g / (g - 1) * np.sum(residual ** 2)) / total
+    return float(ratio), float(se), z
+
+
+def _as_clusters(clusters: Sequence[Any] | np.ndarray | None, n: int) -> np.ndarray | None:
+    if clusters is None:
+        return None
+    array = np.asarray(clusters)
+    if len(array) != n:
+        raise ValueError(f"clusters has {len(array)} entries for {n} values")
+    return array
+
+
+def bootstrap_mean_interval(
+    values: Sequence[float] | np.ndarray,
+    clusters: Sequence[Any] | np.ndarray | None = None,
+    level: float = LEVEL,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Interval | None:
+    """A ``level`` interval of the mean of ``values`` (one float per case, in score units or 0/1 for a pass
+    rate).
+
+    Percentile bootstrap over cases (``scipy.stats.bootstrap``, ``resamples`` resamples, generator seeded with
+    ``seed``: reruns are identical), method ``bootstrap``; with ``clusters`` (one label per value, any hashable
+    comparable type, e.g. the ``dataset.cluster`` column), a cluster bootstrap: ``scipy.stats.bootstrap`` over
+    ``(cluster sums, cluster sizes)`` with ``paired=True`` and the ratio of the sums, method ``cluster
+    bootstrap``. Above :data:`NORMAL_ABOVE` values, the normal approximation instead (mean ± z·standard error;
+    with clusters the ratio estimator's linearised standard error), method ``normal``. None for no values; a
+    single value (or a single cluster) gives the point itself.
+
+    Raises ValueError when ``clusters`` does not have one entry per value.
+    """
+    array = np.asarray(values, dtype=float)
+    groups = _as_clusters(clusters, len(array))
+    if len(array) == 0:
+        return None
+    method = "bootstrap" if groups is None else "cluster bootstrap"
+    units = len(array) if groups is None else len(np.unique(groups))
+    if units < 2:
+        mean = float(array.mean())
+        return Interval(low=mean, high=mean, level=level, method=method)
+    if len(array) > NORMAL_ABOVE:
+        mean, se, z = _normal_interval(array, groups, level)
+        return Interval(low=mean - z * se, high=mean + z * se, level=level, method="normal")
+    low, high, _ = _bootstrap_distribution(array, groups, level, resamples, seed)
+    return Interval(low=low, high=high, level=level, method=method)
+
+
+def paired_difference(
+    baseline_values: Sequence[float] | np.ndarray,
+    current_values: Sequence[float] | np.ndarray,
+    clusters: Sequence[Any] | np.ndarray | None = None,
+    level: float = 1 - 0.05,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> tuple[Interval, float] | None:
+    """The mean of the per-case differences ``current - baseline`` (paired values, one per case, same order):
+    its ``level`` interval and a two-sided p-value of "no change".
+
+    Paired bootstrap of the differences (:func:`bootstrap_mean_interval`'s resampling; with ``clusters``,
+    cluster paired, resampling whole clusters), method ``paired bootstrap`` / ``cluster paired bootstrap``;
+    p = 2·min(P(d* <= 0), P(d* >= 0)) over the bootstrap distribution d*, capped at 1. Above
+    :data:`NORMAL_ABOVE` pairs, the normal approximation (method ``normal``, p from ``scipy.stats.norm``).
+    Identical runs give the interval [0, 0] and p = 1. None when there are no pairs.
+
+    Raises ValueError when the two sequences (or ``clusters``) differ in length.
+    """
+    base = np.asarray(baseline_values, dtype=float)
+    cur = np.asarray(current_values, dtype=float)
+    if len(base) != len(cur):
+        raise ValueError(f"{len(base)} baseline values and {len(cur)} current values: pairs needed")
+    groups = _as_clusters(clusters, len(cur))
+    if len(cur) == 0:
+        return None
+    diff = cur - base
+    method = "paired bootstrap" if groups is None else "cluster paired bootstrap"
+    units = len(diff) if groups is None else len(np.unique(groups))
+    if units < 2 or not diff.any():
+        mean = float(diff.mean())
+        return Interval(low=mean, high=mean, level=level, method=method), 1.0
+    if len(diff) > NORMAL_ABOVE:
+        mean, se, z = _normal_interval(diff, groups, level)
+        p = 1.0 if se == 0 else float(2 * _stats().norm.sf(abs(mean) / se))
+        return Interval(low=mean - z * se, high=mean + z * se, level=level, method="normal"), min(1.0, p)
+    low, high, distribution = _bootstrap_distribution(diff, groups, level, resamples, seed)
+    p = 2 * min(float(np.mean(distribution <= 0)), float(np.mean(distribution >= 0)))
+    return Interval(low=low, high=high, level=level, method=method), min(1.0, p)
+
+
+def mcnemar_test(worse: int, better: int) -> float:
+    """The two-sided p-value of the exact McNemar test on the discordant pairs: ``worse`` cases went from passed
+    to not passed, ``better`` the other way; ``scipy.stats.binomtest(worse, worse + better, 0.5)``. 1.0 when no
+    case changed."""
+    if worse + better == 0:
+        return 1.0
+    return float(_stats().binomtest(int(worse), int(worse + better), 0.5).pvalue)
+
+
+def min_discordant(alpha: float = 0.05) -> int:
+    """The smallest number m of discordant cases, all moving one way, whose exact McNemar p-value
+    (:func:`mcnemar_test` ``(m, 0)``) is below ``alpha``; 6 at alpha 0.05. Raises ValueError unless
+    0 < alpha < 1."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    m = 1
+    while mcnemar_test(m, 0) >= alpha:
+        m += 1
+    return m
+
+
+def min_detectable_pass_rate_change(n: int, alpha: float = 0.05) -> float | None:
+    """The smallest pass-rate change (a fraction) an exact McNemar test over ``n`` paired cases can call
+    significant at ``alpha``: :func:`min_discordant` ``(alpha) / n`` (above 1 when ``n`` is smaller than that
+    count: no change could be significant). None when ``n`` is 0."""
+    if n <= 0:
+        return None
+    return min_discordant(alpha) / n
+
+
+def verdict(p_value: float | None, delta: float | None, min_detectable_effect: float | None,
+            alpha: float = 0.05, min_effect: float = 0.01) -> Verdict:
+    """The verdict of one test (README, "Uncertainty and regressions"): ``regressed`` when ``p_value < alpha``
+    and ``delta < -min_effect``; ``improved`` when ``p_value < alpha`` and ``delta > min_effect``;
+    ``inconclusive`` when neither, ``p_value >= alpha`` and ``min_detectable_effect > min_effect``; else ``no
+    significant change`` (also when there is nothing to test: ``p_value`` or ``delta`` None)."""
+    if p_value is None or delta is None:
+        return "no significant change"
+    if p_value < alpha and delta < -min_effect:
+        return "regressed"
+    if p_value < alpha and delta > min_effect:
+        return "improved"
+    if p_value >= alpha and min_detectable_effect is not None and min_detectable_effect > min_effect:
+        return "inconclusive"
+    return "no significant change"
+
+
+def worst_verdict(verdicts: Iterable[Verdict | None]) -> Verdict:
+    """The worst of ``verdicts`` (regressed > improved > inconclusive > no significant change; None ignored)."""
+    return max((v for v in verdicts if v is not None), key=_VERDICT_RANK.__getitem__, default="no significant change")
+
+
+class ClusterIndex:
+    """Maps each case to a small integer cluster label (4 bytes per case in the collectors' arrays).
+
+    Args:
+        clusters: the ``dataset.cluster`` value of each case, either a list in case order or a mapping case id
+            -> value; None (or a missing or None value) puts the case in a cluster of its own.
+    """
+
+    def __init__(self, clusters: Sequence[str | None] | Mapping[str, str | None]) -> None:
+        self._source = clusters
+        self._codes: dict[str, int] = {}
+        self._singles = 0
+
+    def code(self, position: int, case_id: str) -> int:
+        """The cluster label of the case at ``position`` (0-based, case order) with id ``case_id``: >= 0 for a
+        named cluster, < 0 for a case alone."""
+        source = self._source
+        if isinstance(source, Mapping):
+            value = source.get(case_id)
+        else:
+            value = source[position] if position < len(source) else None
+        if value is None:
+            self._singles += 1
+            return -self._singles
+        return self._codes.setdefault(value, len(self._codes))
+
+    @property
+    def named(self) -> int:
+        """How many named clusters were seen."""
+        return len(self._codes)
+
+
+class SampleCollector:
+    """Per-case values a run's intervals need, kept compactly while the cases stream by: per metric a score
+    (``array('d')``, NaN when not scored) and a status code (``array('b')``, :data:`STATUS_CODES`); per case
+    its status code and, with clusters, its cluster label (``array('l')``). About 9 bytes per case × metric plus
+    1 (5 with clusters) per case; ids are not kept.
+
+    Args:
+        metric_names: the metrics, in order.
+        clusters: a :class:`ClusterIndex` (``dataset.cluster``), or None.
+    """
+
+    def __init__(self, metric_names: Iterable[str], clusters: ClusterIndex | None = None) -> None:
+        self.scores = {name: array("d") for name in metric_names}
+        self.statuses = {name: array("b") for name in self.scores}
+        self.case_statuses = array("b")
+        self.clusters = clusters
+        self.cluster_codes = array("l")
+
+    def add_case(self, case_id: str, status: str, metrics: Iterable[tuple[str, float | None, str]]) -> None:
+        """Record one case: its id, status and ``(metric name, score, status)`` of each metric."""
+        position = len(self.case_statuses)
+        self.case_statuses.append(STATUS_CODES[status])
+        if self.clusters is not None:
+            self.cluster_codes.append(self.clusters.code(position, case_id))
+        for name, score, m_status in metrics:
+            code = STATUS_CODES[m_status]
+            self.statuses[name].append(code)
+            self.scores[name].append(score if score is not None and code <= FAILED else math.nan)
+
+    def _groups(self, keep: np.ndarray) -> np.ndarray | None:
+        if self.clusters is None:
+            return None
+        return np.frombuffer(self.cluster_codes, dtype=f"i{self.cluster_codes.itemsize}")[keep]
+
+    def pass_rate_interval(self, statuses: array, level: float = LEVEL) -> Interval | None:
+        """The interval of a pass rate (passed / not skipped) over ``statuses`` (a metric's or the cases'):
+        :func:`wilson_interval`, or with clusters :func:`bootstrap_mean_interval` of the passed flags."""
+        codes = np.frombuffer(statuses, dtype=np.int8)
+        if len(codes) != len(self.case_statuses):  # a metric with fewer results than cases: no clusters to align
+            return wilson_interval(int(np.sum(codes == PASSED)), int(np.sum(codes != SKIPPED)), level)
+        keep = codes != SKIPPED
+        if self.clusters is None:
+            return wilson_interval(int(np.sum(codes == PASSED)), int(keep.sum()), level)
+        return bootstrap_mean_interval((codes[keep] == PASSED).astype(float), self._groups(keep), level)
+
+    def mean_score_interval(self, name: str, level: float = LEVEL) -> Interval | None:
+        """The interval of metric ``name``'s mean score over its scored cases (:func:`bootstrap_mean_interval`,
+        clustered with clusters)."""
+        scores = np.frombuffer(self.scores[name], dtype=float)
+        keep = ~np.isnan(scores)
+        groups = self._groups(keep) if len(scores) == len(self.case_statuses) else None
+        return bootstrap_mean_interval(scores[keep], groups, level)
+
+    def info(self, cluster_column: str | None) -> StatisticsInfo:
+        """How the intervals are computed: level, resamples, seed, and the cluster column with its cluster
+        count (named clusters plus cases alone)."""
+        clusters = None
+        if self.clusters is not None:
+            clusters = len(np.unique(self._groups(np.ones(len(self.case_statuses), dtype=bool))))
+        return StatisticsInfo(level=LEVEL, bootstrap_resamples=RESAMPLES, seed=SEED, cluster=cluster_column,
+                              clusters=clusters)

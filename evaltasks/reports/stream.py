@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,6 +44,9 @@ class ReportWriter:
         metric_thresholds: metric name -> threshold, in metric order.
         baseline: a parsed baseline results.json to compare with (see :mod:`evaltasks.compare`), or None.
         tolerance, baseline_label: the comparison's tolerance and how the baseline is named in reports.
+        alpha, min_effect: the comparison's significance level and smallest effect (the suite's ``gate``).
+        clusters, cluster_column: the cases' ``dataset.cluster`` values (a list in case order, or a mapping case
+            id -> value) and the column's name, for cluster-bootstrap intervals (None: cases are independent).
 
     Raises:
         OSError: the directory or the temporary files cannot be written.
@@ -58,15 +61,21 @@ class ReportWriter:
         baseline: Mapping[str, Any] | None = None,
         tolerance: float = 0.01,
         baseline_label: str = "baseline",
+        alpha: float = 0.05,
+        min_effect: float = 0.01,
+        clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
+        cluster_column: str | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         _remove_stale_parts(self.output_dir)
         self.suite_name = suite_name
-        self.summary_builder = SummaryBuilder(metric_thresholds)
+        self.summary_builder = SummaryBuilder(metric_thresholds, clusters=clusters, cluster_column=cluster_column)
         self.highlights = Highlights()
         self.comparison_builder = (
-            ComparisonBuilder(baseline, tolerance=tolerance, label=baseline_label) if baseline is not None else None
+            ComparisonBuilder(baseline, tolerance=tolerance, label=baseline_label, alpha=alpha, min_effect=min_effect,
+                              clusters=clusters)
+            if baseline is not None else None
         )
         self._parts: dict[str, tuple[Path, IO[str]]] = {}
         for name in (RESULTS_JSON, JUNIT_XML):
