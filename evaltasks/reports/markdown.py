@@ -3,9 +3,9 @@
 Content, most important first: the gate banner (pass rate with its 95 % interval), the verdict against a
 baseline, warnings (e.g. skipped metrics), the per-metric table (means and pass rates with their intervals),
 the per-metric verdicts against the baseline (Δ with interval, p-value), regressions, the worst cases, the
-changes since the baseline, and a score-distribution chart per metric. With a size limit (a GitHub job summary holds 1 MiB, a
-comment 65,536 characters) rows are dropped from the end of the least important tables first, and a note
-says how many were left out and where the full report is.
+changes since the baseline, and a score-distribution chart per metric. With a size limit (a GitHub job summary
+holds 1 MiB, a comment 65,536 characters) rows are dropped from the end of the least important tables first,
+and a note says how many were left out and where the full report is.
 
 Every untrusted string (inputs, outputs, reasons, ids, metric names) passes through
 :func:`~evaltasks.reports._escape.markdown_inline`, so nothing a model wrote can inject markup.
@@ -163,8 +163,8 @@ def comparison_section(comparison: Comparison) -> Section:
     def verdict_cell(verdict: str | None) -> str:
         return "not in both runs" if verdict is None else f"{VERDICT_ICONS.get(verdict, '')} {verdict}".strip()
 
-    rows = [f"| **all cases** | {verdict_cell(comparison.pass_rate_test.verdict if comparison.pass_rate_test else None)} |"
-            f"{_test_cells(comparison.pass_rate_test)} n/a | |"]
+    overall = comparison.pass_rate_test
+    rows = [f"| **all cases** | {verdict_cell(overall.verdict if overall else None)} |{_test_cells(overall)} n/a | |"]
     rows += [f"| {markdown_inline(m.name)} | {verdict_cell(m.verdict)} |{_test_cells(m.pass_rate_test)}"
              f"{_test_cells(m.score_test)}" for m in comparison.metrics]
     return Section(
