@@ -9,8 +9,10 @@ and writes:
 - ``$COMMENT_BODY_FILE``: the same content behind a hidden marker line, with a link to the run, at most
   :data:`COMMENT_MAX_CHARS` UTF-16 code units (GitHub's limit is 65,536 characters); also ``comment.md`` and
   ``pull-request.json`` in the output directory (for the ``workflow_run`` pattern on forks);
-- outputs ``passed``, ``pass-rate``, ``results-path``, ``summary-path``, ``regressed``, ``exit-code``;
-- ``::error`` for a failed gate, ``::error``/``::warning`` for regressions (error when the gate failed too),
+- outputs ``passed``, ``pass-rate``, ``results-path``, ``summary-path``, ``regressed``, ``verdict``
+  (:func:`verdict_output`), ``exit-code``;
+- ``::error`` for a failed gate, ``::error``/``::warning`` for regressions (error when the gate failed too; each
+  names its p-value, as ``comparison.regressions`` words it),
   ``::warning`` for skipped metrics, ``::notice`` for notices (data files outside the suite's directory) and
   when there was no baseline.
 
@@ -48,6 +50,24 @@ def utf16_units(text: str) -> int:
 def utf8_bytes(text: str) -> int:
     """Length in UTF-8 bytes."""
     return len(text.encode("utf-8"))
+
+
+def verdict_output(doc: dict | None) -> str:
+    """The ``verdict`` output for a results.json ``doc``: the comparison's verdict (``regressed``, ``improved``,
+    ``no significant change``, ``inconclusive``; the header's ``gate.verdict``, else ``comparison.verdict``),
+    ``no baseline`` without a comparison, and "" when evaltasks could not run (``doc`` None) or wrote no verdict
+    (a results.json of schema 1, from an evaltasks before the statistical comparison)."""
+    if doc is None:
+        return ""
+    comparison = doc.get("comparison")
+    if not isinstance(comparison, dict) or not comparison:
+        return "no baseline"
+    gate = doc.get("gate") if isinstance(doc.get("gate"), dict) else {}
+    verdicts = ("regressed", "improved", "no significant change", "inconclusive")
+    for verdict in (gate.get("verdict"), comparison.get("verdict") if (doc.get("schema_version") or 1) >= 2 else None):
+        if verdict in verdicts:
+            return str(verdict)
+    return ""
 
 
 def _failure_markdown(suite: str, exit_code: str, log_path: str) -> str:
@@ -109,7 +129,7 @@ def main() -> int:
         text = _failure_markdown(env.get("SUITE", suite_id), exit_code, env.get("RUN_LOG", ""))
         append_summary(text)
         _write_comment(dict(env), output_dir, f"{marker(suite_id)}\n{text}{footer}\n")
-        for name, value in (("passed", "false"), ("pass-rate", ""), ("regressed", "false")):
+        for name, value in (("passed", "false"), ("pass-rate", ""), ("regressed", "false"), ("verdict", "")):
             set_output(name, value)
         annotate("error", f"evaltasks could not run the suite (exit code {exit_code}); see the log above.",
                  title="evaltasks")
@@ -125,6 +145,8 @@ def main() -> int:
         passed=passed, min_pass_rate=float(gate.get("min_pass_rate", 1.0)), comparison=comparison,
         warnings=warnings, gate_pass_rate=gate.get("pass_rate"),
     )
+    if gate.get("fail_on") is not None:  # an evaltasks from before the statistical gate takes no fail_on
+        common["fail_on"] = gate["fail_on"]
     suite = str(doc.get("suite", suite_id))
     summary_text = render_summary_markdown(
         suite, summary, cases, **common, max_size=SUMMARY_MAX_BYTES, size=utf8_bytes,
@@ -146,6 +168,7 @@ def main() -> int:
     set_output("passed", "true" if passed else "false")
     set_output("pass-rate", "" if rate is None else f"{rate:.6f}")
     set_output("regressed", "true" if comparison is not None and comparison.regressed else "false")
+    set_output("verdict", verdict_output(doc))
     if not passed:
         shown = "n/a" if rate is None else f"{rate:.2%}"
         stopped = budget_message(summary)

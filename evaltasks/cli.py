@@ -733,6 +733,7 @@ def _run(args: argparse.Namespace) -> int:
         if warning not in shown_warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
     if not args.quiet:
+        from evaltasks.compare import Comparison
         from evaltasks.results import EvaluationSummary
 
         try:
@@ -740,6 +741,8 @@ def _run(args: argparse.Namespace) -> int:
                 EvaluationSummary.model_validate(outcome["summary"]), passed=outcome["passed"],
                 min_pass_rate=min_pass_rate, console=Console(),
                 gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
+                comparison=Comparison.model_validate(outcome["comparison"]) if outcome.get("comparison") else None,
+                fail_on=outcome.get("gate", {}).get("fail_on"),
             )
             # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
             # and the whole command, start-up included

@@ -114,7 +114,7 @@ def test_inputs_and_outputs_are_the_documented_ones() -> None:
     assert action["inputs"]["suite"]["required"] is True
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     assert action["inputs"]["torch-index-url"]["default"] == "https://download.pytorch.org/whl/cpu"
-    assert set(action["outputs"]) == {"passed", "pass-rate", "results-path", "summary-path", "comment-id"}
+    assert set(action["outputs"]) == {"passed", "pass-rate", "results-path", "summary-path", "comment-id", "verdict"}
     names = [s.get("uses", "").split("@")[0] for s in action["runs"]["steps"]]
     assert names.count("actions/cache/restore") == 4 and names.count("actions/cache/save") == 4
     saves = [s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/cache/save")]

@@ -1,10 +1,11 @@
 """summary.md: a human summary of a run, also the job summary, PR comment and Prefect artifact.
 
-Content, most important first: the gate banner, warnings (e.g. skipped metrics), the per-metric table
-(with deltas against a baseline when there is one), regressions, the worst cases, the changes since the
-baseline, and a score-distribution chart per metric. With a size limit (a GitHub job summary holds 1 MiB, a
-comment 65,536 characters) rows are dropped from the end of the least important tables first, and a note
-says how many were left out and where the full report is.
+Content, most important first: the gate banner (pass rate with its 95 % interval), the verdict against a
+baseline, warnings (e.g. skipped metrics), the per-metric table (means and pass rates with their intervals),
+the per-metric verdicts against the baseline (Δ with interval, p-value), regressions, the worst cases, the
+changes since the baseline, and a score-distribution chart per metric. With a size limit (a GitHub job summary
+holds 1 MiB, a comment 65,536 characters) rows are dropped from the end of the least important tables first,
+and a note says how many were left out and where the full report is.
 
 Every untrusted string (inputs, outputs, reasons, ids, metric names) passes through
 :func:`~evaltasks.reports._escape.markdown_inline`, so nothing a model wrote can inject markup.
@@ -12,14 +13,15 @@ Every untrusted string (inputs, outputs, reasons, ids, metric names) passes thro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaltasks._atomic import atomic_writer
-from evaltasks.compare import Comparison
+from evaltasks.compare import ChangeTest, Comparison
 from evaltasks.reports._escape import markdown_inline
-from evaltasks.results import EvaluationSummary, TestCaseResult, budget_message
+from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message
 
 WORST_CASES = 10
 HISTOGRAM_BINS = 10
@@ -37,6 +39,160 @@ def _signed(value: float | None, percent: bool = False) -> str:
     if value is None:
         return "n/a"
     return f"{100 * value:+.2f} pt" if percent else f"{value:+.4f}"
+
+
+def interval_digits(width: float, least: int, most: int) -> int:
+    """Decimals that show an interval of ``width`` (in the units printed) apart: ``least`` for a wide one, more as
+    it narrows (one per factor of ten below 1), at most ``most``."""
+    if width <= 0:
+        return most
+    return max(least, min(most, math.ceil(-math.log10(width))))
+
+
+def interval_text(interval: Interval | None, *, percent: bool = False, signed: bool = False) -> str:
+    """The bounds of ``interval`` without its point value: ``78.1–83.6`` for a pass rate (``percent``: points of
+    a percentage, 1 decimal, 2 when narrower than 1 point), ``0.72–0.76`` for a mean (2 decimals, up to 4 when
+    narrow); ``signed`` (a difference): ``-10.1 to -3.9`` / ``-0.021 to +0.004``. "" when ``interval`` is None."""
+    if interval is None:
+        return ""
+    scale = 100.0 if percent else 1.0
+    low, high = scale * interval.low, scale * interval.high
+    digits = interval_digits(high - low, 1, 2) if percent else interval_digits(high - low, 2, 4)
+    if signed:
+        return f"{low:+.{digits}f} to {high:+.{digits}f}"
+    return f"{low:.{digits}f}–{high:.{digits}f}"
+
+
+def with_interval(text: str, interval: Interval | None, *, percent: bool = False, signed: bool = False) -> str:
+    """``text`` (a formatted value) followed by `` (LOW–HIGH)`` when there is an interval (see
+    :func:`interval_text`); ``text`` alone when there is none (e.g. a results.json of schema 1)."""
+    bounds = interval_text(interval, percent=percent, signed=signed)
+    return f"{text} ({bounds})" if bounds else text
+
+
+def p_text(p_value: float | None) -> str:
+    """A p-value in 4 decimals (``0.0312``), ``< 0.0001`` below that, ``n/a`` when there is none."""
+    if p_value is None:
+        return "n/a"
+    return "< 0.0001" if p_value < 0.0001 else f"{p_value:.4f}"
+
+
+def level_text(level: float) -> str:
+    """A confidence level as a percentage without needless decimals: 0.95 → ``95%``, 0.975 → ``97.5%``."""
+    return f"{100 * level:.10g}%"
+
+
+def is_tested(comparison: Comparison) -> bool:
+    """Whether ``comparison`` carries the statistical tests and verdict (README, "Uncertainty and regressions").
+
+    A comparison read from a results.json of schema 1 (an older evaltasks, e.g. the Action reading an old run)
+    has no tests, no paired cases and the default verdict, which must not be shown as a finding.
+    """
+    return (comparison.pass_rate_test is not None or comparison.paired_cases > 0
+            or comparison.verdict != "no significant change"
+            or any(m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics))
+
+
+VERDICT_ICONS = {"regressed": "🔻", "improved": "🟢", "no significant change": "⚪", "inconclusive": "❔"}
+IDS_LISTED = 10
+"""Case ids listed for new, removed and flaky cases in summary.md (all of them are in results.json)."""
+
+
+def _tests(comparison: Comparison) -> list[ChangeTest]:
+    """The comparison's tests: the overall pass-rate test first, then each metric's pass-rate and score tests."""
+    tests = [comparison.pass_rate_test] + [t for m in comparison.metrics for t in (m.pass_rate_test, m.score_test)]
+    return [t for t in tests if t is not None]
+
+
+def verdict_headline(comparison: Comparison) -> str:
+    """The overall verdict as a sentence (no final period): ``Regressed since the baseline``, ``Improved since the
+    baseline``, ``No significant change since the baseline``, or ``Inconclusive: N paired cases can detect
+    pass-rate changes of X points or more; the gate's min_effect is Y`` (the overall pass-rate test's minimum
+    detectable effect when it is the inconclusive one, else the first inconclusive metric test's)."""
+    verdict = comparison.verdict
+    if verdict != "inconclusive":
+        return {"regressed": "Regressed since the baseline", "improved": "Improved since the baseline"}.get(
+            verdict, "No significant change since the baseline")
+    effect = comparison.min_effect
+    test = next((t for t in _tests(comparison) if t.verdict == "inconclusive"), None)
+    if test is None or test.min_detectable_effect is None:
+        n = comparison.paired_cases if test is None else test.paired_cases
+        return f"Inconclusive: {n} paired cases are too few to detect a change of {effect:g}"
+    if test.statistic == "pass_rate":
+        return (f"Inconclusive: {test.paired_cases} paired cases can detect pass-rate changes of "
+                f"{100 * test.min_detectable_effect:.1f} points or more; the gate's min_effect is {effect:g} "
+                f"({100 * effect:.1f} points)")
+    return (f"Inconclusive: {test.paired_cases} paired cases can detect mean-score changes of "
+            f"{test.min_detectable_effect:.4f} or more; the gate's min_effect is {effect:g}")
+
+
+def change_test_text(test: ChangeTest, escape: Callable[[str], str] = str) -> str:
+    """One test in words: ``pass rate on 800 paired cases: 81.00% → 74.00%, Δ -7.00 pt (95% CI -10.1 to -3.9),
+    p = 0.0003 (exact McNemar; 60 worse, 4 better)`` (a mean score: 4 decimals, no worse/better counts).
+    ``escape`` is applied to the test's name (read from a results.json)."""
+    percent = test.statistic == "pass_rate"
+    value = _pct if percent else _fmt
+    ci = f" ({level_text(test.interval.level)} CI {interval_text(test.interval, percent=percent, signed=True)})" \
+        if test.interval is not None else ""
+    counts = f"; {test.worse} worse, {test.better} better" if percent else ""
+    return (f"{'pass rate' if percent else 'mean score'} on {test.paired_cases} paired cases: "
+            f"{value(test.baseline)} → {value(test.current)}, Δ {_signed(test.delta, percent)}{ci}, "
+            f"p = {p_text(test.p_value)} ({escape(test.test)}{counts})")
+
+
+def _ids(ids: list[str]) -> str:
+    listed = ", ".join(markdown_inline(i, 40) for i in ids[:IDS_LISTED])
+    more = f", … {len(ids) - IDS_LISTED} more" if len(ids) > IDS_LISTED else ""
+    return f"{len(ids)} ({listed}{more})"
+
+
+def _test_cells(test: ChangeTest | None) -> str:
+    """Two table cells for a test: Δ with its interval, and the p-value."""
+    if test is None:
+        return " n/a | |"
+    percent = test.statistic == "pass_rate"
+    return f" {with_interval(_signed(test.delta, percent), test.interval, percent=percent, signed=True)} | " \
+           f"{p_text(test.p_value)} |"
+
+
+def comparison_section(comparison: Comparison) -> Section:
+    """The "Compared with the baseline" table of a tested comparison: per metric (and all cases) the verdict,
+    Δ pass rate and Δ mean score with their intervals (level 1 − alpha) and p-values."""
+    level = level_text(1 - comparison.alpha)
+
+    def verdict_cell(verdict: str | None) -> str:
+        return "not in both runs" if verdict is None else f"{VERDICT_ICONS.get(verdict, '')} {verdict}".strip()
+
+    overall = comparison.pass_rate_test
+    rows = [f"| **all cases** | {verdict_cell(overall.verdict if overall else None)} |{_test_cells(overall)} n/a | |"]
+    rows += [f"| {markdown_inline(m.name)} | {verdict_cell(m.verdict)} |{_test_cells(m.pass_rate_test)}"
+             f"{_test_cells(m.score_test)}" for m in comparison.metrics]
+    return Section(
+        head=["## Compared with the baseline", "",
+              f"| metric | verdict | Δ pass rate ({level} CI) | p | Δ mean score ({level} CI) | p |",
+              "|---|---|---:|---:|---:|---:|"],
+        rows=rows,
+        tail=["", f"Paired by case id. Regressed or improved: p < {comparison.alpha:g} and a change larger than "
+                  f"{comparison.min_effect:g}; inconclusive: too few paired cases to detect a change that small. "
+                  "Each metric is tested on its own (no multiple-testing correction).", ""],
+        priority=0, min_rows=len(rows),
+    )
+
+
+def _statistics_note(summary: EvaluationSummary) -> str | None:
+    """How the intervals in parentheses were computed, from ``summary.statistics`` (None without it)."""
+    info = summary.statistics
+    if info is None:
+        return None
+    rates = [summary.pass_rate_interval] + [m.pass_rate_interval for m in summary.metrics.values()]
+    means = [m.mean_score_interval for m in summary.metrics.values()]
+    methods = [", ".join(dict.fromkeys(i.method for i in group if i is not None)) for group in (rates, means)]
+    parts = [f"pass rates by {methods[0]}" if methods[0] else "", f"mean scores by {methods[1]}" if methods[1] else ""]
+    cluster = (f"; grouped by the {markdown_inline(info.cluster, 60)} column ({info.clusters} groups)"
+               if info.cluster else "")
+    how = " and ".join(p for p in parts if p)
+    return (f"Intervals in parentheses: {level_text(info.level)} confidence{': ' + how if how else ''} "
+            f"({info.bootstrap_resamples} bootstrap resamples, seed {info.seed}){cluster}.")
 
 
 @dataclass
@@ -160,6 +316,7 @@ def summary_sections(
     comparison: Comparison | None = None,
     warnings: list[str] | None = None,
     gate_pass_rate: float | None = None,
+    fail_on: str | None = None,
 ) -> list[Section]:
     """The summary as :class:`Section` blocks (see :func:`render_summary_markdown`)."""
     banner = "✅ **PASSED**" if passed else "❌ **FAILED**"
@@ -168,16 +325,28 @@ def summary_sections(
         banner += f" ({stopped})"
     evaluated = summary.cases - summary.skipped_cases
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
+    interval = summary.pass_rate_interval if rate == summary.pass_rate else None  # allow_errors: another rate
+    ci = f"; {level_text(interval.level)} CI {interval_text(interval, percent=True)}%" if interval else ""
+    gate = {"regression": "gate: no significant regression",
+            "either": f"gate {min_pass_rate:.2%} and no significant regression"}.get(fail_on or "",
+                                                                                     f"gate {min_pass_rate:.2%}")
+    tested = comparison is not None and is_tested(comparison)
     head = [
         f"# evaltasks: {markdown_inline(suite_name)}",
         "",
-        f"{banner}: pass rate {rate:.2%} ({summary.passed_cases}/{evaluated} evaluated cases), "
-        f"gate {min_pass_rate:.2%}." if evaluated else f"{banner}: no case was evaluated (all skipped).",
+        f"{banner}: pass rate {rate:.2%} ({summary.passed_cases}/{evaluated} evaluated cases{ci}), "
+        f"{gate}." if evaluated else f"{banner}: no case was evaluated (all skipped).",
         "",
         f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
         f"{summary.skipped_cases} skipped.",
         "",
     ]
+    if comparison is not None and tested:
+        head += [f"{VERDICT_ICONS.get(comparison.verdict, '')} **{verdict_headline(comparison)}.** "
+                 f"(alpha {comparison.alpha:g}, min effect {comparison.min_effect:g})", ""]
+        if comparison.pass_rate_test is not None:
+            text = change_test_text(comparison.pass_rate_test, lambda t: markdown_inline(t, 60))
+            head += [f"Overall {text}.", ""]
     for warning in warnings or []:
         head += [f"> ⚠️ {markdown_inline(warning, 400)}", ""]
     if comparison is not None:
@@ -190,31 +359,45 @@ def summary_sections(
             f"(tolerance {comparison.tolerance:g}).",
             "",
         ]
+        for label, ids in (("New since the baseline (left out of the paired tests)", comparison.new_cases),
+                           ("Removed since the baseline", comparison.removed_cases),
+                           ("Flaky (judge samples on both sides of the threshold)", comparison.flaky_cases)):
+            if ids:
+                head += [f"{label}: {_ids(ids)}.", ""]
     sections = [Section(head=head)]
 
     by_name = {m.name: m for m in comparison.metrics} if comparison else {}
-    delta_head = " Δ mean | Δ pass rate |" if comparison else ""
+    deltas = comparison is not None and not tested  # a tested comparison has its own table
+    delta_head = " Δ mean | Δ pass rate |" if deltas else ""
+    note = _statistics_note(summary)
     table = Section(
         head=[f"| metric | mean score | pass rate | threshold | passed | failed | errored | skipped |{delta_head}",
-              "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if comparison else "")],
-        tail=[""], priority=0, min_rows=1,
+              "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if deltas else "")],
+        tail=["", *([note, ""] if note else [])], priority=0, min_rows=1,
     )
     for name, m in summary.metrics.items():
-        row = (f"| {markdown_inline(name)} | {_fmt(m.mean_score)} | {_pct(m.pass_rate)} | {m.threshold} | {m.passed} | "
+        mean = with_interval(_fmt(m.mean_score), m.mean_score_interval if m.mean_score is not None else None)
+        rate = with_interval(_pct(m.pass_rate), m.pass_rate_interval if m.pass_rate is not None else None,
+                             percent=True)
+        row = (f"| {markdown_inline(name)} | {mean} | {rate} | {m.threshold} | {m.passed} | "
                f"{m.failed} | {m.errored} | {m.skipped} |")
-        if comparison:
+        if comparison and deltas:
             c = by_name.get(name)
             flag = " 🔻" if c is not None and c.regressed else ""
             row += f" {_signed(c.mean_delta if c else None)}{flag} | {_signed(c.pass_rate_delta if c else None, True)} |"
         table.rows.append(row)
     sections.append(table)
+    if comparison is not None and tested:
+        sections.append(comparison_section(comparison))
 
     if summary.judges:
         sections.append(judge_section(summary))
 
     if comparison is not None and comparison.regressions:
+        title = (f"## Regressions (significant at alpha {comparison.alpha:g}, larger than {comparison.min_effect:g})"
+                 if tested else f"## Regressions beyond the tolerance ({comparison.tolerance:g})")
         sections.append(Section(
-            head=[f"## Regressions beyond the tolerance ({comparison.tolerance:g})", ""],
+            head=[title, ""],
             rows=[f"- 🔻 {markdown_inline(r, 300)}" for r in comparison.regressions], tail=[""], priority=1,
             min_rows=1,
         ))
@@ -299,6 +482,7 @@ def render_summary_markdown(
     comparison: Comparison | None = None,
     warnings: list[str] | None = None,
     gate_pass_rate: float | None = None,
+    fail_on: str | None = None,
     max_size: int | None = None,
     size: Callable[[str], int] = len,
     truncation_note: str = "The full report is in results.json.",
@@ -309,15 +493,20 @@ def render_summary_markdown(
         suite_name, summary: the run; cases: its case results, or their :class:`Highlights` (a streamed run).
         passed, min_pass_rate: the gate verdict and threshold; ``gate_pass_rate`` the rate the gate compared
             (default ``summary.pass_rate``).
-        comparison: a comparison with a baseline (adds delta columns, regressions and a changes table).
+        comparison: a comparison with a baseline: its verdict line near the top (when it carries the statistical
+            tests; a comparison from a results.json of schema 1 gets the delta columns instead), the "Compared
+            with the baseline" table (verdict, Δ with interval and p-value per metric), new, removed and flaky
+            cases, regressions and the changes table.
         warnings: shown under the banner.
+        fail_on: the gate's ``fail_on`` (``min_pass_rate``, ``regression``, ``either``; None: ``min_pass_rate``),
+            named in the banner.
         max_size: the most ``size(text)`` may be (e.g. ``len`` for characters, UTF-8 bytes for GitHub's
             1 MiB job summary); rows are cut as :func:`fit_sections` describes. None: no limit.
         truncation_note: appended to the truncation notice (where the full report is).
     """
     sections = summary_sections(
         suite_name, summary, cases, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
-        warnings=warnings, gate_pass_rate=gate_pass_rate,
+        warnings=warnings, gate_pass_rate=gate_pass_rate, fail_on=fail_on,
     )
     return fit_sections(sections, max_size, size=size, note=truncation_note)
 

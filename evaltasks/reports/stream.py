@@ -146,6 +146,7 @@ class ReportWriter:
             self.suite_name, summary, self.highlights, passed=passed, min_pass_rate=min_pass_rate,
             comparison=comparison, warnings=header.get("warnings"),
             gate_pass_rate=(header.get("gate") or {}).get("pass_rate"),
+            fail_on=(header.get("gate") or {}).get("fail_on"),
         )
         with atomic_paths([paths[JUNIT_XML], paths[SUMMARY_MD], paths[RESULTS_JSON]]) as (junit, md, results):
             with synced_writer(results) as out:
