@@ -279,15 +279,17 @@ def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
 
 
 def _score_test(pairs: _Pairs, alpha: float, min_effect: float) -> ChangeTest | None:
-    """The paired bootstrap test of the mean score (interval and p-value of the mean difference, level
-    1 − alpha); None without pairs."""
+    """The paired test of the mean score: the paired bootstrap interval of the mean difference (level 1 −
+    alpha) and the sign-flip permutation p-value (:func:`~evaltasks.engine.statistics.paired_difference`); None
+    without pairs."""
     base, cur, groups = pairs.arrays()
     n = len(base)
     if n == 0:
         return None
     interval, p = statistics.paired_difference(base, cur, groups, 1 - alpha)  # type: ignore[misc]
     b_mean, c_mean = float(base.mean()), float(cur.mean())
-    mde = (interval.high - interval.low) / 2
+    units = n if groups is None else len(np.unique(groups))
+    mde = statistics.min_detectable_score_change(interval, units, alpha)
     return ChangeTest(
         statistic="mean_score", test=interval.method, paired_cases=n, baseline=b_mean, current=c_mean,
         delta=c_mean - b_mean, interval=interval, p_value=p, min_detectable_effect=mde,

@@ -66,7 +66,8 @@ class RunOutcome:
     highlights: Highlights | None = None
 
     def summary_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary: gate verdict, report paths and the run summary."""
+        """A JSON-ready summary: gate verdict, report paths, the run summary and, with a baseline, the comparison
+        without its per-case ``changes`` (those are in results.json)."""
         return {
             "suite": self.header["suite"],
             "passed": self.passed,
@@ -75,6 +76,8 @@ class RunOutcome:
             "gate": dict(self.header.get("gate", {})),
             "warnings": list(self.header.get("warnings", [])),
             "regressions": self.comparison.regressions if self.comparison else [],
+            # the tests and verdicts; the per-case changes (as many as the cases) stay in results.json
+            "comparison": self.comparison.model_dump(exclude={"changes"}) if self.comparison else None,
             "duration_s": self.header.get("duration_s"),
         }
 
@@ -348,7 +351,8 @@ def finish_streamed_run(
         "gate": {"min_pass_rate": gate.min_pass_rate, "allow_errors": gate.allow_errors,
                  "pass_rate": gate_pass_rate(result, gate.allow_errors), "fail_on": gate.fail_on,
                  "alpha": gate.alpha, "min_effect": gate.min_effect,
-                 "verdict": comparison.verdict if comparison is not None else None},
+                 "verdict": comparison.verdict if comparison is not None else None,
+                 "message": gate_message(result, gate, comparison)},
         "warnings": [*plan.suite.warnings, *judge_price_warnings(plan), *_index_warnings(),
                      *filter(None, [budget_message(summary)]), *no_baseline],
         "notices": list(plan.suite.notices),

@@ -354,8 +354,14 @@ def publish_artifacts(
     comparison: Comparison | None = None,
     warnings: list[str] | None = None,
     highlights: Highlights | None = None,
+    fail_on: str | None = None,
+    gate_pass_rate: float | None = None,
 ) -> list[str]:
     """Create the Prefect artifacts of an evaluation (call inside a flow or task run); returns their keys.
+
+    ``fail_on`` and ``gate_pass_rate``: the suite gate's rule and the pass rate it compared (results.json
+    ``gate``), so the summary's banner states the verdict as summary.md does. The metrics table carries each
+    pass rate's and mean's 95 % interval (``*_ci_low`` / ``*_ci_high``; README, "Uncertainty and regressions").
 
     ``comparison`` (with a baseline run) adds deltas, regressions and changes to the summary artifact;
     ``warnings`` are shown under its banner. ``highlights`` (worst cases, score histograms) stand in for
@@ -375,6 +381,9 @@ def publish_artifacts(
             "pass_rate": None if m.pass_rate is None else round(m.pass_rate, 6), "threshold": m.threshold,
             "passed": m.passed, "failed": m.failed,
             "errored": m.errored, "skipped": m.skipped,
+            **{f"{stat}_ci_{end}": None if interval is None else round(getattr(interval, end), 6)
+               for stat, interval in (("pass_rate", m.pass_rate_interval), ("mean_score", m.mean_score_interval))
+               for end in ("low", "high")},
         }
         for name, m in result.summary.metrics.items()
     ]
@@ -382,7 +391,7 @@ def publish_artifacts(
     create_table_artifact(key=keys[0], table=rows, description=f"Per-metric results of suite {suite_name}")
     markdown = render_summary_markdown(
         suite_name, result.summary, highlights if highlights is not None else result.test_results,
-        passed=passed, min_pass_rate=min_pass_rate,
+        passed=passed, min_pass_rate=min_pass_rate, fail_on=fail_on, gate_pass_rate=gate_pass_rate,
         comparison=comparison, warnings=warnings, max_size=ARTIFACT_MAX_CHARS,
         truncation_note="The full report is in results.json.",
     )

@@ -192,39 +192,8 @@ def evaluate_suite(
     result["drift"] = outcome.header.get("drift")
     if outcome.passed:
         return result
-    message = gate_failure_message(outcome)
+    message = outcome.header["gate"]["message"] or "gate failed"  # run.gate_message: names the verdict
     return Failed(message=message, data=GateFailed(message, result))
-
-
-def gate_failure_message(outcome: RunOutcome) -> str:
-    """The state message of a run whose gate failed, naming the verdict: ``gate failed: pass rate 50.00% below
-    90.00%``, ``gate failed: regressed since the baseline: pass rate 81.0% → 74.0%, p = 0.0003``, ``gate failed:
-    no case was evaluated`` or ``gate failed: the --max-cost budget ran out (N results skipped)``; reasons joined
-    with ``; `` when several hold (``gate.fail_on: either``)."""
-    summary = outcome.result.summary
-    gate = outcome.header.get("gate") or {}
-    reasons = []
-    if summary.cases == 0:
-        reasons.append("no case was evaluated")
-    if summary.budget_skipped:
-        reasons.append(f"the --max-cost budget ran out ({summary.budget_skipped} results skipped)")
-    fail_on = gate.get("fail_on", "min_pass_rate")
-    rate, minimum = gate.get("pass_rate"), gate.get("min_pass_rate")
-    if fail_on in ("min_pass_rate", "either") and rate is not None and minimum is not None and rate < minimum - 1e-12:
-        reasons.append(f"pass rate {100 * rate:.2f}% below {100 * minimum:.2f}%")
-    comparison = outcome.comparison
-    if fail_on in ("regression", "either") and comparison is not None and comparison.verdict == "regressed":
-        test = comparison.pass_rate_test
-        if test is not None and test.verdict == "regressed" and test.baseline is not None and test.current is not None:
-            p = "" if test.p_value is None else f", p = {test.p_value:.2g}"
-            reasons.append(f"regressed since the baseline: pass rate {100 * test.baseline:.1f}% → "
-                           f"{100 * test.current:.1f}%{p}")
-        else:
-            reasons.append("regressed since the baseline: " + (comparison.regressions[0] if comparison.regressions
-                                                               else "verdict regressed"))
-    if not reasons:  # a rule this message does not know yet: the pass rate, at least
-        reasons.append(f"pass rate {'—' if rate is None else f'{100 * rate:.2f}%'} (gate {gate})")
-    return "gate failed: " + "; ".join(reasons)
 
 
 def run_suite(
@@ -494,7 +463,8 @@ def _run_plan(
     publish_artifacts(
         result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
         reports_url=reports_url, comparison=outcome.comparison, warnings=outcome.header["warnings"],
-        highlights=outcome.highlights,
+        highlights=outcome.highlights, fail_on=plan.suite.suite.gate.fail_on,
+        gate_pass_rate=outcome.header["gate"]["pass_rate"],
     )
     logger.info(
         "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,

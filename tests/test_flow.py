@@ -437,32 +437,31 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
 
 
 def test_gate_failure_messages_name_each_verdict() -> None:
-    """The Failed state's message for each way a gate fails (built from the outcome alone, no run needed)."""
+    """The Failed state's message (results.json gate.message) for each way a gate fails, built from the summary,
+    the suite's gate and the comparison alone (no run needed)."""
     from evaltasks.compare import ChangeTest, Comparison
-    from evaltasks.flows.evaluate_suite import gate_failure_message
     from evaltasks.results import EvaluationResult, EvaluationSummary
-    from evaltasks.run import RunOutcome
+    from evaltasks.run import gate_message
+    from evaltasks.suite import Gate
 
-    def outcome(cases: int, passed: int, gate: dict, comparison=None, budget_skipped: int = 0) -> RunOutcome:
+    def result(cases: int, passed: int, budget_skipped: int = 0) -> EvaluationResult:
         summary = EvaluationSummary(cases=cases, passed_cases=passed, failed_cases=cases - passed, errored_cases=0,
                                     skipped_cases=0, pass_rate=passed / cases if cases else 0.0, metrics={},
                                     budget_skipped=budget_skipped)
-        return RunOutcome(result=EvaluationResult(test_results=[], summary=summary), passed=False, paths={},
-                          header={"gate": gate}, comparison=comparison)
+        return EvaluationResult(test_results=[], summary=summary)
 
-    assert gate_failure_message(outcome(8, 4, {"min_pass_rate": 0.9, "pass_rate": 0.5})) == (
-        "gate failed: pass rate 50.00% below 90.00%")
-    assert gate_failure_message(outcome(0, 0, {"min_pass_rate": 0.9, "pass_rate": None})) == (
-        "gate failed: no case was evaluated")
-    assert gate_failure_message(outcome(8, 8, {"min_pass_rate": 0.9, "pass_rate": 1.0}, budget_skipped=3)) == (
-        "gate failed: the --max-cost budget ran out (3 results skipped)")
+    assert gate_message(result(8, 4), Gate(min_pass_rate=0.9), None) == "gate failed: pass rate 50.00% below 90.00%"
+    assert gate_message(result(8, 8), Gate(min_pass_rate=0.9), None) is None
+    assert gate_message(result(0, 0), Gate(min_pass_rate=0.9), None) == "gate failed: no test cases were evaluated"
+    assert gate_message(result(8, 8, budget_skipped=3), Gate(min_pass_rate=0.9), None) == (
+        "gate failed: the --max-cost budget ran out: 3 of 0 case × metric results were not judged")
     test = ChangeTest(statistic="pass_rate", test="exact McNemar", paired_cases=800, baseline=0.81, current=0.74,
                       delta=-0.07, p_value=0.0003, worse=60, better=4, verdict="regressed")
-    regressed = Comparison(baseline="main", tolerance=0.01, pass_rate_test=test, verdict="regressed", regressed=True)
-    assert gate_failure_message(outcome(800, 592, {"min_pass_rate": 0.5, "pass_rate": 0.74, "fail_on": "regression"},
-                                        regressed)) == (
-        "gate failed: regressed since the baseline: pass rate 81.0% → 74.0%, p = 0.0003")
-    assert gate_failure_message(outcome(800, 592, {"min_pass_rate": 0.9, "pass_rate": 0.74, "fail_on": "either"},
-                                        regressed)) == (
-        "gate failed: pass rate 74.00% below 90.00%; regressed since the baseline: pass rate 81.0% → 74.0%, "
-        "p = 0.0003")
+    sentence = "pass rate 81.00% → 74.00% (-7.00 points, p = 0.0003)"
+    regressed = Comparison(baseline="main", tolerance=0.01, pass_rate_test=test, verdict="regressed", regressed=True,
+                           regressions=[sentence])
+    assert gate_message(result(800, 592), Gate(min_pass_rate=0.5, fail_on="regression"), regressed) == (
+        f"gate failed: regressed since the baseline: {sentence}")
+    assert gate_message(result(800, 592), Gate(min_pass_rate=0.5, fail_on="min_pass_rate"), regressed) is None
+    assert gate_message(result(800, 592), Gate(min_pass_rate=0.9, fail_on="either"), regressed) == (
+        f"gate failed: pass rate 74.00% below 90.00%; regressed since the baseline: {sentence}")

@@ -113,8 +113,25 @@ def test_paired_bootstrap_agrees_with_the_paired_t_interval() -> None:
     half = (t_high - t_low) / 2
     assert interval.method == "paired bootstrap"
     assert interval.low == pytest.approx(t_low, abs=0.1 * half) and interval.high == pytest.approx(t_high, abs=0.1 * half)
-    t_p = scipy_stats.ttest_rel(cur, base).pvalue  # far below alpha: the bootstrap finds no resample above 0 either
-    assert t_p < 1e-6 and p == 0.0
+    t_p = scipy_stats.ttest_rel(cur, base).pvalue  # far below alpha: no random sign pattern reaches it either,
+    assert t_p < 1e-6 and p == pytest.approx(2 / (statistics.RESAMPLES + 1))  # so p is the test's resolution
+
+
+@pytest.mark.parametrize("differences", [
+    [-0.4, -0.4], [-0.1, -0.3, -0.2, -0.05, -0.6], [-0.1] * 6, [0.2, -0.1, -0.3, -0.25, -0.05, -0.4, 0.01, -0.2],
+])
+def test_the_score_p_value_is_the_exact_sign_flip_test_on_few_cases(differences: list[float]) -> None:
+    """Few cases: every sign pattern, counted here by hand (itertools), not a bootstrap (which gives p = 0 when
+    every difference has one sign: 2 cases would be a regression)."""
+    import itertools
+
+    d = np.array(differences)
+    observed = abs(d.mean())
+    patterns = list(itertools.product((1, -1), repeat=len(d)))
+    expected = sum(abs((np.array(signs) * d).mean()) >= observed - 1e-12 for signs in patterns) / len(patterns)
+    _, p = statistics.paired_difference(np.full(len(d), 0.5), 0.5 + d)
+    assert p == pytest.approx(expected)
+    assert p >= 2 / 2 ** len(d)
 
 
 def _case(case_id: str, passed: bool, log: dict | None = None) -> TestCaseResult:
@@ -383,7 +400,7 @@ def test_gate_message_names_the_verdict() -> None:
     assert gate_message(result, Gate(min_pass_rate=0.5, fail_on="regression"), comparison) == (
         "gate failed: regressed since the baseline: pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05); "
         "M: pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05); "
-        "M: mean score 0.7480 → 0.7320 (-0.0160, p = 0)")  # (648·0.9 + 152·0.1)/800 → (632·0.9 + 168·0.1)/800
+        "M: mean score 0.7480 → 0.7320 (-0.0160, p = 0.001)")  # (648·0.9 + 152·0.1)/800 → (632·0.9 + 168·0.1)/800
     assert gate_passed(result, 0.5, comparison=comparison, fail_on="either") is False
     assert gate_passed(result, 0.5, comparison=None, fail_on="regression") is True
     with pytest.raises(ValueError, match="fail_on"):

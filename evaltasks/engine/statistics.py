@@ -160,11 +160,12 @@ def paired_difference(
     """The mean of the per-case differences ``current - baseline`` (paired values, one per case, same order):
     its ``level`` interval and a two-sided p-value of "no change".
 
-    Paired bootstrap of the differences (:func:`bootstrap_mean_interval`'s resampling; with ``clusters``,
-    cluster paired, resampling whole clusters), method ``paired bootstrap`` / ``cluster paired bootstrap``;
-    p = 2·min(P(d* <= 0), P(d* >= 0)) over the bootstrap distribution d*, capped at 1. Above
-    :data:`NORMAL_ABOVE` pairs, the normal approximation (method ``normal``, p from ``scipy.stats.norm``).
-    Identical runs give the interval [0, 0] and p = 1. None when there are no pairs.
+    Interval: paired bootstrap of the differences (:func:`bootstrap_mean_interval`'s resampling; with
+    ``clusters``, cluster paired, resampling whole clusters), method ``paired bootstrap`` / ``cluster paired
+    bootstrap``. p-value: :func:`sign_flip_p_value` (a paired permutation test, exact for up to 2,048 cases or
+    clusters), which unlike a bootstrap p-value stays valid on a handful of cases (2 cases that both dropped: p =
+    0.5, not 0). Above :data:`NORMAL_ABOVE` pairs, the normal approximation for both (method ``normal``, p from
+    ``scipy.stats.norm``). Identical runs give the interval [0, 0] and p = 1. None when there are no pairs.
 
     Raises ValueError when the two sequences (or ``clusters``) differ in length.
     """
@@ -185,9 +186,39 @@ def paired_difference(
         mean, se, z = _normal_interval(diff, groups, level)
         p = 1.0 if se == 0 else float(2 * _stats().norm.sf(abs(mean) / se))
         return Interval(low=mean - z * se, high=mean + z * se, level=level, method="normal"), min(1.0, p)
-    low, high, distribution = _bootstrap_distribution(diff, groups, level, resamples, seed)
-    p = 2 * min(float(np.mean(distribution <= 0)), float(np.mean(distribution >= 0)))
-    return Interval(low=low, high=high, level=level, method=method), min(1.0, p)
+    low, high, _ = _bootstrap_distribution(diff, groups, level, resamples, seed)
+    return Interval(low=low, high=high, level=level, method=method), sign_flip_p_value(diff, groups, seed=seed)
+
+
+def sign_flip_p_value(
+    differences: np.ndarray, clusters: np.ndarray | None = None, *, resamples: int = RESAMPLES, seed: int = SEED,
+) -> float:
+    """Two-sided p-value of "the mean of ``differences`` is 0" by the paired permutation (sign-flip) test:
+    under no change each case's difference (with ``clusters``: each cluster's sum of differences) is as likely
+    to have either sign. ``scipy.stats.permutation_test((d,), mean, permutation_type="samples")``: exact (every
+    sign pattern) when there are at most ``log2(resamples)`` units (11 at 2,000 resamples), else ``resamples``
+    random patterns from a generator seeded with ``seed``. The smallest p-value ``u`` units can give is
+    ``2 / 2**u`` (6 units at alpha 0.05, as for the exact McNemar test). 1.0 when every difference is 0."""
+    units = differences if clusters is None else _cluster_totals(differences, clusters)[0]
+    if not np.any(units):
+        return 1.0
+    total = float(len(differences))
+    batch = max(1, min(resamples, _BATCH_VALUES // max(1, len(units))))
+    result = _stats().permutation_test(
+        (units,), lambda x, axis=-1: np.sum(x, axis=axis) / total, permutation_type="samples",
+        n_resamples=resamples, alternative="two-sided", vectorized=True, batch=batch,
+        rng=np.random.default_rng(seed),
+    )
+    return min(1.0, float(result.pvalue))
+
+
+def min_detectable_score_change(interval: Interval, units: int, alpha: float = 0.05) -> float:
+    """The smallest mean-score change the paired test could call significant: the half-width of the
+    difference's interval, or 1.0 (no change in [0, 1] could be) when there are too few units (cases, or
+    clusters) for :func:`sign_flip_p_value` to reach ``alpha`` at all (``2 / 2**units >= alpha``)."""
+    if units < 1 or 2.0 / 2.0 ** min(units, 1000) >= alpha:
+        return 1.0
+    return (interval.high - interval.low) / 2
 
 
 def mcnemar_test(worse: int, better: int) -> float:

@@ -1,8 +1,8 @@
 """results.json: the machine-readable contract read by the GitHub Action and other tools.
 
 Top-level keys: ``schema_version``, ``evaltasks_version``, ``suite``, ``suite_sha256``, ``dataset``,
-``dataset_sha256``, ``passed`` (the gate held), ``gate`` (with ``fail_on``, ``alpha``, ``min_effect`` and the
-comparison's ``verdict`` since version 2), ``embedding_models``, ``comparison`` (with a baseline), ``summary``
+``dataset_sha256``, ``passed`` (the gate held), ``gate`` (with ``fail_on``, ``alpha``, ``min_effect``, the
+comparison's ``verdict`` and the failure ``message`` since version 2), ``embedding_models``, ``comparison`` (with a baseline), ``summary``
 (with 95 % intervals and ``statistics`` since version 2), ``cases``. The JSON Schema is shipped as
 ``evaltasks/schema/results.schema.json``. Cases are written one at a time (a stream), so memory does not grow
 with the report.
@@ -94,6 +94,9 @@ def results_json_schema() -> dict[str, Any]:
                     "min_effect": {"type": "number", "minimum": 0, "maximum": 1},
                     "verdict": {"enum": ["regressed", "improved", "no significant change", "inconclusive", None],
                                 "description": "The comparison's verdict; null without a baseline."},
+                    "message": {"type": ["string", "null"],
+                                "description": "Why the gate failed, naming the verdict (the Prefect flow run's "
+                                "state message); null when it held."},
                 },
             },
             "warnings": strings,

@@ -43,9 +43,10 @@ def _signed(value: float | None, percent: bool = False) -> str:
 
 def interval_digits(width: float, least: int, most: int) -> int:
     """Decimals that show an interval of ``width`` (in the units printed) apart: ``least`` for a wide one, more as
-    it narrows (one per factor of ten below 1), at most ``most``."""
+    it narrows (one per factor of ten below 1), at most ``most``; ``least`` for an interval of width 0 (every
+    resample gave the same value, e.g. a metric every case passed: more decimals would show nothing more)."""
     if width <= 0:
-        return most
+        return least
     return max(least, min(most, math.ceil(-math.log10(width))))
 
 
