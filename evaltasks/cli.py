@@ -743,6 +743,7 @@ def _run(args: argparse.Namespace) -> int:
                 gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
                 comparison=Comparison.model_validate(outcome["comparison"]) if outcome.get("comparison") else None,
                 fail_on=outcome.get("gate", {}).get("fail_on"),
+                gate_message=outcome.get("gate", {}).get("message"),
             )
             # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
             # and the whole command, start-up included

@@ -230,14 +230,26 @@ def test_summary_md_escapes_untrusted_text(run_dir: Path) -> None:
     assert len(worst) == 2  # both of its failing metrics are listed
 
 
+def _wilson(k: int, n: int) -> str:
+    """The 95 % Wilson interval of k/n in points, as summary.md prints it (statsmodels, not the product's scipy)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(k, n, alpha=0.05, method="wilson")
+    return f"{100 * low:.1f}–{100 * high:.1f}"
+
+
 def test_summary_md_content(run_dir: Path, results: dict, expected: dict) -> None:
     md = (run_dir / "out" / "summary.md").read_text(encoding="utf-8")
     assert md.startswith("# evaltasks: reports\\-test\n")
-    assert "✅ **PASSED**: pass rate 40.00% (2/5 evaluated cases), gate 40.00%." in md
+    assert f"✅ **PASSED**: pass rate 40.00% (2/5 evaluated cases; 95% CI {_wilson(2, 5)}%), gate 40.00%." in md
     assert "Cases: 2 passed, 3 failed, 0 errored, 0 skipped." in md
     mean = sum(expected[c["id"]]["rm_score"] for c in CASES) / 5
-    assert f"| ReferenceMatchMetric | {mean:.4f} | 40.00% | 0.5 | 2 | 3 | 0 | 0 |" in md
-    assert "| Short | 0.8000 | 80.00% | 1.0 | 4 | 1 | 0 | 0 |" in md
+    rm_row = next(line for line in md.splitlines() if line.startswith("| ReferenceMatchMetric | "))
+    assert rm_row.startswith(f"| ReferenceMatchMetric | {mean:.4f} (")  # the mean, then its bootstrap interval
+    assert rm_row.endswith(f" | 40.00% ({_wilson(2, 5)}) | 0.5 | 2 | 3 | 0 | 0 |")
+    short_row = next(line for line in md.splitlines() if line.startswith("| Short | "))
+    assert short_row.startswith("| Short | 0.8000 (")
+    assert short_row.endswith(f" | 80.00% ({_wilson(4, 5)}) | 1.0 | 4 | 1 | 0 | 0 |")
     assert "Embeddings: 5 references computed, 0 reused from the index; 4 outputs computed" in md
     for case_id in ("paris", "boil"):  # passing cases are not among the worst
         assert f"| {case_id} |" not in md
@@ -281,9 +293,10 @@ def test_reports_with_errored_and_skipped_results(tmp_path: Path) -> None:
     assert list(by_name["a :: M"]) == []
 
     md = paths["summary.md"].read_text(encoding="utf-8")
-    assert "❌ **FAILED**: pass rate 0.00% (0/2 evaluated cases), gate 100.00%." in md  # the skipped case is not evaluated
+    # the skipped case is not evaluated
+    assert f"❌ **FAILED**: pass rate 0.00% (0/2 evaluated cases; 95% CI {_wilson(0, 2)}%), gate 100.00%." in md
     assert "Cases: 0 passed, 1 failed, 1 errored, 1 skipped." in md
-    assert "| N | n/a | 0.00% | 0.5 | 0 | 0 | 1 | 2 |" in md
+    assert f"| N | n/a | 0.00% ({_wilson(0, 1)}) | 0.5 | 0 | 0 | 1 | 2 |" in md
 
 
 def test_results_shared_between_cases_are_immutable_and_serialise_identically(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ _VERDICT_STYLES = {"regressed": "bold red", "improved": "bold green", "inconclus
 
 def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min_pass_rate: float | None = None,
                   console: Console | None = None, gate_pass_rate: float | None = None,
-                  comparison: Comparison | None = None, fail_on: str | None = None) -> None:
+                  comparison: Comparison | None = None, fail_on: str | None = None,
+                  gate_message: str | None = None) -> None:
     """Print a per-metric table and the pass rate (and the gate verdict when ``passed`` is given).
 
     ``gate_pass_rate``: the rate the gate compared, when it differs from ``summary.pass_rate`` (``allow_errors``).
@@ -28,6 +29,7 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     log shows every number whole. ``comparison``: with its statistical tests, the verdict line and a table of
     the tests (Δ with its interval, p-value, verdict) follow; a comparison without tests (a baseline from an
     older evaltasks) prints only its pass-rate change. ``fail_on``: the gate's ``fail_on``, named in the gate line.
+    ``gate_message``: why the gate failed (results.json ``gate.message``), printed after ``GATE FAILED``.
     """
     console = console or Console()
     s = summary
@@ -69,12 +71,12 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     if passed is not None:
         verdict = "[bold green]GATE PASSED[/]" if passed else "[bold red]GATE FAILED[/]"
         rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate
-        stopped = budget_message(s)
+        stopped = gate_message.removeprefix("gate failed: ") if gate_message else budget_message(s)
         why = f": {escape(stopped)}" if stopped and not passed else ""
         if fail_on == "regression":
             rule = "required: no significant regression"
         else:
-            rule = f"required {min_pass_rate:.2%}" + ("; no significant regression" if fail_on == "either" else "")
+            rule = f"required {min_pass_rate:.2%}" + (" and no significant regression" if fail_on == "either" else "")
         console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
 
 

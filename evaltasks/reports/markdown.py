@@ -78,6 +78,12 @@ def p_text(p_value: float | None) -> str:
     return "< 0.0001" if p_value < 0.0001 else f"{p_value:.4f}"
 
 
+def p_equals(p_value: float | None) -> str:
+    """``p = 0.0312``, ``p < 0.0001`` (not ``p = < 0.0001``) or ``p n/a`` (see :func:`p_text`)."""
+    text = p_text(p_value)
+    return f"p {text}" if text.startswith("<") or text == "n/a" else f"p = {text}"
+
+
 def level_text(level: float) -> str:
     """A confidence level as a percentage without needless decimals: 0.95 → ``95%``, 0.975 → ``97.5%``."""
     return f"{100 * level:.10g}%"
@@ -138,7 +144,7 @@ def change_test_text(test: ChangeTest, escape: Callable[[str], str] = str) -> st
     counts = f"; {test.worse} worse, {test.better} better" if percent else ""
     return (f"{'pass rate' if percent else 'mean score'} on {test.paired_cases} paired cases: "
             f"{value(test.baseline)} → {value(test.current)}, Δ {_signed(test.delta, percent)}{ci}, "
-            f"p = {p_text(test.p_value)} ({escape(test.test)}{counts})")
+            f"{p_equals(test.p_value)} ({escape(test.test)}{counts})")
 
 
 def _ids(ids: list[str]) -> str:

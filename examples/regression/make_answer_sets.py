@@ -1,12 +1,13 @@
 """Write two answer sets of the TruthfulQA davinci answers, and a suite for each, to compare one with the other.
 
-    python examples/regression/make_answer_sets.py DAVINCI_ANSWERS_CSV OUT_DIR
+    python examples/regression/make_answer_sets.py DAVINCI_ANSWERS_CSV OUT_DIR [FIRST_N]
 
 writes ``OUT_DIR/given/`` (the answers as the model gave them, each starting with " A: ") and
 ``OUT_DIR/stripped/`` (the same answers with that prefix removed), each holding ``answers.csv`` and
 ``suite.yaml``. The suites are the same apart from their dataset, so ``evaltasks run OUT_DIR/stripped/suite.yaml
 --baseline <the given run's results.json>`` compares the two answer sets case by case (cases are matched by
-id: the question's hash, the same in both). docs/statistics.md walks through the result. The data is the public
+id: the question's hash, the same in both). FIRST_N keeps only the first N questions (a small comparison).
+docs/statistics.md walks through the result. The data is the public
 TruthfulQA set with davinci's answers (README, "TruthfulQA data"); nothing is downloaded.
 """
 
@@ -41,13 +42,14 @@ PREFIX = " A: "
 
 def main(argv: list[str]) -> int:
     """Write the two answer sets; returns the exit status (2: wrong arguments or an unreadable CSV)."""
-    if len(argv) != 2:
+    if len(argv) not in (2, 3) or (len(argv) == 3 and not argv[2].isdigit()):
         print(__doc__, file=sys.stderr)
         return 2
     source, out = Path(argv[0]), Path(argv[1])
+    first = int(argv[2]) if len(argv) == 3 else None
     try:
         with source.open(encoding="utf-8", newline="") as handle:
-            rows = list(csv.DictReader(handle))
+            rows = list(csv.DictReader(handle))[:first]
     except OSError as exc:
         print(f"cannot read {source}: {exc}", file=sys.stderr)
         return 2
