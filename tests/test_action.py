@@ -288,7 +288,10 @@ def test_first_run_creates_the_sticky_comment_and_the_second_updates_it(tmp_path
         assert [m for m, _, _ in server.requests].count("PATCH") == 1
         assert _outputs(env)["comment-id"] == str(first_id)
         summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
-        assert "✅ **PASSED**: pass rate 100.00% (8/8 evaluated cases)" in summary
+        from statsmodels.stats.proportion import proportion_confint
+
+        low, high = proportion_confint(8, 8, alpha=0.05, method="wilson")  # the 95 % Wilson interval, as printed
+        assert f"✅ **PASSED**: pass rate 100.00% (8/8 evaluated cases; 95% CI {100 * low:.1f}–{100 * high:.1f}%)" in summary
         assert _outputs(env)["passed"] == "true" and _outputs(env)["pass-rate"] == "1.000000"
 
 
@@ -388,8 +391,10 @@ def test_regressions_against_the_baseline_are_called_out_even_when_the_gate_pass
     # independently: 1 new case (case-100), cases 40 and 41 removed, cases 32-39 worse (0.95 → 0.3, passed → failed)
     assert "8 worse, 0 better, 1 new, 2 removed" in summary
     assert "| worse | case\\-32 | ReferenceMatchMetric | 0.9500 (passed) | 0.3000 (failed) | -0.6500 |" in summary
-    mean_now = (32 * 0.95 + 8 * 0.3 + 0.9) / 41
-    assert f"{mean_now - 0.95:+.4f} 🔻" in summary
+    # the paired tests (the 40 cases in both runs): pass rate 100 % → 32/40, p = 2·0.5**8; mean Δ over the pairs
+    paired_delta = (32 * 0.95 + 8 * 0.3) / 40 - 0.95
+    row = next(line for line in summary.splitlines() if line.startswith("| ReferenceMatchMetric | 🔻 regressed |"))
+    assert f"| {-20.0:+.2f} pt (" in row and f"| {2 * 0.5 ** 8:.4f} |" in row and f"| {paired_delta:+.4f} (" in row
 
 
 def test_a_five_megabyte_report_is_truncated_under_both_limits(tmp_path: Path) -> None:

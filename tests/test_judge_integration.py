@@ -392,6 +392,8 @@ def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect
                                                          runner: str) -> None:
     from chat_server import Answer, ChatServer
     from flows.evaluate_suite import evaluate_suite, make_task_runner
+
+    from evaltasks.errors import GateFailed
     from judge_metric import MAX_TOKENS
 
     monkeypatch.syspath_prepend(str(TESTS))
@@ -406,9 +408,12 @@ def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
         # batches of 2 cases: with processes, the 3 batches' requests come from 2 worker processes at once
-        summary = evaluate_suite.with_options(task_runner=make_task_runner(runner))(
-            suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"),
-            batch_size=2, cache=False, max_cost=0.3)
+        # a budget-cut run fails its gate: the flow run ends Failed and a direct call raises GateFailed
+        with pytest.raises(GateFailed, match="the --max-cost budget ran out") as failed:
+            evaluate_suite.with_options(task_runner=make_task_runner(runner))(
+                suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"),
+                batch_size=2, cache=False, max_cost=0.3)
+        summary = failed.value.result
     assert len(server.requests) == 4
     results = _results(tmp_path)
     statuses = [case["metrics"][0]["status"] for case in results["cases"]]

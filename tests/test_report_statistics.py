@@ -223,7 +223,7 @@ def test_terminal_at_80_columns_shows_every_number_whole() -> None:
     assert f"pass rate: {PASSED / N:.2%} ({_ci(summary.pass_rate_interval)}%)" in " ".join(text.split())
     assert "new (not tested): 12: new-0, new-1, new-2, new-3, new-4 and 7 more" in text
     assert "removed (not tested): 2: gone-1, gone-2" in text and "flaky: 1: wobbly-7" in text
-    assert f"GATE FAILED (pass rate {PASSED / N:.2%}, required 90.00%; no significant regression)" in text
+    assert f"GATE FAILED (pass rate {PASSED / N:.2%}, required 90.00% and no significant regression)" in text
 
 
 def test_terminal_without_intervals_or_tests_prints_as_before() -> None:
