@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from evaltasks.engine import statistics
-from evaltasks.errors import InputError, Problem
+from evaltasks.errors import InputError, Problem, quote
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
 
 DEFAULT_TOLERANCE = 0.01
@@ -167,8 +167,8 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
     """Read a baseline ``results.json``.
 
     Raises:
-        InputError: the file is missing, unreadable, not JSON, or lacks ``summary``/``cases`` (named in the
-            message with the file).
+        InputError: the file is missing, unreadable, not JSON, lacks ``summary``/``cases``, or has the problems
+            :func:`baseline_problems` finds (named in the message with the file).
     """
     source = str(path)
     try:
@@ -181,7 +181,43 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
         raise InputError([Problem(source, f"line {exc.lineno}", "", f"baseline is not JSON: {exc.msg}")]) from None
     if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or not isinstance(data.get("cases"), list):
         raise InputError([Problem(source, "", "", "not an evaltasks results.json (needs 'summary' and 'cases')")])
+    problems = baseline_problems(data, source)
+    if problems:
+        raise InputError(problems, title="invalid baseline")
     return data
+
+
+# results.json versions a comparison reads (evaltasks/reports/json_report.py SCHEMA_VERSION is the newest)
+BASELINE_SCHEMA_VERSIONS = (1, 2)
+
+
+def baseline_problems(data: Mapping[str, Any], source: str) -> list[Problem]:
+    """What makes a parsed results.json unusable as a baseline, each named by file, case and field: a
+    ``schema_version`` this evaltasks does not read (a newer one's), a case id used twice (its cases could not
+    be paired), a metric score that is not a number or null. At most 20 problems."""
+    problems: list[Problem] = []
+    version = data.get("schema_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version not in BASELINE_SCHEMA_VERSIONS:
+        problems.append(Problem(source, "", "schema_version", f"is {quote(version)}: this evaltasks reads results.json "
+                                f"versions {', '.join(map(str, BASELINE_SCHEMA_VERSIONS))} (written by a newer one?)"))
+    seen: dict[str, int] = {}
+    for i, case in enumerate(data["cases"]):
+        if len(problems) >= 20:
+            break
+        if not isinstance(case, Mapping):
+            problems.append(Problem(source, f"cases[{i}]", "", "is not an object"))
+            continue
+        case_id = str(case.get("id"))
+        if case_id in seen:
+            problems.append(Problem(source, f"cases[{i}]", "id", f"{quote(case_id)} is also cases[{seen[case_id]}]: "
+                                                                 "ids must be unique to pair cases"))
+        seen.setdefault(case_id, i)
+        for m in case.get("metrics") or []:
+            score = m.get("score") if isinstance(m, Mapping) else None
+            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+                problems.append(Problem(source, f"cases[{i}] (id {quote(case_id)})", f"metrics.{m.get('name')}.score",
+                                        f"must be a number or null, got {quote(score)}"))
+    return problems
 
 
 def _scores(cases: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[float | None, str]]]:

@@ -222,14 +222,21 @@ def _as_list(value: Any, separator: str | None, is_csv: bool) -> list[str] | str
     return f"must be a list of strings, got {_type_name(value)}"
 
 
+def _asked_columns(spec: DatasetSpec, wanted: list[str]) -> dict[str, str]:
+    """The extra columns a load asks for, keyed by who asks: ``dataset.cluster`` or ``an extra column``."""
+    return {("dataset.cluster" if column == spec.cluster else f"an extra column {column}"): column for column in wanted}
+
+
 def _missing_columns(explicit: dict[str, str], header: list[str], source: str, problems: list[Problem]) -> bool:
     """Add one problem per field mapped to a column the CSV ``header`` lacks (each listing the header's
-    columns); True when there was one."""
+    columns, and naming the suite key that asked for it when that is not a field, e.g. ``dataset.cluster``);
+    True when there was one."""
     found = False
     for name, column in explicit.items():
         if column not in header:
+            asked = f" ({name})" if name == "dataset.cluster" else ""
             problems.append(Problem(source, "line 1", column,
-                                    f"column not found in the header (columns: {', '.join(header)})"))
+                                    f"column not found in the header{asked} (columns: {', '.join(header)})"))
             found = True
     return found
 
@@ -311,7 +318,7 @@ def load_dataset(
                 read_all = not unseen_dropped
         if suffix == ".csv" and not column_checked:
             column_checked = True
-            if _missing_columns({**explicit, **{f"column {c}": c for c in wanted}}, list(row), source, problems):
+            if _missing_columns({**explicit, **_asked_columns(spec, wanted)}, list(row), source, problems):
                 break
         case_fields: dict[str, Any] = {}
         row_ok = True
@@ -399,7 +406,7 @@ def load_dataset(
         problems.extend(unseen_output)
         read_all = False
     if suffix == ".csv" and header and not column_checked:  # header only: still report unknown columns
-        _missing_columns({**explicit, **{f"column {c}": c for c in wanted}}, header, source, problems)
+        _missing_columns({**explicit, **_asked_columns(spec, wanted)}, header, source, problems)
     if check is not None:
         checked = check(dataset.cases, dataset.locations)
         if checked:

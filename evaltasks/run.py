@@ -253,7 +253,10 @@ def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | N
     if gate.fail_on != "regression" and rate is not None and rate < gate.min_pass_rate - 1e-12:
         reasons.append(f"pass rate {rate:.2%} below {gate.min_pass_rate:.2%}")
     if gate.fail_on != "min_pass_rate" and comparison is not None and comparison.verdict == "regressed":
-        reasons.append("regressed since the baseline: " + "; ".join(comparison.regressions))
+        # a suite of one metric: its pass-rate sentence repeats the overall one; say it once
+        sentences = [r for r in comparison.regressions
+                     if r.partition(": ")[2] not in comparison.regressions or not r.partition(": ")[0]]
+        reasons.append("regressed since the baseline: " + "; ".join(sentences))
     return "gate failed: " + ("; ".join(reasons) or "see results.json")
 
 

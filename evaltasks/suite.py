@@ -311,6 +311,13 @@ class Gate(BaseModel):
         "improvement; a comparison too small to detect it is inconclusive.",
     )
 
+    @field_validator("min_pass_rate", "alpha", "min_effect", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # YAML's true/false would otherwise read as 1.0/0.0
+            raise ValueError(f"must be a number, got {quote(value)}")
+        return value
+
 
 # The openai provider's request-shaping options, described in the JSON Schema (every option is in the README;
 # values are checked by the provider, and a wrong one is a ConfigError located at the metric).
@@ -592,6 +599,13 @@ class Suite(BaseModel):
         "temperature, max_concurrency, prices, ...); a metric's own model, samples and judge_options override "
         "them. No api_key: it comes from the environment.",
     )
+
+    @field_validator("history", mode="before")
+    @classmethod
+    def _history_block(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"must be a mapping with dir, window and drift (or left out), got {quote(value)}")
+        return value
 
     @field_validator("judge")
     @classmethod

@@ -184,6 +184,15 @@ def test_a_missing_label_column_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_a_label_column_with_no_label_exits_2(tmp_path: Path) -> None:
+    """Every label cell empty: nothing to calibrate, said before any scoring (not exit 0 with "no change")."""
+    suite = _write(tmp_path, [(i, t, "") for i, t, _ in ROWS], "  - metric: LengthCheckMetric\n    max_length: 16\n")
+    proc = _cli(tmp_path, "calibrate", suite.name, "--labels", "human")
+    assert proc.returncode == 2, proc.stderr
+    assert "field 'human'" in proc.stderr and "no case is labelled" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 PAIRS = [  # output, reference, label: on-topic paraphrases pass, unrelated or contradicting answers fail
     ("The capital of France is Paris.", "Paris is the capital of France.", "pass"),
     ("Paris.", "Paris is the capital of France.", "pass"),

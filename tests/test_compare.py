@@ -110,6 +110,27 @@ def test_bad_baselines_are_reported_with_the_file(tmp_path: Path) -> None:
         assert str(path) in str(info.value)
 
 
+def test_baselines_that_cannot_be_paired_are_refused_naming_case_and_field(tmp_path: Path) -> None:
+    """A newer schema, a duplicated case id and a score that is not a number: exit 2 material, each named."""
+    good = {"schema_version": 2, "summary": {}, "cases": [
+        {"id": "a", "metrics": [{"name": "M", "score": 0.5, "status": "passed"}]},
+        {"id": "b", "metrics": [{"name": "M", "score": None, "status": "errored"}]}]}
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(good), encoding="utf-8")
+    assert load_baseline(path)["cases"][1]["id"] == "b"  # null scores (errored, skipped) are fine
+    bad = {"schema_version": 3, "summary": {}, "cases": [
+        {"id": "a", "metrics": [{"name": "M", "score": "high", "status": "passed"}]},
+        {"id": "a", "metrics": [{"name": "M", "score": True, "status": "passed"}]}]}
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        load_baseline(path)
+    text = str(caught.value)
+    assert f"{path}: field 'schema_version' is 3: this evaltasks reads results.json versions 1, 2" in text
+    assert f"{path}, cases[0] (id 'a'): field 'metrics.M.score' must be a number or null, got 'high'" in text
+    assert f"{path}, cases[1]: field 'id' 'a' is also cases[0]: ids must be unique to pair cases" in text
+    assert "got True" in text and len(caught.value.problems) == 4
+
+
 def test_fit_sections_drops_rows_of_the_least_important_section_first() -> None:
     sections = [Section(head=["# title"]), Section(head=["## keep"], rows=[f"k{i}" for i in range(5)], priority=0),
                 Section(head=["## cut"], rows=[f"c{i}" for i in range(100)], priority=5)]

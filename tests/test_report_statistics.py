@@ -113,7 +113,7 @@ def test_summary_md_shows_each_number_with_its_interval() -> None:
     assert row == f"| ReferenceMatchMetric | 0.7412 (0.72–0.76) | {PASSED / N:.2%} ({ci}) | 0.5 | {PASSED} | " \
                   f"{N - PASSED} | 0 | 0 |"
     assert "| LengthCheckMetric | n/a | n/a | 1.0 | 0 | 0 | 0 | 800 |" in md  # nothing scored: no interval
-    assert "95% confidence: pass rates by wilson and mean scores by bootstrap (2000 bootstrap resamples, seed 0)" in md
+    assert "95% confidence: pass rates by Wilson and mean scores by bootstrap (2000 bootstrap resamples, seed 0)" in md
     assert "Compared with the baseline" not in md and "Regressed" not in md
 
 
@@ -131,7 +131,7 @@ def test_summary_md_regressed_verdict_tests_and_case_lists() -> None:
     t = c.pass_rate_test
     p = mcnemar([[0, BETTER], [WORSE, 0]], exact=True).pvalue
     assert abs(t.p_value - binomtest(WORSE, WORSE + BETTER, 0.5).pvalue) < 1e-12  # statsmodels = scipy
-    assert lines[2].endswith("gate: no significant regression.")
+    assert lines[2].endswith("required: no significant regression.")
     verdict_at = lines.index("🔻 **Regressed since the baseline.** (alpha 0.05, min effect 0.01)")
     assert verdict_at < lines.index("| metric | mean score | pass rate | threshold | passed | failed | errored | skipped |")
     delta_ci = f"{100 * t.interval.low:+.1f} to {100 * t.interval.high:+.1f}"
@@ -272,7 +272,7 @@ def test_action_verdict_output_annotations_job_summary_and_sanitised_comment(tmp
     wilson = _ci(_wilson(PASSED, N))
     for text in (job_summary, (tmp_path / "comment.md").read_text(encoding="utf-8")):
         assert "🔻 **Regressed since the baseline.**" in text and f"({wilson})" in text
-        assert "gate: no significant regression." in text
+        assert "required: no significant regression." in text
     # a fork's comment.md is untrusted: the trusted workflow sanitises it before posting; what GitHub then
     # renders (cmark-gfm) still shows the verdict, the intervals and the tests
     comment = _import("comment")
@@ -319,3 +319,18 @@ def test_action_verdict_without_a_baseline_with_an_old_results_json_and_without_
 
     _, outputs, _ = _report(tmp_path, tmp_path / "nothing", EXIT_CODE="2")
     assert outputs["verdict"] == "" and outputs["passed"] == "false"
+
+
+def test_too_few_cases_and_no_baseline_are_said_in_words() -> None:
+    """A minimum detectable effect of 1.0 (no change could be significant) and an empty pairing are not "can
+    detect changes of 100 points"; a regression rule without a baseline says nothing was compared."""
+    few = _pass_test("inconclusive", worse=0, better=1, n=3).model_copy(update={"min_detectable_effect": 1.0})
+    comparison = _comparison("inconclusive").model_copy(update={"pass_rate_test": few, "paired_cases": 3})
+    assert "Inconclusive: 3 paired cases are too few for any change to be significant" in _render(comparison)
+    nothing = Comparison(baseline="main", tolerance=0.01, verdict="inconclusive", paired_cases=0,
+                         new_cases=["a"], removed_cases=["b"])
+    assert "Inconclusive: no case is in both runs, so nothing was compared" in _render(nothing)
+    assert "and no significant regression (no baseline to compare with)." in _render(None, fail_on="either")
+    console = Console(width=120, record=True, file=io.StringIO())
+    print_summary(_summary(), passed=True, min_pass_rate=0.5, console=console, fail_on="regression")
+    assert "required: no significant regression (no baseline to compare with)" in console.export_text()

@@ -355,3 +355,19 @@ def test_aliases_that_share_a_few_values_still_load(tmp_path: Path) -> None:
     loaded = load_suite(path)
     assert [(m.name, m.unit, m.min_length, m.max_length) for m in loaded.metrics] == [
         ("LengthCheckMetric", "words", 1, 5), ("chars", "chars", 1, 5)]
+
+
+@pytest.mark.parametrize("block, where, field, message", [
+    ("gate: {min_pass_rate: true}", "gate", "min_pass_rate", "must be a number, got True"),
+    ("gate: {alpha: true}", "gate", "alpha", "must be a number, got True"),
+    ("gate: {min_effect: false}", "gate", "min_effect", "must be a number, got False"),
+    ("history: yes", "", "history", "must be a mapping with dir, window and drift (or left out), got True"),
+])
+def test_gate_numbers_and_the_history_block_refuse_booleans(tmp_path: Path, block: str, where: str, field: str,
+                                                              message: str) -> None:
+    """YAML's true/false are not 1.0/0.0 for a rate, a significance level or an effect size."""
+    (tmp_path / "d.csv").write_text("actual_output\nx\n", encoding="utf-8")
+    path = _write_suite(tmp_path, "name: s\ndataset: {path: d.csv}\n"
+                                  "metrics: [{metric: LengthCheckMetric, max_length: 3}]\n" + block + "\n")
+    [problem] = _problems(path)
+    assert (problem.location, problem.field, problem.message) == (where, field, message)

@@ -282,7 +282,8 @@ def calibrate_suite(
 
     Raises:
         ConfigError: the suite is invalid.
-        DatasetError: the dataset is invalid, the label column is missing, or a label is not a pass/fail word.
+        DatasetError: the dataset is invalid, the label column is missing or empty in every row, or a label is
+            not a pass/fail word.
         CredentialsError: a provider's credentials are missing.
     """
     from evaltasks.datasets import load_dataset
@@ -298,6 +299,10 @@ def calibrate_suite(
         check=lambda cases, locations: validate_cases(cases, suite.metrics, source=source, locations=locations),
     )
     labels = parse_labels(dataset.columns[labels_column], dataset.locations, source=source, column=labels_column)
+    if all(label is None for label in labels):  # scoring would take minutes to say nothing
+        raise DatasetError([Problem(source, "", labels_column, f"every cell of the label column is empty: no case "
+                                                               f"is labelled, nothing to calibrate")],
+                           title="invalid labels")
     result = evaluate_sync(dataset.cases, suite.metrics, index_dir=index_dir or default_index_dir(), ids=dataset.ids)
     unlabelled = sum(label is None for label in labels)
     calibrations: list[MetricCalibration] = []

@@ -73,10 +73,12 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
         rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate
         stopped = gate_message.removeprefix("gate failed: ") if gate_message else budget_message(s)
         why = f": {escape(stopped)}" if stopped and not passed else ""
+        unchecked = " (no baseline to compare with)" if comparison is None else ""
         if fail_on == "regression":
-            rule = "required: no significant regression"
+            rule = f"required: no significant regression{unchecked}"
         else:
-            rule = f"required {min_pass_rate:.2%}" + (" and no significant regression" if fail_on == "either" else "")
+            rule = f"required {min_pass_rate:.2%}" + (
+                f" and no significant regression{unchecked}" if fail_on == "either" else "")
         console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
 
 

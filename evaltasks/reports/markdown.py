@@ -115,16 +115,20 @@ def verdict_headline(comparison: Comparison) -> str:
     """The overall verdict as a sentence (no final period): ``Regressed since the baseline``, ``Improved since the
     baseline``, ``No significant change since the baseline``, or ``Inconclusive: N paired cases can detect
     pass-rate changes of X points or more; the gate's min_effect is Y`` (the overall pass-rate test's minimum
-    detectable effect when it is the inconclusive one, else the first inconclusive metric test's)."""
+    detectable effect when it is the inconclusive one, else the first inconclusive metric test's); ``… too few for
+    any change to be significant`` when that effect is 1.0 or more (no change in [0, 1] could be detected), ``no
+    case is in both runs`` when nothing was paired."""
     verdict = comparison.verdict
     if verdict != "inconclusive":
         return {"regressed": "Regressed since the baseline", "improved": "Improved since the baseline"}.get(
             verdict, "No significant change since the baseline")
     effect = comparison.min_effect
     test = next((t for t in _tests(comparison) if t.verdict == "inconclusive"), None)
-    if test is None or test.min_detectable_effect is None:
+    if test is None or test.min_detectable_effect is None or test.min_detectable_effect >= 1.0:
         n = comparison.paired_cases if test is None else test.paired_cases
-        return f"Inconclusive: {n} paired cases are too few to detect a change of {effect:g}"
+        if n == 0:
+            return "Inconclusive: no case is in both runs, so nothing was compared"
+        return f"Inconclusive: {n} paired cases are too few for any change to be significant"
     if test.statistic == "pass_rate":
         return (f"Inconclusive: {test.paired_cases} paired cases can detect pass-rate changes of "
                 f"{100 * test.min_detectable_effect:.1f} points or more; the gate's min_effect is {effect:g} "
@@ -194,6 +198,7 @@ def _statistics_note(summary: EvaluationSummary) -> str | None:
     rates = [summary.pass_rate_interval] + [m.pass_rate_interval for m in summary.metrics.values()]
     means = [m.mean_score_interval for m in summary.metrics.values()]
     methods = [", ".join(dict.fromkeys(i.method for i in group if i is not None)) for group in (rates, means)]
+    methods = [m[:1].upper() + m[1:] if m and m.startswith("wilson") else m for m in methods]  # a name: Wilson
     parts = [f"pass rates by {methods[0]}" if methods[0] else "", f"mean scores by {methods[1]}" if methods[1] else ""]
     cluster = (f"; grouped by the {markdown_inline(info.cluster, 60)} column ({info.clusters} groups)"
                if info.cluster else "")
@@ -334,9 +339,10 @@ def summary_sections(
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
     interval = summary.pass_rate_interval if rate == summary.pass_rate else None  # allow_errors: another rate
     ci = f"; {level_text(interval.level)} CI {interval_text(interval, percent=True)}%" if interval else ""
-    gate = {"regression": "gate: no significant regression",
-            "either": f"gate {min_pass_rate:.2%} and no significant regression"}.get(fail_on or "",
-                                                                                     f"gate {min_pass_rate:.2%}")
+    unchecked = " (no baseline to compare with)" if comparison is None else ""
+    gate = {"regression": f"required: no significant regression{unchecked}",
+            "either": f"gate {min_pass_rate:.2%} and no significant regression{unchecked}"}.get(
+                fail_on or "", f"gate {min_pass_rate:.2%}")
     tested = comparison is not None and is_tested(comparison)
     head = [
         f"# evaltasks: {markdown_inline(suite_name)}",
