@@ -212,14 +212,19 @@ def test_terminal_at_80_columns_shows_every_number_whole() -> None:
     t = comparison.pass_rate_test
     p = mcnemar([[0, BETTER], [WORSE, 0]], exact=True).pvalue
     assert "🔻 Regressed since the baseline (baseline main; alpha 0.05, min effect 0.01)" in text
-    all_cases = next(line for line in lines if line.strip().startswith("all cases"))
-    assert all_cases.split()[2:] == ["pass", "rate", f"{100 * t.delta:+.2f}", "pt", f"{100 * t.interval.low:+.1f}",
-                                     "to", f"{100 * t.interval.high:+.1f}", f"{p:.4f}", "regressed"]
-    worst_rows = [line.split() for line in lines if "-100.00 pt" in line]
-    assert len(worst_rows) == 3 and all(r[-7:-3] == ["-100.0", "to", "-93.2", "<"] and r[-3] == "0.0001"
-                                        for r in worst_rows), worst_rows
-    means = [line.split() for line in lines if " mean " in f" {line} " and "-0.0188" in line]
-    assert len(means) == 3 and all(r[:5] == ["mean", "-0.0188", "-0.03", "to", "-0.01"] for r in means), means
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("all cases"))
+    assert lines[at].split()[2:] == ["pass", "rate", f"{100 * t.delta:+.2f}", "pt", f"{p:.4f}", "regressed"]
+    assert lines[at + 1].split() == [f"{100 * t.interval.low:+.1f}", "to", f"{100 * t.interval.high:+.1f}"]  # under Δ
+    worst_at = [i for i, line in enumerate(lines) if "-100.00 pt" in line]
+    assert len(worst_at) == 3
+    for i in worst_at:
+        # the verdict wraps at its space ("no significant / change"); the interval is the row under it
+        assert "-100.00 pt  < 0.0001  no significant" in lines[i] and lines[i + 1].split() == ["change"]
+        assert lines[i + 2].split() == ["-100.0", "to", "-93.2"]
+    means_at = [i for i, line in enumerate(lines) if " mean " in f" {line} " and "-0.0188" in line]
+    assert len(means_at) == 3
+    for i in means_at:
+        assert lines[i].split()[:3] == ["mean", "-0.0188", "0.0020"] and lines[i + 1].split() == ["-0.03", "to", "-0.01"]
     assert f"pass rate: {PASSED / N:.2%} ({_ci(summary.pass_rate_interval)}%)" in " ".join(text.split())
     assert "new (not tested): 12: new-0, new-1, new-2, new-3, new-4 and 7 more" in text
     assert "removed (not tested): 2: gone-1, gone-2" in text and "flaky: 1: wobbly-7" in text

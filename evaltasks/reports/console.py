@@ -37,7 +37,9 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     # names and the numbers whole (not "Refere…" or "0.74…"); a longer name folds onto a second line.
     table = Table(title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
-    table.add_column("metric", justify="left", overflow="fold")  # a name too long for the line folds onto more
+    # a name too long for the line folds onto more; up to 24 characters it stays whole (the numbers never wrap)
+    table.add_column("metric", justify="left", overflow="fold",
+                     min_width=min(24, max([len("metric"), *(len(name) for name in s.metrics)])))
     for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip"):
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     for name, m in s.metrics.items():
@@ -87,9 +89,11 @@ def _test_row(table: Table, label: str, test: ChangeTest | None) -> None:
         return
     percent = test.statistic == "pass_rate"
     delta = "n/a" if test.delta is None else (f"{100 * test.delta:+.2f} pt" if percent else f"{test.delta:+.4f}")
-    table.add_row(Text(label), "pass rate" if percent else "mean", delta,
-                  interval_text(test.interval, percent=percent, signed=True) or "n/a", p_text(test.p_value),
+    table.add_row(Text(label), "pass rate" if percent else "mean", delta, p_text(test.p_value),
                   Text(test.verdict, style=_VERDICT_STYLES.get(test.verdict, "")))
+    interval = interval_text(test.interval, percent=percent, signed=True)
+    if interval:  # under Δ, dimmed, as the intervals of the results table: 80 columns keep every number whole
+        table.add_row("", "", Text(interval, style="dim"))
 
 
 def _print_comparison(console: Console, comparison: Comparison) -> None:
@@ -103,12 +107,13 @@ def _print_comparison(console: Console, comparison: Comparison) -> None:
                        f"(baseline {comparison.baseline}; alpha {comparison.alpha:g}, "
                        f"min effect {comparison.min_effect:g})", style=_VERDICT_STYLES.get(comparison.verdict, "")))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_lines=False)
-    table.add_column("metric", justify="left", overflow="fold")
+    # metric names whole (up to 24 characters) before anything else: the verdict wraps at its spaces instead
+    longest = max([len("all cases"), *(len(m.name) for m in comparison.metrics)])
+    table.add_column("metric", justify="left", overflow="fold", min_width=min(24, longest))
     table.add_column("test", justify="left", no_wrap=True)
-    table.add_column("Δ", justify="right", no_wrap=True)
-    table.add_column(f"{level_text(1 - comparison.alpha)} CI", justify="right", no_wrap=True)
+    table.add_column(f"Δ ({level_text(1 - comparison.alpha)} CI)", justify="right", no_wrap=True)
     table.add_column("p", justify="right", no_wrap=True)
-    table.add_column("verdict", justify="left", overflow="fold")
+    table.add_column("verdict", justify="left", overflow="fold", min_width=len("inconclusive"))
     _test_row(table, "all cases", comparison.pass_rate_test)
     for m in comparison.metrics:
         _test_row(table, m.name, m.pass_rate_test)
