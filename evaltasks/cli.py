@@ -43,17 +43,18 @@ def _quiet_prefect_defaults() -> None:
         set_default_env(name, value)
 
 
-def _check_output_dir(path: Path) -> str | None:
-    """A message when reports cannot be written to ``path`` (checked before anything is scored)."""
+def _check_output_dir(path: Path, label: str = "--output-dir") -> str | None:
+    """A message when reports (or, with another ``label``, a run's history) cannot be written to ``path``
+    (checked before anything is scored)."""
     existing = path
     while not existing.exists():
         if existing.parent == existing:
             break
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
-        return f"--output-dir {path}: {existing} is a file, not a directory"
+        return f"{label} {path}: {existing} is a file, not a directory"
     if existing.exists() and not os.access(existing, os.W_OK | os.X_OK):
-        return f"--output-dir {path}: {existing} is not writable"
+        return f"{label} {path}: {existing} is not writable"
     return None
 
 
@@ -634,6 +635,11 @@ def _run(args: argparse.Namespace) -> int:
 
             load_parsed_baseline(args.baseline, hand_over=True)  # a bad baseline is a usage error: found now
         problem = _check_output_dir(Path(args.output_dir))
+        if problem is None:  # the history is written after the reports: a run must not end without it
+            from evaltasks.engine.history import resolve_history_dir
+
+            history = resolve_history_dir(args.suite, plan.suite.suite.history, args.history_dir)
+            problem = None if history is None else _check_output_dir(history, "history directory")
         if problem:
             _error(problem)
             return EXIT_INVALID

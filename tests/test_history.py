@@ -211,3 +211,17 @@ def test_history_markdown_has_a_table_with_ascii_bars_and_no_mermaid() -> None:
     assert "`##################..`" in markdown and "`##########..........`" in markdown  # 90 %, 50 %
     assert "| 90.0% |" in markdown and "| 50.0% |" in markdown and "| 0.850 |" in markdown
     assert "## Drift of the latest run against the previous 1" in markdown
+
+
+def test_a_history_directory_that_cannot_be_created_is_a_usage_error(tmp_path: Path) -> None:
+    """Checked before Prefect starts (exit 2, no traceback), not found after the run as a logged error."""
+    (tmp_path / "d.csv").write_text("actual_output\nx\n", encoding="utf-8")
+    (tmp_path / "s.yaml").write_text("name: s\ndataset: {path: d.csv}\n"
+                                     "metrics: [{metric: LengthCheckMetric, max_length: 3}]\n", encoding="utf-8")
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-server",
+                           "--history-dir", str(tmp_path / "a-file" / "history")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert f"history directory {tmp_path / 'a-file' / 'history'}: {tmp_path / 'a-file'} is a file" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "eval-results").exists()
