@@ -432,6 +432,10 @@ def _history(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     suite = argparse.Namespace(name=name, history=spec)
     directory = resolve_history_dir(args.suite, spec, args.history_dir) or Path(DEFAULT_HISTORY_DIR)
+    import logging
+
+    # the store also logs what it skips (for a flow run's logs); here the lines below print it once, prefixed
+    logging.getLogger("evaltasks.history").addHandler(logging.NullHandler())
     store = HistoryStore(directory)
     records = store.read(suite.name, last=args.last)
     for warning in store.warnings:
@@ -464,7 +468,7 @@ def _history(args: argparse.Namespace) -> int:
             "[red]" + ", ".join(r.drift) + "[/red]" if r.drift else "—",
         )
     console = Console()
-    if not console.is_terminal:  # piped or redirected: one line per run, however many metrics
+    if not console.is_terminal and "COLUMNS" not in os.environ:  # piped: one line per run, however many metrics
         console = Console(width=max(120, 40 + 16 * len(names)))
     console.print(table)
     return EXIT_PASSED
