@@ -137,6 +137,8 @@ def test_the_score_p_value_is_a_t_test_above_eleven_units_and_never_a_random_per
     assert statistics.paired_p_value(np.zeros(12), np.full(12, -0.1)) == (pytest.approx(2 / 2 ** 12), "paired t")
     assert statistics.paired_p_value(np.zeros(11), np.full(11, -0.1)) == (pytest.approx(2 / 2 ** 11),
                                                                           "sign-flip permutation")
+    big = statistics.NORMAL_ABOVE + 1  # every case fell by 0.1: no spread, yet no p of 1 (the exact p underflows)
+    assert statistics.paired_p_value(np.zeros(big), np.full(big, -0.1)) == (0.0, "paired z")
 
     def no_loop(*args, **kwargs):
         raise AssertionError("permutation_test called on many units")

@@ -1,7 +1,7 @@
 """Intervals and paired significance tests (README, "Uncertainty and regressions").
 
 Every computation goes through scipy (``scipy.stats.binomtest`` and its ``proportion_ci(method="wilson")``,
-``scipy.stats.bootstrap``); the tests check the numbers against statsmodels. Bootstraps are seeded
+``scipy.stats.bootstrap``, ``permutation_test``, ``ttest_1samp``); the tests check the numbers against statsmodels. Bootstraps are seeded
 (:data:`SEED`), so a rerun on the same results gives the same intervals.
 """
 
@@ -233,7 +233,7 @@ def paired_p_value(
     units = diff if groups is None else _cluster_totals(diff, groups)[0]
     if len(diff) > NORMAL_ABOVE:
         mean, se, _ = _normal_interval(diff, groups, LEVEL)
-        p = 1.0 if se == 0 or not diff.any() else float(2 * _stats().norm.sf(abs(mean) / se))
+        p = _t_p_value(units) if se == 0 else float(2 * _stats().norm.sf(abs(mean) / se))  # no spread: exact
         return min(1.0, p), f"{prefix}paired z"
     if len(units) <= EXACT_UNITS:
         exact = sign_flip_p_value(diff, groups, resamples=2 ** EXACT_UNITS, seed=seed)  # every sign pattern
@@ -247,7 +247,7 @@ def _t_p_value(units: np.ndarray) -> float:
     if not np.any(units):
         return 1.0
     if np.all(units == units[0]):
-        return min(1.0, 2.0 / 2.0 ** min(len(units), 1074))
+        return min(1.0, math.ldexp(2.0, -len(units)))  # 2 / 2**n, 0.0 once below the smallest float
     return min(1.0, float(_stats().ttest_1samp(units, 0.0).pvalue))
 
 
