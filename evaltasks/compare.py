@@ -9,7 +9,8 @@ fractions, so the same ``t`` applies to them):
 - a case is **new** when only the current run has it, **removed** when only the baseline has it;
 - whether a metric, or the run, **regressed** is not decided by ``t`` but by paired tests over the cases both
   runs evaluated (README, "Uncertainty and regressions"): pass rates by the exact McNemar test, mean scores by
-  a paired bootstrap of the per-case differences (cluster paired with ``dataset.cluster``), each with a
+  a paired test of the per-case differences with a paired bootstrap interval (cluster paired with
+  ``dataset.cluster``), each with a
   verdict (``regressed``, ``improved``, ``inconclusive``, ``no significant change``) at the suite's
   ``gate.alpha`` and ``gate.min_effect`` (:mod:`evaltasks.engine.statistics`). A regression is reported even
   when the gate holds.
@@ -44,16 +45,20 @@ class ChangeTest(BaseModel):
 
     Attributes:
         statistic: ``pass_rate`` (per case: passed, or not) or ``mean_score``.
-        test: ``exact McNemar`` (binomial test of the discordant pairs), ``paired bootstrap`` or ``cluster
-            paired bootstrap`` (percentile interval of the mean difference; p-value from the same resamples).
-        paired_cases: cases in both runs with a result on both sides (skipped ones left out).
+        test: the test that gives ``p_value``: ``exact McNemar`` (binomial test of the discordant pairs) for a
+            pass rate; for a mean score ``sign-flip permutation`` (exact, up to 11 cases), ``paired t`` (above)
+            or ``paired z`` (above 100,000 pairs), each prefixed ``cluster`` with ``dataset.cluster``
+            (:func:`~evaltasks.engine.statistics.paired_p_value`); ``interval.method`` names the interval's.
+        paired_cases: cases in both runs with a result on both sides (skipped ones left out; with
+            ``gate.allow_errors``, errored ones too in a pass-rate test).
         baseline, current: the statistic on the paired cases in each run; delta: current − baseline.
         interval: interval of ``delta`` at level 1 − alpha: the paired bootstrap of the per-case differences
             (cluster paired with ``dataset.cluster``), for both statistics.
         p_value: two-sided p-value of "no change".
         worse, better: discordant pairs of a pass-rate test (passed → not passed, not passed → passed).
         min_detectable_effect: the smallest change this test could call significant at this many paired cases
-            (pass rate: every changed case moving the same way; mean score: the interval's half-width).
+            (pass rate: every changed case moving the same way; mean score: the interval's half-width); 1.0
+            when no change could be (too few paired cases).
         verdict: ``regressed`` / ``improved`` (p < alpha and |delta| > min_effect), ``inconclusive`` (not
             significant and ``min_detectable_effect`` > min_effect), else ``no significant change``.
     """
@@ -85,7 +90,8 @@ class MetricComparison(BaseModel):
         pass_rate_test, score_test: the paired tests (None when the metric is in one run only or nothing
             paired).
         verdict: the worse of the two tests' verdicts (regressed > improved > inconclusive > no significant
-            change); None when the metric is in one run only.
+            change); ``inconclusive`` when the metric is in both runs but no case was paired (both tests None);
+            None when the metric is in one run only.
     """
 
     name: str
@@ -136,9 +142,11 @@ class Comparison(BaseModel):
         alpha, min_effect: the gate's significance level and smallest effect that counts.
         pass_rate_test: the paired test of the overall (case) pass rate.
         verdict: ``regressed`` when the overall test or any metric regressed, else ``improved`` when any
-            improved, else ``inconclusive`` when any is, else ``no significant change``.
-        paired_cases: cases in both runs; new_cases, removed_cases: ids only in the current run / only in the
-            baseline (left out of the paired tests).
+            improved, else ``inconclusive`` when any is or when no case is in both runs (nothing was compared),
+            else ``no significant change``.
+        paired_cases: cases in both runs (by id, whatever their status); a test's ``paired_cases`` counts
+            only the pairs it tested (skipped ones left out), so it can be smaller. new_cases, removed_cases:
+            ids only in the current run / only in the baseline (left out of the paired tests).
         flaky_cases: cases a judge metric with ``samples: K`` found unstable (samples on both sides of the
             threshold) in either run.
     """
@@ -291,8 +299,8 @@ class _Pairs:
 def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
                     memo: dict[bytes, Interval] | None = None) -> ChangeTest | None:
     """The exact McNemar test of paired passed flags (1.0 passed, 0.0 not), with the paired bootstrap interval
-    of the difference at level 1 − alpha; None without pairs. ``memo`` keeps intervals by their data, so the
-    same flags (the overall test and the only metric's) are resampled once."""
+    of the difference at level 1 − alpha (no other p-value is computed); None without pairs. ``memo`` keeps
+    intervals by their data, so the same flags (the overall test and the only metric's) are resampled once."""
     base, cur, groups = pairs.arrays()
     n = len(base)
     if n == 0:
@@ -301,7 +309,7 @@ def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
     key = b"".join((base.tobytes(), cur.tobytes(), b"" if groups is None else groups.tobytes()))
     interval = (memo or {}).get(key)
     if interval is None:
-        interval, _ = statistics.paired_difference(base, cur, groups, 1 - alpha)  # type: ignore[misc]
+        interval = statistics.paired_interval(base, cur, groups, 1 - alpha)
         if memo is not None:
             memo[key] = interval
     p = statistics.mcnemar_test(worse, better)
@@ -316,18 +324,19 @@ def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
 
 def _score_test(pairs: _Pairs, alpha: float, min_effect: float) -> ChangeTest | None:
     """The paired test of the mean score: the paired bootstrap interval of the mean difference (level 1 −
-    alpha) and the sign-flip permutation p-value (:func:`~evaltasks.engine.statistics.paired_difference`); None
-    without pairs."""
+    alpha, :func:`~evaltasks.engine.statistics.paired_interval`) and the p-value of
+    :func:`~evaltasks.engine.statistics.paired_p_value` (the test named after it); None without pairs."""
     base, cur, groups = pairs.arrays()
     n = len(base)
     if n == 0:
         return None
-    interval, p = statistics.paired_difference(base, cur, groups, 1 - alpha)  # type: ignore[misc]
+    interval = statistics.paired_interval(base, cur, groups, 1 - alpha)
+    p, test = statistics.paired_p_value(base, cur, groups)  # type: ignore[misc]
     b_mean, c_mean = float(base.mean()), float(cur.mean())
     units = n if groups is None else len(np.unique(groups))
-    mde = statistics.min_detectable_score_change(interval, units, alpha)
+    mde = statistics.min_detectable_score_change(interval, units, alpha)  # type: ignore[arg-type]
     return ChangeTest(
-        statistic="mean_score", test=interval.method, paired_cases=n, baseline=b_mean, current=c_mean,
+        statistic="mean_score", test=test, paired_cases=n, baseline=b_mean, current=c_mean,
         delta=c_mean - b_mean, interval=interval, p_value=p, min_detectable_effect=mde,
         verdict=statistics.verdict(p, c_mean - b_mean, mde, alpha, min_effect),
     )
@@ -354,6 +363,9 @@ class ComparisonBuilder:
         tolerance: the per-case change list's tolerance (score units).
         label: how the baseline is named in reports.
         alpha, min_effect: the suite's ``gate.alpha`` and ``gate.min_effect``.
+        allow_errors: the suite's ``gate.allow_errors``: pairs with an errored result on either side are left
+            out of the pass-rate tests, as the gate leaves errored cases out of its pass rate (the change list
+            still lists them).
         clusters: the current run's ``dataset.cluster`` values (a list in case order, or a mapping case id ->
             value) for cluster-paired intervals; None: cases are independent.
 
@@ -362,11 +374,13 @@ class ComparisonBuilder:
 
     def __init__(self, baseline: Mapping[str, Any], *, tolerance: float = DEFAULT_TOLERANCE,
                  label: str = "baseline", alpha: float = 0.05, min_effect: float = 0.01,
-                 clusters: Sequence[str | None] | Mapping[str, str | None] | None = None) -> None:
+                 clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
+                 allow_errors: bool = False) -> None:
         if tolerance < 0:
             raise ValueError(f"tolerance must be >= 0, got {tolerance}")
         self.tolerance, self.label = tolerance, label
         self.alpha, self.min_effect = alpha, min_effect
+        self._left_out = ("skipped", "errored") if allow_errors else ("skipped",)  # of the pass-rate tests
         self._base_summary: Mapping[str, Any] = baseline.get("summary") or {}
         base_cases = [c for c in baseline.get("cases") or [] if isinstance(c, Mapping)]
         self._base_cases = _scores(base_cases)
@@ -395,7 +409,7 @@ class ComparisonBuilder:
                 self._changes.append(CaseChange(case_id=case.id, kind="new"))
                 continue
             base_status = self._base_status[case.id]
-            if "skipped" not in (base_status, case.status):
+            if base_status not in self._left_out and case.status not in self._left_out:
                 self._overall.add(float(base_status == "passed"), float(case.status == "passed"), cluster)
             for m in case.metrics:
                 base = base_metrics.get(m.name)
@@ -403,8 +417,9 @@ class ComparisonBuilder:
                     continue
                 cur = (m.score, m.status)
                 if "skipped" not in (base[1], m.status):
-                    pairs = self._passes.get(m.name) or self._passes.setdefault(m.name, _Pairs())
-                    pairs.add(float(base[1] == "passed"), float(m.status == "passed"), cluster)
+                    if base[1] not in self._left_out and m.status not in self._left_out:
+                        pairs = self._passes.get(m.name) or self._passes.setdefault(m.name, _Pairs())
+                        pairs.add(float(base[1] == "passed"), float(m.status == "passed"), cluster)
                     if (base[0] is not None and m.score is not None and base[1] in ("passed", "failed")
                             and m.status in ("passed", "failed")):
                         pairs = self._scores.get(m.name) or self._scores.setdefault(m.name, _Pairs())
@@ -444,8 +459,8 @@ class ComparisonBuilder:
             if cur_m is not None and base_m is not None:
                 entry.pass_rate_test = _pass_rate_test(self._passes.get(name, _Pairs()), alpha, min_effect, memo)
                 entry.score_test = _score_test(self._scores.get(name, _Pairs()), alpha, min_effect)
-                entry.verdict = statistics.worst_verdict(
-                    [t.verdict for t in (entry.pass_rate_test, entry.score_test) if t is not None])
+                tests = [t.verdict for t in (entry.pass_rate_test, entry.score_test) if t is not None]
+                entry.verdict = statistics.worst_verdict(tests) if tests else "inconclusive"  # nothing paired
                 entry.regressed = entry.verdict == "regressed"
                 for test in (entry.pass_rate_test, entry.score_test):
                     if test is not None and test.verdict == "regressed":
@@ -465,8 +480,10 @@ class ComparisonBuilder:
              *(m.verdict for m in comparison.metrics)])
         comparison.changes = changes
         comparison.counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in _KIND_ORDER}
-        comparison.regressed = comparison.verdict == "regressed"
         comparison.paired_cases = len(self._seen) - sum(1 for c in self._changes if c.kind == "new")
+        if comparison.paired_cases == 0:
+            comparison.verdict = "inconclusive"  # no case in both runs: nothing was compared
+        comparison.regressed = comparison.verdict == "regressed"
         comparison.new_cases = [c.case_id for c in self._changes if c.kind == "new"]
         comparison.removed_cases = removed
         comparison.flaky_cases = list(self._flaky)
@@ -483,13 +500,15 @@ def compare_results(
     alpha: float = 0.05,
     min_effect: float = 0.01,
     clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
+    allow_errors: bool = False,
 ) -> Comparison:
     """Compare the current run (``summary`` and ``cases``, in case order) with ``baseline`` (a parsed
-    ``results.json``); ``alpha``, ``min_effect`` and ``clusters`` as :class:`ComparisonBuilder`'s.
+    ``results.json``); ``alpha``, ``min_effect``, ``clusters`` and ``allow_errors`` as
+    :class:`ComparisonBuilder`'s.
 
     Rules in the module docstring. Raises ValueError when ``tolerance`` is negative.
     """
     builder = ComparisonBuilder(baseline, tolerance=tolerance, label=label, alpha=alpha, min_effect=min_effect,
-                                clusters=clusters)
+                                clusters=clusters, allow_errors=allow_errors)
     builder.add(cases)
     return builder.finish(summary)

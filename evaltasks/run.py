@@ -287,7 +287,8 @@ def open_report_writer(
 ) -> ReportWriter:
     """A :class:`~evaltasks.reports.ReportWriter` for ``plan``'s run, comparing with ``baseline`` if given.
 
-    The writer's intervals and comparison use the suite's ``gate.alpha``/``gate.min_effect`` and, with
+    The writer's intervals and comparison use the suite's ``gate.alpha``/``gate.min_effect``/``gate.allow_errors``
+    and, with
     ``dataset.cluster``, the dataset's cluster column (cluster bootstrap).
 
     Raises InputError when the baseline cannot be read (the CLI checks it before scoring), OSError when
@@ -300,6 +301,7 @@ def open_report_writer(
         baseline_label=baseline_label or (str(baseline) if baseline is not None else "baseline"),
         alpha=gate.alpha, min_effect=gate.min_effect,
         clusters=plan.dataset.columns.get(column) if column else None, cluster_column=column,
+        allow_errors=gate.allow_errors,
     )
 
 
@@ -327,21 +329,25 @@ def finish_streamed_run(
     results.json); ``summary`` overrides the writer's (e.g. a caller's own).
 
     ``started`` (``time.time()``) is when the run began reading its suite. The header records it as
-    ``started_at``, the moment before the reports are written as ``finished_at`` (ISO 8601, UTC, to the
-    millisecond), and ``duration_s`` = the seconds between the two: the flow run's own work (reading and
-    validating the inputs, embedding, scoring, the gate), without the process's start-up before the flow
+    ``started_at``, the moment before the reports are written (after the summary, its intervals and the
+    comparison with the baseline are computed) as ``finished_at`` (ISO 8601, UTC, to the millisecond), and
+    ``duration_s`` = the seconds between the two: the flow run's own work (reading and validating the inputs,
+    embedding, scoring, the statistics, the gate), without the process's start-up before the flow
     (imports, Prefect's temporary server) and without writing the reports. junit.xml's ``time`` is the same.
     """
-    finished = time.time()
     summary = summary or writer.summarize(embeddings)
     result = EvaluationResult(
         test_results=[], summary=summary, embedding_models=embedding_models or [], reference_sets=reference_sets or [],
     )
     gate = plan.suite.suite.gate
     comparison = writer.comparison()
+    finished = time.time()
     passed = gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on)
     no_baseline = ([f"gate.fail_on is {gate.fail_on} but no baseline was given: no regression can be detected "
                     "(pass --baseline)"] if gate.fail_on != "min_pass_rate" and comparison is None else [])
+    if comparison is not None and comparison.paired_cases == 0 and writer.cases:
+        no_baseline.append(f"no case of the run is in the baseline (0 of {writer.cases} ids in common): nothing "
+                           "was compared")
     header: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "evaltasks_version": __version__,

@@ -1,4 +1,5 @@
-"""Baseline comparison, skipped metrics (missing credentials) and the gate's allow_errors, without Prefect."""
+"""Baseline comparison, skipped metrics (missing credentials) and the gate's allow_errors (without Prefect, and
+through real `evaltasks run` runs)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def test_changes_follow_the_documented_rules() -> None:
     overall = comparison.pass_rate_test
     assert (overall.paired_cases, overall.worse, overall.better) == (3, 2, 1)
     assert overall.p_value == pytest.approx(1.0) and overall.verdict == "inconclusive"
-    assert overall.min_detectable_effect == pytest.approx(6 / 3)
+    assert overall.min_detectable_effect == 1.0  # 6 / 3 capped: no change of 3 cases could be significant
     # M's pass rate: 2 worse of 3 paired, p = 2 * 0.5**2 = 0.5: inconclusive. Its scores, paired on a and b,
     # both fell (-0.005, -0.15): the sign-flip test over 2 cases gives p = 2 of 4 sign patterns = 0.5, and 2
     # cases can never reach p < 0.05 (2 / 2**2): inconclusive, with a detectable change of 1.0 (none).
@@ -251,3 +252,87 @@ def test_errored_cases_are_reported_apart_and_fail_the_gate_unless_allowed(
                             "alpha": 0.05, "min_effect": 0.01, "verdict": None,
                             "message": None if passed else "gate failed: pass rate 75.00% below 80.00%"}
     assert (tmp_path / "out" / "junit.xml").exists() and (tmp_path / "out" / "summary.md").exists()
+
+
+def test_nothing_paired_is_inconclusive_not_no_change() -> None:
+    """A baseline with no case id in common: no test ran, so the verdict is ``inconclusive`` (metrics too), not
+    "no significant change"."""
+    base = [_case(f"old{i}", {"M": 0.9}) for i in range(20)]
+    cur = [_case(f"new{i}", {"M": 0.1}) for i in range(20)]
+    comparison = compare_results(_doc(base), summarize(cur, {"M": 0.5}), cur)
+    assert comparison.paired_cases == 0 and comparison.pass_rate_test is None
+    assert comparison.verdict == "inconclusive" and not comparison.regressed
+    [metric] = comparison.metrics
+    assert (metric.pass_rate_test, metric.score_test, metric.verdict) == (None, None, "inconclusive")
+
+
+def test_allow_errors_leaves_errored_pairs_out_of_the_pass_rate_tests() -> None:
+    """10 cases that passed now error: with allow_errors they are not "worse" (the gate leaves them out too);
+    without, they are 10 discordant pairs (exact McNemar p = 2·0.5**10)."""
+    base = [_case(f"c{i}", {"M": 0.9}) for i in range(30)]
+    cur = [_case(f"c{i}", {"M": None if i < 10 else 0.9}) for i in range(30)]
+    counted = compare_results(_doc(base), summarize(cur, {"M": 0.5}), cur)
+    assert counted.pass_rate_test.worse == 10 and counted.pass_rate_test.p_value == pytest.approx(2 * 0.5 ** 10)
+    assert counted.verdict == "regressed"
+    allowed = compare_results(_doc(base), summarize(cur, {"M": 0.5}), cur, allow_errors=True)
+    for test in (allowed.pass_rate_test, allowed.metrics[0].pass_rate_test):
+        assert (test.paired_cases, test.worse, test.better, test.p_value) == (20, 0, 0, 1.0)
+    assert allowed.paired_cases == 30 and allowed.verdict == "inconclusive"  # 20 pairs detect 6/20 at best
+    assert [c.case_id for c in allowed.changes if c.kind == "worse"] == [f"c{i}" for i in range(10)]
+
+
+ECHO_METRIC = """\
+from evaltasks import BaseMetric, MetricResult
+
+
+class EchoScore(BaseMetric):
+    def __init__(self, threshold: float = 0.5, *, name=None):
+        super().__init__(threshold, name=name)
+
+    def score_batch(self, cases, vectors=None):
+        return [MetricResult.scored(self.name, float(c.actual_output), self.threshold, "r", {}) for c in cases]
+"""
+
+
+def _echo_run(tmp_path: Path, name: str, outputs: dict[str, str], gate: str, api_url: str,
+              *args: str) -> tuple[int, dict]:
+    """``evaltasks run`` of a user metric that scores float(output) (``nan``: errored) on ``outputs`` (id ->
+    output); the exit code and results.json."""
+    (tmp_path / "echo_metrics.py").write_text(ECHO_METRIC, encoding="utf-8")
+    (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"id": k, "actual_output": v}) + "\n"
+                                                    for k, v in outputs.items()), encoding="utf-8")
+    (tmp_path / f"{name}.yaml").write_text(f"name: {name}\ndataset: {{path: {name}.jsonl}}\n"
+                                           f"metrics:\n  - {{metric: 'echo_metrics:EchoScore'}}\ngate: {{{gate}}}\n",
+                                           encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "EVALTASKS_INDEX_DIR"}
+    env.update(PREFECT_API_URL=api_url, PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1",
+               DO_NOT_TRACK="1")
+    proc = subprocess.run([sys.executable, "-m", "evaltasks", "run", f"{name}.yaml", "--output-dir", name,
+                           "--quiet", "--no-cache", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    return proc.returncode, json.loads((tmp_path / name / "results.json").read_text(encoding="utf-8"))
+
+
+def test_allow_errors_and_a_disjoint_baseline_through_evaltasks_run(tmp_path: Path, prefect_api_url: str) -> None:
+    """Real runs: (1) 30 of 100 cases that passed now error; with ``allow_errors`` the gate's pass rate is 100 %
+    and ``fail_on: either`` holds (it used to fail "regressed 100 % → 70 %"); (2) a baseline whose ids are all
+    different: verdict inconclusive, and a warning says nothing was compared."""
+    code, _ = _echo_run(tmp_path, "base", {f"c{i}": "1.0" for i in range(100)}, "min_pass_rate: 0.5", prefect_api_url)
+    assert code == 0
+    baseline = str(tmp_path / "base" / "results.json")
+    outputs = {f"c{i}": "nan" if i < 30 else "1.0" for i in range(100)}
+    code, data = _echo_run(tmp_path, "cur", outputs, "min_pass_rate: 0.9, allow_errors: true, fail_on: either",
+                           prefect_api_url, "--baseline", baseline)
+    assert data["summary"]["errored_cases"] == 30 and data["gate"]["pass_rate"] == 1.0
+    test = data["comparison"]["pass_rate_test"]
+    assert (test["paired_cases"], test["worse"], test["better"]) == (70, 0, 0)
+    assert code == 0 and data["passed"] is True and data["gate"]["verdict"] == "inconclusive"  # 6/70 > 0.01
+    code, data = _echo_run(tmp_path, "strict", outputs, "min_pass_rate: 0.5, fail_on: either", prefect_api_url,
+                           "--baseline", baseline)
+    assert code == 1 and data["gate"]["verdict"] == "regressed"  # errors count as not passed without allow_errors
+    assert data["comparison"]["pass_rate_test"]["worse"] == 30
+    code, data = _echo_run(tmp_path, "other", {f"d{i}": "1.0" for i in range(40)}, "min_pass_rate: 0.5",
+                           prefect_api_url, "--baseline", baseline)
+    assert code == 0 and data["gate"]["verdict"] == "inconclusive" and data["comparison"]["paired_cases"] == 0
+    assert "no case of the run is in the baseline (0 of 40 ids in common): nothing was compared" in data["warnings"]

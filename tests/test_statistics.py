@@ -113,12 +113,44 @@ def test_paired_bootstrap_agrees_with_the_paired_t_interval() -> None:
     half = (t_high - t_low) / 2
     assert interval.method == "paired bootstrap"
     assert interval.low == pytest.approx(t_low, abs=0.1 * half) and interval.high == pytest.approx(t_high, abs=0.1 * half)
-    t_p = scipy_stats.ttest_rel(cur, base).pvalue  # far below alpha: no random sign pattern reaches it either,
-    assert t_p < 1e-6 and p == pytest.approx(2 / (statistics.RESAMPLES + 1))  # so p is the test's resolution
+    # 2,000 cases: the p-value is the paired t-test's, computed here by statsmodels
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    _, sm_p, _ = DescrStatsW(d).ttest_mean(0.0)
+    assert sm_p < 1e-6 and p == pytest.approx(sm_p, rel=1e-9)
+
+
+def test_the_score_p_value_is_a_t_test_above_eleven_units_and_never_a_random_permutation_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """12 cases (or 12 clusters) and more: the paired t-test (statsmodels here), since scipy's random sign-flip
+    test loops per resample in Python (about 25 s at 20,000 cases, and the pass-rate test used to compute one
+    too and throw it away); a comparison of 500 cases does not call ``permutation_test`` at all."""
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    d = np.array([-0.3, -0.1, 0.05, -0.2, -0.25, 0.1, -0.15, -0.05, -0.3, 0.02, -0.1, -0.2])
+    p, test = statistics.paired_p_value(np.full(12, 0.5), 0.5 + d)
+    assert test == "paired t" and p == pytest.approx(DescrStatsW(d).ttest_mean(0.0)[1], rel=1e-9)
+    clusters = np.repeat(np.arange(12), 2)  # 12 clusters of 2: t-test of the clusters' sums of differences
+    diffs = np.repeat(d / 2, 2)
+    p, test = statistics.paired_p_value(np.zeros(24), diffs, clusters)
+    assert test == "cluster paired t" and p == pytest.approx(DescrStatsW(d).ttest_mean(0.0)[1], rel=1e-9)
+    assert statistics.paired_p_value(np.zeros(12), np.full(12, -0.1)) == (pytest.approx(2 / 2 ** 12), "paired t")
+    assert statistics.paired_p_value(np.zeros(11), np.full(11, -0.1)) == (pytest.approx(2 / 2 ** 11),
+                                                                          "sign-flip permutation")
+    big = statistics.NORMAL_ABOVE + 1  # every case fell by 0.1: no spread, yet no p of 1 (the exact p underflows)
+    assert statistics.paired_p_value(np.zeros(big), np.full(big, -0.1)) == (0.0, "paired z")
+
+    def no_loop(*args, **kwargs):
+        raise AssertionError("permutation_test called on many units")
+
+    monkeypatch.setattr(scipy_stats, "permutation_test", no_loop)
+    comparison = _compare(*_runs(500, 400, 20, 0))
+    assert comparison.metrics[0].score_test.test == "paired t" and comparison.verdict == "regressed"
 
 
 @pytest.mark.parametrize("differences", [
     [-0.4, -0.4], [-0.1, -0.3, -0.2, -0.05, -0.6], [-0.1] * 6, [0.2, -0.1, -0.3, -0.25, -0.05, -0.4, 0.01, -0.2],
+    [0.2, -0.1, -0.3, -0.25, -0.05, -0.4, 0.01, -0.2, -0.02, 0.03, -0.12],  # 11: 2,048 patterns, all enumerated
 ])
 def test_the_score_p_value_is_the_exact_sign_flip_test_on_few_cases(differences: list[float]) -> None:
     """Few cases: every sign pattern, counted here by hand (itertools), not a bootstrap (which gives p = 0 when
@@ -131,6 +163,7 @@ def test_the_score_p_value_is_the_exact_sign_flip_test_on_few_cases(differences:
     expected = sum(abs((np.array(signs) * d).mean()) >= observed - 1e-12 for signs in patterns) / len(patterns)
     _, p = statistics.paired_difference(np.full(len(d), 0.5), 0.5 + d)
     assert p == pytest.approx(expected)
+    assert statistics.paired_p_value(np.full(len(d), 0.5), 0.5 + d)[1] == "sign-flip permutation"
     assert p >= 2 / 2 ** len(d)
 
 
@@ -220,7 +253,8 @@ def test_clustered_comparison_uses_the_cluster_paired_bootstrap() -> None:
     base, cur = _runs(60, 40, 6, 0)
     comparison = _compare(base, cur, clusters=[str(i // 10) for i in range(60)])
     assert comparison.pass_rate_test.interval.method == "cluster paired bootstrap"
-    assert comparison.metrics[0].score_test.test == "cluster paired bootstrap"
+    assert comparison.metrics[0].score_test.test == "cluster sign-flip permutation"  # 6 clusters: exact
+    assert comparison.metrics[0].score_test.interval.method == "cluster paired bootstrap"
     plain = _compare(base, cur)
     assert plain.pass_rate_test.p_value == comparison.pass_rate_test.p_value  # McNemar either way
 
@@ -237,8 +271,61 @@ def test_summaries_carry_intervals() -> None:
     assert summary.statistics.model_dump() == {"level": 0.95, "bootstrap_resamples": 2000, "seed": 0,
                                                "cluster": None, "clusters": None}
     clustered = summarize(cases, {"M": 0.5}, clusters=[str(i // 5) for i in range(40)], cluster_column="passage")
-    assert clustered.pass_rate_interval.method == "cluster bootstrap"
+    assert clustered.pass_rate_interval.method == "cluster bootstrap (at least Wilson)"
     assert clustered.statistics.cluster == "passage" and clustered.statistics.clusters == 8
+
+
+def test_a_clustered_pass_rate_interval_is_never_narrower_than_wilson() -> None:
+    """10 of 10 passing in 2 clusters: every cluster-bootstrap resample passes (100.0-100.0 %); the interval is
+    the hull with the Wilson interval (statsmodels), so 10/10 still says "at least 72 %"."""
+    cases = [_case(f"c{i}", True) for i in range(10)]
+    clustered = summarize(cases, {"M": 0.5}, clusters=[str(i // 5) for i in range(10)], cluster_column="passage")
+    low, high = proportion_confint(10, 10, method="wilson")
+    interval = clustered.pass_rate_interval
+    assert (interval.low, interval.high) == (pytest.approx(low), pytest.approx(high)) and low < 0.75
+    assert interval.method == "cluster bootstrap (at least Wilson)"
+    assert clustered.metrics["M"].pass_rate_interval == interval
+    # a clustered set wider than Wilson keeps its cluster-bootstrap bounds
+    mixed = [_case(f"c{i}", i < 20) for i in range(40)]  # clusters all-pass or all-fail
+    wide = summarize(mixed, {"M": 0.5}, clusters=[str(i // 10) for i in range(40)], cluster_column="passage")
+    w_low, w_high = proportion_confint(20, 40, method="wilson")
+    assert wide.pass_rate_interval.low < w_low and wide.pass_rate_interval.high > w_high
+
+
+def test_the_minimum_detectable_pass_rate_change_is_at_most_one() -> None:
+    """1 paired case: no change can be significant; the effect is 1.0 (100 points), not 6.0 (600 points)."""
+    assert statistics.min_detectable_pass_rate_change(1) == 1.0
+    assert statistics.min_detectable_pass_rate_change(6) == 1.0
+    assert statistics.min_detectable_pass_rate_change(12) == pytest.approx(0.5)
+    comparison = _compare(*_runs(1, 1, 1, 0))
+    assert comparison.pass_rate_test.min_detectable_effect == 1.0 and comparison.verdict == "inconclusive"
+
+
+def test_duration_includes_the_comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """results.json duration_s runs "through scoring and the gate": the summary's and the comparison's
+    statistics are inside it. A clock that moves only while the comparison is finished shows it."""
+    import time
+    from types import SimpleNamespace
+
+    from evaltasks.compare import ComparisonBuilder
+    from evaltasks.evaluate import evaluate_sync
+    from evaltasks.run import finish_run, plan_run
+
+    data = _write_run(tmp_path, "d", 5, n=10)
+    plan = plan_run(_gate_suite(tmp_path, "s", data, "min_pass_rate: 0.1"))
+    result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids)
+    finish_run(plan, result, tmp_path / "base", time.time())
+    clock = [1000.0]
+    finish = ComparisonBuilder.finish
+
+    def slow_finish(self, summary):
+        clock[0] += 60.0
+        return finish(self, summary)
+
+    monkeypatch.setattr("evaltasks.run.time", SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr(ComparisonBuilder, "finish", slow_finish)
+    outcome = finish_run(plan, result, tmp_path / "out", 1000.0, baseline=tmp_path / "base" / "results.json")
+    assert outcome.header["duration_s"] == 60.0
 
 
 # --- the gate through real runs ----------------------------------------------------------------------------
@@ -382,7 +469,7 @@ def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) 
     data = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     summary = data["summary"]
     assert summary["statistics"]["cluster"] == "passage" and summary["statistics"]["clusters"] == 10
-    assert summary["pass_rate_interval"]["method"] == "cluster bootstrap"
+    assert summary["pass_rate_interval"]["method"] == "cluster bootstrap (at least Wilson)"
     assert summary["metrics"]["LengthCheckMetric"]["mean_score_interval"]["method"] == "cluster bootstrap"
     _validate(data)
 
@@ -400,7 +487,8 @@ def test_gate_message_names_the_verdict() -> None:
     assert gate_message(result, Gate(min_pass_rate=0.5, fail_on="regression"), comparison) == (
         "gate failed: regressed since the baseline: pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05); "
         "M: pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05); "
-        "M: mean score 0.7480 → 0.7320 (-0.0160, p = 0.001)")  # (648·0.9 + 152·0.1)/800 → (632·0.9 + 168·0.1)/800
+        "M: mean score 0.7480 → 0.7320 (-0.0160, p = 5.9e-05)")  # (648·0.9 + 152·0.1)/800 → (632·0.9 + 168·0.1)/800;
+    # p: the paired t-test of 16 differences of -0.8 and 784 of 0 (statsmodels DescrStatsW: 5.9e-05)
     assert gate_passed(result, 0.5, comparison=comparison, fail_on="either") is False
     assert gate_passed(result, 0.5, comparison=None, fail_on="regression") is True
     with pytest.raises(ValueError, match="fail_on"):

@@ -1,7 +1,7 @@
 """Intervals and paired significance tests (README, "Uncertainty and regressions").
 
 Every computation goes through scipy (``scipy.stats.binomtest`` and its ``proportion_ci(method="wilson")``,
-``scipy.stats.bootstrap``); the tests check the numbers against statsmodels. Bootstraps are seeded
+``scipy.stats.bootstrap``, ``permutation_test``, ``ttest_1samp``); the tests check the numbers against statsmodels. Bootstraps are seeded
 (:data:`SEED`), so a rerun on the same results gives the same intervals.
 """
 
@@ -22,6 +22,9 @@ SEED = 0
 NORMAL_ABOVE = 100_000
 """Above this many values (cases, or paired cases) a bootstrap is replaced by the normal approximation (method
 ``normal``), which bounds the time and memory of very large runs."""
+EXACT_UNITS = 11
+"""Up to this many units (cases, or clusters) the mean-score p-value is the exact sign-flip permutation test
+(all 2**11 = 2,048 sign patterns, fewer than :data:`RESAMPLES`); above, the paired t-test (:func:`paired_p_value`)."""
 _BATCH_VALUES = 250_000  # values resampled per vectorized bootstrap call: ~4 MB, cache-sized (fastest measured)
 
 PASSED, FAILED, ERRORED, SKIPPED = (STATUS_CODES[s] for s in ("passed", "failed", "errored", "skipped"))
@@ -148,6 +151,106 @@ def bootstrap_mean_interval(
     return Interval(low=low, high=high, level=level, method=method)
 
 
+def paired_interval(
+    baseline_values: Sequence[float] | np.ndarray,
+    current_values: Sequence[float] | np.ndarray,
+    clusters: Sequence[Any] | np.ndarray | None = None,
+    level: float = 1 - 0.05,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Interval | None:
+    """The ``level`` interval of the mean of the per-case differences ``current - baseline`` (paired values, one
+    per case, same order), without a p-value.
+
+    Paired bootstrap of the differences (:func:`bootstrap_mean_interval`'s resampling; with ``clusters``, cluster
+    paired, resampling whole clusters), method ``paired bootstrap`` / ``cluster paired bootstrap``; above
+    :data:`NORMAL_ABOVE` pairs the normal approximation (method ``normal``). Identical runs, a single case or a
+    single cluster give the point itself. None when there are no pairs.
+
+    Raises ValueError when the two sequences (or ``clusters``) differ in length.
+    """
+    prepared = _paired(baseline_values, current_values, clusters)
+    if prepared is None:
+        return None
+    diff, groups = prepared
+    method = "paired bootstrap" if groups is None else "cluster paired bootstrap"
+    units = len(diff) if groups is None else len(np.unique(groups))
+    if units < 2 or not diff.any():
+        mean = float(diff.mean())
+        return Interval(low=mean, high=mean, level=level, method=method)
+    if len(diff) > NORMAL_ABOVE:
+        mean, se, z = _normal_interval(diff, groups, level)
+        return Interval(low=mean - z * se, high=mean + z * se, level=level, method="normal")
+    low, high, _ = _bootstrap_distribution(diff, groups, level, resamples, seed)
+    return Interval(low=low, high=high, level=level, method=method)
+
+
+def _paired(
+    baseline_values: Sequence[float] | np.ndarray,
+    current_values: Sequence[float] | np.ndarray,
+    clusters: Sequence[Any] | np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """``(current - baseline, clusters as an array or None)``; None without pairs. Raises ValueError when the
+    lengths differ."""
+    base = np.asarray(baseline_values, dtype=float)
+    cur = np.asarray(current_values, dtype=float)
+    if len(base) != len(cur):
+        raise ValueError(f"{len(base)} baseline values and {len(cur)} current values: pairs needed")
+    groups = _as_clusters(clusters, len(cur))
+    if len(cur) == 0:
+        return None
+    return cur - base, groups
+
+
+def paired_p_value(
+    baseline_values: Sequence[float] | np.ndarray,
+    current_values: Sequence[float] | np.ndarray,
+    clusters: Sequence[Any] | np.ndarray | None = None,
+    *,
+    seed: int = SEED,
+) -> tuple[float, str] | None:
+    """The two-sided p-value of "the mean of the per-case differences ``current - baseline`` is 0", and the name
+    of the test that gave it (for reports: "p = 0.001 (paired t)"):
+
+    - ``sign-flip permutation``: up to :data:`EXACT_UNITS` units (cases; with ``clusters``, clusters), the exact
+      paired permutation test (:func:`sign_flip_p_value`), valid on a handful of cases (2 cases that both
+      dropped: p = 0.5);
+    - ``paired t``: above that, ``scipy.stats.ttest_1samp`` of the units' differences (with ``clusters``, of the
+      clusters' sums of differences), fast at any size (a permutation test with random sign patterns loops per
+      resample in Python: about 25 s at 20,000 cases);
+    - ``paired z``: above :data:`NORMAL_ABOVE` pairs, the normal approximation that also gives the interval
+      (``scipy.stats.norm``; with clusters, the ratio estimator's standard error).
+
+    With ``clusters`` the names get the prefix ``cluster`` (``cluster paired t``). Every difference 0 gives p =
+    1.0. None when there are no pairs. Raises ValueError when the lengths differ.
+    """
+    prepared = _paired(baseline_values, current_values, clusters)
+    if prepared is None:
+        return None
+    diff, groups = prepared
+    prefix = "" if groups is None else "cluster "
+    units = diff if groups is None else _cluster_totals(diff, groups)[0]
+    if len(diff) > NORMAL_ABOVE:
+        mean, se, _ = _normal_interval(diff, groups, LEVEL)
+        p = _t_p_value(units) if se == 0 else float(2 * _stats().norm.sf(abs(mean) / se))  # no spread: exact
+        return min(1.0, p), f"{prefix}paired z"
+    if len(units) <= EXACT_UNITS:
+        exact = sign_flip_p_value(diff, groups, resamples=2 ** EXACT_UNITS, seed=seed)  # every sign pattern
+        return exact, f"{prefix}sign-flip permutation"
+    return _t_p_value(units), f"{prefix}paired t"
+
+
+def _t_p_value(units: np.ndarray) -> float:
+    """Two-sided p-value of ``scipy.stats.ttest_1samp(units, 0)``; when every unit is the same (no spread, so no
+    t), the exact sign-flip p-value ``2 / 2**len(units)`` (1.0 when they are all 0)."""
+    if not np.any(units):
+        return 1.0
+    if np.all(units == units[0]):
+        return min(1.0, math.ldexp(2.0, -len(units)))  # 2 / 2**n, 0.0 once below the smallest float
+    return min(1.0, float(_stats().ttest_1samp(units, 0.0).pvalue))
+
+
 def paired_difference(
     baseline_values: Sequence[float] | np.ndarray,
     current_values: Sequence[float] | np.ndarray,
@@ -158,36 +261,19 @@ def paired_difference(
     seed: int = SEED,
 ) -> tuple[Interval, float] | None:
     """The mean of the per-case differences ``current - baseline`` (paired values, one per case, same order):
-    its ``level`` interval and a two-sided p-value of "no change".
-
-    Interval: paired bootstrap of the differences (:func:`bootstrap_mean_interval`'s resampling; with
-    ``clusters``, cluster paired, resampling whole clusters), method ``paired bootstrap`` / ``cluster paired
-    bootstrap``. p-value: :func:`sign_flip_p_value` (a paired permutation test, exact for up to 2,048 cases or
-    clusters), which unlike a bootstrap p-value stays valid on a handful of cases (2 cases that both dropped: p =
-    0.5, not 0). Above :data:`NORMAL_ABOVE` pairs, the normal approximation for both (method ``normal``, p from
-    ``scipy.stats.norm``). Identical runs give the interval [0, 0] and p = 1. None when there are no pairs.
+    its ``level`` interval (:func:`paired_interval`) and a two-sided p-value of "no change"
+    (:func:`paired_p_value`: the exact sign-flip permutation test up to :data:`EXACT_UNITS` cases or clusters,
+    the paired t-test above, the normal approximation above :data:`NORMAL_ABOVE` pairs). Identical runs give the
+    interval [0, 0] and p = 1. None when there are no pairs. Callers that need only one of the two call that
+    function alone.
 
     Raises ValueError when the two sequences (or ``clusters``) differ in length.
     """
-    base = np.asarray(baseline_values, dtype=float)
-    cur = np.asarray(current_values, dtype=float)
-    if len(base) != len(cur):
-        raise ValueError(f"{len(base)} baseline values and {len(cur)} current values: pairs needed")
-    groups = _as_clusters(clusters, len(cur))
-    if len(cur) == 0:
+    interval = paired_interval(baseline_values, current_values, clusters, level, resamples=resamples, seed=seed)
+    tested = paired_p_value(baseline_values, current_values, clusters, seed=seed)
+    if interval is None or tested is None:
         return None
-    diff = cur - base
-    method = "paired bootstrap" if groups is None else "cluster paired bootstrap"
-    units = len(diff) if groups is None else len(np.unique(groups))
-    if units < 2 or not diff.any():
-        mean = float(diff.mean())
-        return Interval(low=mean, high=mean, level=level, method=method), 1.0
-    if len(diff) > NORMAL_ABOVE:
-        mean, se, z = _normal_interval(diff, groups, level)
-        p = 1.0 if se == 0 else float(2 * _stats().norm.sf(abs(mean) / se))
-        return Interval(low=mean - z * se, high=mean + z * se, level=level, method="normal"), min(1.0, p)
-    low, high, _ = _bootstrap_distribution(diff, groups, level, resamples, seed)
-    return Interval(low=low, high=high, level=level, method=method), sign_flip_p_value(diff, groups, seed=seed)
+    return interval, tested[0]
 
 
 def sign_flip_p_value(
@@ -196,11 +282,14 @@ def sign_flip_p_value(
     """Two-sided p-value of "the mean of ``differences`` is 0" by the paired permutation (sign-flip) test:
     under no change each case's difference (with ``clusters``: each cluster's sum of differences) is as likely
     to have either sign. ``scipy.stats.permutation_test((d,), mean, permutation_type="samples")``: exact (every
-    sign pattern) when there are at most ``log2(resamples)`` units (11 at 2,000 resamples), else ``resamples``
-    random patterns from a generator seeded with ``seed``. The smallest p-value ``u`` units can give is
-    ``2 / 2**u`` (6 units at alpha 0.05, as for the exact McNemar test). 1.0 when every difference is 0."""
+    sign pattern) when there are at most ``log2(resamples)`` units (10 at 2,000 resamples; :func:`paired_p_value`
+    passes 2,048 to enumerate up to :data:`EXACT_UNITS`),
+    else ``resamples`` random patterns from a generator seeded with ``seed`` (scipy loops over them in Python:
+    slow on many units; :func:`paired_p_value` uses it only where it is exact). The smallest p-value ``u`` units
+    can give is ``2 / 2**u`` (6 units at alpha 0.05, as for the exact McNemar test). 1.0 when every difference
+    is 0, or for a single unit."""
     units = differences if clusters is None else _cluster_totals(differences, clusters)[0]
-    if not np.any(units):
+    if not np.any(units) or len(units) < 2:  # one unit: both signs give the same |mean|
         return 1.0
     total = float(len(differences))
     batch = max(1, min(resamples, _BATCH_VALUES // max(1, len(units))))
@@ -244,11 +333,12 @@ def min_discordant(alpha: float = 0.05) -> int:
 
 def min_detectable_pass_rate_change(n: int, alpha: float = 0.05) -> float | None:
     """The smallest pass-rate change (a fraction) an exact McNemar test over ``n`` paired cases can call
-    significant at ``alpha``: :func:`min_discordant` ``(alpha) / n`` (above 1 when ``n`` is smaller than that
-    count: no change could be significant). None when ``n`` is 0."""
+    significant at ``alpha``: :func:`min_discordant` ``(alpha) / n``, capped at 1.0, which means (as for
+    :func:`min_detectable_score_change`) that no change could be significant: ``n`` is smaller than that count.
+    None when ``n`` is 0."""
     if n <= 0:
         return None
-    return min_discordant(alpha) / n
+    return min(1.0, min_discordant(alpha) / n)
 
 
 def verdict(p_value: float | None, delta: float | None, min_detectable_effect: float | None,
@@ -341,14 +431,21 @@ class SampleCollector:
 
     def pass_rate_interval(self, statuses: array, level: float = LEVEL) -> Interval | None:
         """The interval of a pass rate (passed / not skipped) over ``statuses`` (a metric's or the cases'):
-        :func:`wilson_interval`, or with clusters :func:`bootstrap_mean_interval` of the passed flags."""
+        :func:`wilson_interval`, or with clusters the hull of :func:`bootstrap_mean_interval` of the passed flags
+        and the Wilson interval, method e.g. ``cluster bootstrap (at least Wilson)``: clustering can only widen
+        an interval, and a cluster bootstrap of 10 passes out of 10 is the point 100 %."""
         codes = np.frombuffer(statuses, dtype=np.int8)
         if len(codes) != len(self.case_statuses):  # a metric with fewer results than cases: no clusters to align
             return wilson_interval(int(np.sum(codes == PASSED)), int(np.sum(codes != SKIPPED)), level)
         keep = codes != SKIPPED
         if self.clusters is None:
             return wilson_interval(int(np.sum(codes == PASSED)), int(keep.sum()), level)
-        return bootstrap_mean_interval((codes[keep] == PASSED).astype(float), self._groups(keep), level)
+        clustered = bootstrap_mean_interval((codes[keep] == PASSED).astype(float), self._groups(keep), level)
+        wilson = wilson_interval(int(np.sum(codes == PASSED)), int(keep.sum()), level)
+        if clustered is None or wilson is None:
+            return clustered
+        return Interval(low=min(clustered.low, wilson.low), high=max(clustered.high, wilson.high), level=level,
+                        method=f"{clustered.method} (at least Wilson)")
 
     def mean_score_interval(self, name: str, level: float = LEVEL) -> Interval | None:
         """The interval of metric ``name``'s mean score over its scored cases (:func:`bootstrap_mean_interval`,

@@ -44,7 +44,8 @@ class ReportWriter:
         metric_thresholds: metric name -> threshold, in metric order.
         baseline: a parsed baseline results.json to compare with (see :mod:`evaltasks.compare`), or None.
         tolerance, baseline_label: the comparison's tolerance and how the baseline is named in reports.
-        alpha, min_effect: the comparison's significance level and smallest effect (the suite's ``gate``).
+        alpha, min_effect, allow_errors: the comparison's significance level, smallest effect and whether errored
+            pairs are left out of its pass-rate tests (the suite's ``gate``).
         clusters, cluster_column: the cases' ``dataset.cluster`` values (a list in case order, or a mapping case
             id -> value) and the column's name, for cluster-bootstrap intervals (None: cases are independent).
 
@@ -65,6 +66,7 @@ class ReportWriter:
         min_effect: float = 0.01,
         clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
         cluster_column: str | None = None,
+        allow_errors: bool = False,
     ) -> None:
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -74,7 +76,7 @@ class ReportWriter:
         self.highlights = Highlights()
         self.comparison_builder = (
             ComparisonBuilder(baseline, tolerance=tolerance, label=baseline_label, alpha=alpha, min_effect=min_effect,
-                              clusters=clusters)
+                              clusters=clusters, allow_errors=allow_errors)
             if baseline is not None else None
         )
         self._parts: dict[str, tuple[Path, IO[str]]] = {}
