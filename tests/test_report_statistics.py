@@ -338,4 +338,4 @@ def test_too_few_cases_and_no_baseline_are_said_in_words() -> None:
     assert "and no significant regression (no baseline to compare with)." in _render(None, fail_on="either")
     console = Console(width=120, record=True, file=io.StringIO())
     print_summary(_summary(), passed=True, min_pass_rate=0.5, console=console, fail_on="regression")
-    assert "required: no significant regression (no baseline to compare with)" in console.export_text()
+    assert "required: no significant regression: no baseline to compare with)" in console.export_text()

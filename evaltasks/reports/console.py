@@ -75,7 +75,7 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
         rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate
         stopped = gate_message.removeprefix("gate failed: ") if gate_message else budget_message(s)
         why = f": {escape(stopped)}" if stopped and not passed else ""
-        unchecked = " (no baseline to compare with)" if comparison is None else ""
+        unchecked = ": no baseline to compare with" if comparison is None else ""
         if fail_on == "regression":
             rule = f"required: no significant regression{unchecked}"
         else:
