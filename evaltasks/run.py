@@ -348,6 +348,10 @@ def finish_streamed_run(
     if comparison is not None and comparison.paired_cases == 0 and writer.cases:
         no_baseline.append(f"no case of the run is in the baseline (0 of {writer.cases} ids in common): nothing "
                            "was compared")
+    for m in comparison.metrics if comparison is not None else []:
+        if m.verdict is None:  # in one run only (compare.MetricComparison): a rename reads as one gone, one new
+            where = "the baseline only" if m.name not in summary.metrics else "this run only, not the baseline"
+            no_baseline.append(f"metric {m.name} is in {where} (renamed or removed?): it was not compared")
     header: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "evaltasks_version": __version__,

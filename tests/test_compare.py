@@ -336,3 +336,24 @@ def test_allow_errors_and_a_disjoint_baseline_through_evaltasks_run(tmp_path: Pa
                            prefect_api_url, "--baseline", baseline)
     assert code == 0 and data["gate"]["verdict"] == "inconclusive" and data["comparison"]["paired_cases"] == 0
     assert "no case of the run is in the baseline (0 of 40 ids in common): nothing was compared" in data["warnings"]
+
+
+def test_a_metric_in_one_run_only_is_a_warning(tmp_path: Path) -> None:
+    """A renamed metric reads as one removed and one new: neither is compared, and the run says so."""
+    import time
+
+    from evaltasks.run import finish_run
+
+    plan = plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n    name: M\n    threshold: 0.5\n"))
+    base = _result(["passed"] * 4)
+    baseline = tmp_path / "base" / "results.json"
+    finish_run(plan, base, tmp_path / "base", time.time())
+    data = json.loads(baseline.read_text(encoding="utf-8"))
+    for case in data["cases"]:
+        case["metrics"][0]["name"] = "Old"  # the baseline knew the metric by another name
+    data["summary"]["metrics"] = {"Old": data["summary"]["metrics"]["M"]}
+    baseline.write_text(json.dumps(data), encoding="utf-8")
+    outcome = finish_run(plan, _result(["passed"] * 4), tmp_path / "out", time.time(), baseline=baseline)
+    warnings = outcome.header["warnings"]
+    assert "metric M is in this run only, not the baseline (renamed or removed?): it was not compared" in warnings
+    assert "metric Old is in the baseline only (renamed or removed?): it was not compared" in warnings
