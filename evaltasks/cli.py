@@ -468,7 +468,7 @@ def _history(args: argparse.Namespace) -> int:
             "[red]" + ", ".join(r.drift) + "[/red]" if r.drift else "—",
         )
     console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:  # piped: one line per run, however many metrics
+    if not console.is_terminal:  # piped or redirected: one line per run, however many metrics
         console = Console(width=max(120, 40 + 16 * len(names)))
     console.print(table)
     return EXIT_PASSED

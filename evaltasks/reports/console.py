@@ -38,8 +38,8 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     table = Table(title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
     # a name too long for the line folds onto more; up to 24 characters it stays whole (the numbers never wrap)
-    table.add_column("metric", justify="left", overflow="fold",
-                     min_width=min(24, max([len("metric"), *(len(name) for name in s.metrics)])))
+    longest = max([len("metric"), *(len(name) for name in s.metrics)])
+    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= 24 else None)
     for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip"):
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     for name, m in s.metrics.items():
@@ -109,7 +109,7 @@ def _print_comparison(console: Console, comparison: Comparison) -> None:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_lines=False)
     # metric names whole (up to 24 characters) before anything else: the verdict wraps at its spaces instead
     longest = max([len("all cases"), *(len(m.name) for m in comparison.metrics)])
-    table.add_column("metric", justify="left", overflow="fold", min_width=min(24, longest))
+    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= 24 else None)
     table.add_column("test", justify="left", no_wrap=True)
     table.add_column(f"Δ ({level_text(1 - comparison.alpha)} CI)", justify="right", no_wrap=True)
     table.add_column("p", justify="right", no_wrap=True)
