@@ -342,8 +342,10 @@ def _score_test(pairs: _Pairs, alpha: float, min_effect: float) -> ChangeTest | 
     )
 
 
-def _sentence(subject: str, test: ChangeTest) -> str:
-    """One regression as a sentence, e.g. ``pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05)``."""
+def regression_sentence(subject: str, test: ChangeTest) -> str:
+    """One regression as a sentence after ``subject`` (``""`` or ``"NAME: "``), e.g. ``pass rate 81.00% →
+    79.00% (-2.00 points, p = 3.1e-05)``: the words of :attr:`Comparison.regressions` (reports rebuild them
+    with an escaped subject, see :func:`evaltasks.reports.markdown.regression_lines`)."""
     if test.statistic == "pass_rate":
         change = f"pass rate {test.baseline:.2%} → {test.current:.2%} ({100 * (test.delta or 0.0):+.2f} points"
     else:
@@ -464,7 +466,7 @@ class ComparisonBuilder:
                 entry.regressed = entry.verdict == "regressed"
                 for test in (entry.pass_rate_test, entry.score_test):
                     if test is not None and test.verdict == "regressed":
-                        comparison.regressions.append(_sentence(f"{name}: ", test))
+                        comparison.regressions.append(regression_sentence(f"{name}: ", test))
             comparison.metrics.append(entry)
 
         base_rate = self._base_summary.get("pass_rate")
@@ -474,7 +476,7 @@ class ComparisonBuilder:
         comparison.pass_rate_delta = _delta(comparison.current_pass_rate, comparison.baseline_pass_rate)
         comparison.pass_rate_test = _pass_rate_test(self._overall, alpha, min_effect, memo)
         if comparison.pass_rate_test is not None and comparison.pass_rate_test.verdict == "regressed":
-            comparison.regressions.insert(0, _sentence("", comparison.pass_rate_test))
+            comparison.regressions.insert(0, regression_sentence("", comparison.pass_rate_test))
         comparison.verdict = statistics.worst_verdict(
             [comparison.pass_rate_test.verdict if comparison.pass_rate_test else None,
              *(m.verdict for m in comparison.metrics)])

@@ -150,9 +150,10 @@ def test_summary_md_regressed_verdict_tests_and_case_lists() -> None:
     assert "Removed since the baseline: 2 (gone\\-1, gone\\-2)." in lines
     assert "Flaky (judge samples on both sides of the threshold): 1 (wobbly\\-7)." in lines
     assert "## Regressions (significant at alpha 0.05, larger than 0.01)" in lines
-    sentence = f"pass rate {(PASSED + WORSE - BETTER) / N:.2%} → {PASSED / N:.2%} ({100 * t.delta:+.2f} points), " \
-               f"p = {p:.4f}"  # as comparison.regressions words it; model-side text, so escaped like all of it
-    assert "- 🔻 " + re.sub(r"([.()\-=+])", r"\\\1", sentence) in lines  # the regression keeps its p-value
+    # the regression in evaltasks' own words (compare.regression_sentence), as written: not escaped
+    sentence = f"pass rate {(PASSED + WORSE - BETTER) / N:.2%} → {PASSED / N:.2%} ({100 * t.delta:+.2f} points, " \
+               f"p = {p:.2g})"
+    assert "- 🔻 " + sentence in lines  # the regression keeps its p-value
 
 
 def test_summary_md_other_verdicts() -> None:
@@ -339,3 +340,19 @@ def test_too_few_cases_and_no_baseline_are_said_in_words() -> None:
     console = Console(width=120, record=True, file=io.StringIO())
     print_summary(_summary(), passed=True, min_pass_rate=0.5, console=console, fail_on="regression")
     assert "required: no significant regression: no baseline to compare with)" in console.export_text()
+
+
+def test_evaltasks_own_words_are_not_escaped_in_the_regressions() -> None:
+    """summary.md read as plain text (an artifact preview, an editor): the regression sentences are evaltasks'
+    words and read as written; a metric's name (the suite's text) is still made inert."""
+    import cmarkgfm
+
+    comparison = _comparison("regressed")
+    comparison.metrics[0] = comparison.metrics[0].model_copy(update={"name": "Ref*Match*[x](https://evil.example)"})
+    md = _render(comparison)
+    t = comparison.pass_rate_test
+    sentence = f"pass rate {t.baseline:.2%} → {t.current:.2%} ({100 * t.delta:+.2f} points, p = {t.p_value:.2g})"
+    assert f"- 🔻 {sentence}\n" in md  # the overall one, word for word
+    assert f"- 🔻 Ref\\*Match\\*\\[x\\]\\(https\\://evil\\.example\\): {sentence}\n" in md
+    html = cmarkgfm.github_flavored_markdown_to_html(md)
+    assert f"<li>🔻 {sentence}</li>" in html and "<a href" not in html and "<em>" not in html

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaltasks._atomic import atomic_writer
-from evaltasks.compare import ChangeTest, Comparison
+from evaltasks.compare import ChangeTest, Comparison, regression_sentence
 from evaltasks.reports._escape import markdown_inline
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message
 
@@ -109,6 +109,20 @@ def _tests(comparison: Comparison) -> list[ChangeTest]:
     """The comparison's tests: the overall pass-rate test first, then each metric's pass-rate and score tests."""
     tests = [comparison.pass_rate_test] + [t for m in comparison.metrics for t in (m.pass_rate_test, m.score_test)]
     return [t for t in tests if t is not None]
+
+
+def regression_lines(comparison: Comparison) -> list[str]:
+    """The regressions as markdown, one per regressed test: evaltasks' own words as they are (``pass rate 81.00%
+    → 74.00% (-7.00 points, p = 0.0003)``, nothing in them means anything to markdown mid-line) after the metric's
+    name escaped (:func:`markdown_inline`: a suite's text). A comparison without tests (a results.json of
+    schema 1) has only its sentences: escaped whole, as they may hold any metric name anywhere."""
+    if not is_tested(comparison):
+        return [markdown_inline(r, 300) for r in comparison.regressions]
+    tests = [("", comparison.pass_rate_test)]
+    tests += [(f"{markdown_inline(m.name)}: ", t) for m in comparison.metrics for t in (m.pass_rate_test, m.score_test)]
+    return [regression_sentence(subject, t) for subject, t in tests
+            if t is not None and t.verdict == "regressed" and t.baseline is not None and t.current is not None
+            and t.p_value is not None]
 
 
 def verdict_headline(comparison: Comparison) -> str:
@@ -411,7 +425,7 @@ def summary_sections(
                  if tested else f"## Regressions beyond the tolerance ({comparison.tolerance:g})")
         sections.append(Section(
             head=[title, ""],
-            rows=[f"- 🔻 {markdown_inline(r, 300)}" for r in comparison.regressions], tail=[""], priority=1,
+            rows=[f"- 🔻 {line}" for line in regression_lines(comparison)], tail=[""], priority=1,
             min_rows=1,
         ))
 
