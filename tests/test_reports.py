@@ -395,7 +395,7 @@ def test_score_histogram_counts_each_bin() -> None:
     lines = score_histogram(scores)
     counts = [int(line.rsplit(" ", 1)[1]) for line in lines]
     assert counts == [2, 1, 0, 0, 0, 2, 0, 1, 0, 3]  # 1.0 falls in the last bin
-    assert lines[9].count("█") == 30 and lines[2].count("█") == 0
+    assert lines[9].count("#") == 30 and lines[2].count("#") == 0
 
 
 def test_summary_md_has_a_distribution_per_metric(run_dir: Path) -> None:
@@ -403,8 +403,13 @@ def test_summary_md_has_a_distribution_per_metric(run_dir: Path) -> None:
     results = json.loads((run_dir / "out" / "results.json").read_text())
     assert "## Score distribution" in md
     for name in results["summary"]["metrics"]:
-        n = sum(1 for case in results["cases"] for m in case["metrics"] if m["name"] == name and m["score"] is not None)
-        assert f"**{name}** ({n} scores)" in md
+        scores = [m["score"] for case in results["cases"] for m in case["metrics"]
+                  if m["name"] == name and m["score"] is not None]
+        if set(scores) <= {0.0, 1.0}:  # a pass/fail metric: its counts, not a chart of 8 empty bins
+            ones, zeros = scores.count(1.0), scores.count(0.0)
+            assert f"**{name}** ({len(scores)} scores, each 0 or 1): {ones} × 1, {zeros} × 0" in md
+        else:
+            assert f"**{name}** ({len(scores)} scores)\n\n```text\n" in md
 
 
 # --- streamed reports (a run's cases arrive in batches) ---------------------------------------------------------

@@ -299,6 +299,7 @@ class Highlights:
 
     worst: list[WorstCase] = field(default_factory=list)
     histograms: dict[str, list[int]] = field(default_factory=dict)
+    graded: set[str] = field(default_factory=set)  # metrics with a score other than 0 and 1 (not pass/fail only)
     _heap: list[tuple[float, int, WorstCase]] = field(default_factory=list, repr=False)
     _seen: int = 0
 
@@ -311,6 +312,8 @@ class Highlights:
                 if metric.score is not None:
                     bins = self.histograms.setdefault(metric.name, [0] * HISTOGRAM_BINS)
                     bins[min(int(metric.score * HISTOGRAM_BINS), HISTOGRAM_BINS - 1)] += 1
+                    if metric.score != 0.0 and metric.score != 1.0:
+                        self.graded.add(metric.name)
                 if metric.status in ("failed", "errored"):
                     key = metric.score if metric.score is not None else -1.0
                     self._seen += 1
@@ -458,7 +461,10 @@ def summary_sections(
     dist = Section(head=["## Score distribution", ""], priority=3)
     for name in summary.metrics:
         counts = highlights.histograms.get(name)
-        if counts and sum(counts):
+        if counts and sum(counts) and name not in highlights.graded:  # scores 0 and 1 only: counts, no chart
+            dist.rows.append(f"**{markdown_inline(name)}** ({sum(counts)} scores, each 0 or 1): {counts[-1]} × 1, "
+                             f"{counts[0]} × 0\n")
+        elif counts and sum(counts):
             dist.rows.append("\n".join([f"**{markdown_inline(name)}** ({sum(counts)} scores)", "", "```text",
                                         *histogram_lines(counts), "```", ""]))
     if dist.rows:
@@ -550,8 +556,10 @@ def histogram_lines(counts: list[int], width: int = 30) -> list[str]:
     """The bar chart of per-bin ``counts`` over [0, 1] (see :func:`score_histogram`)."""
     bins = len(counts)
     top = max(counts) or 1
+    # "#", not a block character: Prefect's UI renders code in a font without U+2588, whose fallback glyph is
+    # narrower, so block bars and the counts after them zig-zag there
     return [
-        f"{i / bins:.1f}–{(i + 1) / bins:.1f} {'█' * round(width * c / top):<{width}} {c}"
+        f"{i / bins:.1f}–{(i + 1) / bins:.1f} {'#' * round(width * c / top):<{width}} {c}"
         for i, c in enumerate(counts)
     ]
 
