@@ -140,14 +140,25 @@ def bootstrap_mean_interval(
     if len(array) == 0:
         return None
     method = "bootstrap" if groups is None else "cluster bootstrap"
-    units = len(array) if groups is None else len(np.unique(groups))
-    if units < 2:
-        mean = float(array.mean())
+    return _mean_interval(array, groups, level, resamples, seed, method, constant=False)
+
+
+def _mean_interval(
+    values: np.ndarray, groups: np.ndarray | None, level: float, resamples: int, seed: int, method: str,
+    *, constant: bool,
+) -> Interval:
+    """The interval of the mean of ``values`` (``groups``: cluster labels or None): the point itself with fewer
+    than 2 units (cases or clusters), or when ``constant`` says every value is 0; the normal approximation above
+    :data:`NORMAL_ABOVE` values (method ``normal``); else the percentile bootstrap, named ``method``. The body
+    of :func:`bootstrap_mean_interval` and :func:`paired_interval`."""
+    units = len(values) if groups is None else len(np.unique(groups))
+    if units < 2 or constant:
+        mean = float(values.mean())
         return Interval(low=mean, high=mean, level=level, method=method)
-    if len(array) > NORMAL_ABOVE:
-        mean, se, z = _normal_interval(array, groups, level)
+    if len(values) > NORMAL_ABOVE:
+        mean, se, z = _normal_interval(values, groups, level)
         return Interval(low=mean - z * se, high=mean + z * se, level=level, method="normal")
-    low, high, _ = _bootstrap_distribution(array, groups, level, resamples, seed)
+    low, high, _ = _bootstrap_distribution(values, groups, level, resamples, seed)
     return Interval(low=low, high=high, level=level, method=method)
 
 
@@ -175,15 +186,7 @@ def paired_interval(
         return None
     diff, groups = prepared
     method = "paired bootstrap" if groups is None else "cluster paired bootstrap"
-    units = len(diff) if groups is None else len(np.unique(groups))
-    if units < 2 or not diff.any():
-        mean = float(diff.mean())
-        return Interval(low=mean, high=mean, level=level, method=method)
-    if len(diff) > NORMAL_ABOVE:
-        mean, se, z = _normal_interval(diff, groups, level)
-        return Interval(low=mean - z * se, high=mean + z * se, level=level, method="normal")
-    low, high, _ = _bootstrap_distribution(diff, groups, level, resamples, seed)
-    return Interval(low=low, high=high, level=level, method=method)
+    return _mean_interval(diff, groups, level, resamples, seed, method, constant=not diff.any())
 
 
 def _paired(
