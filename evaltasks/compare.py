@@ -76,6 +76,17 @@ class ChangeTest(BaseModel):
     min_detectable_effect: float | None = None
     verdict: Verdict = "no significant change"
 _KIND_ORDER = {"worse": 0, "new": 1, "removed": 2, "better": 3}
+CHANGE_TEXT_LIMIT = 1000
+"""Characters of a case's input, expected output and outputs kept in a :class:`CaseChange`."""
+
+
+def _cut(text: Any) -> str | None:
+    return text[:CHANGE_TEXT_LIMIT] if isinstance(text, str) else None
+
+
+def _lowest(scores: Iterable[Any]) -> float | None:
+    values = [float(s) for s in scores if isinstance(s, (int, float)) and not isinstance(s, bool)]
+    return min(values) if values else None
 
 
 class MetricComparison(BaseModel):
@@ -114,7 +125,11 @@ class CaseChange(BaseModel):
         case_id: the case id; metric: the metric name ("" for a new or removed case).
         kind: ``worse``, ``better``, ``new`` or ``removed``.
         baseline_score, current_score, delta: scores on each side and current − baseline.
-        baseline_status, current_status: statuses on each side.
+        baseline_status, current_status: statuses on each side. A new case has its current side only, a removed
+            case its baseline side only: its case status and, as its score, the lowest of its metric scores.
+        input, expected_output: the case's input and expected answer or reference (None when it has none or the
+            results.json that held it is older); baseline_output, current_output: the output on each side. Texts
+            are cut to :data:`CHANGE_TEXT_LIMIT` characters (results.json's cases hold them whole).
     """
 
     case_id: str
@@ -125,6 +140,10 @@ class CaseChange(BaseModel):
     delta: float | None = None
     baseline_status: str | None = None
     current_status: str | None = None
+    input: str | None = None
+    expected_output: str | None = None
+    baseline_output: str | None = None
+    current_output: str | None = None
 
 
 class Comparison(BaseModel):
@@ -149,6 +168,8 @@ class Comparison(BaseModel):
             ids only in the current run / only in the baseline (left out of the paired tests).
         flaky_cases: cases a judge metric with ``samples: K`` found unstable (samples on both sides of the
             threshold) in either run.
+        newly_failing: ids of cases that passed in the baseline and failed or errored now, in case order;
+            newly_passing: the reverse (failed or errored then, passed now).
     """
 
     baseline: str
@@ -169,6 +190,8 @@ class Comparison(BaseModel):
     new_cases: list[str] = Field(default_factory=list)
     removed_cases: list[str] = Field(default_factory=list)
     flaky_cases: list[str] = Field(default_factory=list)
+    newly_failing: list[str] = Field(default_factory=list)
+    newly_passing: list[str] = Field(default_factory=list)
 
 
 def load_baseline(path: str | Path) -> dict[str, Any]:
@@ -387,6 +410,9 @@ class ComparisonBuilder:
         base_cases = [c for c in baseline.get("cases") or [] if isinstance(c, Mapping)]
         self._base_cases = _scores(base_cases)
         self._base_status = {str(c.get("id")): _base_case_status(c) for c in base_cases}
+        self._base_docs = {str(c.get("id")): c for c in base_cases}  # the parsed baseline's own objects
+        self._newly_failing: list[str] = []
+        self._newly_passing: list[str] = []
         self._flaky: dict[str, None] = {str(c.get("id")): None for c in base_cases if _unstable(c)}
         self._clusters = statistics.ClusterIndex(clusters) if clusters is not None else None
         self._position = 0
@@ -408,9 +434,17 @@ class ComparisonBuilder:
             base_metrics = self._base_cases.get(case.id)
             cluster = self._clusters.code(position, case.id) if self._clusters is not None else None
             if base_metrics is None:
-                self._changes.append(CaseChange(case_id=case.id, kind="new"))
+                self._changes.append(CaseChange(
+                    case_id=case.id, kind="new", current_status=case.status,
+                    current_score=_lowest(m.score for m in case.metrics), input=_cut(case.input),
+                    expected_output=_cut(case.expected_output), current_output=_cut(case.actual_output)))
                 continue
             base_status = self._base_status[case.id]
+            if base_status == "passed" and case.status in ("failed", "errored"):
+                self._newly_failing.append(case.id)
+            elif base_status in ("failed", "errored") and case.status == "passed":
+                self._newly_passing.append(case.id)
+            base_doc = self._base_docs[case.id]
             if base_status not in self._left_out and case.status not in self._left_out:
                 self._overall.add(float(base_status == "passed"), float(case.status == "passed"), cluster)
             for m in case.metrics:
@@ -431,6 +465,8 @@ class ComparisonBuilder:
                     self._changes.append(CaseChange(
                         case_id=case.id, metric=m.name, kind=kind, baseline_score=base[0], current_score=m.score,
                         delta=_delta(m.score, base[0]), baseline_status=base[1], current_status=m.status,
+                        input=_cut(case.input), expected_output=_cut(case.expected_output),
+                        baseline_output=_cut(base_doc.get("actual_output")), current_output=_cut(case.actual_output),
                     ))
 
     def finish(self, summary: EvaluationSummary) -> Comparison:
@@ -438,7 +474,7 @@ class ComparisonBuilder:
         :class:`Comparison`)."""
         tolerance, alpha, min_effect = self.tolerance, self.alpha, self.min_effect
         removed = [case_id for case_id in self._base_cases if case_id not in self._seen]
-        changes = self._changes + [CaseChange(case_id=case_id, kind="removed") for case_id in removed]
+        changes = self._changes + [self._removed(case_id) for case_id in removed]
         changes.sort(key=lambda c: (_KIND_ORDER[c.kind], c.delta if c.delta is not None and c.kind == "worse" else 0.0))
         base_metrics: Mapping[str, Any] = self._base_summary.get("metrics") or {}
         comparison = Comparison(baseline=self.label, tolerance=tolerance, alpha=alpha, min_effect=min_effect)
@@ -489,7 +525,18 @@ class ComparisonBuilder:
         comparison.new_cases = [c.case_id for c in self._changes if c.kind == "new"]
         comparison.removed_cases = removed
         comparison.flaky_cases = list(self._flaky)
+        comparison.newly_failing = self._newly_failing
+        comparison.newly_passing = self._newly_passing
         return comparison
+
+    def _removed(self, case_id: str) -> CaseChange:
+        """The change of a baseline case absent from this run: its baseline side only."""
+        doc = self._base_docs[case_id]
+        return CaseChange(
+            case_id=case_id, kind="removed", baseline_status=self._base_status[case_id],
+            baseline_score=_lowest(score for score, _ in self._base_cases[case_id].values()),
+            input=_cut(doc.get("input")), expected_output=_cut(doc.get("expected_output")),
+            baseline_output=_cut(doc.get("actual_output")))
 
 
 def compare_results(

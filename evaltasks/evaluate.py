@@ -35,6 +35,7 @@ from evaltasks.results import (
     MetricResult,
     ReferenceSetInfo,
     TestCaseResult,
+    expected_text,
     result_problem,
     summarize,
 )
@@ -533,7 +534,8 @@ def assemble(
 ) -> EvaluationResult:
     """Combine per-metric result lists (each aligned with ``cases``) into an :class:`EvaluationResult`."""
     test_results = [
-        TestCaseResult.from_metrics(ids[i], case.input, case.actual_output, [results[i] for results in per_metric])
+        TestCaseResult.from_metrics(ids[i], case.input, case.actual_output, [results[i] for results in per_metric],
+                                    expected_text(case.expected_output, case.references))
         for i, case in enumerate(cases)
     ]
     summary = summarize(test_results, {m.name: m.threshold for m in metrics}, counts)

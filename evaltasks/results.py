@@ -183,6 +183,8 @@ class TestCaseResult(BaseModel):
         status: the case status (see module docstring).
         success: True when every metric passed.
         metrics: one :class:`MetricResult` per metric.
+        expected_output: what the output is judged against, for reports: the case's expected output, else its
+            first reference, else None (results.json of evaltasks before 0.9 lack it).
     """
 
     __test__ = False  # not a pytest test class
@@ -193,16 +195,21 @@ class TestCaseResult(BaseModel):
     status: Status
     success: bool
     metrics: list[MetricResult]
+    expected_output: str | None = None
 
     @classmethod
-    def from_metrics(cls, id: str, input: str | None, actual_output: str, metrics: list[MetricResult]) -> TestCaseResult:
+    def from_metrics(cls, id: str, input: str | None, actual_output: str, metrics: list[MetricResult],
+                     expected_output: str | None = None) -> TestCaseResult:
         """Build a case result, deriving ``status`` and ``success`` from the metric results.
+
+        ``expected_output``: the case's expected output, else its first reference (see :func:`expected_text`).
 
         Raises TypeError when an argument has the wrong type (built without pydantic's validation, which
         costs more than the rest of a LengthCheck run: the fields are checked here instead).
         """
-        if not isinstance(id, str) or not isinstance(actual_output, str) or not (input is None or isinstance(input, str)):
-            raise TypeError("id and actual_output must be strings, input a string or None")
+        if not isinstance(id, str) or not isinstance(actual_output, str) or not (input is None or isinstance(input, str)) \
+                or not (expected_output is None or isinstance(expected_output, str)):
+            raise TypeError("id and actual_output must be strings, input and expected_output strings or None")
         metrics = list(metrics)
         for m in metrics:
             if type(m) is not MetricResult and not isinstance(m, MetricResult):
@@ -211,7 +218,16 @@ class TestCaseResult(BaseModel):
         return _construct(cls, {
             "id": id, "input": input, "actual_output": actual_output, "status": status,
             "success": status == "passed" and all(m.status == "passed" for m in metrics), "metrics": metrics,
+            "expected_output": expected_output,
         })
+
+
+def expected_text(expected_output: str | None, references: list[str] | None) -> str | None:
+    """What a report shows as the expected answer of a case: ``expected_output``, else the first of
+    ``references``, else None."""
+    if expected_output is not None:
+        return expected_output
+    return references[0] if references else None
 
 
 _check_constructible(MetricResult)

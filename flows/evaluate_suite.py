@@ -37,7 +37,7 @@ from evaltasks.evaluate import (
 )
 from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
 from evaltasks.metrics.judge import JudgeMetric
-from evaltasks.results import EmbeddingCounts, TestCaseResult
+from evaltasks.results import EmbeddingCounts, TestCaseResult, expected_text
 from evaltasks.compare import DEFAULT_TOLERANCE
 from evaltasks.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer, plan_run
 from evaltasks.tasks import (
@@ -434,7 +434,8 @@ def _run_plan(
                 del futures, inputs
                 batch_results = [
                     TestCaseResult.from_metrics(
-                        plan.dataset.ids[i], cases[i].input, cases[i].actual_output, [r[j] for r in per_metric]
+                        plan.dataset.ids[i], cases[i].input, cases[i].actual_output, [r[j] for r in per_metric],
+                        expected_text(cases[i].expected_output, cases[i].references),
                     )
                     for j, i in enumerate(rows_done)
                 ]

@@ -1,0 +1,106 @@
+"""The one verdict line every report surface leads with, and readable case names.
+
+Every surface (summary.md, the PR comment and job summary, the Prefect run's state message and artifact
+descriptions, the terminal) opens with :func:`verdict_line`: passed or failed, the pass rate with its change since
+the baseline, how many cases newly fail, and the verdict of the comparison (README, "What each surface shows").
+Cases are named by :func:`case_label`: the dataset's id when it has one, else a short prefix of the input.
+
+Plain text: callers escape nothing in it but what came from the suite or the data (the suite name is not in it;
+:func:`case_label` returns data, which a markdown caller must escape).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from evaltasks.compare import Comparison
+from evaltasks.results import EvaluationSummary, budget_message
+
+LABEL_WIDTH = 48
+"""Characters of a case label (:func:`case_label`) at most, an ellipsis included."""
+
+_DERIVED = re.compile(r"(?P<base>[0-9a-f]{12})(?P<repeat>#\d+)?")
+
+
+def is_derived_id(case_id: str, input: str | None, output: str | None = None) -> bool:
+    """Whether ``case_id`` was derived by evaltasks (the first 12 hex digits of sha256 of the input, of the output
+    when there is no input, ``#2``… for repeats; :func:`evaltasks.test_case.assign_ids`) rather than taken from
+    the dataset's ``id`` column or the case's ``name``. Recomputed exactly, so a dataset id that merely looks like
+    a hash is still the dataset's."""
+    match = _DERIVED.fullmatch(case_id)
+    if match is None:
+        return False
+    text = input if input is not None else output
+    return text is not None and hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] == match["base"]
+
+
+def shorten(text: str, width: int = LABEL_WIDTH) -> str:
+    """``text`` on one line (runs of whitespace as one space), cut to ``width`` characters with ``…``."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: max(width - 1, 0)].rstrip() + "…"
+
+
+def case_label(case_id: str, input: str | None, output: str | None = None, width: int = LABEL_WIDTH) -> str:
+    """A readable name for a case: its id when the dataset gave one, else (a derived hash id,
+    :func:`is_derived_id`) the first ``width`` characters of its input on one line, with ``#2``… kept for a
+    repeated input; the id itself when there is no text to show. Plain text (data: escape it for markdown)."""
+    if not is_derived_id(case_id, input, output):
+        return shorten(case_id, width)
+    text = input if input is not None else output or ""
+    repeat = _DERIVED.fullmatch(case_id)["repeat"] or ""  # type: ignore[index]
+    label = shorten(text, width - len(repeat)) + repeat
+    return label if label.strip() else case_id
+
+
+def _points(delta: float) -> str:
+    return f"{100 * delta:+.2f} points".replace("-", "−")
+
+
+def verdict_line(
+    summary: EvaluationSummary,
+    *,
+    passed: bool,
+    min_pass_rate: float,
+    comparison: Comparison | None = None,
+    gate_pass_rate: float | None = None,
+    fail_on: str | None = None,
+) -> str:
+    """The run's verdict in one line of plain text, e.g. ``FAILED: pass rate 50.43% (−5.51 points since the
+    baseline), 12 cases newly failing; regressed since the baseline (p = 4.4e-12)`` or ``PASSED: pass rate
+    81.00% (81 of 100 cases), gate 75.00%``.
+
+    Args:
+        summary: the run's summary; passed: the gate's verdict; min_pass_rate: the gate's threshold (a fraction).
+        comparison: the comparison with a baseline (None: none was given).
+        gate_pass_rate: the pass rate the gate compared (``allow_errors`` leaves errored cases out; default
+            ``summary.pass_rate``). fail_on: the gate's ``fail_on`` (None: ``min_pass_rate``).
+    """
+    status = "PASSED" if passed else "FAILED"
+    evaluated = summary.cases - summary.skipped_cases
+    if evaluated == 0:
+        return f"{status}: no case was evaluated (all {summary.cases} skipped)"
+    rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
+    if comparison is not None and comparison.pass_rate_delta is not None:
+        head = f"{status}: pass rate {rate:.2%} ({_points(comparison.pass_rate_delta)} since the baseline)"
+    else:
+        head = f"{status}: pass rate {rate:.2%} ({summary.passed_cases} of {evaluated} cases)"
+    if fail_on in (None, "min_pass_rate", "either"):
+        head += f", gate {min_pass_rate:.2%}"
+    stopped = budget_message(summary)
+    if stopped:
+        head += f" ({stopped})"
+    if comparison is None:
+        return head + ("; no baseline to compare with" if fail_on in ("regression", "either") else "")
+    newly = len(comparison.newly_failing)
+    head += f"; {newly} case{'' if newly == 1 else 's'} newly failing"
+    if comparison.newly_passing:
+        head += f", {len(comparison.newly_passing)} newly passing"
+    verdict = {"regressed": "regressed since the baseline", "improved": "improved since the baseline",
+               "inconclusive": "inconclusive against the baseline"}.get(
+        comparison.verdict, "no significant change since the baseline")
+    test = comparison.pass_rate_test
+    if comparison.verdict in ("regressed", "improved") and test is not None and test.verdict == comparison.verdict \
+            and test.p_value is not None:
+        verdict += f" (p = {test.p_value:.2g})"
+    return f"{head}; {verdict}"
