@@ -16,7 +16,8 @@ def set_progress_callback(callback: Callable[[int], None] | None) -> None:
 
 
 def advance(count: int) -> None:
-    """Report ``count`` completed case × metric results (no-op without a callback)."""
+    """Report ``count`` completed units of the current stage (:func:`stage`; the scoring stage counts case ×
+    metric results) (no-op without a callback)."""
     callback = _callback
     if callback is not None:
         with _lock:
@@ -39,3 +40,24 @@ def stopping(terminated: bool) -> None:
     callback = _stop_callback
     if callback is not None:
         callback(terminated)
+
+
+_stage_callback: Callable[[str, int | None], None] | None = None
+
+
+def set_stage_callback(callback: Callable[[str, int | None], None] | None) -> None:
+    """Install (or remove, with None) the callback told when the run enters a stage (see :func:`stage`)."""
+    global _stage_callback
+    _stage_callback = callback
+
+
+def stage(description: str, total: int | None = None) -> None:
+    """Report that the run entered a stage: ``description`` in words a user reads on the terminal (``loading the
+    model all-MiniLM-L6-v2``, ``embedding 1,634 texts``, ``scoring 817 cases × 2 metrics``), ``total`` its units
+    of work (then :func:`advance` counts them; None: no count). A stage with ``total`` None is left for the next
+    stage. No-op without a callback; called from the flow's and its task runs' threads (this process only: task
+    runs in other processes report nothing)."""
+    callback = _stage_callback
+    if callback is not None:
+        with _lock:
+            callback(description, total)
