@@ -409,7 +409,8 @@ def _history(args: argparse.Namespace) -> int:
 
     from evaltasks.engine.history import DEFAULT_HISTORY_DIR, HistoryStore, resolve_history_dir
     from evaltasks.errors import ConfigError, InputError, Problem
-    from evaltasks.suite import HistorySpec, decode_text, load_yaml
+    from evaltasks.inputs.files import decode_text, load_yaml
+    from evaltasks.suite import HistorySpec
 
     if args.last < 1:
         _error("--last must be at least 1")

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.errors import DatasetError, Problem
-from evaltasks.suite import DatasetSpec, decode_text, load_yaml
+from evaltasks.inputs.files import decode_text, load_yaml
+from evaltasks.suite import DatasetSpec
 from evaltasks.test_case import EvalTestCase, assign_ids
 
 _MISSING = object()

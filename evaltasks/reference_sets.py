@@ -103,7 +103,7 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
         raise DatasetError([Problem(source, "", "", f"reference set file not found (reference set '{name}')")]) from None
     except OSError as exc:
         raise DatasetError([Problem(source, "", "", f"cannot read the reference set: {exc}")]) from None
-    from evaltasks.suite import decode_text, load_yaml
+    from evaltasks.inputs.files import decode_text, load_yaml
 
     text = decode_text(raw, source, DatasetError)  # UTF-8 only, located: a UTF-16 file or a NUL byte names its line
     problems: list[Problem] = []
