@@ -93,6 +93,10 @@ def _start_prefect_server(paths: ServerPaths, port: int) -> subprocess.Popen[byt
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_API_KEY")}
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     env.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")
+    # The UI asks /ui-settings where the API is; Prefect answers with its default port (4200) unless told:
+    # point it at this server's own port, so the URL without /api opens a UI that reaches its API.
+    if not env.get("PREFECT_UI_API_URL", "").strip():
+        env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{port}/api"
     log = open(paths.log, "ab")
     with log:
         return subprocess.Popen(

@@ -418,6 +418,16 @@ class LongRun:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
+def test_the_servers_ui_reaches_its_own_api(server: Server) -> None:
+    """The UI served at the URL without /api (README, "evaltasks server") asks /ui-settings where its API is:
+    the server's own port, not Prefect's default 4200."""
+    import httpx
+
+    api = server.state()["url"]
+    settings = httpx.get(api.removesuffix("/api") + "/ui-settings", timeout=30).json()
+    assert settings["api_url"] == api, settings
+
+
 def test_status_then_stop(server: Server, workdir: Path) -> None:
     """Last in the module: status names the URL, pid and runs served. A stop lets a running run go on while new
     runs go the normal way; a second stop interrupts the run (SIGTERM: exit 143, previous reports kept); then both
