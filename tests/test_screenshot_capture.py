@@ -50,11 +50,22 @@ def test_screen_wraps_at_the_width_and_shows_the_last_rows(capture: ModuleType) 
 
 
 def test_pseudo_terminal_has_the_size_and_terminal_of_the_screenshot(capture: ModuleType, tmp_path: Path) -> None:
-    code, raw = capture.capture_pty(
+    run = capture.capture_pty(
         [sys.executable, "-c", "import os, sys; print(os.get_terminal_size(), sys.stdout.isatty()); sys.exit(3)"],
         {"PATH": "/usr/bin:/bin"}, tmp_path)
-    assert code == 3
-    assert raw.decode().strip() == "os.terminal_size(columns=160, lines=50) True"
+    assert run.code == 3
+    assert run.data.decode().strip() == "os.terminal_size(columns=160, lines=50) True"
+    assert run.reads[-1][0] == len(run.data) and 0 <= run.reads[-1][1] <= run.seconds
+
+
+def test_offset_at_replays_what_the_terminal_had_received_by_then(capture: ModuleType) -> None:
+    data = b"starting\rloading model\rscoring 16/16\r\ntable"
+    run = capture.PtyCapture(code=1, data=data, reads=[(9, 0.5), (23, 40.0), (37, 41.0), (len(data), 41.2)],
+                             seconds=41.5)
+    assert [run.offset_at(t) for t in (0.1, 0.5, 20.75, 40.0, 41.5)] == [0, 9, 9, 23, len(data)]
+    screen = capture.Screen()
+    screen.feed(data[:run.offset_at(20.75)].decode())
+    assert screen.ansi_lines() == ["starting"]
 
 
 def test_scenario_changes_answers_so_that_cases_newly_fail(capture: ModuleType, tmp_path: Path) -> None:
@@ -85,7 +96,9 @@ def test_markdown_page_renders_as_github_does(capture: ModuleType, tmp_path: Pat
 
 
 def test_terminal_page_keeps_text_and_colours(capture: ModuleType) -> None:
-    page = capture.terminal_html(["\x1b[1;31mGATE FAILED\x1b[0m: pass rate 50.00%", "a < b"], title="$ evaltasks run")
-    assert "GATE FAILED" in page and "pass rate 50.00%" in page and "a &lt; b" in page
+    page = capture.terminal_html([("$ evaltasks run", ["scoring 3/16"]),
+                                  ("at the end", ["\x1b[1;31mGATE FAILED\x1b[0m: pass rate 50.00%", "a < b"])])
+    assert page.index("scoring 3/16") < page.index("GATE FAILED") < page.index("a &lt; b")
     assert "#ff0000" in page.lower() or "#cd0000" in page.lower()  # xterm's red, bold or not
-    assert '<div class="bar">$ evaltasks run</div>' in page and "data-size" in page
+    assert '<div class="bar">$ evaltasks run</div>' in page and '<div class="bar">at the end</div>' in page
+    assert page.count("<pre") == 2 and "data-size" in page

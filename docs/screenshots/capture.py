@@ -18,8 +18,9 @@ What it does, all on this machine (no network; Chromium, npm's cache and the loc
    Mermaid charts drawn by ``mermaid`` from npm (both fetched by ``npm pack`` into a cache under /tmp; without
    npm: a minimal stylesheet, and Mermaid blocks stay code);
 4. takes the screenshots: ``pr-comment.png``, ``job-summary.png``, ``prefect-flow-run.png`` (the flow run's
-   page: state, tags, timeline, logs), ``prefect-artifact.png`` (the summary artifact) and ``terminal.png`` (the
-   pseudo-terminal's final screen, replayed by :class:`Screen` and drawn with rich's HTML export), each at most
+   page: state, tags, timeline, logs), ``prefect-artifact.png`` (the summary artifact) and ``terminal.png`` (two
+   screens of the pseudo-terminal, replayed by :class:`Screen` and drawn with rich's HTML export: half-way through
+   the run, :meth:`PtyCapture.offset_at`, and the final one), each at most
    :data:`MAX_PNG_BYTES` where it can be (reduced to 256 colours by Pillow when it is installed).
 
 Exit status 0 when every screenshot was written; 1 with a message naming the step that failed. Needs
@@ -36,6 +37,7 @@ import json
 import os
 import pty
 import re
+import select
 import shutil
 import signal
 import socket
@@ -289,51 +291,85 @@ def _xterm_theme() -> Any:
     )
 
 
-def terminal_html(lines: list[str], columns: int = TERMINAL[0], title: str = "") -> str:
-    """An HTML page of the terminal ``lines`` (text with SGR sequences) drawn by rich's HTML export at ``columns``
-    columns, with a window-like title bar; the page reports its size for :func:`page_size`."""
+def terminal_html(screens: list[tuple[str, list[str]]], columns: int = TERMINAL[0]) -> str:
+    """An HTML page of terminal screens, each a (title, lines) pair: its lines (text with SGR sequences) drawn by
+    rich's HTML export at ``columns`` columns under a title bar; the page reports its size for :func:`page_size`."""
     from rich.console import Console
     from rich.text import Text
 
-    console = Console(record=True, width=columns, file=io.StringIO(), color_system="truecolor",
-                      force_terminal=True, legacy_windows=False)
-    for line in lines:
-        console.print(Text.from_ansi(line), soft_wrap=True, overflow="ignore", crop=False)
-    page = console.export_html(theme=_xterm_theme(), inline_styles=True)
-    style = ("<style>body{margin:0;background:#000;display:inline-block}"
-             "pre{margin:0;padding:10px 12px;font-size:13px;line-height:1.25}"
-             ".bar{background:#333;color:#ddd;font:13px sans-serif;padding:5px 12px}</style>")
-    bar = f'<div class="bar">{html.escape(title)}</div>' if title else ""
-    page = page.replace("</head>", style + "</head>", 1).replace("<body>", "<body>" + bar, 1)
-    return page.replace("</body>", _SIZE_SCRIPT + "</body>", 1)
+    parts = []
+    for title, lines in screens:
+        console = Console(record=True, width=columns, file=io.StringIO(), color_system="truecolor",
+                          force_terminal=True, legacy_windows=False)
+        for line in lines:
+            console.print(Text.from_ansi(line), soft_wrap=True, overflow="ignore", crop=False)
+        exported = console.export_html(theme=_xterm_theme(), inline_styles=True, code_format="<pre>{code}</pre>")
+        parts.append(f'<div class="bar">{html.escape(title)}</div>{exported}')
+    theme = _xterm_theme()
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><style>
+body {{ margin: 0; display: inline-block; background: {theme.background_color.hex};
+  color: {theme.foreground_color.hex}; }}
+pre {{ margin: 0; padding: 10px 12px; font: 13px/1.25 "DejaVu Sans Mono", Menlo, Consolas, monospace; }}
+.bar {{ background: #333; color: #ddd; font: 13px sans-serif; padding: 5px 12px; }}
+</style></head><body>{"".join(parts)}
+{_SIZE_SCRIPT}</body></html>
+"""
+
+
+@dataclass
+class PtyCapture:
+    """What a program wrote to its pseudo-terminal (:func:`capture_pty`): its exit status, every byte, and when
+    each read ended (offset in ``data``, seconds since the start)."""
+
+    code: int
+    data: bytes
+    reads: list[tuple[int, float]]
+    seconds: float
+
+    def offset_at(self, seconds: float) -> int:
+        """How many bytes of :attr:`data` the terminal had received ``seconds`` after the start: replay that many
+        for the screen a person watching saw then."""
+        offset = 0
+        for end, at in self.reads:
+            if at > seconds:
+                break
+            offset = end
+        return offset
 
 
 def capture_pty(argv: list[str], env: dict[str, str], cwd: Path, size: tuple[int, int] = TERMINAL,
-                deadline_s: float = RUN_DEADLINE_S) -> tuple[int, bytes]:
-    """Run ``argv`` in a new pseudo-terminal of ``size`` (columns, rows); returns its exit status and every byte
-    it wrote. Raises :class:`CaptureError` when it is still running after ``deadline_s`` (it is then killed)."""
+                deadline_s: float = RUN_DEADLINE_S) -> PtyCapture:
+    """Run ``argv`` in a new pseudo-terminal of ``size`` (columns, rows); returns what it wrote and when. Raises
+    :class:`CaptureError` when it is still running after ``deadline_s`` (it is then killed)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
     process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
                                start_new_session=True)
     os.close(slave)
-    chunks: list[bytes] = []
-    end = time.monotonic() + deadline_s
+    data = bytearray()
+    reads: list[tuple[int, float]] = []
+    start = time.monotonic()
     try:
         while True:
-            if time.monotonic() > end:
+            if time.monotonic() - start > deadline_s:
                 os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
                 raise CaptureError(f"{' '.join(argv)} still ran after {deadline_s:.0f} s")
+            if not select.select([master], [], [], 1.0)[0]:
+                continue
             try:
                 chunk = os.read(master, 65536)
             except OSError:  # EIO: every writer closed the terminal
                 break
             if not chunk:
                 break
-            chunks.append(chunk)
+            data += chunk
+            reads.append((len(data), time.monotonic() - start))
     finally:
         os.close(master)
-    return process.wait(), b"".join(chunks)
+    code = process.wait()
+    return PtyCapture(code, bytes(data), reads, time.monotonic() - start)
 
 
 # --- markdown as GitHub shows it ---------------------------------------------------------------------------------
@@ -510,8 +546,7 @@ def start_prefect(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     env.pop("PREFECT_API_URL", None)
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", "127.0.0.1", "--port",
-             str(port)], env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
     end = time.monotonic() + SERVER_DEADLINE_S
     while time.monotonic() < end:
         if process.poll() is not None:
@@ -624,17 +659,23 @@ def capture(out: Path, workdir: Path) -> dict[str, float]:
         arguments = [str(pr_suite.relative_to(workdir)), "--output-dir", pr_out.name, "--baseline",
                      "out-baseline/results.json", "--baseline-label", "main"]
         argv = [*cli, *arguments, *index]
-        code, raw = capture_pty(argv, {**env, "TERM": "xterm-256color"}, workdir)
-        (workdir / "terminal.bytes").write_bytes(raw)
+        run = capture_pty(argv, {**env, "TERM": "xterm-256color"}, workdir)
+        code = run.code
+        (workdir / "terminal.bytes").write_bytes(run.data)
         if code not in (0, 1):
-            raise CaptureError(f"the pull request's run: exit {code}: {raw.decode('utf-8', 'replace')[-1500:]}")
+            raise CaptureError(f"the pull request's run: exit {code}: {run.data.decode('utf-8', 'replace')[-1500:]}")
         lap("pull request run (pty)")
 
-        screen = Screen()
-        screen.feed(raw.decode("utf-8", "replace"))
-        title = f"terminal {TERMINAL[0]}×{TERMINAL[1]}:  $ evaltasks run {' '.join(arguments)}"
-        screenshot_page(terminal_html(screen.ansi_lines(), title=title),
-                        out / "terminal.png", workdir)
+        middle = run.seconds / 2  # a live display redraws every tick: its screen half-way through the run
+        live, final = Screen(), Screen()
+        live.feed(run.data[:run.offset_at(middle)].decode("utf-8", "replace"))
+        final.feed(run.data.decode("utf-8", "replace"))
+        command = f"$ evaltasks run {' '.join(arguments)}"
+        screenshot_page(terminal_html([
+            (f"{command}   (terminal {TERMINAL[0]}×{TERMINAL[1]}; while running: after {middle:.1f} s of "
+             f"{run.seconds:.1f} s)", live.ansi_lines()),
+            ("at the end", final.ansi_lines()),
+        ]), out / "terminal.png", workdir)
         lap("terminal screenshot")
 
         comment, job_summary = action_report(pr_out, code, workdir)
