@@ -176,7 +176,7 @@ class Screen:
             self.col += 1
 
     def _sgr(self, params: str) -> None:
-        codes = [code for code in params.split(";")] if params else ["0"]
+        codes = params.split(";") if params else ["0"]
         parts = self.style.split(";") if self.style else []
         for code in codes:
             if code in ("", "0"):
@@ -688,7 +688,7 @@ def capture(out: Path, workdir: Path) -> dict[str, float]:
                         out / "job-summary.png", workdir)
         lap("action report and markdown screenshots")
 
-        ui = api_url.removesuffix("/api")
+        ui = api_url.removesuffix("/api")  # Prefect 3.9 serves its V1 UI here (V2 under /v2)
         flow_run = newest_flow_run(api_url)
         screenshot(f"{ui}/runs/flow-run/{flow_run['id']}", out / "prefect-flow-run.png", PREFECT_WINDOW, 20000)
         artifact = summary_artifact(api_url, flow_run["id"])
