@@ -355,6 +355,8 @@ CHANGES_OPEN = 5
 TEXT_SHOWN = 160
 """Characters of a question, expected answer or output shown per changed or worst case (results.json has them
 whole)."""
+CHANGES_LISTED = 100
+"""Changed cases listed at most (the first :data:`CHANGES_OPEN` open); all of them are in results.json."""
 CHANGE_ICONS = {"newly failing": "🔻", "worse": "🔻", "new": "🆕", "removed": "➖", "better": "🟢",
                 "newly passing": "🟢"}
 
@@ -363,6 +365,14 @@ def details(summary: str, lines: list[str]) -> list[str]:
     """``lines`` folded into ``<details><summary>SUMMARY</summary>`` (``summary``: evaltasks' own words, or
     escaped), with the blank lines GitHub needs to render the markdown inside."""
     return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
+
+
+def folded(summary: str, rows: list[str], priority: int, min_rows: int = 0) -> Section:
+    """A :class:`Section` inside ``<details>`` (see :func:`details`) whose ``rows`` (markdown blocks) may be cut
+    from the end, the whole block dropped when none is left."""
+    fold = details(summary, ["@@"])
+    at = fold.index("@@")
+    return Section(head=fold[:at], rows=rows, tail=fold[at + 1:], priority=priority, min_rows=min_rows)
 
 
 def _score_status(score: float | None, status: str | None) -> str:
@@ -428,11 +438,15 @@ def changes_sections(comparison: Comparison) -> list[Section]:
             f"{comparison.tolerance:g}; new and removed cases once each).", ""]
     if not ordered:
         return [Section(head=[*head[:2], "No case changed beyond the tolerance.", ""])]
-    rows = [change_lines(kind, change) for kind, change in ordered]
+    rows = [change_lines(kind, change) for kind, change in ordered[:CHANGES_LISTED]]
     sections = [Section(head=head, rows=rows[:CHANGES_OPEN], tail=[""], priority=0, min_rows=len(rows[:CHANGES_OPEN]))]
     rest = rows[CHANGES_OPEN:]
     if rest:
-        folded = details(f"{len(rest)} more changed case{'' if len(rest) == 1 else 's'}", ["@@"])
+        more = len(ordered) - CHANGES_OPEN
+        unlisted = len(ordered) - len(rows)
+        folded = details(f"{more} more changed case{'' if more == 1 else 's'}", ["@@"])
+        if unlisted:
+            folded[-3:-3] = ["", f"… {unlisted} more in results.json (comparison.changes)."]
         at = folded.index("@@")
         sections.append(Section(head=folded[:at], rows=rest, tail=folded[at + 1:], priority=3))
     return sections
@@ -590,23 +604,21 @@ def summary_sections(
 
     highlights = cases if isinstance(cases, Highlights) else Highlights.of(cases)
     if highlights.worst:
-        folded = details(f"Worst cases ({len(highlights.worst)} lowest-scoring failed or errored results)", ["@@"])
-        at = folded.index("@@")
-        sections.append(Section(head=folded[:at], rows=[worst_lines(w) for w in highlights.worst],
-                                tail=folded[at + 1:], priority=4))
+        sections.append(folded(f"Worst cases ({len(highlights.worst)} lowest-scoring failed or errored results)",
+                               [worst_lines(w) for w in highlights.worst], priority=4))
 
     dist: list[str] = []
     for name in summary.metrics:
         counts = highlights.histograms.get(name)
         if counts and sum(counts) and name not in highlights.graded:  # scores 0 and 1 only: counts, no chart
-            dist += [f"**{markdown_inline(name)}** ({sum(counts)} scores, each 0 or 1): {counts[-1]} × 1, "
-                     f"{counts[0]} × 0", ""]
+            dist.append(f"**{markdown_inline(name)}** ({sum(counts)} scores, each 0 or 1): {counts[-1]} × 1, "
+                        f"{counts[0]} × 0\n")
         elif counts and sum(counts):
-            dist += [f"**{markdown_inline(name)}** ({sum(counts)} scores)", ""]
-            dist += mermaid_chart(name, counts) if charts == "mermaid" else \
+            chart = mermaid_chart(name, counts) if charts == "mermaid" else \
                 ["```text", *histogram_lines(counts), "```", ""]
+            dist.append("\n".join([f"**{markdown_inline(name)}** ({sum(counts)} scores)", "", *chart]))
     if dist:
-        sections.append(Section(head=details("Score distributions", dist), priority=5))
+        sections.append(folded("Score distributions", dist, priority=5))
 
     notes: list[str] = []
     if comparison is not None:
@@ -633,14 +645,14 @@ def summary_sections(
     notes += [f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the "
               f"index; {e.outputs_computed} outputs computed, {e.outputs_reused} reused.", ""]
     title = "Statistics, counts and embeddings" if comparison is not None else "Statistics and embeddings"
-    sections.append(Section(head=details(title, notes), priority=1))
+    sections.append(folded(title, ["\n".join(notes)], priority=2))
 
     if summary.judges and not stopped:
         judge = judge_section(summary)
-        folded = details("LLM judges: requests, tokens and cost", ["@@"])
-        at = folded.index("@@")
-        sections.append(Section(head=folded[:at] + judge.head[2:], rows=judge.rows,
-                                tail=judge.tail + folded[at + 1:], priority=1, min_rows=judge.min_rows))
+        fold = folded("LLM judges: requests, tokens and cost", judge.rows, priority=1, min_rows=judge.min_rows)
+        fold.head += judge.head[2:]
+        fold.tail[:0] = judge.tail
+        sections.append(fold)
     return sections
 
 
@@ -649,13 +661,13 @@ UNSTABLE_LISTED = 20
 
 
 def judge_section(summary: EvaluationSummary) -> Section:
-    """The "LLM judges" table: per judge metric its model, requests sent (answers reused from the store in
-    parentheses), tokens, US dollars and unstable cases, then the run's total; the unstable cases' ids (the first
+    """The "LLM judges" table: per judge metric its model, requests sent (answers reused from the store under
+    them), tokens in and out, US dollars and unstable cases, then the run's total; the unstable cases' ids (the first
     :data:`UNSTABLE_LISTED` per metric) under the table, so the table stays narrow."""
     rows, listed = [], []
     for name, j in summary.judges.items():
-        rows.append(f"| {markdown_inline(name)} | {markdown_inline(j.model, 60)} | {j.requests} ({j.reused}) | "
-                    f"{j.prompt_tokens} / {j.completion_tokens} | ${j.cost:.4f} | {j.unstable} |")
+        rows.append(f"| {markdown_inline(name)} | {markdown_inline(j.model, 60)} | {j.requests}<br>{j.reused} reused | "
+                    f"{j.prompt_tokens} in<br>{j.completion_tokens} out | ${j.cost:.4f} | {j.unstable} |")
         if j.unstable_cases:
             ids = ", ".join(markdown_inline(c, 40) for c in j.unstable_cases[:UNSTABLE_LISTED])
             more = (f", … {len(j.unstable_cases) - UNSTABLE_LISTED} more"
@@ -663,10 +675,10 @@ def judge_section(summary: EvaluationSummary) -> Section:
             listed.append(f"Unstable in {markdown_inline(name)}: {ids}{more}.")
     t = summary.judge_total
     if t is not None and len(summary.judges) > 1:
-        rows.append(f"| **total** | | {t.requests} ({t.reused}) | {t.prompt_tokens} / {t.completion_tokens} | "
-                    f"${t.cost:.4f} | {t.unstable} |")
+        rows.append(f"| **total** | | {t.requests}<br>{t.reused} reused | {t.prompt_tokens} in<br>{t.completion_tokens} "
+                    f"out | ${t.cost:.4f} | {t.unstable} |")
     return Section(
-        head=["## LLM judges", "", "| metric | judge model | requests (reused) | tokens in / out | cost | unstable |",
+        head=["## LLM judges", "", "| metric | judge model | requests | tokens | cost | unstable |",
               "|---|---|---:|---:|---:|---:|"],
         rows=rows, tail=["", "Unstable: the case's samples fell on both sides of the threshold.",
                          *(["", *listed] if listed else []), ""], priority=1, min_rows=1,

@@ -78,6 +78,8 @@ def verdict_line(
     """
     status = "PASSED" if passed else "FAILED"
     evaluated = summary.cases - summary.skipped_cases
+    if summary.cases == 0:
+        return f"{status}: no case was evaluated (the dataset is empty)"
     if evaluated == 0:
         return f"{status}: no case was evaluated (all {summary.cases} skipped)"
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
