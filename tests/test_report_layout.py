@@ -2,8 +2,8 @@
 
 The reports are built from real runs (evaltasks' own engine with deterministic metrics, results.json written and
 read back as a baseline), rendered with cmark-gfm (GitHub's own fork of cmark, GFM extensions: table, autolink,
-strikethrough, tagfilter) and with markdown-it + linkify (a renderer that autolinks bare URLs, as Prefect's UI
-does), and the HTML parsed (stdlib html.parser) to assert what a reader sees: the verdict first, the cases that
+strikethrough, tagfilter), the text a reader sees searched with linkify-it (Prefect's UI autolinks bare URLs in
+it, escapes resolved), and the HTML parsed (stdlib html.parser) to assert what a reader sees: the verdict first, the cases that
 changed before the metric table (newly failing first), a metric table that fits GitHub's ~830 px column under
 the width model below, nothing live from model text, the rest folded in ``<details>``, a Mermaid chart.
 """
@@ -220,6 +220,7 @@ def test_summary_leads_with_the_verdict_then_changed_cases_then_the_metric_table
 
 
 def test_every_table_fits_the_column_and_nothing_from_the_model_is_live(runs: dict[str, Path]) -> None:
+    from linkify_it import LinkifyIt
     from markdown_it import MarkdownIt
 
     for name in ("base", "current"):
@@ -228,9 +229,14 @@ def test_every_table_fits_the_column_and_nothing_from_the_model_is_live(runs: di
         assert reader.tables and all(table_px(t) <= COLUMN_PX for t in reader.tables), \
             [table_px(t) for t in reader.tables]
         assert reader.links == [] and reader.images == 0
-        html = MarkdownIt("gfm-like").render(md)  # linkify: autolinks bare URLs, www. and domains
+        html = MarkdownIt("gfm-like").render(md)
         assert "<a " not in html and "<img" not in html, html
         assert "@octocat" not in html and "#12" not in html
+        # Prefect's UI autolinks URLs, www. and domains in the text a reader sees (escapes resolved): linkify-it
+        # on that text finds none of the model's
+        seen = "\n".join(text for _, text in reader.blocks)
+        found = [m.text for m in LinkifyIt().match(seen) or []]
+        assert not [f for f in found if "evil" in f or "x" == f.rsplit("/", 1)[-1]], found
     md = (runs["current"] / "summary.md").read_text(encoding="utf-8")
     assert "The capital is \\[docs\\]\\(https\\:\u200b//evil\\.\u200bexample\\)" in md  # shown, as text
 
