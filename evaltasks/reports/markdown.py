@@ -537,10 +537,12 @@ def counts_lines(summary: EvaluationSummary) -> list[str]:
 
 def worst_lines(w: WorstCase) -> str:
     """One worst case as a markdown list item: its readable name, metric and score, the metric's reason (the
-    score named once: a reason that states it already is shown as it is), its output and expected answer."""
+    score named once: a reason that states it, e.g. ReferenceMatch's "Max cosine similarity 0.0173 …", is shown
+    alone), its output and expected answer."""
     label = markdown_inline(w.label or w.case_id, 60)
     score = _fmt(w.score)
-    shown_score = w.score is not None and (score in w.reason or f"{w.score:.2f}" in w.reason)
+    shown_score = w.score is not None and (score in w.reason or f"{w.score:.2f}" in w.reason
+                                           or "score" in w.reason.lower())
     head = f"- **{label}** · {markdown_inline(w.metric)}"
     head += f": {markdown_inline(w.reason, TEXT_SHOWN)}" if shown_score else \
         f" · score {score}: {markdown_inline(w.reason, TEXT_SHOWN)}"
