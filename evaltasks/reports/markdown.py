@@ -437,7 +437,8 @@ def changes_sections(comparison: Comparison) -> list[Section]:
             f"{counts.get('removed', 0)} removed (case × metric changes beyond the tolerance "
             f"{comparison.tolerance:g}; new and removed cases once each).", ""]
     if not ordered:
-        return [Section(head=[*head[:2], "No case changed beyond the tolerance.", ""])]
+        return [Section(head=[*head[:2], f"No case changed beyond the tolerance ({comparison.tolerance:g}) since "
+                                         f"{markdown_inline(comparison.baseline, 120)}.", ""])]
     rows = [change_lines(kind, change) for kind, change in ordered[:CHANGES_LISTED]]
     sections = [Section(head=head, rows=rows[:CHANGES_OPEN], tail=[""], priority=0, min_rows=len(rows[:CHANGES_OPEN]))]
     rest = rows[CHANGES_OPEN:]
@@ -626,8 +627,8 @@ def summary_sections(
     if comparison is not None:
         notes += counts_lines(summary)
     if comparison is not None and is_tested(comparison):
-        notes += [f"{VERDICT_ICONS.get(comparison.verdict, '')} {verdict_headline(comparison)} "
-                  f"(alpha {comparison.alpha:g}, min effect {comparison.min_effect:g}).", ""]
+        notes += [f"{VERDICT_ICONS.get(comparison.verdict, '')} **{verdict_headline(comparison)}.** "
+                  f"(alpha {comparison.alpha:g}, min effect {comparison.min_effect:g})", ""]
         if comparison.pass_rate_test is not None:
             text = change_test_text(comparison.pass_rate_test, lambda t: markdown_inline(t, 60))
             notes += [f"Overall {text}.", ""]
