@@ -415,3 +415,61 @@ def test_verdict_line_without_baseline_with_budget_stop_and_with_nothing_evaluat
     blocks = read(md).blocks
     assert blocks[1][1].startswith("✅ PASSED: pass rate 50.00%") and blocks[2][0] == "blockquote"
     assert blocks[2][1].startswith("ℹ️ No baseline to compare with")
+
+
+# --- the Action: job summary and PR comment (action/report.py run as the Action runs it) --------------------------
+
+def test_action_job_summary_and_comment_lead_with_the_verdict_and_the_no_baseline_note(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from test_action import ACTION, MARKER, _case, _pr_event, _report_env, _write_results
+
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9 if i % 4 else 0.2) for i in range(8)], min_pass_rate=0.9)
+    env = _report_env(tmp_path, out, _pr_event(tmp_path), None, BASELINE_AUTO="true")
+    proc = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    comment = Path(env["COMMENT_BODY_FILE"]).read_text(encoding="utf-8")
+    assert comment.startswith(MARKER + "\n")
+    for text in (job, comment.split("\n", 1)[1]):
+        blocks = read(text).blocks
+        assert blocks[1] == ("p", "❌ FAILED: pass rate 75.00% (6 of 8 cases), gate 90.00%")
+        assert blocks[2][0] == "blockquote" and "No baseline: no earlier results of this suite" in blocks[2][1]
+        assert text.count("No baseline:") == 1  # said once, under the verdict (not appended at the end)
+        assert all(table_px(t) <= COLUMN_PX for t in read(text).tables)
+
+
+def test_action_comment_with_a_baseline_survives_the_fork_sanitiser_as_it_reads(tmp_path: Path) -> None:
+    """The comment of a run with a baseline: verdict, changed cases (newly failing first, with their question and
+    outputs), the metric table, then folded details; a fork's comment.md rebuilt by comment.py's sanitiser reads
+    the same, its ``<details>``, ``<br>`` and nested lists kept."""
+    import subprocess
+    import sys
+
+    from test_action import ACTION, _case, _import, _pr_event, _report_env, _seen, _write_results
+
+    base = json.loads(_write_results(tmp_path / "base", [_case(i, 0.9) for i in range(8)]).read_text())
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9 if i % 4 else 0.2, EVIL if i == 4 else "") for i in range(8)], baseline=base)
+    env = _report_env(tmp_path, out, _pr_event(tmp_path), None)
+    proc = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    comment = Path(env["COMMENT_BODY_FILE"]).read_text(encoding="utf-8")
+    reader = read(comment.split("\n", 1)[1])
+    assert reader.blocks[1][1].startswith("✅ PASSED: pass rate 75.00% (−25.00 points since the baseline), gate 50.00%")
+    assert [t for tag, t in reader.blocks if tag == "h2"] == ["Cases that changed", "Metrics"]
+    changed = next(t for tag, t in reader.blocks if tag == "ul")
+    assert changed.startswith("🔻 newly failing: case-0 · ReferenceMatchMetric 0.9000 (passed) → 0.2000 (failed)")
+    assert "question: question 0" in changed and "output before: answer 0" in changed
+    run = "https://github.com/example/evaltasks-demo/actions/runs/4242"
+    assert reader.links == [run] and reader.images == 0  # the footer's link to the run, nothing from the model
+    assert [table_px(t) <= COLUMN_PX for t in reader.tables] == [True] * len(reader.tables)
+    sanitized = _import("comment").sanitize_untrusted_body(comment, "example/evaltasks-demo")
+    again = read(sanitized.split("\n", 1)[1])
+    assert again.summaries == reader.summaries and again.tables == reader.tables
+    assert again.links == [run] and again.images == 0
+    from test_action import _github_html
+
+    assert _seen(_github_html(sanitized)) == _seen(_github_html(comment))
