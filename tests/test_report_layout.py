@@ -238,7 +238,7 @@ def test_every_table_fits_the_column_and_nothing_from_the_model_is_live(runs: di
         found = [m.text for m in LinkifyIt().match(seen) or []]
         assert not [f for f in found if "evil" in f or "x" == f.rsplit("/", 1)[-1]], found
     md = (runs["current"] / "summary.md").read_text(encoding="utf-8")
-    assert "The capital is \\[docs\\]\\(https\\:\u200b//evil\\.\u200bexample\\)" in md  # shown, as text
+    assert "The capital is \\[docs\\]\\(https\\:\u200b//evil\\.example\\)" in md  # shown, as text
 
 
 def test_the_plain_text_of_summary_md_has_no_escapes_in_evaltasks_own_words(runs: dict[str, Path]) -> None:

@@ -16,11 +16,14 @@ _XML_INVALID = regex.compile(r"[^\u0009\u000A\u000D\u0020-\uD7FF\uE000-\uFFFD\U0
 _MD_SPECIAL = regex.compile(r"""([\\`*_{}\[\]()<>#+\-!|~:&.=$^"])""")
 # Renderers with linkify (Prefect's UI, markdown-it with linkify-it) autolink URLs, "www." and bare domains in
 # the text *after* backslash escapes are resolved, so escapes cannot stop them: a zero-width space between a
-# scheme's ":" and "//", after "www" before its ".", and after a "." between a letter or digit and a letter
-# (``evil.com``; ``3.14`` and a sentence's last "." stay as they are) leaves no URL, host or e-mail to find.
+# scheme's ":" and "//", after "www" before its ".", and after the "." before a top-level domain that linkify-it
+# links without a scheme (``evil.com``, ``a@b.io``: its default list, and any two letters) leaves no URL, host or
+# e-mail to find; file names such as ``answers.jsonl`` and numbers such as ``3.14`` stay as they are.
 _SCHEME = regex.compile(r"(?<=[A-Za-z0-9]\\?:)(?=/)")
 _WWW = regex.compile(r"(?i)(?<=\bwww)(?=\\?\.)")
-_DOMAIN_DOT = regex.compile(r"(?<=\w\\?\.)(?=[^\W\d_])")
+_DOMAIN_DOT = regex.compile(
+    r"(?i)(?<=\w\\?\.)(?=(?:[a-z]{2}|biz|com|edu|gov|net|org|pro|web|xxx|aero|asia|coop|info|museum|name|shop|рф)"
+    r"(?![\w-]))")
 
 
 def markdown_inline(text: str | None, limit: int = 200) -> str:
