@@ -207,8 +207,9 @@ def sanitize_untrusted_body(body: str, repo: str, server: str = "https://github.
     The first line must be an evaltasks marker. The rest is rebuilt line by line from the few block shapes an
     evaltasks report uses, with all of their text made inert by :func:`inert_text`: headings (``#``), table rows
     (cell by cell, ``<br>`` between a cell's lines kept; delimiter rows kept), ``> `` quotes, ``- `` list items
-    (nested ones by two spaces), ``<details><summary>…</summary>`` and ``</details>`` lines, ``---`` rules, fenced code blocks
-    (emitted as plain ```` ```text ```` blocks, where nothing renders as markup), ``**bold**``, and the link to
+    (nested ones by two spaces), ``<details><summary>…</summary>`` and ``</details>`` lines, ``---`` rules,
+    fenced code blocks (emitted as plain ```` ```text ```` blocks, where nothing renders as markup), ``**bold**``,
+    and the link to
     this repository's workflow run (``server``/``repo``/``actions/runs/N``) that evaltasks writes. Anything else
     is a paragraph line of inert text, so no link, image, HTML, mention or issue reference can come out. The
     result may be longer than the input: :func:`fit_body` measures it. Raises ValueError when there is no marker.

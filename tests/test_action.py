@@ -292,7 +292,8 @@ def test_first_run_creates_the_sticky_comment_and_the_second_updates_it(tmp_path
 
         low, high = proportion_confint(8, 8, alpha=0.05, method="wilson")  # the 95 % Wilson interval, as printed
         assert "✅ **PASSED**: pass rate 100.00% (8 of 8 cases), gate 50.00%\n" in summary
-        assert f"Cases: 8 passed, 0 failed, 0 errored, 0 skipped; pass rate 95% CI {100 * low:.1f}–{100 * high:.1f}%." in summary
+        ci = f"{100 * low:.1f}–{100 * high:.1f}"
+        assert f"Cases: 8 passed, 0 failed, 0 errored, 0 skipped; pass rate 95% CI {ci}%." in summary
         assert _outputs(env)["passed"] == "true" and _outputs(env)["pass-rate"] == "1.000000"
 
 

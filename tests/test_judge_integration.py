@@ -216,7 +216,8 @@ def test_pr_comment_shows_the_judges_table(tmp_path: Path) -> None:
     result, _, _ = _judged_run(tmp_path)
     text = render_summary_markdown("judged", result.summary, result.test_results, passed=False, min_pass_rate=1.0,
                                    max_size=4000)
-    assert "<summary>LLM judges: requests, tokens and cost</summary>" in text and "Unstable in VerdictMetric: c\\-split." in text
+    assert "<summary>LLM judges: requests, tokens and cost</summary>" in text
+    assert "Unstable in VerdictMetric: c\\-split." in text
 
 
 # -- suite runs through the flow and the CLI --------------------------------------------------------------------

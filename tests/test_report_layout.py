@@ -3,8 +3,8 @@
 The reports are built from real runs (evaltasks' own engine with deterministic metrics, results.json written and
 read back as a baseline), rendered with cmark-gfm (GitHub's own fork of cmark, GFM extensions: table, autolink,
 strikethrough, tagfilter), the text a reader sees searched with linkify-it (Prefect's UI autolinks bare URLs in
-it, escapes resolved), and the HTML parsed (stdlib html.parser) to assert what a reader sees: the verdict first, the cases that
-changed before the metric table (newly failing first), a metric table that fits GitHub's ~830 px column under
+it, escapes resolved), and the HTML parsed (stdlib html.parser) to assert what a reader sees: the verdict first,
+the cases that changed before the metric table (newly failing first), a metric table that fits GitHub's ~830 px column under
 the width model below, nothing live from model text, the rest folded in ``<details>``, a Mermaid chart.
 """
 
@@ -145,7 +145,8 @@ def table_px(table: list[list[tuple[bool, list[str]]]]) -> float:
 def test_the_width_model_matches_the_numbers_measured_in_a_browser() -> None:
     """The model errs on the wide side, by little: the old comment's table (10 columns), measured at ~925 px in
     GitHub's stylesheet, comes out within 10 % above that."""
-    old = ("| metric | mean score | pass rate | threshold | passed | failed | errored | skipped | Δ mean | Δ pass rate |\n"
+    old = ("| metric | mean score | pass rate | threshold | passed | failed | errored | skipped | Δ mean "
+           "| Δ pass rate |\n"
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
            "| ReferenceMatchMetric | 0.7453 | 75.00% | 0.7 | 6 | 2 | 0 | 0 | -0.0310 🔻 | -25.00 pt |\n")
     assert 925 <= table_px(read(old).tables[0]) <= 1020
@@ -212,7 +213,11 @@ def test_summary_leads_with_the_verdict_then_changed_cases_then_the_metric_table
                                                   [QUESTIONS[i] for i in (3, 5, 7, 9)]]
     # the rest of the changes, the worst cases, charts and statistics are folded
     folded = reader.summaries
-    assert folded[0].endswith("more changed cases") and any(f.startswith("Worst cases") for f in folded)
+    assert folded[0] == "1 more changed case" and any(f.startswith("Worst cases") for f in folded)
+    # one item per case: a case that failed two metrics is listed once, both metrics in its line
+    both = next(line for line in firsts if "number 5?" in line)
+    assert "ShortAnswerLengthCheck 1.0000 (passed) → 0.0000 (failed)" in both
+    assert "MentionsTheCapitalContains 1.0000 (passed) → 0.0000 (failed)" in both
     assert any(f.startswith("Score distributions") for f in folded)
     assert kinds.index("details") < table_at  # the folded changes belong to "Cases that changed"
     new = next(line for line in md.splitlines() if "🆕 **new:" in line)
@@ -370,7 +375,7 @@ def test_newly_failing_and_passing_and_change_texts_come_from_a_baseline_results
     assert removed["input"] == QUESTIONS[11] and removed["baseline_output"] == "The capital is city 11."
     assert removed["baseline_status"] == "passed" and removed["baseline_score"] == 1.0
     new = next(c for c in comparison["changes"] if c["kind"] == "new")
-    assert new["current_status"] == "failed" and new["current_score"] == 0.0 and new["current_output"] == "No idea at all"
+    assert (new["current_status"], new["current_score"], new["current_output"]) == ("failed", 0.0, "No idea at all")
     # the reverse run: the same cases newly pass
     back = compare_results(load_baseline(runs["current"] / "results.json"),
                            summarize(*_reload(runs["base"])), _reload(runs["base"])[0])
@@ -400,7 +405,8 @@ def test_verdict_line_without_baseline_with_budget_stop_and_with_nothing_evaluat
     cases = [TestCaseResult.from_metrics(f"c{i}", "q", "o", [MetricResult.scored("M", s, 0.5, "r", {})])
              for i, s in enumerate((0.9, 0.9, 0.1, 0.2))]
     summary = summarize(cases, {"M": 0.5})
-    assert verdict_line(summary, passed=False, min_pass_rate=0.75) == "FAILED: pass rate 50.00% (2 of 4 cases), gate 75.00%"
+    assert verdict_line(summary, passed=False, min_pass_rate=0.75) == \
+        "FAILED: pass rate 50.00% (2 of 4 cases), gate 75.00%"
     assert verdict_line(summary, passed=True, min_pass_rate=0.5, fail_on="either") == \
         "PASSED: pass rate 50.00% (2 of 4 cases), gate 50.00%; no baseline to compare with"
     stopped = summary.model_copy(update={"budget_skipped": 3})
@@ -410,7 +416,8 @@ def test_verdict_line_without_baseline_with_budget_stop_and_with_nothing_evaluat
                         {"M": 0.5})
     assert verdict_line(skipped, passed=False, min_pass_rate=0.5) == "FAILED: no case was evaluated (all 1 skipped)"
     empty = summarize([], {"M": 0.5})
-    assert verdict_line(empty, passed=False, min_pass_rate=0.5) == "FAILED: no case was evaluated (the dataset is empty)"
+    assert verdict_line(empty, passed=False, min_pass_rate=0.5) == \
+        "FAILED: no case was evaluated (the dataset is empty)"
     md = render_summary_markdown("s", summary, cases, passed=True, min_pass_rate=0.5, fail_on="regression")
     blocks = read(md).blocks
     assert blocks[1][1].startswith("✅ PASSED: pass rate 50.00%") and blocks[2][0] == "blockquote"

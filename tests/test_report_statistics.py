@@ -111,7 +111,8 @@ def test_summary_md_shows_each_number_with_its_interval() -> None:
     assert f"Cases: {PASSED} passed, {N - PASSED} failed, 0 errored, 0 skipped; pass rate 95% CI {ci}%." in md
     row = next(line for line in md.splitlines() if line.startswith("| ReferenceMatchMetric |"))
     # each interval under its number: the columns stay narrow
-    assert row == f"| ReferenceMatchMetric | {PASSED / N:.2%}<br>{ci} | 0.7412<br>0.72–0.76 | 0.5 | {N - PASSED} | 0 | 0 |"
+    assert row == (f"| ReferenceMatchMetric | {PASSED / N:.2%}<br>{ci} | 0.7412<br>0.72–0.76 | 0.5 | {N - PASSED} "
+                   "| 0 | 0 |")
     assert "| LengthCheckMetric | n/a | n/a | 1.0 | 0 | 0 | 800 |" in md  # nothing scored: no interval
     assert "95% confidence: pass rates by Wilson and mean scores by bootstrap (2000 bootstrap resamples, seed 0)" in md
     assert "Cases that changed" not in md and "egressed" not in md
@@ -359,7 +360,8 @@ def test_evaltasks_own_words_are_not_escaped_in_the_regressions() -> None:
     name = "Ref*Match*[x](https://evil.example)"
     comparison.metrics[0] = comparison.metrics[0].model_copy(update={"name": name})
     summary = _summary()
-    summary.metrics = {name: summary.metrics["ReferenceMatchMetric"], "LengthCheckMetric": summary.metrics["LengthCheckMetric"]}
+    summary.metrics = {name: summary.metrics["ReferenceMatchMetric"],
+                       "LengthCheckMetric": summary.metrics["LengthCheckMetric"]}
     md = _render(comparison, summary=summary)
     t = comparison.pass_rate_test
     points = f"{100 * t.delta:+.2f}".replace("-", "−")

@@ -397,19 +397,22 @@ def ordered_changes(comparison: Comparison) -> list[tuple[str, CaseChange]]:
     return sorted(named, key=lambda item: rank[item[0]])  # stable: keeps the comparison's order within a group
 
 
-def change_lines(kind: str, change: CaseChange) -> str:
-    """One changed case as a markdown list item (several lines): its kind, readable name, metric and score
-    before → after (a new case its own score and status, a removed one the baseline's), then its question,
-    expected answer, and output before → after, each cut to :data:`TEXT_SHOWN` characters and escaped."""
+def change_lines(kind: str, changes: list[CaseChange]) -> str:
+    """One changed case as a markdown list item (several lines): its kind, readable name, and per changed metric
+    its score before → after (a new case its own lowest score and status, a removed one the baseline's), then its
+    question, expected answer, and output before → after, each cut to :data:`TEXT_SHOWN` characters and escaped.
+    ``changes``: the case's changes of this kind (one for a new or removed case)."""
+    change = changes[0]
     label = markdown_inline(case_label(change.case_id, change.input, change.current_output or change.baseline_output))
     if change.kind == "new":
         what = f"lowest score {_score_status(change.current_score, change.current_status)}"
     elif change.kind == "removed":
         what = f"lowest score in the baseline {_score_status(change.baseline_score, change.baseline_status)}"
     else:
-        delta = f", Δ {_signed(change.delta)}" if change.delta is not None else ""
-        what = (f"{markdown_inline(change.metric)} {_score_status(change.baseline_score, change.baseline_status)} → "
-                f"{_score_status(change.current_score, change.current_status)}{delta}")
+        what = "; ".join(
+            f"{markdown_inline(c.metric)} {_score_status(c.baseline_score, c.baseline_status)} → "
+            f"{_score_status(c.current_score, c.current_status)}"
+            f"{f', Δ {_signed(c.delta)}' if c.delta is not None else ''}" for c in changes)
     lines = [f"- {CHANGE_ICONS[kind]} **{kind}: {label}** · {what}"]
     if change.input is not None:
         lines.append(f"  - question: {markdown_inline(change.input, TEXT_SHOWN)}")
@@ -426,8 +429,9 @@ def change_lines(kind: str, change: CaseChange) -> str:
 
 
 def changes_sections(comparison: Comparison) -> list[Section]:
-    """"Cases that changed": the first :data:`CHANGES_OPEN` changes open (never cut for size), the rest inside
-    ``<details>`` (cut first when the text must shrink); nothing when no case changed."""
+    """"Cases that changed": one item per case (its changed metrics together), in :func:`ordered_changes`' order;
+    the first :data:`CHANGES_OPEN` open (never cut for size), the next up to :data:`CHANGES_LISTED` inside
+    ``<details>`` (cut first when the text must shrink); a sentence when no case changed."""
     ordered = ordered_changes(comparison)
     counts = comparison.counts
     newly = len(comparison.newly_failing)
@@ -439,12 +443,15 @@ def changes_sections(comparison: Comparison) -> list[Section]:
     if not ordered:
         return [Section(head=[*head[:2], f"No case changed beyond the tolerance ({comparison.tolerance:g}) since "
                                          f"{markdown_inline(comparison.baseline, 120)}.", ""])]
-    rows = [change_lines(kind, change) for kind, change in ordered[:CHANGES_LISTED]]
+    cases: dict[tuple[str, str], list[CaseChange]] = {}
+    for kind, change in ordered:  # one item per case and kind, its metrics together
+        cases.setdefault((kind, change.case_id), []).append(change)
+    rows = [change_lines(kind, changes) for (kind, _), changes in list(cases.items())[:CHANGES_LISTED]]
     sections = [Section(head=head, rows=rows[:CHANGES_OPEN], tail=[""], priority=0, min_rows=len(rows[:CHANGES_OPEN]))]
     rest = rows[CHANGES_OPEN:]
     if rest:
-        more = len(ordered) - CHANGES_OPEN
-        unlisted = len(ordered) - len(rows)
+        more = len(cases) - CHANGES_OPEN
+        unlisted = len(cases) - len(rows)
         folded = details(f"{more} more changed case{'' if more == 1 else 's'}", ["@@"])
         if unlisted:
             folded[-3:-3] = ["", f"… {unlisted} more in results.json (comparison.changes)."]
@@ -588,8 +595,8 @@ def summary_sections(
     head = [f"# evaltasks: {markdown_inline(suite_name)}", "",
             f"{'✅' if passed else '❌'} **{status}**:{rest}", ""]
     if comparison is None and (baseline_note or fail_on in ("regression", "either")):
-        head += [f"> ℹ️ {baseline_note or 'No baseline to compare with: the regression check had nothing to compare.'}",
-                 ""]
+        note = baseline_note or "No baseline to compare with: the regression check had nothing to compare."
+        head += [f"> ℹ️ {note}", ""]
     rate_ci = f"; pass rate {ci[2:-1]}" if evaluated and ci else ""
     head += [f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
              f"{summary.skipped_cases} skipped{rate_ci}.", ""]
@@ -678,8 +685,8 @@ def judge_section(summary: EvaluationSummary) -> Section:
             listed.append(f"Unstable in {markdown_inline(name)}: {ids}{more}.")
     t = summary.judge_total
     if t is not None and len(summary.judges) > 1:
-        rows.append(f"| **total** | | {t.requests}<br>{t.reused} reused | {t.prompt_tokens} in<br>{t.completion_tokens} "
-                    f"out | ${t.cost:.4f} | {t.unstable} |")
+        rows.append(f"| **total** | | {t.requests}<br>{t.reused} reused | {t.prompt_tokens} in<br>"
+                    f"{t.completion_tokens} out | ${t.cost:.4f} | {t.unstable} |")
     return Section(
         head=["## LLM judges", "", "| metric | judge model | requests | tokens | cost | unstable |",
               "|---|---|---:|---:|---:|---:|"],
