@@ -139,6 +139,8 @@ _HEADING = re.compile(r"(#{1,6}) +(.*)")
 _DELIMITER_ROW = re.compile(r"\|(?: *:?-+:? *\|)+")
 _FENCE_OPEN = re.compile(r"```[A-Za-z0-9]*")
 _FENCE_CLOSE = re.compile(r"`{3,}")
+_SUMMARY = re.compile(r"<details><summary>(.{1,200}?)</summary>")
+_BREAK = "<br>"  # a line break inside a table cell (its parts inert)
 
 
 def _visible(text: str) -> str:
@@ -204,8 +206,10 @@ def sanitize_untrusted_body(body: str, repo: str, server: str = "https://github.
 
     The first line must be an evaltasks marker. The rest is rebuilt line by line from the few block shapes an
     evaltasks report uses, with all of their text made inert by :func:`inert_text`: headings (``#``), table rows
-    (cell by cell; delimiter rows kept), ``> `` quotes, ``- `` list items, ``---`` rules, fenced code blocks
-    (emitted as plain ```` ```text ```` blocks, where nothing renders as markup), ``**bold**``, and the link to
+    (cell by cell, ``<br>`` between a cell's lines kept; delimiter rows kept), ``> `` quotes, ``- `` list items
+    (nested ones by two spaces), ``<details><summary>…</summary>`` and ``</details>`` lines, ``---`` rules,
+    fenced code blocks (emitted as plain ```` ```text ```` blocks, where nothing renders as markup), ``**bold**``,
+    and the link to
     this repository's workflow run (``server``/``repo``/``actions/runs/N``) that evaltasks writes. Anything else
     is a paragraph line of inert text, so no link, image, HTML, mention or issue reference can come out. The
     result may be longer than the input: :func:`fit_body` measures it. Raises ValueError when there is no marker.
@@ -237,11 +241,19 @@ def sanitize_untrusted_body(body: str, repo: str, server: str = "https://github.
         elif _DELIMITER_ROW.fullmatch(stripped):
             lines.append(stripped)
         elif stripped.startswith("|"):
-            lines.append("| " + " | ".join(_inline(cell.strip(), None) for cell in _cells(stripped)) + " |")
+            lines.append("| " + " | ".join(_BREAK.join(_inline(part.strip(), None) for part in cell.split(_BREAK))
+                                           for cell in _cells(stripped)) + " |")
         elif heading:
             lines.append(f"{heading.group(1)} {_inline(heading.group(2), None)}")
+        elif stripped == "</details>":
+            lines.append(stripped)
+        elif _SUMMARY.fullmatch(stripped):
+            # raw HTML: escapes mean nothing there, so only words, digits and a little punctuation are kept
+            title = re.sub(r"[^\w .,;()–×-]", "", _ESCAPED.sub(r"\1", _SUMMARY.fullmatch(stripped).group(1)))
+            lines.append(f"<details><summary>{title}</summary>")
         elif stripped.startswith(("> ", "- ")):
-            lines.append(stripped[:2] + _inline(stripped[2:].strip(), None))
+            indent = "  " if line.startswith("  - ") else ""  # a nested list item (a changed case's texts)
+            lines.append(indent + stripped[:2] + _inline(stripped[2:].strip(), None))
         else:
             lines.append(_inline(stripped, run_link))
     if in_code:

@@ -3,8 +3,9 @@
 Reads ``$OUTPUT_DIR/results.json`` (written by ``evaltasks run``; with ``comparison`` when a baseline was found)
 and writes:
 
-- the job summary (``$GITHUB_STEP_SUMMARY``): banner, per-metric table with deltas, regressions, worst cases,
-  changes since the baseline, score distributions; at most :data:`SUMMARY_MAX_BYTES` UTF-8 bytes (GitHub's limit
+- the job summary (``$GITHUB_STEP_SUMMARY``): the verdict line, the "No baseline" note (none in the cache yet),
+  the cases that changed, the per-metric table with deltas, the rest folded (:func:`render_summary_markdown`
+  in evaltasks.reports.markdown); at most :data:`SUMMARY_MAX_BYTES` UTF-8 bytes (GitHub's limit
   is 1 MiB per step);
 - ``$COMMENT_BODY_FILE``: the same content behind a hidden marker line, with a link to the run, at most
   :data:`COMMENT_MAX_CHARS` UTF-16 code units (GitHub's limit is 65,536 characters); also ``comment.md`` and
@@ -23,6 +24,7 @@ the summary says so with the last lines of the run's log, escaped. All text that
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -148,21 +150,25 @@ def main() -> int:
     if gate.get("fail_on") is not None:  # an evaltasks from before the statistical gate takes no fail_on
         common["fail_on"] = gate["fail_on"]
     suite = str(doc.get("suite", suite_id))
+    no_baseline = ""
+    if comparison is None and env.get("BASELINE_AUTO") == "true":  # said right under the verdict
+        no_baseline = ("No baseline: no earlier results of this suite in the cache yet (runs on pushes to the "
+                       "base branch save them).")
+    placed = "baseline_note" in inspect.signature(render_summary_markdown).parameters  # an older evaltasks: at the end
+    if no_baseline and placed:
+        common["baseline_note"] = no_baseline
+    tail = f"\n{no_baseline}\n" if no_baseline and not placed else ""
     summary_text = render_summary_markdown(
         suite, summary, cases, **common, max_size=SUMMARY_MAX_BYTES, size=utf8_bytes,
         truncation_note="The full report is in the workflow artifact (results.json, summary.md).",
     )
-    no_baseline = ""
-    if comparison is None and env.get("BASELINE_AUTO") == "true":
-        no_baseline = ("\nNo baseline: no earlier results of this suite in the cache yet (runs on pushes to the "
-                       "base branch save them).\n")
-    append_summary(summary_text + no_baseline)
+    append_summary(summary_text + tail)
     head = marker(suite_id) + "\n"
     comment_text = render_summary_markdown(
         suite, summary, cases, **common, max_size=COMMENT_MAX_CHARS - utf16_units(head + footer), size=utf16_units,
         truncation_note="The full report is in the job summary and the workflow artifact.",
     )
-    _write_comment(dict(env), output_dir, head + comment_text + no_baseline + footer + "\n")
+    _write_comment(dict(env), output_dir, head + comment_text + tail + footer + "\n")
 
     rate = gate.get("pass_rate")
     set_output("passed", "true" if passed else "false")

@@ -291,7 +291,9 @@ def test_first_run_creates_the_sticky_comment_and_the_second_updates_it(tmp_path
         from statsmodels.stats.proportion import proportion_confint
 
         low, high = proportion_confint(8, 8, alpha=0.05, method="wilson")  # the 95 % Wilson interval, as printed
-        assert f"✅ **PASSED**: pass rate 100.00% (8/8 evaluated cases; 95% CI {100 * low:.1f}–{100 * high:.1f}%)" in summary
+        assert "✅ **PASSED**: pass rate 100.00% (8 of 8 cases), gate 50.00%\n" in summary
+        ci = f"{100 * low:.1f}–{100 * high:.1f}"
+        assert f"Cases: 8 passed, 0 failed, 0 errored, 0 skipped; pass rate 95% CI {ci}%." in summary
         assert _outputs(env)["passed"] == "true" and _outputs(env)["pass-rate"] == "1.000000"
 
 
@@ -389,15 +391,18 @@ def test_regressions_against_the_baseline_are_called_out_even_when_the_gate_pass
     assert "::warning title=evaltasks%3A quickstart::Regression since the baseline: pass rate 100.00%" in report.stdout
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
     # independently: 1 new case (case-100), cases 40 and 41 removed, cases 32-39 worse (0.95 → 0.3, passed → failed)
-    assert "8 worse, 0 better, 1 new, 2 removed" in summary
-    assert "| worse | case\\-32 | ReferenceMatchMetric | 0.9500 (passed) | 0.3000 (failed) | -0.6500 |" in summary
+    assert "8 newly failing, 8 worse, 0 better, 1 new, 2 removed" in summary
+    assert ("- 🔻 **newly failing: case\\-32** · ReferenceMatchMetric 0.9500 (passed) → 0.3000 (failed), Δ -0.6500"
+            in summary)
+    assert "; 8 cases newly failing; regressed since the baseline (p = 0.0078)" in summary.splitlines()[2]
     # the paired tests (the 40 cases in both runs): pass rate 100 % → 32/40, p = 2·0.5**8; mean Δ over the pairs
     paired_delta = (32 * 0.95 + 8 * 0.3) / 40 - 0.95
-    row = next(line for line in summary.splitlines() if line.startswith("| ReferenceMatchMetric | 🔻 regressed |"))
-    assert f"| {-20.0:+.2f} pt (" in row and f"| {2 * 0.5 ** 8:.4f} |" in row and f"| {paired_delta:+.4f} (" in row
+    row = next(line for line in summary.splitlines() if line.startswith("| ReferenceMatchMetric | "))
+    assert row.endswith(" | 🔻 regressed |") and f"paired {-20.0:+.2f} pt<br>" in row
+    assert f"p = {2 * 0.5 ** 8:.4f}" in row and f"paired {paired_delta:+.4f}<br>" in row
 
 
-def test_a_five_megabyte_report_is_truncated_under_both_limits(tmp_path: Path) -> None:
+def test_a_five_megabyte_report_stays_under_both_limits_and_leads_with_the_verdict(tmp_path: Path) -> None:
     report = _import("report")
     long_output = "Paris is the capital of France. " * 3
     n = 17000
@@ -411,12 +416,11 @@ def test_a_five_megabyte_report_is_truncated_under_both_limits(tmp_path: Path) -
         body = [c for c in server.all_comments() if c["body"].startswith(MARKER)][0]["body"]
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     assert len(summary.encode()) <= 1024 * 1024 and report.utf16_units(body) <= 65536
-    assert len(summary.encode()) > 900_000  # filled up to the limit, not cut short
-    for text in (summary, body):
-        assert "Truncated:" in text and "row(s) left out" in text
-        assert "| metric | mean score |" in text and "## Regressions" in text  # the important parts stay
-        table = [line for line in text.splitlines() if line.startswith("| worse |")]
-        assert table and all(line.endswith("|") for line in table)  # whole rows only
+    for text in (summary, body):  # 17,000 changed cases: the first 100 listed, the rest counted
+        first = next(line for line in text.splitlines() if line and not line.startswith(("<!--", "# ")))
+        assert first.startswith("❌ **FAILED**: pass rate ")  # the verdict first
+        assert "| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |" in text and "🔻 regressed" in text
+        assert text.count("- 🔻 **newly failing: ") == 100 and "more in results.json (comparison.changes)." in text
 
 
 INJECTIONS = [
@@ -528,7 +532,8 @@ def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comment
     assert len(comments) == 1 and comments[0]["body"].startswith(MARKER)
     assert pr["outputs"]["comment-id"] == str(comments[0]["id"])
     for text in (pr["summary"], comments[0]["body"]):
-        assert "Compared with" in text and f"| worse | {changed.replace('-', chr(92) + '-')} | ReferenceMatchMetric |" in text
+        assert "## Cases that changed" in text
+        assert f"- 🔻 **newly failing: {changed.replace('-', chr(92) + '-')}** · ReferenceMatchMetric " in text
     assert any(a["level"] == "error" and "Gate failed" in a["message"] for a in pr["annotations"])
     # one of 8 paired cases worse is no significant regression (exact McNemar p = 1): inconclusive, not called one
     assert not any("Regression since the baseline" in a["message"] for a in pr["annotations"])
@@ -686,8 +691,8 @@ def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_ch
     over 65,536 characters gets 422), and every "<" shows as "<", not as a literal "&lt;"."""
     def cases(score: float) -> list[TestCaseResult]:
         metrics = [MetricResult.scored("ReferenceMatchMetric", score, 0.5, "cosine <b>low</b>", {})]
-        return [TestCaseResult.from_metrics(f"<b>{i}</b>", "q", "<img src=x onerror=alert(1)>", metrics)
-                for i in range(2000)]
+        return [TestCaseResult.from_metrics(f"<b>{i}</b>", "<b>q</b> " * 40, "<img src=x onerror=alert(1)> " * 10,
+                                            metrics) for i in range(2000)]
 
     out = tmp_path / "results"
     base = json.loads(_write_results(tmp_path / "base", cases(0.9)).read_text())
@@ -709,10 +714,9 @@ def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_ch
     seen = _seen(html)
     assert "&lt;" not in seen and "&amp;" not in seen  # no entity shows as text
     assert "<img" not in html and "<b>" not in html  # and none is markup
-    cells = [_seen(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", html)]
-    row = ["worse", "<b>1</b>", "ReferenceMatchMetric", "0.9000 (passed)", "0.2000 (failed)", "-0.7000"]
-    assert any(cells[i:i + 6] == row for i in range(len(cells))), cells[:40]  # the changes table, as written
-    assert "<img src=x onerror=alert(1)>" in seen and "cosine <b>low</b>" in seen  # the worst cases table
+    # the changed cases, as written
+    assert "🔻 newly failing: <b>1</b> · ReferenceMatchMetric 0.9000 (passed) → 0.2000 (failed), Δ -0.7000" in seen
+    assert "output after: <img src=x onerror=alert(1)>" in seen and "question: <b>q</b>" in seen
 
 
 HOSTILE = [

@@ -193,9 +193,10 @@ def test_reports_show_judges_and_unstable_cases(tmp_path: Path) -> None:
     assert split["metrics"][0]["evaluation_log"]["unstable"] is True
 
     markdown = (out / "summary.md").read_text(encoding="utf-8")
-    assert "## LLM judges" in markdown
+    assert "<details><summary>LLM judges: requests, tokens and cost</summary>" in markdown
     row = next(line for line in markdown.splitlines() if line.startswith("| VerdictMetric | function"))
-    assert row.endswith("| 8 | 0 | 0 / 0 | $0.0000 | 1 (c\\-split) |")  # ids escaped as all model text is
+    assert row.endswith("| 8<br>0 reused | 0 in<br>0 out | $0.0000 | 1 |")
+    assert "Unstable in VerdictMetric: c\\-split." in markdown  # ids escaped as all model text is
 
     tree = ET.parse(out / "junit.xml")
     props = {tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in tree.iter("testcase")}
@@ -215,7 +216,8 @@ def test_pr_comment_shows_the_judges_table(tmp_path: Path) -> None:
     result, _, _ = _judged_run(tmp_path)
     text = render_summary_markdown("judged", result.summary, result.test_results, passed=False, min_pass_rate=1.0,
                                    max_size=4000)
-    assert "## LLM judges" in text and "1 (c\\-split)" in text
+    assert "<summary>LLM judges: requests, tokens and cost</summary>" in text
+    assert "Unstable in VerdictMetric: c\\-split." in text
 
 
 # -- suite runs through the flow and the CLI --------------------------------------------------------------------

@@ -107,21 +107,22 @@ def test_summary_md_shows_each_number_with_its_interval() -> None:
     md = _render(None, passed=True)
     wilson = proportion_confint(PASSED, N, alpha=0.05, method="wilson")
     ci = f"{100 * wilson[0]:.1f}–{100 * wilson[1]:.1f}"  # 70.8–77.0: wider than a point, one decimal
-    assert f"pass rate {PASSED / N:.2%} ({PASSED}/{N} evaluated cases; 95% CI {ci}%), gate 50.00%." in md
+    assert md.splitlines()[2] == f"✅ **PASSED**: pass rate {PASSED / N:.2%} ({PASSED} of {N} cases), gate 50.00%"
+    assert f"Cases: {PASSED} passed, {N - PASSED} failed, 0 errored, 0 skipped; pass rate 95% CI {ci}%." in md
     row = next(line for line in md.splitlines() if line.startswith("| ReferenceMatchMetric |"))
-    # the intervals are folded into the existing cells: the table keeps its 8 columns
-    assert row == f"| ReferenceMatchMetric | 0.7412 (0.72–0.76) | {PASSED / N:.2%} ({ci}) | 0.5 | {PASSED} | " \
-                  f"{N - PASSED} | 0 | 0 |"
-    assert "| LengthCheckMetric | n/a | n/a | 1.0 | 0 | 0 | 0 | 800 |" in md  # nothing scored: no interval
+    # each interval under its number: the columns stay narrow
+    assert row == (f"| ReferenceMatchMetric | {PASSED / N:.2%}<br>{ci} | 0.7412<br>0.72–0.76 | 0.5 | {N - PASSED} "
+                   "| 0 | 0 |")
+    assert "| LengthCheckMetric | n/a | n/a | 1.0 | 0 | 0 | 800 |" in md  # nothing scored: no interval
     assert "95% confidence: pass rates by Wilson and mean scores by bootstrap (2000 bootstrap resamples, seed 0)" in md
-    assert "Compared with the baseline" not in md and "Regressed" not in md
+    assert "Cases that changed" not in md and "egressed" not in md
 
 
 def test_a_narrow_interval_gets_more_decimals_so_its_bounds_differ() -> None:
     summary = _summary()
     summary.metrics["ReferenceMatchMetric"].mean_score_interval = Interval(low=0.74101, high=0.74139, method="bootstrap")
     md = _render(None, summary=summary)
-    assert "| 0.7412 (0.7410–0.7414) |" in md  # width 0.0004: four decimals, not "0.74–0.74"
+    assert "| 0.7412<br>0.7410–0.7414 |" in md  # width 0.0004: four decimals, not "0.74–0.74"
 
 
 def test_summary_md_regressed_verdict_tests_and_case_lists() -> None:
@@ -131,29 +132,31 @@ def test_summary_md_regressed_verdict_tests_and_case_lists() -> None:
     t = c.pass_rate_test
     p = mcnemar([[0, BETTER], [WORSE, 0]], exact=True).pvalue
     assert abs(t.p_value - binomtest(WORSE, WORSE + BETTER, 0.5).pvalue) < 1e-12  # statsmodels = scipy
-    assert lines[2].endswith("required: no significant regression.")
+    # the verdict line first: the change in points, newly failing cases, the verdict with its p-value
+    points = f"{100 * t.delta:+.2f}".replace("-", "−")
+    assert lines[2] == (f"❌ **FAILED**: pass rate {PASSED / N:.2%} ({points} points since the baseline); "
+                        f"0 cases newly failing; regressed since the baseline (p = {p:.2g})")
+    header = "| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |"
     verdict_at = lines.index("🔻 **Regressed since the baseline.** (alpha 0.05, min effect 0.01)")
-    assert verdict_at < lines.index("| metric | mean score | pass rate | threshold | passed | failed | errored | skipped |")
+    assert lines.index(header) < verdict_at  # the tests' details come after the table, folded
     delta_ci = f"{100 * t.interval.low:+.1f} to {100 * t.interval.high:+.1f}"
     overall = (f"Overall pass rate on {N} paired cases: {(PASSED + WORSE - BETTER) / N:.2%} → {PASSED / N:.2%}, "
                f"Δ {100 * (BETTER - WORSE) / N:+.2f} pt (95% CI {delta_ci}), p = {p:.4f} (exact McNemar; "
                f"{WORSE} worse, {BETTER} better).")
     assert overall in lines
-    assert (f"| ReferenceMatchMetric | 🔻 regressed | {100 * t.delta:+.2f} pt ({delta_ci}) | {p:.4f} | "
-            f"-0.0188 (-0.03 to -0.01) | 0.0020 |") in lines
-    assert f"| **all cases** | 🔻 regressed | {100 * t.delta:+.2f} pt ({delta_ci}) | {p:.4f} | n/a | |" in lines
-    assert "| LengthCheckMetric | not in both runs | n/a | | n/a | |" in lines
-    # the tested comparison has its own table: the metric table stays 8 columns wide
-    assert all(len(re.findall(r"(?<!\\)\|", line)) == 9 for line in lines if line.startswith("| ReferenceMatchMetric | 0"))
+    ci = _ci(_wilson(PASSED, N))
+    # a 🔻 on every regressed change: the overall pass rate, the metric's pass rate and its mean score
+    assert (f"| ReferenceMatchMetric | {PASSED / N:.2%}<br>{ci} | 🔻 {100 * t.delta:+.2f} pt<br>{delta_ci}<br>"
+            f"p = {p:.4f} | 0.7412<br>0.72–0.76 | 🔻 -0.0188<br>-0.03 to -0.01<br>p = 0.0020 | 🔻 regressed |") in lines
+    assert (f"| **all cases** | {PASSED / N:.2%}<br>{ci} | 🔻 {100 * t.delta:+.2f} pt<br>{delta_ci}<br>p = {p:.4f} | "
+            "| | 🔻 regressed |") in lines
+    assert "| LengthCheckMetric | n/a | n/a | n/a | n/a | not in the baseline |" in lines
+    assert all(len(re.findall(r"(?<!\\)\|", line)) == 7 for line in lines if line.startswith("| ReferenceMatchMetric | 7"))
     assert ("New since the baseline (left out of the paired tests): 12 (new\\-0, new\\-1, new\\-2, new\\-3, new\\-4, "
             "new\\-5, new\\-6, new\\-7, new\\-8, new\\-9, … 2 more).") in lines
     assert "Removed since the baseline: 2 (gone\\-1, gone\\-2)." in lines
     assert "Flaky (judge samples on both sides of the threshold): 1 (wobbly\\-7)." in lines
-    assert "## Regressions (significant at alpha 0.05, larger than 0.01)" in lines
-    # the regression in evaltasks' own words (compare.regression_sentence), as written: not escaped
-    sentence = f"pass rate {(PASSED + WORSE - BETTER) / N:.2%} → {PASSED / N:.2%} ({100 * t.delta:+.2f} points, " \
-               f"p = {p:.2g})"
-    assert "- 🔻 " + sentence in lines  # the regression keeps its p-value
+    assert not any(line.startswith("## Regressions") for line in lines)  # listed once: in the table
 
 
 def test_summary_md_other_verdicts() -> None:
@@ -167,11 +170,12 @@ def test_summary_md_other_verdicts() -> None:
     md = _render(c)
     assert (f"❔ **Inconclusive: 8 paired cases can detect pass-rate changes of {100 * m / 8:.1f} points or more; "
             f"the gate's min_effect is 0.01 (1.0 points).**") in md
+    assert "; inconclusive against the baseline\n" in md  # in the verdict line too
 
 
 def test_a_schema_1_comparison_and_summary_render_as_before() -> None:
     """A results.json from an older evaltasks: no intervals, a comparison without tests (its verdict is only the
-    model's default and is not shown); the delta columns and the tolerance wording stay."""
+    model's default and is not shown): the Δ columns, 🔻 on the regressed metric and on the gate's pass-rate drop."""
     old = Comparison.model_validate({
         "baseline": "main", "tolerance": 0.01, "baseline_pass_rate": 0.81, "current_pass_rate": 0.74,
         "pass_rate_delta": -0.07, "metrics": [{"name": "ReferenceMatchMetric", "baseline_mean": 0.76,
@@ -179,11 +183,13 @@ def test_a_schema_1_comparison_and_summary_render_as_before() -> None:
         "changes": [], "counts": {"worse": 3}, "regressed": True, "regressions": ["pass rate 81.00% → 74.00%"],
     })
     md = _render(old, summary=_summary(with_intervals=False))
-    assert f"pass rate {PASSED / N:.2%} ({PASSED}/{N} evaluated cases), gate 50.00%." in md
-    assert "| metric | mean score | pass rate | threshold | passed | failed | errored | skipped | Δ mean | Δ pass rate |" in md
-    assert f"| ReferenceMatchMetric | 0.7412 | {PASSED / N:.2%} | 0.5 |" in md and "-0.0188 🔻" in md
-    assert "## Regressions beyond the tolerance (0.01)" in md
-    for absent in ("since the baseline.**", "CI", "Compared with the baseline\n", "Intervals in parentheses"):
+    assert (f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−7.00 points since the baseline), gate 50.00%; regressed beyond "
+            "the tolerance\n") in md
+    assert "| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |" in md
+    assert f"| ReferenceMatchMetric | {PASSED / N:.2%} | n/a | 0.7412 | 🔻 -0.0188 | 🔻 regressed |" in md
+    assert f"| **all cases** | {PASSED / N:.2%} | 🔻 -7.00 pt | | | 🔻 regressed |" in md
+    assert "No case changed beyond the tolerance (0.01) since main." in md
+    for absent in ("since the baseline.**", "CI", "Paired by case id", "Intervals", "newly failing"):
         assert absent not in md, absent
 
 
@@ -277,8 +283,9 @@ def test_action_verdict_output_annotations_job_summary_and_sanitised_comment(tmp
     assert f"p = {p:.4f}" in proc.stdout and 0.03 < p < 0.04
     wilson = _ci(_wilson(PASSED, N))
     for text in (job_summary, (tmp_path / "comment.md").read_text(encoding="utf-8")):
-        assert "🔻 **Regressed since the baseline.**" in text and f"({wilson})" in text
-        assert "required: no significant regression." in text
+        assert "🔻 **Regressed since the baseline.**" in text and f"95% CI {wilson}%" in text
+        assert f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−1.50 points since the baseline); 0 cases newly failing; " \
+               f"regressed since the baseline (p = {p:.2g})" in text
     # a fork's comment.md is untrusted: the trusted workflow sanitises it before posting; what GitHub then
     # renders (cmark-gfm) still shows the verdict, the intervals and the tests
     comment = _import("comment")
@@ -286,16 +293,16 @@ def test_action_verdict_output_annotations_job_summary_and_sanitised_comment(tmp
     html = _github_html(body.split("\n", 1)[1])
     seen = _seen(html)
     t = comparison.pass_rate_test
-    for shown in ("Regressed since the baseline.", f"95% CI {wilson}%", f"0.7412 (0.72–0.76)",
-                  f"{PASSED / N:.2%} ({wilson})",
-                  f"{100 * t.delta:+.2f} pt ({100 * t.interval.low:+.1f} to {100 * t.interval.high:+.1f})",
-                  f"p = {t.p_value:.4f}",
-                  "Removed since the baseline: 2 (gone-1, gone-2)."):
+    for shown in ("Regressed since the baseline.", f"95% CI {wilson}%", "regressed since the baseline (p = ",
+                  f"p = {t.p_value:.4f}", "Removed since the baseline: 2 (gone-1, gone-2)."):
         assert shown in seen, shown
     assert "<strong>Regressed since the baseline.</strong>" in html and "<table>" in html
-    cells = [_seen(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", html)]
-    row = ["ReferenceMatchMetric", "🔻 regressed", f"{100 * t.delta:+.2f} pt ({100 * t.interval.low:+.1f} to "
-           f"{100 * t.interval.high:+.1f})", f"{t.p_value:.4f}", "-0.0188 (-0.03 to -0.01)", "0.0020"]
+    assert "<details><summary>Statistics, counts and embeddings</summary>" in html
+    cells = [[_seen(part) for part in c.split("<br>")] for c in re.findall(r"<td[^>]*>(.*?)</td>", html)]
+    row = [["ReferenceMatchMetric"], [f"{PASSED / N:.2%}", wilson],
+           [f"🔻 {100 * t.delta:+.2f} pt", f"{100 * t.interval.low:+.1f} to {100 * t.interval.high:+.1f}",
+            f"p = {t.p_value:.4f}"], ["0.7412", "0.72–0.76"], ["🔻 -0.0188", "-0.03 to -0.01", "p = 0.0020"],
+           ["🔻 regressed"]]
     assert any(cells[i:i + 6] == row for i in range(len(cells))), cells
 
 
@@ -319,8 +326,9 @@ def test_action_verdict_without_a_baseline_with_an_old_results_json_and_without_
     (old / "results.json").write_text(json.dumps(doc), encoding="utf-8")
     proc, outputs, job_summary = _report(tmp_path, old)
     assert outputs["verdict"] == "" and outputs["regressed"] == "true"
-    assert f"pass rate {PASSED / N:.2%} ({PASSED}/{N} evaluated cases), gate 50.00%." in job_summary
-    assert "## Regressions beyond the tolerance (0.01)" in job_summary and "CI" not in job_summary
+    assert (f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−7.00 points since the baseline), gate 50.00%; regressed "
+            "beyond the tolerance\n") in job_summary
+    assert "| 🔻 -7.00 pt |" in job_summary and "CI" not in job_summary
     assert "Regression since the baseline: pass rate 81.00%25 → 74.00%25" in proc.stdout
 
     _, outputs, _ = _report(tmp_path, tmp_path / "nothing", EXIT_CODE="2")
@@ -336,23 +344,30 @@ def test_too_few_cases_and_no_baseline_are_said_in_words() -> None:
     nothing = Comparison(baseline="main", tolerance=0.01, verdict="inconclusive", paired_cases=0,
                          new_cases=["a"], removed_cases=["b"])
     assert "Inconclusive: no case is in both runs, so nothing was compared" in _render(nothing)
-    assert "and no significant regression (no baseline to compare with)." in _render(None, fail_on="either")
+    md = _render(None, fail_on="either")
+    assert "gate 50.00%; no baseline to compare with\n\n> ℹ️ No baseline to compare with" in md  # right under it
     console = Console(width=120, record=True, file=io.StringIO())
     print_summary(_summary(), passed=True, min_pass_rate=0.5, console=console, fail_on="regression")
     assert "required: no significant regression: no baseline to compare with)" in console.export_text()
 
 
 def test_evaltasks_own_words_are_not_escaped_in_the_regressions() -> None:
-    """summary.md read as plain text (an artifact preview, an editor): the regression sentences are evaltasks'
-    words and read as written; a metric's name (the suite's text) is still made inert."""
+    """summary.md read as plain text (an artifact preview, an editor): the verdict line and the tests' sentences
+    are evaltasks' words and read as written; a metric's name (the suite's text) is still made inert."""
     import cmarkgfm
 
     comparison = _comparison("regressed")
-    comparison.metrics[0] = comparison.metrics[0].model_copy(update={"name": "Ref*Match*[x](https://evil.example)"})
-    md = _render(comparison)
+    name = "Ref*Match*[x](https://evil.example)"
+    comparison.metrics[0] = comparison.metrics[0].model_copy(update={"name": name})
+    summary = _summary()
+    summary.metrics = {name: summary.metrics["ReferenceMatchMetric"],
+                       "LengthCheckMetric": summary.metrics["LengthCheckMetric"]}
+    md = _render(comparison, summary=summary)
     t = comparison.pass_rate_test
-    sentence = f"pass rate {t.baseline:.2%} → {t.current:.2%} ({100 * t.delta:+.2f} points, p = {t.p_value:.2g})"
-    assert f"- 🔻 {sentence}\n" in md  # the overall one, word for word
-    assert f"- 🔻 Ref\\*Match\\*\\[x\\]\\(https\\://evil\\.example\\): {sentence}\n" in md
+    points = f"{100 * t.delta:+.2f}".replace("-", "−")
+    assert f"pass rate {t.current:.2%} ({points} points since the baseline)" in md.splitlines()[2]
+    assert f"regressed since the baseline (p = {t.p_value:.2g})" in md.splitlines()[2]
+    assert f"Overall pass rate on {N} paired cases: {t.baseline:.2%} → {t.current:.2%}, Δ {100 * t.delta:+.2f} pt" in md
+    assert "| Ref\\*Match\\*\\[x\\]\\(https\\:\u200b//evil\\.example\\) | " in md
     html = cmarkgfm.github_flavored_markdown_to_html(md)
-    assert f"<li>🔻 {sentence}</li>" in html and "<a href" not in html and "<em>" not in html
+    assert "<a href" not in html and "<em>" not in html

@@ -221,13 +221,14 @@ def test_summary_md_escapes_untrusted_text(run_dir: Path) -> None:
     for tag in ("<img", "<script", "<a ", "<em>", "<code>"):
         assert tag not in html, tag
     assert "&lt;img src=x&gt;" in html  # the injected output is shown as text
-    assert "[link](http://x)" in html
-    # Every table row keeps its column count: the output's "|" is escaped.
+    assert "[link](http:\u200b//x)" in html  # shown as text; no renderer autolinks "http:​//"
+    # Every table row keeps its column count
     for line in md.splitlines():
         if line.startswith("| "):
-            assert len(re.findall(r"(?<!\\)\|", line)) in (6, 9), line
-    worst = [line for line in md.splitlines() if line.startswith("| inject |")]
+            assert len(re.findall(r"(?<!\\)\|", line)) == 8, line
+    worst = [line for line in md.splitlines() if line.startswith("- **inject** · ")]
     assert len(worst) == 2  # both of its failing metrics are listed
+    assert "\\| cell" in md  # the output's "|" is escaped
 
 
 def _wilson(k: int, n: int) -> str:
@@ -241,18 +242,19 @@ def _wilson(k: int, n: int) -> str:
 def test_summary_md_content(run_dir: Path, results: dict, expected: dict) -> None:
     md = (run_dir / "out" / "summary.md").read_text(encoding="utf-8")
     assert md.startswith("# evaltasks: reports\\-test\n")
-    assert f"✅ **PASSED**: pass rate 40.00% (2/5 evaluated cases; 95% CI {_wilson(2, 5)}%), gate 40.00%." in md
-    assert "Cases: 2 passed, 3 failed, 0 errored, 0 skipped." in md
+    assert md.splitlines()[2] == "✅ **PASSED**: pass rate 40.00% (2 of 5 cases), gate 40.00%"
+    assert f"Cases: 2 passed, 3 failed, 0 errored, 0 skipped; pass rate 95% CI {_wilson(2, 5)}%." in md
     mean = sum(expected[c["id"]]["rm_score"] for c in CASES) / 5
     rm_row = next(line for line in md.splitlines() if line.startswith("| ReferenceMatchMetric | "))
-    assert rm_row.startswith(f"| ReferenceMatchMetric | {mean:.4f} (")  # the mean, then its bootstrap interval
-    assert rm_row.endswith(f" | 40.00% ({_wilson(2, 5)}) | 0.5 | 2 | 3 | 0 | 0 |")
+    # the pass rate and the mean, each with its interval under it (Wilson, bootstrap)
+    assert rm_row.startswith(f"| ReferenceMatchMetric | 40.00%<br>{_wilson(2, 5)} | {mean:.4f}<br>")
+    assert rm_row.endswith(" | 0.5 | 3 | 0 | 0 |")
     short_row = next(line for line in md.splitlines() if line.startswith("| Short | "))
-    assert short_row.startswith("| Short | 0.8000 (")
-    assert short_row.endswith(f" | 80.00% ({_wilson(4, 5)}) | 1.0 | 4 | 1 | 0 | 0 |")
+    assert short_row.startswith(f"| Short | 80.00%<br>{_wilson(4, 5)} | 0.8000<br>")
+    assert short_row.endswith(" | 1.0 | 1 | 0 | 0 |")
     assert "Embeddings: 5 references computed, 0 reused from the index; 4 outputs computed" in md
     for case_id in ("paris", "boil"):  # passing cases are not among the worst
-        assert f"| {case_id} |" not in md
+        assert f"**{case_id}**" not in md
 
 
 # --- errored and skipped statuses (built directly: no provider fails offline) -------------------------------
@@ -294,9 +296,9 @@ def test_reports_with_errored_and_skipped_results(tmp_path: Path) -> None:
 
     md = paths["summary.md"].read_text(encoding="utf-8")
     # the skipped case is not evaluated
-    assert f"❌ **FAILED**: pass rate 0.00% (0/2 evaluated cases; 95% CI {_wilson(0, 2)}%), gate 100.00%." in md
-    assert "Cases: 0 passed, 1 failed, 1 errored, 1 skipped." in md
-    assert f"| N | n/a | 0.00% ({_wilson(0, 1)}) | 0.5 | 0 | 0 | 1 | 2 |" in md
+    assert "❌ **FAILED**: pass rate 0.00% (0 of 2 cases), gate 100.00%\n" in md
+    assert f"Cases: 0 passed, 1 failed, 1 errored, 1 skipped; pass rate 95% CI {_wilson(0, 2)}%." in md
+    assert f"| N | 0.00%<br>{_wilson(0, 1)} | n/a | 0.5 | 0 | 1 | 2 |" in md
 
 
 def test_results_shared_between_cases_are_immutable_and_serialise_identically(tmp_path: Path) -> None:
@@ -401,7 +403,7 @@ def test_score_histogram_counts_each_bin() -> None:
 def test_summary_md_has_a_distribution_per_metric(run_dir: Path) -> None:
     md = (run_dir / "out" / "summary.md").read_text(encoding="utf-8")
     results = json.loads((run_dir / "out" / "results.json").read_text())
-    assert "## Score distribution" in md
+    assert "<details><summary>Score distributions</summary>" in md
     for name in results["summary"]["metrics"]:
         scores = [m["score"] for case in results["cases"] for m in case["metrics"]
                   if m["name"] == name and m["score"] is not None]
@@ -409,7 +411,7 @@ def test_summary_md_has_a_distribution_per_metric(run_dir: Path) -> None:
             ones, zeros = scores.count(1.0), scores.count(0.0)
             assert f"**{name}** ({len(scores)} scores, each 0 or 1): {ones} × 1, {zeros} × 0" in md
         else:
-            assert f"**{name}** ({len(scores)} scores)\n\n```text\n" in md
+            assert f"**{name}** ({len(scores)} scores)\n\n```mermaid\nxychart-beta\n" in md
 
 
 # --- streamed reports (a run's cases arrive in batches) ---------------------------------------------------------

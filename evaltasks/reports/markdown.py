@@ -1,11 +1,15 @@
 """summary.md: a human summary of a run, also the job summary, PR comment and Prefect artifact.
 
-Content, most important first: the gate banner (pass rate with its 95 % interval), the verdict against a
-baseline, warnings (e.g. skipped metrics), the per-metric table (means and pass rates with their intervals),
-the per-metric verdicts against the baseline (Δ with interval, p-value), regressions, the worst cases, the
-changes since the baseline, and a score-distribution chart per metric. With a size limit (a GitHub job summary
-holds 1 MiB, a comment 65,536 characters) rows are dropped from the end of the least important tables first,
-and a note says how many were left out and where the full report is.
+Content, most important first (README, "What each surface shows"): the verdict line
+(:func:`~evaltasks.reports.verdict.verdict_line`: passed or failed, the pass rate and its change, cases newly
+failing), the "no baseline" note, case counts, warnings; with a baseline the cases that changed (newly failing
+first, each with its readable name, question, expected answer and outputs before → after; the first
+:data:`CHANGES_OPEN` open, the rest folded); the metric table (narrow: with a baseline its Δ columns and verdicts,
+🔻 on every regressed change); then, folded in ``<details>``, the worst cases, score distributions (Mermaid bar
+charts, or ``#`` bars for renderers without Mermaid; pass/fail metrics as counts), the statistics, counts and
+embeddings, and the LLM judges' costs (open when the judge budget stopped the run). With a size limit (a GitHub
+job summary holds 1 MiB, a comment 65,536 characters) rows are dropped from the folded sections first, and a note
+says how many were left out and where the full report is.
 
 Every untrusted string (inputs, outputs, reasons, ids, metric names) passes through
 :func:`~evaltasks.reports._escape.markdown_inline`, so nothing a model wrote can inject markup.
@@ -17,10 +21,14 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+import regex
 
 from evaltasks._atomic import atomic_writer
-from evaltasks.compare import ChangeTest, Comparison, regression_sentence
+from evaltasks.compare import CaseChange, ChangeTest, Comparison, regression_sentence
 from evaltasks.reports._escape import markdown_inline
+from evaltasks.reports.verdict import case_label, verdict_line
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message
 
 WORST_CASES = 10
@@ -205,7 +213,7 @@ def comparison_section(comparison: Comparison) -> Section:
 
 
 def _statistics_note(summary: EvaluationSummary) -> str | None:
-    """How the intervals in parentheses were computed, from ``summary.statistics`` (None without it)."""
+    """How the intervals under the numbers were computed, from ``summary.statistics`` (None without it)."""
     info = summary.statistics
     if info is None:
         return None
@@ -217,7 +225,7 @@ def _statistics_note(summary: EvaluationSummary) -> str | None:
     cluster = (f"; grouped by the {markdown_inline(info.cluster, 60)} column ({info.clusters} groups)"
                if info.cluster else "")
     how = " and ".join(p for p in parts if p)
-    return (f"Intervals in parentheses: {level_text(info.level)} confidence{': ' + how if how else ''} "
+    return (f"Intervals (under the numbers): {level_text(info.level)} confidence{': ' + how if how else ''} "
             f"({info.bootstrap_resamples} bootstrap resamples, seed {info.seed}){cluster}.")
 
 
@@ -282,13 +290,18 @@ def fit_sections(
 
 @dataclass
 class WorstCase:
-    """One failed or errored metric result shown in the "Worst cases" table (texts already cut short)."""
+    """One failed or errored metric result shown under "Worst cases" (texts already cut short).
+
+    ``label``: the case's readable name (:func:`~evaltasks.reports.verdict.case_label`, plain text);
+    ``expected``: its expected answer or reference (None when it has none)."""
 
     score: float | None
     case_id: str
     metric: str
     reason: str
     output: str
+    label: str = ""
+    expected: str | None = None
 
 
 @dataclass
@@ -319,8 +332,10 @@ class Highlights:
                     self._seen += 1
                     if len(self._heap) >= WORST_CASES and (-key, -self._seen) < self._heap[0][:2]:
                         continue  # not among the worst: skip building its row
-                    item = (-key, -self._seen, WorstCase(metric.score, case.id[:80], metric.name, metric.reason[:400],
-                                                         case.actual_output[:400]))
+                    item = (-key, -self._seen, WorstCase(
+                        metric.score, case.id[:80], metric.name, metric.reason[:400], case.actual_output[:400],
+                        label=case_label(case.id, case.input, case.actual_output),
+                        expected=None if case.expected_output is None else case.expected_output[:400]))
                     if len(self._heap) < WORST_CASES:
                         heapq.heappush(self._heap, item)
                     elif item > self._heap[0]:
@@ -335,6 +350,226 @@ class Highlights:
         return highlights
 
 
+CHANGES_OPEN = 5
+"""Changed cases shown open under "Cases that changed"; the rest are inside a ``<details>`` block."""
+TEXT_SHOWN = 160
+"""Characters of a question, expected answer or output shown per changed or worst case (results.json has them
+whole)."""
+CHANGES_LISTED = 100
+"""Changed cases listed at most (the first :data:`CHANGES_OPEN` open); all of them are in results.json."""
+CHANGE_ICONS = {"newly failing": "🔻", "worse": "🔻", "new": "🆕", "removed": "➖", "better": "🟢",
+                "newly passing": "🟢"}
+
+
+def details(summary: str, lines: list[str]) -> list[str]:
+    """``lines`` folded into ``<details><summary>SUMMARY</summary>`` (``summary``: evaltasks' own words, or
+    escaped), with the blank lines GitHub needs to render the markdown inside."""
+    return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
+
+
+def folded(summary: str, rows: list[str], priority: int, min_rows: int = 0) -> Section:
+    """A :class:`Section` inside ``<details>`` (see :func:`details`) whose ``rows`` (markdown blocks) may be cut
+    from the end, the whole block dropped when none is left."""
+    fold = details(summary, ["@@"])
+    at = fold.index("@@")
+    return Section(head=fold[:at], rows=rows, tail=fold[at + 1:], priority=priority, min_rows=min_rows)
+
+
+def _score_status(score: float | None, status: str | None) -> str:
+    """``0.8123 (passed)``; ``n/a (errored)`` without a score."""
+    return f"{_fmt(score)} ({status})" if status else _fmt(score)
+
+
+def ordered_changes(comparison: Comparison) -> list[tuple[str, CaseChange]]:
+    """The comparison's changes in the order a reviewer reads them, each with its kind in words: a newly failing
+    case's changes first (``newly failing``), then the other ``worse`` ones, ``new``, ``removed``, and ``better``
+    (``newly passing`` for a case that passed again); each group in the comparison's order (largest drop first)."""
+    failing, passing = set(comparison.newly_failing), set(comparison.newly_passing)
+    rank = {"newly failing": 0, "worse": 1, "new": 2, "removed": 3, "newly passing": 4, "better": 4}
+    named = []
+    for change in comparison.changes:
+        kind: str = change.kind
+        if kind == "worse" and change.case_id in failing:
+            kind = "newly failing"
+        elif kind == "better" and change.case_id in passing:
+            kind = "newly passing"
+        named.append((kind, change))
+    return sorted(named, key=lambda item: rank[item[0]])  # stable: keeps the comparison's order within a group
+
+
+def change_lines(kind: str, changes: list[CaseChange]) -> str:
+    """One changed case as a markdown list item (several lines): its kind, readable name, and per changed metric
+    its score before → after (a new case its own lowest score and status, a removed one the baseline's), then its
+    question, expected answer, and output before → after, each cut to :data:`TEXT_SHOWN` characters and escaped.
+    ``changes``: the case's changes of this kind (one for a new or removed case)."""
+    change = changes[0]
+    label = markdown_inline(case_label(change.case_id, change.input, change.current_output or change.baseline_output))
+    if change.kind == "new":
+        what = f"lowest score {_score_status(change.current_score, change.current_status)}"
+    elif change.kind == "removed":
+        what = f"lowest score in the baseline {_score_status(change.baseline_score, change.baseline_status)}"
+    else:
+        what = "; ".join(
+            f"{markdown_inline(c.metric)} {_score_status(c.baseline_score, c.baseline_status)} → "
+            f"{_score_status(c.current_score, c.current_status)}"
+            f"{f', Δ {_signed(c.delta)}' if c.delta is not None else ''}" for c in changes)
+    lines = [f"- {CHANGE_ICONS[kind]} **{kind}: {label}** · {what}"]
+    if change.input is not None:
+        lines.append(f"  - question: {markdown_inline(change.input, TEXT_SHOWN)}")
+    if change.expected_output is not None:
+        lines.append(f"  - expected: {markdown_inline(change.expected_output, TEXT_SHOWN)}")
+    if change.kind in ("worse", "better"):
+        lines.append(f"  - output before: {markdown_inline(change.baseline_output, TEXT_SHOWN)}")
+        lines.append(f"  - output after: {markdown_inline(change.current_output, TEXT_SHOWN)}")
+    elif change.kind == "new":
+        lines.append(f"  - output: {markdown_inline(change.current_output, TEXT_SHOWN)}")
+    else:
+        lines.append(f"  - output in the baseline: {markdown_inline(change.baseline_output, TEXT_SHOWN)}")
+    return "\n".join(lines)
+
+
+def changes_sections(comparison: Comparison) -> list[Section]:
+    """"Cases that changed": one item per case (its changed metrics together), in :func:`ordered_changes`' order;
+    the first :data:`CHANGES_OPEN` open (never cut for size), the next up to :data:`CHANGES_LISTED` inside
+    ``<details>`` (cut first when the text must shrink); a sentence when no case changed."""
+    ordered = ordered_changes(comparison)
+    counts = comparison.counts
+    newly = len(comparison.newly_failing)
+    head = ["## Cases that changed", "",
+            f"Since {markdown_inline(comparison.baseline, 120)}: {newly} newly failing, "
+            f"{counts.get('worse', 0)} worse, {counts.get('better', 0)} better, {counts.get('new', 0)} new, "
+            f"{counts.get('removed', 0)} removed (case × metric changes beyond the tolerance "
+            f"{comparison.tolerance:g}; new and removed cases once each).", ""]
+    if not ordered:
+        return [Section(head=[*head[:2], f"No case changed beyond the tolerance ({comparison.tolerance:g}) since "
+                                         f"{markdown_inline(comparison.baseline, 120)}.", ""])]
+    cases: dict[tuple[str, str], list[CaseChange]] = {}
+    for kind, change in ordered:  # one item per case and kind, its metrics together
+        cases.setdefault((kind, change.case_id), []).append(change)
+    rows = [change_lines(kind, changes) for (kind, _), changes in list(cases.items())[:CHANGES_LISTED]]
+    sections = [Section(head=head, rows=rows[:CHANGES_OPEN], tail=[""], priority=0, min_rows=len(rows[:CHANGES_OPEN]))]
+    rest = rows[CHANGES_OPEN:]
+    if rest:
+        more = len(cases) - CHANGES_OPEN
+        unlisted = len(cases) - len(rows)
+        folded = details(f"{more} more changed case{'' if more == 1 else 's'}", ["@@"])
+        if unlisted:
+            folded[-3:-3] = ["", f"… {unlisted} more in results.json (comparison.changes)."]
+        at = folded.index("@@")
+        sections.append(Section(head=folded[:at], rows=rest, tail=folded[at + 1:], priority=3))
+    return sections
+
+
+def _cell(*lines: str) -> str:
+    """A table cell of several lines (``<br>`` between them), empty lines left out."""
+    return "<br>".join(line for line in lines if line)
+
+
+def _delta_cell(delta: float | None, test: ChangeTest | None, *, percent: bool, regressed: bool) -> str:
+    """A Δ cell: the change between the runs (🔻 when it regressed), then on their own lines the test's Δ over
+    the paired cases when it differs (new or removed cases), its interval and p-value."""
+    if delta is None and test is None:
+        return "n/a"
+    value = delta if delta is not None else test.delta  # type: ignore[union-attr]
+    mark = "🔻 " if regressed else ""
+    if test is None:
+        return f"{mark}{_signed(value, percent)}"
+    paired = (f"paired {_signed(test.delta, percent)}" if test.delta is not None and value is not None
+              and abs(test.delta - value) > 1e-9 else "")  # the test's Δ over the paired cases only
+    return _cell(f"{mark}{_signed(value, percent)}", paired,
+                 interval_text(test.interval, percent=percent, signed=True),
+                 p_equals(test.p_value) if test.p_value is not None else "")
+
+
+SHORT_VERDICTS = {"regressed": "🔻 regressed", "improved": "🟢 improved", "no significant change": "⚪ no change",
+                  "inconclusive": "❔ inconclusive"}
+
+
+def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, passed: bool) -> Section:
+    """The metric table, narrow enough for an ~830 px column (README, "What each surface shows"): without a
+    baseline metric | pass rate | mean | threshold | failed | errored | skipped; with one metric | pass rate |
+    Δ pass rate | mean | Δ mean | verdict, an "all cases" row first. Intervals and p-values sit under their
+    numbers (``<br>``); a 🔻 marks every regressed change (a Δ whose test regressed; without tests a regressed
+    metric's Δ mean, and the overall pass-rate drop of a failed gate)."""
+    def rate_cell(value: float | None, interval: Interval | None) -> str:
+        return _cell(_pct(value), interval_text(interval, percent=True) if value is not None else "")
+
+    def mean_cell(value: float | None, interval: Interval | None) -> str:
+        return _cell(_fmt(value), interval_text(interval) if value is not None else "")
+
+    if comparison is None:
+        section = Section(head=["| metric | pass rate | mean | threshold | failed | errored | skipped |",
+                                "|---|---:|---:|---:|---:|---:|---:|"], tail=[""], min_rows=1)
+        for name, m in summary.metrics.items():
+            section.rows.append(f"| {markdown_inline(name)} | {rate_cell(m.pass_rate, m.pass_rate_interval)} | "
+                                f"{mean_cell(m.mean_score, m.mean_score_interval)} | {m.threshold} | {m.failed} | "
+                                f"{m.errored} | {m.skipped} |")
+        return section
+    tested = is_tested(comparison)
+    by_name = {m.name: m for m in comparison.metrics}
+    section = Section(head=["| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |",
+                            "|---|---:|---:|---:|---:|---|"], tail=[""], min_rows=2)
+    overall = comparison.pass_rate_test
+    drop = comparison.pass_rate_delta is not None and comparison.pass_rate_delta < 0
+    overall_regressed = (overall is not None and overall.verdict == "regressed") or (not passed and drop)
+    evaluated = summary.cases - summary.skipped_cases
+    overall_verdict = SHORT_VERDICTS.get(overall.verdict, "") if overall is not None else (
+        "🔻 regressed" if not tested and comparison.regressed else "")
+    section.rows.append(
+        f"| **all cases** | {rate_cell(summary.pass_rate if evaluated else None, summary.pass_rate_interval)} | "
+        f"{_delta_cell(comparison.pass_rate_delta, overall, percent=True, regressed=overall_regressed)} | | | "
+        f"{overall_verdict} |")
+    for name, m in summary.metrics.items():
+        c = by_name.get(name)
+        rate_test, score_test = (c.pass_rate_test, c.score_test) if c is not None else (None, None)
+        rate_regressed = rate_test is not None and rate_test.verdict == "regressed"
+        mean_regressed = (score_test is not None and score_test.verdict == "regressed") or (
+            not tested and c is not None and c.regressed)
+        verdict = ("not in the baseline" if c is None or c.verdict is None and tested else
+                   SHORT_VERDICTS.get(c.verdict or "", "🔻 regressed" if c.regressed else ""))
+        section.rows.append(
+            f"| {markdown_inline(name)} | {rate_cell(m.pass_rate, m.pass_rate_interval)} | "
+            f"{_delta_cell(c.pass_rate_delta if c else None, rate_test, percent=True, regressed=rate_regressed)} | "
+            f"{mean_cell(m.mean_score, m.mean_score_interval)} | "
+            f"{_delta_cell(c.mean_delta if c else None, score_test, percent=False, regressed=mean_regressed)} | "
+            f"{verdict} |")
+    return section
+
+
+def counts_lines(summary: EvaluationSummary) -> list[str]:
+    """Per metric its threshold and counts of passed, failed, errored and skipped results (a table)."""
+    return ["| metric | threshold | passed | failed | errored | skipped |", "|---|---:|---:|---:|---:|---:|",
+            *(f"| {markdown_inline(name)} | {m.threshold} | {m.passed} | {m.failed} | {m.errored} | {m.skipped} |"
+              for name, m in summary.metrics.items()), ""]
+
+
+def worst_lines(w: WorstCase) -> str:
+    """One worst case as a markdown list item: its readable name, metric and score, the metric's reason (the
+    score named once: a reason that states it, e.g. ReferenceMatch's "Max cosine similarity 0.0173 …", is shown
+    alone), its output and expected answer."""
+    label = markdown_inline(w.label or w.case_id, 60)
+    score = _fmt(w.score)
+    shown_score = w.score is not None and (score in w.reason or f"{w.score:.2f}" in w.reason
+                                           or "score" in w.reason.lower())
+    head = f"- **{label}** · {markdown_inline(w.metric)}"
+    head += f": {markdown_inline(w.reason, TEXT_SHOWN)}" if shown_score else \
+        f" · score {score}: {markdown_inline(w.reason, TEXT_SHOWN)}"
+    lines = [head, f"  - output: {markdown_inline(w.output, TEXT_SHOWN)}"]
+    if w.expected is not None:
+        lines.append(f"  - expected: {markdown_inline(w.expected, TEXT_SHOWN)}")
+    return "\n".join(lines)
+
+
+def mermaid_chart(name: str, counts: list[int]) -> list[str]:
+    """A Mermaid ``xychart-beta`` bar chart of per-bin ``counts`` over [0, 1] (GitHub renders it); the metric's
+    ``name`` in the title keeps only letters, digits, spaces and ``_.-`` (a suite's text inside a chart)."""
+    bins = len(counts)
+    title = regex.sub(r"[^\p{L}\p{N} _.\-]", "", name)[:60] or "scores"
+    labels = ", ".join(f'"{i / bins:.1f}–{(i + 1) / bins:.1f}"' for i in range(bins))
+    return ["```mermaid", "xychart-beta", f'    title "{title}"', f"    x-axis [{labels}]",
+            f'    y-axis "results" 0 --> {max(max(counts), 1)}', f"    bar [{', '.join(map(str, counts))}]", "```", ""]
+
+
 def summary_sections(
     suite_name: str,
     summary: EvaluationSummary,
@@ -346,136 +581,88 @@ def summary_sections(
     warnings: list[str] | None = None,
     gate_pass_rate: float | None = None,
     fail_on: str | None = None,
+    charts: Literal["mermaid", "text"] = "mermaid",
+    baseline_note: str | None = None,
 ) -> list[Section]:
     """The summary as :class:`Section` blocks (see :func:`render_summary_markdown`)."""
-    banner = "✅ **PASSED**" if passed else "❌ **FAILED**"
-    stopped = budget_message(summary)
-    if stopped and not passed:
-        banner += f" ({stopped})"
+    line = verdict_line(summary, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
+                        gate_pass_rate=gate_pass_rate, fail_on=fail_on)
+    status, _, rest = line.partition(":")
     evaluated = summary.cases - summary.skipped_cases
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
     interval = summary.pass_rate_interval if rate == summary.pass_rate else None  # allow_errors: another rate
-    ci = f"; {level_text(interval.level)} CI {interval_text(interval, percent=True)}%" if interval else ""
-    unchecked = " (no baseline to compare with)" if comparison is None else ""
-    gate = {"regression": f"required: no significant regression{unchecked}",
-            "either": f"gate {min_pass_rate:.2%} and no significant regression{unchecked}"}.get(
-                fail_on or "", f"gate {min_pass_rate:.2%}")
-    tested = comparison is not None and is_tested(comparison)
-    head = [
-        f"# evaltasks: {markdown_inline(suite_name)}",
-        "",
-        f"{banner}: pass rate {rate:.2%} ({summary.passed_cases}/{evaluated} evaluated cases{ci}), "
-        f"{gate}." if evaluated else f"{banner}: no case was evaluated (all skipped).",
-        "",
-        f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
-        f"{summary.skipped_cases} skipped.",
-        "",
-    ]
-    if comparison is not None and tested:
-        head += [f"{VERDICT_ICONS.get(comparison.verdict, '')} **{verdict_headline(comparison)}.** "
-                 f"(alpha {comparison.alpha:g}, min effect {comparison.min_effect:g})", ""]
-        if comparison.pass_rate_test is not None:
-            text = change_test_text(comparison.pass_rate_test, lambda t: markdown_inline(t, 60))
-            head += [f"Overall {text}.", ""]
+    ci = f" ({level_text(interval.level)} CI {interval_text(interval, percent=True)}%)" if interval else ""
+    head = [f"# evaltasks: {markdown_inline(suite_name)}", "",
+            f"{'✅' if passed else '❌'} **{status}**:{rest}", ""]
+    if comparison is None and (baseline_note or fail_on in ("regression", "either")):
+        note = baseline_note or "No baseline to compare with: the regression check had nothing to compare."
+        head += [f"> ℹ️ {note}", ""]
+    rate_ci = f"; pass rate {ci[2:-1]}" if evaluated and ci else ""
+    head += [f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
+             f"{summary.skipped_cases} skipped{rate_ci}.", ""]
     for warning in warnings or []:
         head += [f"> ⚠️ {markdown_inline(warning, 400)}", ""]
+    sections = [Section(head=head)]
     if comparison is not None:
-        head += [
-            f"Compared with {markdown_inline(comparison.baseline, 120)}: pass rate "
-            f"{_pct(comparison.baseline_pass_rate)} → {_pct(comparison.current_pass_rate)} "
-            f"({_signed(comparison.pass_rate_delta, percent=True)}); "
-            f"{comparison.counts.get('worse', 0)} worse, {comparison.counts.get('better', 0)} better, "
-            f"{comparison.counts.get('new', 0)} new, {comparison.counts.get('removed', 0)} removed "
-            f"(tolerance {comparison.tolerance:g}).",
-            "",
-        ]
+        sections += changes_sections(comparison)
+
+    sections.append(Section(head=["## Metrics", ""]))
+    sections.append(metric_table(summary, comparison, passed=passed))
+    stopped = budget_message(summary) is not None
+    if summary.judges and stopped:  # the judge budget decided the gate: its costs in the open
+        sections.append(judge_section(summary))
+
+    highlights = cases if isinstance(cases, Highlights) else Highlights.of(cases)
+    if highlights.worst:
+        sections.append(folded(f"Worst cases ({len(highlights.worst)} lowest-scoring failed or errored results)",
+                               [worst_lines(w) for w in highlights.worst], priority=4))
+
+    dist: list[str] = []
+    for name in summary.metrics:
+        counts = highlights.histograms.get(name)
+        if counts and sum(counts) and name not in highlights.graded:  # scores 0 and 1 only: counts, no chart
+            dist.append(f"**{markdown_inline(name)}** ({sum(counts)} scores, each 0 or 1): {counts[-1]} × 1, "
+                        f"{counts[0]} × 0\n")
+        elif counts and sum(counts):
+            chart = mermaid_chart(name, counts) if charts == "mermaid" else \
+                ["```text", *histogram_lines(counts), "```", ""]
+            dist.append("\n".join([f"**{markdown_inline(name)}** ({sum(counts)} scores)", "", *chart]))
+    if dist:
+        sections.append(folded("Score distributions", dist, priority=5))
+
+    notes: list[str] = []
+    if comparison is not None:
+        notes += counts_lines(summary)
+    if comparison is not None and is_tested(comparison):
+        notes += [f"{VERDICT_ICONS.get(comparison.verdict, '')} **{verdict_headline(comparison)}.** "
+                  f"(alpha {comparison.alpha:g}, min effect {comparison.min_effect:g})", ""]
+        if comparison.pass_rate_test is not None:
+            text = change_test_text(comparison.pass_rate_test, lambda t: markdown_inline(t, 60))
+            notes += [f"Overall {text}.", ""]
+        notes += [f"Paired by case id. Regressed or improved: p < {comparison.alpha:g} and a change larger than "
+                  f"{comparison.min_effect:g}; inconclusive: too few paired cases to detect a change that small. "
+                  "Each metric is tested on its own (no multiple-testing correction).", ""]
+    if comparison is not None:
         for label, ids in (("New since the baseline (left out of the paired tests)", comparison.new_cases),
                            ("Removed since the baseline", comparison.removed_cases),
                            ("Flaky (judge samples on both sides of the threshold)", comparison.flaky_cases)):
             if ids:
-                head += [f"{label}: {_ids(ids)}.", ""]
-    sections = [Section(head=head)]
-
-    by_name = {m.name: m for m in comparison.metrics} if comparison else {}
-    deltas = comparison is not None and not tested  # a tested comparison has its own table
-    delta_head = " Δ mean | Δ pass rate |" if deltas else ""
+                notes += [f"{label}: {_ids(ids)}.", ""]
     note = _statistics_note(summary)
-    table = Section(
-        head=[f"| metric | mean score | pass rate | threshold | passed | failed | errored | skipped |{delta_head}",
-              "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if deltas else "")],
-        tail=["", *([note, ""] if note else [])], priority=0, min_rows=1,
-    )
-    for name, m in summary.metrics.items():
-        mean = with_interval(_fmt(m.mean_score), m.mean_score_interval if m.mean_score is not None else None)
-        rate = with_interval(_pct(m.pass_rate), m.pass_rate_interval if m.pass_rate is not None else None,
-                             percent=True)
-        row = (f"| {markdown_inline(name)} | {mean} | {rate} | {m.threshold} | {m.passed} | "
-               f"{m.failed} | {m.errored} | {m.skipped} |")
-        if comparison and deltas:
-            c = by_name.get(name)
-            flag = " 🔻" if c is not None and c.regressed else ""
-            row += f" {_signed(c.mean_delta if c else None)}{flag} | {_signed(c.pass_rate_delta if c else None, True)} |"
-        table.rows.append(row)
-    sections.append(table)
-    if comparison is not None and tested:
-        sections.append(comparison_section(comparison))
-
-    if summary.judges:
-        sections.append(judge_section(summary))
-
-    if comparison is not None and comparison.regressions:
-        title = (f"## Regressions (significant at alpha {comparison.alpha:g}, larger than {comparison.min_effect:g})"
-                 if tested else f"## Regressions beyond the tolerance ({comparison.tolerance:g})")
-        sections.append(Section(
-            head=[title, ""],
-            rows=[f"- 🔻 {line}" for line in regression_lines(comparison)], tail=[""], priority=1,
-            min_rows=1,
-        ))
-
-    highlights = cases if isinstance(cases, Highlights) else Highlights.of(cases)
-    if highlights.worst:
-        sections.append(Section(
-            head=[f"## Worst cases (up to {WORST_CASES})", "", "| case | metric | score | reason | output |",
-                  "|---|---|---:|---|---|"],
-            rows=[
-                f"| {markdown_inline(w.case_id, 40)} | {markdown_inline(w.metric)} | {_fmt(w.score)} | "
-                f"{markdown_inline(w.reason, 160)} | {markdown_inline(w.output, 120)} |"
-                for w in highlights.worst
-            ],
-            tail=[""], priority=2,
-        ))
-
-    if comparison is not None and comparison.changes:
-        sections.append(Section(
-            head=["## Changes since the baseline", "", "| change | case | metric | baseline | current | Δ |",
-                  "|---|---|---|---:|---:|---:|"],
-            rows=[
-                f"| {c.kind} | {markdown_inline(c.case_id, 40)} | {markdown_inline(c.metric)} | "
-                f"{_fmt(c.baseline_score)} ({c.baseline_status or '–'}) | {_fmt(c.current_score)} "
-                f"({c.current_status or '–'}) | {_signed(c.delta)} |"
-                for c in comparison.changes
-            ],
-            tail=[""], priority=4,
-        ))
-
-    dist = Section(head=["## Score distribution", ""], priority=3)
-    for name in summary.metrics:
-        counts = highlights.histograms.get(name)
-        if counts and sum(counts) and name not in highlights.graded:  # scores 0 and 1 only: counts, no chart
-            dist.rows.append(f"**{markdown_inline(name)}** ({sum(counts)} scores, each 0 or 1): {counts[-1]} × 1, "
-                             f"{counts[0]} × 0\n")
-        elif counts and sum(counts):
-            dist.rows.append("\n".join([f"**{markdown_inline(name)}** ({sum(counts)} scores)", "", "```text",
-                                        *histogram_lines(counts), "```", ""]))
-    if dist.rows:
-        sections.append(dist)
-
+    if note:
+        notes += [note, ""]
     e = summary.embeddings
-    sections.append(Section(head=[
-        f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the index; "
-        f"{e.outputs_computed} outputs computed, {e.outputs_reused} reused.",
-        "",
-    ]))
+    notes += [f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the "
+              f"index; {e.outputs_computed} outputs computed, {e.outputs_reused} reused.", ""]
+    title = "Statistics, counts and embeddings" if comparison is not None else "Statistics and embeddings"
+    sections.append(folded(title, ["\n".join(notes)], priority=2))
+
+    if summary.judges and not stopped:
+        judge = judge_section(summary)
+        fold = folded("LLM judges: requests, tokens and cost", judge.rows, priority=1, min_rows=judge.min_rows)
+        fold.head += judge.head[2:]
+        fold.tail[:0] = judge.tail
+        sections.append(fold)
     return sections
 
 
@@ -484,24 +671,27 @@ UNSTABLE_LISTED = 20
 
 
 def judge_section(summary: EvaluationSummary) -> Section:
-    """The "LLM judges" table: per judge metric its model, requests sent, answers reused from the store,
-    tokens, US dollars and unstable cases (the first :data:`UNSTABLE_LISTED` ids named), then the run's total."""
-    rows = []
+    """The "LLM judges" table: per judge metric its model, requests sent (answers reused from the store under
+    them), tokens in and out, US dollars and unstable cases, then the run's total; the unstable cases' ids (the first
+    :data:`UNSTABLE_LISTED` per metric) under the table, so the table stays narrow."""
+    rows, listed = [], []
     for name, j in summary.judges.items():
-        listed = ", ".join(markdown_inline(c, 40) for c in j.unstable_cases[:UNSTABLE_LISTED])
-        more = f", … {len(j.unstable_cases) - UNSTABLE_LISTED} more" if len(j.unstable_cases) > UNSTABLE_LISTED else ""
-        rows.append(f"| {markdown_inline(name)} | {markdown_inline(j.model, 60)} | {j.requests} | {j.reused} | "
-                    f"{j.prompt_tokens} / {j.completion_tokens} | ${j.cost:.4f} | {j.unstable}"
-                    f"{' (' + listed + more + ')' if listed else ''} |")
+        rows.append(f"| {markdown_inline(name)} | {markdown_inline(j.model, 60)} | {j.requests}<br>{j.reused} reused | "
+                    f"{j.prompt_tokens} in<br>{j.completion_tokens} out | ${j.cost:.4f} | {j.unstable} |")
+        if j.unstable_cases:
+            ids = ", ".join(markdown_inline(c, 40) for c in j.unstable_cases[:UNSTABLE_LISTED])
+            more = (f", … {len(j.unstable_cases) - UNSTABLE_LISTED} more"
+                    if len(j.unstable_cases) > UNSTABLE_LISTED else "")
+            listed.append(f"Unstable in {markdown_inline(name)}: {ids}{more}.")
     t = summary.judge_total
     if t is not None and len(summary.judges) > 1:
-        rows.append(f"| **total** | | {t.requests} | {t.reused} | {t.prompt_tokens} / {t.completion_tokens} | "
-                    f"${t.cost:.4f} | {t.unstable} |")
+        rows.append(f"| **total** | | {t.requests}<br>{t.reused} reused | {t.prompt_tokens} in<br>"
+                    f"{t.completion_tokens} out | ${t.cost:.4f} | {t.unstable} |")
     return Section(
-        head=["## LLM judges", "", "| metric | judge model | requests | reused | tokens in / out | cost | unstable |",
-              "|---|---|---:|---:|---:|---:|---|"],
-        rows=rows, tail=["", "Unstable: the case's samples fell on both sides of the threshold.", ""], priority=1,
-        min_rows=1,
+        head=["## LLM judges", "", "| metric | judge model | requests | tokens | cost | unstable |",
+              "|---|---|---:|---:|---:|---:|"],
+        rows=rows, tail=["", "Unstable: the case's samples fell on both sides of the threshold.",
+                         *(["", *listed] if listed else []), ""], priority=1, min_rows=1,
     )
 
 
@@ -519,6 +709,8 @@ def render_summary_markdown(
     max_size: int | None = None,
     size: Callable[[str], int] = len,
     truncation_note: str = "The full report is in results.json.",
+    charts: Literal["mermaid", "text"] = "mermaid",
+    baseline_note: str | None = None,
 ) -> str:
     """The markdown summary of a run (a string; see :func:`write_summary_markdown`).
 
@@ -526,20 +718,25 @@ def render_summary_markdown(
         suite_name, summary: the run; cases: its case results, or their :class:`Highlights` (a streamed run).
         passed, min_pass_rate: the gate verdict and threshold; ``gate_pass_rate`` the rate the gate compared
             (default ``summary.pass_rate``).
-        comparison: a comparison with a baseline: its verdict line near the top (when it carries the statistical
-            tests; a comparison from a results.json of schema 1 gets the delta columns instead), the "Compared
-            with the baseline" table (verdict, Δ with interval and p-value per metric), new, removed and flaky
-            cases, regressions and the changes table.
-        warnings: shown under the banner.
+        comparison: a comparison with a baseline: its figures in the verdict line, "Cases that changed" (newly
+            failing first, each with its question, expected answer and outputs), Δ columns and verdicts in the
+            metric table, the tests' details, new, removed and flaky cases (folded).
+        warnings: shown under the verdict.
         fail_on: the gate's ``fail_on`` (``min_pass_rate``, ``regression``, ``either``; None: ``min_pass_rate``),
-            named in the banner.
+            named in the verdict.
         max_size: the most ``size(text)`` may be (e.g. ``len`` for characters, UTF-8 bytes for GitHub's
-            1 MiB job summary); rows are cut as :func:`fit_sections` describes. None: no limit.
+            1 MiB job summary); rows are cut as :func:`fit_sections` describes (folded rows first; the verdict
+            and the first changed cases never). None: no limit.
         truncation_note: appended to the truncation notice (where the full report is).
+        charts: ``mermaid`` (score distributions as Mermaid bar charts: GitHub renders them) or ``text`` (``#``
+            bars in a code block: for renderers without Mermaid, such as Prefect's UI).
+        baseline_note: evaltasks' own sentence (markdown) shown right under the verdict when there is no
+            comparison (e.g. the Action's "No baseline: …"); without it a note appears only when the gate's
+            ``fail_on`` needed a baseline.
     """
     sections = summary_sections(
         suite_name, summary, cases, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
-        warnings=warnings, gate_pass_rate=gate_pass_rate, fail_on=fail_on,
+        warnings=warnings, gate_pass_rate=gate_pass_rate, fail_on=fail_on, charts=charts, baseline_note=baseline_note,
     )
     return fit_sections(sections, max_size, size=size, note=truncation_note)
 

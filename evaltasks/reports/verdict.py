@@ -68,7 +68,8 @@ def verdict_line(
 ) -> str:
     """The run's verdict in one line of plain text, e.g. ``FAILED: pass rate 50.43% (−5.51 points since the
     baseline), 12 cases newly failing; regressed since the baseline (p = 4.4e-12)`` or ``PASSED: pass rate
-    81.00% (81 of 100 cases), gate 75.00%``.
+    81.00% (81 of 100 cases), gate 75.00%``. A comparison without tests (read from a results.json of schema 1)
+    adds only ``regressed beyond the tolerance`` when it regressed.
 
     Args:
         summary: the run's summary; passed: the gate's verdict; min_pass_rate: the gate's threshold (a fraction).
@@ -78,6 +79,8 @@ def verdict_line(
     """
     status = "PASSED" if passed else "FAILED"
     evaluated = summary.cases - summary.skipped_cases
+    if summary.cases == 0:
+        return f"{status}: no case was evaluated (the dataset is empty)"
     if evaluated == 0:
         return f"{status}: no case was evaluated (all {summary.cases} skipped)"
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
@@ -92,6 +95,10 @@ def verdict_line(
         head += f" ({stopped})"
     if comparison is None:
         return head + ("; no baseline to compare with" if fail_on in ("regression", "either") else "")
+    tested = comparison.pass_rate_test is not None or comparison.paired_cases > 0 or any(
+        m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics)
+    if not tested:  # a comparison from a results.json of schema 1: no tests, no verdict, no newly failing cases
+        return head + ("; regressed beyond the tolerance" if comparison.regressed else "")
     newly = len(comparison.newly_failing)
     head += f"; {newly} case{'' if newly == 1 else 's'} newly failing"
     if comparison.newly_passing:
