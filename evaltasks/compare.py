@@ -368,7 +368,7 @@ def _score_test(pairs: _Pairs, alpha: float, min_effect: float) -> ChangeTest | 
 def regression_sentence(subject: str, test: ChangeTest) -> str:
     """One regression as a sentence after ``subject`` (``""`` or ``"NAME: "``), e.g. ``pass rate 81.00% →
     79.00% (-2.00 points, p = 3.1e-05)``: the words of :attr:`Comparison.regressions` (reports rebuild them
-    with an escaped subject, see :func:`evaltasks.reports.markdown.regression_lines`)."""
+    the same way)."""
     if test.statistic == "pass_rate":
         change = f"pass rate {test.baseline:.2%} → {test.current:.2%} ({100 * (test.delta or 0.0):+.2f} points"
     else:

@@ -26,7 +26,7 @@ from typing import Literal
 import regex
 
 from evaltasks._atomic import atomic_writer
-from evaltasks.compare import CaseChange, ChangeTest, Comparison, regression_sentence
+from evaltasks.compare import CaseChange, ChangeTest, Comparison
 from evaltasks.reports._escape import markdown_inline
 from evaltasks.reports.verdict import case_label, verdict_line
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message
@@ -119,20 +119,6 @@ def _tests(comparison: Comparison) -> list[ChangeTest]:
     return [t for t in tests if t is not None]
 
 
-def regression_lines(comparison: Comparison) -> list[str]:
-    """The regressions as markdown, one per regressed test: evaltasks' own words as they are (``pass rate 81.00%
-    → 74.00% (-7.00 points, p = 0.0003)``, nothing in them means anything to markdown mid-line) after the metric's
-    name escaped (:func:`markdown_inline`: a suite's text). A comparison without tests (a results.json of
-    schema 1) has only its sentences: escaped whole, as they may hold any metric name anywhere."""
-    if not is_tested(comparison):
-        return [markdown_inline(r, 300) for r in comparison.regressions]
-    tests = [("", comparison.pass_rate_test)]
-    tests += [(f"{markdown_inline(m.name)}: ", t) for m in comparison.metrics for t in (m.pass_rate_test, m.score_test)]
-    return [regression_sentence(subject, t) for subject, t in tests
-            if t is not None and t.verdict == "regressed" and t.baseline is not None and t.current is not None
-            and t.p_value is not None]
-
-
 def verdict_headline(comparison: Comparison) -> str:
     """The overall verdict as a sentence (no final period): ``Regressed since the baseline``, ``Improved since the
     baseline``, ``No significant change since the baseline``, or ``Inconclusive: N paired cases can detect
@@ -177,39 +163,6 @@ def _ids(ids: list[str]) -> str:
     listed = ", ".join(markdown_inline(i, 40) for i in ids[:IDS_LISTED])
     more = f", … {len(ids) - IDS_LISTED} more" if len(ids) > IDS_LISTED else ""
     return f"{len(ids)} ({listed}{more})"
-
-
-def _test_cells(test: ChangeTest | None) -> str:
-    """Two table cells for a test: Δ with its interval, and the p-value."""
-    if test is None:
-        return " n/a | |"
-    percent = test.statistic == "pass_rate"
-    return f" {with_interval(_signed(test.delta, percent), test.interval, percent=percent, signed=True)} | " \
-           f"{p_text(test.p_value)} |"
-
-
-def comparison_section(comparison: Comparison) -> Section:
-    """The "Compared with the baseline" table of a tested comparison: per metric (and all cases) the verdict,
-    Δ pass rate and Δ mean score with their intervals (level 1 − alpha) and p-values."""
-    level = level_text(1 - comparison.alpha)
-
-    def verdict_cell(verdict: str | None) -> str:
-        return "not in both runs" if verdict is None else f"{VERDICT_ICONS.get(verdict, '')} {verdict}".strip()
-
-    overall = comparison.pass_rate_test
-    rows = [f"| **all cases** | {verdict_cell(overall.verdict if overall else None)} |{_test_cells(overall)} n/a | |"]
-    rows += [f"| {markdown_inline(m.name)} | {verdict_cell(m.verdict)} |{_test_cells(m.pass_rate_test)}"
-             f"{_test_cells(m.score_test)}" for m in comparison.metrics]
-    return Section(
-        head=["## Compared with the baseline", "",
-              f"| metric | verdict | Δ pass rate ({level} CI) | p | Δ mean score ({level} CI) | p |",
-              "|---|---|---:|---:|---:|---:|"],
-        rows=rows,
-        tail=["", f"Paired by case id. Regressed or improved: p < {comparison.alpha:g} and a change larger than "
-                  f"{comparison.min_effect:g}; inconclusive: too few paired cases to detect a change that small. "
-                  "Each metric is tested on its own (no multiple-testing correction).", ""],
-        priority=0, min_rows=len(rows),
-    )
 
 
 def _statistics_note(summary: EvaluationSummary) -> str | None:
