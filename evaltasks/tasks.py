@@ -356,8 +356,13 @@ def publish_artifacts(
     highlights: Highlights | None = None,
     fail_on: str | None = None,
     gate_pass_rate: float | None = None,
+    gate_message: str | None = None,
 ) -> list[str]:
     """Create the Prefect artifacts of an evaluation (call inside a flow or task run); returns their keys.
+
+    The metrics table's and the summary's descriptions lead with the verdict (:func:`verdict_line`:
+    ``gate_message``, results.json ``gate.message``, on a failed gate); the table's ``verdict`` column is each
+    metric's comparison verdict (``regressed``, ``improved``, ...; empty without a baseline). README, "Prefect".
 
     ``fail_on`` and ``gate_pass_rate``: the suite gate's rule and the pass rate it compared (results.json
     ``gate``), so the summary's banner states the verdict as summary.md does. The metrics table carries each
@@ -375,12 +380,15 @@ def publish_artifacts(
 
     from evaltasks.reports.markdown import render_summary_markdown
 
+    verdicts = {entry.name: entry.verdict for entry in comparison.metrics} if comparison is not None else {}
+    verdict = verdict_line(result, passed=passed, min_pass_rate=min_pass_rate, gate_pass_rate=gate_pass_rate,
+                           gate_message=gate_message)
     rows = [
         {
             "metric": name, "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
             "pass_rate": None if m.pass_rate is None else round(m.pass_rate, 6), "threshold": m.threshold,
             "passed": m.passed, "failed": m.failed,
-            "errored": m.errored, "skipped": m.skipped,
+            "errored": m.errored, "skipped": m.skipped, "verdict": verdicts.get(name) or "",
             **{f"{stat}_ci_{end}": None if interval is None else round(getattr(interval, end), 6)
                for stat, interval in (("pass_rate", m.pass_rate_interval), ("mean_score", m.mean_score_interval))
                for end in ("low", "high")},
@@ -388,19 +396,39 @@ def publish_artifacts(
         for name, m in result.summary.metrics.items()
     ]
     keys = [artifact_key(suite_name, "metrics"), artifact_key(suite_name, "summary")]
-    create_table_artifact(key=keys[0], table=rows, description=f"Per-metric results of suite {suite_name}")
+    create_table_artifact(key=keys[0], table=rows, description=f"{verdict}. Per-metric results of suite {suite_name}")
     markdown = render_summary_markdown(
         suite_name, result.summary, highlights if highlights is not None else result.test_results,
         passed=passed, min_pass_rate=min_pass_rate, fail_on=fail_on, gate_pass_rate=gate_pass_rate,
         comparison=comparison, warnings=warnings, max_size=ARTIFACT_MAX_CHARS,
         truncation_note="The full report is in results.json.",
     )
-    create_markdown_artifact(key=keys[1], markdown=markdown, description=f"Evaluation summary of suite {suite_name}")
+    create_markdown_artifact(key=keys[1], markdown=markdown, description=f"{verdict}. Evaluation summary of suite {suite_name}")
     if reports_url:
         keys.append(artifact_key(suite_name, "reports"))
         create_link_artifact(key=keys[2], link=reports_url, link_text=f"{suite_name} reports",
                              description="results.json, junit.xml and summary.md")
     return keys
+
+
+def verdict_line(
+    result: EvaluationResult,
+    *,
+    passed: bool,
+    min_pass_rate: float,
+    gate_pass_rate: float | None = None,
+    gate_message: str | None = None,
+) -> str:
+    """The run's verdict in one line, for artifact descriptions and run logs: ``PASSED: pass rate 74.00%
+    (592/800), gate 50.00%``, or ``FAILED: `` and ``gate_message`` (results.json ``gate.message``, e.g. ``gate
+    failed: pass rate 50.00% below 90.00%``). ``gate_pass_rate``: the rate the gate compared (default the
+    summary's)."""
+    summary = result.summary
+    if not passed:
+        return f"FAILED: {gate_message or 'gate failed'}"
+    rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
+    evaluated = summary.cases - summary.skipped_cases
+    return f"PASSED: pass rate {rate:.2%} ({summary.passed_cases}/{evaluated}), gate {min_pass_rate:.2%}"
 
 
 @task(name="publish-results", cache_policy=NO_CACHE)

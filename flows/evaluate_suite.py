@@ -196,6 +196,51 @@ def evaluate_suite(
     return Failed(message=message, data=GateFailed(message, result))
 
 
+def _tag(value: str) -> str:
+    """A tag's value: words joined by hyphens (``no significant change`` -> ``no-significant-change``)."""
+    return "-".join(str(value).split())
+
+
+def start_tags(suite_name: str) -> list[str]:
+    """The tags a run gets once its suite is read: ``suite:<name>``, and ``branch:<name>`` when
+    ``$GITHUB_HEAD_REF`` (a pull request's branch) or ``$GITHUB_REF_NAME`` is set (the Action's environment)."""
+    from evaltasks._env import env_value
+
+    tags = [f"suite:{_tag(suite_name)}"]
+    branch = env_value("GITHUB_HEAD_REF") or env_value("GITHUB_REF_NAME")
+    if branch:
+        tags.append(f"branch:{_tag(branch)}")
+    return tags
+
+
+def _verdict_tags(passed: bool, comparison_verdict: str | None) -> list[str]:
+    """``verdict:passed`` / ``verdict:failed``, and ``comparison:<verdict>`` with a baseline (e.g.
+    ``comparison:regressed``, ``comparison:no-significant-change``)."""
+    tags = [f"verdict:{'passed' if passed else 'failed'}"]
+    if comparison_verdict:
+        tags.append(f"comparison:{_tag(comparison_verdict)}")
+    return tags
+
+
+def _tag_run(tags: list[str], logger: Any) -> None:
+    """Add ``tags`` to the current flow run on the server (its own tags kept); a server that refuses is logged,
+    never fails the run. Outside a flow run, nothing."""
+    from prefect.client.orchestration import get_client
+
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            current = client.read_flow_run(context.flow_run.id).tags or []
+            merged = [*current, *(tag for tag in tags if tag not in current)]
+            client.update_flow_run(context.flow_run.id, tags=merged)
+    except Exception as exc:  # noqa: BLE001 - tags are a convenience; the run's reports are what counts
+        logger.warning("Could not tag the flow run with %s: %s", ", ".join(tags), exc)
+        return
+    context.flow_run.tags = merged
+
+
 def run_suite(
     suite_path: str,
     output_dir: str,
@@ -216,6 +261,9 @@ def run_suite(
     logger = get_run_logger()
     started = time.time()
     plan = plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
+    logger.info("Loaded suite %r and its dataset (%d cases) in %.1f s", plan.suite.suite.name,
+                len(plan.dataset.cases), time.time() - started)
+    _tag_run(start_tags(plan.suite.suite.name), logger)
     if max_cost is not None:
         check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
     try:
@@ -234,7 +282,8 @@ def run_suite(
 
 
 def _embed_namespace(
-    index: ReferenceIndex, provider: Any, need: Any, outputs: list[str], concurrency_limit: str | None
+    index: ReferenceIndex, provider: Any, need: Any, outputs: list[str], concurrency_limit: str | None,
+    on_chunk: Any = None,
 ) -> tuple[list[VectorTable], EmbeddingCounts]:
     """Embed one namespace's references and ``outputs`` through ``index`` in ``embed-references`` and
     ``embed-outputs`` task runs of :data:`EMBED_CHUNK` texts; returns the tables and the counts.
@@ -266,6 +315,8 @@ def _embed_namespace(
             table, chunk_counts = future.result()
             parts.append(table)
             counts = counts.add(chunk_counts)
+            if on_chunk is not None:
+                on_chunk(chunk_counts)
         if len({t.vectors.shape[1] for t in parts if len(t)}) <= 1:
             return parts, counts
         probe = True
@@ -364,16 +415,39 @@ def _run_plan(
     tables: dict[str, VectorTable] = {}
     failed: dict[str, str] = {}
     dims: dict[str, int] = {}
+    size = batch_size or auto_batch_size(len(cases))
+    batches = _chunks(list(range(len(cases))), max(1, size))
+    # The progress artifact exists before anything is embedded (0 %): its units are the embedding chunks, then
+    # the scored batches (README, "Prefect").
+    outputs_of = {namespace: [t for t in need.outputs if t not in need.references]  # a text equal to a reference:
+                  for namespace, need in plan.needs.items()}                        # once
+    units = len(batches) + sum(-(-len(need.references) // EMBED_CHUNK) + -(-len(outputs_of[namespace]) // EMBED_CHUNK)
+                               for namespace, need in plan.needs.items())
+    progress_id = create_progress_artifact(
+        progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
+        description=f"Embedding chunks, then scored batches, of suite {plan.suite.suite.name}, in percent",
+    )
+    units_done = 0
+
+    def chunk_done(_: EmbeddingCounts) -> None:
+        nonlocal units_done
+        units_done += 1
+        update_progress_artifact(progress_id, progress=min(100.0, 100.0 * units_done / max(units, 1)))
+
     for namespace, need in plan.needs.items():
         provider = need.provider
-        outputs = [t for t in need.outputs if t not in need.references]  # a text equal to a reference: once
+        outputs = outputs_of[namespace]
+        stage_started = time.monotonic()
+        logger.info("Embedding %d references and %d outputs with %s", len(need.references), len(outputs), namespace)
         try:
-            parts, need_counts = _embed_namespace(index, provider, need, outputs, concurrency_limit)
+            parts, need_counts = _embed_namespace(index, provider, need, outputs, concurrency_limit, chunk_done)
         except ProviderError as exc:  # a provider still failing after retries errors its metrics, not the run
             logger.error("Embedding with %s failed: %s", namespace, exc)
             failed[namespace] = str(exc)
             continue
         counts = counts.add(need_counts)
+        logger.info("Embedded with %s in %.1f s (model load included): %s", namespace,
+                    time.monotonic() - stage_started, need_counts.model_dump())
         embedding_spent += float(sum(part.costs.sum() for part in parts))
         tables[namespace] = need.share_costs(VectorTable.concat(parts))
         if len(tables[namespace]):
@@ -387,12 +461,6 @@ def _run_plan(
     budget = judge_budget(max_cost, embedding_spent, ledger) if any(judge_metrics) else None
     bind_judges(metrics, index_dir, refresh=not cache, budget=budget)
 
-    size = batch_size or auto_batch_size(len(cases))
-    batches = _chunks(list(range(len(cases))), max(1, size))
-    progress_id = create_progress_artifact(
-        progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
-        description=f"Scored case × metric results of suite {plan.suite.suite.name}, in percent",
-    )
     keys = [metric.cache_key() for metric in metrics]
     # quote(): Prefect would otherwise walk every case of a batch looking for futures (a quarter of a
     # LengthCheck run's time). Only for in-process threads: other runners (Dask) ship the wrapper as is.
@@ -446,7 +514,8 @@ def _run_plan(
                 _progress.advance(len(rows_done) * len(metrics))
                 done += 1
                 if time.monotonic() - last_update >= PROGRESS_EVERY_S or done == len(batches):
-                    update_progress_artifact(progress_id, progress=100.0 * done / max(len(batches), 1))
+                    update_progress_artifact(
+                        progress_id, progress=100.0 * (units_done + done) / max(units_done + len(batches), 1))
                     last_update = time.monotonic()
         outcome = finish_streamed_run(
             plan, writer, started, embeddings=counts, embedding_models=model_infos(plan.needs, dims),
@@ -465,8 +534,9 @@ def _run_plan(
         result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
         reports_url=reports_url, comparison=outcome.comparison, warnings=outcome.header["warnings"],
         highlights=outcome.highlights, fail_on=plan.suite.suite.gate.fail_on,
-        gate_pass_rate=outcome.header["gate"]["pass_rate"],
+        gate_pass_rate=outcome.header["gate"]["pass_rate"], gate_message=outcome.header["gate"].get("message"),
     )
+    _tag_run(_verdict_tags(outcome.passed, outcome.comparison.verdict if outcome.comparison else None), logger)
     logger.info(
         "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,
         100 * plan.suite.suite.gate.min_pass_rate, "PASSED" if outcome.passed else "FAILED",
