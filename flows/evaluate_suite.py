@@ -39,9 +39,9 @@ from evaltasks.index import ReferenceIndex, default_index_dir, recording_warning
 from evaltasks.metrics.judge import JudgeMetric
 from evaltasks.results import EmbeddingCounts, TestCaseResult, expected_text
 from evaltasks.compare import DEFAULT_TOLERANCE
-from evaltasks.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer, plan_run
+from evaltasks.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer
 from evaltasks.tasks import (
-    artifact_key, embed_outputs, embed_references, publish_artifacts, publish_history_artifact, score_batch_boxed,
+    artifact_key, embed_outputs, embed_references, load_dataset, publish_artifacts, publish_history_artifact, score_batch_boxed,
 )
 from evaltasks.engine.history import (
     REGRESSED_EVENT, DriftReport, HistoryStore, ScoreMoments, build_record, current_commit, drift_check,
@@ -147,6 +147,8 @@ def evaluate_suite(
     A run whose gate fails ends Failed, with the verdict as its state message (e.g. ``gate failed: pass rate
     50.00% below 90.00%``): a direct call then raises :class:`~evaltasks.errors.GateFailed`, whose ``result`` is
     the dict below; ``evaluate_suite(..., return_state=True)`` returns the state instead (README, "Prefect").
+    The run is tagged ``suite:<name>`` (and ``branch:<name>`` in the Action's environment, :func:`start_tags`),
+    then ``verdict:passed``/``verdict:failed`` and, with a baseline, ``comparison:<verdict>``.
 
     Args:
         suite_path: the suite YAML file (a path: flow parameters are capped at 512 KiB, datasets are not).
@@ -260,7 +262,9 @@ def run_suite(
     gains ``drift`` after the history step, which results.json, written before it, does not have)."""
     logger = get_run_logger()
     started = time.time()
-    plan = plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
+    # a task run, so that the dataset's load is on the run's timeline (the CLI reads the suite before the flow run
+    # starts and hands the plan over: there it takes no time); called, not submitted: it runs in this thread
+    plan = load_dataset.with_options(persist_result=False)(suite_path, skip_missing_credentials)
     logger.info("Loaded suite %r and its dataset (%d cases) in %.1f s", plan.suite.suite.name,
                 len(plan.dataset.cases), time.time() - started)
     _tag_run(start_tags(plan.suite.suite.name), logger)

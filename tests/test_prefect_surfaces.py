@@ -72,6 +72,13 @@ def test_tags_and_artifact_descriptions_lead_with_the_verdict(prefect_harness, t
     assert artifacts["tags-fail-metrics"].description == verdict + "Per-metric results of suite tags-fail"
     [row] = _table(artifacts["tags-fail-metrics"])
     assert (row["metric"], row["passed"], row["failed"], row["verdict"]) == ("LengthCheckMetric", 2, 2, "")
+    # the dataset's load is a task run on the run's timeline
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    task_runs = _read(lambda client: client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))))
+    [loaded] = [t for t in task_runs if t.name.startswith("load-dataset")]
+    assert loaded.state.type.value == "COMPLETED"
 
     monkeypatch.delenv("GITHUB_HEAD_REF")
     passing = _length_suite(tmp_path / "p", [3, 3, 3, 9], name="tags-pass", gate="gate: {min_pass_rate: 0.5}")
