@@ -37,13 +37,6 @@ def _quiet_prefect_defaults() -> None:
 
     set_default_env("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     set_default_env("PREFECT_LOGGING_LEVEL", "WARNING")
-    # The terminal stays at that level, but flow and task run loggers send INFO to the server's logs (the API
-    # handler sits on them): the run's own lines ("Pass rate ... PASSED") reach the flow run's Logs tab whatever
-    # the terminal shows (README, "Prefect"). Prefect reads these as overrides of its logging.yml.
-    set_default_env("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", os.environ["PREFECT_LOGGING_LEVEL"])
-    for logger in ("FLOW_RUNS", "TASK_RUNS"):
-        set_default_env(f"PREFECT_LOGGING_LOGGERS_PREFECT_{logger}_LEVEL",
-                        "DEBUG" if os.environ["PREFECT_LOGGING_LEVEL"].upper() == "DEBUG" else "INFO")
     set_default_env("TOKENIZERS_PARALLELISM", "false")
     set_default_env("DASK_LOGGING__DISTRIBUTED", "warning")
     for name, value in TEMPORARY_SERVER_DEFAULTS.items():  # start-up timeout and analytics, as evaltasks.tasks
