@@ -6,6 +6,7 @@ Each task sits next to the plain function it wraps (use those without Prefect):
 task                     wraps                                         caching
 =======================  ============================================  =====================================
 ``load_dataset``         :func:`evaltasks.run.plan_run`                none
+``load_embedding_model`` the provider's ``load`` (local models)        none
 ``embed_references``     :func:`evaltasks.evaluate.embed_references`   none (the FAISS index is the cache)
 ``embed_outputs``        :func:`evaltasks.evaluate.embed_outputs`      none (the FAISS index is the cache)
 ``score_batch``          :func:`evaltasks.evaluate.score_metric_batch` inputs but ``metric`` (canonical
@@ -133,6 +134,24 @@ def _limited(concurrency_limit: str | None) -> Any:
     from prefect.concurrency.sync import concurrency
 
     return concurrency(concurrency_limit, occupy=1, strict=True)
+
+
+@task(name="load-embedding-model", cache_policy=NO_CACHE, persist_result=False)
+def load_embedding_model(provider: str, model_name: str, provider_options: dict[str, Any] | None = None) -> None:
+    """Load the embedding model of ``provider`` / ``model_name`` into this process now, so that its load is a task
+    run of its own on the flow run's timeline (otherwise the first embedding task loads it, unseen).
+
+    The model is kept once per process (:func:`evaltasks.embeddings.get_provider` and the provider's own cache):
+    the embedding tasks of the same process reuse it, and a load already under way (the CLI starts one while
+    Prefect's server starts) is waited for, never repeated. Nothing is returned or pickled. A provider without a
+    local model (an API) has nothing to load: a no-op.
+
+    Raises:
+        ConfigError: the model cannot be loaded (not found, not downloaded while offline, corrupt).
+    """
+    load = getattr(get_provider(provider, model_name, **(provider_options or {})), "load", None)
+    if callable(load):
+        load()
 
 
 @task(name="embed-references", cache_policy=NO_CACHE, **_RETRY)
@@ -359,6 +378,12 @@ def publish_artifacts(
 ) -> list[str]:
     """Create the Prefect artifacts of an evaluation (call inside a flow or task run); returns their keys.
 
+    The metrics table's and the summary's descriptions lead with the run's verdict line
+    (:func:`evaltasks.reports.verdict.verdict_line`, e.g. ``FAILED: pass rate 50.00% (2 of 4 cases), gate
+    90.00%``), then say what the artifact is. With a ``comparison`` the table gains, per metric, ``verdict`` (the
+    comparison's: ``regressed``, ``improved``, ``inconclusive``, ``no significant change``), ``mean_delta`` and
+    ``pass_rate_delta`` (fractions, current minus baseline; None where a side has no value). README, "Prefect".
+
     ``fail_on`` and ``gate_pass_rate``: the suite gate's rule and the pass rate it compared (results.json
     ``gate``), so the summary's banner states the verdict as summary.md does. The metrics table carries each
     pass rate's and mean's 95 % interval (``*_ci_low`` / ``*_ci_high``; README, "Uncertainty and regressions").
@@ -374,10 +399,26 @@ def publish_artifacts(
     from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
     from evaltasks.reports.markdown import render_summary_markdown
+    from evaltasks.reports.verdict import verdict_line
+
+    verdict = verdict_line(result.summary, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
+                           gate_pass_rate=gate_pass_rate, fail_on=fail_on)
+    compared = {entry.name: entry for entry in comparison.metrics} if comparison is not None else {}
+
+    def deltas(name: str) -> dict[str, Any]:
+        """The comparison columns of metric ``name`` (none without a baseline)."""
+        if comparison is None:
+            return {}
+        entry = compared.get(name)
+        return {
+            "verdict": (entry.verdict or "") if entry else "",
+            **{column: None if entry is None or getattr(entry, column) is None else round(getattr(entry, column), 6)
+               for column in ("mean_delta", "pass_rate_delta")},
+        }
 
     rows = [
         {
-            "metric": name, "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
+            "metric": name, **deltas(name), "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
             "pass_rate": None if m.pass_rate is None else round(m.pass_rate, 6), "threshold": m.threshold,
             "passed": m.passed, "failed": m.failed,
             "errored": m.errored, "skipped": m.skipped,
@@ -388,14 +429,14 @@ def publish_artifacts(
         for name, m in result.summary.metrics.items()
     ]
     keys = [artifact_key(suite_name, "metrics"), artifact_key(suite_name, "summary")]
-    create_table_artifact(key=keys[0], table=rows, description=f"Per-metric results of suite {suite_name}")
+    create_table_artifact(key=keys[0], table=rows, description=f"{verdict}. Per-metric results of suite {suite_name}")
     markdown = render_summary_markdown(
         suite_name, result.summary, highlights if highlights is not None else result.test_results,
         passed=passed, min_pass_rate=min_pass_rate, fail_on=fail_on, gate_pass_rate=gate_pass_rate,
         comparison=comparison, warnings=warnings, max_size=ARTIFACT_MAX_CHARS,
         truncation_note="The full report is in results.json.",
     )
-    create_markdown_artifact(key=keys[1], markdown=markdown, description=f"Evaluation summary of suite {suite_name}")
+    create_markdown_artifact(key=keys[1], markdown=markdown, description=f"{verdict}. Evaluation summary of suite {suite_name}")
     if reports_url:
         keys.append(artifact_key(suite_name, "reports"))
         create_link_artifact(key=keys[2], link=reports_url, link_text=f"{suite_name} reports",

@@ -19,12 +19,12 @@ from typing import Any
 
 import yaml
 from filelock import Timeout as FileLockTimeout
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
-from prefect.states import Failed, State
+from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
@@ -39,9 +39,11 @@ from evaltasks.index import ReferenceIndex, default_index_dir, recording_warning
 from evaltasks.metrics.judge import JudgeMetric
 from evaltasks.results import EmbeddingCounts, TestCaseResult, expected_text
 from evaltasks.compare import DEFAULT_TOLERANCE
+from evaltasks.reports.verdict import verdict_line
 from evaltasks.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer, plan_run
 from evaltasks.tasks import (
-    artifact_key, embed_outputs, embed_references, publish_artifacts, publish_history_artifact, score_batch_boxed,
+    artifact_key, embed_outputs, embed_references, load_embedding_model, publish_artifacts, publish_history_artifact,
+    score_batch_boxed,
 )
 from evaltasks.engine.history import (
     REGRESSED_EVENT, DriftReport, HistoryStore, ScoreMoments, build_record, current_commit, drift_check,
@@ -60,7 +62,11 @@ IN_FLIGHT = 8  # batches scored at once; results of at most this many batches ar
 # one scoring while the other is written, and more only hold more results (measured: same speed, 20 % less RSS).
 IN_FLIGHT_THREADS = 2
 PROGRESS_EVERY_S = 1.0  # the progress artifact is one API call: at most one update a second
-EMBED_CHUNK = 4096
+EMBED_CHUNK = 4096  # texts per embed-references / embed-outputs task run at most
+# ... and at least this many (the local model's encode chunk), so that a small run's embedding still advances the
+# progress in up to EMBED_PROGRESS_STEPS steps per kind of text instead of one jump (_embed_chunk)
+MIN_EMBED_CHUNK = 512
+EMBED_PROGRESS_STEPS = 8
 HISTORY_ARTIFACT_RUNS = 20  # runs the <suite>-history artifact shows (this one included)
 
 
@@ -72,6 +78,25 @@ def auto_batch_size(cases: int) -> int:
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _embed_chunk(texts: int) -> int:
+    """Texts per embedding task run for ``texts`` texts of one kind: an :data:`EMBED_PROGRESS_STEPS`-th of them,
+    within [:data:`MIN_EMBED_CHUNK`, :data:`EMBED_CHUNK`] (2,000 texts: 4 task runs of 512; 10^6: 245 of 4,096)."""
+    return min(EMBED_CHUNK, max(MIN_EMBED_CHUNK, -(-texts // EMBED_PROGRESS_STEPS)))
+
+
+@task(name="load-dataset", cache_policy=NO_CACHE, persist_result=False)
+def load_suite_and_dataset(suite_path: str, skip_missing_credentials: bool = False) -> Any:
+    """The run's plan (:func:`evaltasks.run.plan_run`: suite, dataset, metrics), loaded in a ``load-dataset``
+    task run so that the load shows on the flow run's timeline. Called, not submitted: it runs in the flow's
+    thread and its result (the whole dataset) is neither pickled nor persisted. Under ``evaltasks run`` the CLI
+    has read the suite before the flow run started and handed its plan over: the task run takes no time.
+
+    Raises:
+        ConfigError, DatasetError, CredentialsError: invalid input (as :func:`~evaltasks.run.plan_run`).
+    """
+    return plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
 
 
 def flow_run_name() -> str:
@@ -144,9 +169,13 @@ def evaluate_suite(
 ) -> dict[str, Any] | State:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
 
-    A run whose gate fails ends Failed, with the verdict as its state message (e.g. ``gate failed: pass rate
-    50.00% below 90.00%``): a direct call then raises :class:`~evaltasks.errors.GateFailed`, whose ``result`` is
-    the dict below; ``evaluate_suite(..., return_state=True)`` returns the state instead (README, "Prefect").
+    A run whose gate fails ends Failed, with the verdict line as its state message (:func:`run_verdict`, e.g.
+    ``FAILED: pass rate 50.00% (2 of 4 cases), gate 90.00%``): a direct call then raises
+    :class:`~evaltasks.errors.GateFailed` (its message results.json ``gate.message``), whose ``result`` is the
+    dict below; ``evaluate_suite(..., return_state=True)`` returns the state instead (README, "Prefect"). A
+    passing run ends Completed with its verdict line (``PASSED: …``) as the message.
+    The run is tagged ``suite:<name>`` (and ``branch:<name>`` in the Action's environment, :func:`start_tags`),
+    then ``verdict:passed``/``verdict:failed`` and, with a baseline, ``comparison:<verdict>``.
 
     Args:
         suite_path: the suite YAML file (a path: flow parameters are capped at 512 KiB, datasets are not).
@@ -190,10 +219,64 @@ def evaluate_suite(
     )
     result = outcome.summary_dict()
     result["drift"] = outcome.header.get("drift")
+    verdict = run_verdict(outcome)
     if outcome.passed:
-        return result
+        return Completed(message=verdict, data=result)
     message = outcome.header["gate"]["message"] or "gate failed"  # run.gate_message: names the verdict
-    return Failed(message=message, data=GateFailed(message, result))
+    return Failed(message=verdict, data=GateFailed(message, result))
+
+
+def run_verdict(outcome: RunOutcome) -> str:
+    """The run's verdict line (:func:`evaltasks.reports.verdict.verdict_line`, with the comparison when there is
+    a baseline), from the gate that results.json records (``gate``): the flow run's final state message."""
+    gate = outcome.header["gate"]
+    return verdict_line(outcome.result.summary, passed=outcome.passed, min_pass_rate=gate["min_pass_rate"],
+                        comparison=outcome.comparison, gate_pass_rate=gate["pass_rate"], fail_on=gate["fail_on"])
+
+
+def _tag(value: str) -> str:
+    """A tag's value: words joined by hyphens (``no significant change`` -> ``no-significant-change``)."""
+    return "-".join(str(value).split())
+
+
+def start_tags(suite_name: str) -> list[str]:
+    """The tags a run gets once its suite is read: ``suite:<name>``, and ``branch:<name>`` when
+    ``$GITHUB_HEAD_REF`` (a pull request's branch) or ``$GITHUB_REF_NAME`` is set (the Action's environment)."""
+    from evaltasks._env import env_value
+
+    tags = [f"suite:{_tag(suite_name)}"]
+    branch = env_value("GITHUB_HEAD_REF") or env_value("GITHUB_REF_NAME")
+    if branch:
+        tags.append(f"branch:{_tag(branch)}")
+    return tags
+
+
+def _verdict_tags(passed: bool, comparison_verdict: str | None) -> list[str]:
+    """``verdict:passed`` / ``verdict:failed``, and ``comparison:<verdict>`` with a baseline (e.g.
+    ``comparison:regressed``, ``comparison:no-significant-change``)."""
+    tags = [f"verdict:{'passed' if passed else 'failed'}"]
+    if comparison_verdict:
+        tags.append(f"comparison:{_tag(comparison_verdict)}")
+    return tags
+
+
+def _tag_run(tags: list[str], logger: Any) -> None:
+    """Add ``tags`` to the current flow run on the server (its own tags kept); a server that refuses is logged,
+    never fails the run. Outside a flow run, nothing."""
+    from prefect.client.orchestration import get_client
+
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            current = client.read_flow_run(context.flow_run.id).tags or []
+            merged = [*current, *(tag for tag in tags if tag not in current)]
+            client.update_flow_run(context.flow_run.id, tags=merged)
+    except Exception as exc:  # noqa: BLE001 - tags are a convenience; the run's reports are what counts
+        logger.warning("Could not tag the flow run with %s: %s", ", ".join(tags), exc)
+        return
+    context.flow_run.tags = merged
 
 
 def run_suite(
@@ -215,7 +298,10 @@ def run_suite(
     gains ``drift`` after the history step, which results.json, written before it, does not have)."""
     logger = get_run_logger()
     started = time.time()
-    plan = plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
+    plan = load_suite_and_dataset(suite_path, skip_missing_credentials)
+    logger.info("Loaded suite %r and its dataset (%d cases) in %.1f s", plan.suite.suite.name,
+                len(plan.dataset.cases), time.time() - started)
+    _tag_run(start_tags(plan.suite.suite.name), logger)
     if max_cost is not None:
         check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
     try:
@@ -234,10 +320,17 @@ def run_suite(
 
 
 def _embed_namespace(
-    index: ReferenceIndex, provider: Any, need: Any, outputs: list[str], concurrency_limit: str | None
+    index: ReferenceIndex, provider: Any, need: Any, outputs: list[str], concurrency_limit: str | None,
+    on_chunk: Any = None, load_model: bool = False,
 ) -> tuple[list[VectorTable], EmbeddingCounts]:
     """Embed one namespace's references and ``outputs`` through ``index`` in ``embed-references`` and
-    ``embed-outputs`` task runs of :data:`EMBED_CHUNK` texts; returns the tables and the counts.
+    ``embed-outputs`` task runs of :func:`_embed_chunk` texts; returns the tables and the counts.
+    ``on_chunk(n)`` is called in this thread as each task run's ``n`` texts are done.
+
+    ``load_model`` (task runs in this process: the threads runner): when texts are missing from the index and
+    the provider has a local model, the model is loaded first in a ``load-embedding-model`` task run (stage
+    ``loading the model NAME``), which the embedding task runs then share; other runners load it in their
+    workers.
 
     When every text is already stored, the chunks probe no dimensions (every vector comes from the one store:
     no provider request, no model load); otherwise chunks with nothing to embed check the stored vectors
@@ -249,23 +342,32 @@ def _embed_namespace(
     """
     references = list(need.references)
     probe = bool(index.missing_texts(provider, references + outputs))
+    if load_model and probe and callable(getattr(provider, "load", None)):
+        _progress.stage(f"loading the model {provider.model_name}", None)
+        load_embedding_model(provider.provider, provider.model_name, need.options)  # called: in this thread
+    texts = len(references) + len(outputs)
+    _progress.stage(f"embedding {texts:,} text{'' if texts == 1 else 's'}", texts)
+    ref_chunks = _chunks(references, _embed_chunk(len(references)))
+    out_chunks = _chunks(outputs, _embed_chunk(len(outputs)))
     for attempt in range(2):
         ref_futures = [
             embed_references.submit(provider.provider, provider.model_name, chunk, str(index.root), need.options,
                                     concurrency_limit, probe_dimensions=probe)
-            for chunk in _chunks(references, EMBED_CHUNK)
+            for chunk in ref_chunks
         ]
         out_futures = [
             embed_outputs.submit(provider.provider, provider.model_name, provider.namespace, chunk, need.options,
                                  concurrency_limit=concurrency_limit, index_dir=str(index.root),
                                  probe_dimensions=probe)
-            for chunk in _chunks(outputs, EMBED_CHUNK)
+            for chunk in out_chunks
         ]
         parts, counts = [], EmbeddingCounts()
-        for future in [*ref_futures, *out_futures]:
+        for future, chunk in zip([*ref_futures, *out_futures], [*ref_chunks, *out_chunks]):
             table, chunk_counts = future.result()
             parts.append(table)
             counts = counts.add(chunk_counts)
+            if on_chunk is not None and attempt == 0:  # a second attempt re-fetches texts already counted
+                on_chunk(len(chunk))
         if len({t.vectors.shape[1] for t in parts if len(t)}) <= 1:
             return parts, counts
         probe = True
@@ -364,16 +466,46 @@ def _run_plan(
     tables: dict[str, VectorTable] = {}
     failed: dict[str, str] = {}
     dims: dict[str, int] = {}
+    size = batch_size or auto_batch_size(len(cases))
+    batches = _chunks(list(range(len(cases))), max(1, size))
+    # The progress artifact exists before anything is embedded (0 %); its units are the texts embedded (or found
+    # in the index), then the case × metric results scored, as the stages the terminal shows (README, "Prefect").
+    outputs_of = {namespace: [t for t in need.outputs if t not in need.references]  # a text equal to a reference:
+                  for namespace, need in plan.needs.items()}                        # once
+    work = len(cases) * len(metrics)
+    units = work + sum(len(need.references) + len(outputs_of[namespace]) for namespace, need in plan.needs.items())
+    progress_id = create_progress_artifact(
+        progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
+        description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, "
+                    "in percent",
+    )
+    units_done = 0
+    context = FlowRunContext.get()
+    in_process = context is not None and isinstance(context.task_runner, ThreadPoolTaskRunner)
+
+    def chunk_done(texts: int) -> None:
+        """An embedding task run's ``texts`` are done: the artifact (one update per chunk, seconds of work
+        each), then the terminal's count."""
+        nonlocal units_done
+        units_done += texts
+        update_progress_artifact(progress_id, progress=min(100.0, 100.0 * units_done / max(units, 1)))
+        _progress.advance(texts)
+
     for namespace, need in plan.needs.items():
         provider = need.provider
-        outputs = [t for t in need.outputs if t not in need.references]  # a text equal to a reference: once
+        outputs = outputs_of[namespace]
+        stage_started = time.monotonic()
+        logger.info("Embedding %d references and %d outputs with %s", len(need.references), len(outputs), namespace)
         try:
-            parts, need_counts = _embed_namespace(index, provider, need, outputs, concurrency_limit)
+            parts, need_counts = _embed_namespace(index, provider, need, outputs, concurrency_limit, chunk_done,
+                                                  load_model=in_process)
         except ProviderError as exc:  # a provider still failing after retries errors its metrics, not the run
             logger.error("Embedding with %s failed: %s", namespace, exc)
             failed[namespace] = str(exc)
             continue
         counts = counts.add(need_counts)
+        logger.info("Embedded with %s in %.1f s (model load included): %s", namespace,
+                    time.monotonic() - stage_started, need_counts.model_dump())
         embedding_spent += float(sum(part.costs.sum() for part in parts))
         tables[namespace] = need.share_costs(VectorTable.concat(parts))
         if len(tables[namespace]):
@@ -387,17 +519,9 @@ def _run_plan(
     budget = judge_budget(max_cost, embedding_spent, ledger) if any(judge_metrics) else None
     bind_judges(metrics, index_dir, refresh=not cache, budget=budget)
 
-    size = batch_size or auto_batch_size(len(cases))
-    batches = _chunks(list(range(len(cases))), max(1, size))
-    progress_id = create_progress_artifact(
-        progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
-        description=f"Scored case × metric results of suite {plan.suite.suite.name}, in percent",
-    )
     keys = [metric.cache_key() for metric in metrics]
     # quote(): Prefect would otherwise walk every case of a batch looking for futures (a quarter of a
     # LengthCheck run's time). Only for in-process threads: other runners (Dask) ship the wrapper as is.
-    context = FlowRunContext.get()
-    in_process = context is not None and isinstance(context.task_runner, ThreadPoolTaskRunner)
     wrap: Any = quote if in_process else (lambda value: value)
     in_flight = IN_FLIGHT_THREADS if in_process else IN_FLIGHT
 
@@ -424,6 +548,8 @@ def _run_plan(
     try:
         pending: collections.deque[tuple[list[int], list[Any], list[dict[str, VectorTable]]]] = collections.deque()
         done, last_update = 0, time.monotonic()
+        _progress.stage(f"scoring {len(cases):,} case{'' if len(cases) == 1 else 's'} × {len(metrics)} "
+                        f"metric{'' if len(metrics) == 1 else 's'}", work)
         for b, rows in enumerate(batches):
             pending.append((rows, *submit(rows)))
             while pending and (len(pending) >= in_flight or b == len(batches) - 1):
@@ -443,11 +569,14 @@ def _run_plan(
                 if moments is not None:
                     moments.add(batch_results)
                 del batch_results
-                _progress.advance(len(rows_done) * len(metrics))
+                units_done += len(rows_done) * len(metrics)
                 done += 1
                 if time.monotonic() - last_update >= PROGRESS_EVERY_S or done == len(batches):
-                    update_progress_artifact(progress_id, progress=100.0 * done / max(len(batches), 1))
+                    # the last batch: 100 %, also when a provider's failure left texts uncounted
+                    update_progress_artifact(progress_id, progress=100.0 if done == len(batches)
+                                             else min(100.0, 100.0 * units_done / max(units, 1)))
                     last_update = time.monotonic()
+                _progress.advance(len(rows_done) * len(metrics))
         outcome = finish_streamed_run(
             plan, writer, started, embeddings=counts, embedding_models=model_infos(plan.needs, dims),
             reference_sets=set_infos,
@@ -467,6 +596,7 @@ def _run_plan(
         highlights=outcome.highlights, fail_on=plan.suite.suite.gate.fail_on,
         gate_pass_rate=outcome.header["gate"]["pass_rate"],
     )
+    _tag_run(_verdict_tags(outcome.passed, outcome.comparison.verdict if outcome.comparison else None), logger)
     logger.info(
         "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,
         100 * plan.suite.suite.gate.min_pass_rate, "PASSED" if outcome.passed else "FAILED",

@@ -268,7 +268,7 @@ def test_a_failed_gate_ends_the_flow_run_failed_with_the_verdict(prefect_harness
     failing = _length_suite(tmp_path / "f", [3, 3, 9, 9], name="gate-fails", gate="gate: {min_pass_rate: 0.9}")
     state = evaluate_suite(suite_path=str(failing), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "i"),
                            return_state=True)
-    assert state.is_failed() and state.message == "gate failed: pass rate 50.00% below 90.00%"
+    assert state.is_failed() and state.message == "FAILED: pass rate 50.00% (2 of 4 cases), gate 90.00%"
     stored = _flow_run(state.state_details.flow_run_id)
     assert stored.state.type.value == "FAILED" and stored.state.message == state.message
     with pytest.raises(GateFailed) as raised:

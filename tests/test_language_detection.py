@@ -290,7 +290,7 @@ def test_flow_scores_and_reports_undecided_outputs(prefect_harness, tmp_path: Pa
         "    expected_language: fr\n", encoding="utf-8")
     state = evaluate_suite(suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"),
                            index_dir=str(tmp_path / "index"), cache=False, return_state=True)
-    assert state.is_failed() and state.message == "gate failed: pass rate 25.00% below 100.00%", state  # 1 of 4
+    assert state.is_failed() and state.message == "FAILED: pass rate 25.00% (1 of 4 cases), gate 100.00%", state
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     by_id = {case["id"]: case["metrics"][0] for case in results["cases"]}
     assert {i: m["score"] for i, m in by_id.items()} == {"fr-1": 1.0, "en-1": 0.0, "digits": 0.0, "short": 0.0}
