@@ -434,7 +434,7 @@ def publish_artifacts(
         suite_name, result.summary, highlights if highlights is not None else result.test_results,
         passed=passed, min_pass_rate=min_pass_rate, fail_on=fail_on, gate_pass_rate=gate_pass_rate,
         comparison=comparison, warnings=warnings, max_size=ARTIFACT_MAX_CHARS,
-        truncation_note="The full report is in results.json.",
+        truncation_note="The full report is in results.json.", charts="text",  # Prefect's UI renders no Mermaid
     )
     create_markdown_artifact(key=keys[1], markdown=markdown, description=f"{verdict}. Evaluation summary of suite {suite_name}")
     if reports_url:
