@@ -142,13 +142,13 @@ class NotableCases:
 
     Attributes:
         title: what the list holds, e.g. ``failing cases (12 of 30)``.
-        rows: one line of plain text per case: its readable name (:func:`~evaltasks.reports.verdict.case_label`)
-            and each metric that failed or got worse with its score (``before → after`` against a baseline).
+        rows: per case its readable name (:func:`~evaltasks.reports.verdict.case_label`, plain text) and one
+            entry per metric that failed or got worse, with its score (``before → after`` against a baseline).
         more: how many more cases belong to the list (found in summary.md and results.json).
     """
 
     title: str
-    rows: list[str] = field(default_factory=list)
+    rows: list[tuple[str, list[str]]] = field(default_factory=list)
     more: int = 0
 
 
@@ -173,7 +173,7 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
     try:
         with open(results_path, encoding="utf-8") as handle:
             comparison: dict[str, Any] | None = None
-            rows: list[str] = []
+            rows: list[tuple[str, list[str]]] = []
             for line in handle:
                 if line.startswith('  "comparison": '):
                     value = json.loads(line[len('  "comparison": '):].rstrip().rstrip(","))
@@ -186,11 +186,10 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
                     case = json.loads(line.strip().rstrip(","))
                     if case.get("status") not in ("failed", "errored"):
                         continue
-                    worse = "; ".join(
-                        f"{m['name']} {'error' if m.get('status') == 'errored' else _score(m.get('score'))}"
-                        for m in case.get("metrics", []) if m.get("status") in ("failed", "errored"))
-                    rows.append(f"{_printable(case_label(case['id'], case.get('input'), case.get('actual_output')))}"
-                                f": {worse}")
+                    worse = [f"{m['name']} {'error' if m.get('status') == 'errored' else _score(m.get('score'))}"
+                             for m in case.get("metrics", []) if m.get("status") in ("failed", "errored")]
+                    rows.append((_printable(case_label(case["id"], case.get("input"), case.get("actual_output"))),
+                                 worse))
                     if len(rows) >= limit:
                         break
     except (OSError, ValueError, KeyError, TypeError):
@@ -219,20 +218,27 @@ def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | Non
         label = case_label(case_id, change.input if change else None,
                            (change.current_output or change.baseline_output) if change else None)
         parts = [f"{c.metric} {_score(c.baseline_score)} → {_score(c.current_score)}" for c in worse.get(case_id, [])]
-        if case_id in newly:
-            parts.insert(0, "newly failing")
-        rows.append(f"{_printable(label)}: {'; '.join(parts)}")
+        rows.append((_printable(label) + (" (newly failing)" if case_id in newly else ""), parts))
     regressed = len(order) - len(newly)
-    return NotableCases(f"since the baseline: {len(newly)} case{'' if len(newly) == 1 else 's'} newly failing, "
-                        f"{regressed} other{'' if regressed == 1 else 's'} scoring lower", rows,
-                        max(len(order) - limit, 0))
+    title = f"since the baseline: {len(newly)} case{'' if len(newly) == 1 else 's'} newly failing"
+    if regressed:
+        title += f", {regressed} other{'' if regressed == 1 else 's'} scoring lower"
+    return NotableCases(title, rows, max(len(order) - limit, 0))
 
 
 def _print_cases(console: Console, cases: NotableCases) -> None:
-    """``cases`` under the table: its title, one row per case, and where the rest are."""
+    """``cases`` under the table: its title, one line per case (its name — each metric and score) or, when that
+    line would not fit the console, the name on one line and each metric on a line of its own (numbers whole),
+    then where the rest are."""
     console.print(Text(cases.title + ":", style="bold"))
-    for row in cases.rows:
-        console.print(Text(f"  {row}"), overflow="fold")
+    for label, parts in cases.rows:
+        line = f"  {label} — {'; '.join(parts)}" if parts else f"  {label}"
+        if len(line) <= console.width:
+            console.print(Text(line), overflow="fold")
+        else:
+            console.print(Text(f"  {label}"), overflow="fold")
+            for part in parts:
+                console.print(Text(f"      {part}"), overflow="fold")
     if cases.more:
         console.print(Text(f"  … {cases.more} more: see summary.md / results.json", style="dim"))
 
