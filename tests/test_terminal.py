@@ -13,6 +13,7 @@ through the Prefect client. Nothing here depends on timing: a run is waited for 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import pty
@@ -240,3 +241,33 @@ def test_baseline_run_at_80_columns_shows_deltas_and_newly_failing_cases(
     assert re.fullmatch(r"      ReferenceMatchMetric 0\.\d{4} → 0\.\d{4}", out[at + 3]), out
     assert sum(line.startswith("  Question ") for line in out) == 5, out
     assert TELEMETRY not in raw
+
+
+def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
+    """Without a baseline: failing and errored cases in case order, control characters of model text shown as
+    ``?`` (no terminal escape reaches the terminal), the count of the rest; nothing listed when all pass."""
+    from evaltasks.reports.console import notable_cases
+    from evaltasks.reports.json_report import write_results_json
+    from evaltasks.results import MetricResult, TestCaseResult, summarize
+
+    def case(i: int, status: str) -> TestCaseResult:
+        score = {"passed": 1.0, "failed": 0.25, "errored": None}[status]
+        metric = MetricResult(name="M", score=score, threshold=0.5, success=status == "passed", reason="r",
+                              status=status, error="boom" if status == "errored" else None)
+        return TestCaseResult.from_metrics(f"case-{i}", f"\x1b[31mred {i}\x1b[0m", "out", [metric])
+
+    cases = [case(i, "errored" if i == 4 else "failed" if i % 2 else "passed") for i in range(30)]
+    path = tmp_path / "results.json"
+    summary = summarize(cases, {"M": 0.5})
+    write_results_json(path, {"schema_version": 2, "comparison": None}, summary, cases)
+    listed = notable_cases(path, summary)
+    assert listed is not None and listed.title == "failing cases (16 of 30)" and listed.more == 6
+    assert listed.rows[:3] == [("case-1", ["M 0.2500"]), ("case-3", ["M 0.2500"]), ("case-4", ["M error"])]
+    text = "\x1b[31mred\x1b[0m answer"  # no dataset id: named by its input, as evaltasks derives the id
+    derived = TestCaseResult.from_metrics(hashlib.sha256(text.encode()).hexdigest()[:12], text, "out", cases[1].metrics)
+    write_results_json(path, {"comparison": None}, summarize([derived], {"M": 0.5}), [derived])
+    listed = notable_cases(path, summarize([derived], {"M": 0.5}))
+    assert listed is not None and listed.rows == [("?[31mred?[0m answer", ["M 0.2500"])]
+    passing = [case(i, "passed") for i in range(3)]
+    write_results_json(path, {"comparison": None}, summarize(passing, {"M": 0.5}), passing)
+    assert notable_cases(path, summarize(passing, {"M": 0.5})) is None

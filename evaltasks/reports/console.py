@@ -170,11 +170,14 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
     (:mod:`evaltasks.reports.json_report`), so the file is read line by line and, without a baseline, only until
     ``limit`` failing cases are found. Returns None when there is nothing to list or the file cannot be read.
     """
+    total = summary.failed_cases + summary.errored_cases
     try:
         with open(results_path, encoding="utf-8") as handle:
             comparison: dict[str, Any] | None = None
             rows: list[tuple[str, list[str]]] = []
             for line in handle:
+                if line.startswith('  "cases": [') and not total:
+                    return None  # no baseline (its comparison comes before the cases) and nothing failed
                 if line.startswith('  "comparison": '):
                     value = json.loads(line[len('  "comparison": '):].rstrip().rstrip(","))
                     comparison = value if isinstance(value, dict) else None
@@ -194,7 +197,6 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
                         break
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    total = summary.failed_cases + summary.errored_cases
     if not total:
         return None
     return NotableCases(f"failing cases ({total} of {summary.cases})", rows, max(total - len(rows), 0))
