@@ -29,7 +29,8 @@ EXIT_SIGINT, EXIT_SIGTERM = 130, 143  # 128 + the signal's number, as shells rep
 
 
 def _quiet_prefect_defaults() -> None:
-    """Defaults (overridable by the environment) that keep Prefect quiet: no shutdown tracebacks, no telemetry.
+    """Defaults (overridable by the environment) that keep Prefect quiet: no shutdown tracebacks, no telemetry
+    (neither the server's analytics nor the client's, whose first-run notice printed on the terminal).
 
     A variable set to a blank value (an unset ``${{ vars.X }}`` in a CI workflow) counts as unset.
     """
@@ -37,6 +38,9 @@ def _quiet_prefect_defaults() -> None:
 
     set_default_env("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     set_default_env("PREFECT_LOGGING_LEVEL", "WARNING")
+    # Prefect's client-side telemetry: its first import in a terminal prints a notice about it (and sends
+    # events) unless DO_NOT_TRACK is set; evaltasks turns analytics off (README), so before Prefect is imported
+    set_default_env("DO_NOT_TRACK", "1")
     set_default_env("TOKENIZERS_PARALLELISM", "false")
     set_default_env("DASK_LOGGING__DISTRIBUTED", "warning")
     for name, value in TEMPORARY_SERVER_DEFAULTS.items():  # start-up timeout and analytics, as evaltasks.tasks
@@ -671,6 +675,7 @@ def _run(args: argparse.Namespace) -> int:
     from evaltasks.run import hand_over_plan
 
     suite_name, work_items, min_pass_rate = plan.suite.suite.name, plan.work_items, plan.suite.suite.gate.min_pass_rate
+    metric_count = len(plan.suite.metrics)
     shown_warnings = set(plan.suite.warnings)  # printed above; the run may add more (e.g. a corrupt index)
     model_needs = [need for need in plan.needs.values() if callable(getattr(need.provider, "load", None))]
     hand_over_plan(plan, args.suite, skip_missing_credentials=args.skip_missing_credentials)
@@ -688,27 +693,28 @@ def _run(args: argparse.Namespace) -> int:
     # read the index only now, while the server starts: a large namespace takes seconds to read
     model_providers = [need.provider for need in model_needs if _has_missing_texts(need, args.index_dir)]
     del model_needs
+    import contextlib
+
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from evaltasks import _progress
-    from evaltasks.reports.console import print_summary
+    from evaltasks.reports.console import notable_cases, print_summary
 
     console = Console(stderr=True)
-    progress = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, disable=args.quiet, transient=True,
-    )
+    progress = _stage_progress(console, args.quiet)
+    stages = _Stages(progress, f"scoring {work_items // max(metric_count, 1):,} cases × {metric_count} "
+                               f"metric{'' if metric_count == 1 else 's'}", work_items)
     try:
-        with progress:
-            bar = progress.add_task(f"evaluating {suite_name}", total=work_items)
-            _progress.set_progress_callback(lambda n: progress.advance(bar, n))
+        with progress, contextlib.ExitStack() as scope:
+            stages.stage("starting Prefect")
+            _progress.set_progress_callback(stages.advance)
+            _progress.set_stage_callback(stages.stage)
             if _interrupt is not None:
                 _progress.set_stop_callback(_interrupt.stopping)
             from evaltasks.flows.evaluate_suite import evaluate_suite, make_task_runner
 
-            if args.task_runner == "threads":
-                _load_models_in_background(model_providers)
+            if args.task_runner == "threads":  # its own line while Prefect starts: the two overlap
+                _load_models_in_background(model_providers, stages)
             from evaltasks._server_guard import guard_temporary_server
 
             if starting is not None:
@@ -717,6 +723,8 @@ def _run(args: argparse.Namespace) -> int:
             _hide_tracebacks()
             if _interrupt is not None:
                 _interrupt.watch_logs()
+            scope.enter_context(_terminal_logging(console, live=not args.quiet and console.is_terminal))
+            stages.stage(f"evaluating {suite_name}")  # until the flow names its stages
             flow = evaluate_suite
             if args.task_runner != "threads":
                 flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
@@ -739,6 +747,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:  # KeyboardInterrupt (SIGINT, SIGTERM): handled by _run_interruptible
         _progress.set_progress_callback(None)
         _progress.set_stop_callback(None)
+        _progress.set_stage_callback(None)
 
     for warning in outcome.get("warnings", []):
         if warning not in shown_warnings:
@@ -748,8 +757,9 @@ def _run(args: argparse.Namespace) -> int:
         from evaltasks.results import EvaluationSummary
 
         try:
+            summary = EvaluationSummary.model_validate(outcome["summary"])
             print_summary(
-                EvaluationSummary.model_validate(outcome["summary"]), passed=outcome["passed"],
+                summary, passed=outcome["passed"], cases=notable_cases(Path(args.output_dir) / "results.json", summary),
                 min_pass_rate=min_pass_rate, console=Console(),
                 gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
                 comparison=Comparison.model_validate(outcome["comparison"]) if outcome.get("comparison") else None,
@@ -758,8 +768,12 @@ def _run(args: argparse.Namespace) -> int:
             )
             # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
             # and the whole command, start-up included
-            print(f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md "
-                  f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)")
+            reports = f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md"
+            timing = f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)"
+            import shutil
+
+            fits = not sys.stdout.isatty() or len(reports) + 1 + len(timing) <= shutil.get_terminal_size().columns
+            print(reports + (" " if fits else "\n") + timing)  # a terminal's line break never splits a number
             sys.stdout.flush()
         except (BrokenPipeError, SystemExit):  # `evaltasks run ... | head -1`: the reader left; the verdict stands.
             # (rich's Console answers a broken pipe with SystemExit(1), which would read as a failed gate; Python
@@ -932,15 +946,17 @@ def _has_missing_texts(need: Any, index_dir: str | None) -> bool:
         return True
 
 
-def _load_models_in_background(providers: list[Any]) -> Any:
+def _load_models_in_background(providers: list[Any], stages: _Stages | None = None) -> Any:
     """Load the local embedding models in a thread while Prefect's temporary server starts.
 
     The server takes seconds to start and the model seconds to import and load (torch, transformers); done
     one after the other they added up (~5 s of a run's start-up). The flow's tasks then find the model
     loaded (or wait for the load to finish: the provider's lock). A load that fails here is left to the flow,
     which raises it as usual. Prefect's server module is imported first, in this thread, so the two threads
-    never import the same modules at the same time. Returns the thread (None without providers).
+    never import the same modules at the same time. ``stages``: the progress display, which shows ``loading the
+    model NAME`` on a line of its own while each loads. Returns the thread (None without providers).
     """
+    import contextlib
     import threading
 
     if not providers:
@@ -952,8 +968,10 @@ def _load_models_in_background(providers: list[Any]) -> Any:
 
     def load() -> None:
         for provider in providers:
+            name = getattr(provider, "model_name", None) or type(provider).__name__
             try:
-                provider.load()
+                with stages.side(f"loading the model {name}") if stages is not None else contextlib.nullcontext():
+                    provider.load()
             except Exception:  # noqa: BLE001 - the flow loads it again and reports the error
                 pass
 
@@ -1012,6 +1030,133 @@ def _input_error_names() -> set[str]:
         names.add(cls.__name__)
         todo.extend(cls.__subclasses__())
     return names
+
+
+class _Stages:
+    """The terminal's stage-aware progress display (rich, on stderr): the stage the run is in, in words, with
+    its own count, bar and elapsed time (README, "CLI").
+
+    The CLI reports the stages it knows (``starting Prefect``; its own model load, :meth:`side`, a line of its
+    own while it overlaps the server's start), the flow and its task runs report theirs through
+    :mod:`evaltasks._progress` (``loading the model NAME``, ``embedding N texts``, ``scoring N cases × M metrics``,
+    with counts). A count reported while the current stage has none (a flow that names no scoring stage) starts
+    the scoring stage the CLI knows from the plan (``scoring``: its words; ``work_items``: case × metric
+    results). Thread-safe (rich's Progress is); a disabled Progress (``--quiet``) shows nothing.
+    """
+
+    def __init__(self, progress: Any, scoring: str, work_items: int) -> None:
+        self.progress, self.scoring, self.work_items = progress, scoring, work_items
+        self.task: Any = None
+        self.sides: dict[str, Any] = {}
+
+    def stage(self, description: str, total: int | None = None) -> None:
+        """Show ``description`` as the current stage (its own line, count from 0 of ``total``; None: no count)."""
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        side = self.sides.pop(description, None)
+        if side is not None:  # the flow now waits for what the CLI's own line showed: one line for it
+            self.progress.remove_task(side)
+        self.task = self.progress.add_task(description, total=total)
+
+    def advance(self, count: int) -> None:
+        """Count ``count`` units of the current stage (the scoring stage when the current one has no count)."""
+        if self.task is None or next(t for t in self.progress.tasks if t.id == self.task).total is None:
+            self.stage(self.scoring, self.work_items)
+        self.progress.advance(self.task, count)
+
+    def side(self, description: str) -> Any:
+        """A context manager: ``description`` on a line of its own (no count) while its block runs, beside the
+        current stage (the CLI's model load while Prefect starts)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def shown() -> Any:
+            self.sides[description] = self.progress.add_task(description, total=None)
+            try:
+                yield
+            finally:
+                task = self.sides.pop(description, None)
+                if task is not None:
+                    self.progress.remove_task(task)
+
+        return shown()
+
+
+def _stage_progress(console: Any, quiet: bool) -> Any:
+    """The rich Progress of :class:`_Stages` on ``console``: the stage in words, a bar (pulsing while the stage
+    has no count), ``done/total`` (blank without a count), the stage's elapsed time; gone when the run ends.
+    ``quiet``: a disabled Progress (shows nothing)."""
+    from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class CountColumn(ProgressColumn):
+        """``done/total`` with thousands separators; blank for a stage without a count."""
+
+        def render(self, task: Any) -> Text:
+            if task.total is None:
+                return Text("")
+            return Text(f"{int(task.completed):,}/{int(task.total):,}", style="progress.download")
+
+    return Progress(TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), CountColumn(),
+                    TimeElapsedColumn(), console=console, disable=quiet, transient=True)
+
+
+def _terminal_logging(console: Any, live: bool) -> Any:
+    """A context manager for the flow's run: where log records go, restored when it ends (README, "CLI").
+
+    - The terminal shows Prefect's level (``PREFECT_LOGGING_LEVEL``: WARNING unless the user set it), while
+      the flow run's and task runs' loggers pass INFO (DEBUG when the terminal shows DEBUG) to Prefect's API
+      handler on them: the run's own lines ("Pass rate … PASSED") reach the flow run's logs on the server
+      whatever the terminal shows. Done on the logger and handler objects of this process, after Prefect
+      configured them (setting ``PREFECT_LOGGING_*`` variables instead would reach the environment of every
+      later run and child process).
+    - ``live`` (the progress display is on the terminal): the console handlers print through ``console`` (rich's
+      file proxy, as the display's own redirect of ``sys.stderr`` does), so a log line is printed above the
+      progress display on a line of its own instead of into it.
+    """
+    import contextlib
+    import logging
+
+    @contextlib.contextmanager
+    def scoped() -> Any:
+        from rich.file_proxy import FileProxy
+
+        class ThroughConsole(FileProxy):
+            """rich's file proxy, which a rich Console writing to it cannot see through (rich unwraps its
+            ``rich_proxied_file`` and would write to the terminal directly)."""
+
+            @property
+            def rich_proxied_file(self) -> Any:
+                return self
+
+        undo: list[Any] = []
+        terminal = logging.getLogger("prefect").getEffectiveLevel()
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logger = logging.getLogger(name)
+            undo.append((logger.setLevel, logger.level))
+            logger.setLevel(min(terminal, logging.INFO))
+        handlers = {id(h): h for lg in (logging.getLogger(), logging.getLogger("prefect")) for h in lg.handlers}
+        for handler in handlers.values():
+            own = getattr(handler, "console", None)  # Prefect's console handler prints through a rich Console
+            if own is None and not (type(handler) is logging.StreamHandler
+                                    and getattr(handler, "stream", None) in (sys.stderr, sys.__stderr__)):
+                continue  # not the terminal's (the API handler, a file, pytest's capture)
+            if handler.level < terminal:
+                undo.append((handler.setLevel, handler.level))
+                handler.setLevel(terminal)
+            if live and own is not None:
+                undo.append((setattr, own, "file", own.file))
+                own.file = ThroughConsole(console, own.file)
+            elif live:
+                undo.append((handler.setStream, handler.stream))
+                handler.setStream(ThroughConsole(console, handler.stream))
+        try:
+            yield
+        finally:
+            for action, *values in reversed(undo):
+                action(*values)
+
+    return scoped()
 
 
 def _hide_tracebacks() -> None:

@@ -243,6 +243,8 @@ def test_terminal_without_intervals_or_tests_prints_as_before() -> None:
     old = Comparison(baseline="main", tolerance=0.01, pass_rate_delta=-0.07)
     print_summary(_summary(with_intervals=False), passed=True, min_pass_rate=0.5, console=console, comparison=old)
     text = console.export_text()
+    verdict, _, text = text.partition("evaltasks results")  # the verdict line comes first (reports.verdict)
+    assert verdict.startswith("PASSED: pass rate") and "(−7.00 points since the baseline)" in verdict
     assert "–" not in text and "since the baseline" not in text and "interval" not in text
     assert "baseline main: pass rate change -7.00 pt" in text
     assert f"GATE PASSED (pass rate {PASSED / N:.2%}, required 50.00%)" in text

@@ -1,8 +1,15 @@
-"""The summary table printed at the end of a run (rich): per metric the mean score and pass rate with their
-95 % intervals (on a second line), the pass rate, and against a baseline the verdict and per-metric Δ,
-interval and p-value (README, "Uncertainty and regressions")."""
+"""The summary printed at the end of a run (rich): the verdict line first
+(:func:`evaltasks.reports.verdict.verdict_line`), then per metric the mean score and pass rate with their 95 % intervals (on a second line) and, against a baseline,
+their Δ (regressed ones marked), then the failing or newly failing cases by readable name (:func:`notable_cases`),
+then the verdict and per-metric Δ, interval and p-value of the tests (README, "CLI" and "Uncertainty and
+regressions")."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -10,10 +17,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from evaltasks.compare import ChangeTest, Comparison
+from evaltasks.compare import CaseChange, ChangeTest, Comparison, MetricComparison
 from evaltasks.reports.markdown import (VERDICT_ICONS, interval_text, is_tested, level_text, p_text,
                                         verdict_headline)
+from evaltasks.reports.verdict import case_label, verdict_line
 from evaltasks.results import EvaluationSummary, budget_message
+
+CASES_SHOWN = 10
+"""Cases listed under the table at most (:func:`notable_cases`); the rest are counted, with where to find them."""
 
 _VERDICT_STYLES = {"regressed": "bold red", "improved": "bold green", "inconclusive": "bold yellow"}
 
@@ -21,8 +32,9 @@ _VERDICT_STYLES = {"regressed": "bold red", "improved": "bold green", "inconclus
 def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min_pass_rate: float | None = None,
                   console: Console | None = None, gate_pass_rate: float | None = None,
                   comparison: Comparison | None = None, fail_on: str | None = None,
-                  gate_message: str | None = None) -> None:
-    """Print a per-metric table and the pass rate (and the gate verdict when ``passed`` is given).
+                  gate_message: str | None = None, cases: NotableCases | None = None) -> None:
+    """Print the verdict line (when ``passed`` is given), a per-metric table and the pass rate, the cases that
+    failed or got worse (``cases``), and the gate verdict (when ``passed`` is given).
 
     ``gate_pass_rate``: the rate the gate compared, when it differs from ``summary.pass_rate`` (``allow_errors``).
     Intervals (when the summary has them) go on a second line under each metric's numbers, so that an 80-column
@@ -30,28 +42,20 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     the tests (Δ with its interval, p-value, verdict) follow; a comparison without tests (a baseline from an
     older evaltasks) prints only its pass-rate change. ``fail_on``: the gate's ``fail_on``, named in the gate line.
     ``gate_message``: why the gate failed (results.json ``gate.message``), printed after ``GATE FAILED``.
+    With ``comparison`` (and tests in it) the table gains a ``Δ mean`` and a ``Δ pass`` column, a regressed one
+    marked ``▼`` (in red). ``cases``: the failing (no baseline) or newly failing and regressed cases
+    (:func:`notable_cases`), listed under the table.
     """
     console = console or Console()
     s = summary
-    # Short headers, no vertical rules, and columns that never shrink: an 80-column CI log shows the metric
-    # names and the numbers whole (not "Refere…" or "0.74…"); a longer name folds onto a second line.
-    table = Table(title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
-    # a name too long for the line folds onto more; up to 24 characters it stays whole (the numbers never wrap)
-    longest = max([len("metric"), *(len(name) for name in s.metrics)])
-    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= 24 else None)
-    for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip"):
-        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
-    for name, m in s.metrics.items():
-        table.add_row(
-            Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
-            "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",
-            f"{m.threshold:g}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
-        )
-        mean_ci = interval_text(m.mean_score_interval) if m.mean_score is not None else ""
-        rate_ci = interval_text(m.pass_rate_interval, percent=True) if m.pass_rate is not None else ""
-        if mean_ci or rate_ci:  # the interval under its number, dimmed: a column as wide as the number's
-            table.add_row("", Text(mean_ci, style="dim"), Text(rate_ci and f"{rate_ci}%", style="dim"))
+    if passed is not None and min_pass_rate is not None:
+        console.print(Text(verdict_line(s, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
+                                        gate_pass_rate=gate_pass_rate, fail_on=fail_on),
+                           style="bold green" if passed else "bold red"))
+    deltas = {m.name: m for m in comparison.metrics} if comparison is not None and is_tested(comparison) else None
+    table = _results_table(s, deltas, delta_rows=False)
+    if deltas is not None and console.measure(table, options=console.options.update_width(1000)).maximum > console.width:
+        table = _results_table(s, deltas, delta_rows=True)  # an 80-column log: each Δ under its number instead
     console.print(table)
     if s.statistics is not None:
         console.print(Text(f"under each number: its {level_text(s.statistics.level)} interval", style="dim"))
@@ -59,6 +63,8 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     line = f"cases: {s.cases}  passed: {s.passed_cases}  failed: {s.failed_cases}  errored: {s.errored_cases}  " \
            f"skipped: {s.skipped_cases}  pass rate: {s.pass_rate:.2%}" + (f" ({ci}%)" if ci else "")
     console.print(Text(line))
+    if cases is not None:
+        _print_cases(console, cases)
     if comparison is not None:
         _print_comparison(console, comparison)
     e = s.embeddings
@@ -82,6 +88,161 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
             rule = f"required {min_pass_rate:.2%}" + (
                 f" and no significant regression{unchecked}" if fail_on == "either" else "")
         console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
+
+
+def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | None, delta_rows: bool) -> Table:
+    """The per-metric table of :func:`print_summary`. ``deltas`` (metric name → its comparison; None without a
+    tested baseline) adds each metric's ``Δ mean`` and ``Δ pass``: as two columns, or with ``delta_rows`` as a
+    row ``Δ`` under the metric's numbers (and their intervals), which keeps the table as narrow as without them."""
+    # Short headers, no vertical rules, and columns that never shrink: an 80-column CI log shows the metric
+    # names and the numbers whole (not "Refere…" or "0.74…"); a longer name folds onto a second line.
+    table = Table(title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    # a name too long for the line folds onto more; up to 24 characters it stays whole (the numbers never wrap)
+    longest = max([len("metric"), *(len(name) for name in s.metrics)])
+    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= 24 else None)
+    columns = ("Δ mean", "Δ pass") if deltas is not None and not delta_rows else ()
+    for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip", *columns):
+        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
+    for name, m in s.metrics.items():
+        table.add_row(
+            Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
+            "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",
+            f"{m.threshold:g}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
+            *(_delta_cells(deltas.get(name)) if columns and deltas is not None else ()),
+        )
+        mean_ci = interval_text(m.mean_score_interval) if m.mean_score is not None else ""
+        rate_ci = interval_text(m.pass_rate_interval, percent=True) if m.pass_rate is not None else ""
+        if mean_ci or rate_ci:  # the interval under its number, dimmed: a column as wide as the number's
+            table.add_row("", Text(mean_ci, style="dim"), Text(rate_ci and f"{rate_ci}%", style="dim"))
+        if delta_rows and deltas is not None and deltas.get(name) is not None:
+            table.add_row(Text("  Δ since baseline", style="dim"), *_delta_cells(deltas[name]))
+    return table
+
+
+def _delta_cells(m: MetricComparison | None) -> tuple[Text, Text]:
+    """The ``Δ mean`` and ``Δ pass`` cells of metric ``m`` (blank when it is in one run only); a delta whose
+    test found a regression ends with ``▼`` and is red (the mark reads in a log without colours)."""
+    if m is None:
+        return Text(""), Text("")
+
+    def cell(delta: float | None, test: ChangeTest | None, text: str) -> Text:
+        if delta is None:
+            return Text("n/a")
+        regressed = test is not None and test.verdict == "regressed"
+        return Text(text + (" ▼" if regressed else ""), style="bold red" if regressed else "")
+
+    return (cell(m.mean_delta, m.score_test, f"{m.mean_delta or 0:+.4f}"),
+            cell(m.pass_rate_delta, m.pass_rate_test, f"{100 * (m.pass_rate_delta or 0):+.2f} pt"))
+
+
+@dataclass
+class NotableCases:
+    """The cases listed under the terminal's table (:func:`notable_cases`).
+
+    Attributes:
+        title: what the list holds, e.g. ``failing cases (12 of 30)``.
+        rows: per case its readable name (:func:`~evaltasks.reports.verdict.case_label`, plain text) and one
+            entry per metric that failed or got worse, with its score (``before → after`` against a baseline).
+        more: how many more cases belong to the list (found in summary.md and results.json).
+    """
+
+    title: str
+    rows: list[tuple[str, list[str]]] = field(default_factory=list)
+    more: int = 0
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (a terminal escape in model output) shown as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _score(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = CASES_SHOWN) -> NotableCases | None:
+    """The cases a reader of the terminal wants named, read from the run's ``results.json``: without a baseline
+    the failing and errored cases (case order); with one the newly failing cases (passed in the baseline,
+    failed or errored now), then the other cases whose score got worse beyond the tolerance (worst first).
+
+    At most ``limit`` rows; ``more`` counts the rest. results.json holds one header key and one case per line
+    (:mod:`evaltasks.reports.json_report`), so the file is read line by line and, without a baseline, only until
+    ``limit`` failing cases are found. Returns None when there is nothing to list or the file cannot be read.
+    """
+    total = summary.failed_cases + summary.errored_cases
+    try:
+        with open(results_path, encoding="utf-8") as handle:
+            comparison: dict[str, Any] | None = None
+            rows: list[tuple[str, list[str]]] = []
+            for line in handle:
+                if line.startswith('  "cases": [') and not total:
+                    return None  # no baseline (its comparison comes before the cases) and nothing failed
+                if line.startswith('  "comparison": '):
+                    value = json.loads(line[len('  "comparison": '):].rstrip().rstrip(","))
+                    comparison = value if isinstance(value, dict) else None
+                    if comparison is not None:
+                        return _changed_cases(comparison, limit)
+                elif line.startswith("    {"):
+                    if '"failed"' not in line and '"errored"' not in line:
+                        continue
+                    case = json.loads(line.strip().rstrip(","))
+                    if case.get("status") not in ("failed", "errored"):
+                        continue
+                    worse = [f"{m['name']} {'error' if m.get('status') == 'errored' else _score(m.get('score'))}"
+                             for m in case.get("metrics", []) if m.get("status") in ("failed", "errored")]
+                    rows.append((_printable(case_label(case["id"], case.get("input"), case.get("actual_output"))),
+                                 worse))
+                    if len(rows) >= limit:
+                        break
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not total:
+        return None
+    return NotableCases(f"failing cases ({total} of {summary.cases})", rows, max(total - len(rows), 0))
+
+
+def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | None:
+    """:func:`notable_cases` against a baseline, from results.json's ``comparison`` (with its ``changes``)."""
+    changes = [CaseChange.model_validate(c) for c in comparison.get("changes", [])]
+    worse: dict[str, list[CaseChange]] = {}
+    for change in changes:
+        if change.kind == "worse":
+            worse.setdefault(change.case_id, []).append(change)
+    newly = list(comparison.get("newly_failing", []))
+    order = newly + [case_id for case_id in worse if case_id not in set(newly)]
+    if not order:
+        return None
+    texts = {c.case_id: c for c in changes}
+    rows = []
+    for case_id in order[:limit]:
+        change = texts.get(case_id)
+        label = case_label(case_id, change.input if change else None,
+                           (change.current_output or change.baseline_output) if change else None)
+        parts = [f"{c.metric} {_score(c.baseline_score)} → {_score(c.current_score)}" for c in worse.get(case_id, [])]
+        rows.append((_printable(label) + (" (newly failing)" if case_id in newly else ""), parts))
+    regressed = len(order) - len(newly)
+    title = f"since the baseline: {len(newly)} case{'' if len(newly) == 1 else 's'} newly failing"
+    if regressed:
+        title += f", {regressed} other{'' if regressed == 1 else 's'} scoring lower"
+    return NotableCases(title, rows, max(len(order) - limit, 0))
+
+
+def _print_cases(console: Console, cases: NotableCases) -> None:
+    """``cases`` under the table: its title, one line per case (its name — each metric and score) or, when that
+    line would not fit the console, the name on one line and each metric on a line of its own (numbers whole),
+    then where the rest are."""
+    console.print(Text(cases.title + ":", style="bold"))
+    for label, parts in cases.rows:
+        line = f"  {label} — {'; '.join(parts)}" if parts else f"  {label}"
+        if len(line) <= console.width:
+            console.print(Text(line), overflow="fold")
+        else:
+            console.print(Text(f"  {label}"), overflow="fold")
+            for part in parts:
+                console.print(Text(f"      {part}"), overflow="fold")
+    if cases.more:
+        console.print(Text(f"  … {cases.more} more: see summary.md / results.json", style="dim"))
 
 
 def _test_row(table: Table, label: str, test: ChangeTest | None) -> None:
