@@ -317,3 +317,47 @@ def test_suite_on_a_dask_cluster_equals_threads(dask_cluster: tuple[str, dict[in
     cli_pid, stderr, results = _run(suite, f"dask:{address}", tmp_path / "run", _cli_env(tmp_path))
     _check_same_scores(results, threads_results)
     _check_worker_logs({pid: log.read_text(errors="replace") for pid, log in worker_logs.items()}, cli_pid, "dask")
+
+
+# --------------------------------------------------------------------------- which workers get the run's server
+
+
+def test_this_machine_is_told_from_other_hosts() -> None:
+    """A worker's host is this machine when a socket binds to its address: loopback, this host's name and the
+    address of its interface (the one a UDP socket towards a public address would use) are; others are not."""
+    from evaltasks.flows._cluster import is_this_machine
+
+    assert is_this_machine("127.0.0.1") and is_this_machine("localhost") and is_this_machine(socket.gethostname())
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.7", 9))  # UDP connect sends nothing: it picks the outgoing interface
+            assert is_this_machine(probe.getsockname()[0])
+        except OSError:  # no route at all: only loopback here
+            pass
+    assert not is_this_machine("203.0.113.7")  # TEST-NET-3 (RFC 5737): never an address of this machine
+    assert not is_this_machine("no-such-host.invalid")
+
+
+def test_workers_elsewhere_keep_their_settings_and_the_run_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    """Workers on another machine cannot reach the run's temporary server (127.0.0.1): the runner leaves their
+    settings alone and warns once, naming the host and PREFECT_API_URL."""
+    import logging
+
+    from evaltasks.flows._cluster import WorkersReportHere
+
+    class Runner(WorkersReportHere):  # the mixin's own logic, with hosts given (no second machine here)
+        logger = logging.getLogger("evaltasks-test-runner")
+
+        def __init__(self, hosts: set[str]) -> None:
+            self.hosts = hosts
+
+        def worker_hosts(self) -> set[str]:
+            return self.hosts
+
+    with caplog.at_level(logging.WARNING, logger="evaltasks-test-runner"):
+        assert Runner({"127.0.0.1", "localhost"})._workers_here()
+        assert not caplog.records
+        elsewhere = Runner({"127.0.0.1", "203.0.113.7"})
+        assert not elsewhere._workers_here() and not elsewhere._workers_here()
+    assert len(caplog.records) == 1
+    assert "203.0.113.7" in caplog.text and "PREFECT_API_URL" in caplog.text and "127.0.0.1," not in caplog.text
