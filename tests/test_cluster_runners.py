@@ -361,3 +361,24 @@ def test_workers_elsewhere_keep_their_settings_and_the_run_says_why(caplog: pyte
         assert not elsewhere._workers_here() and not elsewhere._workers_here()
     assert len(caplog.records) == 1
     assert "203.0.113.7" in caplog.text and "PREFECT_API_URL" in caplog.text and "127.0.0.1," not in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["ray", "dask"])
+def test_a_missing_runner_package_names_the_extra(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Without prefect-ray (prefect-dask) the CLI exits 2 before anything starts, naming `evaltasks[ray]`
+    (`evaltasks[dask]`). Both are installed here: the package is hidden from the import system (the one mock)."""
+    import importlib.util
+
+    from evaltasks import cli
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == f"prefect_{kind}"
+                        else found(name, *args))
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("name: s\ndataset: {path: cases.jsonl}\nmetrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8")
+    (tmp_path / "cases.jsonl").write_text('{"actual_output": "one"}\n', encoding="utf-8")
+    assert cli.main(["run", str(suite), "--task-runner", f"{kind}:127.0.0.1:1"]) == 2
+    error = capsys.readouterr().err
+    assert f"task runner '{kind}' needs the prefect-{kind} package (pip install 'evaltasks[{kind}]')" in error
+    assert "Traceback" not in error
