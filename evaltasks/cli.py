@@ -174,7 +174,7 @@ def _check_task_runner(spec: str) -> str | None:
         return f"task runner '{spec}': the number of workers must be a positive integer"
     module = needs[kind]
     if module and importlib.util.find_spec(module) is None:
-        return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install {module.replace('_', '-')})"
+        return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install 'evaltasks[{kind}]')"
     return None
 
 
@@ -198,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="refuse to start (exit 2) when the estimated provider cost (embeddings and judge "
                           "requests) exceeds USD; judge requests stop once the spend reaches it (the rest skipped)")
     run.add_argument("--task-runner", default="threads", metavar="SPEC",
-                     help="threads[:N] (default), processes[:N], dask[:N], dask:tcp://HOST:PORT, ray[:ADDRESS]")
+                     help="threads[:N] (default), processes[:N], dask[:N], dask:tcp://HOST:PORT (evaltasks[dask]), "
+                          "ray[:ADDRESS] (evaltasks[ray])")
     run.add_argument("--concurrency-limit", default=None, metavar="NAME",
                      help="a Prefect global concurrency limit that embedding calls occupy (prefect gcl create)")
     run.add_argument("--reports-url", default=None, metavar="URL",

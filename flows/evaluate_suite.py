@@ -118,8 +118,10 @@ def make_task_runner(spec: str = "threads") -> Any:
 
     ``threads`` / ``threads:N`` (default; N workers), ``processes`` / ``processes:N``, ``dask`` (a new local
     cluster; ``dask:N`` with N worker processes) or ``dask:tcp://HOST:PORT`` (an existing cluster), and
-    ``ray`` / ``ray:ADDRESS`` where prefect-ray is installed. Models and FAISS searches are loaded lazily once
-    per worker process, never pickled with each task.
+    ``ray`` (a new local Ray instance) / ``ray:ADDRESS`` (an existing cluster, e.g. ``127.0.0.1:6379``) with
+    ``evaltasks[ray]``. Models and FAISS searches are loaded lazily once per worker process, never pickled with
+    each task. Dask and Ray workers report their task runs to ``PREFECT_API_URL``, else to this process's
+    temporary server (workers on this machine only: others need a server they can reach).
 
     Raises:
         ValueError: an unknown spec, or a runner whose integration package is not installed.
@@ -135,7 +137,7 @@ def make_task_runner(spec: str = "threads") -> Any:
         return ProcessPoolTaskRunner(max_workers=int(arg) if arg else None)
     if kind == "dask":
         try:
-            from prefect_dask import DaskTaskRunner
+            from evaltasks.flows._cluster_dask import DaskTaskRunner
         except ImportError as exc:
             raise ValueError("task runner 'dask' needs prefect-dask: pip install 'evaltasks[dask]'") from exc
         if arg.startswith(("tcp://", "tls://", "inproc://")) or "://" in spec[5:]:
@@ -144,9 +146,9 @@ def make_task_runner(spec: str = "threads") -> Any:
         return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True})
     if kind == "ray":
         try:
-            from prefect_ray import RayTaskRunner
+            from evaltasks.flows._cluster_ray import RayTaskRunner
         except ImportError as exc:
-            raise ValueError("task runner 'ray' needs prefect-ray: pip install prefect-ray") from exc
+            raise ValueError("task runner 'ray' needs prefect-ray and ray: pip install 'evaltasks[ray]'") from exc
         return RayTaskRunner(address=spec[4:] or None)
     raise ValueError(f"unknown task runner '{spec}': use threads, processes, dask, dask:ADDRESS or ray")
 
