@@ -87,7 +87,10 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
         else:
             rule = f"required {min_pass_rate:.2%}" + (
                 f" and no significant regression{unchecked}" if fail_on == "either" else "")
-        console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
+        if gate_message and not passed:  # the gate's own sentence names the rate and the rule already
+            console.print(f"{verdict}{why}")
+        else:
+            console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
 
 
 def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | None, delta_rows: bool) -> Table:
