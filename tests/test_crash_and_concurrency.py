@@ -153,6 +153,8 @@ def test_index_survives_sigkill_of_its_writer(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.split() == ["ready", "done"], done.stderr
     ((ids, _, meta),) = _index_state(root).values()
     assert len(ids) >= max(count_before, 400) and not _stale_temporaries(root)
+    listed = {s[kind] for s in meta["segments"] for kind in ("ids", "vectors")}  # and no uncommitted segment
+    assert {p.name for p in next(root.glob("*/meta.json")).parent.glob("seg-*")} == listed
     print(f"\n{kills} kills: {mid_write} left a temporary file (killed mid-write), {between_files} between "
           f"a segment and meta.json; {len(ids)} vectors at the end")
 

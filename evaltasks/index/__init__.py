@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import faiss
 import numpy as np
 from filelock import FileLock
 
@@ -63,6 +62,7 @@ from evaltasks._env import env_value
 from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 from evaltasks.index import _segments
+from evaltasks.index._blas import faiss
 
 DEFAULT_INDEX_DIR = ".evaltasks/index"
 INDEX_FILE = "vectors.faiss"
