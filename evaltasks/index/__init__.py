@@ -51,6 +51,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -267,9 +268,11 @@ class _Namespace:
         _segments.remove_unlisted(self.dir, committed if committed and committed.get("format") == FORMAT_VERSION
                                   else None)
         segments = list(base.segments)
+        fresh_order: np.ndarray | None = None  # the new rows sorted by id (written in blocks, not copied whole)
         if new_ids is not None and len(new_ids):
-            order = np.argsort(new_ids, kind="stable")
-            segments.append(_segments.Segment({}, new_ids[order], np.asarray(new_vectors)[order]))
+            fresh_order = np.argsort(new_ids, kind="stable")
+            # in arrival order: a merge sorts every row by id anyway; written alone, it is sorted block by block
+            segments.append(_segments.Segment({}, np.asarray(new_ids), np.asarray(new_vectors, dtype=np.float32)))
         combined = _segments.Snapshot({"dimensions": dims}, segments)
         sizes = [len(s.ids) for s in segments]
         if keep is not None or merge == "all" or base.legacy:
@@ -278,9 +281,15 @@ class _Namespace:
             largest = int(np.argmax(sizes))
             merged = [i for i in range(len(segments)) if i != largest or 2 * sizes[largest] <= sum(sizes)]
         else:
-            merged = [i for i, s in enumerate(segments) if not s.entry]  # the new segment only
+            merged = []
         number = _segments.next_number(self.dir, committed or {})
-        entries = [s.entry for i, s in enumerate(segments) if i not in merged]
+        entries = [s.entry for i, s in enumerate(segments) if i not in merged and s.entry]
+        if fresh_order is not None and len(segments) - 1 not in merged:  # the new segment on its own
+            vectors = segments[-1].vectors
+            step = _segments.CHUNK_ROWS
+            blocks = (vectors[fresh_order[i : i + step]] for i in range(0, len(fresh_order), step))
+            entries.append(_segments.write_segment(self.dir, number, segments[-1].ids[fresh_order], blocks, dims))
+            number += 1
         if merged:
             offsets = combined.offsets()
             rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in merged])
@@ -308,7 +317,7 @@ class _Namespace:
             "count": int(sum(e["count"] for e in entries)),
             "segments": entries,
             "next_segment": number,
-            "versions": _library_versions(),
+            "versions": dict(_library_versions()),
             "created": meta.get("created", now),
             "updated": now,
             "truncated_ids": sorted(int(i) for i in cut),
@@ -367,9 +376,13 @@ class ReferenceIndex:
             rows = np.array([0])  # all stored, dimensions unknown: embed one text to learn them
         if len(rows):
             batch = provider.embed_batch([unique[i] for i in rows])
-            fresh = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
-            fresh[rows], costs[rows], truncated[rows], embedded[rows] = (
-                batch.vectors, batch.costs, batch.truncated, True)
+            if len(rows) == len(unique):  # every text embedded now: the provider's array, not a copy of it
+                fresh = np.ascontiguousarray(batch.vectors, dtype=np.float32)
+                costs[:], truncated[:], embedded[:] = batch.costs, batch.truncated, True
+            else:
+                fresh = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
+                fresh[rows], costs[rows], truncated[rows], embedded[rows] = (
+                    batch.vectors, batch.costs, batch.truncated, True)
             if stored_dim is not None and batch.vectors.shape[1] != stored_dim:
                 self._report_dimensions(ns, stored_dim, int(batch.vectors.shape[1]))
                 found[:] = -1  # nothing stored is usable: embed the rest too
@@ -380,17 +393,26 @@ class ReferenceIndex:
                         more.vectors, more.costs, more.truncated, True)
         hit = np.flatnonzero(found >= 0)
         dim = fresh.shape[1] if fresh is not None else stored_dim or 0
-        result = np.empty((len(unique), dim), dtype=np.float32)
-        if fresh is not None:
-            result[embedded] = fresh[embedded]
-        if len(hit):  # read before storing: a write may compact (and delete) the files mapped here
-            result[hit] = snapshot.gather(found[hit])  # a probed text keeps its stored vector (same dimensions)
+        # read before storing: a write may compact (and delete) the files mapped here
+        if fresh is not None and not len(hit) and embedded.all():
+            result = fresh
+        elif fresh is None and len(hit) == len(unique):
+            result = snapshot.gather(found)
+        else:
+            result = np.empty((len(unique), dim), dtype=np.float32)
+            if fresh is not None:
+                result[embedded] = fresh[embedded]
+            if len(hit):
+                result[hit] = snapshot.gather(found[hit])  # a probed text keeps its stored vector (same dims)
+        if len(hit):
             cut = set(meta.get("truncated_ids", ()))
             truncated[hit] = [int(i) in cut for i in wanted[hit]] if cut else False
         store = np.flatnonzero(embedded & (found < 0))
         if len(store):
             assert fresh is not None
-            self._store(ns, wanted[store], fresh[store], wanted[store][truncated[store]])
+            every = len(store) == len(unique)  # all embedded now: no copy of the vectors
+            self._store(ns, wanted if every else wanted[store], fresh if every else fresh[store],
+                        wanted[store][truncated[store]])
         return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(store), reused=len(hit),
                            stored=found >= 0)
 
@@ -411,8 +433,9 @@ class ReferenceIndex:
             keep = base.find(new_ids) < 0
             if not keep.any():
                 return
-            ns.commit(base, new_ids[keep], np.ascontiguousarray(new_vectors[keep], dtype=np.float32),
-                      truncated=cut | {int(i) for i in truncated_ids})
+            if not keep.all():  # another writer stored some meanwhile
+                new_ids, new_vectors = new_ids[keep], new_vectors[keep]
+            ns.commit(base, new_ids, new_vectors, truncated=cut | {int(i) for i in truncated_ids})
 
     def missing_texts(self, provider: EmbeddingProvider, texts: Sequence[str]) -> list[str]:
         """The unique ``texts`` not yet in the index (what a run would have to embed); reads the namespace
@@ -568,8 +591,10 @@ def _check_files(index_path: Path, meta: dict) -> list[str]:
     return []
 
 
+@lru_cache(maxsize=1)
 def _library_versions() -> dict[str, str]:
-    """Versions of the libraries that shaped the stored vectors and the file format."""
+    """Versions of the libraries that shaped the stored vectors and the file format (read once per process:
+    looking them up costs ~0.1 s, which a write of one text would otherwise pay)."""
     from importlib import metadata
 
     versions = {"evaltasks": __version__, "faiss": faiss.__version__, "numpy": np.__version__}

@@ -50,7 +50,7 @@ FORMAT_VERSION = 2
 MAX_SEGMENTS_DEFAULT = 32
 VERIFY_ON_OPEN_BYTES = 64 * 1024 * 1024  # segments up to this size are hashed when first opened in a process
 _SEGMENT_FILE = re.compile(r"^seg-(\d{6,})\.(ids|vectors)\.npy$")
-_CHUNK_ROWS = 65536  # rows per copy when segments are merged: bounds a compaction's memory
+CHUNK_ROWS = 16384  # rows per copy when a segment is written (24 MiB at 384 dimensions): bounds a write's memory
 _VERIFIED: dict[tuple[str, int, int, int], str] = {}  # (path, inode, size, mtime_ns) -> sha256 seen in-process
 
 
@@ -145,30 +145,30 @@ class Snapshot:
     def find(self, wanted: np.ndarray) -> np.ndarray:
         """Row of each ``wanted`` id (int64 (m,)) in this snapshot, or -1 when absent: int64 (m,)."""
         rows = np.full(len(wanted), -1, dtype=np.int64)
+        todo = np.arange(len(wanted))
         for start, segment in zip(self.offsets(), self.segments):
-            if not len(segment.ids):
+            ids = segment.ids.view(np.ndarray)  # a plain view of the map: no np.memmap overhead per operation
+            if not len(ids) or not len(todo):
                 continue
-            todo = np.flatnonzero(rows < 0)
-            if not len(todo):
-                break
-            pos = np.searchsorted(segment.ids, wanted[todo])
-            clipped = np.minimum(pos, len(segment.ids) - 1)
-            hit = np.asarray(segment.ids[clipped]) == wanted[todo]
-            rows[todo[hit]] = start + clipped[hit]
+            pos = np.searchsorted(ids, wanted[todo])
+            np.minimum(pos, len(ids) - 1, out=pos)
+            hit = ids[pos] == wanted[todo]
+            rows[todo[hit]] = start + pos[hit]
+            todo = todo[~hit]
         return rows
 
     def gather(self, rows: np.ndarray) -> np.ndarray:
-        """float32 (m, d): the vectors of ``rows`` (valid rows of :meth:`find`), read from the mapped files in
-        file order (so pages are touched once, in sequence)."""
+        """float32 (m, d), in memory: the vectors of ``rows`` (valid rows of :meth:`find`), read from the
+        mapped files (pages come from the page cache or the disk as they are touched)."""
+        if len(self.segments) == 1:
+            return self.segments[0].vectors.view(np.ndarray)[rows]
         out = np.empty((len(rows), int(self.meta.get("dimensions") or 0)), dtype=np.float32)
         offsets = self.offsets()
         which = np.searchsorted(offsets, rows, side="right") - 1
         for number, segment in enumerate(self.segments):
             take = np.flatnonzero(which == number)
             if len(take):
-                local = rows[take] - offsets[number]
-                order = np.argsort(local, kind="stable")
-                out[take[order]] = segment.vectors[local[order]]
+                out[take] = segment.vectors.view(np.ndarray)[rows[take] - offsets[number]]
         return out
 
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
@@ -312,6 +312,7 @@ def write_segment(directory: Path, number: int, ids: np.ndarray, chunks: Iterabl
                     raise ValueError(f"a block of shape {block.shape} for {dims} dimensions")
                 writer.write(block)
                 written += len(block)
+                chunk = block = None  # type: ignore[assignment]  # freed before the next block is made
             if written != count:
                 raise ValueError(f"{written} vector rows written for {count} ids")
             sha["vectors"] = writer.digest.hexdigest()
@@ -341,9 +342,9 @@ def remove_unlisted(directory: Path, meta: dict | None) -> list[Path]:
 
 
 def merged_chunks(snapshot: Snapshot, rows: np.ndarray) -> Iterator[np.ndarray]:
-    """The vectors of ``rows`` (snapshot rows) in that order, in blocks of at most 65,536 rows."""
-    for start in range(0, len(rows), _CHUNK_ROWS):
-        yield snapshot.gather(rows[start : start + _CHUNK_ROWS])
+    """The vectors of ``rows`` (snapshot rows) in that order, in blocks of at most :data:`CHUNK_ROWS` rows."""
+    for start in range(0, len(rows), CHUNK_ROWS):
+        yield snapshot.gather(rows[start : start + CHUNK_ROWS])
 
 
 def verify_namespace(directory: Path, meta: dict) -> list[str]:
