@@ -516,7 +516,7 @@ class ReferenceIndex:
         """Verify every namespace's files, every byte, without repairing anything (``evaltasks index info`` and
         ``evaltasks index verify``).
 
-        Returns one dict per namespace folder (one holding ``meta.json`` or ``vectors.faiss``): its metadata,
+        Returns one dict per namespace folder (one holding ``meta.json``, segments or ``vectors.faiss``): its metadata,
         ``path``, and ``problems`` (empty when healthy): ``meta.json`` missing or unreadable; for each segment
         file: missing, a size other than its ``.npy`` header plus count × dimensions make, a sha256 other than
         ``meta.json`` records, a header of another shape or dtype; segment counts not adding up. A format-1
@@ -527,7 +527,8 @@ class ReferenceIndex:
             return []
         out = []
         for folder in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            if not (folder / META_FILE).exists() and not (folder / INDEX_FILE).exists():
+            segmented = any(folder.glob("seg-*.npy"))
+            if not (folder / META_FILE).exists() and not (folder / INDEX_FILE).exists() and not segmented:
                 continue  # e.g. sets/ (reference-set searches)
             entry: dict = {"path": str(folder)}
             problems: list[str] = []
@@ -545,6 +546,8 @@ class ReferenceIndex:
             index_path = folder / INDEX_FILE
             if meta is not None and meta.get("format") == FORMAT_VERSION:
                 problems += _segments.verify_namespace(folder, meta)
+            elif meta is None and segmented:
+                pass  # segment files without a manifest: nothing to check them against
             elif not index_path.exists():
                 problems.append(f"{INDEX_FILE} is missing")
             elif meta is not None:
