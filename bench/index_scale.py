@@ -313,6 +313,18 @@ def _run_phase(name: str, args: argparse.Namespace, work: Path, env: dict | None
     return result
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else the machine type."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -332,7 +344,7 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         f"Measured by `bench/index_scale.py` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC in one run of "
         f"{seconds / 60:.1f} min: `.venv/bin/python bench/index_scale.py"
         + (f" --n {n}" if n != 1_000_000 else "") + "`.", "",
-        f"- Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; Python "
+        f"- Machine: {_cpu_model()}, {os.cpu_count()} CPUs; Python "
         f"{platform.python_version()}; evaltasks at commit {commit}. Shared with other work: the machine's busy "
         f"cores during the phases were {busy} "
         f"(this benchmark's own process included).",
