@@ -336,7 +336,8 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
     mib = lambda v: f"{v / MIB:,.1f}"  # noqa: E731
     open_s, load_s = _median(o["open_s"]), o["np_load"]["seconds"]
     li, ln = _median(o["lookup_index_s"]), _median(o["lookup_numpy_s"])
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
     one, many = a["one"], a["many"]
     busy = ", ".join(f"{k} {v['machine_cores_busy']:.1f}" for k, v in r.items())
     lines = [

@@ -188,7 +188,8 @@ def _write_format1(root: Path, texts: list[str]) -> Path:
     data = faiss.serialize_index(index).tobytes()
     (ns / "vectors.faiss").write_bytes(data)
     meta = {"format": 1, "namespace": HashProvider.namespace, "provider": "test", "model": "hash-16",
-            "fingerprint": "f0", "dimensions": 16, "count": len(texts), "index_sha256": hashlib.sha256(data).hexdigest(),
+            "fingerprint": "f0", "dimensions": 16, "count": len(texts),
+            "index_sha256": hashlib.sha256(data).hexdigest(),
             "versions": {}, "created": "2026-01-01T00:00:00+00:00", "updated": "2026-01-01T00:00:00+00:00",
             "truncated_ids": [text_id(texts[0])]}
     (ns / "meta.json").write_text(json.dumps(meta), encoding="utf-8")

@@ -28,9 +28,9 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
 - Format 1 (``vectors.faiss``, a FAISS ``IndexIDMap2(IndexFlatIP)``) is still read; the next write (or a
   compaction) converts it.
 - Corruption: a file that cannot be read, or whose size, header, sha256, count or dimension disagree with
-  ``meta.json``, is reported and rebuilt from scratch; it is never used for scores. Inside :func:`recording_warnings` (a run of
-  the flow: results.json ``warnings``, summary.md, the CLI's ``evaltasks: warning:`` lines) the report is
-  recorded; elsewhere it is an :class:`IndexWarning`. :meth:`ReferenceIndex.check` verifies every namespace's
+  ``meta.json``, is reported and rebuilt from scratch; it is never used for scores. Inside
+  :func:`recording_warnings` (a run of the flow: results.json ``warnings``, summary.md, the CLI's
+  ``evaltasks: warning:`` lines) the report is recorded; elsewhere it is an :class:`IndexWarning`. :meth:`ReferenceIndex.check` verifies every namespace's
   files without repairing them (``evaltasks index info``). No pickle anywhere.
 - Dimensions: an API provider's namespace does not pin its vectors' dimensions (an endpoint may serve any
   model under a name), so they are compared with the stored ones before anything is stored or reused. A
@@ -52,13 +52,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 from filelock import FileLock
 
-from evaltasks._atomic import atomic_writer
 from evaltasks._env import env_value
 from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
@@ -327,8 +325,8 @@ class _Namespace:
 
 
 class ReferenceIndex:
-    """Embeddings (references, expected outputs, outputs) persisted in FAISS indexes under ``root`` (see the
-    module docstring).
+    """Embeddings (references, expected outputs, outputs) persisted in memory-mapped segment files under
+    ``root`` (see the module docstring).
 
     Args:
         root: the index directory; created on first write.

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
