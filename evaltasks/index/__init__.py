@@ -23,8 +23,8 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
   a warm open reads metadata only and vectors are paged in when used. A segment gone (a compaction committed
   meanwhile) means reading the manifest again; a state that does not verify is read again under the lock
   before it is called corrupt. Opening checks file sizes and ``.npy`` headers against the manifest, and the
-  sha256 of segments up to 64 MiB; every byte is verified on demand (:meth:`ReferenceIndex.check`,
-  ``evaltasks index verify``). Storage details: :mod:`evaltasks.index._segments`.
+  sha256 of segments up to 64 MiB (once per process); every byte is verified on demand
+  (:meth:`ReferenceIndex.check`, ``evaltasks index verify``). Storage details: :mod:`evaltasks.index._segments`.
 - Format 1 (``vectors.faiss``, a FAISS ``IndexIDMap2(IndexFlatIP)``) is still read; the next write (or a
   compaction) converts it.
 - Corruption: a file that cannot be read, or whose size, header, sha256, count or dimension disagree with
