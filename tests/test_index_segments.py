@@ -277,3 +277,70 @@ def test_readers_keep_reading_while_segments_are_compacted(tmp_path: Path) -> No
         assert int(out.split()[-1]) >= 1
     assert compactions == 30 and _meta(root)["count"] == 460
     print(f"\nreads while {compactions} compactions ran: {[int(o.split()[-1]) for o, _ in outputs]}")
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[4])
+    from test_index_segments import HashProvider, _texts
+    from evaltasks.index import ReferenceIndex
+
+    root, start, stop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    print("ready", flush=True)
+    for chunk in range(start, stop, 20):  # a segment per write; past 3 segments every write also merges
+        ReferenceIndex(root).get_or_embed(HashProvider(), _texts(chunk, chunk + 20))
+    print("done", flush=True)
+    """
+)
+
+
+def test_a_writer_killed_while_it_adds_or_merges_segments_leaves_a_valid_state(tmp_path: Path) -> None:
+    """kill -9 at random moments of a writer that adds a segment per write and, with a limit of 3 segments,
+    merges segments on most writes: each state left verifies, keeps every committed vector, holds the right
+    vectors; the next writer removes the files the killed ones left (uncommitted segments, temporaries)."""
+    import random
+    import signal
+    import time
+
+    script = tmp_path / "writer.py"
+    script.write_text(KILLED_WRITER, encoding="utf-8")
+    root = tmp_path / "idx"
+    env = {**os.environ, "EVALTASKS_INDEX_MAX_SEGMENTS": "3"}
+    rng = random.Random(11)
+    committed, leftovers = 0, 0
+    for kill in range(10):
+        start = kill * 2000
+        writer = subprocess.Popen([sys.executable, str(script), str(root), str(start), str(start + 2000),
+                                   str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True, env=env)
+        assert writer.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 120  # a hang guard only
+        while not (root.exists() and list(root.glob("*/meta.json"))):  # at least one write committed
+            assert writer.poll() is None and time.monotonic() < deadline, "the writer wrote nothing"
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0.05, 0.6))
+        assert writer.poll() is None, "the writer finished before the kill: give it more texts"
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+        writer.stdout.close()
+        meta = _meta(root)
+        listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors")}
+        ns = _namespace(root)
+        leftovers += any(p.name not in listed for p in ns.glob("seg-*")) or bool(list(ns.glob(".*.tmp")))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a state reported corrupt fails the test
+            ids, vectors, meta = ReferenceIndex(root)._namespace_by_name(HashProvider.namespace).load()
+        assert len(ids) == len(set(ids.tolist())) == meta["count"] >= committed, f"kill {kill}: lost vectors"
+        texts = {text_id(t): t for t in _texts(0, start + 2000)}
+        assert np.array_equal(vectors, np.stack([_hash_vector(texts[int(i)]) for i in ids])), f"kill {kill}"
+        assert len(meta["segments"]) <= 3
+        committed = len(ids)
+    done = subprocess.run([sys.executable, str(script), str(root), "50000", "50040", str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    meta = _meta(root)
+    listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors")}
+    ns = _namespace(root)
+    assert {p.name for p in ns.glob("seg-*")} == listed and not list(ns.glob(".*.tmp"))
+    assert meta["count"] == committed + 40 and ReferenceIndex(root).check()[0]["problems"] == []
+    print(f"\n10 kills: {leftovers} left files of an unfinished write; {meta['count']} vectors at the end")
