@@ -552,8 +552,10 @@ def _index(args: argparse.Namespace) -> int:
                 if entry["problems"]:
                     print(f"BROKEN ({entry['path']}): {'; '.join(entry['problems'])}")
                 else:
-                    print(f"{entry.get('namespace', entry['path'])}: ok, {entry.get('count', '?')} vectors in "
-                          f"{len(entry.get('segments', [])) or 1} segments")
+                    parts = len(entry.get("segments", []))
+                    where = f"{parts} segment{'s' if parts != 1 else ''}" if entry.get("format") == 2 \
+                        else "vectors.faiss"
+                    print(f"{entry.get('namespace', entry['path'])}: ok, {entry.get('count', '?')} vectors in {where}")
             broken = sum(bool(entry["problems"]) for entry in entries)
             if broken:
                 _error(f"{broken} of {len(entries)} reference index namespaces are broken")
