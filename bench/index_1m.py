@@ -21,8 +21,8 @@ Phases:
   numpy      np.ascontiguousarray / np.save+fsync / np.load; chunked matmul + argmax, clamped (max aggregation)
   index-*    ReferenceIndex.get_or_embed through a synthetic provider: cold (embed + persist), warm (load,
              nothing embedded), and one new text added to the full index
-  proto-*    the same three with a bench-only prototype of evaltasks.index that makes fewer copies (same file
-             format; see _patch_index_prototype) to measure what such a fix would gain
+             (the segment storage that replaced the format-1 file is measured by bench/index_scale.py; the
+             format-1 prototype phases were removed with that format; --render-from still shows old results)
   flat-*     ReferenceSearch flat: build, save, load; top_k k=1 (max aggregation) and k=10 (what
              ReferenceMatchMetric asks for); run as installed and, when FAISS's bundled OpenBLAS picks
              weaker kernels than numpy's, again with OPENBLAS_CORETYPE set to numpy's choice
@@ -316,19 +316,17 @@ class SyntheticProvider:
         return 0.0
 
 
-def _index_phase(cfg: dict, work: Path, extra: list[str], proto: bool = False) -> dict:
+def _index_phase(cfg: dict, work: Path, extra: list[str]) -> dict:
     import faiss
     import numpy as np
 
     from evaltasks.index import ReferenceIndex
 
     faiss.omp_set_num_threads(cfg["threads"])
-    if proto:
-        _patch_index_prototype()
     refs = np.load(work / "refs.npy")
     texts = [f"ref-{i}" for i in range(len(refs))] + extra
     provider = SyntheticProvider(refs, cfg["seed"])
-    root = work / ("index-proto" if proto else "index")
+    root = work / "index"
     if extra:  # a scratch copy, so that the phase can be measured again from the same state
         scratch = root.with_name(root.name + "-add")
         shutil.rmtree(scratch, ignore_errors=True)
@@ -342,7 +340,7 @@ def _index_phase(cfg: dict, work: Path, extra: list[str], proto: bool = False) -
                provider_seconds=provider.seconds)
     out["vectors_match"] = bool(np.array_equal(lookup.table.vectors[: len(refs)], refs))
     out["disk_bytes"] = _dir_size(root)
-    out["index_sha256"] = json.loads(next(root.glob("*/meta.json")).read_text())["index_sha256"]
+    out["index_sha256"] = json.loads(next(root.glob("*/meta.json")).read_text()).get("index_sha256")  # format 1
     return out
 
 
@@ -359,168 +357,7 @@ def phase_index_add1(cfg: dict, work: Path) -> dict:
     return _index_phase(cfg, work, [ADDED_TEXT])
 
 
-def phase_proto_cold(cfg: dict, work: Path) -> dict:
-    shutil.rmtree(work / "index-proto", ignore_errors=True)
-    return _index_phase(cfg, work, [], proto=True)
-
-
-def phase_proto_warm(cfg: dict, work: Path) -> dict:
-    return _index_phase(cfg, work, [], proto=True)
-
-
-def phase_proto_add1(cfg: dict, work: Path) -> dict:
-    return _index_phase(cfg, work, [ADDED_TEXT], proto=True)
-
-
 ADDED_TEXT = "a text that is not in the index yet"
-
-
-def _patch_index_prototype() -> None:
-    """PROTOTYPE, for measurement only: fewer copies in evaltasks.index (the library itself is not changed).
-
-    Same file format, same checks. Differences from the library:
-    - load: the vectors are a zero-copy view of the FAISS index read from disk (no ``reconstruct_n`` copy);
-    - get_or_embed: when every text is stored, one gather (none when stored in the requested order); when
-      every text is new, the provider's array is the result; mixed cases gather in chunks (no full temporary);
-    - _store: under the lock, the index is re-read only when meta.json changed since the first read; the new
-      FAISS index is filled from the stored rows and the new rows (no concatenated copy); it is written with
-      ``faiss.write_index`` to the temporary file and hashed from that file (no serialised buffer, no
-      ``tobytes`` copy).
-    """
-    from datetime import datetime, timezone
-
-    import faiss
-    import numpy as np
-    from filelock import FileLock
-
-    import evaltasks.index as ix
-    from evaltasks.embeddings.base import VectorTable
-
-    class _View:
-        """Exposes an array through __array_interface__ while holding the FAISS index that owns the memory."""
-
-        def __init__(self, owner, arr) -> None:
-            self.owner = owner
-            self.__array_interface__ = arr.__array_interface__
-
-    def load(self):
-        empty = (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32), {})
-        if not self.index_path.exists():
-            return empty
-        try:
-            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
-            if meta.get("index_sha256") != ix._file_sha256(self.index_path):
-                raise ValueError("checksum of vectors.faiss does not match meta.json")
-            index = faiss.read_index(str(self.index_path))
-            id_map = faiss.downcast_index(index)
-            if not isinstance(id_map, faiss.IndexIDMap2):
-                raise ValueError(f"unexpected index type {type(id_map).__name__}")
-            ids = faiss.vector_to_array(id_map.id_map).astype(np.int64)
-            flat = faiss.downcast_index(id_map.index)
-            n, d = int(flat.ntotal), int(index.d)
-            if n:
-                xb = faiss.rev_swig_ptr(flat.get_xb(), n * d).reshape(n, d)
-                vectors = np.asarray(_View((index, id_map, flat), xb))
-            else:
-                vectors = np.zeros((0, d), np.float32)
-            if len(ids) != meta.get("count") or index.d != meta.get("dimensions"):
-                raise ValueError("count or dimension disagrees with meta.json")
-            return ids, vectors, meta
-        except Exception as exc:  # noqa: BLE001
-            import warnings
-
-            warnings.warn(f"reference index {self.dir} is corrupt ({exc}); rebuilding it", stacklevel=3)
-            return empty
-
-    def save_parts(ns, parts, meta, dim) -> None:
-        index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
-        for ids, vectors in parts:
-            if len(ids):
-                index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
-        count = int(index.ntotal)
-        fd, tmp = tempfile.mkstemp(dir=ns.index_path.parent, prefix=f".{ns.index_path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            faiss.write_index(index, tmp)
-            del index
-            with open(tmp, "rb+") as handle:
-                os.fchmod(handle.fileno(), 0o644)
-                os.fsync(handle.fileno())
-            digest = ix._file_sha256(Path(tmp))
-            os.replace(tmp, ns.index_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        new_meta = {
-            "format": ix.FORMAT_VERSION, "namespace": ns.provider.namespace, "provider": ns.provider.provider,
-            "model": ns.provider.model_name, "fingerprint": ns.provider.fingerprint, "dimensions": int(dim),
-            "count": count, "index_sha256": digest, "versions": ix._library_versions(),
-            "created": meta.get("created", now), "updated": now, "truncated_ids": meta.get("truncated_ids", []),
-        }
-        fd, tmp = tempfile.mkstemp(dir=ns.meta_path.parent, prefix=f".{ns.meta_path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(json.dumps(new_meta, indent=2).encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, ns.meta_path)
-
-    def store(self, ns, loaded, new_ids, new_vectors, truncated_ids) -> None:
-        ns.dir.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(ns.dir / ".lock")):
-            ids, vectors, meta = loaded
-            try:
-                current = json.loads(ns.meta_path.read_text(encoding="utf-8")).get("index_sha256")
-            except (OSError, ValueError):
-                current = None
-            if current != meta.get("index_sha256"):
-                ids, vectors, meta = ns.load()  # another writer changed it since the first read
-            keep = ix._lookup(ids, new_ids) < 0
-            if not keep.any():
-                return
-            meta = dict(meta)
-            meta["truncated_ids"] = sorted(set(meta.get("truncated_ids", [])) | {int(i) for i in truncated_ids})
-            add = (new_ids, new_vectors) if keep.all() else (new_ids[keep], new_vectors[keep])
-            save_parts(ns, [(ids, vectors), add] if len(ids) else [add], meta, new_vectors.shape[1])
-
-    def get_or_embed(self, provider, texts):
-        unique = list(dict.fromkeys(texts))
-        if not unique:
-            return ix.IndexLookup(VectorTable([], np.zeros((0, 0), np.float32)), 0, 0)
-        ns = ix._Namespace(self.root, provider)
-        wanted = np.fromiter((ix.text_id(t) for t in unique), dtype=np.int64, count=len(unique))
-        ids, vectors, meta = ns.load()
-        found = ix._lookup(ids, wanted)
-        missing = np.flatnonzero(found < 0)
-        hit = np.flatnonzero(found >= 0)
-        costs = np.zeros(len(unique))
-        truncated = np.zeros(len(unique), dtype=bool)
-        if len(missing) == 0:
-            in_order = len(found) == len(ids) and bool((found == np.arange(len(ids))).all())
-            result = vectors if in_order else vectors[found]
-        else:
-            batch = provider.embed_batch([unique[i] for i in missing])
-            store(self, ns, (ids, vectors, meta), wanted[missing], batch.vectors, wanted[missing][batch.truncated])
-            if len(hit) == 0:
-                result = batch.vectors
-            else:
-                result = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
-                result[missing] = batch.vectors
-                for c in range(0, len(hit), 65536):
-                    rows = hit[c : c + 65536]
-                    result[rows] = vectors[found[rows]]
-            costs[missing] = batch.costs
-            truncated[missing] = batch.truncated
-        if len(hit):
-            cut = set(meta.get("truncated_ids", ()))
-            if cut:
-                truncated[hit] = [int(i) in cut for i in wanted[hit]]
-        return ix.IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(missing),
-                              reused=len(hit))
-
-    ix._Namespace.load = load
-    ix.ReferenceIndex.get_or_embed = get_or_embed
 
 
 def phase_flat(cfg: dict, work: Path) -> dict:
@@ -644,8 +481,7 @@ def phase_hnsw(cfg: dict, work: Path) -> dict:
 
 PHASES = {
     "env": phase_env, "gen": phase_gen, "numpy": phase_numpy, "index-cold": phase_index_cold,
-    "index-warm": phase_index_warm, "index-add1": phase_index_add1, "proto-cold": phase_proto_cold,
-    "proto-warm": phase_proto_warm, "proto-add1": phase_proto_add1, "flat": phase_flat, "hnsw": phase_hnsw,
+    "index-warm": phase_index_warm, "index-add1": phase_index_add1, "flat": phase_flat, "hnsw": phase_hnsw,
 }
 
 
@@ -786,9 +622,6 @@ def main(argv: list[str] | None = None) -> int:
         res["index_cold"] = run_phase("index-cold", work, cfg, env)
         res["index_warm"] = run_phase("index-warm", work, cfg, env)
         res["index_add1"] = run_phase("index-add1", work, cfg, env)
-        res["proto_cold"] = run_phase("proto-cold", work, cfg, env)
-        res["proto_warm"] = run_phase("proto-warm", work, cfg, env)
-        res["proto_add1"] = run_phase("proto-add1", work, cfg, env)
         fix = _arch_fix(res["env"]["blas"])
         res["blas_fix"] = fix
         if fix:

@@ -250,6 +250,9 @@ def _parser() -> argparse.ArgumentParser:
     index_sub = index.add_subparsers(dest="index_command", required=True)
     for name, help_text in (("build", "embed a suite's references into the index"),
                             ("info", "show the index's namespaces"),
+                            ("verify", "read every byte of the index's segment files and check their sha256: "
+                                       "exit 1 naming each damaged file"),
+                            ("compact", "merge each namespace's segments into one (old files deleted after)"),
                             ("prune", "drop vectors that none of the given suites references (outputs "
                                       "stored by runs included: the next run embeds them again)")):
         command = index_sub.add_parser(name, help=help_text, description=help_text)
@@ -523,7 +526,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    """``evaltasks index build|info|prune``."""
+    """``evaltasks index build|info|verify|compact|prune``."""
     from evaltasks.errors import InputError
     from evaltasks.index import ReferenceIndex
 
@@ -546,6 +549,30 @@ def _index(args: argparse.Namespace) -> int:
             if broken:
                 _error(f"{broken} of {len(entries)} reference index namespaces are broken")
                 return EXIT_GATE_FAILED
+            return EXIT_PASSED
+        if args.index_command == "verify":
+            entries = index.check()
+            if not entries:
+                print(f"no reference index at {index.root}")
+            for entry in entries:
+                if entry["problems"]:
+                    print(f"BROKEN ({entry['path']}): {'; '.join(entry['problems'])}")
+                else:
+                    parts = len(entry.get("segments", []))
+                    where = f"{parts} segment{'s' if parts != 1 else ''}" if entry.get("format") == 2 \
+                        else "vectors.faiss"
+                    print(f"{entry.get('namespace', entry['path'])}: ok, {entry.get('count', '?')} vectors in {where}")
+            broken = sum(bool(entry["problems"]) for entry in entries)
+            if broken:
+                _error(f"{broken} of {len(entries)} reference index namespaces are broken")
+                return EXIT_GATE_FAILED
+            return EXIT_PASSED
+        if args.index_command == "compact":
+            for namespace, (before, after) in index.compact().items():
+                count = next((e.get("count") for e in index.info() if e.get("namespace") == namespace), "?")
+                print(f"{namespace}: 1 segment, nothing to compact" if (before, after) == (1, 1) else
+                      f"{namespace}: format 1 converted to 1 segment ({count} vectors)" if before == 0 else
+                      f"{namespace}: {before} segments -> {after} ({count} vectors)")
             return EXIT_PASSED
         from evaltasks.run import index_plan, plan_run
 

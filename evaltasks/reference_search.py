@@ -1,6 +1,8 @@
 """Similarity search over a large reference set (10^5–10^6 texts) with FAISS.
 
-``flat`` (default) is exact: ``IndexFlatIP`` over unit vectors, so inner product = cosine similarity.
+``flat`` (default) is exact: ``IndexFlatIP`` over unit vectors, so inner product = cosine similarity. FAISS runs
+with numpy's CPU kernels (:mod:`evaltasks.index._blas`); where it still cannot, flat search scores through
+numpy (chunked ``queries @ vectors.T`` and ``np.argpartition``), with the same results.
 ``hnsw`` is approximate (``IndexHNSWFlat`` with inner product): faster queries, recall below 1, measured by
 :meth:`ReferenceSearch.measure_recall` against exact search and reported in ``results.json``.
 
@@ -15,16 +17,17 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import faiss
 import numpy as np
 
 from evaltasks._atomic import atomic_path
 from evaltasks.errors import quote
+from evaltasks.index._blas import faiss, flat_through_numpy
 
 SEARCH_KINDS = ("flat", "hnsw")
 _REGISTRY: dict[str, ReferenceSearch] = {}
 _LOCK = threading.Lock()
 _CHUNK = 65536  # reference rows per matrix product when every similarity is needed (mean aggregation)
+_TOP_K_BLOCK = 16 * 1024 * 1024  # similarities per matrix product in numpy's top_k (64 MiB of float32)
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,10 @@ class ReferenceSearch:
     def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` most similar references of each query: (similarities (m, k), indices (m, k)), best first."""
         k = min(k, len(self))
-        sims, idx = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if self.config.kind == "flat" and flat_through_numpy():
+            return numpy_top_k(self.vectors, queries, k)
+        sims, idx = self.index.search(queries, k)
         return sims, idx
 
     def clamped_mean(self, queries: np.ndarray) -> np.ndarray:
@@ -137,6 +143,39 @@ class ReferenceSearch:
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
             return None
         return cls(vectors, config, index)
+
+
+def numpy_top_k(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact inner-product top ``k`` with numpy's BLAS: (similarities float32 (m, k), rows int64 (m, k)), best
+    first, equal ties in row order; what ``IndexFlatIP.search`` returns. Scores blocks of at most 16 Mi
+    similarities (64 MiB), so memory does not grow with the number of queries or references.
+
+    Args:
+        vectors: float32 (n, d), n >= k >= 1.
+        queries: float32 (m, d).
+    """
+    n, m = len(vectors), len(queries)
+    sims = np.empty((m, k), dtype=np.float32)
+    rows = np.empty((m, k), dtype=np.int64)
+    batch = max(1, min(m, 1024))
+    chunk = max(k, _TOP_K_BLOCK // batch)
+    for q0 in range(0, m, batch):
+        q = queries[q0 : q0 + batch]
+        best_s = np.empty((len(q), 0), dtype=np.float32)
+        best_i = np.empty((len(q), 0), dtype=np.int64)
+        for r0 in range(0, n, chunk):
+            block = q @ vectors[r0 : r0 + chunk].T  # (batch, chunk)
+            cand_s = np.concatenate([best_s, block], axis=1)
+            cand_i = np.concatenate([best_i, np.broadcast_to(np.arange(r0, r0 + block.shape[1]), block.shape)], axis=1)
+            if cand_s.shape[1] > k:
+                keep = np.argpartition(-cand_s, k - 1, axis=1)[:, :k]
+                cand_s = np.take_along_axis(cand_s, keep, axis=1)
+                cand_i = np.take_along_axis(cand_i, keep, axis=1)
+            best_s, best_i = cand_s, cand_i
+        order = np.lexsort((best_i, -best_s), axis=1) if best_s.size else np.zeros(best_s.shape, dtype=np.int64)
+        sims[q0 : q0 + len(q)] = np.take_along_axis(best_s, order, axis=1)
+        rows[q0 : q0 + len(q)] = np.take_along_axis(best_i, order, axis=1)
+    return sims, rows
 
 
 def search_key(namespace: str, set_sha256: str, config: SearchConfig) -> str:

@@ -92,7 +92,8 @@ def test_wheel_installs_flows_as_evaltasks_flows_only(tmp_path: Path) -> None:
     [wheel] = (tmp_path / "dist").glob("evaltasks-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"evaltasks/flows/__init__.py", "evaltasks/flows/evaluate_suite.py",
-            "evaltasks/schema/suite.schema.json"} <= set(names)
+            "evaltasks/schema/suite.schema.json", "evaltasks/index/__init__.py", "evaltasks/index/_segments.py",
+            "evaltasks/index/_blas.py"} <= set(names)
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"evaltasks"}
 
 

@@ -1,4 +1,4 @@
-"""ReferenceIndex (issue #2, section 4): FAISS on disk under tmp_path, the real local model."""
+"""ReferenceIndex (issue #2, section 4): segment files on disk under tmp_path, the real local model."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import faiss
 import numpy as np
 import pytest
 
@@ -43,6 +42,12 @@ def namespace_dirs(root: Path) -> list[Path]:
 def meta_of(root: Path) -> dict:
     (ns,) = namespace_dirs(root)
     return json.loads((ns / "meta.json").read_text(encoding="utf-8"))
+
+
+def vector_file(ns: Path) -> Path:
+    """The vectors file of a namespace's only segment (what a corruption test damages)."""
+    (path,) = ns.glob("seg-*.vectors.npy")
+    return path
 
 
 def assert_rows_match_model(table, texts, st_model) -> None:
@@ -79,10 +84,10 @@ def test_identical_references_are_stored_once(tmp_path, provider) -> None:
     ReferenceIndex(tmp_path).get_or_embed(provider, REFS + REFS[::-1])
     meta = meta_of(tmp_path)
     assert meta["count"] == len(UNIQUE) == 3
-    index = faiss.read_index(str(namespace_dirs(tmp_path)[0] / "vectors.faiss"))
-    assert index.ntotal == 3
-    ids = sorted(faiss.vector_to_array(faiss.downcast_index(index).id_map).tolist())
-    assert ids == sorted(text_id(t) for t in UNIQUE)
+    (ids_file,) = namespace_dirs(tmp_path)[0].glob("seg-*.ids.npy")
+    ids = np.load(ids_file, allow_pickle=False)
+    assert len(ids) == 3
+    assert ids.tolist() == sorted(text_id(t) for t in UNIQUE)  # stored sorted: lookups are binary searches
 
 
 def test_text_id_is_a_content_hash() -> None:
@@ -147,7 +152,7 @@ def _corrupt_garbage(path: Path) -> None:
 def test_corrupt_index_is_detected_and_rebuilt(tmp_path, provider, st_model, corrupt) -> None:
     ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
     (ns,) = namespace_dirs(tmp_path)
-    corrupt(ns / "vectors.faiss")
+    corrupt(vector_file(ns))
 
     with pytest.warns(UserWarning, match="corrupt"):
         lookup = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
@@ -166,7 +171,7 @@ def test_corrupt_index_scores_stay_right_through_evaluate(tmp_path, cosine) -> N
     metric = ReferenceMatchMetric(embedding_provider="local")
     evaluate_sync(_cases(), [metric], index_dir=tmp_path)
     (ns,) = namespace_dirs(tmp_path)
-    _corrupt_truncate(ns / "vectors.faiss")
+    _corrupt_truncate(vector_file(ns))
     with pytest.warns(UserWarning, match="corrupt"):
         result = evaluate_sync(_cases(), [metric], index_dir=tmp_path)
     assert result.summary.embeddings.references_computed == len(UNIQUE)
@@ -178,12 +183,12 @@ def test_corrupt_index_scores_stay_right_through_evaluate(tmp_path, cosine) -> N
 def test_flipped_vector_bytes_are_caught_by_the_checksum(tmp_path, provider, st_model) -> None:
     ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
     (ns,) = namespace_dirs(tmp_path)
-    path = ns / "vectors.faiss"
+    path = vector_file(ns)
     data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x40  # inside the float data: FAISS still reads the file, the vectors are wrong
+    data[len(data) // 2] ^= 0x40  # inside the float data: numpy still reads the file, the vectors are wrong
     path.write_bytes(bytes(data))
-    tampered = faiss.read_index(str(path))
-    assert tampered.ntotal == len(UNIQUE)  # only the checksum can tell
+    tampered = np.load(path, allow_pickle=False)
+    assert tampered.shape == (len(UNIQUE), 384)  # only the checksum can tell
     with pytest.warns(UserWarning, match="corrupt"):
         lookup = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
     assert lookup.computed == len(UNIQUE)
@@ -194,7 +199,7 @@ def test_metadata_disagreeing_with_the_index_is_detected(tmp_path, provider) -> 
     ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
     (ns,) = namespace_dirs(tmp_path)
     meta = json.loads((ns / "meta.json").read_text())
-    meta["count"] = 99  # the FAISS file is intact (checksum still matches) but the count disagrees
+    meta["count"] = 99  # the segment files are intact (checksum still matches) but the count disagrees
     (ns / "meta.json").write_text(json.dumps(meta))
     with pytest.warns(UserWarning, match="corrupt"):
         lookup = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
@@ -281,25 +286,28 @@ def test_openai_namespace_differs_from_local(provider) -> None:
     assert provider.namespace.startswith("local/all-MiniLM-L6-v2/")
 
 
-def test_files_are_faiss_and_json_only(tmp_path, provider) -> None:
+def test_files_are_npy_and_json_only(tmp_path, provider) -> None:
     ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
     (ns,) = namespace_dirs(tmp_path)
     files = sorted(p.name for p in ns.iterdir())
-    assert [f for f in files if f != ".lock"] == ["meta.json", "vectors.faiss"]
-    assert not [p for p in tmp_path.rglob("*") if p.suffix in {".pkl", ".pickle", ".npy", ".npz"}]
+    assert [f for f in files if f != ".lock"] == ["meta.json", "seg-000001.ids.npy", "seg-000001.vectors.npy"]
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in {".pkl", ".pickle", ".npz"}]
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.stat().st_size:
             assert not path.read_bytes().startswith(b"\x80"), f"{path} looks like a pickle"
-    index = faiss.read_index(str(ns / "vectors.faiss"))
-    assert isinstance(faiss.downcast_index(index), faiss.IndexIDMap2)
-    assert index.d == 384 and index.ntotal == len(UNIQUE)
+    ids = np.load(ns / "seg-000001.ids.npy", allow_pickle=False)  # plain arrays: no object dtype, no pickle
+    vectors = np.load(ns / "seg-000001.vectors.npy", allow_pickle=False)
+    assert (ids.dtype, vectors.dtype, vectors.shape) == (np.dtype("<i8"), np.dtype("<f4"), (len(UNIQUE), 384))
     meta = json.loads((ns / "meta.json").read_text(encoding="utf-8"))
     assert meta["provider"] == "local"
     assert meta["model"] == "all-MiniLM-L6-v2"
     assert meta["fingerprint"] == provider.fingerprint
     assert meta["dimensions"] == 384
     assert meta["count"] == len(UNIQUE)
-    assert meta["index_sha256"] == hashlib.sha256((ns / "vectors.faiss").read_bytes()).hexdigest()
+    (segment,) = meta["segments"]
+    assert (meta["format"], segment["count"]) == (2, len(UNIQUE))
+    for kind in ("ids", "vectors"):
+        assert segment["sha256"][kind] == hashlib.sha256((ns / segment[kind]).read_bytes()).hexdigest()
     assert ReferenceIndex(tmp_path).info()[0]["count"] == len(UNIQUE)
 
 
@@ -349,15 +357,16 @@ def test_index_info_checks_the_vector_files(tmp_path, provider, minilm_path) -> 
     assert [e["problems"] for e in ReferenceIndex(root).check()] == [[], []]
 
     first, second = namespace_dirs(root)
-    size = (first / "vectors.faiss").stat().st_size
-    _corrupt_truncate(first / "vectors.faiss")
-    (second / "vectors.faiss").unlink()
+    size = vector_file(first).stat().st_size
+    _corrupt_truncate(vector_file(first))
+    vector_file(second).unlink()
     broken = _cli(tmp_path, "index", "info", "--index-dir", str(root))
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "Traceback" not in broken.stdout + broken.stderr
     assert broken.stdout.count("BROKEN") == 2
-    assert f"vectors.faiss is {size // 2:,} bytes, expected {size:,} for 3 vectors × 384 dimensions" in broken.stdout
-    assert f"BROKEN ({second}): vectors.faiss is missing" in broken.stdout
+    assert (f"seg-000001.vectors.npy is {size // 2:,} bytes, expected {size:,} for 3 vectors × 384 dimensions"
+            in broken.stdout)
+    assert f"BROKEN ({second}): seg-000001.vectors.npy is missing" in broken.stdout
     assert "2 of 2 reference index namespaces are broken" in broken.stderr
 
     # the same size, other bytes: only the checksum can tell
@@ -365,11 +374,12 @@ def test_index_info_checks_the_vector_files(tmp_path, provider, minilm_path) -> 
         for p in (provider, by_path):
             ReferenceIndex(root).get_or_embed(p, REFS)
     assert [e["problems"] for e in ReferenceIndex(root).check()] == [[], []]
-    data = bytearray((first / "vectors.faiss").read_bytes())
+    path = vector_file(first)
+    data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x40
-    (first / "vectors.faiss").write_bytes(bytes(data))
+    path.write_bytes(bytes(data))
     problems = [e["problems"] for e in ReferenceIndex(root).check()]  # in folder order, as namespace_dirs
-    assert problems == [["the sha256 of vectors.faiss differs from the one meta.json records"], []]
+    assert problems == [[f"the sha256 of {path.name} differs from the one meta.json records"], []]
     flipped = _cli(tmp_path, "index", "info", "--index-dir", str(root))
     assert flipped.returncode == 1 and flipped.stdout.count("BROKEN") == 1
 
@@ -379,7 +389,7 @@ def test_corruption_found_by_a_run_is_a_recorded_warning(tmp_path, provider, pre
     root = tmp_path / "idx"
     ReferenceIndex(root).get_or_embed(provider, REFS)
     (ns,) = namespace_dirs(root)
-    _corrupt_truncate(ns / "vectors.faiss")
+    _corrupt_truncate(vector_file(ns))
     rows = [{"id": f"c{i}", "output": case.actual_output, "references": case.references}
             for i, case in enumerate(_cases())]
     (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")

@@ -1,27 +1,36 @@
-"""ReferenceIndex: embeddings of references and outputs in FAISS indexes on disk, reused across runs.
+"""ReferenceIndex: embeddings of references and outputs on disk, memory-mapped, reused across runs.
 
 Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` / ``EVALTASKS_INDEX_DIR``)::
 
     <provider>--<model>--<fingerprint>/
-        vectors.faiss   # faiss.IndexIDMap2(IndexFlatIP(d)); ids = content hashes of the texts
-        meta.json       # provider, model, fingerprint, dimensions, count, sha256 of vectors.faiss, versions, times
-        .lock           # filelock guarding writers
+        meta.json               # the manifest: provider, model, fingerprint, dimensions, count, the segments
+                                # (file names, count, sha256 of each file, created), truncated_ids, versions
+        seg-000001.ids.npy      # int64 ids, sorted; ids = content hashes of the texts
+        seg-000001.vectors.npy  # float32 (count, dimensions), row i is the vector of ids[i]
+        .lock                   # filelock guarding writers
 
 - Namespaces: one per (provider, model, fingerprint), so vectors of different weights never mix.
 - Content-addressed ids: the first 63 bits of sha256(text), so an identical text is embedded once ever. A
   namespace holds every text a run embeds through it: references, expected outputs and outputs (a text is a
   text: an output equal to a reference shares its vector).
-- Writes: embed outside the lock, then under the lock re-read, add what is still missing, and replace the
-  files atomically (temporary file, ``os.replace``): ``meta.json`` first, recording the state it supersedes
-  (``previous``: sha256, count, dimensions), then ``vectors.faiss``. A writer killed between the two (even
-  with ``kill -9``) leaves the previous state, which verifies and is used; temporary files it left are
-  removed by the next writer.
-- Reads take no lock: the checksum and the vectors come from one open file; a state that does not verify
-  (a writer replaced a file between our reads) is read again under the lock before it is called corrupt.
-- Corruption: a file FAISS cannot read, or whose sha256, count or dimension disagree with ``meta.json``, is
-  reported and rebuilt from scratch; it is never used for scores. Inside :func:`recording_warnings` (a run of
-  the flow: results.json ``warnings``, summary.md, the CLI's ``evaltasks: warning:`` lines) the report is
-  recorded; elsewhere it is an :class:`IndexWarning`. :meth:`ReferenceIndex.check` verifies every namespace's
+- Writes: embed outside the lock, then under the lock re-read, and write what is still missing as a new
+  segment (temporary names, fsync, rename), then replace ``meta.json`` atomically: the manifest is the commit
+  point and nothing stored is rewritten. A writer killed at any moment (even with ``kill -9``) leaves the old
+  manifest or the new one, each complete; files no manifest lists are removed by the next writer. Past
+  ``EVALTASKS_INDEX_MAX_SEGMENTS`` segments (default 32) a write merges segments (all but the largest when it
+  holds most vectors); :meth:`ReferenceIndex.compact` (``evaltasks index compact``) merges them into one.
+- Reads take no lock: they read one manifest and map the segments it lists (``np.load(mmap_mode="r")``), so
+  a warm open reads metadata only and vectors are paged in when used. A segment gone (a compaction committed
+  meanwhile) means reading the manifest again; a state that does not verify is read again under the lock
+  before it is called corrupt. Opening checks file sizes and ``.npy`` headers against the manifest, and the
+  sha256 of segments up to 64 MiB (once per process); every byte is verified on demand
+  (:meth:`ReferenceIndex.check`, ``evaltasks index verify``). Storage details: :mod:`evaltasks.index._segments`.
+- Format 1 (``vectors.faiss``, a FAISS ``IndexIDMap2(IndexFlatIP)``) is still read; the next write (or a
+  compaction) converts it.
+- Corruption: a file that cannot be read, or whose size, header, sha256, count or dimension disagree with
+  ``meta.json``, is reported and rebuilt from scratch; it is never used for scores. Inside
+  :func:`recording_warnings` (a run of the flow: results.json ``warnings``, summary.md, the CLI's
+  ``evaltasks: warning:`` lines) the report is recorded; elsewhere it is an :class:`IndexWarning`. :meth:`ReferenceIndex.check` verifies every namespace's
   files without repairing them (``evaltasks index info``). No pickle anywhere.
 - Dimensions: an API provider's namespace does not pin its vectors' dimensions (an endpoint may serve any
   model under a name), so they are compared with the stored ones before anything is stored or reused. A
@@ -42,23 +51,23 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 
-import faiss
 import numpy as np
 from filelock import FileLock
 
-from evaltasks._atomic import atomic_writer
 from evaltasks._env import env_value
 from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
+from evaltasks.index import _segments
+from evaltasks.index._blas import faiss
 
 DEFAULT_INDEX_DIR = ".evaltasks/index"
 INDEX_FILE = "vectors.faiss"
 META_FILE = "meta.json"
 LOCK_FILE = ".lock"
-FORMAT_VERSION = 1
+FORMAT_VERSION = _segments.FORMAT_VERSION
 
 
 class IndexWarning(UserWarning):
@@ -135,7 +144,8 @@ class IndexLookup:
 
 
 class _Namespace:
-    """One namespace folder: load, verify, add, save."""
+    """One namespace folder: open (memory-mapped segments), verify, add a segment, compact (see
+    :mod:`evaltasks.index._segments` for the storage)."""
 
     def __init__(self, root: Path, provider: EmbeddingProvider) -> None:
         self.provider = provider
@@ -148,37 +158,60 @@ class _Namespace:
         """The namespace's writer lock (its folder must exist)."""
         return FileLock(str(self.dir / LOCK_FILE))
 
-    def load(self, locked: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
-        """(ids int64 (n,), vectors float32 (n, d), meta). Empty arrays when absent or corrupt (warns).
+    def open(self, locked: bool = False) -> _segments.Snapshot:
+        """The committed state, its segments memory-mapped; an empty snapshot when absent or corrupt (reported).
 
-        ``locked``: the caller holds :meth:`lock`. Without it, a state that does not verify is read again
-        under the lock before it is called corrupt: a writer may have replaced the files between our reads.
+        A segment that vanished between reading the manifest and mapping it (a compaction committed meanwhile)
+        means: read the manifest again. ``locked``: the caller holds :meth:`lock`. Without it, a state that still
+        does not verify is read again under the lock before it is called corrupt.
         """
-        empty = (np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32), {})
-        if not self.index_path.exists():
-            return empty
-        try:
-            return self.read_verified()
-        except Exception as exc:  # noqa: BLE001 - any unreadable state means: re-read under the lock, or rebuild
-            error = exc
+        if not self.meta_path.exists() and not self.index_path.exists():
+            return _segments.Snapshot()
+        error: Exception | None = None
+        for _ in range(3):
+            try:
+                return self.read_verified()
+            except FileNotFoundError as exc:  # replaced by a compaction (or a format-1 conversion): read again
+                error = exc
+            except Exception as exc:  # noqa: BLE001 - any unreadable state means: re-read under the lock, or rebuild
+                error = exc
+                break
         if not locked:
             try:
                 with self.lock():
-                    return self.load(locked=True)
+                    return self.open(locked=True)
             except OSError:  # a read-only index folder: nobody can be writing it, so the state is final
                 pass
         _report(f"reference index {self.dir} is corrupt ({error}); rebuilding it")
-        return empty
+        return _segments.Snapshot()
 
-    def read_verified(self) -> tuple[np.ndarray, np.ndarray, dict]:
-        """Read and verify the namespace (checksum, index type, count, dimensions); raise when it fails.
+    def load(self, locked: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+        """(ids int64 (n,), vectors float32 (n, d), meta) read into memory (segments in manifest order). Empty
+        arrays when absent or corrupt (reported). For tools and tests: runs use :meth:`open`."""
+        snapshot = self.open(locked)
+        ids, vectors = snapshot.materialize()
+        return ids, vectors, snapshot.meta
 
-        The checksum and the vectors come from one open file, so a concurrent ``os.replace`` cannot pair
-        one file's checksum with another's content. ``meta.json`` may describe the previous state too
-        (``previous``): a writer replaces it first and ``vectors.faiss`` second, so a writer killed between
-        the two leaves the previous, complete state, which is used.
+    def read_verified(self) -> _segments.Snapshot:
+        """Read the manifest and open what it lists (format 2: map the segments, cheap checks; format 1: read
+        ``vectors.faiss`` whole and verify its checksum); raise when it fails.
+
+        Raises:
+            FileNotFoundError: a file the manifest lists is gone.
+            ValueError: anything inconsistent (and whatever FAISS raises on a bad format-1 file).
         """
-        meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        meta = _segments.read_manifest(self.dir)
+        if meta.get("format") == FORMAT_VERSION:
+            return _segments.open_segments(self.dir, meta)
+        return self._read_format1(meta)
+
+    def _read_format1(self, meta: dict) -> _segments.Snapshot:
+        """A format-1 namespace (``vectors.faiss``), verified, as one in-memory segment sorted by id.
+
+        The checksum and the vectors come from one open file, so a concurrent ``os.replace`` cannot pair one
+        file's checksum with another's content; ``meta.json`` may describe the previous state too
+        (``previous``: a format-1 writer killed between its two replacements).
+        """
         with open(self.index_path, "rb") as handle:
             digest = hashlib.sha256()
             for chunk in iter(lambda: handle.read(1 << 22), b""):
@@ -202,55 +235,98 @@ class _Namespace:
             raise ValueError("count or dimension disagrees with meta.json")
         meta = {**meta, "count": state["count"], "dimensions": state["dimensions"], "index_sha256": sha}
         meta.pop("previous", None)
-        return ids, np.ascontiguousarray(vectors, dtype=np.float32), meta
+        order = np.argsort(ids, kind="stable")
+        segment = _segments.Segment({}, ids[order], np.ascontiguousarray(vectors[order], dtype=np.float32))
+        return _segments.Snapshot(meta, [segment], legacy=True)
 
-    def save(self, ids: np.ndarray, vectors: np.ndarray, meta: dict, dimensions: int | None = None) -> None:
-        """Write the metadata then the vectors, each atomically (the caller holds the lock; ``meta`` is what
-        :meth:`load` returned under it, so it describes the files on disk)."""
-        dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[1] else int(dimensions or meta["dimensions"])
-        index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
-        if len(ids):
-            index.add_with_ids(vectors, ids)
-        data = faiss.serialize_index(index).tobytes()
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    def commit(self, base: _segments.Snapshot, new_ids: np.ndarray | None = None,
+               new_vectors: np.ndarray | None = None, *, truncated: set[int] | None = None,
+               merge: str = "auto", keep: np.ndarray | None = None, dimensions: int | None = None) -> None:
+        """Write a new state on top of ``base`` (the committed state, opened by the caller under the lock).
+
+        Args:
+            base: what :meth:`open` returned under the lock (empty to replace everything).
+            new_ids, new_vectors: int64 (m,) ids not in ``base`` and float32 (m, d) vectors, stored as a new
+                segment (sorted by id), or merged with others.
+            truncated: the ids whose texts the provider truncated (replaces the manifest's list).
+            merge: ``"auto"``: merge only past :func:`~evaltasks.index._segments.max_segments` segments (all but
+                the largest segment when it holds most vectors, else all) or when ``base`` is format 1;
+                ``"all"``: one segment (a compaction).
+            keep: bool (base.count,): the stored rows to keep (a prune); implies ``merge="all"``.
+            dimensions: the vectors' dimensions when nothing is stored or added.
+
+        The manifest is replaced last (the commit point); files it no longer lists are deleted after it.
+        """
+        dims = int(new_vectors.shape[1]) if new_vectors is not None and len(new_vectors) else \
+            int(base.dimensions or dimensions or base.meta.get("dimensions") or 0)
+        try:
+            committed: dict | None = _segments.read_manifest(self.dir)
+        except (OSError, ValueError):
+            committed = None
+        _segments.remove_unlisted(self.dir, committed if committed and committed.get("format") == FORMAT_VERSION
+                                  else None)
+        segments = list(base.segments)
+        fresh_order: np.ndarray | None = None  # the new rows sorted by id (written in blocks, not copied whole)
+        if new_ids is not None and len(new_ids):
+            fresh_order = np.argsort(new_ids, kind="stable")
+            # in arrival order: a merge sorts every row by id anyway; written alone, it is sorted block by block
+            segments.append(_segments.Segment({}, np.asarray(new_ids), np.asarray(new_vectors, dtype=np.float32)))
+        combined = _segments.Snapshot({"dimensions": dims}, segments)
+        sizes = [len(s.ids) for s in segments]
+        if keep is not None or merge == "all" or base.legacy:
+            merged = list(range(len(segments)))
+        elif len(segments) > _segments.max_segments():
+            largest = int(np.argmax(sizes))
+            merged = [i for i in range(len(segments)) if i != largest or 2 * sizes[largest] <= sum(sizes)]
+        else:
+            merged = []
+        number = _segments.next_number(self.dir, committed or {})
+        entries = [s.entry for i, s in enumerate(segments) if i not in merged and s.entry]
+        if fresh_order is not None and len(segments) - 1 not in merged:  # the new segment on its own
+            vectors = segments[-1].vectors
+            step = _segments.CHUNK_ROWS
+            blocks = (vectors[fresh_order[i : i + step]] for i in range(0, len(fresh_order), step))
+            entries.append(_segments.write_segment(self.dir, number, segments[-1].ids[fresh_order], blocks, dims))
+            number += 1
+        if merged:
+            offsets = combined.offsets()
+            rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in merged])
+            if keep is not None:
+                rows = rows[np.asarray(keep)[rows]] if len(rows) else rows
+            ids = combined.ids_at(rows)
+            order = np.argsort(ids, kind="stable")
+            if len(rows):
+                entries.append(_segments.write_segment(self.dir, number, ids[order],
+                                                       _segments.merged_chunks(combined, rows[order]), dims))
+                number += 1
+        now = _segments.now_iso()
+        meta = base.meta
         identity = {
             "namespace": self.provider.namespace, "provider": self.provider.provider,
             "model": self.provider.model_name, "fingerprint": self.provider.fingerprint,
         } if self.provider is not None else {k: meta[k] for k in ("namespace", "provider", "model", "fingerprint")}
-        # The state on disk now (as load() returned it to the caller, who holds the lock): if this writer dies
-        # between the two replacements below, the next reader verifies vectors.faiss against it.
-        previous = (
-            {k: meta[k] for k in ("index_sha256", "count", "dimensions")}
-            if self.index_path.exists() and "index_sha256" in meta else None
-        )
-        meta = {
+        cut = set(meta.get("truncated_ids", [])) if truncated is None else truncated
+        if keep is not None:  # a prune: the dropped texts' marks go with them
+            cut &= set(combined.ids_at(np.flatnonzero(np.asarray(keep))).tolist())
+        new_meta = {
             "format": FORMAT_VERSION,
             **identity,
-            "dimensions": int(dim),
-            "count": int(len(ids)),
-            "index_sha256": hashlib.sha256(data).hexdigest(),
-            "versions": _library_versions(),
+            "dimensions": dims,
+            "count": int(sum(e["count"] for e in entries)),
+            "segments": entries,
+            "next_segment": number,
+            "versions": dict(_library_versions()),
             "created": meta.get("created", now),
             "updated": now,
-            "truncated_ids": meta.get("truncated_ids", []),
-            **({"previous": previous} if previous else {}),
+            "truncated_ids": sorted(int(i) for i in cut),
         }
-        self._remove_stale_temporaries()
-        # meta.json first, vectors.faiss second: every moment in between is a verifiable state (above).
-        for path, payload in ((self.meta_path, json.dumps(meta, indent=2).encode()), (self.index_path, data)):
-            with atomic_writer(path, "wb") as handle:
-                handle.write(payload)
-
-    def _remove_stale_temporaries(self) -> None:
-        """Delete temporary files a killed writer left (only the lock holder writes here, so all are stale)."""
-        for name in (INDEX_FILE, META_FILE):
-            for stale in self.dir.glob(f".{name}.*.tmp"):
-                stale.unlink(missing_ok=True)
+        _segments.write_manifest(self.dir, new_meta)
+        _segments.remove_unlisted(self.dir, new_meta)
 
 
 class ReferenceIndex:
-    """Embeddings (references, expected outputs, outputs) persisted in FAISS indexes under ``root`` (see the
-    module docstring).
+    """Embeddings (references, expected outputs, outputs) persisted in memory-mapped segment files under
+    ``root`` (see the module docstring).
 
     Args:
         root: the index directory; created on first write.
@@ -279,14 +355,15 @@ class ReferenceIndex:
             return IndexLookup(VectorTable([], np.zeros((0, 0), np.float32)), 0, 0, np.zeros(0, dtype=bool))
         ns = _Namespace(self.root, provider)
         wanted = np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique))
-        ids, vectors, meta = ns.load()
-        stored_dim = int(vectors.shape[1]) if len(ids) else None
+        snapshot = ns.open()
+        stored_dim = snapshot.dimensions
         checks_dim = hasattr(provider, "output_dimensions")  # an API provider: its namespace does not pin them
         known = getattr(provider, "output_dimensions", None)
         if stored_dim is not None and known is not None and known != stored_dim:
             self._report_dimensions(ns, stored_dim, known)
-            ids, vectors, meta, stored_dim = ids[:0], np.zeros((0, 0), np.float32), {}, None
-        found = _lookup(ids, wanted)
+            snapshot, stored_dim = _segments.Snapshot(), None
+        meta = snapshot.meta
+        found = snapshot.find(wanted)
         missing = np.flatnonzero(found < 0)
         costs = np.zeros(len(unique))
         truncated = np.zeros(len(unique), dtype=bool)
@@ -297,9 +374,13 @@ class ReferenceIndex:
             rows = np.array([0])  # all stored, dimensions unknown: embed one text to learn them
         if len(rows):
             batch = provider.embed_batch([unique[i] for i in rows])
-            fresh = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
-            fresh[rows], costs[rows], truncated[rows], embedded[rows] = (
-                batch.vectors, batch.costs, batch.truncated, True)
+            if len(rows) == len(unique):  # every text embedded now: the provider's array, not a copy of it
+                fresh = np.ascontiguousarray(batch.vectors, dtype=np.float32)
+                costs[:], truncated[:], embedded[:] = batch.costs, batch.truncated, True
+            else:
+                fresh = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
+                fresh[rows], costs[rows], truncated[rows], embedded[rows] = (
+                    batch.vectors, batch.costs, batch.truncated, True)
             if stored_dim is not None and batch.vectors.shape[1] != stored_dim:
                 self._report_dimensions(ns, stored_dim, int(batch.vectors.shape[1]))
                 found[:] = -1  # nothing stored is usable: embed the rest too
@@ -308,19 +389,28 @@ class ReferenceIndex:
                     more = provider.embed_batch([unique[i] for i in rest])
                     fresh[rest], costs[rest], truncated[rest], embedded[rest] = (
                         more.vectors, more.costs, more.truncated, True)
+        hit = np.flatnonzero(found >= 0)
+        dim = fresh.shape[1] if fresh is not None else stored_dim or 0
+        # read before storing: a write may compact (and delete) the files mapped here
+        if fresh is not None and not len(hit) and embedded.all():
+            result = fresh
+        elif fresh is None and len(hit) == len(unique):
+            result = snapshot.gather(found)
+        else:
+            result = np.empty((len(unique), dim), dtype=np.float32)
+            if fresh is not None:
+                result[embedded] = fresh[embedded]
+            if len(hit):
+                result[hit] = snapshot.gather(found[hit])  # a probed text keeps its stored vector (same dims)
+        if len(hit):
+            cut = set(meta.get("truncated_ids", ()))
+            truncated[hit] = [int(i) in cut for i in wanted[hit]] if cut else False
         store = np.flatnonzero(embedded & (found < 0))
         if len(store):
             assert fresh is not None
-            self._store(ns, wanted[store], fresh[store], wanted[store][truncated[store]])
-        hit = np.flatnonzero(found >= 0)
-        dim = fresh.shape[1] if fresh is not None else stored_dim or 0
-        result = np.empty((len(unique), dim), dtype=np.float32)
-        if fresh is not None:
-            result[embedded] = fresh[embedded]
-        if len(hit):
-            result[hit] = vectors[found[hit]]  # a probed text keeps its stored vector (same dimensions)
-            cut = set(meta.get("truncated_ids", ()))
-            truncated[hit] = [int(i) in cut for i in wanted[hit]] if cut else False
+            every = len(store) == len(unique)  # all embedded now: no copy of the vectors
+            self._store(ns, wanted if every else wanted[store], fresh if every else fresh[store],
+                        wanted[store][truncated[store]])
         return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(store), reused=len(hit),
                            stored=found >= 0)
 
@@ -330,29 +420,27 @@ class ReferenceIndex:
                 f"{now}-dimensional ones; rebuilding it")
 
     def _store(self, ns: _Namespace, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray) -> None:
+        """Add the vectors of ``new_ids`` not stored yet as a new segment (under the lock; nothing stored is
+        rewritten unless the namespace passes its segment limit or is of format 1)."""
         ns.dir.mkdir(parents=True, exist_ok=True)
         with ns.lock():
-            ids, vectors, meta = ns.load(locked=True)  # re-read: another writer may have added texts meanwhile
-            if len(ids) and vectors.shape[1] != new_vectors.shape[1]:  # of other dimensions: replaced
-                ids, vectors = ids[:0], np.zeros((0, new_vectors.shape[1]), np.float32)
-                meta["truncated_ids"] = []
-            keep = _lookup(ids, new_ids) < 0
+            base = ns.open(locked=True)  # re-read: another writer may have added texts meanwhile
+            cut = set(base.meta.get("truncated_ids", []))
+            if base.count and base.dimensions != new_vectors.shape[1]:  # of other dimensions: replaced
+                base, cut = _segments.Snapshot({k: v for k, v in base.meta.items() if k == "created"}), set()
+            keep = base.find(new_ids) < 0
             if not keep.any():
                 return
-            if len(ids):
-                ids = np.concatenate([ids, new_ids[keep]])
-                vectors = np.concatenate([vectors, new_vectors[keep]])
-            else:
-                ids, vectors = new_ids[keep], new_vectors[keep]
-            meta["truncated_ids"] = sorted(set(meta.get("truncated_ids", [])) | {int(i) for i in truncated_ids})
-            ns.save(ids, np.ascontiguousarray(vectors, dtype=np.float32), meta)
+            if not keep.all():  # another writer stored some meanwhile
+                new_ids, new_vectors = new_ids[keep], new_vectors[keep]
+            ns.commit(base, new_ids, new_vectors, truncated=cut | {int(i) for i in truncated_ids})
 
     def missing_texts(self, provider: EmbeddingProvider, texts: Sequence[str]) -> list[str]:
         """The unique ``texts`` not yet in the index (what a run would have to embed); reads the namespace
         once and embeds nothing (a local provider's namespace hashes its model files; a model on disk is not loaded)."""
         unique = list(dict.fromkeys(texts))
-        ids, _, _ = _Namespace(self.root, provider).load()
-        found = _lookup(ids, np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique)))
+        snapshot = _Namespace(self.root, provider).open()
+        found = snapshot.find(np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique)))
         return [unique[i] for i in np.flatnonzero(found < 0)]
 
     def prune(self, keep: dict[str, Sequence[str]]) -> dict[str, int]:
@@ -366,19 +454,51 @@ class ReferenceIndex:
         for namespace in [m.get("namespace") for m in self.info() if m.get("namespace")]:
             texts = keep.get(namespace, ())
             ns = self._namespace_by_name(namespace)
-            if ns is None or not ns.index_path.exists():
+            if ns is None:
                 continue
             wanted = np.fromiter((text_id(t) for t in dict.fromkeys(texts)), dtype=np.int64)
             with ns.lock():
-                ids, vectors, meta = ns.load(locked=True)
-                keep_rows = np.isin(ids, wanted)
+                base = ns.open(locked=True)
+                if not base.meta:
+                    continue
+                keep_rows = np.zeros(base.count, dtype=bool)
+                if len(wanted):
+                    rows = base.find(wanted)
+                    keep_rows[rows[rows >= 0]] = True
                 dropped[namespace] = int((~keep_rows).sum())
-                if dropped[namespace]:
-                    kept_ids = set(ids[keep_rows].tolist())
-                    meta["truncated_ids"] = [i for i in meta.get("truncated_ids", []) if i in kept_ids]
-                    ns.save(ids[keep_rows], np.ascontiguousarray(vectors[keep_rows]), meta,
-                            dimensions=vectors.shape[1] if vectors.ndim == 2 else None)
+                if dropped[namespace]:  # a compaction that filters: the kept rows become one segment
+                    ns.commit(base, keep=keep_rows)
         return dropped
+
+    def compact(self, namespace: str | None = None) -> dict[str, tuple[int, int]]:
+        """Merge each namespace's segments into one sorted segment (a format-1 namespace is converted), under
+        its writer lock; the old files are deleted once the new manifest is committed. Readers keep working
+        meanwhile (a reader that finds a segment gone reads the manifest again).
+
+        Args:
+            namespace: only this namespace (its namespace string); None: all.
+
+        Returns:
+            namespace -> (segments before, segments after); before is 0 for a format-1 namespace (converted); a
+            namespace already in one segment is left as is.
+        """
+        done: dict[str, tuple[int, int]] = {}
+        for name in [m.get("namespace") for m in self.info() if m.get("namespace")]:
+            if namespace is not None and name != namespace:
+                continue
+            ns = self._namespace_by_name(name)
+            if ns is None:
+                continue
+            with ns.lock():
+                base = ns.open(locked=True)
+                if not base.meta:
+                    continue
+                before = 0 if base.legacy else len(base.segments)
+                if before > 1 or base.legacy:
+                    ns.commit(base, merge="all")
+                after = len(_segments.read_manifest(ns.dir).get("segments", []))
+                done[name] = (before, after)
+        return done
 
     def _namespace_by_name(self, namespace: str) -> _Namespace | None:
         for meta in self.info():
@@ -391,19 +511,22 @@ class ReferenceIndex:
         return None
 
     def check(self) -> list[dict]:
-        """Verify every namespace's files without reading them into FAISS or repairing anything.
+        """Verify every namespace's files, every byte, without repairing anything (``evaltasks index info`` and
+        ``evaltasks index verify``).
 
-        Returns one dict per namespace folder (one holding ``meta.json`` or ``vectors.faiss``): its metadata,
-        ``path``, and ``problems`` (empty when healthy): ``meta.json`` missing or unreadable, ``vectors.faiss``
-        missing, a size other than the one ``count`` × ``dimensions`` make (bytes: the empty index's header
-        plus 4 × dimensions + 8 per vector), or a sha256 other than ``meta.json`` records. The state a killed
-        writer left (``previous`` in ``meta.json``) counts as healthy, as it does for runs.
+        Returns one dict per namespace folder (one holding ``meta.json``, segments or ``vectors.faiss``): its metadata,
+        ``path``, and ``problems`` (empty when healthy): ``meta.json`` missing or unreadable; for each segment
+        file: missing, a size other than its ``.npy`` header plus count × dimensions make, a sha256 other than
+        ``meta.json`` records, a header of another shape or dtype; segment counts not adding up. A format-1
+        namespace: ``vectors.faiss`` missing, of another size (the empty index's header plus 4 × dimensions + 8
+        per vector) or sha256; the state a killed format-1 writer left (``previous``) counts as healthy.
         """
         if not self.root.exists():
             return []
         out = []
         for folder in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            if not (folder / META_FILE).exists() and not (folder / INDEX_FILE).exists():
+            segmented = any(folder.glob("seg-*.npy"))
+            if not (folder / META_FILE).exists() and not (folder / INDEX_FILE).exists() and not segmented:
                 continue  # e.g. sets/ (reference-set searches)
             entry: dict = {"path": str(folder)}
             problems: list[str] = []
@@ -419,7 +542,11 @@ class ReferenceIndex:
                 problems.append(f"{META_FILE} is unreadable ({exc})")
                 meta = None
             index_path = folder / INDEX_FILE
-            if not index_path.exists():
+            if meta is not None and meta.get("format") == FORMAT_VERSION:
+                problems += _segments.verify_namespace(folder, meta)
+            elif meta is None and segmented:
+                pass  # segment files without a manifest: nothing to check them against
+            elif not index_path.exists():
                 problems.append(f"{INDEX_FILE} is missing")
             elif meta is not None:
                 problems += _check_files(index_path, meta)
@@ -465,8 +592,10 @@ def _check_files(index_path: Path, meta: dict) -> list[str]:
     return []
 
 
+@lru_cache(maxsize=1)
 def _library_versions() -> dict[str, str]:
-    """Versions of the libraries that shaped the stored vectors and the file format."""
+    """Versions of the libraries that shaped the stored vectors and the file format (read once per process:
+    looking them up costs ~0.1 s, which a write of one text would otherwise pay)."""
     from importlib import metadata
 
     versions = {"evaltasks": __version__, "faiss": faiss.__version__, "numpy": np.__version__}
