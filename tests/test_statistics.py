@@ -492,3 +492,21 @@ def test_gate_message_names_the_verdict() -> None:
     assert gate_passed(result, 0.5, comparison=None, fail_on="regression") is True
     with pytest.raises(ValueError, match="fail_on"):
         gate_passed(result, 0.5, fail_on="sometimes")
+
+
+def test_float_noise_in_an_unchanged_score_is_no_change() -> None:
+    """An unchanged output embedded again in another batch scores ~6e-8 lower; the exact sign-flip test must
+    read it as unchanged (else 5 drops and 1 'drop' of 6e-8 give p = 0.031 instead of 0.0625: a verdict that
+    depends on the cache state)."""
+    from evaltasks.engine import statistics
+
+    base = np.array([0.9, 0.8, 0.95, 0.85, 0.9, 0.7])
+    drops = np.array([-0.5, -0.4, -0.6, -0.45, -0.55])
+    p_unchanged = statistics.paired_p_value(base, base + np.append(drops, 0.0))
+    noisy = statistics.paired_p_value(base, base + np.append(drops, -5.96e-8))
+    assert p_unchanged is not None and noisy is not None
+    assert p_unchanged == (pytest.approx(2 / 2**5), "sign-flip permutation")  # 5 units that moved, all down
+    assert noisy == p_unchanged
+    # a real change of 1e-5 is still a change
+    moved = statistics.paired_p_value(base, base + np.append(drops, -1e-5))
+    assert moved is not None and moved[0] == pytest.approx(2 / 2**6)
