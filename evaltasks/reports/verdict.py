@@ -87,7 +87,8 @@ def verdict_line(
         return f"{status}: no case was evaluated (all {summary.cases} skipped)"
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
     tested = comparison is not None and (
-        comparison.pass_rate_test is not None or comparison.paired_cases > 0 or any(
+        comparison.pass_rate_test is not None or comparison.paired_cases > 0
+        or comparison.verdict != "no significant change" or any(
             m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics))
     unpaired = tested and comparison is not None and comparison.paired_cases == 0  # no case id in common
     if comparison is not None and comparison.pass_rate_delta is not None and not unpaired:
