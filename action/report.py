@@ -12,7 +12,7 @@ and writes:
   ``pull-request.json`` in the output directory (for the ``workflow_run`` pattern on forks);
 - outputs ``passed``, ``pass-rate``, ``results-path``, ``summary-path``, ``regressed``, ``verdict``
   (:func:`verdict_output`), ``exit-code``;
-- ``::error`` for a failed gate, ``::error``/``::warning`` for regressions (error when the gate failed too; each
+- ``::error`` for a failed gate (results.json ``gate.message``: the gate's own reason), ``::error``/``::warning`` for regressions (error when the gate failed too; each
   names its p-value, as ``comparison.regressions`` words it),
   ``::warning`` for skipped metrics, ``::notice`` for notices (data files outside the suite's directory) and
   when there was no baseline.
@@ -105,7 +105,54 @@ def _write_comment(env: dict[str, str], output_dir: Path, body: str) -> None:
 
 
 def main() -> int:
-    """Write the summary, comment body, outputs and annotations; always 0 (the gate is applied later)."""
+    """Write the summary, comment body, outputs and annotations; always 0 (the gate is applied later): when the
+    report itself cannot be written (a bug, an unreadable results.json), a minimal summary and comment say where the
+    full report is, and a ``::warning`` names the error."""
+    try:
+        return _report()
+    except Exception as exc:  # noqa: BLE001 - the report step must never fail the job (the gate step decides)
+        import traceback
+
+        traceback.print_exc()
+        env = os.environ
+        output_dir = Path(env.get("OUTPUT_DIR", "."))
+        suite_id = env.get("SUITE_ID", "suite")
+        annotate("warning", f"evaltasks could not write its report ({type(exc).__name__}: {exc}); the full report "
+                 f"is in {output_dir} (results.json, summary.md) in the workflow artifact.", title="evaltasks")
+        url = run_url()
+        text = (f"# evaltasks\n\n⚠️ The report could not be written here. The full report is in the workflow "
+                f"artifact (results.json, summary.md){f': [workflow run]({url})' if url else ''}.\n")
+        try:
+            _fallback_outputs(env, output_dir / "results.json")
+            append_summary(text)
+            if env.get("COMMENT_BODY_FILE"):
+                _write_comment(dict(env), output_dir, f"{marker(suite_id)}\n{text}")
+        except Exception as again:  # noqa: BLE001
+            annotate("warning", f"evaltasks could not write even a minimal report: {again}", title="evaltasks")
+        return 0
+
+
+def _fallback_outputs(env: os._Environ[str] | dict[str, str], results_path: Path) -> None:
+    """The step outputs when the report failed: read from results.json where it parses, else from the exit code
+    (``passed`` true for exit 0)."""
+    try:
+        doc = json.loads(results_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = None
+    gate = doc.get("gate") if isinstance(doc, dict) and isinstance(doc.get("gate"), dict) else {}
+    rate = gate.get("pass_rate")
+    comparison = doc.get("comparison") if isinstance(doc, dict) else None
+    set_output("exit-code", env.get("EXIT_CODE", "").strip() or "3")
+    set_output("passed", "true" if (doc.get("passed") if isinstance(doc, dict) else env.get("EXIT_CODE") == "0")
+               else "false")
+    set_output("pass-rate", f"{rate:.6f}" if isinstance(rate, (int, float)) else "")
+    set_output("regressed", "true" if isinstance(comparison, dict) and comparison.get("regressed") else "false")
+    set_output("verdict", verdict_output(doc) if isinstance(doc, dict) else "")
+    set_output("results-path", str(results_path) if doc is not None else "")
+
+
+def _report() -> int:
+    """:func:`main`'s work (may raise)."""
     from evaltasks.compare import Comparison
     from evaltasks.reports.markdown import render_summary_markdown
     from evaltasks.results import EvaluationSummary, TestCaseResult, budget_message
@@ -178,9 +225,13 @@ def main() -> int:
     if not passed:
         shown = "n/a" if rate is None else f"{rate:.2%}"
         stopped = budget_message(summary)
-        annotate("error", f"Gate failed: {stopped}" if stopped else
-                 f"Gate failed: pass rate {shown} below {float(gate.get('min_pass_rate', 1)):.2%}",
-                 title=f"evaltasks: {suite}")
+        reason = str(gate.get("message") or "")  # the gate's own reason (run.gate_message), e.g. a regression
+        if reason:
+            text = "Gate failed: " + reason.removeprefix("gate failed: ")
+        else:  # a results.json from an evaltasks before gate.message
+            text = (f"Gate failed: {stopped}" if stopped else
+                    f"Gate failed: pass rate {shown} below {float(gate.get('min_pass_rate', 1)):.2%}")
+        annotate("error", text, title=f"evaltasks: {suite}")
     for regression in (comparison.regressions if comparison else [])[:10]:
         annotate("error" if not passed else "warning", f"Regression since the baseline: {regression}",
                  title=f"evaltasks: {suite}")

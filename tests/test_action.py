@@ -882,3 +882,94 @@ def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_in
                                 api_url=prefect_api_url)
     assert code == 1 and explicit["steps"]["run"]["outputs"]["exit-code"] == "2", explicit["log"][-4000:]
     assert "ws/broken\\.json, line 1\\: baseline is not JSON" in explicit["summary"]
+
+
+# --- a newcomer's findings: hundreds of metrics, the gate's own reason, a report that cannot be written ----------
+
+def _many_metric_results(out: Path, base_dir: Path, metrics: int = 400, cases: int = 10, failing: int = 6) -> Path:
+    """A suite of ``metrics`` metrics of long names over ``cases`` cases, ``failing`` of them newly failing every
+    metric against a baseline where all passed (built through the API, as ``evaltasks run`` writes them)."""
+    names = {f"metric_number_{i:03d}_with_a_name_that_is_long_enough_to_matter": 0.5 for i in range(metrics)}
+
+    def run(scores: list[float]) -> list[TestCaseResult]:
+        return [TestCaseResult.from_metrics(f"c{i}", f"Q{i}", "Paris" if s else "London", [
+            MetricResult.scored(n, s, 0.5, "Found the keyword." if s else "Missing keyword: Paris.", {})
+            for n in names], expected_output="Paris") for i, s in enumerate(scores)]
+
+    def write(directory: Path, results: list[TestCaseResult], baseline: dict | None) -> Path:
+        summary = summarize(results, names)
+        passed = summary.pass_rate >= 0.5
+        comparison = compare_results(baseline, summary, results, tolerance=0.01, label="main") if baseline else None
+        header = {"schema_version": 2, "suite": "many", "passed": passed,
+                  "gate": {"min_pass_rate": 0.5, "allow_errors": False, "pass_rate": summary.pass_rate,
+                           "fail_on": "min_pass_rate", "message": None if passed else
+                           f"gate failed: pass rate {summary.pass_rate:.2%} below 50.00%"}}
+        write_reports(directory, EvaluationResult(test_results=results, summary=summary), header, passed=passed,
+                      min_pass_rate=0.5, comparison=comparison)
+        return directory / "results.json"
+
+    baseline = json.loads(write(base_dir, run([1.0] * cases), None).read_text())
+    return write(out, run([0.0] * failing + [1.0] * (cases - failing)), baseline)
+
+
+def test_a_suite_of_400_metrics_gets_a_comment_outputs_and_annotations(tmp_path: Path) -> None:
+    """400 metrics, 10 cases, 6 newly failing: the fixed part of the report once exceeded the comment's limit and
+    report.py died (exit 1, no comment.md, no outputs). Now metric rows and changed cases are cut, each changed
+    case names its first changed metrics only, and everything is written."""
+    report = _import("report")
+    out = tmp_path / "results"
+    _many_metric_results(out, tmp_path / "base")
+    env = _report_env(tmp_path, out, _pr_event(tmp_path), None, EXIT_CODE="1")
+    proc = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outputs = _outputs(env)
+    assert (outputs["passed"], outputs["pass-rate"], outputs["regressed"]) == ("false", "0.400000", "true")
+    assert "::error title=evaltasks%3A many::Gate failed: pass rate 40.00%25 below 50.00%25" in proc.stdout
+    for text in (Path(env["COMMENT_BODY_FILE"]).read_text(encoding="utf-8"), (out / "comment.md").read_text()):
+        assert report.utf16_units(text) <= 65536
+        lines = text.splitlines()
+        assert lines[0] == MARKER and lines[3].startswith("❌ **FAILED**: pass rate 40.00% (−60.00 points since")
+        assert "6 cases newly failing" in lines[3]
+        assert text.count("- 🔻 **newly failing: c") >= 2 and "… 395 more metrics in results.json" in text
+        assert "Truncated:" in text and "The full report is in the job summary and the workflow artifact." in text
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert summary.count("- 🔻 **newly failing: c") == 6 and len(summary.encode()) <= report.SUMMARY_MAX_BYTES
+
+
+def test_a_gate_failed_on_regression_is_annotated_with_the_gates_own_reason(tmp_path: Path) -> None:
+    """``fail_on: regression`` with a pass rate above min_pass_rate: the annotation says why the gate failed
+    (results.json ``gate.message``), not "pass rate … below …", which was false."""
+    out = tmp_path / "results"
+    results = _write_results(out, [_case(i, 0.9 if i else 0.2) for i in range(6)], min_pass_rate=0.1)
+    doc = json.loads(results.read_text())
+    reason = "regressed since the baseline: pass rate 100.00% → 83.33% (-16.67 points, p = 0.0312)"
+    doc["passed"] = False
+    doc["gate"].update(fail_on="regression", message=f"gate failed: {reason}")
+    results.write_text(json.dumps(doc))
+    env = _report_env(tmp_path, out, _pr_event(tmp_path), None, EXIT_CODE="1")
+    proc = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("::error")]
+    assert errors == ["::error title=evaltasks%3A quickstart::Gate failed: regressed since the baseline: pass rate "
+                      "100.00%25 → 83.33%25 (-16.67 points, p = 0.0312)"]
+    assert "below" not in proc.stdout
+
+
+def test_a_report_that_cannot_be_written_still_exits_0_with_a_minimal_body(tmp_path: Path) -> None:
+    """report.py promises exit 0 (the gate step decides): a results.json it cannot render (here a summary of the
+    wrong shape) gives a ::warning naming the error, a short summary and comment pointing at the artifact, and the
+    outputs read from what parses."""
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps({"suite": "q", "passed": False, "summary": {"cases": "many"},
+                                                  "gate": {"pass_rate": 0.25}}))
+    env = _report_env(tmp_path, out, _pr_event(tmp_path), None, EXIT_CODE="1")
+    proc = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "::warning title=evaltasks::evaltasks could not write its report (ValidationError" in proc.stdout
+    body = Path(env["COMMENT_BODY_FILE"]).read_text(encoding="utf-8")
+    assert body.startswith(MARKER + "\n# evaltasks\n") and "full report is in the workflow artifact" in body
+    assert (out / "comment.md").read_text(encoding="utf-8") == body
+    assert "The report could not be written here." in Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    outputs = _outputs(env)
+    assert (outputs["passed"], outputs["pass-rate"], outputs["exit-code"]) == ("false", "0.250000", "1")

@@ -143,8 +143,10 @@ def test_fit_sections_drops_rows_of_the_least_important_section_first() -> None:
     omitted = int(text.split("Truncated: ")[1].split(" ")[0])
     assert kept + omitted == 100 and kept > 0
     assert len(fit_sections(sections, 200, size=lambda s: len(s.encode("utf-16-le")) // 2)) <= 200
-    with pytest.raises(ValueError, match="fixed part"):
-        fit_sections(sections, 5)
+    # not even the fixed lines fit: the first lines (title, verdict) and a note, cut by characters if need be
+    note = "# title\n\n> ⚠️ Truncated: the report is too large to show here.\n"
+    assert fit_sections(sections, len(note)) == note
+    assert fit_sections(sections, 5) == "# tit"
 
 
 # --- skipped metrics and the gate -----------------------------------------------------------------------------

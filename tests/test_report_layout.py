@@ -94,9 +94,9 @@ class _Reader(HTMLParser):
             self._code_lang = a.get("lang") or ""
         elif tag == "code" and self._code_lang is not None and not self._code_lang:
             self._code_lang = (a.get("class") or "").removeprefix("language-")
-        if tag in ("h1", "h2", "p", "ul", "table", "details", "pre", "blockquote") and not self._stack:
+        if tag in ("h1", "h2", "h3", "p", "ul", "table", "details", "pre", "blockquote") and not self._stack:
             self._text = []
-        if tag in ("h1", "h2", "p", "ul", "table", "details", "pre", "blockquote", "li"):
+        if tag in ("h1", "h2", "h3", "p", "ul", "table", "details", "pre", "blockquote", "li"):
             self._stack.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
@@ -107,7 +107,7 @@ class _Reader(HTMLParser):
         if tag == "pre":
             self.code.append((self._code_lang or "", "".join(self._text)))
             self._code_lang = None
-        if tag in ("h1", "h2", "p", "ul", "table", "details", "pre", "blockquote", "li") and self._stack:
+        if tag in ("h1", "h2", "h3", "p", "ul", "table", "details", "pre", "blockquote", "li") and self._stack:
             self._stack.pop()
             if not self._stack or (self._stack == ["details"] and tag != "li"):
                 self.blocks.append((tag, "".join(self._text).strip()))
@@ -480,3 +480,107 @@ def test_action_comment_with_a_baseline_survives_the_fork_sanitiser_as_it_reads(
     from test_action import _github_html
 
     assert _seen(_github_html(sanitized)) == _seen(_github_html(comment))
+
+
+# --- a newcomer's findings: no common case, markers, labels, Prefect's flavour, a limit nothing fits -----------------
+
+def _results_doc(root: Path, cases: list[TestCaseResult], thresholds: dict[str, float]) -> dict:
+    """``cases`` written as a results.json under ``root`` (through write_reports) and read back (a baseline)."""
+    summary = summarize(cases, thresholds)
+    write_reports(root, EvaluationResult(test_results=cases, summary=summary), {"schema_version": 2, "suite": "s"},
+                  passed=True, min_pass_rate=0.5)
+    return load_baseline(root / "results.json")
+
+
+def _cases(prefix: str, scores: list[float]) -> list[TestCaseResult]:
+    return [TestCaseResult.from_metrics(f"{prefix}{i}", f"question {prefix}{i}", f"answer {i}",
+                                        [MetricResult.scored("M", s, 0.5, "r", {})]) for i, s in enumerate(scores)]
+
+
+def test_a_baseline_with_no_case_in_common_claims_no_change_and_no_regression_marker(tmp_path: Path) -> None:
+    """No case id in both runs: the comparison is inconclusive, so the verdict line claims no change since the
+    baseline; the "all cases" Δ carries no 🔻 (🔻 marks regressions only) and the pass rate that failed the gate
+    its ❌."""
+    base = _results_doc(tmp_path / "base", _cases("b", [0.9] * 4), {"M": 0.5})
+    current = _cases("c", [0.9, 0.1, 0.1, 0.1])
+    summary = summarize(current, {"M": 0.5})
+    comparison = compare_results(base, summary, current, tolerance=0.01, label="main")
+    assert comparison.paired_cases == 0 and comparison.verdict == "inconclusive"
+    line = verdict_line(summary, passed=False, min_pass_rate=0.5, comparison=comparison)
+    assert line == "FAILED: pass rate 25.00% (1 of 4 cases), gate 50.00%; inconclusive: no case is in both runs"
+    reader = read(render_summary_markdown("s", summary, current, passed=False, min_pass_rate=0.5,
+                                          comparison=comparison))
+    assert reader.blocks[1][1] == "❌ " + line
+    overall, metric = reader.tables[0][1], reader.tables[0][2]
+    assert overall[1][1][0] == "❌ 25.00%" and overall[2][1] == ["-75.00 pt"]
+    assert metric[2][1] == ["-75.00 pt"] and metric[5][1] == ["❔ inconclusive"]
+    assert "🔻" not in json.dumps(reader.tables)
+
+
+def test_a_failed_gate_on_regression_alone_puts_no_cross_on_the_pass_rate(runs: dict[str, Path]) -> None:
+    """❌ marks the pass rate only when it is below the gate's min_pass_rate and the gate checks it (not
+    ``fail_on: regression``); a pass-rate drop whose test did not regress gets no 🔻 either way."""
+    doc = json.loads((runs["current"] / "results.json").read_text(encoding="utf-8"))
+    from evaltasks.compare import Comparison
+    from evaltasks.results import EvaluationSummary
+
+    summary = EvaluationSummary.model_validate(doc["summary"])
+    cases = [TestCaseResult.model_validate(c) for c in doc["cases"]]
+    comparison = Comparison.model_validate(doc["comparison"])
+    kw = dict(passed=False, min_pass_rate=0.75, comparison=comparison)
+    assert comparison.pass_rate_test is not None and comparison.pass_rate_test.verdict != "regressed"
+    row = read(render_summary_markdown("d", summary, cases, **kw)).tables[0][1]
+    assert row[1][1][0] == "❌ 58.33%" and row[2][1][0] == "-41.67 pt"
+    row = read(render_summary_markdown("d", summary, cases, fail_on="regression", **kw)).tables[0][1]
+    assert row[1][1][0] == "58.33%" and row[2][1][0] == "-41.67 pt"
+
+
+def test_changed_and_worst_cases_label_the_reference_they_are_judged_against(runs: dict[str, Path]) -> None:
+    md = (runs["current"] / "summary.md").read_text(encoding="utf-8")
+    assert "  - reference: Paris is the capital\\." in md and "  - expected:" not in md  # escaped: data
+    assert md.count("  - question: ") >= CHANGES_OPEN
+
+
+def test_the_prefect_flavour_has_no_details_and_puts_the_rest_under_more(runs: dict[str, Path]) -> None:
+    """charts="text" (Prefect's UI shows ``<details>`` open): no ``<details>``; after the metric table one
+    "## More" with the more changed cases (once), worst cases, distributions and statistics under ###
+    headings; GitHub's flavour up to its first ``<details>`` is the same text as Prefect's up to "More"."""
+    doc = json.loads((runs["current"] / "results.json").read_text(encoding="utf-8"))
+    from evaltasks.compare import Comparison
+    from evaltasks.results import EvaluationSummary
+
+    summary = EvaluationSummary.model_validate(doc["summary"])
+    cases = [TestCaseResult.model_validate(c) for c in doc["cases"]]
+    comparison = Comparison.model_validate(doc["comparison"])
+    kw = dict(passed=False, min_pass_rate=0.75, comparison=comparison)
+    text = render_summary_markdown("demo", summary, cases, charts="text", **kw)
+    github = render_summary_markdown("demo", summary, cases, **kw)
+    reader = read(text)
+    assert "<details" not in text and reader.summaries == []
+    headings = [(tag, t) for tag, t in reader.blocks if tag in ("h2", "h3")]
+    changed = len({c.case_id for c in comparison.changes})
+    assert changed == CHANGES_OPEN + 1
+    assert headings[:4] == [("h2", "Cases that changed"), ("h2", "Metrics"), ("h2", "More"),
+                            ("h3", "1 more changed case")]
+    assert [t.split(" (")[0] for tag, t in headings[4:]] == [
+        "Worst cases", "Score distributions", "Statistics, counts and embeddings"]
+    items = sum(text.count(f"- {icon} **") for icon in ("🔻", "🆕", "➖", "🟢"))
+    assert items == changed  # each changed case once
+    # the open part is the same as GitHub's, the folded changed cases moved below the table
+    opened = github[:github.index("<details>")]
+    assert text.startswith(opened)
+
+
+def test_a_limit_that_not_even_the_fixed_part_fits_keeps_the_verdict_and_a_note() -> None:
+    """Hundreds of metrics under a small limit: the report is cut to the title, the verdict and a note where the
+    full report is (it used to raise ValueError)."""
+    names = {f"metric_{i:03d}_with_a_name_that_is_long_enough_to_matter": 0.5 for i in range(400)}
+    cases = [TestCaseResult.from_metrics(f"c{i}", f"Q{i}", "London", [MetricResult.scored(n, 0.0, 0.5, "r", {})
+                                                                      for n in names]) for i in range(3)]
+    summary = summarize(cases, names)
+    text = render_summary_markdown("many", summary, cases, passed=False, min_pass_rate=0.5, max_size=300,
+                                   truncation_note="See results.json.")
+    assert len(text) <= 300
+    assert text.startswith("# evaltasks: many\n\n❌ **FAILED**: pass rate 0.00% (0 of 3 cases), gate 50.00%\n")
+    assert "Truncated: the report is too large to show here. See results.json." in text
+    assert len(render_summary_markdown("many", summary, cases, passed=False, min_pass_rate=0.5, max_size=20)) <= 20

@@ -102,3 +102,27 @@ def test_terminal_page_keeps_text_and_colours(capture: ModuleType) -> None:
     assert "#ff0000" in page.lower() or "#cd0000" in page.lower()  # xterm's red, bold or not
     assert '<div class="bar">$ evaltasks run</div>' in page and '<div class="bar">at the end</div>' in page
     assert page.count("<pre") == 2 and "data-size" in page
+
+
+LATE_PAGE = """<!doctype html><html><body><p>description only</p>
+<script>setTimeout(() => {{ document.body.insertAdjacentHTML("beforeend", "<h1>Cases: 7 passed</h1>"); }}, {delay});
+</script></body></html>"""
+
+
+@pytest.mark.skipif(__import__("shutil").which("chromium") is None, reason="needs chromium on PATH")
+def test_a_page_is_shot_only_once_it_has_rendered_and_a_page_that_never_does_fails(capture: ModuleType,
+                                                                                    tmp_path: Path) -> None:
+    """Real headless Chromium on a page whose text appears after 3 s of (virtual) time, as Prefect's UI renders
+    late on a busy machine: a 1 s budget shows only the description, so it is doubled until the text is there (4 s)
+    and only then shot; a page whose text never appears gives no screenshot and an error naming it."""
+    late = tmp_path / "late.html"
+    late.write_text(LATE_PAGE.format(delay=3000))
+    shot = tmp_path / "late.png"
+    budget = capture.rendered_screenshot(late.as_uri(), shot, (400, 300), "Cases: 7 passed", 1000, name="late page")
+    assert budget == 4000 and shot.read_bytes().startswith(b"\x89PNG")
+    never = tmp_path / "never.html"
+    never.write_text(LATE_PAGE.format(delay=600000))
+    with pytest.raises(capture.CaptureError, match=r"^the Prefect summary artifact page did not render 'Cases: 7"):
+        capture.rendered_screenshot(never.as_uri(), tmp_path / "never.png", (400, 300), "Cases: 7 passed", 500,
+                                    name="the Prefect summary artifact page")
+    assert not (tmp_path / "never.png").exists()

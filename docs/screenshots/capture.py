@@ -23,7 +23,10 @@ What it does, all on this machine (no network; Chromium, npm's cache and the loc
    the run, :meth:`PtyCapture.offset_at`, and the final one), each at most
    :data:`MAX_PNG_BYTES` where it can be (reduced to 256 colours by Pillow when it is installed).
 
-Exit status 0 when every screenshot was written; 1 with a message naming the step that failed. Needs
+The Prefect pages are shot only once they have rendered (:func:`rendered_screenshot`: their text must be in the
+DOM, the virtual-time budget doubled up to 3 tries), so a busy machine cannot leave an empty screenshot.
+
+Exit status 0 when every screenshot was written; 1 with a message naming the step (or page) that failed. Needs
 ``chromium`` (Debian's package) on ``PATH``.
 """
 
@@ -489,6 +492,32 @@ def screenshot(url: str, path: Path, size: tuple[int, int], budget_ms: int = 100
         reduce_png(path)
 
 
+RENDER_TRIES = 3
+"""Budgets tried by :func:`rendered_screenshot` (each twice the one before) before it gives up on a page."""
+
+
+def rendered_screenshot(url: str, path: Path, size: tuple[int, int], expect: str, budget_ms: int = 10000,
+                        name: str = "") -> int:
+    """:func:`screenshot` of a page that renders itself (Prefect's single-page UI), taken only once it has rendered:
+    first ``--dump-dom`` with the same ``--virtual-time-budget`` must contain ``expect`` (its text, runs of
+    whitespace as one space); else the budget is doubled, up to :data:`RENDER_TRIES` tries in all. On a busy
+    machine the UI may not have rendered within the budget (the artifact page showed only its description), and a
+    screenshot of it would be empty. Returns the budget used; raises CaptureError naming the page (``name``, else
+    ``url``) when it never rendered."""
+    wanted = " ".join(expect.split())
+    budget = budget_ms
+    for _ in range(RENDER_TRIES):
+        dom = _chromium_run([f"--window-size={size[0]},{min(size[1], MAX_HEIGHT_PX)}", "--dump-dom", url], budget)
+        shown = re.sub(r"(?is)<(script|style|template)\b.*?</\1\s*>", " ", dom)  # code is not what a page shows
+        text = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", shown)).split())
+        if wanted in text:
+            screenshot(url, path, size, budget)
+            return budget
+        budget *= 2
+    raise CaptureError(f"{name or url} did not render {wanted[:80]!r} within a virtual-time budget of "
+                       f"{budget // 2} ms ({RENDER_TRIES} tries from {budget_ms} ms); no screenshot taken")
+
+
 def reduce_png(path: Path) -> None:
     """Rewrite the PNG at ``path`` with a 256-colour palette when that is smaller (Pillow, where installed: it is
     not a dependency of evaltasks; without it the PNG stays as Chromium wrote it)."""
@@ -690,12 +719,17 @@ def capture(out: Path, workdir: Path) -> dict[str, float]:
 
         ui = api_url.removesuffix("/api")  # Prefect 3.9 serves its V1 UI here (V2 under /v2)
         flow_run = newest_flow_run(api_url)
-        screenshot(f"{ui}/runs/flow-run/{flow_run['id']}", out / "prefect-flow-run.png", PREFECT_WINDOW, 20000)
+        # each Prefect page is shot once it shows what it is for: the run's name, the artifact's "Cases:" line
+        rendered_screenshot(f"{ui}/runs/flow-run/{flow_run['id']}", out / "prefect-flow-run.png", PREFECT_WINDOW,
+                            flow_run["name"], 20000, name="the Prefect flow run page")
         artifact = summary_artifact(api_url, flow_run["id"])
         if artifact is None:
             raise CaptureError(f"flow run {flow_run['name']} has no markdown artifact")
-        screenshot(f"{ui}/artifacts/artifact/{artifact['id']}", out / "prefect-artifact.png",
-                   PREFECT_ARTIFACT_WINDOW, 20000)
+        cases_line = next((line for line in str(artifact.get("data") or "").splitlines()
+                           if line.startswith("Cases: ")), "Cases that changed")
+        rendered_screenshot(f"{ui}/artifacts/artifact/{artifact['id']}", out / "prefect-artifact.png",
+                            PREFECT_ARTIFACT_WINDOW, cases_line.split(";")[0], 20000,
+                            name="the Prefect summary artifact page")
         lap("Prefect UI screenshots")
     finally:
         stop(server)

@@ -7,7 +7,8 @@ first, each with its readable name, question, expected answer and outputs before
 :data:`CHANGES_OPEN` open, the rest folded); the metric table (narrow: with a baseline its Δ columns and verdicts,
 🔻 on every regressed change); then, folded in ``<details>``, the worst cases, score distributions (Mermaid bar
 charts, or ``#`` bars for renderers without Mermaid; pass/fail metrics as counts), the statistics, counts and
-embeddings, and the LLM judges' costs (open when the judge budget stopped the run). With a size limit (a GitHub
+embeddings, and the LLM judges' costs (open when the judge budget stopped the run); in Prefect's flavour
+(``charts="text"``) those parts are under one ``## More`` heading instead of ``<details>``. With a size limit (a GitHub
 job summary holds 1 MiB, a comment 65,536 characters) rows are dropped from the folded sections first, and a note
 says how many were left out and where the full report is.
 
@@ -203,7 +204,10 @@ def fit_sections(
 
     When too large, rows are removed from the end of the sections with the highest ``priority`` number first
     (a section left with no rows loses its head and tail too), and ``note`` plus the number of rows left out
-    is appended. Raises ValueError when even the fixed lines do not fit.
+    is appended. When even the fixed lines and ``min_rows`` do not fit (e.g. a suite of hundreds of metrics in a
+    65,536-character comment), the text is cut harder: the first section's lines up to its second non-blank line
+    (the title and the verdict line) and a note that the report was too large to show, with ``note``; that cut
+    short by characters if it still does not fit. Never raises for a ``max_size`` of 1 or more.
     """
     def render(keep: list[int], omitted: int) -> str:
         lines: list[str] = []
@@ -236,9 +240,24 @@ def fit_sections(
         keep[i] = lo
         return render(keep, total - sum(keep))
     text = render(keep, total - sum(keep))
-    if size(text) > max_size:
-        raise ValueError(f"the summary's fixed part ({size(text)}) exceeds the limit ({max_size})")
-    return text
+    if size(text) <= max_size:
+        return text
+    lines, shown = [], 0
+    for line in sections[0].head if sections else []:
+        if shown == 2:
+            break
+        lines.append(line)
+        shown += bool(line.strip())
+    lines += ["", f"> ⚠️ Truncated: the report is too large to show here. {note}".rstrip(), ""]
+    text = "\n".join(lines)
+    lo, hi = 0, len(text)  # the longest prefix that fits (size grows with the prefix)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(text[:mid]) <= max_size:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
 
 
 @dataclass
@@ -308,8 +327,12 @@ CHANGES_OPEN = 5
 TEXT_SHOWN = 160
 """Characters of a question, expected answer or output shown per changed or worst case (results.json has them
 whole)."""
+CHANGES_KEPT = 2
+"""Open changed cases never cut for size (the other open ones go after the folded rows, before the metric rows)."""
 CHANGES_LISTED = 100
 """Changed cases listed at most (the first :data:`CHANGES_OPEN` open); all of them are in results.json."""
+CHANGE_METRICS_LISTED = 5
+"""Changed metrics named per changed case (the rest counted; results.json has them all)."""
 CHANGE_ICONS = {"newly failing": "🔻", "worse": "🔻", "new": "🆕", "removed": "➖", "better": "🟢",
                 "newly passing": "🟢"}
 
@@ -320,10 +343,11 @@ def details(summary: str, lines: list[str]) -> list[str]:
     return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
 
 
-def folded(summary: str, rows: list[str], priority: int, min_rows: int = 0) -> Section:
+def folded(summary: str, rows: list[str], priority: int, min_rows: int = 0, *, open_heading: bool = False) -> Section:
     """A :class:`Section` inside ``<details>`` (see :func:`details`) whose ``rows`` (markdown blocks) may be cut
-    from the end, the whole block dropped when none is left."""
-    fold = details(summary, ["@@"])
+    from the end, the whole block dropped when none is left. ``open_heading``: under a ``### SUMMARY`` heading
+    instead, for renderers that show ``<details>`` open anyway (Prefect's UI: the parts go under "## More")."""
+    fold = ["### " + summary, "", "@@", ""] if open_heading else details(summary, ["@@"])
     at = fold.index("@@")
     return Section(head=fold[:at], rows=rows, tail=fold[at + 1:], priority=priority, min_rows=min_rows)
 
@@ -352,8 +376,10 @@ def ordered_changes(comparison: Comparison) -> list[tuple[str, CaseChange]]:
 
 def change_lines(kind: str, changes: list[CaseChange]) -> str:
     """One changed case as a markdown list item (several lines): its kind, readable name, and per changed metric
-    its score before → after (a new case its own lowest score and status, a removed one the baseline's), then its
-    question, expected answer, and output before → after, each cut to :data:`TEXT_SHOWN` characters and escaped.
+    its score before → after (the first :data:`CHANGE_METRICS_LISTED`, then how many more; a new case its own lowest
+    score and status, a removed one the baseline's), then its
+    question, reference (``reference:``: the expected output, else the first reference), and output before → after,
+    each cut to :data:`TEXT_SHOWN` characters and escaped.
     ``changes``: the case's changes of this kind (one for a new or removed case)."""
     change = changes[0]
     label = markdown_inline(case_label(change.case_id, change.input, change.current_output or change.baseline_output))
@@ -365,12 +391,14 @@ def change_lines(kind: str, changes: list[CaseChange]) -> str:
         what = "; ".join(
             f"{markdown_inline(c.metric)} {_score_status(c.baseline_score, c.baseline_status)} → "
             f"{_score_status(c.current_score, c.current_status)}"
-            f"{f', Δ {_signed(c.delta)}' if c.delta is not None else ''}" for c in changes)
+            f"{f', Δ {_signed(c.delta)}' if c.delta is not None else ''}" for c in changes[:CHANGE_METRICS_LISTED])
+        if len(changes) > CHANGE_METRICS_LISTED:  # a suite of hundreds of metrics: the line stays short
+            what += f"; … {len(changes) - CHANGE_METRICS_LISTED} more metrics in results.json"
     lines = [f"- {CHANGE_ICONS[kind]} **{kind}: {label}** · {what}"]
     if change.input is not None:
         lines.append(f"  - question: {markdown_inline(change.input, TEXT_SHOWN)}")
     if change.expected_output is not None:
-        lines.append(f"  - expected: {markdown_inline(change.expected_output, TEXT_SHOWN)}")
+        lines.append(f"  - reference: {markdown_inline(change.expected_output, TEXT_SHOWN)}")
     if change.kind in ("worse", "better"):
         lines.append(f"  - output before: {markdown_inline(change.baseline_output, TEXT_SHOWN)}")
         lines.append(f"  - output after: {markdown_inline(change.current_output, TEXT_SHOWN)}")
@@ -381,10 +409,12 @@ def change_lines(kind: str, changes: list[CaseChange]) -> str:
     return "\n".join(lines)
 
 
-def changes_sections(comparison: Comparison) -> list[Section]:
+def changes_sections(comparison: Comparison, *, rest_apart: bool = False) -> list[Section]:
     """"Cases that changed": one item per case (its changed metrics together), in :func:`ordered_changes`' order;
-    the first :data:`CHANGES_OPEN` open (never cut for size), the next up to :data:`CHANGES_LISTED` inside
-    ``<details>`` (cut first when the text must shrink); a sentence when no case changed."""
+    the first :data:`CHANGES_OPEN` open (cut last for size, the first :data:`CHANGES_KEPT` never), the next up to :data:`CHANGES_LISTED` inside
+    ``<details>`` (cut first when the text must shrink); a sentence when no case changed. ``rest_apart``: those
+    next ones under a ``### N more changed cases`` heading instead, as the last section returned (Prefect's
+    flavour places it under "## More"; :func:`summary_sections`)."""
     ordered = ordered_changes(comparison)
     counts = comparison.counts
     newly = len(comparison.newly_failing)
@@ -400,14 +430,17 @@ def changes_sections(comparison: Comparison) -> list[Section]:
     for kind, change in ordered:  # one item per case and kind, its metrics together
         cases.setdefault((kind, change.case_id), []).append(change)
     rows = [change_lines(kind, changes) for (kind, _), changes in list(cases.items())[:CHANGES_LISTED]]
-    sections = [Section(head=head, rows=rows[:CHANGES_OPEN], tail=[""], priority=0, min_rows=len(rows[:CHANGES_OPEN]))]
+    sections = [Section(head=head, rows=rows[:CHANGES_OPEN], tail=[""], priority=-1,
+                        min_rows=min(len(rows), CHANGES_KEPT))]
     rest = rows[CHANGES_OPEN:]
     if rest:
         more = len(cases) - CHANGES_OPEN
         unlisted = len(cases) - len(rows)
-        folded = details(f"{more} more changed case{'' if more == 1 else 's'}", ["@@"])
+        title = f"{more} more changed case{'' if more == 1 else 's'}"
+        folded = ["### " + title, "", "@@", ""] if rest_apart else details(title, ["@@"])
         if unlisted:
-            folded[-3:-3] = ["", f"… {unlisted} more in results.json (comparison.changes)."]
+            at = len(folded) - (1 if rest_apart else 3)
+            folded[at:at] = ["", f"… {unlisted} more in results.json (comparison.changes)."]
         at = folded.index("@@")
         sections.append(Section(head=folded[:at], rows=rest, tail=folded[at + 1:], priority=3))
     return sections
@@ -438,12 +471,16 @@ SHORT_VERDICTS = {"regressed": "🔻 regressed", "improved": "🟢 improved", "n
                   "inconclusive": "❔ inconclusive"}
 
 
-def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, passed: bool) -> Section:
+def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, passed: bool,
+                 min_pass_rate: float | None = None, gate_pass_rate: float | None = None,
+                 fail_on: str | None = None) -> Section:
     """The metric table, narrow enough for an ~830 px column (README, "What each surface shows"): without a
     baseline metric | pass rate | mean | threshold | failed | errored | skipped; with one metric | pass rate |
     Δ pass rate | mean | Δ mean | verdict, an "all cases" row first. Intervals and p-values sit under their
     numbers (``<br>``); a 🔻 marks every regressed change (a Δ whose test regressed; without tests a regressed
-    metric's Δ mean, and the overall pass-rate drop of a failed gate)."""
+    metric's Δ mean, and the overall pass-rate drop of a comparison that regressed), nothing else; a ❌ marks the
+    "all cases" pass rate when it failed the gate's ``min_pass_rate`` (``gate_pass_rate``, default
+    ``summary.pass_rate``, below it and ``fail_on`` not ``regression``)."""
     def rate_cell(value: float | None, interval: Interval | None) -> str:
         return _cell(_pct(value), interval_text(interval, percent=True) if value is not None else "")
 
@@ -464,12 +501,17 @@ def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, p
                             "|---|---:|---:|---:|---:|---|"], tail=[""], min_rows=2)
     overall = comparison.pass_rate_test
     drop = comparison.pass_rate_delta is not None and comparison.pass_rate_delta < 0
-    overall_regressed = (overall is not None and overall.verdict == "regressed") or (not passed and drop)
+    overall_regressed = (overall is not None and overall.verdict == "regressed") or (
+        overall is None and not tested and comparison.regressed and drop)
+    gate_rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
+    below_gate = (not passed and min_pass_rate is not None and fail_on != "regression"
+                  and gate_rate < min_pass_rate - 1e-12)
     evaluated = summary.cases - summary.skipped_cases
     overall_verdict = SHORT_VERDICTS.get(overall.verdict, "") if overall is not None else (
         "🔻 regressed" if not tested and comparison.regressed else "")
     section.rows.append(
-        f"| **all cases** | {rate_cell(summary.pass_rate if evaluated else None, summary.pass_rate_interval)} | "
+        f"| **all cases** | {'❌ ' if below_gate and evaluated else ''}"
+        f"{rate_cell(summary.pass_rate if evaluated else None, summary.pass_rate_interval)} | "
         f"{_delta_cell(comparison.pass_rate_delta, overall, percent=True, regressed=overall_regressed)} | | | "
         f"{overall_verdict} |")
     for name, m in summary.metrics.items():
@@ -499,7 +541,8 @@ def counts_lines(summary: EvaluationSummary) -> list[str]:
 def worst_lines(w: WorstCase) -> str:
     """One worst case as a markdown list item: its readable name, metric and score, the metric's reason (the
     score named once: a reason that states it, e.g. ReferenceMatch's "Max cosine similarity 0.0173 …", is shown
-    alone), its output and expected answer."""
+    alone), its output and reference (``reference:``: the expected output, else the first reference: the text the
+    output is judged against)."""
     label = markdown_inline(w.label or w.case_id, 60)
     score = _fmt(w.score)
     shown_score = w.score is not None and (score in w.reason or f"{w.score:.2f}" in w.reason
@@ -509,7 +552,7 @@ def worst_lines(w: WorstCase) -> str:
         f" · score {score}: {markdown_inline(w.reason, TEXT_SHOWN)}"
     lines = [head, f"  - output: {markdown_inline(w.output, TEXT_SHOWN)}"]
     if w.expected is not None:
-        lines.append(f"  - expected: {markdown_inline(w.expected, TEXT_SHOWN)}")
+        lines.append(f"  - reference: {markdown_inline(w.expected, TEXT_SHOWN)}")
     return "\n".join(lines)
 
 
@@ -556,18 +599,30 @@ def summary_sections(
     for warning in warnings or []:
         head += [f"> ⚠️ {markdown_inline(warning, 400)}", ""]
     sections = [Section(head=head)]
+    prefect = charts == "text"  # Prefect's flavour: its markdown view shows <details> open, so no <details>
+    more_changes: list[Section] = []
     if comparison is not None:
-        sections += changes_sections(comparison)
+        changed = changes_sections(comparison, rest_apart=prefect)
+        if prefect and len(changed) > 1:
+            changed, more_changes = changed[:1], changed[1:]
+        sections += changed
 
     sections.append(Section(head=["## Metrics", ""]))
-    sections.append(metric_table(summary, comparison, passed=passed))
+    sections.append(metric_table(summary, comparison, passed=passed, min_pass_rate=min_pass_rate,
+                                 gate_pass_rate=gate_pass_rate, fail_on=fail_on))
+    if prefect:
+        sections.append(Section(head=["## More", ""]))
+        sections += more_changes
+
+    def part(title: str, rows: list[str], priority: int, min_rows: int = 0) -> Section:  # folded, or under More
+        return folded(title, rows, priority, min_rows, open_heading=prefect)
     stopped = budget_message(summary) is not None
     if summary.judges and stopped:  # the judge budget decided the gate: its costs in the open
         sections.append(judge_section(summary))
 
     highlights = cases if isinstance(cases, Highlights) else Highlights.of(cases)
     if highlights.worst:
-        sections.append(folded(f"Worst cases ({len(highlights.worst)} lowest-scoring failed or errored results)",
+        sections.append(part(f"Worst cases ({len(highlights.worst)} lowest-scoring failed or errored results)",
                                [worst_lines(w) for w in highlights.worst], priority=4))
 
     dist: list[str] = []
@@ -581,7 +636,7 @@ def summary_sections(
                 ["```text", *histogram_lines(counts), "```", ""]
             dist.append("\n".join([f"**{markdown_inline(name)}** ({sum(counts)} scores)", "", *chart]))
     if dist:
-        sections.append(folded("Score distributions", dist, priority=5))
+        sections.append(part("Score distributions", dist, priority=5))
 
     notes: list[str] = []
     if comparison is not None:
@@ -608,11 +663,11 @@ def summary_sections(
     notes += [f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the "
               f"index; {e.outputs_computed} outputs computed, {e.outputs_reused} reused.", ""]
     title = "Statistics, counts and embeddings" if comparison is not None else "Statistics and embeddings"
-    sections.append(folded(title, ["\n".join(notes)], priority=2))
+    sections.append(part(title, ["\n".join(notes)], priority=2))
 
     if summary.judges and not stopped:
         judge = judge_section(summary)
-        fold = folded("LLM judges: requests, tokens and cost", judge.rows, priority=1, min_rows=judge.min_rows)
+        fold = part("LLM judges: requests, tokens and cost", judge.rows, priority=1, min_rows=judge.min_rows)
         fold.head += judge.head[2:]
         fold.tail[:0] = judge.tail
         sections.append(fold)
@@ -678,11 +733,14 @@ def render_summary_markdown(
         fail_on: the gate's ``fail_on`` (``min_pass_rate``, ``regression``, ``either``; None: ``min_pass_rate``),
             named in the verdict.
         max_size: the most ``size(text)`` may be (e.g. ``len`` for characters, UTF-8 bytes for GitHub's
-            1 MiB job summary); rows are cut as :func:`fit_sections` describes (folded rows first; the verdict
-            and the first changed cases never). None: no limit.
+            1 MiB job summary); rows are cut as :func:`fit_sections` describes (folded rows first, then metric
+            rows, the first changed cases last; the verdict never). None: no limit.
         truncation_note: appended to the truncation notice (where the full report is).
-        charts: ``mermaid`` (score distributions as Mermaid bar charts: GitHub renders them) or ``text`` (``#``
-            bars in a code block: for renderers without Mermaid, such as Prefect's UI).
+        charts: the flavour. ``mermaid``: GitHub's (summary.md, the job summary, the PR comment): score
+            distributions as Mermaid bar charts, the secondary parts folded in ``<details>``. ``text``: Prefect's
+            (its UI renders no Mermaid and shows ``<details>`` open): ``#`` bars in a code block, and no
+            ``<details>``: the folded parts (more changed cases, worst cases, distributions, statistics, judges)
+            under one ``## More`` heading after the metric table, each under a ``###`` heading.
         baseline_note: evaltasks' own sentence (markdown) shown right under the verdict when there is no
             comparison (e.g. the Action's "No baseline: …"); without it a note appears only when the gate's
             ``fail_on`` needed a baseline.

@@ -69,7 +69,9 @@ def verdict_line(
     """The run's verdict in one line of plain text, e.g. ``FAILED: pass rate 50.43% (−5.51 points since the
     baseline), 12 cases newly failing; regressed since the baseline (p = 4.4e-12)`` or ``PASSED: pass rate
     81.00% (81 of 100 cases), gate 75.00%``. A comparison without tests (read from a results.json of schema 1)
-    adds only ``regressed beyond the tolerance`` when it regressed.
+    adds only ``regressed beyond the tolerance`` when it regressed. A baseline that shares no case id with the run
+    (``comparison.paired_cases`` 0) claims no change: ``FAILED: pass rate 25.00% (1 of 4 cases), gate 50.00%;
+    inconclusive: no case is in both runs``.
 
     Args:
         summary: the run's summary; passed: the gate's verdict; min_pass_rate: the gate's threshold (a fraction).
@@ -84,7 +86,12 @@ def verdict_line(
     if evaluated == 0:
         return f"{status}: no case was evaluated (all {summary.cases} skipped)"
     rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
-    if comparison is not None and comparison.pass_rate_delta is not None:
+    tested = comparison is not None and (
+        comparison.pass_rate_test is not None or comparison.paired_cases > 0
+        or comparison.verdict != "no significant change" or any(
+            m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics))
+    unpaired = tested and comparison is not None and comparison.paired_cases == 0  # no case id in common
+    if comparison is not None and comparison.pass_rate_delta is not None and not unpaired:
         head = f"{status}: pass rate {rate:.2%} ({_points(comparison.pass_rate_delta)} since the baseline)"
     else:
         head = f"{status}: pass rate {rate:.2%} ({summary.passed_cases} of {evaluated} cases)"
@@ -95,8 +102,8 @@ def verdict_line(
         head += f" ({stopped})"
     if comparison is None:
         return head + ("; no baseline to compare with" if fail_on in ("regression", "either") else "")
-    tested = comparison.pass_rate_test is not None or comparison.paired_cases > 0 or any(
-        m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics)
+    if unpaired:  # the runs share no case: nothing was compared, so no change is claimed
+        return head + "; inconclusive: no case is in both runs"
     if not tested:  # a comparison from a results.json of schema 1: no tests, no verdict, no newly failing cases
         return head + ("; regressed beyond the tolerance" if comparison.regressed else "")
     newly = len(comparison.newly_failing)
