@@ -128,7 +128,7 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
                   collapse_padding=True)
     # a name too long for the line folds onto more; up to 24 characters it stays whole (the numbers never wrap)
     longest = max([len("metric"), *(len(name) for name in s.metrics)])
-    table.add_column("metric", justify="left", overflow="fold", min_width=min(longest, NAME_WIDTH))
+    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= NAME_WIDTH else None)
     columns = ("Δ mean", "Δ pass") if deltas is not None and not delta_rows else ()
     for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip", *columns):
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
@@ -362,7 +362,7 @@ def _print_comparison(console: Console, comparison: Comparison) -> None:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_lines=False)
     # metric names whole (up to 24 characters) before anything else: the verdict wraps at its spaces instead
     longest = max([len("all cases"), *(len(m.name) for m in comparison.metrics)])
-    table.add_column("metric", justify="left", overflow="fold", min_width=min(longest, NAME_WIDTH))
+    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= NAME_WIDTH else None)
     table.add_column("test", justify="left", no_wrap=True)
     table.add_column(f"Δ ({level_text(1 - comparison.alpha)} CI)", justify="right", no_wrap=True)
     table.add_column("p", justify="right", no_wrap=True)
