@@ -193,8 +193,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-cache", action="store_true",
                      help="score everything: neither read nor write Prefect's task cache, and send every judge "
                           "request again (embeddings still come from the index)")
-    run.add_argument("--quiet", action="store_true", help="print only the verdict, the gate and the reports lines (no progress display, "
-                          "table or cases)")
+    run.add_argument("--quiet", action="store_true",
+                     help="print only the verdict, the gate and the reports lines (no progress display, table or "
+                          "cases)")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
                      help="refuse to start (exit 2) when the estimated provider cost (embeddings and judge "
                           "requests) exceeds USD; judge requests stop once the spend reaches it (the rest skipped)")

@@ -245,7 +245,8 @@ def test_baseline_run_at_80_columns_shows_deltas_and_newly_failing_cases(
 
 
 def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
-    """Without a baseline: errored cases first, then failing ones by lowest score (case order among equals), control characters of model text shown as
+    """Without a baseline: errored cases first, then failing ones by lowest score (case order among equals),
+    control characters of model text shown as
     ``?`` (no terminal escape reaches the terminal), the count of the rest; nothing listed when all pass."""
     from evaltasks.reports.console import notable_cases
     from evaltasks.reports.json_report import write_results_json
@@ -329,8 +330,8 @@ def test_newly_failing_cases_are_listed_largest_drop_first(tmp_path: Path) -> No
                for case_id, delta in sorted(drops.items(), key=lambda item: item[1])]
     comparison = {"baseline": "main", "tolerance": 0.0, "changes": changes, "newly_failing": list(drops)}
     path = tmp_path / "results.json"
-    path.write_text('{\n  "schema_version": 2,\n  "comparison": ' + json.dumps(comparison) + ',\n  "cases": [\n  ]\n}\n',
-                    encoding="utf-8")
+    path.write_text('{\n  "schema_version": 2,\n  "comparison": ' + json.dumps(comparison)
+                    + ',\n  "cases": [\n  ]\n}\n', encoding="utf-8")
     listed = notable_cases(path, summarize(_many_metric_cases(1, 3), {"m_00": 0.9}))
     assert listed is not None
     assert [label for label, _ in listed.rows] == [
