@@ -193,7 +193,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-cache", action="store_true",
                      help="score everything: neither read nor write Prefect's task cache, and send every judge "
                           "request again (embeddings still come from the index)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
+    run.add_argument("--quiet", action="store_true",
+                     help="print only the verdict, the gate and the reports lines (no progress display, table or "
+                          "cases)")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
                      help="refuse to start (exit 2) when the estimated provider cost (embeddings and judge "
                           "requests) exceeds USD; judge requests stop once the spend reaches it (the rest skipped)")
@@ -734,7 +736,9 @@ def _run(args: argparse.Namespace) -> int:
                                f"metric{'' if metric_count == 1 else 's'}", work_items)
     try:
         with progress, contextlib.ExitStack() as scope:
-            stages.stage("starting Prefect")
+            # the user's own server (PREFECT_API_URL) is connected to, not started
+            stages.stage("starting Prefect" if starting is not None or not _configured_server() else
+                         "connecting to Prefect")
             _progress.set_progress_callback(stages.advance)
             _progress.set_stage_callback(stages.stage)
             if _interrupt is not None:
@@ -780,33 +784,34 @@ def _run(args: argparse.Namespace) -> int:
     for warning in outcome.get("warnings", []):
         if warning not in shown_warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
-    if not args.quiet:
-        from evaltasks.compare import Comparison
-        from evaltasks.results import EvaluationSummary
+    # --quiet: the verdict line, the gate line and the reports line only (README, "CLI")
+    from evaltasks.compare import Comparison
+    from evaltasks.results import EvaluationSummary
 
-        try:
-            summary = EvaluationSummary.model_validate(outcome["summary"])
-            print_summary(
-                summary, passed=outcome["passed"], cases=notable_cases(Path(args.output_dir) / "results.json", summary),
-                min_pass_rate=min_pass_rate, console=Console(),
-                gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
-                comparison=Comparison.model_validate(outcome["comparison"]) if outcome.get("comparison") else None,
-                fail_on=outcome.get("gate", {}).get("fail_on"),
-                gate_message=outcome.get("gate", {}).get("message"),
-            )
-            # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
-            # and the whole command, start-up included
-            reports = f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md"
-            timing = f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)"
-            import shutil
+    try:
+        summary = EvaluationSummary.model_validate(outcome["summary"])
+        cases = None if args.quiet else notable_cases(Path(args.output_dir) / "results.json", summary)
+        print_summary(
+            summary, passed=outcome["passed"], cases=cases, brief=args.quiet,
+            min_pass_rate=min_pass_rate, console=Console(),
+            gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
+            comparison=Comparison.model_validate(outcome["comparison"]) if outcome.get("comparison") else None,
+            fail_on=outcome.get("gate", {}).get("fail_on"),
+            gate_message=outcome.get("gate", {}).get("message"),
+        )
+        # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
+        # and the whole command, start-up included
+        reports = f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md"
+        timing = f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)"
+        import shutil
 
-            fits = not sys.stdout.isatty() or len(reports) + 1 + len(timing) <= shutil.get_terminal_size().columns
-            print(reports + (" " if fits else "\n") + timing)  # a terminal's line break never splits a number
-            sys.stdout.flush()
-        except (BrokenPipeError, SystemExit):  # `evaltasks run ... | head -1`: the reader left; the verdict stands.
-            # (rich's Console answers a broken pipe with SystemExit(1), which would read as a failed gate; Python
-            # docs, "Note on SIGPIPE": point stdout at devnull so the interpreter's last flush does not fail again)
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        fits = not sys.stdout.isatty() or len(reports) + 1 + len(timing) <= shutil.get_terminal_size().columns
+        print(reports + (" " if fits else "\n") + timing)  # a terminal's line break never splits a number
+        sys.stdout.flush()
+    except (BrokenPipeError, SystemExit):  # `evaltasks run ... | head -1`: the reader left; the verdict stands.
+        # (rich's Console answers a broken pipe with SystemExit(1), which would read as a failed gate; Python
+        # docs, "Note on SIGPIPE": point stdout at devnull so the interpreter's last flush does not fail again)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
 
 
@@ -1110,10 +1115,18 @@ class _Stages:
         return shown()
 
 
+def _configured_server() -> bool:
+    """Whether ``PREFECT_API_URL`` names a server (the user's own: the CLI connects to it, starts none)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
+
+
 def _stage_progress(console: Any, quiet: bool) -> Any:
     """The rich Progress of :class:`_Stages` on ``console``: the stage in words, a bar (pulsing while the stage
     has no count), ``done/total`` (blank without a count), the stage's elapsed time; gone when the run ends.
-    ``quiet``: a disabled Progress (shows nothing)."""
+    ``quiet``, or ``console`` not a terminal (a pipe, a CI log): a disabled Progress (shows nothing; rich's
+    transient display would leave a lone blank line at the top of a piped log)."""
     from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
@@ -1126,7 +1139,7 @@ def _stage_progress(console: Any, quiet: bool) -> Any:
             return Text(f"{int(task.completed):,}/{int(task.total):,}", style="progress.download")
 
     return Progress(TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), CountColumn(),
-                    TimeElapsedColumn(), console=console, disable=quiet, transient=True)
+                    TimeElapsedColumn(), console=console, disable=quiet or not console.is_terminal, transient=True)
 
 
 def _terminal_logging(console: Any, live: bool) -> Any:

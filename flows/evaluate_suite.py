@@ -590,8 +590,9 @@ def _run_plan(
                 with contextlib.suppress(OSError):
                     path.unlink(missing_ok=True)
     result = outcome.result
-    for regression in outcome.comparison.regressions if outcome.comparison else []:
-        logger.warning("Regression since the baseline: %s", regression)
+    if outcome.comparison is not None and outcome.comparison.regressions:
+        # one line for all of them (a suite of 30 metrics regressed 61 times): the reports hold each one
+        logger.warning("%s", regression_summary(outcome.comparison))
     publish_artifacts(
         result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
         reports_url=reports_url, comparison=outcome.comparison, warnings=outcome.header["warnings"],
@@ -607,6 +608,21 @@ def _run_plan(
         drift = _record_history(plan, outcome, moments, history, logger)
         outcome.header["drift"] = drift.model_dump() if drift is not None else None
     return outcome
+
+
+def regression_summary(comparison: Any, names_shown: int = 3) -> str:
+    """The one warning line the flow logs for a comparison's regressions (:attr:`Comparison.regressions`, not
+    empty): how many, the first ``names_shown`` subjects (``pass rate`` for all cases, else the metric names),
+    and where each is described (summary.md, results.json). E.g. ``Regression since the baseline: 3
+    regressions (pass rate, LengthCheckMetric, ReferenceMatchMetric); see summary.md``."""
+    subjects = ["pass rate"] if comparison.pass_rate_test is not None and \
+        comparison.pass_rate_test.verdict == "regressed" else []
+    subjects += [m.name for m in comparison.metrics if m.regressed]
+    count = len(comparison.regressions)
+    shown = ", ".join(subjects[:names_shown]) + (f" and {len(subjects) - names_shown} more"
+                                                 if len(subjects) > names_shown else "")
+    return (f"Regression since the baseline: {count} regression{'' if count == 1 else 's'}"
+            + (f" ({shown})" if shown else "") + "; see summary.md")
 
 
 def _metric_configs(plan: Any) -> dict[str, dict[str, Any]]:

@@ -350,3 +350,40 @@ def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Pat
     assert not log.is_symlink()
     assert "NotADirectoryError" in log.read_text(encoding="utf-8")
     assert sorted(p.name for p in out.iterdir()) == ["evaltasks-error.log"]
+
+
+def test_piped_and_quiet_runs_lead_with_the_verdict(tmp_path: Path, prefect_api_url: str) -> None:
+    """Piped (no terminal): the first line is the verdict (no blank line left by the progress display); with
+    ``--quiet`` stdout holds only the verdict, gate and reports lines, and stderr one warning line for all the
+    regressions against the baseline (it had two per regressed metric)."""
+    def write(name: str, words: int) -> str:
+        with open(tmp_path / f"{name}.jsonl", "w", encoding="utf-8") as handle:
+            for i in range(20):
+                handle.write(json.dumps({"id": f"q{i:02d}", "input": f"question {i}",
+                                         "actual_output": " ".join(["word"] * words)}) + "\n")
+        metrics = "".join(f"  - {{metric: LengthCheckMetric, max_length: 5, unit: words, name: length_{k}}}\n"
+                          for k in range(4))
+        _suite(tmp_path, f"name: piped\ndataset: {{path: {name}.jsonl}}\nmetrics:\n{metrics}"
+                         "gate: {min_pass_rate: 0.5}\n", name=f"{name}.yaml")
+        return f"{name}.yaml"
+
+    base, worse = write("base", 3), write("worse", 9)
+    first = subprocess.run(f"{sys.executable} -m evaltasks.cli run {base} --output-dir out-base 2>&1",
+                           shell=True, cwd=tmp_path, env=_env(tmp_path, PREFECT_API_URL=prefect_api_url),
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout
+    assert first.stdout.splitlines()[0] == "PASSED: pass rate 100.00% (20 of 20 cases), gate 50.00%", first.stdout
+    proc, _ = _cli(tmp_path, "run", worse, "--output-dir", "out-worse", "--quiet", "--baseline",
+                   "out-base/results.json", PREFECT_API_URL=prefect_api_url)
+    assert proc.returncode == 1, proc.stderr
+    _no_noise(proc)
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("FAILED: pass rate 0.00% (−100.00 points since the baseline), gate 50.00%; "
+                               "20 cases newly failing"), lines
+    assert lines[1] == "GATE FAILED: pass rate 0.00% below 50.00%", lines
+    assert lines[2].startswith("reports: out-worse/results.json, junit.xml, summary.md (flow run "), lines
+    warnings = [line for line in proc.stderr.splitlines() if "Regression since the baseline" in line]
+    assert len(warnings) == 1, proc.stderr
+    assert re.search(r"Regression since the baseline: \d+ regressions \(pass rate, length_0, length_1 and 2 more\); "
+                     r"see summary\.md$", warnings[0]), warnings

@@ -355,7 +355,8 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     summary = EvaluationSummary.model_validate(results["summary"])
     print_summary(summary, passed=True, min_pass_rate=0.4, console=Console(file=buffer, width=80))
     text = buffer.getvalue()
-    assert all(len(line) <= 80 for line in text.splitlines())
+    # a pipe (not a terminal): the verdict and the counts with the pass rate stay one line each, whatever their length
+    assert all(len(line) <= 80 for line in text.splitlines() if not line.startswith(("PASSED: ", "cases: ")))
     assert " ReferenceMatchMetric " in text and " Short " in text
     assert "…" not in text
     # the longest built-in names (24 characters) with every number whole: no "0.74…" or "100.0…"
@@ -367,7 +368,8 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     print_summary(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4,
                   console=Console(file=buffer, width=80))
     text = buffer.getvalue()
-    assert all(len(line) <= 80 for line in text.splitlines()) and "…" not in text
+    assert all(len(line) <= 80 for line in text.splitlines() if not line.startswith(("PASSED: ", "cases: ")))
+    assert "…" not in text
     for name, m in long_names["metrics"].items():
         row = next(line for line in text.splitlines() if line.strip().startswith(name + " "))
         cells = row.split()
@@ -379,7 +381,8 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     print_summary(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4,
                   console=Console(file=buffer, width=80))
     lines = buffer.getvalue().splitlines()
-    assert all(len(line) <= 80 for line in lines) and "…" not in "".join(lines)
+    assert all(len(line) <= 80 for line in lines if not line.startswith(("PASSED: ", "cases: ")))
+    assert "…" not in "".join(lines)
     row = next(line for line in lines if line.strip().startswith("mmm"))
     assert row.split()[1:] == [f"{metrics[0]['mean_score']:.4f}", f"{metrics[0]['pass_rate']:.2%}", "0.123457",
                                str(metrics[0]["passed"]), str(metrics[0]["failed"]), str(metrics[0]["errored"]),

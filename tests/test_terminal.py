@@ -165,7 +165,8 @@ def test_stages_are_named_and_log_lines_never_tear_the_bar(first_run: tuple[int,
     lines = _screen_lines(raw)
     shown = ANSI.sub("", raw)  # every frame of the display (a frame is redrawn over the last with cursor moves)
     # the stages the CLI knows, the model it loads, and one a task run reports through evaltasks._progress
-    assert "starting Prefect" in shown, raw
+    # the session's server (PREFECT_API_URL): connected to, not started
+    assert "connecting to Prefect" in shown and "starting Prefect" not in shown, raw
     assert "loading the model all-MiniLM-L6-v2" in shown, raw
     assert "checking 30 outputs for noise" in shown, raw
     assert "scoring 30 cases × 3 metrics" in shown and "90/90" in shown, raw  # the CLI's scoring stage, counted
@@ -181,7 +182,7 @@ def test_final_output_leads_with_the_verdict_and_names_the_failing_cases(first_r
     assert out[0] == "FAILED: pass rate 33.33% (10 of 30 cases), gate 90.00%", out
     assert out[1].strip() == "evaltasks results", out  # the table comes next
     text = "\n".join(out)
-    assert "failing cases (20 of 30):" in text
+    assert "failing cases (20 of 30, lowest score first):" in text
     listed = [line for line in out if line.startswith("  Question ")]
     assert len(listed) == 10, out  # the first 10 by readable name (the input's prefix), then where the rest are
     assert listed[0] == "  Question 1: how long is answer 1? — LengthCheckMetric 0.0000", out
@@ -235,16 +236,17 @@ def test_baseline_run_at_80_columns_shows_deltas_and_newly_failing_cases(
     delta = next(line for line in out if line.strip().startswith("Δ since baseline"))
     assert "+0.0000" in delta or "-" in delta, delta
     assert "since the baseline: 5 cases newly failing" in text, text
-    at = out.index("since the baseline: 5 cases newly failing:")  # at 80 columns: one line per metric
-    assert out[at + 1:at + 3] == ["  Question 0: how long is answer 0? (newly failing)",
-                                  "      LengthCheckMetric 1.0000 → 0.0000"], out
-    assert re.fullmatch(r"      ReferenceMatchMetric 0\.\d{4} → 0\.\d{4}", out[at + 3]), out
+    at = out.index("since the baseline: 5 cases newly failing:")  # at 80 columns: the metrics under the name
+    assert out[at + 1] == "  Question 0: how long is answer 0? (newly failing)", out
+    assert re.fullmatch(r"      LengthCheckMetric 1\.0000 → 0\.0000; ReferenceMatchMetric 0\.\d{4} → 0\.\d{4}",
+                        out[at + 2]), out
     assert sum(line.startswith("  Question ") for line in out) == 5, out
     assert TELEMETRY not in raw
 
 
 def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
-    """Without a baseline: failing and errored cases in case order, control characters of model text shown as
+    """Without a baseline: errored cases first, then failing ones by lowest score (case order among equals),
+    control characters of model text shown as
     ``?`` (no terminal escape reaches the terminal), the count of the rest; nothing listed when all pass."""
     from evaltasks.reports.console import notable_cases
     from evaltasks.reports.json_report import write_results_json
@@ -261,8 +263,8 @@ def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
     summary = summarize(cases, {"M": 0.5})
     write_results_json(path, {"schema_version": 2, "comparison": None}, summary, cases)
     listed = notable_cases(path, summary)
-    assert listed is not None and listed.title == "failing cases (16 of 30)" and listed.more == 6
-    assert listed.rows[:3] == [("case-1", ["M 0.2500"]), ("case-3", ["M 0.2500"]), ("case-4", ["M error"])]
+    assert listed is not None and listed.title == "failing cases (16 of 30, lowest score first)" and listed.more == 6
+    assert listed.rows[:3] == [("case-4", ["M error"]), ("case-1", ["M 0.2500"]), ("case-3", ["M 0.2500"])]
     text = "\x1b[31mred\x1b[0m answer"  # no dataset id: named by its input, as evaltasks derives the id
     derived = TestCaseResult.from_metrics(hashlib.sha256(text.encode()).hexdigest()[:12], text, "out", cases[1].metrics)
     write_results_json(path, {"comparison": None}, summarize([derived], {"M": 0.5}), [derived])
@@ -271,3 +273,114 @@ def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
     passing = [case(i, "passed") for i in range(3)]
     write_results_json(path, {"comparison": None}, summarize(passing, {"M": 0.5}), passing)
     assert notable_cases(path, summarize(passing, {"M": 0.5})) is None
+
+
+def _many_metric_cases(metrics: int, cases: int) -> list[Any]:
+    """``cases`` cases, each failing all ``metrics`` metrics (``m_00`` …); case i scores ``(cases - i) / 1000``
+    on every metric but ``m_05`` (its lowest: ``(cases - i) / 2000``), so the last case scores lowest."""
+    from evaltasks.results import MetricResult, TestCaseResult
+
+    def case(i: int) -> TestCaseResult:
+        scores = {f"m_{k:02d}": (cases - i) / (2000 if k == 5 else 1000) for k in range(metrics)}
+        return TestCaseResult.from_metrics(f"case-{i:03d}", f"question {i}", "out", [
+            MetricResult(name=name, score=score, threshold=0.9, success=False, reason="r", status="failed")
+            for name, score in scores.items()])
+
+    return [case(i) for i in range(cases)]
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_case_list_is_short_and_lowest_first_whatever_the_number_of_metrics(tmp_path: Path, columns: int) -> None:
+    """600 cases failing 30 metrics each: the list names 10 cases, the lowest scoring first, each with its 3
+    lowest metrics and the count of the rest, in at most 35 lines (it printed every metric: 310 lines)."""
+    import io
+
+    from rich.console import Console
+
+    from evaltasks.reports.console import _print_cases, notable_cases
+    from evaltasks.reports.json_report import write_results_json
+    from evaltasks.results import summarize
+
+    cases = _many_metric_cases(30, 600)
+    summary = summarize(cases, {f"m_{k:02d}": 0.9 for k in range(30)})
+    path = tmp_path / "results.json"
+    write_results_json(path, {"schema_version": 2, "comparison": None}, summary, cases)
+    listed = notable_cases(path, summary)
+    assert listed is not None and listed.more == 590
+    assert listed.title == "failing cases (600 of 600, lowest score first)"
+    assert [label for label, _ in listed.rows] == [f"case-{i:03d}" for i in range(599, 589, -1)]
+    assert listed.rows[0][1] == ["m_05 0.0005", "m_00 0.0010", "m_01 0.0010", "… 27 more metrics"]
+    buffer = io.StringIO()
+    _print_cases(Console(file=buffer, width=columns), listed)
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) <= 35 and all(len(line) <= columns for line in lines), lines
+    assert lines[1] == "  case-599 — m_05 0.0005; m_00 0.0010; m_01 0.0010; … 27 more metrics", lines
+    assert sum("… 27 more metrics" in line for line in lines) == 10, lines
+
+
+def test_newly_failing_cases_are_listed_largest_drop_first(tmp_path: Path) -> None:
+    """Against a baseline the newly failing cases come in ``comparison.changes`` order (largest drop first, as
+    summary.md lists them), not in dataset order."""
+    from evaltasks.reports.console import notable_cases
+    from evaltasks.results import summarize
+
+    drops = {"case-a": -0.2, "case-b": -0.9, "case-c": -0.5}  # dataset order a, b, c
+    changes = [{"case_id": case_id, "metric": "M", "kind": "worse", "baseline_score": 1.0,
+                "current_score": 1.0 + delta, "delta": delta}
+               for case_id, delta in sorted(drops.items(), key=lambda item: item[1])]
+    comparison = {"baseline": "main", "tolerance": 0.0, "changes": changes, "newly_failing": list(drops)}
+    path = tmp_path / "results.json"
+    path.write_text('{\n  "schema_version": 2,\n  "comparison": ' + json.dumps(comparison)
+                    + ',\n  "cases": [\n  ]\n}\n', encoding="utf-8")
+    listed = notable_cases(path, summarize(_many_metric_cases(1, 3), {"m_00": 0.9}))
+    assert listed is not None
+    assert [label for label, _ in listed.rows] == [
+        "case-b (newly failing)", "case-c (newly failing)", "case-a (newly failing)"]
+    assert listed.rows[0][1] == ["M 1.0000 → 0.1000"]
+
+
+def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole() -> None:
+    """At 80 columns a long metric name folds after ``_`` (never mid-word) and its numbers stay whole; printed to
+    a pipe, the verdict and the pass rate with its interval stay on one line each."""
+    import io
+
+    from rich.console import Console
+
+    from evaltasks.reports.console import print_summary
+    from evaltasks.results import MetricResult, TestCaseResult, summarize
+
+    name = "contains_metric_with_a_rather_long_name_00"
+    cases = [TestCaseResult.from_metrics(f"case-{i}", f"q {i}", "out", [
+        MetricResult(name=name, score=float(i % 4 == 0), threshold=0.5, success=i % 4 == 0, reason="r",
+                     status="passed" if i % 4 == 0 else "failed")])
+        for i in range(8)]
+    summary = summarize(cases, {name: 0.5})
+    for terminal in (True, False):
+        buffer = io.StringIO()
+        print_summary(summary, passed=False, min_pass_rate=0.9,
+                      console=Console(file=buffer, width=80, force_terminal=terminal, color_system=None))
+        lines = [ANSI.sub("", line).rstrip() for line in buffer.getvalue().splitlines()]
+        row = next(line for line in lines if line.lstrip().startswith("contains_metric"))
+        assert row.split()[0] == "contains_metric_with_a_" and row.split()[1:3] == ["0.2500", "25.00%"], lines
+        assert lines[lines.index(row) + 1].split()[0] == "rather_long_name_00", lines
+        assert all(len(line) <= 80 for line in lines if "pass rate" not in line and "FAILED:" not in line), lines
+        rate = next(line for line in lines if "pass rate: 25.00%" in line)
+        assert re.search(r"pass rate: 25\.00% \(\d+\.\d–\d+\.\d%\)$", rate), lines
+        if not terminal:  # a pipe: one line each, whatever its width
+            assert rate.startswith("cases: 8  passed: 2"), lines
+            assert lines[0].startswith("FAILED: pass rate 25.00%"), lines
+
+
+def test_one_warning_line_sums_up_the_regressions() -> None:
+    """The flow logs one line for all regressions: their count, the first 3 subjects and where the rest are."""
+    from evaltasks.compare import ChangeTest, Comparison, MetricComparison
+    from flows.evaluate_suite import regression_summary
+
+    test = ChangeTest.model_validate({"statistic": "pass_rate", "test": "exact McNemar", "paired_cases": 8,
+                                      "verdict": "regressed", "baseline": 1.0,
+                                      "current": 0.5, "delta": -0.5, "p_value": 0.001})
+    comparison = Comparison(baseline="main", tolerance=0.0, pass_rate_test=test,
+                            metrics=[MetricComparison(name=f"metric_{k:02d}", regressed=True) for k in range(30)],
+                            regressions=["r"] * 61)
+    assert regression_summary(comparison) == ("Regression since the baseline: 61 regressions (pass rate, "
+                                              "metric_00, metric_01 and 28 more); see summary.md")

@@ -6,7 +6,9 @@ regressions")."""
 
 from __future__ import annotations
 
+import heapq
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,11 +22,16 @@ from rich.text import Text
 from evaltasks.compare import CaseChange, ChangeTest, Comparison, MetricComparison
 from evaltasks.reports.markdown import (VERDICT_ICONS, interval_text, is_tested, level_text, p_text,
                                         verdict_headline)
-from evaltasks.reports.verdict import case_label, verdict_line
+from evaltasks.reports.verdict import case_label, shorten, verdict_line
 from evaltasks.results import EvaluationSummary, budget_message
 
 CASES_SHOWN = 10
 """Cases listed under the table at most (:func:`notable_cases`); the rest are counted, with where to find them."""
+METRICS_SHOWN = 3
+"""Metrics named per listed case at most (the failing or worse ones, worst first); the rest are counted."""
+NAME_WIDTH = 24
+"""Columns of a metric name in the tables: a longer name folds at its ``_``/``-``/camel-case boundaries."""
+_NAME_BREAKS = re.compile(r"(?<=[_\-.])|(?<=[a-z0-9])(?=[A-Z])")
 
 _VERDICT_STYLES = {"regressed": "bold red", "improved": "bold green", "inconclusive": "bold yellow"}
 
@@ -32,7 +39,7 @@ _VERDICT_STYLES = {"regressed": "bold red", "improved": "bold green", "inconclus
 def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min_pass_rate: float | None = None,
                   console: Console | None = None, gate_pass_rate: float | None = None,
                   comparison: Comparison | None = None, fail_on: str | None = None,
-                  gate_message: str | None = None, cases: NotableCases | None = None) -> None:
+                  gate_message: str | None = None, cases: NotableCases | None = None, brief: bool = False) -> None:
     """Print the verdict line (when ``passed`` is given), a per-metric table and the pass rate, the cases that
     failed or got worse (``cases``), and the gate verdict (when ``passed`` is given).
 
@@ -44,14 +51,20 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     ``gate_message``: why the gate failed (results.json ``gate.message``), printed after ``GATE FAILED``.
     With ``comparison`` (and tests in it) the table gains a ``Δ mean`` and a ``Δ pass`` column, a regressed one
     marked ``▼`` (in red). ``cases``: the failing (no baseline) or newly failing and regressed cases
-    (:func:`notable_cases`), listed under the table.
+    (:func:`notable_cases`), listed under the table. ``brief`` (``--quiet``): only the verdict line and the gate
+    line.
     """
     console = console or Console()
     s = summary
     if passed is not None and min_pass_rate is not None:
         console.print(Text(verdict_line(s, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
                                         gate_pass_rate=gate_pass_rate, fail_on=fail_on),
-                           style="bold green" if passed else "bold red"))
+                           style="bold green" if passed else "bold red"),
+                      soft_wrap=not console.is_terminal)  # a log or pipe: one line to grep, whatever its width
+    if brief:
+        if passed is not None:
+            _print_gate(console, s, passed, min_pass_rate, gate_pass_rate, comparison, fail_on, gate_message)
+        return
     deltas = {m.name: m for m in comparison.metrics} if comparison is not None and is_tested(comparison) else None
     table = _results_table(s, deltas, delta_rows=False)
     if deltas is not None and console.measure(table, options=console.options.update_width(1000)).maximum > console.width:
@@ -60,9 +73,14 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     if s.statistics is not None:
         console.print(Text(f"under each number: its {level_text(s.statistics.level)} interval", style="dim"))
     ci = interval_text(s.pass_rate_interval, percent=True)
-    line = f"cases: {s.cases}  passed: {s.passed_cases}  failed: {s.failed_cases}  errored: {s.errored_cases}  " \
-           f"skipped: {s.skipped_cases}  pass rate: {s.pass_rate:.2%}" + (f" ({ci}%)" if ci else "")
-    console.print(Text(line))
+    counts = f"cases: {s.cases}  passed: {s.passed_cases}  failed: {s.failed_cases}  errored: {s.errored_cases}  " \
+             f"skipped: {s.skipped_cases}"
+    rate = f"pass rate: {s.pass_rate:.2%}" + (f" ({ci}%)" if ci else "")
+    if len(counts) + 2 + len(rate) <= console.width or not console.is_terminal:
+        console.print(Text(f"{counts}  {rate}"), soft_wrap=not console.is_terminal)  # a pipe: never wrapped
+    else:  # two lines rather than a wrap inside the pass rate (its interval alone on a line)
+        console.print(Text(counts))
+        console.print(Text(rate), soft_wrap=True)
     if cases is not None:
         _print_cases(console, cases)
     if comparison is not None:
@@ -77,20 +95,27 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
                 f"{j.prompt_tokens} in / {j.completion_tokens} out, ${j.cost:.4f}")
         console.print(Text(line + (f", {j.unstable} unstable" if j.unstable else "")))
     if passed is not None:
-        verdict = "[bold green]GATE PASSED[/]" if passed else "[bold red]GATE FAILED[/]"
-        rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate
-        stopped = gate_message.removeprefix("gate failed: ") if gate_message else budget_message(s)
-        why = f": {escape(stopped)}" if stopped and not passed else ""
-        unchecked = ": no baseline to compare with" if comparison is None else ""
-        if fail_on == "regression":
-            rule = f"required: no significant regression{unchecked}"
-        else:
-            rule = f"required {min_pass_rate:.2%}" + (
-                f" and no significant regression{unchecked}" if fail_on == "either" else "")
-        if gate_message and not passed:  # the gate's own sentence names the rate and the rule already
-            console.print(f"{verdict}{why}")
-        else:
-            console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
+        _print_gate(console, s, passed, min_pass_rate, gate_pass_rate, comparison, fail_on, gate_message)
+
+
+def _print_gate(console: Console, s: EvaluationSummary, passed: bool, min_pass_rate: float | None,
+                gate_pass_rate: float | None, comparison: Comparison | None, fail_on: str | None,
+                gate_message: str | None) -> None:
+    """The ``GATE PASSED`` / ``GATE FAILED`` line of :func:`print_summary` (its arguments)."""
+    verdict = "[bold green]GATE PASSED[/]" if passed else "[bold red]GATE FAILED[/]"
+    rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate
+    stopped = gate_message.removeprefix("gate failed: ") if gate_message else budget_message(s)
+    why = f": {escape(stopped)}" if stopped and not passed else ""
+    unchecked = ": no baseline to compare with" if comparison is None else ""
+    if fail_on == "regression":
+        rule = f"required: no significant regression{unchecked}"
+    else:
+        rule = f"required {min_pass_rate:.2%}" + (
+            f" and no significant regression{unchecked}" if fail_on == "either" else "")
+    if gate_message and not passed:  # the gate's own sentence names the rate and the rule already
+        console.print(f"{verdict}{why}")
+    else:
+        console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
 
 
 def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | None, delta_rows: bool) -> Table:
@@ -103,13 +128,13 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
                   collapse_padding=True)
     # a name too long for the line folds onto more; up to 24 characters it stays whole (the numbers never wrap)
     longest = max([len("metric"), *(len(name) for name in s.metrics)])
-    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= 24 else None)
+    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= NAME_WIDTH else None)
     columns = ("Δ mean", "Δ pass") if deltas is not None and not delta_rows else ()
     for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip", *columns):
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     for name, m in s.metrics.items():
         table.add_row(
-            Text(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
+            folded_name(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
             "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",
             f"{m.threshold:g}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
             *(_delta_cells(deltas.get(name)) if columns and deltas is not None else ()),
@@ -121,6 +146,22 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
         if delta_rows and deltas is not None and deltas.get(name) is not None:
             table.add_row(Text("  Δ since baseline", style="dim"), *_delta_cells(deltas[name]))
     return table
+
+
+def folded_name(name: str, width: int = NAME_WIDTH) -> Text:
+    """Metric ``name`` for a table cell: whole when it has at most ``width`` characters, else on lines of at most
+    ``width`` broken after ``_``, ``-`` or ``.`` or before a capital that follows a lower-case letter or digit
+    (``contains_metric_with_a_`` / ``rather_long_name_00``); a part longer than ``width`` is cut there."""
+    lines: list[str] = []
+    for part in _NAME_BREAKS.split(name):
+        while len(part) > width:  # no boundary inside: cut (rich's fold would do the same)
+            lines.append(part[:width])
+            part = part[width:]
+        if lines and len(lines[-1]) + len(part) <= width:
+            lines[-1] += part
+        elif part:
+            lines.append(part)
+    return Text("\n".join(lines))
 
 
 def _delta_cells(m: MetricComparison | None) -> tuple[Text, Text]:
@@ -146,7 +187,9 @@ class NotableCases:
     Attributes:
         title: what the list holds, e.g. ``failing cases (12 of 30)``.
         rows: per case its readable name (:func:`~evaltasks.reports.verdict.case_label`, plain text) and one
-            entry per metric that failed or got worse, with its score (``before → after`` against a baseline).
+            entry per metric that failed or got worse, with its score (``before → after`` against a baseline),
+            the lowest score or largest drop first; at most :data:`METRICS_SHOWN` of them, then
+            ``… N more metrics``.
         more: how many more cases belong to the list (found in summary.md and results.json).
     """
 
@@ -164,20 +207,32 @@ def _score(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _capped(parts: list[str], shown: int = METRICS_SHOWN) -> list[str]:
+    """The first ``shown`` of ``parts``, then ``… N more metrics`` for the rest: a case's entry stays a few
+    lines long whatever the number of metrics in the suite."""
+    if len(parts) <= shown:
+        return parts
+    rest = len(parts) - shown
+    return [*parts[:shown], f"… {rest} more metric{'' if rest == 1 else 's'}"]
+
+
 def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = CASES_SHOWN) -> NotableCases | None:
     """The cases a reader of the terminal wants named, read from the run's ``results.json``: without a baseline
-    the failing and errored cases (case order); with one the newly failing cases (passed in the baseline,
-    failed or errored now), then the other cases whose score got worse beyond the tolerance (worst first).
+    the failing and errored cases, errored ones first, then by lowest metric score (dataset order among equals);
+    with one the newly failing cases (passed in the baseline, failed or errored now), then the other cases whose
+    score got worse beyond the tolerance, each group by largest drop first, the order of ``comparison.changes``
+    (summary.md's order).
 
     At most ``limit`` rows; ``more`` counts the rest. results.json holds one header key and one case per line
-    (:mod:`evaltasks.reports.json_report`), so the file is read line by line and, without a baseline, only until
-    ``limit`` failing cases are found. Returns None when there is nothing to list or the file cannot be read.
+    (:mod:`evaltasks.reports.json_report`), so the file is read line by line, and only lines of failing cases
+    are parsed (the ``limit`` lowest kept). Returns None when there is nothing to list or the file cannot be read.
     """
     total = summary.failed_cases + summary.errored_cases
     try:
         with open(results_path, encoding="utf-8") as handle:
             comparison: dict[str, Any] | None = None
-            rows: list[tuple[str, list[str]]] = []
+            lowest: list[tuple[float, int, str, list[str]]] = []  # a heap of the worst: (-key, -position, ...)
+            position = 0
             for line in handle:
                 if line.startswith('  "cases": [') and not total:
                     return None  # no baseline (its comparison comes before the cases) and nothing failed
@@ -192,17 +247,26 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
                     case = json.loads(line.strip().rstrip(","))
                     if case.get("status") not in ("failed", "errored"):
                         continue
+                    bad = sorted(((-1.0 if m.get("status") == "errored" or m.get("score") is None
+                                   else float(m["score"]), m) for m in case.get("metrics", [])
+                                  if m.get("status") in ("failed", "errored")), key=lambda pair: pair[0])
                     worse = [f"{m['name']} {'error' if m.get('status') == 'errored' else _score(m.get('score'))}"
-                             for m in case.get("metrics", []) if m.get("status") in ("failed", "errored")]
-                    rows.append((_printable(case_label(case["id"], case.get("input"), case.get("actual_output"))),
-                                 worse))
-                    if len(rows) >= limit:
-                        break
+                             for _, m in bad]
+                    key = -1.0 if case.get("status") == "errored" else (bad[0][0] if bad else 0.0)
+                    entry = (-key, -position, _printable(case_label(case["id"], case.get("input"),
+                                                                     case.get("actual_output"))), _capped(worse))
+                    position += 1
+                    if len(lowest) < limit:
+                        heapq.heappush(lowest, entry)
+                    elif entry[:2] > lowest[0][:2]:
+                        heapq.heapreplace(lowest, entry)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if not total:
         return None
-    return NotableCases(f"failing cases ({total} of {summary.cases})", rows, max(total - len(rows), 0))
+    rows = [(label, parts) for _, _, label, parts in sorted(lowest, key=lambda e: e[:2], reverse=True)]
+    return NotableCases(f"failing cases ({total} of {summary.cases}, lowest score first)", rows,
+                        max(total - len(rows), 0))
 
 
 def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | None:
@@ -212,8 +276,11 @@ def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | Non
     for change in changes:
         if change.kind == "worse":
             worse.setdefault(change.case_id, []).append(change)
-    newly = list(comparison.get("newly_failing", []))
-    order = newly + [case_id for case_id in worse if case_id not in set(newly)]
+    rank = {case_id: i for i, case_id in enumerate(worse)}  # first change of each case: its largest drop
+    newly_ids = list(comparison.get("newly_failing", []))
+    listed = {case_id: i for i, case_id in enumerate(newly_ids)}
+    newly = sorted(newly_ids, key=lambda case_id: (rank.get(case_id, len(rank)), listed[case_id]))
+    order = newly + [case_id for case_id in worse if case_id not in listed]
     if not order:
         return None
     texts = {c.case_id: c for c in changes}
@@ -223,7 +290,7 @@ def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | Non
         label = case_label(case_id, change.input if change else None,
                            (change.current_output or change.baseline_output) if change else None)
         parts = [f"{c.metric} {_score(c.baseline_score)} → {_score(c.current_score)}" for c in worse.get(case_id, [])]
-        rows.append((_printable(label) + (" (newly failing)" if case_id in newly else ""), parts))
+        rows.append((_printable(label) + (" (newly failing)" if case_id in newly else ""), _capped(parts)))
     regressed = len(order) - len(newly)
     title = f"since the baseline: {len(newly)} case{'' if len(newly) == 1 else 's'} newly failing"
     if regressed:
@@ -233,19 +300,41 @@ def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | Non
 
 def _print_cases(console: Console, cases: NotableCases) -> None:
     """``cases`` under the table: its title, one line per case (its name — each metric and score) or, when that
-    line would not fit the console, the name on one line and each metric on a line of its own (numbers whole),
-    then where the rest are."""
+    line would not fit the console, the name on one line and its metrics on at most two more, as many to a line
+    as fit (numbers whole; those that do not fit are counted in the last line's ``… N more metrics``), then
+    where the rest are: at most 3 lines a case, ``3 × CASES_SHOWN + 2`` lines in all."""
     console.print(Text(cases.title + ":", style="bold"))
     for label, parts in cases.rows:
         line = f"  {label} — {'; '.join(parts)}" if parts else f"  {label}"
         if len(line) <= console.width:
             console.print(Text(line), overflow="fold")
-        else:
-            console.print(Text(f"  {label}"), overflow="fold")
-            for part in parts:
-                console.print(Text(f"      {part}"), overflow="fold")
+            continue
+        console.print(Text("  " + shorten(label, console.width - 2)))
+        for part_line in _packed(parts, console.width):
+            console.print(Text(part_line), overflow="fold")
     if cases.more:
         console.print(Text(f"  … {cases.more} more: see summary.md / results.json", style="dim"))
+
+
+def _packed(parts: list[str], width: int, lines: int = 2, indent: str = "      ") -> list[str]:
+    """``parts`` (metric entries, the last maybe ``… N more metrics``) on at most ``lines`` lines of ``width``
+    columns after ``indent``, joined by ``; ``; what does not fit is counted in a closing ``… N more metrics``."""
+    more = 0
+    if parts and parts[-1].startswith("… "):
+        more = int(parts[-1].split()[1])
+        parts = parts[:-1]
+    for shown in range(len(parts), -1, -1):
+        rest = more + len(parts) - shown
+        items = parts[:shown] + ([f"… {rest} more metric{'' if rest == 1 else 's'}"] if rest else [])
+        packed: list[str] = []
+        for item in items:
+            if packed and len(packed[-1]) + 2 + len(item) <= width:
+                packed[-1] += f"; {item}"
+            else:
+                packed.append(indent + item)
+        if len(packed) <= lines or shown == 0:
+            return packed
+    return []
 
 
 def _test_row(table: Table, label: str, test: ChangeTest | None) -> None:
@@ -253,7 +342,7 @@ def _test_row(table: Table, label: str, test: ChangeTest | None) -> None:
         return
     percent = test.statistic == "pass_rate"
     delta = "n/a" if test.delta is None else (f"{100 * test.delta:+.2f} pt" if percent else f"{test.delta:+.4f}")
-    table.add_row(Text(label), "pass rate" if percent else "mean", delta, p_text(test.p_value),
+    table.add_row(folded_name(label), "pass rate" if percent else "mean", delta, p_text(test.p_value),
                   Text(test.verdict, style=_VERDICT_STYLES.get(test.verdict, "")))
     interval = interval_text(test.interval, percent=percent, signed=True)
     if interval:  # under Δ, dimmed, as the intervals of the results table: 80 columns keep every number whole
@@ -273,7 +362,7 @@ def _print_comparison(console: Console, comparison: Comparison) -> None:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_lines=False)
     # metric names whole (up to 24 characters) before anything else: the verdict wraps at its spaces instead
     longest = max([len("all cases"), *(len(m.name) for m in comparison.metrics)])
-    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= 24 else None)
+    table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= NAME_WIDTH else None)
     table.add_column("test", justify="left", no_wrap=True)
     table.add_column(f"Δ ({level_text(1 - comparison.alpha)} CI)", justify="right", no_wrap=True)
     table.add_column("p", justify="right", no_wrap=True)
