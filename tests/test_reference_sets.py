@@ -320,10 +320,14 @@ def test_bad_search_settings_name_the_suite_file_and_field(tmp_path: Path) -> No
         evaluate_sync(_cases(), [metric])
 
 
-def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, cosine, prefect_api_url: str) -> None:
+def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, cosine, prefect_api_url: str,
+                                                                 monkeypatch) -> None:
     """A real CLI run searching a set with IVF-Flat and IVF-PQ writes recall@1 and recall@10 per set into
-    results.json (one list, every list probed: exact); PQ codes that do not divide the model's 384 dimensions are
-    a suite mistake: exit 2, the field named, no traceback."""
+    results.json (one list, every list probed: exact); `index prune` drops both searches, the PQ one's vectors
+    too; PQ codes that do not divide the model's 384 dimensions are a suite mistake: exit 2, the field named, no
+    traceback."""
+    from evaltasks import cli as cli_module
+
     (tmp_path / "facts.txt").write_text("\n".join(FACTS), encoding="utf-8")
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o}) for o in OUTPUTS[:3]),
                                       encoding="utf-8")
@@ -350,6 +354,14 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
         "ivf1.faiss", "ivf1-pq8.faiss", "ivf1-pq8.npy"}
+    (tmp_path / "other.yaml").write_text(
+        "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['" + FACTS[0] + "']}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli_module.main(["index", "prune", "other.yaml", "--index-dir", "idx"]) == 0
+    assert not list((tmp_path / "idx" / "sets").iterdir())
 
     (tmp_path / "suite.yaml").write_text(suite % 7, encoding="utf-8")
     run = subprocess.run([*cli, "run", "suite.yaml", "--quiet"], cwd=tmp_path, env=env, capture_output=True,
