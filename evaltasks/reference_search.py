@@ -33,6 +33,7 @@ AUTO_ABOVE = 1_000_000  # references above which ``auto`` searches with IVF
 _REGISTRY: dict[str, ReferenceSearch] = {}
 _LOCK = threading.Lock()
 _CHUNK = 65536  # reference rows per matrix product when every similarity is needed (mean aggregation)
+_HNSW_QUANTIZER_EF = 128  # HNSW coarse quantizer's breadth (adding and querying): FAISS's 16 misassigns vectors
 _TOP_K_BLOCK = 16 * 1024 * 1024  # similarities per matrix product in numpy's top_k (64 MiB of float32)
 
 
@@ -144,7 +145,7 @@ class ReferenceSearch:
             ivf = faiss.extract_index_ivf(index)
             ivf.nprobe = self.config.nprobe
             if self.config.ivf_quantizer == "hnsw":
-                faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe, 64)
+                faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe, _HNSW_QUANTIZER_EF)
         self.index = index
         self.recall_at_1: float | None = 1.0 if self.config.kind == "flat" else None
         self.recall_at_10: float | None = 1.0 if self.config.kind == "flat" else None
@@ -260,6 +261,8 @@ def _train_ivf(vectors: np.ndarray, config: SearchConfig) -> faiss.Index:
         bits = max(1, min(8, int(np.log2(max(n // 39, 2)))))
         factory += (f"x{bits}" if bits != 8 else "") + "np"  # np: no polysemous training (minutes, unused here)
     index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
+    if config.ivf_quantizer == "hnsw":  # the breadth used when adding assigns each vector to its list
+        faiss.downcast_index(faiss.extract_index_ivf(index).quantizer).hnsw.efSearch = _HNSW_QUANTIZER_EF
     size = min(n, max(39 * config.nlist, 50_000))
     rows = np.sort(np.random.default_rng(0).choice(n, size=size, replace=False)) if size < n else slice(None)
     index.train(np.ascontiguousarray(vectors[rows]))
