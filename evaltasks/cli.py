@@ -603,6 +603,7 @@ def _index(args: argparse.Namespace) -> int:
             if (index.root / "sets").exists() else []
         for path in stale:
             path.unlink()
+            path.with_suffix(".npy").unlink(missing_ok=True)  # an IVF-PQ search's vectors
         if stale:
             print(f"dropped {len(stale)} unused reference-set searches")
         return EXIT_PASSED

@@ -378,7 +378,7 @@ def prepare_reference_searches(
             search.measure_recall(tables[namespace].rows(outputs))
         infos.append(ReferenceSetInfo(
             name=reference_set.name, metric=metric.name, count=len(reference_set), sha256=reference_set.sha256,
-            search=reference_set.search.label(), recall_at_1=search.recall_at_1,
+            search=reference_set.search.label(), recall_at_1=search.recall_at_1, recall_at_10=search.recall_at_10,
         ))
     return infos
 

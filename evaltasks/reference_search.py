@@ -1,10 +1,14 @@
 """Similarity search over a large reference set (10^5–10^6 texts) with FAISS.
 
-``flat`` (default) is exact: ``IndexFlatIP`` over unit vectors, so inner product = cosine similarity. FAISS runs
+``flat`` is exact: ``IndexFlatIP`` over unit vectors, so inner product = cosine similarity. FAISS runs
 with numpy's CPU kernels (:mod:`evaltasks.index._blas`); where it still cannot, flat search scores through
 numpy (chunked ``queries @ vectors.T`` and ``np.argpartition``), with the same results.
 ``hnsw`` is approximate (``IndexHNSWFlat`` with inner product): faster queries, recall below 1, measured by
 :meth:`ReferenceSearch.measure_recall` against exact search and reported in ``results.json``.
+``ivf`` is approximate too, for sets of millions: an inverted file (``IVF{nlist},Flat``, or ``IVF{nlist},PQ{M}``
+codes re-ranked by exact inner product from the stored vectors) trained on a seeded sample and queried with
+``nprobe`` lists. ``auto`` (the default) is ``flat`` up to ``search_auto_above`` references (1,000,000) and
+``ivf`` above (README "Reference sets", docs/performance.md "IVF search").
 
 Built indexes are persisted beside the reference index (``<index>/sets/<key>.faiss``, FAISS's own format,
 no pickle) and loaded lazily once per process through :func:`get_search`.
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +27,13 @@ from evaltasks._atomic import atomic_path
 from evaltasks.errors import quote
 from evaltasks.index._blas import faiss, flat_through_numpy
 
-SEARCH_KINDS = ("flat", "hnsw")
+SEARCH_KINDS = ("auto", "flat", "hnsw", "ivf")
+IVF_QUANTIZERS = ("flat", "hnsw")
+AUTO_ABOVE = 1_000_000  # references above which ``auto`` searches with IVF
 _REGISTRY: dict[str, ReferenceSearch] = {}
 _LOCK = threading.Lock()
 _CHUNK = 65536  # reference rows per matrix product when every similarity is needed (mean aggregation)
+_HNSW_QUANTIZER_EF = 128  # HNSW coarse quantizer's breadth (adding and querying): FAISS's 16 misassigns vectors
 _TOP_K_BLOCK = 16 * 1024 * 1024  # similarities per matrix product in numpy's top_k (64 MiB of float32)
 
 
@@ -35,28 +42,76 @@ class SearchConfig:
     """How a reference set is searched.
 
     Attributes:
-        kind: ``"flat"`` (exact) or ``"hnsw"`` (approximate).
+        kind: ``"auto"`` (``flat`` up to ``search_auto_above`` references, ``ivf`` above), ``"flat"`` (exact),
+            ``"hnsw"`` or ``"ivf"`` (approximate). :meth:`resolve` turns ``auto`` into the kind a set of a given
+            size gets.
         hnsw_m: HNSW graph degree.
         ef_construction: HNSW build-time breadth.
         ef_search: HNSW query-time breadth (higher = better recall, slower).
+        search_auto_above: the size (references) above which ``auto`` is ``ivf``.
+        nlist: IVF lists (None: about 4·√n, at most n / 39 so each list's centroid trains on 39 vectors).
+        nprobe: IVF lists visited per query (higher = better recall, slower; at most ``nlist``).
+        ivf_pq: None (``IVF{nlist},Flat``: 4·d bytes a vector) or M, the bytes of a PQ code
+            (``IVF{nlist},PQ{M}``: M bytes a vector; d must be a multiple of M), its candidates re-ranked by
+            exact inner product from the stored vectors.
+        ivf_rerank: with ``ivf_pq``, candidates re-ranked per result (``ivf_rerank`` × k).
+        ivf_quantizer: ``"flat"`` (exact centroid search) or ``"hnsw"`` (an HNSW graph over the centroids:
+            faster assignment for very large ``nlist``).
+
+    Raises:
+        ValueError: an unknown kind or quantizer, or a count that is not a positive integer.
     """
 
-    kind: str = "flat"
+    kind: str = "auto"
     hnsw_m: int = 32
     ef_construction: int = 200
     ef_search: int = 128
+    search_auto_above: int = AUTO_ABOVE
+    nlist: int | None = None
+    nprobe: int = 32
+    ivf_pq: int | None = None
+    ivf_rerank: int = 10
+    ivf_quantizer: str = "flat"
 
     def __post_init__(self) -> None:
         if self.kind not in SEARCH_KINDS:
             raise ValueError(f"search must be one of {list(SEARCH_KINDS)}, got {quote(self.kind)}")
-        for label in ("hnsw_m", "ef_construction", "ef_search"):
+        if self.ivf_quantizer not in IVF_QUANTIZERS:
+            raise ValueError(f"ivf_quantizer must be one of {list(IVF_QUANTIZERS)}, got {quote(self.ivf_quantizer)}")
+        for label in ("hnsw_m", "ef_construction", "ef_search", "search_auto_above", "nlist", "nprobe", "ivf_pq",
+                      "ivf_rerank"):
             value = getattr(self, label)
+            if value is None and label in ("nlist", "ivf_pq"):
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive integer, got {quote(value)}")
 
+    def resolve(self, n: int) -> SearchConfig:
+        """The configuration a set of ``n`` references is searched with: ``auto`` becomes ``flat`` or ``ivf``;
+        an IVF's ``nlist`` is fixed (about 4·√n, at most n / 39, at least 1) and ``nprobe`` capped at it."""
+        kind = self.kind
+        if kind == "auto":
+            kind = "ivf" if n > self.search_auto_above else "flat"
+        if kind != "ivf":
+            return replace(self, kind=kind)
+        nlist = self.nlist or max(1, min(int(round(4 * np.sqrt(n))), n // 39))
+        return replace(self, kind=kind, nlist=min(nlist, max(n, 1)), nprobe=min(self.nprobe, min(nlist, max(n, 1))))
+
     def label(self) -> str:
-        """A short stable label, e.g. ``flat`` or ``hnsw-m32-efc200``."""
-        return "flat" if self.kind == "flat" else f"hnsw-m{self.hnsw_m}-efc{self.ef_construction}"
+        """A short stable label of what is built, e.g. ``flat``, ``hnsw-m32-efc200`` or ``ivf4000-pq48`` (of a
+        resolved configuration; an unresolved ``auto`` is ``auto``; query-time breadths are not part of it)."""
+        if self.kind in ("flat", "auto"):
+            return self.kind
+        if self.kind == "hnsw":
+            return f"hnsw-m{self.hnsw_m}-efc{self.ef_construction}"
+        codes = f"-pq{self.ivf_pq}" if self.ivf_pq else ""
+        quantizer = "-hnsw" if self.ivf_quantizer == "hnsw" else ""
+        return f"ivf{self.nlist or 'auto'}{quantizer}{codes}"
+
+    def factory(self) -> str:
+        """The FAISS ``index_factory`` string of a resolved IVF configuration, e.g. ``IVF4000_HNSW32,PQ48``."""
+        quantizer = "_HNSW32" if self.ivf_quantizer == "hnsw" else ""
+        return f"IVF{self.nlist}{quantizer},{f'PQ{self.ivf_pq}' if self.ivf_pq else 'Flat'}"
 
 
 class ReferenceSearch:
@@ -64,24 +119,36 @@ class ReferenceSearch:
 
     Args:
         vectors: float32 (n, d), unit rows.
-        config: the search configuration.
+        config: the search configuration (``auto`` is resolved against n).
+        index: an index already built over ``vectors`` (loaded from disk), else one is built here.
+
+    Raises:
+        ValueError: ``ivf_pq`` does not divide the vectors' dimensions.
     """
 
     def __init__(self, vectors: np.ndarray, config: SearchConfig | None = None, index: faiss.Index | None = None):
-        self.config = config or SearchConfig()
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         n, d = self.vectors.shape
+        self.config = (config or SearchConfig()).resolve(n)
         if index is None:
             if self.config.kind == "flat":
                 index = faiss.IndexFlatIP(d)
-            else:
+            elif self.config.kind == "hnsw":
                 index = faiss.IndexHNSWFlat(d, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
                 index.hnsw.efConstruction = self.config.ef_construction
+            else:
+                index = _train_ivf(self.vectors, self.config)
             index.add(self.vectors)
         if self.config.kind == "hnsw":
             faiss.downcast_index(index).hnsw.efSearch = self.config.ef_search
+        if self.config.kind == "ivf":
+            ivf = faiss.extract_index_ivf(index)
+            ivf.nprobe = self.config.nprobe
+            if self.config.ivf_quantizer == "hnsw":
+                faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe, _HNSW_QUANTIZER_EF)
         self.index = index
         self.recall_at_1: float | None = 1.0 if self.config.kind == "flat" else None
+        self.recall_at_10: float | None = 1.0 if self.config.kind == "flat" else None
         self.cost_per_case = 0.0
 
     def __len__(self) -> int:
@@ -93,8 +160,20 @@ class ReferenceSearch:
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if self.config.kind == "flat" and flat_through_numpy():
             return numpy_top_k(self.vectors, queries, k)
+        if self.config.kind == "ivf" and self.config.ivf_pq:
+            return self._reranked(queries, k)
         sims, idx = self.index.search(queries, k)
         return sims, idx
+
+    def _reranked(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """IVF-PQ's top ``ivf_rerank`` × k candidates by code, re-scored by exact inner product; top ``k`` kept
+        (missing candidates, rows -1, score -inf and come last)."""
+        candidates = min(len(self), self.config.ivf_rerank * k)
+        _, idx = self.index.search(queries, candidates)
+        sims = np.einsum("mkd,md->mk", self.vectors[np.maximum(idx, 0)], queries)
+        sims[idx < 0] = -np.inf
+        order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(sims, order, axis=1).astype(np.float32), np.take_along_axis(idx, order, axis=1)
 
     def clamped_mean(self, queries: np.ndarray) -> np.ndarray:
         """Mean over all references of the clamped cosine similarity, per query (exact; chunked products)."""
@@ -107,22 +186,32 @@ class ReferenceSearch:
         return total / max(len(self), 1)
 
     def measure_recall(self, queries: np.ndarray, sample: int = 1000, seed: int = 0) -> float:
-        """Recall@1 of this index against exact search on up to ``sample`` of ``queries``; stored and returned."""
+        """Recall@1 and recall@10 of this index against exact search on a seeded sample of up to ``sample``
+        ``queries``; stored (``recall_at_1``, ``recall_at_10``) and recall@1 returned.
+
+        Recall@10 is the share of the exact top 10 (top n below 10 references) that the index returns in its
+        own top 10. Exact search runs over the vectors in place (:func:`exact_top_k`: no copy).
+        """
         if self.config.kind == "flat" or len(queries) == 0:
-            self.recall_at_1 = 1.0
+            self.recall_at_1 = self.recall_at_10 = 1.0
             return 1.0
         rng = np.random.default_rng(seed)
         rows = rng.choice(len(queries), size=min(sample, len(queries)), replace=False)
         q = np.ascontiguousarray(queries[rows], dtype=np.float32)
-        exact = faiss.IndexFlatIP(self.vectors.shape[1])
-        exact.add(self.vectors)
-        _, truth = exact.search(q, 1)
-        _, found = self.top_k(q, 1)
+        k = min(10, len(self))
+        _, truth = exact_top_k(self.vectors, q, k)
+        _, found = self.top_k(q, k)
         self.recall_at_1 = float(np.mean(truth[:, 0] == found[:, 0]))
+        self.recall_at_10 = float(np.mean([len(set(t) & set(f)) / k for t, f in zip(truth.tolist(), found.tolist())]))
         return self.recall_at_1
 
     def save(self, path: Path) -> None:
-        """Write the FAISS index atomically (temporary file + rename)."""
+        """Write the FAISS index atomically (temporary file + rename). IVF-PQ, whose codes cannot give back the
+        vectors it re-ranks with, also writes them beside it (``<key>.npy``, numpy's format, first)."""
+        if self.config.kind == "ivf" and self.config.ivf_pq:
+            with atomic_path(path.with_suffix(".npy")) as tmp:
+                with open(tmp, "wb") as handle:
+                    np.save(handle, self.vectors, allow_pickle=False)
         with atomic_path(path) as tmp:
             faiss.write_index(self.index, str(tmp))
 
@@ -137,12 +226,55 @@ class ReferenceSearch:
             index = faiss.read_index(str(path))
         except Exception:  # noqa: BLE001 - rebuilt by the caller
             return None
+        config = config.resolve(index.ntotal)
         if vectors is None:
-            storage = faiss.downcast_index(index.storage) if config.kind == "hnsw" else index
-            vectors = storage.reconstruct_n(0, index.ntotal)
+            if config.kind == "ivf" and config.ivf_pq:
+                try:
+                    vectors = np.load(path.with_suffix(".npy"), mmap_mode="r", allow_pickle=False)
+                except (OSError, ValueError):
+                    return None
+            elif config.kind == "ivf":
+                faiss.extract_index_ivf(index).make_direct_map()
+                vectors = index.reconstruct_n(0, index.ntotal)
+            else:
+                storage = faiss.downcast_index(index.storage) if config.kind == "hnsw" else index
+                vectors = storage.reconstruct_n(0, index.ntotal)
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
             return None
         return cls(vectors, config, index)
+
+
+def _train_ivf(vectors: np.ndarray, config: SearchConfig) -> faiss.Index:
+    """An empty IVF index of ``config`` (resolved) trained on a seeded sample of max(39·nlist, 50,000) rows.
+
+    PQ codes keep 8 bits per sub-vector when the sample holds 39 × 256 rows, fewer below (small sets).
+
+    Raises:
+        ValueError: ``ivf_pq`` does not divide the dimensions.
+    """
+    n, d = vectors.shape
+    assert config.nlist is not None
+    factory = config.factory()
+    if config.ivf_pq:
+        if d % config.ivf_pq:
+            raise ValueError(f"ivf_pq must divide the embedding dimensions ({d}), got {config.ivf_pq}")
+        bits = max(1, min(8, int(np.log2(max(n // 39, 2)))))
+        factory += (f"x{bits}" if bits != 8 else "") + "np"  # np: no polysemous training (minutes, unused here)
+    index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
+    if config.ivf_quantizer == "hnsw":  # the breadth used when adding assigns each vector to its list
+        faiss.downcast_index(faiss.extract_index_ivf(index).quantizer).hnsw.efSearch = _HNSW_QUANTIZER_EF
+    size = min(n, max(39 * config.nlist, 50_000))
+    rows = np.sort(np.random.default_rng(0).choice(n, size=size, replace=False)) if size < n else slice(None)
+    index.train(np.ascontiguousarray(vectors[rows]))
+    return index
+
+
+def exact_top_k(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact inner-product top ``k`` over ``vectors`` in place (no index, no copy): FAISS's brute-force
+    ``knn``, or :func:`numpy_top_k` where FAISS runs other kernels than numpy. Shapes as ``numpy_top_k``."""
+    if flat_through_numpy():
+        return numpy_top_k(vectors, queries, k)
+    return faiss.knn(queries, np.ascontiguousarray(vectors), k, metric=faiss.METRIC_INNER_PRODUCT)
 
 
 def numpy_top_k(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -5,11 +5,13 @@ A suite declares them under ``reference_sets`` and a metric uses one with ``refe
     reference_sets:
       faq: faq.txt                          # text file: one reference per line (blank lines skipped)
       answers: {path: answers.csv, column: answer, search: hnsw, ef_search: 256}
+      corpus: {path: corpus.jsonl, column: text, search: ivf, nprobe: 64, ivf_pq: 48}
       inline: ["Paris is the capital of France.", "..."]
 
 Files: ``.txt`` (one per line), ``.csv`` / ``.jsonl`` / ``.json`` / ``.yaml`` with ``column`` naming the field
 (a ``.json`` / ``.yaml`` list of strings needs none). Max aggregation searches the set with FAISS
-(exact ``flat`` by default, approximate ``hnsw`` on request, its recall measured and reported).
+(``auto`` by default: exact ``flat`` up to ``search_auto_above`` references, approximate ``ivf`` above;
+``hnsw`` on request; an approximate search's recall is measured and reported).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import csv
 import hashlib
 import json
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 
-from evaltasks.errors import DatasetError, Problem
+from evaltasks.errors import ConfigError, DatasetError, Problem
 from evaltasks.reference_search import SearchConfig
 
 SET_FORMATS = (".txt", ".csv", ".jsonl", ".json", ".yaml", ".yml")
@@ -36,7 +39,8 @@ class ReferenceSet:
     Attributes:
         name: the set's name in the suite.
         texts: the references (non-empty strings; duplicates kept once, order kept).
-        search: how max aggregation searches the set.
+        search: how max aggregation searches the set, resolved against its size (``auto`` is stored as ``flat``
+            or ``ivf``, an IVF's ``nlist`` fixed).
         source: where the texts came from (file path or ``"<suite>"``/``"<python>"``).
 
     Raises:
@@ -55,6 +59,7 @@ class ReferenceSet:
         if any(not isinstance(t, str) or not t.strip() for t in texts):
             raise ValueError(f"reference set '{self.name}' holds an empty or non-string reference")
         object.__setattr__(self, "texts", texts)
+        object.__setattr__(self, "search", self.search.resolve(len(texts)))  # auto: flat or ivf by size
 
     @cached_property
     def sha256(self) -> str:
@@ -72,12 +77,31 @@ class ReferenceSet:
         return f"ReferenceSet(name={self.name!r}, count={len(self)}, sha256={self.sha256[:12]!r}, search={self.search.label()!r})"
 
 
+def _search_config(options: dict[str, Any], suite_source: str, where: str) -> SearchConfig:
+    """The set's :class:`SearchConfig` from its remaining suite options (``search`` is the kind).
+
+    Raises:
+        ConfigError: an unknown option or a bad value, located at ``where`` with the option as the field.
+    """
+    fields = {f.name for f in dataclass_fields(SearchConfig)} - {"kind"}
+    unknown = sorted(set(options) - fields - {"search"})
+    if unknown:
+        raise ConfigError([Problem(suite_source, where, key, f"is not a reference-set option (options: path, texts, "
+                                   f"column, search, {', '.join(sorted(fields))})") for key in unknown])
+    try:
+        return SearchConfig(**{"kind": options.pop("search", "auto"), **options})
+    except ValueError as exc:
+        field, _, message = str(exc).partition(" ")
+        raise ConfigError([Problem(suite_source, where, field, message)]) from None
+
+
 def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) -> ReferenceSet:
     """Build the set ``name`` from its suite entry (a list, a path, or a mapping with ``path``/``texts``).
 
     Raises:
         DatasetError: the file is missing or unreadable, a row lacks the column, or a value is not a string.
-        ValueError: an invalid search configuration or an empty set.
+        ConfigError: an unknown or invalid search option (the field named).
+        ValueError: an empty set.
     """
     where = f"reference_sets.{name}"
     options: dict[str, Any] = {}
@@ -85,7 +109,7 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
         options = dict(spec)
         spec = options.pop("texts", None) if "texts" in options else options.pop("path", None)
     column = options.pop("column", None)
-    search = SearchConfig(**{"kind": options.pop("search", "flat"), **options})
+    search = _search_config(options, suite_source, where)
     if isinstance(spec, list):
         if not all(isinstance(t, str) for t in spec):
             raise DatasetError([Problem(suite_source, where, "texts", "must be a list of strings")])

@@ -331,8 +331,10 @@ class ReferenceSetInfo(BaseModel):
     Attributes:
         name: the set's name; metric: the metric that searched it.
         count: references in the set; sha256: its content hash.
-        search: ``flat`` (exact) or ``hnsw-…`` (approximate).
+        search: ``flat`` (exact), ``hnsw-…`` or ``ivf…`` (approximate).
         recall_at_1: measured recall@1 against exact search on the run's outputs (1.0 for flat).
+        recall_at_10: measured recall@10 (the share of the exact top 10 found in the search's top 10) on the
+            same outputs (1.0 for flat).
     """
 
     name: str
@@ -341,6 +343,7 @@ class ReferenceSetInfo(BaseModel):
     sha256: str
     search: str
     recall_at_1: float | None = None
+    recall_at_10: float | None = None
 
 
 class JudgeAccount(BaseModel):

@@ -410,7 +410,8 @@ class Suite(BaseModel):
     reference_sets: dict[str, list[str] | str | dict[str, Any]] = Field(
         default_factory=dict,
         description="Named reference sets: a path (.txt one per line; .csv/.jsonl/.json/.yaml with `column`), "
-        "a list of strings, or {path, column, search: flat|hnsw, hnsw_m, ef_construction, ef_search}. "
+        "a list of strings, or {path, column, search: auto|flat|hnsw|ivf, hnsw_m, ef_construction, ef_search, "
+        "search_auto_above, nlist, nprobe, ivf_pq, ivf_rerank, ivf_quantizer: flat|hnsw}. "
         "A ReferenceMatchMetric uses one with `reference_set: NAME`.",
     )
     embeddings: dict[Literal["local", "openai"], dict[str, Any]] = Field(

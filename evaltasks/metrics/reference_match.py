@@ -15,7 +15,7 @@ import numpy as np
 from annotated_types import MinLen
 
 from evaltasks.embeddings import VectorTable
-from evaltasks.errors import quote
+from evaltasks.errors import ConfigError, Problem, quote
 from evaltasks.metrics.base import EmbeddingNeed, NonEmptyStr
 from evaltasks.metrics.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.reference_search import ReferenceSearch, build_search, get_search, search_key
@@ -146,11 +146,19 @@ class ReferenceMatchMetric(EmbeddingMetric):
             table: vectors holding every text of the set.
             directory: where built searches persist (None: in memory only).
             cases: cases in the run, to share the set's embedding cost between them.
+
+        Raises:
+            ConfigError: the set's search options do not fit the vectors (``ivf_pq`` not dividing d).
         """
         if self.reference_set is None:
             return None
         rows = table.indices(self.reference_set.texts)
-        search = build_search(self.search_key, table.vectors[rows], self.reference_set.search, directory)
+        try:
+            search = build_search(self.search_key, table.vectors[rows], self.reference_set.search, directory)
+        except ValueError as exc:  # ivf_pq that does not divide the model's dimensions: a suite mistake
+            field, _, message = str(exc).partition(" ")
+            raise ConfigError([Problem(self.reference_set.source, f"reference set '{self.reference_set.name}'",
+                                       field, message)]) from None
         search.cost_per_case = float(table.costs[rows].sum()) / max(cases, 1)
         self._search_dir = str(directory) if directory is not None else None  # workers load it from there
         self._search_cost_per_case = search.cost_per_case
