@@ -173,11 +173,11 @@ def _worker_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def threads_results(suite: Path, tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str) -> dict:
-    """The same suite run in-process (the default threads runner), on the session's Prefect server (saves a
-    temporary server's start)."""
+def threads_results(suite: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The same suite run in-process (the default threads runner), on a temporary Prefect server of its own, as
+    the cluster runs (the session's server is shared with the tests running beside this one)."""
     tmp = tmp_path_factory.mktemp("threads")
-    return _run(suite, "threads", tmp / "run", {**_cli_env(tmp), "PREFECT_API_URL": prefect_api_url})[2]
+    return _run(suite, "threads", tmp / "run", _cli_env(tmp))[2]
 
 
 def _scores(results: dict) -> list[tuple[str, str, float, bool]]:
@@ -185,8 +185,15 @@ def _scores(results: dict) -> list[tuple[str, str, float, bool]]:
             for case in results["cases"] for metric in case["metrics"]]
 
 
+def _errors(results: dict) -> list[str]:
+    """The errored results of a run, as 'case/metric: error' (what an assertion message needs)."""
+    return [f"{case['id']}/{m['name']}: {m.get('error')}" for case in results["cases"] for m in case["metrics"]
+            if m["status"] == "errored"][:5]
+
+
 def _check_same_scores(distributed: dict, local: dict) -> None:
     assert len(local["cases"]) == len(distributed["cases"]) == 48
+    assert not _errors(local) and not _errors(distributed), (_errors(local), _errors(distributed))
     assert _scores(distributed) == _scores(local)  # exactly: the same model, the same texts, the same batches
     assert distributed["summary"] == local["summary"]
 
