@@ -117,14 +117,6 @@ def text_id(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 @dataclass
 class IndexLookup:
     """What :meth:`ReferenceIndex.get_or_embed` returns.
@@ -587,7 +579,7 @@ def _check_files(index_path: Path, meta: dict) -> list[str]:
     if size not in sizes:
         return [f"{INDEX_FILE} is {size:,} bytes, expected {sizes[0]:,} for {meta.get('count')} vectors × "
                 f"{meta.get('dimensions')} dimensions (truncated or overwritten)"]
-    if _file_sha256(index_path) not in {state.get("index_sha256") for state in states}:
+    if _segments.file_sha256(index_path) not in {state.get("index_sha256") for state in states}:
         return [f"the sha256 of {INDEX_FILE} differs from the one {META_FILE} records"]
     return []
 
