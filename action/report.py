@@ -153,7 +153,7 @@ def _fallback_outputs(env: os._Environ[str] | dict[str, str], results_path: Path
 
 def _report() -> int:
     """:func:`main`'s work (may raise)."""
-    from evaltasks.compare import Comparison
+    from evaltasks.engine.compare import Comparison
     from evaltasks.reports.markdown import render_summary_markdown
     from evaltasks.results import EvaluationSummary, TestCaseResult, budget_message
 

@@ -17,7 +17,7 @@ import time
 from index_scale import _vectors  # bench/ is the script directory: on sys.path
 
 from evaltasks.index import _blas
-from evaltasks.reference_search import ReferenceSearch, numpy_top_k
+from evaltasks.index.search import ReferenceSearch, numpy_top_k
 
 
 def main() -> None:

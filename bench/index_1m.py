@@ -364,7 +364,7 @@ def phase_flat(cfg: dict, work: Path) -> dict:
     import faiss
     import numpy as np
 
-    from evaltasks.reference_search import ReferenceSearch, SearchConfig
+    from evaltasks.index.search import ReferenceSearch, SearchConfig
 
     faiss.omp_set_num_threads(cfg["threads"])
     refs, queries, source = _load_inputs(work)
@@ -406,7 +406,7 @@ def phase_hnsw(cfg: dict, work: Path) -> dict:
     import faiss
     import numpy as np
 
-    from evaltasks.reference_search import ReferenceSearch, SearchConfig
+    from evaltasks.index.search import ReferenceSearch, SearchConfig
 
     faiss.omp_set_num_threads(cfg["threads"])
     refs, queries, source = _load_inputs(work)

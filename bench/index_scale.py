@@ -257,7 +257,7 @@ def phase_flat(work: Path, n: int, queries: int) -> dict:
     import numpy as np
 
     from evaltasks.index import _blas
-    from evaltasks.reference_search import ReferenceSearch, numpy_top_k
+    from evaltasks.index.search import ReferenceSearch, numpy_top_k
 
     vectors = np.load(work / "vectors.npy")
     q = _vectors(queries, seed=99)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from evaltasks.index._blas import faiss
-from evaltasks.reference_search import ReferenceSearch, SearchConfig, exact_top_k
+from evaltasks.index.search import ReferenceSearch, SearchConfig, exact_top_k
 
 D = 384
 

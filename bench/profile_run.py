@@ -44,7 +44,7 @@ PROBE = r'''
 import atexit, importlib.abc, json, os, sys, threading, time
 
 _LOG = os.environ.get("EVALTASKS_PROFILE_LOG")
-_ROLE = "server" if any("uvicorn" in a or a.endswith("_server_guard.py") for a in sys.argv) else "cli"
+_ROLE = "server" if any("uvicorn" in a or a.endswith("temporary.py") for a in sys.argv) else "cli"
 _lock = threading.Lock()
 
 def _mark(label, edge):
@@ -89,8 +89,8 @@ def _attr(module, dotted):
 # module -> [(attribute, label)]: wrapped right after the module is executed
 _WRAP = {
     "evaltasks.cli": [("main", "cli.main")],
-    "evaltasks.run": [("plan_run", "plan_run")],
-    "evaltasks._server_guard": [("guard_temporary_server", "guard_temporary_server"),
+    "evaltasks.engine.run": [("plan_run", "plan_run")],
+    "evaltasks.server.temporary": [("guard_temporary_server", "guard_temporary_server"),
                                 ("spawn_temporary_server", "server spawn"),
                                 ("StartingServer.wait", "server wait")],
     "evaltasks.embeddings.local": [("LocalEmbeddingProvider.load", "model load")],

@@ -6,7 +6,7 @@ does at that size); then the summary is built from those case results by this ch
 :class:`~evaltasks.results.SummaryBuilder` (counts plus the compact per-case arrays and the 95 % intervals)
 and by the one of ``--base`` (a git revision before the statistics: counts only), and the comparison with a
 baseline (the same cases with 2 % of the passing ones now failing) by this checkout's
-:class:`~evaltasks.compare.ComparisonBuilder` (change list plus paired tests) and by ``--base``'s (change list
+:class:`~evaltasks.engine.compare.ComparisonBuilder` (change list plus paired tests) and by ``--base``'s (change list
 only). Medians of ``--repeat`` runs; the extra memory is the size of the arrays the new builders keep, per
 case::
 
@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaltasks.compare import ComparisonBuilder  # noqa: E402
+from evaltasks.engine.compare import ComparisonBuilder  # noqa: E402
 from evaltasks.metrics import LengthCheckMetric  # noqa: E402
 from evaltasks.results import MetricResult, SummaryBuilder, TestCaseResult  # noqa: E402
 from evaltasks.test_case import EvalTestCase  # noqa: E402
@@ -76,7 +76,7 @@ def main() -> None:
         base_cases.append(d)
     thresholds = {metric.name: metric.threshold}
     old_results = _old_module(args.base, "evaltasks/results.py", "old_results")
-    old_compare = _old_module(args.base, "evaltasks/compare.py", "old_compare")
+    old_compare = _old_module(args.base, "evaltasks/engine/compare.py", "old_compare")
     base_summary = json.loads(old_results.summarize(results, thresholds).model_dump_json())
     baseline = {"summary": base_summary, "cases": base_cases}
 

@@ -124,7 +124,7 @@ def phase_env(cfg: dict, work: Path) -> dict:
 
 def phase_prepare(cfg: dict, work: Path) -> dict:
     """cases.json from evaltasks' own loader (so every contender sees the same texts), and the text counts."""
-    from evaltasks.run import plan_run
+    from evaltasks.engine.run import plan_run
 
     plan = plan_run(cfg["suite"])
     cases = [{"input": c.input, "actual_output": c.actual_output, "references": list(c.references or [])}

@@ -40,7 +40,7 @@ the median of the per-repetition ratios CLI / API. The CPU time other processes 
 recorded from /proc/stat (the benchmark's own processes — its children, the loopback server, the evaltasks
 server — are told apart by an environment variable they inherit); a measurement they disturbed (more than
 --contended-cores) is measured again (--retries) and the least disturbed one kept. The script uses only commands
-and the public API (``evaltasks.evaluate_sync``, ``evaltasks.run.plan_run``), never evaltasks' internals.
+and the public API (``evaltasks.evaluate_sync``, ``evaltasks.engine.run.plan_run``), never evaltasks' internals.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ RATIO_TARGET, QUICKSTART_TARGET = 1.3, 1.5
 API_SCRIPT = (  # the Python API contender: argv = suite, index dir
     "import json, sys\n"
     "from evaltasks import evaluate_sync\n"
-    "from evaltasks.run import plan_run\n"
+    "from evaltasks.engine.run import plan_run\n"
     "plan = plan_run(sys.argv[1])\n"
     "result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, index_dir=sys.argv[2])\n"
     "s = result.summary\n"
@@ -397,7 +397,7 @@ def write_job_suite(work: Path, provider: str, base_url: str | None) -> Path:
 
 def job_texts(suite: Path) -> list[str]:
     """Every unique non-empty output and reference of the suite (evaltasks' own loader, in a fresh process)."""
-    script = ("import json, sys\nfrom evaltasks.run import plan_run\nplan = plan_run(sys.argv[1])\n"
+    script = ("import json, sys\nfrom evaltasks.engine.run import plan_run\nplan = plan_run(sys.argv[1])\n"
               "texts = {t for c in plan.dataset.cases for t in [c.actual_output, *(c.references or [])] if t}\n"
               "print(json.dumps(sorted(texts)))\n")
     done = _timed([sys.executable, "-c", script, str(suite)], _env(), suite.parent, ok=(0,))

@@ -6,8 +6,6 @@ The public API (seed-compatible with eval-ai-library's ``eval_lib``)::
 """
 
 import os as _os
-import sys as _sys
-import types as _types
 
 from evaltasks._version import __version__
 
@@ -32,16 +30,16 @@ from evaltasks.errors import (
 # that need none of it (`evaltasks --version`, `schema`, `index info`) do not pay for numpy, pydantic models or
 # the metrics: `from evaltasks import evaluate_sync` works as before.
 _LAZY: dict[str, str] = {
-    "evaluate": "evaltasks.evaluate",
-    "evaluate_sync": "evaltasks.evaluate",
+    "evaluate": "evaltasks.engine.evaluate",
+    "evaluate_sync": "evaltasks.engine.evaluate",
     "ReferenceIndex": "evaltasks.index",
     "EvaluationResult": "evaltasks.results",
     "MetricResult": "evaltasks.results",
     "TestCaseResult": "evaltasks.results",
     "EvalTestCase": "evaltasks.test_case",
-    "SemanticSimilarityMetric": "evaltasks.metrics.semantic_similarity",
-    "GEvalMetric": "evaltasks.metrics.geval",
-    "CustomEvalMetric": "evaltasks.metrics.custom_eval",
+    "SemanticSimilarityMetric": "evaltasks.metrics.vector.semantic_similarity",
+    "GEvalMetric": "evaltasks.metrics.judge.geval",
+    "CustomEvalMetric": "evaltasks.metrics.judge.custom_eval",
     **{name: "evaltasks.metrics" for name in (
         "METRICS", "BaseMetric", "ContainsMetric", "EndsWithMetric", "ExactMatchMetric", "FormatCheckMetric",
         "JsonSchemaMetric", "LanguageDetectionMetric", "LengthCheckMetric", "NonEmptyMetric",
@@ -76,24 +74,6 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups find it directly
     return value
-
-
-class _Package(_types.ModuleType):
-    """This package's module type: importing the submodule ``evaltasks.evaluate`` does not rebind the public name
-    ``evaltasks.evaluate`` (the function) to that submodule.
-
-    The import system binds every submodule to its package's attribute of the same name; with the public names
-    imported lazily, the first ``from evaltasks.evaluate import ...`` anywhere would otherwise turn
-    ``from evaltasks import evaluate`` into the module. The submodule stays in ``sys.modules`` as usual.
-    """
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name == "evaluate" and isinstance(value, _types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:

@@ -1,5 +1,5 @@
 """Alias of eval-ai-library 0.8's ``eval_lib.agent_metrics`` module path."""
 
-from evaltasks.metrics.tool_correctness import ToolCorrectnessMetric
+from evaltasks.metrics.deterministic.tool_correctness import ToolCorrectnessMetric
 
 __all__ = ["ToolCorrectnessMetric"]

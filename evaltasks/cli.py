@@ -64,10 +64,10 @@ def _check_output_dir(path: Path, label: str = "--output-dir") -> str | None:
 
 def _use_default_output_dir(args: argparse.Namespace, suite_name: str) -> bool:
     """Without ``--output-dir``, set ``args.output_dir`` to the suite's own reports directory
-    (:func:`evaltasks.run.default_output_dir`); True when it did."""
+    (:func:`evaltasks.engine.run.default_output_dir`); True when it did."""
     if args.output_dir is not None:
         return False
-    from evaltasks.run import default_output_dir
+    from evaltasks.engine.run import default_output_dir
 
     args.output_dir = str(default_output_dir(suite_name))
     return True
@@ -273,7 +273,7 @@ def _error(message: str) -> None:
 
 
 _exit_status: int | None = None  # the command's exit code, once main() has returned it (see _exit_at_once)
-# True in a run that `evaltasks server` forked (evaltasks._server): its runner supervises the run's process, and
+# True in a run that `evaltasks server` forked (evaltasks.server.daemon): its runner supervises the run's process, and
 # the run needs no heartbeats, as on a temporary server (see _without_heartbeats).
 served_by_runner = False
 
@@ -368,7 +368,7 @@ def _main(argv: list[str] | None, command_started: float) -> int:
     if argv is None:  # the command owns its process
         _open_standard_streams()
     if args.command == "server" or (args.command == "run" and argv is None and not args.no_server):
-        from evaltasks import _client  # standard library only: decides before Prefect, rich or numpy load
+        from evaltasks.server import client as _client  # standard library only: decides before Prefect, rich or numpy load
 
         if args.command == "server":
             return _client.server_command(args)
@@ -376,7 +376,7 @@ def _main(argv: list[str] | None, command_started: float) -> int:
         if served is not None:
             return served
     if args.command == "schema":
-        from evaltasks.suite import suite_json_schema
+        from evaltasks.inputs.suite import suite_json_schema
 
         try:
             print(json.dumps(suite_json_schema(), indent=2))
@@ -420,7 +420,7 @@ def _history(args: argparse.Namespace) -> int:
     from evaltasks.engine.history import DEFAULT_HISTORY_DIR, HistoryStore, resolve_history_dir
     from evaltasks.errors import ConfigError, InputError, Problem
     from evaltasks.inputs.files import decode_text, load_yaml
-    from evaltasks.suite import HistorySpec
+    from evaltasks.inputs.suite import HistorySpec
 
     if args.last < 1:
         _error("--last must be at least 1")
@@ -495,7 +495,7 @@ def _serve(args: argparse.Namespace) -> int:
     from evaltasks.errors import InputError
 
     try:
-        from evaltasks.run import plan_run
+        from evaltasks.engine.run import plan_run
 
         plan = plan_run(args.suite)
         _use_default_output_dir(args, plan.suite.suite.name)
@@ -576,7 +576,7 @@ def _index(args: argparse.Namespace) -> int:
                       f"{namespace}: format 1 converted to 1 segment ({count} vectors)" if before == 0 else
                       f"{namespace}: {before} segments -> {after} ({count} vectors)")
             return EXIT_PASSED
-        from evaltasks.run import index_plan, plan_run
+        from evaltasks.engine.run import index_plan, plan_run
 
         if args.index_command == "build":
             counts = index_plan(plan_run(args.suite), args.index_dir)
@@ -646,7 +646,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from evaltasks.errors import InputError
 
-    from evaltasks.compare import DEFAULT_TOLERANCE
+    from evaltasks.engine.compare import DEFAULT_TOLERANCE
 
     if args.batch_size is not None and args.batch_size < 1:
         _error("--batch-size must be at least 1")
@@ -661,7 +661,7 @@ def _run(args: argparse.Namespace) -> int:
         _error(problem)
         return EXIT_INVALID
     try:
-        from evaltasks.run import plan_run
+        from evaltasks.engine.run import plan_run
 
         plan = plan_run(args.suite, skip_missing_credentials=args.skip_missing_credentials)  # before Prefect
         if _use_default_output_dir(args, plan.suite.suite.name) and _interrupt is not None:
@@ -671,7 +671,7 @@ def _run(args: argparse.Namespace) -> int:
         for notice in plan.suite.notices:
             print(f"evaltasks: note: {notice}", file=sys.stderr)
         if args.baseline is not None:
-            from evaltasks.run import load_parsed_baseline
+            from evaltasks.engine.run import load_parsed_baseline
 
             load_parsed_baseline(args.baseline, hand_over=True)  # a bad baseline is a usage error: found now
         problem = _check_output_dir(Path(args.output_dir))
@@ -684,12 +684,12 @@ def _run(args: argparse.Namespace) -> int:
             _error(problem)
             return EXIT_INVALID
         if args.max_cost is not None:
-            from evaltasks.run import check_judge_prices, estimate_cost
+            from evaltasks.engine.run import check_judge_prices, estimate_cost
 
             check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
             estimate = estimate_cost(plan, args.index_dir, refresh=args.no_cache)
             if estimate > args.max_cost:
-                from evaltasks.metrics.judge import JudgeMetric
+                from evaltasks.metrics.judge.base import JudgeMetric
 
                 judged = any(isinstance(metric, JudgeMetric) for metric in plan.suite.metrics)
                 how = " (judge requests at their worst case: every answer as long as max_tokens allows)" if judged else ""
@@ -703,7 +703,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # The flow's parameters are paths: hand it this validated plan instead of letting it parse everything
     # again (and drop our reference, so a run of 10^6 cases holds the dataset once).
-    from evaltasks.run import hand_over_plan
+    from evaltasks.engine.run import hand_over_plan
 
     suite_name, work_items, min_pass_rate = plan.suite.suite.name, plan.work_items, plan.suite.suite.gate.min_pass_rate
     metric_count = len(plan.suite.metrics)
@@ -714,9 +714,9 @@ def _run(args: argparse.Namespace) -> int:
 
     _quiet_prefect_defaults()
     try:
-        from evaltasks._server_guard import spawn_temporary_server
+        from evaltasks.server.temporary import spawn_temporary_server
 
-        # Prefect's temporary server starts now, guarded (evaltasks._server_guard): its seconds of start-up
+        # Prefect's temporary server starts now, guarded (evaltasks.server.temporary): its seconds of start-up
         # overlap the imports and the model load below; the flow waits for it before its first API call.
         starting = spawn_temporary_server()
     except Exception:  # noqa: BLE001
@@ -728,7 +728,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from evaltasks import _progress
+    from evaltasks.engine import progress as _progress
     from evaltasks.reports.console import notable_cases, print_summary
 
     console = Console(stderr=True)
@@ -748,7 +748,7 @@ def _run(args: argparse.Namespace) -> int:
 
             if args.task_runner == "threads":  # its own line while Prefect starts: the two overlap
                 _load_models_in_background(model_providers, stages)
-            from evaltasks._server_guard import guard_temporary_server
+            from evaltasks.server.temporary import guard_temporary_server
 
             if starting is not None:
                 starting.wait()
@@ -786,7 +786,7 @@ def _run(args: argparse.Namespace) -> int:
         if warning not in shown_warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
     # --quiet: the verdict line, the gate line and the reports line only (README, "CLI")
-    from evaltasks.compare import Comparison
+    from evaltasks.engine.compare import Comparison
     from evaltasks.results import EvaluationSummary
 
     try:
@@ -934,7 +934,7 @@ def _run_interruptible(args: argparse.Namespace) -> int:
     GitHub Actions cancels a job with SIGINT, then SIGTERM 7.5 s later, then SIGKILL. The first signal stops
     the run: queued and running encodes stop (within one chunk, see ``evaltasks.embeddings.local``), Prefect
     marks the flow run crashed on its temporary server (which the terminal's Ctrl+C no longer reaches: see
-    ``evaltasks._server_guard``), log records stop reaching the terminal, and one line says what the reports
+    ``evaltasks.server.temporary``), log records stop reaching the terminal, and one line says what the reports
     directory holds: reports are replaced as a set or not at all, so it keeps the previous set unless the new
     one was complete before the signal. The temporary server stops when the process exits; a second signal
     ends the process at once. Returns the exit code.
@@ -1072,7 +1072,7 @@ class _Stages:
 
     The CLI reports the stages it knows (``starting Prefect``; its own model load, :meth:`side`, a line of its
     own while it overlaps the server's start), the flow and its task runs report theirs through
-    :mod:`evaltasks._progress` (``loading the model NAME``, ``embedding N texts``, ``scoring N cases × M metrics``,
+    :mod:`evaltasks.engine.progress` (``loading the model NAME``, ``embedding N texts``, ``scoring N cases × M metrics``,
     with counts). A count reported while the current stage has none (a flow that names no scoring stage) starts
     the scoring stage the CLI knows from the plan (``scoring``: its words; ``work_items``: case × metric
     results). Thread-safe (rich's Progress is); a disabled Progress (``--quiet``) shows nothing.

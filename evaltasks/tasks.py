@@ -1,15 +1,15 @@
-"""Prefect tasks wrapping the plain engine in :mod:`evaltasks.evaluate`, for use in any flow.
+"""Prefect tasks wrapping the plain engine in :mod:`evaltasks.engine.evaluate`, for use in any flow.
 
 Each task sits next to the plain function it wraps (use those without Prefect):
 
 =======================  ============================================  =====================================
 task                     wraps                                         caching
 =======================  ============================================  =====================================
-``load_dataset``         :func:`evaltasks.run.plan_run`                none
+``load_dataset``         :func:`evaltasks.engine.run.plan_run`                none
 ``load_embedding_model`` the provider's ``load`` (local models)        none
-``embed_references``     :func:`evaltasks.evaluate.embed_references`   none (the FAISS index is the cache)
-``embed_outputs``        :func:`evaltasks.evaluate.embed_outputs`      none (the FAISS index is the cache)
-``score_batch``          :func:`evaltasks.evaluate.score_metric_batch` inputs but ``metric`` (canonical
+``embed_references``     :func:`evaltasks.engine.evaluate.embed_references`   none (the FAISS index is the cache)
+``embed_outputs``        :func:`evaltasks.engine.evaluate.embed_outputs`      none (the FAISS index is the cache)
+``score_batch``          :func:`evaltasks.engine.evaluate.score_metric_batch` inputs but ``metric`` (canonical
                                                                        JSON, see below) + ``TASK_SOURCE``
 ``evaluate_test_cases``  :func:`evaltasks.evaluate_sync`               none
 ``publish_results``      :func:`publish_artifacts`, report writers     none
@@ -48,17 +48,17 @@ from pydantic import BaseModel
 
 from evaltasks._env import TEMPORARY_SERVER_DEFAULTS, env_value
 from evaltasks._version import __version__
-from evaltasks.compare import Comparison
+from evaltasks.engine.compare import Comparison
 from evaltasks.reports.markdown import Highlights
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
-from evaltasks.evaluate import embed_outputs as _embed_outputs
-from evaltasks.evaluate import embed_references as _embed_references
-from evaltasks.evaluate import evaluate_sync, score_metric_batch
+from evaltasks.engine.evaluate import embed_outputs as _embed_outputs
+from evaltasks.engine.evaluate import embed_references as _embed_references
+from evaltasks.engine.evaluate import evaluate_sync, score_metric_batch
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, is_judged
-from evaltasks.run import RunPlan, plan_run
+from evaltasks.engine.run import RunPlan, plan_run
 from evaltasks.test_case import EvalTestCase
 
 
@@ -337,7 +337,7 @@ def score_batch_boxed(
 
 @task(name="load-dataset", cache_policy=NO_CACHE)
 def load_dataset(suite_path: str, skip_missing_credentials: bool = False) -> RunPlan:
-    """Load and validate a suite and its dataset (:func:`evaltasks.run.plan_run`): cases, ids, metrics.
+    """Load and validate a suite and its dataset (:func:`evaltasks.engine.run.plan_run`): cases, ids, metrics.
 
     Raises ConfigError, DatasetError or CredentialsError for invalid input (never retried); with
     ``skip_missing_credentials`` a metric without credentials is skipped instead of raising.
@@ -455,7 +455,7 @@ def publish_results(
 ) -> dict[str, Any]:
     """Publish an evaluation: Prefect artifacts, and results.json / junit.xml / summary.md when ``output_dir``.
 
-    The gate (:func:`evaltasks.run.gate_passed`) holds when passed / evaluated cases >= ``min_pass_rate``
+    The gate (:func:`evaltasks.engine.run.gate_passed`) holds when passed / evaluated cases >= ``min_pass_rate``
     (skipped cases, and errored ones when ``allow_errors``, left out).
 
     Returns ``{"passed": gate verdict, "pass_rate", "artifacts": keys, "paths": {name: path}}``.
@@ -463,7 +463,7 @@ def publish_results(
     from pathlib import Path
 
     from evaltasks.reports import SCHEMA_VERSION, write_reports
-    from evaltasks.run import gate_passed
+    from evaltasks.engine.run import gate_passed
 
     passed = gate_passed(result, min_pass_rate, allow_errors)
     paths: dict[str, str] = {}

@@ -1,6 +1,4 @@
-"""Alias of eval-ai-library 0.8's ``eval_lib.vector_metrics`` module path."""
+"""Alias of eval-ai-library 0.8's ``eval_lib.vector_metrics`` module path: :mod:`evaltasks.metrics.vector`."""
 
-from evaltasks.metrics.reference_match import ReferenceMatchMetric
-from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
-
-__all__ = ["ReferenceMatchMetric", "SemanticSimilarityMetric"]
+from evaltasks.metrics.vector import *  # noqa: F403
+from evaltasks.metrics.vector import __all__  # noqa: F401

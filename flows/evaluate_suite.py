@@ -28,19 +28,19 @@ from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from evaltasks import _progress
+from evaltasks.engine import progress as _progress
 from evaltasks.embeddings import VectorTable
 from evaltasks.embeddings.local import cancel_queued_encodes
 from evaltasks.errors import ProviderError
-from evaltasks.evaluate import (
+from evaltasks.engine.evaluate import (
     JUDGEMENTS_DIR, as_reused, bind_judges, judge_budget, model_infos, prepare_reference_searches,
 )
 from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
-from evaltasks.metrics.judge import JudgeMetric
+from evaltasks.metrics.judge.base import JudgeMetric
 from evaltasks.results import EmbeddingCounts, TestCaseResult, expected_text
-from evaltasks.compare import DEFAULT_TOLERANCE
+from evaltasks.engine.compare import DEFAULT_TOLERANCE
 from evaltasks.reports.verdict import verdict_line
-from evaltasks.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer, plan_run
+from evaltasks.engine.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer, plan_run
 from evaltasks.tasks import (
     artifact_key, embed_outputs, embed_references, load_embedding_model, publish_artifacts, publish_history_artifact,
     score_batch_boxed,
@@ -50,7 +50,7 @@ from evaltasks.engine.history import (
     event_payload, event_resource, resolve_history_dir,
 )
 from evaltasks.errors import GateFailed
-from evaltasks.suite import HistorySpec
+from evaltasks.inputs.suite import HistorySpec
 
 # A task run costs Prefect 5-10 ms here (API calls, states, and the GIL it shares with the scoring threads);
 # LengthCheck scores a case in ~20 µs, so 1,000-case batches spent a sixth of a 100,000-case run on task
@@ -88,13 +88,13 @@ def _embed_chunk(texts: int) -> int:
 
 @task(name="load-dataset", cache_policy=NO_CACHE, persist_result=False)
 def load_suite_and_dataset(suite_path: str, skip_missing_credentials: bool = False) -> Any:
-    """The run's plan (:func:`evaltasks.run.plan_run`: suite, dataset, metrics), loaded in a ``load-dataset``
+    """The run's plan (:func:`evaltasks.engine.run.plan_run`: suite, dataset, metrics), loaded in a ``load-dataset``
     task run so that the load shows on the flow run's timeline. Called, not submitted: it runs in the flow's
     thread and its result (the whole dataset) is neither pickled nor persisted. Under ``evaltasks run`` the CLI
     has read the suite before the flow run started and handed its plan over: the task run takes no time.
 
     Raises:
-        ConfigError, DatasetError, CredentialsError: invalid input (as :func:`~evaltasks.run.plan_run`).
+        ConfigError, DatasetError, CredentialsError: invalid input (as :func:`~evaltasks.engine.run.plan_run`).
     """
     return plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
 
@@ -426,7 +426,7 @@ def _gc_frozen() -> Iterator[None]:
 
 def _this_run(future: Any, judged: bool) -> list[Any]:
     """A score-batch future's results; a judge metric's (``judged``) from Prefect's task cache count what this
-    run sent (nothing: :func:`~evaltasks.evaluate.as_reused`)."""
+    run sent (nothing: :func:`~evaltasks.engine.evaluate.as_reused`)."""
     results = future.result().take()
     if judged and future.state.name == "Cached":
         return as_reused(results)
@@ -637,7 +637,7 @@ def _metric_configs(plan: Any) -> dict[str, dict[str, Any]]:
 def _record_history(plan: Any, outcome: RunOutcome, moments: ScoreMoments, directory: Path,
                     logger: Any) -> DriftReport | None:
     """Append the run to the history in ``directory``, test it for drift against the previous runs (the suite's
-    ``history.window``), emit ``evaltasks.suite.regressed`` for each regressed test, and publish the
+    ``history.window``), emit ``evaltasks.inputs.suite.regressed`` for each regressed test, and publish the
     ``<suite>-history`` artifact; returns the drift report (None without previous runs or with
     ``history.drift: false``). A history that cannot be written is logged, never fails the run."""
     from prefect.events import emit_event

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.judges import FunctionJudge, JudgeRuntime
-from evaltasks.metrics.judge import JudgeMetric
+from evaltasks.metrics.judge.base import JudgeMetric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 

@@ -23,7 +23,7 @@ from evaltasks.judges import JudgeRuntime, get_judge
 from evaltasks.judges import FunctionJudge
 from evaltasks.judges.base import Judge, JudgeRequest, as_messages
 from evaltasks.judges.prompts import PromptTemplate, load_template
-from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
+from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
 PROMPTS = Path(__file__).resolve().parent / "data" / "judge_prompts"
@@ -55,7 +55,7 @@ class VerdictMetric(JudgeMetric):
     Args:
         threshold: minimum passing score.
         criteria: what the judge checks (goes into the system part of the prompt).
-        model, samples, judge_options, prompts, name: as :class:`~evaltasks.metrics.judge.JudgeMetric`.
+        model, samples, judge_options, prompts, name: as :class:`~evaltasks.metrics.judge.base.JudgeMetric`.
         offline: answer with :func:`rule_judge` unless the run has a ``judge=`` hook.
     """
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaltasks.compare import compare_results
+from evaltasks.engine.compare import compare_results
 from evaltasks.reports import write_reports
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
 from conftest import REPO_ROOT, subprocess_env

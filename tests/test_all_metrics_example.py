@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from evaltasks import METRICS
-from evaltasks.suite import load_suite
+from evaltasks.inputs.suite import load_suite
 from tests.conftest import subprocess_env
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "all_metrics"
@@ -44,7 +44,7 @@ EXPECTED = {
 def test_the_example_uses_every_built_in_metric() -> None:
     """The suite names each registered metric once (the tour is complete), except the LLM-judged ones: they need
     a judge endpoint, and this tour runs offline."""
-    from evaltasks.metrics.judge import JudgeMetric
+    from evaltasks.metrics.judge.base import JudgeMetric
 
     suite = load_suite(EXAMPLE / "suite.yaml")
     offline = [name for name, cls in METRICS.items() if not issubclass(cls, JudgeMetric)]

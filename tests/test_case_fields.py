@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from evaltasks import EvalTestCase, LengthCheckMetric
-from evaltasks.datasets import load_dataset
+from evaltasks.inputs.datasets import load_dataset
 from evaltasks.errors import DatasetError
-from evaltasks.suite import DatasetSpec, load_suite
+from evaltasks.inputs.suite import DatasetSpec, load_suite
 from evaltasks.tasks import score_batch_inputs_key
 
 LIST_FIELDS = ("context", "retrieval_context", "tools_called", "expected_tools")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltasks.suite import suite_json_schema
+from evaltasks.inputs.suite import suite_json_schema
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
@@ -63,7 +63,7 @@ QUICKSTART_DATASET = (
     ("../../etc", "etc"), ("..", "suite"), ("оценка", "оценка"), ("名前/評価", "名前-評価"), ("?!", "suite"), (".hidden", "hidden"), ("a" * 300, "a" * 100),
 ])
 def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected: str) -> None:
-    from evaltasks.run import default_output_dir
+    from evaltasks.engine.run import default_output_dir
 
     assert default_output_dir(name) == Path("eval-results") / expected
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from evaltasks.compare import compare_results, load_baseline
+from evaltasks.engine.compare import compare_results, load_baseline
 from evaltasks.errors import ConfigError, InputError
 from evaltasks.reports.markdown import Section, fit_sections
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
-from evaltasks.run import gate_pass_rate, gate_passed, plan_run
+from evaltasks.engine.run import gate_pass_rate, gate_passed, plan_run
 
 
 def _case(case_id: str, scores: dict[str, float | None], threshold: float = 0.5) -> TestCaseResult:
@@ -182,7 +182,7 @@ def test_missing_credentials_are_a_config_error_unless_skipping(tmp_path: Path, 
 
 
 def test_cli_skips_missing_credentials_and_the_gate_leaves_them_out(tmp_path: Path) -> None:
-    from evaltasks.evaluate import evaluate_sync
+    from evaltasks.engine.evaluate import evaluate_sync
 
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     suite = _suite(tmp_path, OPENAI_AND_LENGTH)
@@ -239,7 +239,7 @@ def test_errored_cases_are_reported_apart_and_fail_the_gate_unless_allowed(
     ``gate.allow_errors``: 6/8 = 0.75 < 0.8, 6/6 = 1.0."""
     import time
 
-    from evaltasks.run import finish_run
+    from evaltasks.engine.run import finish_run
 
     gate = f"min_pass_rate: 0.8, allow_errors: {str(allow_errors).lower()}"
     plan = plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n    name: M\n    threshold: 0.5\n", gate))
@@ -344,7 +344,7 @@ def test_a_metric_in_one_run_only_is_a_warning(tmp_path: Path) -> None:
     """A renamed metric reads as one removed and one new: neither is compared, and the run says so."""
     import time
 
-    from evaltasks.run import finish_run
+    from evaltasks.engine.run import finish_run
 
     plan = plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n    name: M\n    threshold: 0.5\n"))
     base = _result(["passed"] * 4)

@@ -15,8 +15,8 @@ import pytest
 
 from evaltasks import CustomEvalMetric
 from evaltasks.metrics import METRICS
-from evaltasks.metrics._aggregation import score_agg
-from evaltasks.metrics.custom_eval import summary
+from evaltasks.metrics.judge._aggregation import score_agg
+from evaltasks.metrics.judge.custom_eval import summary
 from tests.chat_server import ChatServer
 from tests.judge_helpers import Recorder, as_json, case, score_with, server_options, system, user
 

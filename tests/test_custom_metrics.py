@@ -20,8 +20,8 @@ import yaml
 
 from evaltasks import BaseMetric, EvalTestCase, LengthCheckMetric, MetricResult, evaluate_sync
 from evaltasks.errors import ConfigError, Problem
-from evaltasks.evaluate import score_metric_batch
-from evaltasks.suite import load_suite, metric_arguments_schema, suite_json_schema
+from evaltasks.engine.evaluate import score_metric_batch
+from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
 from tests.conftest import subprocess_env
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from evaltasks.datasets import load_dataset
+from evaltasks.inputs.datasets import load_dataset
 from evaltasks.errors import DatasetError, InputError, Problem
-from evaltasks.run import plan_run
-from evaltasks.suite import DatasetSpec
+from evaltasks.engine.run import plan_run
+from evaltasks.inputs.suite import DatasetSpec
 from evaltasks.test_case import EvalTestCase
 
 DATA = Path(__file__).parent / "data"

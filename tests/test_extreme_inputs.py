@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from evaltasks import EvalTestCase, LengthCheckMetric, evaluate_sync
-from evaltasks.run import finish_run, plan_run
+from evaltasks.engine.run import finish_run, plan_run
 
 
 def _run(suite: Path, out: Path) -> dict:
@@ -163,7 +163,7 @@ def test_dataset_inside_the_suite_directory_gives_no_warning(how: str, tmp_path:
 
 
 def test_reference_set_file_outside_the_suite_directory_is_reported(tmp_path: Path) -> None:
-    from evaltasks.suite import load_suite
+    from evaltasks.inputs.suite import load_suite
 
     suites, _ = _layout(tmp_path)
     (suites.parent / "data" / "faq.txt").write_text("Paris is the capital of France.\n", encoding="utf-8")

@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from evaltasks import reference_search
+from evaltasks.index import search as reference_search
 from evaltasks.index import _blas
 from evaltasks.index._blas import faiss
 
@@ -41,7 +41,7 @@ def test_faiss_gets_numpys_kernels_without_the_user_setting_anything() -> None:
         pytest.skip("numpy here has no bundled OpenBLAS")
     got = _run("""
         import json, os
-        import evaltasks.reference_search
+        import evaltasks.index.search
         from evaltasks.index import _blas
         print(json.dumps({"env": os.environ.get("OPENBLAS_CORETYPE"), "numpy": _blas.numpy_core(),
                           "faiss": _blas.faiss_core(), "through_numpy": _blas.flat_through_numpy()}))
@@ -59,7 +59,7 @@ def test_flat_search_goes_through_numpy_when_faiss_runs_other_kernels() -> None:
         os.environ["OPENBLAS_CORETYPE"] = "Prescott"  # FAISS loaded first, on its fallback kernels
         import faiss
         from evaltasks.index import _blas
-        from evaltasks.reference_search import ReferenceSearch
+        from evaltasks.index.search import ReferenceSearch
         rng = np.random.default_rng(3)
         x = rng.standard_normal((30000, 384)).astype(np.float32); x /= np.linalg.norm(x, axis=1, keepdims=True)
         q = rng.standard_normal((300, 384)).astype(np.float32); q /= np.linalg.norm(q, axis=1, keepdims=True)

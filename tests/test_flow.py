@@ -341,7 +341,7 @@ def _automation_code() -> str:
 def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefect_harness, tmp_path: Path) -> None:
     """Two recorded runs, the second much worse: the flow returns the drift (Fisher exact, checked by hand), the
     history holds both runs, the history artifact shows them, the server's events API has the
-    ``evaltasks.suite.regressed`` event with its payload, and the automation created by docs/history.md's own code
+    ``evaltasks.inputs.suite.regressed`` event with its payload, and the automation created by docs/history.md's own code
     (the test server runs Prefect's triggers and actions services) calls a webhook on 127.0.0.1 with it."""
     import http.server
     import math
@@ -410,8 +410,8 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
         async def events() -> list:
             async with get_client() as client:
                 response = await client._client.post("/events/filter", json={"filter": {
-                    "event": {"name": ["evaltasks.suite.regressed"]},
-                    "any_resource": {"id": [f"evaltasks.suite.{name}"]},
+                    "event": {"name": ["evaltasks.inputs.suite.regressed"]},
+                    "any_resource": {"id": [f"evaltasks.inputs.suite.{name}"]},
                     "occurred": {"since": "2000-01-01T00:00:00Z"},
                 }, "limit": 50})
                 response.raise_for_status()
@@ -424,7 +424,7 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
         assert len(found) == 3, found
         by_metric = {(e["payload"]["metric"], e["payload"]["statistic"]): e for e in found}
         event = by_metric[("overall", "pass_rate")]
-        assert event["resource"] == {"prefect.resource.id": f"evaltasks.suite.{name}", "prefect.resource.name": name}
+        assert event["resource"] == {"prefect.resource.id": f"evaltasks.inputs.suite.{name}", "prefect.resource.name": name}
         assert event["payload"]["before"] == 1.0 and event["payload"]["after"] == 0.5
         assert event["payload"]["p_value"] == pytest.approx(2 * one_side, rel=1e-9)
         assert (event["payload"]["test"], event["payload"]["window"]) == ("Fisher exact", 1)
@@ -444,10 +444,10 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
 def test_gate_failure_messages_name_each_verdict() -> None:
     """The Failed state's message (results.json gate.message) for each way a gate fails, built from the summary,
     the suite's gate and the comparison alone (no run needed)."""
-    from evaltasks.compare import ChangeTest, Comparison
+    from evaltasks.engine.compare import ChangeTest, Comparison
     from evaltasks.results import EvaluationResult, EvaluationSummary
-    from evaltasks.run import gate_message
-    from evaltasks.suite import Gate
+    from evaltasks.engine.run import gate_message
+    from evaltasks.inputs.suite import Gate
 
     def result(cases: int, passed: int, budget_skipped: int = 0) -> EvaluationResult:
         summary = EvaluationSummary(cases=cases, passed_cases=passed, failed_cases=cases - passed, errored_cases=0,

@@ -18,7 +18,7 @@ import pytest
 from evaltasks import GEvalMetric
 from evaltasks.judges.base import TokenLogprob
 from evaltasks.metrics import METRICS
-from evaltasks.metrics.geval import score_distribution
+from evaltasks.metrics.judge.geval import score_distribution
 from tests.chat_server import Answer, ChatServer
 from tests.judge_helpers import Recorder, as_json, case, ln, score_with, server_options, system, user
 
@@ -319,7 +319,7 @@ def test_generated_steps_are_one_stored_answer_whichever_sample_asks(tmp_path: P
     """With samples: K, the steps request is the same stored answer whether sample 0 or sample 1 asked it first
     (fails when the steps request carries the asking sample's index: a later run would ask again)."""
     from evaltasks.judges import JudgeRuntime
-    from evaltasks.metrics.judge import Asker
+    from evaltasks.metrics.judge.base import Asker
 
     def respond(request) -> str:
         if "evaluation procedures" in request.system:

@@ -15,7 +15,7 @@ import pytest
 
 from evaltasks import _handoff
 from evaltasks.errors import InputError
-from evaltasks.run import hand_over_plan, load_parsed_baseline, plan_run
+from evaltasks.engine.run import hand_over_plan, load_parsed_baseline, plan_run
 
 
 def _suite(tmp_path: Path, rows: list[dict]) -> Path:
@@ -152,7 +152,7 @@ def test_the_flow_collector_setting_is_restored_even_on_error() -> None:
 def test_the_cli_parses_the_dataset_once(tmp_path: Path, prefect_harness, monkeypatch) -> None:
     """``evaltasks run`` in-process (the session's Prefect server): the dataset file is read once, by the CLI's
     validation; the flow runs on that plan (a spy counts the real loader's calls)."""
-    import evaltasks.run as run_module
+    import evaltasks.engine.run as run_module
     from evaltasks import cli
 
     rows = [{"actual_output": "a b c"}, {"actual_output": "a b c d e f g"}]

@@ -30,7 +30,7 @@ from evaltasks.engine.history import (
     current_commit,
 )
 from evaltasks.results import MetricResult, TestCaseResult
-from evaltasks.suite import HistorySpec
+from evaltasks.inputs.suite import HistorySpec
 
 
 def _fisher_two_sided(a: int, b: int, c: int, d: int) -> float:

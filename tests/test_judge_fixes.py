@@ -18,7 +18,7 @@ from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.judges.budget import Budget
 from evaltasks.judges.openai import OpenAIJudge
 from evaltasks.judges.prices import PRICES, resolve_price
-from evaltasks.suite import load_suite
+from evaltasks.inputs.suite import load_suite
 from tests.chat_server import ChatServer
 from tests.judge_helpers import Recorder, as_json, case, score_with, server_options
 

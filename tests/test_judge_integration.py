@@ -24,10 +24,10 @@ from rich.console import Console
 from conftest import subprocess_env
 from evaltasks import EvalTestCase
 from evaltasks.errors import ConfigError, CredentialsError
-from evaltasks.evaluate import evaluate_sync
+from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.reports import ReportWriter
 from evaltasks.reports.console import print_summary
-from evaltasks.suite import load_suite, metric_arguments_schema, suite_json_schema
+from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
 from judge_metric import VerdictMetric
 
 TESTS = Path(__file__).resolve().parent

@@ -88,7 +88,7 @@ def test_rejected_judge_key_stops_the_cli_run_with_exit_2(tmp_path: Path, prefec
 def test_rejected_judge_key_raises_in_the_python_api(tmp_path: Path, monkeypatch) -> None:
     from chat_server import ChatServer
     from evaltasks import EvalTestCase
-    from evaltasks.evaluate import evaluate_sync
+    from evaltasks.engine.evaluate import evaluate_sync
     from judge_metric import VerdictMetric
 
     with ChatServer(api_key=KEY, responder=_passing) as server:
@@ -225,7 +225,7 @@ def test_flow_with_max_cost_refuses_an_unpriced_judge_model(tmp_path: Path, pref
 
 def test_bad_judge_block_options_are_reported_at_judge_each_once(tmp_path: Path, monkeypatch) -> None:
     from evaltasks.errors import ConfigError
-    from evaltasks.suite import load_suite
+    from evaltasks.inputs.suite import load_suite
 
     monkeypatch.syspath_prepend(str(TESTS))
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -243,7 +243,7 @@ def test_bad_judge_block_options_are_reported_at_judge_each_once(tmp_path: Path,
 
 def test_judge_block_option_the_client_rejects_is_located_at_judge(tmp_path: Path, monkeypatch) -> None:
     from evaltasks.errors import ConfigError
-    from evaltasks.suite import load_suite
+    from evaltasks.inputs.suite import load_suite
 
     monkeypatch.syspath_prepend(str(TESTS))
     monkeypatch.setenv("OPENAI_API_KEY", KEY)

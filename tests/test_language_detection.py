@@ -13,14 +13,14 @@ import pytest
 from evaltasks import EvalTestCase, LanguageDetectionMetric, evaluate_sync
 from evaltasks.errors import ConfigError, Problem
 from evaltasks.metrics import METRICS
-from evaltasks.metrics.language_detection import (
+from evaltasks.metrics.deterministic.language_detection import (
     DETECTED_CODE,
     ISO_639_1_CODES,
     MODEL_LABELS,
     load_model,
     model_path,
 )
-from evaltasks.suite import load_suite
+from evaltasks.inputs.suite import load_suite
 
 # Sentences whose language is known (written for these tests, not taken from the detector's output).
 KNOWN = [
@@ -263,7 +263,7 @@ def test_suite_config_error_names_the_entry_and_argument(tmp_path: Path) -> None
 
 
 def test_line_predictor_binding_and_wrapper_agree() -> None:
-    from evaltasks.metrics.language_detection import line_predictor
+    from evaltasks.metrics.deterministic.language_detection import line_predictor
 
     model = load_model()
 

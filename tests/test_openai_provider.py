@@ -149,7 +149,7 @@ def test_invalid_options_are_rejected_at_construction(option: str, value) -> Non
 
 
 def test_an_invalid_option_in_a_suite_is_a_config_error(tmp_path: Path, monkeypatch) -> None:
-    from evaltasks.suite import load_suite
+    from evaltasks.inputs.suite import load_suite
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "references": ["b"]}\n', encoding="utf-8")

@@ -15,8 +15,8 @@ import pytest
 from evaltasks import EvalTestCase, FormatCheckMetric, JsonSchemaMetric, RegexMatchMetric, evaluate_sync
 from evaltasks.errors import ConfigError
 from evaltasks.metrics import METRICS
-from evaltasks.metrics.regex_match import clock_free_length
-from evaltasks.suite import load_suite
+from evaltasks.metrics.deterministic.regex_match import clock_free_length
+from evaltasks.inputs.suite import load_suite
 from conftest import subprocess_env
 
 RUNAWAY = r"(a|aa)+$"  # on "a" * n + "b": Fibonacci(n) ways to split the a's, all tried before failing

@@ -152,7 +152,7 @@ def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path, prefec
     distributed = json.loads((tmp_path / "out/results.json").read_text())
 
     from evaltasks import evaluate_sync
-    from evaltasks.run import plan_run
+    from evaltasks.engine.run import plan_run
 
     plan = plan_run(suite)
     local = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids)

@@ -2,7 +2,7 @@
 client from the session's real server (``prefect_harness``): the flow run's final state and message (the verdict
 line), its tags, the task runs on its timeline, the artifacts' descriptions and the metrics table, and the
 progress artifact as it advances through embedding and scoring; and the stages the flow reports for the terminal
-(``evaltasks._progress``)."""
+(``evaltasks.engine.progress``)."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_the_timeline_stages_and_progress_of_an_embedding_run(prefect_harness, t
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
     from prefect.client.schemas.sorting import ArtifactSort
 
-    from evaltasks import _progress
+    from evaltasks.engine import progress as _progress
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
     n = 2000

@@ -28,12 +28,12 @@ def test_seed_import_paths() -> None:
     ("module", "name", "canonical"),
     [
         ("evaltasks.testcases_schema", "EvalTestCase", "evaltasks.test_case"),
-        ("evaltasks.deterministic_metrics", "LengthCheckMetric", "evaltasks.metrics.length_check"),
-        ("evaltasks.vector_metrics", "ReferenceMatchMetric", "evaltasks.metrics.reference_match"),
-        ("evaltasks.metrics.deterministic_metrics", "LengthCheckMetric", "evaltasks.metrics.length_check"),
-        ("evaltasks.metrics.vector_metrics", "ReferenceMatchMetric", "evaltasks.metrics.reference_match"),
-        ("evaltasks.metrics", "LengthCheckMetric", "evaltasks.metrics.length_check"),
-        ("evaltasks.metrics", "ReferenceMatchMetric", "evaltasks.metrics.reference_match"),
+        ("evaltasks.deterministic_metrics", "LengthCheckMetric", "evaltasks.metrics.deterministic.length_check"),
+        ("evaltasks.vector_metrics", "ReferenceMatchMetric", "evaltasks.metrics.vector.reference_match"),
+        ("evaltasks.metrics.deterministic_metrics", "LengthCheckMetric", "evaltasks.metrics.deterministic.length_check"),
+        ("evaltasks.metrics.vector_metrics", "ReferenceMatchMetric", "evaltasks.metrics.vector.reference_match"),
+        ("evaltasks.metrics", "LengthCheckMetric", "evaltasks.metrics.deterministic.length_check"),
+        ("evaltasks.metrics", "ReferenceMatchMetric", "evaltasks.metrics.vector.reference_match"),
     ],
 )
 def test_alias_modules_are_thin(module: str, name: str, canonical: str) -> None:

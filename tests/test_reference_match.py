@@ -14,7 +14,7 @@ import pytest
 from evaltasks import CredentialsError, EvalTestCase, ReferenceMatchMetric, evaluate, evaluate_sync
 from evaltasks.embeddings import get_provider
 from evaltasks.embeddings.local import LocalEmbeddingProvider
-from evaltasks.evaluate import collect_embedding_needs
+from evaltasks.engine.evaluate import collect_embedding_needs
 
 EPS = 1e-6  # the project's equality rule for scores
 

@@ -12,9 +12,9 @@ import pytest
 
 from evaltasks import EvalTestCase, ReferenceMatchMetric, evaluate_sync
 from evaltasks.errors import ConfigError
-from evaltasks.reference_search import ReferenceSearch, SearchConfig
-from evaltasks.reference_sets import ReferenceSet, load_reference_set
-from evaltasks.suite import load_suite
+from evaltasks.index.search import ReferenceSearch, SearchConfig
+from evaltasks.inputs.reference_sets import ReferenceSet, load_reference_set
+from evaltasks.inputs.suite import load_suite
 
 FACTS = [
     "Paris is the capital of France.",
@@ -206,7 +206,7 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
 def test_reference_set_files_follow_the_suite_rules_for_yaml_and_encoding(tmp_path: Path) -> None:
     """YAML reference sets reject tags and duplicate keys with a line; UTF-16 files are named as such."""
     from evaltasks.errors import DatasetError
-    from evaltasks.reference_sets import load_reference_set
+    from evaltasks.inputs.reference_sets import load_reference_set
 
     (tmp_path / "tagged.yaml").write_text("- ok\n- !!python/object/apply:os.system [echo]\n", encoding="utf-8")
     with pytest.raises(DatasetError, match="line 2") as info:

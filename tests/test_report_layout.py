@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from evaltasks import EvalTestCase
-from evaltasks.compare import compare_results, load_baseline
-from evaltasks.evaluate import evaluate_sync
+from evaltasks.engine.compare import compare_results, load_baseline
+from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.metrics import ContainsMetric, LengthCheckMetric
 from evaltasks.reports import write_reports
 from evaltasks.reports.markdown import CHANGES_OPEN, render_summary_markdown
@@ -259,7 +259,7 @@ def test_the_plain_text_of_summary_md_has_no_escapes_in_evaltasks_own_words(runs
 
 def test_score_distributions_are_mermaid_charts_or_text_bars(runs: dict[str, Path]) -> None:
     doc = json.loads((runs["current"] / "results.json").read_text(encoding="utf-8"))
-    from evaltasks.compare import Comparison
+    from evaltasks.engine.compare import Comparison
     from evaltasks.results import EvaluationSummary
 
     summary = EvaluationSummary.model_validate(doc["summary"])
@@ -281,7 +281,7 @@ def test_score_distributions_are_mermaid_charts_or_text_bars(runs: dict[str, Pat
 
 def test_a_size_limit_keeps_the_verdict_and_the_first_changed_cases(runs: dict[str, Path]) -> None:
     doc = json.loads((runs["current"] / "results.json").read_text(encoding="utf-8"))
-    from evaltasks.compare import Comparison
+    from evaltasks.engine.compare import Comparison
     from evaltasks.results import EvaluationSummary
 
     summary = EvaluationSummary.model_validate(doc["summary"])
@@ -347,7 +347,7 @@ def test_the_metric_table_fits_830px_for_realistic_suites(baseline: bool, judges
 def test_the_gate_failing_pass_rate_drop_is_marked_without_tests() -> None:
     """A comparison read from a results.json of schema 1 has no tests: a failed gate's pass-rate drop still gets
     its 🔻, as does a metric that regressed."""
-    from evaltasks.compare import Comparison, MetricComparison
+    from evaltasks.engine.compare import Comparison, MetricComparison
 
     cur = _synthetic(50, -0.1, 2)
     summary = summarize(cur, METRICS)
@@ -521,7 +521,7 @@ def test_a_failed_gate_on_regression_alone_puts_no_cross_on_the_pass_rate(runs: 
     """❌ marks the pass rate only when it is below the gate's min_pass_rate and the gate checks it (not
     ``fail_on: regression``); a pass-rate drop whose test did not regress gets no 🔻 either way."""
     doc = json.loads((runs["current"] / "results.json").read_text(encoding="utf-8"))
-    from evaltasks.compare import Comparison
+    from evaltasks.engine.compare import Comparison
     from evaltasks.results import EvaluationSummary
 
     summary = EvaluationSummary.model_validate(doc["summary"])
@@ -546,7 +546,7 @@ def test_the_prefect_flavour_has_no_details_and_puts_the_rest_under_more(runs: d
     "## More" with the more changed cases (once), worst cases, distributions and statistics under ###
     headings; GitHub's flavour up to its first ``<details>`` is the same text as Prefect's up to "More"."""
     doc = json.loads((runs["current"] / "results.json").read_text(encoding="utf-8"))
-    from evaltasks.compare import Comparison
+    from evaltasks.engine.compare import Comparison
     from evaltasks.results import EvaluationSummary
 
     summary = EvaluationSummary.model_validate(doc["summary"])

@@ -22,7 +22,7 @@ from scipy.stats import binomtest
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from evaltasks.compare import ChangeTest, Comparison, MetricComparison
+from evaltasks.engine.compare import ChangeTest, Comparison, MetricComparison
 from evaltasks.reports import write_reports
 from evaltasks.reports.console import print_summary
 from evaltasks.reports.markdown import render_summary_markdown

@@ -1,7 +1,7 @@
 """The three reports (issue #2 §6): results.json, junit.xml, summary.md.
 
 A small suite is planned and evaluated with the real engine (bundled all-MiniLM-L6-v2, real FAISS index)
-and its reports written by :func:`evaltasks.run.finish_run`; every expected value is computed here
+and its reports written by :func:`evaltasks.engine.run.finish_run`; every expected value is computed here
 independently (sentence-transformers + numpy for ReferenceMatch, hand counts for LengthCheck).
 """
 
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from evaltasks import __version__
-from evaltasks.evaluate import evaluate_sync
+from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.reports import write_reports
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
-from evaltasks.run import finish_run, plan_run
+from evaltasks.engine.run import finish_run, plan_run
 
 TOL = 1e-6
 RM_THRESHOLD = 0.5

@@ -32,7 +32,7 @@ from evaltasks import (
 )
 from evaltasks.embeddings.local import LocalEmbeddingProvider
 from evaltasks.embeddings.openai import PRICES_PER_MILLION_TOKENS
-from evaltasks.evaluate import collect_embedding_needs
+from evaltasks.engine.evaluate import collect_embedding_needs
 from evaltasks.index import ReferenceIndex
 
 EPS = 1e-6  # the project's equality rule for scores
@@ -142,7 +142,7 @@ def test_invalid_parameters_raise_value_error(kwargs: dict, match: str) -> None:
 )
 def test_bad_arguments_in_a_suite_are_located_config_errors(tmp_path: Path, entry: str, field: str,
                                                             message: str) -> None:
-    from evaltasks.suite import load_suite
+    from evaltasks.inputs.suite import load_suite
 
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "expected_output": "b"}\n', encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
@@ -156,7 +156,7 @@ def test_bad_arguments_in_a_suite_are_located_config_errors(tmp_path: Path, entr
 
 
 def test_suite_without_openai_key_is_a_credentials_error_or_skipped(tmp_path: Path, monkeypatch) -> None:
-    from evaltasks.suite import load_suite
+    from evaltasks.inputs.suite import load_suite
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "expected_output": "b"}\n', encoding="utf-8")
@@ -279,7 +279,7 @@ def test_case_without_expected_output_is_invalid() -> None:
 
 def test_dataset_row_without_expected_output_is_located(tmp_path: Path) -> None:
     """Before anything is embedded, each row lacking expected_output is named with its line and field."""
-    from evaltasks.run import plan_run
+    from evaltasks.engine.run import plan_run
 
     (tmp_path / "d.jsonl").write_text(
         '{"actual_output": "a", "expected_output": "b"}\n{"actual_output": "c"}\n'

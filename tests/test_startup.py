@@ -2,7 +2,7 @@
 
 - ``import evaltasks`` and the commands that need neither Prefect nor a model import neither (PEP 562 lazy
   names in ``evaltasks/__init__.py``; checked with the interpreter's own ``-X importtime`` list);
-- the temporary server the run starts early (``evaltasks._server_guard.spawn_temporary_server``) is started with
+- the temporary server the run starts early (``evaltasks.server.temporary.spawn_temporary_server``) is started with
   Prefect's own command line, ends with the run however it ends, and the run is still a real Prefect flow run
   with its task runs and artifacts (read back from the run's own Prefect database);
 - the command's exit skips the interpreter's teardown but keeps its exit code, its output and its exit handlers.
@@ -70,7 +70,7 @@ def test_every_public_name_still_imports_from_the_package(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.mark.parametrize("first", ["from evaltasks.evaluate import evaluate_sync", "import evaltasks.index",
+@pytest.mark.parametrize("first", ["from evaltasks.engine.evaluate import evaluate_sync", "import evaltasks.index",
                                    "from evaltasks import EvalTestCase"])
 def test_evaluate_stays_the_function_whatever_is_imported_first(tmp_path: Path, first: str) -> None:
     """The submodule evaltasks.evaluate, once imported (by the engine, a metric, the user), does not replace the
@@ -80,7 +80,7 @@ def test_evaluate_stays_the_function_whatever_is_imported_first(tmp_path: Path, 
         "import asyncio, inspect, evaltasks\n"
         "from evaltasks import evaluate, EvalTestCase, LengthCheckMetric\n"
         "assert inspect.iscoroutinefunction(evaluate) and evaltasks.evaluate is evaluate, evaluate\n"
-        "import evaltasks.evaluate\n"
+        "import evaltasks.engine.evaluate\n"
         "assert evaltasks.evaluate is evaluate\n"
         "result = asyncio.run(evaluate([EvalTestCase(input='q', actual_output='one')],"
         " [LengthCheckMetric(max_length=5)]))\n"
@@ -106,7 +106,7 @@ def test_the_early_server_is_started_with_prefects_own_command(monkeypatch: pyte
     """
     import prefect.server.api.server as server_module
 
-    from evaltasks._server_guard import server_command
+    from evaltasks.server.temporary import server_command
 
     recorded: dict[str, object] = {}
 
@@ -127,11 +127,11 @@ def test_the_early_server_is_started_with_prefects_own_command(monkeypatch: pyte
 
 
 def _server_of(pid: int) -> list[psutil.Process]:
-    """Live temporary-server processes started (through evaltasks._server_guard) for the process ``pid``."""
+    """Live temporary-server processes started (through evaltasks.server.temporary) for the process ``pid``."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if any(part.endswith("_server_guard.py") for part in cmdline) and str(pid) in cmdline:
+        if any(part.endswith(os.path.join("server", "temporary.py")) for part in cmdline) and str(pid) in cmdline:
             found.append(proc)
     return found
 
@@ -233,7 +233,7 @@ def test_a_database_template_is_used_only_for_the_same_prefect(tmp_path: Path, m
     database of that Prefect only; it never replaces a database that exists."""
     import prefect
 
-    from evaltasks import _server_guard as guard
+    from evaltasks.server import temporary as guard
 
     templates = tmp_path / "templates"
     source = tmp_path / "migrated.db"
@@ -306,7 +306,7 @@ def test_a_run_without_a_local_model_never_imports_torch(tmp_path: Path) -> None
 def test_a_damaged_template_is_removed_and_the_run_migrates_from_nothing(tmp_path: Path) -> None:
     """A template cut short or overwritten (a full disk, a crash mid-copy) is never copied into a PREFECT_HOME: it
     is removed, Prefect migrates from nothing, and that run leaves a sound template again."""
-    from evaltasks._server_guard import _sound_template, database_template_key
+    from evaltasks.server.temporary import _sound_template, database_template_key
 
     cache = tmp_path / "cache"
     (cache / "prefect-db").mkdir(parents=True)

@@ -16,7 +16,7 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from evaltasks.compare import compare_results
+from evaltasks.engine.compare import compare_results
 from evaltasks.engine import statistics
 from evaltasks.results import MetricResult, TestCaseResult, summarize
 
@@ -307,9 +307,9 @@ def test_duration_includes_the_comparison(tmp_path: Path, monkeypatch: pytest.Mo
     import time
     from types import SimpleNamespace
 
-    from evaltasks.compare import ComparisonBuilder
-    from evaltasks.evaluate import evaluate_sync
-    from evaltasks.run import finish_run, plan_run
+    from evaltasks.engine.compare import ComparisonBuilder
+    from evaltasks.engine.evaluate import evaluate_sync
+    from evaltasks.engine.run import finish_run, plan_run
 
     data = _write_run(tmp_path, "d", 5, n=10)
     plan = plan_run(_gate_suite(tmp_path, "s", data, "min_pass_rate: 0.1"))
@@ -322,7 +322,7 @@ def test_duration_includes_the_comparison(tmp_path: Path, monkeypatch: pytest.Mo
         clock[0] += 60.0
         return finish(self, summary)
 
-    monkeypatch.setattr("evaltasks.run.time", SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr("evaltasks.engine.run.time", SimpleNamespace(time=lambda: clock[0]))
     monkeypatch.setattr(ComparisonBuilder, "finish", slow_finish)
     outcome = finish_run(plan, result, tmp_path / "out", 1000.0, baseline=tmp_path / "base" / "results.json")
     assert outcome.header["duration_s"] == 60.0
@@ -454,8 +454,8 @@ def test_the_sample_collector_gives_the_summary_builders_intervals() -> None:
 def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) -> None:
     import time
 
-    from evaltasks.evaluate import evaluate_sync
-    from evaltasks.run import finish_run, plan_run
+    from evaltasks.engine.evaluate import evaluate_sync
+    from evaltasks.engine.run import finish_run, plan_run
 
     rows = [{"id": f"c{i}", "passage": f"p{i // 4}", "answer": "short" if i % 8 < 5 else "far too long " * 10}
             for i in range(40)]
@@ -476,8 +476,8 @@ def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) 
 
 def test_gate_message_names_the_verdict() -> None:
     from evaltasks.results import EvaluationResult
-    from evaltasks.run import gate_message, gate_passed
-    from evaltasks.suite import Gate
+    from evaltasks.engine.run import gate_message, gate_passed
+    from evaltasks.inputs.suite import Gate
 
     base, cur = _runs(800, 648, 16, 0)
     result = EvaluationResult(test_results=cur, summary=summarize(cur, {"M": 0.5}))

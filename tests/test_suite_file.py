@@ -12,7 +12,7 @@ import yaml
 
 from evaltasks import LengthCheckMetric, ReferenceMatchMetric
 from evaltasks.errors import ConfigError, Problem
-from evaltasks.suite import load_suite, plain_description, suite_json_schema
+from evaltasks.inputs.suite import load_suite, plain_description, suite_json_schema
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"

@@ -3,7 +3,7 @@
 Each run is a real ``python -m evaltasks.cli run`` in a pseudo-terminal (stdlib ``pty``; TERM=xterm-256color,
 COLUMNS × LINES set), on a fresh PREFECT_HOME, against the session's Prefect server (``prefect_api_url``). The
 suite is tiny: LengthCheck (most cases fail), ReferenceMatch on the local model (so the CLI loads it) and a
-user's metric that reports a stage of its own through :mod:`evaltasks._progress` and logs a Prefect warning while
+user's metric that reports a stage of its own through :mod:`evaltasks.engine.progress` and logs a Prefect warning while
 the progress display is live. The raw bytes the terminal received are checked: the stages named, the warning
 on a line of its own (never written into a progress line), the verdict line before the table, the failing
 cases listed with where the rest are, no telemetry notice. The flow run's logs are read back from the server
@@ -42,7 +42,7 @@ NOISY_MODULE = '''
 import logging
 
 from evaltasks import BaseMetric, MetricResult
-from evaltasks import _progress
+from evaltasks.engine import progress as _progress
 
 
 class NoisyMetric(BaseMetric):
@@ -164,7 +164,7 @@ def test_stages_are_named_and_log_lines_never_tear_the_bar(first_run: tuple[int,
     assert code == 1, raw  # 10 of 30 cases pass: the gate (90 %) fails
     lines = _screen_lines(raw)
     shown = ANSI.sub("", raw)  # every frame of the display (a frame is redrawn over the last with cursor moves)
-    # the stages the CLI knows, the model it loads, and one a task run reports through evaltasks._progress
+    # the stages the CLI knows, the model it loads, and one a task run reports through evaltasks.engine.progress
     # the session's server (PREFECT_API_URL): connected to, not started
     assert "connecting to Prefect" in shown and "starting Prefect" not in shown, raw
     assert "loading the model all-MiniLM-L6-v2" in shown, raw
@@ -373,7 +373,7 @@ def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole(
 
 def test_one_warning_line_sums_up_the_regressions() -> None:
     """The flow logs one line for all regressions: their count, the first 3 subjects and where the rest are."""
-    from evaltasks.compare import ChangeTest, Comparison, MetricComparison
+    from evaltasks.engine.compare import ChangeTest, Comparison, MetricComparison
     from flows.evaluate_suite import regression_summary
 
     test = ChangeTest.model_validate({"statistic": "pass_rate", "test": "exact McNemar", "paired_cases": 8,

@@ -34,7 +34,7 @@ from evaltasks import (
 from evaltasks.errors import ConfigError
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.text import WHITE_SPACE, comparable
-from evaltasks.suite import load_suite
+from evaltasks.inputs.suite import load_suite
 
 # Unicode White_Space characters beyond ASCII, and look-alikes that are not White_Space.
 NBSP, IDEOGRAPHIC_SPACE, LINE_SEPARATOR, ZWSP, FILE_SEPARATOR = "\u00a0", "\u3000", "\u2028", "\u200b", "\x1c"

@@ -17,8 +17,8 @@ from evaltasks import EvalTestCase, ToolCorrectnessMetric, evaluate_sync
 from evaltasks.agent_metrics import ToolCorrectnessMetric as AgentAlias
 from evaltasks.errors import ConfigError, DatasetError
 from evaltasks.metrics import METRICS
-from evaltasks.run import plan_run
-from evaltasks.suite import load_suite
+from evaltasks.engine.run import plan_run
+from evaltasks.inputs.suite import load_suite
 from tests.conftest import subprocess_env
 
 # The docs page's example.
@@ -118,7 +118,7 @@ def test_check_ordering_is_longest_common_subsequence_over_expected(called, expe
 
 def test_lcs_matches_brute_force() -> None:
     """The one-row LCS against every subsequence, on all pairs of short sequences over two names."""
-    from evaltasks.metrics.tool_correctness import _lcs_length
+    from evaltasks.metrics.deterministic.tool_correctness import _lcs_length
 
     def brute(x: tuple[str, ...], y: tuple[str, ...]) -> int:
         subsequences = {s for r in range(len(x) + 1) for s in itertools.combinations(x, r)}

@@ -1,7 +1,7 @@
 """Threshold calibration against human pass/fail labels (README, "Threshold calibration"; docs/calibration.md).
 
 ``evaltasks calibrate SUITE --labels COLUMN`` scores every case of a suite with every metric (the Python API,
-:func:`~evaltasks.evaluate.evaluate_sync`, through the same reference index as a run) and, per metric, finds the
+:func:`~evaltasks.engine.evaluate.evaluate_sync`, through the same reference index as a run) and, per metric, finds the
 threshold whose verdicts (a case passes when ``score >= threshold``, as in :mod:`evaltasks.results`) agree best
 with the labels.
 
@@ -52,7 +52,7 @@ def parse_labels(
     """The labels of a dataset column as booleans (True = pass), None where the cell is empty.
 
     Args:
-        values: one cell per case (:attr:`~evaltasks.datasets.LoadedDataset.columns`), None when empty.
+        values: one cell per case (:attr:`~evaltasks.inputs.datasets.LoadedDataset.columns`), None when empty.
         locations: one location per case (``line N`` / ``item N``), for the error.
         source: the dataset file, for the error.
         column: the label column, for the error.
@@ -286,10 +286,10 @@ def calibrate_suite(
             not a pass/fail word.
         CredentialsError: a provider's credentials are missing.
     """
-    from evaltasks.datasets import load_dataset
-    from evaltasks.evaluate import evaluate_sync, validate_cases
+    from evaltasks.inputs.datasets import load_dataset
+    from evaltasks.engine.evaluate import evaluate_sync, validate_cases
     from evaltasks.index import default_index_dir
-    from evaltasks.suite import load_suite
+    from evaltasks.inputs.suite import load_suite
 
     started = time.perf_counter()
     suite = load_suite(suite_path)

@@ -36,7 +36,7 @@ from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
 HISTORY_SCHEMA_VERSION = 1
 DEFAULT_HISTORY_DIR = ".evaltasks/history"  # relative to the working directory, for a suite with a `history:` block
 HISTORY_DIR_ENV = "EVALTASKS_HISTORY_DIR"
-REGRESSED_EVENT = "evaltasks.suite.regressed"
+REGRESSED_EVENT = "evaltasks.inputs.suite.regressed"
 OVERALL = "overall"  # the name of the overall pass rate in a drift report
 LOCK_TIMEOUT_S = 60.0
 
@@ -261,7 +261,7 @@ def resolve_history_dir(
 ) -> Path | None:
     """Where a run of the suite at ``suite_path`` records its history, or None when it records none.
 
-    ``history`` is the suite's ``history:`` block (a :class:`~evaltasks.suite.HistorySpec` or None). Order: its
+    ``history`` is the suite's ``history:`` block (a :class:`~evaltasks.inputs.suite.HistorySpec` or None). Order: its
     ``dir`` (relative to the suite file) > ``history_dir`` (``--history-dir``) > ``$EVALTASKS_HISTORY_DIR`` >
     :data:`DEFAULT_HISTORY_DIR` (relative to the working directory) when the suite has a ``history:`` block.
     """
@@ -434,9 +434,9 @@ def event_payload(test: DriftTest, window: int, results_path: str | None) -> dic
 
 
 def event_resource(suite: str) -> dict[str, str]:
-    """The Prefect event resource of ``suite``: ``{"prefect.resource.id": "evaltasks.suite.<suite>",
+    """The Prefect event resource of ``suite``: ``{"prefect.resource.id": "evaltasks.inputs.suite.<suite>",
     "prefect.resource.name": <suite>}``."""
-    return {"prefect.resource.id": f"evaltasks.suite.{suite}", "prefect.resource.name": suite}
+    return {"prefect.resource.id": f"evaltasks.inputs.suite.{suite}", "prefect.resource.name": suite}
 
 
 def _bar(value: float | None, width: int = 20) -> str:

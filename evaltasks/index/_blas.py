@@ -9,7 +9,7 @@ in numpy (``docs/performance.md``). Two measures, so that users need not set ``O
    processes inherit numpy's choice, which is what they would detect).
 2. If FAISS was loaded before this module (by other code) and its OpenBLAS still uses other kernels than
    numpy's, :func:`flat_through_numpy` is True and exact flat search scores through numpy
-   (:mod:`evaltasks.reference_search`).
+   (:mod:`evaltasks.index.search`).
 
 Where the cores cannot be read (numpy or faiss not built with a bundled OpenBLAS) nothing is changed.
 """

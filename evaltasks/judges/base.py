@@ -5,7 +5,7 @@ client (:class:`evaltasks.judges.openai.OpenAIJudge`: OpenAI, Azure OpenAI, any 
 or a user's own function from messages to text (:class:`~evaltasks.judges.function.FunctionJudge`, the ``judge=``
 hook of the Python API).
 
-Judge metrics (:class:`evaltasks.metrics.judge.JudgeMetric`) never talk HTTP themselves: they build requests
+Judge metrics (:class:`evaltasks.metrics.judge.base.JudgeMetric`) never talk HTTP themselves: they build requests
 from prompt templates (:mod:`evaltasks.judges.prompts`) and read validated JSON out of replies. What sits
 between them and the endpoint (the on-disk answer store, retries, rate limits, the budget) is a judge's job.
 

@@ -1,6 +1,8 @@
 """Metrics and the registry that maps a metric's class name to its class.
 
-Adding a metric = one module in this package + one line in :data:`METRICS` + its tests.
+Three families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
+:mod:`~evaltasks.metrics.vector` (embeddings) and :mod:`~evaltasks.metrics.judge` (an LLM judge). Adding a metric =
+one module in its family + one line in :data:`METRICS` (and its family's ``__init__``) + its tests.
 """
 
 from __future__ import annotations
@@ -13,29 +15,32 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
-from evaltasks.metrics.contains import ContainsMetric
-from evaltasks.metrics.custom_eval import CustomEvalMetric
-from evaltasks.metrics.ends_with import EndsWithMetric
-from evaltasks.metrics.exact_match import ExactMatchMetric
-from evaltasks.metrics.format_check import FormatCheckMetric
-from evaltasks.metrics.geval import GEvalMetric
-from evaltasks.metrics.json_schema import JsonSchemaMetric
-from evaltasks.metrics.language_detection import LanguageDetectionMetric
-from evaltasks.metrics.length_check import LengthCheckMetric
-from evaltasks.metrics.non_empty import NonEmptyMetric
-from evaltasks.metrics.reference_match import ReferenceMatchMetric
-from evaltasks.metrics.regex_match import RegexMatchMetric
-from evaltasks.metrics.restricted_refusal import RestrictedRefusalMetric
-from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
-from evaltasks.metrics.starts_with import StartsWithMetric
-from evaltasks.metrics.tool_correctness import ToolCorrectnessMetric
-from evaltasks.metrics.answer_relevancy import AnswerRelevancyMetric
-from evaltasks.metrics.bias import BiasMetric
-from evaltasks.metrics.contextual_precision import ContextualPrecisionMetric
-from evaltasks.metrics.contextual_recall import ContextualRecallMetric
-from evaltasks.metrics.contextual_relevancy import ContextualRelevancyMetric
-from evaltasks.metrics.faithfulness import FaithfulnessMetric
-from evaltasks.metrics.toxicity import ToxicityMetric
+from evaltasks.metrics.deterministic import (
+    ContainsMetric,
+    EndsWithMetric,
+    ExactMatchMetric,
+    FormatCheckMetric,
+    JsonSchemaMetric,
+    LanguageDetectionMetric,
+    LengthCheckMetric,
+    NonEmptyMetric,
+    RegexMatchMetric,
+    RestrictedRefusalMetric,
+    StartsWithMetric,
+    ToolCorrectnessMetric,
+)
+from evaltasks.metrics.judge import (
+    AnswerRelevancyMetric,
+    BiasMetric,
+    ContextualPrecisionMetric,
+    ContextualRecallMetric,
+    ContextualRelevancyMetric,
+    CustomEvalMetric,
+    FaithfulnessMetric,
+    GEvalMetric,
+    ToxicityMetric,
+)
+from evaltasks.metrics.vector import ReferenceMatchMetric, SemanticSimilarityMetric
 
 METRICS: dict[str, type[BaseMetric]] = {
     "LengthCheckMetric": LengthCheckMetric,

@@ -27,7 +27,7 @@ from evaltasks.test_case import EvalTestCase
 
 
 # Constraints of constructor arguments in their type hints: the suite JSON Schema is generated from them
-# (evaltasks.suite.metric_arguments_schema); the constructors check the same rules themselves.
+# (evaltasks.inputs.suite.metric_arguments_schema); the constructors check the same rules themselves.
 NonEmptyStr = Annotated[str, MinLen(1)]
 """A string of at least one character."""
 UnitFloat = Annotated[float, Interval(ge=0, le=1)]

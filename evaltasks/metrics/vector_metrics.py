@@ -1,6 +1,4 @@
-"""Alias module at the seed's import path ``eval_lib.metrics.vector_metrics``."""
+"""Alias of the seed's import path ``eval_lib.metrics.vector_metrics``: :mod:`evaltasks.metrics.vector`."""
 
-from evaltasks.metrics.reference_match import ReferenceMatchMetric
-from evaltasks.metrics.semantic_similarity import SemanticSimilarityMetric
-
-__all__ = ["ReferenceMatchMetric", "SemanticSimilarityMetric"]
+from evaltasks.metrics.vector import *  # noqa: F403
+from evaltasks.metrics.vector import __all__  # noqa: F401

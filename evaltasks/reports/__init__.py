@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaltasks.compare import Comparison
+from evaltasks.engine.compare import Comparison
 from evaltasks.reports.json_report import SCHEMA_VERSION, write_results_json
 from evaltasks.reports.stream import JUNIT_XML, RESULTS_JSON, SUMMARY_MD, ReportWriter
 from evaltasks.results import EvaluationResult

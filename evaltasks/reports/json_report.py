@@ -53,12 +53,12 @@ def write_results_json(
 def results_json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of results.json at :data:`SCHEMA_VERSION`: ``summary``, ``cases`` and
     ``comparison`` generated from their pydantic models (:class:`~evaltasks.results.EvaluationSummary`,
-    :class:`~evaltasks.results.TestCaseResult`, :class:`~evaltasks.compare.Comparison`, serialization mode),
+    :class:`~evaltasks.results.TestCaseResult`, :class:`~evaltasks.engine.compare.Comparison`, serialization mode),
     the header written here. Shipped as ``evaltasks/schema/results.schema.json`` (a test checks the file equals
     this); other top-level keys are allowed, so a reader of version 2 accepts additions."""
     from pydantic.json_schema import models_json_schema
 
-    from evaltasks.compare import Comparison
+    from evaltasks.engine.compare import Comparison
     from evaltasks.results import EmbeddingModelInfo, ReferenceSetInfo
 
     models = [EvaluationSummary, TestCaseResult, Comparison, EmbeddingModelInfo, ReferenceSetInfo]

@@ -27,7 +27,7 @@ from typing import Literal
 import regex
 
 from evaltasks._atomic import atomic_writer
-from evaltasks.compare import CaseChange, ChangeTest, Comparison
+from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison
 from evaltasks.reports._escape import markdown_inline
 from evaltasks.reports.verdict import case_label, verdict_line
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message

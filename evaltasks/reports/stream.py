@@ -3,7 +3,7 @@
 :class:`ReportWriter` appends each batch's cases to two temporary files beside the reports (the ``cases`` of
 results.json and the ``<testcase>`` elements of junit.xml) while :class:`~evaltasks.results.SummaryBuilder`,
 :class:`~evaltasks.reports.markdown.Highlights` and, with a baseline,
-:class:`~evaltasks.compare.ComparisonBuilder` fold them in. :meth:`ReportWriter.write` then writes the three
+:class:`~evaltasks.engine.compare.ComparisonBuilder` fold them in. :meth:`ReportWriter.write` then writes the three
 reports as one set (all or none replaced): each one's head (which needs the totals), then the streamed part
 copied in 1 MiB blocks. Memory does not grow with the number of cases (beyond the baseline's scores when
 comparing).
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from evaltasks._atomic import atomic_paths, pid_alive, remove_stale_temporaries, synced_writer
-from evaltasks.compare import Comparison, ComparisonBuilder
+from evaltasks.engine.compare import Comparison, ComparisonBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
 from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
 from evaltasks.reports.markdown import Highlights, render_summary_markdown
@@ -42,7 +42,7 @@ class ReportWriter:
         output_dir: the reports directory (created).
         suite_name: shown in junit.xml and summary.md.
         metric_thresholds: metric name -> threshold, in metric order.
-        baseline: a parsed baseline results.json to compare with (see :mod:`evaltasks.compare`), or None.
+        baseline: a parsed baseline results.json to compare with (see :mod:`evaltasks.engine.compare`), or None.
         tolerance, baseline_label: the comparison's tolerance and how the baseline is named in reports.
         alpha, min_effect, allow_errors: the comparison's significance level, smallest effect and whether errored
             pairs are left out of its pass-rate tests (the suite's ``gate``).

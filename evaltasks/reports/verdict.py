@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from evaltasks.compare import Comparison
+from evaltasks.engine.compare import Comparison
 from evaltasks.results import EvaluationSummary, budget_message
 
 LABEL_WIDTH = 48

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from evaltasks.metrics.base import UnitFloat
-from evaltasks.metrics._verdicts import ScoredOutputMetric
+from evaltasks.metrics.judge._verdicts import ScoredOutputMetric
 
 
 class ToxicityMetric(ScoredOutputMetric):

@@ -27,7 +27,7 @@ from typing import Any
 
 
 from evaltasks.errors import ConfigError, DatasetError, Problem
-from evaltasks.reference_search import SearchConfig
+from evaltasks.index.search import SearchConfig
 
 SET_FORMATS = (".txt", ".csv", ".jsonl", ".json", ".yaml", ".yml")
 

@@ -17,9 +17,9 @@ from annotated_types import MinLen
 from evaltasks.embeddings import VectorTable
 from evaltasks.errors import ConfigError, Problem, quote
 from evaltasks.metrics.base import EmbeddingNeed, NonEmptyStr
-from evaltasks.metrics.embedding import EmbeddingMetric, clamp_similarities
-from evaltasks.reference_search import ReferenceSearch, build_search, get_search, search_key
-from evaltasks.reference_sets import ReferenceSet
+from evaltasks.metrics.vector.embedding import EmbeddingMetric, clamp_similarities
+from evaltasks.index.search import ReferenceSearch, build_search, get_search, search_key
+from evaltasks.inputs.reference_sets import ReferenceSet
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 

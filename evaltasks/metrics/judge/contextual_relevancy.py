@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from evaltasks.judges.base import JudgeRequest
-from evaltasks.metrics._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
-from evaltasks.metrics._verdicts import (
+from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
+from evaltasks.metrics.judge._verdicts import (
     REASON, answer_schema, checked_verdicts, first_request, max_tokens_for, verdict_reason,
 )
-from evaltasks.metrics.answer_relevancy import check_temperature
+from evaltasks.metrics.judge.answer_relevancy import check_temperature
 from evaltasks.metrics.base import UnitFloat
-from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
+from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
 SCHEMA = answer_schema({"verdict": {"type": "string", "enum": list(VERDICTS)}, "reason": REASON},

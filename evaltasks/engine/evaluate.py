@@ -425,7 +425,7 @@ def bind_judges(
     answers are not read), the run's ``budget`` and the ``judge=`` hook (a Judge or a function from messages
     to text). Returns how many metrics were bound. Raises TypeError for a ``judge`` that is neither."""
     from evaltasks.judges import JudgeRuntime
-    from evaltasks.metrics.judge import JudgeMetric
+    from evaltasks.metrics.judge.base import JudgeMetric
 
     judge = as_judge(judge)
     store = Path(index_dir) / JUDGEMENTS_DIR if index_dir is not None else None
@@ -483,7 +483,7 @@ def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
     Raises:
         CredentialsError: a judge metric's client has no API key.
     """
-    from evaltasks.metrics.judge import JudgeMetric
+    from evaltasks.metrics.judge.base import JudgeMetric
 
     models: list[str] = []
     for metric in metrics:
@@ -498,7 +498,7 @@ def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
 
 def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> float:
     """Estimated US dollars of the judge requests of a run (for ``--max-cost``): each judge metric's
-    :meth:`~evaltasks.metrics.judge.JudgeMetric.estimate_requests` per case, once per sample (each sample is its
+    :meth:`~evaltasks.metrics.judge.base.JudgeMetric.estimate_requests` per case, once per sample (each sample is its
     own request), each priced by its judge's ``estimate_cost``
     (:meth:`~evaltasks.judges.RunJudge.estimate_cost`: the worst case at the client's prices; 0 for answers
     already in the run's store unless it refreshes, and for a ``judge=`` function). Bind the runtime
@@ -507,7 +507,7 @@ def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMet
     Raises:
         CredentialsError: a judge metric's client has no API key.
     """
-    from evaltasks.metrics.judge import JudgeMetric
+    from evaltasks.metrics.judge.base import JudgeMetric
 
     total = 0.0
     for metric in metrics:

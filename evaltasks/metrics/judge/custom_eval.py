@@ -11,7 +11,7 @@ rules":
    weighted 1.0 / 0.9 / 0.7 / 0.3 / 0.0 (eval-ai-library's ``VERDICT_WEIGHTS``);
 3. score = score_agg(weights, temperature): the power mean of the weights with the exponent set by
    ``temperature`` (0.1 strict, near the minimum; 0.5 the arithmetic mean; 1.0 lenient, near the maximum),
-   times a penalty for the share of ``none`` verdicts (:func:`evaltasks.metrics._aggregation.score_agg`).
+   times a penalty for the share of ``none`` verdicts (:func:`evaltasks.metrics.judge._aggregation.score_agg`).
 
 The parameters are those of the docs page (``criteria``, ``evaluation_steps``, ``temperature`` = 0.8). The 0.8.2
 code's other form (a list of criteria with ``{{placeholders}}``, ``strategy: direct``, ``n_runs`` with
@@ -29,11 +29,11 @@ from annotated_types import Ge, MinLen
 
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeError, JudgeRequest, as_messages
-from evaltasks.metrics._aggregation import VERDICT_WEIGHTS, score_agg
-from evaltasks.metrics._verdicts import max_tokens_for
+from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, score_agg
+from evaltasks.metrics.judge._verdicts import max_tokens_for
 from evaltasks.metrics.base import NonEmptyStr
-from evaltasks.metrics.geval import CriteriaMetric, case_variables
-from evaltasks.metrics.judge import Asker, Judged
+from evaltasks.metrics.judge.geval import CriteriaMetric, case_variables
+from evaltasks.metrics.judge.base import Asker, Judged
 from evaltasks.test_case import EvalTestCase
 
 def verdicts_schema(count: int) -> dict[str, Any]:
@@ -79,7 +79,7 @@ class CustomEvalMetric(CriteriaMetric):
         temperature: aggregation strictness in [0.1, 1.0] (values outside are clamped by the rule): 0.1 close to
             the lowest verdict, 0.5 the mean, 1.0 close to the highest. Not the judge's sampling temperature
             (that is ``judge_options: {temperature}``).
-        samples: how many times each case is judged (see :class:`~evaltasks.metrics.judge.JudgeMetric`).
+        samples: how many times each case is judged (see :class:`~evaltasks.metrics.judge.base.JudgeMetric`).
         judge_options: the judge client's options (README, "LLM judges").
         prompts: ``steps`` and/or ``verdicts`` -> a template file replacing the built-in prompt.
         name: the name in results (default ``"CustomEvalMetric"``).
@@ -145,7 +145,7 @@ class CustomEvalMetric(CriteriaMetric):
 
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
         """The verdicts request of ``case``, preceded by the steps request as
-        :meth:`~evaltasks.metrics.geval.CriteriaMetric.estimate_steps` says (once per metric)."""
+        :meth:`~evaltasks.metrics.judge.geval.CriteriaMetric.estimate_steps` says (once per metric)."""
         requests, steps = self.estimate_steps()
         messages = as_messages(self.template("verdicts").render(
             {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}))

@@ -16,9 +16,9 @@ from typing import Any
 
 from evaltasks import _handoff
 from evaltasks._version import __version__
-from evaltasks.compare import DEFAULT_TOLERANCE, Comparison, load_baseline
-from evaltasks.datasets import LoadedDataset, load_dataset
-from evaltasks.evaluate import collect_embedding_needs, validate_cases
+from evaltasks.engine.compare import DEFAULT_TOLERANCE, Comparison, load_baseline
+from evaltasks.inputs.datasets import LoadedDataset, load_dataset
+from evaltasks.engine.evaluate import collect_embedding_needs, validate_cases
 from evaltasks.metrics.base import EmbeddingNeed
 from evaltasks.reports import SCHEMA_VERSION, ReportWriter
 from evaltasks.reports.markdown import Highlights
@@ -30,7 +30,7 @@ from evaltasks.results import (
     ReferenceSetInfo,
     budget_message,
 )
-from evaltasks.suite import LoadedSuite, load_suite
+from evaltasks.inputs.suite import LoadedSuite, load_suite
 
 
 @dataclass
@@ -115,7 +115,7 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) 
     """Load and validate a suite and its dataset, and check every case against every metric.
 
     ``skip_missing_credentials``: metrics whose provider credentials are missing are skipped (see
-    :func:`~evaltasks.suite.load_suite`) instead of raising CredentialsError. A plan handed over with
+    :func:`~evaltasks.inputs.suite.load_suite`) instead of raising CredentialsError. A plan handed over with
     :func:`hand_over_plan` for the same suite (files unchanged) is returned instead of parsing again.
 
     Raises:
@@ -141,9 +141,9 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) 
 
 def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool = False) -> float:
     """Estimated US dollars of a run: the references and outputs not yet in the index, per provider, plus the
-    judge requests of its judge metrics (:func:`~evaltasks.evaluate.estimate_judge_cost`; answers already in
+    judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
     the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``)."""
-    from evaltasks.evaluate import bind_judges, estimate_judge_cost
+    from evaltasks.engine.evaluate import bind_judges, estimate_judge_cost
     from evaltasks.index import ReferenceIndex, default_index_dir
 
     index = ReferenceIndex(index_dir)
@@ -159,9 +159,9 @@ def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool 
 
 
 def judge_price_warnings(plan: RunPlan) -> list[str]:
-    """One warning per judge model of ``plan`` without a price (:func:`~evaltasks.evaluate.unpriced_judge_models`):
+    """One warning per judge model of ``plan`` without a price (:func:`~evaltasks.engine.evaluate.unpriced_judge_models`):
     its costs are reported as $0. For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
-    from evaltasks.evaluate import unpriced_judge_models
+    from evaltasks.engine.evaluate import unpriced_judge_models
 
     return [f"no price for judge model {model}: its costs count as $0 (undercounted) and --max-cost cannot limit "
             f"its spend; add judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million tokens)"
@@ -175,7 +175,7 @@ def check_judge_prices(plan: RunPlan) -> None:
         InputError: a judge model has no price (one problem per model).
     """
     from evaltasks.errors import InputError, Problem
-    from evaltasks.evaluate import unpriced_judge_models
+    from evaltasks.engine.evaluate import unpriced_judge_models
 
     models = unpriced_judge_models(plan.suite.metrics)
     if models:
@@ -240,7 +240,7 @@ def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | N
     """Why the gate failed, naming the verdict (e.g. ``gate failed: pass rate 50.00% below 90.00%`` or ``gate
     failed: regressed since the baseline: pass rate 81.00% → 74.00% (-7.00 points, p = 0.0003)``), for the
     flow run's Failed state; None when :func:`gate_passed` holds. ``gate`` is the suite's
-    :class:`~evaltasks.suite.Gate`."""
+    :class:`~evaltasks.inputs.suite.Gate`."""
     if gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on):
         return None
     reasons = []
@@ -261,7 +261,7 @@ def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | N
 
 
 def load_parsed_baseline(path: str | Path, *, hand_over: bool = False) -> dict[str, Any]:
-    """:func:`~evaltasks.compare.load_baseline`, reusing a copy this process parsed and handed over.
+    """:func:`~evaltasks.engine.compare.load_baseline`, reusing a copy this process parsed and handed over.
 
     ``hand_over``: keep the parsed baseline for the next call on the same (unchanged) file, once: the CLI
     validates ``--baseline`` before the run and the flow then compares with it without parsing it again.
@@ -404,7 +404,7 @@ def finish_run(
     (:func:`finish_streamed_run` for a result held in memory; the outcome keeps ``result`` whole).
 
     With ``dataset.cluster``, the summary's intervals are recomputed by cluster (``result``'s summary, from
-    :func:`~evaltasks.evaluate.evaluate`, knows no clusters) and the outcome's ``result`` carries that summary.
+    :func:`~evaltasks.engine.evaluate.evaluate`, knows no clusters) and the outcome's ``result`` carries that summary.
 
     Raises InputError when the baseline cannot be read (the CLI checks it before scoring).
     """

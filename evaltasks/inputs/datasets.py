@@ -30,7 +30,7 @@ from typing import Any
 
 from evaltasks.errors import DatasetError, Problem
 from evaltasks.inputs.files import decode_text, load_yaml
-from evaltasks.suite import DatasetSpec
+from evaltasks.inputs.suite import DatasetSpec
 from evaltasks.test_case import EvalTestCase, assign_ids
 
 _MISSING = object()

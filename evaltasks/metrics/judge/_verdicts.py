@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from evaltasks.errors import bounded
 from evaltasks.judges.base import JudgeError, JudgeRequest, as_messages
-from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
+from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
 REASON = {"type": "string"}
@@ -49,7 +49,7 @@ def first_request(
     metric: Any, prompt: str, variables: Mapping[str, Any], schema: Mapping[str, Any] | None, *, max_tokens: int
 ) -> JudgeRequest:
     """The request ``Asker.ask(prompt, variables, schema, max_tokens=max_tokens)`` sends for sample 0 of
-    ``metric`` (a :class:`~evaltasks.metrics.judge.JudgeMetric`), for :meth:`estimate_requests`.
+    ``metric`` (a :class:`~evaltasks.metrics.judge.base.JudgeMetric`), for :meth:`estimate_requests`.
 
     Raises:
         PromptError: the template does not render.

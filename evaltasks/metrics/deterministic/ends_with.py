@@ -8,7 +8,7 @@ stripping) are the README's "Metrics and their exact rules".
 from __future__ import annotations
 
 from evaltasks.metrics.base import NonEmptyStr
-from evaltasks.metrics.starts_with import AffixMetric
+from evaltasks.metrics.deterministic.starts_with import AffixMetric
 
 
 class EndsWithMetric(AffixMetric):

@@ -1,7 +1,7 @@
 """The light side of ``evaltasks server``: find a running server, decide whether a run may use it, hand it the run.
 
 ``evaltasks server`` (README: "Faster repeated runs: evaltasks server") keeps a Prefect server and a warm runner
-process (:mod:`evaltasks._server`) alive between runs. ``evaltasks run`` asks :func:`run_served` first: when a
+process (:mod:`evaltasks.server.daemon`) alive between runs. ``evaltasks run`` asks :func:`run_served` first: when a
 compatible server runs for this ``PREFECT_HOME`` the run is forwarded to it (the runner forks a child that runs
 the command with this process's argv, working directory, environment and terminal) and this process only relays
 signals and the exit code. Everything here uses the standard library only and is imported before Prefect, rich,
@@ -301,7 +301,7 @@ def server_command(args: argparse.Namespace) -> int:
         return 2
     paths = server_paths()
     if args.action is None:
-        from evaltasks._server import serve
+        from evaltasks.server.daemon import serve
 
         return serve(paths)
     try:
@@ -373,7 +373,7 @@ def _start(paths: ServerPaths) -> int:
         return 2
     with log:
         started = time.time()
-        proc = subprocess.Popen([sys.executable, "-m", "evaltasks._server"], stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen([sys.executable, "-m", "evaltasks.server.daemon"], stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=log, start_new_session=True, close_fds=True)
     deadline = time.monotonic() + START_DEADLINE_S
     while time.monotonic() < deadline:

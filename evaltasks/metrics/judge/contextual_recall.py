@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from evaltasks.judges.base import JudgeRequest
-from evaltasks.metrics._statements import split_into_statements
-from evaltasks.metrics._verdicts import (
+from evaltasks.metrics.judge._statements import split_into_statements
+from evaltasks.metrics.judge._verdicts import (
     REASON, answer_schema, checked_verdicts, first_request, max_tokens_for, verdict_reason,
 )
 from evaltasks.metrics.base import UnitFloat
-from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
+from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
 MAX_CLAIMS = 8

@@ -36,7 +36,7 @@ from evaltasks.judges.base import (
 )
 from evaltasks.judges.prompts import PromptError
 from evaltasks.metrics.base import NonEmptyStr
-from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
+from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -217,12 +217,12 @@ class CriteriaMetric(JudgeMetric):
     criteria by the judge once per metric): the shared part of GEvalMetric and CustomEvalMetric.
 
     Args:
-        threshold, model: as :class:`~evaltasks.metrics.judge.JudgeMetric`.
+        threshold, model: as :class:`~evaltasks.metrics.judge.base.JudgeMetric`.
         criteria: what to evaluate, in words (trusted text: it goes into the instructions). Required unless
             ``evaluation_steps`` are given.
         evaluation_steps: the steps the judge follows; None: generated from ``criteria`` once per metric (the
             metric's ``steps`` prompt).
-        samples, judge_options, prompts, name: as :class:`~evaltasks.metrics.judge.JudgeMetric`.
+        samples, judge_options, prompts, name: as :class:`~evaltasks.metrics.judge.base.JudgeMetric`.
 
     Raises:
         ValueError: neither ``criteria`` nor ``evaluation_steps``, an empty ``criteria``, steps that are not a
@@ -321,7 +321,7 @@ class GEvalMetric(CriteriaMetric):
         evaluation_steps: the steps the judge follows; None: generated from ``criteria`` once per metric.
         n_samples: completions sampled per case where the judge has no log-probabilities (>= 1).
         sampling_temperature: the judge's sampling temperature for those completions (>= 0).
-        samples: how many times each case is judged (see :class:`~evaltasks.metrics.judge.JudgeMetric`).
+        samples: how many times each case is judged (see :class:`~evaltasks.metrics.judge.base.JudgeMetric`).
         judge_options: the judge client's options (README, "LLM judges").
         prompts: ``steps`` and/or ``score`` -> a template file replacing the built-in prompt.
         name: the name in results (default ``"GEvalMetric"``).

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from evaltasks.embeddings import VectorTable
-from evaltasks.metrics.embedding import EmbeddingMetric, clamp_similarities
+from evaltasks.metrics.vector.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 

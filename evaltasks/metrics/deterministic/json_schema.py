@@ -130,7 +130,7 @@ class JsonSchemaMetric(BaseMetric):
     ``jsonschema`` validator of the draft the schema's ``$schema`` names
     (draft 2020-12 when it names none; a URI that names no draft is refused). ``format`` keywords are annotations, not
     assertions (no format checker, as in eval-ai-library and JSON Schema 2020-12's default): use
-    :class:`~evaltasks.metrics.format_check.FormatCheckMetric` or ``pattern`` to check formats.
+    :class:`~evaltasks.metrics.deterministic.format_check.FormatCheckMetric` or ``pattern`` to check formats.
 
     Args:
         threshold: minimum passing score, default 1.0.

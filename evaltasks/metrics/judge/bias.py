@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from evaltasks.metrics._verdicts import ScoredOutputMetric
+from evaltasks.metrics.judge._verdicts import ScoredOutputMetric
 from evaltasks.metrics.base import UnitFloat
 
 

@@ -38,7 +38,7 @@ from evaltasks.metrics import (
     METRICS, USER_METRIC_PATTERN, BaseMetric, get_metric_class, is_builtin, metric_entry_points,
 )
 from evaltasks.metrics.base import SkippedMetric
-from evaltasks.metrics.judge import JudgeMetric
+from evaltasks.metrics.judge.base import JudgeMetric
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
 
@@ -388,7 +388,7 @@ class HistorySpec(BaseModel):
     drift: bool = Field(
         default=True,
         description="Test each run against the pooled previous runs and emit a Prefect event "
-        "(evaltasks.suite.regressed) when it is significantly worse.",
+        "(evaltasks.inputs.suite.regressed) when it is significantly worse.",
     )
 
 
@@ -673,7 +673,7 @@ def _load_reference_sets(source: str, suite: Suite, base_dir: Path, problems: li
     A file that cannot be resolved (symlink loop) or parsed (nesting beyond the recursion limit) is a problem
     located at ``reference_sets.NAME``, field ``path``, not a crash.
     """
-    from evaltasks.reference_sets import load_reference_set
+    from evaltasks.inputs.reference_sets import load_reference_set
 
     sets = {}
     for name, spec in suite.reference_sets.items():

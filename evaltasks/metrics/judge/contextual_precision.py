@@ -19,9 +19,9 @@ from annotated_types import Ge
 
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeRequest
-from evaltasks.metrics._verdicts import REASON, answer_schema, checked_verdicts, first_request, max_tokens_for
+from evaltasks.metrics.judge._verdicts import REASON, answer_schema, checked_verdicts, first_request, max_tokens_for
 from evaltasks.metrics.base import UnitFloat
-from evaltasks.metrics.judge import Asker, Judged, JudgeMetric
+from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
 SCHEMA = answer_schema({"relevant": {"type": "string", "enum": ["yes", "no"]}, "reason": REASON})
