@@ -45,7 +45,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _common import busy_seconds, children_cpu, write_section  # bench/ is the script directory: on sys.path
+from _common import Step, busy_seconds, children_cpu, synthetic_vectors, wait_quiet, write_section  # bench/: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
@@ -53,51 +53,6 @@ MIB = 1024**2
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
-class Step:
-    """Wall time and peak-RSS delta of one step (peak reset at entry through /proc/self/clear_refs)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.rss_before = 0
-        self.peak = 0
-
-    def __enter__(self) -> Step:
-        try:
-            with open("/proc/self/clear_refs", "w") as handle:
-                handle.write("5")  # reset VmHWM (peak RSS) to the current RSS
-        except OSError:
-            pass
-        self.rss_before = _status_kib("VmRSS") * 1024
-        self.cpu0 = time.process_time()
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self.t0
-        self.cpu = time.process_time() - self.cpu0
-        self.peak = _status_kib("VmHWM") * 1024
-
-    def as_dict(self) -> dict:
-        import resource
-
-        return {
-            "seconds": self.seconds,
-            "cpu_seconds": self.cpu,
-            "rss_before": self.rss_before,
-            "peak_rss": self.peak,
-            "peak_delta": self.peak - self.rss_before,
-            "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        }
 
 
 def _dir_size(path: Path) -> int:
@@ -214,10 +169,7 @@ def phase_gen(cfg: dict, work: Path) -> dict:
     n, d, nq, seed = cfg["n"], cfg["dim"], cfg["queries"], cfg["seed"]
     rng = np.random.default_rng(seed)
     refs = np.lib.format.open_memmap(work / "refs.npy", mode="w+", dtype=np.float32, shape=(n, d))
-    for s in range(0, n, 100_000):
-        block = rng.standard_normal((min(100_000, n - s), d), dtype=np.float32)
-        block /= np.linalg.norm(block, axis=1, keepdims=True)
-        refs[s : s + len(block)] = block
+    synthetic_vectors(n, dims=d, rng=rng, out=refs)
     refs.flush()
     half = nq // 2
     source = np.full(nq, -1, dtype=np.int64)
@@ -488,24 +440,13 @@ PHASES = {
 # ----------------------------------------------------------------------------------------------- driver
 
 
-def wait_quiet(max_cores: float, max_wait: float) -> tuple[float, float]:
-    """Wait until other processes use at most ``max_cores`` (sampled over 2 s); (cores seen, seconds waited)."""
-    t0 = time.perf_counter()
-    while True:
-        b0 = busy_seconds()
-        time.sleep(2.0)
-        cores = (busy_seconds() - b0) / 2.0
-        if cores <= max_cores or time.perf_counter() - t0 > max_wait:
-            return cores, time.perf_counter() - t0
-
-
 QUIET = {"cores": 0.0, "max_wait": 0.0, "retries": 0, "contended": 0.2}
 
 
 def run_phase(name: str, work: Path, cfg: dict, env: dict, label: str | None = None) -> dict:
     (work / "cfg.json").write_text(json.dumps(cfg))
     label = label or name
-    waited = wait_quiet(QUIET["cores"], QUIET["max_wait"])[1] if QUIET["cores"] > 0 else 0.0
+    waited = wait_quiet(QUIET["cores"], QUIET["max_wait"]) if QUIET["cores"] > 0 else 0.0
     best: dict | None = None
     for attempt in range(1, 2 + int(QUIET["retries"])):
         print(f"[{label}] ...{f' (waited {waited:.0f} s for other processes to go quiet)' if waited > 3 else ''}",
@@ -531,7 +472,7 @@ def run_phase(name: str, work: Path, cfg: dict, env: dict, label: str | None = N
         print(f"[{label}] contended: measuring it again", file=sys.stderr, flush=True)
         waited += wall
         if QUIET["cores"] > 0:
-            waited += wait_quiet(QUIET["cores"], QUIET["max_wait"])[1]
+            waited += wait_quiet(QUIET["cores"], QUIET["max_wait"])
     assert best is not None
     best["_attempts"] = attempt
     best["_waited"] = waited
@@ -568,7 +509,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="queries for FAISS flat with the BLAS kernels as installed, when they are slower "
                              "than numpy's (0: all)")
     parser.add_argument("--k10-queries", type=int, default=2_000, help="queries for the top_k k=10 timing")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="document to rewrite (default docs/performance.md; --quick: none)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 2,000 vectors, 100 queries; writes no document")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw measurements here")
     parser.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: a new temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
@@ -592,10 +536,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
 
+    if args.quick:
+        args.n, args.queries, args.hnsw_chunk, args.installed_queries, args.k10_queries = 2_000, 100, 1_000, 50, 50
+    out = args.out or (None if args.quick else ROOT / "docs" / "performance.md")
     if args.render_from:
         res = json.loads(args.render_from.read_text())
-        write_section(args.out, render(res), heading_of(res))
-        print(f"section written to {args.out}", file=sys.stderr)
+        write_section(out or ROOT / "docs" / "performance.md", render(res), heading_of(res))
+        print(f"section written to {out}", file=sys.stderr)
         return 0
 
     QUIET.update(cores=args.quiet_cores, max_wait=args.quiet_max_wait_s, retries=args.retries,
@@ -642,9 +589,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(res, indent=2))
     section = render(res)
-    write_section(args.out, section, heading_of(res))
+    if out:
+        write_section(out, section, heading_of(res))
     print(section)
-    print(f"total {res['total_seconds']:.0f} s; section written to {args.out}", file=sys.stderr)
+    print(f"total {res['total_seconds']:.0f} s" + (f"; section written to {out}" if out else ""), file=sys.stderr)
     return 0
 
 

@@ -33,55 +33,14 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _common import busy_seconds, write_section  # bench/ is the script directory: on sys.path
+from _common import DIMS, Step, busy_seconds, synthetic_vectors, write_section  # bench/: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024**2
-DIMS = 384
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
-class Step:
-    """Wall time, peak-RSS delta (VmHWM) and peak RssAnon delta of one step."""
-
-    def __enter__(self) -> Step:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")  # reset VmHWM to the current RSS
-        self.rss_before = _status_kib("VmRSS") * 1024
-        self.anon_before = _status_kib("RssAnon") * 1024
-        self.anon_peak = self.anon_before
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        self.t0 = time.perf_counter()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.005):
-            self.anon_peak = max(self.anon_peak, _status_kib("RssAnon") * 1024)
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self.t0
-        self._stop.set()
-        self._thread.join()
-        self.anon_peak = max(self.anon_peak, _status_kib("RssAnon") * 1024)
-        self.peak = _status_kib("VmHWM") * 1024
-
-    def as_dict(self) -> dict:
-        return {"seconds": self.seconds, "peak_delta": self.peak - self.rss_before,
-                "anon_peak_delta": self.anon_peak - self.anon_before}
 
 
 class SyntheticProvider:
@@ -102,22 +61,10 @@ class SyntheticProvider:
         self.embedded += len(texts)
         if self.vectors is not None and len(texts) == len(self.vectors):
             return EmbeddingBatch.free(self.vectors)
-        return EmbeddingBatch.free(_vectors(len(texts), seed=len(texts) + 17))
+        return EmbeddingBatch.free(synthetic_vectors(len(texts), seed=len(texts) + 17))
 
     def embed(self, texts):
         return self.embed_batch(texts).vectors
-
-
-def _vectors(n: int, seed: int = 0):
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    out = np.empty((n, DIMS), dtype=np.float32)
-    for start in range(0, n, 100_000):
-        block = rng.standard_normal((min(100_000, n - start), DIMS), dtype=np.float32)
-        block /= np.linalg.norm(block, axis=1, keepdims=True)
-        out[start : start + len(block)] = block
-    return out
 
 
 def _texts(n: int) -> list[str]:
@@ -138,11 +85,11 @@ def phase_build(work: Path, n: int) -> dict:
 
     from evaltasks.index import ReferenceIndex
 
-    vectors, texts = _vectors(n), _texts(n)
-    with Step() as write:
+    vectors, texts = synthetic_vectors(n), _texts(n)
+    with Step(sample_anon=True) as write:
         lookup = ReferenceIndex(work / "index").get_or_embed(SyntheticProvider(vectors), texts)
     assert lookup.computed == n
-    with Step() as save:
+    with Step(sample_anon=True) as save:
         with open(work / "vectors.npy", "wb") as handle:
             np.save(handle, vectors)
             handle.flush()
@@ -169,7 +116,7 @@ def phase_open(work: Path, n: int, lookups: int) -> dict:
         t0 = time.perf_counter()
         snapshot = ns.open()
         opens.append(time.perf_counter() - t0)
-    with Step() as np_load:
+    with Step(sample_anon=True) as np_load:
         vectors = np.load(work / "vectors.npy")
     ids_sorted, rows_sorted = np.load(work / "ids_sorted.npy"), np.load(work / "rows_sorted.npy")
     rng = np.random.default_rng(5)
@@ -184,7 +131,7 @@ def phase_open(work: Path, n: int, lookups: int) -> dict:
     def index_lookup():
         return snapshot.gather(snapshot.find(wanted))
 
-    with Step() as first:  # the first lookup after the open: pages come from the page cache
+    with Step(sample_anon=True) as first:  # the first lookup after the open: pages come from the page cache
         got = index_lookup()
     assert np.array_equal(got, vectors[picks]), "the index returned other vectors"
     timings: dict[str, list[float]] = {"index": [], "numpy": []}
@@ -194,7 +141,7 @@ def phase_open(work: Path, n: int, lookups: int) -> dict:
             fn()
             timings[name].append(time.perf_counter() - t0)
     assert np.array_equal(numpy_lookup(), got)
-    with Step() as whole:
+    with Step(sample_anon=True) as whole:
         provider = SyntheticProvider()
         lookup = ReferenceIndex(work / "index").get_or_embed(provider, texts)
     assert provider.embedded == 0 and lookup.reused == len(texts)
@@ -217,7 +164,7 @@ def phase_add(work: Path, n: int, many: int) -> dict:
     out = {}
     for label, texts in (("one", ["one new text"]), ("many", [f"new text {i}" for i in range(many)])):
         provider = SyntheticProvider()
-        with Step() as step:
+        with Step(sample_anon=True) as step:
             lookup = index.get_or_embed(provider, texts)
         assert lookup.computed == len(texts)
         out[label] = {**step.as_dict(), "texts": len(texts), "added_bytes": len(texts) * (DIMS * 4 + 8)}
@@ -229,10 +176,10 @@ def phase_add(work: Path, n: int, many: int) -> dict:
 
     texts = [f"stored alone {i}" for i in range(many)]
     ids = np.fromiter((text_id(t) for t in texts), dtype=np.int64, count=len(texts))
-    vectors = _vectors(len(texts), seed=7)
+    vectors = synthetic_vectors(len(texts), seed=7)
     ns = _namespace(work / "index")
     ns.provider = SyntheticProvider()
-    with Step() as step:
+    with Step(sample_anon=True) as step:
         index._store(ns, ids, vectors, ids[:0])
     out["store"] = {**step.as_dict(), "texts": len(texts), "added_bytes": len(texts) * (DIMS * 4 + 8)}
     out["segments"] = len(_namespace(work / "index").open().segments)
@@ -243,9 +190,9 @@ def phase_compact(work: Path, n: int) -> dict:
     from evaltasks.index import ReferenceIndex
 
     index = ReferenceIndex(work / "index")
-    with Step() as step:
+    with Step(sample_anon=True) as step:
         done = index.compact()
-    with Step() as check:
+    with Step(sample_anon=True) as check:
         problems = index.check()[0]["problems"]
     assert problems == [], problems
     (before, after), = done.values()
@@ -260,7 +207,7 @@ def phase_flat(work: Path, n: int, queries: int) -> dict:
     from evaltasks.index.search import ReferenceSearch, numpy_top_k
 
     vectors = np.load(work / "vectors.npy")
-    q = _vectors(queries, seed=99)
+    q = synthetic_vectors(queries, seed=99)
     search = ReferenceSearch(vectors)
     out = {"faiss_core": _blas.faiss_core(), "numpy_core": _blas.numpy_core(),
            "through_numpy": _blas.flat_through_numpy(), "queries": queries,
@@ -285,7 +232,7 @@ def phase_flat_fallback(work: Path, n: int, queries: int) -> dict:
     from evaltasks.index import _blas
 
     vectors = np.load(work / "vectors.npy")
-    q = _vectors(queries, seed=99)
+    q = synthetic_vectors(queries, seed=99)
     index = faiss.IndexFlatIP(DIMS)
     index.add(vectors)
     t0 = time.perf_counter()
@@ -406,11 +353,16 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=10_000)
     parser.add_argument("--many", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
+    parser.add_argument("--out", type=Path, default=None, help="document to rewrite (default docs/performance.md; "
+                        "--quick: none)")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 5,000 vectors, 200 lookups and adds, 10 queries; prints, writes no document")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick and not args.phase:
+        args.n, args.lookups, args.many, args.queries = 5_000, 200, 200, 10
     if args.phase:
         extra = {"open": (args.lookups,), "add": (args.many,), "flat": (args.queries,),
                  "flat-fallback": (args.queries,)}.get(args.phase, ())
@@ -428,7 +380,9 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     section = _render(results, args, seconds)
-    write_section(args.out, section, f"## Reference index storage: {args.n:,} vectors")
+    out = args.out or (None if args.quick else ROOT / "docs" / "performance.md")
+    if out:
+        write_section(out, section, f"## Reference index storage: {args.n:,} vectors")
     print(section)
 
 

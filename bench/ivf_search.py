@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import near_copies, synthetic_vectors  # bench/ is the script directory: on sys.path
 
 from evaltasks.index._blas import faiss
 from evaltasks.index.search import ReferenceSearch, SearchConfig, exact_top_k
@@ -39,18 +40,8 @@ def _rss_mib() -> float:
 def clustered(n: int, clusters: int, queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(n, 384) unit vectors in ``clusters`` Gaussian clusters and ``queries`` unit queries near stored ones."""
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((clusters, D)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    vectors = np.empty((n, D), dtype=np.float32)
-    for start in range(0, n, 100_000):  # in blocks: no float64 temporaries of the whole set
-        stop = min(n, start + 100_000)
-        block = centres[rng.integers(0, clusters, stop - start)]
-        block += 0.04 * rng.standard_normal((stop - start, D), dtype=np.float32)
-        block /= np.linalg.norm(block, axis=1, keepdims=True)
-        vectors[start:stop] = block
-    q = vectors[rng.choice(n, queries, replace=False)] + 0.02 * rng.standard_normal((queries, D), dtype=np.float32)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    return vectors, q
+    vectors = synthetic_vectors(n, dims=D, clusters=clusters, rng=rng)
+    return vectors, near_copies(vectors, queries, rng, noise=0.02)
 
 
 def recall(found: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
