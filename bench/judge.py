@@ -4,7 +4,7 @@ One command measures, side by side in one run, and rewrites the section ``## LLM
 ``docs/performance.md`` (only that section)::
 
     .venv/bin/python bench/judge.py --json /tmp/judge.json      # about 4 minutes (eval-ai-library's part)
-    .venv/bin/python bench/judge.py --cases 20 --no-doc         # smoke, under a minute
+    .venv/bin/python bench/judge.py --quick                     # smoke: 5 cases, 10 ms, no document
     .venv/bin/python bench/judge.py --render-from /tmp/judge.json
 
 The judge is ``tests/chat_server.py`` (an OpenAI-compatible chat completions server on 127.0.0.1) in this
@@ -285,7 +285,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     parser.add_argument("--render-from", type=Path, default=None, help="render an earlier --json; measure nothing")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/performance.md")
+    parser.add_argument("--quick", action="store_true", help="smoke run: --cases 5 --latency-ms 10 --no-doc")
     args = parser.parse_args()
+    if args.quick:
+        args.cases, args.latency_ms, args.no_doc = 5, 10.0, True
     data = json.loads(args.render_from.read_text()) if args.render_from else measure(args)
     if args.json and not args.render_from:
         args.json.write_text(json.dumps(data, indent=1), encoding="utf-8")

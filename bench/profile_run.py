@@ -327,7 +327,10 @@ def main() -> None:
                         help="also profile this checkout (e.g. the tree before a change), runs interleaved with "
                              "this tree's, into a table of its own (--compare-label)")
     parser.add_argument("--compare-label", default="before")
+    parser.add_argument("--quick", action="store_true", help="smoke run: one run of each kind; writes no document")
     args = parser.parse_args()
+    if args.quick:
+        args.repeat = 1
     work = Path(tempfile.mkdtemp(prefix="bench-profile-"))
     probe = work / "probe"
     probe.mkdir()
@@ -352,7 +355,8 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
     for label, _ in trees:
         table = _table(label, results[label], args.repeat)
-        _write(Path(args.out), label, table)
+        if not args.quick:
+            _write(Path(args.out), label, table)
         print(table)
     shutil.rmtree(work, ignore_errors=True)
 

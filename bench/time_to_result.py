@@ -4,7 +4,7 @@ One command measures, side by side in one run, and rewrites the section ``## Tim
 ``docs/performance.md`` (only that section)::
 
     .venv/bin/python bench/time_to_result.py --json /tmp/ttr.json       # about 15 min on 2 idle cores
-    .venv/bin/python bench/time_to_result.py --repeat 1 --parts quickstart --no-doc   # smoke, 1-2 min
+    .venv/bin/python bench/time_to_result.py --quick   # smoke (--repeat 1 --parts quickstart --no-doc), 1-2 min
     .venv/bin/python bench/time_to_result.py --render-from /tmp/ttr.json   # the section again, measuring nothing
 
 Parts (``--parts``, default all):
@@ -623,7 +623,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
     parser.add_argument("--contended-cores", type=float, default=0.3)
     parser.add_argument("--phase", choices=["openai-server"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: --parts quickstart --repeat 1 --retries 0 --no-doc")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.parts, args.repeat, args.retries, args.no_doc = "quickstart", 1, 0, True
 
     if args.phase == "openai-server":
         return phase_openai_server(args.latency_ms / 1000, args.work)
