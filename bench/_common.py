@@ -6,7 +6,8 @@
   read a benchmark's figures for a table.
 - :func:`synthetic_vectors` / :func:`near_copies`: the seeded synthetic unit vectors of the index benchmarks.
 - :class:`Step`: wall time and peak memory of one step (pyperf measures time, not peaks).
-- :func:`markdown_table` and :func:`write_section`: the Markdown of docs/performance.md.
+- :func:`markdown_table`, :func:`fmt`, :func:`fmt_runs` and :func:`write_section`: the Markdown of
+  docs/performance.md.
 - CPU accounting (:func:`busy_seconds`, :func:`children_cpu`, :func:`wait_quiet`): how busy the machine and the
   benchmark's own children were (Linux ``/proc/stat``), for the harnesses that time whole runs from outside.
 """
@@ -192,6 +193,22 @@ class Step:
 
 
 # ----------------------------------------------------------------------------------------------- Markdown
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    """A figure for a table: ``–`` for none or NaN, no decimals from 100, one from 10, else ``digits``."""
+    if x is None or x != x:
+        return "–"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.{digits}f}"
+
+
+def fmt_runs(values: Iterable[float | None]) -> str:
+    """Figures of repeated runs, comma-separated (:func:`fmt` each)."""
+    return ", ".join(fmt(v) for v in values)
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str = "") -> str:

@@ -57,7 +57,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _common import busy_seconds, children_cpu, wait_quiet, write_section  # bench/ is the script directory: on sys.path
+from _common import busy_seconds, children_cpu, fmt, fmt_runs, wait_quiet, write_section  # bench/: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "truthfulqa" / "davinci_answers.csv"
@@ -852,18 +852,7 @@ def profile_runs(work: Path, suites: dict, sizes: list[int], rows: list[dict], d
 
 
 
-def _f(x: float | None, digits: int = 2) -> str:
-    if x is None or x != x:
-        return "–"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    return f"{x:.{digits}f}"
-
-
-def _runs(values: list[float]) -> str:
-    return ", ".join(_f(v) for v in values)
+_f, _runs = fmt, fmt_runs  # _common
 
 
 def derive(res: dict) -> dict:

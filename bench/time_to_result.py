@@ -64,7 +64,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from _common import busy_seconds, children_cpu, wait_quiet, write_section  # bench/ is the script directory: on sys.path
+from _common import busy_seconds, children_cpu, fmt, fmt_runs, wait_quiet, write_section  # bench/: on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "truthfulqa" / "suite.yaml"
@@ -729,18 +729,7 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _f(x: float | None, digits: int = 2) -> str:
-    if x is None or x != x:
-        return "–"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    return f"{x:.{digits}f}"
-
-
-def _runs(values: list[float | None]) -> str:
-    return ", ".join(_f(v) for v in values)
+_f, _runs = fmt, fmt_runs  # _common
 
 
 def _counts(values: list[int | None]) -> str:
