@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -257,6 +258,46 @@ def test_ivf_recall_at_default_nprobe_on_clustered_data(clustered, pq: int | Non
     assert search.recall_at_10 == pytest.approx(recall_10)
 
 
+def test_ivf_sq8_recall_at_default_nprobe_and_a_chunked_build_equals_a_one_shot_one(clustered, tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """IVF-SQ8 (8-bit codes, ``ivf_sq8: true``) over 200,000 × 64 at the default nprobe: recall@10 ≥ 0.95 and
+    the top 1's score exact; built from memory-mapped vectors in chunks of 65,536 it answers exactly as one
+    ``add`` of every vector does, and so do chunks of 7,000 (a chunk size that does not divide n)."""
+    import evaltasks.index.search as reference_search
+    from evaltasks.index._blas import faiss
+
+    vectors, queries, exact_top, exact_sims = clustered
+    config = SearchConfig(kind="ivf", ivf_sq8=True)
+    np.save(tmp_path / "v.npy", vectors)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    search = ReferenceSearch(mapped, config)
+    assert search.config.label() == f"ivf{search.config.nlist}-sq8" and search.config.factory().endswith(",SQ8")
+    assert isinstance(faiss_ivf(search), faiss.IndexIVFScalarQuantizer)
+    assert search.config.nprobe == 32
+    sims, found = search.top_k(queries, 10)
+    recall_10 = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found.tolist(), exact_top.tolist())]))
+    assert recall_10 >= 0.95
+    same = found[:, 0] == exact_top[:, 0]
+    assert same.mean() >= 0.95 and np.allclose(sims[same, 0], exact_sims[same, 0], atol=1e-5)
+    search.measure_recall(queries, sample=500)
+    assert search.recall_at_10 == pytest.approx(recall_10)
+
+    one_shot = reference_search._train_ivf(vectors, search.config)
+    one_shot.add(vectors)
+    faiss.extract_index_ivf(one_shot).nprobe = search.config.nprobe
+    _, expected = ReferenceSearch(vectors, search.config, one_shot).top_k(queries, 10)
+    assert np.array_equal(found, expected)
+    monkeypatch.setattr(reference_search, "_ADD_CHUNK", 7000)
+    assert np.array_equal(ReferenceSearch(vectors, config).top_k(queries, 10)[1], expected)
+
+
+def test_default_nlist_is_capped_for_ten_million_vectors() -> None:
+    """About 4·√n lists up to 4,096 (10^6: 4,000 as before), so 10^7 vectors train and assign in minutes."""
+    assert SearchConfig(kind="ivf").resolve(1_000_000).nlist == 4000
+    assert SearchConfig(kind="ivf").resolve(10_000_000).nlist == 4096
+    assert SearchConfig(kind="ivf", nlist=12_000).resolve(10_000_000).nlist == 12_000
+
+
 def faiss_ivf(search: ReferenceSearch):  # noqa: ANN201 - a FAISS object
     from evaltasks.index._blas import faiss
 
@@ -277,14 +318,20 @@ def test_auto_is_flat_up_to_the_threshold_and_ivf_above() -> None:
     assert ReferenceSearch(vectors[:1000], config).config.label() == "flat"
     above = ReferenceSearch(vectors, config)
     assert above.config.kind == "ivf" and above.config.nlist == 3000 // 39  # at most n / 39 lists
-    assert isinstance(faiss_ivf(above), faiss_ivf_type(None))
+    from evaltasks.index._blas import faiss
+
+    assert isinstance(faiss_ivf(above), faiss.IndexIVFScalarQuantizer)  # auto's IVF stores SQ8 codes
+    assert isinstance(faiss_ivf(ReferenceSearch(vectors, replace(config, ivf_sq8=False))), faiss_ivf_type(None))
+    assert isinstance(faiss_ivf(ReferenceSearch(vectors, replace(config, ivf_pq=8))), faiss_ivf_type(8))
+    assert SearchConfig(kind="ivf").resolve(3000).ivf_sq8 is False  # an explicit `search: ivf` stays IVF-Flat
     texts = tuple(f"text {i}" for i in range(1001))
     assert ReferenceSet("s", texts[:1000], config).search.label() == "flat"
-    assert ReferenceSet("s", texts, config).search.label() == "ivf25"  # 4·√1001 = 127 lists, at most 1001 / 39
+    assert ReferenceSet("s", texts, config).search.label() == "ivf25-sq8"  # 4·√1001 = 127 lists, at most 1001 / 39
 
 
 @pytest.mark.parametrize("config", [SearchConfig(kind="ivf"), SearchConfig(kind="ivf", ivf_pq=8, nprobe=4),
-                                    SearchConfig(kind="ivf", ivf_quantizer="hnsw", nlist=64)])
+                                    SearchConfig(kind="ivf", ivf_quantizer="hnsw", nlist=64),
+                                    SearchConfig(kind="ivf", ivf_sq8=True)])
 def test_ivf_persists_and_reloads(tmp_path: Path, config: SearchConfig) -> None:
     """A saved IVF index reloads with the set's vectors and, in a worker, from its files alone: same answers."""
     vectors, queries = _clustered(5000, 32, 40, seed=5)
@@ -305,6 +352,7 @@ def test_bad_search_settings_name_the_suite_file_and_field(tmp_path: Path) -> No
         "name: s\ndataset: {path: d.jsonl}\n"
         "reference_sets:\n  a: {texts: ['x'], search: ivf, nprobe: 0}\n  b: {texts: ['x'], nprobes: 4}\n"
         "  c: {texts: ['x'], ivf_quantizer: graph}\n"
+        "  d: {texts: ['x'], ivf_sq8: 1}\n  e: {texts: ['x'], ivf_sq8: true, ivf_pq: 48}\n"
         "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: a}\n",
         encoding="utf-8",
     )
@@ -314,6 +362,8 @@ def test_bad_search_settings_name_the_suite_file_and_field(tmp_path: Path) -> No
     assert "suite.yaml, reference_sets.a: field 'nprobe' must be a positive integer, got 0" in text
     assert "suite.yaml, reference_sets.b: field 'nprobes' is not a reference-set option" in text
     assert "suite.yaml, reference_sets.c: field 'ivf_quantizer' must be one of ['flat', 'hnsw']" in text
+    assert "suite.yaml, reference_sets.d: field 'ivf_sq8' must be true or false, got 1" in text
+    assert "suite.yaml, reference_sets.e: field 'ivf_sq8' cannot be combined with ivf_pq (48): choose one code" in text
     metric = ReferenceMatchMetric(embedding_provider="local", name="m",
                                   reference_set=ReferenceSet("s", tuple(FACTS), SearchConfig(kind="ivf", ivf_pq=7)))
     with pytest.raises(ConfigError, match="field 'ivf_pq' must divide the embedding dimensions \\(384\\), got 7"):
@@ -332,10 +382,12 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o}) for o in OUTPUTS[:3]),
                                       encoding="utf-8")
     suite = ("name: ivf\ndataset: {path: d.jsonl}\n"
-             "reference_sets: {plain: {path: facts.txt, search: ivf}, codes: {path: facts.txt, search: ivf, ivf_pq: %d}}\n"
+             "reference_sets: {plain: {path: facts.txt, search: ivf}, codes: {path: facts.txt, search: ivf, ivf_pq: %d},\n"
+             "                 sq8: {path: facts.txt, search: ivf, ivf_sq8: true}}\n"
              "metrics:\n"
              "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: plain, name: plain}\n"
              "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: codes, name: codes}\n"
+             "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: sq8, name: sq8}\n"
              "gate: {min_pass_rate: 0}\n")
     (tmp_path / "suite.yaml").write_text(suite % 8, encoding="utf-8")
     env = {**__import__("os").environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_API_URL": prefect_api_url}
@@ -346,6 +398,7 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
     results = json.loads((tmp_path / "eval-results" / "ivf" / "results.json").read_text())
     sets = {s["name"]: s for s in results["reference_sets"]}
     assert sets["plain"]["search"] == "ivf1" and sets["codes"]["search"] == "ivf1-pq8"
+    assert sets["sq8"]["search"] == "ivf1-sq8"
     for info in sets.values():
         assert info["recall_at_1"] == 1.0 and info["recall_at_10"] == 1.0
     for case, output in zip(results["cases"], OUTPUTS):
@@ -353,7 +406,7 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
-        "ivf1.faiss", "ivf1-pq8.faiss", "ivf1-pq8.npy"}
+        "ivf1.faiss", "ivf1-pq8.faiss", "ivf1-pq8.npy", "ivf1-sq8.faiss", "ivf1-sq8.npy"}
     (tmp_path / "other.yaml").write_text(
         "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['" + FACTS[0] + "']}\n",

@@ -5,10 +5,11 @@ with numpy's CPU kernels (:mod:`evaltasks.index._blas`); where it still cannot, 
 numpy (chunked ``queries @ vectors.T`` and ``np.argpartition``), with the same results.
 ``hnsw`` is approximate (``IndexHNSWFlat`` with inner product): faster queries, recall below 1, measured by
 :meth:`ReferenceSearch.measure_recall` against exact search and reported in ``results.json``.
-``ivf`` is approximate too, for sets of millions: an inverted file (``IVF{nlist},Flat``, or ``IVF{nlist},PQ{M}``
-codes re-ranked by exact inner product from the stored vectors) trained on a seeded sample and queried with
-``nprobe`` lists. ``auto`` (the default) is ``flat`` up to ``search_auto_above`` references (1,000,000) and
-``ivf`` above (README "Reference sets", docs/performance.md "IVF search").
+``ivf`` is approximate too, for sets of millions: an inverted file (``IVF{nlist},Flat``, ``IVF{nlist},SQ8``
+8-bit scalar codes, or ``IVF{nlist},PQ{M}`` codes re-ranked by exact inner product from the stored vectors)
+trained on a seeded sample, filled in chunks, and queried with ``nprobe`` lists. ``auto`` (the default) is
+``flat`` up to ``search_auto_above`` references (1,000,000) and ``ivf`` with SQ8 codes above (README "Reference
+sets", docs/performance.md "IVF search").
 
 Built indexes are persisted beside the reference index (``<index>/sets/<key>.faiss``, FAISS's own format,
 no pickle) and loaded lazily once per process through :func:`get_search`.
@@ -30,6 +31,8 @@ from evaltasks.index._blas import faiss, flat_through_numpy
 SEARCH_KINDS = ("auto", "flat", "hnsw", "ivf")
 IVF_QUANTIZERS = ("flat", "hnsw")
 AUTO_ABOVE = 1_000_000  # references above which ``auto`` searches with IVF
+MAX_NLIST = 4096  # default lists at most: k-means and assigning every vector cost n × nlist (docs/performance.md)
+_ADD_CHUNK = 65536  # vectors added to an IVF index per call: one chunk's copy and assignment at a time
 _REGISTRY: dict[str, ReferenceSearch] = {}
 _LOCK = threading.Lock()
 _CHUNK = 65536  # reference rows per matrix product when every similarity is needed (mean aggregation)
@@ -49,17 +52,22 @@ class SearchConfig:
         ef_construction: HNSW build-time breadth.
         ef_search: HNSW query-time breadth (higher = better recall, slower).
         search_auto_above: the size (references) above which ``auto`` is ``ivf``.
-        nlist: IVF lists (None: about 4·√n, at most n / 39 so each list's centroid trains on 39 vectors).
+        nlist: IVF lists (None: about 4·√n, at most n / 39 so each list's centroid trains on 39 vectors, and at
+            most ``MAX_NLIST`` (4,096) so that 10^7 vectors build in minutes on 2 cores).
         nprobe: IVF lists visited per query (higher = better recall, slower; at most ``nlist``).
         ivf_pq: None (``IVF{nlist},Flat``: 4·d bytes a vector) or M, the bytes of a PQ code
             (``IVF{nlist},PQ{M}``: M bytes a vector; d must be a multiple of M), its candidates re-ranked by
             exact inner product from the stored vectors.
+        ivf_sq8: True: ``IVF{nlist},SQ8`` (8-bit scalar codes, d bytes a vector; the top k found by code, no
+            wider re-rank; their k scores recomputed exactly from the stored vectors); False: as ``ivf_pq`` says; None (default): True when ``auto`` picks ``ivf`` and ``ivf_pq``
+            is not set, else False (:meth:`resolve`).
         ivf_rerank: with ``ivf_pq``, candidates re-ranked per result (``ivf_rerank`` × k).
         ivf_quantizer: ``"flat"`` (exact centroid search) or ``"hnsw"`` (an HNSW graph over the centroids:
             faster assignment for very large ``nlist``).
 
     Raises:
-        ValueError: an unknown kind or quantizer, or a count that is not a positive integer.
+        ValueError: an unknown kind or quantizer, a count that is not a positive integer, ``ivf_sq8`` not a
+            boolean, or ``ivf_sq8`` true with ``ivf_pq``.
     """
 
     kind: str = "auto"
@@ -72,6 +80,7 @@ class SearchConfig:
     ivf_pq: int | None = None
     ivf_rerank: int = 10
     ivf_quantizer: str = "flat"
+    ivf_sq8: bool | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in SEARCH_KINDS:
@@ -85,33 +94,42 @@ class SearchConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive integer, got {quote(value)}")
+        if self.ivf_sq8 is not None and not isinstance(self.ivf_sq8, bool):
+            raise ValueError(f"ivf_sq8 must be true or false, got {quote(self.ivf_sq8)}")
+        if self.ivf_sq8 and self.ivf_pq:
+            raise ValueError(f"ivf_sq8 cannot be combined with ivf_pq ({self.ivf_pq}): choose one code")
 
     def resolve(self, n: int) -> SearchConfig:
         """The configuration a set of ``n`` references is searched with: ``auto`` becomes ``flat`` or ``ivf``;
-        an IVF's ``nlist`` is fixed (about 4·√n, at most n / 39, at least 1) and ``nprobe`` capped at it."""
+        an IVF's ``nlist`` is fixed (about 4·√n, at most n / 39 and ``MAX_NLIST``, at least 1), ``nprobe`` capped
+        at it, and ``ivf_sq8`` decided (``auto`` picking ``ivf`` uses SQ8 codes unless ``ivf_pq`` or
+        ``ivf_sq8: false`` says otherwise: a quarter of IVF-Flat's memory, faster scans, docs/performance.md)."""
         kind = self.kind
         if kind == "auto":
             kind = "ivf" if n > self.search_auto_above else "flat"
         if kind != "ivf":
             return replace(self, kind=kind)
-        nlist = self.nlist or max(1, min(int(round(4 * np.sqrt(n))), n // 39))
-        return replace(self, kind=kind, nlist=min(nlist, max(n, 1)), nprobe=min(self.nprobe, min(nlist, max(n, 1))))
+        sq8 = self.ivf_sq8 if self.ivf_sq8 is not None else (self.kind == "auto" and not self.ivf_pq)
+        nlist = self.nlist or max(1, min(int(round(4 * np.sqrt(n))), n // 39, MAX_NLIST))
+        return replace(self, kind=kind, nlist=min(nlist, max(n, 1)), nprobe=min(self.nprobe, min(nlist, max(n, 1))),
+                       ivf_sq8=sq8)
 
     def label(self) -> str:
-        """A short stable label of what is built, e.g. ``flat``, ``hnsw-m32-efc200`` or ``ivf4000-pq48`` (of a
+        """A short stable label of what is built, e.g. ``flat``, ``hnsw-m32-efc200``, ``ivf4000-sq8`` or
+        ``ivf4000-pq48`` (of a
         resolved configuration; an unresolved ``auto`` is ``auto``; query-time breadths are not part of it)."""
         if self.kind in ("flat", "auto"):
             return self.kind
         if self.kind == "hnsw":
             return f"hnsw-m{self.hnsw_m}-efc{self.ef_construction}"
-        codes = f"-pq{self.ivf_pq}" if self.ivf_pq else ""
+        codes = f"-pq{self.ivf_pq}" if self.ivf_pq else "-sq8" if self.ivf_sq8 else ""
         quantizer = "-hnsw" if self.ivf_quantizer == "hnsw" else ""
         return f"ivf{self.nlist or 'auto'}{quantizer}{codes}"
 
     def factory(self) -> str:
         """The FAISS ``index_factory`` string of a resolved IVF configuration, e.g. ``IVF4000_HNSW32,PQ48``."""
         quantizer = "_HNSW32" if self.ivf_quantizer == "hnsw" else ""
-        return f"IVF{self.nlist}{quantizer},{f'PQ{self.ivf_pq}' if self.ivf_pq else 'Flat'}"
+        return f"IVF{self.nlist}{quantizer},{f'PQ{self.ivf_pq}' if self.ivf_pq else 'SQ8' if self.ivf_sq8 else 'Flat'}"
 
 
 class ReferenceSearch:
@@ -138,7 +156,8 @@ class ReferenceSearch:
                 index.hnsw.efConstruction = self.config.ef_construction
             else:
                 index = _train_ivf(self.vectors, self.config)
-            index.add(self.vectors)
+            for start in range(0, n, _ADD_CHUNK):  # a slice of mapped vectors: one chunk in memory at a time
+                index.add(np.ascontiguousarray(self.vectors[start : start + _ADD_CHUNK]))
         if self.config.kind == "hnsw":
             faiss.downcast_index(index).hnsw.efSearch = self.config.ef_search
         if self.config.kind == "ivf":
@@ -160,15 +179,16 @@ class ReferenceSearch:
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if self.config.kind == "flat" and flat_through_numpy():
             return numpy_top_k(self.vectors, queries, k)
-        if self.config.kind == "ivf" and self.config.ivf_pq:
+        if self.config.kind == "ivf" and (self.config.ivf_pq or self.config.ivf_sq8):
             return self._reranked(queries, k)
         sims, idx = self.index.search(queries, k)
         return sims, idx
 
     def _reranked(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """IVF-PQ's top ``ivf_rerank`` × k candidates by code, re-scored by exact inner product; top ``k`` kept
-        (missing candidates, rows -1, score -inf and come last)."""
-        candidates = min(len(self), self.config.ivf_rerank * k)
+        """IVF-PQ's top ``ivf_rerank`` × k candidates by code (IVF-SQ8's top k), re-scored by exact inner
+        product, so a score is the exact similarity of the reference found; top ``k`` kept (missing candidates,
+        rows -1, score -inf and come last)."""
+        candidates = min(len(self), (self.config.ivf_rerank if self.config.ivf_pq else 1) * k)
         _, idx = self.index.search(queries, candidates)
         sims = np.einsum("mkd,md->mk", self.vectors[np.maximum(idx, 0)], queries)
         sims[idx < 0] = -np.inf
@@ -206,9 +226,10 @@ class ReferenceSearch:
         return self.recall_at_1
 
     def save(self, path: Path) -> None:
-        """Write the FAISS index atomically (temporary file + rename). IVF-PQ, whose codes cannot give back the
-        vectors it re-ranks with, also writes them beside it (``<key>.npy``, numpy's format, first)."""
-        if self.config.kind == "ivf" and self.config.ivf_pq:
+        """Write the FAISS index atomically (temporary file + rename). IVF-PQ and IVF-SQ8, whose codes cannot
+        give back the exact vectors (re-ranking, exact recall, mean aggregation), also write them beside it
+        (``<key>.npy``, numpy's format, first; a worker maps it)."""
+        if _keeps_vectors_apart(self.config):
             with atomic_path(path.with_suffix(".npy")) as tmp:
                 with open(tmp, "wb") as handle:
                     np.save(handle, self.vectors, allow_pickle=False)
@@ -228,7 +249,7 @@ class ReferenceSearch:
             return None
         config = config.resolve(index.ntotal)
         if vectors is None:
-            if config.kind == "ivf" and config.ivf_pq:
+            if _keeps_vectors_apart(config):
                 try:
                     vectors = np.load(path.with_suffix(".npy"), mmap_mode="r", allow_pickle=False)
                 except (OSError, ValueError):
@@ -244,15 +265,34 @@ class ReferenceSearch:
         return cls(vectors, config, index)
 
 
-def _train_ivf(vectors: np.ndarray, config: SearchConfig) -> faiss.Index:
-    """An empty IVF index of ``config`` (resolved) trained on a seeded sample of max(39·nlist, 50,000) rows.
+def _keeps_vectors_apart(config: SearchConfig) -> bool:
+    """Whether a persisted search of ``config`` (resolved) keeps the set's vectors in ``<key>.npy``."""
+    return config.kind == "ivf" and bool(config.ivf_pq or config.ivf_sq8)
 
-    PQ codes keep 8 bits per sub-vector when the sample holds 39 × 256 rows, fewer below (small sets).
+
+def ivf_training_rows(n: int, config: SearchConfig) -> np.ndarray:
+    """The rows (sorted int64) an IVF of ``config`` (resolved) over ``n`` vectors trains on: a seeded sample of
+    max(39·nlist, 50,000), every row below that; so a caller streaming its vectors can gather the same sample."""
+    assert config.nlist is not None
+    size = min(n, max(39 * config.nlist, 50_000))
+    return np.sort(np.random.default_rng(0).choice(n, size=size, replace=False)) if size < n else np.arange(n)
+
+
+def _train_ivf(vectors: np.ndarray, config: SearchConfig) -> faiss.Index:
+    """An empty IVF index of ``config`` (resolved) trained on the rows of :func:`ivf_training_rows`."""
+    return train_ivf(np.ascontiguousarray(vectors[ivf_training_rows(len(vectors), config)]), len(vectors), config)
+
+
+def train_ivf(sample: np.ndarray, n: int, config: SearchConfig) -> faiss.Index:
+    """An empty IVF index of ``config`` (resolved) for ``n`` vectors, trained on ``sample`` (float32 (s, d): the
+    rows of :func:`ivf_training_rows`; k-means, FAISS's 10 iterations), ready for ``add`` in chunks.
+
+    PQ codes keep 8 bits per sub-vector when the set holds 39 × 256 rows, fewer below (small sets).
 
     Raises:
         ValueError: ``ivf_pq`` does not divide the dimensions.
     """
-    n, d = vectors.shape
+    d = sample.shape[1]
     assert config.nlist is not None
     factory = config.factory()
     if config.ivf_pq:
@@ -263,9 +303,7 @@ def _train_ivf(vectors: np.ndarray, config: SearchConfig) -> faiss.Index:
     index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
     if config.ivf_quantizer == "hnsw":  # the breadth used when adding assigns each vector to its list
         faiss.downcast_index(faiss.extract_index_ivf(index).quantizer).hnsw.efSearch = _HNSW_QUANTIZER_EF
-    size = min(n, max(39 * config.nlist, 50_000))
-    rows = np.sort(np.random.default_rng(0).choice(n, size=size, replace=False)) if size < n else slice(None)
-    index.train(np.ascontiguousarray(vectors[rows]))
+    index.train(np.ascontiguousarray(sample, dtype=np.float32))
     return index
 
 

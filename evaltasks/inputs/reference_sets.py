@@ -10,7 +10,7 @@ A suite declares them under ``reference_sets`` and a metric uses one with ``refe
 
 Files: ``.txt`` (one per line), ``.csv`` / ``.jsonl`` / ``.json`` / ``.yaml`` with ``column`` naming the field
 (a ``.json`` / ``.yaml`` list of strings needs none). Max aggregation searches the set with FAISS
-(``auto`` by default: exact ``flat`` up to ``search_auto_above`` references, approximate ``ivf`` above;
+(``auto`` by default: exact ``flat`` up to ``search_auto_above`` references, approximate ``ivf`` with SQ8 codes above;
 ``hnsw`` on request; an approximate search's recall is measured and reported).
 """
 
