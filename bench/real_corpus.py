@@ -22,7 +22,11 @@ steps that each survive an interruption; run the same command again to continue:
    Each set is deduplicated and ordered by the SHA-256 of each text's UTF-8 bytes (a fixed pseudo-random
    order: a prefix is a uniform sample). The queries are the first ``QUERIES`` sentences (default 1,000:
    real texts not in the set); the reference set is the other sentences, then the fragments, the first ``N``
-   (default 1,000,000; fewer when there are fewer). A prefix of up to all the sentences is sentences only.
+   (default 1,000,000), then, only when these are fewer than ``N``, *literals*: single-line ``"..."`` /
+   ``'...'`` string literals of 20 to 400 characters (no backslash) and inline comments (``code  # text``)
+   of the Python files, by the fragment rules, without any of ``{}%[]=``, not already in the corpus, in
+   SHA-256 order. A prefix of up to all the sentences is sentences only. (A corpus built before the literals
+   existed is extended by appending them: its rows, and the chunks embedded from them, stay valid.)
    ``OUT/corpus.json`` records the counts, the SHA-256 of ``corpus.txt`` and the Python version.
 2. Embeddings: the project's own provider (``evaltasks.embeddings.get_provider("local")``, the bundled
    all-MiniLM-L6-v2, unit float32 rows of 384) in chunks of 10,000 rows, ``OUT/chunk-00000.npy`` … (rows
@@ -53,6 +57,7 @@ import numpy as np
 CHUNK = 10_000
 _SPLIT = re.compile(r"(?<=[.!?]) +(?=[A-Z])")
 _BANNED = (">>>", "://", "``")
+_LITERAL = re.compile(r"\"([^\"\\\n]{20,400})\"|'([^'\\\n]{20,400})'|\S  # ?([^\n]+)")
 _ITEM = re.compile(r"\n\s*(?:[-*+]|\d+\.|[A-Za-z_][\w.]*\s*(?:\([^)]*\))?\s*:)\s")  # list items, "name (type):"
 
 
@@ -133,10 +138,24 @@ def source_files() -> list[Path]:
     return sorted(files)
 
 
+def literals(path: Path, source: str) -> set[str]:
+    """Single-line string literals and inline comments (``code  # comment``) of a Python file that pass the
+    fragment rules and hold none of ``{}%[]=`` (format placeholders, code)."""
+    if path.suffix.lower() not in PY_SUFFIXES:
+        return set()
+    found = set()
+    for match in _LITERAL.finditer(source):
+        text = " ".join((match.group(1) or match.group(2) or match.group(3)).split())
+        if text and not any(c in text for c in "{}%[]=") and _passes(text, False):
+            found.add(text)
+    return found
+
+
 def build_corpus(n: int, queries: int) -> tuple[list[str], list[str], dict[str, int]]:
     """(up to ``n`` reference texts, ``queries`` query texts, counts) in the order of the module docstring."""
     strict: set[str] = set()
     loose: set[str] = set()
+    third: set[str] = set()
     files = source_files()
     for path in files:
         try:
@@ -147,12 +166,15 @@ def build_corpus(n: int, queries: int) -> tuple[list[str], list[str], dict[str, 
             s, f = sentences(block)
             strict |= s
             loose |= f
+        third |= literals(path, source)
     loose -= strict
+    third -= strict | loose
     key = lambda text: hashlib.sha256(text.encode("utf-8")).digest()  # noqa: E731
     first = sorted(strict, key=key)
     rest = sorted(loose, key=key)
-    counts = {"files": len(files), "sentences": len(first), "fragments": len(rest)}
-    return (first[queries:] + rest)[:n], first[:queries], counts
+    last = sorted(third, key=key) if len(first) - queries + len(rest) < n else []
+    counts = {"files": len(files), "sentences": len(first), "fragments": len(rest), "literals": len(third)}
+    return (first[queries:] + rest + last)[:n], first[:queries], counts
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
@@ -184,6 +206,18 @@ def corpus(out: Path, n: int, queries: int) -> list[str]:
         print(json.dumps({"corpus": meta}), file=sys.stderr, flush=True)
     lines = text_path.read_text(encoding="utf-8").splitlines()
     meta = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
+    if meta["n"] < n and "literals" not in meta:  # built before the third tier existed: append it
+        references, asked, counts = build_corpus(n, meta["queries"])
+        if references[: meta["n"]] != lines[: meta["n"]] or asked != lines[meta["n"] :]:
+            raise SystemExit(f"the installed packages changed since {text_path} was built: cannot extend it")
+        lines = references + asked
+        body = "\n".join(lines) + "\n"
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=out, suffix=".tmp", delete=False) as handle:
+            handle.write(body)
+        meta = {**meta, "n": len(references), **counts, "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()}
+        (out / "corpus.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        os.replace(handle.name, text_path)
+        print(json.dumps({"corpus extended": meta}), file=sys.stderr, flush=True)
     if len(lines) != meta["n"] + meta["queries"]:
         raise SystemExit(f"{text_path} has {len(lines)} lines, corpus.json says {meta['n'] + meta['queries']}")
     return lines
