@@ -25,8 +25,10 @@ steps that each survive an interruption; run the same command again to continue:
    (default 1,000,000), then, only when these are fewer than ``N``, *literals*: single-line ``"..."`` /
    ``'...'`` string literals of 20 to 400 characters (no backslash) and inline comments (``code  # text``)
    of the Python files, by the fragment rules, without any of ``{}%[]=``, not already in the corpus, in
-   SHA-256 order. A prefix of up to all the sentences is sentences only. (A corpus built before the literals
-   existed is extended by appending them: its rows, and the chunks embedded from them, stay valid.)
+   SHA-256 order; then, only when still fewer, *short pieces*: fragments and literals (12 to 400 characters
+   for literals, matched again with that lower bound) with 3 words or more and 12 characters or more that
+   are in none of the tiers before, in SHA-256 order. A prefix of up to all the sentences is sentences only. (A corpus built before a tier
+   existed is extended by appending it: its rows, and the chunks embedded from them, stay valid.)
    ``OUT/corpus.json`` records the counts, the SHA-256 of ``corpus.txt`` and the Python version.
 2. Embeddings: the project's own provider (``evaltasks.embeddings.get_provider("local")``, the bundled
    all-MiniLM-L6-v2, unit float32 rows of 384) in chunks of 10,000 rows, ``OUT/chunk-00000.npy`` … (rows
@@ -58,6 +60,7 @@ CHUNK = 10_000
 _SPLIT = re.compile(r"(?<=[.!?]) +(?=[A-Z])")
 _BANNED = (">>>", "://", "``")
 _LITERAL = re.compile(r"\"([^\"\\\n]{20,400})\"|'([^'\\\n]{20,400})'|\S  # ?([^\n]+)")
+_SHORT_LITERAL = re.compile(r"\"([^\"\\\n]{12,400})\"|'([^'\\\n]{12,400})'|\S  # ?([^\n]+)")
 _ITEM = re.compile(r"\n\s*(?:[-*+]|\d+\.|[A-Za-z_][\w.]*\s*(?:\([^)]*\))?\s*:)\s")  # list items, "name (type):"
 
 
@@ -99,10 +102,12 @@ def text_blocks(path: Path, source: str) -> list[str]:
     return [source]
 
 
-def _passes(sentence: str, strict: bool) -> bool:
-    """The corpus filter (see the module docstring): ``strict`` for sentences, else for fragments."""
+def _passes(sentence: str, strict: bool, short: bool = False) -> bool:
+    """The corpus filter (see the module docstring): ``strict`` for sentences, else for fragments (``short``:
+    short pieces)."""
     words = sentence.count(" ") + 1
-    if not ((6 if strict else 4) <= words <= 60 and (30 if strict else 20) <= len(sentence) <= 400):
+    least_words, least_chars = (6, 30) if strict else (3, 12) if short else (4, 20)
+    if not (least_words <= words <= 60 and least_chars <= len(sentence) <= 400):
         return False
     if strict and not (sentence[0].isupper() and sentence[-1] in ".!?"):
         return False
@@ -111,10 +116,11 @@ def _passes(sentence: str, strict: bool) -> bool:
     return sum(c.isalpha() or c == " " for c in sentence) >= 0.7 * len(sentence)
 
 
-def sentences(block: str) -> tuple[set[str], set[str]]:
-    """(sentences, fragments) of ``block`` that pass the corpus filter (see the module docstring)."""
+def sentences(block: str) -> tuple[set[str], set[str], set[str]]:
+    """(sentences, fragments, short pieces) of ``block`` that pass the corpus filter (module docstring)."""
     strict: set[str] = set()
     loose: set[str] = set()
+    short: set[str] = set()
     for paragraph in re.split(r"\n\s*\n", block):
         for sentence in _SPLIT.split(" ".join(paragraph.split())):
             if _passes(sentence, True):
@@ -123,7 +129,9 @@ def sentences(block: str) -> tuple[set[str], set[str]]:
             for fragment in _SPLIT.split(" ".join(line.split()).lstrip("-*+ ")):
                 if fragment and _passes(fragment, False):
                     loose.add(fragment)
-    return strict, loose
+                elif fragment and _passes(fragment, False, short=True):
+                    short.add(fragment)
+    return strict, loose, short
 
 
 def source_files() -> list[Path]:
@@ -138,17 +146,18 @@ def source_files() -> list[Path]:
     return sorted(files)
 
 
-def literals(path: Path, source: str) -> set[str]:
-    """Single-line string literals and inline comments (``code  # comment``) of a Python file that pass the
-    fragment rules and hold none of ``{}%[]=`` (format placeholders, code)."""
+def literals(path: Path, source: str) -> tuple[set[str], set[str]]:
+    """Single-line string literals and inline comments (``code  # comment``) of a Python file that hold none
+    of ``{}%[]=`` (format placeholders, code): (those passing the fragment rules, the short ones)."""
     if path.suffix.lower() not in PY_SUFFIXES:
-        return set()
-    found = set()
-    for match in _LITERAL.finditer(source):
-        text = " ".join((match.group(1) or match.group(2) or match.group(3)).split())
-        if text and not any(c in text for c in "{}%[]=") and _passes(text, False):
-            found.add(text)
-    return found
+        return set(), set()
+    found, short = set(), set()
+    for pattern, tier in ((_LITERAL, found), (_SHORT_LITERAL, short)):
+        for match in pattern.finditer(source):
+            text = " ".join((match.group(1) or match.group(2) or match.group(3)).split())
+            if text and not any(c in text for c in "{}%[]=") and _passes(text, False, short=tier is short):
+                tier.add(text)
+    return found, short - found
 
 
 def build_corpus(n: int, queries: int) -> tuple[list[str], list[str], dict[str, int]]:
@@ -156,6 +165,7 @@ def build_corpus(n: int, queries: int) -> tuple[list[str], list[str], dict[str, 
     strict: set[str] = set()
     loose: set[str] = set()
     third: set[str] = set()
+    fourth: set[str] = set()
     files = source_files()
     for path in files:
         try:
@@ -163,18 +173,24 @@ def build_corpus(n: int, queries: int) -> tuple[list[str], list[str], dict[str, 
         except OSError:
             continue
         for block in text_blocks(path, source):
-            s, f = sentences(block)
+            s, f, short = sentences(block)
             strict |= s
             loose |= f
-        third |= literals(path, source)
+            fourth |= short
+        found, short = literals(path, source)
+        third |= found
+        fourth |= short
     loose -= strict
     third -= strict | loose
+    fourth -= strict | loose | third
     key = lambda text: hashlib.sha256(text.encode("utf-8")).digest()  # noqa: E731
     first = sorted(strict, key=key)
     rest = sorted(loose, key=key)
     last = sorted(third, key=key) if len(first) - queries + len(rest) < n else []
-    counts = {"files": len(files), "sentences": len(first), "fragments": len(rest), "literals": len(third)}
-    return (first[queries:] + rest + last)[:n], first[:queries], counts
+    shortest = sorted(fourth, key=key) if len(first) - queries + len(rest) + len(last) < n else []
+    counts = {"files": len(files), "sentences": len(first), "fragments": len(rest), "literals": len(third),
+              "short": len(fourth)}
+    return (first[queries:] + rest + last + shortest)[:n], first[:queries], counts
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
@@ -206,7 +222,7 @@ def corpus(out: Path, n: int, queries: int) -> list[str]:
         print(json.dumps({"corpus": meta}), file=sys.stderr, flush=True)
     lines = text_path.read_text(encoding="utf-8").splitlines()
     meta = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
-    if meta["n"] < n and "literals" not in meta:  # built before the third tier existed: append it
+    if meta["n"] < n and not {"literals", "short"} <= set(meta):  # built before a later tier existed: append
         references, asked, counts = build_corpus(n, meta["queries"])
         if references[: meta["n"]] != lines[: meta["n"]] or asked != lines[meta["n"] :]:
             raise SystemExit(f"the installed packages changed since {text_path} was built: cannot extend it")
@@ -231,10 +247,14 @@ def embed(out: Path, lines: list[str], n: int) -> int:
     if not (out / "queries.npy").exists():
         _atomic_save(out / "queries.npy", provider.embed(lines[n:]))
     done = 0
+    started_with = (out / "corpus.json").read_text(encoding="utf-8")
     for i in range(-(-n // CHUNK)):
         path = out / f"chunk-{i:05d}.npy"
-        if path.exists():
+        rows = min(n, (i + 1) * CHUNK) - i * CHUNK
+        if path.exists() and np.load(path, mmap_mode="r").shape == (rows, 384):
             continue
+        if (out / "corpus.json").read_text(encoding="utf-8") != started_with:
+            raise SystemExit("the corpus was extended meanwhile: run again to continue with it")
         t0 = time.perf_counter()
         vectors = provider.embed(lines[i * CHUNK : min(n, (i + 1) * CHUNK)])
         _atomic_save(path, vectors)
