@@ -22,7 +22,7 @@ For each size N (default 10,000 and 1,000,000), in ``--scratch`` (outside the re
 
 Prints one table (MiB; peak while running and value after) and the JSON it was made from::
 
-    .venv/bin/python bench/worker_memory.py --scratch /work/scratch-r21-b      # both sizes, ~6 min
+    .venv/bin/python bench/worker_memory.py --scratch DIR      # both sizes: 15-30 min on 2 loaded cores
     .venv/bin/python bench/worker_memory.py --scratch /tmp/wm --sizes 10000
 """
 
