@@ -544,7 +544,8 @@ def _index(args: argparse.Namespace) -> int:
                       f"{entry.get('dimensions', '?')} dims, {size / 1e6:.1f} MB, updated {entry.get('updated', '?')}")
                 if entry["problems"]:
                     print(f"  BROKEN ({entry['path']}): {'; '.join(entry['problems'])}; the next run rebuilds it")
-            sets = sorted((index.root / "sets").glob("*.faiss")) if (index.root / "sets").exists() else []
+            sets = sorted({p.stem for p in (index.root / "sets").glob("*.faiss")} |  # a flat search: .npy only
+                          {p.stem for p in (index.root / "sets").glob("*.npy")}) if (index.root / "sets").exists() else []
             if sets:
                 print(f"reference-set searches: {len(sets)} in {index.root / 'sets'}")
             broken = sum(bool(entry["problems"]) for entry in entries)
@@ -599,11 +600,12 @@ def _index(args: argparse.Namespace) -> int:
             return EXIT_PASSED
         for namespace, count in index.prune(keep).items():
             print(f"{namespace}: dropped {count} vectors")
-        stale = [p for p in (index.root / "sets").glob("*.faiss") if p.stem not in keep_sets] \
+        stale = sorted({p.with_suffix(".faiss") for p in (index.root / "sets").glob("*.*")
+                        if p.suffix in (".faiss", ".npy") and p.stem not in keep_sets}) \
             if (index.root / "sets").exists() else []
         for path in stale:
-            path.unlink()
-            path.with_suffix(".npy").unlink(missing_ok=True)  # an IVF-PQ search's vectors
+            path.unlink(missing_ok=True)
+            path.with_suffix(".npy").unlink(missing_ok=True)  # a flat or IVF-PQ search's vectors
         if stale:
             print(f"dropped {len(stale)} unused reference-set searches")
         return EXIT_PASSED

@@ -105,6 +105,75 @@ def test_search_persists_and_reloads(tmp_path: Path) -> None:
     assert ReferenceSearch.load(path, vectors, SearchConfig(kind="hnsw")) is None
 
 
+@pytest.mark.parametrize("m", [5, 64])  # FAISS scores fewer than 20 queries without BLAS, more with it
+def test_flat_search_answers_as_index_flat_ip_from_its_mapped_vectors(tmp_path: Path, m: int) -> None:
+    """A flat search keeps no FAISS copy of the set: it persists the vectors as ``.npy`` and a worker maps them
+    read-only (no copy in its memory); its answers equal ``IndexFlatIP.search``'s bit for bit."""
+    from evaltasks.index._blas import faiss
+
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((3000, 48)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = np.ascontiguousarray(vectors[:m] + 0.05 * rng.standard_normal((m, 48)).astype(np.float32))
+    exact = faiss.IndexFlatIP(48)
+    exact.add(vectors)
+    want = exact.search(queries, 10)
+    search = ReferenceSearch(vectors, SearchConfig(kind="flat"))
+    assert search.index is None and np.shares_memory(search.vectors, vectors)  # no copy of the set
+    path = tmp_path / "s.faiss"
+    search.save(path)
+    assert [p.name for p in tmp_path.iterdir()] == ["s.npy"]
+    for config in (SearchConfig(kind="flat"), SearchConfig()):  # a worker without the set's resolved config
+        loaded = ReferenceSearch.load(path, None, config)
+        assert loaded is not None and loaded.config.kind == "flat" and len(loaded) == 3000
+        assert not loaded.vectors.flags.writeable and not loaded.vectors.flags.owndata  # the read-only map
+        for got in (search.top_k(queries, 10), loaded.top_k(queries, 10)):
+            assert np.array_equal(got[1], want[1]) and np.array_equal(got[0], want[0])
+    assert ReferenceSearch.load(path, vectors[:100], SearchConfig(kind="flat")) is None  # other size: rebuild
+
+
+_WORKER_SEARCH = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from evaltasks.reference_search import SearchConfig, get_search
+
+def anonymous_kib():
+    # the process's own memory: anonymous pages (mapped files' pages are page cache, shared and droppable)
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1])
+
+queries = np.load(sys.argv[2])
+before = anonymous_kib()
+search = get_search(sys.argv[1], sys.argv[3], SearchConfig(kind="flat"))
+sims, rows = search.top_k(queries, 10)
+print(json.dumps({"added_kib": anonymous_kib() - before, "rows": rows.tolist()}))
+"""
+
+
+def test_a_worker_searching_a_persisted_flat_set_does_not_copy_it(tmp_path: Path) -> None:
+    """A worker process (a fresh interpreter, as a Dask or Ray worker) loads a persisted flat search of
+    100,000 × 384 vectors (146 MiB) and searches it: its own (anonymous) memory grows by far less than the
+    set, because it reads the vectors through a read-only map of the file (pages shared in the page cache).
+    Before, it read FAISS's copy and reconstructed another one (+2 × the set)."""
+    from evaltasks.reference_search import build_search
+
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((100_000, 384), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.save(tmp_path / "q.npy", vectors[:64])
+    build_search("k-flat", vectors, SearchConfig(kind="flat"), tmp_path)
+    expected = ReferenceSearch(vectors, SearchConfig(kind="flat")).top_k(vectors[:64], 10)[1]
+    child = subprocess.run([sys.executable, "-c", _WORKER_SEARCH, "k-flat", str(tmp_path / "q.npy"), str(tmp_path)],
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr
+    got = json.loads(child.stdout.splitlines()[-1])
+    assert np.array_equal(np.array(got["rows"]), expected)
+    set_kib = vectors.nbytes // 1024
+    assert got["added_kib"] < set_kib // 4, (got["added_kib"], set_kib)
+
+
 @pytest.mark.parametrize("fmt", ["txt", "csv", "jsonl", "json", "yaml"])
 def test_set_file_formats(tmp_path: Path, fmt: str) -> None:
     if fmt == "txt":
@@ -182,7 +251,8 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
         expected = float(np.clip(cosine(output, FACTS), 0, 1).max())
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
-    assert len(list((tmp_path / "idx" / "sets").glob("*.faiss"))) == 2
+    assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
+        "flat.npy", "hnsw-m32-efc200.faiss"}  # a flat search is its vectors only
 
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
@@ -199,7 +269,7 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
     assert "1 references embedded, 1 already in the index" in capsys.readouterr().out
     assert cli_module.main(["index", "prune", "other.yaml", "--index-dir", "idx"]) == 0
     assert f"dropped {len(FACTS) - 1 + 3} vectors" in capsys.readouterr().out  # outputs too: no suite keeps them
-    assert not list((tmp_path / "idx" / "sets").glob("*.faiss"))  # no remaining suite searches a set
+    assert not list((tmp_path / "idx" / "sets").iterdir())  # no remaining suite searches a set
     meta = json.loads(next((tmp_path / "idx").glob("*/meta.json")).read_text())
     assert meta["count"] == 2
 

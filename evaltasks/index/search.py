@@ -1,8 +1,10 @@
 """Similarity search over a large reference set (10^5–10^6 texts) with FAISS.
 
-``flat`` is exact: ``IndexFlatIP`` over unit vectors, so inner product = cosine similarity. FAISS runs
-with numpy's CPU kernels (:mod:`evaltasks.index._blas`); where it still cannot, flat search scores through
-numpy (chunked ``queries @ vectors.T`` and ``np.argpartition``), with the same results.
+``flat`` is exact: brute-force inner product over unit vectors (inner product = cosine similarity), read in
+place from the set's vectors (FAISS's ``knn``, what ``IndexFlatIP.search`` runs, without the copy an
+``IndexFlatIP`` keeps). FAISS runs with numpy's CPU kernels (:mod:`evaltasks.index._blas`); where it still
+cannot, flat search scores through numpy (chunked ``queries @ vectors.T`` and ``np.argpartition``), with the
+same results.
 ``hnsw`` is approximate (``IndexHNSWFlat`` with inner product): faster queries, recall below 1, measured by
 :meth:`ReferenceSearch.measure_recall` against exact search and reported in ``results.json``.
 ``ivf`` is approximate too, for sets of millions: an inverted file (``IVF{nlist},Flat``, ``IVF{nlist},SQ8``
@@ -12,7 +14,9 @@ trained on a seeded sample, filled in chunks, and queried with ``nprobe`` lists.
 sets", docs/performance.md "IVF search").
 
 Built indexes are persisted beside the reference index (``<index>/sets/<key>.faiss``, FAISS's own format,
-no pickle) and loaded lazily once per process through :func:`get_search`.
+no pickle; a flat search is only its vectors, ``<key>.npy``) and loaded lazily once per process through
+:func:`get_search`. A worker maps a flat search's ``.npy`` read-only (``mmap_mode="r"``): its pages are the
+page cache every process on the machine shares, so a worker's private memory does not grow with the set.
 """
 
 from __future__ import annotations
@@ -133,10 +137,11 @@ class SearchConfig:
 
 
 class ReferenceSearch:
-    """A FAISS index over the unit vectors of one reference set (rows in the set's order).
+    """A FAISS index over the unit vectors of one reference set (rows in the set's order); ``flat`` has none
+    (``index`` None): it searches ``vectors`` in place, which may be a read-only memory map.
 
     Args:
-        vectors: float32 (n, d), unit rows.
+        vectors: float32 (n, d), unit rows (a C-contiguous float32 array or map is used as is, not copied).
         config: the search configuration (``auto`` is resolved against n).
         index: an index already built over ``vectors`` (loaded from disk), else one is built here.
 
@@ -148,10 +153,8 @@ class ReferenceSearch:
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         n, d = self.vectors.shape
         self.config = (config or SearchConfig()).resolve(n)
-        if index is None:
-            if self.config.kind == "flat":
-                index = faiss.IndexFlatIP(d)
-            elif self.config.kind == "hnsw":
+        if index is None and self.config.kind != "flat":
+            if self.config.kind == "hnsw":
                 index = faiss.IndexHNSWFlat(d, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
                 index.hnsw.efConstruction = self.config.ef_construction
             else:
@@ -165,7 +168,7 @@ class ReferenceSearch:
             ivf.nprobe = self.config.nprobe
             if self.config.ivf_quantizer == "hnsw":
                 faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe, _HNSW_QUANTIZER_EF)
-        self.index = index
+        self.index: faiss.Index | None = index if self.config.kind != "flat" else None
         self.recall_at_1: float | None = 1.0 if self.config.kind == "flat" else None
         self.recall_at_10: float | None = 1.0 if self.config.kind == "flat" else None
         self.cost_per_case = 0.0
@@ -177,8 +180,8 @@ class ReferenceSearch:
         """The ``k`` most similar references of each query: (similarities (m, k), indices (m, k)), best first."""
         k = min(k, len(self))
         queries = np.ascontiguousarray(queries, dtype=np.float32)
-        if self.config.kind == "flat" and flat_through_numpy():
-            return numpy_top_k(self.vectors, queries, k)
+        if self.config.kind == "flat" or self.index is None:
+            return exact_top_k(self.vectors, queries, k)
         if self.config.kind == "ivf" and (self.config.ivf_pq or self.config.ivf_sq8):
             return self._reranked(queries, k)
         sims, idx = self.index.search(queries, k)
@@ -228,11 +231,15 @@ class ReferenceSearch:
     def save(self, path: Path) -> None:
         """Write the FAISS index atomically (temporary file + rename). IVF-PQ and IVF-SQ8, whose codes cannot
         give back the exact vectors (re-ranking, exact recall, mean aggregation), also write them beside it
-        (``<key>.npy``, numpy's format, first; a worker maps it)."""
-        if _keeps_vectors_apart(self.config):
+        (``<key>.npy``, numpy's format, first; a worker maps it); ``flat`` writes only them (``path`` itself is not
+        written, and removed if an older version wrote it)."""
+        if self.config.kind == "flat" or _keeps_vectors_apart(self.config):
             with atomic_path(path.with_suffix(".npy")) as tmp:
                 with open(tmp, "wb") as handle:
                     np.save(handle, self.vectors, allow_pickle=False)
+        if self.index is None:
+            path.unlink(missing_ok=True)
+            return
         with atomic_path(path) as tmp:
             faiss.write_index(self.index, str(tmp))
 
@@ -241,8 +248,22 @@ class ReferenceSearch:
         """A persisted index, or None when absent, unreadable or not of ``vectors``' size.
 
         With ``vectors`` None (a worker process that only has the file) the vectors are read back from the
-        index's own storage.
+        index's own storage; a flat search's (and IVF-PQ's) from ``<key>.npy``, mapped read-only, not read
+        into memory. ``path`` is the ``.faiss`` name in either case.
         """
+        if config.kind == "flat" or (config.kind == "auto" and not path.exists()):
+            config = replace(config, kind="flat")
+            try:
+                stored = np.load(path.with_suffix(".npy"), mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError):
+                return None
+            if stored.dtype != np.float32 or stored.ndim != 2:
+                return None
+            if vectors is None:
+                vectors = stored
+            elif stored.shape != vectors.shape:
+                return None
+            return cls(vectors, config)
         try:
             index = faiss.read_index(str(path))
         except Exception:  # noqa: BLE001 - rebuilt by the caller
@@ -362,7 +383,8 @@ def build_search(
         if key in _REGISTRY:
             return _REGISTRY[key]
     path = directory / f"{key}.faiss" if directory is not None else None
-    search = ReferenceSearch.load(path, vectors, config) if path is not None and path.exists() else None
+    search = ReferenceSearch.load(path, vectors, config) if path is not None and (
+        path.exists() or path.with_suffix(".npy").exists()) else None
     if search is None:
         search = ReferenceSearch(vectors, config)
         if path is not None:
