@@ -20,9 +20,12 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltasks._version import __version__
+
+if TYPE_CHECKING:
+    from evaltasks.server.client import ServerPaths
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143  # 128 + the signal's number, as shells report a process a signal ended
@@ -278,6 +281,23 @@ _exit_status: int | None = None  # the command's exit code, once main() has retu
 served_by_runner = False
 
 
+def _prepare_served_run() -> None:
+    """In a run that ``evaltasks server`` forked, before Prefect's settings are read again: Prefect's quiet defaults
+    (:func:`_quiet_prefect_defaults`) and :data:`served_by_runner` (no heartbeats: its runner supervises it)."""
+    global served_by_runner
+    _quiet_prefect_defaults()
+    served_by_runner = True
+
+
+def _serve_in_foreground(paths: ServerPaths) -> int:
+    """``evaltasks server``: run the server in this process; its forked children run :func:`main` (the server
+    runs CLI commands without importing the CLI: README, "Architecture"). Returns the exit code."""
+    from evaltasks.server.client import ServedCommand
+    from evaltasks.server.daemon import serve
+
+    return serve(paths, ServedCommand(prepare=_prepare_served_run, main=main, interrupted=EXIT_SIGINT))
+
+
 def _exit_at_once() -> None:
     """Exit handler of the ``evaltasks`` command: end the process now with the code :func:`main` returned.
 
@@ -371,7 +391,7 @@ def _main(argv: list[str] | None, command_started: float) -> int:
         from evaltasks.server import client as _client  # standard library only: decides before Prefect, rich or numpy load
 
         if args.command == "server":
-            return _client.server_command(args)
+            return _client.server_command(args, _serve_in_foreground)
         served = _client.run_served(sys.argv[1:], command_started)  # README: "Faster repeated runs"
         if served is not None:
             return served

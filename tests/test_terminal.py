@@ -250,7 +250,8 @@ def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
     ``?`` (no terminal escape reaches the terminal), the count of the rest; nothing listed when all pass."""
     from evaltasks.reports.console import notable_cases
     from evaltasks.reports.json_report import write_results_json
-    from evaltasks.results import MetricResult, TestCaseResult, summarize
+    from evaltasks.engine.statistics import summarize
+    from evaltasks.results import MetricResult, TestCaseResult
 
     def case(i: int, status: str) -> TestCaseResult:
         score = {"passed": 1.0, "failed": 0.25, "errored": None}[status]

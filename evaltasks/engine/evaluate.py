@@ -28,6 +28,7 @@ from evaltasks.errors import QUOTE_MAX_CHARS, CredentialsError, InputError, Prob
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.engine.statistics import summarize
 from evaltasks.results import (
     EmbeddingCounts,
     EmbeddingModelInfo,
@@ -37,7 +38,6 @@ from evaltasks.results import (
     TestCaseResult,
     expected_text,
     result_problem,
-    summarize,
 )
 from evaltasks.test_case import EvalTestCase, assign_ids
 
