@@ -99,7 +99,7 @@ def code_stamp() -> str:
     package (and of a source checkout's ``flows/``): any edit, even one that keeps the size, changes it."""
     import evaltasks
 
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.abspath(evaltasks.__file__))
     roots = [package] + [os.path.join(entry, "flows") for entry in evaltasks.__path__
                          if os.path.abspath(entry) != package]
     lines = []
