@@ -192,3 +192,54 @@ def test_action_stays_apart_from_the_library(layout: Path) -> None:
     offenders = {str(p.relative_to(layout)): sorted({n.split(".")[0] for n in python_imports(p)} & stems)
                  for p in library}
     assert {p: names for p, names in offenders.items() if names} == {}
+
+
+def package_folders() -> set[str]:
+    """Every package of the tree as it installs: folders with an ``__init__.py`` under ``evaltasks/``, and
+    ``flows/`` as ``evaltasks.flows``."""
+    found = {".".join(p.parent.relative_to(REPO_ROOT).parts) for p in (REPO_ROOT / "evaltasks").rglob("__init__.py")}
+    found |= {".".join(("evaltasks", *p.parent.relative_to(REPO_ROOT).parts)) for p in (REPO_ROOT / "flows").rglob("__init__.py")}
+    return found
+
+
+def test_pyproject_lists_every_package() -> None:
+    """pyproject's explicit ``[tool.setuptools] packages`` names every package folder (a missing one installs without
+    its modules, though an editable install works)."""
+    config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert set(config["packages"]) == package_folders()
+
+
+def test_a_wheel_built_from_the_tree_imports_every_module(tmp_path: Path) -> None:
+    """``pip wheel`` (no dependencies, setuptools as installed, nothing downloaded) of a copy of the tree holds every
+    module and data file, and each module imports from the unpacked wheel (not from this checkout)."""
+    import zipfile
+
+    source = tmp_path / "source"
+    installed_layout(source)
+    shutil.rmtree(source / "evaltasks" / "flows")
+    shutil.copytree(REPO_ROOT / "flows", source / "flows", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                    "-w", str(tmp_path / "dist"), str(source)], check=True, capture_output=True, timeout=600)
+    (wheel,) = (tmp_path / "dist").glob("evaltasks-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        archive.extractall(tmp_path / "unpacked")
+    wanted = {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "evaltasks").rglob("*")
+              if p.is_file() and p.suffix in (".py", ".json", ".md", ".typed") and "__pycache__" not in p.parts}
+    wanted |= {f"evaltasks/{p.relative_to(REPO_ROOT).as_posix()}" for p in (REPO_ROOT / "flows").glob("*.py")}
+    assert wanted - names == set()
+    script = (
+        "import importlib, json, pkgutil, evaltasks\n"
+        "names = [m.name for m in pkgutil.walk_packages(evaltasks.__path__, 'evaltasks.') if m.name != 'evaltasks.__main__']\n"
+        "print(json.dumps({n: importlib.import_module(n).__file__ for n in names}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "unpacked", capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = json.loads(done.stdout.splitlines()[-1])
+    modules = {n.removeprefix("evaltasks.").replace(".", "/") for n in files}
+    assert {m.removeprefix("evaltasks/").removesuffix(".py").removesuffix("/__init__") for m in wanted
+            if m.endswith(".py") and m != "evaltasks/__init__.py" and m != "evaltasks/__main__.py"} == modules
+    assert all(Path(f).is_relative_to(tmp_path / "unpacked") for f in files.values())
