@@ -547,6 +547,16 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_PASSED
 
 
+def _index_check_status(entries: list[dict[str, Any]]) -> int:
+    """The exit code of ``index info`` and ``index verify`` over :meth:`ReferenceIndex.check`'s ``entries``: 1 with
+    an error line ("N of M reference index namespaces are broken") when any has problems, else 0."""
+    broken = sum(bool(entry["problems"]) for entry in entries)
+    if broken:
+        _error(f"{broken} of {len(entries)} reference index namespaces are broken")
+        return EXIT_GATE_FAILED
+    return EXIT_PASSED
+
+
 def _index(args: argparse.Namespace) -> int:
     """``evaltasks index build|info|verify|compact|prune``."""
     from evaltasks.errors import InputError
@@ -567,11 +577,7 @@ def _index(args: argparse.Namespace) -> int:
             sets = sorted((index.root / "sets").glob("*.faiss")) if (index.root / "sets").exists() else []
             if sets:
                 print(f"reference-set searches: {len(sets)} in {index.root / 'sets'}")
-            broken = sum(bool(entry["problems"]) for entry in entries)
-            if broken:
-                _error(f"{broken} of {len(entries)} reference index namespaces are broken")
-                return EXIT_GATE_FAILED
-            return EXIT_PASSED
+            return _index_check_status(entries)
         if args.index_command == "verify":
             entries = index.check()
             if not entries:
@@ -584,11 +590,7 @@ def _index(args: argparse.Namespace) -> int:
                     where = f"{parts} segment{'s' if parts != 1 else ''}" if entry.get("format") == 2 \
                         else "vectors.faiss"
                     print(f"{entry.get('namespace', entry['path'])}: ok, {entry.get('count', '?')} vectors in {where}")
-            broken = sum(bool(entry["problems"]) for entry in entries)
-            if broken:
-                _error(f"{broken} of {len(entries)} reference index namespaces are broken")
-                return EXIT_GATE_FAILED
-            return EXIT_PASSED
+            return _index_check_status(entries)
         if args.index_command == "compact":
             for namespace, (before, after) in index.compact().items():
                 count = next((e.get("count") for e in index.info() if e.get("namespace") == namespace), "?")
