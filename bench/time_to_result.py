@@ -9,7 +9,7 @@ One command measures, side by side in one run, and rewrites the section ``## Tim
 
 Parts (``--parts``, default all):
 
-  openai      the job — the 817 TruthfulQA answers of ``../shared/data/truthfulqa/davinci_answers.csv``
+  openai      the job — the 817 TruthfulQA answers of ``davinci_answers.csv`` (README, "TruthfulQA data")
               (``examples/truthfulqa/suite.yaml``, ReferenceMatch only) — with the OpenAI provider against a
               loopback OpenAI-compatible server (``tests/openai_server.py`` in a process of its own, so it shares
               no GIL with the contender; ``--latency-ms`` per request, default 150; vectors memoised before the

@@ -1,6 +1,6 @@
 """evaltasks: LLM-output evaluation metrics as Prefect tasks, flows and a GitHub Action.
 
-The public API (seed-compatible with eval-ai-library's ``eval_lib``)::
+The public API (compatible with eval-ai-library's ``eval_lib``)::
 
     from evaltasks import EvalTestCase, evaluate, evaluate_sync, LengthCheckMetric, ReferenceMatchMetric
 """

@@ -20,9 +20,12 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltasks._version import __version__
+
+if TYPE_CHECKING:
+    from evaltasks.server.client import ServerPaths
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143  # 128 + the signal's number, as shells report a process a signal ended
@@ -278,6 +281,23 @@ _exit_status: int | None = None  # the command's exit code, once main() has retu
 served_by_runner = False
 
 
+def _prepare_served_run() -> None:
+    """In a run that ``evaltasks server`` forked, before Prefect's settings are read again: Prefect's quiet defaults
+    (:func:`_quiet_prefect_defaults`) and :data:`served_by_runner` (no heartbeats: its runner supervises it)."""
+    global served_by_runner
+    _quiet_prefect_defaults()
+    served_by_runner = True
+
+
+def _serve_in_foreground(paths: ServerPaths) -> int:
+    """``evaltasks server``: run the server in this process; its forked children run :func:`main` (the server
+    runs CLI commands without importing the CLI: README, "Architecture"). Returns the exit code."""
+    from evaltasks.server.client import ServedCommand
+    from evaltasks.server.daemon import serve
+
+    return serve(paths, ServedCommand(prepare=_prepare_served_run, main=main, interrupted=EXIT_SIGINT))
+
+
 def _exit_at_once() -> None:
     """Exit handler of the ``evaltasks`` command: end the process now with the code :func:`main` returned.
 
@@ -371,7 +391,7 @@ def _main(argv: list[str] | None, command_started: float) -> int:
         from evaltasks.server import client as _client  # standard library only: decides before Prefect, rich or numpy load
 
         if args.command == "server":
-            return _client.server_command(args)
+            return _client.server_command(args, _serve_in_foreground)
         served = _client.run_served(sys.argv[1:], command_started)  # README: "Faster repeated runs"
         if served is not None:
             return served
@@ -527,6 +547,16 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_PASSED
 
 
+def _index_check_status(entries: list[dict[str, Any]]) -> int:
+    """The exit code of ``index info`` and ``index verify`` over :meth:`ReferenceIndex.check`'s ``entries``: 1 with
+    an error line ("N of M reference index namespaces are broken") when any has problems, else 0."""
+    broken = sum(bool(entry["problems"]) for entry in entries)
+    if broken:
+        _error(f"{broken} of {len(entries)} reference index namespaces are broken")
+        return EXIT_GATE_FAILED
+    return EXIT_PASSED
+
+
 def _index(args: argparse.Namespace) -> int:
     """``evaltasks index build|info|verify|compact|prune``."""
     from evaltasks.errors import InputError
@@ -548,11 +578,7 @@ def _index(args: argparse.Namespace) -> int:
                           {p.stem for p in (index.root / "sets").glob("*.npy")}) if (index.root / "sets").exists() else []
             if sets:
                 print(f"reference-set searches: {len(sets)} in {index.root / 'sets'}")
-            broken = sum(bool(entry["problems"]) for entry in entries)
-            if broken:
-                _error(f"{broken} of {len(entries)} reference index namespaces are broken")
-                return EXIT_GATE_FAILED
-            return EXIT_PASSED
+            return _index_check_status(entries)
         if args.index_command == "verify":
             entries = index.check()
             if not entries:
@@ -565,11 +591,7 @@ def _index(args: argparse.Namespace) -> int:
                     where = f"{parts} segment{'s' if parts != 1 else ''}" if entry.get("format") == 2 \
                         else "vectors.faiss"
                     print(f"{entry.get('namespace', entry['path'])}: ok, {entry.get('count', '?')} vectors in {where}")
-            broken = sum(bool(entry["problems"]) for entry in entries)
-            if broken:
-                _error(f"{broken} of {len(entries)} reference index namespaces are broken")
-                return EXIT_GATE_FAILED
-            return EXIT_PASSED
+            return _index_check_status(entries)
         if args.index_command == "compact":
             for namespace, (before, after) in index.compact().items():
                 count = next((e.get("count") for e in index.info() if e.get("namespace") == namespace), "?")

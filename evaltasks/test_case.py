@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class EvalTestCase(BaseModel):
-    """One model output and its context (seed-compatible with eval_lib's ``EvalTestCase``).
+    """One model output and its context (compatible with eval-ai-library's ``EvalTestCase``).
 
     Attributes:
         actual_output: the text the model produced (required, a string; may be empty).

@@ -21,7 +21,8 @@ import yaml
 
 from evaltasks.engine.compare import compare_results
 from evaltasks.reports import write_reports
-from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
+from evaltasks.engine.statistics import summarize
+from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from conftest import REPO_ROOT, subprocess_env
 from github_server import GitHubServer
 

@@ -1,4 +1,4 @@
-"""The ``evaltasks`` command line (issue #2 §6), run as a real subprocess.
+"""The ``evaltasks`` command line (README, "CLI"), run as a real subprocess.
 
 Exit codes: 0 the gate holds, 1 it fails, 2 invalid config/input/credentials/usage found before scoring (no
 traceback, and fast: before Prefect starts). Each subprocess gets its own PREFECT_HOME and runs in tmp_path.

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from conftest import subprocess_env
+from suite_helpers import reference_suite
 
 psutil = pytest.importorskip("psutil")
 
@@ -121,20 +122,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for number, prefix in enumerate(VARIANTS):
             for row in rows:
                 out.write(json.dumps({**row, "id": f"{row['id']}-{number}", "answer": prefix + row["answer"]}) + "\n")
-    (directory / "facts.txt").write_text(FACTS, encoding="utf-8")
-    path = directory / "suite.yaml"
-    path.write_text(
-        "name: cluster-check\ndataset:\n  path: answers.jsonl\n"
-        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
-        "reference_sets: {facts: facts.txt}\n"
-        "metrics:\n"
-        "  - {metric: ReferenceMatchMetric, embedding_provider: local, threshold: 0.6}\n"
-        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: facts, name: facts}\n"
-        "  - {metric: LengthCheckMetric, max_length: 30, unit: words}\n"
-        "gate: {min_pass_rate: 0}\n",
-        encoding="utf-8",
-    )
-    return path
+    return reference_suite(directory, name="cluster-check", dataset="answers.jsonl", facts=FACTS)
 
 
 def _run(suite: Path, runner: str, workdir: Path, env: dict[str, str]) -> tuple[int, str, dict]:

@@ -14,7 +14,8 @@ import pytest
 from evaltasks.engine.compare import compare_results, load_baseline
 from evaltasks.errors import ConfigError, InputError
 from evaltasks.reports.markdown import Section, fit_sections
-from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
+from evaltasks.engine.statistics import summarize
+from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.engine.run import gate_pass_rate, gate_passed, plan_run
 
 

@@ -1,4 +1,4 @@
-"""Crashes and concurrency (issue #7): ``kill -9`` mid-run, two writers at once, atomic report files.
+"""Crashes and concurrency: ``kill -9`` mid-run, two writers at once, atomic report files.
 
 - The reference index survives its writer being killed with SIGKILL at random moments (state verifies, no
   completed write lost), and readers never see a torn index while another process writes it.

@@ -1,4 +1,4 @@
-"""Dataset loading (issue #2 §6, "Equality, validation, statuses"): formats, locations, ids, errors.
+"""Dataset loading (README, "Suite file"): formats, locations, ids, errors.
 
 Every bad row must be reported before scoring, each naming the file, the 1-based physical line (CSV,
 JSONL) or the 0-based item index (JSON, YAML), and the field.
@@ -117,7 +117,7 @@ def test_explicit_id_column_with_integer_ids(tmp_path: Path) -> None:
 
 
 def test_explicit_ids_repeated_are_an_error() -> None:
-    """Results are matched by id (baselines): an explicit id used twice is a data error (issue #7)."""
+    """Results are matched by id (baselines): an explicit id used twice is a data error."""
     with pytest.raises(DatasetError) as info:
         _load(DATA / "cases_with_ids.jsonl", fields={"id": "id", "actual_output": "answer"})
     assert _problems(info) == [Problem(str(DATA / "cases_with_ids.jsonl"), "line 3", "id",

@@ -1,4 +1,4 @@
-"""Scheduled evaluation against a REAL Prefect server (issue #4, "Scheduled evaluation").
+"""Scheduled evaluation against a REAL Prefect server (README, "Deploy with prefect.yaml").
 
 The test starts ``prefect server start`` as a subprocess (its own PREFECT_HOME and SQLite database, a free
 port), serves the quickstart suite with the product's own command (``evaltasks serve SUITE --cron ...``) in a

@@ -1,4 +1,4 @@
-"""evaluate() / evaluate_sync() (issue #2, section 1 and "Equality, validation, statuses")."""
+"""evaluate() / evaluate_sync() (README, "Python API" and "Metrics and their exact rules": statuses)."""
 
 from __future__ import annotations
 

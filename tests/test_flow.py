@@ -1,4 +1,4 @@
-"""The ``evaluate-suite`` Prefect flow (issue #2 §5, §7) on the real engine: a temporary Prefect server
+"""The ``evaluate-suite`` Prefect flow (README, "Prefect") on the real engine: a temporary Prefect server
 (``prefect_harness``), the bundled all-MiniLM-L6-v2, the FAISS reference index.
 
 Expected ReferenceMatch scores are computed independently with sentence-transformers + numpy (cosine,
@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
+from suite_helpers import length_suite
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
@@ -241,19 +243,6 @@ def test_truthfulqa_flow(prefect_harness, st_model, truthfulqa_dir: Path, tmp_pa
 # -- a failed gate ends the flow run Failed; run history, drift events, the documented automation ---------------------
 
 
-def _length_suite(directory: Path, words: list[int], *, name: str, gate: str = "gate: {min_pass_rate: 0}",
-                  history: str = "") -> Path:
-    """A LengthCheckMetric suite (max 5 words) over outputs of ``words`` words each; returns the suite file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "d.jsonl").write_text(
-        "".join(json.dumps({"id": f"c{i}", "actual_output": " ".join(["w"] * n)}) + "\n" for i, n in enumerate(words)),
-        encoding="utf-8")
-    suite = directory / "suite.yaml"
-    suite.write_text(f"name: {name}\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
-                     f"    max_length: 5\n    unit: words\n{gate}\n{history}", encoding="utf-8")
-    return suite
-
-
 def _flow_run(flow_run_id):
     from prefect.client.orchestration import get_client
 
@@ -270,7 +259,7 @@ def test_a_failed_gate_ends_the_flow_run_failed_with_the_verdict(prefect_harness
     from evaltasks.errors import GateFailed
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
-    failing = _length_suite(tmp_path / "f", [3, 3, 9, 9], name="gate-fails", gate="gate: {min_pass_rate: 0.9}")
+    failing = length_suite(tmp_path / "f", [3, 3, 9, 9], name="gate-fails", gate="gate: {min_pass_rate: 0.9}")
     state = evaluate_suite(suite_path=str(failing), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "i"),
                            return_state=True)
     assert state.is_failed() and state.message == "FAILED: pass rate 50.00% (2 of 4 cases), gate 90.00%"
@@ -283,7 +272,7 @@ def test_a_failed_gate_ends_the_flow_run_failed_with_the_verdict(prefect_harness
     with pytest.raises(GateFailed, match=r"^gate failed: pass rate 50\.00% below 90\.00%$"):
         evaluate_suite(suite_path=str(failing), output_dir=str(tmp_path / "out2"), index_dir=str(tmp_path / "i"))
 
-    passing = _length_suite(tmp_path / "p", [3, 3, 9, 9], name="gate-holds", gate="gate: {min_pass_rate: 0.5}")
+    passing = length_suite(tmp_path / "p", [3, 3, 9, 9], name="gate-holds", gate="gate: {min_pass_rate: 0.5}")
     state = evaluate_suite(suite_path=str(passing), output_dir=str(tmp_path / "out3"), index_dir=str(tmp_path / "i"),
                            return_state=True)
     assert state.is_completed() and state.result()["passed"] is True
@@ -298,7 +287,7 @@ def test_the_cli_keeps_its_exit_codes_and_history_prints_the_trend(prefect_api_u
 
     from conftest import subprocess_env
 
-    suite = _length_suite(tmp_path / "s", [3, 3, 9, 9], name="cli-history", gate="gate: {min_pass_rate: 0.9}")
+    suite = length_suite(tmp_path / "s", [3, 3, 9, 9], name="cli-history", gate="gate: {min_pass_rate: 0.9}")
     env = subprocess_env(tmp_path / "home", prefect_api_url)
     env.pop("EVALTASKS_HISTORY_DIR", None)
 
@@ -380,10 +369,10 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
 
         name = f"drifting-{uuid.uuid4().hex[:8]}"
         history = "history: {dir: hist, window: 3}\n"
-        suite = _length_suite(tmp_path / "s", [3] * 40, name=name, history=history)
+        suite = length_suite(tmp_path / "s", [3] * 40, name=name, history=history)
         first = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "o1"), index_dir=str(tmp_path / "i"))
         assert first["drift"] is None  # nothing to compare with yet
-        _length_suite(tmp_path / "s", [3] * 20 + [9] * 20, name=name, history=history)  # half now fail
+        length_suite(tmp_path / "s", [3] * 20 + [9] * 20, name=name, history=history)  # half now fail
         state = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "o2"), index_dir=str(tmp_path / "i"),
                                return_state=True)
         second = state.result()

@@ -76,7 +76,7 @@ def test_distribution_without_a_score_token_is_an_error() -> None:
 
 # -- through the real OpenAI SDK and the loopback server --------------------------------------------------------
 def test_logprobs_score_in_one_request(tmp_path: Path) -> None:
-    """The issue's example: top_logprobs for "7" = {7: ln 0.6, 8: ln 0.3, 6: ln 0.1} -> (4.2 + 2.4 + 0.6) / 10 =
+    """The documented example (eval-ai-library's GEval): top_logprobs for "7" = {7: ln 0.6, 8: ln 0.3, 6: ln 0.1} -> (4.2 + 2.4 + 0.6) / 10 =
     0.72, from ONE request that asked for 20 alternatives per token, with the schema as response_format."""
     with ChatServer() as server:
         server.answers.append(Answer('{"reason": "Right capital.", "score": 7}',

@@ -1,4 +1,4 @@
-"""ReferenceIndex (issue #2, section 4): segment files on disk under tmp_path, the real local model."""
+"""ReferenceIndex (README, "Reference index"): segment files on disk under tmp_path, the real local model."""
 
 from __future__ import annotations
 

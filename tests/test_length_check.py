@@ -1,4 +1,4 @@
-"""LengthCheckMetric (seed 000_*.txt and issue #2, section 2)."""
+"""LengthCheckMetric (eval-ai-library's LengthCheck, README "LengthCheckMetric")."""
 
 from __future__ import annotations
 

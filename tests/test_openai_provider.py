@@ -1,4 +1,4 @@
-"""The OpenAI embedding provider against a real OpenAI-compatible server (issue #3, OpenAI part; issue #7, faults).
+"""The OpenAI embedding provider against a real OpenAI-compatible server (README, "Embedding providers": requests and faults).
 
 Nothing is mocked: ``tests/openai_server.py`` is a real HTTP server on 127.0.0.1 backed by the bundled
 all-MiniLM-L6-v2, and the provider talks to it through the real ``openai`` client. The server records every

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from suite_helpers import reference_suite, run_cli
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -125,28 +127,11 @@ def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path, prefec
     """
     pytest.importorskip("prefect_dask")
     quickstart = ROOT / "examples/quickstart"
-    (tmp_path / "facts.txt").write_text(
-        "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n",
-        encoding="utf-8",
-    )
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(
-        f"name: dask-check\ndataset:\n  path: {quickstart / 'answers.jsonl'}\n"
-        "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
-        "reference_sets: {facts: facts.txt}\n"
-        "metrics:\n"
-        "  - {metric: ReferenceMatchMetric, embedding_provider: local, threshold: 0.6}\n"
-        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: facts, name: facts}\n"
-        "  - {metric: LengthCheckMetric, max_length: 30, unit: words}\n"
-        "gate: {min_pass_rate: 0}\n",
-        encoding="utf-8",
-    )
+    suite = reference_suite(tmp_path, name="dask-check", dataset=quickstart / "answers.jsonl", facts=(
+        "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n"))
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": prefect_api_url}
-    run = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--task-runner", "dask:2", "--batch-size", "3",
-         "--no-cache", "--quiet", "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "idx")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
+    run = run_cli("run", str(suite), "--task-runner", "dask:2", "--batch-size", "3", "--no-cache", "--quiet",
+                  "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "idx"), cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Traceback" not in run.stderr
     distributed = json.loads((tmp_path / "out/results.json").read_text())

@@ -13,18 +13,7 @@ from typing import Any
 
 import pytest
 
-
-def _length_suite(directory: Path, words: list[int], *, name: str, gate: str) -> Path:
-    """A LengthCheckMetric suite (max 5 words) over outputs of ``words`` words each (case ids ``c0``…);
-    returns the suite file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "d.jsonl").write_text(
-        "".join(json.dumps({"id": f"c{i}", "actual_output": " ".join(["w"] * n)}) + "\n" for i, n in enumerate(words)),
-        encoding="utf-8")
-    suite = directory / "suite.yaml"
-    suite.write_text(f"name: {name}\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
-                     f"    max_length: 5\n    unit: words\n{gate}\n", encoding="utf-8")
-    return suite
+from suite_helpers import length_suite
 
 
 def _read(call: Any) -> Any:
@@ -72,7 +61,7 @@ def test_a_failed_gate_is_a_failed_run_led_by_the_verdict_and_tagged(prefect_har
 
     monkeypatch.setenv("GITHUB_HEAD_REF", "fix/short answers")
     monkeypatch.setenv("GITHUB_REF_NAME", "42/merge")
-    failing = _length_suite(tmp_path / "f", [3, 3, 9, 9], name="surfaces-fail", gate="gate: {min_pass_rate: 0.9}")
+    failing = length_suite(tmp_path / "f", [3, 3, 9, 9], name="surfaces-fail", gate="gate: {min_pass_rate: 0.9}")
     state = evaluate_suite(suite_path=str(failing), output_dir=str(tmp_path / "o1"), index_dir=str(tmp_path / "i"),
                            return_state=True)
     verdict = "FAILED: pass rate 50.00% (2 of 4 cases), gate 90.00%"
@@ -106,9 +95,9 @@ def test_a_passing_run_against_a_baseline_states_the_change(prefect_harness, tmp
     monkeypatch.delenv("GITHUB_HEAD_REF", raising=False)
     monkeypatch.setenv("GITHUB_REF_NAME", "main")
     gate = "gate: {min_pass_rate: 0.5}"
-    before = evaluate_suite(suite_path=str(_length_suite(tmp_path / "b", [3, 3, 9, 9], name="surfaces-pass", gate=gate)),
+    before = evaluate_suite(suite_path=str(length_suite(tmp_path / "b", [3, 3, 9, 9], name="surfaces-pass", gate=gate)),
                             output_dir=str(tmp_path / "o1"), index_dir=str(tmp_path / "i"))
-    state = evaluate_suite(suite_path=str(_length_suite(tmp_path / "p", [3, 3, 3, 9], name="surfaces-pass", gate=gate)),
+    state = evaluate_suite(suite_path=str(length_suite(tmp_path / "p", [3, 3, 3, 9], name="surfaces-pass", gate=gate)),
                            output_dir=str(tmp_path / "o2"), index_dir=str(tmp_path / "i"),
                            baseline=before["results_path"], return_state=True)
     verdict = ("PASSED: pass rate 75.00% (+25.00 points since the baseline), gate 50.00%; 0 cases newly failing, "

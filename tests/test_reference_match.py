@@ -1,4 +1,4 @@
-"""ReferenceMatchMetric (seed 002_*.txt and issue #2, section 3), on the real bundled all-MiniLM-L6-v2.
+"""ReferenceMatchMetric (eval-ai-library's ReferenceMatch, README "ReferenceMatchMetric"), on the real bundled all-MiniLM-L6-v2.
 
 Every expected score is computed here, independently of evaltasks, with the ``cosine`` fixture
 (sentence-transformers' own encode + numpy), then clamped and aggregated as the rule says.
@@ -101,14 +101,14 @@ def test_invalid_parameters_raise_value_error(kwargs: dict, match: str) -> None:
         ReferenceMatchMetric(**kwargs)
 
 
-# -- the seed's examples, with the local model -----------------------------------------------------------
+# -- eval-ai-library's documented examples, with the local model --------------------------------------------
 def test_seed_high_example(cosine) -> None:
     metric = local(references=SEED_REFS, aggregation="max")
     result = asyncio.run(metric.evaluate(EvalTestCase(actual_output=SEED_HIGH)))
     expected = expected_score(cosine, SEED_HIGH, SEED_REFS, "max")
     assert abs(result.score - expected) <= EPS
     assert result.success is (expected >= 0.7)
-    assert abs(expected - 0.899) < 0.001  # the figure issue #2 quotes for all-MiniLM-L6-v2
+    assert abs(expected - 0.899) < 0.001  # the figure the README quotes for all-MiniLM-L6-v2
     assert result.evaluation_cost == 0.0
 
 

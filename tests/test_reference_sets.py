@@ -16,6 +16,7 @@ from evaltasks.errors import ConfigError
 from evaltasks.index.search import ReferenceSearch, SearchConfig
 from evaltasks.inputs.reference_sets import ReferenceSet, load_reference_set
 from evaltasks.inputs.suite import load_suite
+from suite_helpers import run_cli
 
 FACTS = [
     "Paris is the capital of France.",
@@ -196,17 +197,19 @@ def test_set_file_formats(tmp_path: Path, fmt: str) -> None:
     assert loaded.texts == tuple(FACTS[:3])  # stripped, blank lines skipped, duplicates kept once
 
 
-def test_suite_reference_set_errors(tmp_path: Path) -> None:
-    (tmp_path / "d.jsonl").write_text(json.dumps({"actual_output": "x"}) + "\n", encoding="utf-8")
-    (tmp_path / "suite.yaml").write_text(
-        "name: s\ndataset: {path: d.jsonl}\n"
-        "reference_sets: {facts: missing.txt, bad: {texts: ['a'], search: annoy}}\n"
-        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: fact}\n",
-        encoding="utf-8",
-    )
+def _load_error(directory: Path, rest: str) -> str:
+    """The ConfigError message of loading ``directory/suite.yaml``: suite ``s`` over a one-case ``d.jsonl``, its
+    file going on with ``rest`` (reference sets and metrics)."""
+    (directory / "d.jsonl").write_text(json.dumps({"actual_output": "x"}) + "\n", encoding="utf-8")
+    (directory / "suite.yaml").write_text("name: s\ndataset: {path: d.jsonl}\n" + rest, encoding="utf-8")
     with pytest.raises(ConfigError) as info:
-        load_suite(tmp_path / "suite.yaml")
-    text = str(info.value)
+        load_suite(directory / "suite.yaml")
+    return str(info.value)
+
+
+def test_suite_reference_set_errors(tmp_path: Path) -> None:
+    text = _load_error(tmp_path, "reference_sets: {facts: missing.txt, bad: {texts: ['a'], search: annoy}}\n"
+                                 "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: fact}\n")
     assert "missing.txt" in text and "not found" in text
     assert "reference_sets.bad" in text and "field 'search' must be one of" in text
     assert "metrics[0]" in text and "unknown reference set 'fact'" in text
@@ -240,9 +243,7 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
         encoding="utf-8",
     )
     env = {**__import__("os").environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_API_URL": prefect_api_url}
-    cli = [sys.executable, "-m", "evaltasks.cli"]
-    run = subprocess.run([*cli, "run", "suite.yaml", "--index-dir", "idx", "--quiet"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = run_cli("run", "suite.yaml", "--index-dir", "idx", "--quiet", cwd=tmp_path, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "eval-results" / "sets" / "results.json").read_text())  # per suite
     assert {s["search"] for s in results["reference_sets"]} == {"flat", "hnsw-m32-efc200"}
@@ -417,18 +418,10 @@ def test_ivf_persists_and_reloads(tmp_path: Path, config: SearchConfig) -> None:
 
 
 def test_bad_search_settings_name_the_suite_file_and_field(tmp_path: Path) -> None:
-    (tmp_path / "d.jsonl").write_text(json.dumps({"actual_output": "x"}) + "\n", encoding="utf-8")
-    (tmp_path / "suite.yaml").write_text(
-        "name: s\ndataset: {path: d.jsonl}\n"
-        "reference_sets:\n  a: {texts: ['x'], search: ivf, nprobe: 0}\n  b: {texts: ['x'], nprobes: 4}\n"
-        "  c: {texts: ['x'], ivf_quantizer: graph}\n"
-        "  d: {texts: ['x'], ivf_sq8: 1}\n  e: {texts: ['x'], ivf_sq8: true, ivf_pq: 48}\n"
-        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: a}\n",
-        encoding="utf-8",
-    )
-    with pytest.raises(ConfigError) as info:
-        load_suite(tmp_path / "suite.yaml")
-    text = str(info.value)
+    text = _load_error(tmp_path, "reference_sets:\n  a: {texts: ['x'], search: ivf, nprobe: 0}\n  b: {texts: ['x'], nprobes: 4}\n"
+                                 "  c: {texts: ['x'], ivf_quantizer: graph}\n"
+                                 "  d: {texts: ['x'], ivf_sq8: 1}\n  e: {texts: ['x'], ivf_sq8: true, ivf_pq: 48}\n"
+                                 "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: a}\n")
     assert "suite.yaml, reference_sets.a: field 'nprobe' must be a positive integer, got 0" in text
     assert "suite.yaml, reference_sets.b: field 'nprobes' is not a reference-set option" in text
     assert "suite.yaml, reference_sets.c: field 'ivf_quantizer' must be one of ['flat', 'hnsw']" in text
@@ -461,9 +454,7 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
              "gate: {min_pass_rate: 0}\n")
     (tmp_path / "suite.yaml").write_text(suite % 8, encoding="utf-8")
     env = {**__import__("os").environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_API_URL": prefect_api_url}
-    cli = [sys.executable, "-m", "evaltasks.cli"]
-    run = subprocess.run([*cli, "run", "suite.yaml", "--index-dir", "idx", "--quiet"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = run_cli("run", "suite.yaml", "--index-dir", "idx", "--quiet", cwd=tmp_path, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "eval-results" / "ivf" / "results.json").read_text())
     sets = {s["name"]: s for s in results["reference_sets"]}
@@ -487,8 +478,7 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
     assert not list((tmp_path / "idx" / "sets").iterdir())
 
     (tmp_path / "suite.yaml").write_text(suite % 7, encoding="utf-8")
-    run = subprocess.run([*cli, "run", "suite.yaml", "--quiet"], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=300)
+    run = run_cli("run", "suite.yaml", "--quiet", cwd=tmp_path, env=env, timeout=300)
     assert run.returncode == 2, run.stderr
     assert "field 'ivf_pq' must divide the embedding dimensions (384), got 7" in run.stderr
     assert "reference set 'codes'" in run.stderr and "Traceback" not in run.stderr

@@ -25,7 +25,8 @@ from evaltasks.metrics import ContainsMetric, LengthCheckMetric
 from evaltasks.reports import write_reports
 from evaltasks.reports.markdown import CHANGES_OPEN, render_summary_markdown
 from evaltasks.reports.verdict import case_label, verdict_line
-from evaltasks.results import EvaluationResult, JudgeAccount, MetricResult, TestCaseResult, summarize
+from evaltasks.engine.statistics import summarize
+from evaltasks.results import EvaluationResult, JudgeAccount, MetricResult, TestCaseResult
 
 COLUMN_PX = 830
 """The width of GitHub's markdown column for a PR comment or job summary (px)."""

@@ -1,4 +1,4 @@
-"""The three reports (issue #2 §6): results.json, junit.xml, summary.md.
+"""The three reports (README, "Outputs"): results.json, junit.xml, summary.md.
 
 A small suite is planned and evaluated with the real engine (bundled all-MiniLM-L6-v2, real FAISS index)
 and its reports written by :func:`evaltasks.engine.run.finish_run`; every expected value is computed here
@@ -20,7 +20,8 @@ import pytest
 from evaltasks import __version__
 from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.reports import write_reports
-from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult, summarize
+from evaltasks.engine.statistics import summarize
+from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.engine.run import finish_run, plan_run
 
 TOL = 1e-6

@@ -74,7 +74,7 @@ def test_every_public_name_still_imports_from_the_package(tmp_path: Path) -> Non
                                    "from evaltasks import EvalTestCase"])
 def test_evaluate_stays_the_function_whatever_is_imported_first(tmp_path: Path, first: str) -> None:
     """The submodule evaltasks.evaluate, once imported (by the engine, a metric, the user), does not replace the
-    public function of the same name, which the seed's usage calls: ``asyncio.run(evaluate(cases, metrics))``."""
+    public function of the same name, which eval-ai-library's usage calls: ``asyncio.run(evaluate(cases, metrics))``."""
     code = (
         f"{first}\n"
         "import asyncio, inspect, evaltasks\n"

@@ -18,7 +18,8 @@ from statsmodels.stats.proportion import proportion_confint
 
 from evaltasks.engine.compare import compare_results
 from evaltasks.engine import statistics
-from evaltasks.results import MetricResult, TestCaseResult, summarize
+from evaltasks.engine.statistics import summarize
+from evaltasks.results import MetricResult, TestCaseResult
 
 REPO = Path(__file__).resolve().parent.parent
 

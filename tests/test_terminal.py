@@ -250,7 +250,8 @@ def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
     ``?`` (no terminal escape reaches the terminal), the count of the rest; nothing listed when all pass."""
     from evaltasks.reports.console import notable_cases
     from evaltasks.reports.json_report import write_results_json
-    from evaltasks.results import MetricResult, TestCaseResult, summarize
+    from evaltasks.engine.statistics import summarize
+    from evaltasks.results import MetricResult, TestCaseResult
 
     def case(i: int, status: str) -> TestCaseResult:
         score = {"passed": 1.0, "failed": 0.25, "errored": None}[status]
@@ -299,7 +300,7 @@ def test_case_list_is_short_and_lowest_first_whatever_the_number_of_metrics(tmp_
 
     from evaltasks.reports.console import _print_cases, notable_cases
     from evaltasks.reports.json_report import write_results_json
-    from evaltasks.results import summarize
+    from evaltasks.engine.statistics import summarize
 
     cases = _many_metric_cases(30, 600)
     summary = summarize(cases, {f"m_{k:02d}": 0.9 for k in range(30)})
@@ -322,7 +323,7 @@ def test_newly_failing_cases_are_listed_largest_drop_first(tmp_path: Path) -> No
     """Against a baseline the newly failing cases come in ``comparison.changes`` order (largest drop first, as
     summary.md lists them), not in dataset order."""
     from evaltasks.reports.console import notable_cases
-    from evaltasks.results import summarize
+    from evaltasks.engine.statistics import summarize
 
     drops = {"case-a": -0.2, "case-b": -0.9, "case-c": -0.5}  # dataset order a, b, c
     changes = [{"case_id": case_id, "metric": "M", "kind": "worse", "baseline_score": 1.0,
@@ -347,7 +348,8 @@ def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole(
     from rich.console import Console
 
     from evaltasks.reports.console import print_summary
-    from evaltasks.results import MetricResult, TestCaseResult, summarize
+    from evaltasks.engine.statistics import summarize
+    from evaltasks.results import MetricResult, TestCaseResult
 
     name = "contains_metric_with_a_rather_long_name_00"
     cases = [TestCaseResult.from_metrics(f"case-{i}", f"q {i}", "out", [

@@ -8,7 +8,7 @@ aggregate into an :class:`~evaltasks.results.EvaluationResult`.
 Which entry point to use:
 
 - ``await evaluate(cases, metrics)`` inside async code (it runs the work in a worker thread, so the event
-  loop stays responsive); ``asyncio.run(evaluate(...))`` from plain scripts (the seed's usage);
+  loop stays responsive); ``asyncio.run(evaluate(...))`` from plain scripts (eval-ai-library's documented usage);
 - ``evaluate_sync(cases, metrics)`` from synchronous code, including code that already runs an event loop
   (e.g. a Jupyter cell or a sync Prefect task), where ``asyncio.run`` is not allowed.
 """
@@ -28,6 +28,7 @@ from evaltasks.errors import QUOTE_MAX_CHARS, CredentialsError, InputError, Prob
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.engine.statistics import summarize
 from evaltasks.results import (
     EmbeddingCounts,
     EmbeddingModelInfo,
@@ -37,7 +38,6 @@ from evaltasks.results import (
     TestCaseResult,
     expected_text,
     result_problem,
-    summarize,
 )
 from evaltasks.test_case import EvalTestCase, assign_ids
 
@@ -631,7 +631,7 @@ async def evaluate(
     verbose: bool = False,
     judge: Any = None,
 ) -> EvaluationResult:
-    """Evaluate ``test_cases`` with ``metrics`` (seed-compatible: ``asyncio.run(evaluate(cases, metrics))``).
+    """Evaluate ``test_cases`` with ``metrics`` (as eval-ai-library's: ``asyncio.run(evaluate(cases, metrics))``).
 
     Runs :func:`evaluate_sync` in a worker thread. Arguments, result and errors as :func:`evaluate_sync`.
     """

@@ -1,4 +1,5 @@
-"""Intervals and paired significance tests (README, "Uncertainty and regressions").
+"""Intervals and paired significance tests (README, "Uncertainty and regressions"), and the run summary they go
+into (:class:`SummaryBuilder`, :func:`summarize`: counts, means and intervals of the case results).
 
 Every computation goes through scipy (``scipy.stats.binomtest`` and its ``proportion_ci(method="wilson")``,
 ``scipy.stats.bootstrap``, ``permutation_test``, ``ttest_1samp``); the tests check the numbers against statsmodels. Bootstraps are seeded
@@ -14,7 +15,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evaltasks.results import STATUS_CODES, Interval, StatisticsInfo
+from evaltasks.results import (
+    STATUS_CODES,
+    EmbeddingCounts,
+    EvaluationSummary,
+    Interval,
+    JudgeAccount,
+    MetricSummary,
+    StatisticsInfo,
+    TestCaseResult,
+)
 
 LEVEL = 0.95
 RESAMPLES = 2000
@@ -473,3 +483,132 @@ class SampleCollector:
             clusters = len(np.unique(self._groups(np.ones(len(self.case_statuses), dtype=bool))))
         return StatisticsInfo(level=LEVEL, bootstrap_resamples=RESAMPLES, seed=SEED, cluster=cluster_column,
                               clusters=clusters)
+
+
+class SummaryBuilder:
+    """Aggregates case results into an :class:`EvaluationSummary` one batch at a time (a streamed run keeps
+    only counts and sums, never the cases). :func:`summarize` is this over a list.
+
+    Args:
+        metric_thresholds: metric name -> threshold, in metric order (names with no results still appear).
+        clusters: the ``dataset.cluster`` value of each case (a list in case order, or a mapping case id ->
+            value), for cluster-bootstrap intervals; None: every case is its own unit.
+        cluster_column: the column's name, recorded in the summary's ``statistics``.
+
+    Besides counts it keeps a :class:`SampleCollector` (about 9 bytes per case ×
+    metric) for the summary's 95 % intervals (README, "Uncertainty and regressions").
+    """
+
+    def __init__(self, metric_thresholds: dict[str, float], *,
+                 clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
+                 cluster_column: str | None = None) -> None:
+        self.samples = SampleCollector(metric_thresholds, ClusterIndex(clusters) if clusters is not None else None)
+        self.cluster_column = cluster_column if clusters is not None else None
+        self.thresholds = dict(metric_thresholds)
+        self.counts = {"passed": 0, "failed": 0, "errored": 0, "skipped": 0}
+        self.per_metric: dict[str, dict[str, Any]] = {
+            name: {"sum": 0.0, "n": 0, "passed": 0, "failed": 0, "errored": 0, "skipped": 0}
+            for name in metric_thresholds
+        }
+        self.cost = 0.0
+        self.cases = 0
+        self.judges: dict[str, JudgeAccount] = {}
+        self.budget_skipped = 0
+
+    def add(self, test_results: Iterable[TestCaseResult]) -> None:
+        """Fold a batch of case results in."""
+        samples = self.samples
+        codes, scores, statuses = STATUS_CODES, samples.scores, samples.statuses
+        clusters, case_statuses, nan = samples.clusters, samples.case_statuses, math.nan
+        for case in test_results:
+            if clusters is not None:
+                samples.cluster_codes.append(clusters.code(self.cases, case.id))
+            self.cases += 1
+            self.counts[case.status] += 1
+            case_statuses.append(codes[case.status])
+            for m in case.metrics:
+                bucket = self.per_metric[m.name]
+                bucket[m.status] += 1
+                statuses[m.name].append(codes[m.status])
+                if m.score is not None and m.status in ("passed", "failed"):
+                    bucket["sum"] += m.score
+                    bucket["n"] += 1
+                    scores[m.name].append(m.score)
+                else:
+                    scores[m.name].append(nan)
+                self.cost += m.evaluation_cost
+                if "judge_model" in m.evaluation_log:  # a judge metric's result (is_judged, inlined)
+                    account = self.judges.get(m.name)
+                    if account is None:
+                        account = self.judges[m.name] = JudgeAccount(model=str(m.evaluation_log["judge_model"]))
+                    account.add(case.id, m)
+                    if m.status == "skipped":  # is_budget_skip, inlined
+                        self.budget_skipped += 1
+
+    def finish(self, embeddings: EmbeddingCounts | None = None) -> EvaluationSummary:
+        """The summary of everything added (rules in :mod:`evaltasks.results`' docstring)."""
+        metrics = {}
+        for name, bucket in self.per_metric.items():
+            evaluated = bucket["passed"] + bucket["failed"] + bucket["errored"]
+            metrics[name] = MetricSummary(
+                mean_score=bucket["sum"] / bucket["n"] if bucket["n"] else None,
+                pass_rate=bucket["passed"] / evaluated if evaluated else None,
+                threshold=self.thresholds[name],
+                passed=bucket["passed"], failed=bucket["failed"], errored=bucket["errored"], skipped=bucket["skipped"],
+                pass_rate_interval=self.samples.pass_rate_interval(self.samples.statuses[name]) if evaluated else None,
+                mean_score_interval=self.samples.mean_score_interval(name) if bucket["n"] else None,
+            )
+        n, skipped = self.cases, self.counts["skipped"]
+        return EvaluationSummary(
+            cases=n,
+            passed_cases=self.counts["passed"],
+            failed_cases=self.counts["failed"],
+            errored_cases=self.counts["errored"],
+            skipped_cases=skipped,
+            pass_rate=self.counts["passed"] / (n - skipped) if n - skipped else 0.0,
+            metrics=metrics,
+            embeddings=embeddings or EmbeddingCounts(),
+            evaluation_cost=self.cost,
+            judges={name: self.judges[name] for name in self.per_metric if name in self.judges},
+            judge_total=_judge_total(self.judges.values()) if self.judges else None,
+            budget_skipped=self.budget_skipped,
+            pass_rate_interval=self.samples.pass_rate_interval(self.samples.case_statuses) if n - skipped else None,
+            statistics=self.samples.info(self.cluster_column),
+        )
+
+
+def _judge_total(accounts: Iterable[JudgeAccount]) -> JudgeAccount:
+    """The run's judge total: the sums of ``accounts`` (unstable cases listed once per metric)."""
+    total = JudgeAccount()
+    for a in accounts:
+        total.requests += a.requests
+        total.reused += a.reused
+        total.prompt_tokens += a.prompt_tokens
+        total.completion_tokens += a.completion_tokens
+        total.cost += a.cost
+        total.unstable_cases += a.unstable_cases
+    total.unstable_cases = list(dict.fromkeys(total.unstable_cases))
+    total.unstable = len(total.unstable_cases)
+    return total
+
+
+def summarize(
+    test_results: list[TestCaseResult],
+    metric_thresholds: dict[str, float],
+    embeddings: EmbeddingCounts | None = None,
+    *,
+    clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
+    cluster_column: str | None = None,
+) -> EvaluationSummary:
+    """Aggregate case results into an :class:`EvaluationSummary` (see :class:`SummaryBuilder`).
+
+    Args:
+        test_results: the case results.
+        metric_thresholds: metric name -> threshold, in metric order (names with no results still appear).
+        embeddings: embedding counts of the run.
+        clusters, cluster_column: the cases' ``dataset.cluster`` values and the column's name (see
+            :class:`SummaryBuilder`).
+    """
+    builder = SummaryBuilder(metric_thresholds, clusters=clusters, cluster_column=cluster_column)
+    builder.add(test_results)
+    return builder.finish(embeddings)

@@ -1,7 +1,7 @@
 """The metric protocol: a name, a threshold, required fields, and batch scoring.
 
 A metric scores many test cases in one call (:meth:`BaseMetric.score_batch`); :meth:`BaseMetric.evaluate`
-(one case, async) is the seed-compatible convenience built on it. Metrics never import Prefect.
+(one case, async) is the eval-ai-library-compatible convenience built on it. Metrics never import Prefect.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class BaseMetric(ABC):
         """
 
     async def evaluate(self, test_case: EvalTestCase) -> MetricResult:
-        """Score one test case (seed-compatible API). Raises ValueError when the case is invalid for it."""
+        """Score one test case (eval-ai-library's API). Raises ValueError when the case is invalid for it."""
         problems = self.validate_case(test_case)
         if problems:
             raise ValueError("; ".join(f"field '{f}': {m}" for f, m in problems))

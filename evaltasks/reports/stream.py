@@ -1,7 +1,7 @@
 """Reports of a run whose cases arrive in batches: nothing but counts, sums and a few highlights stay in memory.
 
 :class:`ReportWriter` appends each batch's cases to two temporary files beside the reports (the ``cases`` of
-results.json and the ``<testcase>`` elements of junit.xml) while :class:`~evaltasks.results.SummaryBuilder`,
+results.json and the ``<testcase>`` elements of junit.xml) while :class:`~evaltasks.engine.statistics.SummaryBuilder`,
 :class:`~evaltasks.reports.markdown.Highlights` and, with a baseline,
 :class:`~evaltasks.engine.compare.ComparisonBuilder` fold them in. :meth:`ReportWriter.write` then writes the three
 reports as one set (all or none replaced): each one's head (which needs the totals), then the streamed part
@@ -23,7 +23,8 @@ from evaltasks.engine.compare import Comparison, ComparisonBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
 from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
 from evaltasks.reports.markdown import Highlights, render_summary_markdown
-from evaltasks.results import EmbeddingCounts, EvaluationSummary, SummaryBuilder, TestCaseResult
+from evaltasks.engine.statistics import SummaryBuilder
+from evaltasks.results import EmbeddingCounts, EvaluationSummary, TestCaseResult
 
 RESULTS_JSON = "results.json"
 JUNIT_XML = "junit.xml"

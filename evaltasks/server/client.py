@@ -24,6 +24,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,23 @@ STOP_POLL_S = 0.1
 def supported() -> bool:
     """True where the server can run: Unix sockets that pass file descriptors (Linux, macOS; not Windows)."""
     return sys.platform != "win32" and hasattr(socket, "AF_UNIX") and hasattr(socket, "send_fds")
+
+
+@dataclass(frozen=True)
+class ServedCommand:
+    """The command a served run runs, as the CLI hands it to :func:`server_command` (the server runs CLI commands
+    but never imports the CLI: README, "Architecture").
+
+    Attributes:
+        prepare: called in the forked child before Prefect's settings and logging are read again (the command's
+            environment defaults; marks the run as supervised by the runner).
+        main: the command's entry point: argv (without the program name) -> exit code.
+        interrupted: the exit code of a run that ``KeyboardInterrupt`` ended (130, as a shell reports SIGINT).
+    """
+
+    prepare: Callable[[], None]
+    main: Callable[[list[str]], int]
+    interrupted: int
 
 
 @dataclass(frozen=True)
@@ -81,7 +99,7 @@ def code_stamp() -> str:
     package (and of a source checkout's ``flows/``): any edit, even one that keeps the size, changes it."""
     import evaltasks
 
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.abspath(evaltasks.__file__))
     roots = [package] + [os.path.join(entry, "flows") for entry in evaltasks.__path__
                          if os.path.abspath(entry) != package]
     lines = []
@@ -287,13 +305,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def server_command(args: argparse.Namespace) -> int:
+def server_command(args: argparse.Namespace, foreground: Callable[[ServerPaths], int]) -> int:
     """``evaltasks server [start|stop|status]``; returns the exit code.
 
     ``server`` runs it in the foreground (Ctrl+C stops it), ``start`` in the background (returns once it is
     ready: exit 0; 3 when it failed to start, with its log's path), ``stop`` stops it (0; waits for running
     runs to finish, a second ``stop`` interrupts them), ``status`` prints it (0 running, 1 none). Exit 2 on
-    Windows (not supported) and when ``PREFECT_HOME`` cannot be used.
+    Windows (not supported) and when ``PREFECT_HOME`` cannot be used. ``foreground``: runs the server in this
+    process (:func:`evaltasks.server.daemon.serve` with the CLI's :class:`ServedCommand`; the CLI hands it over, so
+    that this module never imports the runner); ``start`` runs ``python -m evaltasks server`` in the background.
     """
     if not supported():
         print("evaltasks: error: `evaltasks server` needs Unix sockets (Linux, macOS); runs go the normal way",
@@ -301,9 +321,7 @@ def server_command(args: argparse.Namespace) -> int:
         return 2
     paths = server_paths()
     if args.action is None:
-        from evaltasks.server.daemon import serve
-
-        return serve(paths)
+        return foreground(paths)
     try:
         if args.action == "status":
             return _status(paths)
@@ -373,7 +391,7 @@ def _start(paths: ServerPaths) -> int:
         return 2
     with log:
         started = time.time()
-        proc = subprocess.Popen([sys.executable, "-m", "evaltasks.server.daemon"], stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen([sys.executable, "-m", "evaltasks", "server"], stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=log, start_new_session=True, close_fds=True)
     deadline = time.monotonic() + START_DEADLINE_S
     while time.monotonic() < deadline:

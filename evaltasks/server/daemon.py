@@ -12,7 +12,8 @@
 For each request (:func:`evaltasks.server.client.run_served`) it forks a child that receives the client's standard
 file descriptors (``SCM_RIGHTS``), takes its argv, working directory, ``sys.path[0]`` and environment (with
 ``PREFECT_API_URL`` naming this server's Prefect server), rebuilds Prefect's settings and logging from that
-environment, and runs ``evaltasks.cli.main`` exactly as the command would: a real Prefect flow run with its
+environment, and runs the command the CLI handed over (:class:`~evaltasks.server.client.ServedCommand`: the CLI's
+``main``) exactly as the command would: a real Prefect flow run with its
 task runs and artifacts, the same reports and exit codes. Users' metric modules are imported only in the child,
 so each run sees their current code. Once the run has its exit code the client gets it and the child lets the
 client's terminal go; Prefect's exit work (the last log records and events sent to its API) finishes after, its
@@ -42,7 +43,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from evaltasks.server.client import HEADER, ServerPaths, identity, server_paths
+from evaltasks.server.client import HEADER, ServedCommand, ServerPaths, identity, server_paths
 
 READY_DEADLINE_S = 600.0  # for Prefect's server to answer /health (database migrations on a busy machine)
 START_ATTEMPTS = 3  # Prefect's server is started again on another port when it ends before it answers
@@ -139,8 +140,9 @@ def _preload() -> list[str]:
 class _Runner:
     """The serving loop's state: the socket, the children it forked, the stop requests received."""
 
-    def __init__(self, paths: ServerPaths, lock_fd: int) -> None:
+    def __init__(self, paths: ServerPaths, lock_fd: int, command: ServedCommand) -> None:
         self.paths = paths
+        self.command = command
         self.lock_fd = lock_fd
         self.listener: socket.socket | None = None
         self.prefect: subprocess.Popen[bytes] | None = None
@@ -236,8 +238,9 @@ class _Runner:
             self.save(runs_served=int(self.state.get("runs_served", 0)) + 1)
 
 
-def serve(paths: ServerPaths | None = None) -> int:
-    """Run the server in this process until stopped (SIGTERM, SIGINT); returns the exit code.
+def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
+    """Run the server in this process until stopped (SIGTERM, SIGINT); returns the exit code. ``paths``: None for
+    this ``PREFECT_HOME``'s; ``command``: what each forked child runs (the CLI's entry point).
 
     0 after a stop; 2 when a server already runs for this ``PREFECT_HOME`` or its folder cannot be written;
     3 when the Prefect server does not start (its output is in the log).
@@ -258,7 +261,7 @@ def serve(paths: ServerPaths | None = None) -> int:
         print(f"evaltasks: error: an evaltasks server already runs for PREFECT_HOME={paths.home} "
               "(evaltasks server status)", file=sys.stderr)
         return 2
-    runner = _Runner(paths, lock_fd)
+    runner = _Runner(paths, lock_fd, command)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, runner.on_stop)
     started = time.time()
@@ -412,21 +415,18 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         import prefect.context
         import prefect.logging.configuration
 
-        from evaltasks import cli
-
-        cli._quiet_prefect_defaults()  # what a run sets before it imports Prefect
-        cli.served_by_runner = True  # no heartbeats: this runner supervises the run (cli._without_heartbeats)
+        runner.command.prepare()  # what a run sets before it imports Prefect; no heartbeats (this runner supervises it)
         importlib.import_module("evaltasks.flows.evaluate_suite").HOST_FROZE_OBJECTS = True  # runner: gc.freeze()
         prefect.context.refresh_global_settings_context()  # Prefect read its settings at import: read them again
         prefect.logging.configuration.setup_logging(incremental=False)  # handlers on the new streams and levels
         conn.sendall(b"started\n")
         threading.Thread(target=_watch_client, args=(conn, finished), name="evaltasks-client", daemon=True).start()
         try:
-            code = cli.main(request["argv"])
+            code = runner.command.main(request["argv"])
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except KeyboardInterrupt:
-            code = cli.EXIT_SIGINT
+            code = runner.command.interrupted
         finished.set()
     except BaseException:  # noqa: BLE001 - reported like any crash: the traceback on the client's stderr
         traceback.print_exc()
@@ -461,6 +461,3 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         pass
     os._exit(code)
 
-
-if __name__ == "__main__":
-    sys.exit(serve())

@@ -38,7 +38,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
         threshold: minimum passing score, default 0.7.
         references: reference texts; None (default) means "use each test case's ``references``".
         aggregation: ``"max"`` (default) or ``"mean"``.
-        embedding_provider: ``"openai"`` (default, as the seed) or ``"local"``.
+        embedding_provider: ``"openai"`` (default, as in eval-ai-library) or ``"local"``.
         model_name: embedding model; None means the provider default (``text-embedding-3-small`` for openai,
             ``all-MiniLM-L6-v2`` for local).
         provider_options: keyword arguments of the provider (local: ``device``, ``batch_size``; openai:
