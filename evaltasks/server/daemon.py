@@ -416,7 +416,7 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
 
         cli._quiet_prefect_defaults()  # what a run sets before it imports Prefect
         cli.served_by_runner = True  # no heartbeats: this runner supervises the run (cli._without_heartbeats)
-        importlib.import_module("evaltasks.flows.evaluate_suite").HOST_FROZE_OBJECTS = True  # runner: gc.freeze()
+        importlib.import_module("evaltasks.engine.stream").HOST_FROZE_OBJECTS = True  # runner: gc.freeze()
         prefect.context.refresh_global_settings_context()  # Prefect read its settings at import: read them again
         prefect.logging.configuration.setup_logging(incremental=False)  # handlers on the new streams and levels
         conn.sendall(b"started\n")
