@@ -58,9 +58,9 @@ def embed_chunk(texts: int) -> int:
 
 
 def stream_batches(
-    batches: Sequence[list[int]], submit: Callable[[list[int]], Callable[[], T]], in_flight: int,
-) -> Iterator[tuple[list[int], T]]:
-    """Score ``batches`` (lists of case positions) with at most ``in_flight`` submitted and not yet collected,
+    batches: Sequence[Sequence[int]], submit: Callable[[Sequence[int]], Callable[[], T]], in_flight: int,
+) -> Iterator[tuple[Sequence[int], T]]:
+    """Score ``batches`` (sequences of case positions) with at most ``in_flight`` submitted and not yet collected,
     yielding ``(rows, collected)`` in batch order as each is collected.
 
     ``submit(rows)`` starts scoring a batch (a task run's ``.submit``, or nothing yet for a direct call) and
@@ -69,7 +69,7 @@ def stream_batches(
     next one is submitted, so memory holds at most ``in_flight`` batches of results. Errors raised by
     ``submit`` or by a collect function propagate.
     """
-    pending: collections.deque[tuple[list[int], Callable[[], T]]] = collections.deque()
+    pending: collections.deque[tuple[Sequence[int], Callable[[], T]]] = collections.deque()
     window = max(1, in_flight)
     for b, rows in enumerate(batches):
         pending.append((rows, submit(rows)))
@@ -164,7 +164,7 @@ def gc_frozen() -> Iterator[None]:
                 _gc_saved = None
 
 
-def score_directly(score: Callable[[list[int]], T]) -> Callable[[list[int]], Callable[[], T]]:
+def score_directly(score: Callable[[Sequence[int]], T]) -> Callable[[Sequence[int]], Callable[[], T]]:
     """A ``submit`` for :func:`stream_batches` that scores a batch by calling ``score(rows)`` in this thread
     when the batch is collected (the Python API; one batch in flight is then enough)."""
     return lambda rows: lambda: score(rows)
