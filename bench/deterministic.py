@@ -135,7 +135,7 @@ def measure(
     that many cores. ``retries``: measure a repetition again (up to that many times) when other processes used
     more than :data:`CONTENDED_CORES` during one of its phases; the least disturbed attempt is kept.
     """
-    from evaltasks.flows.evaluate_suite import auto_batch_size
+    from evaltasks.engine.stream import auto_batch_size
 
     all_cases = build_cases(cases)
     size = auto_batch_size(cases)

@@ -16,7 +16,7 @@ import gc
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from evaltasks.results import MetricResult, TestCaseResult, expected_text
 from evaltasks.test_case import EvalTestCase
