@@ -98,7 +98,7 @@ def build_metrics() -> tuple[list[Any], list[tuple[str, str]]]:
 def setup(cases: int, which: str) -> dict[str, Any]:
     """The cases in the flow's batches and the metrics ``which`` names (a registry name or :data:`TOGETHER`),
     warmed up: models loaded, patterns compiled (once per worker process, outside the clock)."""
-    from evaltasks.flows.evaluate_suite import auto_batch_size
+    from evaltasks.engine.stream import auto_batch_size
 
     if STATE.get("key") != (cases, which):
         all_cases = build_cases(cases)

@@ -552,7 +552,7 @@ def _category(frames: list[str]) -> str:
         ("metric scoring (evaltasks/metrics)", r"\(evaltasks/metrics/"),
         ("reports (evaltasks/reports)", r"\(evaltasks/reports/"),
         ("dataset load and validation", r"\(evaltasks/(datasets|suite|run)\.py"),
-        ("result assembly (evaltasks/results.py, evaluate.assemble)", r"\(evaltasks/results\.py|^assemble "),
+        ("result assembly (evaltasks/results.py, stream.case_results)", r"\(evaltasks/results\.py|^case_results "),
         ("Prefect task engine (parameters, cache keys, states, results)",
          r"\(prefect/(task_engine|utilities|results|transactions|cache_policies)"),
         ("Prefect events, logging, API client", r"\(prefect/(events|logging|client|_internal)"),

@@ -353,9 +353,6 @@ def main(argv: list[str] | None = None) -> int:
         return status
     finally:
         gc.set_threshold(*thresholds)
-        from evaltasks import _handoff
-
-        _handoff.forget()  # a run that failed before its flow took them must not leave parsed inputs behind
 
 
 def _open_standard_streams() -> None:
@@ -694,10 +691,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
         for notice in plan.suite.notices:
             print(f"evaltasks: note: {notice}", file=sys.stderr)
+        parsed_baseline = None
         if args.baseline is not None:
-            from evaltasks.engine.run import load_parsed_baseline
+            from evaltasks.engine.run import read_baseline
 
-            load_parsed_baseline(args.baseline, hand_over=True)  # a bad baseline is a usage error: found now
+            parsed_baseline = read_baseline(args.baseline)  # a bad baseline is a usage error: found now
         problem = _check_output_dir(Path(args.output_dir))
         if problem is None:  # the history is written after the reports: a run must not end without it
             from evaltasks.engine.history import resolve_history_dir
@@ -725,16 +723,23 @@ def _run(args: argparse.Namespace) -> int:
     except Exception:  # noqa: BLE001
         return _aborted(args)
 
-    # The flow's parameters are paths: hand it this validated plan instead of letting it parse everything
-    # again (and drop our reference, so a run of 10^6 cases holds the dataset once).
-    from evaltasks.engine.run import hand_over_plan
+    # Hand the flow this validated plan (its `plan` parameter) instead of letting it parse everything again, and
+    # drop our references, so a run of 10^6 cases holds the dataset once.
+    from evaltasks.engine.run import PlannedRun, RunOptions
 
+    options = RunOptions(
+        output_dir=args.output_dir, index_dir=args.index_dir, batch_size=args.batch_size, cache=not args.no_cache,
+        reports_url=args.reports_url, concurrency_limit=args.concurrency_limit,
+        skip_missing_credentials=args.skip_missing_credentials, baseline=args.baseline,
+        regression_tolerance=args.regression_tolerance, baseline_label=args.baseline_label, max_cost=args.max_cost,
+        history_dir=args.history_dir,
+    )
     suite_name, work_items, min_pass_rate = plan.suite.suite.name, plan.work_items, plan.suite.suite.gate.min_pass_rate
     metric_count = len(plan.suite.metrics)
     shown_warnings = set(plan.suite.warnings)  # printed above; the run may add more (e.g. a corrupt index)
     model_needs = [need for need in plan.needs.values() if callable(getattr(need.provider, "load", None))]
-    hand_over_plan(plan, args.suite, skip_missing_credentials=args.skip_missing_credentials)
-    del plan
+    planned = PlannedRun.of(plan, parsed_baseline)
+    del plan, parsed_baseline
 
     _quiet_prefect_defaults()
     try:
@@ -787,14 +792,8 @@ def _run(args: argparse.Namespace) -> int:
                 flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
             if temporary or served_by_runner:
                 flow = _without_heartbeats(flow)
-            state = flow(
-                suite_path=str(Path(args.suite)), output_dir=args.output_dir, index_dir=args.index_dir,
-                batch_size=args.batch_size, cache=not args.no_cache, reports_url=args.reports_url,
-                concurrency_limit=args.concurrency_limit, skip_missing_credentials=args.skip_missing_credentials,
-                baseline=args.baseline, regression_tolerance=args.regression_tolerance,
-                baseline_label=args.baseline_label, max_cost=args.max_cost, history_dir=args.history_dir,
-                return_state=True,
-            )
+            state = flow(suite_path=str(Path(args.suite)), **options.flow_parameters(), plan=planned,
+                         return_state=True)
             outcome = _flow_outcome(state)
     except InputError as exc:
         _error(str(exc))

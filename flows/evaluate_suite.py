@@ -6,15 +6,11 @@ Run it with ``evaltasks run SUITE``, call ``evaluate_suite(...)`` from Python, o
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import gc
 import hashlib
-import threading
 import time
 import uuid
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -37,10 +33,17 @@ from evaltasks.engine.evaluate import (
 )
 from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
 from evaltasks.metrics.judge.base import JudgeMetric
-from evaltasks.results import EmbeddingCounts, TestCaseResult, expected_text
+from evaltasks.results import EmbeddingCounts
 from evaltasks.engine.compare import DEFAULT_TOLERANCE
 from evaltasks.reports.verdict import verdict_line
-from evaltasks.engine.run import RunOutcome, check_judge_prices, finish_streamed_run, open_report_writer, plan_run
+from evaltasks.engine.run import (
+    ParsedBaseline, PlannedRun, RunOptions, RunOutcome, RunPlan, check_judge_prices, finish_streamed_run,
+    open_report_writer, plan_run,
+)
+from evaltasks.engine.stream import (
+    IN_FLIGHT, IN_FLIGHT_THREADS, ProgressMeter, auto_batch_size, case_results, chunks, embed_chunk, gc_frozen,
+    stream_batches,
+)
 from evaltasks.tasks import (
     artifact_key, embed_outputs, embed_references, load_embedding_model, publish_artifacts, publish_history_artifact,
     score_batch_boxed,
@@ -52,51 +55,22 @@ from evaltasks.engine.history import (
 from evaltasks.errors import GateFailed
 from evaltasks.inputs.suite import HistorySpec
 
-# A task run costs Prefect 5-10 ms here (API calls, states, and the GIL it shares with the scoring threads);
-# LengthCheck scores a case in ~20 µs, so 1,000-case batches spent a sixth of a 100,000-case run on task
-# runs. 5,000 keeps that under 5 % and a batch's results at a few MB.
-DEFAULT_BATCH_SIZE = 5000
-MAX_BATCHES = 100  # per metric: Prefect's API (SQLite by default) handles hundreds of task runs, not thousands
-IN_FLIGHT = 8  # batches scored at once; results of at most this many batches are held in memory
-# With in-process threads, scoring and report writing share one interpreter lock: two batches in flight keep
-# one scoring while the other is written, and more only hold more results (measured: same speed, 20 % less RSS).
-IN_FLIGHT_THREADS = 2
-PROGRESS_EVERY_S = 1.0  # the progress artifact is one API call: at most one update a second
-EMBED_CHUNK = 4096  # texts per embed-references / embed-outputs task run at most
-# ... and at least this many (the local model's encode chunk), so that a small run's embedding still advances the
-# progress in up to EMBED_PROGRESS_STEPS steps per kind of text instead of one jump (_embed_chunk)
-MIN_EMBED_CHUNK = 512
-EMBED_PROGRESS_STEPS = 8
 HISTORY_ARTIFACT_RUNS = 20  # runs the <suite>-history artifact shows (this one included)
 
 
-def auto_batch_size(cases: int) -> int:
-    """Cases per score-batch task run when none is given: :data:`DEFAULT_BATCH_SIZE` (5,000), or more so that
-    a metric has at most :data:`MAX_BATCHES` task runs (10^6 cases: 10,000 per batch)."""
-    return max(DEFAULT_BATCH_SIZE, -(-cases // MAX_BATCHES))
-
-
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _embed_chunk(texts: int) -> int:
-    """Texts per embedding task run for ``texts`` texts of one kind: an :data:`EMBED_PROGRESS_STEPS`-th of them,
-    within [:data:`MIN_EMBED_CHUNK`, :data:`EMBED_CHUNK`] (2,000 texts: 4 task runs of 512; 10^6: 245 of 4,096)."""
-    return min(EMBED_CHUNK, max(MIN_EMBED_CHUNK, -(-texts // EMBED_PROGRESS_STEPS)))
-
-
 @task(name="load-dataset", cache_policy=NO_CACHE, persist_result=False)
-def load_suite_and_dataset(suite_path: str, skip_missing_credentials: bool = False) -> Any:
+def load_suite_and_dataset(suite_path: str, skip_missing_credentials: bool = False,
+                           planned: RunPlan | None = None) -> Any:
     """The run's plan (:func:`evaltasks.engine.run.plan_run`: suite, dataset, metrics), loaded in a ``load-dataset``
     task run so that the load shows on the flow run's timeline. Called, not submitted: it runs in the flow's
     thread and its result (the whole dataset) is neither pickled nor persisted. Under ``evaltasks run`` the CLI
-    has read the suite before the flow run started and handed its plan over: the task run takes no time.
+    has read the suite before the flow run started and passes its plan (``planned``, wrapped in Prefect's
+    ``quote`` so that Prefect does not walk the dataset): unless a file changed since, the task run takes no time.
 
     Raises:
         ConfigError, DatasetError, CredentialsError: invalid input (as :func:`~evaltasks.engine.run.plan_run`).
     """
-    return plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
+    return plan_run(suite_path, skip_missing_credentials=skip_missing_credentials, planned=planned)
 
 
 def flow_run_name() -> str:
@@ -168,6 +142,7 @@ def evaluate_suite(
     baseline_label: str | None = None,
     max_cost: float | None = None,
     history_dir: str | None = None,
+    plan: PlannedRun | None = None,
 ) -> dict[str, Any] | State:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
 
@@ -202,6 +177,11 @@ def evaluate_suite(
         history_dir: record the run in this history directory (README, "Run history and drift"); the suite's
             ``history.dir`` comes first, ``$EVALTASKS_HISTORY_DIR`` after; without any of them, and without a
             ``history:`` block in the suite, no history is recorded.
+        plan: the suite (and ``baseline``) already parsed by the caller in this process
+            (:meth:`PlannedRun.of <evaltasks.engine.run.PlannedRun.of>`; ``evaltasks run`` passes its
+            validation's), used unless a file changed since. Prefect records only its short description (suite
+            file, sha256, counts); from a deployment, or read back from JSON, it holds nothing and the flow
+            parses the suite itself.
 
     Another task runner: ``evaluate_suite.with_options(task_runner=make_task_runner("dask:4"))(...)``.
 
@@ -215,10 +195,13 @@ def evaluate_suite(
             when a judge endpoint rejects the key (HTTP 401/403) during the run.
         InputError: ``max_cost`` with a judge model that has no price (nothing is scored).
     """
-    outcome = run_suite(
-        suite_path, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
-        skip_missing_credentials, baseline, regression_tolerance, baseline_label, max_cost, history_dir,
+    options = RunOptions(
+        output_dir=output_dir, index_dir=index_dir, batch_size=batch_size, cache=cache, reports_url=reports_url,
+        concurrency_limit=concurrency_limit, skip_missing_credentials=skip_missing_credentials, baseline=baseline,
+        regression_tolerance=regression_tolerance, baseline_label=baseline_label, max_cost=max_cost,
+        history_dir=history_dir,
     )
+    outcome = run_suite(suite_path, options, plan)
     result = outcome.summary_dict()
     result["drift"] = outcome.header.get("drift")
     verdict = run_verdict(outcome)
@@ -281,37 +264,25 @@ def _tag_run(tags: list[str], logger: Any) -> None:
     context.flow_run.tags = merged
 
 
-def run_suite(
-    suite_path: str,
-    output_dir: str,
-    index_dir: str | None,
-    batch_size: int | None,
-    cache: bool,
-    reports_url: str | None = None,
-    concurrency_limit: str | None = None,
-    skip_missing_credentials: bool = False,
-    baseline: str | None = None,
-    regression_tolerance: float = DEFAULT_TOLERANCE,
-    baseline_label: str | None = None,
-    max_cost: float | None = None,
-    history_dir: str | None = None,
-) -> RunOutcome:
-    """The body of :func:`evaluate_suite` (call it inside a flow run); returns the full outcome (its header
-    gains ``drift`` after the history step, which results.json, written before it, does not have)."""
+def run_suite(suite_path: str, options: RunOptions | None = None, planned: PlannedRun | None = None) -> RunOutcome:
+    """The body of :func:`evaluate_suite` (call it inside a flow run): the suite at ``suite_path`` run with
+    ``options`` (default :class:`~evaltasks.engine.run.RunOptions`), on ``planned``'s plan and baseline when
+    given and unchanged; returns the full outcome (its header gains ``drift`` after the history step, which
+    results.json, written before it, does not have)."""
+    options = options or RunOptions()
     logger = get_run_logger()
     started = time.time()
-    plan = load_suite_and_dataset(suite_path, skip_missing_credentials)
+    plan = load_suite_and_dataset(suite_path, options.skip_missing_credentials,
+                                  quote(planned.take() if planned is not None else None))
+    parsed_baseline = planned.take_baseline() if planned is not None else None
     logger.info("Loaded suite %r and its dataset (%d cases) in %.1f s", plan.suite.suite.name,
                 len(plan.dataset.cases), time.time() - started)
     _tag_run(start_tags(plan.suite.suite.name), logger)
-    if max_cost is not None:
+    if options.max_cost is not None:
         check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
     try:
-        with _gc_frozen(), recording_warnings():  # index corruption found by the run goes into its reports
-            return _run_plan(
-                plan, logger, started, output_dir, index_dir, batch_size, cache, reports_url, concurrency_limit,
-                baseline, regression_tolerance, baseline_label, max_cost, history_dir,
-            )
+        with gc_frozen(), recording_warnings():  # index corruption found by the run goes into its reports
+            return _run_plan(plan, logger, started, options, parsed_baseline)
     except (KeyboardInterrupt, TerminationSignal) as exc:
         # The process is stopping (Ctrl+C, SIGTERM): stop the encodes now, or Prefect's task runner waits for
         # the running one (minutes for a large chunk) before the run can end. The caller hears of it first, so
@@ -326,7 +297,7 @@ def _embed_namespace(
     on_chunk: Any = None, load_model: bool = False,
 ) -> tuple[list[VectorTable], EmbeddingCounts]:
     """Embed one namespace's references and ``outputs`` through ``index`` in ``embed-references`` and
-    ``embed-outputs`` task runs of :func:`_embed_chunk` texts; returns the tables and the counts.
+    ``embed-outputs`` task runs of :func:`~evaltasks.engine.stream.embed_chunk` texts; returns the tables and the counts.
     ``on_chunk(n)`` is called in this thread as each task run's ``n`` texts are done.
 
     ``load_model`` (task runs in this process: the threads runner): when texts are missing from the index and
@@ -349,8 +320,8 @@ def _embed_namespace(
         load_embedding_model(provider.provider, provider.model_name, need.options)  # called: in this thread
     texts = len(references) + len(outputs)
     _progress.stage(f"embedding {texts:,} text{'' if texts == 1 else 's'}", texts)
-    ref_chunks = _chunks(references, _embed_chunk(len(references)))
-    out_chunks = _chunks(outputs, _embed_chunk(len(outputs)))
+    ref_chunks = chunks(references, embed_chunk(len(references)))
+    out_chunks = chunks(outputs, embed_chunk(len(outputs)))
     for attempt in range(2):
         ref_futures = [
             embed_references.submit(provider.provider, provider.model_name, chunk, str(index.root), need.options,
@@ -377,53 +348,6 @@ def _embed_namespace(
                         f"({sorted({t.vectors.shape[1] for t in parts if len(t)})}) twice")
 
 
-GC_THRESHOLDS = (10_000, 10, 100)  # while scoring; Python's defaults are (700, 10, 10)
-_GC_LOCK = threading.Lock()
-_gc_users = 0  # flows inside _gc_frozen in this process
-# True in a process whose host program called gc.freeze() itself (the runs `evaltasks server` forks)
-HOST_FROZE_OBJECTS = False
-_gc_saved: tuple[tuple[int, ...], bool] | None = None
-
-
-@contextlib.contextmanager
-def _gc_frozen() -> Iterator[None]:
-    """Run the block with a cheaper cyclic garbage collector, then restore it.
-
-    Scoring allocates millions of small objects (results), a batch of which stays alive until it is written.
-    With Python's defaults the collector ran ~2,500 times during a 100,000-case LengthCheck run, and each
-    full collection walked the whole dataset: 2.5 s of a 7 s flow run. Here every object alive at the start
-    (the dataset, imported modules) is exempt (``gc.freeze``: Python docs, "gc — Garbage Collector
-    interface"), young collections wait for 10,000 new objects instead of 700 (most results are written
-    and freed by then), and full collections come 10 times less often (:data:`GC_THRESHOLDS`). Objects are
-    still freed by reference counting meanwhile; cycles among the frozen ones wait for the first full
-    collection after the block. Measured: GC time in that run 3.0 s -> 0.2 s, flow run 6.7 s -> 3.2 s.
-    Overlapping runs in one process share the setting (the last to finish restores it), and objects a host
-    program froze itself (``gc.freeze()`` before forking, say) stay frozen.
-    """
-    global _gc_users, _gc_saved
-    with _GC_LOCK:
-        _gc_users += 1
-        if _gc_users == 1:  # the first of overlapping runs in this process sets, the last one restores
-            # a host program's own gc.freeze() is left alone (counting frozen objects walks them all: 50 ms after
-            # the imports of `evaltasks server`'s runner, which says so instead)
-            froze = not HOST_FROZE_OBJECTS and gc.get_freeze_count() == 0
-            _gc_saved = (gc.get_threshold(), froze)
-            gc.set_threshold(*(max(a, b) for a, b in zip(_gc_saved[0], GC_THRESHOLDS)))
-            if froze:
-                gc.freeze()
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _gc_users -= 1
-            if _gc_users == 0 and _gc_saved is not None:
-                thresholds, froze = _gc_saved
-                if froze:
-                    gc.unfreeze()
-                gc.set_threshold(*thresholds)
-                _gc_saved = None
-
-
 def _this_run(future: Any, judged: bool) -> list[Any]:
     """A score-batch future's results; a judge metric's (``judged``) from Prefect's task cache count what this
     run sent (nothing: :func:`~evaltasks.engine.evaluate.as_reused`)."""
@@ -434,24 +358,15 @@ def _this_run(future: Any, judged: bool) -> list[Any]:
 
 
 def _run_plan(
-    plan: Any,
-    logger: Any,
-    started: float,
-    output_dir: str,
-    index_dir: str | None,
-    batch_size: int | None,
-    cache: bool,
-    reports_url: str | None,
-    concurrency_limit: str | None,
-    baseline: str | None,
-    regression_tolerance: float,
-    baseline_label: str | None,
-    max_cost: float | None = None,
-    history_dir: str | None = None,
+    plan: RunPlan, logger: Any, started: float, options: RunOptions, parsed_baseline: ParsedBaseline | None = None,
 ) -> RunOutcome:
+    """Embed, score (:mod:`evaltasks.engine.stream`: batches of ``score-batch`` task runs, a bounded window in
+    flight), write the reports, publish the artifacts and tags, and record the history, for ``plan`` run with
+    ``options``; ``parsed_baseline``: ``options.baseline`` already read (:func:`~evaltasks.engine.run.read_baseline`)."""
     for warning in plan.suite.warnings:
         logger.warning("%s", warning)
-    index_dir = str(index_dir or default_index_dir())
+    index_dir = str(options.index_dir or default_index_dir())
+    concurrency_limit, cache = options.concurrency_limit, options.cache
     cases = plan.dataset.cases
     metrics = plan.suite.metrics
     logger.info("Suite %r: %d cases × %d metrics", plan.suite.suite.name, len(cases), len(metrics))
@@ -468,8 +383,8 @@ def _run_plan(
     tables: dict[str, VectorTable] = {}
     failed: dict[str, str] = {}
     dims: dict[str, int] = {}
-    size = batch_size or auto_batch_size(len(cases))
-    batches = _chunks(list(range(len(cases))), max(1, size))
+    size = options.batch_size or auto_batch_size(len(cases))
+    batches = chunks(list(range(len(cases))), max(1, size))
     # The progress artifact exists before anything is embedded (0 %); its units are the texts embedded (or found
     # in the index), then the case × metric results scored, as the stages the terminal shows (README, "Prefect").
     outputs_of = {namespace: [t for t in need.outputs if t not in need.references]  # a text equal to a reference:
@@ -481,17 +396,15 @@ def _run_plan(
         description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, "
                     "in percent",
     )
-    units_done = 0
+    meter = ProgressMeter(units, lambda percent: update_progress_artifact(progress_id, progress=percent),
+                          _progress.advance)
     context = FlowRunContext.get()
     in_process = context is not None and isinstance(context.task_runner, ThreadPoolTaskRunner)
 
     def chunk_done(texts: int) -> None:
         """An embedding task run's ``texts`` are done: the artifact (one update per chunk, seconds of work
         each), then the terminal's count."""
-        nonlocal units_done
-        units_done += texts
-        update_progress_artifact(progress_id, progress=min(100.0, 100.0 * units_done / max(units, 1)))
-        _progress.advance(texts)
+        meter.add(texts, now=True)
 
     for namespace, need in plan.needs.items():
         provider = need.provider
@@ -518,7 +431,7 @@ def _run_plan(
     # budget for the run whose ledger file every worker process shares (README, "LLM judges").
     judge_metrics = [isinstance(metric, JudgeMetric) for metric in metrics]
     ledger = Path(index_dir) / JUDGEMENTS_DIR / "budgets" / f"{uuid.uuid4().hex}.json"
-    budget = judge_budget(max_cost, embedding_spent, ledger) if any(judge_metrics) else None
+    budget = judge_budget(options.max_cost, embedding_spent, ledger) if any(judge_metrics) else None
     bind_judges(metrics, index_dir, refresh=not cache, budget=budget)
 
     keys = [metric.cache_key() for metric in metrics]
@@ -527,7 +440,8 @@ def _run_plan(
     wrap: Any = quote if in_process else (lambda value: value)
     in_flight = IN_FLIGHT_THREADS if in_process else IN_FLIGHT
 
-    def submit(rows: list[int]) -> tuple[list[Any], list[dict[str, VectorTable]]]:
+    def submit(rows: list[int]) -> Any:
+        """One score-batch task run per metric for the cases at ``rows``; returns what collects their results."""
         batch = [cases[i] for i in rows]
         futures, inputs = [], []
         for metric, key in zip(metrics, keys):
@@ -538,47 +452,36 @@ def _run_plan(
                 vectors = {namespace: tables[namespace].subset(texts)}
                 inputs.append(vectors)
             futures.append(score_task.submit(metric, wrap(batch), wrap(vectors), key, failed or None))
-        return futures, inputs
+
+        def collect() -> list[list[Any]]:
+            per_metric = [_this_run(future, judged) for future, judged in zip(futures, judge_metrics)]
+            for vectors in inputs:  # Prefect's finished task runs keep their parameters until a full
+                vectors.clear()     # garbage collection (see ScoredBatch.take): drop the batch's vectors now
+            futures.clear()
+            return per_metric
+
+        return collect
 
     # Batches are scored in_flight at a time and folded into the reports in case order as they finish, so
     # memory holds a few batches of results, never the whole run (10^6 cases stream through).
-    writer = open_report_writer(plan, output_dir, baseline, regression_tolerance, baseline_label)
+    writer = open_report_writer(plan, options.output_dir, options.baseline, options.regression_tolerance,
+                                options.baseline_label, parsed_baseline)
     # the scores' spread, for the history's drift test (only when the run records a history: it costs a pass
     # over every result)
-    history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, history_dir)
+    history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, options.history_dir)
     moments = ScoreMoments(metric.name for metric in metrics) if history is not None else None
     try:
-        pending: collections.deque[tuple[list[int], list[Any], list[dict[str, VectorTable]]]] = collections.deque()
-        done, last_update = 0, time.monotonic()
         _progress.stage(f"scoring {len(cases):,} case{'' if len(cases) == 1 else 's'} × {len(metrics)} "
                         f"metric{'' if len(metrics) == 1 else 's'}", work)
-        for b, rows in enumerate(batches):
-            pending.append((rows, *submit(rows)))
-            while pending and (len(pending) >= in_flight or b == len(batches) - 1):
-                rows_done, futures, inputs = pending.popleft()
-                per_metric = [_this_run(future, judged) for future, judged in zip(futures, judge_metrics)]
-                for vectors in inputs:  # Prefect's finished task runs keep their parameters until a full
-                    vectors.clear()     # garbage collection (see ScoredBatch.take): drop the batch's vectors now
-                del futures, inputs
-                batch_results = [
-                    TestCaseResult.from_metrics(
-                        plan.dataset.ids[i], cases[i].input, cases[i].actual_output, [r[j] for r in per_metric],
-                        expected_text(cases[i].expected_output, cases[i].references),
-                    )
-                    for j, i in enumerate(rows_done)
-                ]
-                writer.add(batch_results)
-                if moments is not None:
-                    moments.add(batch_results)
-                del batch_results
-                units_done += len(rows_done) * len(metrics)
-                done += 1
-                if time.monotonic() - last_update >= PROGRESS_EVERY_S or done == len(batches):
-                    # the last batch: 100 %, also when a provider's failure left texts uncounted
-                    update_progress_artifact(progress_id, progress=100.0 if done == len(batches)
-                                             else min(100.0, 100.0 * units_done / max(units, 1)))
-                    last_update = time.monotonic()
-                _progress.advance(len(rows_done) * len(metrics))
+        for done, (rows_done, per_metric) in enumerate(stream_batches(batches, submit, in_flight), start=1):
+            batch_results = case_results(rows_done, cases, plan.dataset.ids, per_metric)
+            del per_metric
+            writer.add(batch_results)
+            if moments is not None:
+                moments.add(batch_results)
+            del batch_results
+            # the last batch: 100 %, also when a provider's failure left texts uncounted
+            meter.add(len(rows_done) * len(metrics), finished=done == len(batches))
         outcome = finish_streamed_run(
             plan, writer, started, embeddings=counts, embedding_models=model_infos(plan.needs, dims),
             reference_sets=set_infos,
@@ -595,7 +498,7 @@ def _run_plan(
         logger.warning("%s", regression_summary(outcome.comparison))
     publish_artifacts(
         result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
-        reports_url=reports_url, comparison=outcome.comparison, warnings=outcome.header["warnings"],
+        reports_url=options.reports_url, comparison=outcome.comparison, warnings=outcome.header["warnings"],
         highlights=outcome.highlights, fail_on=plan.suite.suite.gate.fail_on,
         gate_pass_rate=outcome.header["gate"]["pass_rate"],
     )

@@ -267,12 +267,15 @@ def test_flow_binds_the_store_beside_the_index_and_the_no_cache_flag(tmp_path: P
     from flows.evaluate_suite import run_suite
     from prefect import flow
 
+    from evaltasks.engine.run import RunOptions
+
     suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "offline": True}])
     seen: dict[str, Any] = {}
 
     @flow(name="judge-binding")
     def probe(cache: bool) -> None:
-        outcome = run_suite(str(suite), str(tmp_path / "out"), str(tmp_path / "idx"), None, cache)
+        outcome = run_suite(str(suite), RunOptions(output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "idx"),
+                                                   cache=cache))
         seen["outcome"] = outcome
 
     import flows.evaluate_suite as flow_module

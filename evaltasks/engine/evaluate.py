@@ -2,8 +2,8 @@
 
 Steps (data flows one way): validate every case against every metric (all problems reported at once) →
 collect the texts each embedding provider must embed → embed unique references and outputs through the
-:class:`~evaltasks.index.ReferenceIndex` (or directly, without one) → score each metric over batches of cases →
-aggregate into an :class:`~evaltasks.results.EvaluationResult`.
+:class:`~evaltasks.index.ReferenceIndex` (or directly, without one) → score each metric over batches of cases
+(:mod:`evaltasks.engine.stream`, the flow's engine) → aggregate into an :class:`~evaltasks.results.EvaluationResult`.
 
 Which entry point to use:
 
@@ -36,9 +36,9 @@ from evaltasks.results import (
     MetricResult,
     ReferenceSetInfo,
     TestCaseResult,
-    expected_text,
     result_problem,
 )
+from evaltasks.engine.stream import case_results, chunks, gc_frozen, score_directly, stream_batches
 from evaltasks.test_case import EvalTestCase, assign_ids
 
 DEFAULT_BATCH_SIZE = 1024
@@ -523,27 +523,6 @@ def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMet
     return total
 
 
-def assemble(
-    cases: Sequence[EvalTestCase],
-    ids: Sequence[str],
-    metrics: Sequence[BaseMetric],
-    per_metric: Sequence[Sequence[MetricResult]],
-    counts: EmbeddingCounts,
-    models: list[EmbeddingModelInfo],
-    reference_sets: list[ReferenceSetInfo] | None = None,
-) -> EvaluationResult:
-    """Combine per-metric result lists (each aligned with ``cases``) into an :class:`EvaluationResult`."""
-    test_results = [
-        TestCaseResult.from_metrics(ids[i], case.input, case.actual_output, [results[i] for results in per_metric],
-                                    expected_text(case.expected_output, case.references))
-        for i, case in enumerate(cases)
-    ]
-    summary = summarize(test_results, {m.name: m.threshold for m in metrics}, counts)
-    return EvaluationResult(
-        test_results=test_results, summary=summary, embedding_models=models, reference_sets=reference_sets or []
-    )
-
-
 def evaluate_sync(
     test_cases: Sequence[EvalTestCase],
     metrics: Sequence[BaseMetric],
@@ -605,16 +584,27 @@ def evaluate_sync(
         tables[namespace] = need.share_costs(table)
         dims[namespace] = int(tables[namespace].vectors.shape[1])
     set_infos = prepare_reference_searches(metrics, tables, needs, index, len(cases))
-    per_metric = []
-    for metric in metrics:
-        results: list[MetricResult] = []
-        for start in range(0, len(cases), batch_size):
-            batch = cases[start : start + batch_size]
-            results.extend(score_metric_batch(metric, batch, tables, failed))
+
+    def score(rows: Sequence[int]) -> list[list[MetricResult]]:
+        """Every metric's results for the cases at ``rows`` (consecutive), scored in this thread."""
+        batch = cases[rows[0] : rows[-1] + 1]
+        per_metric = []
+        for metric in metrics:
+            per_metric.append(score_metric_batch(metric, batch, tables, failed))
             if progress:
                 progress(len(batch))
-        per_metric.append(results)
-    result = assemble(cases, ids, metrics, per_metric, counts, model_infos(needs, dims), set_infos)
+        return per_metric
+
+    # the flow's engine, one batch at a time: a batch's per-metric lists are folded into case results before
+    # the next is scored, and the collector is tuned while scoring (stream.gc_frozen)
+    test_results: list[TestCaseResult] = []
+    with gc_frozen():
+        for rows, per_metric in stream_batches(chunks(range(len(cases)), max(1, batch_size)), score_directly(score), 1):
+            test_results.extend(case_results(rows, cases, ids, per_metric))
+    result = EvaluationResult(
+        test_results=test_results, summary=summarize(test_results, {m.name: m.threshold for m in metrics}, counts),
+        embedding_models=model_infos(needs, dims), reference_sets=set_infos or [],
+    )
     if verbose:
         from evaltasks.reports.console import print_summary
 

@@ -1,20 +1,25 @@
 """Planning and finishing a suite run, without Prefect (the flow and the CLI share these steps).
 
 :func:`plan_run` does every check that can fail on user input — suite, dataset, each case against each
-metric, provider credentials — before anything is scored, so the CLI can exit 2 fast.
+metric, provider credentials — before anything is scored, so the CLI can exit 2 fast; the CLI hands that plan
+to the flow as its ``plan`` parameter (a :class:`PlannedRun`) so nothing is parsed twice.
+:class:`RunOptions` holds what a run is asked to do (the flow's parameters besides the suite).
 :func:`finish_run` applies the gate and writes ``results.json``, ``junit.xml`` and ``summary.md``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaltasks import _handoff
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
 from evaltasks._version import __version__
 from evaltasks.engine.compare import DEFAULT_TOLERANCE, Comparison, load_baseline
 from evaltasks.inputs.datasets import LoadedDataset, load_dataset
@@ -47,6 +52,12 @@ class RunPlan:
     dataset: LoadedDataset
     needs: dict[str, EmbeddingNeed] = field(default_factory=dict)
     input_state: tuple[Any, ...] = ()  # file_state of suite.input_files() before they were read
+    skip_missing_credentials: bool = False  # how the suite was loaded (plan_run's argument)
+
+    def unchanged(self) -> bool:
+        """Whether none of the suite's files (suite, dataset, reference sets) changed since they were read:
+        same size, modification time and inode as :attr:`input_state`, taken before reading."""
+        return bool(self.input_state) and file_state(self.suite.input_files()) == self.input_state
 
     @property
     def work_items(self) -> int:
@@ -98,45 +109,134 @@ def default_output_dir(suite_name: str) -> Path:
     return Path(DEFAULT_OUTPUT_ROOT) / (slug or "suite")
 
 
-def _plan_key(suite_path: str | Path, skip_missing_credentials: bool) -> tuple[str, str, bool]:
-    return ("plan", str(Path(suite_path).resolve()), skip_missing_credentials)
+def file_state(paths: Iterable[Path]) -> tuple[Any, ...]:
+    """``(path, size, mtime_ns, inode)`` of each file; ``None`` in place of a file that cannot be read. Two
+    equal states: the files were not changed or replaced in between (as far as the file system can tell)."""
+    state: list[Any] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            state.append((str(path), st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            state.append(None)
+    return tuple(state)
 
 
-def hand_over_plan(plan: RunPlan, suite_path: str | Path, *, skip_missing_credentials: bool = False) -> None:
-    """Let the next :func:`plan_run` of ``suite_path`` in this process return ``plan`` instead of parsing again.
-
-    For a caller that validated a suite and then runs the flow on it (``evaltasks run``): the flow takes the
-    plan once, and only if none of the suite's files changed in between (:mod:`evaltasks._handoff`).
-    """
-    _handoff.keep(_plan_key(suite_path, skip_missing_credentials), plan, plan.suite.input_files(), plan.input_state)
-
-
-def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False) -> RunPlan:
+def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False,
+             planned: RunPlan | None = None) -> RunPlan:
     """Load and validate a suite and its dataset, and check every case against every metric.
 
     ``skip_missing_credentials``: metrics whose provider credentials are missing are skipped (see
-    :func:`~evaltasks.inputs.suite.load_suite`) instead of raising CredentialsError. A plan handed over with
-    :func:`hand_over_plan` for the same suite (files unchanged) is returned instead of parsing again.
+    :func:`~evaltasks.inputs.suite.load_suite`) instead of raising CredentialsError.
+    ``planned``: a plan this process made earlier (``evaltasks run`` validates before Prefect starts and hands
+    its plan to the flow, :class:`PlannedRun`): returned as it is when it is of the same suite file, loaded with
+    the same ``skip_missing_credentials``, and none of its files changed since they were read
+    (:meth:`RunPlan.unchanged`); otherwise the files are parsed again.
 
     Raises:
         ConfigError: the suite is invalid.
         DatasetError: the dataset is invalid, or cases lack what a metric needs (each problem located).
         CredentialsError: a provider's credentials are missing.
     """
-    handed_over = _handoff.take(_plan_key(suite_path, skip_missing_credentials))
-    if handed_over is not None:
-        return handed_over
-    suite_state = _handoff.file_state([Path(suite_path).resolve()])
+    if (planned is not None and planned.skip_missing_credentials == skip_missing_credentials
+            and planned.suite.path == Path(suite_path).resolve() and planned.unchanged()):
+        return planned
+    suite_state = file_state([Path(suite_path).resolve()])
     suite = load_suite(suite_path, skip_missing_credentials=skip_missing_credentials)
     # the state of the files before the dataset is read (reference sets were read by load_suite just now)
-    input_state = suite_state + _handoff.file_state(suite.input_files()[1:])
+    input_state = suite_state + file_state(suite.input_files()[1:])
     source = os.path.normpath(suite.path.parent / suite.suite.dataset.path)
     dataset = load_dataset(  # the rows' type problems and the metrics' (validate_case) in one DatasetError
         suite.suite.dataset, suite.path.parent,
         check=lambda cases, locations: validate_cases(cases, suite.metrics, source=source, locations=locations),
     )
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
-    return RunPlan(suite=suite, dataset=dataset, needs=needs, input_state=input_state)
+    return RunPlan(suite=suite, dataset=dataset, needs=needs, input_state=input_state,
+                   skip_missing_credentials=skip_missing_credentials)
+
+
+@dataclass(frozen=True)
+class ParsedBaseline:
+    """A baseline results.json read once (:func:`read_baseline`): its resolved ``path``, parsed ``data`` and
+    the :func:`file_state` of the file before it was read."""
+
+    path: Path
+    data: dict[str, Any]
+    state: tuple[Any, ...]
+
+
+def read_baseline(path: str | Path) -> ParsedBaseline:
+    """:func:`~evaltasks.engine.compare.load_baseline` of ``path``, with what :func:`load_parsed_baseline`
+    needs to reuse it. Raises InputError as ``load_baseline`` does."""
+    source = Path(path).resolve()
+    state = file_state([source])
+    return ParsedBaseline(source, load_baseline(path), state)
+
+
+class PlannedRun(BaseModel):
+    """The flow's ``plan`` parameter: a plan (and baseline) the caller already parsed in this process, so that
+    the flow does not parse the files again (``evaltasks run`` validates everything before Prefect starts).
+
+    Prefect records flow parameters as JSON on its server (capped at 512 KiB), and a deployment or a retried
+    flow run passes JSON: what is recorded is this model's fields only, a short description (the suite file,
+    its sha256, the number of cases and metrics); the parsed objects are private and never serialized. Read
+    back from JSON it holds nothing, and the flow plans from its ``suite_path`` as without it.
+
+    Build it with :meth:`of`; the flow :meth:`take`\ s the plan and the baseline once each, so the run that
+    uses them is the only holder of the dataset.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    suite_path: str
+    suite_sha256: str = ""
+    cases: int = 0
+    metrics: int = 0
+    _plan: RunPlan | None = PrivateAttr(default=None)
+    _baseline: ParsedBaseline | None = PrivateAttr(default=None)
+
+    @classmethod
+    def of(cls, plan: RunPlan, baseline: ParsedBaseline | None = None) -> PlannedRun:
+        """A hand-over of ``plan`` (from :func:`plan_run`) and the run's parsed ``baseline`` (if any)."""
+        planned = cls(suite_path=str(plan.suite.path), suite_sha256=plan.suite.sha256,
+                      cases=len(plan.dataset.cases), metrics=len(plan.suite.metrics))
+        planned.__pydantic_private__.update(_plan=plan, _baseline=baseline)
+        return planned
+
+    def take(self) -> RunPlan | None:
+        """The plan handed over (None once taken, or when read back from JSON); pass it to :func:`plan_run`'s
+        ``planned``, which checks that its files are unchanged."""
+        plan, self.__pydantic_private__["_plan"] = self._plan, None
+        return plan
+
+    def take_baseline(self) -> ParsedBaseline | None:
+        """The parsed baseline handed over (None once taken); for :func:`load_parsed_baseline`."""
+        baseline, self.__pydantic_private__["_baseline"] = self._baseline, None
+        return baseline
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a suite run is asked to do besides which suite: the ``evaluate-suite`` flow's other parameters
+    (described there, :func:`evaltasks.flows.evaluate_suite.evaluate_suite`), as ``evaltasks run``'s options
+    set them (README, "CLI"). One object from the CLI through the flow to the engine."""
+
+    output_dir: str = DEFAULT_OUTPUT_ROOT
+    index_dir: str | None = None
+    batch_size: int | None = None  # cases per score-batch task run (None: evaltasks.engine.stream.auto_batch_size)
+    cache: bool = True
+    reports_url: str | None = None
+    concurrency_limit: str | None = None
+    skip_missing_credentials: bool = False
+    baseline: str | None = None
+    regression_tolerance: float = DEFAULT_TOLERANCE
+    baseline_label: str | None = None
+    max_cost: float | None = None
+    history_dir: str | None = None
+
+    def flow_parameters(self) -> dict[str, Any]:
+        """The options as the flow's keyword parameters: ``evaluate_suite(suite_path, **options.flow_parameters())``."""
+        return dataclasses.asdict(self)
 
 
 def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool = False) -> float:
@@ -260,22 +360,14 @@ def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | N
     return "gate failed: " + ("; ".join(reasons) or "see results.json")
 
 
-def load_parsed_baseline(path: str | Path, *, hand_over: bool = False) -> dict[str, Any]:
-    """:func:`~evaltasks.engine.compare.load_baseline`, reusing a copy this process parsed and handed over.
-
-    ``hand_over``: keep the parsed baseline for the next call on the same (unchanged) file, once: the CLI
-    validates ``--baseline`` before the run and the flow then compares with it without parsing it again.
-    Raises InputError as ``load_baseline`` does.
+def load_parsed_baseline(path: str | Path, parsed: ParsedBaseline | None = None) -> dict[str, Any]:
+    """:func:`~evaltasks.engine.compare.load_baseline` of ``path``, or ``parsed``'s data when ``parsed``
+    (:func:`read_baseline`: the CLI validates ``--baseline`` before the run) is of the same file and the file
+    is unchanged since it was read. Raises InputError as ``load_baseline`` does.
     """
-    source = Path(path).resolve()
-    key = ("baseline", str(source))
-    data = None if hand_over else _handoff.take(key)
-    if data is None:
-        state = _handoff.file_state([source])
-        data = load_baseline(path)
-        if hand_over:
-            _handoff.keep(key, data, [source], state)
-    return data
+    if parsed is not None and parsed.path == Path(path).resolve() and file_state([parsed.path]) == parsed.state:
+        return parsed.data
+    return load_baseline(path)
 
 
 def open_report_writer(
@@ -284,8 +376,10 @@ def open_report_writer(
     baseline: str | Path | None = None,
     regression_tolerance: float = DEFAULT_TOLERANCE,
     baseline_label: str | None = None,
+    parsed_baseline: ParsedBaseline | None = None,
 ) -> ReportWriter:
-    """A :class:`~evaltasks.reports.ReportWriter` for ``plan``'s run, comparing with ``baseline`` if given.
+    """A :class:`~evaltasks.reports.ReportWriter` for ``plan``'s run, comparing with ``baseline`` if given
+    (``parsed_baseline``: that file already read, :func:`load_parsed_baseline`).
 
     The writer's intervals and comparison use the suite's ``gate.alpha``/``gate.min_effect``/``gate.allow_errors``
     and, with
@@ -297,7 +391,7 @@ def open_report_writer(
     gate, column = plan.suite.suite.gate, plan.suite.suite.dataset.cluster
     return ReportWriter(
         Path(output_dir), plan.suite.suite.name, {m.name: m.threshold for m in plan.suite.metrics},
-        baseline=load_parsed_baseline(baseline) if baseline is not None else None, tolerance=regression_tolerance,
+        baseline=load_parsed_baseline(baseline, parsed_baseline) if baseline is not None else None, tolerance=regression_tolerance,
         baseline_label=baseline_label or (str(baseline) if baseline is not None else "baseline"),
         alpha=gate.alpha, min_effect=gate.min_effect,
         clusters=plan.dataset.columns.get(column) if column else None, cluster_column=column,

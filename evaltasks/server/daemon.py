@@ -416,7 +416,7 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         import prefect.logging.configuration
 
         runner.command.prepare()  # what a run sets before it imports Prefect; no heartbeats (this runner supervises it)
-        importlib.import_module("evaltasks.flows.evaluate_suite").HOST_FROZE_OBJECTS = True  # runner: gc.freeze()
+        importlib.import_module("evaltasks.engine.stream").HOST_FROZE_OBJECTS = True  # runner: gc.freeze()
         prefect.context.refresh_global_settings_context()  # Prefect read its settings at import: read them again
         prefect.logging.configuration.setup_logging(incremental=False)  # handlers on the new streams and levels
         conn.sendall(b"started\n")
