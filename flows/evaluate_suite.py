@@ -36,10 +36,8 @@ from evaltasks.metrics.judge.base import JudgeMetric
 from evaltasks.results import EmbeddingCounts
 from evaltasks.engine.compare import DEFAULT_TOLERANCE
 from evaltasks.reports.verdict import verdict_line
-from evaltasks.engine.run import (
-    ParsedBaseline, PlannedRun, RunOptions, RunOutcome, RunPlan, check_judge_prices, finish_streamed_run,
-    open_report_writer, plan_run,
-)
+from evaltasks.engine.run import ParsedBaseline, PlannedRun, RunOptions, RunPlan, check_judge_prices, plan_run
+from evaltasks.reports.outcome import RunOutcome, finish_streamed_run, open_report_writer
 from evaltasks.engine.stream import (
     IN_FLIGHT, IN_FLIGHT_THREADS, ProgressMeter, auto_batch_size, case_results, chunks, embed_chunk, gc_frozen,
     stream_batches,

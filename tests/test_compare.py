@@ -240,7 +240,7 @@ def test_errored_cases_are_reported_apart_and_fail_the_gate_unless_allowed(
     ``gate.allow_errors``: 6/8 = 0.75 < 0.8, 6/6 = 1.0."""
     import time
 
-    from evaltasks.engine.run import finish_run
+    from evaltasks.reports.outcome import finish_run
 
     gate = f"min_pass_rate: 0.8, allow_errors: {str(allow_errors).lower()}"
     plan = plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n    name: M\n    threshold: 0.5\n", gate))
@@ -345,7 +345,7 @@ def test_a_metric_in_one_run_only_is_a_warning(tmp_path: Path) -> None:
     """A renamed metric reads as one removed and one new: neither is compared, and the run says so."""
     import time
 
-    from evaltasks.engine.run import finish_run
+    from evaltasks.reports.outcome import finish_run
 
     plan = plan_run(_suite(tmp_path, "  - metric: LengthCheckMetric\n    name: M\n    threshold: 0.5\n"))
     base = _result(["passed"] * 4)

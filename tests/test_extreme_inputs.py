@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from evaltasks import EvalTestCase, LengthCheckMetric, evaluate_sync
-from evaltasks.engine.run import finish_run, plan_run
+from evaltasks.engine.run import plan_run
+from evaltasks.reports.outcome import finish_run
 
 
 def _run(suite: Path, out: Path) -> dict:

@@ -1,7 +1,7 @@
 """The three reports (README, "Outputs"): results.json, junit.xml, summary.md.
 
 A small suite is planned and evaluated with the real engine (bundled all-MiniLM-L6-v2, real FAISS index)
-and its reports written by :func:`evaltasks.engine.run.finish_run`; every expected value is computed here
+and its reports written by :func:`evaltasks.reports.outcome.finish_run`; every expected value is computed here
 independently (sentence-transformers + numpy for ReferenceMatch, hand counts for LengthCheck).
 """
 
@@ -22,7 +22,8 @@ from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.reports import write_reports
 from evaltasks.engine.statistics import summarize
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
-from evaltasks.engine.run import finish_run, plan_run
+from evaltasks.engine.run import plan_run
+from evaltasks.reports.outcome import finish_run
 
 TOL = 1e-6
 RM_THRESHOLD = 0.5

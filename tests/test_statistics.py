@@ -310,7 +310,8 @@ def test_duration_includes_the_comparison(tmp_path: Path, monkeypatch: pytest.Mo
 
     from evaltasks.engine.compare import ComparisonBuilder
     from evaltasks.engine.evaluate import evaluate_sync
-    from evaltasks.engine.run import finish_run, plan_run
+    from evaltasks.engine.run import plan_run
+    from evaltasks.reports.outcome import finish_run
 
     data = _write_run(tmp_path, "d", 5, n=10)
     plan = plan_run(_gate_suite(tmp_path, "s", data, "min_pass_rate: 0.1"))
@@ -323,7 +324,7 @@ def test_duration_includes_the_comparison(tmp_path: Path, monkeypatch: pytest.Mo
         clock[0] += 60.0
         return finish(self, summary)
 
-    monkeypatch.setattr("evaltasks.engine.run.time", SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr("evaltasks.reports.outcome.time", SimpleNamespace(time=lambda: clock[0]))
     monkeypatch.setattr(ComparisonBuilder, "finish", slow_finish)
     outcome = finish_run(plan, result, tmp_path / "out", 1000.0, baseline=tmp_path / "base" / "results.json")
     assert outcome.header["duration_s"] == 60.0
@@ -456,7 +457,8 @@ def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) 
     import time
 
     from evaltasks.engine.evaluate import evaluate_sync
-    from evaltasks.engine.run import finish_run, plan_run
+    from evaltasks.engine.run import plan_run
+    from evaltasks.reports.outcome import finish_run
 
     rows = [{"id": f"c{i}", "passage": f"p{i // 4}", "answer": "short" if i % 8 < 5 else "far too long " * 10}
             for i in range(40)]
