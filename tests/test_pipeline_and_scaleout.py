@@ -148,7 +148,7 @@ def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path, prefec
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "Traceback" not in run.stderr
+    assert "Traceback" not in run.stderr, run.stderr[-5000:]  # which one, when it happens (under load, at shutdown)
     distributed = json.loads((tmp_path / "out/results.json").read_text())
 
     from evaltasks import evaluate_sync
