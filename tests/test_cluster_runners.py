@@ -8,6 +8,8 @@ references, a reference set searched with FAISS, LengthCheck) runs through the C
 rather than start one each. Scores must equal the in-process (threads) run's exactly; the task runs must have
 run in the cluster's worker processes (their log files and pids), each loading the embedding model at most once
 (README, "Task runners"). Waits poll for a condition under generous deadlines; nothing depends on speed.
+Each cluster starts while the threads run it is compared with runs (that run is made once per test session,
+whichever pytest-xdist worker needs it first).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from conftest import subprocess_env
 from suite_helpers import reference_suite
@@ -161,11 +164,21 @@ def _worker_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def threads_results(suite: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def threads_results(suite: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict:
     """The same suite run in-process (the default threads runner), on a temporary Prefect server of its own, as
-    the cluster runs (the session's server is shared with the tests running beside this one)."""
+    the cluster runs (the session's server is shared with the tests running beside this one).
+
+    Made once per test session: under pytest-xdist the first worker to need it runs it and leaves its
+    results.json in the directory all workers' temporary directories share, the others wait on a file lock and
+    read that (pytest-xdist's documented pattern for a once-per-session set-up)."""
     tmp = tmp_path_factory.mktemp("threads")
-    return _run(suite, "threads", tmp / "run", _cli_env(tmp))[2]
+    if worker_id == "master":  # no pytest-xdist: this process is the session
+        return _run(suite, "threads", tmp / "run", _cli_env(tmp))[2]
+    shared = tmp_path_factory.getbasetemp().parent / "cluster-threads-results.json"
+    with FileLock(f"{shared}.lock", timeout=DEADLINE_S):
+        if not shared.is_file():
+            shared.write_text(json.dumps(_run(suite, "threads", tmp / "run", _cli_env(tmp))[2]), encoding="utf-8")
+    return json.loads(shared.read_text(encoding="utf-8"))
 
 
 def _scores(results: dict) -> list[tuple[str, str, float, bool]]:
@@ -213,9 +226,10 @@ def _check_worker_logs(logs: dict[int, str], cli_pid: int, runner: str) -> None:
 
 
 @pytest.fixture()
-def ray_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """``ray start --head`` (2 CPUs: two worker processes at a time) in a session of its own; its GCS address
-    and its session directory. Ended, with every process it started, after the test."""
+def ray_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, Path]]]:
+    """``ray start --head`` (2 CPUs: two worker processes at a time) in a session of its own, started here and
+    waited for by the function yielded (its GCS address and its session directory), so that the test can do
+    other work while it starts. Ended, with every process it started, after the test."""
     pytest.importorskip("prefect_ray", reason="the Ray runner needs evaltasks[ray] (prefect-ray needs Python >= 3.11)")
     # Ray's sockets live under its temporary directory: pytest's paths are too long for them (AF_UNIX: 107 bytes).
     temp_dir = Path(tempfile.mkdtemp(prefix="evaltasks-ray-"))
@@ -229,12 +243,16 @@ def ray_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         cwd=tmp_path, env=env, stdout=(tmp_path / "ray-head.log").open("w"), stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    try:
-        address_file = temp_dir / "ray_current_cluster"
+    address_file = temp_dir / "ray_current_cluster"
+
+    def ready() -> tuple[str, Path]:
         _wait_for(lambda: address_file.is_file() and address_file.read_text().strip()
                   and "Ray runtime started" in (tmp_path / "ray-head.log").read_text(), "ray start", head)
-        TIMINGS["ray start"] = time.monotonic() - started
-        yield address_file.read_text().strip(), temp_dir / "session_latest"
+        TIMINGS.setdefault("ray start", time.monotonic() - started)
+        return address_file.read_text().strip(), temp_dir / "session_latest"
+
+    try:
+        yield ready
     finally:
         _end_groups(head)
         shutil.copytree(temp_dir / "session_latest" / "logs", tmp_path / "ray-logs", dirs_exist_ok=True,
@@ -242,11 +260,12 @@ def ray_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def test_suite_on_a_ray_cluster_equals_threads(ray_cluster: tuple[str, Path], suite: Path, threads_results: dict,
-                                               tmp_path: Path) -> None:
+def test_suite_on_a_ray_cluster_equals_threads(ray_cluster: Callable[[], tuple[str, Path]], suite: Path,
+                                               tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """`--task-runner ray:ADDRESS` against a cluster started with `ray start --head`: the same scores as the
     in-process run; every task ran in a Ray worker process, which loaded the model at most once."""
-    address, session = ray_cluster
+    threads_results = request.getfixturevalue("threads_results")  # while the cluster starts
+    address, session = ray_cluster()
     assert address.startswith("127.0.0.1:")
     cli_pid, stderr, results = _run(suite, f"ray:{address}", tmp_path / "run", {**_cli_env(tmp_path), **RAY_ON_LOOPBACK})
     _check_same_scores(results, threads_results)
@@ -264,9 +283,10 @@ def test_suite_on_a_ray_cluster_equals_threads(ray_cluster: tuple[str, Path], su
 
 
 @pytest.fixture()
-def dask_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[int, Path]]]:
+def dask_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, dict[int, Path]]]]:
     """``dask scheduler`` and two ``dask worker --nthreads 1 --no-nanny`` processes (so each worker's pid is the
-    process started here), each in a session of its own: the scheduler's address and each worker's log by pid.
+    process started here), each in a session of its own, started here and waited for by the function yielded
+    (the scheduler's address and each worker's log by pid), so that the test can do other work while they start.
     Ended, with every process they started, after the test."""
     pytest.importorskip("prefect_dask", reason="the Dask runner needs evaltasks[dask]")
     env = _worker_env(tmp_path / "workers")
@@ -290,26 +310,31 @@ def dask_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[int, Path]]]:
         scheduler_log = tmp_path / "scheduler.log"
         scheduler = start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                            "--scheduler-file", str(scheduler_file)], scheduler_log)
-        scheduler_address = _wait_for(address, "dask scheduler", scheduler)
         logs = {}
-        for number in range(2):
+        for number in range(2):  # they wait for the scheduler file (--scheduler-file) and register when it is up
             log = tmp_path / f"worker-{number}.log"
             worker = start(["distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1",
                             "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"], log)
             logs[worker.pid] = log
-        _wait_for(lambda: scheduler_log.read_text(errors="replace").count("Register worker") >= 2,
-                  "two dask workers registered", scheduler)
-        TIMINGS["dask start"] = time.monotonic() - started
-        yield scheduler_address, logs
+
+        def ready() -> tuple[str, dict[int, Path]]:
+            scheduler_address = _wait_for(address, "dask scheduler", scheduler)
+            _wait_for(lambda: scheduler_log.read_text(errors="replace").count("Register worker") >= 2,
+                      "two dask workers registered", scheduler)
+            TIMINGS.setdefault("dask start", time.monotonic() - started)
+            return scheduler_address, logs
+
+        yield ready
     finally:
         _end_groups(*processes)
 
 
-def test_suite_on_a_dask_cluster_equals_threads(dask_cluster: tuple[str, dict[int, Path]], suite: Path,
-                                                threads_results: dict, tmp_path: Path) -> None:
+def test_suite_on_a_dask_cluster_equals_threads(dask_cluster: Callable[[], tuple[str, dict[int, Path]]],
+                                                suite: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """`--task-runner dask:tcp://...` against `dask scheduler` + two `dask worker` processes: the same scores as
     the in-process run; every task ran in a worker process, which loaded the model at most once."""
-    address, worker_logs = dask_cluster
+    threads_results = request.getfixturevalue("threads_results")  # while the cluster starts
+    address, worker_logs = dask_cluster()
     assert address.startswith("tcp://127.0.0.1:")
     cli_pid, stderr, results = _run(suite, f"dask:{address}", tmp_path / "run", _cli_env(tmp_path))
     _check_same_scores(results, threads_results)

@@ -100,16 +100,19 @@ class Run:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
     def watch_children(self) -> list[Any]:
-        """The run's live descendants (remembered for :meth:`leftovers`)."""
-        try:
-            found = psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-        for child in found:
+        """The run's live descendants (remembered for :meth:`leftovers`).
+
+        Read from ``/proc/PID/task/TID/children``, the kernel's list of each thread's children: a few small
+        files instead of psutil's scan of every process on the machine (about 4 ms of CPU at 150 processes,
+        every 10 ms of a wait: a quarter of a core taken from the run being watched on a 2-core machine)."""
+        found = []
+        for pid in _descendants(self.proc.pid):
             try:
-                self.children.setdefault(child.pid, child.create_time())
+                child = psutil.Process(pid)
+                self.children.setdefault(pid, child.create_time())
             except psutil.NoSuchProcess:
-                pass
+                continue
+            found.append(child)
         return found
 
     def wait_for(self, condition: Callable[[], bool], what: str) -> None:
@@ -183,6 +186,32 @@ class Run:
             assert "keeps the previous ones" in lines[0]
         assert not [p.name for p in self.out.iterdir() if p.name not in PREVIOUS], "temporary files left"
         _assert_index_intact(self.index)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The pids of ``pid``'s live descendants, from ``/proc/PID/task/TID/children`` (Linux 3.5+; every thread's
+    list, since a child belongs to the thread that forked it); psutil's full scan where the files are absent."""
+    if not Path(f"/proc/{pid}/task/{pid}/children").exists():
+        try:
+            return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        parent = parents.pop()
+        try:
+            threads = list(Path(f"/proc/{parent}/task").iterdir())
+        except OSError:  # ended meanwhile
+            continue
+        for thread in threads:
+            try:
+                children = [int(child) for child in (thread / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            parents += children
+    return found
 
 
 def _cmdline(proc: Any) -> list[str]:
