@@ -334,12 +334,13 @@ def phase_flat(cfg: dict, work: Path) -> dict:
         with Step() as st:
             search.save(path)
         out["save"] = st.as_dict()
-        out["disk_bytes"] = path.stat().st_size
+        stored = path.with_suffix(".npy")  # a flat search is its vectors (mapped when loaded), no FAISS file
+        out["disk_bytes"] = stored.stat().st_size
         del search
         with Step() as st:
             search = ReferenceSearch.load(path, refs, config)
         out["load"] = st.as_dict()
-        path.unlink()
+        stored.unlink()
     with Step() as st:
         sims, idx = search.top_k(queries, 1)
         scores = np.clip(sims[:, 0], 0.0, 1.0)

@@ -4,8 +4,6 @@ Run it with ``evaltasks run SUITE``, call ``evaluate_suite(...)`` from Python, o
 ``prefect.yaml`` (entry point ``flows/evaluate_suite.py:evaluate_suite``).
 """
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import time

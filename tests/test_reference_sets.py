@@ -137,7 +137,7 @@ _WORKER_SEARCH = """
 import json, sys
 from pathlib import Path
 import numpy as np
-from evaltasks.reference_search import SearchConfig, get_search
+from evaltasks.index.search import SearchConfig, get_search
 
 def anonymous_kib():
     # the process's own memory: anonymous pages (mapped files' pages are page cache, shared and droppable)
@@ -158,7 +158,7 @@ def test_a_worker_searching_a_persisted_flat_set_does_not_copy_it(tmp_path: Path
     100,000 × 384 vectors (146 MiB) and searches it: its own (anonymous) memory grows by far less than the
     set, because it reads the vectors through a read-only map of the file (pages shared in the page cache).
     Before, it read FAISS's copy and reconstructed another one (+2 × the set)."""
-    from evaltasks.reference_search import build_search
+    from evaltasks.index.search import build_search
 
     rng = np.random.default_rng(4)
     vectors = rng.standard_normal((100_000, 384), dtype=np.float32)
