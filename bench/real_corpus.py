@@ -278,7 +278,7 @@ def measure(out: Path, rows: int, pq: int) -> dict[str, object]:
     from ivf_search import run_ivf
 
     from evaltasks.index._blas import faiss
-    from evaltasks.reference_search import SearchConfig, exact_top_k
+    from evaltasks.index.search import SearchConfig, exact_top_k
 
     chunks = rows // CHUNK
     vectors = np.empty((chunks * CHUNK, 384), dtype=np.float32)

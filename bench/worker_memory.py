@@ -229,7 +229,7 @@ import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[3])
 from worker_memory import memory
-from evaltasks.reference_search import SearchConfig, get_search
+from evaltasks.index.search import SearchConfig, get_search
 rng = np.random.default_rng(1)
 queries = rng.standard_normal((64, 384), dtype=np.float32)
 queries /= np.linalg.norm(queries, axis=1, keepdims=True)

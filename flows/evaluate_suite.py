@@ -536,7 +536,7 @@ def _metric_configs(plan: Any) -> dict[str, dict[str, Any]]:
 def _record_history(plan: Any, outcome: RunOutcome, moments: ScoreMoments, directory: Path,
                     logger: Any) -> DriftReport | None:
     """Append the run to the history in ``directory``, test it for drift against the previous runs (the suite's
-    ``history.window``), emit ``evaltasks.inputs.suite.regressed`` for each regressed test, and publish the
+    ``history.window``), emit ``evaltasks.suite.regressed`` for each regressed test, and publish the
     ``<suite>-history`` artifact; returns the drift report (None without previous runs or with
     ``history.drift: false``). A history that cannot be written is logged, never fails the run."""
     from prefect.events import emit_event

@@ -330,7 +330,7 @@ def _automation_code() -> str:
 def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefect_harness, tmp_path: Path) -> None:
     """Two recorded runs, the second much worse: the flow returns the drift (Fisher exact, checked by hand), the
     history holds both runs, the history artifact shows them, the server's events API has the
-    ``evaltasks.inputs.suite.regressed`` event with its payload, and the automation created by docs/history.md's own code
+    ``evaltasks.suite.regressed`` event with its payload, and the automation created by docs/history.md's own code
     (the test server runs Prefect's triggers and actions services) calls a webhook on 127.0.0.1 with it."""
     import http.server
     import math
@@ -399,8 +399,8 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
         async def events() -> list:
             async with get_client() as client:
                 response = await client._client.post("/events/filter", json={"filter": {
-                    "event": {"name": ["evaltasks.inputs.suite.regressed"]},
-                    "any_resource": {"id": [f"evaltasks.inputs.suite.{name}"]},
+                    "event": {"name": ["evaltasks.suite.regressed"]},
+                    "any_resource": {"id": [f"evaltasks.suite.{name}"]},
                     "occurred": {"since": "2000-01-01T00:00:00Z"},
                 }, "limit": 50})
                 response.raise_for_status()
@@ -413,7 +413,7 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
         assert len(found) == 3, found
         by_metric = {(e["payload"]["metric"], e["payload"]["statistic"]): e for e in found}
         event = by_metric[("overall", "pass_rate")]
-        assert event["resource"] == {"prefect.resource.id": f"evaltasks.inputs.suite.{name}", "prefect.resource.name": name}
+        assert event["resource"] == {"prefect.resource.id": f"evaltasks.suite.{name}", "prefect.resource.name": name}
         assert event["payload"]["before"] == 1.0 and event["payload"]["after"] == 0.5
         assert event["payload"]["p_value"] == pytest.approx(2 * one_side, rel=1e-9)
         assert (event["payload"]["test"], event["payload"]["window"]) == ("Fisher exact", 1)

@@ -36,7 +36,7 @@ from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
 HISTORY_SCHEMA_VERSION = 1
 DEFAULT_HISTORY_DIR = ".evaltasks/history"  # relative to the working directory, for a suite with a `history:` block
 HISTORY_DIR_ENV = "EVALTASKS_HISTORY_DIR"
-REGRESSED_EVENT = "evaltasks.inputs.suite.regressed"
+REGRESSED_EVENT = "evaltasks.suite.regressed"
 OVERALL = "overall"  # the name of the overall pass rate in a drift report
 LOCK_TIMEOUT_S = 60.0
 
@@ -434,9 +434,9 @@ def event_payload(test: DriftTest, window: int, results_path: str | None) -> dic
 
 
 def event_resource(suite: str) -> dict[str, str]:
-    """The Prefect event resource of ``suite``: ``{"prefect.resource.id": "evaltasks.inputs.suite.<suite>",
+    """The Prefect event resource of ``suite``: ``{"prefect.resource.id": "evaltasks.suite.<suite>",
     "prefect.resource.name": <suite>}``."""
-    return {"prefect.resource.id": f"evaltasks.inputs.suite.{suite}", "prefect.resource.name": suite}
+    return {"prefect.resource.id": f"evaltasks.suite.{suite}", "prefect.resource.name": suite}
 
 
 def _bar(value: float | None, width: int = 20) -> str:

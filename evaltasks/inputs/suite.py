@@ -388,7 +388,7 @@ class HistorySpec(BaseModel):
     drift: bool = Field(
         default=True,
         description="Test each run against the pooled previous runs and emit a Prefect event "
-        "(evaltasks.inputs.suite.regressed) when it is significantly worse.",
+        "(evaltasks.suite.regressed) when it is significantly worse.",
     )
 
 
