@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-from _common import near_copies, synthetic_vectors  # bench/ is the script directory: on sys.path
+from _common import near_copies, status_kib, synthetic_vectors  # bench/ is the script directory: on sys.path
 
 from evaltasks.index._blas import faiss
 from evaltasks.index.search import ReferenceSearch, SearchConfig, exact_top_k, ivf_training_rows, train_ivf
@@ -46,10 +46,7 @@ D = 384
 
 def _rss_mib() -> float:
     """Resident memory of this process, MiB (``VmRSS``)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return status_kib("VmRSS") / 1024
 
 
 def clustered(n: int, clusters: int, queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -194,12 +194,25 @@ def build_corpus(n: int, queries: int) -> tuple[list[str], list[str], dict[str, 
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
-    """``np.save`` to a temporary file beside ``path``, then rename it over ``path``."""
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False) as handle:
+    """``np.save`` to a temporary file beside ``path``, fsynced, then renamed over ``path``
+    (:func:`evaltasks._atomic.atomic_path`, the index's own atomic write)."""
+    from evaltasks._atomic import atomic_path, synced_writer
+
+    with atomic_path(path) as tmp, synced_writer(tmp, "wb") as handle:
         np.save(handle, array, allow_pickle=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(handle.name, path)
+
+
+def _write_corpus(out: Path, text_path: Path, lines: list[str], meta: dict[str, object]) -> dict[str, object]:
+    """Write ``lines`` (one text a line) to ``text_path`` and ``meta`` with the text's sha256 to
+    ``out/corpus.json``: the text under a temporary name first, then corpus.json, then the text's rename (the
+    commit point: corpus.json never describes a text that is not there). Returns the written meta."""
+    body = "\n".join(lines) + "\n"
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=out, suffix=".tmp", delete=False) as handle:
+        handle.write(body)
+    meta = {**meta, "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()}
+    (out / "corpus.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    os.replace(handle.name, text_path)
+    return meta
 
 
 def corpus(out: Path, n: int, queries: int) -> list[str]:
@@ -211,14 +224,9 @@ def corpus(out: Path, n: int, queries: int) -> list[str]:
         if len(asked) < queries or len(references) < CHUNK:
             raise SystemExit(f"too few texts: {counts}")
         lines = references + asked
-        body = "\n".join(lines) + "\n"
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=out, suffix=".tmp", delete=False) as handle:
-            handle.write(body)
-        meta = {"n": len(references), "queries": queries, **counts,
-                "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest(), "python": sys.version.split()[0],
-                "build_s": round(time.perf_counter() - t0, 1)}
-        (out / "corpus.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        os.replace(handle.name, text_path)
+        meta = _write_corpus(out, text_path, lines, {"n": len(references), "queries": queries, **counts,
+                                                     "python": sys.version.split()[0],
+                                                     "build_s": round(time.perf_counter() - t0, 1)})
         print(json.dumps({"corpus": meta}), file=sys.stderr, flush=True)
     lines = text_path.read_text(encoding="utf-8").splitlines()
     meta = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
@@ -227,12 +235,7 @@ def corpus(out: Path, n: int, queries: int) -> list[str]:
         if references[: meta["n"]] != lines[: meta["n"]] or asked != lines[meta["n"] :]:
             raise SystemExit(f"the installed packages changed since {text_path} was built: cannot extend it")
         lines = references + asked
-        body = "\n".join(lines) + "\n"
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=out, suffix=".tmp", delete=False) as handle:
-            handle.write(body)
-        meta = {**meta, "n": len(references), **counts, "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()}
-        (out / "corpus.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        os.replace(handle.name, text_path)
+        meta = _write_corpus(out, text_path, lines, {**meta, "n": len(references), **counts})
         print(json.dumps({"corpus extended": meta}), file=sys.stderr, flush=True)
     if len(lines) != meta["n"] + meta["queries"]:
         raise SystemExit(f"{text_path} has {len(lines)} lines, corpus.json says {meta['n'] + meta['queries']}")
