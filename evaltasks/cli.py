@@ -849,6 +849,7 @@ class _Interrupt:
         self.reported = False
         self.signum: int | None = None
         self.delivered = False  # the handler has run (a second signal ends the process)
+        self.previous_unraisablehook = sys.unraisablehook
         if args.output_dir is not None:
             self.use_output_dir(Path(args.output_dir))
 
@@ -866,6 +867,40 @@ class _Interrupt:
         if self.signum is None:  # else Prefect's handler saw this signal first and passed it on
             self.begin(signum)
         raise KeyboardInterrupt
+
+    def unraisable(self, unraisable: Any) -> None:
+        """``sys.unraisablehook`` while the run goes on: deliver again a signal whose handler ran inside a
+        finalizer.
+
+        Python runs signal handlers between bytecodes, also inside a finalizer (an object's ``__del__``, a
+        weakref callback, run by the garbage collector at any allocation), and drops what a finalizer raises
+        (the "Exception ignored in" message). A KeyboardInterrupt from :meth:`handler`, or Prefect's
+        TerminationSignal (its SIGTERM handler during a flow run), raised there would be lost and the run would
+        go on to the end. The signal is sent again, once per loss, from a thread once this hook has returned
+        (an ``os.kill`` here would run the handler inside the hook, where a raise is lost too): its handler runs
+        at the main thread's next bytecode boundary, outside that finalizer, or is lost and sent again until it
+        lands outside one. Anything else goes to the hook that was installed before.
+        """
+        import signal
+        import threading
+
+        kind = unraisable.exc_type
+        if kind is None or not (issubclass(kind, KeyboardInterrupt) or kind.__name__ == "TerminationSignal"):
+            self.previous_unraisablehook(unraisable)
+            return
+        signum = getattr(unraisable.exc_value, "signal", None) or self.signum or signal.SIGINT
+        self.delivered = False  # the same signal again, not a second one (which would end the process)
+        returned = self.hook_returned = threading.Event()
+        threading.Thread(target=self._redeliver, args=(signum, returned), name="evaltasks-redeliver-signal",
+                         daemon=True).start()
+        returned.set()  # the last bytecodes of this hook (no handler runs between them and the return)
+
+    @staticmethod
+    def _redeliver(signum: int, hook_returned: Any) -> None:
+        """Thread body of :meth:`unraisable`: once the hook has returned, send ``signum`` to this process."""
+        hook_returned.wait()
+        time.sleep(0.001)
+        os.kill(os.getpid(), signum)
 
     def begin(self, signum: int) -> None:
         """Record ``signum`` (log records stop reaching the terminal: :meth:`console_filter`), stop the encodes."""
@@ -967,6 +1002,7 @@ def _run_interruptible(args: argparse.Namespace) -> int:
     global _interrupt
     interrupt = _interrupt = _Interrupt(args)
     previous = {signum: signal.signal(signum, interrupt.handler) for signum in (signal.SIGINT, signal.SIGTERM)}
+    sys.unraisablehook = interrupt.unraisable
     try:
         return _run(args)
     except BaseException as exc:
@@ -983,6 +1019,7 @@ def _run_interruptible(args: argparse.Namespace) -> int:
         if interrupt.signum is None:  # not interrupted: leave the process as it was (in-process callers)
             _interrupt = None
             interrupt.watch_logs(remove=True)
+            sys.unraisablehook = interrupt.previous_unraisablehook
             for signum, handler in previous.items():
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 

@@ -279,6 +279,62 @@ def test_sigterm_while_scoring(workspace: Path) -> None:
     run.check_interrupted(run.signal_group(signal.SIGTERM), signal.SIGTERM)
 
 
+FINALIZER_SCRIPT = """
+import argparse, os, signal, sys, time
+
+from evaltasks import cli
+
+class SignalledWhileCollected:
+    # The signal arrives while the garbage collector runs this finalizer: its handler runs here, and Python
+    # drops what a finalizer raises ("Exception ignored in").
+    def __del__(self):
+        try:
+            os.kill(os.getpid(), SIGNUM)  # the handler runs before os.kill returns, at the latest in the loop
+            for _ in range(100_000):
+                pass
+        except BaseException as exc:
+            print("raised in the finalizer:", type(exc).__name__, flush=True)
+            raise
+
+def run(args):  # stands in for the evaluation: the signal must stop it
+    with PREFECT_HANDLER():
+        SignalledWhileCollected()  # no reference kept: finalized at once
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+    print("ran to the end", flush=True)
+    return 0
+
+cli._run = run
+args = argparse.Namespace(output_dir=sys.argv[1], index_dir=sys.argv[1], no_cache=True)
+sys.exit(cli._run_interruptible(args))
+"""
+
+
+@pytest.mark.parametrize(("signum", "prefect_handler"), [
+    (signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True),
+], ids=["SIGINT", "SIGTERM", "SIGTERM-in-a-flow-run"])
+def test_a_signal_handled_inside_a_finalizer_still_stops_the_run(tmp_path: Path, signum: int,
+                                                                   prefect_handler: bool) -> None:
+    """A signal whose handler runs inside ``__del__`` (where Python drops the exception it raises) still stops
+    the run with its exit code and one line: the CLI delivers it again. With ``prefect_handler``, Prefect's own
+    SIGTERM bridge (``capture_sigterm``, installed for a flow run) is the handler that raises there. The stand-in
+    for the evaluation is the only substitute: the signals, handlers and finalizer are real."""
+    script = FINALIZER_SCRIPT.replace("SIGNUM", f"signal.{signal.Signals(signum).name}").replace(
+        "PREFECT_HANDLER", "capture_sigterm" if prefect_handler else "contextlib.nullcontext")
+    script = ("import contextlib\nfrom prefect.utilities.engine import capture_sigterm\n" if prefect_handler
+              else "import contextlib\n") + script
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                          timeout=DEADLINE_S, env=subprocess_env(tmp_path / "prefect"))
+    raised = "TerminationSignal" if prefect_handler else "KeyboardInterrupt"
+    assert f"raised in the finalizer: {raised}" in proc.stdout, proc.stdout + proc.stderr  # and Python dropped it
+    assert "ran to the end" not in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 128 + signum, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"evaltasks: interrupted by {signal.Signals(signum).name}")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 def test_sigint_while_writing_reports_leaves_one_complete_set(workspace: Path) -> None:
     """Signalled once the reports' temporary files appear: the previous set stays, or the new set is complete
