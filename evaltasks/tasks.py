@@ -163,10 +163,13 @@ def embed_references(
     provider_options: dict[str, Any] | None = None,
     concurrency_limit: str | None = None,
     probe_dimensions: bool = True,
+    return_vectors: bool = True,
 ) -> tuple[VectorTable, EmbeddingCounts]:
     """Embed unique reference ``texts`` into the reference index at ``index_dir`` (or directly when None).
 
     Returns the vectors of all ``texts`` and the counts (``references_computed``, ``references_reused``).
+    ``return_vectors=False`` (texts a reference set's search reads from the index): the table has no vectors
+    (shape (n, 0)), only each text's cost and truncation, so a set of millions never travels back to the flow.
     ``concurrency_limit`` names a Prefect global concurrency limit that provider calls occupy one slot of
     (shared by every run against the same server). ``probe_dimensions=False``: every text of the run comes
     from the index, so a chunk with nothing to embed makes no provider call
@@ -175,8 +178,9 @@ def embed_references(
     """
     index = ReferenceIndex(index_dir) if index_dir else None
     with _limited(concurrency_limit):
-        return _embed_references(get_provider(provider, model_name, **(provider_options or {})), texts, index,
-                                 probe=probe_dimensions)
+        table, counts = _embed_references(get_provider(provider, model_name, **(provider_options or {})), texts,
+                                          index, probe=probe_dimensions, vectors=return_vectors or index is None)
+    return (table if return_vectors else table.without_vectors()), counts
 
 
 @task(name="embed-outputs", cache_policy=NO_CACHE, **_RETRY)

@@ -291,9 +291,11 @@ def run_suite(suite_path: str, options: RunOptions | None = None, planned: Plann
 def _embed_namespace(
     index: ReferenceIndex, provider: Any, need: Any, outputs: list[str], concurrency_limit: str | None,
     on_chunk: Any = None, load_model: bool = False,
-) -> tuple[list[VectorTable], EmbeddingCounts]:
+) -> tuple[list[VectorTable], VectorTable, EmbeddingCounts]:
     """Embed one namespace's references and ``outputs`` through ``index`` in ``embed-references`` and
-    ``embed-outputs`` task runs of :func:`~evaltasks.engine.stream.embed_chunk` texts; returns the tables and the counts.
+    ``embed-outputs`` task runs of :func:`~evaltasks.engine.stream.embed_chunk` texts; returns the tables, the
+    index-only texts' table (``need.index_only``: a reference set's texts, embedded into the index with no
+    vectors brought back: costs and truncation only; its search reads them from the index) and the counts.
     ``on_chunk(n)`` is called in this thread as each task run's ``n`` texts are done.
 
     ``load_model`` (task runs in this process: the threads runner): when texts are missing from the index and
@@ -309,15 +311,23 @@ def _embed_namespace(
     Raises:
         ProviderError: the provider still fails after the tasks' retries, or the chunks still disagree.
     """
-    references = list(need.references)
-    probe = bool(index.missing_texts(provider, references + outputs))
+    references = [t for t in need.references if t not in need.index_only]
+    index_only = [t for t in need.references if t in need.index_only]
+    probe = bool(index.missing_texts(provider, references + index_only + outputs))
     if load_model and probe and callable(getattr(provider, "load", None)):
         _progress.stage(f"loading the model {provider.model_name}", None)
         load_embedding_model(provider.provider, provider.model_name, need.options)  # called: in this thread
-    texts = len(references) + len(outputs)
+    texts = len(references) + len(index_only) + len(outputs)
     _progress.stage(f"embedding {texts:,} text{'' if texts == 1 else 's'}", texts)
     ref_chunks = chunks(references, embed_chunk(len(references)))
+    only_chunks = chunks(index_only, embed_chunk(len(index_only)))
     out_chunks = chunks(outputs, embed_chunk(len(outputs)))
+    # submitted first, collected last: a reference set's chunks return costs and truncation only
+    only_futures = [
+        embed_references.submit(provider.provider, provider.model_name, chunk, str(index.root), need.options,
+                                concurrency_limit, probe_dimensions=probe, return_vectors=False)
+        for chunk in only_chunks
+    ]
     for attempt in range(2):
         ref_futures = [
             embed_references.submit(provider.provider, provider.model_name, chunk, str(index.root), need.options,
@@ -338,7 +348,14 @@ def _embed_namespace(
             if on_chunk is not None and attempt == 0:  # a second attempt re-fetches texts already counted
                 on_chunk(len(chunk))
         if len({t.vectors.shape[1] for t in parts if len(t)}) <= 1:
-            return parts, counts
+            stored = []
+            for future, chunk in zip(only_futures, only_chunks):  # the search checks their dimensions
+                table, chunk_counts = future.result()
+                stored.append(table)
+                counts = counts.add(chunk_counts)
+                if on_chunk is not None:
+                    on_chunk(len(chunk))
+            return parts, VectorTable.concat(stored), counts
         probe = True
     raise ProviderError(f"embeddings of {provider.namespace} came back with different dimensions "
                         f"({sorted({t.vectors.shape[1] for t in parts if len(t)})}) twice")
@@ -377,6 +394,7 @@ def _run_plan(
     counts = EmbeddingCounts()
     embedding_spent = 0.0
     tables: dict[str, VectorTable] = {}
+    stored: dict[str, VectorTable] = {}  # index-only texts (reference sets): costs and truncation, no vectors
     failed: dict[str, str] = {}
     dims: dict[str, int] = {}
     size = options.batch_size or auto_batch_size(len(cases))
@@ -408,8 +426,8 @@ def _run_plan(
         stage_started = time.monotonic()
         logger.info("Embedding %d references and %d outputs with %s", len(need.references), len(outputs), namespace)
         try:
-            parts, need_counts = _embed_namespace(index, provider, need, outputs, concurrency_limit, chunk_done,
-                                                  load_model=in_process)
+            parts, index_only, need_counts = _embed_namespace(index, provider, need, outputs, concurrency_limit,
+                                                              chunk_done, load_model=in_process)
         except ProviderError as exc:  # a provider still failing after retries errors its metrics, not the run
             logger.error("Embedding with %s failed: %s", namespace, exc)
             failed[namespace] = str(exc)
@@ -417,12 +435,14 @@ def _run_plan(
         counts = counts.add(need_counts)
         logger.info("Embedded with %s in %.1f s (model load included): %s", namespace,
                     time.monotonic() - stage_started, need_counts.model_dump())
-        embedding_spent += float(sum(part.costs.sum() for part in parts))
+        embedding_spent += float(sum(part.costs.sum() for part in parts)) + float(index_only.costs.sum())
         tables[namespace] = need.share_costs(VectorTable.concat(parts))
+        if len(index_only):
+            stored[namespace] = need.share_costs(index_only)
         if len(tables[namespace]):
             dims[namespace] = int(tables[namespace].vectors.shape[1])
     logger.info("Embeddings: %s", counts.model_dump())
-    set_infos = prepare_reference_searches(metrics, tables, plan.needs, index, len(cases))
+    set_infos = prepare_reference_searches(metrics, tables, plan.needs, index, len(cases), stored)
     # Judge metrics: answers stored beside the index, fresh requests with cache=False (--no-cache), and one
     # budget for the run whose ledger file every worker process shares (README, "LLM judges").
     judge_metrics = [isinstance(metric, JudgeMetric) for metric in metrics]

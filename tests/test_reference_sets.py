@@ -147,32 +147,39 @@ def anonymous_kib():
 
 queries = np.load(sys.argv[2])
 before = anonymous_kib()
-search = get_search(sys.argv[1], sys.argv[3], SearchConfig(kind="flat"))
+search = get_search(sys.argv[1], sys.argv[3], SearchConfig(**json.loads(sys.argv[4])))
 sims, rows = search.top_k(queries, 10)
 print(json.dumps({"added_kib": anonymous_kib() - before, "rows": rows.tolist()}))
 """
 
 
-def test_a_worker_searching_a_persisted_flat_set_does_not_copy_it(tmp_path: Path) -> None:
-    """A worker process (a fresh interpreter, as a Dask or Ray worker) loads a persisted flat search of
+@pytest.mark.parametrize("options", [{"kind": "flat"}, {"kind": "ivf"}, {"kind": "ivf", "ivf_sq8": True}],
+                         ids=["flat", "ivf-flat", "ivf-sq8"])
+def test_a_worker_searching_a_persisted_set_does_not_copy_it(tmp_path: Path, options: dict) -> None:
+    """A worker process (a fresh interpreter, as a Dask or Ray worker) loads a persisted search of
     100,000 × 384 vectors (146 MiB) and searches it: its own (anonymous) memory grows by far less than the
-    set, because it reads the vectors through a read-only map of the file (pages shared in the page cache).
-    Before, it read FAISS's copy and reconstructed another one (+2 × the set)."""
+    set, because it reads the vectors through a read-only map of ``<key>.npy`` and IVF's lists (IVF-Flat's
+    are a copy of the vectors, IVF-SQ8's a quarter of them) through FAISS's read-only map of the index file
+    (pages shared in the page cache). Before, a flat worker read FAISS's copy and reconstructed another one,
+    an IVF-Flat worker read its lists and reconstructed the vectors from them (+2 × the set each), an IVF-SQ8
+    worker read its codes (+0.25 × the set). Its results equal the same search in this process."""
     from evaltasks.index.search import build_search
 
     rng = np.random.default_rng(4)
     vectors = rng.standard_normal((100_000, 384), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     np.save(tmp_path / "q.npy", vectors[:64])
-    build_search("k-flat", vectors, SearchConfig(kind="flat"), tmp_path)
-    expected = ReferenceSearch(vectors, SearchConfig(kind="flat")).top_k(vectors[:64], 10)[1]
-    child = subprocess.run([sys.executable, "-c", _WORKER_SEARCH, "k-flat", str(tmp_path / "q.npy"), str(tmp_path)],
+    config = SearchConfig(**options)
+    search = build_search(f"k-{config.resolve(len(vectors)).label()}", vectors, config, tmp_path)
+    expected = search.top_k(vectors[:64], 10)[1]
+    child = subprocess.run([sys.executable, "-c", _WORKER_SEARCH, f"k-{search.config.label()}",
+                            str(tmp_path / "q.npy"), str(tmp_path), json.dumps(options)],
                            capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, child.stderr
     got = json.loads(child.stdout.splitlines()[-1])
     assert np.array_equal(np.array(got["rows"]), expected)
     set_kib = vectors.nbytes // 1024
-    assert got["added_kib"] < set_kib // 4, (got["added_kib"], set_kib)
+    assert got["added_kib"] < set_kib // 10, (got["added_kib"], set_kib)
 
 
 @pytest.mark.parametrize("fmt", ["txt", "csv", "jsonl", "json", "yaml"])
@@ -253,7 +260,8 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
-        "flat.npy", "hnsw-m32-efc200.faiss"}  # a flat search is its vectors only
+        "flat.npy", "hnsw-m32-efc200.faiss", "hnsw-m32-efc200.npy"}  # a flat search is its vectors only; every
+    # kind keeps them beside its index (what a worker maps)
 
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
@@ -467,7 +475,7 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
-        "ivf1.faiss", "ivf1-pq8.faiss", "ivf1-pq8.npy", "ivf1-sq8.faiss", "ivf1-sq8.npy"}
+        "ivf1.faiss", "ivf1.npy", "ivf1-pq8.faiss", "ivf1-pq8.npy", "ivf1-sq8.faiss", "ivf1-sq8.npy"}
     (tmp_path / "other.yaml").write_text(
         "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['" + FACTS[0] + "']}\n",
@@ -482,3 +490,122 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
     assert run.returncode == 2, run.stderr
     assert "field 'ivf_pq' must divide the embedding dimensions (384), got 7" in run.stderr
     assert "reference set 'codes'" in run.stderr and "Traceback" not in run.stderr
+
+
+def _unit_rows(n: int, d: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, d), dtype=np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+class _Prestored:
+    """Stores given vectors under another provider's namespace (``"text {i}"`` gets row i): what a run finds in
+    the index when someone embedded the set before (``evaltasks index build``)."""
+
+    def __init__(self, namespace: str, vectors: np.ndarray, like: object = None) -> None:
+        self.namespace, self.vectors = namespace, vectors
+        self.provider = getattr(like, "provider", "test")
+        self.model_name = getattr(like, "model_name", "prestored")
+        self.fingerprint = getattr(like, "fingerprint", "0")
+
+    def embed_batch(self, texts):
+        from evaltasks.embeddings.base import EmbeddingBatch
+
+        return EmbeddingBatch.free(self.vectors[[int(t.rsplit(" ", 1)[1]) for t in texts]])
+
+
+def test_write_vectors_reads_a_set_from_the_segments_in_its_order(tmp_path: Path) -> None:
+    """``ReferenceIndex.write_vectors``: the stored vectors of texts, in the texts' order, across segments, in
+    memory or written to a ``.npy`` and mapped read-only from it; a text not stored is a KeyError."""
+    from evaltasks.index import ReferenceIndex
+
+    vectors = _unit_rows(5000, 16, seed=1)
+    provider = _Prestored("test/prestored", vectors)
+    index = ReferenceIndex(tmp_path / "idx")
+    for start in range(0, 5000, 1000):  # five segments
+        index.get_or_embed(provider, [f"text {i}" for i in range(start, start + 1000)])
+    order = np.random.default_rng(2).permutation(5000)
+    texts = [f"text {i}" for i in order]
+    assert np.array_equal(index.write_vectors(provider, texts), vectors[order])
+    mapped = index.write_vectors(provider, texts, tmp_path / "sets" / "s.npy", chunk=777)
+    assert isinstance(mapped, np.memmap) and not mapped.flags.writeable
+    assert np.array_equal(mapped, vectors[order])
+    assert np.array_equal(np.load(tmp_path / "sets" / "s.npy"), vectors[order])
+    assert not [p for p in (tmp_path / "sets").iterdir() if p.name != "s.npy"]  # no temporary left
+    with pytest.raises(KeyError, match="1 of 3 texts are not in the reference index"):
+        index.write_vectors(provider, ["text 1", "text 2", "text 99999"])
+    with pytest.raises(ValueError, match="unique"):
+        index.write_vectors(provider, ["text 1", "text 1"])
+
+
+def test_a_sets_texts_are_index_only_unless_a_case_uses_them() -> None:
+    """``EmbeddingNeed.index_only``: a set's texts, less those a case also uses as a reference or an output,
+    whichever metric registers first."""
+    from evaltasks.engine.evaluate import collect_embedding_needs
+
+    reference_set = ReferenceSet("facts", tuple(FACTS))
+    cases = [EvalTestCase(actual_output=FACTS[1], references=[FACTS[0]]), EvalTestCase(actual_output="other")]
+    by_set = ReferenceMatchMetric(embedding_provider="local", reference_set=reference_set, name="set")
+    per_case = ReferenceMatchMetric(embedding_provider="local", name="per_case")
+    for metrics in ([by_set, per_case], [per_case, by_set]):
+        (need,) = collect_embedding_needs(cases, metrics).values()
+        assert need.index_only == set(FACTS[2:])
+        assert set(need.references) == set(FACTS)
+    (need,) = collect_embedding_needs(cases, [by_set]).values()
+    assert need.index_only == set(FACTS) - {FACTS[1]}  # FACTS[1] is an output: its vector is in the table
+
+
+SET_SIZE = 200_000  # 293 MiB of float32 vectors at 384 dimensions
+
+
+def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_results(
+        tmp_path: Path, prefect_harness) -> None:
+    """A reference set's vectors stay out of the flow process's memory: its texts are index-only, embedded (here:
+    found) in the index by ``embed-references`` task runs that return no vectors, and the search reads them from
+    the index's mapped segments into ``<index>/sets/<key>.npy`` a chunk at a time. Measured with tracemalloc
+    (numpy's buffers are traced; mapped files are not process memory): the run's peak stays well under the
+    set's vectors (gathering them, as before, peaked at 3.3 times the set). Scores equal numpy's exact
+    search over the stored vectors; a set text a case also uses per case is scored from the run's table."""
+    import tracemalloc
+
+    from evaltasks.embeddings import get_provider
+    from evaltasks.flows.evaluate_suite import evaluate_suite
+    from evaltasks.index import ReferenceIndex
+
+    local = get_provider("local")
+    vectors = _unit_rows(SET_SIZE, 384, seed=5)
+    texts = [f"text {i}" for i in range(SET_SIZE)]
+    ReferenceIndex(tmp_path / "idx").get_or_embed(_Prestored(local.namespace, vectors, local), texts)
+    outputs = OUTPUTS[:3]
+    out_vectors = local.embed_batch(outputs).vectors
+    sims = np.clip(out_vectors @ vectors.T, 0.0, 1.0)
+    expected_max, expected_first = sims.max(axis=1), sims[:, 0]
+    del sims, vectors
+    (tmp_path / "set.txt").write_text("\n".join(texts), encoding="utf-8")
+    del texts
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o, "references": ["text 0"]})
+                                                for o in outputs), encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: big-set\ndataset: {path: d.jsonl}\nreference_sets: {big: set.txt}\nmetrics:\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: big, name: by_set}\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, name: per_case}\n"
+        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+    tracemalloc.start()
+    try:
+        state = evaluate_suite(suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"),
+                               index_dir=str(tmp_path / "idx"), return_state=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert state.is_completed(), state
+    set_bytes = SET_SIZE * 384 * 4
+    # measured: 126 MiB (about 50 MiB of Prefect's own, then ~380 bytes per text: the texts, the plan's counts
+    # and sets of them); gathering the vectors through task results peaked at 960 MiB (3.3 × the set)
+    assert peak < 0.6 * set_bytes, f"peak {peak / 2**20:.0f} MiB for a set of {set_bytes / 2**20:.0f} MiB"
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert results["summary"]["embeddings"]["references_reused"] == SET_SIZE
+    for case, by_set, first in zip(results["cases"], expected_max, expected_first):
+        scores = {metric["name"]: metric["score"] for metric in case["metrics"]}
+        assert abs(scores["by_set"] - by_set) <= 1e-6 and abs(scores["per_case"] - first) <= 1e-6
+    (stored,) = (tmp_path / "idx" / "sets").glob("*-flat.npy")
+    assert np.load(stored, mmap_mode="r").shape == (SET_SIZE, 384)

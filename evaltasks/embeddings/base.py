@@ -110,6 +110,11 @@ class VectorTable:
         self.costs = np.zeros(n) if costs is None else np.asarray(costs, dtype=np.float64)
         self.truncated = np.zeros(n, dtype=bool) if truncated is None else np.asarray(truncated, dtype=bool)
 
+    def without_vectors(self) -> VectorTable:
+        """This table's texts, costs and truncation with vectors of shape (n, 0): what a caller that reads the
+        vectors elsewhere (the reference index) keeps."""
+        return VectorTable(self.texts, np.zeros((len(self), 0), dtype=np.float32), self.costs, self.truncated)
+
     @classmethod
     def from_batch(cls, texts: Sequence[str], batch: EmbeddingBatch) -> VectorTable:
         """A table of ``texts`` and the provider's ``batch`` for them."""

@@ -176,15 +176,17 @@ def collect_embedding_needs(cases: Sequence[EvalTestCase], metrics: Sequence[Bas
 
 
 def embed_references(
-    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None, *, probe: bool = True
+    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None, *, probe: bool = True,
+    vectors: bool = True,
 ) -> tuple[VectorTable, EmbeddingCounts]:
     """Embed unique reference ``texts`` through ``index`` (or directly when None).
 
     ``probe``: see :meth:`~evaltasks.index.ReferenceIndex.get_or_embed` (False when every text of the run
-    goes through the index). Returns the vectors and the counts (``references_computed``,
-    ``references_reused``). Raises ProviderError when the provider fails.
+    goes through the index). ``vectors=False`` (with an index): store them only; the table's vectors have
+    shape (n, 0). Returns the vectors and the counts (``references_computed``, ``references_reused``). Raises
+    ProviderError when the provider fails.
     """
-    table, computed, reused = _embed_unique(provider, texts, index, probe)
+    table, computed, reused = _embed_unique(provider, texts, index, probe, vectors)
     return table, EmbeddingCounts(references_computed=computed, references_reused=reused)
 
 
@@ -202,7 +204,8 @@ def embed_outputs(
 
 
 def _embed_unique(
-    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None, probe: bool
+    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None, probe: bool,
+    vectors: bool = True,
 ) -> tuple[VectorTable, int, int]:
     """The vectors of the unique ``texts`` through ``index`` (directly when None), and how many were computed
     and reused (what :func:`embed_references` and :func:`embed_outputs` count under their own names)."""
@@ -210,7 +213,7 @@ def _embed_unique(
     if index is None:
         table = VectorTable.from_batch(unique, provider.embed_batch(unique)) if unique else VectorTable([], _empty())
         return table, len(unique), 0
-    lookup = index.get_or_embed(provider, unique, probe=probe)
+    lookup = index.get_or_embed(provider, unique, probe=probe, vectors=vectors)
     return lookup.table, lookup.computed, lookup.reused
 
 
@@ -360,10 +363,14 @@ def prepare_reference_searches(
     needs: dict[str, EmbeddingNeed],
     index: ReferenceIndex | None,
     cases: int,
+    stored: dict[str, VectorTable] | None = None,
 ) -> list[ReferenceSetInfo]:
     """Build (or load) the FAISS search of every metric's reference set and measure approximate recall.
 
-    Searches persist under ``<index>/sets/`` when an index is used. Returns one info per set searched.
+    Searches persist under ``<index>/sets/`` when an index is used. ``stored``: per namespace, the costs and
+    truncation of the index-only texts (:attr:`~evaltasks.metrics.base.EmbeddingNeed.index_only`) embedded
+    into ``index`` without their vectors; a set whose vectors ``tables`` lacks is read from ``index``.
+    Returns one info per set searched.
     """
     infos = []
     for metric in metrics:
@@ -372,7 +379,8 @@ def prepare_reference_searches(
         if reference_set is None or namespace not in tables:
             continue
         directory = index.root / "sets" if index is not None else None
-        search = metric.prepare_search(tables[namespace], directory, cases)  # type: ignore[attr-defined]
+        search = metric.prepare_search(tables[namespace], directory, cases,  # type: ignore[attr-defined]
+                                       index=index, stored=(stored or {}).get(namespace))
         outputs = [t for t in needs[namespace].outputs if t in tables[namespace]]
         if outputs:
             search.measure_recall(tables[namespace].rows(outputs))

@@ -68,6 +68,7 @@ INDEX_FILE = "vectors.faiss"
 META_FILE = "meta.json"
 LOCK_FILE = ".lock"
 FORMAT_VERSION = _segments.FORMAT_VERSION
+GATHER_CHUNK = 16_384  # rows read from the segments per step of ReferenceIndex.write_vectors (24 MiB at d=384)
 
 
 class IndexWarning(UserWarning):
@@ -327,7 +328,8 @@ class ReferenceIndex:
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root) if root is not None else default_index_dir()
 
-    def get_or_embed(self, provider: EmbeddingProvider, texts: Sequence[str], *, probe: bool = True) -> IndexLookup:
+    def get_or_embed(self, provider: EmbeddingProvider, texts: Sequence[str], *, probe: bool = True,
+                     vectors: bool = True) -> IndexLookup:
         """Vectors of ``texts`` from the index, embedding (and storing) only the texts not in it yet.
 
         Args:
@@ -337,6 +339,8 @@ class ReferenceIndex:
                 check the stored vectors against the endpoint's (the caller compares them with vectors from
                 elsewhere). False when every vector the caller compares comes from this index: then a call
                 with nothing to embed makes no provider call at all.
+            vectors: False: the caller only needs the texts stored (a reference set's, read later with
+                :meth:`write_vectors`): the table's vectors have shape (n, 0) and nothing stored is read.
 
         Raises:
             ProviderError: embedding the missing texts failed (nothing is written then).
@@ -384,7 +388,9 @@ class ReferenceIndex:
         hit = np.flatnonzero(found >= 0)
         dim = fresh.shape[1] if fresh is not None else stored_dim or 0
         # read before storing: a write may compact (and delete) the files mapped here
-        if fresh is not None and not len(hit) and embedded.all():
+        if not vectors:
+            result = np.zeros((len(unique), 0), dtype=np.float32)
+        elif fresh is not None and not len(hit) and embedded.all():
             result = fresh
         elif fresh is None and len(hit) == len(unique):
             result = snapshot.gather(found)
@@ -405,6 +411,44 @@ class ReferenceIndex:
                         wanted[store][truncated[store]])
         return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(store), reused=len(hit),
                            stored=found >= 0)
+
+    def write_vectors(self, provider: EmbeddingProvider, texts: Sequence[str], destination: Path | None = None,
+                      chunk: int = GATHER_CHUNK) -> np.ndarray:
+        """The stored vectors of ``texts`` (unique, every one in the index), float32 (len(texts), d) in their
+        order, read from the mapped segments ``chunk`` rows at a time.
+
+        With ``destination`` (a ``.npy`` path) they are written there (numpy's format, a temporary file fsynced
+        and renamed: readers see it whole or not at all) and returned mapped read-only from it, so the caller's
+        memory holds one chunk at a time, never the whole set: a reference set of 10^7 texts is 15.4 GB. Without,
+        they are returned in memory.
+
+        Raises:
+            KeyError: some text is not in the index (names how many, and the first).
+            ValueError: ``texts`` repeats a text.
+        """
+        from evaltasks._atomic import atomic_path, synced_writer
+
+        ids = np.fromiter((text_id(t) for t in texts), dtype=np.int64, count=len(texts))
+        if len(np.unique(ids)) != len(ids):
+            raise ValueError("write_vectors: texts must be unique")
+        snapshot = _Namespace(self.root, provider).open()
+        rows = snapshot.find(ids)
+        missing = np.flatnonzero(rows < 0)
+        if len(missing):
+            raise KeyError(f"{len(missing)} of {len(texts)} texts are not in the reference index {self.root} "
+                           f"(namespace {provider.namespace}), e.g. {texts[int(missing[0])][:80]!r}")
+        dims = snapshot.dimensions or 0
+        if destination is None:
+            return snapshot.gather(rows) if len(rows) else np.zeros((0, dims), dtype=np.float32)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(destination) as tmp:
+            with synced_writer(tmp, "wb") as handle:
+                np.lib.format.write_array_header_1_0(
+                    handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
+                             "shape": (len(rows), dims)})
+                for start in range(0, len(rows), chunk):
+                    handle.write(np.ascontiguousarray(snapshot.gather(rows[start : start + chunk])).data)
+        return np.load(destination, mmap_mode="r", allow_pickle=False)
 
     @staticmethod
     def _report_dimensions(ns: _Namespace, stored: int, now: int) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -228,12 +229,13 @@ class ReferenceSearch:
         self.recall_at_10 = float(np.mean([len(set(t) & set(f)) / k for t, f in zip(truth.tolist(), found.tolist())]))
         return self.recall_at_1
 
-    def save(self, path: Path) -> None:
-        """Write the FAISS index atomically (temporary file + rename). IVF-PQ and IVF-SQ8, whose codes cannot
-        give back the exact vectors (re-ranking, exact recall, mean aggregation), also write them beside it
-        (``<key>.npy``, numpy's format, first; a worker maps it); ``flat`` writes only them (``path`` itself is not
-        written, and removed if an older version wrote it)."""
-        if self.config.kind == "flat" or _keeps_vectors_apart(self.config):
+    def save(self, path: Path, vectors_written: bool = False) -> None:
+        """Write the FAISS index atomically (temporary file + rename), and the set's vectors beside it
+        (``<key>.npy``, numpy's format, first; unless ``vectors_written``: they are already there), which a
+        worker maps read-only (page cache shared by the machine's processes) for exact search, recall, mean
+        aggregation and re-ranking, whatever the kind; ``flat`` writes only them (``path`` itself is not written,
+        and removed if an older version wrote it)."""
+        if not vectors_written:
             with atomic_path(path.with_suffix(".npy")) as tmp:
                 with open(tmp, "wb") as handle:
                     np.save(handle, self.vectors, allow_pickle=False)
@@ -247,9 +249,10 @@ class ReferenceSearch:
     def load(cls, path: Path, vectors: np.ndarray | None, config: SearchConfig) -> ReferenceSearch | None:
         """A persisted index, or None when absent, unreadable or not of ``vectors``' size.
 
-        With ``vectors`` None (a worker process that only has the file) the vectors are read back from the
-        index's own storage; a flat search's (and IVF-PQ's) from ``<key>.npy``, mapped read-only, not read
-        into memory. ``path`` is the ``.faiss`` name in either case.
+        With ``vectors`` None (a worker process that only has the file) the vectors are mapped read-only from
+        ``<key>.npy``, not read into memory; a search persisted by an older version without that file gives
+        them back from its own storage (HNSW, IVF-Flat: a private copy; IVF-PQ and IVF-SQ8 cannot: None). IVF-Flat
+        and IVF-SQ8 lists are mapped too (:func:`_read_flags`). ``path`` is the ``.faiss`` name in every case.
         """
         if config.kind == "flat" or (config.kind == "auto" and not path.exists()):
             config = replace(config, kind="flat")
@@ -265,25 +268,38 @@ class ReferenceSearch:
                 return None
             return cls(vectors, config)
         try:
-            index = faiss.read_index(str(path))
+            index = faiss.read_index(str(path), _read_flags(config))
         except Exception:  # noqa: BLE001 - rebuilt by the caller
             return None
         config = config.resolve(index.ntotal)
         if vectors is None:
-            if _keeps_vectors_apart(config):
-                try:
-                    vectors = np.load(path.with_suffix(".npy"), mmap_mode="r", allow_pickle=False)
-                except (OSError, ValueError):
+            try:
+                vectors = np.load(path.with_suffix(".npy"), mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError):  # written by an older version, without <key>.npy
+                if _keeps_vectors_apart(config):  # the codes cannot give the vectors back
                     return None
-            elif config.kind == "ivf":
-                faiss.extract_index_ivf(index).make_direct_map()
-                vectors = index.reconstruct_n(0, index.ntotal)
-            else:
-                storage = faiss.downcast_index(index.storage) if config.kind == "hnsw" else index
-                vectors = storage.reconstruct_n(0, index.ntotal)
+                vectors = _reconstructed(index, config)
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
             return None
         return cls(vectors, config, index)
+
+
+def _reconstructed(index: faiss.Index, config: SearchConfig) -> np.ndarray:
+    """float32 (ntotal, d): the vectors an HNSW or IVF-Flat index holds, copied out of it (process memory)."""
+    if config.kind == "ivf":
+        faiss.extract_index_ivf(index).make_direct_map()
+        return index.reconstruct_n(0, index.ntotal)
+    storage = faiss.downcast_index(index.storage) if config.kind == "hnsw" else index
+    return storage.reconstruct_n(0, index.ntotal)
+
+
+def _read_flags(config: SearchConfig) -> int:
+    """``faiss.read_index`` flags for a persisted search of ``config``: IVF-Flat's and IVF-SQ8's inverted lists
+    (4·d and d bytes a vector) are mapped read-only from the file (``IO_FLAG_MMAP_IFC``: page cache shared by the
+    machine's processes, as the vectors' ``<key>.npy``); everything else is read into memory (IVF-PQ's codes are
+    M bytes a vector; HNSW has no mapped form)."""
+    ivf_mapped = config.kind in ("ivf", "auto") and not config.ivf_pq
+    return int(faiss.IO_FLAG_MMAP_IFC) if ivf_mapped and hasattr(faiss, "IO_FLAG_MMAP_IFC") else 0
 
 
 def _keeps_vectors_apart(config: SearchConfig) -> bool:
@@ -376,19 +392,37 @@ def search_key(namespace: str, set_sha256: str, config: SearchConfig) -> str:
 
 
 def build_search(
-    key: str, vectors: np.ndarray, config: SearchConfig, directory: Path | None
+    key: str, vectors: np.ndarray | Callable[[Path | None], np.ndarray], config: SearchConfig,
+    directory: Path | None, count: int | None = None,
 ) -> ReferenceSearch:
-    """Load the persisted search ``key`` from ``directory`` or build it (and persist it); register it in-process."""
+    """Load the persisted search ``key`` from ``directory`` or build it (and persist it); register it in-process.
+
+    Args:
+        key: :func:`search_key` of the set.
+        vectors: the set's vectors, float32 (n, d); or a function that produces them given where to write
+            them (``<directory>/<key>.npy``, or None without a directory) and returns them (mapped from that
+            file): :meth:`~evaltasks.index.ReferenceIndex.write_vectors`. A function is called only when the
+            search has to be built, so a persisted search is loaded without reading a single vector.
+        config: the set's search configuration.
+        directory: where searches persist (None: in memory only).
+        count: n, when ``vectors`` is a function (a persisted search of another size is rebuilt).
+    """
     with _LOCK:
         if key in _REGISTRY:
             return _REGISTRY[key]
     path = directory / f"{key}.faiss" if directory is not None else None
-    search = ReferenceSearch.load(path, vectors, config) if path is not None and (
-        path.exists() or path.with_suffix(".npy").exists()) else None
+    given = None if callable(vectors) else vectors
+    search = None
+    if path is not None and (path.exists() or path.with_suffix(".npy").exists()):
+        search = ReferenceSearch.load(path, given, config)
+        if search is not None and count is not None and len(search) != count:
+            search = None
     if search is None:
-        search = ReferenceSearch(vectors, config)
+        written = callable(vectors) and path is not None
+        data = vectors(path.with_suffix(".npy") if path is not None else None) if callable(vectors) else vectors
+        search = ReferenceSearch(data, config)
         if path is not None:
-            search.save(path)
+            search.save(path, vectors_written=written)
     with _LOCK:
         return _REGISTRY.setdefault(key, search)
 

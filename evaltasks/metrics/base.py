@@ -45,12 +45,23 @@ class EmbeddingNeed:
         options: the keyword arguments the provider was created with (to re-create it in a worker).
         references: unique reference texts (first-seen order) -> number of case × metric uses.
         outputs: unique non-empty outputs (first-seen order) -> number of case × metric uses.
+        index_only: texts of ``references`` whose vectors the run's scoring never reads from its vector table:
+            a reference set's (its search reads them from the reference index, or from the search's own file),
+            unless a case also uses the text as a reference or an output. A flow run embeds them into the index
+            without bringing their vectors back (a set of 10^6 texts is 1.5 GB at 384 dimensions).
     """
 
     provider: EmbeddingProvider
     options: dict[str, Any] = field(default_factory=dict)
     references: Counter[str] = field(default_factory=Counter)
     outputs: Counter[str] = field(default_factory=Counter)
+    index_only: set[str] = field(default_factory=set)
+
+    def add_index_only(self, texts: Sequence[str]) -> None:
+        """Register a reference set's ``texts``: counted as references, and index-only unless a case uses them."""
+        used = self.references.keys() | self.outputs.keys() if self.references or self.outputs else set()
+        self.index_only.update(t for t in texts if t not in used)
+        self.references.update(texts)
 
     def share_costs(self, table: VectorTable) -> VectorTable:
         """``table`` with each text's embedding cost divided over its uses, so per-case costs sum to the total."""
@@ -148,6 +159,9 @@ class BaseMetric(ABC):
             references, outputs = self.embedding_texts(case)
             need.references.update(references)
             need.outputs.update(outputs)
+            if need.index_only:  # a text a case uses is read from the run's vector table
+                need.index_only.difference_update(references)
+                need.index_only.difference_update(outputs)
 
     # -- scoring -----------------------------------------------------------------------------------------
     @abstractmethod

@@ -7,21 +7,25 @@ each similarity is clamped to [0, 1], then aggregated by ``max`` or ``mean``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from annotated_types import MinLen
 
 from evaltasks.embeddings import VectorTable
-from evaltasks.errors import ConfigError, Problem, quote
+from evaltasks.errors import ConfigError, Problem, ProviderError, quote
 from evaltasks.metrics.base import EmbeddingNeed, NonEmptyStr
 from evaltasks.metrics.vector.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.index.search import ReferenceSearch, build_search, get_search, search_key
 from evaltasks.inputs.reference_sets import ReferenceSet
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
+
+if TYPE_CHECKING:
+    from evaltasks.index import ReferenceIndex
 
 AGGREGATIONS = ("max", "mean")
 MAX_LOGGED_SIMILARITIES = 100  # above this many references the log keeps the top ones only
@@ -137,29 +141,50 @@ class ReferenceMatchMetric(EmbeddingMetric):
         """Register outputs and per-case references; a reference set's texts once, for the whole run."""
         super().add_embedding_needs(cases, needs)
         if self.reference_set is not None:
-            needs[self.embedding_namespace].references.update(self.reference_set.texts)
+            needs[self.embedding_namespace].add_index_only(self.reference_set.texts)
 
-    def prepare_search(self, table: VectorTable, directory: Path | None, cases: int) -> ReferenceSearch | None:
-        """Build (or load) the FAISS search over the reference set from ``table``; None without a set.
+    def prepare_search(self, table: VectorTable, directory: Path | None, cases: int,
+                       index: ReferenceIndex | None = None, stored: VectorTable | None = None) -> ReferenceSearch | None:
+        """Build (or load) the FAISS search over the reference set; None without a set.
 
         Args:
-            table: vectors holding every text of the set.
+            table: the run's vectors (with the set's texts, unless they are index-only).
             directory: where built searches persist (None: in memory only).
             cases: cases in the run, to share the set's embedding cost between them.
+            index: the reference index holding the set's texts; the set's vectors are read from it when
+                ``table`` lacks them (:meth:`~evaltasks.index.ReferenceIndex.write_vectors`: straight into the
+                search's ``<key>.npy``, a chunk at a time), and only when the search is not persisted yet.
+            stored: costs and truncation of the set's index-only texts (a table without vectors), this run's.
 
         Raises:
             ConfigError: the set's search options do not fit the vectors (``ivf_pq`` not dividing d).
+            KeyError: the set's vectors are neither in ``table`` nor in ``index``.
+            ProviderError: the set's vectors and the outputs' differ in dimensions.
         """
         if self.reference_set is None:
             return None
-        rows = table.indices(self.reference_set.texts)
+        texts = self.reference_set.texts
+        vectors: Any
+        if table.vectors.shape[1] and all(t in table for t in texts):
+            vectors = table.vectors[table.indices(texts)]
+        elif index is not None:
+            provider = self.provider
+            vectors = functools.partial(_write_set_vectors, index, provider, list(texts))
+        else:
+            raise KeyError(f"the vectors of reference set '{self.reference_set.name}' are neither in the run's "
+                           "table nor in a reference index")
         try:
-            search = build_search(self.search_key, table.vectors[rows], self.reference_set.search, directory)
+            search = build_search(self.search_key, vectors, self.reference_set.search, directory, count=len(texts))
         except ValueError as exc:  # ivf_pq that does not divide the model's dimensions: a suite mistake
             field, _, message = str(exc).partition(" ")
             raise ConfigError([Problem(self.reference_set.source, f"reference set '{self.reference_set.name}'",
                                        field, message)]) from None
-        search.cost_per_case = float(table.costs[rows].sum()) / max(cases, 1)
+        if table.vectors.shape[1] and len(search) and search.vectors.shape[1] != table.vectors.shape[1]:
+            raise ProviderError(f"reference set '{self.reference_set.name}' is stored with "
+                                f"{search.vectors.shape[1]}-dimensional vectors but {self.embedding_namespace} now "
+                                f"returns {table.vectors.shape[1]}-dimensional ones (its reference index was rebuilt "
+                                "meanwhile): run again")
+        search.cost_per_case = _set_cost(texts, table, stored) / max(cases, 1)
         self._search_dir = str(directory) if directory is not None else None  # workers load it from there
         self._search_cost_per_case = search.cost_per_case
         return search
@@ -258,3 +283,21 @@ class ReferenceMatchMetric(EmbeddingMetric):
             "reference_set": self.reference_set.name, "reference_count": count,
             "search": self.reference_set.search.label(),
         }
+
+
+def _write_set_vectors(index: ReferenceIndex, provider: Any, texts: list[str], destination: Path | None) -> np.ndarray:
+    """A reference set's vectors read from ``index`` (written to ``destination`` and mapped from it, when given)."""
+    return index.write_vectors(provider, texts, destination)
+
+
+def _set_cost(texts: Sequence[str], table: VectorTable, stored: VectorTable | None) -> float:
+    """US dollars this run spent embedding a set's ``texts``: each text's (shared) cost from the run's table,
+    else from ``stored`` (the index-only texts' costs), else 0."""
+    tables = [t for t in (table, stored) if t is not None and len(t) and t.costs.any()]
+    total = 0.0
+    for text in texts:
+        for source in tables:
+            if text in source:
+                total += float(source.costs[source.indices((text,))[0]])
+                break
+    return total
