@@ -359,12 +359,22 @@ def test_this_machine_is_told_from_other_hosts() -> None:
     assert not is_this_machine("203.0.113.7")  # TEST-NET-3 (RFC 5737): never an address of this machine
 
 
-def test_workers_elsewhere_keep_their_settings_and_the_run_says_why(caplog: pytest.LogCaptureFixture) -> None:
+def test_workers_elsewhere_keep_their_settings_and_the_run_says_why() -> None:
     """Workers on another machine cannot reach the run's temporary server (127.0.0.1): the runner leaves their
-    settings alone and warns once, naming the host and PREFECT_API_URL."""
+    settings alone and warns once, naming the host and PREFECT_API_URL. (Records are collected by a handler on
+    the runner's own logger: importing Prefect first in this test reconfigures logging and would drop pytest's
+    caplog handler from the root logger.)"""
     import logging
 
     from evaltasks.flows._cluster import WorkersReportHere
+
+    class Collect(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
 
     class Runner(WorkersReportHere):  # the mixin's own logic, with hosts given (no second machine here)
         logger = logging.getLogger("evaltasks-test-runner")
@@ -375,13 +385,18 @@ def test_workers_elsewhere_keep_their_settings_and_the_run_says_why(caplog: pyte
         def worker_hosts(self) -> set[str]:
             return self.hosts
 
-    with caplog.at_level(logging.WARNING, logger="evaltasks-test-runner"):
+    collect = Collect()
+    Runner.logger.addHandler(collect)
+    try:
         assert Runner({"127.0.0.1", "localhost"})._workers_here()
-        assert not caplog.records
+        assert not collect.records
         elsewhere = Runner({"127.0.0.1", "203.0.113.7"})
         assert not elsewhere._workers_here() and not elsewhere._workers_here()
-    assert len(caplog.records) == 1
-    assert "203.0.113.7" in caplog.text and "PREFECT_API_URL" in caplog.text and "127.0.0.1," not in caplog.text
+    finally:
+        Runner.logger.removeHandler(collect)
+    assert len(collect.records) == 1
+    text = collect.records[0].getMessage()
+    assert "203.0.113.7" in text and "PREFECT_API_URL" in text and "127.0.0.1," not in text
 
 
 @pytest.mark.parametrize("kind", ["ray", "dask"])
