@@ -609,3 +609,32 @@ def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_resu
         assert abs(scores["by_set"] - by_set) <= 1e-6 and abs(scores["per_case"] - first) <= 1e-6
     (stored,) = (tmp_path / "idx" / "sets").glob("*-flat.npy")
     assert np.load(stored, mmap_mode="r").shape == (SET_SIZE, 384)
+
+
+def test_evaluate_sync_with_an_index_reads_a_big_set_from_it(tmp_path: Path) -> None:
+    """``evaluate_sync(..., index_dir=...)`` keeps a set's vectors out of memory as the flow does (tracemalloc:
+    the call's peak stays well under the set's vectors); scores equal numpy's exact search."""
+    import tracemalloc
+
+    from evaltasks.embeddings import get_provider
+    from evaltasks.index import ReferenceIndex
+
+    local = get_provider("local")
+    vectors = _unit_rows(SET_SIZE, 384, seed=6)
+    texts = tuple(f"text {i}" for i in range(SET_SIZE))
+    ReferenceIndex(tmp_path / "idx").get_or_embed(_Prestored(local.namespace, vectors, local), texts)
+    outputs = OUTPUTS[:3]
+    expected = np.clip(local.embed_batch(outputs).vectors @ vectors.T, 0.0, 1.0).max(axis=1)
+    del vectors
+    metric = ReferenceMatchMetric(embedding_provider="local", reference_set=ReferenceSet("big", texts), name="set")
+    cases = [EvalTestCase(actual_output=o) for o in outputs]
+    tracemalloc.start()
+    try:
+        result = evaluate_sync(cases, [metric], index_dir=tmp_path / "idx")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    set_bytes = SET_SIZE * 384 * 4
+    assert peak < 0.6 * set_bytes, f"peak {peak / 2**20:.0f} MiB for a set of {set_bytes / 2**20:.0f} MiB"
+    assert [abs(case.metrics[0].score - e) <= 1e-6 for case, e in zip(result.test_results, expected)] == [True] * 3
+    assert result.summary.embeddings.references_reused == SET_SIZE

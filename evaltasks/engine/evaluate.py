@@ -578,11 +578,19 @@ def evaluate_sync(
     index = ReferenceIndex(index_dir) if index_dir is not None else None
     counts = EmbeddingCounts()
     tables: dict[str, VectorTable] = {}
+    stored: dict[str, VectorTable] = {}  # with an index: reference sets' texts, stored there, costs only
     failed: dict[str, str] = {}
     dims: dict[str, int] = {}
     for namespace, need in needs.items():
+        index_only = [t for t in need.references if t in need.index_only] if index is not None else []
+        references = [t for t in need.references if t not in need.index_only] if index_only else list(need.references)
         try:
-            table, text_counts = embed_texts(need.provider, list(need.references), list(need.outputs), index)
+            if index_only:  # a set's vectors are read from the index by its search, never held here
+                only_table, only_counts = embed_references(need.provider, index_only, index, probe=False,
+                                                           vectors=False)
+                counts = counts.add(only_counts)
+                stored[namespace] = need.share_costs(only_table)
+            table, text_counts = embed_texts(need.provider, references, list(need.outputs), index)
         except CredentialsError:
             raise
         except ProviderError as exc:
@@ -590,8 +598,9 @@ def evaluate_sync(
             continue
         counts = counts.add(text_counts)
         tables[namespace] = need.share_costs(table)
-        dims[namespace] = int(tables[namespace].vectors.shape[1])
-    set_infos = prepare_reference_searches(metrics, tables, needs, index, len(cases))
+        if len(table):
+            dims[namespace] = int(table.vectors.shape[1])
+    set_infos = prepare_reference_searches(metrics, tables, needs, index, len(cases), stored)
 
     def score(rows: Sequence[int]) -> list[list[MetricResult]]:
         """Every metric's results for the cases at ``rows`` (consecutive), scored in this thread."""
