@@ -544,20 +544,41 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_PASSED
 
 
-def _index_check_status(entries: list[dict[str, Any]]) -> int:
-    """The exit code of ``index info`` and ``index verify`` over :meth:`ReferenceIndex.check`'s ``entries``: 1 with
-    an error line ("N of M reference index namespaces are broken") when any has problems, else 0."""
+def _index_check_status(entries: list[dict[str, Any]], searches: list[dict[str, Any]] | None = None) -> int:
+    """The exit code of ``index info`` and ``index verify`` over :meth:`ReferenceIndex.check`'s ``entries`` and
+    :func:`~evaltasks.index.search.check_searches`' ``searches``: 1 with an error line ("N of M reference index
+    namespaces are broken", "N of M reference-set searches are broken") when any has problems, else 0."""
+    code = EXIT_PASSED
     broken = sum(bool(entry["problems"]) for entry in entries)
     if broken:
         _error(f"{broken} of {len(entries)} reference index namespaces are broken")
-        return EXIT_GATE_FAILED
-    return EXIT_PASSED
+        code = EXIT_GATE_FAILED
+    broken_searches = sum(bool(entry["problems"]) for entry in searches or [])
+    if broken_searches:
+        _error(f"{broken_searches} of {len(searches or [])} reference-set searches are broken")
+        code = EXIT_GATE_FAILED
+    return code
+
+
+def _print_searches(searches: list[dict[str, Any]], directory: Path) -> None:
+    """One line for the reference-set searches in ``directory``, then one per broken search."""
+    if not searches:
+        return
+    unchecked = sum(not entry["checked"] for entry in searches)
+    print(f"reference-set searches: {len(searches)} in {directory}"
+          + (f" ({unchecked} written by an older version: no checksums to verify)" if unchecked else ""))
+    for entry in searches:
+        if entry["problems"]:
+            fate = ("removed: the next run that uses the set rebuilds it" if entry.get("removed")
+                    else "`evaltasks index verify` removes it; the next run rebuilds it")
+            print(f"  BROKEN search {entry['key']}: {'; '.join(entry['problems'])}; {fate}")
 
 
 def _index(args: argparse.Namespace) -> int:
     """``evaltasks index build|info|verify|compact|prune``."""
     from evaltasks.errors import InputError
     from evaltasks.index import ReferenceIndex
+    from evaltasks.index.search import CHECKSUMS_SUFFIX, check_searches
 
     index = ReferenceIndex(args.index_dir)
     try:
@@ -571,11 +592,9 @@ def _index(args: argparse.Namespace) -> int:
                       f"{entry.get('dimensions', '?')} dims, {size / 1e6:.1f} MB, updated {entry.get('updated', '?')}")
                 if entry["problems"]:
                     print(f"  BROKEN ({entry['path']}): {'; '.join(entry['problems'])}; the next run rebuilds it")
-            sets = sorted({p.stem for p in (index.root / "sets").glob("*.faiss")} |  # a flat search: .npy only
-                          {p.stem for p in (index.root / "sets").glob("*.npy")}) if (index.root / "sets").exists() else []
-            if sets:
-                print(f"reference-set searches: {len(sets)} in {index.root / 'sets'}")
-            return _index_check_status(entries)
+            searches = check_searches(index.root / "sets")  # every byte, as the namespaces: nothing removed
+            _print_searches(searches, index.root / "sets")
+            return _index_check_status(entries, searches)
         if args.index_command == "verify":
             entries = index.check()
             if not entries:
@@ -588,7 +607,9 @@ def _index(args: argparse.Namespace) -> int:
                     where = f"{parts} segment{'s' if parts != 1 else ''}" if entry.get("format") == 2 \
                         else "vectors.faiss"
                     print(f"{entry.get('namespace', entry['path'])}: ok, {entry.get('count', '?')} vectors in {where}")
-            return _index_check_status(entries)
+            searches = check_searches(index.root / "sets", remove_broken=True)
+            _print_searches(searches, index.root / "sets")
+            return _index_check_status(entries, searches)
         if args.index_command == "compact":
             for namespace, (before, after) in index.compact().items():
                 count = next((e.get("count") for e in index.info() if e.get("namespace") == namespace), "?")
@@ -611,20 +632,21 @@ def _index(args: argparse.Namespace) -> int:
             for namespace, need in plan.needs.items():
                 keep.setdefault(namespace, []).extend(need.references)
             keep_sets |= {m.search_key for m in plan.suite.metrics if getattr(m, "search_key", None)}
+        stale = [entry["key"] for entry in check_searches(index.root / "sets", verify=False)
+                 if entry["key"] not in keep_sets]
         if args.dry_run:
             for entry in index.info():
                 wanted = set(keep.get(entry.get("namespace", ""), ()))
                 stored = entry.get("count", 0)
                 print(f"{entry.get('namespace')}: {stored} vectors, {len(wanted)} referenced by the suites")
+            if stale:
+                print(f"{len(stale)} reference-set searches in {index.root / 'sets'} are used by none of the suites")
             return EXIT_PASSED
         for namespace, count in index.prune(keep).items():
             print(f"{namespace}: dropped {count} vectors")
-        stale = sorted({p.with_suffix(".faiss") for p in (index.root / "sets").glob("*.*")
-                        if p.suffix in (".faiss", ".npy") and p.stem not in keep_sets}) \
-            if (index.root / "sets").exists() else []
-        for path in stale:
-            path.unlink(missing_ok=True)
-            path.with_suffix(".npy").unlink(missing_ok=True)  # a flat or IVF-PQ search's vectors
+        for key in stale:  # the set's vectors, its FAISS index (when approximate) and their checksums
+            for suffix in (".npy", ".faiss", CHECKSUMS_SUFFIX):
+                (index.root / "sets" / f"{key}{suffix}").unlink(missing_ok=True)
         if stale:
             print(f"dropped {len(stale)} unused reference-set searches")
         return EXIT_PASSED

@@ -123,7 +123,7 @@ def test_flat_search_answers_as_index_flat_ip_from_its_mapped_vectors(tmp_path: 
     assert search.index is None and np.shares_memory(search.vectors, vectors)  # no copy of the set
     path = tmp_path / "s.faiss"
     search.save(path)
-    assert [p.name for p in tmp_path.iterdir()] == ["s.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.npy", "s.sha256.json"]
     for config in (SearchConfig(kind="flat"), SearchConfig()):  # a worker without the set's resolved config
         loaded = ReferenceSearch.load(path, None, config)
         assert loaded is not None and loaded.config.kind == "flat" and len(loaded) == 3000
@@ -260,8 +260,9 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
-        "flat.npy", "hnsw-m32-efc200.faiss", "hnsw-m32-efc200.npy"}  # a flat search is its vectors only; every
-    # kind keeps them beside its index (what a worker maps)
+        "flat.npy", "flat.sha256.json", "hnsw-m32-efc200.faiss", "hnsw-m32-efc200.npy",
+        "hnsw-m32-efc200.sha256.json"}  # a flat search is its vectors only; every kind keeps them beside its
+    # index (what a worker maps), and their checksums (what `index verify` checks)
 
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
@@ -475,7 +476,8 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
-        "ivf1.faiss", "ivf1.npy", "ivf1-pq8.faiss", "ivf1-pq8.npy", "ivf1-sq8.faiss", "ivf1-sq8.npy"}
+        "ivf1.faiss", "ivf1.npy", "ivf1-pq8.faiss", "ivf1-pq8.npy", "ivf1-sq8.faiss", "ivf1-sq8.npy",
+        "ivf1.sha256.json", "ivf1-pq8.sha256.json", "ivf1-sq8.sha256.json"}
     (tmp_path / "other.yaml").write_text(
         "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['" + FACTS[0] + "']}\n",
@@ -559,7 +561,7 @@ SET_SIZE = 200_000  # 293 MiB of float32 vectors at 384 dimensions
 
 
 def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_results(
-        tmp_path: Path, prefect_harness) -> None:
+        tmp_path: Path, prefect_harness, monkeypatch) -> None:
     """A reference set's vectors stay out of the flow process's memory: its texts are index-only, embedded (here:
     found) in the index by ``embed-references`` task runs that return no vectors, and the search reads them from
     the index's mapped segments into ``<index>/sets/<key>.npy`` a chunk at a time. Measured with tracemalloc
@@ -572,6 +574,11 @@ def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_resu
     from evaltasks.flows.evaluate_suite import evaluate_suite
     from evaltasks.index import ReferenceIndex
 
+    from evaltasks.index import search as search_module
+
+    # a search is registered per process by the set's content and namespace: the synthetic vectors of the
+    # other test over the same texts must not be found here
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
     local = get_provider("local")
     vectors = _unit_rows(SET_SIZE, 384, seed=5)
     texts = [f"text {i}" for i in range(SET_SIZE)]
@@ -611,7 +618,7 @@ def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_resu
     assert np.load(stored, mmap_mode="r").shape == (SET_SIZE, 384)
 
 
-def test_evaluate_sync_with_an_index_reads_a_big_set_from_it(tmp_path: Path) -> None:
+def test_evaluate_sync_with_an_index_reads_a_big_set_from_it(tmp_path: Path, monkeypatch) -> None:
     """``evaluate_sync(..., index_dir=...)`` keeps a set's vectors out of memory as the flow does (tracemalloc:
     the call's peak stays well under the set's vectors); scores equal numpy's exact search."""
     import tracemalloc
@@ -619,6 +626,9 @@ def test_evaluate_sync_with_an_index_reads_a_big_set_from_it(tmp_path: Path) -> 
     from evaltasks.embeddings import get_provider
     from evaltasks.index import ReferenceIndex
 
+    from evaltasks.index import search as search_module
+
+    monkeypatch.setattr(search_module, "_REGISTRY", {})  # as in the flow's test above
     local = get_provider("local")
     vectors = _unit_rows(SET_SIZE, 384, seed=6)
     texts = tuple(f"text {i}" for i in range(SET_SIZE))
@@ -638,3 +648,80 @@ def test_evaluate_sync_with_an_index_reads_a_big_set_from_it(tmp_path: Path) -> 
     assert peak < 0.6 * set_bytes, f"peak {peak / 2**20:.0f} MiB for a set of {set_bytes / 2**20:.0f} MiB"
     assert [abs(case.metrics[0].score - e) <= 1e-6 for case, e in zip(result.test_results, expected)] == [True] * 3
     assert result.summary.embeddings.references_reused == SET_SIZE
+
+
+def test_a_damaged_search_file_is_found_by_verify_and_rebuilt(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A persisted search records its files' sha256; a `.npy` damaged in place (same size: a run's cheap checks
+    pass and it would read wrong scores) is BROKEN in `index info` (exit 1, nothing removed) and removed by
+    `index verify` (exit 1), after which the set's next build writes it again and verify is clean."""
+    from evaltasks import cli as cli_module
+    from evaltasks.index import search as search_module
+    from evaltasks.index.search import build_search, check_searches
+
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
+    vectors = _unit_rows(2000, 32, seed=8)
+    sets = tmp_path / "idx" / "sets"
+    build_search("k-flat", vectors, SearchConfig(kind="flat"), sets)
+    build_search("k-ivf4-sq8", vectors, SearchConfig(kind="ivf", nlist=4, ivf_sq8=True), sets)
+    assert [(e["key"], e["checked"], e["problems"]) for e in check_searches(sets)] == [
+        ("k-flat", True, []), ("k-ivf4-sq8", True, [])]
+    assert cli_module.main(["index", "verify", "--index-dir", str(tmp_path / "idx")]) == 0
+    damaged = sets / "k-ivf4-sq8.npy"
+    size = damaged.stat().st_size
+    with open(damaged, "r+b") as handle:  # rows shuffled in place: same size, same header
+        data = np.load(damaged)
+        handle.seek(size - data.nbytes)
+        handle.write(np.ascontiguousarray(data[::-1]).tobytes())
+    assert damaged.stat().st_size == size
+    capsys.readouterr()
+    assert cli_module.main(["index", "info", "--index-dir", str(tmp_path / "idx")]) == 1
+    out, err = capsys.readouterr()
+    assert "BROKEN search k-ivf4-sq8: k-ivf4-sq8.npy does not match its recorded sha256" in out
+    assert "1 of 2 reference-set searches are broken" in err and damaged.exists()
+    assert cli_module.main(["index", "verify", "--index-dir", str(tmp_path / "idx")]) == 1
+    assert "removed: the next run that uses the set rebuilds it" in capsys.readouterr().out
+    assert sorted(p.name for p in sets.iterdir()) == ["k-flat.npy", "k-flat.sha256.json"]
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
+    rebuilt = build_search("k-ivf4-sq8", vectors, SearchConfig(kind="ivf", nlist=4, ivf_sq8=True), sets)
+    assert np.array_equal(np.load(damaged), vectors) and len(rebuilt) == 2000
+    assert cli_module.main(["index", "verify", "--index-dir", str(tmp_path / "idx")]) == 0
+
+
+def test_an_index_file_without_its_vectors_gets_them_back(tmp_path: Path, monkeypatch) -> None:
+    """An HNSW or IVF-Flat search whose `<key>.npy` is gone (an older version wrote none, or it was removed)
+    loads from its FAISS file and writes the vectors beside it again, so workers map them; a search built in
+    memory first (no directory) is written when a later build names one."""
+    from evaltasks.index import search as search_module
+    from evaltasks.index.search import build_search, check_searches
+
+    vectors = _unit_rows(3000, 32, seed=9)
+    sets = tmp_path / "sets"
+    for key, config in (("k-hnsw", SearchConfig(kind="hnsw", hnsw_m=8, ef_construction=40)),
+                        ("k-ivf8", SearchConfig(kind="ivf", nlist=8))):
+        monkeypatch.setattr(search_module, "_REGISTRY", {})
+        build_search(key, vectors, config, sets)
+        (sets / f"{key}.npy").unlink()
+        monkeypatch.setattr(search_module, "_REGISTRY", {})
+        build_search(key, vectors, config, sets)
+        assert np.array_equal(np.load(sets / f"{key}.npy"), vectors)
+    assert all(e["checked"] and not e["problems"] for e in check_searches(sets))
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
+    build_search("k-flat", vectors, SearchConfig(kind="flat"), None)
+    build_search("k-flat", vectors, SearchConfig(kind="flat"), tmp_path / "later")
+    assert np.array_equal(np.load(tmp_path / "later" / "k-flat.npy"), vectors)
+
+
+def test_set_texts_pruned_by_another_process_are_embedded_again(tmp_path: Path) -> None:
+    """Between a run's storing of a set and its search build, another process's `index prune` may drop some
+    of the set's vectors: the build embeds those again (the run goes on), with the same vectors."""
+    from evaltasks.index import ReferenceIndex
+    from evaltasks.metrics.vector.reference_match import _write_set_vectors
+
+    vectors = _unit_rows(500, 16, seed=10)
+    provider = _Prestored("test/pruned", vectors)
+    index = ReferenceIndex(tmp_path / "idx")
+    texts = [f"text {i}" for i in range(500)]
+    index.get_or_embed(provider, texts)
+    assert index.prune({provider.namespace: texts[:100]}) == {provider.namespace: 400}
+    got = _write_set_vectors(index, provider, texts, tmp_path / "sets" / "k.npy")
+    assert np.array_equal(got, vectors) and not index.missing_texts(provider, texts)

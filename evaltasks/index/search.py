@@ -22,6 +22,7 @@ page cache every process on the machine shares, so a worker's private memory doe
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -234,16 +235,18 @@ class ReferenceSearch:
         (``<key>.npy``, numpy's format, first; unless ``vectors_written``: they are already there), which a
         worker maps read-only (page cache shared by the machine's processes) for exact search, recall, mean
         aggregation and re-ranking, whatever the kind; ``flat`` writes only them (``path`` itself is not written,
-        and removed if an older version wrote it)."""
+        and removed if an older version wrote it). Then the files' sha256 (:func:`write_checksums`), which
+        ``evaltasks index verify`` checks (a run does not: it reads no vector it does not need)."""
         if not vectors_written:
             with atomic_path(path.with_suffix(".npy")) as tmp:
                 with open(tmp, "wb") as handle:
                     np.save(handle, self.vectors, allow_pickle=False)
         if self.index is None:
             path.unlink(missing_ok=True)
-            return
-        with atomic_path(path) as tmp:
-            faiss.write_index(self.index, str(tmp))
+        else:
+            with atomic_path(path) as tmp:
+                faiss.write_index(self.index, str(tmp))
+        write_checksums(path)
 
     @classmethod
     def load(cls, path: Path, vectors: np.ndarray | None, config: SearchConfig) -> ReferenceSearch | None:
@@ -282,6 +285,64 @@ class ReferenceSearch:
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
             return None
         return cls(vectors, config, index)
+
+
+CHECKSUMS_SUFFIX = ".sha256.json"  # beside a persisted search: {"files": {name: sha256}} of its .npy and .faiss
+
+
+def write_checksums(path: Path) -> None:
+    """Record the sha256 of the persisted search ``path`` (its ``.faiss`` name): of ``<key>.npy`` and, when it
+    exists, ``<key>.faiss``, in ``<key>.sha256.json`` (written atomically after them). Reads both files once."""
+    from evaltasks.index._segments import file_sha256
+
+    files = {p.name: file_sha256(p) for p in (path.with_suffix(".npy"), path) if p.exists()}
+    sidecar = path.with_name(path.stem + CHECKSUMS_SUFFIX)
+    with atomic_path(sidecar) as tmp:
+        tmp.write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
+
+
+def check_searches(directory: Path, remove_broken: bool = False, verify: bool = True) -> list[dict]:
+    """Verify every persisted search in ``directory`` (``<index>/sets``) against its recorded sha256, every byte
+    (``evaltasks index info`` and ``verify``). Returns one dict per search: ``key``, ``files`` (names), ``checked``
+    (False: written by an older version, no checksums recorded) and ``problems`` (a file missing, or of another
+    sha256: damaged on disk, which a run would read as wrong scores). ``remove_broken``: delete a broken
+    search's files (derived data: the next run that uses the set rebuilds it from the reference index).
+    ``verify=False``: only list the searches (no file read)."""
+    if not directory.is_dir():
+        return []
+    from evaltasks.index._segments import file_sha256
+
+    keys = sorted({p.name[: -len(suffix)] for suffix in (".npy", ".faiss", CHECKSUMS_SUFFIX)
+                   for p in directory.glob(f"*{suffix}") if not p.name.startswith(".")})
+    out = []
+    for key in keys:
+        files = [p for p in (directory / f"{key}.npy", directory / f"{key}.faiss") if p.exists()]
+        entry: dict = {"key": key, "files": [p.name for p in files], "checked": False, "problems": []}
+        sidecar = directory / f"{key}{CHECKSUMS_SUFFIX}"
+        if not verify:
+            out.append(entry)
+            continue
+        try:
+            recorded = json.loads(sidecar.read_text(encoding="utf-8"))["files"]
+        except FileNotFoundError:
+            out.append(entry)
+            continue
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            recorded = {}
+            entry["problems"].append(f"{sidecar.name} is unreadable ({exc})")
+        entry["checked"] = True
+        for name, sha in recorded.items():
+            file = directory / name
+            if not file.exists():
+                entry["problems"].append(f"{name} is missing")
+            elif file_sha256(file) != sha:
+                entry["problems"].append(f"{name} does not match its recorded sha256 (damaged)")
+        if entry["problems"] and remove_broken:
+            for file in (*files, sidecar):
+                file.unlink(missing_ok=True)
+            entry["removed"] = True
+        out.append(entry)
+    return out
 
 
 def _reconstructed(index: faiss.Index, config: SearchConfig) -> np.ndarray:
@@ -407,16 +468,23 @@ def build_search(
         directory: where searches persist (None: in memory only).
         count: n, when ``vectors`` is a function (a persisted search of another size is rebuilt).
     """
-    with _LOCK:
-        if key in _REGISTRY:
-            return _REGISTRY[key]
     path = directory / f"{key}.faiss" if directory is not None else None
+    with _LOCK:
+        registered = _REGISTRY.get(key)
+    if registered is not None:
+        if path is not None and not path.with_suffix(".npy").exists():  # built in memory, now asked to persist
+            registered.save(path)
+        return registered
     given = None if callable(vectors) else vectors
     search = None
     if path is not None and (path.exists() or path.with_suffix(".npy").exists()):
         search = ReferenceSearch.load(path, given, config)
         if search is not None and count is not None and len(search) != count:
             search = None
+        if search is not None and not path.with_suffix(".npy").exists():
+            # an index file without the vectors beside it (an older version, or the file was removed): write
+            # them, so that workers map them instead of each copying them out of the index
+            search.save(path)
     if search is None:
         written = callable(vectors) and path is not None
         data = vectors(path.with_suffix(".npy") if path is not None else None) if callable(vectors) else vectors

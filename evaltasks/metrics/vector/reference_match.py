@@ -286,8 +286,19 @@ class ReferenceMatchMetric(EmbeddingMetric):
 
 
 def _write_set_vectors(index: ReferenceIndex, provider: Any, texts: list[str], destination: Path | None) -> np.ndarray:
-    """A reference set's vectors read from ``index`` (written to ``destination`` and mapped from it, when given)."""
-    return index.write_vectors(provider, texts, destination)
+    """A reference set's vectors read from ``index`` (written to ``destination`` and mapped from it, when given).
+
+    Texts missing from the index although the run stored them (an ``evaltasks index prune`` by another process
+    dropped them meanwhile) are embedded again here, in this process, and stored; then the vectors are read.
+
+    Raises:
+        ProviderError: embedding the missing texts failed.
+    """
+    try:
+        return index.write_vectors(provider, texts, destination)
+    except KeyError:
+        index.get_or_embed(provider, texts, probe=False, vectors=False)
+        return index.write_vectors(provider, texts, destination)
 
 
 def _set_cost(texts: Sequence[str], table: VectorTable, stored: VectorTable | None) -> float:
