@@ -35,7 +35,7 @@ steps that each survive an interruption; run the same command again to continue:
    10,000·i to 10,000·(i+1)-1), each written to a temporary name and renamed (atomic), so an interrupted run
    leaves whole chunks only; chunks already present are skipped. The queries go to ``OUT/queries.npy``.
 3. Measurement, when every chunk exists (or on the first ``--measure N`` rows, rounded down to whole chunks):
-   exact top 10 of the queries (``exact_top_k``), then IVF-Flat and IVF-PQ (``--pq`` bytes) built with the
+   exact top 10 of the queries (``exact_top_k``), then IVF-Flat, IVF-SQ8 and IVF-PQ (``--pq`` bytes) built with the
    default ``SearchConfig`` and queried at nprobe 4-128 (``bench/ivf_search.py``'s ``run_ivf``: build seconds,
    RSS added, index bytes per vector, queries/s, speed-up over exact, recall@1/@10). Prints JSON and writes
    it to ``OUT/measure-N.json``.
@@ -300,6 +300,8 @@ def measure(out: Path, rows: int, pq: int) -> dict[str, object]:
     nprobes = (4, 8, 16, 32, 64, 128)
     with tempfile.TemporaryDirectory() as tmp:
         result["ivf_flat"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf"), nprobes, Path(tmp))
+        result["ivf_sq8"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf", ivf_sq8=True),
+                                    nprobes, Path(tmp))
         result["ivf_pq"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf", ivf_pq=pq), nprobes,
                                    Path(tmp))
     result["load_avg_after"] = os.getloadavg()
