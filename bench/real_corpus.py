@@ -35,7 +35,8 @@ steps that each survive an interruption; run the same command again to continue:
    10,000·i to 10,000·(i+1)-1), each written to a temporary name and renamed (atomic), so an interrupted run
    leaves whole chunks only; chunks already present are skipped. The queries go to ``OUT/queries.npy``.
 3. Measurement, when every chunk exists (or on the first ``--measure N`` rows, rounded down to whole chunks):
-   exact top 10 of the queries (``exact_top_k``), then IVF-Flat, IVF-SQ8 and IVF-PQ (``--pq`` bytes) built with the
+   exact top 10 of the queries (``exact_top_k``), then HNSW (M 16, efConstruction 100, efSearch 16-256: ``run_hnsw``)
+   and IVF-Flat, IVF-SQ8 and IVF-PQ (``--pq`` bytes) built with the
    default ``SearchConfig`` and queried at nprobe 4-128 (``bench/ivf_search.py``'s ``run_ivf``: build seconds,
    RSS added, index bytes per vector, queries/s, speed-up over exact, recall@1/@10). Prints JSON and writes
    it to ``OUT/measure-N.json``.
@@ -275,8 +276,33 @@ def complete_prefix(out: Path) -> int:
     return i * CHUNK
 
 
+def run_hnsw(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_s: float,
+             hnsw_m: int = 16, ef_construction: int = 100) -> dict[str, object]:
+    """HNSW (``search: hnsw`` with ``hnsw_m``/``ef_construction``, built as a run builds it) against exact search
+    (``truth``: the exact top 10 of ``queries``, found in ``exact_s`` seconds): build seconds and CPU seconds, then
+    queries/s, speed-up and recall@1/@10 at ``ef_search`` 16-256."""
+    from evaltasks.index.search import ReferenceSearch, SearchConfig
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    search = ReferenceSearch(vectors, SearchConfig(kind="hnsw", hnsw_m=hnsw_m, ef_construction=ef_construction))
+    row: dict[str, object] = {"label": search.config.label(), "build_s": round(time.perf_counter() - t0, 1),
+                              "build_cpu_s": round(time.process_time() - c0, 1), "ef_search": []}
+    for ef in (16, 32, 64, 128, 256):
+        search.index.hnsw.efSearch = ef
+        t0 = time.perf_counter()
+        _, found = search.top_k(queries, 10)
+        seconds = time.perf_counter() - t0
+        row["ef_search"].append({  # type: ignore[union-attr]
+            "ef_search": ef, "qps": round(len(queries) / seconds, 1), "speedup_vs_exact": round(exact_s / seconds, 1),
+            "recall_at_1": float(np.mean(found[:, 0] == truth[:, 0])),
+            "recall_at_10": round(float(np.mean([len(set(a) & set(b)) / 10
+                                                 for a, b in zip(found.tolist(), truth.tolist())])), 4)})
+    return row
+
+
 def measure(out: Path, rows: int, pq: int) -> dict[str, object]:
-    """IVF-Flat and IVF-PQ against exact search over the first ``rows`` embeddings (see the module docstring)."""
+    """IVF-Flat, IVF-SQ8, IVF-PQ and HNSW against exact search over the first ``rows`` embeddings (see the module
+    docstring)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from ivf_search import run_ivf
 
@@ -304,6 +330,7 @@ def measure(out: Path, rows: int, pq: int) -> dict[str, object]:
                                     nprobes, Path(tmp))
         result["ivf_pq"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf", ivf_pq=pq), nprobes,
                                    Path(tmp))
+    result["hnsw"] = run_hnsw(vectors, queries, truth, exact)
     result["load_avg_after"] = os.getloadavg()
     (out / f"measure-{len(vectors)}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
