@@ -912,7 +912,7 @@ class _Interrupt:
             return
         signum = getattr(unraisable.exc_value, "signal", None) or self.signum or signal.SIGINT
         self.delivered = False  # the same signal again, not a second one (which would end the process)
-        returned = self.hook_returned = threading.Event()
+        returned = threading.Event()
         threading.Thread(target=self._redeliver, args=(signum, returned), name="evaltasks-redeliver-signal",
                          daemon=True).start()
         returned.set()  # the last bytecodes of this hook (no handler runs between them and the return)
