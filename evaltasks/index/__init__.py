@@ -443,11 +443,8 @@ class ReferenceIndex:
         destination.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(destination) as tmp:
             with synced_writer(tmp, "wb") as handle:
-                np.lib.format.write_array_header_1_0(
-                    handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
-                             "shape": (len(rows), dims)})
-                for start in range(0, len(rows), chunk):
-                    handle.write(np.ascontiguousarray(snapshot.gather(rows[start : start + chunk])).data)
+                _segments.write_rows(handle, (snapshot.gather(rows[start : start + chunk])
+                                              for start in range(0, len(rows), chunk)), len(rows), dims)
         return np.load(destination, mmap_mode="r", allow_pickle=False)
 
     @staticmethod

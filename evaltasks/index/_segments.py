@@ -301,21 +301,30 @@ def write_segment(directory: Path, number: int, ids: np.ndarray, chunks: Iterabl
             np.lib.format.write_array(writer, np.ascontiguousarray(ids, dtype="<i8"), allow_pickle=False)
             sha["ids"] = writer.digest.hexdigest()
         with synced_writer(vectors_tmp, "wb") as handle:
-            writer = _HashingWriter(handle)
-            np.lib.format.write_array_header_1_0(writer, {"descr": "<f4", "fortran_order": False,
-                                                          "shape": (count, dims)})
-            written = 0
-            for chunk in chunks:
-                block = np.ascontiguousarray(chunk, dtype="<f4")
-                if block.ndim != 2 or block.shape[1] != dims:
-                    raise ValueError(f"a block of shape {block.shape} for {dims} dimensions")
-                writer.write(block)
-                written += len(block)
-                chunk = block = None  # type: ignore[assignment]  # freed before the next block is made
-            if written != count:
-                raise ValueError(f"{written} vector rows written for {count} ids")
-            sha["vectors"] = writer.digest.hexdigest()
+            sha["vectors"] = write_rows(handle, chunks, count, dims)
     return {"ids": ids_name, "vectors": vectors_name, "count": int(count), "sha256": sha, "created": now_iso()}
+
+
+def write_rows(handle: BinaryIO, chunks: Iterable[np.ndarray], count: int, dims: int) -> str:
+    """Write a float32 (count, dims) ``.npy`` to ``handle`` from row blocks, one block in memory at a time;
+    return the file's sha256.
+
+    Raises:
+        ValueError: a block is not of ``dims`` columns, or the blocks do not hold ``count`` rows.
+    """
+    writer = _HashingWriter(handle)
+    np.lib.format.write_array_header_1_0(writer, {"descr": "<f4", "fortran_order": False, "shape": (count, dims)})
+    written = 0
+    for chunk in chunks:
+        block = np.ascontiguousarray(chunk, dtype="<f4")
+        if block.ndim != 2 or block.shape[1] != dims:
+            raise ValueError(f"a block of shape {block.shape} for {dims} dimensions")
+        writer.write(block)
+        written += len(block)
+        chunk = block = None  # type: ignore[assignment]  # freed before the next block is made
+    if written != count:
+        raise ValueError(f"{written} vector rows written for {count} rows")
+    return writer.digest.hexdigest()
 
 
 def write_manifest(directory: Path, meta: dict) -> None:

@@ -279,7 +279,7 @@ class ReferenceSearch:
             try:
                 vectors = np.load(path.with_suffix(".npy"), mmap_mode="r", allow_pickle=False)
             except (OSError, ValueError):  # written by an older version, without <key>.npy
-                if _keeps_vectors_apart(config):  # the codes cannot give the vectors back
+                if _codes_are_lossy(config):
                     return None
                 vectors = _reconstructed(index, config)
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
@@ -363,8 +363,9 @@ def _read_flags(config: SearchConfig) -> int:
     return int(faiss.IO_FLAG_MMAP_IFC) if ivf_mapped and hasattr(faiss, "IO_FLAG_MMAP_IFC") else 0
 
 
-def _keeps_vectors_apart(config: SearchConfig) -> bool:
-    """Whether a persisted search of ``config`` (resolved) keeps the set's vectors in ``<key>.npy``."""
+def _codes_are_lossy(config: SearchConfig) -> bool:
+    """Whether a search of ``config`` (resolved) stores codes that cannot give the set's vectors back (IVF-PQ,
+    IVF-SQ8), so that without ``<key>.npy`` it cannot be loaded."""
     return config.kind == "ivf" and bool(config.ivf_pq or config.ivf_sq8)
 
 
