@@ -36,10 +36,12 @@ steps that each survive an interruption; run the same command again to continue:
    leaves whole chunks only; chunks already present are skipped. The queries go to ``OUT/queries.npy``.
 3. Measurement, when every chunk exists (or on the first ``--measure N`` rows, rounded down to whole chunks):
    exact top 10 of the queries (``exact_top_k``), then HNSW (M 16, efConstruction 100, efSearch 16-256: ``run_hnsw``)
-   and IVF-Flat, IVF-SQ8 and IVF-PQ (``--pq`` bytes) built with the
+   and IVF-Flat, IVF-SQ8 and IVF-PQ (``--pq`` bytes; 0: none) built with the
    default ``SearchConfig`` and queried at nprobe 4-128 (``bench/ivf_search.py``'s ``run_ivf``: build seconds,
-   RSS added, index bytes per vector, queries/s, speed-up over exact, recall@1/@10). Prints JSON and writes
-   it to ``OUT/measure-N.json``.
+   RSS added, index bytes per vector, queries/s, speed-up over exact, recall@1/@10). IVF-SQ8 is what ``auto``
+   builds, so it also gets ``auto``'s ``target_recall`` (0.95): nprobe widened from 32 on half the queries as a
+   run widens it on its outputs, then measured on the other half (held out). Prints JSON and writes it to
+   ``OUT/measure-N.json``.
 """
 
 from __future__ import annotations
@@ -307,7 +309,7 @@ def measure(out: Path, rows: int, pq: int) -> dict[str, object]:
     from ivf_search import run_ivf
 
     from evaltasks.index._blas import faiss
-    from evaltasks.index.search import SearchConfig, exact_top_k
+    from evaltasks.index.search import AUTO_TARGET_RECALL, SearchConfig, exact_top_k
 
     chunks = rows // CHUNK
     vectors = np.empty((chunks * CHUNK, 384), dtype=np.float32)
@@ -326,10 +328,13 @@ def measure(out: Path, rows: int, pq: int) -> dict[str, object]:
     nprobes = (4, 8, 16, 32, 64, 128)
     with tempfile.TemporaryDirectory() as tmp:
         result["ivf_flat"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf"), nprobes, Path(tmp))
-        result["ivf_sq8"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf", ivf_sq8=True),
+        # the configuration `auto` builds above its threshold, target_recall included
+        result["ivf_sq8"] = run_ivf(vectors, queries, truth, m / exact,
+                                    SearchConfig(kind="ivf", ivf_sq8=True, target_recall=AUTO_TARGET_RECALL),
                                     nprobes, Path(tmp))
-        result["ivf_pq"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf", ivf_pq=pq), nprobes,
-                                   Path(tmp))
+        if pq:
+            result["ivf_pq"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf", ivf_pq=pq),
+                                       nprobes, Path(tmp))
     result["hnsw"] = run_hnsw(vectors, queries, truth, exact)
     result["load_avg_after"] = os.getloadavg()
     (out / f"measure-{len(vectors)}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
@@ -342,7 +347,7 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="output folder (corpus, chunks, measurements); outside the repository")
     parser.add_argument("--n", type=int, default=1_000_000, help="reference sentences (default 1,000,000)")
     parser.add_argument("--queries", type=int, default=1_000, help="query sentences (default 1,000)")
-    parser.add_argument("--pq", type=int, default=48, help="IVF-PQ code bytes (default 48)")
+    parser.add_argument("--pq", type=int, default=48, help="IVF-PQ code bytes (default 48; 0: no IVF-PQ)")
     parser.add_argument("--corpus-only", action="store_true", help="build the corpus and stop")
     parser.add_argument("--measure", type=int, metavar="ROWS", help="only measure on the first ROWS embedded rows")
     args = parser.parse_args()

@@ -333,6 +333,9 @@ class ReferenceSetInfo(BaseModel):
         recall_at_1: measured recall@1 against exact search on the run's outputs (1.0 for flat).
         recall_at_10: measured recall@10 (the share of the exact top 10 found in the search's top 10) on the
             same outputs (1.0 for flat).
+        nprobe: IVF lists searched per query, as measured (widened to ``target_recall``); None for other kinds.
+        ef_search: HNSW query breadth, as measured (widened to ``target_recall``); None for other kinds.
+        target_recall: the recall@10 the search's breadth was widened to reach (None: breadth as configured).
     """
 
     name: str
@@ -342,6 +345,9 @@ class ReferenceSetInfo(BaseModel):
     search: str
     recall_at_1: float | None = None
     recall_at_10: float | None = None
+    nprobe: int | None = None
+    ef_search: int | None = None
+    target_recall: float | None = None
 
 
 class JudgeAccount(BaseModel):

@@ -725,3 +725,162 @@ def test_set_texts_pruned_by_another_process_are_embedded_again(tmp_path: Path) 
     assert index.prune({provider.namespace: texts[:100]}) == {provider.namespace: 400}
     got = _write_set_vectors(index, provider, texts, tmp_path / "sets" / "k.npy")
     assert np.array_equal(got, vectors) and not index.missing_texts(provider, texts)
+
+
+# --- target recall: the query breadth widened on the run's own outputs ---------------------------------------
+
+def _recall_at_10(found: np.ndarray, exact: np.ndarray) -> float:
+    return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found.tolist(), exact.tolist())]))
+
+
+def _raw_ivf_top_10(vectors: np.ndarray, queries: np.ndarray, nlist: int, nprobe: int) -> np.ndarray:
+    """The top 10 of FAISS's own ``IndexIVFFlat`` trained as the product trains it, searched at ``nprobe``."""
+    from evaltasks.index._blas import faiss
+    from evaltasks.index.search import _train_ivf
+
+    index = _train_ivf(vectors, SearchConfig(kind="ivf", nlist=nlist).resolve(len(vectors)))
+    index.add(vectors)
+    faiss.extract_index_ivf(index).nprobe = nprobe
+    return index.search(queries, 10)[1]
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_a_target_recall_doubles_the_breadth_until_the_outputs_reach_it(kind: str) -> None:
+    """Uniform random vectors (no cluster structure: hard for every approximate index) searched from a breadth
+    too narrow for them: with ``target_recall`` 0.9 the breadth doubles until recall@10 on the queries, against
+    numpy's exact top 10, is at least 0.9, and the breadth before it was below (the smallest doubling that
+    reaches it); without a target the breadth stays as set, below the target."""
+    vectors = _unit_rows(20_000, 32, seed=3)
+    queries = _unit_rows(300, 32, seed=4)
+    exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
+    narrow = {"ivf": {"nlist": 128, "nprobe": 1}, "hnsw": {"hnsw_m": 4, "ef_construction": 16, "ef_search": 10}}[kind]
+    breadth = "nprobe" if kind == "ivf" else "ef_search"
+
+    fixed = ReferenceSearch(vectors, SearchConfig(kind=kind, **narrow))
+    fixed.measure_recall(queries)
+    assert fixed.recall_at_10 < 0.9 and getattr(fixed.config, breadth) == narrow[breadth]
+    assert fixed.recall_at_10 == pytest.approx(_recall_at_10(fixed.top_k(queries, 10)[1], exact))
+
+    search = ReferenceSearch(vectors, SearchConfig(kind=kind, target_recall=0.9, **narrow))
+    search.measure_recall(queries)
+    widened = getattr(search.config, breadth)
+    assert widened > narrow[breadth] and search.recall_at_10 >= 0.9
+    assert search.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10)[1], exact))
+    from evaltasks.index._blas import faiss
+
+    before = ReferenceSearch(vectors, replace(search.config, target_recall=None, **{breadth: widened // 2}),
+                             faiss.clone_index(search.index))  # a copy: the breadth is the index's own setting
+    assert _recall_at_10(before.top_k(queries, 10)[1], exact) < 0.9
+    if kind == "ivf":  # a copy of the trained index, queried by FAISS itself at the widened nprobe, answers the same
+        copy = faiss.clone_index(search.index)
+        faiss.extract_index_ivf(copy).nprobe = widened
+        assert np.array_equal(search.top_k(queries, 10)[1], copy.search(queries, 10)[1])
+
+
+def test_a_target_out_of_reach_stops_at_the_widest_search_and_auto_targets_095() -> None:
+    """4-byte PQ codes whose top 10 by code is all that is re-ranked cannot reach recall@10 1.0 on random
+    vectors: the breadth stops at nlist (every list probed) and the recall reported is what was measured there.
+    ``auto`` picking IVF targets 0.95, an explicit kind none; a bad target is refused."""
+    vectors = _unit_rows(8000, 16, seed=8)
+    queries = _unit_rows(200, 16, seed=9)
+    search = ReferenceSearch(vectors, SearchConfig(kind="ivf", ivf_pq=4, ivf_rerank=1, nlist=16, nprobe=2,
+                                                   target_recall=1.0))
+    search.measure_recall(queries)
+    assert search.config.nprobe == 16 and search.recall_at_10 < 1.0
+    exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
+    assert search.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10)[1], exact))
+    assert SearchConfig(search_auto_above=10).resolve(11).target_recall == 0.95
+    assert SearchConfig(search_auto_above=10, target_recall=0.99).resolve(11).target_recall == 0.99
+    assert SearchConfig(kind="ivf").resolve(11).target_recall is None
+    assert SearchConfig(search_auto_above=10).resolve(10).target_recall is None  # flat: exact
+    for bad in (0, 1.5, True, "high"):
+        with pytest.raises(ValueError, match="target_recall must be a number in \\(0, 1\\]"):
+            SearchConfig(target_recall=bad)
+
+
+def test_a_registered_search_takes_each_runs_breadth(tmp_path: Path, monkeypatch) -> None:
+    """A search registered in a process by one run answers the next run with that run's breadth, not the
+    breadth the first run used or was widened to."""
+    from evaltasks.index import search as search_module
+
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
+    vectors = _unit_rows(5000, 16, seed=6)
+    wide = SearchConfig(kind="ivf", nlist=32, nprobe=32)
+    built = search_module.build_search("k-ivf32", vectors, wide, tmp_path)
+    assert built.config.nprobe == 32
+    again = search_module.get_search("k-ivf32", tmp_path, SearchConfig(kind="ivf", nlist=32, nprobe=2))
+    assert again is built and again.config.nprobe == 2
+    assert search_module.faiss.extract_index_ivf(again.index).nprobe == 2
+    assert search_module.build_search("k-ivf32", vectors, wide, tmp_path).config.nprobe == 32
+
+
+def test_workers_search_with_the_breadth_the_run_measured(tmp_path: Path, prefect_harness, monkeypatch) -> None:
+    """A flow run on worker processes (``processes:2``): a set of 20,000 random vectors stored in the index,
+    searched with ``nprobe: 1`` of 64 lists and ``target_recall: 1.0``. The run widens nprobe on its outputs
+    and every batch, scored in other processes that load the search from disk, searches with it: every case's
+    max score equals numpy's exact max (FAISS's own IVF at nprobe 1 misses the best reference of some of these
+    cases, so a worker left at nprobe 1 would fail this). results.json reports the breadth and the target."""
+    from flows.evaluate_suite import evaluate_suite, make_task_runner
+
+    from evaltasks.embeddings import get_provider
+    from evaltasks.index import ReferenceIndex
+    from evaltasks.index import search as search_module
+
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
+    local = get_provider("local")
+    size = 20_000
+    vectors = _unit_rows(size, 384, seed=12)
+    texts = [f"text {i}" for i in range(size)]
+    ReferenceIndex(tmp_path / "idx").get_or_embed(_Prestored(local.namespace, vectors, local), texts)
+    outputs = [f"Answer number {i}: the {c} is {v}." for i, (c, v) in enumerate(
+        (c, v) for c in ("sky", "sea", "grass", "sun", "moon", "road") for v in ("blue", "green", "warm", "far"))]
+    out_vectors = local.embed_batch(outputs).vectors
+    expected = np.clip(out_vectors @ vectors.T, 0.0, 1.0).max(axis=1)
+    exact_best = np.argmax(out_vectors @ vectors.T, axis=1)
+    at_one = _raw_ivf_top_10(vectors, out_vectors, 64, 1)[:, 0]
+    assert (at_one != exact_best).sum() >= 3  # the narrow search alone would get these cases wrong
+    (tmp_path / "set.txt").write_text("\n".join(texts), encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o}) for o in outputs), encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: widened\ndataset: {path: d.jsonl}\n"
+        "reference_sets: {big: {path: set.txt, search: ivf, nlist: 64, nprobe: 1, target_recall: 1.0}}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: big, name: by_set}\n"
+        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+    state = evaluate_suite.with_options(task_runner=make_task_runner("processes:2"))(
+        suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "idx"),
+        batch_size=4, return_state=True)
+    assert state.is_completed(), state
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    (info,) = results["reference_sets"]
+    assert info["search"] == "ivf64" and info["target_recall"] == 1.0 and info["recall_at_10"] == 1.0
+    assert 1 < info["nprobe"] <= 64 and info["ef_search"] is None
+    for case, best in zip(results["cases"], expected):
+        assert abs(case["metrics"][0]["score"] - best) <= 1e-6
+
+
+def test_a_search_short_of_its_target_is_reported(tmp_path: Path, monkeypatch) -> None:
+    """``evaluate_sync`` over a set whose 4-byte PQ codes cannot reach recall@10 1.0 on random vectors: the
+    result reports the widest breadth (every list) and the recall measured there, and an ``IndexWarning`` says
+    the target was missed (a CLI run puts it in the reports' warnings)."""
+    from evaltasks.embeddings import get_provider
+    from evaltasks.index import IndexWarning, ReferenceIndex
+    from evaltasks.index import search as search_module
+
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
+    local = get_provider("local")
+    vectors = _unit_rows(12_000, 384, seed=14)
+    texts = tuple(f"text {i}" for i in range(len(vectors)))
+    ReferenceIndex(tmp_path / "idx").get_or_embed(_Prestored(local.namespace, vectors, local), texts)
+    config = SearchConfig(kind="ivf", nlist=16, nprobe=2, ivf_pq=4, ivf_rerank=1, target_recall=1.0)
+    metric = ReferenceMatchMetric(embedding_provider="local", reference_set=ReferenceSet("coarse", texts, config),
+                                  name="set")
+    outputs = [f"Sentence {i} about {w}." for i, w in enumerate(["rain", "bread", "music", "trains"] * 6)]
+    with pytest.warns(IndexWarning, match=r"reference set 'coarse': recall@10 0\.\d+ on the run's outputs is below "
+                                          r"its target_recall 1\.0 even at the widest search \(nprobe 16\)"):
+        result = evaluate_sync([EvalTestCase(actual_output=o) for o in outputs], [metric], index_dir=tmp_path / "idx")
+    (info,) = result.reference_sets
+    assert info.nprobe == 16 and info.target_recall == 1.0 and info.recall_at_10 < 1.0
+    queries = local.embed_batch(outputs).vectors
+    exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
+    found = search_module.get_search(metric.search_key).top_k(queries, 10)[1]
+    assert info.recall_at_10 == pytest.approx(_recall_at_10(found, exact))

@@ -25,7 +25,7 @@ import numpy as np
 
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 from evaltasks.errors import QUOTE_MAX_CHARS, CredentialsError, InputError, Problem, ProviderError, bounded, quote
-from evaltasks.index import ReferenceIndex
+from evaltasks.index import ReferenceIndex, report_warning
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.engine.statistics import summarize
@@ -379,15 +379,22 @@ def prepare_reference_searches(
         if reference_set is None or namespace not in tables:
             continue
         directory = index.root / "sets" if index is not None else None
-        search = metric.prepare_search(tables[namespace], directory, cases,  # type: ignore[attr-defined]
-                                       index=index, stored=(stored or {}).get(namespace))
         outputs = [t for t in needs[namespace].outputs if t in tables[namespace]]
-        if outputs:
-            search.measure_recall(tables[namespace].rows(outputs))
+        search = metric.prepare_search(tables[namespace], directory, cases,  # type: ignore[attr-defined]
+                                       index=index, stored=(stored or {}).get(namespace),
+                                       queries=tables[namespace].rows(outputs) if outputs else None)
+        config = search.config
         infos.append(ReferenceSetInfo(
             name=reference_set.name, metric=metric.name, count=len(reference_set), sha256=reference_set.sha256,
             search=reference_set.search.label(), recall_at_1=search.recall_at_1, recall_at_10=search.recall_at_10,
+            nprobe=config.nprobe if config.kind == "ivf" else None,
+            ef_search=config.ef_search if config.kind == "hnsw" else None, target_recall=config.target_recall,
         ))
+        if config.target_recall is not None and (search.recall_at_10 or 0.0) < config.target_recall:
+            breadth = f"nprobe {config.nprobe}" if config.kind == "ivf" else f"ef_search {config.ef_search}"
+            report_warning(f"reference set '{reference_set.name}': recall@10 {search.recall_at_10 or 0.0:.3f} on the "
+                           f"run's outputs is below its target_recall {config.target_recall} even at the widest "
+                           f"search ({breadth}); search: flat is exact")
     return infos
 
 

@@ -98,6 +98,12 @@ def recorded_warnings() -> list[str]:
     return list(_recorded.get() or [])
 
 
+def report_warning(message: str) -> None:
+    """Record ``message`` (inside :func:`recording_warnings`: it goes into the run's reports) or emit it as an
+    :class:`IndexWarning`: corruption found, a rebuild, a search short of its target recall."""
+    _report(message)
+
+
 def _report(message: str) -> None:
     """Record ``message`` (inside :func:`recording_warnings`) or emit it as an :class:`IndexWarning`."""
     recorded = _recorded.get()

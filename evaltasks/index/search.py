@@ -11,7 +11,9 @@ same results.
 8-bit scalar codes, or ``IVF{nlist},PQ{M}`` codes re-ranked by exact inner product from the stored vectors)
 trained on a seeded sample, filled in chunks, and queried with ``nprobe`` lists. ``auto`` (the default) is
 ``flat`` up to ``search_auto_above`` references (1,000,000) and ``ivf`` with SQ8 codes above (README "Reference
-sets", docs/performance.md "IVF search").
+sets", docs/performance.md "IVF search"). An approximate search with a ``target_recall`` (``auto``'s default:
+0.95) widens its query breadth (``nprobe``, ``ef_search``) until its recall@10 on the run's own outputs reaches
+it (:meth:`ReferenceSearch.measure_recall`): real text embeddings need a wider search than clustered data.
 
 Built indexes are persisted beside the reference index (``<index>/sets/<key>.faiss``, FAISS's own format,
 no pickle; a flat search is only its vectors, ``<key>.npy``) and loaded lazily once per process through
@@ -37,6 +39,8 @@ from evaltasks.index._blas import faiss, flat_through_numpy
 SEARCH_KINDS = ("auto", "flat", "hnsw", "ivf")
 IVF_QUANTIZERS = ("flat", "hnsw")
 AUTO_ABOVE = 1_000_000  # references above which ``auto`` searches with IVF
+AUTO_TARGET_RECALL = 0.95  # recall@10 that ``auto``'s approximate search widens its breadth to reach
+MAX_EF_SEARCH = 4096  # HNSW query breadth at most when widening to a target recall
 MAX_NLIST = 4096  # default lists at most: k-means and assigning every vector cost n × nlist (docs/performance.md)
 _ADD_CHUNK = 65536  # vectors added to an IVF index per call: one chunk's copy and assignment at a time
 _REGISTRY: dict[str, ReferenceSearch] = {}
@@ -70,10 +74,14 @@ class SearchConfig:
         ivf_rerank: with ``ivf_pq``, candidates re-ranked per result (``ivf_rerank`` × k).
         ivf_quantizer: ``"flat"`` (exact centroid search) or ``"hnsw"`` (an HNSW graph over the centroids:
             faster assignment for very large ``nlist``).
+        target_recall: the recall@10 (0 < r <= 1) an approximate search must reach on the run's own outputs:
+            measured against exact search on up to 1,000 of them, the query breadth (``nprobe`` up to ``nlist``,
+            ``ef_search`` up to ``MAX_EF_SEARCH``) is doubled until it does (never narrowed). None (default):
+            ``AUTO_TARGET_RECALL`` (0.95) when ``auto`` picks ``ivf``, else the breadth as given.
 
     Raises:
         ValueError: an unknown kind or quantizer, a count that is not a positive integer, ``ivf_sq8`` not a
-            boolean, or ``ivf_sq8`` true with ``ivf_pq``.
+            boolean, ``ivf_sq8`` true with ``ivf_pq``, or ``target_recall`` not in (0, 1].
     """
 
     kind: str = "auto"
@@ -87,6 +95,7 @@ class SearchConfig:
     ivf_rerank: int = 10
     ivf_quantizer: str = "flat"
     ivf_sq8: bool | None = None
+    target_recall: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in SEARCH_KINDS:
@@ -104,21 +113,30 @@ class SearchConfig:
             raise ValueError(f"ivf_sq8 must be true or false, got {quote(self.ivf_sq8)}")
         if self.ivf_sq8 and self.ivf_pq:
             raise ValueError(f"ivf_sq8 cannot be combined with ivf_pq ({self.ivf_pq}): choose one code")
+        if self.target_recall is not None and (
+            isinstance(self.target_recall, bool) or not isinstance(self.target_recall, (int, float))
+            or not 0 < self.target_recall <= 1
+        ):
+            raise ValueError(f"target_recall must be a number in (0, 1], got {quote(self.target_recall)}")
 
     def resolve(self, n: int) -> SearchConfig:
         """The configuration a set of ``n`` references is searched with: ``auto`` becomes ``flat`` or ``ivf``;
         an IVF's ``nlist`` is fixed (about 4·√n, at most n / 39 and ``MAX_NLIST``, at least 1), ``nprobe`` capped
-        at it, and ``ivf_sq8`` decided (``auto`` picking ``ivf`` uses SQ8 codes unless ``ivf_pq`` or
-        ``ivf_sq8: false`` says otherwise: a quarter of IVF-Flat's memory, faster scans, docs/performance.md)."""
+        at it, ``ivf_sq8`` decided (``auto`` picking ``ivf`` uses SQ8 codes unless ``ivf_pq`` or
+        ``ivf_sq8: false`` says otherwise: a quarter of IVF-Flat's memory, faster scans, docs/performance.md), and
+        ``target_recall`` (``auto`` picking ``ivf``: ``AUTO_TARGET_RECALL`` unless given)."""
         kind = self.kind
         if kind == "auto":
             kind = "ivf" if n > self.search_auto_above else "flat"
         if kind != "ivf":
             return replace(self, kind=kind)
         sq8 = self.ivf_sq8 if self.ivf_sq8 is not None else (self.kind == "auto" and not self.ivf_pq)
+        target = self.target_recall
+        if target is None and self.kind == "auto":
+            target = AUTO_TARGET_RECALL
         nlist = self.nlist or max(1, min(int(round(4 * np.sqrt(n))), n // 39, MAX_NLIST))
         return replace(self, kind=kind, nlist=min(nlist, max(n, 1)), nprobe=min(self.nprobe, min(nlist, max(n, 1))),
-                       ivf_sq8=sq8)
+                       ivf_sq8=sq8, target_recall=target)
 
     def label(self) -> str:
         """A short stable label of what is built, e.g. ``flat``, ``hnsw-m32-efc200``, ``ivf4000-sq8`` or
@@ -163,20 +181,48 @@ class ReferenceSearch:
                 index = _train_ivf(self.vectors, self.config)
             for start in range(0, n, _ADD_CHUNK):  # a slice of mapped vectors: one chunk in memory at a time
                 index.add(np.ascontiguousarray(self.vectors[start : start + _ADD_CHUNK]))
-        if self.config.kind == "hnsw":
-            faiss.downcast_index(index).hnsw.efSearch = self.config.ef_search
-        if self.config.kind == "ivf":
-            ivf = faiss.extract_index_ivf(index)
-            ivf.nprobe = self.config.nprobe
-            if self.config.ivf_quantizer == "hnsw":
-                faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe, _HNSW_QUANTIZER_EF)
         self.index: faiss.Index | None = index if self.config.kind != "flat" else None
+        self._apply_breadth()
         self.recall_at_1: float | None = 1.0 if self.config.kind == "flat" else None
         self.recall_at_10: float | None = 1.0 if self.config.kind == "flat" else None
         self.cost_per_case = 0.0
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
+
+    def _apply_breadth(self) -> None:
+        """Set the index's query breadth from ``config`` (``efSearch``; ``nprobe`` and its HNSW quantizer's)."""
+        if self.index is None:
+            return
+        if self.config.kind == "hnsw":
+            faiss.downcast_index(self.index).hnsw.efSearch = self.config.ef_search
+        if self.config.kind == "ivf":
+            ivf = faiss.extract_index_ivf(self.index)
+            ivf.nprobe = self.config.nprobe
+            if self.config.ivf_quantizer == "hnsw":
+                faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe, _HNSW_QUANTIZER_EF)
+
+    def use_breadth(self, config: SearchConfig) -> None:
+        """Query with ``config``'s breadth (``nprobe``, ``ef_search``) and ``target_recall`` from now on: a search
+        registered in this process by an earlier run, asked for by a run configured (or tuned) otherwise."""
+        config = config.resolve(len(self))
+        breadth = {"nprobe": min(config.nprobe, self.config.nlist or config.nprobe), "ef_search": config.ef_search,
+                   "target_recall": config.target_recall}
+        if any(getattr(self.config, name) != value for name, value in breadth.items()):
+            self.config = replace(self.config, **breadth)
+            self._apply_breadth()
+
+    def _widen(self) -> bool:
+        """Double the query breadth (``nprobe`` up to ``nlist``, ``ef_search`` up to ``MAX_EF_SEARCH``); False
+        when it is already at its limit (nothing changed)."""
+        if self.config.kind == "ivf" and self.config.nprobe < (self.config.nlist or 0):
+            self.config = replace(self.config, nprobe=min(2 * self.config.nprobe, self.config.nlist or 0))
+        elif self.config.kind == "hnsw" and self.config.ef_search < MAX_EF_SEARCH:
+            self.config = replace(self.config, ef_search=min(2 * self.config.ef_search, MAX_EF_SEARCH))
+        else:
+            return False
+        self._apply_breadth()
+        return True
 
     def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` most similar references of each query: (similarities (m, k), indices (m, k)), best first."""
@@ -215,7 +261,11 @@ class ReferenceSearch:
         ``queries``; stored (``recall_at_1``, ``recall_at_10``) and recall@1 returned.
 
         Recall@10 is the share of the exact top 10 (top n below 10 references) that the index returns in its
-        own top 10. Exact search runs over the vectors in place (:func:`exact_top_k`: no copy).
+        own top 10. Exact search runs over the vectors in place (:func:`exact_top_k`: no copy). With a
+        ``config.target_recall``, while recall@10 is below it the query breadth is doubled and the same sample
+        measured again (``nprobe`` up to ``nlist``, ``ef_search`` up to ``MAX_EF_SEARCH``): ``config`` ends with
+        the breadth the search then queries with (recall at the limit may stay below the target; it is reported
+        as measured).
         """
         if self.config.kind == "flat" or len(queries) == 0:
             self.recall_at_1 = self.recall_at_10 = 1.0
@@ -225,10 +275,14 @@ class ReferenceSearch:
         q = np.ascontiguousarray(queries[rows], dtype=np.float32)
         k = min(10, len(self))
         _, truth = exact_top_k(self.vectors, q, k)
-        _, found = self.top_k(q, k)
-        self.recall_at_1 = float(np.mean(truth[:, 0] == found[:, 0]))
-        self.recall_at_10 = float(np.mean([len(set(t) & set(f)) / k for t, f in zip(truth.tolist(), found.tolist())]))
-        return self.recall_at_1
+        while True:
+            _, found = self.top_k(q, k)
+            self.recall_at_1 = float(np.mean(truth[:, 0] == found[:, 0]))
+            self.recall_at_10 = float(np.mean([len(set(t) & set(f)) / k
+                                               for t, f in zip(truth.tolist(), found.tolist())]))
+            target = self.config.target_recall
+            if target is None or self.recall_at_10 >= target or not self._widen():
+                return self.recall_at_1
 
     def save(self, path: Path, vectors_written: bool = False) -> None:
         """Write the FAISS index atomically (temporary file + rename), and the set's vectors beside it
@@ -475,6 +529,7 @@ def build_search(
     if registered is not None:
         if path is not None and not path.with_suffix(".npy").exists():  # built in memory, now asked to persist
             registered.save(path)
+        registered.use_breadth(config)
         return registered
     given = None if callable(vectors) else vectors
     search = None
@@ -503,8 +558,11 @@ def get_search(key: str, directory: str | Path | None = None, config: SearchConf
         KeyError: neither registered here nor persisted in ``directory``.
     """
     with _LOCK:
-        if key in _REGISTRY:
-            return _REGISTRY[key]
+        registered = _REGISTRY.get(key)
+    if registered is not None:
+        if config is not None:
+            registered.use_breadth(config)
+        return registered
     if directory is not None:
         search = ReferenceSearch.load(Path(directory) / f"{key}.faiss", None, config or SearchConfig())
         if search is not None:

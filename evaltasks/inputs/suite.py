@@ -411,7 +411,8 @@ class Suite(BaseModel):
         default_factory=dict,
         description="Named reference sets: a path (.txt one per line; .csv/.jsonl/.json/.yaml with `column`), "
         "a list of strings, or {path, column, search: auto|flat|hnsw|ivf, hnsw_m, ef_construction, ef_search, "
-        "search_auto_above, nlist, nprobe, ivf_sq8: true|false, ivf_pq, ivf_rerank, ivf_quantizer: flat|hnsw}. "
+        "search_auto_above, nlist, nprobe, ivf_sq8: true|false, ivf_pq, ivf_rerank, ivf_quantizer: flat|hnsw, "
+        "target_recall}. "
         "A ReferenceMatchMetric uses one with `reference_set: NAME`.",
     )
     embeddings: dict[Literal["local", "openai"], dict[str, Any]] = Field(

@@ -144,7 +144,8 @@ class ReferenceMatchMetric(EmbeddingMetric):
             needs[self.embedding_namespace].add_index_only(self.reference_set.texts)
 
     def prepare_search(self, table: VectorTable, directory: Path | None, cases: int,
-                       index: ReferenceIndex | None = None, stored: VectorTable | None = None) -> ReferenceSearch | None:
+                       index: ReferenceIndex | None = None, stored: VectorTable | None = None,
+                       queries: np.ndarray | None = None) -> ReferenceSearch | None:
         """Build (or load) the FAISS search over the reference set; None without a set.
 
         Args:
@@ -155,6 +156,10 @@ class ReferenceMatchMetric(EmbeddingMetric):
                 ``table`` lacks them (:meth:`~evaltasks.index.ReferenceIndex.write_vectors`: straight into the
                 search's ``<key>.npy``, a chunk at a time), and only when the search is not persisted yet.
             stored: costs and truncation of the set's index-only texts (a table without vectors), this run's.
+            queries: the run's output vectors, float32 (m, d): the search's recall is measured on them
+                (:meth:`~evaltasks.index.search.ReferenceSearch.measure_recall`, which widens its breadth to the
+                set's ``target_recall``); this metric, wherever its batches are scored, then searches with the
+                breadth that was measured.
 
         Raises:
             ConfigError: the set's search options do not fit the vectors (``ivf_pq`` not dividing d).
@@ -185,6 +190,9 @@ class ReferenceMatchMetric(EmbeddingMetric):
                                 f"returns {table.vectors.shape[1]}-dimensional ones (its reference index was rebuilt "
                                 "meanwhile): run again")
         search.cost_per_case = _set_cost(texts, table, stored) / max(cases, 1)
+        if queries is not None and len(queries):
+            search.measure_recall(queries)
+        self._search_config = search.config  # the breadth measured: workers load the search with it
         self._search_dir = str(directory) if directory is not None else None  # workers load it from there
         self._search_cost_per_case = search.cost_per_case
         return search
@@ -245,7 +253,8 @@ class ReferenceMatchMetric(EmbeddingMetric):
     def _score_against_set(self, cases: Sequence[EvalTestCase], table: VectorTable | None) -> list[MetricResult]:
         """Score every case against the whole reference set: FAISS top-k for max, exact clamped mean."""
         assert self.reference_set is not None
-        search = get_search(self.search_key, getattr(self, "_search_dir", None), self.reference_set.search)
+        search = get_search(self.search_key, getattr(self, "_search_dir", None),
+                            getattr(self, "_search_config", self.reference_set.search))
         search.cost_per_case = getattr(self, "_search_cost_per_case", search.cost_per_case)
         scored = [i for i, case in enumerate(cases) if case.actual_output.strip()]
         results: list[MetricResult | None] = [None] * len(cases)
