@@ -425,7 +425,7 @@ def phase_hnsw(cfg: dict, work: Path) -> dict:
                "missed_noisy": int((~hit & in_sub).sum())}
         if ef == base.ef_search:
             with Step() as st2:
-                run["measure_recall"] = search.measure_recall(queries)
+                run["measure_recall"] = search.measure_recall(queries).recall_at_1
             run["measure_recall_step"] = st2.as_dict()
         runs.append(run)
     out["runs"] = runs

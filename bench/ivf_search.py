@@ -78,12 +78,10 @@ def run_ivf(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_q
         "index_file_bytes_per_vector": round(path.stat().st_size / len(vectors), 1),
         "load_avg_after_build": os.getloadavg(), "nprobe": [],
     }
-    ivf = faiss.extract_index_ivf(search.index)
     for nprobe in nprobes:
-        ivf.nprobe = nprobe
-        object.__setattr__(search, "config", SearchConfig(**{**search.config.__dict__, "nprobe": nprobe}))
+        breadth = replace(search.config, nprobe=nprobe)
         t0 = time.perf_counter()
-        _, found = search.top_k(queries, 10)
+        _, found = search.top_k(queries, 10, breadth)
         seconds = time.perf_counter() - t0
         r1, r10 = recall(found, truth)
         row["nprobe"].append({"nprobe": nprobe, "qps": round(len(queries) / seconds, 1),
@@ -101,16 +99,16 @@ def _tuned(search: ReferenceSearch, queries: np.ndarray, truth: np.ndarray, exac
     """What a run with ``target_recall`` gets: the breadth widened from the configured ``nprobe`` on the first
     half of ``queries`` (:meth:`ReferenceSearch.measure_recall`, as a run does on its outputs), then measured on
     the other half (held out): nprobe, queries/s, speed-up and recall@1/@10 there."""
-    search.use_breadth(replace(search.config, nprobe=config.nprobe, target_recall=config.target_recall))
     half = len(queries) // 2
-    search.measure_recall(queries[:half], sample=half)
+    tuned = search.measure_recall(queries[:half], sample=half,
+                                  breadth=replace(search.config, nprobe=config.nprobe, target_recall=config.target_recall))
     held_out, held_truth = queries[half:], truth[half:]
     t0 = time.perf_counter()
-    _, found = search.top_k(held_out, 10)
+    _, found = search.top_k(held_out, 10, tuned.breadth)
     seconds = time.perf_counter() - t0
     r1, r10 = recall(found, held_truth)
-    row = {"target": config.target_recall, "tuned_on": half, "nprobe": search.config.nprobe,
-           "recall_at_10_tuned_on": round(search.recall_at_10 or 0.0, 4), "held_out": len(held_out),
+    row = {"target": config.target_recall, "tuned_on": half, "nprobe": tuned.breadth.nprobe,
+           "recall_at_10_tuned_on": round(tuned.recall_at_10 or 0.0, 4), "held_out": len(held_out),
            "qps": round(len(held_out) / seconds, 1), "speedup_vs_exact": round(len(held_out) / seconds / exact_qps, 1),
            "recall_at_1": r1, "recall_at_10": round(r10, 4)}
     print(json.dumps({"progress": "target_recall", **row}), file=sys.stderr, flush=True)

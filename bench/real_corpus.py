@@ -55,6 +55,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -290,9 +291,9 @@ def run_hnsw(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_
     row: dict[str, object] = {"label": search.config.label(), "build_s": round(time.perf_counter() - t0, 1),
                               "build_cpu_s": round(time.process_time() - c0, 1), "ef_search": []}
     for ef in (16, 32, 64, 128, 256):
-        search.index.hnsw.efSearch = ef
+        breadth = replace(search.config, ef_search=ef)
         t0 = time.perf_counter()
-        _, found = search.top_k(queries, 10)
+        _, found = search.top_k(queries, 10, breadth)
         seconds = time.perf_counter() - t0
         row["ef_search"].append({  # type: ignore[union-attr]
             "ef_search": ef, "qps": round(len(queries) / seconds, 1), "speedup_vs_exact": round(exact_s / seconds, 1),

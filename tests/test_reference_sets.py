@@ -71,12 +71,14 @@ def test_hnsw_recall_is_measured_against_exact_search() -> None:
     exact = np.argmax(queries @ vectors.T, axis=1)
     weak = ReferenceSearch(vectors, SearchConfig(kind="hnsw", hnsw_m=4, ef_construction=8, ef_search=1))
     strong = ReferenceSearch(vectors, SearchConfig(kind="hnsw", hnsw_m=32, ef_construction=200, ef_search=256))
+    recalls = []
     for search in (weak, strong):
         recall = search.measure_recall(queries, sample=300)
         _, found = search.top_k(queries, 1)
-        assert recall == pytest.approx(float(np.mean(found[:, 0] == exact)))
-    assert strong.recall_at_1 >= 0.99
-    assert weak.recall_at_1 < strong.recall_at_1
+        assert recall.recall_at_1 == pytest.approx(float(np.mean(found[:, 0] == exact)))
+        recalls.append(recall.recall_at_1)
+    assert recalls[1] >= 0.99
+    assert recalls[0] < recalls[1]
     flat = ReferenceSearch(vectors)
     _, found = flat.top_k(queries, 1)
     assert np.array_equal(found[:, 0], exact)
@@ -334,8 +336,9 @@ def test_ivf_recall_at_default_nprobe_on_clustered_data(clustered, pq: int | Non
     same = found[:, 0] == exact_top[:, 0]
     assert same.mean() >= 0.95
     assert np.allclose(sims[same, 0], exact_sims[same, 0], atol=1e-5)
-    assert search.measure_recall(queries, sample=500) == pytest.approx(float(same.mean()))
-    assert search.recall_at_10 == pytest.approx(recall_10)
+    measured = search.measure_recall(queries, sample=500)
+    assert measured.recall_at_1 == pytest.approx(float(same.mean()))
+    assert measured.recall_at_10 == pytest.approx(recall_10)
 
 
 def test_ivf_sq8_recall_at_default_nprobe_and_a_chunked_build_equals_a_one_shot_one(clustered, tmp_path: Path,
@@ -359,8 +362,7 @@ def test_ivf_sq8_recall_at_default_nprobe_and_a_chunked_build_equals_a_one_shot_
     assert recall_10 >= 0.95
     same = found[:, 0] == exact_top[:, 0]
     assert same.mean() >= 0.95 and np.allclose(sims[same, 0], exact_sims[same, 0], atol=1e-5)
-    search.measure_recall(queries, sample=500)
-    assert search.recall_at_10 == pytest.approx(recall_10)
+    assert search.measure_recall(queries, sample=500).recall_at_10 == pytest.approx(recall_10)
 
     one_shot = reference_search._train_ivf(vectors, search.config)
     one_shot.add(vectors)
@@ -749,82 +751,109 @@ def test_a_target_recall_doubles_the_breadth_until_the_outputs_reach_it(kind: st
     """Uniform random vectors (no cluster structure: hard for every approximate index) searched from a breadth
     too narrow for them: with ``target_recall`` 0.9 the breadth doubles until recall@10 on the queries, against
     numpy's exact top 10, is at least 0.9, and the breadth before it was below (the smallest doubling that
-    reaches it); without a target the breadth stays as set, below the target."""
+    reaches it); without a target the breadth stays as set, below the target. Measuring changes nothing about
+    the search: the breadth found is passed to ``top_k``."""
     vectors = _unit_rows(20_000, 32, seed=3)
     queries = _unit_rows(300, 32, seed=4)
     exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
     narrow = {"ivf": {"nlist": 128, "nprobe": 1}, "hnsw": {"hnsw_m": 4, "ef_construction": 16, "ef_search": 10}}[kind]
     breadth = "nprobe" if kind == "ivf" else "ef_search"
 
-    fixed = ReferenceSearch(vectors, SearchConfig(kind=kind, **narrow))
-    fixed.measure_recall(queries)
-    assert fixed.recall_at_10 < 0.9 and getattr(fixed.config, breadth) == narrow[breadth]
-    assert fixed.recall_at_10 == pytest.approx(_recall_at_10(fixed.top_k(queries, 10)[1], exact))
+    search = ReferenceSearch(vectors, SearchConfig(kind=kind, **narrow))
+    fixed = search.measure_recall(queries)
+    assert fixed.recall_at_10 < 0.9 and getattr(fixed.breadth, breadth) == narrow[breadth]
+    assert fixed.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10)[1], exact))
 
-    search = ReferenceSearch(vectors, SearchConfig(kind=kind, target_recall=0.9, **narrow))
-    search.measure_recall(queries)
-    widened = getattr(search.config, breadth)
-    assert widened > narrow[breadth] and search.recall_at_10 >= 0.9
-    assert search.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10)[1], exact))
-    from evaltasks.index._blas import faiss
-
-    before = ReferenceSearch(vectors, replace(search.config, target_recall=None, **{breadth: widened // 2}),
-                             faiss.clone_index(search.index))  # a copy: the breadth is the index's own setting
-    assert _recall_at_10(before.top_k(queries, 10)[1], exact) < 0.9
+    targeted = search.measure_recall(queries, breadth=SearchConfig(kind=kind, target_recall=0.9, **narrow))
+    widened = getattr(targeted.breadth, breadth)
+    assert widened > narrow[breadth] and targeted.recall_at_10 >= 0.9 and not targeted.short_of_target()
+    assert search.config == fixed.breadth  # the search itself is as built
+    assert targeted.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10, targeted.breadth)[1], exact))
+    half = replace(targeted.breadth, target_recall=None, **{breadth: widened // 2})
+    assert _recall_at_10(search.top_k(queries, 10, half)[1], exact) < 0.9
+    assert np.array_equal(search.top_k(queries, 10)[1], search.top_k(queries, 10, fixed.breadth)[1])
     if kind == "ivf":  # a copy of the trained index, queried by FAISS itself at the widened nprobe, answers the same
+        from evaltasks.index._blas import faiss
+
         copy = faiss.clone_index(search.index)
         faiss.extract_index_ivf(copy).nprobe = widened
-        assert np.array_equal(search.top_k(queries, 10)[1], copy.search(queries, 10)[1])
+        assert np.array_equal(search.top_k(queries, 10, targeted.breadth)[1], copy.search(queries, 10)[1])
 
 
-def test_a_target_out_of_reach_stops_at_the_widest_search_and_auto_targets_095() -> None:
+def test_a_target_out_of_reach_keeps_the_narrowest_best_breadth_and_auto_targets_095() -> None:
     """4-byte PQ codes whose top 10 by code is all that is re-ranked cannot reach recall@10 1.0 on random
-    vectors: the breadth stops at nlist (every list probed) and the recall reported is what was measured there.
-    ``auto`` picking IVF targets 0.95, an explicit kind none; a bad target is refused."""
+    vectors, and past a few lists more lists find nothing more: widening stops after two doublings without gain
+    and keeps the narrowest breadth of the best recall (a full scan would gain nothing); IVF-Flat, whose recall
+    the lists limit, goes to nlist. ``auto`` picking IVF targets 0.95, an explicit kind none, flat never; nothing
+    to measure on is no recall at all; a bad target is refused."""
     vectors = _unit_rows(8000, 16, seed=8)
     queries = _unit_rows(200, 16, seed=9)
-    search = ReferenceSearch(vectors, SearchConfig(kind="ivf", ivf_pq=4, ivf_rerank=1, nlist=16, nprobe=2,
-                                                   target_recall=1.0))
-    search.measure_recall(queries)
-    assert search.config.nprobe == 16 and search.recall_at_10 < 1.0
     exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
-    assert search.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10)[1], exact))
+    search = ReferenceSearch(vectors, SearchConfig(kind="ivf", ivf_pq=4, ivf_rerank=1, nlist=64, nprobe=1))
+    by_nprobe = {n: _recall_at_10(search.top_k(queries, 10, replace(search.config, nprobe=n))[1], exact)
+                 for n in (1, 2, 4, 8, 16, 32, 64)}
+    recall = search.measure_recall(queries, breadth=replace(search.config, target_recall=1.0))
+    assert recall.short_of_target() and recall.recall_at_10 < 1.0
+    best = max(by_nprobe.values())
+    assert recall.recall_at_10 == pytest.approx(best)
+    assert recall.breadth.nprobe == min(n for n, r in by_nprobe.items() if r == best)  # the narrowest of the best
+    flat_ivf = ReferenceSearch(vectors, SearchConfig(kind="ivf", nlist=64, nprobe=1))
+    exhaustive = flat_ivf.measure_recall(queries, breadth=replace(flat_ivf.config, target_recall=1.0))
+    assert exhaustive.recall_at_10 == 1.0 and exhaustive.breadth.nprobe in (32, 64)
+
     assert SearchConfig(search_auto_above=10).resolve(11).target_recall == 0.95
     assert SearchConfig(search_auto_above=10, target_recall=0.99).resolve(11).target_recall == 0.99
     assert SearchConfig(kind="ivf").resolve(11).target_recall is None
-    assert SearchConfig(search_auto_above=10).resolve(10).target_recall is None  # flat: exact
+    assert SearchConfig(search_auto_above=10, target_recall=0.99).resolve(10).target_recall is None  # flat: exact
+    nothing = search.measure_recall(np.empty((0, 16), dtype=np.float32), breadth=replace(search.config, target_recall=1.0))
+    assert nothing.recall_at_10 is None and not nothing.short_of_target()
     for bad in (0, 1.5, True, "high"):
         with pytest.raises(ValueError, match="target_recall must be a number in \\(0, 1\\]"):
             SearchConfig(target_recall=bad)
 
 
-def test_a_registered_search_takes_each_runs_breadth(tmp_path: Path, monkeypatch) -> None:
-    """A search registered in a process by one run answers the next run with that run's breadth, not the
-    breadth the first run used or was widened to."""
+def test_runs_sharing_a_registered_search_keep_their_own_breadth(tmp_path: Path, monkeypatch) -> None:
+    """Two threads querying one registered search at different breadths at once (two runs, or two metrics of
+    one run, in one process) each get what their own breadth gives: the breadth is per call, nothing shared
+    changes, and a later ``get_search`` returns the search as built."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from evaltasks.index import search as search_module
 
     monkeypatch.setattr(search_module, "_REGISTRY", {})
-    vectors = _unit_rows(5000, 16, seed=6)
-    wide = SearchConfig(kind="ivf", nlist=32, nprobe=32)
-    built = search_module.build_search("k-ivf32", vectors, wide, tmp_path)
-    assert built.config.nprobe == 32
-    again = search_module.get_search("k-ivf32", tmp_path, SearchConfig(kind="ivf", nlist=32, nprobe=2))
-    assert again is built and again.config.nprobe == 2
-    assert search_module.faiss.extract_index_ivf(again.index).nprobe == 2
-    assert search_module.build_search("k-ivf32", vectors, wide, tmp_path).config.nprobe == 32
+    vectors = _unit_rows(20_000, 32, seed=6)
+    queries = _unit_rows(200, 32, seed=7)
+    built = search_module.build_search("k-ivf64", vectors, SearchConfig(kind="ivf", nlist=64, nprobe=1), tmp_path)
+    narrow, wide = built.config, replace(built.config, nprobe=64)
+    expected = {1: built.top_k(queries, 10, narrow)[1], 64: built.top_k(queries, 10, wide)[1]}
+    assert not np.array_equal(expected[1], expected[64])
+
+    def query(nprobe: int) -> bool:
+        search = search_module.get_search("k-ivf64", tmp_path, replace(narrow, nprobe=nprobe))
+        return all(np.array_equal(search.top_k(queries[:50], 10, replace(narrow, nprobe=nprobe))[1],
+                                  expected[nprobe][:50]) for _ in range(20))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(query, [1, 64] * 8))
+    assert search_module.get_search("k-ivf64", tmp_path).config.nprobe == 1
+    assert search_module.faiss.extract_index_ivf(built.index).nprobe == 1
 
 
 def test_workers_search_with_the_breadth_the_run_measured(tmp_path: Path, prefect_harness, monkeypatch) -> None:
-    """A flow run on worker processes (``processes:2``): a set of 20,000 random vectors stored in the index,
-    searched with ``nprobe: 1`` of 64 lists and ``target_recall: 1.0``. The run widens nprobe on its outputs
-    and every batch, scored in other processes that load the search from disk, searches with it: every case's
-    max score equals numpy's exact max (FAISS's own IVF at nprobe 1 misses the best reference of some of these
-    cases, so a worker left at nprobe 1 would fail this). results.json reports the breadth and the target."""
+    """Flow runs over a set of 20,000 random vectors stored in the index, ``search: ivf`` with 64 lists. First
+    ``nprobe: 1`` alone (threads): scores are FAISS's own at nprobe 1 (its persisted index read back and
+    queried), several of them below numpy's exact max. Then the same suite with ``target_recall: 1.0`` beside a
+    second metric on the same file without one, on worker processes (``processes:2``), cache on: the run widens
+    nprobe on its outputs and every batch of the first metric, scored in processes that load the search from
+    disk, searches with it — every case's max equals numpy's exact max (cached nprobe-1 scores are not
+    reused: the breadth is part of the cache key) — while the second metric, sharing the same search, still
+    gets nprobe 1's answers. results.json reports each breadth and target."""
     from flows.evaluate_suite import evaluate_suite, make_task_runner
 
     from evaltasks.embeddings import get_provider
     from evaltasks.index import ReferenceIndex
     from evaltasks.index import search as search_module
+    from evaltasks.index._blas import faiss
 
     monkeypatch.setattr(search_module, "_REGISTRY", {})
     local = get_provider("local")
@@ -835,33 +864,51 @@ def test_workers_search_with_the_breadth_the_run_measured(tmp_path: Path, prefec
     outputs = [f"Answer number {i}: the {c} is {v}." for i, (c, v) in enumerate(
         (c, v) for c in ("sky", "sea", "grass", "sun", "moon", "road") for v in ("blue", "green", "warm", "far"))]
     out_vectors = local.embed_batch(outputs).vectors
-    expected = np.clip(out_vectors @ vectors.T, 0.0, 1.0).max(axis=1)
-    exact_best = np.argmax(out_vectors @ vectors.T, axis=1)
-    at_one = _raw_ivf_top_10(vectors, out_vectors, 64, 1)[:, 0]
-    assert (at_one != exact_best).sum() >= 3  # the narrow search alone would get these cases wrong
+    exact = np.clip(out_vectors @ vectors.T, 0.0, 1.0).max(axis=1)
     (tmp_path / "set.txt").write_text("\n".join(texts), encoding="utf-8")
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o}) for o in outputs), encoding="utf-8")
+    narrow = "{path: set.txt, search: ivf, nlist: 64, nprobe: 1}"
     (tmp_path / "suite.yaml").write_text(
-        "name: widened\ndataset: {path: d.jsonl}\n"
-        "reference_sets: {big: {path: set.txt, search: ivf, nlist: 64, nprobe: 1, target_recall: 1.0}}\n"
+        f"name: widened\ndataset: {{path: d.jsonl}}\nreference_sets: {{big: {narrow}}}\n"
         "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: big, name: by_set}\n"
         "gate: {min_pass_rate: 0}\n", encoding="utf-8")
-    state = evaluate_suite.with_options(task_runner=make_task_runner("processes:2"))(
-        suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "idx"),
-        batch_size=4, return_state=True)
-    assert state.is_completed(), state
-    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
-    (info,) = results["reference_sets"]
-    assert info["search"] == "ivf64" and info["target_recall"] == 1.0 and info["recall_at_10"] == 1.0
-    assert 1 < info["nprobe"] <= 64 and info["ef_search"] is None
-    for case, best in zip(results["cases"], expected):
-        assert abs(case["metrics"][0]["score"] - best) <= 1e-6
+
+    def run(runner: str) -> dict:
+        state = evaluate_suite.with_options(task_runner=make_task_runner(runner))(
+            suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"),
+            index_dir=str(tmp_path / "idx"), batch_size=4, return_state=True)
+        assert state.is_completed(), state
+        return json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+
+    results = run("threads")
+    (persisted,) = (tmp_path / "idx" / "sets").glob("*-ivf64.faiss")
+    faiss_index = faiss.read_index(str(persisted))
+    faiss.extract_index_ivf(faiss_index).nprobe = 1
+    at_one = np.clip(faiss_index.search(out_vectors, 1)[0][:, 0], 0.0, 1.0)
+    assert (np.abs(at_one - exact) > 1e-6).sum() >= 3  # nprobe 1 misses the best reference of these cases
+    assert [c["metrics"][0]["score"] for c in results["cases"]] == pytest.approx(at_one.tolist(), abs=1e-6)
+    assert results["reference_sets"][0]["nprobe"] == 1 and results["reference_sets"][0]["target_recall"] is None
+
+    (tmp_path / "suite.yaml").write_text(
+        "name: widened\ndataset: {path: d.jsonl}\n"
+        f"reference_sets: {{big: {narrow[:-1]}, target_recall: 1.0}}, same: {narrow}}}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: big, name: by_set}\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: same, name: narrow}\n"
+        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+    results = run("processes:2")
+    sets = {info["name"]: info for info in results["reference_sets"]}
+    assert sets["big"]["search"] == "ivf64" and sets["big"]["target_recall"] == 1.0
+    assert sets["big"]["recall_at_10"] == 1.0 and 1 < sets["big"]["nprobe"] <= 64 and sets["big"]["ef_search"] is None
+    assert sets["same"]["nprobe"] == 1 and sets["same"]["target_recall"] is None and sets["same"]["recall_at_10"] < 1
+    for case, best, narrow_best in zip(results["cases"], exact, at_one):
+        scores = {metric["name"]: metric["score"] for metric in case["metrics"]}
+        assert abs(scores["by_set"] - best) <= 1e-6 and abs(scores["narrow"] - narrow_best) <= 1e-6
 
 
 def test_a_search_short_of_its_target_is_reported(tmp_path: Path, monkeypatch) -> None:
     """``evaluate_sync`` over a set whose 4-byte PQ codes cannot reach recall@10 1.0 on random vectors: the
-    result reports the widest breadth (every list) and the recall measured there, and an ``IndexWarning`` says
-    the target was missed (a CLI run puts it in the reports' warnings)."""
+    result reports the breadth kept and the recall measured there, which the search gives at that breadth, and
+    an ``IndexWarning`` says the target was missed (a CLI run puts it in the reports' warnings)."""
     from evaltasks.embeddings import get_provider
     from evaltasks.index import IndexWarning, ReferenceIndex
     from evaltasks.index import search as search_module
@@ -876,11 +923,39 @@ def test_a_search_short_of_its_target_is_reported(tmp_path: Path, monkeypatch) -
                                   name="set")
     outputs = [f"Sentence {i} about {w}." for i, w in enumerate(["rain", "bread", "music", "trains"] * 6)]
     with pytest.warns(IndexWarning, match=r"reference set 'coarse': recall@10 0\.\d+ on the run's outputs is below "
-                                          r"its target_recall 1\.0 even at the widest search \(nprobe 16\)"):
+                                          r"its target_recall 1\.0 \((even at the widest search,|wider searches "
+                                          r"found no more than) nprobe \d+\); search: flat is exact"):
         result = evaluate_sync([EvalTestCase(actual_output=o) for o in outputs], [metric], index_dir=tmp_path / "idx")
     (info,) = result.reference_sets
-    assert info.nprobe == 16 and info.target_recall == 1.0 and info.recall_at_10 < 1.0
+    assert 2 <= info.nprobe <= 16 and info.target_recall == 1.0 and info.recall_at_10 < 1.0
     queries = local.embed_batch(outputs).vectors
     exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
-    found = search_module.get_search(metric.search_key).top_k(queries, 10)[1]
+    search = search_module.get_search(metric.search_key)
+    found = search.top_k(queries, 10, replace(search.config, nprobe=info.nprobe))[1]
     assert info.recall_at_10 == pytest.approx(_recall_at_10(found, exact))
+
+
+def test_scoring_a_batch_directly_measures_on_its_outputs(monkeypatch) -> None:
+    """``metric.score_batch(cases)`` with no vectors (the metric used on its own) widens to its set's target on
+    the outputs it embeds, as a run does: its max scores are numpy's exact ones."""
+    from evaltasks.embeddings import get_provider
+    from evaltasks.index import search as search_module
+
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
+    local = get_provider("local")
+    texts = tuple(f"The {c} {v} {w}." for c in ("river", "train", "cat", "tower", "song", "cloud")
+                  for v in ("flows", "waits", "sleeps", "stands", "plays", "moves", "grows", "arrives")
+                  for w in ("today", "at night", "in spring", "slowly", "again", "alone"))  # 288
+    outputs = [f"A {w} is {v}." for w in ("river", "cat", "song", "cloud") for v in ("quiet", "near", "old")]
+    cases = [EvalTestCase(actual_output=o) for o in outputs]
+    exact = np.clip(local.embed_batch(outputs).vectors @ local.embed_batch(list(texts)).vectors.T, 0, 1).max(axis=1)
+
+    def scores(target: float | None) -> list[float]:
+        config = SearchConfig(kind="ivf", nlist=32, nprobe=1, target_recall=target)
+        metric = ReferenceMatchMetric(embedding_provider="local", reference_set=ReferenceSet("facts", texts, config),
+                                      name="set")
+        return [r.score for r in metric.score_batch(cases)]
+
+    assert np.abs(np.array(scores(None)) - exact).max() > 1e-3  # nprobe 1 alone misses some best references
+    assert scores(1.0) == pytest.approx(exact.tolist(), abs=1e-6)
+

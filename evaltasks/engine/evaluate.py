@@ -380,21 +380,23 @@ def prepare_reference_searches(
             continue
         directory = index.root / "sets" if index is not None else None
         outputs = [t for t in needs[namespace].outputs if t in tables[namespace]]
-        search = metric.prepare_search(tables[namespace], directory, cases,  # type: ignore[attr-defined]
-                                       index=index, stored=(stored or {}).get(namespace),
-                                       queries=tables[namespace].rows(outputs) if outputs else None)
-        config = search.config
+        _, recall = metric.prepare_search(tables[namespace], directory, cases,  # type: ignore[attr-defined]
+                                          index=index, stored=(stored or {}).get(namespace),
+                                          queries=tables[namespace].rows(outputs) if outputs else None)
+        config = recall.breadth
         infos.append(ReferenceSetInfo(
             name=reference_set.name, metric=metric.name, count=len(reference_set), sha256=reference_set.sha256,
-            search=reference_set.search.label(), recall_at_1=search.recall_at_1, recall_at_10=search.recall_at_10,
+            search=reference_set.search.label(), recall_at_1=recall.recall_at_1, recall_at_10=recall.recall_at_10,
             nprobe=config.nprobe if config.kind == "ivf" else None,
             ef_search=config.ef_search if config.kind == "hnsw" else None, target_recall=config.target_recall,
         ))
-        if config.target_recall is not None and (search.recall_at_10 or 0.0) < config.target_recall:
+        if recall.short_of_target():
             breadth = f"nprobe {config.nprobe}" if config.kind == "ivf" else f"ef_search {config.ef_search}"
-            report_warning(f"reference set '{reference_set.name}': recall@10 {search.recall_at_10 or 0.0:.3f} on the "
-                           f"run's outputs is below its target_recall {config.target_recall} even at the widest "
-                           f"search ({breadth}); search: flat is exact")
+            where = (f"wider searches found no more than {breadth}" if recall.plateau
+                     else f"even at the widest search, {breadth}")
+            report_warning(f"reference set '{reference_set.name}': recall@10 {recall.recall_at_10:.3f} on the run's "
+                           f"outputs is below its target_recall {config.target_recall} ({where}); "
+                           "search: flat is exact")
     return infos
 
 

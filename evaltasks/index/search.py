@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -76,8 +77,9 @@ class SearchConfig:
             faster assignment for very large ``nlist``).
         target_recall: the recall@10 (0 < r <= 1) an approximate search must reach on the run's own outputs:
             measured against exact search on up to 1,000 of them, the query breadth (``nprobe`` up to ``nlist``,
-            ``ef_search`` up to ``MAX_EF_SEARCH``) is doubled until it does (never narrowed). None (default):
-            ``AUTO_TARGET_RECALL`` (0.95) when ``auto`` picks ``ivf``, else the breadth as given.
+            ``ef_search`` up to ``MAX_EF_SEARCH``) is doubled until it does, never narrowed below what is set
+            (:meth:`ReferenceSearch.measure_recall`). None (default): ``AUTO_TARGET_RECALL`` (0.95) when ``auto``
+            picks ``ivf``, else the breadth as given. ``flat`` is exact: :meth:`resolve` drops the target.
 
     Raises:
         ValueError: an unknown kind or quantizer, a count that is not a positive integer, ``ivf_sq8`` not a
@@ -128,8 +130,8 @@ class SearchConfig:
         kind = self.kind
         if kind == "auto":
             kind = "ivf" if n > self.search_auto_above else "flat"
-        if kind != "ivf":
-            return replace(self, kind=kind)
+        if kind != "ivf":  # flat is exact: no target to reach
+            return replace(self, kind=kind, target_recall=None if kind == "flat" else self.target_recall)
         sq8 = self.ivf_sq8 if self.ivf_sq8 is not None else (self.kind == "auto" and not self.ivf_pq)
         target = self.target_recall
         if target is None and self.kind == "auto":
@@ -156,9 +158,36 @@ class SearchConfig:
         return f"IVF{self.nlist}{quantizer},{f'PQ{self.ivf_pq}' if self.ivf_pq else 'SQ8' if self.ivf_sq8 else 'Flat'}"
 
 
+@dataclass(frozen=True)
+class Recall:
+    """A search's recall against exact search, measured on a run's outputs (:meth:`ReferenceSearch.measure_recall`).
+
+    Attributes:
+        recall_at_1: the share of queries whose top 1 is the exact top 1 (None: nothing measured).
+        recall_at_10: the share of the exact top 10 found in the search's top 10 (None: nothing measured).
+        breadth: the configuration measured, its query breadth widened to ``target_recall`` where one is set.
+        plateau: short of the target, the wider searches measured found no more than ``breadth`` (the
+            narrowest breadth of the best recall, returned instead of the widest).
+    """
+
+    recall_at_1: float | None
+    recall_at_10: float | None
+    breadth: SearchConfig
+    plateau: bool = False
+
+    def short_of_target(self) -> bool:
+        """True when a target was set, recall was measured, and recall@10 stayed below it."""
+        target = self.breadth.target_recall
+        return target is not None and self.recall_at_10 is not None and self.recall_at_10 < target
+
+
 class ReferenceSearch:
     """A FAISS index over the unit vectors of one reference set (rows in the set's order); ``flat`` has none
     (``index`` None): it searches ``vectors`` in place, which may be a read-only memory map.
+
+    One search is registered per process and shared by every run and metric that uses the set: its query
+    breadth (``nprobe``, ``ef_search``) is given per call (:meth:`top_k`'s ``breadth``), never changed on the
+    shared index; ``config``'s breadth is only the default.
 
     Args:
         vectors: float32 (n, d), unit rows (a C-contiguous float32 array or map is used as is, not copied).
@@ -182,65 +211,68 @@ class ReferenceSearch:
             for start in range(0, n, _ADD_CHUNK):  # a slice of mapped vectors: one chunk in memory at a time
                 index.add(np.ascontiguousarray(self.vectors[start : start + _ADD_CHUNK]))
         self.index: faiss.Index | None = index if self.config.kind != "flat" else None
-        self._apply_breadth()
-        self.recall_at_1: float | None = 1.0 if self.config.kind == "flat" else None
-        self.recall_at_10: float | None = 1.0 if self.config.kind == "flat" else None
+        if self.index is not None:  # the index's own default breadth, for whoever queries it directly
+            if self.config.kind == "hnsw":
+                faiss.downcast_index(self.index).hnsw.efSearch = self.config.ef_search
+            else:
+                ivf = faiss.extract_index_ivf(self.index)
+                ivf.nprobe = self.config.nprobe
+                if self.config.ivf_quantizer == "hnsw":
+                    faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe,
+                                                                           _HNSW_QUANTIZER_EF)
         self.cost_per_case = 0.0
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
 
-    def _apply_breadth(self) -> None:
-        """Set the index's query breadth from ``config`` (``efSearch``; ``nprobe`` and its HNSW quantizer's)."""
-        if self.index is None:
-            return
-        if self.config.kind == "hnsw":
-            faiss.downcast_index(self.index).hnsw.efSearch = self.config.ef_search
-        if self.config.kind == "ivf":
-            ivf = faiss.extract_index_ivf(self.index)
-            ivf.nprobe = self.config.nprobe
-            if self.config.ivf_quantizer == "hnsw":
-                faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe, _HNSW_QUANTIZER_EF)
-
-    def use_breadth(self, config: SearchConfig) -> None:
-        """Query with ``config``'s breadth (``nprobe``, ``ef_search``) and ``target_recall`` from now on: a search
-        registered in this process by an earlier run, asked for by a run configured (or tuned) otherwise."""
+    def breadth(self, config: SearchConfig | None = None) -> SearchConfig:
+        """This search's configuration with the query breadth and target of ``config`` (``nprobe`` capped at
+        ``nlist``, ``ef_search``, ``target_recall``): what :meth:`top_k` searches with. ``config`` may be
+        unresolved (``auto``); None: this search's own. The structure (kind, lists, codes, graph) is always this
+        search's: a breadth is per call, so runs sharing one registered search never change each other's."""
+        if config is None:
+            return self.config
         config = config.resolve(len(self))
-        breadth = {"nprobe": min(config.nprobe, self.config.nlist or config.nprobe), "ef_search": config.ef_search,
-                   "target_recall": config.target_recall}
-        if any(getattr(self.config, name) != value for name, value in breadth.items()):
-            self.config = replace(self.config, **breadth)
-            self._apply_breadth()
+        if self.config.kind == "flat":
+            return self.config
+        return replace(self.config, nprobe=min(config.nprobe, self.config.nlist or config.nprobe),
+                       ef_search=config.ef_search, target_recall=config.target_recall)
 
-    def _widen(self) -> bool:
-        """Double the query breadth (``nprobe`` up to ``nlist``, ``ef_search`` up to ``MAX_EF_SEARCH``); False
-        when it is already at its limit (nothing changed)."""
-        if self.config.kind == "ivf" and self.config.nprobe < (self.config.nlist or 0):
-            self.config = replace(self.config, nprobe=min(2 * self.config.nprobe, self.config.nlist or 0))
-        elif self.config.kind == "hnsw" and self.config.ef_search < MAX_EF_SEARCH:
-            self.config = replace(self.config, ef_search=min(2 * self.config.ef_search, MAX_EF_SEARCH))
-        else:
-            return False
-        self._apply_breadth()
-        return True
+    def _search_params(self, config: SearchConfig) -> Any:
+        """FAISS per-call search parameters for ``config``'s breadth (``SearchParametersIVF``/``…HNSW``)."""
+        if config.kind == "hnsw":
+            return faiss.SearchParametersHNSW(efSearch=config.ef_search)
+        params = faiss.SearchParametersIVF(nprobe=config.nprobe)
+        if config.ivf_quantizer == "hnsw":
+            quantizer = faiss.SearchParametersHNSW(efSearch=max(2 * config.nprobe, _HNSW_QUANTIZER_EF))
+            params.quantizer_params = quantizer
+            params._quantizer = quantizer  # kept alive with params (SWIG holds a bare pointer)
+        return params
 
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` most similar references of each query: (similarities (m, k), indices (m, k)), best first."""
+    def top_k(self, queries: np.ndarray, k: int,
+              breadth: SearchConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` most similar references of each query: (similarities (m, k), indices (m, k)), best first.
+
+        ``breadth``: the query breadth to search with (:meth:`breadth`; None: this search's own), passed to
+        FAISS per call: nothing shared is changed.
+        """
         k = min(k, len(self))
         queries = np.ascontiguousarray(queries, dtype=np.float32)
-        if self.config.kind == "flat" or self.index is None:
+        config = self.breadth(breadth)
+        if config.kind == "flat" or self.index is None:
             return exact_top_k(self.vectors, queries, k)
-        if self.config.kind == "ivf" and (self.config.ivf_pq or self.config.ivf_sq8):
-            return self._reranked(queries, k)
-        sims, idx = self.index.search(queries, k)
+        params = self._search_params(config)
+        if config.kind == "ivf" and (config.ivf_pq or config.ivf_sq8):
+            return self._reranked(queries, k, params)
+        sims, idx = self.index.search(queries, k, params=params)
         return sims, idx
 
-    def _reranked(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _reranked(self, queries: np.ndarray, k: int, params: Any) -> tuple[np.ndarray, np.ndarray]:
         """IVF-PQ's top ``ivf_rerank`` × k candidates by code (IVF-SQ8's top k), re-scored by exact inner
         product, so a score is the exact similarity of the reference found; top ``k`` kept (missing candidates,
         rows -1, score -inf and come last)."""
         candidates = min(len(self), (self.config.ivf_rerank if self.config.ivf_pq else 1) * k)
-        _, idx = self.index.search(queries, candidates)
+        _, idx = self.index.search(queries, candidates, params=params)
         sims = np.einsum("mkd,md->mk", self.vectors[np.maximum(idx, 0)], queries)
         sims[idx < 0] = -np.inf
         order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
@@ -256,33 +288,48 @@ class ReferenceSearch:
             total += block.sum(axis=0, dtype=np.float64)
         return total / max(len(self), 1)
 
-    def measure_recall(self, queries: np.ndarray, sample: int = 1000, seed: int = 0) -> float:
-        """Recall@1 and recall@10 of this index against exact search on a seeded sample of up to ``sample``
-        ``queries``; stored (``recall_at_1``, ``recall_at_10``) and recall@1 returned.
+    def measure_recall(self, queries: np.ndarray, sample: int = 1000, seed: int = 0,
+                       breadth: SearchConfig | None = None) -> Recall:
+        """Recall@1 and recall@10 of this search at ``breadth`` (:meth:`breadth`) against exact search, on a
+        seeded sample of up to ``sample`` ``queries`` (float32 (m, d)); with the breadth's ``target_recall``,
+        widened to reach it. Nothing about the search itself changes (the breadth found is returned).
 
-        Recall@10 is the share of the exact top 10 (top n below 10 references) that the index returns in its
-        own top 10. Exact search runs over the vectors in place (:func:`exact_top_k`: no copy). With a
-        ``config.target_recall``, while recall@10 is below it the query breadth is doubled and the same sample
-        measured again (``nprobe`` up to ``nlist``, ``ef_search`` up to ``MAX_EF_SEARCH``): ``config`` ends with
-        the breadth the search then queries with (recall at the limit may stay below the target; it is reported
-        as measured).
+        Recall@10 is the share of the exact top 10 (top n below 10 references) that the search returns in its
+        own top 10. Exact search runs over the vectors in place (:func:`exact_top_k`: no copy). While recall@10
+        is below the target, the breadth is doubled and the same sample measured again: ``nprobe`` up to
+        ``nlist``, ``ef_search`` up to ``MAX_EF_SEARCH``; lossy codes (IVF-SQ8, IVF-PQ) stop earlier when two
+        doublings in a row gain nothing (their codes, not the lists, limit recall), keeping the narrowest
+        breadth of the best recall. Flat search is exact: 1.0, nothing measured. ``queries`` empty: the recalls
+        are None (nothing to measure on).
         """
-        if self.config.kind == "flat" or len(queries) == 0:
-            self.recall_at_1 = self.recall_at_10 = 1.0
-            return 1.0
+        config = self.breadth(breadth)
+        if config.kind == "flat":
+            return Recall(1.0, 1.0, config)
+        if len(queries) == 0:
+            return Recall(None, None, config)
         rng = np.random.default_rng(seed)
         rows = rng.choice(len(queries), size=min(sample, len(queries)), replace=False)
         q = np.ascontiguousarray(queries[rows], dtype=np.float32)
         k = min(10, len(self))
         _, truth = exact_top_k(self.vectors, q, k)
+        best: Recall | None = None
+        flat_steps = 0
         while True:
-            _, found = self.top_k(q, k)
-            self.recall_at_1 = float(np.mean(truth[:, 0] == found[:, 0]))
-            self.recall_at_10 = float(np.mean([len(set(t) & set(f)) / k
-                                               for t, f in zip(truth.tolist(), found.tolist())]))
-            target = self.config.target_recall
-            if target is None or self.recall_at_10 >= target or not self._widen():
-                return self.recall_at_1
+            _, found = self.top_k(q, k, config)
+            measured = Recall(float(np.mean(truth[:, 0] == found[:, 0])),
+                              float(np.mean([len(set(t) & set(f)) / k for t, f in zip(truth.tolist(), found.tolist())])),
+                              config)
+            if best is None or measured.recall_at_10 > best.recall_at_10:  # type: ignore[operator]
+                best, flat_steps = measured, 0
+            else:
+                flat_steps += 1
+            target = config.target_recall
+            if target is None or measured.recall_at_10 >= target:  # type: ignore[operator]
+                return measured
+            wider = _widened(config)
+            if wider is None or (flat_steps >= 2 and _codes_are_lossy(config)):
+                return replace(best, plateau=best.breadth != config)
+            config = wider
 
     def save(self, path: Path, vectors_written: bool = False) -> None:
         """Write the FAISS index atomically (temporary file + rename), and the set's vectors beside it
@@ -408,6 +455,16 @@ def _reconstructed(index: faiss.Index, config: SearchConfig) -> np.ndarray:
     return storage.reconstruct_n(0, index.ntotal)
 
 
+def _widened(config: SearchConfig) -> SearchConfig | None:
+    """``config`` with its query breadth doubled (``nprobe`` up to ``nlist``, ``ef_search`` up to
+    ``MAX_EF_SEARCH``); None at the limit."""
+    if config.kind == "ivf" and config.nprobe < (config.nlist or 0):
+        return replace(config, nprobe=min(2 * config.nprobe, config.nlist or 0))
+    if config.kind == "hnsw" and config.ef_search < MAX_EF_SEARCH:
+        return replace(config, ef_search=min(2 * config.ef_search, MAX_EF_SEARCH))
+    return None
+
+
 def _read_flags(config: SearchConfig) -> int:
     """``faiss.read_index`` flags for a persisted search of ``config``: IVF-Flat's and IVF-SQ8's inverted lists
     (4·d and d bytes a vector) are mapped read-only from the file (``IO_FLAG_MMAP_IFC``: page cache shared by the
@@ -529,7 +586,6 @@ def build_search(
     if registered is not None:
         if path is not None and not path.with_suffix(".npy").exists():  # built in memory, now asked to persist
             registered.save(path)
-        registered.use_breadth(config)
         return registered
     given = None if callable(vectors) else vectors
     search = None
@@ -560,8 +616,6 @@ def get_search(key: str, directory: str | Path | None = None, config: SearchConf
     with _LOCK:
         registered = _REGISTRY.get(key)
     if registered is not None:
-        if config is not None:
-            registered.use_breadth(config)
         return registered
     if directory is not None:
         search = ReferenceSearch.load(Path(directory) / f"{key}.faiss", None, config or SearchConfig())

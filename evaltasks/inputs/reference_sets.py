@@ -6,12 +6,14 @@ A suite declares them under ``reference_sets`` and a metric uses one with ``refe
       faq: faq.txt                          # text file: one reference per line (blank lines skipped)
       answers: {path: answers.csv, column: answer, search: hnsw, ef_search: 256}
       corpus: {path: corpus.jsonl, column: text, search: ivf, nprobe: 64, ivf_pq: 48}
+      docs: {path: docs.txt, search: hnsw, target_recall: 0.98}
       inline: ["Paris is the capital of France.", "..."]
 
 Files: ``.txt`` (one per line), ``.csv`` / ``.jsonl`` / ``.json`` / ``.yaml`` with ``column`` naming the field
 (a ``.json`` / ``.yaml`` list of strings needs none). Max aggregation searches the set with FAISS
 (``auto`` by default: exact ``flat`` up to ``search_auto_above`` references, approximate ``ivf`` with SQ8 codes above;
-``hnsw`` on request; an approximate search's recall is measured and reported).
+``hnsw`` on request; an approximate search's recall is measured on the run's outputs and reported, and with a
+``target_recall`` (``auto``'s default 0.95) its query breadth is widened until it reaches it).
 """
 
 from __future__ import annotations

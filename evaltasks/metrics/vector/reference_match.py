@@ -19,7 +19,7 @@ from evaltasks.embeddings import VectorTable
 from evaltasks.errors import ConfigError, Problem, ProviderError, quote
 from evaltasks.metrics.base import EmbeddingNeed, NonEmptyStr
 from evaltasks.metrics.vector.embedding import EmbeddingMetric, clamp_similarities
-from evaltasks.index.search import ReferenceSearch, build_search, get_search, search_key
+from evaltasks.index.search import Recall, ReferenceSearch, build_search, get_search, search_key
 from evaltasks.inputs.reference_sets import ReferenceSet
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -101,9 +101,21 @@ class ReferenceMatchMetric(EmbeddingMetric):
             "threshold": self.threshold, "name": self.name, "references": self.references,
             "aggregation": self.aggregation, **self.provider_config(),
             **({"reference_set": {"name": self.reference_set.name, "sha256": self.reference_set.sha256,
-                                  "count": len(self.reference_set), "search": self.reference_set.search.label()}}
+                                  "count": len(self.reference_set), "search": self.reference_set.search.label(),
+                                  **self._breadth_used()}}
                if self.reference_set is not None else {}),
         }
+
+    def _breadth_used(self) -> dict[str, int]:
+        """The query breadth this metric searches its set with (``nprobe`` or ``ef_search``; none for flat):
+        part of :meth:`config`, so cached scores are reused only at the breadth that produced them."""
+        assert self.reference_set is not None
+        config = getattr(self, "_search_config", None) or self.reference_set.search.resolve(len(self.reference_set))
+        if config.kind == "ivf":
+            return {"nprobe": config.nprobe}
+        if config.kind == "hnsw":
+            return {"ef_search": config.ef_search}
+        return {}
 
     @property
     def search_key(self) -> str | None:
@@ -145,8 +157,8 @@ class ReferenceMatchMetric(EmbeddingMetric):
 
     def prepare_search(self, table: VectorTable, directory: Path | None, cases: int,
                        index: ReferenceIndex | None = None, stored: VectorTable | None = None,
-                       queries: np.ndarray | None = None) -> ReferenceSearch | None:
-        """Build (or load) the FAISS search over the reference set; None without a set.
+                       queries: np.ndarray | None = None) -> tuple[ReferenceSearch, Recall] | None:
+        """Build (or load) the FAISS search over the reference set, and measure its recall; None without a set.
 
         Args:
             table: the run's vectors (with the set's texts, unless they are index-only).
@@ -157,9 +169,13 @@ class ReferenceMatchMetric(EmbeddingMetric):
                 search's ``<key>.npy``, a chunk at a time), and only when the search is not persisted yet.
             stored: costs and truncation of the set's index-only texts (a table without vectors), this run's.
             queries: the run's output vectors, float32 (m, d): the search's recall is measured on them
-                (:meth:`~evaltasks.index.search.ReferenceSearch.measure_recall`, which widens its breadth to the
+                (:meth:`~evaltasks.index.search.ReferenceSearch.measure_recall`, which widens the breadth to the
                 set's ``target_recall``); this metric, wherever its batches are scored, then searches with the
-                breadth that was measured.
+                breadth measured (per call: a search other runs share is not changed). None or empty: nothing
+                measured (recalls None; flat: 1.0).
+
+        Returns:
+            (the search, its measured :class:`~evaltasks.index.search.Recall`), or None without a set.
 
         Raises:
             ConfigError: the set's search options do not fit the vectors (``ivf_pq`` not dividing d).
@@ -190,16 +206,18 @@ class ReferenceMatchMetric(EmbeddingMetric):
                                 f"returns {table.vectors.shape[1]}-dimensional ones (its reference index was rebuilt "
                                 "meanwhile): run again")
         search.cost_per_case = _set_cost(texts, table, stored) / max(cases, 1)
-        if queries is not None and len(queries):
-            search.measure_recall(queries)
-        self._search_config = search.config  # the breadth measured: workers load the search with it
+        recall = search.measure_recall(queries if queries is not None else np.empty((0, 0), dtype=np.float32),
+                                       breadth=self.reference_set.search)
+        self._search_config = recall.breadth  # the breadth measured: every batch, in any worker, searches with it
         self._search_dir = str(directory) if directory is not None else None  # workers load it from there
         self._search_cost_per_case = search.cost_per_case
-        return search
+        return search, recall
 
     def _embed_directly(self, cases: Sequence[EvalTestCase]) -> dict[str, VectorTable]:
         tables = super()._embed_directly(cases)
-        self.prepare_search(tables[self.embedding_namespace], None, len(cases))
+        table = tables[self.embedding_namespace]
+        outputs = [t for t in dict.fromkeys(case.actual_output for case in cases) if t.strip() and t in table]
+        self.prepare_search(table, None, len(cases), queries=table.rows(outputs) if outputs else None)
         return tables
 
     def score_batch(
@@ -253,8 +271,8 @@ class ReferenceMatchMetric(EmbeddingMetric):
     def _score_against_set(self, cases: Sequence[EvalTestCase], table: VectorTable | None) -> list[MetricResult]:
         """Score every case against the whole reference set: FAISS top-k for max, exact clamped mean."""
         assert self.reference_set is not None
-        search = get_search(self.search_key, getattr(self, "_search_dir", None),
-                            getattr(self, "_search_config", self.reference_set.search))
+        breadth = getattr(self, "_search_config", None) or self.reference_set.search
+        search = get_search(self.search_key, getattr(self, "_search_dir", None), self.reference_set.search)
         search.cost_per_case = getattr(self, "_search_cost_per_case", search.cost_per_case)
         scored = [i for i, case in enumerate(cases) if case.actual_output.strip()]
         results: list[MetricResult | None] = [None] * len(cases)
@@ -262,7 +280,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
             assert table is not None
             out_rows = table.indices(cases[i].actual_output for i in scored)
             queries = table.vectors[out_rows]
-            top_sims, top_idx = search.top_k(queries, TOP_SIMILARITIES)
+            top_sims, top_idx = search.top_k(queries, TOP_SIMILARITIES, breadth)
             clamp_similarities(top_sims)
             scores = top_sims[:, 0].astype(np.float64) if self.aggregation == "max" else search.clamped_mean(queries)
             for j, i in enumerate(scored):
@@ -290,7 +308,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
         return {
             "aggregation": self.aggregation, "provider": self.embedding_provider, "model": self.model_name,
             "reference_set": self.reference_set.name, "reference_count": count,
-            "search": self.reference_set.search.label(),
+            "search": self.reference_set.search.label(), **self._breadth_used(),
         }
 
 
