@@ -330,12 +330,15 @@ class ReferenceSetInfo(BaseModel):
         name: the set's name; metric: the metric that searched it.
         count: references in the set; sha256: its content hash.
         search: ``flat`` (exact), ``hnsw-…`` or ``ivf…`` (approximate).
-        recall_at_1: measured recall@1 against exact search on the run's outputs (1.0 for flat).
-        recall_at_10: measured recall@10 (the share of the exact top 10 found in the search's top 10) on the
-            same outputs (1.0 for flat).
-        nprobe: IVF lists searched per query, as measured (widened to ``target_recall``); None for other kinds.
-        ef_search: HNSW query breadth, as measured (widened to ``target_recall``); None for other kinds.
-        target_recall: the recall@10 the search's breadth was widened to reach (None: breadth as configured).
+        recall_at_1: measured recall@1 against exact search on the run's outputs (1.0 for flat; None when the
+            run had no output to measure on).
+        recall_at_10: measured recall@10 (the share of the exact top 10 found in the search's top 10, ties
+            counted as found) on the same outputs (1.0 for flat; None with nothing measured).
+        nprobe: IVF lists searched per query, the breadth every batch used (widened toward ``target_recall``);
+            None for other kinds.
+        ef_search: HNSW query breadth every batch used (widened toward ``target_recall``); None for other kinds.
+        target_recall: the recall@10 the breadth was widened toward (None: breadth as configured); it may not
+            have been reached (compare ``recall_at_10``; the run then warns).
     """
 
     name: str

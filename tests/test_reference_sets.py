@@ -959,3 +959,61 @@ def test_scoring_a_batch_directly_measures_on_its_outputs(monkeypatch) -> None:
     assert np.abs(np.array(scores(None)) - exact).max() > 1e-3  # nprobe 1 alone misses some best references
     assert scores(1.0) == pytest.approx(exact.tolist(), abs=1e-6)
 
+
+
+def test_recall_counts_identical_references_as_found_and_rerank_is_per_call() -> None:
+    """A set holding each vector three times (texts an uncased model embeds alike): the exact answer's rows
+    are one of several equally good choices, so a search that returns exact similarities has recall 1.0 even
+    where its rows differ from numpy's (counting rows gave 0.96 and widened to a full scan with a warning).
+    ``ivf_rerank`` is per call too: two breadths on one PQ search answer as their own rerank says."""
+    base = _unit_rows(7000, 32, seed=21)
+    vectors = np.repeat(base, 3, axis=0)
+    queries = _unit_rows(200, 32, seed=22)
+    search = ReferenceSearch(vectors, SearchConfig(kind="ivf", nlist=64, nprobe=64))
+    recall = search.measure_recall(queries, breadth=replace(search.config, target_recall=1.0))
+    assert recall.recall_at_10 == 1.0 and recall.recall_at_1 == 1.0 and not recall.short_of_target()
+    sims, _ = search.top_k(queries, 10)
+    exact = np.sort(queries @ base.T, axis=1)[:, ::-1]  # each distinct similarity three times in the set
+    assert np.allclose(sims, np.repeat(exact[:, :4], 3, axis=1)[:, :10], atol=1e-5)
+
+    pq = ReferenceSearch(base, SearchConfig(kind="ivf", nlist=16, nprobe=16, ivf_pq=4, ivf_rerank=1))
+    truth = np.argsort(-(queries @ base.T), axis=1, kind="stable")[:, :10]
+    one = _recall_at_10(pq.top_k(queries, 10)[1], truth)
+    ten = _recall_at_10(pq.top_k(queries, 10, replace(pq.config, ivf_rerank=10))[1], truth)
+    assert ten > one + 0.2 and pq.config.ivf_rerank == 1
+    assert _recall_at_10(pq.top_k(queries, 10)[1], truth) == one
+
+
+def test_a_run_started_while_another_runs_with_the_same_metric_keeps_each_breadth(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """One metric object used by two ``evaluate_sync`` calls, the second made while the first is between its
+    batches (from its progress callback): the first call widened nprobe on its outputs, the second (no output
+    to measure on) keeps nprobe 1 — and the first call's later batches still search at its own breadth: every
+    score equals numpy's exact max (a breadth kept on the shared metric object was overwritten by the second
+    call)."""
+    from evaltasks.embeddings import get_provider
+    from evaltasks.index import ReferenceIndex
+    from evaltasks.index import search as search_module
+
+    monkeypatch.setattr(search_module, "_REGISTRY", {})
+    local = get_provider("local")
+    vectors = _unit_rows(20_000, 384, seed=12)
+    texts = tuple(f"text {i}" for i in range(len(vectors)))
+    ReferenceIndex(tmp_path / "idx").get_or_embed(_Prestored(local.namespace, vectors, local), texts)
+    outputs = [f"Answer number {i}: the {c} is {v}." for i, (c, v) in enumerate(
+        (c, v) for c in ("sky", "sea", "grass", "sun", "moon", "road") for v in ("blue", "green", "warm", "far"))]
+    exact = np.clip(local.embed_batch(outputs).vectors @ vectors.T, 0.0, 1.0).max(axis=1)
+    config = SearchConfig(kind="ivf", nlist=64, nprobe=1, target_recall=1.0)
+    metric = ReferenceMatchMetric(embedding_provider="local", reference_set=ReferenceSet("big", texts, config),
+                                  name="set")
+    inner: list = []
+
+    def between_batches(done: int) -> None:
+        if not inner:
+            inner.append(evaluate_sync([EvalTestCase(actual_output="  ")], [metric], index_dir=tmp_path / "idx"))
+
+    outer = evaluate_sync([EvalTestCase(actual_output=o) for o in outputs], [metric], index_dir=tmp_path / "idx",
+                          batch_size=4, progress=between_batches)
+    assert inner[0].reference_sets[0].nprobe == 1 and inner[0].reference_sets[0].recall_at_10 is None
+    assert outer.reference_sets[0].nprobe > 1 and outer.reference_sets[0].recall_at_10 == 1.0
+    assert [case.metrics[0].score for case in outer.test_results] == pytest.approx(exact.tolist(), abs=1e-6)

@@ -16,6 +16,7 @@ Which entry point to use:
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -582,6 +583,9 @@ def evaluate_sync(
     if problems:
         raise InputError(problems, title="invalid test cases")
     ids = list(ids) if ids is not None else assign_ids(cases)
+    # this call's own copies: what a run settles on a metric (a reference set's measured breadth, bound judges)
+    # is the run's, so calls running at once with the same metric objects do not change each other's
+    metrics = [copy.copy(metric) for metric in metrics]
     bind_judges(metrics, index_dir, judge=judge)
     needs = collect_embedding_needs(cases, metrics)
     index = ReferenceIndex(index_dir) if index_dir is not None else None

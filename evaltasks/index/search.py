@@ -41,6 +41,7 @@ SEARCH_KINDS = ("auto", "flat", "hnsw", "ivf")
 IVF_QUANTIZERS = ("flat", "hnsw")
 AUTO_ABOVE = 1_000_000  # references above which ``auto`` searches with IVF
 AUTO_TARGET_RECALL = 0.95  # recall@10 that ``auto``'s approximate search widens its breadth to reach
+RECALL_TIE_TOLERANCE = 1e-5  # cosine similarity: float32 rounding of equal vectors' scores
 MAX_EF_SEARCH = 4096  # HNSW query breadth at most when widening to a target recall
 MAX_NLIST = 4096  # default lists at most: k-means and assigning every vector cost n × nlist (docs/performance.md)
 _ADD_CHUNK = 65536  # vectors added to an IVF index per call: one chunk's copy and assignment at a time
@@ -226,8 +227,8 @@ class ReferenceSearch:
         return int(self.vectors.shape[0])
 
     def breadth(self, config: SearchConfig | None = None) -> SearchConfig:
-        """This search's configuration with the query breadth and target of ``config`` (``nprobe`` capped at
-        ``nlist``, ``ef_search``, ``target_recall``): what :meth:`top_k` searches with. ``config`` may be
+        """This search's configuration with the query-time options of ``config`` (``nprobe`` capped at ``nlist``,
+        ``ef_search``, ``ivf_rerank``, ``target_recall``): what :meth:`top_k` searches with. ``config`` may be
         unresolved (``auto``); None: this search's own. The structure (kind, lists, codes, graph) is always this
         search's: a breadth is per call, so runs sharing one registered search never change each other's."""
         if config is None:
@@ -236,7 +237,7 @@ class ReferenceSearch:
         if self.config.kind == "flat":
             return self.config
         return replace(self.config, nprobe=min(config.nprobe, self.config.nlist or config.nprobe),
-                       ef_search=config.ef_search, target_recall=config.target_recall)
+                       ef_search=config.ef_search, ivf_rerank=config.ivf_rerank, target_recall=config.target_recall)
 
     def _search_params(self, config: SearchConfig) -> Any:
         """FAISS per-call search parameters for ``config``'s breadth (``SearchParametersIVF``/``…HNSW``)."""
@@ -263,15 +264,15 @@ class ReferenceSearch:
             return exact_top_k(self.vectors, queries, k)
         params = self._search_params(config)
         if config.kind == "ivf" and (config.ivf_pq or config.ivf_sq8):
-            return self._reranked(queries, k, params)
+            return self._reranked(queries, k, params, config.ivf_rerank)
         sims, idx = self.index.search(queries, k, params=params)
         return sims, idx
 
-    def _reranked(self, queries: np.ndarray, k: int, params: Any) -> tuple[np.ndarray, np.ndarray]:
-        """IVF-PQ's top ``ivf_rerank`` × k candidates by code (IVF-SQ8's top k), re-scored by exact inner
-        product, so a score is the exact similarity of the reference found; top ``k`` kept (missing candidates,
-        rows -1, score -inf and come last)."""
-        candidates = min(len(self), (self.config.ivf_rerank if self.config.ivf_pq else 1) * k)
+    def _reranked(self, queries: np.ndarray, k: int, params: Any, rerank: int) -> tuple[np.ndarray, np.ndarray]:
+        """IVF-PQ's top ``rerank`` × k candidates by code (IVF-SQ8's top k), re-scored by exact inner product,
+        so a score is the exact similarity of the reference found; top ``k`` kept (missing candidates, rows -1,
+        score -inf and come last)."""
+        candidates = min(len(self), (rerank if self.config.ivf_pq else 1) * k)
         _, idx = self.index.search(queries, candidates, params=params)
         sims = np.einsum("mkd,md->mk", self.vectors[np.maximum(idx, 0)], queries)
         sims[idx < 0] = -np.inf
@@ -295,7 +296,10 @@ class ReferenceSearch:
         widened to reach it. Nothing about the search itself changes (the breadth found is returned).
 
         Recall@10 is the share of the exact top 10 (top n below 10 references) that the search returns in its
-        own top 10. Exact search runs over the vectors in place (:func:`exact_top_k`: no copy). While recall@10
+        own top 10, counted by similarity so that ties are not misses: a reference found counts when its exact
+        similarity is at least the exact 10th best's (less ``RECALL_TIE_TOLERANCE``), recall@1 when the top one
+        found is as similar as the exact best (identical vectors, e.g. texts an uncased model embeds alike, are
+        interchangeable). Exact search runs over the vectors in place (:func:`exact_top_k`: no copy). While recall@10
         is below the target, the breadth is doubled and the same sample measured again: ``nprobe`` up to
         ``nlist``, ``ef_search`` up to ``MAX_EF_SEARCH``; lossy codes (IVF-SQ8, IVF-PQ) stop earlier when two
         doublings in a row gain nothing (their codes, not the lists, limit recall), keeping the narrowest
@@ -311,14 +315,13 @@ class ReferenceSearch:
         rows = rng.choice(len(queries), size=min(sample, len(queries)), replace=False)
         q = np.ascontiguousarray(queries[rows], dtype=np.float32)
         k = min(10, len(self))
-        _, truth = exact_top_k(self.vectors, q, k)
+        truth, _ = exact_top_k(self.vectors, q, k)
         best: Recall | None = None
         flat_steps = 0
         while True:
             _, found = self.top_k(q, k, config)
-            measured = Recall(float(np.mean(truth[:, 0] == found[:, 0])),
-                              float(np.mean([len(set(t) & set(f)) / k for t, f in zip(truth.tolist(), found.tolist())])),
-                              config)
+            at_1, at_10 = _tie_aware_recall(self.vectors, q, truth, found)
+            measured = Recall(at_1, at_10, config)
             if best is None or measured.recall_at_10 > best.recall_at_10:  # type: ignore[operator]
                 best, flat_steps = measured, 0
             else:
@@ -453,6 +456,19 @@ def _reconstructed(index: faiss.Index, config: SearchConfig) -> np.ndarray:
         return index.reconstruct_n(0, index.ntotal)
     storage = faiss.downcast_index(index.storage) if config.kind == "hnsw" else index
     return storage.reconstruct_n(0, index.ntotal)
+
+
+def _tie_aware_recall(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray,
+                      found: np.ndarray) -> tuple[float, float]:
+    """(recall@1, recall@k) of the rows ``found`` (m, k; -1 for none) against the exact similarities ``truth``
+    (m, k, best first) of ``queries`` (m, d) over ``vectors``: a row found is a hit when its exact similarity
+    is at least the exact k-th best's, less ``RECALL_TIE_TOLERANCE`` (at most k hits per query)."""
+    sims = np.einsum("mkd,md->mk", vectors[np.maximum(found, 0)], queries)
+    sims[found < 0] = -np.inf
+    floor = truth[:, -1:] - RECALL_TIE_TOLERANCE
+    hits = np.minimum((sims >= floor).sum(axis=1), found.shape[1])
+    at_1 = sims[:, 0] >= truth[:, 0] - RECALL_TIE_TOLERANCE
+    return float(np.mean(at_1)), float(np.mean(hits / found.shape[1]))
 
 
 def _widened(config: SearchConfig) -> SearchConfig | None:

@@ -107,12 +107,13 @@ class ReferenceMatchMetric(EmbeddingMetric):
         }
 
     def _breadth_used(self) -> dict[str, int]:
-        """The query breadth this metric searches its set with (``nprobe`` or ``ef_search``; none for flat):
-        part of :meth:`config`, so cached scores are reused only at the breadth that produced them."""
+        """The query-time options this metric searches its set with (``nprobe`` and, with PQ codes,
+        ``ivf_rerank``, or ``ef_search``; none for flat): part of :meth:`config`, so cached scores are reused
+        only at the breadth that produced them."""
         assert self.reference_set is not None
         config = getattr(self, "_search_config", None) or self.reference_set.search.resolve(len(self.reference_set))
         if config.kind == "ivf":
-            return {"nprobe": config.nprobe}
+            return {"nprobe": config.nprobe, **({"ivf_rerank": config.ivf_rerank} if config.ivf_pq else {})}
         if config.kind == "hnsw":
             return {"ef_search": config.ef_search}
         return {}
