@@ -583,9 +583,11 @@ def evaluate_sync(
     if problems:
         raise InputError(problems, title="invalid test cases")
     ids = list(ids) if ids is not None else assign_ids(cases)
-    # this call's own copies: what a run settles on a metric (a reference set's measured breadth, bound judges)
-    # is the run's, so calls running at once with the same metric objects do not change each other's
-    metrics = [copy.copy(metric) for metric in metrics]
+    # a metric searching a reference set settles its search's breadth for this call (measured on its outputs):
+    # that is done on this call's own copy, so calls running at once with one metric object keep their own.
+    # Other metrics are used as given (a caller may count or inspect what its own metric object did).
+    metrics = [copy.copy(metric) if getattr(metric, "reference_set", None) is not None else metric
+               for metric in metrics]
     bind_judges(metrics, index_dir, judge=judge)
     needs = collect_embedding_needs(cases, metrics)
     index = ReferenceIndex(index_dir) if index_dir is not None else None
