@@ -255,15 +255,15 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
     run = run_cli("run", "suite.yaml", "--index-dir", "idx", "--quiet", cwd=tmp_path, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "eval-results" / "sets" / "results.json").read_text())  # per suite
-    assert {s["search"] for s in results["reference_sets"]} == {"flat", "hnsw-m32-efc200"}
+    assert {s["search"] for s in results["reference_sets"]} == {"flat", "hnsw-m16-efc100"}
     assert results["summary"]["embeddings"]["references_computed"] == len(FACTS)
     for case, output in zip(results["cases"], OUTPUTS):
         expected = float(np.clip(cosine(output, FACTS), 0, 1).max())
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
-        "flat.npy", "flat.sha256.json", "hnsw-m32-efc200.faiss", "hnsw-m32-efc200.npy",
-        "hnsw-m32-efc200.sha256.json"}  # a flat search is its vectors only; every kind keeps them beside its
+        "flat.npy", "flat.sha256.json", "hnsw-m16-efc100.faiss", "hnsw-m16-efc100.npy",
+        "hnsw-m16-efc100.sha256.json"}  # a flat search is its vectors only; every kind keeps them beside its
     # index (what a worker maps), and their checksums (what `index verify` checks)
 
     monkeypatch.chdir(tmp_path)
