@@ -100,8 +100,8 @@ def _tuned(search: ReferenceSearch, queries: np.ndarray, truth: np.ndarray, exac
     half of ``queries`` (:meth:`ReferenceSearch.measure_recall`, as a run does on its outputs), then measured on
     the other half (held out): nprobe, queries/s, speed-up and recall@1/@10 there."""
     half = len(queries) // 2
-    tuned = search.measure_recall(queries[:half], sample=half,
-                                  breadth=replace(search.config, nprobe=config.nprobe, target_recall=config.target_recall))
+    start = replace(search.config, nprobe=config.nprobe, target_recall=config.target_recall)
+    tuned = search.measure_recall(queries[:half], sample=half, breadth=start)
     held_out, held_truth = queries[half:], truth[half:]
     t0 = time.perf_counter()
     _, found = search.top_k(held_out, 10, tuned.breadth)

@@ -301,12 +301,13 @@ class ReferenceSearch:
         own top 10, counted by similarity so that ties are not misses: a reference found counts when its exact
         similarity is at least the exact 10th best's (less ``RECALL_TIE_TOLERANCE``), recall@1 when the top one
         found is as similar as the exact best (identical vectors, e.g. texts an uncased model embeds alike, are
-        interchangeable). Exact search runs over the vectors in place (:func:`exact_top_k`: no copy). While recall@10
-        is below the target, the breadth is doubled and the same sample measured again: ``nprobe`` up to
-        ``nlist``, ``ef_search`` up to ``MAX_EF_SEARCH``; lossy codes (IVF-SQ8, IVF-PQ) stop earlier when two
-        doublings in a row gain nothing (their codes, not the lists, limit recall), keeping the narrowest
-        breadth of the best recall. Flat search is exact: 1.0, nothing measured. ``queries`` empty: the recalls
-        are None (nothing to measure on).
+        interchangeable). Exact search runs over the vectors in place (:func:`exact_top_k`: no copy).
+
+        While recall@10 is below the target, the breadth is doubled and the same sample measured again:
+        ``nprobe`` up to ``nlist``, ``ef_search`` up to ``MAX_EF_SEARCH``; lossy codes (IVF-SQ8, IVF-PQ) stop
+        earlier when two doublings in a row gain nothing (their codes, not the lists, limit recall), keeping the
+        narrowest breadth of the best recall. Flat search is exact: 1.0, nothing measured. ``queries`` empty:
+        the recalls are None (nothing to measure on).
         """
         config = self.breadth(breadth)
         if config.kind == "flat":
@@ -632,9 +633,8 @@ def get_search(key: str, directory: str | Path | None = None, config: SearchConf
         KeyError: neither registered here nor persisted in ``directory``.
     """
     with _LOCK:
-        registered = _REGISTRY.get(key)
-    if registered is not None:
-        return registered
+        if key in _REGISTRY:
+            return _REGISTRY[key]
     if directory is not None:
         search = ReferenceSearch.load(Path(directory) / f"{key}.faiss", None, config or SearchConfig())
         if search is not None:
