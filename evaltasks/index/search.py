@@ -223,7 +223,6 @@ class ReferenceSearch:
                 if self.config.ivf_quantizer == "hnsw":
                     faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe,
                                                                            _HNSW_QUANTIZER_EF)
-        self.cost_per_case = 0.0
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])

@@ -111,7 +111,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
         ``ivf_rerank``, or ``ef_search``; none for flat): part of :meth:`config`, so cached scores are reused
         only at the breadth that produced them."""
         assert self.reference_set is not None
-        config = getattr(self, "_search_config", None) or self.reference_set.search.resolve(len(self.reference_set))
+        config = getattr(self, "_search_config", None) or self.reference_set.search  # resolved by the set
         if config.kind == "ivf":
             return {"nprobe": config.nprobe, **({"ivf_rerank": config.ivf_rerank} if config.ivf_pq else {})}
         if config.kind == "hnsw":
@@ -206,12 +206,11 @@ class ReferenceMatchMetric(EmbeddingMetric):
                                 f"{search.vectors.shape[1]}-dimensional vectors but {self.embedding_namespace} now "
                                 f"returns {table.vectors.shape[1]}-dimensional ones (its reference index was rebuilt "
                                 "meanwhile): run again")
-        search.cost_per_case = _set_cost(texts, table, stored) / max(cases, 1)
         recall = search.measure_recall(queries if queries is not None else np.empty((0, 0), dtype=np.float32),
                                        breadth=self.reference_set.search)
         self._search_config = recall.breadth  # the breadth measured: every batch, in any worker, searches with it
         self._search_dir = str(directory) if directory is not None else None  # workers load it from there
-        self._search_cost_per_case = search.cost_per_case
+        self._search_cost_per_case = _set_cost(texts, table, stored) / max(cases, 1)  # the set's share, per case
         return search, recall
 
     def _embed_directly(self, cases: Sequence[EvalTestCase]) -> dict[str, VectorTable]:
@@ -274,7 +273,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
         assert self.reference_set is not None
         breadth = getattr(self, "_search_config", None) or self.reference_set.search
         search = get_search(self.search_key, getattr(self, "_search_dir", None), self.reference_set.search)
-        search.cost_per_case = getattr(self, "_search_cost_per_case", search.cost_per_case)
+        cost_per_case = getattr(self, "_search_cost_per_case", 0.0)
         scored = [i for i, case in enumerate(cases) if case.actual_output.strip()]
         results: list[MetricResult | None] = [None] * len(cases)
         if scored:
@@ -297,7 +296,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
                     f"of set '{self.reference_set.name}' (best {float(top_sims[j][0]):.4f} with reference "
                     f"{int(top_idx[j][0]) + 1}); threshold {self.threshold}."
                 )
-                cost = search.cost_per_case + float(table.costs[out_rows[j]])
+                cost = cost_per_case + float(table.costs[out_rows[j]])
                 results[i] = MetricResult.scored(self.name, score, self.threshold, reason, log, evaluation_cost=cost)
         for i, case in enumerate(cases):
             if results[i] is None:
