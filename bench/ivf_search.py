@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 import os
 import resource
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

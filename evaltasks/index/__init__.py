@@ -101,11 +101,6 @@ def recorded_warnings() -> list[str]:
 def report_warning(message: str) -> None:
     """Record ``message`` (inside :func:`recording_warnings`: it goes into the run's reports) or emit it as an
     :class:`IndexWarning`: corruption found, a rebuild, a search short of its target recall."""
-    _report(message)
-
-
-def _report(message: str) -> None:
-    """Record ``message`` (inside :func:`recording_warnings`) or emit it as an :class:`IndexWarning`."""
     recorded = _recorded.get()
     if recorded is None:
         warnings.warn(message, IndexWarning, stacklevel=4)
@@ -181,7 +176,7 @@ class _Namespace:
                     return self.open(locked=True)
             except OSError:  # a read-only index folder: nobody can be writing it, so the state is final
                 pass
-        _report(f"reference index {self.dir} is corrupt ({error}); rebuilding it")
+        report_warning(f"reference index {self.dir} is corrupt ({error}); rebuilding it")
         return _segments.Snapshot()
 
     def load(self, locked: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -455,7 +450,7 @@ class ReferenceIndex:
 
     @staticmethod
     def _report_dimensions(ns: _Namespace, stored: int, now: int) -> None:
-        _report(f"reference index {ns.dir} holds {stored}-dimensional vectors but the provider now returns "
+        report_warning(f"reference index {ns.dir} holds {stored}-dimensional vectors but the provider now returns "
                 f"{now}-dimensional ones; rebuilding it")
 
     def _store(self, ns: _Namespace, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray) -> None:
