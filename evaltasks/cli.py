@@ -477,28 +477,10 @@ def _history(args: argparse.Namespace) -> int:
             print(record.model_dump_json())
         return EXIT_PASSED
     from rich.console import Console
-    from rich.table import Table
 
-    names = list(dict.fromkeys(name for record in records for name in record.metrics))
-    table = Table(title=f"Run history of {suite.name} ({store.path(suite.name)})")
-    for column in ("time (UTC)", "commit", "dataset", "pass rate", "95% interval", *[f"{n} mean" for n in names],
-                   "gate", "verdict", "drift"):
-        table.add_column(column, overflow="fold", min_width=min(len(column), 12))
-    for r in records:
-        interval = r.pass_rate_interval
-        table.add_row(
-            (r.started_at or "")[:16].replace("T", " "), (r.commit or "—")[:8], r.dataset_sha256[:8] or "—",
-            "—" if r.pass_rate is None else f"{100 * r.pass_rate:.1f}%",
-            f"{100 * interval.low:.1f}–{100 * interval.high:.1f}%" if interval else "—",
-            *["—" if n not in r.metrics or r.metrics[n].mean_score is None else f"{r.metrics[n].mean_score:.3f}"
-              for n in names],
-            "passed" if r.passed else "[red]FAILED[/red]", r.verdict or "—",
-            "[red]" + ", ".join(r.drift) + "[/red]" if r.drift else "—",
-        )
-    console = Console()
-    if not console.is_terminal:  # piped or redirected: one line per run, however many metrics
-        console = Console(width=max(120, 40 + 16 * len(names)))
-    console.print(table)
+    from evaltasks.reports.history_table import print_history
+
+    print_history(Console(), f"Run history of {suite.name} ({store.path(suite.name)})", records)
     return EXIT_PASSED
 
 

@@ -225,3 +225,69 @@ def test_a_history_directory_that_cannot_be_created_is_a_usage_error(tmp_path: P
     assert proc.returncode == 2
     assert f"history directory {tmp_path / 'a-file' / 'history'}: {tmp_path / 'a-file'} is a file" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "eval-results").exists()
+
+
+def _history_of_two_metrics(directory: Path) -> None:
+    """Three runs of suite ``quick`` with two long-named metrics; the last one drifted (README, "Run history and
+    drift"): what `evaltasks history` prints in the two tests below."""
+    from evaltasks.results import Interval
+
+    store = HistoryStore(directory)
+    for day, passed in enumerate((7, 8, 5), 1):
+        record = _record(passed, 10 - passed, scores=[0.5 + 0.04 * passed] * 10, name="ReferenceMatchMetric")
+        length = _record(passed, 10 - passed, scores=[0.9] * 10, name="LengthCheckMetric").metrics
+        store.append(record.model_copy(update={
+            "suite": "quick", "metrics": {**record.metrics, **length}, "started_at": f"2026-12-0{day}T10:00:00+00:00",
+            "commit": "abcdef1234567", "dataset_sha256": "0123456789abcdef",
+            "verdict": "regressed" if day == 3 else "inconclusive",
+            "pass_rate_interval": Interval(low=0.397, high=0.892, level=0.95, method="wilson"),
+            "drift": ["overall", "ReferenceMatchMetric mean_score"] if day == 3 else []}))
+
+
+def test_history_table_keeps_every_column_on_an_80_column_terminal(tmp_path: Path) -> None:
+    """In an 80-column pseudo-terminal every column shows, numbers whole, and the folded drift reads back whole."""
+    from conftest import subprocess_env
+    from test_terminal import _run_in_terminal, _screen_lines
+
+    _history_of_two_metrics(tmp_path / "h")
+    (tmp_path / "s.yaml").write_text("name: quick\nmetrics: []\n", encoding="utf-8")
+    code, raw = _run_in_terminal(["history", "s.yaml", "--history-dir", "h"], tmp_path,
+                                 subprocess_env(tmp_path / "home"), columns=80)
+    lines = [line for line in _screen_lines(raw) if line]
+    assert code == 0, raw
+    assert all(len(line) <= 80 for line in lines), lines
+    header = next(line for line in lines if line.startswith("time (UTC)"))
+    assert header.split() == ["time", "(UTC)", "commit", "dataset", "pass", "rate", "m1", "m2", "gate", "verdict",
+                              "drift"]
+    rows = [line for line in lines if line.startswith("2026-12-0")]
+    assert [row.split()[:9] for row in rows] == [  # the time of day on the next line
+        ["2026-12-01", "abcdef12", "01234567", "70.0%", "0.780", "0.900", "passed", "inconclusive", "—"],
+        ["2026-12-02", "abcdef12", "01234567", "80.0%", "0.820", "0.900", "passed", "inconclusive", "—"],
+        ["2026-12-03", "abcdef12", "01234567", "50.0%", "0.700", "0.900", "passed", "regressed", "overall,"]]
+    assert sum(line.startswith("10:00 ") for line in lines) == 3
+    drift_at = header.index("drift")
+    drift = "".join(line[drift_at:] for line in lines[lines.index(rows[2]):] if len(line) > drift_at)
+    assert drift.replace(" ", "") == "overall,ReferenceMatchMetricmean_score"
+    assert sum("39.7–89.2%" in line for line in lines) == 3
+    assert "mean scores: m1 = ReferenceMatchMetric, m2 = LengthCheckMetric" in lines
+
+
+def test_piped_history_keeps_each_run_on_one_whole_line(tmp_path: Path) -> None:
+    """Piped (COLUMNS=80 set, as a CI log has), each run is one line with every cell whole; nothing is cut."""
+    from conftest import subprocess_env
+
+    _history_of_two_metrics(tmp_path / "h")
+    (tmp_path / "s.yaml").write_text("name: quick\nmetrics: []\n", encoding="utf-8")
+    env = {**subprocess_env(tmp_path / "home"), "COLUMNS": "80", "EVALTASKS_NO_SERVER": "1"}
+    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "history", "s.yaml", "--history-dir", "h"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"Run history of quick ({Path('h') / 'quick.jsonl'})"
+    rows = [line.split() for line in lines if line.startswith("2026-12-0")]
+    assert [row[:10] for row in rows] == [
+        ["2026-12-01", "10:00", "abcdef12", "01234567", "70.0%", "0.780", "0.900", "passed", "inconclusive", "—"],
+        ["2026-12-02", "10:00", "abcdef12", "01234567", "80.0%", "0.820", "0.900", "passed", "inconclusive", "—"],
+        ["2026-12-03", "10:00", "abcdef12", "01234567", "50.0%", "0.700", "0.900", "passed", "regressed", "overall,"]]
+    assert rows[2][10:] == ["ReferenceMatchMetric", "mean_score"]
+    assert "…" not in proc.stdout
