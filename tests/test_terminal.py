@@ -386,3 +386,24 @@ def test_one_warning_line_sums_up_the_regressions() -> None:
                             regressions=["r"] * 61)
     assert regression_summary(comparison) == ("Regression since the baseline: 61 regressions (pass rate, "
                                               "metric_00, metric_01 and 28 more); see summary.md")
+
+
+def test_thresholds_share_one_number_of_decimals_in_the_results_table() -> None:
+    """The ``thr.`` column reads ``1.0`` beside ``0.6`` (not ``1``), and ``1.00`` beside ``0.75``."""
+    import io
+
+    from rich.console import Console
+
+    from evaltasks.engine.statistics import summarize
+    from evaltasks.reports.console import print_summary
+    from evaltasks.results import MetricResult, TestCaseResult
+
+    for thresholds, shown in (({"exact": 1.0, "near": 0.6}, ["1.0", "0.6"]),
+                              ({"exact": 1.0, "near": 0.75}, ["1.00", "0.75"])):
+        cases = [TestCaseResult.from_metrics(f"case-{i}", "q", "out", [
+            MetricResult(name=name, score=1.0, threshold=t, success=True, reason="r", status="passed")
+            for name, t in thresholds.items()]) for i in range(3)]
+        buffer = io.StringIO()
+        print_summary(summarize(cases, thresholds), console=Console(file=buffer, width=80, color_system=None))
+        rows = [line.split() for line in buffer.getvalue().splitlines() if line.split()[:1] in (["exact"], ["near"])]
+        assert [row[3] for row in rows] == shown, buffer.getvalue()

@@ -132,11 +132,12 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
     columns = ("Δ mean", "Δ pass") if deltas is not None and not delta_rows else ()
     for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip", *columns):
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
-    for name, m in s.metrics.items():
+    thresholds = threshold_texts([m.threshold for m in s.metrics.values()])
+    for (name, m), threshold in zip(s.metrics.items(), thresholds):
         table.add_row(
             folded_name(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
             "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",
-            f"{m.threshold:g}", str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
+            threshold, str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
             *(_delta_cells(deltas.get(name)) if columns and deltas is not None else ()),
         )
         mean_ci = interval_text(m.mean_score_interval) if m.mean_score is not None else ""
@@ -146,6 +147,18 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
         if delta_rows and deltas is not None and deltas.get(name) is not None:
             table.add_row(Text("  Δ since baseline", style="dim"), *_delta_cells(deltas[name]))
     return table
+
+
+def threshold_texts(thresholds: list[float], most: int = 4) -> list[str]:
+    """``thresholds`` for one table column, all with the same number of decimals: as many as the most precise
+    one needs (at least 1, at most ``most``), so ``1`` and ``0.6`` read ``1.0`` and ``0.6``, and ``1`` beside
+    ``0.75`` reads ``1.00``."""
+    def decimals(value: float) -> int:
+        text = f"{value:.{most}f}".rstrip("0")
+        return len(text) - text.index(".") - 1
+
+    places = max([1, *(decimals(value) for value in thresholds)])
+    return [f"{value:.{places}f}" for value in thresholds]
 
 
 def folded_name(name: str, width: int = NAME_WIDTH) -> Text:
