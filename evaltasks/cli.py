@@ -809,7 +809,7 @@ def _run(args: argparse.Namespace) -> int:
         _progress.set_stop_callback(None)
         _progress.set_stage_callback(None)
 
-    for warning in outcome.get("warnings", []):
+    for warning in [*outcome.get("warnings", []), *_regression_warning(outcome)]:
         if warning not in shown_warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
     # --quiet: the verdict line, the gate line and the reports line only (README, "CLI")
@@ -841,6 +841,17 @@ def _run(args: argparse.Namespace) -> int:
         # docs, "Note on SIGPIPE": point stdout at devnull so the interpreter's last flush does not fail again)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
+
+
+def _regression_warning(outcome: dict[str, Any]) -> list[str]:
+    """The flow's one line about the regressions since the baseline (``regression_summary``), when any, for
+    ``evaltasks run`` to print in its own format (the flow's log record of it stays off the terminal)."""
+    if not (outcome.get("comparison") or {}).get("regressions"):
+        return []
+    from evaltasks.engine.compare import Comparison
+    from evaltasks.flows.evaluate_suite import regression_summary
+
+    return [regression_summary(Comparison.model_validate(outcome["comparison"]))]
 
 
 class _Interrupt:
@@ -1103,9 +1114,12 @@ def _without_traceback(record: Any) -> bool:
     For invalid input the CLI prints the message itself and exits 2; for an abort it prints a short message
     and writes the full traceback to a file (exit 3). Either way the terminal shows no traceback.
     """
+    from evaltasks.engine.progress import printed_by_cli
     from evaltasks.errors import InputError
 
     if record.exc_info and isinstance(record.exc_info[1], InputError):
+        return False
+    if printed_by_cli(record):  # printed as `evaltasks: warning: ...` instead
         return False
     if isinstance(record.msg, str) and "encountered an exception " in record.msg and any(
             f"encountered an exception {name}:" in record.msg for name in _input_error_names()):

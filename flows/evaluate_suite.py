@@ -376,8 +376,8 @@ def _run_plan(
     """Embed, score (:mod:`evaltasks.engine.stream`: batches of ``score-batch`` task runs, a bounded window in
     flight), write the reports, publish the artifacts and tags, and record the history, for ``plan`` run with
     ``options``; ``parsed_baseline``: ``options.baseline`` already read (:func:`~evaltasks.engine.run.read_baseline`)."""
-    for warning in plan.suite.warnings:
-        logger.warning("%s", warning)
+    for warning in plan.suite.warnings:  # `evaltasks run` printed these already (evaltasks.engine.progress)
+        logger.warning("%s", warning, extra=_progress.PRINTED_BY_CLI)
     index_dir = str(options.index_dir or default_index_dir())
     concurrency_limit, cache = options.concurrency_limit, options.cache
     cases = plan.dataset.cases
@@ -511,7 +511,7 @@ def _run_plan(
     result = outcome.result
     if outcome.comparison is not None and outcome.comparison.regressions:
         # one line for all of them (a suite of 30 metrics regressed 61 times): the reports hold each one
-        logger.warning("%s", regression_summary(outcome.comparison))
+        logger.warning("%s", regression_summary(outcome.comparison), extra=_progress.PRINTED_BY_CLI)  # the CLI prints it
     publish_artifacts(
         result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
         reports_url=options.reports_url, comparison=outcome.comparison, warnings=outcome.header["warnings"],

@@ -385,5 +385,44 @@ def test_piped_and_quiet_runs_lead_with_the_verdict(tmp_path: Path, prefect_api_
     assert lines[2].startswith("reports: out-worse/results.json, junit.xml, summary.md (flow run "), lines
     warnings = [line for line in proc.stderr.splitlines() if "Regression since the baseline" in line]
     assert len(warnings) == 1, proc.stderr
+    assert warnings[0].startswith("evaltasks: warning: Regression since the baseline: "), warnings  # not Prefect's format
     assert re.search(r"Regression since the baseline: \d+ regressions \(pass rate, length_0, length_1 and 2 more\); "
                      r"see summary\.md$", warnings[0]), warnings
+
+
+def test_a_skipped_metric_is_warned_about_once_and_the_flow_run_logs_keep_it(tmp_path: Path,
+                                                                             prefect_api_url: str) -> None:
+    """``--skip-missing-credentials`` without OPENAI_API_KEY: one ``evaltasks: warning:`` line names the skipped
+    judge metric (the flow's own log record of it no longer reaches the terminal as a second, Prefect-formatted
+    line), and that record is still in the flow run's logs on the Prefect server."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "input": "q", "actual_output": "a b"}) + "\n"
+                                              for i in range(2)), encoding="utf-8")
+    _suite(tmp_path, "name: skipping\ndataset: {path: d.jsonl}\nmetrics:\n"
+                     "  - {metric: LengthCheckMetric, max_length: 5, unit: words}\n"
+                     "  - {metric: AnswerRelevancyMetric, model: gpt-4o-mini}\n")
+    out = f"out-skipped-{time.time_ns()}"  # finds this run among the server's
+    proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", out, "--index-dir", "index", "--no-server",
+                   "--skip-missing-credentials", PREFECT_API_URL=prefect_api_url)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "AnswerRelevancyMetric is skipped" in line]
+    assert len(lines) == 1 and lines[0].startswith("evaltasks: warning: metrics[1] AnswerRelevancyMetric is skipped"), \
+        proc.stderr
+
+    async def read() -> list[str]:
+        async with get_client() as client:
+            runs = [run.id for run in await client.read_flow_runs(limit=200) if run.parameters.get("output_dir") == out]
+            assert len(runs) == 1, runs
+            logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=runs)))
+            return [log.message for log in logs]
+
+    deadline = time.monotonic() + 120  # the logs are sent in the background, then written by the server
+    messages = asyncio.run(read())
+    while not any("AnswerRelevancyMetric is skipped" in m for m in messages):
+        assert time.monotonic() < deadline, messages
+        time.sleep(1)
+        messages = asyncio.run(read())

@@ -61,3 +61,15 @@ def stage(description: str, total: int | None = None) -> None:
     if callback is not None:
         with _lock:
             callback(description, total)
+
+
+PRINTED_BY_CLI = {"evaltasks_printed_by_cli": True}
+"""``extra`` of a flow log record whose text ``evaltasks run`` prints itself, as ``evaltasks: warning: …``
+(the suite's warnings, the regression summary): the CLI keeps such records off its terminal
+(:func:`printed_by_cli`) while they still reach the flow run's logs on the Prefect server. A deployment's worker,
+which prints no such line of its own, shows them as usual."""
+
+
+def printed_by_cli(record: object) -> bool:
+    """True for a log record marked with :data:`PRINTED_BY_CLI`."""
+    return bool(getattr(record, "evaltasks_printed_by_cli", False))
