@@ -493,6 +493,7 @@ def _serve(args: argparse.Namespace) -> int:
     """
     from evaltasks.errors import InputError
 
+    _leave_price_warnings_to_the_run()
     try:
         from evaltasks.engine.run import plan_run
 
@@ -685,6 +686,7 @@ def _run(args: argparse.Namespace) -> int:
     if problem:
         _error(problem)
         return EXIT_INVALID
+    _leave_price_warnings_to_the_run()
     try:
         from evaltasks.engine.run import plan_run
 
@@ -841,6 +843,22 @@ def _run(args: argparse.Namespace) -> int:
         # docs, "Note on SIGPIPE": point stdout at devnull so the interpreter's last flush does not fail again)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
+
+
+def _price_warning_filter(record: Any) -> bool:
+    """Logging filter: False for the judges' "no price for judge model" record (:func:`_leave_price_warnings_to_the_run`)."""
+    return not (isinstance(record.msg, str) and record.msg.startswith("no price for judge model"))
+
+
+def _leave_price_warnings_to_the_run() -> None:
+    """Keep the judges' log record about an unpriced judge model off the terminal: ``evaltasks run`` reports it
+    itself, as an ``evaltasks: warning:`` line from the run's warnings (``judge_price_warnings``) or as the
+    ``--max-cost`` error, and without a handler it printed as a bare, unprefixed line before anything else."""
+    import logging
+
+    judges = logging.getLogger("evaltasks.judges")
+    if _price_warning_filter not in judges.filters:
+        judges.addFilter(_price_warning_filter)
 
 
 def _regression_warning(outcome: dict[str, Any]) -> list[str]:

@@ -199,6 +199,14 @@ def test_unpriced_judge_model_is_a_run_warning_and_max_cost_refuses_it(tmp_path:
         done = _cli(tmp_path, suite, env)
         assert done.returncode == 0, done.stderr
         assert len(server.requests) == 2
+        # no bare log line: the price warning is the run's own `evaltasks: warning:` line, once
+        assert [line for line in done.stderr.splitlines() if "no price" in line] == [
+            line for line in done.stderr.splitlines() if line.startswith("evaltasks: warning: no price for judge")]
+        assert len([line for line in done.stderr.splitlines() if "no price" in line]) == 1, done.stderr
+        no_key = _cli(tmp_path, suite, {k: v for k, v in env.items() if k != "OPENAI_API_KEY"})
+        assert no_key.returncode == 2, no_key.stderr
+        assert no_key.stderr.startswith("evaltasks: error: missing or rejected credentials"), no_key.stderr
+        assert "no price" not in refused.stderr.replace("it has no price", ""), refused.stderr
     warning = ("no price for judge model unpriced-model: its costs count as $0 (undercounted) and --max-cost "
                "cannot limit its spend")
     results = _results(tmp_path)
