@@ -508,8 +508,9 @@ def _serve(args: argparse.Namespace) -> int:
         if problem:
             _error(problem)
             return EXIT_INVALID
-        from evaltasks.flows.evaluate_suite import evaluate_suite
+        from evaltasks.flows.evaluate_suite import SERVED_VERDICT_ENV, evaluate_suite
 
+        os.environ[SERVED_VERDICT_ENV] = "1"  # each flow run prints its verdict line here
         parameters = {
             "suite_path": str(Path(args.suite).resolve()),
             "output_dir": str(Path(args.output_dir).resolve()),
@@ -653,7 +654,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     try:
         from evaltasks.engine.calibration import calibrate_suite, format_report
 
-        report = calibrate_suite(args.suite, args.labels, index_dir=args.index_dir)
+        report = _with_stage_progress(lambda: calibrate_suite(args.suite, args.labels, index_dir=args.index_dir))
         print(report.model_dump_json(indent=2) if args.json else format_report(report), flush=True)
     except InputError as exc:
         _error(str(exc))
@@ -1210,6 +1211,26 @@ class _Stages:
                     self.progress.remove_task(task)
 
         return shown()
+
+
+def _with_stage_progress(work: Any) -> Any:
+    """``work()``'s result, with the stages it reports through :mod:`evaltasks.engine.progress` (``embedding N
+    texts (MODEL)``, ``scoring N cases × M metrics`` with its count) shown on a terminal's stderr while it runs;
+    nothing on a pipe. Imports no Prefect (``evaltasks calibrate``)."""
+    from rich.console import Console
+
+    from evaltasks.engine import progress as _progress
+
+    display = _stage_progress(Console(stderr=True), quiet=False)
+    stages = _Stages(display, "scoring", 0)
+    try:
+        with display:
+            _progress.set_stage_callback(stages.stage)
+            _progress.set_progress_callback(stages.advance)
+            return work()
+    finally:
+        _progress.set_stage_callback(None)
+        _progress.set_progress_callback(None)
 
 
 def _configured_server() -> bool:

@@ -6,6 +6,7 @@ Run it with ``evaltasks run SUITE``, call ``evaluate_suite(...)`` from Python, o
 
 import contextlib
 import hashlib
+import os
 import time
 import uuid
 from pathlib import Path
@@ -201,10 +202,28 @@ def evaluate_suite(
     result = outcome.summary_dict()
     result["drift"] = outcome.header.get("drift")
     verdict = run_verdict(outcome)
+    _print_served_verdict(verdict, options.output_dir)
     if outcome.passed:
         return Completed(message=verdict, data=result)
     message = outcome.header["gate"]["message"] or "gate failed"  # run.gate_message: names the verdict
     return Failed(message=verdict, data=GateFailed(message, result))
+
+
+SERVED_VERDICT_ENV = "EVALTASKS_SERVE_VERDICT"
+"""Set to ``1`` by ``evaltasks serve`` for the flow runs it starts (they inherit its environment, and Prefect's
+runner streams their output to its terminal): each then prints its verdict line (:func:`_print_served_verdict`)."""
+
+
+def _print_served_verdict(verdict: str, output_dir: str | None) -> None:
+    """Under ``evaltasks serve`` (:data:`SERVED_VERDICT_ENV`), print one line per run to stdout: the flow run's
+    name, the ``verdict`` line and where the reports are, e.g. ``quickstart@1a2b3c4d: PASSED: pass rate 75.00%
+    (6 of 8 cases), gate 70.00% (reports: /srv/eval-results/quickstart/results.json)``. Otherwise nothing."""
+    if os.environ.get(SERVED_VERDICT_ENV) != "1":
+        return
+    context = FlowRunContext.get()
+    name = context.flow_run.name if context is not None and context.flow_run is not None else "evaluate-suite"
+    reports = f" (reports: {Path(output_dir) / 'results.json'})" if output_dir else ""
+    print(f"{name}: {verdict}{reports}", flush=True)
 
 
 def run_verdict(outcome: RunOutcome) -> str:

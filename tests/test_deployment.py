@@ -385,6 +385,14 @@ def test_served_deployment_on_a_real_server(cosine, prefect_server: PrefectServe
         assert re.fullmatch(r"quickstart@[0-9a-f]{8}", flow_run.name), flow_run.name
         assert flow_run.name == f"quickstart@{suite_sha8}"
 
+        # The serve process printed the run's verdict line (the flow run's output streams to its terminal).
+        verdict = f"quickstart@{suite_sha8}: PASSED: pass rate 75.00% (6 of 8 cases), gate "
+        deadline = time.monotonic() + 60  # the runner relays the subprocess's output as it comes
+        while verdict not in _tail(serve_log) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert f"(reports: {out_dir / 'results.json'})" in next(
+            (line for line in _tail(serve_log).splitlines() if line.startswith(verdict)), ""), _tail(serve_log)
+
         # The reports went where the deployment's parameters said.
         results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
         assert results["suite"] == "quickstart"
