@@ -308,3 +308,25 @@ def test_the_shown_threshold_is_the_shortest_decimal_with_the_same_verdicts(low:
     shown = shortest_decimal(low, high)
     assert shown == expected and low < shown <= high
     assert float(_number(shown)) == shown and "e" not in _number(shown)
+
+
+def test_calibrate_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(tmp_path: Path) -> None:
+    """In a pseudo-terminal, ``evaltasks calibrate`` names the embedding (how many texts, which model) and the
+    scoring stage while it works (the real local model, offline); piped, stderr stays empty."""
+    from test_terminal import ANSI, _run_in_terminal
+
+    rows = [{"id": f"c{i}", "answer": f"answer number {i} about the sky", "refs": ["the sky is blue"],
+             "human": "pass" if i % 2 else "fail"} for i in range(12)]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: stages\ndataset:\n  path: d.jsonl\n  fields: {id: id, actual_output: answer, references: refs}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local}\n", encoding="utf-8")
+    code, raw = _run_in_terminal(["calibrate", "suite.yaml", "--labels", "human", "--index-dir", "index"], tmp_path,
+                                 _env(tmp_path), columns=100)
+    assert code == 0, raw
+    shown = ANSI.sub("", raw)  # every frame the terminal got
+    assert "embedding 13 texts (all-MiniLM-L6-v2)" in shown, shown  # 12 answers and 1 reference
+    assert "scoring 12 cases × 1 metric" in shown, shown
+    assert "best agreement threshold" in shown
+    piped = _cli(tmp_path, "calibrate", "suite.yaml", "--labels", "human", "--index-dir", "index2")
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr

@@ -303,7 +303,10 @@ def calibrate_suite(
         raise DatasetError([Problem(source, "", labels_column, f"every cell of the label column is empty: no case "
                                                                f"is labelled, nothing to calibrate")],
                            title="invalid labels")
-    result = evaluate_sync(dataset.cases, suite.metrics, index_dir=index_dir or default_index_dir(), ids=dataset.ids)
+    from evaltasks.engine import progress
+
+    result = evaluate_sync(dataset.cases, suite.metrics, index_dir=index_dir or default_index_dir(), ids=dataset.ids,
+                           progress=progress.advance)  # the stages and counts a terminal shows (evaltasks calibrate)
     unlabelled = sum(label is None for label in labels)
     calibrations: list[MetricCalibration] = []
     yaml_lines: list[str] = []

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
+from evaltasks.engine import progress as _progress
 from evaltasks.errors import QUOTE_MAX_CHARS, CredentialsError, InputError, Problem, ProviderError, bounded, quote
 from evaltasks.index import ReferenceIndex, report_warning
 from evaltasks.metrics import METRICS
@@ -246,6 +247,19 @@ def embed_texts(
         references_computed=len(refs) - ref_reused, references_reused=ref_reused,
         outputs_computed=len(outs) - out_reused, outputs_reused=out_reused,
     )
+
+
+def _report_embedding_stage(provider: EmbeddingProvider, references: Sequence[str], outputs: Sequence[str],
+                            index: ReferenceIndex | None) -> None:
+    """Name the stage ``embedding N texts (MODEL)`` (:mod:`evaltasks.engine.progress`, no count: the encode is one
+    call) when texts of one namespace are not stored yet: what ``evaltasks calibrate`` shows while it embeds.
+    Nothing without a stage callback, or when every text is stored."""
+    if not _progress.has_stage_callback():
+        return
+    texts = list(dict.fromkeys([*references, *outputs]))
+    missing = len(index.missing_texts(provider, texts)) if index is not None else len(texts)
+    if missing:
+        _progress.stage(f"embedding {missing:,} text{'' if missing == 1 else 's'} ({provider.model_name})", None)
 
 
 def _empty() -> np.ndarray:
@@ -605,6 +619,7 @@ def evaluate_sync(
                                                            vectors=False)
                 counts = counts.add(only_counts)
                 stored[namespace] = need.share_costs(only_table)
+            _report_embedding_stage(need.provider, references, need.outputs, index)
             table, text_counts = embed_texts(need.provider, references, list(need.outputs), index)
         except CredentialsError:
             raise
@@ -627,6 +642,8 @@ def evaluate_sync(
                 progress(len(batch))
         return per_metric
 
+    _progress.stage(f"scoring {len(cases):,} case{'' if len(cases) == 1 else 's'} × {len(metrics)} "
+                    f"metric{'' if len(metrics) == 1 else 's'}", len(cases) * len(metrics))
     # the flow's engine, one batch at a time: a batch's per-metric lists are folded into case results before
     # the next is scored, and the collector is tuned while scoring (stream.gc_frozen)
     test_results: list[TestCaseResult] = []

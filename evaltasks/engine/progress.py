@@ -63,6 +63,11 @@ def stage(description: str, total: int | None = None) -> None:
             callback(description, total)
 
 
+def has_stage_callback() -> bool:
+    """Whether a stage callback is installed (something shows the stages: work to name one can be skipped)."""
+    return _stage_callback is not None
+
+
 PRINTED_BY_CLI = {"evaltasks_printed_by_cli": True}
 """``extra`` of a flow log record whose text ``evaltasks run`` prints itself, as ``evaltasks: warning: …``
 (the suite's warnings, the regression summary): the CLI keeps such records off its terminal
