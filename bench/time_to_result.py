@@ -385,7 +385,9 @@ def write_job_suite(work: Path, provider: str, base_url: str | None) -> Path:
 
     spec = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     spec["name"] = f"ttr-truthfulqa-{provider}"
-    spec["dataset"]["path"] = str((EXAMPLE.parent / spec["dataset"]["path"]).resolve())
+    fetched = EXAMPLE.parent / spec["dataset"]["path"]  # examples/truthfulqa/fetch_data.py puts it there
+    shared = ROOT.parent / "shared" / "data" / "truthfulqa" / "davinci_answers.csv"  # as the other benchmarks
+    spec["dataset"]["path"] = str((fetched if fetched.is_file() else shared).resolve())
     spec["metrics"] = [dict(m, embedding_provider=provider) for m in spec["metrics"]
                        if m.get("metric") == "ReferenceMatchMetric"]
     if base_url:

@@ -216,9 +216,13 @@ def test_cli_warm_run_with_no_cache_loads_no_model(prefect_api_url, tmp_path: Pa
 
 def test_truthfulqa_flow(prefect_harness, st_model, truthfulqa_dir: Path, tmp_path: Path) -> None:
     """The published figures: mean ReferenceMatch 0.63055 ± 0.00005, 50.4 % of the cases reach 0.7."""
-    assert (TRUTHFULQA_SUITE.parent / yaml.safe_load(TRUTHFULQA_SUITE.read_text("utf-8"))["dataset"]["path"]
-            ).resolve() == (truthfulqa_dir / "davinci_answers.csv").resolve()
-    out, _ = _run_flow(TRUTHFULQA_SUITE, tmp_path / "out", tmp_path / "index")
+    # the example as a user has it after examples/truthfulqa/fetch_data.py: the data in data/ beside the suite
+    suite = tmp_path / "example" / "suite.yaml"
+    (suite.parent / "data").mkdir(parents=True)
+    suite.write_bytes(TRUTHFULQA_SUITE.read_bytes())
+    (suite.parent / "data" / "davinci_answers.csv").write_bytes((truthfulqa_dir / "davinci_answers.csv").read_bytes())
+    assert yaml.safe_load(suite.read_text("utf-8"))["dataset"]["path"] == "data/davinci_answers.csv"
+    out, _ = _run_flow(suite, tmp_path / "out", tmp_path / "index")
     summary = out["summary"]
     assert summary["cases"] == 817
     rm = summary["metrics"]["ReferenceMatchMetric"]
@@ -232,6 +236,7 @@ def test_truthfulqa_flow(prefect_harness, st_model, truthfulqa_dir: Path, tmp_pa
     with open(truthfulqa_dir / "davinci_answers.csv", encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert results["notices"] == []  # no data file outside the suite's directory
     assert len(results["cases"]) == 817
     for i in range(0, 817, 41):
         row, case = rows[i], results["cases"][i]

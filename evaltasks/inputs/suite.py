@@ -24,6 +24,7 @@ import difflib
 import hashlib
 import inspect
 import json
+import os
 import re
 import typing
 from dataclasses import dataclass, field
@@ -653,8 +654,19 @@ def _outside_notices(suite: Suite, suite_path: Path) -> list[str]:
         except (OSError, RuntimeError, ValueError):
             continue
         if not resolved.is_relative_to(base):
-            notices.append(f"{label} '{file}' resolves to {resolved}, outside the suite's directory {base}")
+            notices.append(f"{label} '{file}' resolves to {_shown(resolved)}, outside the suite's directory "
+                           f"{_shown(base)}")
     return notices
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory (``../data/x.csv``, ``evals``), as a notice names it: reports
+    and the Action's ``::notice`` lines then carry no local absolute path. ``.`` for the working directory;
+    absolute only where no relative path exists (another drive)."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
 
 
 def _skipped_metric(spec: MetricSpec, reason: str) -> SkippedMetric:
