@@ -618,13 +618,14 @@ def _index(args: argparse.Namespace) -> int:
             keep_sets |= {m.search_key for m in plan.suite.metrics if getattr(m, "search_key", None)}
         stale = [entry["key"] for entry in check_searches(index.root / "sets", verify=False)
                  if entry["key"] not in keep_sets]
-        if args.dry_run:
-            for entry in index.info():
-                wanted = set(keep.get(entry.get("namespace", ""), ()))
-                stored = entry.get("count", 0)
-                print(f"{entry.get('namespace')}: {stored} vectors, {len(wanted)} referenced by the suites")
-            if stale:
-                print(f"{len(stale)} reference-set searches in {index.root / 'sets'} are used by none of the suites")
+        if args.dry_run:  # what the same command without --dry-run would drop, nothing changed
+            stored = {entry.get("namespace"): entry.get("count", 0) for entry in index.info()}
+            for namespace, count in index.prune(keep, dry_run=True).items():
+                print(f"{namespace}: would drop {count} of {stored.get(namespace, count)} vectors (kept: "
+                      f"{stored.get(namespace, count) - count}, the texts the suites reference)")
+            for key in stale:
+                print(f"would drop the unused reference-set search {key} ({index.root / 'sets'})")
+            print("dry run: nothing was dropped")
             return EXIT_PASSED
         for namespace, count in index.prune(keep).items():
             print(f"{namespace}: dropped {count} vectors")

@@ -279,6 +279,16 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
     )
     assert cli_module.main(["index", "build", "other.yaml", "--index-dir", "idx"]) == 0
     assert "1 references embedded, 1 already in the index" in capsys.readouterr().out
+    sets_before = sorted(p.name for p in (tmp_path / "idx" / "sets").iterdir())
+    assert cli_module.main(["index", "prune", "other.yaml", "--dry-run", "--index-dir", "idx"]) == 0
+    dry = capsys.readouterr().out.splitlines()  # what the prune below drops, and nothing dropped yet
+    stored = len(FACTS) + 3 + 1
+    assert any(line.endswith(f": would drop {len(FACTS) - 1 + 3} of {stored} vectors (kept: 2, the texts the suites "
+                             "reference)") for line in dry), dry
+    assert sum(line.startswith("would drop the unused reference-set search ") for line in dry) == 2, dry
+    assert dry[-1] == "dry run: nothing was dropped"
+    assert json.loads(next((tmp_path / "idx").glob("*/meta.json")).read_text())["count"] == stored
+    assert sorted(p.name for p in (tmp_path / "idx" / "sets").iterdir()) == sets_before
     assert cli_module.main(["index", "prune", "other.yaml", "--index-dir", "idx"]) == 0
     assert f"dropped {len(FACTS) - 1 + 3} vectors" in capsys.readouterr().out  # outputs too: no suite keeps them
     assert not list((tmp_path / "idx" / "sets").iterdir())  # no remaining suite searches a set

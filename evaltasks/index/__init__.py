@@ -477,12 +477,13 @@ class ReferenceIndex:
         found = snapshot.find(np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique)))
         return [unique[i] for i in np.flatnonzero(found < 0)]
 
-    def prune(self, keep: dict[str, Sequence[str]]) -> dict[str, int]:
+    def prune(self, keep: dict[str, Sequence[str]], dry_run: bool = False) -> dict[str, int]:
         """Drop every vector whose text is not in ``keep`` (namespace string -> texts to keep); a namespace
         not named in ``keep`` loses all its vectors. Outputs stored by runs are dropped unless ``keep`` names
-        the same text (the next run embeds them again).
+        the same text (the next run embeds them again). ``dry_run``: count only, change nothing.
 
-        Returns namespace -> number of vectors dropped (namespaces with nothing dropped included, as 0).
+        Returns namespace -> number of vectors dropped (namespaces with nothing dropped included, as 0), or
+        with ``dry_run`` that would be.
         """
         dropped: dict[str, int] = {}
         for namespace in [m.get("namespace") for m in self.info() if m.get("namespace")]:
@@ -500,7 +501,7 @@ class ReferenceIndex:
                     rows = base.find(wanted)
                     keep_rows[rows[rows >= 0]] = True
                 dropped[namespace] = int((~keep_rows).sum())
-                if dropped[namespace]:  # a compaction that filters: the kept rows become one segment
+                if dropped[namespace] and not dry_run:  # a compaction that filters: the kept rows become one segment
                     ns.commit(base, keep=keep_rows)
         return dropped
 
