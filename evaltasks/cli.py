@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaltasks._version import __version__
+from evaltasks._version import DOCS_URL, __version__, docs_ref
 
 if TYPE_CHECKING:
     from evaltasks.server.client import ServerPaths
@@ -182,10 +182,14 @@ def _check_task_runner(spec: str) -> str | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evaltasks", description="Evaluate LLM outputs with Prefect.")
+    parser = argparse.ArgumentParser(prog="evaltasks", description="Evaluate LLM outputs with Prefect.",
+                                     epilog=_DOCS_EPILOG)
     parser.add_argument("--version", action="version", version=f"evaltasks {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="evaluate a suite and write results.json, junit.xml, summary.md")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(_COMMANDS) + "}")
+    run = _command(sub, "run", "evaluate a suite and write results.json, junit.xml, summary.md",
+                   "Evaluate the suite's dataset with its metrics through the Prefect flow, print the verdict and "
+                   "a summary, and write results.json, junit.xml and summary.md. Exit 0 when the gate holds, 1 "
+                   "when it fails, 2 for invalid input, 3 when the run aborted.", "CLI")
     run.add_argument("suite", help="the suite YAML file")
     run.add_argument("--output-dir", default=None,
                      help="where reports go (default ./eval-results/SUITE_NAME, the suite's name made path-safe)")
@@ -220,39 +224,50 @@ def _parser() -> argparse.ArgumentParser:
                      help="skip metrics whose provider credentials are missing (left out of the gate, with a "
                           "warning) instead of exiting 2: for pull requests from forks")
     run.add_argument("--history-dir", default=None, metavar="DIR",
-                     help="record the run in this history directory and test it for drift (README, \"Run history "
-                          "and drift\"; default: the suite's history.dir, else $EVALTASKS_HISTORY_DIR)")
+                     help="record the run in this history directory and test it for drift ({docs_ref('Run history "
+                          "and drift')}; default: the suite's history.dir, else $EVALTASKS_HISTORY_DIR)")
     run.add_argument("--no-server", action="store_true",
                      help="run in this process even when an `evaltasks server` runs (also EVALTASKS_NO_SERVER=1)")
-    server = sub.add_parser("server", help="keep a Prefect server and a warm runner that runs use (Unix only); "
-                                           "without an action it runs in the foreground")
+    server = _command(sub, "server", "keep a Prefect server and a warm runner that runs use (Unix only); "
+                                     "without an action it runs in the foreground",
+                      "Keep a Prefect server and a warm runner (models loaded) in the background, so that each "
+                      "`evaltasks run` of this user starts in a fraction of the time (Unix only). Without an "
+                      "action it runs in the foreground until Ctrl+C.",
+                      "Faster repeated runs: `evaltasks server`")
     server.add_argument("action", nargs="?", choices=("start", "stop", "status"), default=None,
                         help="start (in the background), stop, status")
-    serve = sub.add_parser("serve", help="serve the suite's flow as a scheduled Prefect deployment")
+    serve = _command(sub, "serve", "serve the suite's flow as a scheduled Prefect deployment",
+                     "Register the suite's flow as a Prefect deployment on a cron schedule and run each scheduled "
+                     "run here, printing its verdict line, until Ctrl+C (needs PREFECT_API_URL).", "Prefect")
     serve.add_argument("suite", help="the suite YAML file")
     serve.add_argument("--cron", default="0 6 * * *", help='cron schedule (default "0 6 * * *", UTC)')
     serve.add_argument("--name", default=None, help="deployment name (default: the suite name)")
     serve.add_argument("--output-dir", default=None,
                        help="where each run writes its reports (default ./eval-results/SUITE_NAME)")
     serve.add_argument("--index-dir", default=None, help="reference index directory")
-    sub.add_parser("schema", help="print the JSON Schema of suite files")
-    calibrate = sub.add_parser("calibrate", help="find each metric's threshold that agrees best with human "
-                                                 "pass/fail labels (the suite file is not edited)")
+    _command(sub, "schema", "print the JSON Schema of suite files",
+             "Print the JSON Schema of suite files (for an editor's validation and completion of suite YAML).",
+             "Suite file")
+    calibrate = _command(sub, "calibrate", "find each metric's threshold that agrees best with human "
+                                           "pass/fail labels (the suite file is not edited)", None,
+                         "Threshold calibration")
     calibrate.add_argument("suite", help="the suite YAML file")
     calibrate.add_argument("--labels", required=True, metavar="COLUMN",
                            help="the dataset column of labels: pass/fail, passed/failed, true/false, yes/no, 1/0")
     calibrate.add_argument("--json", action="store_true", help="print the result as JSON")
     calibrate.add_argument("--index-dir", default=None,
                            help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
-    history = sub.add_parser("history", help="print the run history of a suite (README, \"Run history and drift\")")
+    history = _command(sub, "history", "print the run history of a suite", "Print the recorded runs of a suite, "
+                       "oldest first: pass rate with its interval, each metric's mean, the gate, the verdict and "
+                       "what drifted.", "Run history and drift")
     history.add_argument("suite", help="the suite YAML file")
     history.add_argument("--history-dir", default=None, metavar="DIR",
                          help="the history directory (default: the suite's history.dir, else "
                               "$EVALTASKS_HISTORY_DIR, else .evaltasks/history)")
     history.add_argument("--last", type=int, default=20, metavar="N", help="the last N runs (default 20)")
     history.add_argument("--json", action="store_true", help="print the records as JSON Lines instead")
-    index = sub.add_parser("index", help="manage the reference index")
-    index_sub = index.add_subparsers(dest="index_command", required=True)
+    index = _command(sub, "index", "manage the reference index", None, "Reference index")
+    index_sub = index.add_subparsers(dest="index_command", required=True, metavar="{" + ",".join(_INDEX_COMMANDS) + "}")
     for name, help_text in (("build", "embed a suite's references into the index"),
                             ("info", "show the index's namespaces"),
                             ("verify", "read every byte of the index's segment files and check their sha256: "
@@ -269,6 +284,20 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--index-dir", default=None,
                              help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
     return parser
+
+
+_COMMANDS = ("run", "server", "serve", "schema", "calibrate", "history", "index")
+_INDEX_COMMANDS = ("build", "info", "verify", "compact", "prune")
+_DOCS_EPILOG = (f"docs: {DOCS_URL}" if DOCS_URL else "docs: the evaltasks README (also the installed package's "
+                "description)")
+
+
+def _command(sub: Any, name: str, help_text: str, description: str | None, section: str) -> argparse.ArgumentParser:
+    """Add command ``name`` to ``sub``: ``help_text`` in the command list, ``description`` (default
+    ``help_text``) at the top of its own ``--help``, and where its docs are (:func:`~evaltasks._version.docs_ref`
+    of ``section``) at the bottom."""
+    return sub.add_parser(name, help=help_text, description=description or help_text[:1].upper() + help_text[1:] + ".",
+                          epilog=f"More: {docs_ref(section)}.")
 
 
 def _error(message: str) -> None:

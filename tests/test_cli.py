@@ -426,3 +426,42 @@ def test_a_skipped_metric_is_warned_about_once_and_the_flow_run_logs_keep_it(tmp
         assert time.monotonic() < deadline, messages
         time.sleep(1)
         messages = asyncio.run(read())
+
+
+@pytest.mark.parametrize("command", ["run", "server", "serve", "schema", "calibrate", "history", "index"])
+def test_each_command_help_has_a_description_and_names_its_docs_section(command: str, tmp_path: Path) -> None:
+    """``evaltasks COMMAND --help`` says what the command does under its usage, and ends with the docs section
+    to read (a README heading that exists), never "README" (a pip-installed user has no README file)."""
+    proc, _ = _cli(tmp_path, command, "--help")
+    assert proc.returncode == 0, proc.stderr
+    paragraphs = proc.stdout.split("\n\n")
+    assert paragraphs[0].startswith("usage: evaltasks ") and len(paragraphs[1].split()) >= 4, proc.stdout
+    assert not paragraphs[1].startswith(("positional arguments", "options")), proc.stdout
+    assert "README" not in proc.stdout, proc.stdout
+    section = re.fullmatch(r'More: docs, "(.+)"\.', proc.stdout.strip().splitlines()[-1])
+    assert section, proc.stdout
+    headings = [line.lstrip("#").strip() for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+                if line.startswith("#")]
+    assert section.group(1) in headings
+
+
+def test_docs_links_follow_the_one_docs_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set the docs' base URL in one place and every help reference becomes a link to the section's anchor."""
+    import evaltasks._version as version
+
+    assert version.docs_ref("Run history and drift") == 'docs, "Run history and drift"'
+    monkeypatch.setattr(version, "DOCS_URL", "https://docs.example/evaltasks/")
+    assert version.docs_ref("Run history and drift") == "https://docs.example/evaltasks#run-history-and-drift"
+    assert version.docs_ref("Faster repeated runs: `evaltasks server`") == (
+        "https://docs.example/evaltasks#faster-repeated-runs-evaltasks-server")
+
+
+@pytest.mark.parametrize(("args", "listed"), [
+    (["index"], "{build,info,verify,compact,prune}"),
+    ([], "{run,server,serve,schema,calibrate,history,index}"),
+])
+def test_a_missing_subcommand_names_the_ones_that_exist(args: list[str], listed: str, tmp_path: Path) -> None:
+    proc, _ = _cli(tmp_path, *args)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].endswith(f"error: the following arguments are required: {listed}")
+    assert "index_command" not in proc.stderr and "required: command" not in proc.stderr
