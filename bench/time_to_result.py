@@ -596,6 +596,13 @@ def environment() -> dict:
             "commit": commit + (" (evaltasks/, flows/ or action/ modified)" if dirty else "")}
 
 
+def shown_command(argv: list[str]) -> str:
+    """The command line docs/performance.md quotes for ``argv``: an absolute path (a ``--json`` file in a
+    developer's own folder) shown by its file name only, so no local path reaches the docs."""
+    shown = [Path(arg).name if os.path.isabs(arg) else arg for arg in argv]
+    return " ".join([".venv/bin/python", "bench/time_to_result.py", *shown])
+
+
 def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
     """Measure the parts asked for (or render an earlier --json), print the section and write it; exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -644,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
     OPTS.update(quiet_cores=args.quiet_cores, quiet_max_wait=args.quiet_max_wait_s, retries=args.retries,
                 contended=args.contended_cores, wait_budget=args.quiet_budget_s, tag=uuid.uuid4().hex)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below stops the servers
-    command = " ".join([".venv/bin/python", "bench/time_to_result.py", *(argv if argv is not None else sys.argv[1:])])
+    command = shown_command(argv if argv is not None else sys.argv[1:])
     started = time.perf_counter()
     res: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
                  "repeat": args.repeat, "parts": parts, "latency_ms": args.latency_ms, "env": environment(),

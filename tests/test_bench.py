@@ -76,3 +76,19 @@ def test_ivf_search_tiny_run_reports_both_indexes() -> None:
     for key in ("ivf_flat", "ivf_pq"):
         assert [row["nprobe"] for row in out[key]["nprobe"]] == [4, 8, 16, 32, 64, 128]
         assert all(0.0 <= row["recall_at_10"] <= 1.0 for row in out[key]["nprobe"])
+
+
+def test_the_docs_quote_no_local_path_of_a_developer() -> None:
+    """docs/performance.md quotes each benchmark's command: a ``--json`` file in a developer's own folder
+    appears by its name only (``bench/time_to_result.py`` writes the line)."""
+    import importlib.util
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert not re.search(r"(?<![\w.])/(work|root|home|Users)/", text), re.findall(r"\S*/(?:work|root|home)/\S*", text)
+    spec = importlib.util.spec_from_file_location("time_to_result", root / "bench" / "time_to_result.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.shown_command(["--repeat", "3", "--json", "/work/notes/r16/ttr2.json", "--retries", "1"]) == (
+        ".venv/bin/python bench/time_to_result.py --repeat 3 --json ttr2.json --retries 1")

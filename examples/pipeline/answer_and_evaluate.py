@@ -2,7 +2,7 @@
 
 It shows evaltasks' tasks dropped into an existing Prefect flow: ``evaluate_test_cases`` scores many cases
 with many metrics in one task run, ``publish_results`` writes the reports and the Prefect artifacts and
-applies the gate. Run it: ``python examples/pipeline/answer_and_evaluate.py``.
+applies the gate. Run it: ``.venv/bin/python examples/pipeline/answer_and_evaluate.py``.
 """
 
 from __future__ import annotations
