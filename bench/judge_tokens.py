@@ -339,8 +339,10 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             f"{et['completion']:.0f} / {eal['completion']:.0f} | {total_et:.0f} / {total_eal:.0f} | "
             f"{total_et / total_eal:.2f} | {_mean(et['scores']):.4f} / {_mean(eal['scores']):.4f} |")
     if before:
-        lines += ["", "Before the shorter prompts (same cases and answers; evaltasks' tokens per case, then × the "
-                  "library's):", "", "| metric | tokens before | × before | tokens now | × now |", "|---|---:|---:|---:|---:|"]
+        lines += ["", "Before the shorter prompts and `json_object` (same cases and answers; evaltasks' tokens per case, "
+                  "× the library's, and evaltasks' mean score):", "",
+                  "| metric | tokens before | × before | tokens now | × now | mean score before / now |",
+                  "|---|---:|---:|---:|---:|---:|"]
         for metric, sides in data["results"].items():
             old = before["results"].get(metric)
             if not old:
@@ -348,7 +350,8 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             t_old = old["evaltasks"]["prompt"] + old["evaltasks"]["completion"]
             t_new = sides["evaltasks"]["prompt"] + sides["evaltasks"]["completion"]
             t_eal = sides["eal"]["prompt"] + sides["eal"]["completion"]
-            lines.append(f"| {metric} | {t_old:.0f} | {t_old / t_eal:.2f} | {t_new:.0f} | {t_new / t_eal:.2f} |")
+            lines.append(f"| {metric} | {t_old:.0f} | {t_old / t_eal:.2f} | {t_new:.0f} | {t_new / t_eal:.2f} | "
+                         f"{_mean(old['evaltasks']['scores']):.4f} / {_mean(sides['evaltasks']['scores']):.4f} |")
     lines += ["", "Target: on every metric, evaltasks' requests and tokens per case at most the library's, with "
               "the same scores on the same answers.", ""]
     return "\n".join(lines) + "\n"
