@@ -304,7 +304,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             server.close()
     versions = {"evaltasks": md.version("evaltasks")}
     check = subprocess.run([str(EAL_VENV / "bin" / "python"), "-c", "import importlib.metadata as m; "
-                            "print(m.version('eval-ai-library'), m.version('litellm'))"], capture_output=True, text=True)
+                            "print(m.version('eval-ai-library'), m.version('litellm'))"],
+                           capture_output=True, text=True)
     if check.returncode == 0:
         versions["eval-ai-library"], versions["litellm"] = check.stdout.split()
     return {"cases": args.cases, "results": results, "versions": versions, "install": install,
@@ -339,8 +340,8 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             f"{et['completion']:.0f} / {eal['completion']:.0f} | {total_et:.0f} / {total_eal:.0f} | "
             f"{total_et / total_eal:.2f} | {_mean(et['scores']):.4f} / {_mean(eal['scores']):.4f} |")
     if before:
-        lines += ["", "Before the shorter prompts and `json_object` (same cases and answers; evaltasks' tokens per case, "
-                  "× the library's, and evaltasks' mean score):", "",
+        lines += ["", "Before the shorter prompts and `json_object` (same cases and answers; evaltasks' tokens per "
+                  "case, × the library's, and evaltasks' mean score):", "",
                   "| metric | tokens before | × before | tokens now | × now | mean score before / now |",
                   "|---|---:|---:|---:|---:|---:|"]
         for metric, sides in data["results"].items():

@@ -220,6 +220,7 @@ class ChatServer:
         retry_after_s, retry_after_ms: the headers of the ``429`` and ``429_ms`` faults.
         slow_s: how long a ``slow`` fault waits.
         models: model names served (None: any; others: 404).
+        bill_schema: True: a ``json_schema`` response format's schema counts as prompt tokens (:func:`schema_tokens`).
 
     Attributes:
         url: ``http://127.0.0.1:PORT``; ``base_url`` is ``url + "/v1"``.

@@ -41,8 +41,8 @@ SCRIPTS = [
     (["time_to_result.py", "--quick"], ["## Time to result", "× floor"], False, False),
     (["throughput.py", "--quick"], ["## Throughput vs eval-ai-library", "### Side by side"], True, True),
     (["judge.py", "--quick"], ["## LLM judge: GEval vs eval-ai-library", "| evaltasks warm |"], False, True),
-    (["judge_tokens.py", "--quick"], ["## LLM judges: tokens per case vs eval-ai-library", "| ContextualRecallMetric |"],
-     False, True),
+    (["judge_tokens.py", "--quick"],
+     ["## LLM judges: tokens per case vs eval-ai-library", "| ContextualRecallMetric |"], False, True),
 ]
 
 
