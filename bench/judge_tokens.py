@@ -67,6 +67,9 @@ CRITERIA = ("The actual output answers the input correctly.",
 EAL_CRITERIA = ("The {{actual_output}} answers the {{input}} correctly.",
                 "The {{actual_output}} agrees with the {{expected_output}}.",
                 "The {{actual_output}} is concise and on topic.")
+SINGLE_PASSAGE = ("ContextualRelevancyMetric", "ContextualPrecisionMetric", "ContextualRecallMetric")
+"""Measured again with one passage per case (the passage-count dependence: the library's Precision sends one
+small request per passage, evaltasks one request with instructions for all)."""
 GEVAL_CRITERIA = "Determine whether the actual output answers the input correctly, using the expected output."
 REASON = "The text states this directly and matches the question."
 INTENT = "The user wants a short factual answer."
@@ -123,12 +126,13 @@ print(json.dumps(out))
 """
 
 
-def load_cases(n: int) -> dict[str, list[dict[str, Any]]]:
-    """Per metric, the first ``n`` cases of ``examples/judge/answers.jsonl`` with the fields the metric reads."""
+def load_cases(n: int, k: int = 3) -> dict[str, list[dict[str, Any]]]:
+    """Per metric, the first ``n`` cases of ``examples/judge/answers.jsonl`` with the fields the metric reads (``k``
+    passages each for the RAG metrics: its own, then the next cases')."""
     rows = [json.loads(line) for line in CASES_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
     passages = [r["retrieval_context"][0] for r in rows]
     rag = [{"input": r["input"], "actual_output": r["actual_output"], "expected_output": r["expected_output"],
-            "retrieval_context": [passages[i], passages[(i + 1) % len(rows)], passages[(i + 2) % len(rows)]]}
+            "retrieval_context": [passages[(i + j) % len(rows)] for j in range(k)]}
            for i, r in enumerate(rows)][:n]
     plain = [{k: c[k] for k in ("input", "actual_output", "expected_output")} for c in rag]
     return {m: plain if m in ("GEvalMetric", "CustomEvalMetric") else rag for m in METRICS}
@@ -270,7 +274,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from throughput import EAL_VENV, ensure_eal
 
     work = Path(tempfile.mkdtemp(prefix="bench-judge-tokens-"))
-    cases = load_cases(args.cases)
+    cases = load_cases(args.cases, args.passages)
     cases_file = work / "cases.json"
     cases_file.write_text(json.dumps(cases), encoding="utf-8")
     install = ensure_eal(work)
@@ -308,7 +312,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                            capture_output=True, text=True)
     if check.returncode == 0:
         versions["eval-ai-library"], versions["litellm"] = check.stdout.split()
-    return {"cases": args.cases, "results": results, "versions": versions, "install": install,
+    return {"cases": args.cases, "passages": args.passages, "results": results, "versions": versions, "install": install,
             "machine": {"python": platform.python_version()}, "date": time.strftime("%Y-%m-%d", time.gmtime())}
 
 
@@ -324,7 +328,7 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         f"Measured {data['date']} by `bench/judge_tokens.py` (evaltasks {data['versions'].get('evaltasks')}, "
         f"eval-ai-library {data['versions'].get('eval-ai-library', '?')} with litellm "
         f"{data['versions'].get('litellm', '?')}): per case, over the {data['cases']} RAG cases of "
-        "`examples/judge/answers.jsonl` (top-3 passages each), both sides against scripted loopback servers that "
+        f"`examples/judge/answers.jsonl` (top-{data.get('passages', 3)} passages each), both sides against scripted loopback servers that "
         "bill one rule (UTF-8 bytes // 4 + 1 per message and per answer, plus a `json_schema` response format's "
         "schema, which structured outputs put into the prompt). Scripted answers are the same for both sides; "
         "mean scores are listed to show that both read them alike.", "",
@@ -353,6 +357,18 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             t_eal = sides["eal"]["prompt"] + sides["eal"]["completion"]
             lines.append(f"| {metric} | {t_old:.0f} | {t_old / t_eal:.2f} | {t_new:.0f} | {t_new / t_eal:.2f} | "
                          f"{_mean(old['evaltasks']['scores']):.4f} / {_mean(sides['evaltasks']['scores']):.4f} |")
+    if data.get("single_passage"):
+        lines += ["", "With one passage per case instead (same cases, the first passage only):", "",
+                  "| metric | requests (evaltasks / library) | tokens (evaltasks / library) | × |", "|---|---:|---:|---:|"]
+        for metric, sides in data["single_passage"].items():
+            et, eal = sides["evaltasks"], sides["eal"]
+            total_et, total_eal = et["prompt"] + et["completion"], eal["prompt"] + eal["completion"]
+            lines.append(f"| {metric} | {et['requests']:.1f} / {eal['requests']:.1f} | {total_et:.0f} / "
+                         f"{total_eal:.0f} | {total_et / total_eal:.2f} |")
+        lines += ["", "Precision with a single passage is the one case above the library's tokens: the library "
+                  "then sends one request of a few lines (the reference and the passage, no instructions against "
+                  "injected text); evaltasks' one request carries its instructions, the question and the data "
+                  "tags. From two passages on it is below (the library repeats the reference per passage; `--passages 2`)."]
     lines += ["", "Target: on every metric, evaltasks' requests and tokens per case at most the library's, with "
               "the same scores on the same answers.", ""]
     return "\n".join(lines) + "\n"
@@ -363,6 +379,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=10)
     parser.add_argument("--metrics", nargs="*", default=None, help="only these metric classes")
+    parser.add_argument("--passages", type=int, default=3, help="retrieval_context passages per case (1 to 10)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     parser.add_argument("--before", type=Path, default=None, help="an earlier --json to show beside this run")
     parser.add_argument("--render-from", type=Path, default=None, help="render an earlier --json; measure nothing")
@@ -372,6 +389,9 @@ def main() -> int:
     if args.quick:
         args.cases, args.no_doc = 3, True
     data = json.loads(args.render_from.read_text()) if args.render_from else measure(args)
+    if not args.render_from and args.passages > 1 and not args.quick:
+        single = argparse.Namespace(**{**vars(args), "passages": 1, "metrics": list(SINGLE_PASSAGE)})
+        data["single_passage"] = measure(single)["results"]
     if args.json and not args.render_from:
         args.json.write_text(json.dumps(data, indent=1), encoding="utf-8")
     before = json.loads(args.before.read_text()) if args.before else None
