@@ -4,7 +4,7 @@
 One command measures all nine metrics side by side and rewrites the section ``## LLM judges: tokens per case vs
 eval-ai-library`` of ``docs/performance.md`` (only that section)::
 
-    .venv/bin/python bench/judge_tokens.py --json /tmp/judge_tokens.json   # about 2 minutes
+    .venv/bin/python bench/judge_tokens.py --json /tmp/judge_tokens.json   # about 3 minutes
     .venv/bin/python bench/judge_tokens.py --quick                          # smoke: 3 cases, no document
     .venv/bin/python bench/judge_tokens.py --render-from /tmp/judge_tokens.json
 
@@ -21,7 +21,8 @@ the judge to write (eval-ai-library's "summarise the reasons" requests, its clai
 keys).
 
 Cases: the 10 RAG cases of ``examples/judge/answers.jsonl`` (README, "LLM judges"), each with a top-3
-``retrieval_context`` (its own passage, then the next two cases' passages as distractors) for the RAG metrics;
+(``--passages``) ``retrieval_context`` (its own passage, then the next cases' passages as distractors) for the RAG
+metrics, and the three contextual metrics again with one passage (:data:`SINGLE_PASSAGE`);
 GEval and CustomEval get ``input``, ``actual_output`` and ``expected_output`` with the same three criteria on both
 sides (eval-ai-library's CustomEval names them as ``{{placeholders}}``).
 
@@ -312,7 +313,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                            capture_output=True, text=True)
     if check.returncode == 0:
         versions["eval-ai-library"], versions["litellm"] = check.stdout.split()
-    return {"cases": args.cases, "passages": args.passages, "results": results, "versions": versions, "install": install,
+    return {"cases": args.cases, "passages": args.passages, "results": results, "versions": versions,
+            "install": install,
             "machine": {"python": platform.python_version()}, "date": time.strftime("%Y-%m-%d", time.gmtime())}
 
 
@@ -328,7 +330,8 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         f"Measured {data['date']} by `bench/judge_tokens.py` (evaltasks {data['versions'].get('evaltasks')}, "
         f"eval-ai-library {data['versions'].get('eval-ai-library', '?')} with litellm "
         f"{data['versions'].get('litellm', '?')}): per case, over the {data['cases']} RAG cases of "
-        f"`examples/judge/answers.jsonl` (top-{data.get('passages', 3)} passages each), both sides against scripted loopback servers that "
+        f"`examples/judge/answers.jsonl` (top-{data.get('passages', 3)} passages each), both sides against "
+        "scripted loopback servers that "
         "bill one rule (UTF-8 bytes // 4 + 1 per message and per answer, plus a `json_schema` response format's "
         "schema, which structured outputs put into the prompt). Scripted answers are the same for both sides; "
         "mean scores are listed to show that both read them alike.", "",
@@ -359,7 +362,8 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
                          f"{_mean(old['evaltasks']['scores']):.4f} / {_mean(sides['evaltasks']['scores']):.4f} |")
     if data.get("single_passage"):
         lines += ["", "With one passage per case instead (same cases, the first passage only):", "",
-                  "| metric | requests (evaltasks / library) | tokens (evaltasks / library) | × |", "|---|---:|---:|---:|"]
+                  "| metric | requests (evaltasks / library) | tokens (evaltasks / library) | × |",
+                  "|---|---:|---:|---:|"]
         for metric, sides in data["single_passage"].items():
             et, eal = sides["evaltasks"], sides["eal"]
             total_et, total_eal = et["prompt"] + et["completion"], eal["prompt"] + eal["completion"]
@@ -368,7 +372,8 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         lines += ["", "Precision with a single passage is the one case above the library's tokens: the library "
                   "then sends one request of a few lines (the reference and the passage, no instructions against "
                   "injected text); evaltasks' one request carries its instructions, the question and the data "
-                  "tags. From two passages on it is below (the library repeats the reference per passage; `--passages 2`)."]
+                  "tags. From two passages on it is below (the library repeats the reference per passage; "
+                  "`--passages 2`)."]
     lines += ["", "Target: on every metric, evaltasks' requests and tokens per case at most the library's, with "
               "the same scores on the same answers.", ""]
     return "\n".join(lines) + "\n"
