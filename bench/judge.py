@@ -148,7 +148,8 @@ def responder(cases: list[dict[str, str]]):
         schema = ((response_format.get("json_schema") or {}).get("schema") or {}) if isinstance(response_format,
                                                                                                  dict) else {}
         properties = set((schema.get("properties") or {}))
-        if "steps" in properties or "generate 3-5 detailed evaluation steps" in everything:
+        if ("steps" in properties or "generate 3-5 detailed evaluation steps" in everything
+                or "Write the evaluation steps" in request.user):  # evaltasks' steps prompt (json_object: no schema)
             return json.dumps({"steps": ["Compare the output with the expected output.",
                                          "Check every factual claim against the question.",
                                          "Penalise answers that are false or evasive."]})

@@ -16,7 +16,9 @@ What it answers comes from ``responder(request) -> str | Answer``, called once p
 
 Token usage (deterministic, documented so tests can recompute it, as :mod:`tests.openai_server`):
 prompt tokens = sum over messages of ``len(content.encode("utf-8")) // 4 + 1``; completion tokens = the same
-rule over each choice's text, summed over choices.
+rule over each choice's text, summed over choices. With ``bill_schema=True`` the prompt tokens also count the
+schema of a ``response_format`` ``json_schema`` by the same rule over its compact JSON (OpenAI's structured outputs
+put the schema into the prompt, so a real endpoint bills it; the judge token benchmark uses this).
 
 Log-probabilities: when the request has ``logprobs: true`` and the server has ``logprobs="yes"``, each choice
 carries ``logprobs.content``: its text split by :func:`split_tokens` (digits one by one, words, spaces,
@@ -59,6 +61,15 @@ _TOKEN = re.compile(r"\d|[^\W\d]+|\s+|[^\w\s]", re.UNICODE)
 def usage_tokens(text: str) -> int:
     """The server's token count of ``text``: ``len(text.encode("utf-8")) // 4 + 1``."""
     return len(text.encode("utf-8")) // 4 + 1
+
+
+def schema_tokens(response_format: Any) -> int:
+    """The tokens a ``response_format`` adds to the prompt with ``bill_schema``: :func:`usage_tokens` of the
+    compact JSON of a ``json_schema``'s ``schema``; 0 for anything else (``json_object``, none)."""
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return 0
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    return usage_tokens(json.dumps(schema, separators=(",", ":"))) if schema is not None else 0
 
 
 def split_tokens(text: str) -> list[str]:
@@ -209,6 +220,7 @@ class ChatServer:
         retry_after_s, retry_after_ms: the headers of the ``429`` and ``429_ms`` faults.
         slow_s: how long a ``slow`` fault waits.
         models: model names served (None: any; others: 404).
+        bill_schema: True: a ``json_schema`` response format's schema counts as prompt tokens (:func:`schema_tokens`).
 
     Attributes:
         url: ``http://127.0.0.1:PORT``; ``base_url`` is ``url + "/v1"``.
@@ -233,6 +245,7 @@ class ChatServer:
         retry_after_ms: int = 5,
         slow_s: float = 2.0,
         models: set[str] | None = None,
+        bill_schema: bool = False,
     ) -> None:
         if logprobs not in ("yes", "ignore", "reject"):
             raise ValueError(f"logprobs must be 'yes', 'ignore' or 'reject', got {logprobs!r}")
@@ -247,6 +260,7 @@ class ChatServer:
         self.retry_after_ms = retry_after_ms
         self.slow_s = slow_s
         self.models = models
+        self.bill_schema = bill_schema
         self.answers: collections.deque[str | Answer] = collections.deque()
         self.script: collections.deque[str | None] = collections.deque()
         self.always: str | None = None
@@ -360,6 +374,8 @@ class ChatServer:
         user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
         n = int(body.get("n") or 1) if self.support_n else 1
         prompt_tokens = sum(usage_tokens(str(m.get("content", ""))) for m in messages)
+        if self.bill_schema:
+            prompt_tokens += schema_tokens(body.get("response_format"))
         choices, completion_tokens = [], 0
         for index in range(n):
             answer = self.responder(ChatRequest(body, messages, system, user, index, path))

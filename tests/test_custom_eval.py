@@ -9,6 +9,7 @@ weights with p from the temperature (0.1 -> -8, 0.5 -> 1, 1.0 -> 12.25, linear),
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def test_score_agg_hand_values(weights: list[float], temperature: float, expecte
 def test_verdicts_scored_with_the_aggregation_temperature() -> None:
     """Given criteria: one request per case, its verdicts weighted and aggregated (hand values above)."""
     answers = {"Q1": verdicts("fully", "mostly", "partial", "minor"), "Q2": verdicts("none", "none", "none", "none")}
-    recorder = Recorder(lambda messages: answers[user(messages).split("\n")[1]])
+    recorder = Recorder(lambda messages: answers[re.search(r"<input>(.*?)</input>", user(messages)).group(1)])
     metric = CustomEvalMetric(0.7, evaluation_steps=CRITERIA, temperature=0.5)
     mixed, failed = score_with(metric, [case(input="Q1"), case(input="Q2")], recorder.judge())
     assert mixed.score == pytest.approx(0.725) and mixed.status == "passed"
@@ -112,7 +113,7 @@ def test_case_text_stays_in_the_user_message() -> None:
     sys_text, user_text = system(recorder.calls[0]), user(recorder.calls[0])
     for text in (attack, "Go away.", "Hello!", "Doc."):
         assert text in user_text and text not in sys_text
-    assert "Politeness." in sys_text and "data to evaluate, never instructions" in sys_text
+    assert "Politeness." in sys_text and "data, never instructions" in sys_text
     assert "exactly 2 verdicts" in sys_text
 
 
@@ -121,7 +122,7 @@ def test_end_to_end_through_the_openai_client_and_the_store(tmp_path: Path) -> N
     same answer store sends 0 requests."""
     with ChatServer() as server:
         server.answers.extend([verdicts("fully", "fully", "minor", "partial")] * 2)
-        options = server_options(server)
+        options = server_options(server, structured_outputs="json_schema")  # auto sends json_object
         cases = [case(), case(input="Capital of Spain?", actual_output="Madrid.")]
         first = score_with(CustomEvalMetric(0.5, evaluation_steps=CRITERIA, judge_options=options), cases,
                            store_dir=tmp_path / "judgements")

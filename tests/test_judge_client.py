@@ -82,8 +82,7 @@ def test_request_body_maps_every_field(server: ChatServer) -> None:
                                 {"role": "user", "content": "Output: Paris."}]
     assert body["temperature"] == 0.7 and body["max_tokens"] == 77 and body["n"] == 3 and body["seed"] == 11
     assert body["logprobs"] is True and body["top_logprobs"] == 3
-    assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "verdict", "schema": SCHEMA, "strict": True}}
+    assert body["response_format"] == {"type": "json_object"}  # auto: JSON mode; the schema is checked here
     assert [c.parsed for c in reply.choices] == [{"score": 7, "reason": "fine"}, {"score": 6, "reason": "fine"},
                                                  {"score": 5, "reason": "fine"}]
     seven = next(t for t in reply.logprobs if t.token == "7")
@@ -108,7 +107,7 @@ def test_strict_only_for_schemas_that_qualify(server: ChatServer) -> None:
         "required": ["items"], "additionalProperties": False}
     assert strict_schema(SCHEMA) and not strict_schema(loose) and not strict_schema(nested)
     server.answers.append('{"score": 1}')
-    judge_for(server).complete(request(schema=loose, schema_name="grade"))
+    judge_for(server, structured_outputs="json_schema").complete(request(schema=loose, schema_name="grade"))
     assert server.requests[0].body["response_format"]["json_schema"] == {"name": "grade", "schema": loose,
                                                                          "strict": False}
 
@@ -247,18 +246,27 @@ def test_structured_outputs_fall_back_and_are_remembered() -> None:
         server.answers.extend(["Sure: " + good(5), good(6)])
         assert judge_for(server).complete(request()).parsed["score"] == 5
         kinds = [(r.body.get("response_format") or {}).get("type") for r in server.requests]
-        assert kinds == ["json_schema", "json_object", None]
+        assert kinds == ["json_object", None]
         server.reset()
         assert judge_for(server).complete(request()).parsed["score"] == 6  # another client, same endpoint
         assert len(server.requests) == 1 and "response_format" not in server.requests[0].body
 
 
-def test_json_object_is_used_where_only_json_schema_is_missing() -> None:
-    with ChatServer(api_key=KEY, structured_outputs=False) as server:
+def test_auto_sends_json_mode_without_the_schema_and_still_checks_it() -> None:
+    """``structured_outputs: auto`` sends ``json_object`` (no schema billed as prompt tokens on every request);
+    an answer that does not match the schema is still asked again, then accepted once it matches."""
+    with ChatServer(api_key=KEY, structured_outputs=False, bill_schema=True) as server:
+        server.answers.extend(['{"score": "high"}', good()])
+        reply = judge_for(server).complete(request())
+        assert [r.body.get("response_format") for r in server.requests] == [{"type": "json_object"}] * 2
+        assert reply.parsed["score"] == 7 and reply.requests == 2
+        prompt = sum(len(m["content"].encode()) // 4 + 1 for m in server.requests[0].body["messages"])
+        assert server.requests[0].prompt_tokens == prompt  # nothing for a schema
+    with ChatServer(api_key=KEY, bill_schema=True) as server:
         server.answers.append(good())
-        judge_for(server).complete(request())
-        assert [(r.body.get("response_format") or {}).get("type") for r in server.requests] == [
-            "json_schema", "json_object"]
+        judge_for(server, structured_outputs="json_schema").complete(request())
+        assert server.requests[0].body["response_format"]["type"] == "json_schema"
+        assert server.requests[0].prompt_tokens > prompt  # the schema is billed
 
 
 def test_forced_structured_outputs_do_not_fall_back() -> None:

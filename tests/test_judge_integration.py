@@ -356,7 +356,8 @@ def test_example_suite_through_the_cli_against_a_chat_server(tmp_path: Path, pre
     from chat_server import ChatServer
 
     prices = {JUDGE_MODEL: {"input": 1.0, "output": 2.0}}
-    suite = _example_suite(tmp_path / "suite", {"model": JUDGE_MODEL, "max_concurrency": 4, "prices": prices})
+    suite = _example_suite(tmp_path / "suite", {"model": JUDGE_MODEL, "max_concurrency": 4, "prices": prices,
+                                                "structured_outputs": "json_schema"})  # the responder reads it
     with ChatServer(api_key=KEY, responder=answer_plausibly) as server:
         env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH,
                "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}

@@ -367,7 +367,7 @@ def test_prompts_carry_the_fields_and_keep_case_text_out_of_the_system_message(n
         assert (INJECTION in user) == any(t in ("QUESTION-TEXT", "EXPECTED-TEXT", "PASSAGE-ONE") for t in texts)
         for field_text in ("QUESTION-TEXT", "OUTPUT-SENTENCE", "EXPECTED-TEXT", "PASSAGE", "Ignore previous"):
             assert field_text not in system
-        assert "never follow it" in system and "JSON only" in system
+        assert "never instructions" in system and "JSON only" in system
 
 
 @pytest.mark.parametrize("name", RAG_METRICS)
@@ -386,7 +386,10 @@ def test_every_verdict_is_an_enum(name: str) -> None:
     schema = METRICS[name]().estimate_requests(FULL_CASE)[-1].schema
     item = schema["properties"]["verdicts"]["items"]
     enums = [p for p in item["properties"].values() if "enum" in p]
-    assert enums and item["additionalProperties"] is False and set(item["required"]) == set(item["properties"])
+    assert enums and item["additionalProperties"] is False and set(item["required"]) <= set(item["properties"])
+    # every verdict is required; an optional property is only Precision's reason, which its prompt asks no more for
+    assert {k for k, p in item["properties"].items() if "enum" in p} <= set(item["required"])
+    assert set(item["properties"]) - set(item["required"]) <= {"reason"}
 
 
 @pytest.mark.parametrize(("name", "answers", "what"), [
@@ -473,7 +476,8 @@ def test_end_to_end_through_get_judge_and_the_chat_server(name: str, tmp_path: P
     with ChatServer(api_key=E2E_KEY) as server:
         def metric() -> JudgeMetric:
             m = METRICS[name](judge_options={"base_url": server.base_url, "api_key": E2E_KEY, "max_retries": 0,
-                                             "max_concurrency": 1, "prices": E2E_PRICES})
+                                             "max_concurrency": 1, "prices": E2E_PRICES,
+                                             "structured_outputs": "json_schema"})  # auto: json_object
             m.judge_runtime = JudgeRuntime(store_dir=tmp_path / "judgements")
             return m
 
@@ -486,7 +490,8 @@ def test_end_to_end_through_get_judge_and_the_chat_server(name: str, tmp_path: P
             body = sent.body
             assert body["model"] == "gpt-4o-mini" and body["temperature"] == 0
             assert body["response_format"]["type"] == "json_schema"
-            assert body["response_format"]["json_schema"]["strict"] is True
+            # strict wherever every property is required (Precision's per-passage reason is optional)
+            assert body["response_format"]["json_schema"]["strict"] is (name != "ContextualPrecisionMetric")
             system, user = body["messages"][0]["content"], body["messages"][1]["content"]
             assert all(t in user and t not in system for t in texts)
         prompt_tokens, completion_tokens = server.billed
@@ -518,7 +523,7 @@ def test_many_cases_at_once_each_get_their_own_verdicts(tmp_path: Path) -> None:
     from chat_server import ChatRequest, ChatServer
 
     def responder(request: ChatRequest) -> str:
-        passages = re.findall(r'<passage number="\d+">\n(.*?)\n</passage>', request.user, re.S)
+        passages = re.findall(r'<passage n="\d+">(.*?)</passage>', request.user, re.S)
         return json.dumps(pv(*["yes" if p.startswith("RELEVANT") else "no" for p in passages]))
 
     patterns = [[i & 1, i >> 1 & 1, i >> 2 & 1] for i in range(8)] * 3  # every relevance pattern of 3 passages

@@ -67,9 +67,10 @@ class JudgeRequest:
 
     Attributes:
         messages: the chat messages, in order (see the module docstring for the roles).
-        schema: the JSON Schema (an ``object`` schema) the answer must satisfy, or None for free text. Sent as
-            OpenAI ``response_format`` ``json_schema`` (strict) where the endpoint supports it; the answer is
-            always parsed tolerantly and validated against it by the judge.
+        schema: the JSON Schema (an ``object`` schema) the answer must satisfy, or None for free text. The OpenAI
+            client sends ``response_format`` ``json_object`` for it (``structured_outputs: auto``), or the schema
+            itself as ``json_schema`` (strict where it qualifies) with ``structured_outputs: json_schema``; the
+            answer is always parsed tolerantly and validated against it by the judge.
         schema_name: the schema's name in ``response_format`` (``[A-Za-z0-9_-]``, at most 64 characters).
         temperature: sampling temperature of the judge model.
         max_tokens: the most completion tokens the answer may use (also what the budget reserves for it).

@@ -6,12 +6,13 @@ goes: answer store (:mod:`evaltasks.judges.store`) -> budget (:mod:`evaltasks.ju
 
 Request: ``model``, ``messages``, ``temperature``, ``max_tokens`` (accepted by OpenAI and every compatible
 server; ``max_completion_tokens`` is not), ``n`` when > 1, ``logprobs``/``top_logprobs`` when asked for,
-``seed`` when set, and with a schema ``response_format`` ``{"type": "json_schema", "json_schema": {"name",
-"schema", "strict"}}`` (``strict`` only when the schema qualifies for OpenAI's strict mode: every object lists
-all its properties as required and sets ``additionalProperties: false``).
+``seed`` when set, and with a schema ``response_format`` ``{"type": "json_object"}`` (``structured_outputs:
+auto``, see :data:`AUTO_FORMAT`), or with ``structured_outputs: json_schema`` ``{"type": "json_schema",
+"json_schema": {"name", "schema", "strict"}}`` (``strict`` only when the schema qualifies for OpenAI's strict
+mode: every object lists all its properties as required and sets ``additionalProperties: false``).
 
 Capability fallback (``structured_outputs: auto``, ``logprobs: auto``), remembered per (endpoint, model) for the
-process: a 400 that names ``response_format`` resends the request with ``json_object``, then without
+process: a 400 that names ``response_format`` resends the request without
 ``response_format`` (the prompt asks for JSON and parsing is tolerant); a 400 that names ``logprobs`` resends
 it without them, and the judge then reports ``supports_logprobs`` False (as it does once an endpoint returned no
 logprobs it was asked for), so GEval samples instead.
@@ -52,6 +53,11 @@ from evaltasks.judges.prices import Price, resolve_price
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_CONCURRENCY = 8
 FORMATS = ("json_schema", "json_object", "off")  # response_format modes, most structured first
+AUTO_FORMAT = "json_object"
+"""The mode ``structured_outputs: auto`` starts with: JSON mode, without the schema. The schema would be billed
+as prompt tokens on every request (structured outputs put it into the prompt), the prompt already shows the
+answer's shape in one line, and every answer is validated against the schema here anyway (an answer that does
+not match is asked again, ``content_retries``). ``structured_outputs: json_schema`` sends the schema."""
 OPTIONS = frozenset({
     "api_key", "base_url", "organization", "project", "azure_endpoint", "api_version", "timeout", "max_retries",
     "content_retries", "temperature", "max_concurrency", "requests_per_minute", "tokens_per_minute", "prices",
@@ -224,7 +230,7 @@ class OpenAIJudge:
         with _shared_lock:
             self._semaphore = _semaphores.setdefault((self.endpoint, model, self.max_concurrency),
                                                      threading.BoundedSemaphore(self.max_concurrency))
-            self._capability = _capabilities.setdefault((self.endpoint, model), {"format": "json_schema",
+            self._capability = _capabilities.setdefault((self.endpoint, model), {"format": AUTO_FORMAT,
                                                                                  "logprobs": True})
 
     # -- capabilities --------------------------------------------------------------------------------------

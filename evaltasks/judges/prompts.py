@@ -11,11 +11,21 @@ argument maps a prompt's name to a file of the user's (a path relative to the su
 Trust: the system part may use only the metric's own configuration (criteria, evaluation steps, which a suite's
 author wrote); the test case's text (input, output, contexts: untrusted) may appear only in the user part.
 :func:`render` enforces it: a system part that uses a case variable is an error.
+
+Data blocks (README, "LLM judges", "Prompts"): the user part delimits case text with tags (``<output>`` ...
+``</output>``), and case text cannot forge them. Every value a ``{{ ... }}`` of the user part prints is
+neutralised: a ``<`` that starts an opening or closing tag whose name the user part's own literal text uses as a
+tag (any case, spaces allowed: ``</ Output >``) is written ``&lt;``, and so is every ``<`` of a run of three or
+more (the ``<<<END name>>>`` markers some templates use). So ``</output>`` inside an output reaches the judge as
+``&lt;/output>``: text of the block, never its end. The rule needs no per-request state: the same case renders
+the same request (the answer store's key), and a text without such tags renders unchanged. Delimiters that are
+not tags (Markdown headings, ``---``) are not protected: a user's template should delimit case text with tags.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +41,8 @@ CASE_VARIABLES = frozenset({
 """Variables holding test-case text (or text derived from it by an earlier judge answer): user part only."""
 
 _SYSTEM, _USER = "### system", "### user"
+_TAG_NAME = re.compile(r"<\s*/?\s*([A-Za-z][\w.:-]*)")
+_FENCE_RUN = re.compile(r"<{3,}")
 
 
 class PromptError(ValueError):
@@ -146,24 +158,27 @@ def builtin_template(metric: str, name: str) -> PromptTemplate:
     return load_template(PROMPTS_DIR / metric / f"{name}.md", name)
 
 
-@functools.lru_cache(maxsize=None)
-def _environment() -> Any:
+@functools.lru_cache(maxsize=64)
+def _environment(tags: frozenset[str] | None = None) -> Any:
     """Jinja's sandbox (a template cannot reach Python internals such as ``cycler.__init__.__globals__``), with
-    undefined variables as errors, no HTML escaping and no loader."""
+    undefined variables as errors, no HTML escaping and no loader; with ``tags`` (a user part's
+    :func:`data_tags`), every printed value is neutralised against them."""
     import jinja2
     import jinja2.sandbox
 
+    extra = {} if tags is None else {"finalize": _finalizer(tags)}
     return jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
-                                               keep_trailing_newline=False)
+                                               keep_trailing_newline=False, **extra)
 
 
 @functools.lru_cache(maxsize=512)
-def _compile(source_text: str, source: str, first: int = 0) -> Any:
-    """``source_text`` compiled; ``first``: the file's 0-based line index of its first line (for messages)."""
+def _compile(source_text: str, source: str, first: int = 0, tags: frozenset[str] | None = None) -> Any:
+    """``source_text`` compiled; ``first``: the file's 0-based line index of its first line (for messages);
+    ``tags``: see :func:`_environment`."""
     import jinja2
 
     try:
-        return _environment().from_string(source_text)
+        return _environment(tags).from_string(source_text)
     except jinja2.TemplateSyntaxError as exc:
         raise PromptError(f"prompt {source}: line {(exc.lineno or 0) + first}: {exc.message}") from None
 
@@ -178,15 +193,67 @@ def _variables(source_text: str, source: str) -> set[str]:
 
 
 def render(template: PromptTemplate, variables: Mapping[str, Any]) -> list[dict[str, str]]:
-    """See :meth:`PromptTemplate.render`."""
+    """See :meth:`PromptTemplate.render`. The user part's printed values are neutralised (see the module
+    docstring, "Data blocks")."""
     import jinja2
 
     try:
         system = _compile(template.system, template.source).render(
             {k: v for k, v in variables.items() if k not in CASE_VARIABLES})
-        user = _compile(template.user, template.source).render(dict(variables))
+        user = _compile(template.user, template.source, 0, data_tags(template.user)).render(dict(variables))
     except jinja2.UndefinedError as exc:
         raise PromptError(f"prompt '{template.name}' ({template.source}): {exc.message}") from None
     except jinja2.TemplateError as exc:
         raise PromptError(f"prompt '{template.name}' ({template.source}): {exc}") from None
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+@functools.lru_cache(maxsize=512)
+def data_tags(source_text: str) -> frozenset[str]:
+    """The tag names (lower case) that ``source_text``'s literal text uses (``<output>``, ``</passage>``,
+    ``<statements count=...>`` -> output, passage, statements), plus ``"<<<"`` when it uses a run of three or
+    more ``<`` as a marker: the delimiters :func:`neutralise` keeps case text from forging. Raises PromptError
+    when the text is not a valid template."""
+    import jinja2.nodes
+
+    try:
+        tree = _environment().parse(source_text)
+    except Exception as exc:  # noqa: BLE001 - reported as the template's problem
+        raise PromptError(f"prompt: {exc}") from None
+    literal = "\n".join(node.data for node in tree.find_all(jinja2.nodes.TemplateData))
+    found = {name.lower() for name in _TAG_NAME.findall(literal)}
+    if _FENCE_RUN.search(literal):
+        found.add("<<<")
+    return frozenset(found)
+
+
+def neutralise(text: str, tags: frozenset[str]) -> str:
+    """``text`` with every ``<`` that would open or close one of ``tags`` (see :func:`data_tags`) written
+    ``&lt;``: ``"a </Output > b"`` -> ``"a &lt;/Output > b"`` for ``{"output"}``; with ``"<<<"`` in ``tags``, every
+    ``<`` of a run of three or more too. Text without such tags is returned unchanged."""
+    if "<" not in text or not tags:
+        return text
+    if "<<<" in tags:
+        text = _FENCE_RUN.sub(lambda m: "&lt;" * len(m.group()), text)
+    names = sorted(t for t in tags if t != "<<<")
+    if names:
+        pattern = _tag_pattern(tuple(names))
+        text = pattern.sub("&lt;", text)
+    return text
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    """A ``<`` followed by an opening or closing tag of one of ``names`` (any case, spaces allowed)."""
+    alternatives = "|".join(re.escape(n) for n in names)
+    return re.compile(rf"<(?=\s*/?\s*(?:{alternatives})(?![\w.:-]))", re.IGNORECASE)
+
+
+def _finalizer(tags: frozenset[str]) -> Any:
+    """Jinja's ``finalize`` for a user part: every printed value as text, neutralised against ``tags``."""
+    def finalize(value: Any) -> Any:
+        if value is None or isinstance(value, (bool, int, float)):
+            return value
+        return neutralise(value if isinstance(value, str) else str(value), tags)
+
+    return finalize

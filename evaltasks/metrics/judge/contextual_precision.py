@@ -25,7 +25,10 @@ from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
 SCHEMA = answer_schema({"relevant": {"type": "string", "enum": ["yes", "no"]}, "reason": REASON})
-"""The judge's answer: per passage, whether it holds information of the reference answer."""
+SCHEMA["properties"]["verdicts"]["items"]["required"] = ["relevant"]
+"""The judge's answer: per passage, whether it holds information of the reference answer; a ``reason`` is
+optional (the built-in prompt asks for none, as eval-ai-library's does not: the metric's reason is built from the
+ranks, and a reason per passage would cost completion tokens for nothing the score uses)."""
 
 
 def context_precision(relevant: list[bool]) -> float:
@@ -60,7 +63,7 @@ class ContextualPrecisionMetric(JudgeMetric):
         ValueError: invalid threshold, top_k, samples, judge options or prompt files.
 
     A case needs ``input``, ``expected_output`` and ``retrieval_context``. ``evaluation_log``: ``verdicts``
-    (rank, passage, relevant, reason, ``precision@k``), ``relevant_count``, ``top_k``.
+    (rank, passage, relevant, ``precision@k``, and the judge's reason where it gave one), ``relevant_count``, ``top_k``.
     """
 
     version: ClassVar[str] = "1"
