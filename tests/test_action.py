@@ -687,9 +687,11 @@ def _post_untrusted(tmp_path: Path, server: GitHubServer, body_file: Path) -> su
     return proc
 
 
-def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_characters(tmp_path: Path) -> None:
-    """HTML in case ids and outputs: escaping makes the body longer, so it is measured after sanitising (a body
-    over 65,536 characters gets 422), and every "<" shows as "<", not as a literal "&lt;"."""
+def test_a_forks_comment_is_sized_as_sanitised_and_shows_the_characters(tmp_path: Path) -> None:
+    """HTML in case ids and outputs: escaping makes the body longer (a body over 65,536 characters gets 422), so
+    the fork's run sizes comment.md as the trusted workflow will post it, escaped: it arrives whole, with the
+    report's own note on the rows left out, and the trusted workflow never cuts it; every "<" shows as "<", not as
+    a literal "&lt;"."""
     def cases(score: float) -> list[TestCaseResult]:
         metrics = [MetricResult.scored("ReferenceMatchMetric", score, 0.5, "cosine <b>low</b>", {})]
         return [TestCaseResult.from_metrics(f"<b>{i}</b>", "<b>q</b> " * 40, "<img src=x onerror=alert(1)> " * 10,
@@ -709,7 +711,9 @@ def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_ch
     report = _import("report")
     assert report.utf16_units(body) <= 65536 and report.utf16_units(body) > 60000
     assert body.startswith(MARKER + "\n")
-    assert "Truncated: this comment was cut to GitHub's limit of 65,536 characters" in body
+    assert "Truncated: this comment was cut" not in body  # sized right in the fork's run: nothing cut afterwards
+    assert re.search(r"Truncated: \d+ row\(s\) left out to stay under the size limit\. The full report is in",
+                     _meant(body))
     assert body.rstrip().endswith(f"[Workflow run]({RUN_LINK}) · full reports in the workflow artifact")
     html = _github_html(body.split("\n", 1)[1])
     seen = _seen(html)
@@ -718,6 +722,44 @@ def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_ch
     # the changed cases, as written
     assert "🔻 newly failing: <b>1</b> · ReferenceMatchMetric 0.9000 (passed) → 0.2000 (failed), Δ -0.7000" in seen
     assert "output after: <img src=x onerror=alert(1)>" in seen and "question: <b>q</b>" in seen
+
+
+def test_a_cut_inside_a_collapsed_section_closes_it_so_the_note_and_the_run_link_show(tmp_path: Path) -> None:
+    """A comment.md cut to the limit inside ``<details>`` (its list longer than what fits): the section is closed
+    after the last whole line, so the truncation note and the run link are outside it, visible."""
+    items = "\n".join(f"- **c{i}** · ReferenceMatchMetric · score 0.1000: Max cosine similarity 0.1000." for i in range(2000))
+    body = (f"{MARKER}\n# evaltasks: quickstart\n\n❌ **FAILED**: pass rate 0.00%, gate 50.00%\n\n"
+            f"<details><summary>Worst cases (2000 lowest-scoring)</summary>\n\n{items}\n\n</details>\n\n"
+            f"---\n[Workflow run]({RUN_LINK}) · full reports in the workflow artifact\n")
+    (tmp_path / "comment.md").write_text(body, encoding="utf-8")
+    with GitHubServer() as server:
+        _post_untrusted(tmp_path, server, tmp_path / "comment.md")
+        posted = server.all_comments()[0]["body"]
+    report = _import("report")
+    assert report.utf16_units(posted) <= 65536 and "Truncated: this comment was cut" in posted
+    html = _github_html(posted.split("\n", 1)[1])
+    closed = html.index("</details>")
+    assert html.count("<details>") == html.count("</details>") == 1
+    assert html.index("Truncated: this comment was cut") > closed and html.index(f'href="{RUN_LINK}"') > closed
+
+
+def test_switching_back_to_github_token_posts_a_new_comment_instead_of_updating_an_older_one(tmp_path: Path) -> None:
+    """github.token's comment, then an App token's newer one (github.token may not edit it): back on github.token,
+    the newest comment cannot be updated, so a new one is posted with a notice; the older github-actions[bot]
+    comment is not updated in its place (the newer App comment below it would show stale results)."""
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer() as server:
+        older = server.add_comment(7, MARKER + "\nfirst results", login="github-actions[bot]", user_type="Bot")
+        newer = server.add_comment(7, MARKER + "\napp results", login="evaltasks-app[bot]", user_type="Bot")
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server)  # test-token: github-actions[bot]
+        _, comment = _report_and_comment(env)
+        comments = server.all_comments()
+    assert older["body"] == MARKER + "\nfirst results" and newer["body"] == MARKER + "\napp results"
+    assert len(comments) == 3 and comments[-1]["user"]["login"] == "github-actions[bot]"
+    assert "100.00%" in comments[-1]["body"] and _outputs(env)["comment-id"] == str(comments[-1]["id"])
+    assert "::notice title=evaltasks%3A new comment::" in comment.stdout
+    assert f"comment {newer['id']} by evaltasks-app[bot] (HTTP 403)" in comment.stdout
 
 
 HOSTILE = [
