@@ -204,6 +204,56 @@ def test_prepare_derives_fork_mode_keys_and_rejects_bad_inputs(tmp_path: Path) -
         assert "Traceback" not in proc.stderr
 
 
+def _git_checkout(path: Path) -> str:
+    """A git repository at ``path`` with one commit (a checkout as actions/checkout leaves it); returns its sha."""
+    path.mkdir(parents=True, exist_ok=True)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "pr"], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_privileged_workflows_that_check_out_a_pull_requests_code_are_refused(tmp_path: Path) -> None:
+    """workflow_run and issue_comment run with the base repository's token and secrets, as pull_request_target
+    does: when the workspace holds the pull request's code (a fork's head commit; not the default branch's commit
+    for a comment), the action refuses, like pull_request_target; on the base repository's own code it runs."""
+    checkout = _git_checkout(tmp_path / "ws")
+    base = "0" * 40
+
+    def prepare(event_name: str, event: dict, **extra: str) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / f"{event_name}.json"
+        path.write_text(json.dumps({"repository": {"full_name": "example/evaltasks-demo"}, **event}))
+        env = {**os.environ, "GITHUB_WORKSPACE": str(tmp_path / "ws"), "INPUT_SUITE": "evals/suite.yaml",
+               "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(path),
+               "GITHUB_SHA": base, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), **extra}
+        env.pop("GITHUB_OUTPUT", None)
+        return subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
+
+    def run_of(head_sha: str, head_repo: str) -> dict:
+        return {"workflow_run": {"event": "pull_request", "head_sha": head_sha,
+                                 "head_repository": {"full_name": head_repo}}}
+
+    refused = prepare("workflow_run", run_of(checkout, "contributor/evaltasks-demo"))
+    assert refused.returncode == 1 and refused.stdout.startswith("::error"), refused.stdout
+    assert "workflow_run runs with the base repository's token and secrets" in refused.stdout
+    assert f"pull request's code ({checkout[:12]})" in refused.stdout
+    assert "Refused" in (tmp_path / "summary.md").read_text()
+    for event in (run_of(base, "contributor/evaltasks-demo"),  # the base repository's code checked out
+                  run_of(checkout, "example/evaltasks-demo")):  # a pull request from the repository itself
+        proc = prepare("workflow_run", event)
+        assert proc.returncode == 0 and "::error" not in proc.stdout and "::warning" not in proc.stdout, proc.stdout
+
+    on_pr = {"issue": {"number": 7, "pull_request": {"url": "https://api.github.com/repos/o/r/pulls/7"}}}
+    refused = prepare("issue_comment", on_pr)
+    assert refused.returncode == 1 and "issue_comment runs with the base repository's token" in refused.stdout
+    assert prepare("issue_comment", on_pr, GITHUB_SHA=checkout).returncode == 0  # the default branch's code
+    assert prepare("issue_comment", {"issue": {"number": 8}}).returncode == 0  # an issue, not a pull request
+
+    unknown = prepare("workflow_run", run_of(checkout, "contributor/evaltasks-demo"),
+                      GITHUB_WORKSPACE=str(tmp_path))  # not a git checkout: cannot tell, so a warning
+    assert unknown.returncode == 0 and "::warning" in unknown.stdout and "cannot be told" in unknown.stdout
+
+
 @pytest.mark.parametrize(("code", "fail_on_gate", "expected"), [
     ("0", "true", 0), ("1", "true", 1), ("1", "false", 0), ("1", "False", 0), ("2", "false", 1), ("3", "true", 1),
     ("", "true", 1),
