@@ -15,7 +15,8 @@ variables set by ``action.yml`` (never ``${{ }}`` inside a script), writes step 
   comes from the cache (a pull request: its base branch's last run; a push: the branch's previous run), restored
   into and saved from ``baseline-dir`` with ``baseline-restore-key``/``baseline-save-key`` (saved when
   ``save-baseline``: pushes, schedules and manual runs on a branch);
-- ``output-dir``: the reports directory (absolute).
+- ``output-dir``: the reports directory (absolute): the input, else ``eval-results/<suite name>`` as ``evaltasks
+  run`` picks it (:mod:`_reports_dir`).
 
 A bad input prints an ``::error`` naming it and exits 1; so does a ``pull_request_target`` run, and a
 ``workflow_run`` or ``issue_comment`` run that checked out a pull request's code (:mod:`_trust`).
@@ -33,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lock  # noqa: E402
+from _reports_dir import default_reports_dir  # noqa: E402
 from _trust import privileged_checkout  # noqa: E402
 from _github import (  # noqa: E402
     annotate,
@@ -170,7 +172,8 @@ def main() -> int:
     save_baseline = event_name in ("push", "schedule", "workflow_dispatch") and env.get("GITHUB_REF", "").startswith(
         "refs/heads/"
     )
-    output_dir = (workdir / (env.get("INPUT_OUTPUT_DIR", "").strip() or "eval-results")).resolve()
+    # default: the folder `evaltasks run` picks, eval-results/<suite name> (README, "CLI")
+    output_dir = (workdir / (env.get("INPUT_OUTPUT_DIR", "").strip() or default_reports_dir(workdir / suite))).resolve()
 
     outputs = {
         "suite-id": sid,

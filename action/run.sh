@@ -54,8 +54,8 @@ args+=(-- "$SUITE")  # "--": a suite path starting with "-" is still a path
 # Mask every secret evaltasks redacts (evaltasks/_redact.py: SECRET_VARIABLES, plus the variables named in
 # EVALTASKS_SECRET_VARIABLES), one line at a time (a multi-line value is masked line by line), before anything runs.
 mask_secrets() {
-  local name value line
-  for name in OPENAI_API_KEY AZURE_OPENAI_API_KEY PREFECT_API_KEY ${EVALTASKS_SECRET_VARIABLES//,/ }; do
+  local name value line extra="${EVALTASKS_SECRET_VARIABLES:-}"
+  for name in OPENAI_API_KEY AZURE_OPENAI_API_KEY PREFECT_API_KEY ${extra//,/ }; do
     if ! [[ "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
       echo "::warning title=evaltasks::EVALTASKS_SECRET_VARIABLES names '${name//[^A-Za-z0-9_-]/?}', not a variable name: ignored"
       continue

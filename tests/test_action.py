@@ -254,6 +254,36 @@ def test_privileged_workflows_that_check_out_a_pull_requests_code_are_refused(tm
     assert unknown.returncode == 0 and "::warning" in unknown.stdout and "cannot be told" in unknown.stdout
 
 
+SUITE_NAMES = ["quickstart", "TruthfulQA / davinci", "оценка качества", "..", "a: b # not a comment", "it's #1"]
+
+
+@pytest.mark.parametrize("form", ["plain", "double", "single", "json"])
+def test_the_default_reports_folder_is_the_one_evaltasks_run_picks(tmp_path: Path, form: str) -> None:
+    """No output-dir input: the reports go to eval-results/<suite name>, the folder `evaltasks run` picks
+    (evaltasks.engine.run.default_output_dir of the name PyYAML reads), whichever way the name is written."""
+    from evaltasks.engine.run import default_output_dir
+
+    for i, name in enumerate(SUITE_NAMES):
+        if form == "plain" and (":" in name or "#" in name or name.startswith(".")):
+            continue  # not a plain YAML scalar
+        written = {"plain": name, "double": json.dumps(name), "json": None,
+                   "single": "'" + name.replace("'", "''") + "'"}[form]
+        suite = tmp_path / f"s{i}" / "suite.yaml"
+        suite.parent.mkdir()
+        suite.write_text(json.dumps({"name": name, "metrics": []}) if form == "json" else
+                         f"# a suite\ndescription: x\nname: {written}   # its name\nmetrics: []\n", encoding="utf-8")
+        assert yaml.safe_load(suite.read_text(encoding="utf-8"))["name"] == name
+        env = {**os.environ, "GITHUB_WORKSPACE": str(tmp_path), "INPUT_SUITE": f"s{i}/suite.yaml",
+               "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_EVENT_NAME": "push", "INPUT_OUTPUT_DIR": ""}
+        env.pop("GITHUB_OUTPUT", None)
+        proc = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
+        outputs = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line and not line.startswith("::"))
+        assert outputs["output-dir"] == str((tmp_path / default_output_dir(name)).resolve()), (name, proc.stdout)
+        env["INPUT_OUTPUT_DIR"] = "eval-results"  # set: as given (the folder of earlier versions)
+        proc = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
+        assert f"output-dir={(tmp_path / 'eval-results').resolve()}" in proc.stdout.splitlines()
+
+
 @pytest.mark.parametrize(("code", "fail_on_gate", "expected"), [
     ("0", "true", 0), ("1", "true", 1), ("1", "false", 0), ("1", "False", 0), ("2", "false", 1), ("3", "true", 1),
     ("", "true", 1),
@@ -615,7 +645,7 @@ def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_pat
     assert not list(scratch.glob("evaltasks-runner-*")), list(scratch.iterdir())  # the scratch folder is gone
     data = json.loads((kept / "outputs.json").read_text())
     assert (kept / "job-summary.md").read_text() == data["summary"] and "quickstart" in data["summary"]
-    output_dir = workspace / "eval-results"
+    output_dir = workspace / "eval-results" / "quickstart"  # as `evaltasks run` names it (the suite's name)
     assert data["outputs"]["results-path"] == str(output_dir / "results.json")
     assert len(comments) == 1 and (output_dir / "comment.md").read_text().rstrip("\n") == comments[0]["body"].rstrip("\n")
     tail = proc.stdout[proc.stdout.index("── kept:"):].splitlines()
@@ -626,6 +656,38 @@ def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_pat
         f"   reports      {output_dir / 'results.json'}, junit.xml, summary.md",
         f"   comment      {output_dir / 'comment.md'} (posted as comment {comments[0]['id']})",
     ]
+
+
+def test_run_local_keeps_its_cache_and_baseline_per_checkout(tmp_path: Path, prefect_api_url: str) -> None:
+    """Two clones, no --cache-store: the first clone's push saves its baseline in its own checkout
+    (.evaltasks/action-cache, printed), so the second clone's pull request finds no baseline; nothing goes into a
+    folder shared by every checkout (the home directory's cache)."""
+    clones = [tmp_path / "clone-a", tmp_path / "clone-b"]
+    for clone in clones:
+        shutil.copytree(REPO_ROOT / "examples" / "quickstart", clone / "examples" / "quickstart")
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def run_local(clone: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+        env = subprocess_env(tmp_path / f"prefect-{clone.name}", prefect_api_url)
+        env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": "", "HOME": str(home),
+                    "EVALTASKS_LOCAL_OUT": str(clone / "kept")})
+        env.pop("GITHUB_OUTPUT", None)
+        proc = subprocess.run(["bash", str(ACTION / "run-local.sh"), "--runner-temp", str(clone / "temp"),
+                               "--outputs-json", str(clone / "out.json"), "--with",
+                               "suite=examples/quickstart/suite.yaml", *args],
+                              cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+        assert (clone / "out.json").exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc, json.loads((clone / "out.json").read_text())
+
+    push, pushed = run_local(clones[0], "--event", "push")
+    store = clones[0] / ".evaltasks" / "action-cache"
+    assert push.returncode == 0 and pushed["steps"]["run"]["outputs"]["baseline-saved"] == "true", push.stdout[-3000:]
+    assert f"── emulated Actions cache (baselines included): {store}" in push.stdout
+    assert any("evaltasks-baseline-" in p.name for p in store.iterdir())
+    _, pr = run_local(clones[1], "--event", "pull_request")
+    assert "No baseline" in pr["summary"] and pr["outputs"]["verdict"] == "no baseline"
+    assert not list(home.rglob("*"))  # nothing in a folder every checkout shares
 
 
 def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_nothing(tmp_path: Path, workspace: Path,

@@ -234,3 +234,10 @@ def test_the_run_step_masks_every_configured_secret_before_evaltasks_starts(tmp_
     assert masks == [CANARY, "azure-key-0123456789", "line one", "line two"]
     assert lines.index("evaltasks ran") > max(i for i, line in enumerate(lines) if line.startswith("::add-mask::"))
     assert "::warning" in proc.stdout and "bad-name" in proc.stdout  # a name that is no variable name is said
+
+    for name in ("EVALTASKS_SECRET_VARIABLES", "AZURE_OPENAI_API_KEY", "GATEWAY_TOKEN"):  # unset (`set -u`)
+        del env[name]
+    proc = subprocess.run(["bash", str(REPO_ROOT / "action" / "run.sh")], env=env, capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 0 and "evaltasks ran" in proc.stdout, proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line.startswith("::add-mask::")] == [f"::add-mask::{CANARY}"]
