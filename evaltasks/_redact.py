@@ -55,8 +55,10 @@ def secret_variable_names(environ: os._Environ[str] | dict[str, str] | None = No
     """The names of the environment variables holding secrets: :data:`SECRET_VARIABLES` plus those named in
     ``EVALTASKS_SECRET_VARIABLES`` (comma- or whitespace-separated), in that order, without repeats."""
     env = os.environ if environ is None else environ
-    extra = [name for name in re.split(r"[,\s]+", env.get(EXTRA_VARIABLES, "")) if name]
-    return list(dict.fromkeys([*SECRET_VARIABLES, *extra]))
+    named = env.get(EXTRA_VARIABLES)
+    if not named:
+        return list(SECRET_VARIABLES)
+    return list(dict.fromkeys([*SECRET_VARIABLES, *(name for name in re.split(r"[,\s]+", named) if name)]))
 
 
 def secret_values(environ: os._Environ[str] | dict[str, str] | None = None) -> list[str]:
