@@ -63,7 +63,14 @@ def comment_size(head: str, footer: str, event: dict | None) -> Callable[[str], 
 
     repo = env_value("GITHUB_REPOSITORY") or (event.get("repository") or {}).get("full_name", "")
     server = env_value("GITHUB_SERVER_URL", "https://github.com")
-    return lambda text: utf16_units(sanitize_untrusted_body(head + text + footer, repo, server))
+
+    def size(text: str) -> int:
+        raw = utf16_units(head + text + footer)
+        if raw > COMMENT_MAX_CHARS:  # too long already (escaping lengthens a report): megabytes are not escaped
+            return raw
+        return utf16_units(sanitize_untrusted_body(head + text + footer, repo, server))
+
+    return size
 
 
 def utf8_bytes(text: str) -> int:
