@@ -11,7 +11,9 @@ a failed step skipping the later steps whose condition is not ``always()``/``fai
 
 The ``uses:`` steps are replaced by local equivalents: ``actions/setup-python`` → this interpreter;
 ``actions/cache/restore`` and ``actions/cache/save`` → a directory store (exact key, else the newest entry
-matching a restore-key prefix; saved keys are immutable); ``actions/upload-artifact`` → a copy under
+matching a restore-key prefix; saved keys are immutable), by default ``.evaltasks/action-cache`` in the workspace
+(:func:`default_cache_store`: one per checkout, as the Actions cache is one per repository, so a second clone never
+compares with the first clone's baseline); ``actions/upload-artifact`` → a copy under
 ``$RUNNER_TEMP/artifacts/NAME``. Anything else is an error.
 """
 
@@ -423,6 +425,12 @@ def _event(kind: str, repository: str, base_ref: str) -> dict[str, Any]:
     }
 
 
+def default_cache_store(workspace: Path) -> Path:
+    """The emulated Actions cache of the checkout at ``workspace`` (its venv, index, model and Prefect caches,
+    and the baselines pushes saved): ``WORKSPACE/.evaltasks/action-cache`` (``.evaltasks/`` is git-ignored)."""
+    return workspace.resolve() / ".evaltasks" / "action-cache"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line of ``action/run-local.sh`` (``--help``)."""
     parser = argparse.ArgumentParser(prog="action/run-local.sh", description=__doc__.split("\n\n")[0])
@@ -437,8 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", default=os.environ.get("GITHUB_TOKEN", "").strip(), help="github.token (default $GITHUB_TOKEN)")
     parser.add_argument("--workspace", default=os.getcwd(), help="GITHUB_WORKSPACE (default: the current directory)")
     parser.add_argument("--runner-temp", default=None, help="RUNNER_TEMP (default: a new temporary directory)")
-    parser.add_argument("--cache-store", default=os.path.expanduser("~/.cache/evaltasks-action-local"),
-                        help="directory standing in for the Actions cache")
+    parser.add_argument("--cache-store", default=None,
+                        help="directory standing in for the Actions cache, baselines included (default: "
+                             ".evaltasks/action-cache in the workspace: one per checkout)")
     parser.add_argument("--run-id", default=str(int(time.time())))
     parser.add_argument("--outputs-json", help="write the action's outputs and annotations to this JSON file")
     args = parser.parse_args(argv)
@@ -470,7 +479,9 @@ def main(argv: list[str] | None = None) -> int:
         "run_attempt": "1", "job": "evaluate", "server_url": "https://github.com", "api_url": args.api_url,
         "action_path": str(ACTION_ROOT), "workspace": args.workspace,
     }
-    runner = LocalRunner(inputs, github, temp, Path(args.cache_store), Path(args.workspace).resolve())
+    store = Path(args.cache_store) if args.cache_store else default_cache_store(Path(args.workspace))
+    print(f"── emulated Actions cache (baselines included): {store}")
+    runner = LocalRunner(inputs, github, temp, store, Path(args.workspace).resolve())
     code = runner.run()
     outputs = runner.outputs()
     print("── outputs: " + json.dumps(outputs))

@@ -5,9 +5,11 @@ read page by page (``per_page=100``, following the ``Link: rel="next"`` header),
 token's identity may have written: ``GET /user`` names it for user tokens; the default ``GITHUB_TOKEN`` and GitHub
 App installation tokens cannot read ``/user``, so then any bot account's (``github-actions[bot]``,
 ``my-app[bot]``), newest first. A comment someone else wrote with a copied marker is never edited.
-Found: ``PATCH /repos/{repo}/issues/comments/{id}``; when GitHub refuses the edit (403/404: another account wrote
-it, e.g. before ``github-token`` changed to an App token) the next candidate, then
-``POST /repos/{repo}/issues/{n}/comments`` with a ``::notice`` saying why; not found: the POST.
+Found: ``PATCH /repos/{repo}/issues/comments/{id}`` of the newest candidate only; when GitHub refuses the edit
+(403/404: another account wrote it, e.g. before ``github-token`` changed to an App token, or back), a new comment
+is posted (``POST /repos/{repo}/issues/{n}/comments``) with a ``::notice`` naming the comment that keeps older
+results. An older candidate is never updated in its place: the newest evaltasks comment on the pull request must
+be the one with the current results. Not found: the POST.
 GitHub REST API v3 ("Issue comments"), ``$GITHUB_API_URL`` (a local server in tests; empty means unset).
 The body is sanitised first when untrusted and measured after: over GitHub's 65,536 characters it is cut after
 whole lines with a note saying where the rest is (:func:`fit_body`).
@@ -38,7 +40,6 @@ from _github import annotate, append_summary, env_value, is_fork, load_event, pu
 
 ATTEMPTS = 3
 TIMEOUT_S = 30.0
-MAX_EDIT_ATTEMPTS = 3  # earlier marker comments tried, newest first, before a new one is posted
 
 
 class CommentError(Exception):
@@ -268,30 +269,39 @@ def utf16_units(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+_CLOSE_DETAILS = "\n</details>\n"  # a blank line first: a </details> right after a list item would belong to it
+
+
 def fit_body(body: str, limit: int = MAX_BODY) -> str:
     """``body`` as it is when it has at most ``limit`` characters (UTF-16 code units), else cut after whole
     lines, keeping the first line (the marker) and a trailing ``---`` + run-link footer, with
-    :data:`TRUNCATED_NOTE` saying where the rest is (a code block left open by the cut is closed)."""
+    :data:`TRUNCATED_NOTE` saying where the rest is. What the cut leaves open is closed, so the note and the
+    footer show: a code block (```` ``` ````), then each ``<details>`` (collapsed, it would hide them)."""
     if utf16_units(body) <= limit:
         return body
     lines = body.rstrip("\n").split("\n")
     footer: list[str] = []
     if len(lines) > 2 and lines[-2] == "---" and lines[-1].startswith("[Workflow run]("):
         footer, lines = lines[-2:], lines[:-2]
-    fences = [line.startswith("```") for line in lines]
     tail = ["", TRUNCATED_NOTE, *([""] + footer if footer else [])]
     budget = limit - utf16_units("\n".join(tail) + "\n") - utf16_units("\n```") - 1
-    kept, used, open_code = [], 0, False
-    for line, fence in zip(lines, fences):
+    closer = utf16_units(_CLOSE_DETAILS)
+    kept, used, open_code, depth = [], 0, False, 0
+    for line in lines:
+        fence = line.startswith("```")
+        after = depth
+        if not open_code and not fence:
+            after += line.startswith("<details>") - (line.strip() == "</details>")
+            after = max(after, 0)
         cost = utf16_units(line) + 1
-        if used + cost > budget:
+        if used + cost + closer * after > budget:
             break
         kept.append(line)
         used += cost
-        open_code = open_code != fence
+        open_code, depth = open_code != fence, after
     if open_code:
         kept.append("```")
-    return "\n".join(kept + tail) + "\n"
+    return "\n".join(kept) + "\n" + _CLOSE_DETAILS * depth + "\n".join(tail) + "\n"
 
 
 def main() -> int:
@@ -349,7 +359,7 @@ def main() -> int:
             print("gate passed without regressions: no comment (comment: on-failure)")
             return 0
         comment, refused = None, []
-        for existing in candidates[:MAX_EDIT_ATTEMPTS]:
+        for existing in candidates[:1]:  # the newest only: updating an older one would leave stale results below
             try:
                 comment = client.request("PATCH", f"/repos/{repo}/issues/comments/{existing['id']}",
                                          json={"body": body}).json()
@@ -360,15 +370,15 @@ def main() -> int:
                                f"(HTTP {exc.status})")
                 continue
             print(f"updated comment {comment.get('id')}: {comment.get('html_url', '')}")
-            break
         if comment is None:
             comment = client.request("POST", f"/repos/{repo}/issues/{number}/comments", json={"body": body}).json()
             print(f"created comment {comment.get('id')}: {comment.get('html_url', '')}")
             others = foreign_markers(comments, head, login)
             if refused:
-                annotate("notice", f"Posted a new evaltasks comment: this token may not edit the earlier "
-                                   f"{', '.join(refused)}, written by another account (e.g. before github-token "
-                                   "changed); it keeps the older results.", title="evaltasks: new comment")
+                annotate("notice", f"Posted a new evaltasks comment: this token may not edit the newest earlier "
+                                   f"one, {', '.join(refused)}, written by another account (e.g. before github-token "
+                                   "changed); it and any older evaltasks comment keep older results.",
+                         title="evaltasks: new comment")
             elif others:
                 annotate("notice", f"Posted a new evaltasks comment: the earlier one by {', '.join(others)} was "
                                    f"written by another account than this token's ({login}) and is left as it is.",

@@ -15,9 +15,11 @@ variables set by ``action.yml`` (never ``${{ }}`` inside a script), writes step 
   comes from the cache (a pull request: its base branch's last run; a push: the branch's previous run), restored
   into and saved from ``baseline-dir`` with ``baseline-restore-key``/``baseline-save-key`` (saved when
   ``save-baseline``: pushes, schedules and manual runs on a branch);
-- ``output-dir``: the reports directory (absolute).
+- ``output-dir``: the reports directory (absolute): the input, else ``eval-results/<suite name>`` as ``evaltasks
+  run`` picks it (:mod:`_reports_dir`).
 
-A bad input prints an ``::error`` naming it and exits 1.
+A bad input prints an ``::error`` naming it and exits 1; so does a ``pull_request_target`` run, and a
+``workflow_run`` or ``issue_comment`` run that checked out a pull request's code (:mod:`_trust`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lock  # noqa: E402
+from _reports_dir import default_reports_dir  # noqa: E402
+from _trust import privileged_checkout  # noqa: E402
 from _github import (  # noqa: E402
     annotate,
     append_summary,
@@ -124,6 +128,12 @@ def main() -> int:
         return 1
     event = load_event()
     event_name = env_value("GITHUB_EVENT_NAME")
+    trust = privileged_checkout(event_name, event, workdir, env_value("GITHUB_SHA"))
+    if trust is not None:  # README, "Trust model": a pull request's code with the base repository's secrets
+        annotate(trust[0], trust[1], title="evaltasks: untrusted code in a privileged workflow")
+        if trust[0] == "error":
+            append_summary(f"# evaltasks\n\n❌ **Refused**: {markdown_text(trust[1])}\n")
+            return 1
     pr = pull_request(event) if event_name in ("pull_request", "pull_request_target") else None
     fork = is_fork(event) if pr is not None else False
     runner_os = env_value("RUNNER_OS", sys.platform)
@@ -162,7 +172,8 @@ def main() -> int:
     save_baseline = event_name in ("push", "schedule", "workflow_dispatch") and env.get("GITHUB_REF", "").startswith(
         "refs/heads/"
     )
-    output_dir = (workdir / (env.get("INPUT_OUTPUT_DIR", "").strip() or "eval-results")).resolve()
+    # default: the folder `evaltasks run` picks, eval-results/<suite name> (README, "CLI")
+    output_dir = (workdir / (env.get("INPUT_OUTPUT_DIR", "").strip() or default_reports_dir(workdir / suite))).resolve()
 
     outputs = {
         "suite-id": sid,

@@ -9,7 +9,9 @@ and writes:
   is 1 MiB per step);
 - ``$COMMENT_BODY_FILE``: the same content behind a hidden marker line, with a link to the run, at most
   :data:`COMMENT_MAX_CHARS` UTF-16 code units (GitHub's limit is 65,536 characters); also ``comment.md`` and
-  ``pull-request.json`` in the output directory (for the ``workflow_run`` pattern on forks);
+  ``pull-request.json`` in the output directory (for the ``workflow_run`` pattern on forks). On a fork's pull
+  request that limit holds for the comment as the trusted workflow will post it, escaped by
+  ``comment.sanitize_untrusted_body`` (a few percent longer; :func:`comment_size`), so it is never cut there;
 - outputs ``passed``, ``pass-rate``, ``results-path``, ``summary-path``, ``regressed``, ``verdict``
   (:func:`verdict_output`), ``exit-code``;
 - ``::error`` for a failed gate (results.json ``gate.message``: the gate's own reason), ``::error``/``::warning`` for regressions (error when the gate failed too; each
@@ -28,11 +30,12 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _github import annotate, append_summary, load_event, pull_request, run_url, set_output  # noqa: E402
+from _github import annotate, append_summary, env_value, is_fork, load_event, pull_request, run_url, set_output  # noqa: E402
 
 SUMMARY_MAX_BYTES = 1024 * 1024 - 4096  # GitHub: 1 MiB per step; margin for other writers of the same step
 COMMENT_MAX_CHARS = 65536 - 512  # GitHub: 65,536 characters per comment; margin for the marker and footer
@@ -47,6 +50,27 @@ def marker(suite_id: str) -> str:
 def utf16_units(text: str) -> int:
     """Length in UTF-16 code units (how GitHub counts characters; an emoji counts 2)."""
     return len(text.encode("utf-16-le")) // 2
+
+
+def comment_size(head: str, footer: str, event: dict | None) -> Callable[[str], int]:
+    """The size by which a comment's text (between ``head``, the marker line, and ``footer``, the run link) is
+    measured against :data:`COMMENT_MAX_CHARS`, in UTF-16 code units: as written, or on a fork's pull request
+    (``event``) as the README's ``workflow_run`` workflow posts it, after ``comment.sanitize_untrusted_body``
+    escaped it (every active character backslash-escaped: about 2.5 % longer for a typical report)."""
+    if not (event and is_fork(event)):
+        return lambda text: utf16_units(head + text + footer)
+    from comment import sanitize_untrusted_body
+
+    repo = env_value("GITHUB_REPOSITORY") or (event.get("repository") or {}).get("full_name", "")
+    server = env_value("GITHUB_SERVER_URL", "https://github.com")
+
+    def size(text: str) -> int:
+        raw = utf16_units(head + text + footer)
+        if raw > COMMENT_MAX_CHARS:  # too long already (escaping lengthens a report): megabytes are not escaped
+            return raw
+        return utf16_units(sanitize_untrusted_body(head + text + footer, repo, server))
+
+    return size
 
 
 def utf8_bytes(text: str) -> int:
@@ -212,7 +236,7 @@ def _report() -> int:
     append_summary(summary_text + tail)
     head = marker(suite_id) + "\n"
     comment_text = render_summary_markdown(
-        suite, summary, cases, **common, max_size=COMMENT_MAX_CHARS - utf16_units(head + footer), size=utf16_units,
+        suite, summary, cases, **common, max_size=COMMENT_MAX_CHARS, size=comment_size(head, footer, load_event()),
         truncation_note="The full report is in the job summary and the workflow artifact.",
     )
     _write_comment(dict(env), output_dir, head + comment_text + tail + footer + "\n")

@@ -10,6 +10,8 @@
 # without it the install step builds a fresh virtualenv as on a runner (minutes; needs the package index).
 # GITHUB_API_URL / GITHUB_TOKEN: where the PR comment goes (e.g. a local test server).
 # EVALTASKS_LOCAL_OUT: where the job summary and the action's outputs are kept (default .evaltasks/action-local).
+# --cache-store DIR: the emulated Actions cache (virtualenv, index, model, task results, and the baseline a push
+# saves and a pull request compares with); default .evaltasks/action-cache in the workspace (one per checkout).
 #
 # Without --runner-temp the runner's scratch directory (RUNNER_TEMP: event, Prefect home, logs, the artifact
 # copy) is a new temporary directory, removed on exit; what a user wants from the run is kept and its paths

@@ -51,7 +51,22 @@ if [ -n "${BASELINE_FILE:-}" ]; then
 fi
 args+=(-- "$SUITE")  # "--": a suite path starting with "-" is still a path
 
-if [ -n "${OPENAI_API_KEY:-}" ]; then echo "::add-mask::$OPENAI_API_KEY"; fi
+# Mask every secret evaltasks redacts (evaltasks/_redact.py: SECRET_VARIABLES, plus the variables named in
+# EVALTASKS_SECRET_VARIABLES), one line at a time (a multi-line value is masked line by line), before anything runs.
+mask_secrets() {
+  local name value line extra="${EVALTASKS_SECRET_VARIABLES:-}"
+  for name in OPENAI_API_KEY AZURE_OPENAI_API_KEY PREFECT_API_KEY ${extra//,/ }; do
+    if ! [[ "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+      echo "::warning title=evaltasks::EVALTASKS_SECRET_VARIABLES names '${name//[^A-Za-z0-9_-]/?}', not a variable name: ignored"
+      continue
+    fi
+    value="${!name:-}"
+    while IFS= read -r line; do
+      if [ -n "$line" ]; then echo "::add-mask::$line"; fi
+    done <<< "$value"
+  done
+}
+mask_secrets
 # Model outputs are untrusted and the summary table prints them: stop workflow-command processing while
 # evaltasks runs, with a token nobody can guess, so no output line can forge ::set-output, ::add-mask, etc.
 # stderr joins stdout through one pipe, so every line is printed before the token that resumes commands.

@@ -16,6 +16,7 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__))
     _os.path.join(_root, "flows", "evaluate_suite.py")
 ):
     __path__.append(_root)
+from evaltasks._redact import install_log_redaction as _install_log_redaction
 from evaltasks.errors import (
     ConfigError,
     CredentialsError,
@@ -25,6 +26,10 @@ from evaltasks.errors import (
     InputError,
     ProviderError,
 )
+
+# Every log record of a process that imports evaltasks (a worker process too) is redacted when it is made: an API
+# key an endpoint echoed never reaches a console, a log file or Prefect's database (README, "Secrets in reports").
+_install_log_redaction()
 
 # The rest of the public API is imported when first used (PEP 562), so that `import evaltasks` and the commands
 # that need none of it (`evaltasks --version`, `schema`, `index info`) do not pay for numpy, pydantic models or

@@ -301,7 +301,9 @@ def _command(sub: Any, name: str, help_text: str, description: str | None, secti
 
 
 def _error(message: str) -> None:
-    print(f"evaltasks: error: {message}", file=sys.stderr)
+    from evaltasks._redact import redact
+
+    print(f"evaltasks: error: {redact(message)}", file=sys.stderr)
 
 
 _exit_status: int | None = None  # the command's exit code, once main() has returned it (see _exit_at_once)
@@ -1360,8 +1362,10 @@ def _hide_tracebacks() -> None:
 
 
 def _aborted(args: argparse.Namespace) -> int:
+    from evaltasks._redact import redact
+
     exc = sys.exc_info()[1]
-    text = traceback.format_exc()
+    text = redact(traceback.format_exc())  # a library's exception may quote an echoed API key
     try:
         from evaltasks._atomic import atomic_writer
 

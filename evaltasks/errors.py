@@ -11,6 +11,8 @@ import reprlib
 from dataclasses import dataclass
 from typing import Any
 
+from evaltasks._redact import redact
+
 QUOTE_MAX_CHARS = 120  # what a message quotes of one user value
 MESSAGE_MAX_CHARS = 1000  # one problem's message as shown
 
@@ -48,7 +50,15 @@ def bounded(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
 
 
 class EvalTasksError(Exception):
-    """Base class of every error raised by evaltasks."""
+    """Base class of every error raised by evaltasks.
+
+    Its message never holds a secret: string arguments are redacted when the error is made
+    (:func:`evaltasks._redact.redact`), so an endpoint that echoes the API key in an error body reaches no
+    reason, Prefect state or report (README, "Secrets in reports").
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 @dataclass(frozen=True)
@@ -124,8 +134,8 @@ class CredentialsError(InputError):
     """A provider needs credentials that are missing or were rejected (e.g. ``OPENAI_API_KEY``)."""
 
     def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(message, title="missing or rejected credentials")
+        self.message = redact(message)
+        super().__init__(self.message, title="missing or rejected credentials")
 
     def __reduce__(self) -> tuple[type[CredentialsError], tuple[str]]:
         """Pickled as its message (a worker process's error reaches the run's process as it was raised)."""

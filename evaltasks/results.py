@@ -19,6 +19,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaltasks._redact import redact
+
 _Model = TypeVar("_Model", bound=BaseModel)
 
 Status = Literal["passed", "failed", "errored", "skipped"]
@@ -116,7 +118,10 @@ class MetricResult(BaseModel):
 
     @classmethod
     def errored(cls, name: str, threshold: float, error: str) -> MetricResult:
-        """Build the result of a metric that failed at run time (``score`` None, ``success`` False)."""
+        """Build the result of a metric that failed at run time (``score`` None, ``success`` False). ``error``
+        is redacted (:func:`evaltasks._redact.redact`): an exception's text never carries a secret into a
+        report."""
+        error = redact(error)
         return cls(
             name=name, score=None, threshold=threshold, success=False, reason=f"Errored: {error}",
             status="errored", error=error,
@@ -124,7 +129,9 @@ class MetricResult(BaseModel):
 
     @classmethod
     def skipped(cls, name: str, threshold: float, reason: str) -> MetricResult:
-        """Build the result of a metric that was not evaluated (``score`` None, ``success`` False)."""
+        """Build the result of a metric that was not evaluated (``score`` None, ``success`` False); ``reason``
+        redacted, as in :meth:`errored`."""
+        reason = redact(reason)
         return cls(name=name, score=None, threshold=threshold, success=False, reason=reason, status="skipped")
 
 

@@ -32,7 +32,8 @@ without them; ``json_object`` is still accepted unless ``json_object=False``).
 
 Faults (one per request, consumed from :attr:`ChatServer.script` first, else :attr:`ChatServer.always`):
 ``429`` (with ``Retry-After: {retry_after_s}``), ``429_ms`` (``retry-after-ms: {retry_after_ms}``), ``429_plain``
-(no header), ``500``, ``502`` (an HTML body), ``503``, ``400`` (a bad request), ``404`` (unknown model),
+(no header), ``500``, ``502`` (an HTML body), ``503``, ``400`` (a bad request), ``400_echo`` (a bad request whose
+message quotes the request's API key, as some proxies and gateways answer), ``404`` (unknown model),
 ``slow`` (answers after ``slow_s``), ``drop`` (closes the connection), ``malformed_body`` (200 with truncated
 JSON), ``None`` (no fault). A missing or wrong key is 401 (``Authorization: Bearer`` or Azure's ``api-key``).
 
@@ -54,7 +55,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-FAULTS = ("429", "429_ms", "429_plain", "500", "502", "503", "400", "404", "slow", "drop", "malformed_body")
+FAULTS = ("429", "429_ms", "429_plain", "500", "502", "503", "400", "400_echo", "404", "slow", "drop", "malformed_body")
 _TOKEN = re.compile(r"\d|[^\W\d]+|\s+|[^\w\s]", re.UNICODE)
 
 
@@ -352,6 +353,9 @@ class ChatServer:
             return 400, _error("'messages' and 'model' are required", "invalid_request_error"), {}
         fault = self._fault()
         record.fault = fault
+        if fault == "400_echo":
+            return 400, _error(f"Invalid request for the key {key} (Authorization: Bearer {key})",
+                               "invalid_request_error"), {}
         if fault is not None:
             return self._fault_response(fault)
         if self.models is not None and body["model"] not in self.models:

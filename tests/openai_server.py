@@ -32,7 +32,8 @@ in seeded random order, each kind once per cycle (so a few dozen faults cover ev
 
 ``429_retry_after_ms`` (header ``retry-after-ms: {retry_after_ms}``), ``429_retry_after_s``
 (``Retry-After: {retry_after_s}``), ``429_retry_after_0`` (``Retry-After: 0``), ``429`` (no header), ``408``,
-``500``, ``502`` (an HTML body, as a proxy sends), ``503``, ``slow`` (answers correctly after ``slow_s``
+``500``, ``502`` (an HTML body, as a proxy sends), ``503``, ``400_echo`` (a bad request whose message quotes the
+request's API key, as some proxies and gateways answer), ``slow`` (answers correctly after ``slow_s``
 seconds: longer than the client's timeout), ``drop`` (closes the connection without a response),
 ``malformed_json`` (200 with a truncated JSON body), ``wrong_count`` (one vector too few, or too many for one
 input), ``nan`` / ``inf`` (a JSON ``NaN`` / ``Infinity`` token in a vector), ``zero_vector`` (a vector of
@@ -79,6 +80,7 @@ CONTENT_FAULTS = ("malformed_json", "wrong_count", "nan", "inf", "zero_vector", 
 FAULT_KINDS = HTTP_FAULTS + CONTENT_FAULTS
 # What a run under random faults mixes (429_retry_after_s is left out: its delay is seconds long by design).
 TRANSIENT_MIX = tuple(k for k in FAULT_KINDS if k != "429_retry_after_s")
+ECHO_FAULT = "400_echo"  # a bad request quoting the request's key (script/always only): not transient, in no mix
 
 
 def usage_tokens(text: str) -> int:
@@ -437,6 +439,9 @@ class OpenAIServer:
             return 400, _error_body(f"This model does not support {dimensions} dimensions.",
                                     "invalid_request_error", param="dimensions"), {}, None, 0
         fault = self._draw_fault()
+        if fault == ECHO_FAULT:
+            return 400, _error_body(f"Invalid request for the key {key} (Authorization: Bearer {key})",
+                                    "invalid_request_error"), {}, fault, 0
         status, payload, extra = self._fault_response(fault) if fault in HTTP_FAULTS and fault != "slow" else (
             200, None, {})
         if payload is not None or fault == "drop":

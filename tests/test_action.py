@@ -204,6 +204,86 @@ def test_prepare_derives_fork_mode_keys_and_rejects_bad_inputs(tmp_path: Path) -
         assert "Traceback" not in proc.stderr
 
 
+def _git_checkout(path: Path) -> str:
+    """A git repository at ``path`` with one commit (a checkout as actions/checkout leaves it); returns its sha."""
+    path.mkdir(parents=True, exist_ok=True)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "pr"], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_privileged_workflows_that_check_out_a_pull_requests_code_are_refused(tmp_path: Path) -> None:
+    """workflow_run and issue_comment run with the base repository's token and secrets, as pull_request_target
+    does: when the workspace holds the pull request's code (a fork's head commit; not the default branch's commit
+    for a comment), the action refuses, like pull_request_target; on the base repository's own code it runs."""
+    checkout = _git_checkout(tmp_path / "ws")
+    base = "0" * 40
+
+    def prepare(event_name: str, event: dict, **extra: str) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / f"{event_name}.json"
+        path.write_text(json.dumps({"repository": {"full_name": "example/evaltasks-demo"}, **event}))
+        env = {**os.environ, "GITHUB_WORKSPACE": str(tmp_path / "ws"), "INPUT_SUITE": "evals/suite.yaml",
+               "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(path),
+               "GITHUB_SHA": base, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), **extra}
+        env.pop("GITHUB_OUTPUT", None)
+        return subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
+
+    def run_of(head_sha: str, head_repo: str) -> dict:
+        return {"workflow_run": {"event": "pull_request", "head_sha": head_sha,
+                                 "head_repository": {"full_name": head_repo}}}
+
+    refused = prepare("workflow_run", run_of(checkout, "contributor/evaltasks-demo"))
+    assert refused.returncode == 1 and refused.stdout.startswith("::error"), refused.stdout
+    assert "workflow_run runs with the base repository's token and secrets" in refused.stdout
+    assert f"pull request's code ({checkout[:12]})" in refused.stdout
+    assert "Refused" in (tmp_path / "summary.md").read_text()
+    for event in (run_of(base, "contributor/evaltasks-demo"),  # the base repository's code checked out
+                  run_of(checkout, "example/evaltasks-demo")):  # a pull request from the repository itself
+        proc = prepare("workflow_run", event)
+        assert proc.returncode == 0 and "::error" not in proc.stdout and "::warning" not in proc.stdout, proc.stdout
+
+    on_pr = {"issue": {"number": 7, "pull_request": {"url": "https://api.github.com/repos/o/r/pulls/7"}}}
+    refused = prepare("issue_comment", on_pr)
+    assert refused.returncode == 1 and "issue_comment runs with the base repository's token" in refused.stdout
+    assert prepare("issue_comment", on_pr, GITHUB_SHA=checkout).returncode == 0  # the default branch's code
+    assert prepare("issue_comment", {"issue": {"number": 8}}).returncode == 0  # an issue, not a pull request
+
+    unknown = prepare("workflow_run", run_of(checkout, "contributor/evaltasks-demo"),
+                      GITHUB_WORKSPACE=str(tmp_path))  # not a git checkout: cannot tell, so a warning
+    assert unknown.returncode == 0 and "::warning" in unknown.stdout and "cannot be told" in unknown.stdout
+
+
+SUITE_NAMES = ["quickstart", "TruthfulQA / davinci", "оценка качества", "..", "a: b # not a comment", "it's #1"]
+
+
+@pytest.mark.parametrize("form", ["plain", "double", "single", "json"])
+def test_the_default_reports_folder_is_the_one_evaltasks_run_picks(tmp_path: Path, form: str) -> None:
+    """No output-dir input: the reports go to eval-results/<suite name>, the folder `evaltasks run` picks
+    (evaltasks.engine.run.default_output_dir of the name PyYAML reads), whichever way the name is written."""
+    from evaltasks.engine.run import default_output_dir
+
+    for i, name in enumerate(SUITE_NAMES):
+        if form == "plain" and (":" in name or "#" in name or name.startswith(".")):
+            continue  # not a plain YAML scalar
+        written = {"plain": name, "double": json.dumps(name), "json": None,
+                   "single": "'" + name.replace("'", "''") + "'"}[form]
+        suite = tmp_path / f"s{i}" / "suite.yaml"
+        suite.parent.mkdir()
+        suite.write_text(json.dumps({"name": name, "metrics": []}) if form == "json" else
+                         f"# a suite\ndescription: x\nname: {written}   # its name\nmetrics: []\n", encoding="utf-8")
+        assert yaml.safe_load(suite.read_text(encoding="utf-8"))["name"] == name
+        env = {**os.environ, "GITHUB_WORKSPACE": str(tmp_path), "INPUT_SUITE": f"s{i}/suite.yaml",
+               "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_EVENT_NAME": "push", "INPUT_OUTPUT_DIR": ""}
+        env.pop("GITHUB_OUTPUT", None)
+        proc = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
+        outputs = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line and not line.startswith("::"))
+        assert outputs["output-dir"] == str((tmp_path / default_output_dir(name)).resolve()), (name, proc.stdout)
+        env["INPUT_OUTPUT_DIR"] = "eval-results"  # set: as given (the folder of earlier versions)
+        proc = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
+        assert f"output-dir={(tmp_path / 'eval-results').resolve()}" in proc.stdout.splitlines()
+
+
 @pytest.mark.parametrize(("code", "fail_on_gate", "expected"), [
     ("0", "true", 0), ("1", "true", 1), ("1", "false", 0), ("1", "False", 0), ("2", "false", 1), ("3", "true", 1),
     ("", "true", 1),
@@ -565,7 +645,7 @@ def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_pat
     assert not list(scratch.glob("evaltasks-runner-*")), list(scratch.iterdir())  # the scratch folder is gone
     data = json.loads((kept / "outputs.json").read_text())
     assert (kept / "job-summary.md").read_text() == data["summary"] and "quickstart" in data["summary"]
-    output_dir = workspace / "eval-results"
+    output_dir = workspace / "eval-results" / "quickstart"  # as `evaltasks run` names it (the suite's name)
     assert data["outputs"]["results-path"] == str(output_dir / "results.json")
     assert len(comments) == 1 and (output_dir / "comment.md").read_text().rstrip("\n") == comments[0]["body"].rstrip("\n")
     tail = proc.stdout[proc.stdout.index("── kept:"):].splitlines()
@@ -576,6 +656,38 @@ def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_pat
         f"   reports      {output_dir / 'results.json'}, junit.xml, summary.md",
         f"   comment      {output_dir / 'comment.md'} (posted as comment {comments[0]['id']})",
     ]
+
+
+def test_run_local_keeps_its_cache_and_baseline_per_checkout(tmp_path: Path, prefect_api_url: str) -> None:
+    """Two clones, no --cache-store: the first clone's push saves its baseline in its own checkout
+    (.evaltasks/action-cache, printed), so the second clone's pull request finds no baseline; nothing goes into a
+    folder shared by every checkout (the home directory's cache)."""
+    clones = [tmp_path / "clone-a", tmp_path / "clone-b"]
+    for clone in clones:
+        shutil.copytree(REPO_ROOT / "examples" / "quickstart", clone / "examples" / "quickstart")
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def run_local(clone: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+        env = subprocess_env(tmp_path / f"prefect-{clone.name}", prefect_api_url)
+        env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": "", "HOME": str(home),
+                    "EVALTASKS_LOCAL_OUT": str(clone / "kept")})
+        env.pop("GITHUB_OUTPUT", None)
+        proc = subprocess.run(["bash", str(ACTION / "run-local.sh"), "--runner-temp", str(clone / "temp"),
+                               "--outputs-json", str(clone / "out.json"), "--with",
+                               "suite=examples/quickstart/suite.yaml", *args],
+                              cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+        assert (clone / "out.json").exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc, json.loads((clone / "out.json").read_text())
+
+    push, pushed = run_local(clones[0], "--event", "push")
+    store = clones[0] / ".evaltasks" / "action-cache"
+    assert push.returncode == 0 and pushed["steps"]["run"]["outputs"]["baseline-saved"] == "true", push.stdout[-3000:]
+    assert f"── emulated Actions cache (baselines included): {store}" in push.stdout
+    assert any("evaltasks-baseline-" in p.name for p in store.iterdir())
+    _, pr = run_local(clones[1], "--event", "pull_request")
+    assert "No baseline" in pr["summary"] and pr["outputs"]["verdict"] == "no baseline"
+    assert not list(home.rglob("*"))  # nothing in a folder every checkout shares
 
 
 def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_nothing(tmp_path: Path, workspace: Path,
@@ -687,9 +799,11 @@ def _post_untrusted(tmp_path: Path, server: GitHubServer, body_file: Path) -> su
     return proc
 
 
-def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_characters(tmp_path: Path) -> None:
-    """HTML in case ids and outputs: escaping makes the body longer, so it is measured after sanitising (a body
-    over 65,536 characters gets 422), and every "<" shows as "<", not as a literal "&lt;"."""
+def test_a_forks_comment_is_sized_as_sanitised_and_shows_the_characters(tmp_path: Path) -> None:
+    """HTML in case ids and outputs: escaping makes the body longer (a body over 65,536 characters gets 422), so
+    the fork's run sizes comment.md as the trusted workflow will post it, escaped: it arrives whole, with the
+    report's own note on the rows left out, and the trusted workflow never cuts it; every "<" shows as "<", not as
+    a literal "&lt;"."""
     def cases(score: float) -> list[TestCaseResult]:
         metrics = [MetricResult.scored("ReferenceMatchMetric", score, 0.5, "cosine <b>low</b>", {})]
         return [TestCaseResult.from_metrics(f"<b>{i}</b>", "<b>q</b> " * 40, "<img src=x onerror=alert(1)> " * 10,
@@ -709,7 +823,9 @@ def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_ch
     report = _import("report")
     assert report.utf16_units(body) <= 65536 and report.utf16_units(body) > 60000
     assert body.startswith(MARKER + "\n")
-    assert "Truncated: this comment was cut to GitHub's limit of 65,536 characters" in body
+    assert "Truncated: this comment was cut" not in body  # sized right in the fork's run: nothing cut afterwards
+    assert re.search(r"Truncated: \d+ row\(s\) left out to stay under the size limit\. The full report is in",
+                     _meant(body))
     assert body.rstrip().endswith(f"[Workflow run]({RUN_LINK}) · full reports in the workflow artifact")
     html = _github_html(body.split("\n", 1)[1])
     seen = _seen(html)
@@ -718,6 +834,44 @@ def test_a_forks_comment_is_sanitised_then_cut_to_githubs_limit_and_shows_the_ch
     # the changed cases, as written
     assert "🔻 newly failing: <b>1</b> · ReferenceMatchMetric 0.9000 (passed) → 0.2000 (failed), Δ -0.7000" in seen
     assert "output after: <img src=x onerror=alert(1)>" in seen and "question: <b>q</b>" in seen
+
+
+def test_a_cut_inside_a_collapsed_section_closes_it_so_the_note_and_the_run_link_show(tmp_path: Path) -> None:
+    """A comment.md cut to the limit inside ``<details>`` (its list longer than what fits): the section is closed
+    after the last whole line, so the truncation note and the run link are outside it, visible."""
+    items = "\n".join(f"- **c{i}** · ReferenceMatchMetric · score 0.1000: Max cosine similarity 0.1000." for i in range(2000))
+    body = (f"{MARKER}\n# evaltasks: quickstart\n\n❌ **FAILED**: pass rate 0.00%, gate 50.00%\n\n"
+            f"<details><summary>Worst cases (2000 lowest-scoring)</summary>\n\n{items}\n\n</details>\n\n"
+            f"---\n[Workflow run]({RUN_LINK}) · full reports in the workflow artifact\n")
+    (tmp_path / "comment.md").write_text(body, encoding="utf-8")
+    with GitHubServer() as server:
+        _post_untrusted(tmp_path, server, tmp_path / "comment.md")
+        posted = server.all_comments()[0]["body"]
+    report = _import("report")
+    assert report.utf16_units(posted) <= 65536 and "Truncated: this comment was cut" in posted
+    html = _github_html(posted.split("\n", 1)[1])
+    closed = html.index("</details>")
+    assert html.count("<details>") == html.count("</details>") == 1
+    assert html.index("Truncated: this comment was cut") > closed and html.index(f'href="{RUN_LINK}"') > closed
+
+
+def test_switching_back_to_github_token_posts_a_new_comment_instead_of_updating_an_older_one(tmp_path: Path) -> None:
+    """github.token's comment, then an App token's newer one (github.token may not edit it): back on github.token,
+    the newest comment cannot be updated, so a new one is posted with a notice; the older github-actions[bot]
+    comment is not updated in its place (the newer App comment below it would show stale results)."""
+    out = tmp_path / "results"
+    _write_results(out, [_case(i, 0.9) for i in range(4)])
+    with GitHubServer() as server:
+        older = server.add_comment(7, MARKER + "\nfirst results", login="github-actions[bot]", user_type="Bot")
+        newer = server.add_comment(7, MARKER + "\napp results", login="evaltasks-app[bot]", user_type="Bot")
+        env = _report_env(tmp_path, out, _pr_event(tmp_path), server)  # test-token: github-actions[bot]
+        _, comment = _report_and_comment(env)
+        comments = server.all_comments()
+    assert older["body"] == MARKER + "\nfirst results" and newer["body"] == MARKER + "\napp results"
+    assert len(comments) == 3 and comments[-1]["user"]["login"] == "github-actions[bot]"
+    assert "100.00%" in comments[-1]["body"] and _outputs(env)["comment-id"] == str(comments[-1]["id"])
+    assert "::notice title=evaltasks%3A new comment::" in comment.stdout
+    assert f"comment {newer['id']} by evaltasks-app[bot] (HTTP 403)" in comment.stdout
 
 
 HOSTILE = [

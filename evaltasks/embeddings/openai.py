@@ -39,10 +39,11 @@ from typing import Any
 import numpy as np
 
 from evaltasks._env import env_value
+from evaltasks._redact import register as register_secret
 from evaltasks.embeddings import _tokens
 from evaltasks.embeddings._rate_limit import shared_limiter
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
-from evaltasks.errors import ConfigError, CredentialsError, ProviderError, quote
+from evaltasks.errors import ConfigError, CredentialsError, EvalTasksError, ProviderError, quote
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -158,6 +159,7 @@ class OpenAIEmbeddingProvider:
                 f"the openai embedding provider needs an API key: set the {variable} environment variable, "
                 "or use embedding_provider: local (sentence-transformers, offline)"
             )
+        register_secret(key)  # never in a reason, a log line or a report, in this process (README, "Secrets in reports")
         self._key_variable = variable
         common: dict[str, Any] = {"api_key": key, "timeout": timeout, "max_retries": max_retries}
         # Every value is resolved here and passed explicitly: given None, the client reads the variable
@@ -232,7 +234,11 @@ class OpenAIEmbeddingProvider:
         for start, stop in self._requests(bounds):
             if self._limiter is not None:
                 self._limiter.acquire(int(bounds[start:stop].sum()))
-            block, tokens = self._request(prepared[start:stop])
+            try:
+                block, tokens = self._request(prepared[start:stop])
+            except EvalTasksError as exc:  # without the SDK's error behind it (see _request)
+                exc.__cause__ = exc.__context__ = None
+                raise
             vectors.append(block)
             share = bounds[start:stop] / bounds[start:stop].sum()
             costs[start:stop] = share * tokens * self.price_per_million_tokens / 1e6
@@ -263,6 +269,8 @@ class OpenAIEmbeddingProvider:
         if self.dimensions:
             kwargs["dimensions"] = self.dimensions
         attempt = 0
+        # Each error below is raised without its cause: the SDK's exception holds the request (its key) and the
+        # body (which may echo it), and does not survive the pickling that brings an error from a worker process.
         while True:
             try:
                 response = self._client.embeddings.create(model=self.model_name, input=chunk, **kwargs)
@@ -271,29 +279,29 @@ class OpenAIEmbeddingProvider:
                 raise CredentialsError(
                     f"the embeddings API at {self.endpoint} rejected the key ({self._key_variable}): "
                     f"HTTP {exc.status_code}"
-                ) from exc
+                ) from None
             except openai.NotFoundError as exc:
                 raise ConfigError(
                     f"embedding model '{self.model_name}' was not found at {self.endpoint} (HTTP 404)"
-                ) from exc
+                ) from None
             except (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError,
                     openai.InternalServerError) as exc:
                 raise ProviderError(
                     f"embeddings request to {self.endpoint} still failing after the client's retries: "
                     f"{type(exc).__name__}: {exc}", transient=True,
-                ) from exc
+                ) from None
             except openai.APIStatusError as exc:  # 408/409 are retried by the client: still transient after that
                 raise ProviderError(
                     f"embeddings request rejected: HTTP {exc.status_code}: {exc.message}",
                     transient=exc.status_code in (408, 409),
-                ) from exc
+                ) from None
             except (_ContentError, openai.APIResponseValidationError, ValueError, TypeError, AttributeError,
                     KeyError) as exc:  # a body the client could not even shape: also an unusable response
                 if attempt >= self.content_retries:
                     raise ProviderError(
                         f"unusable embeddings response from {self.endpoint} after {attempt + 1} attempts: {exc}",
                         transient=True,
-                    ) from exc
+                    ) from None
                 time.sleep(random.uniform(0, min(8.0, 0.5 * 2**attempt)))
                 attempt += 1
 

@@ -296,7 +296,8 @@ def score_metric_batch(
     """
     namespace = metric.embedding_namespace if failed_namespaces else None
     if namespace and namespace in failed_namespaces:
-        return [MetricResult.errored(metric.name, metric.threshold, failed_namespaces[namespace]) for _ in cases]
+        # one (immutable) result for every case: built once, so its message is redacted once, not per case
+        return [MetricResult.errored(metric.name, metric.threshold, failed_namespaces[namespace])] * len(cases)
     try:
         results = metric.score_batch(cases, vectors)
     except CredentialsError as exc:
@@ -307,7 +308,7 @@ def score_metric_batch(
     except ProviderError as exc:
         if raise_provider_errors:
             raise
-        return [MetricResult.errored(metric.name, metric.threshold, str(exc)) for _ in cases]
+        return [MetricResult.errored(metric.name, metric.threshold, str(exc))] * len(cases)  # one, as above
     except (Exception, SystemExit):  # noqa: BLE001 - the metric's bug: find the cases that raise (sys.exit() included)
         if len(cases) == 1:
             return [_score_one(metric, cases[0], vectors, raise_provider_errors)]

@@ -58,6 +58,7 @@ import numpy as np
 from filelock import FileLock
 
 from evaltasks._env import env_value
+from evaltasks._redact import redact
 from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 from evaltasks.index import _segments
@@ -101,6 +102,7 @@ def recorded_warnings() -> list[str]:
 def report_warning(message: str) -> None:
     """Record ``message`` (inside :func:`recording_warnings`: it goes into the run's reports) or emit it as an
     :class:`IndexWarning`: corruption found, a rebuild, a search short of its target recall."""
+    message = redact(message)  # e.g. a provider's error quoted in a warning (README, "Secrets in reports")
     recorded = _recorded.get()
     if recorded is None:
         warnings.warn(message, IndexWarning, stacklevel=4)

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evaltasks._env import env_value
+from evaltasks._redact import register as register_secret
 from evaltasks.embeddings import _tokens
 from evaltasks.embeddings._rate_limit import shared_limiter
 from evaltasks.errors import ConfigError, CredentialsError, bounded, quote
@@ -208,6 +209,7 @@ class OpenAIJudge:
                 "judge option api_key in Python; a suite file may not hold one); a local OpenAI-compatible server "
                 "accepts any non-empty key"
             )
+        register_secret(key)  # never in a reason, a log line or a report, in this process (README, "Secrets in reports")
         self._key_variable = variable
         common: dict[str, Any] = {"api_key": key, "timeout": float(timeout), "max_retries": self.max_retries}
         if azure_endpoint:
