@@ -47,6 +47,7 @@ from _common import DIMS, Step, busy_seconds, synthetic_vectors, write_section  
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024**2
+REPEATS = 15  # interleaved repetitions of each lookup (index, numpy): the machine may be shared
 
 
 class SyntheticProvider:
@@ -152,7 +153,7 @@ def phase_open(work: Path, n: int, lookups: int) -> dict:
         got = index_lookup()
     assert np.array_equal(got, vectors[picks]), "the index returned other vectors"
     timings: dict[str, list[float]] = {"index": [], "numpy": []}
-    for _ in range(7):  # interleaved repetitions
+    for _ in range(REPEATS):  # interleaved repetitions
         for name, fn in (("numpy", numpy_lookup), ("index", index_lookup)):
             t0 = time.perf_counter()
             fn()
@@ -208,7 +209,7 @@ def phase_segments(work: Path, n: int, lookups: int) -> dict:
             return snapshot.gather(snapshot.find(wanted))
 
         timings: dict[str, list[float]] = {"index": [], "numpy": []}
-        for _ in range(7):  # interleaved repetitions
+        for _ in range(REPEATS):  # interleaved repetitions
             for name, fn in (("numpy", numpy_lookup), ("index", index_lookup)):
                 t0 = time.perf_counter()
                 fn()
@@ -384,9 +385,9 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         f"| first lookup of {o['lookups']:,} stored texts after the open (find + gather, pages from the page "
         f"cache) | {o['first_lookup']['seconds']:.4f} | | {mib(o['first_lookup']['peak_delta'])} | "
         f"{mib(o['first_lookup']['anon_peak_delta'])} | |",
-        f"| **lookup of {o['lookups']:,} stored texts** (find + gather from the mapped files; median of 7) | "
+        f"| **lookup of {o['lookups']:,} stored texts** (find + gather from the mapped files; median of {REPEATS}) | "
         f"{li:.4f} | ≤ 1.2 × numpy | | | {li / ln:.2f} × numpy |",
-        f"| numpy: `searchsorted` + gather of the same rows from in-memory arrays (median of 7) | {ln:.4f} | | | | |",
+        f"| numpy: `searchsorted` + gather of the same rows from in-memory arrays (median of {REPEATS}) | {ln:.4f} | | | | |",
         f"| checks, alone: sha256 of the ids file (once per process, on the first search) | {o['ids_hash_s']:.4f} "
         f"| | | | {n * 8 / MIB:,.1f} MiB |",
         f"| checks, alone: CRC-32 of {o['crc_rows']:,} rows (each row once per process, on its first read) | "
@@ -411,7 +412,7 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         "",
         f"### Lookups as segments accumulate: {o['lookups']:,} stored texts of {n:,}", "",
         "The same vectors written in parts (each `get_or_embed` call writes one segment; 32 is the auto-compaction "
-        "limit), the same lookup (find + gather, median of 7 interleaved with numpy's). 1 segment: the one-shot "
+        f"limit), the same lookup (find + gather, median of {REPEATS} interleaved with numpy's). 1 segment: the one-shot "
         "build above. The first lookup after the open builds the merged search table, hashes the ids files and "
         "checks the rows' checksums (once per process).", "",
         "| Namespace | Segments | Open (s) | First lookup (s) | Lookup (s) | numpy (s) | × numpy (target ≤ 1.2) |",

@@ -294,7 +294,8 @@ class _Namespace:
         else:
             merged = []
         # a segment with damaged rows is rewritten without them (only its rows: the others stay as they are)
-        merged = sorted({*merged, *(i for i, s in enumerate(segments) if s.state is not None and s.state.bad.any())})
+        damaged = (i for i, s in enumerate(segments) if s.state is not None and s.state.generation > 0)
+        merged = sorted({*merged, *damaged})
         number = _segments.next_number(self.dir, committed or {})
         entries = [s.entry for i, s in enumerate(segments) if i not in merged and s.entry]
         if fresh_order is not None and len(segments) - 1 not in merged:  # the new segment on its own

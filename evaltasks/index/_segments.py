@@ -141,6 +141,16 @@ class Segment:
     checks: np.ndarray | None = None
     state: RowState | None = None
     directory: Path | None = None
+    headers: dict[str, bytes] = field(default_factory=dict)
+
+    def file_sha256(self, kind: str) -> str:
+        """The sha256 of the ``kind`` (``ids``/``vectors``) file as mapped: its ``.npy`` header, read when it was
+        opened, then the mapped data (never the path: a compaction may have deleted the file since)."""
+        digest = hashlib.sha256(self.headers[kind])
+        data = (self.ids if kind == "ids" else self.vectors).view(np.ndarray).reshape(-1).view(np.uint8)
+        for start in range(0, len(data), 1 << 24):
+            digest.update(data[start : start + (1 << 24)])
+        return digest.hexdigest()
 
     def check_ids(self) -> None:
         """Hash the ids file once per process; when it differs from the manifest's sha256, find the damaged rows
@@ -151,9 +161,8 @@ class Segment:
         with state.lock:
             if state.ids_checked:
                 return
-            assert self.directory is not None
             name = self.entry["ids"]
-            if file_sha256(self.directory / name) != (self.entry.get("sha256") or {}).get("ids"):
+            if self.file_sha256("ids") != (self.entry.get("sha256") or {}).get("ids"):
                 if self.checks is None:
                     state.mark_bad(np.arange(len(self.ids)), f"the sha256 of {name} differs")
                 else:
@@ -170,11 +179,10 @@ class Segment:
         data = self.vectors.view(np.ndarray)[local]
         if self.state is None:
             return data, np.zeros(len(local), dtype=bool)
-        directory, entry = self.directory, self.entry
+        entry = self.entry
 
         def whole() -> str | None:
-            assert directory is not None
-            same = file_sha256(directory / entry["vectors"]) == (entry.get("sha256") or {}).get("vectors")
+            same = self.file_sha256("vectors") == (entry.get("sha256") or {}).get("vectors")
             return None if same else f"the sha256 of {entry['vectors']} differs"
 
         return data, check_rows(self.state, local, data, self.ids, self.checks, whole, entry["vectors"])
@@ -397,6 +405,12 @@ def _open_npy(path: Path, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     return array
 
 
+def _header(path: Path, array: np.ndarray) -> bytes:
+    """The ``.npy`` header bytes of ``path`` (what precedes ``array``'s data in it)."""
+    with open(path, "rb") as handle:
+        return handle.read(path.stat().st_size - array.nbytes)
+
+
 def open_segments(directory: Path, meta: dict, tolerant: bool = False) -> Snapshot:
     """Map the segments ``meta`` (format 2) lists, checking the cheap things (see the module docstring).
 
@@ -421,13 +435,15 @@ def open_segments(directory: Path, meta: dict, tolerant: bool = False) -> Snapsh
             vectors = _open_npy(directory / entry["vectors"], "<f4", (count, dims))
             checks = _open_npy(directory / entry["crc32"], CHECKS_DTYPE, (count,)) if entry.get("crc32") else None
             state = state_for([directory / name for name in entry_files(entry)], count)
+            headers = {kind: _header(directory / entry[kind], array) for kind, array in (("ids", ids),
+                                                                                        ("vectors", vectors))}
         except (OSError, ValueError) as exc:
             if not tolerant:
                 raise
             missing = isinstance(exc, FileNotFoundError)
             broken.append((entry, f"{Path(str(exc.filename)).name} is missing" if missing else str(exc)))
             continue
-        segments.append(Segment(entry, ids, vectors, checks, state, directory))
+        segments.append(Segment(entry, ids, vectors, checks, state, directory, headers))
     if total != meta.get("count"):
         raise ValueError(f"count disagrees with {META_FILE}")
     return Snapshot(meta, segments, broken=broken)
