@@ -387,7 +387,8 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         f"{mib(o['first_lookup']['anon_peak_delta'])} | |",
         f"| **lookup of {o['lookups']:,} stored texts** (find + gather from the mapped files; median of {REPEATS}) | "
         f"{li:.4f} | ≤ 1.2 × numpy | | | {li / ln:.2f} × numpy |",
-        f"| numpy: `searchsorted` + gather of the same rows from in-memory arrays (median of {REPEATS}) | {ln:.4f} | | | | |",
+        f"| numpy: `searchsorted` + gather of the same rows from in-memory arrays (median of {REPEATS}) | "
+        f"{ln:.4f} | | | | |",
         f"| checks, alone: sha256 of the ids file (once per process, on the first search) | {o['ids_hash_s']:.4f} "
         f"| | | | {n * 8 / MIB:,.1f} MiB |",
         f"| checks, alone: CRC-32 of {o['crc_rows']:,} rows (each row once per process, on its first read) | "
@@ -412,15 +413,16 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         "",
         f"### Lookups as segments accumulate: {o['lookups']:,} stored texts of {n:,}", "",
         "The same vectors written in parts (each `get_or_embed` call writes one segment; 32 is the auto-compaction "
-        f"limit), the same lookup (find + gather, median of {REPEATS} interleaved with numpy's). 1 segment: the one-shot "
-        "build above. The first lookup after the open builds the merged search table, hashes the ids files and "
-        "checks the rows' checksums (once per process).", "",
+        f"limit), the same lookup (find + gather, median of {REPEATS} interleaved with numpy's). 1 segment: the "
+        "one-shot build above. The first lookup after the open builds the merged search table, hashes the ids files "
+        "and checks the rows' checksums (once per process).", "",
         "| Namespace | Segments | Open (s) | First lookup (s) | Lookup (s) | numpy (s) | × numpy (target ≤ 1.2) |",
         "|---|---:|---:|---:|---:|---:|---:|",
         f"| one-shot build | 1 | {o['open_s'][0]:.4f} | {o['first_lookup']['seconds']:.4f} | {li:.4f} | {ln:.4f} | "
         f"**{li / ln:.2f}** |",
         *(f"| {label} | {v['segments']} | {v['open_s']:.4f} | {v['first_s']:.4f} | {_median(v['lookup_index_s']):.4f} "
-          f"| {_median(v['lookup_numpy_s']):.4f} | **{_median(v['lookup_index_s']) / _median(v['lookup_numpy_s']):.2f}** |"
+          f"| {_median(v['lookup_numpy_s']):.4f} | "
+          f"**{_median(v['lookup_index_s']) / _median(v['lookup_numpy_s']):.2f}** |"
           for label, v in sg.items() if isinstance(v, dict)),
         "",
         f"### Exact flat search: top 10 of {f['queries']} queries over {n:,} vectors", "",
