@@ -11,9 +11,15 @@ Data: synthetic unit vectors (384 dimensions, seeded), text i = ``"text {i}"``, 
 
 Phases (targets from the reference index's design, at 10^6 × 384):
   build     the index written cold in one call (one segment); the same vectors with np.save, for scale
-  open      a warm open (manifest + memory maps; target ≤ 0.2 s) vs np.load of the vectors; looking up 10,000
+  open      the first open in a fresh process and warm opens (manifest + memory maps; target ≤ 0.2 s) vs
+            np.load of the vectors; the cost of checking stored bytes (the ids file's sha256 on a process's first
+            search, each row's CRC-32 on its first read: measured alone); looking up 10,000
             stored texts (find + gather from the mapped files; target ≤ 1.2 × the same searchsorted + gather
             on in-memory numpy arrays), and through get_or_embed (text hashing included)
+  segments  the same lookup on namespaces of 7 and 32 segments (the data written in 7 or 32 equal parts, and one
+            large segment plus 31 single-text adds; 32 is the auto-compaction limit): target ≤ 1.2 × numpy at
+            every segment count; the first lookup after the open pays the merged search table, the ids hash and
+            the rows' checksums (once per process)
   add       adding 1 new text, then 10,000 (target ≤ 0.2 s; peak RSS ≤ 1.2 × the added bytes + a constant)
   compact   merging the segments into one; `check()` (every byte hashed, what `evaltasks index verify` does)
   flat      exact top-10 of 100 queries over the 10^6 vectors: FAISS as evaltasks loads it (numpy's kernels),
@@ -41,6 +47,7 @@ from _common import DIMS, Step, busy_seconds, synthetic_vectors, write_section  
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024**2
+REPEATS = 15  # interleaved repetitions of each lookup (index, numpy): the machine may be shared
 
 
 class SyntheticProvider:
@@ -131,11 +138,22 @@ def phase_open(work: Path, n: int, lookups: int) -> dict:
     def index_lookup():
         return snapshot.gather(snapshot.find(wanted))
 
+    from evaltasks.index import _rows, _segments
+
+    segment = snapshot.segments[0]
+    t0 = time.perf_counter()
+    _segments.file_sha256(work / "index" / ns.dir.name / segment.entry["ids"])
+    ids_hash_s = time.perf_counter() - t0
+    sample = np.sort(rng.choice(n, size=min(lookups, n), replace=False))
+    data = np.asarray(segment.vectors[sample])
+    t0 = time.perf_counter()
+    _rows.row_checksums(segment.ids[sample], data)
+    crc_s = time.perf_counter() - t0
     with Step(sample_anon=True) as first:  # the first lookup after the open: pages come from the page cache
         got = index_lookup()
     assert np.array_equal(got, vectors[picks]), "the index returned other vectors"
     timings: dict[str, list[float]] = {"index": [], "numpy": []}
-    for _ in range(7):  # interleaved repetitions
+    for _ in range(REPEATS):  # interleaved repetitions
         for name, fn in (("numpy", numpy_lookup), ("index", index_lookup)):
             t0 = time.perf_counter()
             fn()
@@ -150,8 +168,59 @@ def phase_open(work: Path, n: int, lookups: int) -> dict:
     hash_s = time.perf_counter() - t0
     assert np.array_equal(hashed, wanted)
     return {"open_s": opens, "np_load": np_load.as_dict(), "first_lookup": first.as_dict(),
+            "ids_hash_s": ids_hash_s, "crc_s": crc_s, "crc_rows": len(sample),
             "lookup_index_s": timings["index"], "lookup_numpy_s": timings["numpy"],
             "get_or_embed": whole.as_dict(), "hash_s": hash_s, "lookups": len(texts)}
+
+
+def phase_segments(work: Path, n: int, lookups: int) -> dict:
+    """Lookups of the same stored texts on namespaces of several segments, side by side with numpy."""
+    import numpy as np
+
+    from evaltasks.index import ReferenceIndex, text_id
+
+    texts = _texts(n)
+    vectors = np.load(work / "vectors.npy")
+    ids_sorted, rows_sorted = np.load(work / "ids_sorted.npy"), np.load(work / "rows_sorted.npy")
+    rng = np.random.default_rng(5)
+    picks = rng.choice(n, size=min(lookups, n), replace=False)
+    wanted = np.fromiter((text_id(f"text {i}") for i in picks), dtype=np.int64, count=len(picks))
+    out = {}
+    for label, parts, singles in (("7 equal", 7, 0), ("32 equal", 32, 0), ("1 + 31 single adds", 1, 31)):
+        root = work / f"index-{parts}-{singles}"
+        bounds = np.linspace(0, n, parts + 1).astype(int)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            ReferenceIndex(root).get_or_embed(SyntheticProvider(vectors[a:b]), texts[a:b])
+        for i in range(singles):
+            ReferenceIndex(root).get_or_embed(SyntheticProvider(), [f"single {i}"])
+        ns = _namespace(root)
+        t0 = time.perf_counter()
+        snapshot = ns.open()
+        open_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got = snapshot.gather(snapshot.find(wanted))
+        first_s = time.perf_counter() - t0
+        assert np.array_equal(got, vectors[picks]), "the index returned other vectors"
+
+        def numpy_lookup():
+            return vectors[rows_sorted[np.searchsorted(ids_sorted, wanted)]]
+
+        def index_lookup():
+            return snapshot.gather(snapshot.find(wanted))
+
+        timings: dict[str, list[float]] = {"index": [], "numpy": []}
+        for _ in range(REPEATS):  # interleaved repetitions
+            for name, fn in (("numpy", numpy_lookup), ("index", index_lookup)):
+                t0 = time.perf_counter()
+                fn()
+                timings[name].append(time.perf_counter() - t0)
+        out[label] = {"segments": len(snapshot.segments), "open_s": open_s, "first_s": first_s,
+                      "lookup_index_s": timings["index"], "lookup_numpy_s": timings["numpy"]}
+        del snapshot
+        import shutil
+
+        shutil.rmtree(root)
+    return out
 
 
 def phase_add(work: Path, n: int, many: int) -> dict:
@@ -244,7 +313,8 @@ def phase_flat_fallback(work: Path, n: int, queries: int) -> dict:
     return {"faiss_core": _blas.faiss_core(), "seconds": seconds, "same_rows": same}
 
 
-PHASES = {"build": phase_build, "open": phase_open, "add": phase_add, "compact": phase_compact,
+PHASES = {"build": phase_build, "open": phase_open, "segments": phase_segments, "add": phase_add,
+          "compact": phase_compact,
           "flat": phase_flat, "flat-fallback": phase_flat_fallback}
 
 
@@ -282,8 +352,9 @@ def _median(values: list[float]) -> float:
 def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
     n = args.n
     b, o, a, c, f, fb = r["build"], r["open"], r["add"], r["compact"], r["flat"], r["flat-fallback"]
+    sg = r["segments"]
     mib = lambda v: f"{v / MIB:,.1f}"  # noqa: E731
-    open_s, load_s = _median(o["open_s"]), o["np_load"]["seconds"]
+    open_s, load_s = _median(o["open_s"][1:]), o["np_load"]["seconds"]
     li, ln = _median(o["lookup_index_s"]), _median(o["lookup_numpy_s"])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip()
@@ -307,15 +378,21 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         f"{b['index_bytes'] / MIB:,.0f} MiB on disk; vectors {b['vectors_bytes'] / MIB:,.0f} MiB |",
         f"| numpy: `np.save` + fsync of the same vectors | {b['np_save']['seconds']:.2f} | | "
         f"{mib(b['np_save']['peak_delta'])} | {mib(b['np_save']['anon_peak_delta'])} | |",
-        f"| **warm open** (manifest, map the segment; median of 5) | {open_s:.4f} | ≤ 0.2 | | | |",
+        f"| **first open in a fresh process** (manifest, map the segment) | {o['open_s'][0]:.4f} | ≤ 0.2 | | | |",
+        f"| **warm open** (manifest, map the segment; median of 4 more) | {open_s:.4f} | ≤ 0.2 | | | |",
         f"| numpy: `np.load` of the vectors | {load_s:.2f} | | {mib(o['np_load']['peak_delta'])} | "
         f"{mib(o['np_load']['anon_peak_delta'])} | {load_s / open_s:,.0f} × the open |",
         f"| first lookup of {o['lookups']:,} stored texts after the open (find + gather, pages from the page "
         f"cache) | {o['first_lookup']['seconds']:.4f} | | {mib(o['first_lookup']['peak_delta'])} | "
         f"{mib(o['first_lookup']['anon_peak_delta'])} | |",
-        f"| **lookup of {o['lookups']:,} stored texts** (find + gather from the mapped files; median of 7) | "
+        f"| **lookup of {o['lookups']:,} stored texts** (find + gather from the mapped files; median of {REPEATS}) | "
         f"{li:.4f} | ≤ 1.2 × numpy | | | {li / ln:.2f} × numpy |",
-        f"| numpy: `searchsorted` + gather of the same rows from in-memory arrays (median of 7) | {ln:.4f} | | | | |",
+        f"| numpy: `searchsorted` + gather of the same rows from in-memory arrays (median of {REPEATS}) | "
+        f"{ln:.4f} | | | | |",
+        f"| checks, alone: sha256 of the ids file (once per process, on the first search) | {o['ids_hash_s']:.4f} "
+        f"| | | | {n * 8 / MIB:,.1f} MiB |",
+        f"| checks, alone: CRC-32 of {o['crc_rows']:,} rows (each row once per process, on its first read) | "
+        f"{o['crc_s']:.4f} | | | | {o['crc_s'] / o['crc_rows'] * 1e6:.2f} µs a row; in the first lookup above |",
         f"| `get_or_embed` of the {o['lookups']:,} stored texts (hashing {o['hash_s']:.3f} s included) | "
         f"{o['get_or_embed']['seconds']:.3f} | | {mib(o['get_or_embed']['peak_delta'])} | "
         f"{mib(o['get_or_embed']['anon_peak_delta'])} | nothing embedded |",
@@ -333,6 +410,20 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         f"| RSS includes the mapped file pages read |",
         f"| `check()` / `evaltasks index verify` (sha256 of every byte) | {c['check']['seconds']:.2f} | | "
         f"{mib(c['check']['peak_delta'])} | {mib(c['check']['anon_peak_delta'])} | |",
+        "",
+        f"### Lookups as segments accumulate: {o['lookups']:,} stored texts of {n:,}", "",
+        "The same vectors written in parts (each `get_or_embed` call writes one segment; 32 is the auto-compaction "
+        f"limit), the same lookup (find + gather, median of {REPEATS} interleaved with numpy's). 1 segment: the "
+        "one-shot build above. The first lookup after the open builds the merged search table, hashes the ids files "
+        "and checks the rows' checksums (once per process).", "",
+        "| Namespace | Segments | Open (s) | First lookup (s) | Lookup (s) | numpy (s) | × numpy (target ≤ 1.2) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| one-shot build | 1 | {o['open_s'][0]:.4f} | {o['first_lookup']['seconds']:.4f} | {li:.4f} | {ln:.4f} | "
+        f"**{li / ln:.2f}** |",
+        *(f"| {label} | {v['segments']} | {v['open_s']:.4f} | {v['first_s']:.4f} | {_median(v['lookup_index_s']):.4f} "
+          f"| {_median(v['lookup_numpy_s']):.4f} | "
+          f"**{_median(v['lookup_index_s']) / _median(v['lookup_numpy_s']):.2f}** |"
+          for label, v in sg.items() if isinstance(v, dict)),
         "",
         f"### Exact flat search: top 10 of {f['queries']} queries over {n:,} vectors", "",
         "| Method | OpenBLAS core | Time (s) | Queries/s | Same top 10 as FAISS |",
@@ -366,7 +457,7 @@ def main() -> None:
     if args.quick and not args.phase:
         args.n, args.lookups, args.many, args.queries = 5_000, 200, 200, 10
     if args.phase:
-        extra = {"open": (args.lookups,), "add": (args.many,), "flat": (args.queries,),
+        extra = {"open": (args.lookups,), "segments": (args.lookups,), "add": (args.many,), "flat": (args.queries,),
                  "flat-fallback": (args.queries,)}.get(args.phase, ())
         print(json.dumps(PHASES[args.phase](args.work, args.n, *extra)))
         return
@@ -375,7 +466,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="index-scale-") as tmp:
         work = Path(tmp)
         env = {k: "" for k in ("EVALTASKS_INDEX_MAX_SEGMENTS",)}
-        for name in ("build", "open", "add", "compact", "flat"):
+        for name in ("build", "open", "segments", "add", "compact", "flat"):
             results[name] = _run_phase(name, args, work, env)
         results["flat-fallback"] = _run_phase("flat-fallback", args, work, {"OPENBLAS_CORETYPE": "Prescott"})
     seconds = time.perf_counter() - t0

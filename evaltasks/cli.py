@@ -589,6 +589,33 @@ def _print_searches(searches: list[dict[str, Any]], directory: Path) -> None:
             print(f"  BROKEN search {entry['key']}: {'; '.join(entry['problems'])}; {fate}")
 
 
+def _index_compact(index: Any) -> int:
+    """``evaltasks index compact``: merge each namespace's segments, dropping damaged rows and segments (each
+    drop a warning line; the next run embeds those texts again); exit 1 naming each namespace that cannot be
+    read at all (its ``meta.json``), as ``index verify`` does, else 0."""
+    from evaltasks.index import recording_warnings
+
+    counts = {e.get("namespace"): e.get("count") for e in index.info()}
+    failed: dict[str, str] = {}
+    with recording_warnings() as notes:
+        done = index.compact(failed=failed)
+    for note in notes:
+        print(f"evaltasks: warning: {note}", file=sys.stderr)
+    for namespace, (before, after) in done.items():
+        count = next((e.get("count") for e in index.info() if e.get("namespace") == namespace), "?")
+        dropped = counts.get(namespace, count) - count if isinstance(count, int) else 0
+        note = f"; {dropped} damaged vectors dropped: the next run embeds them again" if dropped else ""
+        print(f"{namespace}: 1 segment, nothing to compact" if (before, after) == (1, 1) and not dropped else
+              f"{namespace}: format 1 converted to 1 segment ({count} vectors)" if before == 0 else
+              f"{namespace}: {before} segment{'s' if before != 1 else ''} -> {after} ({count} vectors{note})")
+    for path, why in failed.items():
+        print(f"BROKEN ({path}): {why}; not compacted (delete the folder: the next run rebuilds it)")
+    if failed:
+        _error(f"{len(failed)} reference index namespaces could not be compacted")
+        return EXIT_GATE_FAILED
+    return EXIT_PASSED
+
+
 def _index(args: argparse.Namespace) -> int:
     """``evaltasks index build|info|verify|compact|prune``."""
     from evaltasks.errors import InputError
@@ -606,7 +633,8 @@ def _index(args: argparse.Namespace) -> int:
                 print(f"{entry.get('namespace', entry['path'])}: {entry.get('count', '?')} vectors × "
                       f"{entry.get('dimensions', '?')} dims, {size / 1e6:.1f} MB, updated {entry.get('updated', '?')}")
                 if entry["problems"]:
-                    print(f"  BROKEN ({entry['path']}): {'; '.join(entry['problems'])}; the next run rebuilds it")
+                    print(f"  BROKEN ({entry['path']}): {'; '.join(entry['problems'])}; a run never reads damaged "
+                          "vectors (it embeds them again); `evaltasks index compact` drops them now")
             searches = check_searches(index.root / "sets")  # every byte, as the namespaces: nothing removed
             _print_searches(searches, index.root / "sets")
             return _index_check_status(entries, searches)
@@ -626,12 +654,7 @@ def _index(args: argparse.Namespace) -> int:
             _print_searches(searches, index.root / "sets")
             return _index_check_status(entries, searches)
         if args.index_command == "compact":
-            for namespace, (before, after) in index.compact().items():
-                count = next((e.get("count") for e in index.info() if e.get("namespace") == namespace), "?")
-                print(f"{namespace}: 1 segment, nothing to compact" if (before, after) == (1, 1) else
-                      f"{namespace}: format 1 converted to 1 segment ({count} vectors)" if before == 0 else
-                      f"{namespace}: {before} segments -> {after} ({count} vectors)")
-            return EXIT_PASSED
+            return _index_compact(index)
         from evaltasks.engine.run import index_plan, plan_run
 
         if args.index_command == "build":

@@ -134,7 +134,7 @@ def test_index_survives_sigkill_of_its_writer(tmp_path: Path) -> None:
         mid_write += bool(_stale_temporaries(root))
         namespace = next(root.glob("*/meta.json")).parent
         meta = json.loads((namespace / "meta.json").read_text())
-        listed = {s[kind] for s in meta["segments"] for kind in ("ids", "vectors")}
+        listed = {s[kind] for s in meta["segments"] for kind in ("ids", "vectors", "crc32")}
         between_files += any(p.name not in listed for p in namespace.glob("seg-*"))  # segment written, not committed
         ((ids, vectors, meta),) = _index_state(root).values()
         assert len(ids) == len(set(ids.tolist())) == meta["count"], f"kill {kill}: duplicated or miscounted vectors"
@@ -153,7 +153,7 @@ def test_index_survives_sigkill_of_its_writer(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.split() == ["ready", "done"], done.stderr
     ((ids, _, meta),) = _index_state(root).values()
     assert len(ids) >= max(count_before, 400) and not _stale_temporaries(root)
-    listed = {s[kind] for s in meta["segments"] for kind in ("ids", "vectors")}  # and no uncommitted segment
+    listed = {s[kind] for s in meta["segments"] for kind in ("ids", "vectors", "crc32")}  # and no uncommitted segment
     assert {p.name for p in next(root.glob("*/meta.json")).parent.glob("seg-*")} == listed
     print(f"\n{kills} kills: {mid_write} left a temporary file (killed mid-write), {between_files} between "
           f"a segment and meta.json; {len(ids)} vectors at the end")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -191,7 +192,7 @@ def test_flipped_vector_bytes_are_caught_by_the_checksum(tmp_path, provider, st_
     assert tampered.shape == (len(UNIQUE), 384)  # only the checksum can tell
     with pytest.warns(UserWarning, match="corrupt"):
         lookup = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
-    assert lookup.computed == len(UNIQUE)
+    assert (lookup.computed, lookup.reused) == (1, len(UNIQUE) - 1)  # the damaged vector only, not the namespace
     assert_rows_match_model(lookup.table, UNIQUE, st_model)
 
 
@@ -290,7 +291,8 @@ def test_files_are_npy_and_json_only(tmp_path, provider) -> None:
     ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
     (ns,) = namespace_dirs(tmp_path)
     files = sorted(p.name for p in ns.iterdir())
-    assert [f for f in files if f != ".lock"] == ["meta.json", "seg-000001.ids.npy", "seg-000001.vectors.npy"]
+    assert [f for f in files if f != ".lock"] == ["meta.json", "seg-000001.crc32.npy", "seg-000001.ids.npy",
+                                                  "seg-000001.vectors.npy"]
     assert not [p for p in tmp_path.rglob("*") if p.suffix in {".pkl", ".pickle", ".npz"}]
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.stat().st_size:
@@ -298,6 +300,9 @@ def test_files_are_npy_and_json_only(tmp_path, provider) -> None:
     ids = np.load(ns / "seg-000001.ids.npy", allow_pickle=False)  # plain arrays: no object dtype, no pickle
     vectors = np.load(ns / "seg-000001.vectors.npy", allow_pickle=False)
     assert (ids.dtype, vectors.dtype, vectors.shape) == (np.dtype("<i8"), np.dtype("<f4"), (len(UNIQUE), 384))
+    checks = np.load(ns / "seg-000001.crc32.npy", allow_pickle=False)  # each row's CRC-32 of its id and vector
+    assert checks.dtype == np.dtype("<u4") and checks.tolist() == [
+        zlib.crc32(vectors[i].tobytes(), zlib.crc32(ids[i].tobytes())) for i in range(len(ids))]
     meta = json.loads((ns / "meta.json").read_text(encoding="utf-8"))
     assert meta["provider"] == "local"
     assert meta["model"] == "all-MiniLM-L6-v2"
@@ -306,7 +311,7 @@ def test_files_are_npy_and_json_only(tmp_path, provider) -> None:
     assert meta["count"] == len(UNIQUE)
     (segment,) = meta["segments"]
     assert (meta["format"], segment["count"]) == (2, len(UNIQUE))
-    for kind in ("ids", "vectors"):
+    for kind in ("ids", "vectors", "crc32"):
         assert segment["sha256"][kind] == hashlib.sha256((ns / segment[kind]).read_bytes()).hexdigest()
     assert ReferenceIndex(tmp_path).info()[0]["count"] == len(UNIQUE)
 
@@ -379,7 +384,8 @@ def test_index_info_checks_the_vector_files(tmp_path, provider, minilm_path) -> 
     data[len(data) // 2] ^= 0x40
     path.write_bytes(bytes(data))
     problems = [e["problems"] for e in ReferenceIndex(root).check()]  # in folder order, as namespace_dirs
-    assert problems == [[f"the sha256 of {path.name} differs from the one meta.json records"], []]
+    assert problems == [[f"the sha256 of {path.name} differs from the one meta.json records",
+                         f"{path.name}: 1 of 3 vectors differ from their row checksums"], []]
     flipped = _cli(tmp_path, "index", "info", "--index-dir", str(root))
     assert flipped.returncode == 1 and flipped.stdout.count("BROKEN") == 1
 

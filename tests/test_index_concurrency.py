@@ -79,7 +79,7 @@ def _check(root: Path, repetition: int) -> None:
     vectors = np.concatenate([np.load(namespace / s["vectors"], allow_pickle=False) for s in meta["segments"]])
     assert meta["count"] == len(ids) == len(vectors) == 250, f"repetition {repetition}: lost or duplicated vectors"
     for segment in meta["segments"]:
-        for kind in ("ids", "vectors"):
+        for kind in ("ids", "vectors", "crc32"):
             assert segment["sha256"][kind] == hashlib.sha256((namespace / segment[kind]).read_bytes()).hexdigest()
     assert len(set(ids.tolist())) == 250
     row_of = {int(i): r for r, i in enumerate(ids)}
@@ -87,5 +87,5 @@ def _check(root: Path, repetition: int) -> None:
         text = f"reference {i}"
         assert np.allclose(vectors[row_of[text_id(text)]], _expected(text), atol=1e-6)
     assert not list(namespace.glob(".*.tmp")), "temporary files left behind"
-    listed = {s[kind] for s in meta["segments"] for kind in ("ids", "vectors")}
+    listed = {s[kind] for s in meta["segments"] for kind in ("ids", "vectors", "crc32")}
     assert {p.name for p in namespace.glob("seg-*")} == listed, "segment files no manifest lists"

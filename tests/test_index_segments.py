@@ -86,8 +86,8 @@ def test_adding_texts_writes_a_new_segment_and_rewrites_nothing(tmp_path: Path) 
     before = {name: ((ns / name).stat().st_ino, (ns / name).read_bytes()) for name in _segment_files(root)}
     provider = _add(root, _texts(0, 501))  # 500 stored, 1 new
     assert provider.embedded == 1
-    assert _segment_files(root) == ["seg-000001.ids.npy", "seg-000001.vectors.npy",
-                                    "seg-000002.ids.npy", "seg-000002.vectors.npy"]
+    assert _segment_files(root) == ["seg-000001.crc32.npy", "seg-000001.ids.npy", "seg-000001.vectors.npy",
+                                    "seg-000002.crc32.npy", "seg-000002.ids.npy", "seg-000002.vectors.npy"]
     for name, (inode, data) in before.items():  # the old segment: same file, same bytes
         assert ((ns / name).stat().st_ino, (ns / name).read_bytes()) == (inode, data)
     meta = _meta(root)
@@ -118,7 +118,8 @@ def test_reads_map_the_files_and_lookups_equal_before_and_after_compaction(tmp_p
     proc = _cli("index", "compact", "--index-dir", str(root))
     assert proc.returncode == 0, proc.stderr
     assert f"{HashProvider.namespace}: 5 segments -> 1 (1000 vectors)" in proc.stdout
-    assert _segment_files(root) == ["seg-000006.ids.npy", "seg-000006.vectors.npy"]  # the old files are gone
+    assert _segment_files(root) == ["seg-000006.crc32.npy", "seg-000006.ids.npy",
+                                    "seg-000006.vectors.npy"]  # the old files are gone
     ids = np.load(ns / "seg-000006.ids.npy")
     assert np.array_equal(ids, np.sort(ids)) and len(ids) == 1000
     after = ReferenceIndex(root)._namespace_by_name(HashProvider.namespace).open()
@@ -143,7 +144,7 @@ def test_a_write_past_the_segment_limit_compacts(tmp_path: Path, monkeypatch: py
     assert (ns / "seg-000001.vectors.npy").stat().st_ino == large  # the large segment was not rewritten
     meta = _meta(root)
     assert meta["count"] == 1010 and sum(s["count"] for s in meta["segments"]) == 1010
-    listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors")}
+    listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors", "crc32")}
     assert set(_segment_files(root)) == listed  # the merged segments' files are gone
     provider = HashProvider()
     lookup = ReferenceIndex(root).get_or_embed(provider, _texts(0, 1010))
@@ -151,9 +152,9 @@ def test_a_write_past_the_segment_limit_compacts(tmp_path: Path, monkeypatch: py
     assert np.array_equal(lookup.table.rows(_texts(0, 1010)), np.stack([_hash_vector(t) for t in _texts(0, 1010)]))
 
 
-def test_verify_catches_a_flipped_byte_in_one_segment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Segments over 64 MiB are not hashed when opened (a 10 GB index opens in milliseconds): `index verify`
-    reads every byte and names the damaged file."""
+def test_verify_catches_a_flipped_byte_in_one_segment(tmp_path: Path) -> None:
+    """Opening hashes nothing (a 10 GB index opens in milliseconds) and a search reads only ids: `index verify`
+    reads every byte and names the damaged file (and how many of its rows)."""
     root = tmp_path / "idx"
     for start in (0, 300, 600):
         _add(root, _texts(start, start + 300))
@@ -165,15 +166,14 @@ def test_verify_catches_a_flipped_byte_in_one_segment(tmp_path: Path, monkeypatc
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x40  # inside the float data: the header and size still agree
     path.write_bytes(bytes(data))
-    monkeypatch.setattr(_segments, "VERIFY_ON_OPEN_BYTES", 0)  # as if every segment were large
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert ReferenceIndex(root).missing_texts(HashProvider(), _texts(0, 900)) == []  # open: not hashed
+        assert ReferenceIndex(root).missing_texts(HashProvider(), _texts(0, 900)) == []  # no vector read
     broken = _cli("index", "verify", "--index-dir", str(root))
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "Traceback" not in broken.stdout + broken.stderr
-    assert f"BROKEN ({ns}): the sha256 of seg-000002.vectors.npy differs from the one meta.json records" \
-        in broken.stdout
+    assert f"BROKEN ({ns}): the sha256 of seg-000002.vectors.npy differs from the one meta.json records; " \
+        "seg-000002.vectors.npy: 1 of 300 vectors differ from their row checksums" in broken.stdout
     assert "seg-000001" not in broken.stdout and "seg-000003" not in broken.stdout
     assert "1 of 1 reference index namespaces are broken" in broken.stderr
 
@@ -324,7 +324,7 @@ def test_a_writer_killed_while_it_adds_or_merges_segments_leaves_a_valid_state(t
         writer.wait(timeout=30)
         writer.stdout.close()
         meta = _meta(root)
-        listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors")}
+        listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors", "crc32")}
         ns = _namespace(root)
         leftovers += any(p.name not in listed for p in ns.glob("seg-*")) or bool(list(ns.glob(".*.tmp")))
         with warnings.catch_warnings():
@@ -339,8 +339,209 @@ def test_a_writer_killed_while_it_adds_or_merges_segments_leaves_a_valid_state(t
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     meta = _meta(root)
-    listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors")}
+    listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors", "crc32")}
     ns = _namespace(root)
     assert {p.name for p in ns.glob("seg-*")} == listed and not list(ns.glob(".*.tmp"))
     assert meta["count"] == committed + 40 and ReferenceIndex(root).check()[0]["problems"] == []
     print(f"\n10 kills: {leftovers} left files of an unfinished write; {meta['count']} vectors at the end")
+
+
+# -- damage is never read: row checksums, checked on a process's first read of each row ----------------------
+class WideProvider:
+    """384-dimensional unit vectors: text ``"wide {i}"`` gets row i of a seeded matrix; counts what it embeds."""
+
+    provider, model_name = "test", "wide-384"
+    fingerprint, namespace = "f0", "test/wide-384/f0"
+    _matrix: np.ndarray | None = None
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+
+    @classmethod
+    def matrix(cls, n: int = 50_000) -> np.ndarray:
+        if cls._matrix is None or len(cls._matrix) < n:
+            cls._matrix = normalize_rows(np.random.default_rng(3).standard_normal((n, 384)).astype(np.float32))
+        return cls._matrix
+
+    def embed_batch(self, texts: list[str]) -> EmbeddingBatch:
+        self.embedded += texts
+        return EmbeddingBatch.free(self.matrix()[[int(t.split()[1]) for t in texts]])
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.embed_batch(texts).vectors
+
+
+def _flip(path: Path, offset: int, mask: int) -> None:
+    """XOR one byte of ``path`` in place (the file keeps its size and header)."""
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)[0]
+        handle.seek(offset)
+        handle.write(bytes([byte ^ mask]))
+
+
+def _vector_offset(path: Path, row: int, column: int, dims: int) -> int:
+    """Byte offset of float32 element (row, column) in a ``.npy`` file of ``dims`` columns."""
+    header = path.stat().st_size - np.load(path, mmap_mode="r").nbytes
+    return header + (row * dims + column) * 4
+
+
+def test_a_flipped_bit_in_a_segment_over_64_mib_is_never_read(tmp_path: Path) -> None:
+    """A segment over 64 MiB was never hashed when read: a flipped byte came back from get_or_embed as data,
+    with no warning, run after run. Now the row's checksum catches it (even a flip of the lowest mantissa bit,
+    which keeps the vector's norm 1 to 1e-7), and only that text is embedded again."""
+    n = 50_000  # 50,000 × 384 float32: 77 MB, one segment
+    texts = [f"wide {i}" for i in range(n)]
+    root = tmp_path / "idx"
+    ReferenceIndex(root).get_or_embed(WideProvider(), texts)
+    ns = _namespace(root)
+    (path,) = ns.glob("seg-*.vectors.npy")
+    assert path.stat().st_size > 64 * 1024 * 1024
+    damaged = 31_337  # text "wide 31337": its row in the segment (sorted by id)
+    row = int(np.searchsorted(np.load(ns / "seg-000001.ids.npy"), text_id(f"wide {damaged}")))
+    _flip(path, _vector_offset(path, row, 5, 384), 0x01)  # the lowest mantissa bit of one component
+    stored = np.load(path, mmap_mode="r")[row]
+    assert stored[5] != WideProvider.matrix()[damaged, 5] and abs(np.linalg.norm(stored) - 1) < 1e-6
+
+    provider = WideProvider()
+    probe = texts[damaged - 500 : damaged + 500]
+    with pytest.warns(UserWarning, match=f"reference index {ns} is corrupt .*1 rows differ .*embedded again"):
+        lookup = ReferenceIndex(root).get_or_embed(provider, probe)
+    assert provider.embedded == [f"wide {damaged}"] and lookup.reused == len(probe) - 1
+    assert np.array_equal(lookup.table.rows(probe), WideProvider.matrix()[damaged - 500 : damaged + 500])
+
+    again = WideProvider()  # the write dropped the damaged row and stored the new vector
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lookup = ReferenceIndex(root).get_or_embed(again, texts)
+    assert again.embedded == [] and np.array_equal(lookup.table.rows(texts), WideProvider.matrix()[:n])
+    assert ReferenceIndex(root).check()[0]["problems"] == []
+    assert _meta(root)["count"] == n
+
+
+def test_a_damaged_id_costs_only_its_own_text(tmp_path: Path) -> None:
+    """A flipped byte in a segment's ids file once made the whole namespace count as corrupt: every text was
+    embedded again. The ids file is hashed on a process's first search; the row checksums (which cover each
+    row's id) find the damaged row, and the search leaves it out (a damaged id breaks the sort order)."""
+    root = tmp_path / "idx"
+    _add(root, _texts(0, 400))
+    _add(root, _texts(400, 800))  # two segments
+    ns = _namespace(root)
+    ids_path = ns / "seg-000001.ids.npy"
+    header = ids_path.stat().st_size - 400 * 8
+    order = np.load(ids_path)
+    _flip(ids_path, header + 200 * 8 + 7, 0x40)  # the high byte of the 201st id: the sort order breaks
+    damaged_text = next(t for t in _texts(0, 400) if text_id(t) == order[200])
+    provider = HashProvider()
+    with pytest.warns(UserWarning, match="seg-000001.ids.npy: 1 rows differ from their checksums"):
+        lookup = ReferenceIndex(root).get_or_embed(provider, _texts(0, 800))
+    assert provider.embedded == 1 and lookup.reused == 799
+    assert np.array_equal(lookup.table.rows(_texts(0, 800)), np.stack([_hash_vector(t) for t in _texts(0, 800)]))
+    again = HashProvider()
+    ReferenceIndex(root).get_or_embed(again, [damaged_text, *_texts(0, 800)])
+    assert again.embedded == 0 and ReferenceIndex(root).check()[0]["problems"] == []
+
+
+def test_a_segment_written_before_row_checksums_is_hashed_whole_when_read(tmp_path: Path) -> None:
+    """A segment written by the previous version (no crc32 file) opens as before; it is hashed whole on a
+    process's first read of it, at any size: damage in it costs its own texts, not the namespace's; a
+    compaction rewrites it with row checksums."""
+    root = tmp_path / "idx"
+    _add(root, _texts(0, 300))
+    _add(root, _texts(300, 500))
+    ns = _namespace(root)
+    meta = _meta(root)
+    for entry in meta["segments"]:  # as the previous version wrote them
+        (ns / entry.pop("crc32")).unlink()
+        entry["sha256"].pop("crc32")
+    (ns / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    assert ReferenceIndex(root).check()[0]["problems"] == []
+    path = ns / "seg-000002.vectors.npy"
+    _flip(path, _vector_offset(path, 150, 3, 16), 0x01)
+    provider = HashProvider()
+    with pytest.warns(UserWarning, match="the sha256 of seg-000002.vectors.npy differs"):
+        lookup = ReferenceIndex(root).get_or_embed(provider, _texts(0, 500))
+    assert provider.embedded == 200 and lookup.reused == 300  # the damaged segment's texts only
+    assert np.array_equal(lookup.table.rows(_texts(0, 500)), np.stack([_hash_vector(t) for t in _texts(0, 500)]))
+    assert ReferenceIndex(root).compact() == {HashProvider.namespace: (2, 1)}
+    (entry,) = _meta(root)["segments"]
+    assert entry["crc32"] == "seg-000004.crc32.npy" and ReferenceIndex(root).check()[0]["problems"] == []
+
+
+def test_a_truncated_segment_costs_only_its_own_texts(tmp_path: Path) -> None:
+    """A truncated segment file once made the whole namespace count as corrupt; now that segment is left out
+    (under the writer lock) and the others are kept."""
+    root = tmp_path / "idx"
+    for start in (0, 300, 600):
+        _add(root, _texts(start, start + 300))
+    ns = _namespace(root)
+    path = ns / "seg-000002.vectors.npy"
+    path.write_bytes(path.read_bytes()[:1000])
+    provider = HashProvider()
+    with pytest.warns(UserWarning, match="seg-000002.vectors.npy is 1,000 bytes"):
+        lookup = ReferenceIndex(root).get_or_embed(provider, _texts(0, 900))
+    assert provider.embedded == 300 and lookup.reused == 600
+    assert np.array_equal(lookup.table.rows(_texts(0, 900)), np.stack([_hash_vector(t) for t in _texts(0, 900)]))
+    assert ReferenceIndex(root).check()[0]["problems"] == [] and not path.exists()
+
+
+def test_write_vectors_embeds_a_damaged_vector_again(tmp_path: Path) -> None:
+    """A reference set's vectors are read from the segments by write_vectors: a damaged row is embedded again,
+    never copied into the set's search."""
+    root = tmp_path / "idx"
+    index = ReferenceIndex(root)
+    index.get_or_embed(HashProvider(), _texts(0, 500), vectors=False)
+    path = _namespace(root) / "seg-000001.vectors.npy"
+    _flip(path, _vector_offset(path, 123, 0, 16), 0x80)  # a sign bit
+    provider = HashProvider()
+    with pytest.warns(UserWarning, match="corrupt"):
+        got = index.write_vectors(provider, _texts(0, 500), tmp_path / "sets" / "s.npy", chunk=64)
+    assert provider.embedded == 1
+    assert np.array_equal(got, np.stack([_hash_vector(t) for t in _texts(0, 500)]))
+
+
+def test_lookups_across_many_segments_find_every_stored_text(tmp_path: Path) -> None:
+    """Many ids over several segments are searched through one merged table (built once per process): the
+    rows equal a search segment by segment, absent ids are -1."""
+    root = tmp_path / "idx"
+    for start in range(0, 2000, 250):
+        _add(root, _texts(start, start + 250))
+    snapshot = ReferenceIndex(root)._namespace_by_name(HashProvider.namespace).open()
+    assert len(snapshot.segments) == 8
+    probe = [*_texts(0, 2000)[::-3], "absent 1", "absent 2"]
+    wanted = np.array([text_id(t) for t in probe], dtype=np.int64)
+    rows = snapshot.find(wanted)  # 669 ids: over TABLE_ABOVE
+    assert len(wanted) > _segments.TABLE_ABOVE
+    assert (rows[-2:] == -1).all() and np.array_equal(rows[:-2], snapshot._find_each(wanted[:-2],
+                                                                                     np.full(len(wanted) - 2, -1)))
+    assert np.array_equal(snapshot.gather(rows[:-2]), np.stack([_hash_vector(t) for t in probe[:-2]]))
+
+
+def test_compact_rebuilds_what_it_can_and_names_what_it_cannot(tmp_path: Path) -> None:
+    """`index compact` on a damaged index said "rebuilding it", did nothing and exited 0. Now it drops the
+    damaged rows (kept bitwise: every other vector) and exits 1 naming each namespace it cannot read."""
+    root = tmp_path / "idx"
+    for start in (0, 300):
+        _add(root, _texts(start, start + 300))
+    ns = _namespace(root)
+    path = ns / "seg-000002.vectors.npy"
+    _flip(path, _vector_offset(path, 17, 9, 16), 0x04)
+    done = _cli("index", "compact", "--index-dir", str(root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "rebuilding it" not in done.stderr
+    assert "evaltasks: warning: reference index" in done.stderr and "dropped 1 damaged vectors" in done.stderr
+    assert f"{HashProvider.namespace}: 2 segments -> 1 (599 vectors; 1 damaged vectors dropped" in done.stdout
+    assert ReferenceIndex(root).check()[0]["problems"] == []
+    ids, vectors, _ = ReferenceIndex(root)._namespace_by_name(HashProvider.namespace).load()
+    texts = {text_id(t): t for t in _texts(0, 600)}
+    assert np.array_equal(vectors, np.stack([_hash_vector(texts[int(i)]) for i in ids]))  # bitwise
+
+    other = root / "test--other--f0"
+    other.mkdir()
+    (other / "meta.json").write_text("{not json", encoding="utf-8")
+    (other / "seg-000001.ids.npy").write_bytes(b"")
+    broken = _cli("index", "compact", "--index-dir", str(root))
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert f"BROKEN ({other}): meta.json is unreadable" in broken.stdout
+    assert "1 reference index namespaces could not be compacted" in broken.stderr
+    assert "Traceback" not in broken.stderr

@@ -7,6 +7,7 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
                                 # (file names, count, sha256 of each file, created), truncated_ids, versions
         seg-000001.ids.npy      # int64 ids, sorted; ids = content hashes of the texts
         seg-000001.vectors.npy  # float32 (count, dimensions), row i is the vector of ids[i]
+        seg-000001.crc32.npy    # uint32 (count,), the CRC-32 of row i's id and vector
         .lock                   # filelock guarding writers
 
 - Namespaces: one per (provider, model, fingerprint), so vectors of different weights never mix.
@@ -22,13 +23,18 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
 - Reads take no lock: they read one manifest and map the segments it lists (``np.load(mmap_mode="r")``), so
   a warm open reads metadata only and vectors are paged in when used. A segment gone (a compaction committed
   meanwhile) means reading the manifest again; a state that does not verify is read again under the lock
-  before it is called corrupt. Opening checks file sizes and ``.npy`` headers against the manifest, and the
-  sha256 of segments up to 64 MiB (once per process); every byte is verified on demand
-  (:meth:`ReferenceIndex.check`, ``evaltasks index verify``). Storage details: :mod:`evaltasks.index._segments`.
+  before it is called corrupt. Opening checks file sizes and ``.npy`` headers against the manifest; every
+  stored byte is checked before it is used, at any size: a segment's ids file (its sha256) on a process's first
+  search, each row (its CRC-32) the first time the process reads it (:mod:`evaltasks.index._rows`). Every byte
+  is verified on demand (:meth:`ReferenceIndex.check`, ``evaltasks index verify``). Storage details:
+  :mod:`evaltasks.index._segments`.
 - Format 1 (``vectors.faiss``, a FAISS ``IndexIDMap2(IndexFlatIP)``) is still read; the next write (or a
   compaction) converts it.
-- Corruption: a file that cannot be read, or whose size, header, sha256, count or dimension disagree with
-  ``meta.json``, is reported and rebuilt from scratch; it is never used for scores. Inside
+- Corruption is never used for scores, and costs only what is damaged: a damaged row (its checksum) counts as
+  absent, so its text is embedded again, and the write that stores it rewrites that segment without the
+  damaged row; a segment whose files are missing, truncated or of another header is left out the same way
+  (its texts embedded again, the others kept); a manifest that cannot be read or disagrees with the files
+  (count, dimensions) makes the namespace rebuilt from scratch. Each is reported. Inside
   :func:`recording_warnings` (a run of the flow: results.json ``warnings``, summary.md, the CLI's
   ``evaltasks: warning:`` lines) the report is recorded; elsewhere it is an :class:`IndexWarning`. :meth:`ReferenceIndex.check` verifies every namespace's
   files without repairing them (``evaltasks index info``). No pickle anywhere.
@@ -159,14 +165,16 @@ class _Namespace:
 
         A segment that vanished between reading the manifest and mapping it (a compaction committed meanwhile)
         means: read the manifest again. ``locked``: the caller holds :meth:`lock`. Without it, a state that still
-        does not verify is read again under the lock before it is called corrupt.
+        does not verify is read again under the lock before it is called corrupt. Under the lock (or in a
+        read-only folder) a segment whose files are missing or malformed is left out and reported: its texts
+        are embedded again, the other segments are kept.
         """
         if not self.meta_path.exists() and not self.index_path.exists():
             return _segments.Snapshot()
         error: Exception | None = None
-        for _ in range(3):
+        for _ in range(1 if locked else 3):
             try:
-                return self.read_verified()
+                return self._reported(self.read_verified(tolerant=locked))
             except FileNotFoundError as exc:  # replaced by a compaction (or a format-1 conversion): read again
                 error = exc
             except Exception as exc:  # noqa: BLE001 - any unreadable state means: re-read under the lock, or rebuild
@@ -177,9 +185,19 @@ class _Namespace:
                 with self.lock():
                     return self.open(locked=True)
             except OSError:  # a read-only index folder: nobody can be writing it, so the state is final
-                pass
+                try:
+                    return self._reported(self.read_verified(tolerant=True))
+                except Exception as exc:  # noqa: BLE001
+                    error = exc
         report_warning(f"reference index {self.dir} is corrupt ({error}); rebuilding it")
         return _segments.Snapshot()
+
+    def _reported(self, snapshot: _segments.Snapshot) -> _segments.Snapshot:
+        """``snapshot``, after reporting the segments a tolerant open left out."""
+        for entry, why in snapshot.broken:
+            report_warning(f"reference index {self.dir} is corrupt ({why}): the {entry.get('count')} vectors of "
+                           f"that segment are embedded again when next used")
+        return snapshot
 
     def load(self, locked: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
         """(ids int64 (n,), vectors float32 (n, d), meta) read into memory (segments in manifest order). Empty
@@ -188,9 +206,10 @@ class _Namespace:
         ids, vectors = snapshot.materialize()
         return ids, vectors, snapshot.meta
 
-    def read_verified(self) -> _segments.Snapshot:
+    def read_verified(self, tolerant: bool = False) -> _segments.Snapshot:
         """Read the manifest and open what it lists (format 2: map the segments, cheap checks; format 1: read
-        ``vectors.faiss`` whole and verify its checksum); raise when it fails.
+        ``vectors.faiss`` whole and verify its checksum); raise when it fails. ``tolerant``: a format-2 segment
+        whose files are missing or malformed is left out (:attr:`~evaltasks.index._segments.Snapshot.broken`).
 
         Raises:
             FileNotFoundError: a file the manifest lists is gone.
@@ -198,7 +217,7 @@ class _Namespace:
         """
         meta = _segments.read_manifest(self.dir)
         if meta.get("format") == FORMAT_VERSION:
-            return _segments.open_segments(self.dir, meta)
+            return _segments.open_segments(self.dir, meta, tolerant=tolerant)
         return self._read_format1(meta)
 
     def _read_format1(self, meta: dict) -> _segments.Snapshot:
@@ -276,6 +295,9 @@ class _Namespace:
             merged = [i for i in range(len(segments)) if i != largest or 2 * sizes[largest] <= sum(sizes)]
         else:
             merged = []
+        # a segment with damaged rows is rewritten without them (only its rows: the others stay as they are)
+        damaged = (i for i, s in enumerate(segments) if s.state is not None and s.state.generation > 0)
+        merged = sorted({*merged, *damaged})
         number = _segments.next_number(self.dir, committed or {})
         entries = [s.entry for i, s in enumerate(segments) if i not in merged and s.entry]
         if fresh_order is not None and len(segments) - 1 not in merged:  # the new segment on its own
@@ -289,6 +311,11 @@ class _Namespace:
             rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in merged])
             if keep is not None:
                 rows = rows[np.asarray(keep)[rows]] if len(rows) else rows
+            known = [s.state.generation for s in segments if s.state is not None]
+            bad = combined.verify(rows)  # every row merged is checked: damage is dropped, never copied
+            if known != [s.state.generation for s in segments if s.state is not None]:  # not reported yet
+                _report_dropped(self.dir, int(bad.sum()), combined)
+            rows = rows[~bad]
             ids = combined.ids_at(rows)
             order = np.argsort(ids, kind="stable")
             if len(rows):
@@ -363,6 +390,18 @@ class ReferenceIndex:
             snapshot, stored_dim = _segments.Snapshot(), None
         meta = snapshot.meta
         found = snapshot.find(wanted)
+        # read (and check) the stored vectors first: a damaged one counts as missing and is embedded again; and
+        # a write may compact (and delete) the files mapped here
+        stored: np.ndarray | None = None  # float32 (found, d): the checked stored vectors, in found's order
+        if vectors and (found >= 0).any():
+            hit = np.flatnonzero(found >= 0)
+            stored, bad = snapshot.read(found[hit])
+            if bad.any():
+                found[hit[bad]] = -1
+                stored = stored[~bad]
+        if snapshot.damaged():  # found now, or by an earlier search (a damaged id is left out of the search)
+            report_warning(f"reference index {ns.dir} is corrupt ({'; '.join(snapshot.reasons())}): damaged vectors "
+                           "are never read; their texts are embedded again, the others are kept")
         missing = np.flatnonzero(found < 0)
         costs = np.zeros(len(unique))
         truncated = np.zeros(len(unique), dtype=bool)
@@ -390,19 +429,18 @@ class ReferenceIndex:
                         more.vectors, more.costs, more.truncated, True)
         hit = np.flatnonzero(found >= 0)
         dim = fresh.shape[1] if fresh is not None else stored_dim or 0
-        # read before storing: a write may compact (and delete) the files mapped here
         if not vectors:
             result = np.zeros((len(unique), 0), dtype=np.float32)
         elif fresh is not None and not len(hit) and embedded.all():
             result = fresh
         elif fresh is None and len(hit) == len(unique):
-            result = snapshot.gather(found)
+            result = stored
         else:
             result = np.empty((len(unique), dim), dtype=np.float32)
             if fresh is not None:
                 result[embedded] = fresh[embedded]
             if len(hit):
-                result[hit] = snapshot.gather(found[hit])  # a probed text keeps its stored vector (same dims)
+                result[hit] = stored  # a probed text keeps its stored vector (same dims)
         if len(hit):
             cut = set(meta.get("truncated_ids", ()))
             truncated[hit] = [int(i) in cut for i in wanted[hit]] if cut else False
@@ -428,26 +466,42 @@ class ReferenceIndex:
         Raises:
             KeyError: some text is not in the index (names how many, and the first).
             ValueError: ``texts`` repeats a text.
+            OSError: damaged vectors were still read after they were embedded again (a failing disk).
+
+        A stored vector found damaged (its row checksum) is embedded again with ``provider`` and stored.
         """
         from evaltasks._atomic import atomic_path, synced_writer
 
         ids = np.fromiter((text_id(t) for t in texts), dtype=np.int64, count=len(texts))
         if len(np.unique(ids)) != len(ids):
             raise ValueError("write_vectors: texts must be unique")
-        snapshot = _Namespace(self.root, provider).open()
-        rows = snapshot.find(ids)
-        missing = np.flatnonzero(rows < 0)
-        if len(missing):
-            raise KeyError(f"{len(missing)} of {len(texts)} texts are not in the reference index {self.root} "
-                           f"(namespace {provider.namespace}), e.g. {texts[int(missing[0])][:80]!r}")
-        dims = snapshot.dimensions or 0
-        if destination is None:
-            return snapshot.gather(rows) if len(rows) else np.zeros((0, dims), dtype=np.float32)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(destination) as tmp:
-            with synced_writer(tmp, "wb") as handle:
-                _segments.write_rows(handle, (snapshot.gather(rows[start : start + chunk])
-                                              for start in range(0, len(rows), chunk)), len(rows), dims)
+        for _ in range(4):  # a damaged stored vector found while reading: embed it again, read again
+            snapshot = _Namespace(self.root, provider).open()
+            rows = snapshot.find(ids)
+            redo = np.flatnonzero((rows < 0) & np.isin(ids, snapshot.damaged_ids()))
+            if len(redo):
+                self.get_or_embed(provider, [texts[i] for i in redo], probe=False, vectors=False)
+                continue
+            missing = np.flatnonzero(rows < 0)
+            if len(missing):
+                raise KeyError(f"{len(missing)} of {len(texts)} texts are not in the reference index {self.root} "
+                               f"(namespace {provider.namespace}), e.g. {texts[int(missing[0])][:80]!r}")
+            dims = snapshot.dimensions or 0
+            try:
+                if destination is None:
+                    return snapshot.gather(rows) if len(rows) else np.zeros((0, dims), dtype=np.float32)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_path(destination) as tmp:
+                    with synced_writer(tmp, "wb") as handle:
+                        _segments.write_rows(handle, (snapshot.gather(rows[start : start + chunk])
+                                                      for start in range(0, len(rows), chunk)), len(rows), dims)
+                break
+            except _segments.DamagedRows as exc:
+                report_warning(f"reference index {self.root} (namespace {provider.namespace}) is corrupt ({exc}): "
+                               "those vectors are embedded again")
+        else:
+            raise OSError(f"the reference index {self.root} (namespace {provider.namespace}) keeps reading damaged "
+                          "vectors: run `evaltasks index verify`")
         return np.load(destination, mmap_mode="r", allow_pickle=False)
 
     @staticmethod
@@ -507,31 +561,52 @@ class ReferenceIndex:
                     ns.commit(base, keep=keep_rows)
         return dropped
 
-    def compact(self, namespace: str | None = None) -> dict[str, tuple[int, int]]:
+    def compact(self, namespace: str | None = None, *,
+                failed: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
         """Merge each namespace's segments into one sorted segment (a format-1 namespace is converted), under
         its writer lock; the old files are deleted once the new manifest is committed. Readers keep working
         meanwhile (a reader that finds a segment gone reads the manifest again).
 
+        Every row is checked (its row checksum, or its segment's sha256 for a segment written before row
+        checksums): damaged rows, and segments whose files are missing or malformed, are dropped and reported
+        (their texts are embedded again when next used), so a damaged namespace is rebuilt from what is intact.
+
         Args:
             namespace: only this namespace (its namespace string); None: all.
+            failed: when given, filled with folder -> why for each namespace that cannot be read at all (its
+                ``meta.json`` unreadable or inconsistent with the files); such a namespace is left as it is.
 
         Returns:
             namespace -> (segments before, segments after); before is 0 for a format-1 namespace (converted); a
-            namespace already in one segment is left as is.
+            healthy namespace already in one segment is left as is.
         """
         done: dict[str, tuple[int, int]] = {}
-        for name in [m.get("namespace") for m in self.info() if m.get("namespace")]:
+        for info in self.info():
+            name = info.get("namespace")
+            if not name or "error" in info:
+                if failed is not None and namespace is None:
+                    failed[info["path"]] = f"{META_FILE} is unreadable ({info.get('error', 'no namespace')})"
+                continue
             if namespace is not None and name != namespace:
                 continue
             ns = self._namespace_by_name(name)
             if ns is None:
                 continue
             with ns.lock():
-                base = ns.open(locked=True)
-                if not base.meta:
+                try:
+                    base = ns._reported(ns.read_verified(tolerant=True))
+                except Exception as exc:  # noqa: BLE001 - a manifest that cannot be used: named, left alone
+                    if failed is not None:
+                        failed[str(ns.dir)] = str(exc)
                     continue
-                before = 0 if base.legacy else len(base.segments)
-                if before > 1 or base.legacy:
+                for segment in base.segments:
+                    segment.check_ids()
+                bad = int(base.verify(np.arange(base.count)).sum())
+                if bad:
+                    _report_dropped(ns.dir, bad, base)
+                damaged = bad > 0 or bool(base.broken)
+                before = 0 if base.legacy else len(base.segments) + len(base.broken)
+                if before > 1 or base.legacy or damaged:
                     ns.commit(base, merge="all")
                 after = len(_segments.read_manifest(ns.dir).get("segments", []))
                 done[name] = (before, after)
@@ -602,6 +677,12 @@ class ReferenceIndex:
             except (OSError, ValueError) as exc:
                 out.append({"path": str(meta_path.parent), "error": str(exc)})
         return out
+
+
+def _report_dropped(directory: Path, count: int, snapshot: _segments.Snapshot) -> None:
+    """Report that a write drops ``count`` damaged stored vectors of the namespace in ``directory``."""
+    report_warning(f"reference index {directory}: dropped {count} damaged vectors ({'; '.join(snapshot.reasons())}); "
+                   "their texts are embedded again when next used")
 
 
 def flat_file_size(count: int, dimensions: int) -> int:
