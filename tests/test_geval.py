@@ -453,3 +453,24 @@ def test_an_endpoint_that_rejects_logprobs_is_sampled() -> None:
     assert first.score == second.score == pytest.approx(0.6)
     later = [r.body for r in server.requests][-1]
     assert later["n"] == 3 and not later.get("logprobs")
+
+
+# -- an endpoint without log-probabilities ------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["ignore", "reject"])
+def test_an_endpoint_without_logprobs_costs_one_wasted_request_in_all(mode: str) -> None:
+    """README, "Judge client": what an endpoint lacks is learnt once per process. Eight cases in flight at once
+    (max_concurrency 8, every answer held 0.2 s so they overlap) ask for logprobs in one request only; every
+    other case samples straight away (n_samples 2 in one request with ``n``)."""
+    with ChatServer(responder=lambda r: as_json({"reason": "r", "score": 6}), logprobs=mode,
+                    latency_s=0.2) as server:
+        metric = GEvalMetric(0.5, evaluation_steps=STEPS, n_samples=2,
+                             judge_options=server_options(server, max_concurrency=8))
+        cases = [case(input=f"Question {i}?", actual_output=f"Answer {i}.") for i in range(8)]
+        results = score_with(metric, cases)
+        assert [r.score for r in results] == [0.6] * 8
+        assert [r.evaluation_log["method"] for r in results] == ["sampling"] * 8
+        asked = [r for r in server.requests if r.body.get("logprobs")]
+        assert len(asked) == 1
+        # one sampling request per case, plus the probe (and its resend without logprobs after a refusal)
+        assert len(server.requests) == 8 + 1 + (1 if mode == "reject" else 0)
+        assert sum(r.evaluation_log["judge_requests"] for r in results) == len(server.requests)

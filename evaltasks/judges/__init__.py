@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -124,6 +125,12 @@ class RunJudge:
     def supports_logprobs(self) -> bool:  # type: ignore[override]
         """The inner judge's ``supports_logprobs``."""
         return self.inner.supports_logprobs
+
+    def probing_logprobs(self) -> Any:
+        """The inner judge's ``probing_logprobs`` context (one caller at a time while an endpoint's logprobs
+        are unknown: :meth:`evaltasks.judges.openai.OpenAIJudge.probing_logprobs`), else one that does nothing."""
+        probe = getattr(self.inner, "probing_logprobs", None)
+        return probe() if probe is not None else contextlib.nullcontext()
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
         """The stored answer to ``request``, else the inner judge's (stored when it arrives).

@@ -20,6 +20,7 @@ distribution, as in the paper) divided by 10.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import threading
@@ -41,10 +42,10 @@ from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 TOP_LOGPROBS = 20
+"""Alternatives per token asked for in the scoring request (the OpenAI API's maximum)."""
 SCORE_MAX_TOKENS = 400
 """Completion tokens a score answer may use (a reason of a few sentences and the score): what the budget and
 ``--max-cost`` reserve per completion."""
-"""Alternatives per token asked for in the scoring request (the OpenAI API's maximum)."""
 
 STEPS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -377,15 +378,17 @@ class GEvalMetric(CriteriaMetric):
         """
         steps = self.steps(asker)
         variables = {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
-        if asker.judge.supports_logprobs:
-            reply = asker.ask("score", variables, SCORE_SCHEMA, top_logprobs=TOP_LOGPROBS,
-                             max_tokens=SCORE_MAX_TOKENS)
-            tokens = reply.logprobs
-            if tokens is not None:
-                distribution = score_distribution(tokens)
-                score = math.fsum(p * s for s, p in distribution.items()) / 10.0
-                return self._judged(score, "logprobs", distribution, steps, str(reply.parsed["reason"]),
-                                    "probability-weighted over the score token's alternatives")
+        probe = getattr(asker.judge, "probing_logprobs", None)
+        with probe() if probe is not None else contextlib.nullcontext():  # one request learns the endpoint's
+            if asker.judge.supports_logprobs:                             # logprobs: one wasted in all, at most
+                reply = asker.ask("score", variables, SCORE_SCHEMA, top_logprobs=TOP_LOGPROBS,
+                                  max_tokens=SCORE_MAX_TOKENS)
+                tokens = reply.logprobs
+                if tokens is not None:
+                    distribution = score_distribution(tokens)
+                    score = math.fsum(p * s for s, p in distribution.items()) / 10.0
+                    return self._judged(score, "logprobs", distribution, steps, str(reply.parsed["reason"]),
+                                        "probability-weighted over the score token's alternatives")
         choices = self._sample(asker, variables)
         counts = Counter(int(c.parsed["score"]) for c in choices)
         frequency = {s: counts[s] / len(choices) for s in sorted(counts)}
