@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -474,3 +475,41 @@ def test_an_endpoint_without_logprobs_costs_one_wasted_request_in_all(mode: str)
         # one sampling request per case, plus the probe (and its resend without logprobs after a refusal)
         assert len(server.requests) == 8 + 1 + (1 if mode == "reject" else 0)
         assert sum(r.evaluation_log["judge_requests"] for r in results) == len(server.requests)
+
+
+def _schema_name(request: Any) -> str:
+    """The ``response_format`` schema name of a recorded chat request ("" without one)."""
+    return ((request.body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+
+
+@pytest.mark.parametrize("name", ["GEvalMetric", "CustomEvalMetric"])
+def test_max_cost_estimate_of_a_stored_run_with_generated_steps_is_zero(tmp_path: Path, name: str) -> None:
+    """README, "LLM judges": answers already stored are free. A fresh metric (a new process: no steps known)
+    estimates its cases with the steps stored for its criteria, so every request of an unchanged rerun is found
+    in the store: the estimate is $0 (with the criteria standing in for the steps, none was found), with
+    ``samples: 2`` (the shared steps request priced once)."""
+    from evaltasks.engine.evaluate import bind_judges, estimate_judge_cost
+
+    def respond(request: Any) -> str:
+        if request.body.get("response_format", {}).get("json_schema", {}).get("name") == "steps":
+            return as_json({"steps": STEPS})
+        if name == "GEvalMetric":
+            return as_json({"reason": "ok", "score": 6})
+        return as_json({"verdicts": [{"verdict": "fully", "reason": "ok"}] * len(STEPS)})
+
+    cases = [case(), case(input="Capital of Peru?", actual_output="Lima.")]
+    with ChatServer(responder=respond) as server:
+        def metric() -> Any:
+            return METRICS[name](0.5, criteria="Correctness.", samples=2,
+                                 judge_options=server_options(server, temperature=0.7))
+
+        first = metric()
+        bind_judges([first], tmp_path / "index")
+        assert estimate_judge_cost(cases, [first]) > 0  # nothing stored yet
+        assert {r.status for r in first.score_batch(cases)} == {"passed"}
+        sent = len(server.requests)
+        assert [_schema_name(r) for r in server.requests].count("steps") == 1
+        again = metric()
+        bind_judges([again], tmp_path / "index")
+        assert estimate_judge_cost(cases, [again]) == 0.0
+        assert {r.status for r in again.score_batch(cases)} == {"passed"} and len(server.requests) == sent

@@ -517,7 +517,7 @@ def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
 def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> float:
     """Estimated US dollars of the judge requests of a run (for ``--max-cost``): each judge metric's
     :meth:`~evaltasks.metrics.judge.base.JudgeMetric.estimate_requests` per case, once per sample (each sample is its
-    own request), each priced by its judge's ``estimate_cost``
+    own request; a request of the metric's ``shared_prompts`` once), each priced by its judge's ``estimate_cost``
     (:meth:`~evaltasks.judges.RunJudge.estimate_cost`: the worst case at the client's prices; 0 for answers
     already in the run's store unless it refreshes, and for a ``judge=`` function). Bind the runtime
     (:func:`bind_judges`) first.
@@ -536,8 +536,9 @@ def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMet
             continue
         for case in cases:
             for request in metric.estimate_requests(case):
-                for sample in range(metric.samples):
-                    total += float(estimate(replace(request, sample=sample)))
+                shared = request.schema_name in metric.shared_prompts  # one request whichever sample sends it
+                for sample in range(1 if shared else metric.samples):
+                    total += float(estimate(request if shared else replace(request, sample=sample)))
     return total
 
 

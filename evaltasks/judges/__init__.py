@@ -170,6 +170,13 @@ class RunJudge:
         except OSError as exc:
             log.warning("could not remove a rejected judge answer from %s: %s", self.store.directory, exc)
 
+    def stored(self, request: JudgeRequest) -> JudgeReply | None:
+        """The stored answer to ``request`` (as :meth:`complete` would serve it), or None: none stored, the run
+        refreshes (``--no-cache``), or the judge keeps no store. Sends nothing; for estimates."""
+        if self.store is None or self.runtime.refresh:
+            return None
+        return self.store.get(request.key(self.inner.model, self.endpoint), request)
+
     def estimate_cost(self, request: JudgeRequest) -> float:
         """US dollars ``request`` can cost at most in this run (for ``--max-cost`` before a run starts): 0 when
         its answer is stored (and the run does not refresh) or the judge has no prices (a ``judge=`` function),
@@ -178,8 +185,7 @@ class RunJudge:
         estimate = getattr(self.inner, "estimate_cost", None)
         if estimate is None:
             return 0.0
-        if self.store is not None and not self.runtime.refresh and self.store.get(
-                request.key(self.inner.model, self.endpoint), request) is not None:
+        if self.stored(request) is not None:
             return 0.0
         return float(estimate(request))
 

@@ -168,6 +168,9 @@ class JudgeMetric(BaseMetric):
 
     required_fields: ClassVar[tuple[str, ...]] = ("input", "actual_output")
     prompt_names: ClassVar[tuple[str, ...]] = ()
+    shared_prompts: ClassVar[tuple[str, ...]] = ()
+    """Prompts whose request every sample shares (sent with ``sample`` 0, once per metric: GEval's generated
+    steps): :func:`~evaltasks.engine.evaluate.estimate_judge_cost` prices them once, not once per sample."""
 
     def __init__(
         self,

@@ -33,7 +33,7 @@ from annotated_types import Ge, MinLen
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.judges.base import (
-    BudgetExhausted, Choice, JudgeError, JudgeRequest, TokenLogprob, as_messages,
+    BudgetExhausted, Choice, JudgeError, JudgeReply, JudgeRequest, TokenLogprob, as_messages,
 )
 from evaltasks.judges.prompts import PromptError
 from evaltasks.metrics.base import NonEmptyStr
@@ -180,10 +180,7 @@ class EvaluationSteps:
             if failure is not None:
                 raise type(failure)(str(failure))
             try:
-                reply = asker.ask(self.prompt, {"criteria": criteria}, STEPS_SCHEMA, sample=0)
-                steps = [str(s).strip() for s in reply.parsed["steps"] if str(s).strip()]
-                if not steps:
-                    raise JudgeError("the judge answered no evaluation steps")
+                steps = steps_of(asker.ask(self.prompt, {"criteria": criteria}, STEPS_SCHEMA, sample=0))
             except (JudgeError, PromptError) as exc:
                 self._failures[model] = type(exc)(f"generating the evaluation steps failed: {exc}")
                 raise self._failures[model] from None
@@ -192,6 +189,18 @@ class EvaluationSteps:
                 raise
             self._steps[model] = steps
             return steps
+
+
+def steps_of(reply: JudgeReply) -> list[str]:
+    """The evaluation steps of a steps request's answer (``{"steps": [...]}``), stripped, empty ones dropped.
+
+    Raises:
+        JudgeError: no step left.
+    """
+    steps = [str(s).strip() for s in reply.parsed["steps"] if str(s).strip()]
+    if not steps:
+        raise JudgeError("the judge answered no evaluation steps")
+    return steps
 
 
 def case_variables(case: EvalTestCase) -> dict[str, Any]:
@@ -230,6 +239,8 @@ class CriteriaMetric(JudgeMetric):
             non-empty list of non-empty strings, or an invalid common argument.
     """
 
+    shared_prompts: ClassVar[tuple[str, ...]] = ("steps",)
+
     def __init__(
         self,
         threshold: float,
@@ -252,6 +263,7 @@ class CriteriaMetric(JudgeMetric):
             raise ValueError(f"{type(self).__name__} needs criteria or evaluation_steps")
         self._generated = EvaluationSteps()
         self._estimated_steps = False
+        self._estimate_with: list[str] = [self.criteria or ""]  # the steps estimate_steps found (per batch)
 
     def config(self) -> dict[str, Any]:
         """The common judge configuration plus criteria and evaluation_steps."""
@@ -285,18 +297,34 @@ class CriteriaMetric(JudgeMetric):
     def estimate_steps(self) -> tuple[list[JudgeRequest], list[str]]:
         """For :meth:`estimate_requests`: the steps request when the steps are not known yet and no earlier call
         in this batch included it (it is sent once per metric), and the steps to estimate the case's request
-        with (the criteria itself standing in for steps not generated yet)."""
+        with: the steps stored in the run's answer store for that request where there are (so the cases'
+        stored answers are found and cost nothing), else the criteria itself standing in for steps not
+        generated yet."""
         steps = self.evaluation_steps or self._generated.known(self.model)
         if steps is not None:
             return [], steps
+        request = JudgeRequest(
+            messages=as_messages(self.template("steps").render({"criteria": self.criteria})),
+            schema=STEPS_SCHEMA, schema_name="steps", temperature=float(self.judge_options.get("temperature", 0.0)))
         requests = []
         if not self._estimated_steps:
             self._estimated_steps = True
-            requests.append(JudgeRequest(
-                messages=as_messages(self.template("steps").render({"criteria": self.criteria})),
-                schema=STEPS_SCHEMA, schema_name="steps",
-                temperature=float(self.judge_options.get("temperature", 0.0))))
-        return requests, [self.criteria or ""]
+            self._estimate_with = self._stored_steps(request) or [self.criteria or ""]
+            requests.append(request)
+        return requests, self._estimate_with
+
+    def _stored_steps(self, request: JudgeRequest) -> list[str] | None:
+        """The steps the run's answer store holds for the steps ``request``, or None (no store bound, none
+        stored, or an answer without steps)."""
+        runtime = self.judge_runtime
+        if runtime is None or (runtime.store_dir is None and runtime.budget is None):
+            return None  # no store: and get_judge would build a client, which needs a key
+        stored = getattr(self.judge(), "stored", None)
+        reply = stored(request) if stored is not None else None
+        try:
+            return steps_of(reply) if reply is not None else None
+        except (JudgeError, KeyError, TypeError):
+            return None
 
     def judge_has_logprobs(self) -> bool:
         """Whether the judge is expected to return log-probabilities (for estimates): the run's ``judge=``
