@@ -397,9 +397,44 @@ def test_every_verdict_is_an_enum(name: str) -> None:
     ("ContextualRecallMetric", [{"claims": ["A claim."]}, cv("yes", "yes")], "2 verdicts for 1 claim;"),
 ])
 def test_a_verdict_list_of_the_wrong_length_errors_the_case(name: str, answers: list[Any], what: str) -> None:
-    results, _ = run(METRICS[name](), [FULL_CASE], *answers)
+    """Asked again content_retries (2) times, then errored: three wrong answers in all."""
+    results, script = run(METRICS[name](), [FULL_CASE], *answers, answers[-1], answers[-1])
     assert results[0].status == "errored" and results[0].score is None
     assert what in results[0].error and results[0].error.startswith("JudgeError: ")
+    assert results[0].error.endswith("(after 3 answers)") and results[0].evaluation_log["judge_requests"] == len(
+        script.calls) == len(answers) + 2
+
+
+@pytest.mark.parametrize(("name", "wrong", "right", "before"), [
+    ("AnswerRelevancyMetric", av(("claim", "fully")), av(("claim", "fully"), ("claim", "mostly")), []),
+    ("FaithfulnessMetric", fv(*[("fact", "fully", "PASSAGE-ONE")] * 3),
+     fv(("fact", "fully", "PASSAGE-ONE"), ("fact", "mostly", "PASSAGE-ONE")), []),
+    ("ContextualRelevancyMetric", rv("fully"), rv("fully", "mostly"), []),
+    ("ContextualPrecisionMetric", pv("yes", "no", "yes"), pv("yes", "no"), []),
+    ("ContextualRecallMetric", cv("yes", "yes"), cv("yes"), [{"claims": ["A claim."]}]),
+    ("CustomEvalMetric", {"verdicts": [{"verdict": "fully", "reason": "r"}]},
+     {"verdicts": [{"verdict": "fully", "reason": "r"}, {"verdict": "mostly", "reason": "r"}]}, []),
+])
+def test_every_verdict_metric_asks_again_for_a_verdict_list_of_the_wrong_length(
+        tmp_path: Path, name: str, wrong: dict[str, Any], right: dict[str, Any], before: list[Any]) -> None:
+    """One retry rule for every verdict metric, through the real client against the loopback server: a wrong
+    number of verdicts is asked again (within content_retries) and the second answer is scored; the rejected
+    one was never kept in the answer store, so a rerun sends nothing."""
+    from tests.chat_server import ChatServer
+    from tests.judge_helpers import server_options
+
+    extra = {"threshold": 0.5, "evaluation_steps": ["Is right.", "Is short."]} if name == "CustomEvalMetric" else {}
+    with ChatServer() as server:
+        server.answers.extend(json.dumps(a) for a in [*before, wrong, right])
+        metric = METRICS[name](**extra, judge_options=server_options(server))
+        metric.judge_runtime = JudgeRuntime(store_dir=tmp_path)
+        [result] = metric.score_batch([FULL_CASE])
+        assert result.status in ("passed", "failed"), result.error
+        assert result.evaluation_log["judge_requests"] == len(server.requests) == len(before) + 2
+        again = METRICS[name](**extra, judge_options=server_options(server))
+        again.judge_runtime = JudgeRuntime(store_dir=tmp_path)
+        [rerun] = again.score_batch([FULL_CASE])
+        assert len(server.requests) == len(before) + 2 and rerun.score == result.score
 
 
 def test_an_answer_off_the_schema_errors_the_case_with_the_path() -> None:

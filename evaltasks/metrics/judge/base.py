@@ -16,7 +16,7 @@ import math
 import statistics
 import threading
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +81,7 @@ class Asker:
         top_logprobs: int = 0,
         n: int = 1,
         sample: int | None = None,
+        check: Callable[[JudgeReply], Any] | None = None,
     ) -> JudgeReply:
         """Render the metric's prompt ``prompt`` with ``variables`` and send it.
 
@@ -93,9 +94,13 @@ class Asker:
             max_tokens, top_logprobs, n: as :class:`~evaltasks.judges.JudgeRequest`.
             sample: the request's ``sample`` (default: this asker's); a request every sample shares (GEval's
                 generated steps) passes 0, so it is one stored answer whichever sample sends it.
+            check: called with the reply; a :class:`JudgeError` it raises rejects the answer (a verdict list of
+                the wrong length): the answer is removed from the store and the request is sent again, up to
+                ``content_retries`` times (:meth:`JudgeMetric.content_retries`), the one rule for every metric.
 
         Raises:
-            PromptError: the template does not render; JudgeError, BudgetExhausted: from the judge.
+            PromptError: the template does not render; JudgeError, BudgetExhausted: from the judge, or from
+            ``check`` on the last answer allowed.
         """
         self.last = None  # a prompt that does not render rejects no answer
         messages = self.metric.template(prompt).render(variables)
@@ -106,6 +111,23 @@ class Asker:
             temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs, n=n,
             sample=self.sample if sample is None else sample,
         )
+        retries = self.metric.content_retries() if check is not None else 0
+        for attempt in range(retries + 1):
+            reply = self._send(request)
+            if check is None:
+                return reply
+            try:
+                check(reply)
+                return reply
+            except JudgeError as exc:
+                if attempt >= retries:
+                    raise JudgeError(f"{exc} (after {attempt + 1} answer{'' if attempt == 0 else 's'})") from None
+                self.discard_last()  # not served again: the next attempt reaches the judge
+        raise AssertionError("unreachable")
+
+    def _send(self, request: JudgeRequest) -> JudgeReply:
+        """``request`` through the judge, its account added to this asker's (a failed one's spend included)."""
+        self.last = None
         try:
             reply = self.judge.complete(request)
         except JudgeError as exc:  # a request that failed for good may still have been billed
@@ -237,6 +259,13 @@ class JudgeMetric(BaseMetric):
     def config(self) -> dict[str, Any]:
         """threshold, name and :meth:`judge_config`; subclasses add their own parameters."""
         return {"threshold": self.threshold, "name": self.name, **self.judge_config()}
+
+    def content_retries(self) -> int:
+        """How many times an answer the metric rejects (a verdict list of the wrong length) is asked again: the
+        judge option ``content_retries`` (default 2, as the client's re-requests of an answer that does not
+        parse), for every judge, a ``judge=`` function included."""
+        value = self.judge_options.get("content_retries", 2)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 2
 
     def judge(self) -> Judge:
         """The judge this metric's requests go to in this run. Raises CredentialsError without an API key."""
