@@ -486,6 +486,27 @@ def test_samples_straddling_the_threshold_are_unstable() -> None:
     assert math.isclose(results[0].score, 0.8) and log["samples"] == [0.6, 0.8, 1.0] and log["unstable"] is True
 
 
+@pytest.mark.parametrize(("options", "sent"), [({}, 1.0), ({"temperature": 0}, 1.0), ({"temperature": 0.4}, 0.4)])
+def test_samples_are_drawn_at_a_temperature_above_zero(options: dict[str, Any], sent: float) -> None:
+    """README, "LLM judges": ``samples: K`` asks each sample at the judge's temperature, or at 1.0 where that is
+    0 (K requests at temperature 0 would be K copies of one answer: K times the cost, a spread of 0). The
+    estimate prices the requests that are sent."""
+    from tests.chat_server import ChatServer
+    from tests.judge_helpers import server_options
+
+    with ChatServer() as server:
+        server.answers.extend(json.dumps({"score": s, "reason": "r"}) for s in (0.2, 0.6, 0.9))
+        metric = ToxicityMetric(samples=3, judge_options=server_options(server, max_concurrency=1, **options))
+        [result] = metric.score_batch([FULL_CASE])
+        assert [r.body["temperature"] for r in server.requests] == [sent] * 3
+        assert [r.body["messages"] for r in server.requests] == [server.requests[0].body["messages"]] * 3
+        assert [e.temperature for e in metric.estimate_requests(FULL_CASE)] == [sent]
+    log = result.evaluation_log
+    assert log["samples_temperature"] == sent and log["samples"] == [0.2, 0.6, 0.9] and log["unstable"] is True
+    one = ToxicityMetric(judge_options=options)  # one sample: the judge's own temperature, 0 by default
+    assert [e.temperature for e in one.estimate_requests(FULL_CASE)] == [float(options.get("temperature", 0))]
+
+
 # -- end to end: the real openai client against the loopback chat server, through get_judge -------------------
 E2E_KEY = "sk-judge-metrics-e2e"
 E2E_PRICES = {"gpt-4o-mini": {"input": 3.0, "output": 7.0}}  # USD per million tokens: costs checkable by hand

@@ -73,7 +73,7 @@ def first_request(
     """
     return JudgeRequest(
         messages=as_messages(metric.template(prompt).render(variables)), schema=schema, schema_name=prompt,
-        temperature=float(metric.judge_options.get("temperature", 0.0)), max_tokens=max_tokens,
+        temperature=metric.request_temperature(), max_tokens=max_tokens,
     )
 
 

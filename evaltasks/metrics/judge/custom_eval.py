@@ -148,6 +148,6 @@ class CustomEvalMetric(CriteriaMetric):
         messages = as_messages(self.template("verdicts").render(
             {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}))
         requests.append(JudgeRequest(messages=messages, schema=verdicts_schema(len(steps)), schema_name="verdicts",
-                                     temperature=float(self.judge_options.get("temperature", 0.0)),
+                                     temperature=self.request_temperature(),
                                      max_tokens=max_tokens_for(len(steps))))
         return requests

@@ -305,7 +305,7 @@ class CriteriaMetric(JudgeMetric):
             return [], steps
         request = JudgeRequest(
             messages=as_messages(self.template("steps").render({"criteria": self.criteria})),
-            schema=STEPS_SCHEMA, schema_name="steps", temperature=float(self.judge_options.get("temperature", 0.0)))
+            schema=STEPS_SCHEMA, schema_name="steps", temperature=self.request_temperature(shared=True))
         requests = []
         if not self._estimated_steps:
             self._estimated_steps = True
@@ -459,7 +459,7 @@ class GEvalMetric(CriteriaMetric):
             {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}))
         if self.judge_has_logprobs():
             requests.append(JudgeRequest(messages=messages, schema=SCORE_SCHEMA, schema_name="score",
-                                         temperature=float(self.judge_options.get("temperature", 0.0)),
+                                         temperature=self.request_temperature(),
                                          top_logprobs=TOP_LOGPROBS, max_tokens=SCORE_MAX_TOKENS))
         else:
             requests.append(JudgeRequest(messages=messages, schema=SCORE_SCHEMA, schema_name="score",
