@@ -194,10 +194,32 @@ def test_items_without_index_are_read_in_list_order(server: OpenAIServer, st_mod
     assert [r.ok for r in server.requests] == [True]
 
 
+@pytest.mark.parametrize("shape", ["gemini", "gemini_reversed"])
+def test_a_response_without_the_index_of_0_is_read_by_its_other_indexes(server: OpenAIServer, st_model,
+                                                                         shape: str) -> None:
+    """Gemini's OpenAI-compatible endpoint leaves out an ``index`` of 0 (and only that one): the one index left
+    is complete and unambiguous, in list order or not, so every case gets its own vector at the first try."""
+    server.index_shape = shape
+    vectors = make_provider(server, content_retries=0).embed(TEXTS[:4])
+    assert_same_vectors(vectors, expected_vectors(st_model, TEXTS[:4]))
+    assert [r.ok for r in server.requests] == [True]
+    assert server.requests[0].inputs == TEXTS[:4]
+
+
+def test_a_partly_indexed_response_in_list_order_is_read_and_an_ambiguous_one_is_not(server: OpenAIServer,
+                                                                                     st_model) -> None:
+    """Two items without ``index``: readable only when the others agree with list order."""
+    server.index_shape = "ambiguous"  # items 0 and 1 without index, then 3 and 2: no order follows
+    with pytest.raises(ProviderError, match="2 of 4 items have no 'index' and the others are not in list order"):
+        make_provider(server, max_retries=0, content_retries=0).embed(TEXTS[:4])
+    vectors = make_provider(server, content_retries=0).embed(TEXTS[:3])  # 3 items: the indexed one is in place
+    assert_same_vectors(vectors, expected_vectors(st_model, TEXTS[:3]))
+
+
 @pytest.mark.parametrize(("kind", "reason"), [
     ("data_not_list", "no 'data' list (got str)"), ("no_data", "no 'data' list (got NoneType)"),
     ("no_embedding", "item 0 has no 'embedding'"), ("non_numeric", "item 0: 'embedding' holds non-numeric"),
-    ("ragged", "vectors of different dimensions"), ("partial_index", "1 of 3 items have no 'index'"),
+    ("ragged", "vectors of different dimensions"), ("partial_index", "contradict each other: not distinct indices in 0..2"),
     ("wrong_count", "2 vectors for 3 inputs"),
 ])
 def test_an_unusable_response_says_what_was_wrong(server: OpenAIServer, kind: str, reason: str) -> None:

@@ -10,8 +10,9 @@ Retries, in layers, each bounded:
    backoff (0.5 s doubling, up to 8 s) and full jitter.
    Unusable includes: no ``data`` list, items without an ``embedding`` or with non-numeric values, vectors
    whose dimensions disagree (within the response, with ``dimensions`` when requested, or with what this
-   provider received before), and ``index`` fields that are neither all present (a permutation of the inputs)
-   nor all absent (then the list order is the input order, as some OpenAI-compatible endpoints answer).
+   provider received before), and ``index`` fields that contradict each other (:func:`_input_order`: all
+   absent is list order; a partly indexed response, such as Gemini's without an ``index`` of 0, is read by
+   its indexes when one is missing, or in list order when the present ones agree with it).
 3. Task level — Prefect's ``embed-*`` tasks retry twice more, only for errors still transient.
 
 So one request is attempted at most (max_retries + 1) × (content_retries + 1) × 3 times (6 × 4 × 3 = 72 with
@@ -309,15 +310,7 @@ class OpenAIEmbeddingProvider:
         lengths = sorted({len(row) for row in rows})
         if len(lengths) > 1:
             raise _ContentError(f"vectors of different dimensions {lengths} in one response")
-        indices = [_field(item, "index") for item in data]
-        if all(i is None for i in indices):
-            order = list(range(expected))  # no index at all (some compatible endpoints): list order is input order
-        elif any(i is None for i in indices):
-            raise _ContentError(f"{sum(i is None for i in indices)} of {expected} items have no 'index'")
-        elif any(type(i) is not int for i in indices) or sorted(indices) != list(range(expected)):
-            raise _ContentError(f"response indices {indices[:8]} are not a permutation of 0..{expected - 1}")
-        else:
-            order = sorted(range(expected), key=lambda k: indices[k])
+        order = _input_order([_field(item, "index") for item in data])
         block = np.stack([rows[k] for k in order]) if rows else np.zeros((0, 0), np.float32)
         if block.ndim != 2 or block.shape[0] != expected or block.shape[1] == 0:
             raise _ContentError(f"vectors of unexpected shape {block.shape}")
@@ -341,6 +334,38 @@ class OpenAIEmbeddingProvider:
                 tokens = value
                 break
         return block, tokens
+
+
+def _input_order(indices: list[Any]) -> list[int]:
+    """The response items in input order (positions in the response list), from their ``index`` fields
+    (None where an item has none).
+
+    - All present: they must be a permutation of 0..n-1, read as given.
+    - None present: list order is input order (some OpenAI-compatible endpoints send no ``index``).
+    - Some missing (Gemini's endpoint omits an ``index`` of 0): read by the indexes when exactly one is
+      missing (it takes the one index left: complete and unambiguous), else in list order when every present
+      index equals its item's position.
+
+    Raises:
+        _ContentError: the indexes contradict each other (not integers, out of 0..n-1, repeated) or, with two or
+            more missing, disagree with list order so that no input order follows.
+    """
+    n = len(indices)
+    present = {position: i for position, i in enumerate(indices) if i is not None}
+    values = list(present.values())
+    if any(type(i) is not int or not 0 <= i < n for i in values) or len(set(values)) != len(values):
+        raise _ContentError(f"response indices {indices[:8]} contradict each other: not distinct indices in "
+                            f"0..{n - 1}")
+    missing = [position for position in range(n) if position not in present]
+    if len(missing) == 1:
+        (left,) = set(range(n)) - set(values)
+        present[missing[0]] = left
+    elif missing and any(i != position for position, i in present.items()):
+        raise _ContentError(f"{len(missing)} of {n} items have no 'index' and the others are not in list order "
+                            f"(indices {indices[:8]}): the input order is ambiguous")
+    if len(present) < n:
+        return list(range(n))
+    return sorted(range(n), key=lambda position: present[position])
 
 
 def _field(item: Any, name: str) -> Any:
