@@ -249,9 +249,6 @@ def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_mode
     """Azure OpenAI deployments take at most 16 inputs per request; more is HTTP 400 for the whole batch."""
     server.max_inputs = 16
     texts = [f"Short text number {i}." for i in range(40)]
-    with pytest.raises(ProviderError, match="HTTP 400"):
-        make_provider(server).embed(texts)
-    server.reset()
     vectors = make_provider(server, max_inputs_per_request=16).embed(texts)
     assert [len(r.inputs) for r in server.embedding_requests()] == [16, 16, 8]
     assert server.sent_inputs() == texts
@@ -260,6 +257,36 @@ def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_mode
                            [metric_for(server, max_inputs_per_request=16)])  # per-metric provider_options
     assert result.test_results[0].status != "errored"
     assert max(len(r.inputs) for r in server.embedding_requests()) <= 16
+
+
+def test_azure_defaults_to_16_inputs_per_request(server: OpenAIServer, st_model) -> None:
+    """README, "Embedding providers": Azure OpenAI's embeddings deployments take 16 inputs; without
+    max_inputs_per_request an Azure provider sends 16 at most, so no request is refused."""
+    server.max_inputs = 16
+    texts = [f"Short text number {i}." for i in range(40)]
+    provider = OpenAIEmbeddingProvider(MODEL, azure_endpoint=server.url, api_key=KEY, api_version="2024-02-01",
+                                       timeout=PATIENT_S)
+    assert provider.max_inputs_per_request == 16 and make_provider(server).max_inputs_per_request == 2048
+    assert_same_vectors(provider.embed(texts), expected_vectors(st_model, texts))
+    assert [(r.status, len(r.inputs)) for r in server.embedding_requests()] == [(200, 16), (200, 16), (200, 8)]
+
+
+def test_too_many_inputs_splits_once_to_the_stated_limit(server: OpenAIServer, st_model) -> None:
+    """A server answering Azure's "Too many inputs. The max number of inputs is 16" to a request of 40: the
+    provider adopts 16 for that request and every later one (one refused request in all); a server that then
+    refuses 16 too is an error, not a second guess."""
+    server.max_inputs = 16
+    texts = [f"Short text number {i}." for i in range(40)]
+    provider = make_provider(server)
+    assert_same_vectors(provider.embed(texts), expected_vectors(st_model, texts))
+    assert [(r.status, len(r.inputs)) for r in server.embedding_requests()] == [
+        (400, 40), (200, 16), (200, 16), (200, 8)]
+    assert server.sent_inputs() == texts  # in order, nothing lost or repeated after the refusal
+    provider.embed([f"Another text {i}." for i in range(20)])
+    assert [len(r.inputs) for r in server.embedding_requests()[4:]] == [16, 4]
+    server.max_inputs = 8
+    with pytest.raises(ProviderError, match="Too many inputs. The max number of inputs is 8"):
+        provider.embed([f"Third text {i}." for i in range(20)])
 
 
 # --- batching ---------------------------------------------------------------------------------------------------

@@ -19,9 +19,12 @@ So one request is attempted at most (max_retries + 1) Ã— (content_retries + 1) Ã
 the defaults). 400 and 404 fail at once (a bad request, an unknown model); 401 and 403 raise
 :class:`~evaltasks.errors.CredentialsError` at once (exit 2 in the CLI).
 
-Requests hold at most ``max_inputs_per_request`` inputs (default 2048, the API's limit; Azure deployments may
-allow 16) and ``max_tokens_per_request`` tokens (default 300,000, the API's limit); texts over the model's
-input limit (8191 tokens) are truncated and flagged. Empty strings are never sent.
+Requests hold at most ``max_inputs_per_request`` inputs (default 2048, the API's limit; on Azure OpenAI 16,
+what its embeddings deployments take) and ``max_tokens_per_request`` tokens (default 300,000, the API's
+limit); texts over the model's input limit (8191 tokens) are truncated and flagged. Empty strings are never
+sent. A 400 that says "Too many inputs" (Azure's answer above its limit) is split once: the provider adopts the
+limit the message states (``The max number of inputs is N``; half the request where it states none) for the
+rest of its requests and sends the texts again in requests of that size; a second such answer fails.
 Costs come from each response's ``usage`` and :data:`PRICES_PER_MILLION_TOKENS` (overridable), split over the
 texts of a request by their share of its tokens.
 """
@@ -32,6 +35,7 @@ import base64
 import binascii
 import hashlib
 import random
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -48,6 +52,7 @@ from evaltasks.errors import ConfigError, CredentialsError, ProviderError, quote
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_INPUTS_PER_REQUEST = 2048  # the embeddings endpoint's per-request input limit
+AZURE_MAX_INPUTS_PER_REQUEST = 16  # Azure OpenAI embeddings deployments: "The max number of inputs is 16"
 MAX_TOKENS_PER_REQUEST = 300_000  # the embeddings endpoint's per-request token limit
 MAX_INPUT_TOKENS = 8191  # input limit of text-embedding-3-small/-large and ada-002
 PRICES_PER_MILLION_TOKENS: dict[str, float] = {  # US dollars, list prices of the embeddings API
@@ -59,6 +64,16 @@ PRICES_PER_MILLION_TOKENS: dict[str, float] = {  # US dollars, list prices of th
 
 class _ContentError(Exception):
     """A response arrived but cannot be used (retried at the content level)."""
+
+
+class _TooManyInputs(Exception):
+    """A 400 saying the request held too many inputs (Azure OpenAI: "Too many inputs. The max number of inputs
+    is 16. ..."); ``limit``: the number it states, or None."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        found = re.search(r"max(?:imum)? number of inputs is (\d+)", message, re.IGNORECASE)
+        self.limit = int(found.group(1)) if found else None
 
 
 class OpenAIEmbeddingProvider:
@@ -83,7 +98,8 @@ class OpenAIEmbeddingProvider:
         price_per_million_tokens: override of the price table for this model, US dollars.
         max_input_tokens: the model's per-input limit; longer texts are truncated.
         max_tokens_per_request: token budget of one request (default 300,000).
-        max_inputs_per_request: inputs in one request (default 2048; Azure deployments may allow only 16).
+        max_inputs_per_request: inputs in one request (default 2048; on Azure OpenAI 16). A server that answers
+            "Too many inputs" gets requests of the size it states, once (see the module docstring).
         requests_per_minute, tokens_per_minute: in-process rate limits shared by every provider of the same
             endpoint and model (a token bucket holding one second's budget); None (default): no limit.
 
@@ -112,7 +128,7 @@ class OpenAIEmbeddingProvider:
         price_per_million_tokens: float | None = None,
         max_input_tokens: int = MAX_INPUT_TOKENS,
         max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST,
-        max_inputs_per_request: int = MAX_INPUTS_PER_REQUEST,
+        max_inputs_per_request: int | None = None,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
     ) -> None:
@@ -126,7 +142,8 @@ class OpenAIEmbeddingProvider:
                 raise ValueError(f"{label} must be a non-negative integer, got {quote(value)}")
         for label, value in (("max_input_tokens", max_input_tokens),
                              ("max_tokens_per_request", max_tokens_per_request),
-                             ("max_inputs_per_request", max_inputs_per_request)):
+                             ("max_inputs_per_request",
+                              MAX_INPUTS_PER_REQUEST if max_inputs_per_request is None else max_inputs_per_request)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive integer, got {quote(value)}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -138,7 +155,9 @@ class OpenAIEmbeddingProvider:
         self.content_retries = content_retries
         self.max_input_tokens = max_input_tokens
         self.max_tokens_per_request = max_tokens_per_request
-        self.max_inputs_per_request = max_inputs_per_request
+        self.max_inputs_per_request = max_inputs_per_request or MAX_INPUTS_PER_REQUEST  # None: Azure's 16 below
+        self._split = False  # whether a "Too many inputs" answer has set max_inputs_per_request (once)
+        self._split_lock = threading.Lock()
         self._observed_dimensions: int | None = None  # of the first usable response (see output_dimensions)
         self._observed_lock = threading.Lock()
         self.price_per_million_tokens = (
@@ -170,6 +189,8 @@ class OpenAIEmbeddingProvider:
                                   "OPENAI_API_VERSION environment variable")
             self._client = openai.AzureOpenAI(azure_endpoint=azure_endpoint, api_version=version, **common)
             self.endpoint = azure_endpoint
+            if max_inputs_per_request is None:
+                self.max_inputs_per_request = AZURE_MAX_INPUTS_PER_REQUEST
         else:
             self._client = openai.OpenAI(base_url=base_url or env_value("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
                                          **common)
@@ -230,10 +251,17 @@ class OpenAIEmbeddingProvider:
         vectors: list[np.ndarray] = []
         costs = np.zeros(len(texts))
         total_tokens = 0
-        for start, stop in self._requests(bounds):
+        pending = self._requests(bounds)
+        while pending:
+            start, stop = pending.pop(0)
             if self._limiter is not None:
                 self._limiter.acquire(int(bounds[start:stop].sum()))
-            block, tokens = self._request(prepared[start:stop])
+            try:
+                block, tokens = self._request(prepared[start:stop])
+            except _TooManyInputs as exc:
+                self._adopt_limit(exc, stop - start)
+                pending = [(start + a, start + b) for a, b in self._requests(bounds[start:])]
+                continue
             vectors.append(block)
             share = bounds[start:stop] / bounds[start:stop].sum()
             costs[start:stop] = share * tokens * self.price_per_million_tokens / 1e6
@@ -254,6 +282,23 @@ class OpenAIEmbeddingProvider:
         if start < len(bounds):
             ranges.append((start, len(bounds)))
         return ranges
+
+    def _adopt_limit(self, exc: _TooManyInputs, sent: int) -> None:
+        """Take the input limit of a "Too many inputs" answer to a request of ``sent`` inputs (the number it
+        states, else half of ``sent``) as ``max_inputs_per_request`` from now on: once per provider.
+
+        Raises:
+            ProviderError: a limit was adopted before (the server still refuses), or none below ``sent`` follows.
+        """
+        with self._split_lock:
+            if sent > self.max_inputs_per_request:
+                return  # another thread adopted a lower limit after this request was cut: cut it again
+            limit = exc.limit if exc.limit is not None else sent // 2
+            if self._split or not 1 <= limit < sent:
+                raise ProviderError(f"embeddings request rejected: HTTP 400: {exc} (with {sent} inputs per request; "
+                                    "set max_inputs_per_request)", transient=False)
+            self._split = True
+            self.max_inputs_per_request = min(self.max_inputs_per_request, limit)
 
     def _request(self, chunk: list[str]) -> tuple[np.ndarray, int]:
         """One embeddings request with content-level retries; returns (vectors, billed tokens)."""
@@ -284,6 +329,8 @@ class OpenAIEmbeddingProvider:
                     f"{type(exc).__name__}: {exc}", transient=True,
                 ) from exc
             except openai.APIStatusError as exc:  # 408/409 are retried by the client: still transient after that
+                if exc.status_code == 400 and "too many inputs" in str(exc.message).lower():
+                    raise _TooManyInputs(str(exc.message)) from exc
                 raise ProviderError(
                     f"embeddings request rejected: HTTP {exc.status_code}: {exc.message}",
                     transient=exc.status_code in (408, 409),
