@@ -219,7 +219,8 @@ def test_a_partly_indexed_response_in_list_order_is_read_and_an_ambiguous_one_is
 @pytest.mark.parametrize(("kind", "reason"), [
     ("data_not_list", "no 'data' list (got str)"), ("no_data", "no 'data' list (got NoneType)"),
     ("no_embedding", "item 0 has no 'embedding'"), ("non_numeric", "item 0: 'embedding' holds non-numeric"),
-    ("ragged", "vectors of different dimensions"), ("partial_index", "contradict each other: not distinct indices in 0..2"),
+    ("ragged", "vectors of different dimensions"),
+    ("partial_index", "contradict each other: not distinct indices in 0..2"),
     ("wrong_count", "2 vectors for 3 inputs"),
 ])
 def test_an_unusable_response_says_what_was_wrong(server: OpenAIServer, kind: str, reason: str) -> None:
