@@ -513,3 +513,22 @@ def test_max_cost_estimate_of_a_stored_run_with_generated_steps_is_zero(tmp_path
         bind_judges([again], tmp_path / "index")
         assert estimate_judge_cost(cases, [again]) == 0.0
         assert {r.status for r in again.score_batch(cases)} == {"passed"} and len(server.requests) == sent
+
+
+def test_a_stored_answer_with_logprobs_settles_the_probe(tmp_path: Path) -> None:
+    """A cached rerun in a fresh client: the first stored answer that carries logprobs tells the client the
+    endpoint has them, so the other cases are not read one at a time behind the probe."""
+    from evaltasks.judges import JudgeRuntime, get_judge
+
+    answer = Answer(as_json({"reason": "r", "score": 7}), alternatives={"7": [("7", ln(0.9)), ("8", ln(0.1))]})
+    with ChatServer(responder=lambda r: answer) as server:
+        options = server_options(server)
+        score_with(GEvalMetric(0.5, evaluation_steps=STEPS, judge_options=options), [case()],
+                   store_dir=tmp_path / "judgements")
+        judge = get_judge("gpt-4o-mini", options, JudgeRuntime(store_dir=tmp_path / "judgements"))
+        judge.inner._capability["logprobs_seen"] = False  # as in a new process: nothing known about the endpoint
+        assert not judge.inner._logprobs_known()
+        [again] = score_with(GEvalMetric(0.5, evaluation_steps=STEPS, judge_options=options), [case()],
+                             store_dir=tmp_path / "judgements")
+        assert again.evaluation_log["judge_cached"] == 1 and len(server.requests) == 1
+        assert judge.inner._logprobs_known()

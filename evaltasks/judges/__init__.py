@@ -144,6 +144,10 @@ class RunJudge:
         if not self.runtime.refresh:
             hit = self.store.get(key, request)
             if hit is not None:
+                if request.top_logprobs > 0 and hit.logprobs is not None:
+                    note = getattr(self.inner, "note_logprobs", None)
+                    if note is not None:  # the endpoint gave logprobs: no need to probe it one case at a time
+                        note()
                 return hit
         with self._pending_lock:
             lock = self._pending.setdefault(key, threading.Lock())

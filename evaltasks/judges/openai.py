@@ -259,6 +259,12 @@ class OpenAIJudge:
         finally:
             probe.release()
 
+    def note_logprobs(self) -> None:
+        """Record that this endpoint returned logprobs (a stored answer of it carries them), so
+        :meth:`probing_logprobs` lets callers through at once: a cached run is not read one case at a time."""
+        if self.logprobs_mode == "auto" and self._capability["logprobs"]:
+            self._capability["logprobs_seen"] = True
+
     def _logprobs_known(self) -> bool:
         return not self._capability["logprobs"] or bool(self._capability["logprobs_seen"])
 
