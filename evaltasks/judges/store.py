@@ -96,9 +96,12 @@ class AnswerStore:
                 try:
                     os.chmod(tmp, 0o600)
                     tmp.write_bytes(secrets.token_bytes(32))
-                    os.link(tmp, path)  # atomic, never over another process's key: theirs wins
-                except FileExistsError:
-                    pass
+                    try:
+                        os.link(tmp, path)  # atomic, never over another process's key: theirs wins
+                    except FileExistsError:
+                        pass
+                    except OSError:  # a file system without hard links: an exclusive create instead
+                        _create_exclusive(path, tmp.read_bytes())
                 finally:
                     tmp.unlink(missing_ok=True)
             try:
@@ -112,7 +115,8 @@ class AnswerStore:
                 key = os.read(fd, 64)
             finally:
                 os.close(fd)
-            if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077 or len(key) != 32:
+            mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()  # Windows: no owner to compare
+            if not mine or (hasattr(os, "getuid") and stat.S_IMODE(info.st_mode) & 0o077) or len(key) != 32:
                 self._warn(str(path), f"the judge answer store's key {path} is not a 32-byte file of this user with "
                                       "mode 0600: stored answers are not used (remove the folder to start afresh)")
                 return None
@@ -201,6 +205,19 @@ class AnswerStore:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+
+
+def _create_exclusive(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file ``path`` (mode 0600) unless it exists (another process's key wins). A reader
+    may see it before it is whole: a short key is not trusted, and the next process reads it whole."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _logprobs_to_json(logprobs: tuple[TokenLogprob, ...] | None) -> list[Any] | None:
