@@ -50,6 +50,18 @@ def _quiet_prefect_defaults() -> None:
         set_default_env(name, value)
 
 
+def _estimate_with_task_cache(plan: Any, args: argparse.Namespace) -> float:
+    """The run's estimate (:func:`~evaltasks.engine.run.estimate_cost`) without the judge results that
+    Prefect's task cache already holds (:func:`~evaltasks.tasks.task_cached_rows`): they are served, not sent,
+    whatever ``--index-dir`` says. Imports Prefect, so only when the plain estimate is above ``--max-cost``."""
+    _quiet_prefect_defaults()  # before Prefect is imported
+    from evaltasks.engine.run import estimate_cost
+    from evaltasks.tasks import task_cached_rows
+
+    cached = task_cached_rows(plan.suite.metrics, plan.dataset.cases, args.batch_size)
+    return estimate_cost(plan, args.index_dir, cached=cached)
+
+
 def _check_output_dir(path: Path, label: str = "--output-dir") -> str | None:
     """A message when reports (or, with another ``label``, a run's history) cannot be written to ``path``
     (checked before anything is scored)."""
@@ -772,6 +784,8 @@ def _run(args: argparse.Namespace) -> int:
 
             check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
             estimate = estimate_cost(plan, args.index_dir, refresh=args.no_cache)
+            if estimate > args.max_cost and not args.no_cache:  # Prefect's task cache may hold the results
+                estimate = _estimate_with_task_cache(plan, args)
             if estimate > args.max_cost:
                 from evaltasks.metrics.judge.base import JudgeMetric
 

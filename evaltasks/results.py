@@ -366,7 +366,9 @@ class JudgeAccount(BaseModel):
     Attributes:
         model: the judge model ("" for the run total).
         requests: HTTP requests sent to the judge in this run (retries included).
-        reused: answers served from the on-disk answer store instead of the endpoint.
+        reused: answers served instead of sent: from the on-disk answer store, or with the results of a batch
+            Prefect's task cache served (an earlier run's results, whatever store this run has).
+        task_cached: how many of ``reused`` came with Prefect's task cache (none of them read the store).
         prompt_tokens, completion_tokens: tokens billed in this run.
         cost: US dollars billed in this run.
         unstable: cases whose samples (``samples: K``) fell on both sides of the threshold (run total: cases
@@ -377,6 +379,7 @@ class JudgeAccount(BaseModel):
     model: str = ""
     requests: int = 0
     reused: int = 0
+    task_cached: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
@@ -388,6 +391,7 @@ class JudgeAccount(BaseModel):
         log = result.evaluation_log
         self.requests += int(log.get("judge_requests", 0))
         self.reused += int(log.get("judge_cached", 0))
+        self.task_cached += int(log.get("judge_task_cached", 0))
         self.prompt_tokens += int(log.get("prompt_tokens", 0))
         self.completion_tokens += int(log.get("completion_tokens", 0))
         self.cost += result.evaluation_cost

@@ -336,6 +336,49 @@ def score_batch_boxed(
     )
 
 
+def task_cached_rows(metrics: Sequence[BaseMetric], cases: Sequence[EvalTestCase],
+                     batch_size: int | None) -> dict[str, frozenset[int]]:
+    """For ``--max-cost``: per judge metric of ``metrics`` (by name), the rows of ``cases`` whose results the
+    evaluate-suite flow will take from Prefect's task cache (a ``score-batch`` of the same cases, metric and
+    evaltasks scored before in this Prefect home, whatever the index directory), so they cost nothing.
+
+    The batches are the flow's (``batch_size``, else :func:`~evaltasks.engine.stream.auto_batch_size`); each
+    batch's cache key is computed by :func:`score_batch_boxed`'s own cache policy and looked up in the result
+    store the task would use. A batch whose key or record cannot be read counts as not cached (the estimate
+    stays an upper bound). Needs no API server (the default local result storage).
+    """
+    from types import SimpleNamespace
+
+    from prefect.results import get_result_store
+
+    from evaltasks.engine.stream import auto_batch_size, chunks
+    from evaltasks.metrics.judge.base import JudgeMetric
+
+    judged = [metric for metric in metrics if isinstance(metric, JudgeMetric)]
+    if not judged or not cases:
+        return {}
+    batches = chunks(list(range(len(cases))), max(1, batch_size or auto_batch_size(len(cases))))
+    policy, context = score_batch_boxed.cache_policy, SimpleNamespace(task=score_batch_boxed)
+    try:
+        store = get_result_store().update_for_task(score_batch_boxed)
+    except Exception:  # noqa: BLE001 - no readable result store: nothing is known to be cached
+        return {}
+    found: dict[str, frozenset[int]] = {}
+    for metric in judged:
+        metric_key, rows = metric.cache_key(), set()
+        for batch in batches:
+            inputs = {"metric": metric, "cases": [cases[i] for i in batch], "vectors": None, "metric_key": metric_key,
+                      "failed_namespaces": None, "cache_version": CACHE_VERSION}
+            try:
+                key = policy.compute_key(task_ctx=context, inputs=inputs, flow_parameters={})
+                if key and store.exists(key):
+                    rows.update(batch)
+            except Exception:  # noqa: BLE001 - unreadable: priced as if it were not cached
+                continue
+        found[metric.name] = frozenset(rows)
+    return found
+
+
 # -- whole-dataset tasks for use in other pipelines ---------------------------------------------------------
 
 

@@ -39,10 +39,15 @@ seconds: longer than the client's timeout), ``drop`` (closes the connection with
 input), ``nan`` / ``inf`` (a JSON ``NaN`` / ``Infinity`` token in a vector), ``zero_vector`` (a vector of
 zeros), and malformed shapes of a 200 JSON body: ``no_data`` (no ``data`` key), ``data_not_list``
 (``{"data": "nope"}``), ``no_embedding`` (an item without ``embedding``), ``non_numeric`` (a string among a
-vector's numbers), ``ragged`` (one vector a component short), ``partial_index`` (one item without ``index``).
+vector's numbers), ``ragged`` (one vector a component short), ``partial_index`` (item 0 without ``index`` and
+the last item's ``index`` one past the inputs: indexes that contradict each other).
 
 Endpoint variants (constructor options): ``max_inputs`` (inputs per request, default 2048; Azure deployments
-allow 16: more is a 400), ``omit_index`` (items carry no ``index``, as some OpenAI-compatible endpoints answer),
+allow 16: more is a 400, with Azure's message ``Too many inputs. The max number of inputs is 16. ...`` when
+``max_inputs`` is below 2048), ``omit_index`` (items carry no ``index``, as some OpenAI-compatible endpoints answer),
+``index_shape`` (``"gemini"``: the item of index 0 carries none, as Gemini's OpenAI-compatible endpoint omits a
+zero; ``"gemini_reversed"``: the same with the items in reverse order; ``"ambiguous"``: items 0 and 1 carry no
+``index`` and the others are listed in reverse order, so no order follows from them),
 ``vector_dimensions`` (every vector has this many components whatever was asked: a misconfigured endpoint),
 ``latency_s`` (every request waits this long before it is answered, as a remote API's round trip does).
 
@@ -258,6 +263,7 @@ class OpenAIServer:
         warm: load the model on entering (else on the first request that needs it).
         max_inputs: most inputs per request (more: 400).
         omit_index: leave ``index`` out of every item.
+        index_shape: None, ``"gemini"``, ``"gemini_reversed"`` or ``"ambiguous"`` (see the module docstring).
         vector_dimensions: answer vectors of this many components (≤ 384) whatever was requested.
         latency_s: seconds every request waits before it is answered (a remote API's round trip; 0: none).
 
@@ -283,6 +289,7 @@ class OpenAIServer:
         warm: bool = True,
         max_inputs: int = MAX_INPUTS,
         omit_index: bool = False,
+        index_shape: str | None = None,
         vector_dimensions: int | None = None,
         latency_s: float = 0.0,
     ) -> None:
@@ -310,6 +317,9 @@ class OpenAIServer:
         self._warm = warm
         self.max_inputs = max_inputs
         self.omit_index = omit_index
+        if index_shape not in (None, "gemini", "gemini_reversed", "ambiguous"):
+            raise ValueError(f"unknown index_shape {index_shape!r}")
+        self.index_shape = index_shape
         self.vector_dimensions = vector_dimensions
         self.latency_s = latency_s
 
@@ -426,6 +436,12 @@ class OpenAIServer:
                                     "invalid_request_error", "model_not_found"), {}, None, 0
         invalid = _error_body("'$.input' is invalid. Please check the API reference: "
                               "https://platform.openai.com/docs/api-reference.", "invalid_request_error")
+        if record.inputs is not None and len(record.inputs) > self.max_inputs and self.max_inputs < MAX_INPUTS:
+            return 400, _error_body(  # Azure OpenAI's answer, word for word
+                f"Too many inputs. The max number of inputs is {self.max_inputs}.  We hope to increase the number of "
+                "inputs per request soon. Please contact us through an Azure support request at: "
+                "https://go.microsoft.com/fwlink/?linkid=2213926 for further questions.", "invalid_request_error",
+            ), {}, None, 0
         if record.inputs is None or not record.inputs or len(record.inputs) > self.max_inputs:
             return 400, invalid, {}, None, 0
         if any(t == "" for t in record.inputs):
@@ -452,6 +468,8 @@ class OpenAIServer:
         if self.omit_index and isinstance(payload, dict):
             for item in payload["data"]:
                 item.pop("index", None)
+        if self.index_shape is not None and isinstance(payload, dict) and isinstance(payload.get("data"), list):
+            payload["data"] = _reshaped(payload["data"], self.index_shape)
         return 200, payload, {}, fault, tokens
 
     def _fault_response(self, fault: str | None) -> tuple[int, Any, dict[str, str]]:
@@ -509,9 +527,8 @@ class OpenAIServer:
             del data[0]["embedding"]
         elif fault == "partial_index":
             if len(data) > 1:
-                del data[-1]["index"]
-            else:
-                data[0]["index"] = 1  # one item: an index that matches no input
+                del data[0]["index"]
+            data[-1]["index"] = len(data)  # an index that matches no input
         payload = {"object": "list", "data": data, "model": model,
                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         if fault == "no_data":
@@ -522,6 +539,23 @@ class OpenAIServer:
             text = json.dumps(payload).encode()
             return text[: max(1, len(text) // 2)]
         return payload
+
+
+def _reshaped(data: list[dict[str, Any]], shape: str) -> list[dict[str, Any]]:
+    """The items of an embeddings answer with their ``index`` fields as ``shape`` says (module docstring)."""
+    data = [dict(item) for item in data]
+    if shape == "gemini_reversed":
+        data.reverse()
+    if shape in ("gemini", "gemini_reversed"):
+        for item in data:
+            if item.get("index") == 0:
+                del item["index"]
+    elif shape == "ambiguous":
+        head, tail = data[:2], data[2:][::-1]
+        for item in head:
+            item.pop("index", None)
+        data = head + tail
+    return data
 
 
 __all__ = ["CONTENT_FAULTS", "FAULT_KINDS", "HTTP_FAULTS", "OpenAIServer", "RecordedRequest", "TRANSIENT_MIX",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -453,3 +454,81 @@ def test_an_endpoint_that_rejects_logprobs_is_sampled() -> None:
     assert first.score == second.score == pytest.approx(0.6)
     later = [r.body for r in server.requests][-1]
     assert later["n"] == 3 and not later.get("logprobs")
+
+
+# -- an endpoint without log-probabilities ------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["ignore", "reject"])
+def test_an_endpoint_without_logprobs_costs_one_wasted_request_in_all(mode: str) -> None:
+    """README, "Judge client": what an endpoint lacks is learnt once per process. Eight cases in flight at once
+    (max_concurrency 8, every answer held 0.2 s so they overlap) ask for logprobs in one request only; every
+    other case samples straight away (n_samples 2 in one request with ``n``)."""
+    with ChatServer(responder=lambda r: as_json({"reason": "r", "score": 6}), logprobs=mode,
+                    latency_s=0.2) as server:
+        metric = GEvalMetric(0.5, evaluation_steps=STEPS, n_samples=2,
+                             judge_options=server_options(server, max_concurrency=8))
+        cases = [case(input=f"Question {i}?", actual_output=f"Answer {i}.") for i in range(8)]
+        results = score_with(metric, cases)
+        assert [r.score for r in results] == [0.6] * 8
+        assert [r.evaluation_log["method"] for r in results] == ["sampling"] * 8
+        asked = [r for r in server.requests if r.body.get("logprobs")]
+        assert len(asked) == 1
+        # one sampling request per case, plus the probe (and its resend without logprobs after a refusal)
+        assert len(server.requests) == 8 + 1 + (1 if mode == "reject" else 0)
+        assert sum(r.evaluation_log["judge_requests"] for r in results) == len(server.requests)
+
+
+def _schema_name(request: Any) -> str:
+    """The ``response_format`` schema name of a recorded chat request ("" without one)."""
+    return ((request.body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+
+
+@pytest.mark.parametrize("name", ["GEvalMetric", "CustomEvalMetric"])
+def test_max_cost_estimate_of_a_stored_run_with_generated_steps_is_zero(tmp_path: Path, name: str) -> None:
+    """README, "LLM judges": answers already stored are free. A fresh metric (a new process: no steps known)
+    estimates its cases with the steps stored for its criteria, so every request of an unchanged rerun is found
+    in the store: the estimate is $0 (with the criteria standing in for the steps, none was found), with
+    ``samples: 2`` (the shared steps request priced once)."""
+    from evaltasks.engine.evaluate import bind_judges, estimate_judge_cost
+
+    def respond(request: Any) -> str:
+        if request.body.get("response_format", {}).get("json_schema", {}).get("name") == "steps":
+            return as_json({"steps": STEPS})
+        if name == "GEvalMetric":
+            return as_json({"reason": "ok", "score": 6})
+        return as_json({"verdicts": [{"verdict": "fully", "reason": "ok"}] * len(STEPS)})
+
+    cases = [case(), case(input="Capital of Peru?", actual_output="Lima.")]
+    with ChatServer(responder=respond) as server:
+        def metric() -> Any:
+            return METRICS[name](0.5, criteria="Correctness.", samples=2,
+                                 judge_options=server_options(server, temperature=0.7))
+
+        first = metric()
+        bind_judges([first], tmp_path / "index")
+        assert estimate_judge_cost(cases, [first]) > 0  # nothing stored yet
+        assert {r.status for r in first.score_batch(cases)} == {"passed"}
+        sent = len(server.requests)
+        assert [_schema_name(r) for r in server.requests].count("steps") == 1
+        again = metric()
+        bind_judges([again], tmp_path / "index")
+        assert estimate_judge_cost(cases, [again]) == 0.0
+        assert {r.status for r in again.score_batch(cases)} == {"passed"} and len(server.requests) == sent
+
+
+def test_a_stored_answer_with_logprobs_settles_the_probe(tmp_path: Path) -> None:
+    """A cached rerun in a fresh client: the first stored answer that carries logprobs tells the client the
+    endpoint has them, so the other cases are not read one at a time behind the probe."""
+    from evaltasks.judges import JudgeRuntime, get_judge
+
+    answer = Answer(as_json({"reason": "r", "score": 7}), alternatives={"7": [("7", ln(0.9)), ("8", ln(0.1))]})
+    with ChatServer(responder=lambda r: answer) as server:
+        options = server_options(server)
+        score_with(GEvalMetric(0.5, evaluation_steps=STEPS, judge_options=options), [case()],
+                   store_dir=tmp_path / "judgements")
+        judge = get_judge("gpt-4o-mini", options, JudgeRuntime(store_dir=tmp_path / "judgements"))
+        judge.inner._capability["logprobs_seen"] = False  # as in a new process: nothing known about the endpoint
+        assert not judge.inner._logprobs_known()
+        [again] = score_with(GEvalMetric(0.5, evaluation_steps=STEPS, judge_options=options), [case()],
+                             store_dir=tmp_path / "judgements")
+        assert again.evaluation_log["judge_cached"] == 1 and len(server.requests) == 1
+        assert judge.inner._logprobs_known()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -361,6 +362,60 @@ def test_a_corrupt_entry_is_a_miss_and_replaced(server: ChatServer, tmp_path: Pa
     reply = run_judge(server, tmp_path).complete(request())
     assert not reply.cached and reply.parsed["score"] == 2 and len(server.requests) == 2
     assert run_judge(server, tmp_path).complete(request()).cached  # replaced by the new answer
+
+
+def _edit_consistently(entry: Path, score: int) -> None:
+    """Rewrite a stored answer's score everywhere it appears (text and parsed value), as someone changing a
+    result by hand would: the entry still reads, parses and validates."""
+    data = json.loads(entry.read_text(encoding="utf-8"))
+    choice = data["reply"]["choices"][0]
+    choice["parsed"]["score"] = score
+    choice["text"] = json.dumps(choice["parsed"])
+    entry.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_a_consistently_edited_entry_is_a_miss_with_a_warning(server: ChatServer, tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """README, "Judge client", Store: each entry carries an HMAC of its content under the store's own key."""
+    server.answers.extend([good(1), good(2)])
+    run_judge(server, tmp_path).complete(request())
+    (entry,) = tmp_path.rglob("*.json")
+    _edit_consistently(entry, 9)
+    with caplog.at_level(logging.WARNING, logger="evaltasks.judges"):
+        reply = run_judge(server, tmp_path).complete(request())
+    assert not reply.cached and reply.parsed["score"] == 2 and len(server.requests) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the stored judge answer {entry} does not match its digest (edited after it was written?): it is not "
+        "used, and the request is sent again"]
+    assert run_judge(server, tmp_path).complete(request()).parsed["score"] == 2  # replaced, and valid again
+
+
+def test_the_store_key_is_private_and_an_exposed_one_is_not_trusted(server: ChatServer, tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    server.answers.extend([good(1), good(2)])
+    run_judge(server, tmp_path).complete(request())
+    key_file = tmp_path / "store.key"
+    info = key_file.stat()
+    assert (oct(info.st_mode & 0o777), info.st_uid, info.st_size) == ("0o600", os.getuid(), 32)
+    key_file.chmod(0o644)  # others could read it, so could forge entries: none is trusted
+    with caplog.at_level(logging.WARNING, logger="evaltasks.judges"):
+        reply = run_judge(server, tmp_path).complete(request())
+    assert not reply.cached and len(server.requests) == 2
+    assert "is not a 32-byte file of this user with mode 0600" in caplog.text
+
+
+def test_an_entry_without_a_digest_is_asked_again_once(server: ChatServer, tmp_path: Path) -> None:
+    """The first store format had no digest: such an entry is a miss (an edit could have removed the digest),
+    sent again, and replaced by an entry with one."""
+    server.answers.extend([good(1), good(2)])
+    run_judge(server, tmp_path).complete(request())
+    (entry,) = tmp_path.rglob("*.json")
+    data = json.loads(entry.read_text(encoding="utf-8"))
+    del data["digest"]
+    entry.write_text(json.dumps({**data, "format": 1}), encoding="utf-8")
+    assert run_judge(server, tmp_path).complete(request()).parsed["score"] == 2
+    again = run_judge(server, tmp_path).complete(request())
+    assert again.cached and again.parsed["score"] == 2 and len(server.requests) == 2
 
 
 def test_samples_models_and_parameters_are_distinct_entries(server: ChatServer, tmp_path: Path) -> None:

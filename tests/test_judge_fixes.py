@@ -53,8 +53,8 @@ def test_only_the_rejected_answer_is_removed(tmp_path: Path) -> None:
 
     with ChatServer() as server:
         server.answers.append(verdicts(2))
-        [first] = score_with(AnswerRelevancyMetric(judge_options=server_options(server)), [RAG_CASE],
-                             store_dir=tmp_path)
+        [first] = score_with(AnswerRelevancyMetric(judge_options=server_options(server, content_retries=0)),
+                             [RAG_CASE], store_dir=tmp_path)
         assert first.status == "errored" and "2 verdicts for 1 statement" in first.error
         server.answers.append(verdicts(1))
         [second] = score_with(AnswerRelevancyMetric(judge_options=server_options(server)), [RAG_CASE],
@@ -65,8 +65,8 @@ def test_only_the_rejected_answer_is_removed(tmp_path: Path) -> None:
     with ChatServer() as server:
         server.answers.extend([as_json({"claims": ["Paris is in France."]}),
                                as_json({"verdicts": [recall, recall]})])
-        [first] = score_with(ContextualRecallMetric(judge_options=server_options(server)), [RAG_CASE],
-                             store_dir=tmp_path / "recall")
+        [first] = score_with(ContextualRecallMetric(judge_options=server_options(server, content_retries=0)),
+                             [RAG_CASE], store_dir=tmp_path / "recall")
         assert first.status == "errored" and "2 verdicts for 1 claim" in first.error
         server.answers.append(as_json({"verdicts": [recall]}))
         [second] = score_with(ContextualRecallMetric(judge_options=server_options(server)), [RAG_CASE],

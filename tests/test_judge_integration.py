@@ -447,3 +447,32 @@ def test_judge_without_a_key_is_a_credentials_problem_or_skipped(tmp_path: Path,
     loaded = load_suite(path, skip_missing_credentials=True)
     assert isinstance(loaded.metrics[0], SkippedMetric) and loaded.metrics[0].name == "judged"
     assert loaded.warnings and "metrics[0] judged is skipped" in loaded.warnings[0]
+
+
+def test_a_new_index_dir_served_by_prefects_task_cache_costs_nothing_and_says_so(tmp_path: Path,
+                                                                                 prefect_api_url: str) -> None:
+    """README, "LLM judges": a run with a new ``--index-dir`` in a Prefect home that scored the suite before is
+    served by Prefect's task cache (its answer store is never read): ``--max-cost`` lets it start (it costs
+    nothing), and the console and results.json say where the answers came from."""
+    from chat_server import ChatServer
+
+    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "threshold": 0.5}],
+                         judge={"model": "gpt-4o-mini"},
+                         cases=[{"input": f"question {i}", "actual_output": "an answer"} for i in range(6)])
+    with ChatServer(api_key=KEY, responder=lambda r: json.dumps({"score": 1, "reason": "ok"})) as server:
+        env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH,
+               "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY, "COLUMNS": "200"}
+        first = _cli(tmp_path, suite, env)
+        assert first.returncode == 0, first.stderr
+        sent = len(server.requests)
+        assert sent == 6
+        args = [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
+                "--index-dir", str(tmp_path / "new-index"), "--max-cost", "0.0000001"]
+        second = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+        assert second.returncode == 0, second.stderr
+        assert len(server.requests) == sent  # nothing sent: the results came from Prefect's task cache
+    judges = _results(tmp_path)["summary"]["judges"]["VerdictMetric"]
+    assert (judges["requests"], judges["reused"], judges["task_cached"], judges["cost"]) == (0, 6, 6, 0.0)
+    assert ("judge VerdictMetric (gpt-4o-mini): 0 requests, 0 reused from the store, 6 from Prefect's task cache"
+            in second.stdout)
+    assert not list((tmp_path / "new-index").rglob("*.json"))  # the new store was never written (nor read)

@@ -400,9 +400,44 @@ def test_every_verdict_is_an_enum(name: str) -> None:
     ("ContextualRecallMetric", [{"claims": ["A claim."]}, cv("yes", "yes")], "2 verdicts for 1 claim;"),
 ])
 def test_a_verdict_list_of_the_wrong_length_errors_the_case(name: str, answers: list[Any], what: str) -> None:
-    results, _ = run(METRICS[name](), [FULL_CASE], *answers)
+    """Asked again content_retries (2) times, then errored: three wrong answers in all."""
+    results, script = run(METRICS[name](), [FULL_CASE], *answers, answers[-1], answers[-1])
     assert results[0].status == "errored" and results[0].score is None
     assert what in results[0].error and results[0].error.startswith("JudgeError: ")
+    assert results[0].error.endswith("(after 3 answers)") and results[0].evaluation_log["judge_requests"] == len(
+        script.calls) == len(answers) + 2
+
+
+@pytest.mark.parametrize(("name", "wrong", "right", "before"), [
+    ("AnswerRelevancyMetric", av(("claim", "fully")), av(("claim", "fully"), ("claim", "mostly")), []),
+    ("FaithfulnessMetric", fv(*[("fact", "fully", "PASSAGE-ONE")] * 3),
+     fv(("fact", "fully", "PASSAGE-ONE"), ("fact", "mostly", "PASSAGE-ONE")), []),
+    ("ContextualRelevancyMetric", rv("fully"), rv("fully", "mostly"), []),
+    ("ContextualPrecisionMetric", pv("yes", "no", "yes"), pv("yes", "no"), []),
+    ("ContextualRecallMetric", cv("yes", "yes"), cv("yes"), [{"claims": ["A claim."]}]),
+    ("CustomEvalMetric", {"verdicts": [{"verdict": "fully", "reason": "r"}]},
+     {"verdicts": [{"verdict": "fully", "reason": "r"}, {"verdict": "mostly", "reason": "r"}]}, []),
+])
+def test_every_verdict_metric_asks_again_for_a_verdict_list_of_the_wrong_length(
+        tmp_path: Path, name: str, wrong: dict[str, Any], right: dict[str, Any], before: list[Any]) -> None:
+    """One retry rule for every verdict metric, through the real client against the loopback server: a wrong
+    number of verdicts is asked again (within content_retries) and the second answer is scored; the rejected
+    one was never kept in the answer store, so a rerun sends nothing."""
+    from tests.chat_server import ChatServer
+    from tests.judge_helpers import server_options
+
+    extra = {"threshold": 0.5, "evaluation_steps": ["Is right.", "Is short."]} if name == "CustomEvalMetric" else {}
+    with ChatServer() as server:
+        server.answers.extend(json.dumps(a) for a in [*before, wrong, right])
+        metric = METRICS[name](**extra, judge_options=server_options(server))
+        metric.judge_runtime = JudgeRuntime(store_dir=tmp_path)
+        [result] = metric.score_batch([FULL_CASE])
+        assert result.status in ("passed", "failed"), result.error
+        assert result.evaluation_log["judge_requests"] == len(server.requests) == len(before) + 2
+        again = METRICS[name](**extra, judge_options=server_options(server))
+        again.judge_runtime = JudgeRuntime(store_dir=tmp_path)
+        [rerun] = again.score_batch([FULL_CASE])
+        assert len(server.requests) == len(before) + 2 and rerun.score == result.score
 
 
 def test_an_answer_off_the_schema_errors_the_case_with_the_path() -> None:
@@ -452,6 +487,27 @@ def test_samples_straddling_the_threshold_are_unstable() -> None:
                      {"score": 0.8, "reason": "b"}, {"score": 1.0, "reason": "c"})
     log = results[0].evaluation_log
     assert math.isclose(results[0].score, 0.8) and log["samples"] == [0.6, 0.8, 1.0] and log["unstable"] is True
+
+
+@pytest.mark.parametrize(("options", "sent"), [({}, 1.0), ({"temperature": 0}, 1.0), ({"temperature": 0.4}, 0.4)])
+def test_samples_are_drawn_at_a_temperature_above_zero(options: dict[str, Any], sent: float) -> None:
+    """README, "LLM judges": ``samples: K`` asks each sample at the judge's temperature, or at 1.0 where that is
+    0 (K requests at temperature 0 would be K copies of one answer: K times the cost, a spread of 0). The
+    estimate prices the requests that are sent."""
+    from tests.chat_server import ChatServer
+    from tests.judge_helpers import server_options
+
+    with ChatServer() as server:
+        server.answers.extend(json.dumps({"score": s, "reason": "r"}) for s in (0.2, 0.6, 0.9))
+        metric = ToxicityMetric(samples=3, judge_options=server_options(server, max_concurrency=1, **options))
+        [result] = metric.score_batch([FULL_CASE])
+        assert [r.body["temperature"] for r in server.requests] == [sent] * 3
+        assert [r.body["messages"] for r in server.requests] == [server.requests[0].body["messages"]] * 3
+        assert [e.temperature for e in metric.estimate_requests(FULL_CASE)] == [sent]
+    log = result.evaluation_log
+    assert log["samples_temperature"] == sent and log["samples"] == [0.2, 0.6, 0.9] and log["unstable"] is True
+    one = ToxicityMetric(judge_options=options)  # one sample: the judge's own temperature, 0 by default
+    assert [e.temperature for e in one.estimate_requests(FULL_CASE)] == [float(options.get("temperature", 0))]
 
 
 # -- end to end: the real openai client against the loopback chat server, through get_judge -------------------

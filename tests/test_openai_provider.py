@@ -194,10 +194,33 @@ def test_items_without_index_are_read_in_list_order(server: OpenAIServer, st_mod
     assert [r.ok for r in server.requests] == [True]
 
 
+@pytest.mark.parametrize("shape", ["gemini", "gemini_reversed"])
+def test_a_response_without_the_index_of_0_is_read_by_its_other_indexes(server: OpenAIServer, st_model,
+                                                                         shape: str) -> None:
+    """Gemini's OpenAI-compatible endpoint leaves out an ``index`` of 0 (and only that one): the one index left
+    is complete and unambiguous, in list order or not, so every case gets its own vector at the first try."""
+    server.index_shape = shape
+    vectors = make_provider(server, content_retries=0).embed(TEXTS[:4])
+    assert_same_vectors(vectors, expected_vectors(st_model, TEXTS[:4]))
+    assert [r.ok for r in server.requests] == [True]
+    assert server.requests[0].inputs == TEXTS[:4]
+
+
+def test_a_partly_indexed_response_in_list_order_is_read_and_an_ambiguous_one_is_not(server: OpenAIServer,
+                                                                                     st_model) -> None:
+    """Two items without ``index``: readable only when the others agree with list order."""
+    server.index_shape = "ambiguous"  # items 0 and 1 without index, then 3 and 2: no order follows
+    with pytest.raises(ProviderError, match="2 of 4 items have no 'index' and the others are not in list order"):
+        make_provider(server, max_retries=0, content_retries=0).embed(TEXTS[:4])
+    vectors = make_provider(server, content_retries=0).embed(TEXTS[:3])  # 3 items: the indexed one is in place
+    assert_same_vectors(vectors, expected_vectors(st_model, TEXTS[:3]))
+
+
 @pytest.mark.parametrize(("kind", "reason"), [
     ("data_not_list", "no 'data' list (got str)"), ("no_data", "no 'data' list (got NoneType)"),
     ("no_embedding", "item 0 has no 'embedding'"), ("non_numeric", "item 0: 'embedding' holds non-numeric"),
-    ("ragged", "vectors of different dimensions"), ("partial_index", "1 of 3 items have no 'index'"),
+    ("ragged", "vectors of different dimensions"),
+    ("partial_index", "contradict each other: not distinct indices in 0..2"),
     ("wrong_count", "2 vectors for 3 inputs"),
 ])
 def test_an_unusable_response_says_what_was_wrong(server: OpenAIServer, kind: str, reason: str) -> None:
@@ -227,9 +250,6 @@ def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_mode
     """Azure OpenAI deployments take at most 16 inputs per request; more is HTTP 400 for the whole batch."""
     server.max_inputs = 16
     texts = [f"Short text number {i}." for i in range(40)]
-    with pytest.raises(ProviderError, match="HTTP 400"):
-        make_provider(server).embed(texts)
-    server.reset()
     vectors = make_provider(server, max_inputs_per_request=16).embed(texts)
     assert [len(r.inputs) for r in server.embedding_requests()] == [16, 16, 8]
     assert server.sent_inputs() == texts
@@ -238,6 +258,36 @@ def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_mode
                            [metric_for(server, max_inputs_per_request=16)])  # per-metric provider_options
     assert result.test_results[0].status != "errored"
     assert max(len(r.inputs) for r in server.embedding_requests()) <= 16
+
+
+def test_azure_defaults_to_16_inputs_per_request(server: OpenAIServer, st_model) -> None:
+    """README, "Embedding providers": Azure OpenAI's embeddings deployments take 16 inputs; without
+    max_inputs_per_request an Azure provider sends 16 at most, so no request is refused."""
+    server.max_inputs = 16
+    texts = [f"Short text number {i}." for i in range(40)]
+    provider = OpenAIEmbeddingProvider(MODEL, azure_endpoint=server.url, api_key=KEY, api_version="2024-02-01",
+                                       timeout=PATIENT_S)
+    assert provider.max_inputs_per_request == 16 and make_provider(server).max_inputs_per_request == 2048
+    assert_same_vectors(provider.embed(texts), expected_vectors(st_model, texts))
+    assert [(r.status, len(r.inputs)) for r in server.embedding_requests()] == [(200, 16), (200, 16), (200, 8)]
+
+
+def test_too_many_inputs_splits_once_to_the_stated_limit(server: OpenAIServer, st_model) -> None:
+    """A server answering Azure's "Too many inputs. The max number of inputs is 16" to a request of 40: the
+    provider adopts 16 for that request and every later one (one refused request in all); a server that then
+    refuses 16 too is an error, not a second guess."""
+    server.max_inputs = 16
+    texts = [f"Short text number {i}." for i in range(40)]
+    provider = make_provider(server)
+    assert_same_vectors(provider.embed(texts), expected_vectors(st_model, texts))
+    assert [(r.status, len(r.inputs)) for r in server.embedding_requests()] == [
+        (400, 40), (200, 16), (200, 16), (200, 8)]
+    assert server.sent_inputs() == texts  # in order, nothing lost or repeated after the refusal
+    provider.embed([f"Another text {i}." for i in range(20)])
+    assert [len(r.inputs) for r in server.embedding_requests()[4:]] == [16, 4]
+    server.max_inputs = 8
+    with pytest.raises(ProviderError, match="Too many inputs. The max number of inputs is 8"):
+        provider.embed([f"Third text {i}." for i in range(20)])
 
 
 # --- batching ---------------------------------------------------------------------------------------------------

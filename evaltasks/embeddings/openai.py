@@ -10,17 +10,21 @@ Retries, in layers, each bounded:
    backoff (0.5 s doubling, up to 8 s) and full jitter.
    Unusable includes: no ``data`` list, items without an ``embedding`` or with non-numeric values, vectors
    whose dimensions disagree (within the response, with ``dimensions`` when requested, or with what this
-   provider received before), and ``index`` fields that are neither all present (a permutation of the inputs)
-   nor all absent (then the list order is the input order, as some OpenAI-compatible endpoints answer).
+   provider received before), and ``index`` fields that contradict each other (:func:`_input_order`: all
+   absent is list order; a partly indexed response, such as Gemini's without an ``index`` of 0, is read by
+   its indexes when one is missing, or in list order when the present ones agree with it).
 3. Task level — Prefect's ``embed-*`` tasks retry twice more, only for errors still transient.
 
 So one request is attempted at most (max_retries + 1) × (content_retries + 1) × 3 times (6 × 4 × 3 = 72 with
 the defaults). 400 and 404 fail at once (a bad request, an unknown model); 401 and 403 raise
 :class:`~evaltasks.errors.CredentialsError` at once (exit 2 in the CLI).
 
-Requests hold at most ``max_inputs_per_request`` inputs (default 2048, the API's limit; Azure deployments may
-allow 16) and ``max_tokens_per_request`` tokens (default 300,000, the API's limit); texts over the model's
-input limit (8191 tokens) are truncated and flagged. Empty strings are never sent.
+Requests hold at most ``max_inputs_per_request`` inputs (default 2048, the API's limit; on Azure OpenAI 16,
+what its embeddings deployments take) and ``max_tokens_per_request`` tokens (default 300,000, the API's
+limit); texts over the model's input limit (8191 tokens) are truncated and flagged. Empty strings are never
+sent. A 400 that says "Too many inputs" (Azure's answer above its limit) is split once: the provider adopts the
+limit the message states (``The max number of inputs is N``; half the request where it states none) for the
+rest of its requests and sends the texts again in requests of that size; a second such answer fails.
 Costs come from each response's ``usage`` and :data:`PRICES_PER_MILLION_TOKENS` (overridable), split over the
 texts of a request by their share of its tokens.
 """
@@ -31,6 +35,7 @@ import base64
 import binascii
 import hashlib
 import random
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -48,6 +53,7 @@ from evaltasks.errors import ConfigError, CredentialsError, EvalTasksError, Prov
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_INPUTS_PER_REQUEST = 2048  # the embeddings endpoint's per-request input limit
+AZURE_MAX_INPUTS_PER_REQUEST = 16  # Azure OpenAI embeddings deployments: "The max number of inputs is 16"
 MAX_TOKENS_PER_REQUEST = 300_000  # the embeddings endpoint's per-request token limit
 MAX_INPUT_TOKENS = 8191  # input limit of text-embedding-3-small/-large and ada-002
 PRICES_PER_MILLION_TOKENS: dict[str, float] = {  # US dollars, list prices of the embeddings API
@@ -59,6 +65,16 @@ PRICES_PER_MILLION_TOKENS: dict[str, float] = {  # US dollars, list prices of th
 
 class _ContentError(Exception):
     """A response arrived but cannot be used (retried at the content level)."""
+
+
+class _TooManyInputs(Exception):
+    """A 400 saying the request held too many inputs (Azure OpenAI: "Too many inputs. The max number of inputs
+    is 16. ..."); ``limit``: the number it states, or None."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        found = re.search(r"max(?:imum)? number of inputs is (\d+)", message, re.IGNORECASE)
+        self.limit = int(found.group(1)) if found else None
 
 
 class OpenAIEmbeddingProvider:
@@ -83,7 +99,8 @@ class OpenAIEmbeddingProvider:
         price_per_million_tokens: override of the price table for this model, US dollars.
         max_input_tokens: the model's per-input limit; longer texts are truncated.
         max_tokens_per_request: token budget of one request (default 300,000).
-        max_inputs_per_request: inputs in one request (default 2048; Azure deployments may allow only 16).
+        max_inputs_per_request: inputs in one request (default 2048; on Azure OpenAI 16). A server that answers
+            "Too many inputs" gets requests of the size it states, once (see the module docstring).
         requests_per_minute, tokens_per_minute: in-process rate limits shared by every provider of the same
             endpoint and model (a token bucket holding one second's budget); None (default): no limit.
 
@@ -112,7 +129,7 @@ class OpenAIEmbeddingProvider:
         price_per_million_tokens: float | None = None,
         max_input_tokens: int = MAX_INPUT_TOKENS,
         max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST,
-        max_inputs_per_request: int = MAX_INPUTS_PER_REQUEST,
+        max_inputs_per_request: int | None = None,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
     ) -> None:
@@ -126,7 +143,8 @@ class OpenAIEmbeddingProvider:
                 raise ValueError(f"{label} must be a non-negative integer, got {quote(value)}")
         for label, value in (("max_input_tokens", max_input_tokens),
                              ("max_tokens_per_request", max_tokens_per_request),
-                             ("max_inputs_per_request", max_inputs_per_request)):
+                             ("max_inputs_per_request",
+                              MAX_INPUTS_PER_REQUEST if max_inputs_per_request is None else max_inputs_per_request)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive integer, got {quote(value)}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -138,7 +156,9 @@ class OpenAIEmbeddingProvider:
         self.content_retries = content_retries
         self.max_input_tokens = max_input_tokens
         self.max_tokens_per_request = max_tokens_per_request
-        self.max_inputs_per_request = max_inputs_per_request
+        self.max_inputs_per_request = max_inputs_per_request or MAX_INPUTS_PER_REQUEST  # None: Azure's 16 below
+        self._split = False  # whether a "Too many inputs" answer has set max_inputs_per_request (once)
+        self._split_lock = threading.Lock()
         self._observed_dimensions: int | None = None  # of the first usable response (see output_dimensions)
         self._observed_lock = threading.Lock()
         self.price_per_million_tokens = (
@@ -171,6 +191,8 @@ class OpenAIEmbeddingProvider:
                                   "OPENAI_API_VERSION environment variable")
             self._client = openai.AzureOpenAI(azure_endpoint=azure_endpoint, api_version=version, **common)
             self.endpoint = azure_endpoint
+            if max_inputs_per_request is None:
+                self.max_inputs_per_request = AZURE_MAX_INPUTS_PER_REQUEST
         else:
             self._client = openai.OpenAI(base_url=base_url or env_value("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
                                          **common)
@@ -231,11 +253,17 @@ class OpenAIEmbeddingProvider:
         vectors: list[np.ndarray] = []
         costs = np.zeros(len(texts))
         total_tokens = 0
-        for start, stop in self._requests(bounds):
+        pending = self._requests(bounds)
+        while pending:
+            start, stop = pending.pop(0)
             if self._limiter is not None:
                 self._limiter.acquire(int(bounds[start:stop].sum()))
             try:
                 block, tokens = self._request(prepared[start:stop])
+            except _TooManyInputs as exc:
+                self._adopt_limit(exc, stop - start)
+                pending = [(start + a, start + b) for a, b in self._requests(bounds[start:])]
+                continue
             except EvalTasksError as exc:  # without the SDK's error behind it (see _request)
                 exc.__cause__ = exc.__context__ = None
                 raise
@@ -259,6 +287,23 @@ class OpenAIEmbeddingProvider:
         if start < len(bounds):
             ranges.append((start, len(bounds)))
         return ranges
+
+    def _adopt_limit(self, exc: _TooManyInputs, sent: int) -> None:
+        """Take the input limit of a "Too many inputs" answer to a request of ``sent`` inputs (the number it
+        states, else half of ``sent``) as ``max_inputs_per_request`` from now on: once per provider.
+
+        Raises:
+            ProviderError: a limit was adopted before (the server still refuses), or none below ``sent`` follows.
+        """
+        with self._split_lock:
+            if sent > self.max_inputs_per_request:
+                return  # another thread adopted a lower limit after this request was cut: cut it again
+            limit = exc.limit if exc.limit is not None else sent // 2
+            if self._split or not 1 <= limit < sent:
+                raise ProviderError(f"embeddings request rejected: HTTP 400: {exc} (with {sent} inputs per request; "
+                                    "set max_inputs_per_request)", transient=False)
+            self._split = True
+            self.max_inputs_per_request = min(self.max_inputs_per_request, limit)
 
     def _request(self, chunk: list[str]) -> tuple[np.ndarray, int]:
         """One embeddings request with content-level retries; returns (vectors, billed tokens)."""
@@ -291,6 +336,8 @@ class OpenAIEmbeddingProvider:
                     f"{type(exc).__name__}: {exc}", transient=True,
                 ) from None
             except openai.APIStatusError as exc:  # 408/409 are retried by the client: still transient after that
+                if exc.status_code == 400 and "too many inputs" in str(exc.message).lower():
+                    raise _TooManyInputs(str(exc.message)) from None
                 raise ProviderError(
                     f"embeddings request rejected: HTTP {exc.status_code}: {exc.message}",
                     transient=exc.status_code in (408, 409),
@@ -317,15 +364,7 @@ class OpenAIEmbeddingProvider:
         lengths = sorted({len(row) for row in rows})
         if len(lengths) > 1:
             raise _ContentError(f"vectors of different dimensions {lengths} in one response")
-        indices = [_field(item, "index") for item in data]
-        if all(i is None for i in indices):
-            order = list(range(expected))  # no index at all (some compatible endpoints): list order is input order
-        elif any(i is None for i in indices):
-            raise _ContentError(f"{sum(i is None for i in indices)} of {expected} items have no 'index'")
-        elif any(type(i) is not int for i in indices) or sorted(indices) != list(range(expected)):
-            raise _ContentError(f"response indices {indices[:8]} are not a permutation of 0..{expected - 1}")
-        else:
-            order = sorted(range(expected), key=lambda k: indices[k])
+        order = _input_order([_field(item, "index") for item in data])
         block = np.stack([rows[k] for k in order]) if rows else np.zeros((0, 0), np.float32)
         if block.ndim != 2 or block.shape[0] != expected or block.shape[1] == 0:
             raise _ContentError(f"vectors of unexpected shape {block.shape}")
@@ -349,6 +388,38 @@ class OpenAIEmbeddingProvider:
                 tokens = value
                 break
         return block, tokens
+
+
+def _input_order(indices: list[Any]) -> list[int]:
+    """The response items in input order (positions in the response list), from their ``index`` fields
+    (None where an item has none).
+
+    - All present: they must be a permutation of 0..n-1, read as given.
+    - None present: list order is input order (some OpenAI-compatible endpoints send no ``index``).
+    - Some missing (Gemini's endpoint omits an ``index`` of 0): read by the indexes when exactly one is
+      missing (it takes the one index left: complete and unambiguous), else in list order when every present
+      index equals its item's position.
+
+    Raises:
+        _ContentError: the indexes contradict each other (not integers, out of 0..n-1, repeated) or, with two or
+            more missing, disagree with list order so that no input order follows.
+    """
+    n = len(indices)
+    present = {position: i for position, i in enumerate(indices) if i is not None}
+    values = list(present.values())
+    if any(type(i) is not int or not 0 <= i < n for i in values) or len(set(values)) != len(values):
+        raise _ContentError(f"response indices {indices[:8]} contradict each other: not distinct indices in "
+                            f"0..{n - 1}")
+    missing = [position for position in range(n) if position not in present]
+    if len(missing) == 1:
+        (left,) = set(range(n)) - set(values)
+        present[missing[0]] = left
+    elif missing and any(i != position for position, i in present.items()):
+        raise _ContentError(f"{len(missing)} of {n} items have no 'index' and the others are not in list order "
+                            f"(indices {indices[:8]}): the input order is ambiguous")
+    if len(present) < n:
+        return list(range(n))
+    return sorted(range(n), key=lambda position: present[position])
 
 
 def _field(item: Any, name: str) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -473,13 +473,15 @@ def bind_judges(
 def as_reused(results: list[MetricResult]) -> list[MetricResult]:
     """``results`` of a batch served from Prefect's task cache, with the judge accounting of this run: a judge
     result's requests, tokens and cost become 0 and every answer it used counts as reused (``judge_cached``),
-    since nothing was sent or billed this time. Other results are returned as they are."""
+    since nothing was sent or billed this time, and as served by the task cache (``judge_task_cached``: the
+    answer store was not read). Other results are returned as they are."""
     out = []
     for r in results:
         log = r.evaluation_log
-        if log and "judge_model" in log and (log.get("judge_requests") or r.evaluation_cost):
-            log = {**log, "judge_cached": int(log.get("judge_cached", 0)) + int(log.get("judge_requests", 0)),
-                   "judge_requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        if log and "judge_model" in log:
+            used = int(log.get("judge_cached", 0)) + int(log.get("judge_requests", 0))
+            log = {**log, "judge_cached": used, "judge_task_cached": used, "judge_requests": 0, "prompt_tokens": 0,
+                   "completion_tokens": 0}
             r = r.model_copy(update={"evaluation_log": log, "evaluation_cost": 0.0})
         out.append(r)
     return out
@@ -529,12 +531,14 @@ def unpriced_judge_models(metrics: Sequence[BaseMetric]) -> list[str]:
     return models
 
 
-def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> float:
+def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric], *,
+                        cached: Mapping[str, Collection[int]] | None = None) -> float:
     """Estimated US dollars of the judge requests of a run (for ``--max-cost``): each judge metric's
     :meth:`~evaltasks.metrics.judge.base.JudgeMetric.estimate_requests` per case, once per sample (each sample is its
-    own request), each priced by its judge's ``estimate_cost``
+    own request; a request of the metric's ``shared_prompts`` once), each priced by its judge's ``estimate_cost``
     (:meth:`~evaltasks.judges.RunJudge.estimate_cost`: the worst case at the client's prices; 0 for answers
-    already in the run's store unless it refreshes, and for a ``judge=`` function). Bind the runtime
+    already in the run's store unless it refreshes, and for a ``judge=`` function). ``cached``: per metric name,
+    the case rows whose results come from Prefect's task cache (nothing is sent for them). Bind the runtime
     (:func:`bind_judges`) first.
 
     Raises:
@@ -549,10 +553,14 @@ def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMet
         estimate = getattr(metric.judge(), "estimate_cost", None)
         if estimate is None:
             continue
-        for case in cases:
+        skip = (cached or {}).get(metric.name, ())
+        for row, case in enumerate(cases):
+            if row in skip:
+                continue
             for request in metric.estimate_requests(case):
-                for sample in range(metric.samples):
-                    total += float(estimate(replace(request, sample=sample)))
+                shared = request.schema_name in metric.shared_prompts  # one request whichever sample sends it
+                for sample in range(1 if shared else metric.samples):
+                    total += float(estimate(request if shared else replace(request, sample=sample)))
     return total
 
 

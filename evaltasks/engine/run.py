@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,16 +200,18 @@ class RunOptions:
         return dataclasses.asdict(self)
 
 
-def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool = False) -> float:
+def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool = False,
+                  cached: Mapping[str, Collection[int]] | None = None) -> float:
     """Estimated US dollars of a run: the references and outputs not yet in the index, per provider, plus the
     judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
-    the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``)."""
+    the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``, and so are the case rows
+    ``cached`` names per judge metric: results Prefect's task cache holds, :func:`evaltasks.tasks.task_cached_rows`)."""
     from evaltasks.engine.evaluate import bind_judges, estimate_judge_cost
     from evaltasks.index import ReferenceIndex, default_index_dir
 
     index = ReferenceIndex(index_dir)
     if bind_judges(plan.suite.metrics, index_dir or default_index_dir(), refresh=refresh):
-        total = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics)
+        total = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics, cached=cached)
     else:
         total = 0.0
     for need in plan.needs.values():

@@ -583,6 +583,7 @@ def _judge_total(accounts: Iterable[JudgeAccount]) -> JudgeAccount:
     for a in accounts:
         total.requests += a.requests
         total.reused += a.reused
+        total.task_cached += a.task_cached
         total.prompt_tokens += a.prompt_tokens
         total.completion_tokens += a.completion_tokens
         total.cost += a.cost

@@ -152,8 +152,9 @@ class Gate(BaseModel):
 # The openai provider's request-shaping options, described in the JSON Schema (every option is in the README;
 # values are checked by the provider, and a wrong one is a ConfigError located at the metric).
 OPENAI_OPTIONS_SCHEMA: dict[str, Any] = {
-    "max_inputs_per_request": {"type": "integer", "minimum": 1, "default": 2048,
-                               "description": "Inputs per embeddings request (Azure OpenAI deployments: 16)."},
+    "max_inputs_per_request": {"type": "integer", "minimum": 1,
+                               "description": "Inputs per embeddings request (default 2048; on Azure OpenAI 16; a "
+                                              "'Too many inputs' answer sets the limit it states, once)."},
     "max_tokens_per_request": {"type": "integer", "minimum": 1, "default": 300000,
                                "description": "Token budget of one embeddings request."},
     "max_input_tokens": {"type": "integer", "minimum": 1, "default": 8191,

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -125,6 +126,12 @@ class RunJudge:
         """The inner judge's ``supports_logprobs``."""
         return self.inner.supports_logprobs
 
+    def probing_logprobs(self) -> Any:
+        """The inner judge's ``probing_logprobs`` context (one caller at a time while an endpoint's logprobs
+        are unknown: :meth:`evaltasks.judges.openai.OpenAIJudge.probing_logprobs`), else one that does nothing."""
+        probe = getattr(self.inner, "probing_logprobs", None)
+        return probe() if probe is not None else contextlib.nullcontext()
+
     def complete(self, request: JudgeRequest) -> JudgeReply:
         """The stored answer to ``request``, else the inner judge's (stored when it arrives).
 
@@ -137,6 +144,10 @@ class RunJudge:
         if not self.runtime.refresh:
             hit = self.store.get(key, request)
             if hit is not None:
+                if request.top_logprobs > 0 and hit.logprobs is not None:
+                    note = getattr(self.inner, "note_logprobs", None)
+                    if note is not None:  # the endpoint gave logprobs: no need to probe it one case at a time
+                        note()
                 return hit
         with self._pending_lock:
             lock = self._pending.setdefault(key, threading.Lock())
@@ -163,6 +174,13 @@ class RunJudge:
         except OSError as exc:
             log.warning("could not remove a rejected judge answer from %s: %s", self.store.directory, exc)
 
+    def stored(self, request: JudgeRequest) -> JudgeReply | None:
+        """The stored answer to ``request`` (as :meth:`complete` would serve it), or None: none stored, the run
+        refreshes (``--no-cache``), or the judge keeps no store. Sends nothing; for estimates."""
+        if self.store is None or self.runtime.refresh:
+            return None
+        return self.store.get(request.key(self.inner.model, self.endpoint), request)
+
     def estimate_cost(self, request: JudgeRequest) -> float:
         """US dollars ``request`` can cost at most in this run (for ``--max-cost`` before a run starts): 0 when
         its answer is stored (and the run does not refresh) or the judge has no prices (a ``judge=`` function),
@@ -171,8 +189,7 @@ class RunJudge:
         estimate = getattr(self.inner, "estimate_cost", None)
         if estimate is None:
             return 0.0
-        if self.store is not None and not self.runtime.refresh and self.store.get(
-                request.key(self.inner.model, self.endpoint), request) is not None:
+        if self.stored(request) is not None:
             return 0.0
         return float(estimate(request))
 

@@ -15,7 +15,10 @@ Capability fallback (``structured_outputs: auto``, ``logprobs: auto``), remember
 process: a 400 that names ``response_format`` resends the request without
 ``response_format`` (the prompt asks for JSON and parsing is tolerant); a 400 that names ``logprobs`` resends
 it without them, and the judge then reports ``supports_logprobs`` False (as it does once an endpoint returned no
-logprobs it was asked for), so GEval samples instead.
+logprobs it was asked for), so GEval samples instead. Until an endpoint's logprobs are known (``logprobs: auto``,
+no answer with them or refusal of them yet), :meth:`OpenAIJudge.probing_logprobs` lets one caller at a time
+ask for them: GEval probes through it, so an endpoint without logprobs wastes one request in all, not one per
+case in flight.
 
 Retries, each bounded:
 
@@ -36,10 +39,11 @@ attempt counted (a content retry is billed too).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from evaltasks._env import env_value
@@ -232,8 +236,8 @@ class OpenAIJudge:
         with _shared_lock:
             self._semaphore = _semaphores.setdefault((self.endpoint, model, self.max_concurrency),
                                                      threading.BoundedSemaphore(self.max_concurrency))
-            self._capability = _capabilities.setdefault((self.endpoint, model), {"format": AUTO_FORMAT,
-                                                                                 "logprobs": True})
+            self._capability = _capabilities.setdefault((self.endpoint, model), {
+                "format": AUTO_FORMAT, "logprobs": True, "logprobs_seen": False, "probe": threading.Lock()})
 
     # -- capabilities --------------------------------------------------------------------------------------
     @property
@@ -242,6 +246,35 @@ class OpenAIJudge:
         if self.logprobs_mode is False:
             return False
         return self.logprobs_mode is True or bool(self._capability["logprobs"])
+
+    @contextlib.contextmanager
+    def probing_logprobs(self) -> Iterator[None]:
+        """Hold this around deciding on and sending a request with logprobs: while the endpoint's support is not
+        known yet (``logprobs: auto``, neither an answer with them nor a refusal of them so far in this process)
+        only one caller at a time is inside, so the others read :attr:`supports_logprobs` once the first
+        answer settled it. Thread-safe; shared by every client of the same endpoint and model."""
+        if self.logprobs_mode != "auto" or self._logprobs_known():
+            yield
+            return
+        probe: threading.Lock = self._capability["probe"]
+        probe.acquire()
+        if self._logprobs_known():  # settled while this caller waited: the others need not wait for it
+            probe.release()
+            yield
+            return
+        try:
+            yield
+        finally:
+            probe.release()
+
+    def note_logprobs(self) -> None:
+        """Record that this endpoint returned logprobs (a stored answer of it carries them), so
+        :meth:`probing_logprobs` lets callers through at once: a cached run is not read one case at a time."""
+        if self.logprobs_mode == "auto" and self._capability["logprobs"]:
+            self._capability["logprobs_seen"] = True
+
+    def _logprobs_known(self) -> bool:
+        return not self._capability["logprobs"] or bool(self._capability["logprobs_seen"])
 
     def _format(self) -> str:
         """The ``response_format`` mode a request with a schema is sent with now."""
@@ -435,6 +468,8 @@ class OpenAIJudge:
             choices.append(Choice(text=text, parsed=parsed, logprobs=_token_logprobs(item) if asked else None))
         if asked and self.logprobs_mode == "auto" and all(c.logprobs is None for c in choices):
             self._capability["logprobs"] = False  # asked for and ignored: this endpoint has none
+        elif asked and any(c.logprobs is not None for c in choices):
+            self._capability["logprobs_seen"] = True
         return tuple(choices)
 
 

@@ -7,11 +7,22 @@ Dask workers). The engine puts the store in the reference index's directory (``<
 Layout: one JSON file per request, ``<store_dir>/<key[:2]>/<key>.json`` (256 shard folders, so no folder
 grows past a few thousand files)::
 
-    {"format": 1, "key": "<sha256>", "model": "<model asked>", "endpoint": "<base URL or ''>",
+    {"format": 2, "key": "<sha256>", "model": "<model asked>", "endpoint": "<base URL or ''>",
      "stored_at": "<UTC ISO time>",
      "reply": {"model": "<model that answered>", "prompt_tokens": int, "completion_tokens": int, "cost": USD,
                "choices": [{"text": str, "parsed": JSON, "logprobs": [[token, logprob, [[alt, logprob], ...]],
-                            ...] | null}, ...]}}
+                            ...] | null}, ...]},
+     "digest": "<HMAC-SHA256, hex>"}
+
+Integrity: ``digest`` is an HMAC-SHA256 (:mod:`hmac`) of the entry's canonical JSON without it (sorted keys, no
+spaces, UTF-8), keyed by 32 random bytes in ``<store_dir>/store.key`` (created with the store, mode 0600, owned
+by the user). An entry edited after it was written, however consistently (answer, parsed value and all), no
+longer matches its digest: it is a miss, with a warning naming the file, and the next answer replaces it.
+Recomputing the digest needs the key, so an edit by someone who can write the entries but not read the key
+file is always caught; someone who can read the key (the same user) can forge entries, as they can edit the
+suite itself. A key file that another user owns or others may read makes every entry a miss, with a
+warning. Entries of the first format (no digest, evaltasks before this check) are misses too, asked again once
+and replaced: accepting them would accept any edit that removes a digest.
 
 Only answers that parsed and matched the request's schema are stored (all their choices, with logprobs); the
 usage and cost are those of the request that produced the answer, kept for information: a stored answer
@@ -30,8 +41,14 @@ beside one judge request.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import logging
 import os
+import secrets
+import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +57,11 @@ from evaltasks._atomic import _temporary
 from evaltasks.judges.base import Choice, JudgeError, JudgeReply, JudgeRequest, TokenLogprob
 from evaltasks.judges.parsing import parse_answer
 
-FORMAT = 1
+FORMAT = 2
+KEY_FILE = "store.key"
+"""The store's HMAC key: 32 random bytes, mode 0600 (see the module docstring)."""
+
+log = logging.getLogger("evaltasks.judges")
 
 
 class AnswerStore:
@@ -54,6 +75,67 @@ class AnswerStore:
 
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
+        self._secret: bytes | None = None
+        self._secret_lock = threading.Lock()
+        self._warned: set[str] = set()
+        self._warn_lock = threading.Lock()
+
+    def secret(self, *, create: bool) -> bytes | None:
+        """The store's HMAC key from ``<directory>/store.key``; created (mode 0600) when absent and ``create``.
+        None when it is absent (and not created) or cannot be trusted: owned by another user or readable by
+        others (a warning says which). Raises OSError when ``create`` and it cannot be written."""
+        with self._secret_lock:
+            if self._secret is not None:
+                return self._secret
+            path = self.directory / KEY_FILE
+            if not path.exists():
+                if not create:
+                    return None
+                self.directory.mkdir(parents=True, exist_ok=True)
+                tmp = _temporary(path)  # created with mode 0600 (mkstemp)
+                try:
+                    os.chmod(tmp, 0o600)
+                    tmp.write_bytes(secrets.token_bytes(32))
+                    try:
+                        os.link(tmp, path)  # atomic, never over another process's key: theirs wins
+                    except FileExistsError:
+                        pass
+                    except OSError:  # a file system without hard links: an exclusive create instead
+                        _create_exclusive(path, tmp.read_bytes())
+                finally:
+                    tmp.unlink(missing_ok=True)
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            except OSError as exc:
+                self._warn(str(path), f"cannot read the judge answer store's key {path}: {exc}; stored answers "
+                                      "are not used")
+                return None
+            try:
+                info = os.fstat(fd)
+                key = os.read(fd, 64)
+            finally:
+                os.close(fd)
+            mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()  # Windows: no owner to compare
+            if not mine or (hasattr(os, "getuid") and stat.S_IMODE(info.st_mode) & 0o077) or len(key) != 32:
+                self._warn(str(path), f"the judge answer store's key {path} is not a 32-byte file of this user with "
+                                      "mode 0600: stored answers are not used (remove the folder to start afresh)")
+                return None
+            self._secret = key
+            return key
+
+    def _digest(self, entry: dict[str, Any], secret: bytes) -> str:
+        """HMAC-SHA256 (hex) of ``entry`` without its ``digest``, as canonical JSON."""
+        body = {k: v for k, v in entry.items() if k != "digest"}
+        canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hmac.new(secret, canonical.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    def _warn(self, what: str, message: str) -> None:
+        """Log ``message`` once per ``what`` for this store object."""
+        with self._warn_lock:
+            if what in self._warned:
+                return
+            self._warned.add(what)
+        log.warning("%s", message)
 
     def path(self, key: str) -> Path:
         """The file of ``key``: ``<directory>/<key[:2]>/<key>.json``."""
@@ -62,10 +144,18 @@ class AnswerStore:
     def get(self, key: str, request: JudgeRequest) -> JudgeReply | None:
         """The stored answer to ``request`` (``key`` is its content address) as a cached reply (``cached``
         True, 0 requests, 0 tokens, cost 0), or None when there is none or it does not read back whole."""
+        path = self.path(key)
         try:
-            with open(self.path(key), encoding="utf-8") as handle:
+            with open(path, encoding="utf-8") as handle:
                 entry = json.load(handle)
             if entry.get("format") != FORMAT or entry.get("key") != key:
+                return None
+            secret = self.secret(create=False)
+            digest = entry.get("digest")
+            if secret is None or not isinstance(digest, str) or not hmac.compare_digest(
+                    digest, self._digest(entry, secret)):
+                self._warn(str(path), f"the stored judge answer {path} does not match its digest (edited after it "
+                                      "was written?): it is not used, and the request is sent again")
                 return None
             reply = entry["reply"]
             choices = []
@@ -102,6 +192,7 @@ class AnswerStore:
                             for c in reply.choices],
             },
         }
+        entry["digest"] = self._digest(entry, self.secret(create=True) or b"")
         data = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +205,19 @@ class AnswerStore:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+
+
+def _create_exclusive(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file ``path`` (mode 0600) unless it exists (another process's key wins). A reader
+    may see it before it is whole: a short key is not trusted, and the next process reads it whole."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _logprobs_to_json(logprobs: tuple[TokenLogprob, ...] | None) -> list[Any] | None:

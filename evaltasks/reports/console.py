@@ -91,8 +91,9 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
         f"outputs computed {e.outputs_computed}, reused {e.outputs_reused}"
     ))
     for name, j in s.judges.items():
-        line = (f"judge {name} ({j.model}): {j.requests} requests, {j.reused} reused from the store, tokens "
-                f"{j.prompt_tokens} in / {j.completion_tokens} out, ${j.cost:.4f}")
+        served = f", {j.task_cached} from Prefect's task cache" if j.task_cached else ""
+        line = (f"judge {name} ({j.model}): {j.requests} requests, {j.reused - j.task_cached} reused from the "
+                f"store{served}, tokens {j.prompt_tokens} in / {j.completion_tokens} out, ${j.cost:.4f}")
         console.print(Text(line + (f", {j.unstable} unstable" if j.unstable else "")))
     if passed is not None:
         _print_gate(console, s, passed, min_pass_rate, gate_pass_rate, comparison, fail_on, gate_message)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from evaltasks.errors import bounded
-from evaltasks.judges.base import JudgeError, JudgeRequest, as_messages
+from evaltasks.judges.base import JudgeError, JudgeReply, JudgeRequest, as_messages
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
 
@@ -26,8 +26,10 @@ def answer_schema(item: Mapping[str, Any], **top: Mapping[str, Any]) -> dict[str
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-def checked_verdicts(answer: Mapping[str, Any], expected: int, what: str) -> list[dict[str, Any]]:
-    """``answer["verdicts"]`` when it has exactly ``expected`` entries (one per ``what``, e.g. "statement").
+def checked_verdicts(answer: Mapping[str, Any], expected: int, what: str, plural: str | None = None
+                     ) -> list[dict[str, Any]]:
+    """``answer["verdicts"]`` when it has exactly ``expected`` entries (one per ``what``, e.g. "statement";
+    ``plural``: its plural, default ``what + "s"``).
 
     Raises:
         JudgeError: another number of verdicts (never padded or cut: which verdict belongs to which item would
@@ -35,9 +37,24 @@ def checked_verdicts(answer: Mapping[str, Any], expected: int, what: str) -> lis
     """
     verdicts = [dict(v) for v in answer["verdicts"]]
     if len(verdicts) != expected:
-        raise JudgeError(f"the judge returned {len(verdicts)} verdicts for {expected} {what}"
-                         f"{'' if expected == 1 else 's'}; expected one per {what}, in order")
+        raise JudgeError(f"the judge returned {len(verdicts)} verdicts for {expected} "
+                         f"{what if expected == 1 else plural or what + 's'}; expected one per {what}, in order")
     return verdicts
+
+
+def ask_verdicts(asker: Asker, prompt: str, variables: Mapping[str, Any], schema: Mapping[str, Any],
+                 expected: int, what: str, *, max_tokens: int, plural: str | None = None
+                 ) -> tuple[JudgeReply, list[dict[str, Any]]]:
+    """Ask ``prompt`` for one verdict per ``what`` (``expected`` of them) and return the reply and its verdicts.
+    The one retry rule of every verdict metric: an answer with another number of verdicts is removed from the
+    store and asked again, up to ``content_retries`` times (:meth:`Asker.ask`'s ``check``).
+
+    Raises:
+        JudgeError: still another number of verdicts after the retries, or a failed request.
+    """
+    reply = asker.ask(prompt, variables, schema, max_tokens=max_tokens,
+                      check=lambda r: checked_verdicts(r.parsed, expected, what, plural))
+    return reply, checked_verdicts(reply.parsed, expected, what, plural)
 
 
 def max_tokens_for(items: int, per_item: int = 120, base: int = 300) -> int:
@@ -56,7 +73,7 @@ def first_request(
     """
     return JudgeRequest(
         messages=as_messages(metric.template(prompt).render(variables)), schema=schema, schema_name=prompt,
-        temperature=float(metric.judge_options.get("temperature", 0.0)), max_tokens=max_tokens,
+        temperature=metric.request_temperature(), max_tokens=max_tokens,
     )
 
 

@@ -22,7 +22,7 @@ from evaltasks.judges.base import JudgeRequest
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
 from evaltasks.metrics.judge._statements import split_into_statements
 from evaltasks.metrics.judge._verdicts import (
-    REASON, answer_schema, checked_verdicts, first_request, max_tokens_for, verdict_reason,
+    REASON, answer_schema, ask_verdicts, first_request, max_tokens_for, verdict_reason,
 )
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
@@ -121,9 +121,8 @@ class AnswerRelevancyMetric(JudgeMetric):
             return Judged(0.0, "The output has no statement to judge (score 0.0).",
                           {"user_intent": None, "statements": [], "verdicts": [], "scored_statement_count": 0,
                            "temperature": self.temperature})
-        reply = asker.ask("verdicts", self._variables(case, statements), SCHEMA,
-                          max_tokens=max_tokens_for(len(statements)))
-        verdicts = checked_verdicts(reply.parsed, len(statements), "statement")
+        reply, verdicts = ask_verdicts(asker, "verdicts", self._variables(case, statements), SCHEMA,
+                                       len(statements), "statement", max_tokens=max_tokens_for(len(statements)))
         for statement, verdict in zip(statements, verdicts):
             verdict["statement"] = statement
         scored = [v for v in verdicts if v["type"] not in EXCLUDED_TYPES]

@@ -16,7 +16,7 @@ import math
 import statistics
 import threading
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,10 @@ from evaltasks.test_case import EvalTestCase
 
 DEFAULT_MAX_CONCURRENCY = 8
 """Judge requests in flight at once per metric batch when ``judge_options`` sets no ``max_concurrency``."""
+
+SAMPLES_TEMPERATURE = 1.0
+"""The judge's sampling temperature for ``samples`` > 1 when ``judge_options`` sets none above 0: K requests at
+temperature 0 would be K copies of one answer (K times the cost, a spread of 0, never ``unstable``)."""
 
 
 @dataclass
@@ -81,6 +85,7 @@ class Asker:
         top_logprobs: int = 0,
         n: int = 1,
         sample: int | None = None,
+        check: Callable[[JudgeReply], Any] | None = None,
     ) -> JudgeReply:
         """Render the metric's prompt ``prompt`` with ``variables`` and send it.
 
@@ -89,23 +94,45 @@ class Asker:
             variables: the template's variables.
             schema: JSON Schema the answer must satisfy (None: free text).
             schema_name: its name in ``response_format`` (default: ``prompt``).
-            temperature: the judge model's sampling temperature (default: ``judge_options.temperature``, else 0).
+            temperature: the judge model's sampling temperature (default: :meth:`JudgeMetric.request_temperature`;
+                a request every sample shares, ``sample`` given: ``judge_options.temperature``, else 0).
             max_tokens, top_logprobs, n: as :class:`~evaltasks.judges.JudgeRequest`.
             sample: the request's ``sample`` (default: this asker's); a request every sample shares (GEval's
                 generated steps) passes 0, so it is one stored answer whichever sample sends it.
+            check: called with the reply; a :class:`JudgeError` it raises rejects the answer (a verdict list of
+                the wrong length): the answer is removed from the store and the request is sent again, up to
+                ``content_retries`` times (:meth:`JudgeMetric.content_retries`), the one rule for every metric.
 
         Raises:
-            PromptError: the template does not render; JudgeError, BudgetExhausted: from the judge.
+            PromptError: the template does not render; JudgeError, BudgetExhausted: from the judge, or from
+            ``check`` on the last answer allowed.
         """
         self.last = None  # a prompt that does not render rejects no answer
         messages = self.metric.template(prompt).render(variables)
         if temperature is None:
-            temperature = float(self.metric.judge_options.get("temperature", 0.0))
+            temperature = self.metric.request_temperature(shared=sample is not None)
         request = JudgeRequest(
             messages=as_messages(messages), schema=schema, schema_name=schema_name or prompt,
             temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs, n=n,
             sample=self.sample if sample is None else sample,
         )
+        retries = self.metric.content_retries() if check is not None else 0
+        for attempt in range(retries + 1):
+            reply = self._send(request)
+            if check is None:
+                return reply
+            try:
+                check(reply)
+                return reply
+            except JudgeError as exc:
+                if attempt >= retries:
+                    raise JudgeError(f"{exc} (after {attempt + 1} answer{'' if attempt == 0 else 's'})") from None
+                self.discard_last()  # not served again: the next attempt reaches the judge
+        raise AssertionError("unreachable")
+
+    def _send(self, request: JudgeRequest) -> JudgeReply:
+        """``request`` through the judge, its account added to this asker's (a failed one's spend included)."""
+        self.last = None
         try:
             reply = self.judge.complete(request)
         except JudgeError as exc:  # a request that failed for good may still have been billed
@@ -139,7 +166,8 @@ class JudgeMetric(BaseMetric):
             ``gpt-4o-mini``.
         samples: how many times each case is judged (K >= 1); the score is the mean of the K scores (rounded to
             10 decimals), the spread is logged, and a case whose samples fall on both sides of the threshold is
-            ``unstable``.
+            ``unstable``. With K > 1 each sample is asked at the judge's ``temperature``, or at 1.0 where that
+            is 0 (:meth:`request_temperature`).
         judge_options: the judge client's options (README, "LLM judges": ``base_url``, ``api_key``,
             ``azure_endpoint``, ``api_version``, ``temperature`` of the judge model, ``max_concurrency``,
             ``requests_per_minute``, ``tokens_per_minute``, prices, ``structured_outputs``, ``logprobs``...);
@@ -168,6 +196,9 @@ class JudgeMetric(BaseMetric):
 
     required_fields: ClassVar[tuple[str, ...]] = ("input", "actual_output")
     prompt_names: ClassVar[tuple[str, ...]] = ()
+    shared_prompts: ClassVar[tuple[str, ...]] = ()
+    """Prompts whose request every sample shares (sent with ``sample`` 0, once per metric: GEval's generated
+    steps): :func:`~evaltasks.engine.evaluate.estimate_judge_cost` prices them once, not once per sample."""
 
     def __init__(
         self,
@@ -234,6 +265,23 @@ class JudgeMetric(BaseMetric):
     def config(self) -> dict[str, Any]:
         """threshold, name and :meth:`judge_config`; subclasses add their own parameters."""
         return {"threshold": self.threshold, "name": self.name, **self.judge_config()}
+
+    def request_temperature(self, *, shared: bool = False) -> float:
+        """The judge's sampling temperature for this metric's requests: ``judge_options.temperature`` (default
+        0), except that with ``samples`` > 1 a per-sample request (not ``shared`` by every sample) is sent at
+        :data:`SAMPLES_TEMPERATURE` (1.0) when that is 0, so the K samples are K draws, not one answer K times
+        (README, "LLM judges", ``samples: K``)."""
+        temperature = float(self.judge_options.get("temperature", 0.0))
+        if self.samples > 1 and not shared and temperature <= 0.0:
+            return SAMPLES_TEMPERATURE
+        return temperature
+
+    def content_retries(self) -> int:
+        """How many times an answer the metric rejects (a verdict list of the wrong length) is asked again: the
+        judge option ``content_retries`` (default 2, as the client's re-requests of an answer that does not
+        parse), for every judge, a ``judge=`` function included."""
+        value = self.judge_options.get("content_retries", 2)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 2
 
     def judge(self) -> Judge:
         """The judge this metric's requests go to in this run. Raises CredentialsError without an API key."""
@@ -329,7 +377,7 @@ class JudgeMetric(BaseMetric):
         if len(scores) > 1:
             unstable = min(scores) < self.threshold <= max(scores)
             log.update(samples=[round(float(s), 6) for s in scores], score_stdev=round(statistics.stdev(scores), 6),
-                       unstable=unstable)
+                       unstable=unstable, samples_temperature=self.request_temperature())
             reason = (f"Mean of {len(scores)} samples {score:.4f} (sd {statistics.stdev(scores):.4f}"
                       f"{'; unstable: samples on both sides of the threshold' if unstable else ''}). "
                       f"First sample: {reason}")

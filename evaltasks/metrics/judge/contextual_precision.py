@@ -19,7 +19,7 @@ from annotated_types import Ge
 
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeRequest
-from evaltasks.metrics.judge._verdicts import REASON, answer_schema, checked_verdicts, first_request, max_tokens_for
+from evaltasks.metrics.judge._verdicts import REASON, answer_schema, ask_verdicts, first_request, max_tokens_for
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.test_case import EvalTestCase
@@ -119,8 +119,8 @@ class ContextualPrecisionMetric(JudgeMetric):
         if not passages:
             return Judged(0.0, "The retrieval context is empty: no relevant passage (score 0.0).",
                           {"verdicts": [], "relevant_count": 0, "top_k": self.top_k})
-        reply = asker.ask("verdicts", self._variables(case), SCHEMA, max_tokens=max_tokens_for(len(passages)))
-        verdicts = checked_verdicts(reply.parsed, len(passages), "passage")
+        reply, verdicts = ask_verdicts(asker, "verdicts", self._variables(case), SCHEMA, len(passages), "passage",
+                                       max_tokens=max_tokens_for(len(passages)))
         relevant = [v["relevant"] == "yes" for v in verdicts]
         hits = 0
         for rank, (passage, verdict, v) in enumerate(zip(passages, verdicts, relevant), 1):

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from evaltasks.judges.base import JudgeRequest
 from evaltasks.metrics.judge._statements import split_into_statements
 from evaltasks.metrics.judge._verdicts import (
-    REASON, answer_schema, checked_verdicts, first_request, max_tokens_for, verdict_reason,
+    REASON, answer_schema, ask_verdicts, first_request, max_tokens_for, verdict_reason,
 )
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
@@ -107,9 +107,8 @@ class ContextualRecallMetric(JudgeMetric):
         if not claims:
             return Judged(0.0, "The expected output has no factual claim to look for (score 0.0).",
                           {"claims": [], "claims_dropped": 0, "verdicts": [], "supported_count": 0})
-        reply = asker.ask("verdicts", {"retrieval_context": passages, "claims": claims}, SCHEMA,
-                          max_tokens=max_tokens_for(len(claims)))
-        verdicts = checked_verdicts(reply.parsed, len(claims), "claim")
+        reply, verdicts = ask_verdicts(asker, "verdicts", {"retrieval_context": passages, "claims": claims}, SCHEMA,
+                                       len(claims), "claim", max_tokens=max_tokens_for(len(claims)))
         for claim, verdict in zip(claims, verdicts):
             verdict["claim"] = claim
         supported = sum(1 for v in verdicts if v["supported"] == "yes")

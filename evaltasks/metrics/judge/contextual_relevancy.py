@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from evaltasks.judges.base import JudgeRequest
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
 from evaltasks.metrics.judge._verdicts import (
-    REASON, answer_schema, checked_verdicts, first_request, max_tokens_for, verdict_reason,
+    REASON, answer_schema, ask_verdicts, first_request, max_tokens_for, verdict_reason,
 )
 from evaltasks.metrics.judge.answer_relevancy import check_temperature
 from evaltasks.metrics.base import UnitFloat
@@ -100,8 +100,8 @@ class ContextualRelevancyMetric(JudgeMetric):
         if not passages:
             return Judged(0.0, "The retrieval context is empty: nothing serves the question (score 0.0).",
                           {"user_intent": None, "verdicts": [], "temperature": self.temperature})
-        reply = asker.ask("verdicts", self._variables(case), SCHEMA, max_tokens=max_tokens_for(len(passages)))
-        verdicts = checked_verdicts(reply.parsed, len(passages), "passage")
+        reply, verdicts = ask_verdicts(asker, "verdicts", self._variables(case), SCHEMA, len(passages), "passage",
+                                       max_tokens=max_tokens_for(len(passages)))
         for passage, verdict in zip(passages, verdicts):
             verdict["passage"] = passage
         score = score_agg([VERDICT_WEIGHTS[v["verdict"]] for v in verdicts], self.temperature)

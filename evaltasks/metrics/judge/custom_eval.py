@@ -16,8 +16,8 @@ rules":
 The parameters are those of the docs page (``criteria``, ``evaluation_steps``, ``temperature`` = 0.8). The 0.8.2
 code's other form (a list of criteria with ``{{placeholders}}``, ``strategy: direct``, ``n_runs`` with
 majority/median voting, ``not_applicable`` verdicts, few-shot examples) is not offered: ``samples: K`` repeats a
-case, as for every judge metric. A verdict list of the wrong length is an error of that answer (the case is
-errored), where eval-ai-library pads it with ``none`` or cuts it.
+case, as for every judge metric. A verdict list of the wrong length is asked again within ``content_retries``,
+as by every verdict metric, then errors the case, where eval-ai-library pads it with ``none`` or cuts it.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Annotated, Any, ClassVar
 from annotated_types import Ge, MinLen
 
 from evaltasks.errors import quote
-from evaltasks.judges.base import JudgeError, JudgeRequest, as_messages
+from evaltasks.judges.base import JudgeRequest, as_messages
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, score_agg
-from evaltasks.metrics.judge._verdicts import max_tokens_for
+from evaltasks.metrics.judge._verdicts import ask_verdicts, max_tokens_for
 from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.judge.geval import CriteriaMetric, case_variables
 from evaltasks.metrics.judge.base import Asker, Judged
@@ -131,10 +131,8 @@ class CustomEvalMetric(CriteriaMetric):
         """
         steps = self.steps(asker)
         variables = {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
-        reply = asker.ask("verdicts", variables, verdicts_schema(len(steps)), max_tokens=max_tokens_for(len(steps)))
-        answers = reply.parsed["verdicts"]
-        if len(answers) != len(steps):  # the schema says so; a user's judge= function may not check it
-            raise JudgeError(f"the judge answered {len(answers)} verdicts for {len(steps)} criteria")
+        _, answers = ask_verdicts(asker, "verdicts", variables, verdicts_schema(len(steps)), len(steps), "criterion",
+                                  max_tokens=max_tokens_for(len(steps)), plural="criteria")
         labels = [str(a["verdict"]) for a in answers]
         weights = [VERDICT_WEIGHTS[label] for label in labels]
         score = score_agg(weights, temperature=self.temperature)
@@ -150,6 +148,6 @@ class CustomEvalMetric(CriteriaMetric):
         messages = as_messages(self.template("verdicts").render(
             {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}))
         requests.append(JudgeRequest(messages=messages, schema=verdicts_schema(len(steps)), schema_name="verdicts",
-                                     temperature=float(self.judge_options.get("temperature", 0.0)),
+                                     temperature=self.request_temperature(),
                                      max_tokens=max_tokens_for(len(steps))))
         return requests

@@ -23,7 +23,7 @@ from evaltasks.judges.base import JudgeRequest
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
 from evaltasks.metrics.judge._statements import split_into_statements
 from evaltasks.metrics.judge._verdicts import (
-    REASON, answer_schema, checked_verdicts, first_request, max_tokens_for, verdict_reason,
+    REASON, answer_schema, ask_verdicts, first_request, max_tokens_for, verdict_reason,
 )
 from evaltasks.metrics.judge.answer_relevancy import check_temperature
 from evaltasks.metrics.base import UnitFloat
@@ -150,9 +150,9 @@ class FaithfulnessMetric(JudgeMetric):
             return Judged(1.0, "The output has no statement that could contradict the context (score 1.0).",
                           {"statements": [], "verdicts": [], "scored_statement_count": 0,
                            "temperature": self.temperature})
-        reply = asker.ask("verdicts", self._variables(case, statements), SCHEMA,
-                          max_tokens=max_tokens_for(len(statements), per_item=160))
-        verdicts = checked_verdicts(reply.parsed, len(statements), "statement")
+        reply, verdicts = ask_verdicts(asker, "verdicts", self._variables(case, statements), SCHEMA,
+                                       len(statements), "statement",
+                                       max_tokens=max_tokens_for(len(statements), per_item=160))
         context = "\n".join(case.retrieval_context or [])
         for statement, verdict in zip(statements, verdicts):
             verdict["statement"] = statement

@@ -20,6 +20,7 @@ distribution, as in the paper) divided by 10.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import threading
@@ -32,7 +33,7 @@ from annotated_types import Ge, MinLen
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.judges.base import (
-    BudgetExhausted, Choice, JudgeError, JudgeRequest, TokenLogprob, as_messages,
+    BudgetExhausted, Choice, JudgeError, JudgeReply, JudgeRequest, TokenLogprob, as_messages,
 )
 from evaltasks.judges.prompts import PromptError
 from evaltasks.metrics.base import NonEmptyStr
@@ -41,10 +42,10 @@ from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 TOP_LOGPROBS = 20
+"""Alternatives per token asked for in the scoring request (the OpenAI API's maximum)."""
 SCORE_MAX_TOKENS = 400
 """Completion tokens a score answer may use (a reason of a few sentences and the score): what the budget and
 ``--max-cost`` reserve per completion."""
-"""Alternatives per token asked for in the scoring request (the OpenAI API's maximum)."""
 
 STEPS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -179,10 +180,7 @@ class EvaluationSteps:
             if failure is not None:
                 raise type(failure)(str(failure))
             try:
-                reply = asker.ask(self.prompt, {"criteria": criteria}, STEPS_SCHEMA, sample=0)
-                steps = [str(s).strip() for s in reply.parsed["steps"] if str(s).strip()]
-                if not steps:
-                    raise JudgeError("the judge answered no evaluation steps")
+                steps = steps_of(asker.ask(self.prompt, {"criteria": criteria}, STEPS_SCHEMA, sample=0))
             except (JudgeError, PromptError) as exc:
                 self._failures[model] = type(exc)(f"generating the evaluation steps failed: {exc}")
                 raise self._failures[model] from None
@@ -191,6 +189,18 @@ class EvaluationSteps:
                 raise
             self._steps[model] = steps
             return steps
+
+
+def steps_of(reply: JudgeReply) -> list[str]:
+    """The evaluation steps of a steps request's answer (``{"steps": [...]}``), stripped, empty ones dropped.
+
+    Raises:
+        JudgeError: no step left.
+    """
+    steps = [str(s).strip() for s in reply.parsed["steps"] if str(s).strip()]
+    if not steps:
+        raise JudgeError("the judge answered no evaluation steps")
+    return steps
 
 
 def case_variables(case: EvalTestCase) -> dict[str, Any]:
@@ -229,6 +239,8 @@ class CriteriaMetric(JudgeMetric):
             non-empty list of non-empty strings, or an invalid common argument.
     """
 
+    shared_prompts: ClassVar[tuple[str, ...]] = ("steps",)
+
     def __init__(
         self,
         threshold: float,
@@ -251,6 +263,7 @@ class CriteriaMetric(JudgeMetric):
             raise ValueError(f"{type(self).__name__} needs criteria or evaluation_steps")
         self._generated = EvaluationSteps()
         self._estimated_steps = False
+        self._estimate_with: list[str] = [self.criteria or ""]  # the steps estimate_steps found (per batch)
 
     def config(self) -> dict[str, Any]:
         """The common judge configuration plus criteria and evaluation_steps."""
@@ -284,18 +297,34 @@ class CriteriaMetric(JudgeMetric):
     def estimate_steps(self) -> tuple[list[JudgeRequest], list[str]]:
         """For :meth:`estimate_requests`: the steps request when the steps are not known yet and no earlier call
         in this batch included it (it is sent once per metric), and the steps to estimate the case's request
-        with (the criteria itself standing in for steps not generated yet)."""
+        with: the steps stored in the run's answer store for that request where there are (so the cases'
+        stored answers are found and cost nothing), else the criteria itself standing in for steps not
+        generated yet."""
         steps = self.evaluation_steps or self._generated.known(self.model)
         if steps is not None:
             return [], steps
+        request = JudgeRequest(
+            messages=as_messages(self.template("steps").render({"criteria": self.criteria})),
+            schema=STEPS_SCHEMA, schema_name="steps", temperature=self.request_temperature(shared=True))
         requests = []
         if not self._estimated_steps:
             self._estimated_steps = True
-            requests.append(JudgeRequest(
-                messages=as_messages(self.template("steps").render({"criteria": self.criteria})),
-                schema=STEPS_SCHEMA, schema_name="steps",
-                temperature=float(self.judge_options.get("temperature", 0.0))))
-        return requests, [self.criteria or ""]
+            self._estimate_with = self._stored_steps(request) or [self.criteria or ""]
+            requests.append(request)
+        return requests, self._estimate_with
+
+    def _stored_steps(self, request: JudgeRequest) -> list[str] | None:
+        """The steps the run's answer store holds for the steps ``request``, or None (no store bound, none
+        stored, or an answer without steps)."""
+        runtime = self.judge_runtime
+        if runtime is None or (runtime.store_dir is None and runtime.budget is None):
+            return None  # no store: and get_judge would build a client, which needs a key
+        stored = getattr(self.judge(), "stored", None)
+        reply = stored(request) if stored is not None else None
+        try:
+            return steps_of(reply) if reply is not None else None
+        except (JudgeError, KeyError, TypeError):
+            return None
 
     def judge_has_logprobs(self) -> bool:
         """Whether the judge is expected to return log-probabilities (for estimates): the run's ``judge=``
@@ -377,15 +406,17 @@ class GEvalMetric(CriteriaMetric):
         """
         steps = self.steps(asker)
         variables = {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
-        if asker.judge.supports_logprobs:
-            reply = asker.ask("score", variables, SCORE_SCHEMA, top_logprobs=TOP_LOGPROBS,
-                             max_tokens=SCORE_MAX_TOKENS)
-            tokens = reply.logprobs
-            if tokens is not None:
-                distribution = score_distribution(tokens)
-                score = math.fsum(p * s for s, p in distribution.items()) / 10.0
-                return self._judged(score, "logprobs", distribution, steps, str(reply.parsed["reason"]),
-                                    "probability-weighted over the score token's alternatives")
+        probe = getattr(asker.judge, "probing_logprobs", None)
+        with probe() if probe is not None else contextlib.nullcontext():  # one request learns the endpoint's
+            if asker.judge.supports_logprobs:                             # logprobs: one wasted in all, at most
+                reply = asker.ask("score", variables, SCORE_SCHEMA, top_logprobs=TOP_LOGPROBS,
+                                  max_tokens=SCORE_MAX_TOKENS)
+                tokens = reply.logprobs
+                if tokens is not None:
+                    distribution = score_distribution(tokens)
+                    score = math.fsum(p * s for s, p in distribution.items()) / 10.0
+                    return self._judged(score, "logprobs", distribution, steps, str(reply.parsed["reason"]),
+                                        "probability-weighted over the score token's alternatives")
         choices = self._sample(asker, variables)
         counts = Counter(int(c.parsed["score"]) for c in choices)
         frequency = {s: counts[s] / len(choices) for s in sorted(counts)}
@@ -428,7 +459,7 @@ class GEvalMetric(CriteriaMetric):
             {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}))
         if self.judge_has_logprobs():
             requests.append(JudgeRequest(messages=messages, schema=SCORE_SCHEMA, schema_name="score",
-                                         temperature=float(self.judge_options.get("temperature", 0.0)),
+                                         temperature=self.request_temperature(),
                                          top_logprobs=TOP_LOGPROBS, max_tokens=SCORE_MAX_TOKENS))
         else:
             requests.append(JudgeRequest(messages=messages, schema=SCORE_SCHEMA, schema_name="score",
