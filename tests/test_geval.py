@@ -477,9 +477,11 @@ def test_an_endpoint_without_logprobs_costs_one_wasted_request_in_all(mode: str)
         assert sum(r.evaluation_log["judge_requests"] for r in results) == len(server.requests)
 
 
-def _schema_name(request: Any) -> str:
-    """The ``response_format`` schema name of a recorded chat request ("" without one)."""
-    return ((request.body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+def _is_steps_request(request: Any) -> bool:
+    """Whether a recorded chat request asks for evaluation steps (its system prompt is GEval's or CustomEval's
+    steps prompt)."""
+    system = request.body["messages"][0]["content"]
+    return "evaluation procedures" in system or "into specific evaluation criteria" in system
 
 
 @pytest.mark.parametrize("name", ["GEvalMetric", "CustomEvalMetric"])
@@ -491,7 +493,7 @@ def test_max_cost_estimate_of_a_stored_run_with_generated_steps_is_zero(tmp_path
     from evaltasks.engine.evaluate import bind_judges, estimate_judge_cost
 
     def respond(request: Any) -> str:
-        if request.body.get("response_format", {}).get("json_schema", {}).get("name") == "steps":
+        if _is_steps_request(request):
             return as_json({"steps": STEPS})
         if name == "GEvalMetric":
             return as_json({"reason": "ok", "score": 6})
@@ -508,7 +510,7 @@ def test_max_cost_estimate_of_a_stored_run_with_generated_steps_is_zero(tmp_path
         assert estimate_judge_cost(cases, [first]) > 0  # nothing stored yet
         assert {r.status for r in first.score_batch(cases)} == {"passed"}
         sent = len(server.requests)
-        assert [_schema_name(r) for r in server.requests].count("steps") == 1
+        assert sum(map(_is_steps_request, server.requests)) == 1
         again = metric()
         bind_judges([again], tmp_path / "index")
         assert estimate_judge_cost(cases, [again]) == 0.0
