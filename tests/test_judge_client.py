@@ -658,9 +658,13 @@ def test_estimate_is_the_worst_case_and_zero_once_stored(server: ChatServer, tmp
     server.answers.extend([good(), good()])
     judge = run_judge(server, tmp_path, **PRICES_OPTION)
     req = request(max_tokens=100, n=2)
-    prompt, completion = worst_case_tokens(req)
+    prompt, completion = worst_case_tokens(req, schema_sent=False)  # structured_outputs auto: json_object, no schema
     assert completion == 200 and prompt >= usage_tokens("Grade the output. Answer JSON.") + usage_tokens("Output: Paris.")
     assert judge.estimate_cost(req) == pytest.approx((prompt * 3.0 + completion * 7.0) / 1e6, rel=1e-12)
+    with_schema, _ = worst_case_tokens(req)  # json_schema puts the schema in the prompt: priced only then
+    assert with_schema > prompt
+    schema_judge = run_judge(server, tmp_path / "other", structured_outputs="json_schema", **PRICES_OPTION)
+    assert schema_judge.estimate_cost(req) == pytest.approx((with_schema * 3.0 + completion * 7.0) / 1e6, rel=1e-12)
     judge.complete(req)
     assert judge.estimate_cost(req) == 0.0
     assert run_judge(server, tmp_path, refresh=True, **PRICES_OPTION).estimate_cost(req) > 0

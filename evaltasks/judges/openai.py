@@ -100,12 +100,13 @@ def strict_schema(schema: Any) -> bool:
     return True
 
 
-def worst_case_tokens(request: JudgeRequest) -> tuple[int, int]:
+def worst_case_tokens(request: JudgeRequest, schema_sent: bool = True) -> tuple[int, int]:
     """(prompt tokens, completion tokens) ``request`` can be billed at most: each message's token upper bound
     (:func:`evaltasks.embeddings._tokens.upper_bound_tokens`) + 4 for its framing, + 3 for the reply's priming,
-    + the schema's JSON (structured outputs put it in the prompt); ``max_tokens`` × ``n``."""
+    + the schema's JSON when ``schema_sent`` (``response_format`` ``json_schema``: structured outputs put it in the
+    prompt; ``json_object`` sends no schema); ``max_tokens`` × ``n``."""
     prompt = sum(_tokens.upper_bound_tokens(str(m["content"])) + 4 for m in request.messages) + 3
-    if request.schema is not None:
+    if request.schema is not None and schema_sent:
         prompt += _tokens.upper_bound_tokens(json.dumps(request.schema, separators=(",", ":")))
     return prompt, request.max_tokens * max(1, request.n)
 
@@ -286,7 +287,7 @@ class OpenAIJudge:
     # -- sending -------------------------------------------------------------------------------------------
     def estimate_cost(self, request: JudgeRequest) -> float:
         """US dollars ``request`` can cost at most (:func:`worst_case_tokens` × the model's prices)."""
-        prompt, completion = worst_case_tokens(request)
+        prompt, completion = worst_case_tokens(request, schema_sent=self._format() == "json_schema")
         return self.price.cost(prompt, completion)
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
