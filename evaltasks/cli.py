@@ -62,6 +62,23 @@ def _check_output_dir(path: Path, label: str = "--output-dir") -> str | None:
         return f"{label} {path}: {existing} is a file, not a directory"
     if existing.exists() and not os.access(existing, os.W_OK | os.X_OK):
         return f"{label} {path}: {existing} is not writable"
+    return _name_too_long(path, existing, label)
+
+
+def _name_too_long(path: Path, existing: Path, label: str) -> str | None:
+    """A message when a component of ``path`` is longer than its file system allows (``PC_NAME_MAX`` of the
+    nearest existing directory ``existing``, else 255 bytes of UTF-8), which would fail only when reports are
+    written."""
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX") if hasattr(os, "pathconf") else 255
+    except (OSError, ValueError):
+        limit = 255
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > limit:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            return (f"{label} {path}: the name {shown!r} is {size} bytes, longer than the {limit} bytes a file or "
+                    "directory name can have here")
     return None
 
 

@@ -61,11 +61,38 @@ QUICKSTART_DATASET = (
 @pytest.mark.parametrize(("name", "expected"), [
     ("truthfulqa-davinci", "truthfulqa-davinci"), ("TruthfulQA / davinci 1.0", "TruthfulQA-davinci-1.0"),
     ("../../etc", "etc"), ("..", "suite"), ("оценка", "оценка"), ("名前/評価", "名前-評価"), ("?!", "suite"), (".hidden", "hidden"), ("a" * 300, "a" * 100),
+    ("評" * 90, "評" * 85), ("a" + "評" * 99, "a" + "評" * 84),  # 255 bytes at most, cut between characters
 ])
 def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected: str) -> None:
     from evaltasks.engine.run import default_output_dir
 
     assert default_output_dir(name) == Path("eval-results") / expected
+
+
+def test_long_names_an_output_dir_component_over_255_bytes_is_exit_2_and_a_long_cjk_suite_runs(
+        tmp_path: Path) -> None:
+    """A 300-byte ``--output-dir`` component is a usage error found before anything runs (it was exit 3, its
+    traceback file in $TMPDIR); a suite named with 90 CJK characters (270 bytes) runs without ``--output-dir``:
+    its default folder and history file are cut to whole characters within 255 bytes (it failed on 300)."""
+    (tmp_path / "d.csv").write_text("actual_output\nabc\n", encoding="utf-8")
+    name = "評" * 90
+    _suite(tmp_path, f"name: {name}\ndataset: {{path: d.csv}}\nhistory: {{dir: hist}}\n"
+                     "metrics: [{metric: LengthCheckMetric, max_length: 10}]\n", "s.yaml")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    long_dir = f"out/{'x' * 300}"
+    proc, _ = _cli(tmp_path, "run", "s.yaml", "--no-server", "--output-dir", long_dir, TMPDIR=str(temp))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"evaltasks: error: --output-dir {long_dir}: the name 'xxx")
+    assert "is 300 bytes, longer than the 255 bytes" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert list(temp.iterdir()) == [] and not (tmp_path / "out").exists()
+    _no_noise(proc)
+    proc, _ = _cli(tmp_path, "run", "s.yaml", "--no-server", TMPDIR=str(temp))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    reports = tmp_path / "eval-results" / ("評" * 85)
+    assert json.loads((reports / "results.json").read_text(encoding="utf-8"))["passed"] is True
+    assert [p.name for p in (tmp_path / "hist").glob("*.jsonl")] == [f"{'評' * 81}.jsonl"]  # its .lock fits too
+    _no_noise(proc)
 
 
 # --- full runs (each loads the model: keep them few; the first starts a temporary Prefect server as a user's

@@ -207,12 +207,27 @@ def build_record(
     )
 
 
+NAME_MAX_BYTES = 255
+"""The longest file name (one path component) in bytes on common file systems (ext4, APFS, NTFS in UTF-16 units)."""
+_LOCK_SUFFIX = ".jsonl.lock"
+
+
+def path_slug(name: str, max_chars: int = 100, max_bytes: int = NAME_MAX_BYTES) -> str:
+    """``name`` as one safe path component: every run of characters other than letters, digits (any script),
+    ``_``, ``.`` and ``-`` becomes ``-``; leading and trailing dots and dashes are dropped (so ``..`` cannot climb
+    out); at most ``max_chars`` characters and ``max_bytes`` bytes of UTF-8 are kept, cut between characters
+    (a CJK character is 3 bytes: 100 of them would be 300, over a file system's 255); ``suite`` when nothing is
+    left. E.g. ``"TruthfulQA / davinci"`` -> ``TruthfulQA-davinci``."""
+    slug = re.sub(r"[^\w.-]+", "-", name).strip(".-")[:max_chars]
+    slug = slug.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")  # a cut character is dropped whole
+    return slug.strip(".-") or "suite"
+
+
 def history_file_name(suite: str) -> str:
-    """The store's file of ``suite``: the name made path-safe as report directories are (every run of
-    characters other than letters, digits, ``_``, ``.``, ``-`` becomes ``-``; at most 100 kept) + ``.jsonl``.
-    Two names that map to one file share it; :meth:`HistoryStore.read` keeps each suite's own records."""
-    slug = re.sub(r"[^\w.-]+", "-", suite).strip(".-")[:100].strip(".-")
-    return f"{slug or 'suite'}.jsonl"
+    """The store's file of ``suite``: :func:`path_slug` of the name (as report directories are; short enough that
+    its lock file, ``.jsonl.lock`` added, still fits :data:`NAME_MAX_BYTES`) + ``.jsonl``. Two names that map to
+    one file share it; :meth:`HistoryStore.read` keeps each suite's own records."""
+    return f"{path_slug(suite, max_bytes=NAME_MAX_BYTES - len(_LOCK_SUFFIX))}.jsonl"
 
 
 class HistoryStore:
