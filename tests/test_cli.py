@@ -95,6 +95,42 @@ def test_long_names_an_output_dir_component_over_255_bytes_is_exit_2_and_a_long_
     _no_noise(proc)
 
 
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("mistake", ["stopped server", "index dir is a file", "index dir under a file",
+                                     "negative max cost"])
+def test_setup_mistakes_are_exit_2_and_one_line_before_prefect_starts(tmp_path: Path, mistake: str) -> None:
+    """PREFECT_API_URL still exported after its server stopped (README, "Deploy with prefect.yaml"), an
+    --index-dir that is a file and ``--max-cost -1``: exit 2 and one line, no Prefect log lines (the first two
+    were exit 3, "internal bug"; the index only after 7.5 s and three Prefect ERROR lines; -1 was accepted)."""
+    (tmp_path / "d.jsonl").write_text('{"id": "c1", "actual_output": "hello", "references": ["hello"]}\n',
+                                      encoding="utf-8")
+    _suite(tmp_path, "name: s\ndataset: {path: d.jsonl}\n"
+                     "metrics: [{metric: ReferenceMatchMetric, embedding_provider: local}]\n", "s.yaml")
+    (tmp_path / "idx").write_text("", encoding="utf-8")
+    url = f"http://127.0.0.1:{_closed_port()}/api"
+    args, env, expected = {
+        "stopped server": ([], {"PREFECT_API_URL": url},
+                           f"the Prefect server at {url} (PREFECT_API_URL) cannot be reached: "),
+        "index dir is a file": (["--index-dir", "idx"], {}, "--index-dir idx: idx is a file, not a directory"),
+        "index dir under a file": ([], {"EVALTASKS_INDEX_DIR": "idx/sub"},
+                                   "$EVALTASKS_INDEX_DIR idx/sub: idx is a file, not a directory"),
+        "negative max cost": (["--max-cost", "-1"], {}, "--max-cost must be a number of USD of at least 0, got -1"),
+    }[mistake]
+    proc, _ = _cli(tmp_path, "run", "s.yaml", "--no-server", *args, **env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"evaltasks: error: {expected}"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stdout == "", proc.stdout + proc.stderr
+    assert not (tmp_path / "eval-results").exists()
+
+
 # --- full runs (each loads the model: keep them few; the first starts a temporary Prefect server as a user's
 # run does, the others use the session's server) ------------------------------------------------------------
 
