@@ -42,7 +42,8 @@ SCRIPTS = [
     (["throughput.py", "--quick"], ["## Throughput vs eval-ai-library", "### Side by side"], True, True),
     (["judge.py", "--quick"], ["## LLM judge: GEval vs eval-ai-library", "| evaltasks warm |"], False, True),
     (["first_call.py", "--quick"], ["## First call: a cached judge evaluate_sync", "| second call, same process |",
-                                    "scipy imported by the call: no"], False, False),
+                                    "scipy imported by the call: no",
+                                    "openai imported by the call: no"], False, False),
 ]
 
 
