@@ -391,19 +391,25 @@ def test_version(tmp_path: Path) -> None:
 
 
 def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Path, prefect_api_url: str) -> None:
-    """A run that aborts (exit 3: the index directory lies under a file) writes evaltasks-error.log into the
-    output directory; a symlink placed there under that name is replaced, the file it points to untouched."""
+    """A run that aborts (exit 3: a file stands where the index keeps the model's namespace folder; an index
+    directory that is itself a file is a usage error, exit 2, found before Prefect starts) writes
+    evaltasks-error.log into the output directory; a symlink placed there under that name is replaced, the file
+    it points to untouched."""
+    from evaltasks.embeddings.local import LocalEmbeddingProvider
+
     (tmp_path / "d.jsonl").write_text('{"actual_output": "hello"}\n', encoding="utf-8")
     _suite(tmp_path, "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
                      "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: [hi]}\n")
-    (tmp_path / "a-file").write_text("not a directory\n", encoding="utf-8")
+    namespace = re.sub(r"[^A-Za-z0-9._-]+", "_", LocalEmbeddingProvider().namespace.replace("/", "--"))
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / namespace).write_text("not a directory\n", encoding="utf-8")
     outside = tmp_path / "outside.txt"
     outside.write_text("keep me\n", encoding="utf-8")
     out = tmp_path / "out"
     out.mkdir()
     (out / "evaltasks-error.log").symlink_to(outside)
 
-    proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--index-dir", "a-file/index",
+    proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--index-dir", "idx",
                    "--max-cost", "1", PREFECT_API_URL=prefect_api_url)
 
     assert proc.returncode == 3, proc.stderr
@@ -411,7 +417,7 @@ def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Pat
     assert outside.read_text(encoding="utf-8") == "keep me\n"
     log = out / "evaltasks-error.log"
     assert not log.is_symlink()
-    assert "NotADirectoryError" in log.read_text(encoding="utf-8")
+    assert re.search(r"(NotADirectoryError|FileExistsError): .*" + re.escape(namespace), log.read_text(encoding="utf-8"))
     assert sorted(p.name for p in out.iterdir()) == ["evaltasks-error.log"]
 
 
