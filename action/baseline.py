@@ -1,16 +1,17 @@
 """Part of step 3 (``run.sh``): may the cached baseline (``baseline: auto``) be used?
 
-Standard library only. ``python baseline.py FILE LABEL``: exit 0 when ``FILE`` is a readable UTF-8 JSON object
-with ``summary`` (an object) and ``cases`` (a list), the shape ``evaltasks run --baseline`` requires of a
-``results.json`` (README, "Outputs"). Otherwise print a ``::warning`` naming the file, ``LABEL`` and why, and
-exit 1: the run then goes on without a baseline, because a broken cache entry (a truncated upload, a results.json
-of an older format) would otherwise stop every pull request with "invalid input" until the base branch is pushed
-again. An explicit ``baseline:`` path is not checked here: evaltasks reports a bad one as invalid input (exit 2).
+``python baseline.py FILE LABEL``, run by the installed evaltasks' interpreter: exit 0 when ``FILE`` is a baseline
+that ``evaltasks run --baseline`` accepts, by evaltasks' own check (:func:`evaltasks.engine.compare.load_baseline`:
+JSON with ``summary`` and ``cases``, a ``schema_version`` this evaltasks reads, cases that are objects with unique
+ids, finite scores; README, "Outputs"). Otherwise print a ``::warning`` naming the file, ``LABEL`` and each
+problem, and exit 1: the run then goes on without a baseline, because a broken cache entry (a truncated upload,
+a results.json of a newer evaltasks, a NaN score) would otherwise stop every pull request with "invalid input"
+until the base branch is pushed again. An explicit ``baseline:`` path is not checked here: evaltasks reports a bad
+one as invalid input (exit 2).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -18,19 +19,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _github import annotate  # noqa: E402
 
+PROBLEMS_SHOWN = 5
+
 
 def problem(path: Path) -> str | None:
-    """Why ``path`` is not a usable evaltasks results.json, or None when it is."""
+    """Why ``path`` is not a baseline evaltasks accepts (its located problems, at most :data:`PROBLEMS_SHOWN`,
+    joined by ``; ``), or None when it is one."""
+    from evaltasks.engine.compare import load_baseline
+    from evaltasks.errors import InputError
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return "the file does not exist"
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"cannot read it: {exc}"
-    except json.JSONDecodeError as exc:
-        return f"not JSON (line {exc.lineno}: {exc.msg})"
-    if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or not isinstance(data.get("cases"), list):
-        return "not an evaltasks results.json (needs 'summary' and 'cases')"
+        load_baseline(path)
+    except InputError as exc:
+        shown = "; ".join(str(p) for p in exc.problems[:PROBLEMS_SHOWN])
+        more = len(exc.problems) - PROBLEMS_SHOWN
+        return shown + (f"; and {more} more" if more > 0 else "")
     return None
 
 

@@ -14,7 +14,8 @@ variables set by ``action.yml`` (never ``${{ }}`` inside a script), writes step 
 - ``baseline-file``: the baseline results.json to compare with ('' for none); ``baseline-auto``: ``true`` when it
   comes from the cache (a pull request: its base branch's last run; a push: the branch's previous run), restored
   into and saved from ``baseline-dir`` with ``baseline-restore-key``/``baseline-save-key`` (saved when
-  ``save-baseline``: pushes, schedules and manual runs on a branch);
+  ``save-baseline``: pushes, schedules and manual runs on a branch); both keys name the evaltasks version
+  (:func:`evaltasks_version`), and ``baseline-restore-keys`` restores one of this version first, then of any;
 - ``output-dir``: the reports directory (absolute): the input, else ``eval-results/<suite name>`` as ``evaltasks
   run`` picks it (:mod:`_reports_dir`).
 
@@ -28,6 +29,7 @@ import hashlib
 import os
 import platform
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -62,6 +64,33 @@ def suite_id(working_directory: str, suite: str) -> str:
 
 def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def evaltasks_version(action_path: Path, env: dict[str, str]) -> str:
+    """The evaltasks version step 2 installs (``install.sh``), for the baseline's cache key: the version that
+    ``EVALTASKS_ACTION_PYTHON`` already has, else the ``evaltasks-version`` input, else the action checkout's
+    ``evaltasks/_version.py``; ``unknown`` when it cannot be told. Characters other than ``[A-Za-z0-9._+-]`` become
+    ``-``."""
+    version = ""
+    python = env.get("EVALTASKS_ACTION_PYTHON", "")
+    if python:
+        # sys.path[0] (the working directory, with -c) is dropped: the repository's files never stand in
+        code = "import sys; del sys.path[0]; import evaltasks; print(evaltasks.__version__)"
+        try:
+            done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+            version = done.stdout.strip() if done.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            version = ""
+    elif env.get("INPUT_EVALTASKS_VERSION", "").strip():
+        version = env["INPUT_EVALTASKS_VERSION"].strip().lstrip("=v")
+    else:
+        try:
+            text = (action_path / "evaltasks" / "_version.py").read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        found = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", text, re.MULTILINE)
+        version = found.group(1) if found else ""
+    return re.sub(r"[^A-Za-z0-9._+-]", "-", version)[:64] or "unknown"
 
 
 def venv_key(action_path: Path, runner_os: str, arch: str, venv_dir: Path, evaltasks_version: str,
@@ -174,6 +203,10 @@ def main() -> int:
     )
     # default: the folder `evaltasks run` picks, eval-results/<suite name> (README, "CLI")
     output_dir = (workdir / (env.get("INPUT_OUTPUT_DIR", "").strip() or default_reports_dir(workdir / suite))).resolve()
+    # the baseline's cache key names the evaltasks version that wrote it: a pull request restores one of its own
+    # version first, then the newest of any version (action/baseline.py checks it; one it cannot read is a warning)
+    version = evaltasks_version(action_path, env)
+    base_prefix = f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(base_ref)}-"
 
     outputs = {
         "suite-id": sid,
@@ -199,9 +232,10 @@ def main() -> int:
         "baseline-file": baseline_file,
         "baseline-auto": "true" if baseline_input == "auto" else "false",
         "baseline-dir": str(baseline_dir),
-        "baseline-restore-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(base_ref)}-",
+        "baseline-restore-key": f"{base_prefix}v{version}-",
+        "baseline-restore-keys": f"{base_prefix}v{version}-\n{base_prefix}",
         "save-baseline": "true" if save_baseline else "false",
-        "baseline-save-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(ref_name)}-{run}",
+        "baseline-save-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(ref_name)}-v{version}-{run}",
         "artifact-name": env.get("INPUT_ARTIFACT_NAME", "").strip() or (
             f"evaltasks-{sid}-{runner_os.lower()}-{env_value('GITHUB_JOB', 'job')}-py{env_value('INPUT_PYTHON_VERSION', '3.11')}"
         ),

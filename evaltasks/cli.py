@@ -74,6 +74,23 @@ def _check_output_dir(path: Path, label: str = "--output-dir") -> str | None:
         return f"{label} {path}: {existing} is a file, not a directory"
     if existing.exists() and not os.access(existing, os.W_OK | os.X_OK):
         return f"{label} {path}: {existing} is not writable"
+    return _name_too_long(path, existing, label)
+
+
+def _name_too_long(path: Path, existing: Path, label: str) -> str | None:
+    """A message when a component of ``path`` is longer than its file system allows (``PC_NAME_MAX`` of the
+    nearest existing directory ``existing``, else 255 bytes of UTF-8), which would fail only when reports are
+    written."""
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX") if hasattr(os, "pathconf") else 255
+    except (OSError, ValueError):
+        limit = 255
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > limit:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            return (f"{label} {path}: the name {shown!r} is {size} bytes, longer than the {limit} bytes a file or "
+                    "directory name can have here")
     return None
 
 
@@ -191,6 +208,37 @@ def _check_task_runner(spec: str) -> str | None:
     if module and importlib.util.find_spec(module) is None:
         return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install 'evaltasks[{kind}]')"
     return None
+
+
+def _check_run_setup(args: argparse.Namespace) -> str | None:
+    """A message for a setup mistake of ``run`` found before Prefect starts: a ``--max-cost`` below 0 (or NaN), or
+    a reference index directory (``--index-dir``, else ``$EVALTASKS_INDEX_DIR``, else ``.evaltasks/index``) that
+    is, or lies under, a file (it failed only once the flow opened the index, after Prefect's error lines)."""
+    import math
+
+    if args.max_cost is not None and not (args.max_cost >= 0 and not math.isnan(args.max_cost)):
+        return f"--max-cost must be a number of USD of at least 0, got {args.max_cost:g}"
+    from evaltasks.index import default_index_dir
+
+    directory = Path(args.index_dir) if args.index_dir else default_index_dir()
+    label = "--index-dir" if args.index_dir else ("$EVALTASKS_INDEX_DIR" if os.environ.get("EVALTASKS_INDEX_DIR")
+                                                  else "the reference index directory")
+    existing = directory
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        return f"{label} {directory}: {existing} is a file, not a directory"
+    return None
+
+
+def _check_configured_server() -> str | None:
+    """A message when ``PREFECT_API_URL`` names a server that does not answer (serve's check,
+    :func:`_check_prefect_server`): e.g. the variable is still exported after that server was stopped. None
+    when it answers or none is configured."""
+    if not _configured_server():
+        return None
+    problem = _check_prefect_server()
+    return None if problem is None else problem + " (or unset it: evaltasks run then starts its own temporary server)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -750,7 +798,7 @@ def _run(args: argparse.Namespace) -> int:
     if not 0.0 <= args.regression_tolerance <= 1.0:
         _error(f"--regression-tolerance must be in [0, 1], got {args.regression_tolerance}")
         return EXIT_INVALID
-    problem = _check_task_runner(args.task_runner)
+    problem = _check_task_runner(args.task_runner) or _check_run_setup(args)
     if problem:
         _error(problem)
         return EXIT_INVALID
@@ -824,8 +872,12 @@ def _run(args: argparse.Namespace) -> int:
         # Prefect's temporary server starts now, guarded (evaltasks.server.temporary): its seconds of start-up
         # overlap the imports and the model load below; the flow waits for it before its first API call.
         starting = spawn_temporary_server()
+        problem = None if starting is not None else _check_configured_server()  # before the flow starts
     except Exception:  # noqa: BLE001
         return _aborted(args)
+    if problem:
+        _error(problem)
+        return EXIT_INVALID
     # read the index only now, while the server starts: a large namespace takes seconds to read
     model_providers = [need.provider for need in model_needs if _has_missing_texts(need, args.index_dir)]
     del model_needs

@@ -1039,6 +1039,90 @@ def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_in
     assert "ws/broken\\.json, line 1\\: baseline is not JSON" in explicit["summary"]
 
 
+def _prepare_outputs(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """prepare.py's outputs (multi-line values whole) for a pull request, with ``extra`` environment."""
+    env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
+           "RUNNER_OS": "Linux", "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "pull_request",
+           "GITHUB_EVENT_PATH": str(_pr_event(tmp_path)), "GITHUB_OUTPUT": str(tmp_path / "out.txt")}
+    env.pop("EVALTASKS_ACTION_PYTHON", None)
+    env.update(extra)
+    (tmp_path / "out.txt").write_text("", encoding="utf-8")
+    subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True, check=True)
+    text = (tmp_path / "out.txt").read_text(encoding="utf-8")
+    return {m[0]: m[2] for m in re.findall(r"^([\w-]+)<<(ghadelimiter_[\w-]+)\n(.*?)\n\2$", text, re.M | re.S)}
+
+
+def test_the_baseline_cache_key_names_the_evaltasks_version_and_restores_its_own_version_first(
+        tmp_path: Path) -> None:
+    """A base branch on a newer evaltasks saves under its version; a pull request on the old one restores a
+    baseline of its own version first, and only then the newest of any (which baseline.py checks)."""
+    from evaltasks import __version__
+
+    prefix = f"evaltasks-baseline-Linux-{SUITE_ID}-b{_import('prepare')._short_hash('main')}-"
+    checkout = _prepare_outputs(tmp_path)  # the action's own checkout: its evaltasks/_version.py
+    assert checkout["baseline-restore-key"] == f"{prefix}v{__version__}-"
+    assert checkout["baseline-restore-keys"].splitlines() == [f"{prefix}v{__version__}-", prefix]
+    pinned = _prepare_outputs(tmp_path, INPUT_EVALTASKS_VERSION="9.8.7")
+    assert pinned["baseline-restore-key"] == f"{prefix}v9.8.7-"
+    preinstalled = _prepare_outputs(tmp_path, EVALTASKS_ACTION_PYTHON=sys.executable)
+    assert preinstalled["baseline-restore-key"] == f"{prefix}v{__version__}-"
+    push = _prepare_outputs(tmp_path, GITHUB_EVENT_NAME="push", GITHUB_REF="refs/heads/main", GITHUB_REF_NAME="main",
+                            INPUT_EVALTASKS_VERSION="9.8.7")
+    assert push["baseline-save-key"].startswith(f"{prefix}v9.8.7-") and push["save-baseline"] == "true"
+    restore = next(s for s in yaml.safe_load((REPO_ROOT / "action.yml").read_text())["runs"]["steps"]
+                   if s["name"] == "Restore the baseline results")
+    assert restore["with"]["restore-keys"] == "${{ steps.prepare.outputs.baseline-restore-keys }}"
+
+
+def test_run_local_a_cached_baseline_of_a_newer_evaltasks_warns_and_the_pull_request_passes(
+        tmp_path: Path, workspace: Path, prefect_api_url: str) -> None:
+    """The base branch's cache holds a results.json of a newer evaltasks (schema 3) with a NaN score: it passes
+    the shape check but evaltasks refuses it. The pull request's run warns naming the cache entry (not the
+    temporary copy run.sh compares with) and each problem, and goes on without a baseline (it exited 2)."""
+    prefix = f"evaltasks-baseline-Linux-{SUITE_ID}-b{_import('prepare')._short_hash('main')}-"
+    entry = tmp_path / "cache-store" / f"{prefix}v99.0.0-push-1"
+    (entry / "data").mkdir(parents=True)
+    newer = {"schema_version": 3, "summary": {"cases": 1, "pass_rate": 1.0},
+             "cases": [{"id": "q1", "metrics": [{"name": "ReferenceMatchMetric", "score": float("nan")}]}]}
+    (entry / "data" / "results.json").write_text(json.dumps(newer), encoding="utf-8")
+    (entry / "key").write_text(entry.name, encoding="utf-8")
+    code, pr = _run_local(tmp_path, "newer", "--with", "suite=examples/quickstart/suite.yaml", "--event-path",
+                          str(_pr_event(tmp_path)), api_url=prefect_api_url)
+    assert code == 0, pr["log"][-4000:]
+    assert pr["steps"]["run"]["outputs"]["exit-code"] == "0" and pr["outputs"]["passed"] == "true"
+    cached = str(Path(pr["runner_temp"]) / "evaltasks-baseline" / SUITE_ID / "results.json")
+    (warning,) = [a["message"] for a in pr["annotations"] if a["level"] == "warning" and "cached baseline" in a["message"]]
+    assert f"{cached}: field 'schema_version' is 3" in warning and "Running without a baseline" in warning
+    assert "field 'metrics.ReferenceMatchMetric.score' must be a finite number or null, got nan" in warning
+    assert "evaltasks-baseline-" not in warning.split("cannot be used:")[1].replace(cached, "")  # no temporary copy
+    assert "No baseline" in pr["summary"]
+
+
+def _baseline_step(path: Path, label: str = "the last results of main") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ACTION / "baseline.py"), str(path), label], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_the_cached_baseline_is_checked_by_evaltasks_own_check(tmp_path: Path) -> None:
+    """Every baseline `evaltasks run --baseline` refuses (test_compare's list: a NaN score, a newer schema, cases
+    [1, 2], no id, a duplicated id, ...) is a warning naming the cache entry and the same located problem, so
+    the run goes on without it instead of failing the pull request with exit 2; a good one passes."""
+    from test_compare import BAD_BASELINES
+
+    entry = tmp_path / "evaltasks-baseline" / "results.json"
+    entry.parent.mkdir()
+    for what, text, problem in BAD_BASELINES:
+        entry.write_text(text, encoding="utf-8")
+        done = _baseline_step(entry)
+        assert done.returncode == 1, (what, done.stdout, done.stderr)
+        line = done.stdout.replace("%2C", ",").replace("%3A", ":")
+        assert line.startswith("::warning title=evaltasks: no baseline::The cached baseline"), line
+        assert f"{entry}{problem}" in line.replace(f"{entry}, ", f"{entry}"), (what, line)
+        assert "Running without a baseline" in line and done.stdout.count("\n") == 1
+    good = _write_results(tmp_path / "good", [_case(i, 0.9) for i in range(3)])
+    assert _baseline_step(good).returncode == 0
+
+
 # --- a newcomer's findings: hundreds of metrics, the gate's own reason, a report that cannot be written ----------
 
 def _many_metric_results(out: Path, base_dir: Path, metrics: int = 400, cases: int = 10, failing: int = 6) -> Path:

@@ -24,7 +24,7 @@ DEADLINE_S = 3600  # a hang guard only: a loaded 2-core machine can need many ti
 #: set (bench/README.md), so that the default test command stays within its ten minutes.
 ALL_SCRIPTS_ENV = "EVALTASKS_BENCH_SMOKE_ALL"
 SLOW = {"statistics_cost.py", "startup.py", "deterministic.py", "profile_run.py", "time_to_result.py", "throughput.py",
-        "judge.py", "judge_tokens.py"}
+        "judge.py", "judge_tokens.py", "first_call.py"}
 
 #: (script and arguments, lines the output must contain, needs TruthfulQA, needs eval-ai-library's virtualenv)
 SCRIPTS = [
@@ -45,6 +45,9 @@ SCRIPTS = [
     (["judge.py", "--quick"], ["## LLM judge: GEval vs eval-ai-library", "| evaltasks warm |"], False, True),
     (["judge_tokens.py", "--quick"],
      ["## LLM judges: tokens per case vs eval-ai-library", "| ContextualRecallMetric |"], False, True),
+    (["first_call.py", "--quick"], ["## First call: a cached judge evaluate_sync", "| second call, same process |",
+                                    "scipy imported by the call: no",
+                                    "openai imported by the call: no"], False, False),
 ]
 
 

@@ -61,11 +61,74 @@ QUICKSTART_DATASET = (
 @pytest.mark.parametrize(("name", "expected"), [
     ("truthfulqa-davinci", "truthfulqa-davinci"), ("TruthfulQA / davinci 1.0", "TruthfulQA-davinci-1.0"),
     ("../../etc", "etc"), ("..", "suite"), ("оценка", "оценка"), ("名前/評価", "名前-評価"), ("?!", "suite"), (".hidden", "hidden"), ("a" * 300, "a" * 100),
+    ("評" * 90, "評" * 85), ("a" + "評" * 99, "a" + "評" * 84),  # 255 bytes at most, cut between characters
 ])
 def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected: str) -> None:
     from evaltasks.engine.run import default_output_dir
 
     assert default_output_dir(name) == Path("eval-results") / expected
+
+
+def test_long_names_an_output_dir_component_over_255_bytes_is_exit_2_and_a_long_cjk_suite_runs(
+        tmp_path: Path) -> None:
+    """A 300-byte ``--output-dir`` component is a usage error found before anything runs (it was exit 3, its
+    traceback file in $TMPDIR); a suite named with 90 CJK characters (270 bytes) runs without ``--output-dir``:
+    its default folder and history file are cut to whole characters within 255 bytes (it failed on 300)."""
+    (tmp_path / "d.csv").write_text("actual_output\nabc\n", encoding="utf-8")
+    name = "評" * 90
+    _suite(tmp_path, f"name: {name}\ndataset: {{path: d.csv}}\nhistory: {{dir: hist}}\n"
+                     "metrics: [{metric: LengthCheckMetric, max_length: 10}]\n", "s.yaml")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    long_dir = f"out/{'x' * 300}"
+    proc, _ = _cli(tmp_path, "run", "s.yaml", "--no-server", "--output-dir", long_dir, TMPDIR=str(temp))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"evaltasks: error: --output-dir {long_dir}: the name 'xxx")
+    assert "is 300 bytes, longer than the 255 bytes" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert list(temp.iterdir()) == [] and not (tmp_path / "out").exists()
+    _no_noise(proc)
+    proc, _ = _cli(tmp_path, "run", "s.yaml", "--no-server", TMPDIR=str(temp))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    reports = tmp_path / "eval-results" / ("評" * 85)
+    assert json.loads((reports / "results.json").read_text(encoding="utf-8"))["passed"] is True
+    assert [p.name for p in (tmp_path / "hist").glob("*.jsonl")] == [f"{'評' * 81}.jsonl"]  # its .lock fits too
+    _no_noise(proc)
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("mistake", ["stopped server", "index dir is a file", "index dir under a file",
+                                     "negative max cost"])
+def test_setup_mistakes_are_exit_2_and_one_line_before_prefect_starts(tmp_path: Path, mistake: str) -> None:
+    """PREFECT_API_URL still exported after its server stopped (README, "Deploy with prefect.yaml"), an
+    --index-dir that is a file and ``--max-cost -1``: exit 2 and one line, no Prefect log lines (the first two
+    were exit 3, "internal bug"; the index only after 7.5 s and three Prefect ERROR lines; -1 was accepted)."""
+    (tmp_path / "d.jsonl").write_text('{"id": "c1", "actual_output": "hello", "references": ["hello"]}\n',
+                                      encoding="utf-8")
+    _suite(tmp_path, "name: s\ndataset: {path: d.jsonl}\n"
+                     "metrics: [{metric: ReferenceMatchMetric, embedding_provider: local}]\n", "s.yaml")
+    (tmp_path / "idx").write_text("", encoding="utf-8")
+    url = f"http://127.0.0.1:{_closed_port()}/api"
+    args, env, expected = {
+        "stopped server": ([], {"PREFECT_API_URL": url},
+                           f"the Prefect server at {url} (PREFECT_API_URL) cannot be reached: "),
+        "index dir is a file": (["--index-dir", "idx"], {}, "--index-dir idx: idx is a file, not a directory"),
+        "index dir under a file": ([], {"EVALTASKS_INDEX_DIR": "idx/sub"},
+                                   "$EVALTASKS_INDEX_DIR idx/sub: idx is a file, not a directory"),
+        "negative max cost": (["--max-cost", "-1"], {}, "--max-cost must be a number of USD of at least 0, got -1"),
+    }[mistake]
+    proc, _ = _cli(tmp_path, "run", "s.yaml", "--no-server", *args, **env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"evaltasks: error: {expected}"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stdout == "", proc.stdout + proc.stderr
+    assert not (tmp_path / "eval-results").exists()
 
 
 # --- full runs (each loads the model: keep them few; the first starts a temporary Prefect server as a user's
@@ -328,19 +391,25 @@ def test_version(tmp_path: Path) -> None:
 
 
 def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Path, prefect_api_url: str) -> None:
-    """A run that aborts (exit 3: the index directory lies under a file) writes evaltasks-error.log into the
-    output directory; a symlink placed there under that name is replaced, the file it points to untouched."""
+    """A run that aborts (exit 3: a file stands where the index keeps the model's namespace folder; an index
+    directory that is itself a file is a usage error, exit 2, found before Prefect starts) writes
+    evaltasks-error.log into the output directory; a symlink placed there under that name is replaced, the file
+    it points to untouched."""
+    from evaltasks.embeddings.local import LocalEmbeddingProvider
+
     (tmp_path / "d.jsonl").write_text('{"actual_output": "hello"}\n', encoding="utf-8")
     _suite(tmp_path, "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
                      "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: [hi]}\n")
-    (tmp_path / "a-file").write_text("not a directory\n", encoding="utf-8")
+    namespace = re.sub(r"[^A-Za-z0-9._-]+", "_", LocalEmbeddingProvider().namespace.replace("/", "--"))
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / namespace).write_text("not a directory\n", encoding="utf-8")
     outside = tmp_path / "outside.txt"
     outside.write_text("keep me\n", encoding="utf-8")
     out = tmp_path / "out"
     out.mkdir()
     (out / "evaltasks-error.log").symlink_to(outside)
 
-    proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--index-dir", "a-file/index",
+    proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--index-dir", "idx",
                    "--max-cost", "1", PREFECT_API_URL=prefect_api_url)
 
     assert proc.returncode == 3, proc.stderr
@@ -348,7 +417,7 @@ def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Pat
     assert outside.read_text(encoding="utf-8") == "keep me\n"
     log = out / "evaltasks-error.log"
     assert not log.is_symlink()
-    assert "NotADirectoryError" in log.read_text(encoding="utf-8")
+    assert re.search(r"(NotADirectoryError|FileExistsError): .*" + re.escape(namespace), log.read_text(encoding="utf-8"))
     assert sorted(p.name for p in out.iterdir()) == ["evaltasks-error.log"]
 
 

@@ -133,6 +133,62 @@ def test_baselines_that_cannot_be_paired_are_refused_naming_case_and_field(tmp_p
     assert "got True" in text and len(caught.value.problems) == 4
 
 
+BAD_BASELINES = [  # (what is wrong, the results.json text, the located problem evaltasks names)
+    ("a NaN score", '{"summary": {}, "cases": [{"id": "a", "metrics": [{"name": "M", "score": NaN}]}]}',
+     "cases[0] (id 'a'): field 'metrics.M.score' must be a finite number or null, got nan"),
+    ("an infinite score", '{"summary": {}, "cases": [{"id": "a", "metrics": [{"name": "M", "score": -Infinity}]}]}',
+     "cases[0] (id 'a'): field 'metrics.M.score' must be a finite number or null, got -inf"),
+    ("a NaN mean score", '{"summary": {"metrics": {"M": {"mean_score": NaN}}}, "cases": []}',
+     "summary: field 'metrics.M.mean_score' must be a finite number or null, got nan"),
+    ("an infinite pass rate", '{"summary": {"pass_rate": 1e999}, "cases": []}',
+     "summary: field 'pass_rate' must be a finite number or null, got inf"),
+    ("cases that are not objects", '{"summary": {}, "cases": [1, 2]}', "cases[0]: is not an object (got 1)"),
+    ("a case without an id", '{"summary": {}, "cases": [{"metrics": []}, {"id": null}]}',
+     "cases[1]: field 'id' is missing: cases are paired by id"),
+    ("a duplicated id", '{"summary": {}, "cases": [{"id": "a"}, {"id": "a"}]}',
+     "cases[1]: field 'id' 'a' is also cases[0]: ids must be unique to pair cases"),
+    ("a newer schema", '{"schema_version": 3, "summary": {}, "cases": []}',
+     ": field 'schema_version' is 3: this evaltasks reads results.json versions 1, 2"),
+    ("metrics that are not a list", '{"summary": {}, "cases": [{"id": "a", "metrics": {"M": 1}}]}',
+     "cases[0] (id 'a'): field 'metrics' must be a list, got {'M': 1}"),
+]
+
+
+@pytest.mark.parametrize("what, text, problem", BAD_BASELINES, ids=[b[0] for b in BAD_BASELINES])
+def test_a_baseline_with_nan_scores_or_cases_that_cannot_be_paired_is_invalid_input(
+        tmp_path: Path, what: str, text: str, problem: str) -> None:
+    """Each is an InputError naming the file, case and field (a NaN score used to reach the paired tests and
+    abort the run with exit 3); the same text when the file is named by another name (the Action's cache entry)."""
+    path = tmp_path / "base.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        load_baseline(path)
+    assert f"{path}{problem}" in str(caught.value).replace(f"{path}, ", f"{path}"), str(caught.value)
+    with pytest.raises(InputError) as named:
+        load_baseline(path, name="cache entry")
+    assert str(path) not in str(named.value) and "cache entry" in str(named.value)
+
+
+def test_an_explicit_baseline_with_a_nan_score_exits_2_naming_file_case_and_field(tmp_path: Path,
+                                                                                 prefect_api_url: str) -> None:
+    """Through `evaltasks run --baseline`: exit 2 and one located line, before anything is scored (it was exit 3)."""
+    base = tmp_path / "base.json"
+    base.write_text('{"summary": {"pass_rate": 1.0}, "cases": [{"id": "c0", "status": "passed", '
+                    '"metrics": [{"name": "EchoScore", "score": NaN, "status": "passed"}]}]}', encoding="utf-8")
+    (tmp_path / "echo_metrics.py").write_text(ECHO_METRIC, encoding="utf-8")
+    (tmp_path / "s.jsonl").write_text('{"id": "c0", "actual_output": "1.0"}\n', encoding="utf-8")
+    (tmp_path / "s.yaml").write_text("name: s\ndataset: {path: s.jsonl}\nmetrics:\n  - {metric: 'echo_metrics:EchoScore'}\n",
+                                     encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "EVALTASKS_INDEX_DIR"}
+    env.update(PREFECT_API_URL=prefect_api_url, PREFECT_HOME=str(tmp_path / "prefect-home"), DO_NOT_TRACK="1")
+    proc = subprocess.run([sys.executable, "-m", "evaltasks", "run", "s.yaml", "--output-dir", "out", "--quiet",
+                           "--baseline", str(base)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{base}, cases[0] (id 'c0'): field 'metrics.EchoScore.score' must be a finite number or null, got nan" \
+        in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out" / "results.json").exists()
+
+
 def test_fit_sections_drops_rows_of_the_least_important_section_first() -> None:
     sections = [Section(head=["# title"]), Section(head=["## keep"], rows=[f"k{i}" for i in range(5)], priority=0),
                 Section(head=["## cut"], rows=[f"c{i}" for i in range(100)], priority=5)]

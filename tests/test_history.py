@@ -291,3 +291,55 @@ def test_piped_history_keeps_each_run_on_one_whole_line(tmp_path: Path) -> None:
         ["2026-12-03", "10:00", "abcdef12", "01234567", "50.0%", "0.700", "0.900", "passed", "regressed", "overall,"]]
     assert rows[2][10:] == ["ReferenceMatchMetric", "mean_score"]
     assert "…" not in proc.stdout
+
+
+@pytest.mark.parametrize("damage, field", [
+    (lambda d: d["metrics"]["m"].update(mean_score=float("nan")), "metrics.m.mean_score"),
+    (lambda d: d["metrics"]["m"].update(failed=-3), "metrics.m.failed"),
+    (lambda d: d.update(passed_cases=-1), "passed_cases"),
+    (lambda d: d.update(passed_cases=99), "99 passed and 0 skipped of 10 cases"),
+    (lambda d: d["metrics"]["m"].update(score_sd=float("inf")), "metrics.m.score_sd"),
+])
+def test_a_record_with_a_nan_or_a_negative_count_is_skipped_naming_file_line_and_field(
+        tmp_path: Path, damage, field) -> None:
+    """A hand-edited line the drift tests cannot use is skipped like a torn one; the run's drift check works."""
+    store = HistoryStore(tmp_path)
+    store.append(_record(5, 5, [0.4, 0.6]))
+    bad = json.loads(_record(6, 4, [0.5, 0.7]).model_dump_json())
+    damage(bad)
+    with open(store.path("s"), "a", encoding="utf-8") as out:
+        out.write(json.dumps(bad) + "\n")  # json.dumps writes NaN and Infinity as Python's json reads them
+    records = store.read("s")
+    assert [r.passed_cases for r in records] == [5]
+    assert len(store.warnings) == 1
+    assert store.warnings[0].startswith(f"{store.path('s')}: line 2 is not a run record, skipped (")
+    assert field in store.warnings[0]
+    drift = drift_check(_record(4, 6, [0.3, 0.5]), records)
+    assert [t.runs for t in drift.tests] == [1, 1, 1]
+
+
+def test_a_run_after_a_damaged_history_line_records_and_warns_instead_of_aborting(tmp_path: Path) -> None:
+    """End to end: a history file with a NaN mean and a negative count, then `evaltasks run` exits 0, says which
+    lines it skipped, and appends its own record (the previous good record is pooled)."""
+    (tmp_path / "d.csv").write_text("actual_output\nabc\nabcd\n", encoding="utf-8")
+    (tmp_path / "s.yaml").write_text("name: s\ndataset: {path: d.csv}\nhistory: {dir: hist}\n"
+                                     "metrics: [{metric: LengthCheckMetric, max_length: 10}]\n", encoding="utf-8")
+    store = HistoryStore(tmp_path / "hist")
+    good = _record(2, 0, [1.0, 1.0], name="LengthCheckMetric", threshold=0.5,
+                   config={"metric": "LengthCheckMetric", "max_length": 10})
+    store.append(good)
+    nan = json.loads(good.model_dump_json())
+    nan["metrics"]["LengthCheckMetric"]["mean_score"] = float("nan")
+    negative = json.loads(good.model_dump_json())
+    negative["metrics"]["LengthCheckMetric"]["passed"] = -2
+    with open(store.path("s"), "a", encoding="utf-8") as out:
+        out.write(json.dumps(nan) + "\n" + json.dumps(negative) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-server"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    output = proc.stdout + proc.stderr
+    assert "Traceback" not in output
+    for line in (2, 3):
+        assert f"line {line} is not a run record, skipped" in output
+    fresh = HistoryStore(tmp_path / "hist")
+    assert [r.passed_cases for r in fresh.read("s")] == [2, 2]

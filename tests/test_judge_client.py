@@ -670,3 +670,19 @@ def test_estimate_is_the_worst_case_and_zero_once_stored(server: ChatServer, tmp
     assert run_judge(server, tmp_path, refresh=True, **PRICES_OPTION).estimate_cost(req) > 0
     hook = RunJudge(FunctionJudge(lambda messages: good()), JudgeRuntime(store_dir=tmp_path))
     assert hook.estimate_cost(req) == 0.0
+
+
+@pytest.mark.parametrize("base_url", ["https://api.openai.com/v1", "http://127.0.0.1:8080/v1/", "http://LOCALHOST:80/v1",
+                                      "https://example.com", "https://example.com/a b/v1", "http://[::1]:9/v1?x=1",
+                                      "https://h.example.com:443/openai/deployments/x", "http://h/v1//"])
+def test_the_endpoint_is_the_clients_base_url_without_building_the_client(base_url: str) -> None:
+    """The judge keys stored answers by the endpoint the openai client would send to; it is computed without
+    importing openai (the client is built on the first request), and equals the real client's ``base_url``."""
+    import openai
+
+    from evaltasks.judges.openai import OpenAIJudge, client_base_url
+
+    assert client_base_url(base_url) == str(openai.OpenAI(base_url=base_url, api_key="k").base_url)
+    judge = OpenAIJudge("gpt-4o-mini", {"base_url": base_url, "api_key": "k", "organization": "org"})
+    assert judge._built is None and judge.endpoint == client_base_url(base_url)
+    assert str(judge._client.base_url) == judge.endpoint and judge._client.organization == "org"

@@ -13,6 +13,7 @@ on timing: process ends are polled for with generous deadlines.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -367,3 +368,40 @@ def test_submodules_are_attributes_of_the_package_after_a_bare_import(tmp_path: 
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env=subprocess_env(tmp_path / "prefect-home"), timeout=DEADLINE_S)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+FIRST_CALL = """
+import json, sys
+from evaltasks import EvalTestCase, GEvalMetric, evaluate_sync
+metric = GEvalMetric(threshold=0.5, model="gpt-4o-mini", evaluation_steps=["Check the answer against the question."])
+cases = [EvalTestCase(input=f"What is {i} + {i}?", actual_output=f"{2 * i}") for i in range(40)]
+result = evaluate_sync(cases, [metric], index_dir=sys.argv[1])
+print(json.dumps({"scores": [case.metrics[0].score for case in result.test_results],
+                  "loaded": sorted(m for m in ("scipy", "openai") if m in sys.modules)}))
+"""
+
+
+def test_a_cached_judge_call_in_a_fresh_process_imports_neither_scipy_nor_openai(tmp_path: Path) -> None:
+    """The first evaluate_sync of 40 GEval cases whose answers are all stored sends no request and imports
+    neither scipy (the summary's Wilson and bootstrap intervals need none) nor openai (the judge client is built
+    on its first request): together about 2-3 s of the first call (bench/first_call.py). The fill, which sends
+    requests, imports openai."""
+    from chat_server import ChatServer
+    from test_judge_integration import answer_plausibly
+
+    with ChatServer(responder=answer_plausibly) as server:
+        env = {**subprocess_env(tmp_path / "prefect-home"), "OPENAI_BASE_URL": server.base_url,
+               "OPENAI_API_KEY": server.api_key}
+
+        def call() -> dict:
+            done = subprocess.run([sys.executable, "-c", FIRST_CALL, str(tmp_path / "index")], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=DEADLINE_S)
+            assert done.returncode == 0, done.stderr[-3000:]
+            return json.loads(done.stdout.splitlines()[-1])
+
+        fill = call()
+        sent = len(server.requests)
+        cached = call()
+    assert sent >= 40 and len(server.requests) == sent  # the second process was served from the store
+    assert fill["loaded"] == ["openai"] and cached["loaded"] == []
+    assert cached["scores"] == fill["scores"] and all(s is not None for s in cached["scores"])

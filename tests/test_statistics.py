@@ -70,6 +70,65 @@ def test_above_100000_values_the_normal_approximation_is_used() -> None:
     assert (interval.low, interval.high) == (pytest.approx(values.mean() - half), pytest.approx(values.mean() + half))
 
 
+@pytest.mark.parametrize("level", [0.8, 0.9, 0.95, 0.99])
+def test_wilson_interval_is_scipy_binomtest_wilson_to_the_last_bits(level: float) -> None:
+    """Computed without scipy (Newcombe's formula, z from statistics.NormalDist): within 4e-16 of
+    ``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")`` for every k of every n up to 60 (z differs from
+    scipy's ``ndtri`` by at most an ulp), and exactly 0 and 1 at k = 0 and k = n."""
+    for n in range(1, 61):
+        for k in range(n + 1):
+            ci = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+            interval = statistics.wilson_interval(k, n, level)
+            assert abs(interval.low - ci.low) <= 4e-16 and abs(interval.high - ci.high) <= 4e-16, (k, n)
+            assert (interval.low == 0.0) == (k == 0) and (interval.high == 1.0) == (k == n)
+    with pytest.raises(ValueError):
+        statistics.wilson_interval(5, 4)
+    assert statistics.normal_quantile(0.975) == pytest.approx(scipy_stats.norm.ppf(0.975), abs=1e-15)
+
+
+@pytest.mark.parametrize("clustered", [False, True])
+def test_the_percentile_bootstrap_is_scipy_bootstrap_bit_for_bit(clustered: bool) -> None:
+    """The numpy percentile bootstrap draws and reads the distribution as ``scipy.stats.bootstrap(...,
+    method="percentile", vectorized=True)`` (with clusters: ``paired=True`` over the cluster sums and sizes):
+    the same bounds and distribution, bit for bit, over sizes that take one batch and several."""
+    rng = np.random.default_rng(11)
+    for n, level in ((5, 0.95), (40, 0.9), (333, 0.99), (2000, 0.95)):
+        values = np.round(rng.random(n), 2)
+        groups = np.arange(n) % max(2, n // 4) if clustered else None
+        low, high, distribution = statistics._bootstrap_distribution(values, groups, level, statistics.RESAMPLES,
+                                                                     statistics.SEED)
+        data = statistics._cluster_totals(values, groups) if clustered else (values,)
+        batch = max(1, min(statistics.RESAMPLES, 250_000 // len(data[0])))
+        expected = scipy_stats.bootstrap(data, statistics._ratio if clustered else np.mean, method="percentile",
+                                         n_resamples=statistics.RESAMPLES, confidence_level=level, vectorized=True,
+                                         paired=clustered, batch=batch, rng=np.random.default_rng(statistics.SEED))
+        assert (low, high) == (float(expected.confidence_interval.low), float(expected.confidence_interval.high))
+        assert np.array_equal(distribution, expected.bootstrap_distribution)
+
+
+def test_a_run_summary_imports_no_scipy() -> None:
+    """A fresh process's evaluate_sync (pass rates with Wilson intervals, mean scores with bootstrap intervals)
+    never imports scipy, whose import took about 2 s of the first call; the intervals are statsmodels'."""
+    code = (
+        "import json, sys\n"
+        "from evaltasks import EvalTestCase, LengthCheckMetric, evaluate_sync\n"
+        "result = evaluate_sync([EvalTestCase(actual_output='x' * i) for i in range(40)], "
+        "[LengthCheckMetric(max_length=20)])\n"
+        "s = result.summary\n"
+        "print(json.dumps({'scipy': sorted(m for m in sys.modules if m == 'scipy' or m.startswith('scipy.')),\n"
+        "                  'wilson': [s.pass_rate_interval.low, s.pass_rate_interval.high],\n"
+        "                  'mean': s.metrics['LengthCheckMetric'].mean_score_interval.model_dump()}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["scipy"] == []
+    low, high = proportion_confint(21, 40, alpha=0.05, method="wilson")  # lengths 0..20 pass: 21 of 40
+    assert seen["wilson"] == [pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12)]
+    assert seen["mean"]["method"] == "bootstrap" and seen["mean"]["low"] < 0.525 < seen["mean"]["high"]
+
+
 def test_degenerate_samples() -> None:
     assert statistics.bootstrap_mean_interval([]) is None
     point = statistics.bootstrap_mean_interval([0.4])

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from filelock import FileLock
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
 
@@ -57,20 +57,25 @@ class MetricRecord(BaseModel):
         mean_score: mean of the scores of passed and failed results; None when none was scored.
         scored: how many scores the mean is over; score_sd: their sample standard deviation (ddof 1; None
             below two scores): what Welch's test needs.
+
+    Counts are never negative and numbers are finite (NaN or infinity fails validation), so a damaged line is
+    skipped when read (:meth:`HistoryStore.read`) instead of reaching the drift tests.
     """
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     config: dict[str, Any] = Field(default_factory=dict)
     threshold: float
-    passed: int = 0
-    failed: int = 0
-    errored: int = 0
-    skipped: int = 0
+    passed: NonNegativeInt = 0
+    failed: NonNegativeInt = 0
+    errored: NonNegativeInt = 0
+    skipped: NonNegativeInt = 0
     pass_rate: float | None = None
     pass_rate_interval: Interval | None = None
     mean_score: float | None = None
     mean_score_interval: Interval | None = None
-    scored: int = 0
-    score_sd: float | None = None
+    scored: NonNegativeInt = 0
+    score_sd: float | None = Field(default=None, ge=0)
 
     @property
     def evaluated(self) -> int:
@@ -95,18 +100,23 @@ class RunRecord(BaseModel):
         started_at, finished_at: ISO 8601 UTC, as in results.json.
         flow_run_id, deployment: the Prefect flow run and its deployment's name, when there is one.
         results_path: the run's results.json.
+
+    Validation refuses what the drift tests cannot use: a negative count, a NaN or infinite number (as
+    :class:`MetricRecord`), more passed or skipped cases than cases.
     """
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     schema_version: int = HISTORY_SCHEMA_VERSION
     suite: str
     suite_sha256: str = ""
     dataset_sha256: str = ""
     metrics: dict[str, MetricRecord] = Field(default_factory=dict)
-    cases: int = 0
-    passed_cases: int = 0
-    failed_cases: int = 0
-    errored_cases: int = 0
-    skipped_cases: int = 0
+    cases: NonNegativeInt = 0
+    passed_cases: NonNegativeInt = 0
+    failed_cases: NonNegativeInt = 0
+    errored_cases: NonNegativeInt = 0
+    skipped_cases: NonNegativeInt = 0
     pass_rate: float | None = None
     pass_rate_interval: Interval | None = None
     passed: bool = False
@@ -118,6 +128,12 @@ class RunRecord(BaseModel):
     flow_run_id: str | None = None
     deployment: str | None = None
     results_path: str | None = None
+
+    @model_validator(mode="after")
+    def _counts_fit(self) -> RunRecord:
+        if self.skipped_cases > self.cases or self.passed_cases > self.cases - self.skipped_cases:
+            raise ValueError(f"{self.passed_cases} passed and {self.skipped_cases} skipped of {self.cases} cases")
+        return self
 
     @property
     def evaluated_cases(self) -> int:
@@ -191,12 +207,27 @@ def build_record(
     )
 
 
+NAME_MAX_BYTES = 255
+"""The longest file name (one path component) in bytes on common file systems (ext4, APFS, NTFS in UTF-16 units)."""
+_LOCK_SUFFIX = ".jsonl.lock"
+
+
+def path_slug(name: str, max_chars: int = 100, max_bytes: int = NAME_MAX_BYTES) -> str:
+    """``name`` as one safe path component: every run of characters other than letters, digits (any script),
+    ``_``, ``.`` and ``-`` becomes ``-``; leading and trailing dots and dashes are dropped (so ``..`` cannot climb
+    out); at most ``max_chars`` characters and ``max_bytes`` bytes of UTF-8 are kept, cut between characters
+    (a CJK character is 3 bytes: 100 of them would be 300, over a file system's 255); ``suite`` when nothing is
+    left. E.g. ``"TruthfulQA / davinci"`` -> ``TruthfulQA-davinci``."""
+    slug = re.sub(r"[^\w.-]+", "-", name).strip(".-")[:max_chars]
+    slug = slug.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")  # a cut character is dropped whole
+    return slug.strip(".-") or "suite"
+
+
 def history_file_name(suite: str) -> str:
-    """The store's file of ``suite``: the name made path-safe as report directories are (every run of
-    characters other than letters, digits, ``_``, ``.``, ``-`` becomes ``-``; at most 100 kept) + ``.jsonl``.
-    Two names that map to one file share it; :meth:`HistoryStore.read` keeps each suite's own records."""
-    slug = re.sub(r"[^\w.-]+", "-", suite).strip(".-")[:100].strip(".-")
-    return f"{slug or 'suite'}.jsonl"
+    """The store's file of ``suite``: :func:`path_slug` of the name (as report directories are; short enough that
+    its lock file, ``.jsonl.lock`` added, still fits :data:`NAME_MAX_BYTES`) + ``.jsonl``. Two names that map to
+    one file share it; :meth:`HistoryStore.read` keeps each suite's own records."""
+    return f"{path_slug(suite, max_bytes=NAME_MAX_BYTES - len(_LOCK_SUFFIX))}.jsonl"
 
 
 class HistoryStore:
@@ -204,7 +235,8 @@ class HistoryStore:
 
     Appends take a lock file beside the suite's file (``filelock``), so runs on one machine or a shared
     file system append whole lines, and are fsynced. A line that cannot be read (a run that crashed mid-write
-    leaves a torn last line) is skipped with a warning (logged and kept in :attr:`warnings`), never fatal.
+    leaves a torn last line, or a hand-edited one with a NaN or a negative count) is skipped with a warning naming
+    the file, line and field (logged and kept in :attr:`warnings`), never fatal.
     """
 
     def __init__(self, directory: str | Path) -> None:
@@ -247,7 +279,10 @@ class HistoryStore:
             try:
                 record = RunRecord.model_validate_json(line)
             except ValidationError as exc:
-                message = f"{path}: line {number} is not a run record, skipped ({exc.errors()[0]['msg']})"
+                error = exc.errors()[0]
+                field = ".".join(str(part) for part in error["loc"])
+                message = (f"{path}: line {number} is not a run record, skipped "
+                           f"({field + ': ' if field else ''}{error['msg']})")
                 self.warnings.append(message)
                 logger.warning("%s", message)
                 continue

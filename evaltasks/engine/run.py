@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from evaltasks.engine.compare import DEFAULT_TOLERANCE, Comparison, load_baseline
 from evaltasks.inputs.datasets import LoadedDataset, load_dataset
 from evaltasks.engine.evaluate import collect_embedding_needs, validate_cases
+from evaltasks.engine.history import path_slug
 from evaltasks.metrics.base import EmbeddingNeed
 from evaltasks.results import EvaluationResult, budget_message
 from evaltasks.inputs.suite import LoadedSuite, load_suite
@@ -60,14 +61,13 @@ DEFAULT_OUTPUT_ROOT = "eval-results"
 def default_output_dir(suite_name: str) -> Path:
     """The reports directory of a suite when none is given: ``eval-results/<suite name>`` (relative).
 
-    One directory per suite, so running two suites keeps both reports. The name is made safe for a path:
-    every run of characters other than letters, digits (any script: ``оценка`` stays), ``_``, ``.`` and ``-``
-    becomes ``-``, leading and trailing dots and dashes
-    are dropped (so ``..`` cannot climb out), and at most 100 characters are kept; a name with nothing
-    left is ``suite``. E.g. ``"TruthfulQA / davinci"`` -> ``eval-results/TruthfulQA-davinci``.
+    One directory per suite, so running two suites keeps both reports. The name is made safe for a path by
+    :func:`~evaltasks.engine.history.path_slug`: every run of characters other than letters, digits (any script:
+    ``оценка`` stays), ``_``, ``.`` and ``-`` becomes ``-``, leading and trailing dots and dashes are dropped (so
+    ``..`` cannot climb out), and at most 100 characters and 255 bytes are kept (cut between characters); a name
+    with nothing left is ``suite``. E.g. ``"TruthfulQA / davinci"`` -> ``eval-results/TruthfulQA-davinci``.
     """
-    slug = re.sub(r"[^\w.-]+", "-", suite_name).strip(".-")[:100].strip(".-")
-    return Path(DEFAULT_OUTPUT_ROOT) / (slug or "suite")
+    return Path(DEFAULT_OUTPUT_ROOT) / path_slug(suite_name)
 
 
 def file_state(paths: Iterable[Path]) -> tuple[Any, ...]:

@@ -1,15 +1,20 @@
 """Intervals and paired significance tests (README, "Uncertainty and regressions"), and the run summary they go
 into (:class:`SummaryBuilder`, :func:`summarize`: counts, means and intervals of the case results).
 
-Every computation goes through scipy (``scipy.stats.binomtest`` and its ``proportion_ci(method="wilson")``,
-``scipy.stats.bootstrap``, ``permutation_test``, ``ttest_1samp``); the tests check the numbers against statsmodels. Bootstraps are seeded
-(:data:`SEED`), so a rerun on the same results gives the same intervals.
+A run's summary needs no scipy: the Wilson interval (Newcombe's formula, as ``scipy.stats.binomtest(...)
+.proportion_ci(method="wilson")`` computes it), the normal quantile (``statistics.NormalDist().inv_cdf``) and the
+percentile bootstrap (numpy, drawing and reading the bootstrap distribution exactly as ``scipy.stats.bootstrap(...,
+method="percentile")``: the same intervals, bit for bit). scipy (about 2 s to import) is imported only by the
+tests a comparison with a baseline runs: ``binomtest``, ``permutation_test``, ``ttest_1samp``, ``norm.sf``. The
+tests check the numbers against statsmodels and scipy. Bootstraps are seeded (:data:`SEED`), so a rerun on the
+same results gives the same intervals.
 """
 
 from __future__ import annotations
 
 import math
 from array import array
+from statistics import NormalDist
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -49,8 +54,8 @@ Verdict = Literal["regressed", "improved", "no significant change", "inconclusiv
 
 
 def _stats() -> Any:
-    """``scipy.stats``, imported on first use (it takes about a second to import: commands that compute no
-    statistics, and a run's validation, do not wait for it)."""
+    """``scipy.stats``, imported on first use by the paired tests only (it takes one to two seconds to import: a
+    run's summary, commands that compute no tests, and a run's validation do not wait for it)."""
     from scipy import stats
 
     return stats
@@ -59,16 +64,32 @@ def _stats() -> Any:
 _VERDICT_RANK = {"regressed": 3, "improved": 2, "inconclusive": 1, "no significant change": 0}
 
 
+def normal_quantile(p: float) -> float:
+    """The standard normal distribution's ``p`` quantile (``statistics.NormalDist().inv_cdf``, Wichura's AS241:
+    within an ulp of ``scipy.stats.norm.ppf``). Raises ValueError unless 0 < ``p`` < 1."""
+    return NormalDist().inv_cdf(p)
+
+
 def wilson_interval(successes: int, n: int, level: float = LEVEL) -> Interval | None:
     """The Wilson score interval of the proportion ``successes / n`` (fractions in [0, 1]) at ``level``.
 
-    ``scipy.stats.binomtest(successes, n).proportion_ci(confidence_level=level, method="wilson")``. None when
-    ``n`` is 0. Raises ValueError when ``successes`` is not in [0, n].
+    Newcombe's (1998) formula, as ``scipy.stats.binomtest(successes, n).proportion_ci(confidence_level=level,
+    method="wilson")`` computes it (the bounds are exactly 0 and 1 at ``successes`` 0 and ``n``), with z from
+    :func:`normal_quantile`. None when ``n`` is 0. Raises ValueError when ``successes`` is not in [0, n].
     """
     if n == 0:
         return None
-    ci = _stats().binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
-    return Interval(low=float(ci.low), high=float(ci.high), level=level, method="wilson")
+    k, n = int(successes), int(n)
+    if not 0 <= k <= n:
+        raise ValueError(f"successes must be in [0, n], got {k} of {n}")
+    p = k / n
+    z = normal_quantile(0.5 + 0.5 * level)
+    denom = 2 * (n + z ** 2)
+    center = (2 * n * p + z ** 2) / denom
+    delta = z / denom * math.sqrt(4 * n * p * (1 - p) + z ** 2)
+    low = 0.0 if k == 0 else center - delta
+    high = 1.0 if k == n else center + delta
+    return Interval(low=float(low), high=float(high), level=level, method="wilson")
 
 
 def _cluster_totals(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,28 +109,51 @@ def _bootstrap_distribution(
 ) -> tuple[float, float, np.ndarray]:
     """Percentile bootstrap of the mean of ``values`` (per case; with ``clusters``, of the ratio of cluster sums
     to cluster sizes, resampling whole clusters): ``(low, high, bootstrap distribution)`` via
-    ``scipy.stats.bootstrap(..., method="percentile", vectorized=True)``, the generator seeded with ``seed``."""
+    numpy, as ``scipy.stats.bootstrap(..., method="percentile", vectorized=True)`` computes it (with clusters
+    ``paired=True``), the generator seeded with ``seed``: each batch of resamples draws ``rng.integers(0, n,
+    (batch, n))`` indices, and the bounds are the linear (Hyndman-Fan 7) quantiles of the distribution."""
     rng = np.random.default_rng(seed)
     if clusters is None:
-        data: tuple[np.ndarray, ...] = (values,)
-        statistic: Any = np.mean
-        paired = False
+        n = len(values)
+
+        def statistic(index: np.ndarray) -> np.ndarray:
+            return np.mean(values[index], axis=-1)
     else:
-        data = _cluster_totals(values, clusters)
-        statistic, paired = _ratio, True
-    batch = max(1, min(resamples, _BATCH_VALUES // max(1, len(data[0]))))
-    res = _stats().bootstrap(data, statistic, n_resamples=resamples, confidence_level=level, method="percentile",
-                          vectorized=True, paired=paired, batch=batch, rng=rng)
-    ci = res.confidence_interval
-    return float(ci.low), float(ci.high), np.asarray(res.bootstrap_distribution)
+        sums, sizes = _cluster_totals(values, clusters)
+        n = len(sums)
+
+        def statistic(index: np.ndarray) -> np.ndarray:
+            return _ratio(sums[index], sizes[index], axis=-1)
+    batch = max(1, min(resamples, _BATCH_VALUES // max(1, n)))
+    distribution = np.concatenate([statistic(rng.integers(0, n, (min(batch, resamples - k), n), dtype=np.int64))
+                                   for k in range(0, resamples, batch)])
+    low, high = _linear_quantiles(distribution, (1 - level) / 2)
+    return low, high, distribution
+
+
+def _linear_quantiles(values: np.ndarray, alpha: float) -> tuple[float, float]:
+    """The ``alpha`` and ``1 - alpha`` quantiles of ``values`` by linear interpolation between order statistics
+    (Hyndman and Fan's definition 7, numpy's default), in the arithmetic of ``scipy.stats.quantile``."""
+    y = np.sort(values)
+    p = np.array([alpha, 1 - np.float64(alpha)])
+    n = np.float64(len(y))
+    jg = p * n + (1 - p)
+    jp1 = jg // 1
+    j = jp1 - 1
+    g = jg % 1
+    g[j < 0] = 0
+    j, jp1 = np.clip(j, 0.0, n - 1).astype(np.int64), np.clip(jp1, 0.0, n - 1).astype(np.int64)
+    low, high = (1 - g) * y[j] + g * y[jp1]
+    return float(low), float(high)
 
 
 def _normal_interval(values: np.ndarray, clusters: np.ndarray | None, level: float) -> tuple[float, float, float]:
     """``(mean, standard error, z)`` of the mean of ``values`` (with ``clusters``: the ratio estimator's
-    linearised standard error over clusters), z = ``scipy.stats.norm.ppf((1 + level) / 2)``."""
-    z = float(_stats().norm.ppf((1 + level) / 2))
+    linearised standard error over clusters), z = :func:`normal_quantile` of ``(1 + level) / 2``."""
+    z = normal_quantile((1 + level) / 2)
     if clusters is None:
-        return float(values.mean()), float(_stats().sem(values)) if len(values) > 1 else 0.0, z
+        sem = np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0  # scipy.stats.sem's
+        return float(values.mean()), float(sem), z
     sums, sizes = _cluster_totals(values, clusters)
     g, total = len(sums), sizes.sum()
     ratio = sums.sum() / total
@@ -140,9 +184,9 @@ def bootstrap_mean_interval(
     """A ``level`` interval of the mean of ``values`` (one float per case, in score units or 0/1 for a pass
     rate).
 
-    Percentile bootstrap over cases (``scipy.stats.bootstrap``, ``resamples`` resamples, generator seeded with
+    Percentile bootstrap over cases (as ``scipy.stats.bootstrap``, ``resamples`` resamples, generator seeded with
     ``seed``: reruns are identical), method ``bootstrap``; with ``clusters`` (one label per value, any hashable
-    comparable type, e.g. the ``dataset.cluster`` column), a cluster bootstrap: ``scipy.stats.bootstrap`` over
+    comparable type, e.g. the ``dataset.cluster`` column), a cluster bootstrap: as ``scipy.stats.bootstrap`` over
     ``(cluster sums, cluster sizes)`` with ``paired=True`` and the ratio of the sums, method ``cluster
     bootstrap``. Above :data:`NORMAL_ABOVE` values, the normal approximation instead (mean ± z·standard error;
     with clusters the ratio estimator's linearised standard error), method ``normal``. None for no values; a

@@ -158,8 +158,6 @@ class OpenAIJudge:
     """
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None) -> None:
-        import openai
-
         options = dict(options or {})
         unknown = sorted(set(options) - OPTIONS)
         if unknown:
@@ -222,16 +220,17 @@ class OpenAIJudge:
             if not version:
                 raise ConfigError("Azure OpenAI needs an API version: set the judge option api_version or the "
                                   "OPENAI_API_VERSION environment variable")
-            self._client = openai.AzureOpenAI(azure_endpoint=azure_endpoint, api_version=version, **common)
+            common.update(azure_endpoint=azure_endpoint, api_version=version)
             self.endpoint = azure_endpoint
         else:
-            self._client = openai.OpenAI(base_url=base_url or env_value("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
-                                         **common)
-            self.endpoint = str(self._client.base_url)
-        # Set after construction: the client re-reads OPENAI_ORG_ID / OPENAI_PROJECT_ID when given None.
-        self._client.organization = options.get("organization") or env_value("OPENAI_ORG_ID")
-        self._client.project = options.get("project") or env_value("OPENAI_PROJECT_ID")
-        self._openai = openai
+            common["base_url"] = base_url or env_value("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+            self.endpoint = client_base_url(common["base_url"])
+        # The client is built on the first request (openai takes about a second to import; a run whose answers
+        # are all stored sends none). Organization and project are set after construction: the client re-reads
+        # OPENAI_ORG_ID / OPENAI_PROJECT_ID when given None.
+        self._client_options = (bool(azure_endpoint), common, options.get("organization") or env_value("OPENAI_ORG_ID"),
+                                options.get("project") or env_value("OPENAI_PROJECT_ID"))
+        self._built: Any = None
         self._limiter = shared_limiter(self.endpoint, model, options.get("requests_per_minute"),
                                        options.get("tokens_per_minute"))
         with _shared_lock:
@@ -239,6 +238,20 @@ class OpenAIJudge:
                                                      threading.BoundedSemaphore(self.max_concurrency))
             self._capability = _capabilities.setdefault((self.endpoint, model), {
                 "format": AUTO_FORMAT, "logprobs": True, "logprobs_seen": False, "probe": threading.Lock()})
+
+    @property
+    def _client(self) -> Any:
+        """The ``openai`` client (``AzureOpenAI`` for an Azure endpoint), built on first use, once."""
+        if self._built is None:
+            import openai
+
+            azure, common, organization, project = self._client_options
+            with _shared_lock:
+                if self._built is None:
+                    client = openai.AzureOpenAI(**common) if azure else openai.OpenAI(**common)
+                    client.organization, client.project = organization, project
+                    self._built = client
+        return self._built
 
     # -- capabilities --------------------------------------------------------------------------------------
     @property
@@ -359,7 +372,7 @@ class OpenAIJudge:
     def _create(self, request: JudgeRequest) -> tuple[Any, int]:
         """One request through the client (its HTTP retries included), falling back on capability 400s;
         returns (the parsed response, HTTP requests it took)."""
-        openai = self._openai
+        import openai
         taken = 0
         while True:
             fmt = self._format() if request.schema is not None else "off"
@@ -472,6 +485,16 @@ class OpenAIJudge:
         elif asked and any(c.logprobs is not None for c in choices):
             self._capability["logprobs_seen"] = True
         return tuple(choices)
+
+
+def client_base_url(base_url: str) -> str:
+    """``base_url`` as the ``openai`` client holds it (``str(openai.OpenAI(base_url=...).base_url)``: httpx's
+    normalised URL with a trailing ``/``), without importing openai: the endpoint that keys stored answers."""
+    import httpx
+
+    url = httpx.URL(base_url)
+    path, separator, query = url.raw_path.partition(b"?")  # openai's BaseClient._enforce_trailing_slash
+    return str(url if path.endswith(b"/") else url.copy_with(raw_path=path + b"/" + separator + query))
 
 
 def _max_retry_after() -> float:
