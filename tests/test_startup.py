@@ -386,10 +386,12 @@ def test_a_cached_judge_call_in_a_fresh_process_imports_neither_scipy_nor_openai
     neither scipy (the summary's Wilson and bootstrap intervals need none) nor openai (the judge client is built
     on its first request): together about 2-3 s of the first call (bench/first_call.py). The fill, which sends
     requests, imports openai."""
-    from chat_server import ChatServer
-    from test_judge_integration import answer_plausibly
+    from chat_server import Answer, ChatServer
 
-    with ChatServer(responder=answer_plausibly) as server:
+    def answer(request: object) -> Answer:  # GEval's score answer, with its score token's probabilities
+        return Answer(json.dumps({"reason": "right", "score": 10}), alternatives={"10": [("10", 0.0)]})
+
+    with ChatServer(responder=answer) as server:
         env = {**subprocess_env(tmp_path / "prefect-home"), "OPENAI_BASE_URL": server.base_url,
                "OPENAI_API_KEY": server.api_key}
 
