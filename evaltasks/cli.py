@@ -350,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         status = _main(argv, command_started)
         if argv is None:
             _exit_status = status
+            from evaltasks.supervisor import announce_exit
+
+            announce_exit(status)  # in a supervised run's child: the code it exits with (no-op elsewhere)
         return status
     finally:
         gc.set_threshold(*thresholds)
@@ -414,6 +417,13 @@ def _main(argv: list[str] | None, command_started: float) -> int:
             return EXIT_INVALID
     if args.command == "serve":
         return _serve(args)
+    if argv is None:  # the command owns its process: run the suite in a supervised child (evaltasks.supervisor)
+        from evaltasks import supervisor
+
+        if supervisor.available():
+            code = supervisor.supervise()
+            if code is not None:  # the parent, once the run has ended
+                return code
     return _run_interruptible(args)
 
 
@@ -876,8 +886,12 @@ class _Interrupt:
             self.use_output_dir(Path(args.output_dir))
 
     def use_output_dir(self, path: Path) -> None:
-        """The run's reports directory: what it holds now is "the previous reports" of :meth:`message`."""
+        """The run's reports directory: what it holds now is "the previous reports" of :meth:`message` (and, in a
+        supervised run, of its parent: :func:`evaltasks.supervisor.note_reports`)."""
+        from evaltasks.supervisor import note_reports
+
         self.output_dir, self.reports_before = path, _report_stamps(path)
+        note_reports(path)
 
     def handler(self, signum: int, frame: Any) -> None:
         """Signal handler: the first signal stops the run (KeyboardInterrupt in the main thread); a second one,
