@@ -1,7 +1,8 @@
 """The ``evaltasks`` command line.
 
 ``evaltasks run SUITE [--output-dir DIR] [--index-dir DIR]`` evaluates a suite through the Prefect flow.
-Exit codes: 0 the gate holds; 1 the gate fails; 2 invalid config, input, credentials or usage (found before
+Exit codes: 0 the gate holds (this run's results.json says ``passed: true``: checked by the run's parent process,
+:mod:`evaltasks.supervisor`); 1 the gate fails; 2 invalid config, input, credentials or usage (found before
 scoring, printed without a traceback); 3 the run aborted (I/O error or internal bug: a short message, and
 the full traceback written to a file whose path is printed); 130 / 143 interrupted by SIGINT / SIGTERM (one
 line; see :func:`_run_interruptible`).
@@ -1031,7 +1032,8 @@ def _run_interruptible(args: argparse.Namespace) -> int:
     ``evaltasks.server.temporary``), log records stop reaching the terminal, and one line says what the reports
     directory holds: reports are replaced as a set or not at all, so it keeps the previous set unless the new
     one was complete before the signal. The temporary server stops when the process exits; a second signal
-    ends the process at once. Returns the exit code.
+    ends the process at once. A run that has not ended 10 s after the first signal is ended by its parent process
+    (:mod:`evaltasks.supervisor`, which relays the signals here). Returns the exit code.
     """
     import signal
 

@@ -152,22 +152,52 @@ class _Parent:
         with contextlib.suppress(OSError):
             os.killpg(self.pid, signum)
 
+    def suspend(self, signum: int, frame: Any) -> None:
+        """SIGTSTP handler (Ctrl+Z reaches only this process, the terminal's foreground group): stop the run's
+        group and this process; once continued (``fg``, ``bg``), continue the run's group too."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGSTOP)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGCONT)
+
     def wait(self) -> int:
         """Wait for the child (relaying signals), clean up, and return the exit code."""
         previous = {s: signal.signal(s, self.relay) for s in (signal.SIGINT, signal.SIGTERM)}
+        if hasattr(signal, "SIGTSTP"):
+            previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, self.suspend)
         grace = _grace_s()
+        try:
+            pidfd = os.pidfd_open(self.pid) if hasattr(os, "pidfd_open") else None
+        except OSError:
+            pidfd = None
         try:
             while self.status is None:
                 self._reap()
-                if self.status is None and self.signum is not None and time.monotonic() - self.signalled_at > grace:
+                if self.status is not None:
+                    break
+                if self.signum is not None and time.monotonic() - self.signalled_at > grace:
                     return self._stuck(grace)
-                if self.status is None:
-                    time.sleep(POLL_S)
+                left = grace - (time.monotonic() - self.signalled_at) if self.signum is not None else 1.0
+                self._sleep(pidfd, max(min(left, 1.0), 0.0) + 0.01)
             return self._verdict()
         finally:
+            if pidfd is not None:
+                os.close(pidfd)
             self._clean_up()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+    @staticmethod
+    def _sleep(pidfd: int | None, timeout: float) -> None:
+        """Up to ``timeout`` seconds, less when the child ends (its pidfd becomes readable: Linux 5.3+) or, without a
+        pidfd, at most :data:`POLL_S`. A signal's handler runs meanwhile."""
+        if pidfd is None:
+            time.sleep(min(timeout, POLL_S))
+            return
+        import select
+
+        select.select([pidfd], [], [], timeout)
 
     def _reap(self) -> None:
         """Collect ended children: the run's own status, and orphans re-parented here (no zombies left)."""

@@ -94,6 +94,7 @@ def test_a_run_whose_every_case_was_skipped_fails_the_gate(tmp_path: Path, prefe
     assert ("GATE FAILED: nothing was evaluated: all 4 cases were skipped (metrics skipped: AnswerRelevancyMetric; "
             "the warnings say why)") in gate_line, done.stdout
     assert "GATE PASSED" not in done.stdout
+    assert "skipped: 4  pass rate: n/a (nothing was evaluated)" in done.stdout  # not "0.00%"
     assert "FAILED: no case was evaluated (all 4 skipped)" in done.stdout
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     assert results["passed"] is False and results["summary"]["skipped_cases"] == 4
