@@ -56,11 +56,15 @@ def supervise() -> int | None:
     child, relays SIGINT/SIGTERM, cleans up (module docstring) and returns the command's exit code.
 
     Call it from the main thread before any other thread or heavy import exists. ``EVALTASKS_STOP_GRACE_S``
-    (seconds, a positive number) replaces :data:`GRACE_S`.
+    (seconds, a positive number) replaces :data:`GRACE_S`. Without a writable temporary directory (for the small
+    state folder the two processes share) it returns None without forking: the run goes on unsupervised.
     """
     global _state_dir
-    state = Path(tempfile.mkdtemp(prefix="evaltasks-run-"))
-    (state / "metrics").mkdir()
+    try:
+        state = Path(tempfile.mkdtemp(prefix="evaltasks-run-"))
+        (state / "metrics").mkdir()
+    except OSError:  # no writable temporary directory: the run goes on unsupervised, as on Windows
+        return None
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     parent = os.getpid()
     sys.stdout.flush()
