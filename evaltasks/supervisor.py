@@ -221,11 +221,16 @@ class _Parent:
         except (OSError, ValueError):
             return None
 
-    def _running_metrics(self) -> list[str]:
-        """The metrics recorded as running when the run was stopped or ended (names, sorted, once each)."""
+    def _running_metrics(self, ended_only: bool = False) -> list[str]:
+        """The metrics recorded as running when the run was stopped or ended (names, sorted, once each);
+        ``ended_only``: only those recorded by another process that no longer runs (a task-runner worker that ended
+        in the middle of a metric; Linux ``/proc``)."""
         names = set()
         for path in (self.state / "metrics").iterdir():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError):
+                pid = int(path.name.split("-")[0])
+                if ended_only and (pid == self.pid or Path(f"/proc/{pid}").exists()):  # the run's own: it announced
+                    continue
                 names.add(path.read_text(encoding="utf-8").strip())
         return sorted(name for name in names if name)
 
@@ -276,6 +281,11 @@ class _Parent:
             _say(f"error: the run ended without writing its reports: its process exited with code {code}{during}, "
                  "before the run finished (a metric that calls os._exit()?); evaltasks exits 3")
             return EXIT_ABORTED
+        if code == EXIT_ABORTED and sys.platform.startswith("linux"):
+            ended = self._running_metrics(ended_only=True)  # a worker process that ended inside a metric
+            if ended:
+                _say(f"note: a process of the run ended while metric {', '.join(ended)} was running in it "
+                     "(a metric that calls os._exit()?)")
         if code == 0:
             problem = self._results_problem()
             if problem:

@@ -77,6 +77,7 @@ def test_a_metric_that_calls_os_exit_0_never_exits_0(tmp_path: Path, prefect_api
     else:  # a worker process ended: the run itself reports its pool's failure
         assert "evaltasks: error: the run aborted: " in done.stderr, done.stderr
         assert ("BrokenProcessPool" if runner.startswith("processes") else "KilledWorker") in done.stderr
+        assert "note: a process of the run ended while metric ExitMetric was running in it" in done.stderr
     assert "Traceback" not in done.stderr
     assert {name: (out / name).read_text(encoding="utf-8") for name in earlier} == earlier
 
