@@ -1,7 +1,8 @@
 """The ``evaltasks`` command line.
 
 ``evaltasks run SUITE [--output-dir DIR] [--index-dir DIR]`` evaluates a suite through the Prefect flow.
-Exit codes: 0 the gate holds; 1 the gate fails; 2 invalid config, input, credentials or usage (found before
+Exit codes: 0 the gate holds (this run's results.json says ``passed: true``: checked by the run's parent process,
+:mod:`evaltasks.supervisor`); 1 the gate fails; 2 invalid config, input, credentials or usage (found before
 scoring, printed without a traceback); 3 the run aborted (I/O error or internal bug: a short message, and
 the full traceback written to a file whose path is printed); 130 / 143 interrupted by SIGINT / SIGTERM (one
 line; see :func:`_run_interruptible`).
@@ -441,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
         status = _main(argv, command_started)
         if argv is None:
             _exit_status = status
+            from evaltasks.supervisor import announce_exit
+
+            announce_exit(status)  # in a supervised run's child: the code it exits with (no-op elsewhere)
         return status
     finally:
         gc.set_threshold(*thresholds)
@@ -505,6 +509,13 @@ def _main(argv: list[str] | None, command_started: float) -> int:
             return EXIT_INVALID
     if args.command == "serve":
         return _serve(args)
+    if argv is None:  # the command owns its process: run the suite in a supervised child (evaltasks.supervisor)
+        from evaltasks import supervisor
+
+        if supervisor.available():
+            code = supervisor.supervise()
+            if code is not None:  # the parent, once the run has ended
+                return code
     return _run_interruptible(args)
 
 
@@ -1009,8 +1020,12 @@ class _Interrupt:
             self.use_output_dir(Path(args.output_dir))
 
     def use_output_dir(self, path: Path) -> None:
-        """The run's reports directory: what it holds now is "the previous reports" of :meth:`message`."""
+        """The run's reports directory: what it holds now is "the previous reports" of :meth:`message` (and, in a
+        supervised run, of its parent: :func:`evaltasks.supervisor.note_reports`)."""
+        from evaltasks.supervisor import note_reports
+
         self.output_dir, self.reports_before = path, _report_stamps(path)
+        note_reports(path)
 
     def handler(self, signum: int, frame: Any) -> None:
         """Signal handler: the first signal stops the run (KeyboardInterrupt in the main thread); a second one,
@@ -1150,7 +1165,8 @@ def _run_interruptible(args: argparse.Namespace) -> int:
     ``evaltasks.server.temporary``), log records stop reaching the terminal, and one line says what the reports
     directory holds: reports are replaced as a set or not at all, so it keeps the previous set unless the new
     one was complete before the signal. The temporary server stops when the process exits; a second signal
-    ends the process at once. Returns the exit code.
+    ends the process at once. A run that has not ended 10 s after the first signal is ended by its parent process
+    (:mod:`evaltasks.supervisor`, which relays the signals here). Returns the exit code.
     """
     import signal
 

@@ -288,8 +288,10 @@ def test_the_default_reports_folder_is_the_one_evaltasks_run_picks(tmp_path: Pat
     ("0", "true", 0), ("1", "true", 1), ("1", "false", 0), ("1", "False", 0), ("2", "false", 1), ("3", "true", 1),
     ("", "true", 1),
 ])  # FAIL_ON_GATE arrives normalised to true/false by prepare.py (yes/no/1/0 accepted there)
-def test_gate_step(code: str, fail_on_gate: str, expected: int) -> None:
-    env = {**os.environ, "EXIT_CODE": code, "FAIL_ON_GATE": fail_on_gate}
+def test_gate_step(code: str, fail_on_gate: str, expected: int, tmp_path: Path) -> None:
+    (tmp_path / "results.json").write_text(json.dumps({"passed": code == "0"}), encoding="utf-8")
+    env = {**os.environ, "EXIT_CODE": code, "FAIL_ON_GATE": fail_on_gate, "OUTPUT_DIR": str(tmp_path),
+           "PYTHON": sys.executable}
     assert subprocess.run(["bash", str(ACTION / "gate.sh")], env=env, capture_output=True).returncode == expected
 
 

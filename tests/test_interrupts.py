@@ -257,7 +257,9 @@ def test_sigint_while_the_temporary_server_starts(workspace: Path) -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 def test_sigint_while_the_model_loads(workspace: Path) -> None:
     run = Run(workspace, "model", "embed.yaml")
-    run.wait_for(lambda: _mapped(run.proc.pid, "libtorch"), "torch being loaded")
+    # the suite runs in a child of the command's process (its parent only waits: README, "The run's parent process")
+    run.wait_for(lambda: any(_mapped(pid, "libtorch") for pid in [run.proc.pid, *_descendants(run.proc.pid)]),
+                 "torch being loaded")
     run.check_interrupted(run.signal_group(signal.SIGINT), signal.SIGINT)
 
 

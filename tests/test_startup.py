@@ -128,11 +128,16 @@ def test_the_early_server_is_started_with_prefects_own_command(monkeypatch: pyte
 
 
 def _server_of(pid: int) -> list[psutil.Process]:
-    """Live temporary-server processes started (through evaltasks.server.temporary) for the process ``pid``."""
+    """Live temporary-server processes started (through evaltasks.server.temporary) for the process ``pid`` or the
+    run's child of it (the command's process only waits for the run: README, "The run's parent process")."""
+    try:
+        pids = {str(pid), *(str(child.pid) for child in psutil.Process(pid).children())}
+    except psutil.NoSuchProcess:
+        pids = {str(pid)}
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if any(part.endswith(os.path.join("server", "temporary.py")) for part in cmdline) and str(pid) in cmdline:
+        if any(part.endswith(os.path.join("server", "temporary.py")) for part in cmdline) and pids & set(cmdline):
             found.append(proc)
     return found
 
@@ -218,11 +223,13 @@ def test_the_early_server_ends_with_a_run_stopped_while_it_starts(tmp_path: Path
             time.sleep(0.01)
         server = _server_of(proc.pid)[0]
         assert os.getsid(server.pid) != os.getsid(proc.pid), "the server shares the run's session"
+        command = server.cmdline()
+        started_by = int(command[command.index("-m") - 1])  # the run's process (the guard's PARENT_PID)
         os.killpg(proc.pid, signum)
         proc.wait(timeout=DEADLINE_S)
         if signum == signal.SIGINT:
             assert proc.returncode == 130, proc.stderr.read()
-        assert _gone(proc.pid), "the temporary server outlived the run"
+        assert _gone(started_by), "the temporary server outlived the run"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

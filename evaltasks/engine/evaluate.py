@@ -31,6 +31,7 @@ from evaltasks.index import ReferenceIndex, report_warning
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.engine.statistics import summarize
+from evaltasks.engine import progress as _progress
 from evaltasks.results import (
     EmbeddingCounts,
     EmbeddingModelInfo,
@@ -292,8 +293,21 @@ def score_metric_batch(
       "Your own metrics"). Built-in metrics build their results with ``scored`` only, so theirs are not
       re-checked (~0.07 µs per case saved: a quarter of a LengthCheck case).
 
-    Returns one result per case, in order.
+    Returns one result per case, in order. While it runs, the metric is recorded as running
+    (:func:`evaltasks.engine.progress.metric_running`).
     """
+    with _progress.metric_running(getattr(metric, "name", type(metric).__name__)):
+        return _score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors)
+
+
+def _score_metric_batch(
+    metric: BaseMetric,
+    cases: Sequence[EvalTestCase],
+    vectors: dict[str, VectorTable] | None,
+    failed_namespaces: dict[str, str] | None,
+    raise_provider_errors: bool,
+) -> list[MetricResult]:
+    """:func:`score_metric_batch`'s work."""
     namespace = metric.embedding_namespace if failed_namespaces else None
     if namespace and namespace in failed_namespaces:
         # one (immutable) result for every case: built once, so its message is redacted once, not per case

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 _callback: Callable[[int], None] | None = None
 _lock = threading.Lock()
@@ -78,3 +81,34 @@ which prints no such line of its own, shows them as usual."""
 def printed_by_cli(record: object) -> bool:
     """True for a log record marked with :data:`PRINTED_BY_CLI`."""
     return bool(getattr(record, "evaltasks_printed_by_cli", False))
+
+
+RUN_STATE_ENV = "EVALTASKS_RUN_STATE"  # the folder the supervisor of `evaltasks run` reads (evaltasks.supervisor)
+_running_ids = itertools.count()
+
+
+@contextlib.contextmanager
+def metric_running(name: str) -> Iterator[None]:
+    """While the block runs, ``name`` (a metric's name) is recorded as running in this process and thread, so
+    that the parent process of ``evaltasks run`` (:mod:`evaltasks.supervisor`) can name the metric that did not
+    stop after a signal, or that ended the process (README, "CLI", interrupted runs).
+
+    The record is one small file in ``$EVALTASKS_RUN_STATE/metrics/`` (the environment reaches task-runner
+    worker processes too), removed when the block ends; nothing happens without the variable (the Python API,
+    tests) or when the file cannot be written.
+    """
+    directory = os.environ.get(RUN_STATE_ENV)
+    path = None
+    if directory:
+        path = os.path.join(directory, "metrics", f"{os.getpid()}-{threading.get_ident()}-{next(_running_ids)}")
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(name)
+        except OSError:
+            path = None
+    try:
+        yield
+    finally:
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)

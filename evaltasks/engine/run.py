@@ -281,13 +281,15 @@ def gate_passed(
       ``regressed``; without a baseline (``comparison`` None) it holds (the run's warnings say so);
     - ``either``: fails on either rule.
 
-    Whatever ``fail_on`` says, an empty run fails, and so does a run cut short by its ``--max-cost`` budget (a judge result skipped because
+    Whatever ``fail_on`` says, a run that evaluated nothing fails (README, "Suite file"): an empty dataset, and a
+    run whose every case was skipped (e.g. all metrics need credentials a fork's pull request does not get).
+    So does a run cut short by its ``--max-cost`` budget (a judge result skipped because
     the budget ran out, :func:`~evaltasks.results.is_budget_skip`): a verdict on the cases judged before the
-    money ran out says nothing about the rest. A run whose every case was skipped (e.g. all metrics need
-    credentials a fork's pull request does not get) passes: nothing was evaluated, so nothing regressed; the run's warnings say so.
-    A run whose every evaluated case errored, with ``allow_errors``, passes the same way.
+    money ran out says nothing about the rest. A run whose every evaluated case errored, with ``allow_errors``,
+    passes (the errors were allowed).
     """
-    if result.summary.cases == 0 or result.summary.budget_skipped:
+    summary = result.summary
+    if summary.cases == 0 or summary.cases == summary.skipped_cases or summary.budget_skipped:
         return False
     if fail_on not in ("min_pass_rate", "regression", "either"):
         raise ValueError(f"fail_on must be min_pass_rate, regression or either, got {fail_on!r}")
@@ -299,6 +301,18 @@ def gate_passed(
     return holds and not (fail_on == "either" and regressed)
 
 
+def nothing_evaluated(result: EvaluationResult) -> str | None:
+    """Why no case of ``result`` was evaluated when every case was skipped, naming the skipped metrics, e.g.
+    ``nothing was evaluated: all 6 cases were skipped (metrics skipped: judged; the warnings say why)``; None when
+    some case was evaluated or the run has no case."""
+    s = result.summary
+    if s.cases == 0 or s.skipped_cases < s.cases:
+        return None
+    names = [name for name, metric in s.metrics.items() if metric.skipped]
+    which = f"metrics skipped: {', '.join(names)}; " if names else ""
+    return f"nothing was evaluated: all {s.cases} cases were skipped ({which}the warnings say why)"
+
+
 def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | None) -> str | None:
     """Why the gate failed, naming the verdict (e.g. ``gate failed: pass rate 50.00% below 90.00%`` or ``gate
     failed: regressed since the baseline: pass rate 81.00% → 74.00% (-7.00 points, p = 0.0003)``), for the
@@ -307,8 +321,11 @@ def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | N
     if gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on):
         return None
     reasons = []
+    skipped = nothing_evaluated(result)
     if result.summary.cases == 0:
         reasons.append("no test cases were evaluated")
+    elif skipped:
+        reasons.append(skipped)
     budget = budget_message(result.summary)
     if budget:
         reasons.append(budget)

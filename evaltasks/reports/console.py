@@ -75,7 +75,8 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
     ci = interval_text(s.pass_rate_interval, percent=True)
     counts = f"cases: {s.cases}  passed: {s.passed_cases}  failed: {s.failed_cases}  errored: {s.errored_cases}  " \
              f"skipped: {s.skipped_cases}"
-    rate = f"pass rate: {s.pass_rate:.2%}" + (f" ({ci}%)" if ci else "")
+    rate = (f"pass rate: {s.pass_rate:.2%}" + (f" ({ci}%)" if ci else "") if s.cases > s.skipped_cases
+            else "pass rate: n/a (nothing was evaluated)")
     if len(counts) + 2 + len(rate) <= console.width or not console.is_terminal:
         console.print(Text(f"{counts}  {rate}"), soft_wrap=not console.is_terminal)  # a pipe: never wrapped
     else:  # two lines rather than a wrap inside the pass rate (its interval alone on a line)
