@@ -163,7 +163,7 @@ class _Runner:
         self.stops = 0
         self.acted_on = 0
         self.state: dict[str, Any] = {}
-        self.has_entry = entry_path() is not None  # sys.path[0] is this process's entry: a run gets its client's
+        self.entry = entry_path()  # this process's sys.path[0] entry, if any: a run gets its client's instead
         # held open for writing by this process only: its children see its end when this process ends (however)
         self.alive_read, self.alive_write = os.pipe()
 
@@ -443,7 +443,7 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         os.environ["PREFECT_API_URL"] = runner.state["url"]
-        if runner.has_entry:
+        if runner.entry is not None and sys.path[:1] == [runner.entry]:
             del sys.path[0]
         if request["sys_path0"] is not None:  # the client's entry (its script's folder or working directory)
             sys.path.insert(0, request["sys_path0"])

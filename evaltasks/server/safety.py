@@ -53,15 +53,18 @@ def entry_path() -> str | None:
     if not sys.path or getattr(sys.flags, "safe_path", False) or sys.flags.isolated:
         return None
     first = sys.path[0]
-    candidates = {""}
+    if first == "":
+        return first
+    candidates = []
     try:
-        candidates.add(os.getcwd())
+        candidates.append(os.getcwd())
     except OSError:
         pass
     script = sys.argv[0] if sys.argv else ""
     if script and script not in ("-c", "-m"):
-        candidates.add(os.path.dirname(os.path.realpath(script)))
-    return first if first in candidates else None
+        candidates.append(os.path.dirname(os.path.realpath(script)))
+    # compared with links resolved: Python resolves the script's own link, not those of the folders above it
+    return first if os.path.realpath(first) in {os.path.realpath(c) for c in candidates} else None
 
 
 def _mode(st: os.stat_result) -> str:
