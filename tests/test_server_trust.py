@@ -257,3 +257,15 @@ def test_the_server_refuses_a_folder_of_another_user(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1 and f"is owned by uid {NOBODY}" in result.stderr, result.stderr
     assert list(folder.iterdir()) == []
+
+
+def test_a_server_of_another_evaltasks_installation_is_named_as_such() -> None:
+    """Same Python, evaltasks imported from elsewhere (a source checkout): the reason names both places instead
+    of blaming "another Python" while naming the same one."""
+    from evaltasks.server.client import identity, incompatibility
+
+    mine = identity()
+    reason = incompatibility({**mine, "package": ["/checkout/evaltasks"]})
+    assert reason == f"it imports evaltasks from /checkout/evaltasks, this run from {', '.join(mine['package'])}"
+    assert incompatibility({**mine, "python": "/other/python"}) == \
+        f"it runs another Python (/other/python; this run: {mine['python']})"
