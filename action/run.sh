@@ -25,7 +25,14 @@ if [ -n "${PREFECT_RESULTS_LOCAL_STORAGE_PATH:-}" ] && [ -d "$PREFECT_RESULTS_LO
   find "$PREFECT_RESULTS_LOCAL_STORAGE_PATH" -type f -mtime +30 -delete 2>/dev/null || true
 fi
 
-args=(-m evaltasks run --output-dir "$OUTPUT_DIR" --regression-tolerance "$REGRESSION_TOLERANCE")
+# The working directory (the repository) stays off sys.path, so a `yaml.py` in it never replaces a module evaltasks
+# imports (README "Your own metrics"): `-P` on Python 3.11+; 3.10 has none, so a `-c` start removes it first.
+if "$PYTHON" -P -c '' 2>/dev/null; then
+  launch=(-P -m evaltasks)
+else
+  launch=(-c 'import sys; sys.path[:1] = [] if sys.path[:1] == [""] else sys.path[:1]; import runpy; module = sys.argv.pop(1); runpy.run_module(module, run_name="__main__", alter_sys=True)' evaltasks)
+fi
+args=("${launch[@]}" run --output-dir "$OUTPUT_DIR" --regression-tolerance "$REGRESSION_TOLERANCE")
 if [ "${SKIP_MISSING_CREDENTIALS:-false}" = "true" ]; then args+=(--skip-missing-credentials); fi
 if [ -n "${BASELINE_FILE:-}" ]; then
   if [ -f "$BASELINE_FILE" ]; then

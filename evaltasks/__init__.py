@@ -6,8 +6,23 @@ The public API (compatible with eval-ai-library's ``eval_lib``)::
 """
 
 import os as _os
+import sys as _sys
 
-from evaltasks._version import __version__
+# `python -m evaltasks` (and `-m evaltasks.cli`): Python put the working directory first on sys.path, so a `yaml.py`
+# there would replace the module evaltasks imports. Drop it first thing, while Python is still locating the module
+# (sys.argv[0] is "-m" then), before anything but the interpreter's own start-up modules is imported (README "Your
+# own metrics"). Under -P (Python 3.11+) or -I it is not there. Importing evaltasks from a program never does this.
+if _sys.argv[:1] == ["-m"] and not (getattr(_sys.flags, "safe_path", False) or _sys.flags.isolated) and _sys.path:
+    _argv = list(getattr(_sys, "orig_argv", ()))
+    if any(flag == "-m" and _argv[i + 1:i + 2] in (["evaltasks"], ["evaltasks.cli"]) for i, flag in enumerate(_argv)):
+        try:
+            _cwd = _os.getcwd()
+        except OSError:
+            _cwd = None
+        if _sys.path[0] in ("", _cwd):
+            del _sys.path[0]
+
+from evaltasks._version import __version__  # noqa: E402 - after the path is made safe
 
 # In a source checkout the flows live in ./flows (a build installs them as evaltasks.flows). Make
 # `evaltasks.flows` importable from the checkout too, e.g. `python -m evaltasks.cli` run in the repo root.

@@ -44,6 +44,7 @@ class Server:
         self.home = root / "prefect-home"
         self.env = subprocess_env(self.home)
         self.state_path = self.home / "evaltasks-server" / "state.json"
+        self.started: subprocess.CompletedProcess[str] | None = None
 
     def state(self) -> dict[str, Any]:
         return json.loads(self.state_path.read_text(encoding="utf-8"))
@@ -77,9 +78,12 @@ def _kill(pid: int | None) -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A started server; stopped at the end of the module whatever happened (killed if stopping fails)."""
     srv = Server(tmp_path_factory.mktemp("server"))
+    # a folder left world-writable (by hand, by an old version): the server must make it private
+    srv.state_path.parent.mkdir(parents=True)
+    os.chmod(srv.state_path.parent, 0o777)
     pids: list[int | None] = []
     try:
-        started = _cli("server", "start", env=srv.env, cwd=srv.root)
+        started = srv.started = _cli("server", "start", env=srv.env, cwd=srv.root)
         if srv.state_path.exists():
             pids = [srv.state().get("pid"), srv.state().get("prefect_pid")]
         assert started.returncode == 0, started.stdout + started.stderr
@@ -151,6 +155,20 @@ def test_a_served_run_is_a_real_flow_run_with_the_reports_of_a_normal_run(server
         assert time.monotonic() < deadline, names
         time.sleep(0.1)
     assert "prefect.flow-run.heartbeat" not in names, names
+
+
+def test_the_servers_folder_and_files_are_private(server: Server) -> None:
+    """The world-writable folder the server found was made 0700 (one line says so); the state, lock and log
+    files are 0600 and the socket has no group or other permission: no other user may read the state or
+    reach the runner."""
+    import stat
+
+    assert server.started is not None and "had mode 0777; set to 0700" in server.started.stderr, server.started
+    folder = server.state_path.parent
+    modes = {path.name: stat.S_IMODE(os.lstat(path).st_mode) for path in (folder, server.state_path, folder / "lock",
+                                                                          folder / "server.log")}
+    assert modes == {folder.name: 0o700, "state.json": 0o600, "lock": 0o600, "server.log": 0o600}, modes
+    assert stat.S_IMODE(os.lstat(server.state()["socket"]).st_mode) & 0o077 == 0
 
 
 def test_the_client_of_a_served_run_imports_neither_prefect_nor_rich_nor_torch(server: Server, workdir: Path) -> None:
@@ -253,11 +271,17 @@ def test_edited_evaltasks_code_and_no_server_take_the_normal_path(server: Server
     another value, and PREFECT_API_URL naming another server do the same. Invalid-suite runs: exit 2 before
     Prefect either way."""
     before = server.served()
-    for extra_env, flags in (({"EVALTASKS_NO_SERVER": "1"}, ()), ({}, ("--no-server",)),
-                             ({"HF_EVALTASKS_TEST_ONLY": "client"}, ()),  # a variable the server was not started with
-                             ({"PREFECT_API_URL": "http://127.0.0.1:9/api"}, ())):
+    for extra_env, flags, said in (({"EVALTASKS_NO_SERVER": "1"}, (), None), ({}, ("--no-server",), None),
+                                   # a variable the server was not started with
+                                   ({"HF_EVALTASKS_TEST_ONLY": "client"}, (), "other values of HF_EVALTASKS_TEST_ONLY"),
+                                   ({"PREFECT_API_URL": "http://127.0.0.1:9/api"}, (),
+                                    "PREFECT_API_URL names another Prefect server (http://127.0.0.1:9/api)")):
         result = _cli("run", "invalid.yaml", *flags, env={**server.env, **extra_env}, cwd=workdir)
         assert result.returncode == 2, result.stderr
+        # a server the user did not turn off, but that the run does not use: one line says why
+        lines = [line for line in result.stderr.splitlines() if "evaltasks server" in line]
+        assert lines == ([] if said is None else [lines[0]]), result.stderr
+        assert said is None or (lines[0].startswith("evaltasks: not using the evaltasks server: ") and said in lines[0])
     assert server.served() == before
     version_file = Path(server.state()["package"][0]) / "_version.py"  # the package the server runs (and the runs)
     stat = version_file.stat()
@@ -269,6 +293,9 @@ def test_edited_evaltasks_code_and_no_server_take_the_normal_path(server: Server
         os.utime(version_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert stale.returncode == 2, stale.stderr
     assert server.served() == before, "a stale server ran the run"
+    assert [line for line in stale.stderr.splitlines() if "evaltasks server" in line] == [
+        "evaltasks: not using the evaltasks server: the evaltasks code changed since it started (restart it: "
+        "evaltasks server stop; evaltasks server start); running without it"], stale.stderr
     assert status.returncode == 0 and "the evaltasks code changed since it started" in status.stdout, status.stdout
     served = _cli("run", "invalid.yaml", env=server.env, cwd=workdir)  # the code as the server has it again
     assert served.returncode == 2 and server.served() == before + 1
@@ -468,3 +495,121 @@ def test_status_then_stop(server: Server, workdir: Path) -> None:
     assert status.returncode == 1 and "not running" in status.stdout
     after = _cli("run", "invalid.yaml", env=server.env, cwd=workdir)
     assert after.returncode == 2 and "missing.jsonl" in after.stderr
+
+
+PID_METRIC = '''
+import os
+import time
+
+from evaltasks import BaseMetric, MetricResult
+
+
+class PidMetric(BaseMetric):
+    """Writes the run's process id to PID_FILE, then sleeps 1,000 s: a run that lasts until it is killed."""
+
+    version = "1"
+
+    def __init__(self, threshold=0.0, *, name=None):
+        super().__init__(threshold, name=name)
+
+    def config(self):
+        return {"threshold": self.threshold, "name": self.name}
+
+    def score_batch(self, cases, vectors=None):
+        with open(os.environ["PID_FILE"] + ".tmp", "w") as handle:
+            handle.write(str(os.getpid()))
+        os.replace(os.environ["PID_FILE"] + ".tmp", os.environ["PID_FILE"])
+        time.sleep(1000)
+        return [MetricResult.scored(self.name, 1.0, self.threshold, "slept", {}) for case in cases]
+'''
+HOSTILE_YAML = 'open({marker!r}, "a").write("imported\\n")\nraise RuntimeError("yaml.py of the working directory")\n'
+
+
+@pytest.fixture(scope="module")
+def checkout_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server started by ``python -m evaltasks server start`` in the root of a source checkout (a copy of the
+    package, beside a ``yaml.py`` that must never be imported), as a new user starts it from a clone; runs come
+    from another folder. Stopped (then killed) at the end of the module."""
+    import shutil
+
+    srv = Server(tmp_path_factory.mktemp("checkout-server"))
+    checkout = srv.root / "checkout"
+    shutil.copytree(REPO_ROOT / "evaltasks", checkout / "evaltasks", ignore=shutil.ignore_patterns("__pycache__"))
+    (checkout / "yaml.py").write_text(HOSTILE_YAML.format(marker=str(srv.root / "yaml-imported.txt")), encoding="utf-8")
+    pids: list[int | None] = []
+    try:
+        srv.started = subprocess.run([sys.executable, "-m", "evaltasks", "server", "start"], env=srv.env, cwd=checkout,
+                                     capture_output=True, text=True, timeout=DEADLINE_S)
+        if srv.state_path.exists():
+            pids = [srv.state().get("pid"), srv.state().get("prefect_pid")]
+        assert srv.started.returncode == 0, srv.started.stdout + srv.started.stderr
+        yield srv
+    finally:
+        stopped = _cli("server", "stop", env=srv.env, cwd=srv.root)
+        for pid in pids:
+            _kill(pid)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+def test_a_server_started_in_a_checkout_root_is_used_by_runs_from_elsewhere(checkout_server: Server,
+                                                                            workdir: Path) -> None:
+    """The server imports the installed evaltasks, not the checkout's copy (nor its ``yaml.py``): a run from
+    another folder uses it, says nothing about it, and ``status`` has no complaint."""
+    srv = checkout_server
+    assert srv.state()["package"][0] != str(srv.root / "checkout" / "evaltasks"), srv.state()["package"]
+    before = srv.served()
+    result = _cli("run", "invalid.yaml", env=srv.env, cwd=workdir)
+    assert result.returncode == 2 and "missing.jsonl" in result.stderr, result.stderr
+    assert "not using the evaltasks server" not in result.stderr, result.stderr
+    assert srv.served() == before + 1
+    status = _cli("server", "status", env=srv.env, cwd=workdir)
+    assert status.returncode == 0 and "do not use it" not in status.stdout, status.stdout
+    assert not (srv.root / "yaml-imported.txt").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL and process checks: Linux")
+def test_a_run_whose_server_is_killed_exits_3_and_leaves_no_process(checkout_server: Server, tmp_path: Path) -> None:
+    """SIGKILL of the runner mid-run (no handler runs): the client exits 3 with one line naming the server, and
+    the run's process (and Prefect's server) end with it instead of running on unseen."""
+    psutil = pytest.importorskip("psutil")
+    srv = checkout_server
+    (tmp_path / "pid_metric.py").write_text(PID_METRIC, encoding="utf-8")
+    (tmp_path / "cases.jsonl").write_text('{"input": "q", "actual_output": "a"}\n', encoding="utf-8")
+    (tmp_path / "stuck.yaml").write_text("name: stuck\ndataset: {path: cases.jsonl}\nmetrics:\n"
+                                         "  - {metric: 'pid_metric:PidMetric'}\n", encoding="utf-8")
+    pid_file = tmp_path / "run.pid"
+    state = srv.state()
+    before = srv.served()
+    proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "stuck.yaml", "--no-cache"], cwd=tmp_path,
+                            env={**srv.env, "PID_FILE": str(pid_file)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not pid_file.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        run_pid = int(pid_file.read_text())
+        assert srv.served() == before + 1 and run_pid not in (proc.pid, state["pid"])
+        os.kill(state["pid"], signal.SIGKILL)
+        _, err = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 3, err
+    lines = [line for line in err.splitlines() if "evaltasks server" in line or "error" in line.lower()]
+    assert lines == [f"evaltasks: error: the evaltasks server (pid {state['pid']}) ended during the run, which ended "
+                     f"with it (its log: {srv.state_path.parent / 'server.log'})"], err
+    assert "Traceback" not in err
+
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    for pid in (run_pid, state["prefect_pid"]):
+        deadline = time.monotonic() + DEADLINE_S
+        while running(pid):
+            assert time.monotonic() < deadline, f"process {pid} still runs"
+            time.sleep(0.05)

@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import struct
 import sys
 import time
@@ -31,6 +32,7 @@ from typing import Any
 
 from evaltasks._env import env_value
 from evaltasks._version import __version__
+from evaltasks.server.safety import entry_path, make_private_dir, peer_uid, private_problem, python_command
 
 STATE_DIR_NAME = "evaltasks-server"
 HEADER = struct.Struct("!Q")  # the request's length, sent with the three file descriptors
@@ -41,6 +43,7 @@ PATH_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "P
 IMPORT_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "TORCH_", "PYTORCH_")
 START_DEADLINE_S = 600.0  # `server start` waits this long for the server to be ready (a busy machine, migrations)
 STOP_POLL_S = 0.1
+SERVER_CHECK_S = 1.0  # while a served run goes on, how often its client checks that the server still runs
 
 
 def supported() -> bool:
@@ -118,43 +121,76 @@ def code_stamp() -> str:
 
 
 def identity() -> dict[str, Any]:
-    """What a run must share with the server to use it: Python, evaltasks version and code, import path."""
+    """What a run must share with the server to use it: Python, evaltasks version and code, import path (without
+    the entry Python put first for the process: :func:`~evaltasks.server.safety.entry_path`; a served run gets
+    its client's)."""
     import evaltasks
+
+    path = sys.path[1:] if entry_path() is not None else list(sys.path)
 
     return {
         "version": __version__,
         "python": sys.executable,
         "package": [os.path.abspath(entry) for entry in evaltasks.__path__],
         "stamp": code_stamp(),
-        "sys_path": sys.path[1:],  # [0] is the script's folder or the working directory: the request sets it
+        "sys_path": path,
         "path_env": {name: os.environ.get(name) for name in PATH_ENV},
         "import_env": {name: value for name, value in sorted(os.environ.items())
                        if name.startswith(IMPORT_ENV_PREFIXES)},
     }
 
 
-def read_state(paths: ServerPaths) -> dict[str, Any] | None:
-    """The running server's state, or None when no server holds the lock of ``paths`` (none runs)."""
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)  # never a link, never blocked by a FIFO
+
+
+def _lock_held(paths: ServerPaths) -> bool:
+    """True while a server holds the lock of ``paths`` (a lock nobody holds means no server runs)."""
     import fcntl
 
     try:
-        fd = os.open(paths.lock, os.O_RDONLY)
+        fd = os.open(paths.lock, _OPEN_FLAGS)
     except OSError:
-        return None
+        return False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass  # held: a server runs
-        else:
-            return None
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True  # held: a server runs
+    except OSError:
+        return False
     finally:
         os.close(fd)
+    return False
+
+
+def server_state(paths: ServerPaths) -> tuple[dict[str, Any] | None, str | None]:
+    """The state of the server running for ``paths``, checked before it is read: ``(state, None)`` when one runs
+    and its folder and state file are this user's and private (module :mod:`evaltasks.server.safety`);
+    ``(None, problem)`` when one runs but may not be trusted (the problem names the path and what is wrong);
+    ``(None, None)`` when none runs (or its state cannot be read yet)."""
+    if not _lock_held(paths):
+        return None, None
+    folders = [paths.dir] + ([paths.socket.parent] if paths.socket.parent != paths.dir else [])
+    for path, kind in [*((folder, "folder") for folder in folders), (paths.state, "file")]:
+        problem = private_problem(path, kind)
+        if problem is not None:
+            return None, problem
     try:
-        state = json.loads(paths.state.read_text(encoding="utf-8"))
+        fd = os.open(paths.state, _OPEN_FLAGS)
+        with os.fdopen(fd, "rb") as handle:
+            state = json.loads(handle.read().decode("utf-8"))
     except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) else None
+        return None, None
+    if not isinstance(state, dict):
+        return None, None
+    if str(state.get("socket")) != str(paths.socket):
+        return None, f"its state file {paths.state} names the socket {state.get('socket')}, not {paths.socket}"
+    return state, None
+
+
+def read_state(paths: ServerPaths) -> dict[str, Any] | None:
+    """The running server's state, or None when no server holds the lock of ``paths`` (none runs) or its files
+    are not private to this user (:func:`server_state` says why)."""
+    return server_state(paths)[0]
 
 
 def incompatibility(state: dict[str, Any]) -> str | None:
@@ -162,8 +198,11 @@ def incompatibility(state: dict[str, Any]) -> str | None:
     mine = identity()
     if state.get("version") != mine["version"]:
         return f"it runs evaltasks {state.get('version')}, this is {mine['version']}"
-    if state.get("python") != mine["python"] or state.get("package") != mine["package"]:
-        return f"it runs another Python or evaltasks installation ({state.get('python')})"
+    if state.get("python") != mine["python"]:
+        return f"it runs another Python ({state.get('python')}; this run: {mine['python']})"
+    if state.get("package") != mine["package"]:
+        return (f"it imports evaltasks from {', '.join(state.get('package') or ['?'])}, this run from "
+                f"{', '.join(mine['package'])}")
     if state.get("sys_path") != mine["sys_path"] or state.get("path_env") != mine["path_env"]:
         return "its import path differs (PYTHONPATH or another environment)"
     if state.get("import_env") != mine["import_env"]:
@@ -191,21 +230,29 @@ def _profile_api_url(home: Path) -> str | None:
     return str(value) if value else None
 
 
-def usable_state() -> dict[str, Any] | None:
-    """The state of a ready server that a run in this process may use, else None (the run goes the normal way)."""
+def usable_state() -> tuple[dict[str, Any] | None, str | None]:
+    """``(state, None)`` of a ready server that a run in this process may use; else ``(None, reason)``, where
+    ``reason`` says why a server that runs is not used (None when none runs or the user chose the normal way)."""
     if not supported():
-        return None
+        return None, None
     if (env_value("EVALTASKS_NO_SERVER") or "0").lower() not in ("0", "false", "no", "off"):
-        return None
+        return None, None
     paths = server_paths()
-    state = read_state(paths)
-    if state is None or state.get("status") != "ready" or incompatibility(state) is not None:
-        return None
+    state, problem = server_state(paths)
+    if state is None:
+        return None, problem
+    if state.get("status") != "ready":
+        return None, f"it is {state.get('status')}"
+    reason = incompatibility(state)
+    if reason is not None:
+        return None, f"{reason} (restart it: evaltasks server stop; evaltasks server start)"
     url = str(state.get("url", "")).rstrip("/")
-    wanted = env_value("PREFECT_API_URL") or _profile_api_url(paths.home)
+    wanted = env_value("PREFECT_API_URL")
     if wanted and wanted.rstrip("/") != url:  # the user chose another Prefect server
-        return None
-    return state
+        return None, f"PREFECT_API_URL names another Prefect server ({wanted})"
+    if not wanted and (_profile_api_url(paths.home) or url).rstrip("/") != url:
+        return None, "the active Prefect profile's PREFECT_API_URL names another Prefect server"
+    return state, None
 
 
 def _stream_spec(stream: Any) -> dict[str, Any]:
@@ -235,29 +282,103 @@ def _count(n: object, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _not_used(reason: str) -> None:
+    """The one line a run prints when it goes the normal way although a server runs (README "Faster repeated
+    runs": when a run uses the server)."""
+    print(f"evaltasks: not using the evaltasks server: {reason}; running without it", file=sys.stderr, flush=True)
+
+
+def _connect(paths: ServerPaths, state: dict[str, Any]) -> socket.socket | None:
+    """A connection to the server's socket once the socket file and the process serving it are this user's;
+    None (after the one line of :func:`_not_used`) otherwise, before anything is sent."""
+    problem = private_problem(paths.socket, "socket")
+    if problem is not None:
+        _not_used(problem)
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(paths.socket))
+        uid = peer_uid(conn)
+    except OSError as exc:
+        conn.close()
+        _not_used(f"its socket {paths.socket} does not answer ({exc.strerror or exc})")
+        return None
+    if uid is not None and uid != os.getuid():
+        conn.close()
+        _not_used(f"its socket {paths.socket} is served by a process of uid {uid}, not by this user (uid {os.getuid()})")
+        return None
+    return conn
+
+
+class _Lines:
+    """The server's reply lines on ``conn``; while none arrives, checks every :data:`SERVER_CHECK_S` seconds that
+    the server still runs (its lock is held and its process exists)."""
+
+    def __init__(self, conn: socket.socket, paths: ServerPaths, pid: int) -> None:
+        self.conn, self.paths, self.pid, self.buffer = conn, paths, pid, b""
+        self.server_gone = False
+
+    def _server_runs(self) -> bool:
+        return _lock_held(self.paths) and _pid_alive(self.pid)
+
+    def next(self) -> bytes:
+        """The next line (without its newline); b"" when the connection closed or the server ended."""
+        import select
+
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.conn], [], [], SERVER_CHECK_S)
+            if not ready:
+                if self._server_runs():
+                    continue
+                # gone: anything its runs sent before they ended is already here
+                ready, _, _ = select.select([self.conn], [], [], 0)
+                if not ready:
+                    self.server_gone = True
+                    return b""
+            try:
+                chunk = self.conn.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.server_gone = not self._server_runs()
+                return b""
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.strip()
+
+
 def run_served(argv: list[str], command_started: float) -> int | None:
     """Run ``evaltasks`` with ``argv`` (a ``run`` command) on this ``PREFECT_HOME``'s server, if one may be used.
 
     Returns the run's exit code, or None when no compatible server is ready (or it did not take the run: it was
-    stopping), and the caller runs the command itself. While the run goes on, SIGINT and SIGTERM received here
-    are passed to it (it handles them as a run in this process would: README "CLI", interrupted runs).
+    stopping), and the caller runs the command itself; a server that runs but is not used gets one line on
+    stderr saying why (:func:`usable_state`; a folder, state file or socket not private to this user, or a
+    socket served by another user's process, :mod:`evaltasks.server.safety`, are refused before anything is
+    sent). While the run goes on, SIGINT and SIGTERM received here are passed to it (it handles them as a run in
+    this process would: README "CLI", interrupted runs). A server that ends during the run ends the run with it
+    (:mod:`evaltasks.server.daemon`): exit 3 with one line.
     """
-    state = usable_state()
+    state, reason = usable_state()
     if state is None:
+        if reason:
+            _not_used(reason)
+        return None
+    paths = server_paths()
+    conn = _connect(paths, state)
+    if conn is None:
         return None
     request = {
         "argv": list(argv), "argv0": sys.argv[0] if sys.argv else "evaltasks", "cwd": os.getcwd(),
-        "env": dict(os.environ), "sys_path0": sys.path[0] if sys.path else "", "started": command_started,
+        "env": dict(os.environ), "sys_path0": entry_path(), "started": command_started,
         "streams": [_stream_spec(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
     }
     payload = json.dumps(request).encode("utf-8", "surrogateescape")
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lines = _Lines(conn, paths, int(state.get("pid") or 0))
     try:
-        conn.connect(str(state["socket"]))
         socket.send_fds(conn, [HEADER.pack(len(payload))], _standard_fds())
         conn.sendall(payload)
-        reader = conn.makefile("rb")
-        if reader.readline().strip() != b"started":
+        if lines.next() != b"started":
+            conn.close()
             return None
     except OSError:
         conn.close()
@@ -272,21 +393,39 @@ def run_served(argv: list[str], command_started: float) -> int | None:
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         while True:
-            try:
-                line = reader.readline()
-            except OSError:
-                line = b""
+            line = lines.next()
             if not line:
-                print(f"evaltasks: error: the run ended without an exit code on the evaltasks server (its log: "
-                      f"{server_paths().log})", file=sys.stderr)
+                if lines.server_gone:
+                    print(f"evaltasks: error: the evaltasks server (pid {state.get('pid')}) ended during the run, "
+                          f"which ended with it (its log: {paths.log})", file=sys.stderr)
+                else:
+                    print(f"evaltasks: error: the run ended without an exit code on the evaltasks server (its log: "
+                          f"{paths.log})", file=sys.stderr)
                 return 3
-            word, _, value = line.decode().strip().partition(" ")
+            word, _, value = line.decode().partition(" ")
             if word == "exit":
                 return int(value)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         conn.close()
+
+
+def open_private_log(paths: ServerPaths) -> Any:
+    """The server's log, opened for appending (binary), created with mode 0600, never through a link; an
+    existing log of this user is made 0600.
+
+    Raises:
+        OSError: it cannot be opened, or it is not a regular file of this user.
+    """
+    fd = os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise OSError(f"{paths.log} is not a regular file of this user")
+    if st.st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
 
 
 def _uptime(seconds: float) -> str:
@@ -334,7 +473,10 @@ def server_command(args: argparse.Namespace, foreground: Callable[[ServerPaths],
 
 
 def _status(paths: ServerPaths) -> int:
-    state = read_state(paths)
+    state, problem = server_state(paths)
+    if problem is not None:
+        print(f"evaltasks server: one runs for PREFECT_HOME={paths.home}, but runs here do not use it: {problem}")
+        return 0
     if state is None:
         print(f"evaltasks server: not running for PREFECT_HOME={paths.home}")
         return 1
@@ -382,16 +524,24 @@ def _start(paths: ServerPaths) -> int:
             return 2
         print(f"evaltasks server: already running, pid {state.get('pid')}, Prefect API {state.get('url')}")
         return 0
+    problem, repaired = make_private_dir(paths.dir)
+    if problem is not None:
+        print(f"evaltasks: error: PREFECT_HOME {paths.home}: the server's folder cannot be used: {problem}",
+              file=sys.stderr)
+        return 2
+    if repaired:
+        print(f"evaltasks server: {repaired} (only its owner may use it)", file=sys.stderr)
     try:
-        paths.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        log = open(paths.log, "ab")
+        log = open_private_log(paths)
     except OSError as exc:
-        print(f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.dir} ({exc.strerror or exc})",
+        print(f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.log} ({exc.strerror or exc})",
               file=sys.stderr)
         return 2
     with log:
         started = time.time()
-        proc = subprocess.Popen([sys.executable, "-m", "evaltasks", "server"], stdin=subprocess.DEVNULL, stdout=log,
+        # without the working directory on sys.path: the server imports the installed evaltasks, not a source tree
+        # or a `yaml.py` where `server start` ran (evaltasks.server.safety)
+        proc = subprocess.Popen(python_command("evaltasks", "server"), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=log, start_new_session=True, close_fds=True)
     deadline = time.monotonic() + START_DEADLINE_S
     while time.monotonic() < deadline:

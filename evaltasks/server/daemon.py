@@ -22,7 +22,13 @@ the child; a client that disappears (its end of the socket closes) stops its run
 
 Stopping (SIGTERM or SIGINT, ``evaltasks server stop``, Ctrl+C in the foreground): the socket goes at once and
 running runs finish; a second stop sends them SIGTERM (they stop as interrupted runs), a third SIGKILL. Then
-the Prefect server stops and the state file is removed.
+the Prefect server stops and the state file is removed. A runner that ends without stopping (SIGKILL, a crash)
+takes its runs with it: each child watches a pipe only the runner holds open for writing, and its end (on every
+platform, unlike Linux's parent-death signal) kills the child's process group; the Prefect server dies with the
+runner (:mod:`evaltasks.server.temporary`), and each client, whose connection then closes, exits 3.
+
+Its folder is private (:mod:`evaltasks.server.safety`): created with mode 0700, an existing one of this user made
+0700, one of another user (or a link) refused; the lock, log and state files are created with mode 0600.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from evaltasks.server.client import HEADER, ServedCommand, ServerPaths, identity, server_paths
+from evaltasks.server.client import HEADER, ServedCommand, ServerPaths, identity, open_private_log, server_paths
+from evaltasks.server.safety import entry_path, make_private_dir, safe_flags
 
 READY_DEADLINE_S = 600.0  # for Prefect's server to answer /health (database migrations on a busy machine)
 START_ATTEMPTS = 3  # Prefect's server is started again on another port when it ends before it answers
@@ -70,7 +77,13 @@ def _log(message: str) -> None:
 def _write_state(paths: ServerPaths, state: dict[str, Any]) -> None:
     """Replace ``state.json`` atomically (a reader never sees half a file)."""
     temporary = paths.state.with_name(f".state.{os.getpid()}.json")
-    temporary.write_text(json.dumps(state, indent=1), encoding="utf-8")
+    try:
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(state, indent=1))
     os.replace(temporary, paths.state)
 
 
@@ -98,10 +111,10 @@ def _start_prefect_server(paths: ServerPaths, port: int) -> subprocess.Popen[byt
     # point it at this server's own port, so the URL without /api opens a UI that reaches its API.
     if not env.get("PREFECT_UI_API_URL", "").strip():
         env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{port}/api"
-    log = open(paths.log, "ab")
+    log = open_private_log(paths)
     with log:
         return subprocess.Popen(
-            [sys.executable, os.path.abspath(guard.__file__), str(os.getpid()), "-m", "uvicorn",
+            [sys.executable, *safe_flags(), os.path.abspath(guard.__file__), str(os.getpid()), "-m", "uvicorn",
              "--app-dir", str(prefect_dir.parent), "--factory", "prefect.server.api.server:create_app",
              "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
             env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
@@ -150,6 +163,9 @@ class _Runner:
         self.stops = 0
         self.acted_on = 0
         self.state: dict[str, Any] = {}
+        self.entry = entry_path()  # this process's sys.path[0] entry, if any: a run gets its client's instead
+        # held open for writing by this process only: its children see its end when this process ends (however)
+        self.alive_read, self.alive_write = os.pipe()
 
     def on_stop(self, signum: int, frame: Any) -> None:
         """SIGTERM / SIGINT handler: count the stop request; :meth:`loop` acts on it."""
@@ -248,11 +264,18 @@ def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
     import fcntl
 
     paths = paths or server_paths()
+    problem, repaired = make_private_dir(paths.dir)
+    if problem is not None:
+        print(f"evaltasks: error: PREFECT_HOME {paths.home}: the server's folder cannot be used: {problem}",
+              file=sys.stderr)
+        return 2
+    if repaired:
+        _log(f"{repaired} (only its owner may use it)")
     try:
-        paths.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock_fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        lock_fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        os.fchmod(lock_fd, 0o600)
     except OSError as exc:
-        print(f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.dir} ({exc.strerror or exc})",
+        print(f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.lock} ({exc.strerror or exc})",
               file=sys.stderr)
         return 2
     try:
@@ -290,9 +313,9 @@ def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
             _log(f"threads running before fork: {[t.name for t in threading.enumerate()]}")
         paths.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if paths.socket.parent != paths.dir:
-            folder = paths.socket.parent.stat()
-            if folder.st_uid != os.getuid() or folder.st_mode & 0o077:
-                _log(f"{paths.socket.parent} is not a private folder of this user")
+            problem, _ = make_private_dir(paths.socket.parent)
+            if problem is not None:
+                _log(f"the socket's folder cannot be used: {problem}")
                 return 2
         try:
             os.unlink(paths.socket)
@@ -375,12 +398,30 @@ def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
             os.kill(os.getpid(), int(value))
 
 
+def _die_with_runner(alive_read: int) -> None:
+    """In the child: wait for the runner's end of the pipe to close (the runner ended, however: nothing is ever
+    written), then kill the child's process group (the run and what it started) and the child."""
+    try:
+        while os.read(alive_read, 1):
+            pass
+    except OSError:
+        pass
+    try:
+        if os.getpgid(0) == os.getpid():  # its own group (see _child)
+            os.killpg(0, signal.SIGKILL)
+    finally:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _child(conn: socket.socket, runner: _Runner) -> None:
     """In the forked child: receive the request, become the client's ``evaltasks`` process, run, exit."""
     try:
         os.setpgid(0, 0)  # a group of its own: a second stop signals the run and whatever it started
     except OSError:
         pass
+    os.close(runner.alive_write)
+    threading.Thread(target=_die_with_runner, args=(runner.alive_read,), name="evaltasks-runner-watch",
+                     daemon=True).start()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if runner.listener is not None:
@@ -402,7 +443,10 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         os.environ["PREFECT_API_URL"] = runner.state["url"]
-        sys.path[0] = request["sys_path0"]
+        if runner.entry is not None and sys.path[:1] == [runner.entry]:
+            del sys.path[0]
+        if request["sys_path0"] is not None:  # the client's entry (its script's folder or working directory)
+            sys.path.insert(0, request["sys_path0"])
         sys.argv = [request["argv0"], *request["argv"]]
         sys.stdin, sys.stdout, sys.stderr = (_std_stream(fd, fd > 0, spec) for fd, spec in
                                              enumerate(request["streams"]))

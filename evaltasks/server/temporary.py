@@ -10,10 +10,12 @@ that in a terminal or a CI job:
 - SIGTERM or SIGKILL of the run skipped ``atexit``, so the server lived on (re-parented to PID 1, ~200 MB).
 
 :func:`guard_temporary_server` makes Prefect start the same command, with the same environment, through this
-file run as a script (``python .../_server_guard.py PARENT_PID -m uvicorn ...``), in a session of its own (so a
+file run as a script (``python -P .../temporary.py PARENT_PID -m uvicorn ...``), in a session of its own (so a
 terminal's signals reach only the run, which stops the server itself), and the server dies with the run:
 Linux's ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` (``man 2 prctl``), and on every platform a watchdog thread that
 stops it when its parent process changes. It is still Prefect's server: the run is a real Prefect flow run.
+Unlike ``python -m uvicorn``, it runs without the working directory on ``sys.path`` (``-P`` on Python 3.11+, and
+:func:`_main` removes this file's folder), so no module where the run started replaces one the server imports.
 
 ``evaltasks run`` starts that process early (:func:`spawn_temporary_server`, right after its input is
 validated) and lets Prefect take it over while the command imports and loads its model. In the server process, a
@@ -49,7 +51,9 @@ class _GuardedSubprocess:
         """``subprocess.Popen`` of Prefect's ``[python, -m, uvicorn, ...]`` as ``[python, THIS_FILE, PID, -m,
         uvicorn, ...]`` with ``start_new_session=True``; any other command is started unchanged."""
         if list(args[:2]) == [sys.executable, "-m"]:
-            args = [sys.executable, os.path.abspath(__file__), str(os.getpid()), *args[1:]]
+            from evaltasks.server.safety import safe_flags
+
+            args = [sys.executable, *safe_flags(), os.path.abspath(__file__), str(os.getpid()), *args[1:]]
             kwargs.setdefault("start_new_session", True)
         return subprocess.Popen(args, **kwargs)
 
@@ -378,13 +382,16 @@ def _reuse_migrated_databases() -> None:
 
 
 def _main(argv: list[str]) -> None:
-    """``_server_guard.py PARENT_PID -m MODULE ARGS...``: guard, then run ``python -m MODULE ARGS...``."""
+    """``temporary.py PARENT_PID -m MODULE ARGS...``: guard, then run ``python -m MODULE ARGS...``."""
     import runpy
 
     parent, flag, module, *rest = argv
     if flag != "-m":
         raise SystemExit(f"usage: {os.path.basename(__file__)} PARENT_PID -m MODULE [ARGS...]")
-    sys.path[0] = os.getcwd()  # as `python -m` has it, not this file's folder (whose modules would shadow others)
+    # Neither this file's folder (Python 3.10; -P keeps it off on 3.11+) nor the working directory, which `python -m`
+    # would have put first: a `yaml.py` where the run started must not replace Prefect's (README "Your own metrics")
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
     _die_with_parent(int(parent))
     _reuse_migrated_databases()
     sys.argv = [module, *rest]
