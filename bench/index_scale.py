@@ -5,6 +5,7 @@ another's), and writes the section ``## Reference index storage: {n} vectors`` o
 
     .venv/bin/python bench/index_scale.py                     # n=1,000,000 (about 5 min on 2 cores)
     .venv/bin/python bench/index_scale.py --n 100000 --out /tmp/perf.md
+    .venv/bin/python bench/index_scale.py --repeats 31   # more interleaved lookups (medians) on a loaded machine
 
 Data: synthetic unit vectors (384 dimensions, seeded), text i = ``"text {i}"``, stored through
 ``ReferenceIndex.get_or_embed`` with a provider that returns them (no model).
