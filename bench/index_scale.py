@@ -5,6 +5,7 @@ another's), and writes the section ``## Reference index storage: {n} vectors`` o
 
     .venv/bin/python bench/index_scale.py                     # n=1,000,000 (about 5 min on 2 cores)
     .venv/bin/python bench/index_scale.py --n 100000 --out /tmp/perf.md
+    .venv/bin/python bench/index_scale.py --repeats 31   # more interleaved lookups (medians) on a loaded machine
 
 Data: synthetic unit vectors (384 dimensions, seeded), text i = ``"text {i}"``, stored through
 ``ReferenceIndex.get_or_embed`` with a provider that returns them (no model).
@@ -47,7 +48,7 @@ from _common import DIMS, Step, busy_seconds, synthetic_vectors, write_section  
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024**2
-REPEATS = 15  # interleaved repetitions of each lookup (index, numpy): the machine may be shared
+REPEATS = 15  # interleaved repetitions of each lookup (index, numpy): the machine may be shared (--repeats)
 
 
 class SyntheticProvider:
@@ -320,7 +321,8 @@ PHASES = {"build": phase_build, "open": phase_open, "segments": phase_segments, 
 
 def _run_phase(name: str, args: argparse.Namespace, work: Path, env: dict | None = None) -> dict:
     cmd = [sys.executable, __file__, "--phase", name, "--work", str(work), "--n", str(args.n),
-           "--lookups", str(args.lookups), "--many", str(args.many), "--queries", str(args.queries)]
+           "--lookups", str(args.lookups), "--many", str(args.many), "--queries", str(args.queries),
+           "--repeats", str(args.repeats)]
     busy0, t0 = busy_seconds(), time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=ROOT)
     wall = time.perf_counter() - t0
@@ -441,11 +443,14 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
 
 
 def main() -> None:
+    global REPEATS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--lookups", type=int, default=10_000)
     parser.add_argument("--many", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=REPEATS,
+                        help="interleaved repetitions of each lookup, index and numpy (medians reported)")
     parser.add_argument("--out", type=Path, default=None, help="document to rewrite (default docs/performance.md; "
                         "--quick: none)")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
@@ -454,6 +459,7 @@ def main() -> None:
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    REPEATS = args.repeats
     if args.quick and not args.phase:
         args.n, args.lookups, args.many, args.queries = 5_000, 200, 200, 10
     if args.phase:

@@ -545,3 +545,29 @@ def test_compact_rebuilds_what_it_can_and_names_what_it_cannot(tmp_path: Path) -
     assert f"BROKEN ({other}): meta.json is unreadable" in broken.stdout
     assert "1 reference index namespaces could not be compacted" in broken.stderr
     assert "Traceback" not in broken.stderr
+
+
+def test_lookups_across_32_segments_return_the_stored_rows_bitwise_in_request_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the auto-compaction limit (32 segments), a lookup returns each requested text's stored vector, bit for
+    bit, in the order requested (the gather copies a segment's rows through a small buffer, here 3 rows, then
+    to their places); rows outside the snapshot are an error, not another row's vector."""
+    monkeypatch.setenv("EVALTASKS_INDEX_MAX_SEGMENTS", "32")
+    monkeypatch.setattr(_segments, "GATHER_BYTES", 3 * 16 * 4)  # 3 rows of 16 float32: chunks split segments
+    root = tmp_path / "idx"
+    for start in range(0, 32 * 20, 20):
+        _add(root, _texts(start, start + 20))
+    snapshot = ReferenceIndex(root)._namespace_by_name(HashProvider.namespace).open()
+    assert len(snapshot.segments) == 32
+    probe = [_texts(0, 640)[i] for i in np.random.default_rng(7).permutation(640)]
+    expected = np.stack([_hash_vector(t) for t in probe])
+    provider = HashProvider()
+    lookup = ReferenceIndex(root).get_or_embed(provider, probe)
+    assert provider.embedded == 0 and lookup.reused == 640
+    assert lookup.table.vectors.tobytes() == expected.tobytes()
+    rows = snapshot.find(np.array([text_id(t) for t in probe], dtype=np.int64))
+    twice = np.concatenate([rows, rows[::-1]])  # repeated rows, a second order
+    assert snapshot.gather(twice).tobytes() == np.concatenate([expected, expected[::-1]]).tobytes()
+    for outside in (-1, snapshot.count):
+        with pytest.raises(IndexError, match="outside"):
+            snapshot.gather(np.array([0, outside], dtype=np.int64))

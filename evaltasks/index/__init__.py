@@ -27,7 +27,7 @@ Layout under the index directory (default ``.evaltasks/index``; ``--index-dir`` 
   stored byte is checked before it is used, at any size: a segment's ids file (its sha256) on a process's first
   search, each row (its CRC-32) the first time the process reads it (:mod:`evaltasks.index._rows`). Every byte
   is verified on demand (:meth:`ReferenceIndex.check`, ``evaltasks index verify``). Storage details:
-  :mod:`evaltasks.index._segments`.
+  :mod:`evaltasks.index._segments`; compaction, pruning and verification: :mod:`evaltasks.index._maintenance`.
 - Format 1 (``vectors.faiss``, a FAISS ``IndexIDMap2(IndexFlatIP)``) is still read; the next write (or a
   compaction) converts it.
 - Corruption is never used for scores, and costs only what is damaged: a damaged row (its checksum) counts as
@@ -69,6 +69,8 @@ from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 from evaltasks.index import _segments
 from evaltasks.index._blas import faiss
+from evaltasks.index import _maintenance
+from evaltasks.index._maintenance import flat_file_size  # noqa: F401 - re-exported
 
 DEFAULT_INDEX_DIR = ".evaltasks/index"
 INDEX_FILE = "vectors.faiss"
@@ -541,25 +543,7 @@ class ReferenceIndex:
         Returns namespace -> number of vectors dropped (namespaces with nothing dropped included, as 0), or
         with ``dry_run`` that would be.
         """
-        dropped: dict[str, int] = {}
-        for namespace in [m.get("namespace") for m in self.info() if m.get("namespace")]:
-            texts = keep.get(namespace, ())
-            ns = self._namespace_by_name(namespace)
-            if ns is None:
-                continue
-            wanted = np.fromiter((text_id(t) for t in dict.fromkeys(texts)), dtype=np.int64)
-            with ns.lock():
-                base = ns.open(locked=True)
-                if not base.meta:
-                    continue
-                keep_rows = np.zeros(base.count, dtype=bool)
-                if len(wanted):
-                    rows = base.find(wanted)
-                    keep_rows[rows[rows >= 0]] = True
-                dropped[namespace] = int((~keep_rows).sum())
-                if dropped[namespace] and not dry_run:  # a compaction that filters: the kept rows become one segment
-                    ns.commit(base, keep=keep_rows)
-        return dropped
+        return _maintenance.prune(self, keep, dry_run)
 
     def compact(self, namespace: str | None = None, *,
                 failed: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
@@ -580,37 +564,7 @@ class ReferenceIndex:
             namespace -> (segments before, segments after); before is 0 for a format-1 namespace (converted); a
             healthy namespace already in one segment is left as is.
         """
-        done: dict[str, tuple[int, int]] = {}
-        for info in self.info():
-            name = info.get("namespace")
-            if not name or "error" in info:
-                if failed is not None and namespace is None:
-                    failed[info["path"]] = f"{META_FILE} is unreadable ({info.get('error', 'no namespace')})"
-                continue
-            if namespace is not None and name != namespace:
-                continue
-            ns = self._namespace_by_name(name)
-            if ns is None:
-                continue
-            with ns.lock():
-                try:
-                    base = ns._reported(ns.read_verified(tolerant=True))
-                except Exception as exc:  # noqa: BLE001 - a manifest that cannot be used: named, left alone
-                    if failed is not None:
-                        failed[str(ns.dir)] = str(exc)
-                    continue
-                for segment in base.segments:
-                    segment.check_ids()
-                bad = int(base.verify(np.arange(base.count)).sum())
-                if bad:
-                    _report_dropped(ns.dir, bad, base)
-                damaged = bad > 0 or bool(base.broken)
-                before = 0 if base.legacy else len(base.segments) + len(base.broken)
-                if before > 1 or base.legacy or damaged:
-                    ns.commit(base, merge="all")
-                after = len(_segments.read_manifest(ns.dir).get("segments", []))
-                done[name] = (before, after)
-        return done
+        return _maintenance.compact(self, namespace, failed=failed)
 
     def _namespace_by_name(self, namespace: str) -> _Namespace | None:
         for meta in self.info():
@@ -633,38 +587,7 @@ class ReferenceIndex:
         namespace: ``vectors.faiss`` missing, of another size (the empty index's header plus 4 × dimensions + 8
         per vector) or sha256; the state a killed format-1 writer left (``previous``) counts as healthy.
         """
-        if not self.root.exists():
-            return []
-        out = []
-        for folder in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            segmented = any(folder.glob("seg-*.npy"))
-            if not (folder / META_FILE).exists() and not (folder / INDEX_FILE).exists() and not segmented:
-                continue  # e.g. sets/ (reference-set searches)
-            entry: dict = {"path": str(folder)}
-            problems: list[str] = []
-            meta: dict | None = None
-            try:
-                meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-                if not isinstance(meta, dict):
-                    raise ValueError("not a JSON object")
-                entry.update(meta)
-            except FileNotFoundError:
-                problems.append(f"{META_FILE} is missing")
-            except (OSError, ValueError) as exc:
-                problems.append(f"{META_FILE} is unreadable ({exc})")
-                meta = None
-            index_path = folder / INDEX_FILE
-            if meta is not None and meta.get("format") == FORMAT_VERSION:
-                problems += _segments.verify_namespace(folder, meta)
-            elif meta is None and segmented:
-                pass  # segment files without a manifest: nothing to check them against
-            elif not index_path.exists():
-                problems.append(f"{INDEX_FILE} is missing")
-            elif meta is not None:
-                problems += _check_files(index_path, meta)
-            entry["problems"] = problems
-            out.append(entry)
-        return out
+        return _maintenance.check(self.root)
 
     def info(self) -> list[dict]:
         """The metadata of every namespace under ``root`` (empty when there is none)."""
@@ -683,31 +606,6 @@ def _report_dropped(directory: Path, count: int, snapshot: _segments.Snapshot) -
     """Report that a write drops ``count`` damaged stored vectors of the namespace in ``directory``."""
     report_warning(f"reference index {directory}: dropped {count} damaged vectors ({'; '.join(snapshot.reasons())}); "
                    "their texts are embedded again when next used")
-
-
-def flat_file_size(count: int, dimensions: int) -> int:
-    """Bytes of a ``vectors.faiss`` holding ``count`` vectors of ``dimensions`` (FAISS's own format)."""
-    header = len(faiss.serialize_index(faiss.IndexIDMap2(faiss.IndexFlatIP(dimensions))))
-    return header + count * (4 * dimensions + 8)
-
-
-def _check_files(index_path: Path, meta: dict) -> list[str]:
-    """What is wrong with ``index_path`` against ``meta`` (its state or the ``previous`` one): size, sha256."""
-    states = [meta, *([meta["previous"]] if isinstance(meta.get("previous"), dict) else [])]
-    sizes = []
-    for state in states:
-        count, dims = state.get("count"), state.get("dimensions")
-        if isinstance(count, int) and isinstance(dims, int) and count >= 0 and dims > 0:
-            sizes.append(flat_file_size(count, dims))
-    if not sizes:
-        return [f"{META_FILE} records no valid count and dimensions"]
-    size = index_path.stat().st_size
-    if size not in sizes:
-        return [f"{INDEX_FILE} is {size:,} bytes, expected {sizes[0]:,} for {meta.get('count')} vectors × "
-                f"{meta.get('dimensions')} dimensions (truncated or overwritten)"]
-    if _segments.file_sha256(index_path) not in {state.get("index_sha256") for state in states}:
-        return [f"the sha256 of {INDEX_FILE} differs from the one {META_FILE} records"]
-    return []
 
 
 @lru_cache(maxsize=1)
