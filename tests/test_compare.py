@@ -269,8 +269,9 @@ def _result(statuses: list[str]) -> EvaluationResult:
     (["passed", "passed", "errored", "errored"], False, 0.5, False),
     (["passed", "passed", "errored", "errored"], True, 1.0, True),
     (["passed", "passed", "passed", "failed", "skipped", "skipped"], False, 0.75, True),
-    (["skipped", "skipped"], False, None, True),  # nothing evaluated: a fork without credentials passes
-    (["errored"], True, None, True),
+    (["skipped", "skipped"], False, None, False),  # nothing evaluated (a fork without credentials): never a pass
+    (["errored"], True, None, False),  # errors allowed beside scored cases, not in place of them
+    (["errored", "skipped"], True, None, False),
     ([], False, None, False),  # an empty run fails
 ])
 def test_gate_counts_evaluated_cases(statuses: list[str], allow_errors: bool, rate: float | None,
@@ -416,3 +417,19 @@ def test_a_metric_in_one_run_only_is_a_warning(tmp_path: Path) -> None:
     warnings = outcome.header["warnings"]
     assert "metric M is in this run only, not the baseline (renamed or removed?): it was not compared" in warnings
     assert "metric Old is in the baseline only (renamed or removed?): it was not compared" in warnings
+
+
+def test_a_run_whose_every_case_errored_evaluated_nothing_and_says_so() -> None:
+    """README, "Suite file": a metric that raises on every case must not pass, even with ``allow_errors``; the
+    gate message says nothing was evaluated and why."""
+    from evaltasks.engine.run import gate_message, nothing_evaluated
+    from evaltasks.inputs.suite import Gate
+
+    errored = _result(["errored", "errored"])
+    assert nothing_evaluated(errored) == "nothing was evaluated: all 2 cases errored (metrics errored: M; the reasons say why)"
+    assert gate_message(errored, Gate(min_pass_rate=0.5, allow_errors=True), None) == (
+        "gate failed: nothing was evaluated: all 2 cases errored (metrics errored: M; the reasons say why)")
+    mixed = _result(["errored", "skipped"])
+    assert nothing_evaluated(mixed) == ("nothing was evaluated: all 2 cases errored (1) or were skipped (1) "
+                                        "(metrics errored: M; the reasons say why)")
+    assert nothing_evaluated(_result(["errored", "failed"])) is None

@@ -282,14 +282,14 @@ def gate_passed(
     - ``either``: fails on either rule.
 
     Whatever ``fail_on`` says, a run that evaluated nothing fails (README, "Suite file"): an empty dataset, and a
-    run whose every case was skipped (e.g. all metrics need credentials a fork's pull request does not get).
-    So does a run cut short by its ``--max-cost`` budget (a judge result skipped because
-    the budget ran out, :func:`~evaltasks.results.is_budget_skip`): a verdict on the cases judged before the
-    money ran out says nothing about the rest. A run whose every evaluated case errored, with ``allow_errors``,
-    passes (the errors were allowed).
+    run in which no case was scored, every case skipped (e.g. all metrics need credentials a fork's pull request
+    does not get) or errored (``allow_errors`` allows errors beside scored cases, not in place of them: a metric
+    that raises on every case must not pass). So does a run cut short by its ``--max-cost`` budget (a judge result
+    skipped because the budget ran out, :func:`~evaltasks.results.is_budget_skip`): a verdict on the cases judged
+    before the money ran out says nothing about the rest.
     """
     summary = result.summary
-    if summary.cases == 0 or summary.cases == summary.skipped_cases or summary.budget_skipped:
+    if nothing_evaluated(result) or summary.cases == 0 or summary.budget_skipped:
         return False
     if fail_on not in ("min_pass_rate", "regression", "either"):
         raise ValueError(f"fail_on must be min_pass_rate, regression or either, got {fail_on!r}")
@@ -302,15 +302,21 @@ def gate_passed(
 
 
 def nothing_evaluated(result: EvaluationResult) -> str | None:
-    """Why no case of ``result`` was evaluated when every case was skipped, naming the skipped metrics, e.g.
-    ``nothing was evaluated: all 6 cases were skipped (metrics skipped: judged; the warnings say why)``; None when
-    some case was evaluated or the run has no case."""
+    """Why no case of ``result`` was evaluated when no case was scored (each one skipped or errored), naming the
+    skipped and errored metrics, e.g. ``nothing was evaluated: all 6 cases were skipped (metrics skipped: judged;
+    the warnings say why)`` or ``nothing was evaluated: all 2 cases errored (metrics errored: M; the reasons say
+    why)``; None when some case was scored (passed or failed) or the run has no case."""
     s = result.summary
-    if s.cases == 0 or s.skipped_cases < s.cases:
+    if s.cases == 0 or s.passed_cases + s.failed_cases > 0:
         return None
-    names = [name for name, metric in s.metrics.items() if metric.skipped]
-    which = f"metrics skipped: {', '.join(names)}; " if names else ""
-    return f"nothing was evaluated: all {s.cases} cases were skipped ({which}the warnings say why)"
+    if s.skipped_cases == s.cases:
+        names = [name for name, metric in s.metrics.items() if metric.skipped]
+        which = f"metrics skipped: {', '.join(names)}; " if names else ""
+        return f"nothing was evaluated: all {s.cases} cases were skipped ({which}the warnings say why)"
+    names = [name for name, metric in s.metrics.items() if metric.errored]
+    which = f"metrics errored: {', '.join(names)}; " if names else ""
+    how = "errored" if s.errored_cases == s.cases else f"errored ({s.errored_cases}) or were skipped ({s.skipped_cases})"
+    return f"nothing was evaluated: all {s.cases} cases {how} ({which}the reasons say why)"
 
 
 def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | None) -> str | None:
