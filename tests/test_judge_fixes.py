@@ -219,8 +219,8 @@ def test_the_missing_key_message_does_not_send_users_to_the_suite_file(monkeypat
 def test_a_budget_stop_says_the_next_worst_case_does_not_fit() -> None:
     with ChatServer() as server:
         server.answers.append(as_json({"score": 0.9, "reason": "ok"}))
-        # worst case 976 + 400 tokens at $1,200 per million: $1.65, within the $2 limit, not in the $1.50 left
-        options = server_options(server, prices={"gpt-4o-mini": {"input": 1200.0, "output": 1200.0}})
+        # worst case 832 + 400 tokens at $1,400 per million: $1.72, within the $2 limit, not in the $1.50 left
+        options = server_options(server, prices={"gpt-4o-mini": {"input": 1400.0, "output": 1400.0}})
         budget = Budget(2.0)
         budget.add_spent(0.5)
         [result] = score_with(BiasMetric(judge_options=options), [BIAS_CASE], budget=budget)
