@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaltasks.engine.progress import RUN_STATE_ENV
+from evaltasks.engine.progress import RUN_STATE_ENV, STOP_GRACE_S, child_processes, stop_grace_s
 
-GRACE_S = 10.0  # after the first SIGINT/SIGTERM, how long the run may take to stop before it is killed
+GRACE_S = STOP_GRACE_S  # after the first SIGINT/SIGTERM, how long the run may take to stop before it is killed
 LEFTOVER_GRACE_S = 2.0  # after SIGTERM to what the run left behind, how long before SIGKILL
 POLL_S = 0.05  # how often the parent looks at its children
 EXIT_ABORTED, EXIT_SIGINT, EXIT_SIGTERM = 3, 130, 143
@@ -127,11 +127,7 @@ def _prctl(option: int, value: int) -> None:
 
 def _grace_s() -> float:
     """:data:`GRACE_S`, or ``$EVALTASKS_STOP_GRACE_S`` when it is a positive number."""
-    try:
-        value = float(os.environ.get("EVALTASKS_STOP_GRACE_S", ""))
-    except ValueError:
-        return GRACE_S
-    return value if value > 0 else GRACE_S
+    return stop_grace_s()
 
 
 def _say(message: str) -> None:
@@ -317,7 +313,7 @@ class _Parent:
     def _clean_up(self) -> None:
         """Stop what the run left: its process group and the orphans re-parented here; SIGTERM, then SIGKILL."""
         for signum in (signal.SIGTERM, signal.SIGKILL):
-            left = _children(os.getpid())
+            left = child_processes(os.getpid())
             group = _group_alive(self.pid)
             if not left and not group:
                 break
@@ -328,24 +324,10 @@ class _Parent:
             deadline = time.monotonic() + (LEFTOVER_GRACE_S if signum == signal.SIGTERM else 5.0)
             while time.monotonic() < deadline:
                 self._reap()
-                if not _children(os.getpid()) and not _group_alive(self.pid):
+                if not child_processes(os.getpid()) and not _group_alive(self.pid):
                     break
                 time.sleep(POLL_S)
         self._reap()
-
-
-def _children(pid: int) -> list[int]:
-    """The live (not zombie) children of ``pid`` (Linux ``/proc``; [] elsewhere)."""
-    found = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                for child in (task / "children").read_text().split():
-                    with contextlib.suppress(OSError, IndexError):
-                        stat = Path(f"/proc/{child}/stat").read_text()
-                        if stat.rpartition(")")[2].split()[0] != "Z":
-                            found.append(int(child))
-    return found
 
 
 def _group_alive(pgid: int) -> bool:

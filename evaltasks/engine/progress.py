@@ -83,6 +83,7 @@ def printed_by_cli(record: object) -> bool:
     return bool(getattr(record, "evaltasks_printed_by_cli", False))
 
 
+STOP_GRACE_S = 10.0  # after the first SIGINT/SIGTERM, how long a run may take to stop before it is killed
 RUN_STATE_ENV = "EVALTASKS_RUN_STATE"  # the folder the supervisor of `evaltasks run` reads (evaltasks.supervisor)
 _running_ids = itertools.count()
 
@@ -112,3 +113,45 @@ def metric_running(name: str) -> Iterator[None]:
         if path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+
+
+def stop_grace_s() -> float:
+    """Seconds a run may take to stop after its first SIGINT/SIGTERM before every process of it is killed
+    (README, "CLI", interrupted runs): :data:`STOP_GRACE_S`, or ``$EVALTASKS_STOP_GRACE_S`` when it is a positive
+    number. Used by the parent of ``evaltasks run`` (:mod:`evaltasks.supervisor`) and by runs of ``evaltasks
+    server`` (:mod:`evaltasks.server.daemon`)."""
+    try:
+        value = float(os.environ.get("EVALTASKS_STOP_GRACE_S", ""))
+    except ValueError:
+        return STOP_GRACE_S
+    return value if value > 0 else STOP_GRACE_S
+
+
+def recorded_metrics(directory: str | os.PathLike[str] | None) -> list[str]:
+    """The metric names :func:`metric_running` recorded under ``directory`` (``$EVALTASKS_RUN_STATE``): sorted,
+    once each; [] without a directory or records."""
+    names = set()
+    if directory:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(os.path.join(directory, "metrics")):
+                with contextlib.suppress(OSError):
+                    with open(entry.path, encoding="utf-8") as handle:
+                        names.add(handle.read().strip())
+    return sorted(name for name in names if name)
+
+
+def child_processes(pid: int) -> list[int]:
+    """The live (not zombie) children of process ``pid`` (Linux ``/proc/PID/task/*/children``; [] elsewhere)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                with open(os.path.join(task.path, "children"), encoding="ascii") as handle:
+                    children = handle.read().split()
+                for child in children:
+                    with contextlib.suppress(OSError, IndexError, ValueError):
+                        with open(f"/proc/{child}/stat", encoding="utf-8", errors="replace") as handle:
+                            state = handle.read().rpartition(")")[2].split()[0]
+                        if state != "Z":
+                            found.append(int(child))
+    return found

@@ -34,14 +34,17 @@ Its folder is private (:mod:`evaltasks.server.safety`): created with mode 0700, 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import io
 import json
 import os
 import signal
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -49,6 +52,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from evaltasks.engine.progress import RUN_STATE_ENV, child_processes, recorded_metrics, stop_grace_s
 from evaltasks.server.client import HEADER, ServedCommand, ServerPaths, identity, open_private_log, server_paths
 from evaltasks.server.safety import entry_path, make_private_dir, safe_flags
 
@@ -378,6 +382,7 @@ CLIENT_GONE_GRACE_S = 5.0  # a run whose client vanished is stopped, then killed
 def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
     """In the child: raise the signals the client forwards; SIGTERM once when the client has gone."""
     reader = conn.makefile("rb")
+    stopping = False
     while True:
         try:
             line = reader.readline()
@@ -396,6 +401,66 @@ def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
         word, _, value = line.decode(errors="replace").strip().partition(" ")
         if word == "signal" and value.isdigit() and int(value) in (signal.SIGINT, signal.SIGTERM):
             os.kill(os.getpid(), int(value))
+            if not stopping:  # the first one: the run gets the grace period a run of its own gets
+                stopping = True
+                threading.Thread(target=_stop_after_grace, args=(conn, finished, int(value)),
+                                 name="evaltasks-stop-grace", daemon=True).start()
+
+
+def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: int) -> None:
+    """In the child, after the client's first SIGINT/SIGTERM: when the run has not ended within the grace period
+    (:func:`evaltasks.engine.progress.stop_grace_s`; a metric stuck in its own code), tell the client which metric
+    did not stop, give it the signal's exit code (130 / 143) and kill the run's process group, as the parent of
+    an ``evaltasks run`` of its own does (README, "CLI", interrupted runs)."""
+    grace = stop_grace_s()
+    if finished.wait(grace):
+        return
+    metrics = recorded_metrics(os.environ.get(RUN_STATE_ENV))
+    what = f"metric {', '.join(metrics)} did not stop" if metrics else "the run did not stop"
+    try:
+        print(f"evaltasks: interrupted by {signal.Signals(signum).name}: {what} within {grace:g} s, so the run's "
+              f"processes were killed; no reports written", file=sys.stderr, flush=True)
+        conn.sendall(f"exit {128 + signum}\n".encode())
+    except (OSError, ValueError):
+        pass
+    _remove_run_state()
+    if os.getpgid(0) == os.getpid():  # its own group (see _child): what it started goes too
+        os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _remove_run_state() -> None:
+    """Remove the folder where the run's metrics record themselves (``$EVALTASKS_RUN_STATE``, made by _child)."""
+    directory = os.environ.get(RUN_STATE_ENV)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _stop_leftovers() -> None:
+    """In the child, once the run has its exit code: stop what the run left behind (processes a metric forked,
+    in its group or in sessions of their own; the child is a child subreaper on Linux, so they are its children):
+    SIGTERM, then SIGKILL 2 s later. Nothing the run started outlives it (README, "CLI")."""
+    left = child_processes(os.getpid())
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 2.0
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = child_processes(os.getpid())
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _become_subreaper() -> None:
+    """Linux: make this process a child subreaper (``man 2 prctl``, PR_SET_CHILD_SUBREAPER), so that processes
+    the run orphans, in sessions of their own too, are re-parented to it; elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def _die_with_runner(alive_read: int) -> None:
@@ -419,6 +484,7 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         os.setpgid(0, 0)  # a group of its own: a second stop signals the run and whatever it started
     except OSError:
         pass
+    _become_subreaper()  # what the run's metrics fork and leave comes back to it (_stop_leftovers)
     os.close(runner.alive_write)
     threading.Thread(target=_die_with_runner, args=(runner.alive_read,), name="evaltasks-runner-watch",
                      daemon=True).start()
@@ -443,6 +509,8 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         os.environ["PREFECT_API_URL"] = runner.state["url"]
+        os.environ[RUN_STATE_ENV] = tempfile.mkdtemp(prefix="evaltasks-served-run-")  # metrics record themselves here
+        os.mkdir(os.path.join(os.environ[RUN_STATE_ENV], "metrics"))
         if runner.entry is not None and sys.path[:1] == [runner.entry]:
             del sys.path[0]
         if request["sys_path0"] is not None:  # the client's entry (its script's folder or working directory)
@@ -492,6 +560,8 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         os.dup2(log_fd, 2)
     except OSError:
         pass
+    _remove_run_state()
+    _stop_leftovers()
     try:
         conn.sendall(f"exit {code}\n".encode())
     except OSError:
