@@ -708,6 +708,40 @@ def test_sys_exit_in_score_batch_errors_those_cases_and_none_from_validate_case_
         evaluate_sync([EvalTestCase(actual_output="invalid")], [_Exits()])
 
 
+class Boom(BaseException):
+    """A user's own BaseException subclass (not an Exception)."""
+
+
+class _RaisesBase(_Exits):
+    """Raises ``Boom`` on outputs starting with "boom", KeyboardInterrupt on "ctrl-c"."""
+
+    def score_batch(self, cases, vectors=None):
+        if any(c.actual_output.startswith("boom") for c in cases):
+            raise Boom("the metric's own BaseException")
+        if any(c.actual_output == "ctrl-c" for c in cases):
+            raise KeyboardInterrupt
+        return super().score_batch(cases, vectors)
+
+
+def test_a_users_base_exception_errors_its_case_and_a_keyboard_interrupt_goes_on_up() -> None:
+    """A metric raising its own BaseException subclass errors those cases, named, like any exception (it ended
+    the run with a traceback and exit 3); KeyboardInterrupt is not the metric's failure: it stops the run."""
+    from evaltasks.engine.evaluate import metric_failure
+
+    cases = [EvalTestCase(actual_output=o) for o in ("fine", "boom now", "good")]
+    result = evaluate_sync(cases, [_RaisesBase(name="raises")], batch_size=3)
+    assert [c.metrics[0].status for c in result.test_results] == ["passed", "errored", "passed"]
+    assert result.test_results[1].metrics[0].error == "Boom: the metric's own BaseException"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_sync([EvalTestCase(actual_output="ctrl-c")], [_RaisesBase()])
+    import asyncio
+
+    from prefect.exceptions import TerminationSignal
+
+    assert not metric_failure(asyncio.CancelledError()) and not metric_failure(TerminationSignal(15))
+    assert not metric_failure(GeneratorExit()) and metric_failure(SystemExit(0)) and metric_failure(Boom())
+
+
 class _ClaimsSuccess(BaseMetric):
     def __init__(self, threshold: float = 0.5, *, name: str | None = None) -> None:
         super().__init__(threshold, name=name)

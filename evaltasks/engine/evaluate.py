@@ -122,7 +122,9 @@ def validate_cases(
         for m, metric in enumerate(metrics):
             try:
                 found = metric.validate_case(case)
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a user's metric: report it as input, located (sys.exit() included)
+            except BaseException as exc:  # noqa: BLE001 - a user's metric: report it as input, located (sys.exit() included)
+                if not metric_failure(exc):
+                    raise
                 failure = f"raised {_exception_text(exc)}"
             else:
                 if not found and (found.__class__ is list or found is None):
@@ -323,7 +325,9 @@ def _score_metric_batch(
         if raise_provider_errors:
             raise
         return [MetricResult.errored(metric.name, metric.threshold, str(exc))] * len(cases)  # one, as above
-    except (Exception, SystemExit):  # noqa: BLE001 - the metric's bug: find the cases that raise (sys.exit() included)
+    except BaseException as exc:  # noqa: BLE001 - the metric's bug: find the cases that raise (sys.exit() included)
+        if not metric_failure(exc):
+            raise
         if len(cases) == 1:
             return [_score_one(metric, cases[0], vectors, raise_provider_errors)]
         return [_score_one(metric, case, vectors, raise_provider_errors) for case in cases]
@@ -342,6 +346,22 @@ def _score_metric_batch(
     return _checked_results(metric, cases, results)
 
 
+_CONTROL_FLOW_PACKAGES = frozenset({"builtins", "asyncio", "concurrent", "anyio", "prefect", "trio"})
+
+
+def metric_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a metric's own code, is the metric's failure (its case is ``errored`` with it)
+    rather than control flow that must go on up: any ``Exception``, ``SystemExit`` (a metric's ``sys.exit()``),
+    and a user's own ``BaseException`` subclass; not ``KeyboardInterrupt``, ``GeneratorExit``, task cancellation
+    or an orchestrator's termination signal (``BaseException`` subclasses of the standard library, asyncio,
+    concurrent.futures, anyio, trio or Prefect)."""
+    if isinstance(exc, (Exception, SystemExit)):
+        return True
+    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+        return False
+    return type(exc).__module__.partition(".")[0] not in _CONTROL_FLOW_PACKAGES
+
+
 def _score_one(
     metric: BaseMetric, case: EvalTestCase, vectors: dict[str, VectorTable] | None, raise_provider_errors: bool
 ) -> MetricResult:
@@ -355,7 +375,9 @@ def _score_one(
         if raise_provider_errors:
             raise
         return MetricResult.errored(metric.name, metric.threshold, str(exc))
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a metric's bug errors this case only (sys.exit() included)
+    except BaseException as exc:  # noqa: BLE001 - a metric's bug errors this case only (sys.exit() included)
+        if not metric_failure(exc):
+            raise
         return MetricResult.errored(metric.name, metric.threshold, f"{type(exc).__name__}: {exc}")
     return _checked_results(metric, [case], results)[0]
 
