@@ -268,4 +268,22 @@ def test_a_server_of_another_evaltasks_installation_is_named_as_such() -> None:
     reason = incompatibility({**mine, "package": ["/checkout/evaltasks"]})
     assert reason == f"it imports evaltasks from /checkout/evaltasks, this run from {', '.join(mine['package'])}"
     assert incompatibility({**mine, "python": "/other/python"}) == \
-        f"it runs another Python (/other/python; this run: {mine['python']})"
+        f"it runs another Python (/other/python in {mine['prefix']}; this run: {mine['python']} in {mine['prefix']})"
+
+
+def test_python_and_python3_of_one_virtualenv_are_one_python() -> None:
+    """A server started by ``.venv/bin/python3`` serves ``.venv/bin/python -m evaltasks`` (links to one
+    interpreter in one environment); another environment of the same interpreter is another Python."""
+    from evaltasks.server.client import identity, incompatibility
+
+    names = {Path(sys.executable).name, "python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
+    links = [Path(sys.executable).parent / name for name in sorted(names) if name != Path(sys.executable).name]
+    link = next((path for path in links if path.exists()), None)
+    if link is None:
+        pytest.skip("this environment has a single name for its Python")
+    probe = "import json, sys; from evaltasks.server.client import identity; print(json.dumps(identity()))"
+    other = json.loads(subprocess.run([str(link), "-c", probe], capture_output=True, text=True, check=True,
+                                      env={**os.environ, "PYTHONSAFEPATH": "1"}).stdout)
+    mine = identity()
+    assert other["python"] == mine["python"] and other["prefix"] == mine["prefix"]
+    assert incompatibility({**mine, "prefix": "/another/venv"}).startswith("it runs another Python (")

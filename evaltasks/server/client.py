@@ -130,7 +130,8 @@ def identity() -> dict[str, Any]:
 
     return {
         "version": __version__,
-        "python": sys.executable,
+        "python": os.path.realpath(sys.executable),  # a venv's python and python3 are one interpreter
+        "prefix": sys.prefix,  # ... and two venvs of one interpreter are not
         "package": [os.path.abspath(entry) for entry in evaltasks.__path__],
         "stamp": code_stamp(),
         "sys_path": path,
@@ -198,8 +199,9 @@ def incompatibility(state: dict[str, Any]) -> str | None:
     mine = identity()
     if state.get("version") != mine["version"]:
         return f"it runs evaltasks {state.get('version')}, this is {mine['version']}"
-    if state.get("python") != mine["python"]:
-        return f"it runs another Python ({state.get('python')}; this run: {mine['python']})"
+    if state.get("python") != mine["python"] or state.get("prefix") != mine["prefix"]:
+        return (f"it runs another Python ({state.get('python')} in {state.get('prefix')}; this run: "
+                f"{mine['python']} in {mine['prefix']})")
     if state.get("package") != mine["package"]:
         return (f"it imports evaltasks from {', '.join(state.get('package') or ['?'])}, this run from "
                 f"{', '.join(mine['package'])}")
