@@ -456,6 +456,90 @@ def test_the_servers_ui_reaches_its_own_api(server: Server) -> None:
     assert settings["api_url"] == api, settings
 
 
+def _served_metric_run(server: Server, folder: Path, body: str, extra_env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start ``evaltasks run`` on ``server`` of one case scored by PidMetric with ``time.sleep(1000)`` replaced
+    by ``body`` (its PID_FILE is ``folder/run.pid``), in a session of its own."""
+    (folder / "pid_metric.py").write_text(PID_METRIC.replace("time.sleep(1000)", body), encoding="utf-8")
+    (folder / "cases.jsonl").write_text('{"input": "q", "actual_output": "a"}\n', encoding="utf-8")
+    (folder / "s.yaml").write_text("name: s\ndataset: {path: cases.jsonl}\nmetrics:\n"
+                                   "  - {metric: 'pid_metric:PidMetric'}\n", encoding="utf-8")
+    return subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-cache"], cwd=folder,
+                            env={**server.env, "PID_FILE": str(folder / "run.pid"), **extra_env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _gone(pid: int) -> bool:
+    psutil = pytest.importorskip("psutil")
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process checks: Linux")
+def test_a_served_run_stuck_in_a_metric_stops_after_the_grace_period_naming_it(server: Server, tmp_path: Path) -> None:
+    """SIGTERM to the client of a served run whose metric spins in its own code: after the grace period
+    (EVALTASKS_STOP_GRACE_S, 2 s here) the run's processes are killed, the client exits 143 with one line naming
+    the metric, as an unserved run does (README, "CLI", interrupted runs)."""
+    proc = _served_metric_run(server, tmp_path, "while True:\n            pass", {"EVALTASKS_STOP_GRACE_S": "2"})
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not (tmp_path / "run.pid").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        run_pid = int((tmp_path / "run.pid").read_text())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=DEADLINE_S)  # before: still spinning 10 minutes later
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, err
+    lines = [line for line in err.splitlines() if "interrupted" in line]
+    assert lines == ["evaltasks: interrupted by SIGTERM: metric PidMetric did not stop within 2 s, so the run's "
+                     "processes were killed; no reports written"], err
+    assert "Traceback" not in err
+    assert _gone(run_pid), f"the served run {run_pid} still runs"
+
+
+FORK_SLEEPER = """pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            with open(os.environ["PID_FILE"] + ".child", "w") as handle:
+                handle.write(str(os.getpid()))
+            time.sleep(1000)
+            os._exit(0)
+        while not os.path.exists(os.environ["PID_FILE"] + ".child"):
+            time.sleep(0.01)"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process checks: Linux")
+def test_a_process_a_served_runs_metric_forked_ends_with_the_run(server: Server, tmp_path: Path) -> None:
+    """A metric that forks a child into a session of its own and leaves it sleeping: the served run passes, and
+    once it has ended the child is gone (before: it outlived the run, and the server too)."""
+    proc = _served_metric_run(server, tmp_path, FORK_SLEEPER, {})
+    try:
+        out, err = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, out + err
+    assert server.served() >= 1 and "not using the evaltasks server" not in err, err
+    child = int((tmp_path / "run.pid.child").read_text())
+    try:
+        assert _gone(child), f"process {child}, forked by the metric, outlived the run"
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGKILL)
+
+
 def test_status_then_stop(server: Server, workdir: Path) -> None:
     """Last in the module: status names the URL, pid and runs served. A stop lets a running run go on while new
     runs go the normal way; a second stop interrupts the run (SIGTERM: exit 143, previous reports kept); then both
@@ -621,86 +705,3 @@ def test_a_run_whose_server_is_killed_exits_3_and_leaves_no_process(checkout_ser
             assert time.monotonic() < deadline, f"process {pid} still runs"
             time.sleep(0.05)
 
-
-def _served_metric_run(server: Server, folder: Path, body: str, extra_env: dict[str, str]) -> subprocess.Popen[str]:
-    """Start ``evaltasks run`` on ``server`` of one case scored by PidMetric with ``time.sleep(1000)`` replaced
-    by ``body`` (its PID_FILE is ``folder/run.pid``), in a session of its own."""
-    (folder / "pid_metric.py").write_text(PID_METRIC.replace("time.sleep(1000)", body), encoding="utf-8")
-    (folder / "cases.jsonl").write_text('{"input": "q", "actual_output": "a"}\n', encoding="utf-8")
-    (folder / "s.yaml").write_text("name: s\ndataset: {path: cases.jsonl}\nmetrics:\n"
-                                   "  - {metric: 'pid_metric:PidMetric'}\n", encoding="utf-8")
-    return subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-cache"], cwd=folder,
-                            env={**server.env, "PID_FILE": str(folder / "run.pid"), **extra_env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def _gone(pid: int) -> bool:
-    psutil = pytest.importorskip("psutil")
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process checks: Linux")
-def test_a_served_run_stuck_in_a_metric_stops_after_the_grace_period_naming_it(server: Server, tmp_path: Path) -> None:
-    """SIGTERM to the client of a served run whose metric spins in its own code: after the grace period
-    (EVALTASKS_STOP_GRACE_S, 2 s here) the run's processes are killed, the client exits 143 with one line naming
-    the metric, as an unserved run does (README, "CLI", interrupted runs)."""
-    proc = _served_metric_run(server, tmp_path, "while True:\n            pass", {"EVALTASKS_STOP_GRACE_S": "2"})
-    try:
-        deadline = time.monotonic() + DEADLINE_S
-        while not (tmp_path / "run.pid").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
-        run_pid = int((tmp_path / "run.pid").read_text())
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=DEADLINE_S)  # before: still spinning 10 minutes later
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 143, err
-    lines = [line for line in err.splitlines() if "interrupted" in line]
-    assert lines == ["evaltasks: interrupted by SIGTERM: metric PidMetric did not stop within 2 s, so the run's "
-                     "processes were killed; no reports written"], err
-    assert "Traceback" not in err
-    assert _gone(run_pid), f"the served run {run_pid} still runs"
-
-
-FORK_SLEEPER = """pid = os.fork()
-        if pid == 0:
-            os.setsid()
-            with open(os.environ["PID_FILE"] + ".child", "w") as handle:
-                handle.write(str(os.getpid()))
-            time.sleep(1000)
-            os._exit(0)
-        while not os.path.exists(os.environ["PID_FILE"] + ".child"):
-            time.sleep(0.01)"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process checks: Linux")
-def test_a_process_a_served_runs_metric_forked_ends_with_the_run(server: Server, tmp_path: Path) -> None:
-    """A metric that forks a child into a session of its own and leaves it sleeping: the served run passes, and
-    once it has ended the child is gone (before: it outlived the run, and the server too)."""
-    proc = _served_metric_run(server, tmp_path, FORK_SLEEPER, {})
-    try:
-        out, err = proc.communicate(timeout=DEADLINE_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 0, out + err
-    assert server.served() >= 1 and "not using the evaltasks server" not in err, err
-    child = int((tmp_path / "run.pid.child").read_text())
-    try:
-        assert _gone(child), f"process {child}, forked by the metric, outlived the run"
-    finally:
-        with contextlib.suppress(OSError):
-            os.kill(child, signal.SIGKILL)

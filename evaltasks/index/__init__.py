@@ -71,6 +71,7 @@ from evaltasks.index import _segments
 from evaltasks.index._blas import faiss
 from evaltasks.index import _maintenance
 from evaltasks.index._maintenance import flat_file_size  # noqa: F401 - re-exported
+from evaltasks.index._segments import text_id
 
 DEFAULT_INDEX_DIR = ".evaltasks/index"
 INDEX_FILE = "vectors.faiss"
@@ -122,11 +123,6 @@ def default_index_dir() -> Path:
     """``$EVALTASKS_INDEX_DIR`` when set and not empty, else ``.evaltasks/index`` (relative to the working
     directory)."""
     return Path(env_value("EVALTASKS_INDEX_DIR") or DEFAULT_INDEX_DIR)
-
-
-def text_id(text: str) -> int:
-    """The content-addressed id of ``text``: the first 63 bits of its UTF-8 sha256, as a non-negative int64."""
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 @dataclass
@@ -316,7 +312,7 @@ class _Namespace:
             known = [s.state.generation for s in segments if s.state is not None]
             bad = combined.verify(rows)  # every row merged is checked: damage is dropped, never copied
             if known != [s.state.generation for s in segments if s.state is not None]:  # not reported yet
-                _report_dropped(self.dir, int(bad.sum()), combined)
+                report_dropped(self.dir, int(bad.sum()), combined)
             rows = rows[~bad]
             ids = combined.ids_at(rows)
             order = np.argsort(ids, kind="stable")
@@ -545,6 +541,12 @@ class ReferenceIndex:
         """
         return _maintenance.prune(self, keep, dry_run)
 
+    @staticmethod
+    def report_dropped(directory: Path, count: int, snapshot: _segments.Snapshot) -> None:
+        """Report that a write drops ``count`` damaged stored vectors of the namespace in ``directory``
+        (:func:`report_warning`; compaction, :mod:`evaltasks.index._maintenance`, reports through it)."""
+        report_dropped(directory, count, snapshot)
+
     def compact(self, namespace: str | None = None, *,
                 failed: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
         """Merge each namespace's segments into one sorted segment (a format-1 namespace is converted), under
@@ -602,7 +604,7 @@ class ReferenceIndex:
         return out
 
 
-def _report_dropped(directory: Path, count: int, snapshot: _segments.Snapshot) -> None:
+def report_dropped(directory: Path, count: int, snapshot: _segments.Snapshot) -> None:
     """Report that a write drops ``count`` damaged stored vectors of the namespace in ``directory``."""
     report_warning(f"reference index {directory}: dropped {count} damaged vectors ({'; '.join(snapshot.reasons())}); "
                    "their texts are embedded again when next used")

@@ -5,7 +5,8 @@ The bodies of :meth:`~evaltasks.index.ReferenceIndex.compact`, :meth:`~evaltasks
 ``index info``); the public API and its documentation stay on :class:`~evaltasks.index.ReferenceIndex`. Writes go
 through the namespace's commit (:mod:`evaltasks.index`), under its writer lock.
 
-Nothing here imports Prefect.
+Nothing here imports Prefect, nor the package itself (``index`` arguments are the
+:class:`~evaltasks.index.ReferenceIndex` calling in).
 """
 
 from __future__ import annotations
@@ -13,21 +14,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-import evaltasks.index as _index  # the package: text_id, the reports (looked up when called)
 from evaltasks.index import _segments
 from evaltasks.index._blas import faiss
-
-if TYPE_CHECKING:
-    from evaltasks.index import ReferenceIndex
 
 META_FILE, INDEX_FILE, FORMAT_VERSION = _segments.META_FILE, _segments.LEGACY_FILE, _segments.FORMAT_VERSION
 
 
-def prune(index: ReferenceIndex, keep: dict[str, Sequence[str]], dry_run: bool = False) -> dict[str, int]:
+def prune(index: Any, keep: dict[str, Sequence[str]], dry_run: bool = False) -> dict[str, int]:
     """What :meth:`ReferenceIndex.prune` does (documented there): every namespace of ``index``."""
     dropped: dict[str, int] = {}
     for namespace in [m.get("namespace") for m in index.info() if m.get("namespace")]:
@@ -35,7 +32,7 @@ def prune(index: ReferenceIndex, keep: dict[str, Sequence[str]], dry_run: bool =
         ns = index._namespace_by_name(namespace)
         if ns is None:
             continue
-        wanted = np.fromiter((_index.text_id(t) for t in dict.fromkeys(texts)), dtype=np.int64)
+        wanted = np.fromiter((_segments.text_id(t) for t in dict.fromkeys(texts)), dtype=np.int64)
         with ns.lock():
             base = ns.open(locked=True)
             if not base.meta:
@@ -50,7 +47,7 @@ def prune(index: ReferenceIndex, keep: dict[str, Sequence[str]], dry_run: bool =
     return dropped
 
 
-def compact(index: ReferenceIndex, namespace: str | None = None, *,
+def compact(index: Any, namespace: str | None = None, *,
             failed: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
     """What :meth:`ReferenceIndex.compact` does (documented there): each namespace under its writer lock."""
     done: dict[str, tuple[int, int]] = {}
@@ -76,7 +73,7 @@ def compact(index: ReferenceIndex, namespace: str | None = None, *,
                 segment.check_ids()
             bad = int(base.verify(np.arange(base.count)).sum())
             if bad:
-                _index._report_dropped(ns.dir, bad, base)
+                index.report_dropped(ns.dir, bad, base)
             damaged = bad > 0 or bool(base.broken)
             before = 0 if base.legacy else len(base.segments) + len(base.broken)
             if before > 1 or base.legacy or damaged:

@@ -65,6 +65,12 @@ GATHER_BYTES = 1 << 20  # a multi-segment gather copies each segment's rows thro
 _TABLES_LOCK = threading.Lock()
 
 
+
+def text_id(text: str) -> int:
+    """The content-addressed id of ``text``: the first 63 bits of its UTF-8 sha256, as a non-negative int64 (the
+    id a segment stores for it)."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
+
 def max_segments() -> int:
     """Segments a namespace may hold before a write compacts it: ``$EVALTASKS_INDEX_MAX_SEGMENTS`` (a positive
     integer; a blank or invalid value counts as unset), else 32."""
