@@ -37,6 +37,14 @@ def _cli(*args: str, env: dict[str, str], cwd: Path, **kwargs: Any) -> subproces
                           text=True, timeout=DEADLINE_S, **kwargs)
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically, mode 0600 (as the server writes its state file)."""
+    temporary = path.with_name(path.name + ".test")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.chmod(0o600)
+    os.replace(temporary, path)
+
+
 class Server:
     """The module's server: its PREFECT_HOME, environment for clients, state file."""
 
@@ -284,14 +292,15 @@ def test_edited_evaltasks_code_and_no_server_take_the_normal_path(server: Server
         assert lines == ([] if said is None else [lines[0]]), result.stderr
         assert said is None or (lines[0].startswith("evaltasks: not using the evaltasks server: ") and said in lines[0])
     assert server.served() == before
-    version_file = Path(server.state()["package"][0]) / "_version.py"  # the package the server runs (and the runs)
-    stat = version_file.stat()
-    os.utime(version_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    # the server's record of the code it runs, as if the package had changed since (the package's own files stay
+    # as they are: tests in other workers run servers on the same package)
+    original = server.state_path.read_text(encoding="utf-8")
+    _write_private(server.state_path, json.dumps({**json.loads(original), "stamp": "code of another day"}))
     try:
         stale = _cli("run", "invalid.yaml", env=server.env, cwd=workdir)
         status = _cli("server", "status", env=server.env, cwd=workdir)
     finally:
-        os.utime(version_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        _write_private(server.state_path, original)
     assert stale.returncode == 2, stale.stderr
     assert server.served() == before, "a stale server ran the run"
     assert [line for line in stale.stderr.splitlines() if "evaltasks server" in line] == [
