@@ -413,6 +413,20 @@ def run_served(argv: list[str], command_started: float) -> int | None:
         conn.close()
 
 
+def ensure_private_dir(paths: ServerPaths, say: Callable[[str], None]) -> bool:
+    """Make the server's folder of ``paths`` private to this user (:func:`~evaltasks.server.safety.make_private_dir`):
+    ``say`` gets one line for a folder it repaired; a folder that cannot be used (another user's, a link) prints
+    one error line and returns False."""
+    problem, repaired = make_private_dir(paths.dir)
+    if problem is not None:
+        print(f"evaltasks: error: PREFECT_HOME {paths.home}: the server's folder cannot be used: {problem}",
+              file=sys.stderr)
+        return False
+    if repaired:
+        say(f"{repaired} (only its owner may use it)")
+    return True
+
+
 def open_private_log(paths: ServerPaths) -> Any:
     """The server's log, opened for appending (binary), created with mode 0600, never through a link; an
     existing log of this user is made 0600.
@@ -526,13 +540,8 @@ def _start(paths: ServerPaths) -> int:
             return 2
         print(f"evaltasks server: already running, pid {state.get('pid')}, Prefect API {state.get('url')}")
         return 0
-    problem, repaired = make_private_dir(paths.dir)
-    if problem is not None:
-        print(f"evaltasks: error: PREFECT_HOME {paths.home}: the server's folder cannot be used: {problem}",
-              file=sys.stderr)
+    if not ensure_private_dir(paths, lambda repaired: print(f"evaltasks server: {repaired}", file=sys.stderr)):
         return 2
-    if repaired:
-        print(f"evaltasks server: {repaired} (only its owner may use it)", file=sys.stderr)
     try:
         log = open_private_log(paths)
     except OSError as exc:

@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.engine.progress import RUN_STATE_ENV, child_processes, recorded_metrics, stop_grace_s
-from evaltasks.server.client import HEADER, ServedCommand, ServerPaths, identity, open_private_log, server_paths
+from evaltasks.server.client import (HEADER, ServedCommand, ServerPaths, ensure_private_dir, identity,
+                                     open_private_log, server_paths)
 from evaltasks.server.safety import entry_path, make_private_dir, safe_flags
 
 READY_DEADLINE_S = 600.0  # for Prefect's server to answer /health (database migrations on a busy machine)
@@ -268,13 +269,8 @@ def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
     import fcntl
 
     paths = paths or server_paths()
-    problem, repaired = make_private_dir(paths.dir)
-    if problem is not None:
-        print(f"evaltasks: error: PREFECT_HOME {paths.home}: the server's folder cannot be used: {problem}",
-              file=sys.stderr)
+    if not ensure_private_dir(paths, _log):
         return 2
-    if repaired:
-        _log(f"{repaired} (only its owner may use it)")
     try:
         lock_fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         os.fchmod(lock_fd, 0o600)
