@@ -248,12 +248,13 @@ class _Parent:
             _say(f"{what} within {grace:g} s of {name}: the run's processes were killed")
             return announced
         directory, before = self._reports()
-        if directory is None:
-            reports = "no reports written"
-        elif report_stamps(directory) not in (None, before):
+        after = report_stamps(directory) if directory is not None else None
+        if after is not None and after != before:
             reports = f"the reports in {directory} are complete (written before the interrupt)"
-        else:
+        elif after is not None:
             reports = f"no reports written ({directory} keeps the previous ones)"
+        else:  # none there before either (a folder holding some of them is no previous set)
+            reports = "no reports written"
         _say(f"interrupted by {name}: {what} within {grace:g} s, so the run's processes were killed; {reports}")
         return EXIT_SIGTERM if self.signum == signal.SIGTERM else EXIT_SIGINT
 
