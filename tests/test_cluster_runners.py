@@ -50,7 +50,11 @@ TASK_DONE = re.compile(r"Task run '(score-batch|embed-outputs|embed-references)-
 SCORE_DONE_AT = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) \| INFO +\| Task run 'score-batch-[0-9a-f]+' - Finished", re.M)
 # Ray replaces 127.0.0.1 by the machine's address and listens on every interface, except where it keeps a cluster
 # on one machine (its rule for macOS and Windows): this keeps the test's cluster, and its driver, on 127.0.0.1.
-RAY_ON_LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+RAY_ON_LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+                   # Ray's own connection limits (5 s / 60 s), raised for a 2-core machine busy with other test
+                   # workers: a driver that missed the head's pubsub within 5 s once hung there for 10 minutes
+                   "RAY_gcs_rpc_server_connect_timeout_s": "60", "RAY_gcs_rpc_server_reconnect_timeout_s": "300",
+                   "RAY_py_gcs_connect_timeout_s": "120"}
 TIMINGS: dict[str, float] = {}  # wall seconds per runner (printed with -s, for docs/scaling.md)
 
 
