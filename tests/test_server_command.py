@@ -477,6 +477,15 @@ def _served_metric_run(server: Server, folder: Path, body: str, extra_env: dict[
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+def _metric_pid(proc: subprocess.Popen[str], pid_file: Path) -> int:
+    """The process id PidMetric wrote to ``pid_file`` once it runs (the run ``proc`` must still be running)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not pid_file.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    return int(pid_file.read_text())
+
+
 def _gone(pid: int) -> bool:
     psutil = pytest.importorskip("psutil")
     deadline = time.monotonic() + DEADLINE_S
@@ -498,11 +507,7 @@ def test_a_served_run_stuck_in_a_metric_stops_after_the_grace_period_naming_it(s
     the metric, as an unserved run does (README, "CLI", interrupted runs)."""
     proc = _served_metric_run(server, tmp_path, "while True:\n            pass", {"EVALTASKS_STOP_GRACE_S": "2"})
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while not (tmp_path / "run.pid").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
-        run_pid = int((tmp_path / "run.pid").read_text())
+        run_pid = _metric_pid(proc, tmp_path / "run.pid")
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=DEADLINE_S)  # before: still spinning 10 minutes later
     finally:
@@ -665,24 +670,12 @@ def test_a_server_started_in_a_checkout_root_is_used_by_runs_from_elsewhere(chec
 def test_a_run_whose_server_is_killed_exits_3_and_leaves_no_process(checkout_server: Server, tmp_path: Path) -> None:
     """SIGKILL of the runner mid-run (no handler runs): the client exits 3 with one line naming the server, and
     the run's process (and Prefect's server) end with it instead of running on unseen."""
-    psutil = pytest.importorskip("psutil")
     srv = checkout_server
-    (tmp_path / "pid_metric.py").write_text(PID_METRIC, encoding="utf-8")
-    (tmp_path / "cases.jsonl").write_text('{"input": "q", "actual_output": "a"}\n', encoding="utf-8")
-    (tmp_path / "stuck.yaml").write_text("name: stuck\ndataset: {path: cases.jsonl}\nmetrics:\n"
-                                         "  - {metric: 'pid_metric:PidMetric'}\n", encoding="utf-8")
-    pid_file = tmp_path / "run.pid"
     state = srv.state()
     before = srv.served()
-    proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "stuck.yaml", "--no-cache"], cwd=tmp_path,
-                            env={**srv.env, "PID_FILE": str(pid_file)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = _served_metric_run(srv, tmp_path, "time.sleep(1000)", {})
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while not pid_file.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
-        run_pid = int(pid_file.read_text())
+        run_pid = _metric_pid(proc, tmp_path / "run.pid")
         counted = time.monotonic() + 60  # the runner counts the run in its state file after forking it
         while srv.served() != before + 1 and time.monotonic() < counted:
             time.sleep(0.05)
@@ -701,16 +694,6 @@ def test_a_run_whose_server_is_killed_exits_3_and_leaves_no_process(checkout_ser
     assert lines == [f"evaltasks: error: the evaltasks server (pid {state['pid']}) ended during the run, which ended "
                      f"with it (its log: {srv.state_path.parent / 'server.log'})"], err
     assert "Traceback" not in err
-
-    def running(pid: int) -> bool:
-        try:
-            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
     for pid in (run_pid, state["prefect_pid"]):
-        deadline = time.monotonic() + DEADLINE_S
-        while running(pid):
-            assert time.monotonic() < deadline, f"process {pid} still runs"
-            time.sleep(0.05)
+        assert _gone(pid), f"process {pid} still runs"
 
