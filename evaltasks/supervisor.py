@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaltasks.engine.progress import RUN_STATE_ENV, STOP_GRACE_S, child_processes, stop_grace_s
+from evaltasks.engine.progress import RUN_STATE_ENV, STOP_GRACE_S, child_processes, recorded_metrics, stop_grace_s
 
 GRACE_S = STOP_GRACE_S  # after the first SIGINT/SIGTERM, how long the run may take to stop before it is killed
 LEFTOVER_GRACE_S = 2.0  # after SIGTERM to what the run left behind, how long before SIGKILL
@@ -221,14 +221,10 @@ class _Parent:
         """The metrics recorded as running when the run was stopped or ended (names, sorted, once each);
         ``ended_only``: only those recorded by another process that no longer runs (a task-runner worker that ended
         in the middle of a metric; Linux ``/proc``)."""
-        names = set()
-        for path in (self.state / "metrics").iterdir():
-            with contextlib.suppress(OSError, ValueError):
-                pid = int(path.name.split("-")[0])
-                if ended_only and (pid == self.pid or Path(f"/proc/{pid}").exists()):  # the run's own: it announced
-                    continue
-                names.add(path.read_text(encoding="utf-8").strip())
-        return sorted(name for name in names if name)
+        def ended(pid: int) -> bool:  # the run's own process announced its end itself
+            return pid != self.pid and not Path(f"/proc/{pid}").exists()
+
+        return recorded_metrics(self.state, ended if ended_only else None)
 
     def _reports(self) -> tuple[Path | None, list[list[int]] | None]:
         try:

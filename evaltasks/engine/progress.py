@@ -127,14 +127,18 @@ def stop_grace_s() -> float:
     return value if value > 0 else STOP_GRACE_S
 
 
-def recorded_metrics(directory: str | os.PathLike[str] | None) -> list[str]:
+def recorded_metrics(directory: str | os.PathLike[str] | None,
+                     recorded_by: Callable[[int], bool] | None = None) -> list[str]:
     """The metric names :func:`metric_running` recorded under ``directory`` (``$EVALTASKS_RUN_STATE``): sorted,
-    once each; [] without a directory or records."""
+    once each; [] without a directory or records. ``recorded_by``: keep only the records of the process ids it
+    accepts."""
     names = set()
     if directory:
         with contextlib.suppress(OSError):
             for entry in os.scandir(os.path.join(directory, "metrics")):
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, ValueError):
+                    if recorded_by is not None and not recorded_by(int(entry.name.split("-")[0])):
+                        continue
                     with open(entry.path, encoding="utf-8") as handle:
                         names.add(handle.read().strip())
     return sorted(name for name in names if name)
