@@ -174,7 +174,7 @@ def case_status(metrics: list[MetricResult]) -> Status:
     statuses = {m.status for m in metrics}
     for status in ("errored", "failed", "passed"):
         if status in statuses:
-            return status  # type: ignore[return-value]
+            return status
     return "skipped"
 
 

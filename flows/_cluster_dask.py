@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from prefect_dask import DaskTaskRunner as _DaskTaskRunner
+from prefect_dask.task_runners import DaskTaskRunner as _DaskTaskRunner
 
 from evaltasks.flows._cluster import WorkersReportHere
 

@@ -249,7 +249,7 @@ class LocalEmbeddingProvider:
                     import transformers
                     from sentence_transformers import SentenceTransformer
 
-                    transformers.utils.logging.disable_progress_bar()
+                    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
                     _MODELS[key] = SentenceTransformer(self.model_path, device=self.device)
                     _LOG.info("loaded embedding model %s in %.1f s", self.model_name, time.monotonic() - started)
@@ -327,7 +327,7 @@ class LocalEmbeddingProvider:
             raise
         if len(texts) == 0:
             # sentence-transformers >= 6 renamed the method (the old name warns); older releases lack the new one
-            dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-            dim = dimension()  # type: ignore[operator]
+            dimension = getattr(model, "get_embedding_dimension", None) or getattr(model, "get_sentence_embedding_dimension")  # noqa: B009
+            dim = dimension()
             return np.zeros((0, dim), dtype=np.float32)
         return normalize_rows(vectors)

@@ -184,6 +184,7 @@ class OpenAIEmbeddingProvider:
         common: dict[str, Any] = {"api_key": key, "timeout": timeout, "max_retries": max_retries}
         # Every value is resolved here and passed explicitly: given None, the client reads the variable
         # itself, and would take an empty one literally (e.g. OPENAI_BASE_URL="" -> a blank endpoint).
+        self._client: openai.OpenAI
         if azure_endpoint:
             version = api_version or env_value("OPENAI_API_VERSION")
             if not version:

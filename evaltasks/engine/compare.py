@@ -368,7 +368,7 @@ class _Pairs:
 
 
 def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
-                    memo: dict[bytes, Interval] | None = None) -> ChangeTest | None:
+                    memo: dict[bytes, Interval | None] | None = None) -> ChangeTest | None:
     """The exact McNemar test of paired passed flags (1.0 passed, 0.0 not), with the paired bootstrap interval
     of the difference at level 1 − alpha (no other p-value is computed); None without pairs. ``memo`` keeps
     intervals by their data, so the same flags (the overall test and the only metric's) are resampled once."""
@@ -526,7 +526,7 @@ class ComparisonBuilder:
         changes.sort(key=lambda c: (_KIND_ORDER[c.kind], c.delta if c.delta is not None and c.kind == "worse" else 0.0))
         base_metrics: Mapping[str, Any] = self._base_summary.get("metrics") or {}
         comparison = Comparison(baseline=self.label, tolerance=tolerance, alpha=alpha, min_effect=min_effect)
-        memo: dict[bytes, Interval] = {}
+        memo: dict[bytes, Interval | None] = {}
         names = list(summary.metrics) + [n for n in base_metrics if n not in summary.metrics]
         for name in names:
             cur_m = summary.metrics.get(name)

@@ -101,7 +101,7 @@ def _cluster_totals(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarra
 
 
 def _ratio(sums: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.sum(sums, axis=axis) / np.sum(sizes, axis=axis)
+    return np.asarray(np.sum(sums, axis=axis) / np.sum(sizes, axis=axis))
 
 
 def _bootstrap_distribution(
@@ -117,7 +117,7 @@ def _bootstrap_distribution(
         n = len(values)
 
         def statistic(index: np.ndarray) -> np.ndarray:
-            return np.mean(values[index], axis=-1)
+            return np.asarray(np.mean(values[index], axis=-1))
     else:
         sums, sizes = _cluster_totals(values, clusters)
         n = len(sums)
@@ -491,9 +491,9 @@ class SampleCollector:
     def _groups(self, keep: np.ndarray) -> np.ndarray | None:
         if self.clusters is None:
             return None
-        return np.frombuffer(self.cluster_codes, dtype=f"i{self.cluster_codes.itemsize}")[keep]
+        return np.asarray(np.frombuffer(self.cluster_codes, dtype=f"i{self.cluster_codes.itemsize}")[keep])
 
-    def pass_rate_interval(self, statuses: array, level: float = LEVEL) -> Interval | None:
+    def pass_rate_interval(self, statuses: array[int], level: float = LEVEL) -> Interval | None:
         """The interval of a pass rate (passed / not skipped) over ``statuses`` (a metric's or the cases'):
         :func:`wilson_interval`, or with clusters the hull of :func:`bootstrap_mean_interval` of the passed flags
         and the Wilson interval, method e.g. ``cluster bootstrap (at least Wilson)``: clustering can only widen
@@ -523,8 +523,9 @@ class SampleCollector:
         """How the intervals are computed: level, resamples, seed, and the cluster column with its cluster
         count (named clusters plus cases alone)."""
         clusters = None
-        if self.clusters is not None:
-            clusters = len(np.unique(self._groups(np.ones(len(self.case_statuses), dtype=bool))))
+        groups = self._groups(np.ones(len(self.case_statuses), dtype=bool))
+        if groups is not None:
+            clusters = len(np.unique(groups))
         return StatisticsInfo(level=LEVEL, bootstrap_resamples=RESAMPLES, seed=SEED, cluster=cluster_column,
                               clusters=clusters)
 

@@ -83,7 +83,7 @@ def compact(index: Any, namespace: str | None = None, *,
     return done
 
 
-def check(root: Path) -> list[dict]:
+def check(root: Path) -> list[dict[str, Any]]:
     """What :meth:`ReferenceIndex.check` does (documented there) for the index under ``root``."""
     if not root.exists():
         return []
@@ -92,9 +92,9 @@ def check(root: Path) -> list[dict]:
         segmented = any(folder.glob("seg-*.npy"))
         if not (folder / META_FILE).exists() and not (folder / INDEX_FILE).exists() and not segmented:
             continue  # e.g. sets/ (reference-set searches)
-        entry: dict = {"path": str(folder)}
+        entry: dict[str, Any] = {"path": str(folder)}
         problems: list[str] = []
-        meta: dict | None = None
+        meta: dict[str, Any] | None = None
         try:
             meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
             if not isinstance(meta, dict):
@@ -125,7 +125,7 @@ def flat_file_size(count: int, dimensions: int) -> int:
     return header + count * (4 * dimensions + 8)
 
 
-def _check_files(index_path: Path, meta: dict) -> list[str]:
+def _check_files(index_path: Path, meta: dict[str, Any]) -> list[str]:
     """What is wrong with ``index_path`` against ``meta`` (its state or the ``previous`` one): size, sha256."""
     states = [meta, *([meta["previous"]] if isinstance(meta.get("previous"), dict) else [])]
     sizes = []

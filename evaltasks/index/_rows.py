@@ -27,11 +27,12 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 CHECKS_DTYPE = "<u4"
-_STATES: OrderedDict[tuple, RowState] = OrderedDict()  # files' (path, inode, size, mtime_ns) -> state, newest last
+_STATES: OrderedDict[tuple[Any, ...], RowState] = OrderedDict()  # files' (path, inode, size, mtime_ns) -> state, newest last
 _STATES_KEPT = 256  # segments whose states a process keeps (2 bytes a row); an evicted one is checked again
 _STATES_LOCK = threading.Lock()
 
@@ -54,7 +55,8 @@ def row_checksums(ids: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     id_rows = np.ascontiguousarray(ids, dtype="<i8").view(np.uint8).reshape(-1, 8)
     vectors = np.ascontiguousarray(vectors, dtype="<f4")
     crc = zlib.crc32
-    return np.fromiter((crc(v, crc(i)) for i, v in zip(id_rows, vectors)), dtype=np.uint32, count=len(id_rows))
+    return np.fromiter((crc(v, crc(i)) for i, v in zip(id_rows, vectors)),  # type: ignore[arg-type]  # rows are buffers
+                       dtype=np.uint32, count=len(id_rows))
 
 
 class RowState:
@@ -70,7 +72,7 @@ class RowState:
         reasons: what was found, one line per finding (file names and counts).
     """
 
-    def __init__(self, n: int, key: tuple = ()) -> None:
+    def __init__(self, n: int, key: tuple[Any, ...] = ()) -> None:
         self.key = key  # the files' identity
         self.ok = np.zeros(n, dtype=bool)
         self.bad = np.zeros(n, dtype=bool)
@@ -127,7 +129,7 @@ def check_rows(state: RowState, local: np.ndarray, data: np.ndarray, ids: np.nda
                     else:
                         state.ok[:] = True
                     state.whole_checked = True
-        return state.bad[local]
+        return np.asarray(state.bad[local], dtype=bool)
     checked = state.ok[local]
     if checked.all():  # the common case once a process has read its rows: one pass over the flags
         return np.zeros(len(local), dtype=bool)
@@ -139,4 +141,4 @@ def check_rows(state: RowState, local: np.ndarray, data: np.ndarray, ids: np.nda
         if wrong.any():
             with state.lock:
                 state.mark_bad(rows[wrong], f"{name}: {int(wrong.sum())} rows differ from their checksums")
-    return state.bad[local]
+    return np.asarray(state.bad[local], dtype=bool)

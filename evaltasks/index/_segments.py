@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 
@@ -58,7 +58,7 @@ MAX_SEGMENTS_DEFAULT = 32
 _SEGMENT_FILE = re.compile(r"^seg-(\d{6,})\.(ids|vectors|crc32)\.npy$")
 CHUNK_ROWS = 16384  # rows per copy when a segment is written (24 MiB at 384 dimensions): bounds a write's memory
 TABLE_ABOVE = 256  # ids looked up at once above which several segments are searched through one merged table
-_TABLES: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # merged search tables, newest last
+_TABLES: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # merged search tables, newest last
 _TABLES_KEPT = 2
 SORT_ABOVE = 64  # ids looked up at once above which they are sorted before the binary search (cache locality)
 GATHER_BYTES = 1 << 20  # a multi-segment gather copies each segment's rows through a buffer this size (stays in cache)
@@ -93,7 +93,7 @@ def checks_name(number: int) -> str:
     return f"seg-{number:06d}.crc32.npy"
 
 
-def entry_files(entry: dict) -> list[str]:
+def entry_files(entry: dict[str, Any]) -> list[str]:
     """The file names a manifest entry lists (ids, vectors, and row checksums when it has them)."""
     return [entry["ids"], entry["vectors"], *([entry["crc32"]] if entry.get("crc32") else [])]
 
@@ -143,7 +143,7 @@ class Segment:
         directory: the namespace folder (to hash the files).
     """
 
-    entry: dict
+    entry: dict[str, Any]
     ids: np.ndarray
     vectors: np.ndarray
     checks: np.ndarray | None = None
@@ -157,7 +157,7 @@ class Segment:
         digest = hashlib.sha256(self.headers[kind])
         data = (self.ids if kind == "ids" else self.vectors).view(np.ndarray).reshape(-1).view(np.uint8)
         for start in range(0, len(data), 1 << 24):
-            digest.update(data[start : start + (1 << 24)])
+            digest.update(data[start : start + (1 << 24)])  # type: ignore[arg-type]  # numpy's stubs lack __buffer__
         return digest.hexdigest()
 
     def check_ids(self) -> None:
@@ -208,10 +208,10 @@ class Snapshot:
     left out because their files are missing or malformed (a tolerant open, under the writer lock).
     """
 
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
     segments: list[Segment] = field(default_factory=list)
     legacy: bool = False
-    broken: list[tuple[dict, str]] = field(default_factory=list)
+    broken: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -406,7 +406,7 @@ def _search(ids: np.ndarray, wanted: np.ndarray, where: np.ndarray | None = None
     return rows
 
 
-def read_manifest(directory: Path) -> dict:
+def read_manifest(directory: Path) -> dict[str, Any]:
     """The parsed ``meta.json`` of ``directory``.
 
     Raises:
@@ -429,6 +429,7 @@ def _open_npy(path: Path, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     size, expected = path.stat().st_size, npy_size(shape, dtype)
     if size != expected:  # first: mapping a truncated file fails with numpy's own message
         raise ValueError(f"{path.name} is {size:,} bytes, expected {expected:,}")
+    array: np.ndarray
     if shape[0] == 0:  # numpy cannot map an empty array: read the header only
         array = np.load(path, allow_pickle=False)
     else:
@@ -444,7 +445,7 @@ def _header(path: Path, array: np.ndarray) -> bytes:
         return handle.read(path.stat().st_size - array.nbytes)
 
 
-def open_segments(directory: Path, meta: dict, tolerant: bool = False) -> Snapshot:
+def open_segments(directory: Path, meta: dict[str, Any], tolerant: bool = False) -> Snapshot:
     """Map the segments ``meta`` (format 2) lists, checking the cheap things (see the module docstring).
 
     Args:
@@ -474,7 +475,7 @@ def open_segments(directory: Path, meta: dict, tolerant: bool = False) -> Snapsh
             if not tolerant:
                 raise
             missing = isinstance(exc, FileNotFoundError)
-            broken.append((entry, f"{Path(str(exc.filename)).name} is missing" if missing else str(exc)))
+            broken.append((entry, f"{Path(str(getattr(exc, 'filename', ''))).name} is missing" if missing else str(exc)))
             continue
         segments.append(Segment(entry, ids, vectors, checks, state, directory, headers))
     if total != meta.get("count"):
@@ -492,13 +493,13 @@ def segment_numbers(directory: Path) -> set[int]:
     return out
 
 
-def next_number(directory: Path, meta: dict) -> int:
+def next_number(directory: Path, meta: dict[str, Any]) -> int:
     """A segment number no manifest has used and no file in ``directory`` has (the caller holds the lock)."""
     present = segment_numbers(directory)
     return max([int(meta.get("next_segment") or 1), *(n + 1 for n in present)])
 
 
-def write_segment(directory: Path, number: int, ids: np.ndarray, chunks: Iterable[np.ndarray], dims: int) -> dict:
+def write_segment(directory: Path, number: int, ids: np.ndarray, chunks: Iterable[np.ndarray], dims: int) -> dict[str, Any]:
     """Write segment ``number`` (temporary names, fsync, rename) and return its manifest entry: ids, vectors and
     the rows' checksums (computed from the bytes as they are written, ~0.5 µs a row).
 
@@ -524,13 +525,13 @@ def write_segment(directory: Path, number: int, ids: np.ndarray, chunks: Iterabl
     paths = [directory / ids_name, directory / vectors_name, directory / crc_name]
     with atomic_paths(paths) as (ids_tmp, vectors_tmp, crc_tmp):
         with synced_writer(ids_tmp, "wb") as handle:
-            writer = _HashingWriter(handle)
+            writer = _HashingWriter(cast(BinaryIO, handle))
             np.lib.format.write_array(writer, ids, allow_pickle=False)
             sha["ids"] = writer.digest.hexdigest()
         with synced_writer(vectors_tmp, "wb") as handle:
-            sha["vectors"] = write_rows(handle, chunks, count, dims, check_block)
+            sha["vectors"] = write_rows(cast(BinaryIO, handle), chunks, count, dims, check_block)
         with synced_writer(crc_tmp, "wb") as handle:
-            writer = _HashingWriter(handle)
+            writer = _HashingWriter(cast(BinaryIO, handle))
             crc = np.concatenate(checks) if checks else np.zeros(0, dtype=np.uint32)
             np.lib.format.write_array(writer, crc.astype(CHECKS_DTYPE, copy=False), allow_pickle=False)
             sha["crc32"] = writer.digest.hexdigest()
@@ -563,13 +564,13 @@ def write_rows(handle: BinaryIO, chunks: Iterable[np.ndarray], count: int, dims:
     return writer.digest.hexdigest()
 
 
-def write_manifest(directory: Path, meta: dict) -> None:
+def write_manifest(directory: Path, meta: dict[str, Any]) -> None:
     """Replace ``meta.json`` atomically (the commit point of every write)."""
     with atomic_writer(directory / META_FILE, "wb") as handle:
         handle.write(json.dumps(meta, indent=2).encode())
 
 
-def remove_unlisted(directory: Path, meta: dict | None) -> list[Path]:
+def remove_unlisted(directory: Path, meta: dict[str, Any] | None) -> list[Path]:
     """Delete segment files ``meta`` does not list, the format-1 file of a format-2 namespace, and every
     temporary file (the caller holds the lock: only it writes here, so all are stale); return what was removed."""
     listed = {name for entry in (meta or {}).get("segments", []) for name in entry_files(entry)}
@@ -591,7 +592,7 @@ def merged_chunks(snapshot: Snapshot, rows: np.ndarray) -> Iterator[np.ndarray]:
         yield snapshot.gather(rows[start : start + CHUNK_ROWS])
 
 
-def verify_namespace(directory: Path, meta: dict) -> list[str]:
+def verify_namespace(directory: Path, meta: dict[str, Any]) -> list[str]:
     """Problems of a format-2 namespace's files (empty when healthy): each listed file missing, of a size or
     header other than the manifest's count × dimensions make, or of a sha256 other than it records (for a
     segment with row checksums, with the number of damaged rows: the next run embeds them again); the counts
@@ -643,7 +644,7 @@ def _verify_file(directory: Path, name: str, dtype: str, shape: tuple[int, ...],
     return None
 
 
-def _damaged_rows(directory: Path, entry: dict, dims: int) -> int:
+def _damaged_rows(directory: Path, entry: dict[str, Any], dims: int) -> int:
     """How many rows of a segment (whose files have the right sizes) differ from their row checksums."""
     count = int(entry["count"])
     ids = _open_npy(directory / entry["ids"], "<i8", (count,))

@@ -274,6 +274,7 @@ class ReferenceSearch:
         so a score is the exact similarity of the reference found; top ``k`` kept (missing candidates, rows -1,
         score -inf and come last)."""
         candidates = min(len(self), (rerank if self.config.ivf_pq else 1) * k)
+        assert self.index is not None  # _reranked runs for IVF searches only, which always hold an index
         _, idx = self.index.search(queries, candidates, params=params)
         sims = np.einsum("mkd,md->mk", self.vectors[np.maximum(idx, 0)], queries)
         sims[idx < 0] = -np.inf
@@ -407,7 +408,7 @@ def write_checksums(path: Path) -> None:
         tmp.write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
 
 
-def check_searches(directory: Path, remove_broken: bool = False, verify: bool = True) -> list[dict]:
+def check_searches(directory: Path, remove_broken: bool = False, verify: bool = True) -> list[dict[str, Any]]:
     """Verify every persisted search in ``directory`` (``<index>/sets``) against its recorded sha256, every byte
     (``evaltasks index info`` and ``verify``). Returns one dict per search: ``key``, ``files`` (names), ``checked``
     (False: written by an older version, no checksums recorded) and ``problems`` (a file missing, or of another
@@ -423,7 +424,7 @@ def check_searches(directory: Path, remove_broken: bool = False, verify: bool = 
     out = []
     for key in keys:
         files = [p for p in (directory / f"{key}.npy", directory / f"{key}.faiss") if p.exists()]
-        entry: dict = {"key": key, "files": [p.name for p in files], "checked": False, "problems": []}
+        entry: dict[str, Any] = {"key": key, "files": [p.name for p in files], "checked": False, "problems": []}
         sidecar = directory / f"{key}{CHECKSUMS_SUFFIX}"
         if not verify:
             out.append(entry)
@@ -455,9 +456,9 @@ def _reconstructed(index: faiss.Index, config: SearchConfig) -> np.ndarray:
     """float32 (ntotal, d): the vectors an HNSW or IVF-Flat index holds, copied out of it (process memory)."""
     if config.kind == "ivf":
         faiss.extract_index_ivf(index).make_direct_map()
-        return index.reconstruct_n(0, index.ntotal)
+        return np.asarray(index.reconstruct_n(0, index.ntotal))
     storage = faiss.downcast_index(index.storage) if config.kind == "hnsw" else index
-    return storage.reconstruct_n(0, index.ntotal)
+    return np.asarray(storage.reconstruct_n(0, index.ntotal))
 
 
 def _tie_aware_recall(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray,
@@ -540,7 +541,8 @@ def exact_top_k(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.nd
     ``knn``, or :func:`numpy_top_k` where FAISS runs other kernels than numpy. Shapes as ``numpy_top_k``."""
     if flat_through_numpy():
         return numpy_top_k(vectors, queries, k)
-    return faiss.knn(queries, np.ascontiguousarray(vectors), k, metric=faiss.METRIC_INNER_PRODUCT)
+    sims, idx = faiss.knn(queries, np.ascontiguousarray(vectors), k, metric=faiss.METRIC_INNER_PRODUCT)
+    return np.asarray(sims), np.asarray(idx)
 
 
 def numpy_top_k(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -337,7 +337,7 @@ def load_dataset(
                         unseen_dropped = True
                     row_ok = False
                 elif not isinstance(value, str):
-                    problems.append(Problem(source, where, column, f"must be a string, got {_type_name(value)}"))
+                    problems.append(Problem(source, where, column or name, f"must be a string, got {_type_name(value)}"))
                     row_ok = False
                 else:
                     case_fields[name] = value
@@ -346,18 +346,18 @@ def load_dataset(
             elif name in LIST_FIELDS:
                 items = _as_list(value, spec.list_separator, suffix == ".csv")
                 if isinstance(items, str):
-                    problems.append(Problem(source, where, column, items))
+                    problems.append(Problem(source, where, column or name, items))
                     row_ok = False
                 else:
                     case_fields[name] = items
             elif name == "id":
                 if isinstance(value, bool) or not isinstance(value, (str, int)):
-                    problems.append(Problem(source, where, column, f"must be a string or integer, got {_type_name(value)}"))
+                    problems.append(Problem(source, where, column or name, f"must be a string or integer, got {_type_name(value)}"))
                     row_ok = False
                 else:
                     case_fields[name] = str(value)
             elif not isinstance(value, str):
-                problems.append(Problem(source, where, column, f"must be a string, got {_type_name(value)}"))
+                problems.append(Problem(source, where, column or name, f"must be a string, got {_type_name(value)}"))
                 row_ok = False
             else:
                 case_fields[name] = value

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -706,7 +707,7 @@ def _build_metrics(
     source: str,
     raw_metrics: list[Any],
     problems: list[Problem],
-    provider_defaults: dict[str, dict[str, Any]],
+    provider_defaults: Mapping[Any, dict[str, Any]],
     reference_sets: dict[str, Any] | None = None,
     base_dir: Path = Path("."),
     skipped: list[str] | None = None,
@@ -785,7 +786,7 @@ def _build_metrics(
             field = _argument_named(spec, str(exc)) or ("judge_options" if judged else "")
             message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
             option = _judge_option_named(message) if judged and judge_defaults is not None else None
-            if option is not None and option in judge_defaults.options() and \
+            if option is not None and judge_defaults is not None and option in judge_defaults.options() and \
                     option not in ((spec.model_extra or {}).get("judge_options") or {}):
                 block = Problem(source, "judge", option, message)  # the suite's judge: block's option
                 if block not in problems:

@@ -105,9 +105,9 @@ class Budget:
         """Run ``change(state) -> result`` on the state under the locks, saving the ledger after it."""
         with self._lock:
             if self._file_lock is None:
-                state = {"spent": self._spent, "reserved": self._reserved}
+                state: dict[str, Any] = {"spent": self._spent, "reserved": self._reserved}
                 result = change(state)
-                self._spent = state["spent"]
+                self._spent = float(state["spent"])
                 self._settled.notify_all()
                 return result
             with self._file_lock:
@@ -120,12 +120,12 @@ class Budget:
     @property
     def spent(self) -> float:
         """US dollars spent so far (settled requests and :meth:`add_spent`)."""
-        return self._change(lambda state: state["spent"])
+        return float(self._change(lambda state: state["spent"]))
 
     @property
     def reserved(self) -> float:
         """US dollars reserved by requests in flight."""
-        return self._change(lambda state: math.fsum(state["reserved"].values()))
+        return float(self._change(lambda state: math.fsum(state["reserved"].values())))
 
     def add_spent(self, usd: float) -> None:
         """Count ``usd`` already spent outside the judges (the run's embeddings) against the limit."""
@@ -161,7 +161,7 @@ class Budget:
 
         if self._file_lock is None:
             with self._settled:
-                state = {"spent": self._spent, "reserved": self._reserved}
+                state: dict[str, Any] = {"spent": self._spent, "reserved": self._reserved}
                 while not take(state):
                     self._settled.wait(timeout=1.0)
                     state = {"spent": self._spent, "reserved": self._reserved}

@@ -8,7 +8,7 @@ stripping, NFC, case folding) are the README's "Metrics and their exact rules".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.metrics.base import BaseMetric, check_flag
@@ -79,7 +79,7 @@ class ExactMatchMetric(BaseMetric):
         case_sensitive, strip, white_space = self.case_sensitive, self.strip_whitespace, WHITE_SPACE
         hit, miss = (scored(name, v[0], threshold, v[1], v[2]) for v in (self._verdicts[True], self._verdicts[False]))
         for case in cases:
-            actual, expected = case.actual_output, case.expected_output
+            actual, expected = case.actual_output, cast(str, case.expected_output)  # validated: set
             if strip:
                 actual, expected = actual.strip(white_space), expected.strip(white_space)
             if actual == expected:

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from itertools import islice
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from jsonschema import (
     Draft3Validator,
@@ -84,13 +84,13 @@ def schema_validator_class(schema: Mapping[str, Any]) -> type[Any]:
             message names the URI and lists the known drafts' URIs).
     """
     if "$schema" not in schema:
-        return Draft202012Validator
+        return cast("type[Any]", Draft202012Validator)
     uri = schema["$schema"]
     cls = validator_for(schema, default=None) if isinstance(uri, str) else None
     if cls is None:
         known = sorted({v.META_SCHEMA["$schema"] for v in _KNOWN_VALIDATORS})
         raise ValueError(f"schema's $schema {quote(uri)} names no known JSON Schema draft; known: {', '.join(known)}")
-    return cls
+    return cast("type[Any]", cls)
 
 
 def check_local_refs(schema: Mapping[str, Any], cls: type[Any]) -> None:

@@ -115,7 +115,7 @@ def clock_free_length(pattern: str, timeout_s: float) -> int:
                 branches = [walk(branch, n) for branch in arg[1]]
                 if any(b is None for b in branches):
                     return None
-                inner = (sum(b[0] for b in branches), 1.0 + max(b[1] for b in branches))  # type: ignore[index]
+                inner = (sum(b[0] for b in branches), 1.0 + max(b[1] for b in branches))  # type: ignore[index,misc]
             elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
                 low, high, body = arg
                 once = walk(body, n) if fixed(body) else None  # a repeat of a choice: exponential

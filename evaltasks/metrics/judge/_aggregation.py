@@ -46,4 +46,4 @@ def score_agg(scores: Sequence[float], temperature: float = 0.5, eps_for_neg_p: 
     n = len(scores)
     none_frac = sum(1 for s in scores if s == 0.0) / n
     alpha = (1.5 - temperature) * min(1.0, (n - 1) / 4.0)
-    return round(agg * (1.0 - none_frac) ** alpha, 4)
+    return float(round(agg * (1.0 - none_frac) ** alpha, 4))

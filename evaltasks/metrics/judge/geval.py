@@ -117,8 +117,8 @@ def score_distribution(tokens: Sequence[TokenLogprob]) -> dict[int, float]:
     chosen_value = value(chosen.token)
     chosen_is_bare_one = chosen_value == (1, True)
     mass: dict[int, float] = {}
-    for token, logprob in chosen.top or ((chosen.token, chosen.logprob),):
-        parsed = value(token)
+    for text, logprob in chosen.top or ((chosen.token, chosen.logprob),):
+        parsed = value(text)
         if parsed is None:
             continue
         p = _probability(logprob)

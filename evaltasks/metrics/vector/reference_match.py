@@ -196,7 +196,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
             raise KeyError(f"the vectors of reference set '{self.reference_set.name}' are neither in the run's "
                            "table nor in a reference index")
         try:
-            search = build_search(self.search_key, vectors, self.reference_set.search, directory, count=len(texts))
+            search = build_search(str(self.search_key), vectors, self.reference_set.search, directory, count=len(texts))
         except ValueError as exc:  # ivf_pq that does not divide the model's dimensions: a suite mistake
             field, _, message = str(exc).partition(" ")
             raise ConfigError([Problem(self.reference_set.source, f"reference set '{self.reference_set.name}'",
@@ -272,7 +272,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
         """Score every case against the whole reference set: FAISS top-k for max, exact clamped mean."""
         assert self.reference_set is not None
         breadth = getattr(self, "_search_config", None) or self.reference_set.search
-        search = get_search(self.search_key, getattr(self, "_search_dir", None), self.reference_set.search)
+        search = get_search(str(self.search_key), getattr(self, "_search_dir", None), self.reference_set.search)
         cost_per_case = getattr(self, "_search_cost_per_case", 0.0)
         scored = [i for i, case in enumerate(cases) if case.actual_output.strip()]
         results: list[MetricResult | None] = [None] * len(cases)
