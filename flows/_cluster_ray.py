@@ -14,4 +14,4 @@ class RayTaskRunner(WorkersReportHere, _RayTaskRunner):
 
     def worker_hosts(self) -> set[str]:
         """The addresses of the cluster's live nodes."""
-        return {str(node["NodeManagerAddress"]) for node in ray.nodes() if node.get("Alive")}  # type: ignore[no-untyped-call]
+        return {str(node["NodeManagerAddress"]) for node in ray.nodes() if node.get("Alive")}

@@ -249,7 +249,7 @@ class LocalEmbeddingProvider:
                     import transformers
                     from sentence_transformers import SentenceTransformer
 
-                    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                    transformers.utils.logging.disable_progress_bar()
 
                     _MODELS[key] = SentenceTransformer(self.model_path, device=self.device)
                     _LOG.info("loaded embedding model %s in %.1f s", self.model_name, time.monotonic() - started)
