@@ -99,7 +99,7 @@ class Settings(BaseSettings):
         default=(),
         description="Names of more environment variables whose values are secrets, redacted from every "
                     "report, log and message (comma- or space-separated).",
-        json_schema_extra={"commands": "all, Python API"})
+        json_schema_extra={"commands": "every command, Python API"})
     run_state: Path | None = Field(
         default=None,
         description="Internal: the folder where the metrics running in each process of a run record "
@@ -184,3 +184,37 @@ def _settings_of(variables: tuple[tuple[str, str], ...]) -> Settings:
         value = fields.get(field, "")
         reason = str(error["msg"]).removeprefix("Value error, ")
         raise SettingsError(f"{variable_name(field)}={value!r}: {reason[:1].lower()}{reason[1:]}") from None
+
+
+_TYPE_NAMES = {"int": "integer", "float": "number", "bool": "yes/no", "Path | None": "path",
+               "tuple[str, ...]": "names"}
+
+
+def default_text(field: str) -> str:
+    """The default of the :class:`Settings` field ``field`` as the docs table shows it: ``unset`` for None, ``no``
+    for False, ``none`` for an empty list, else the value (``10`` for 10.0)."""
+    default = Settings.model_fields[field].default
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return "yes" if default else "no"
+    if isinstance(default, tuple):
+        return ", ".join(default) or "none"
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    return str(default)
+
+
+def markdown_table() -> str:
+    """The table of docs/settings.md, one row per :class:`Settings` field in declaration order: variable, type,
+    default (:func:`default_text`), what it does, the commands that read it. Ends with a newline."""
+    rows = ["| Variable | Type | Default | What it does | Read by |", "|---|---|---|---|---|"]
+    for field, info in Settings.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        annotation = str(info.annotation).replace("pathlib.", "").replace("typing.", "")
+        for raw, name in _TYPE_NAMES.items():
+            if annotation in (raw, f"<class '{raw}'>"):
+                annotation = name
+        rows.append(f"| `{variable_name(field)}` | {annotation} | `{default_text(field)}` | {info.description} | "
+                    f"{extra.get('commands', '')} |")
+    return "\n".join(rows) + "\n"
