@@ -15,11 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT, subprocess_env
-from tests.suite_helpers import length_suite
 
 from evaltasks.settings import Settings, SettingsError, default_text, get_settings, markdown_table, variable_name
+from tests.suite_helpers import length_suite
 
 SOURCE_DIRS = (REPO_ROOT / "evaltasks", REPO_ROOT / "flows")
 DOCS = REPO_ROOT / "docs" / "settings.md"
@@ -53,12 +52,12 @@ def test_the_names_the_standard_library_readers_use_are_the_settings_names() -> 
     from evaltasks.engine import history, progress
     from evaltasks.flows.evaluate_suite import SERVED_VERDICT_ENV
 
-    assert _env.STOP_GRACE_S_VARIABLE == variable_name("stop_grace_s")
-    assert _env.NO_SERVER_VARIABLE == variable_name("no_server")
+    assert variable_name("stop_grace_s") == _env.STOP_GRACE_S_VARIABLE
+    assert variable_name("no_server") == _env.NO_SERVER_VARIABLE
     assert _env.RUN_STATE_VARIABLE == progress.RUN_STATE_ENV == variable_name("run_state")
     assert _env.SERVE_VERDICT_VARIABLE == SERVED_VERDICT_ENV == variable_name("serve_verdict")
-    assert _redact.EXTRA_VARIABLES == variable_name("secret_variables")
-    assert history.HISTORY_DIR_ENV == variable_name("history_dir")
+    assert variable_name("secret_variables") == _redact.EXTRA_VARIABLES
+    assert variable_name("history_dir") == history.HISTORY_DIR_ENV
 
 
 def _docs_rows() -> list[list[str]]:
