@@ -224,7 +224,8 @@ def _check_run_setup(args: argparse.Namespace) -> str | None:
     directory = Path(args.index_dir) if args.index_dir else default_index_dir()
     from evaltasks.settings import get_settings
 
-    label = "--index-dir" if args.index_dir else ("$EVALTASKS_INDEX_DIR" if get_settings().index_dir is not None
+    configured = get_settings(only=["index_dir"]).index_dir is not None
+    label = "--index-dir" if args.index_dir else ("$EVALTASKS_INDEX_DIR" if configured
                                                   else "the reference index directory")
     existing = directory
     while not existing.exists() and existing.parent != existing:

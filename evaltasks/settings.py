@@ -2,8 +2,9 @@
 
 :class:`Settings` declares each variable once: its name (``EVALTASKS_`` + the field's name in capitals), type,
 default, the rule its value must follow and what it does. Code reads a setting through :func:`get_settings`
-(``get_settings().stop_grace_s``), never through ``os.environ``; a value that breaks its rule raises
-:class:`SettingsError`, whose message names the variable (``evaltasks`` prints it as one line and exits 2).
+(``get_settings(only=["stop_grace_s"]).stop_grace_s``: a reader checks the variables it reads, so an unrelated bad
+value never breaks it), never through ``os.environ``. A value that breaks its rule raises :class:`SettingsError`,
+whose message names the variable; every ``evaltasks`` command checks them all before it starts (one line, exit 2).
 
 As everywhere in evaltasks (:mod:`evaltasks._env`), a variable that is empty or only whitespace counts as unset,
 and values are stripped. Variables named ``EVALTASKS_*`` that no field declares are ignored (the GitHub Action and
@@ -12,7 +13,7 @@ the test suite set their own).
 Two readers do not import this module, on purpose, and read the same names through the constants of
 :mod:`evaltasks._env` with the standard library: the parent process of ``evaltasks run``
 (:mod:`evaltasks.supervisor`) and the client of ``evaltasks server`` (:mod:`evaltasks.server.client`). Both run
-before anything heavy is imported, and pydantic-settings costs 0.1–0.2 s to import. :mod:`evaltasks._redact`
+before anything heavy is imported, and importing pydantic-settings costs them 0.1 s or more. :mod:`evaltasks._redact`
 neither: it runs inside the construction of every evaltasks error, where reading a setting must never fail.
 """
 

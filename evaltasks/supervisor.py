@@ -129,7 +129,7 @@ def _prctl(option: int, value: int) -> None:
 def _grace_s() -> float:
     """``$EVALTASKS_STOP_GRACE_S`` when it is a positive number, else :data:`GRACE_S`.
 
-    Read with the standard library, not through :mod:`evaltasks.settings` (which costs this small process 0.1-0.2 s
+    Read with the standard library, not through :mod:`evaltasks.settings` (which costs this small process 0.1 s or more
     of pydantic-settings imports), with the rule of ``Settings.stop_grace_s``; a value it refuses is reported by
     the run itself (exit 2) before any signal is relayed, so the default is right here."""
     try:

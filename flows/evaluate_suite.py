@@ -220,7 +220,7 @@ def _print_served_verdict(verdict: str, output_dir: str | None) -> None:
     (6 of 8 cases), gate 70.00% (reports: /srv/eval-results/quickstart/results.json)``. Otherwise nothing."""
     from evaltasks.settings import get_settings
 
-    if not get_settings().serve_verdict:
+    if not get_settings(only=["serve_verdict"]).serve_verdict:
         return
     context = FlowRunContext.get()
     name = context.flow_run.name if context is not None and context.flow_run is not None else "evaluate-suite"

@@ -307,7 +307,7 @@ def resolve_history_dir(
         return Path(history_dir)
     from evaltasks.settings import get_settings
 
-    configured = get_settings(env).history_dir
+    configured = get_settings(env, only=["history_dir"]).history_dir
     if configured is not None:
         return configured
     if history is not None:

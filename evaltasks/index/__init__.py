@@ -123,7 +123,7 @@ def default_index_dir() -> Path:
     directory)."""
     from evaltasks.settings import get_settings
 
-    return get_settings().index_dir or Path(DEFAULT_INDEX_DIR)
+    return get_settings(only=["index_dir"]).index_dir or Path(DEFAULT_INDEX_DIR)
 
 
 @dataclass

@@ -76,7 +76,7 @@ def max_segments() -> int:
     :data:`MAX_SEGMENTS_DEFAULT`). Raises :class:`evaltasks.settings.SettingsError` for any other value."""
     from evaltasks.settings import get_settings
 
-    return get_settings().index_max_segments
+    return get_settings(only=["index_max_segments"]).index_max_segments
 
 
 def now_iso() -> str:

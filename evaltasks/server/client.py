@@ -238,7 +238,7 @@ def usable_state() -> tuple[dict[str, Any] | None, str | None]:
     if not supported():
         return None, None
     # Settings.no_server, read with the standard library: this module decides before anything heavy is imported
-    # (pydantic-settings alone costs 0.1-0.2 s; evaltasks.settings says why)
+    # (importing pydantic-settings costs 0.1 s or more; evaltasks.settings says why)
     if flag_value(env_value(NO_SERVER_VARIABLE) or "0"):
         return None, None
     paths = server_paths()
