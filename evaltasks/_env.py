@@ -10,6 +10,15 @@ from __future__ import annotations
 
 import os
 
+# The prefix of evaltasks' own variables, all declared in evaltasks.settings.Settings (docs: settings.md). The names
+# below are those read by the two standard-library readers that do not import pydantic-settings (evaltasks.supervisor,
+# evaltasks.server.client; the reason is in evaltasks.settings) and by the code that sets them for child processes.
+SETTINGS_PREFIX = "EVALTASKS_"
+STOP_GRACE_S_VARIABLE = SETTINGS_PREFIX + "STOP_GRACE_S"  # Settings.stop_grace_s
+NO_SERVER_VARIABLE = SETTINGS_PREFIX + "NO_SERVER"  # Settings.no_server
+RUN_STATE_VARIABLE = SETTINGS_PREFIX + "RUN_STATE"  # Settings.run_state
+SERVE_VERDICT_VARIABLE = SETTINGS_PREFIX + "SERVE_VERDICT"  # Settings.serve_verdict
+
 # What evaltasks gives Prefect's temporary server unless the user set it: 120 s to start (Prefect's 20 s is too
 # tight on a busy machine) and no analytics (their heartbeat fails with "database is locked" while the server
 # starts). The CLI and :mod:`evaltasks.tasks` both apply these.
@@ -27,6 +36,12 @@ def env_value(*names: str) -> str | None:
         if value is not None and value.strip():
             return value.strip()
     return None
+
+
+def flag_value(text: str) -> bool:
+    """A yes/no variable's value: ``0``, ``false``, ``no`` and ``off`` (any case, surrounding whitespace ignored)
+    are False, any other text True."""
+    return text.strip().lower() not in ("0", "false", "no", "off")
 
 
 def set_default_env(name: str, value: str) -> None:

@@ -34,7 +34,11 @@ import urllib.parse
 from collections.abc import Iterable
 
 SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "PREFECT_API_KEY")
-EXTRA_VARIABLES = "EVALTASKS_SECRET_VARIABLES"  # names of more variables whose values are secrets
+# Names of more variables whose values are secrets (evaltasks.settings.Settings.secret_variables). Read here with the
+# standard library, not through evaltasks.settings: redaction runs inside the construction of every evaltasks error,
+# so it must never fail on an unrelated bad setting, and this module is the lowest layer (imported by `import
+# evaltasks`, which loads no pydantic).
+EXTRA_VARIABLES = "EVALTASKS_SECRET_VARIABLES"
 MIN_LENGTH = 8  # shorter values are not redacted: too many false hits in ordinary text
 MASK = "***"
 
@@ -58,7 +62,12 @@ def secret_variable_names(environ: os._Environ[str] | dict[str, str] | None = No
     named = env.get(EXTRA_VARIABLES)
     if not named:
         return list(SECRET_VARIABLES)
-    return list(dict.fromkeys([*SECRET_VARIABLES, *(name for name in re.split(r"[,\s]+", named) if name)]))
+    return list(dict.fromkeys([*SECRET_VARIABLES, *variable_names(named)]))
+
+
+def variable_names(text: str) -> list[str]:
+    """The names in ``text``, separated by commas or whitespace, in order, without repeats."""
+    return list(dict.fromkeys(name for name in re.split(r"[,\s]+", text) if name))
 
 
 def secret_values(environ: os._Environ[str] | dict[str, str] | None = None) -> list[str]:

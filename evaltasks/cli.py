@@ -222,7 +222,10 @@ def _check_run_setup(args: argparse.Namespace) -> str | None:
     from evaltasks.index import default_index_dir
 
     directory = Path(args.index_dir) if args.index_dir else default_index_dir()
-    label = "--index-dir" if args.index_dir else ("$EVALTASKS_INDEX_DIR" if os.environ.get("EVALTASKS_INDEX_DIR")
+    from evaltasks.settings import get_settings
+
+    configured = get_settings(only=["index_dir"]).index_dir is not None
+    label = "--index-dir" if args.index_dir else ("$EVALTASKS_INDEX_DIR" if configured
                                                   else "the reference index directory")
     existing = directory
     while not existing.exists() and existing.parent != existing:
@@ -487,6 +490,13 @@ def _main(argv: list[str] | None, command_started: float) -> int:
         served = _client.run_served(sys.argv[1:], command_started)  # README: "Faster repeated runs"
         if served is not None:
             return served
+    from evaltasks.settings import SettingsError, get_settings  # after the served run's stdlib-only hand-over
+
+    try:  # every EVALTASKS_* variable, checked before any work (docs: settings.md)
+        get_settings()
+    except SettingsError as exc:
+        _error(str(exc))
+        return EXIT_INVALID
     if args.command == "schema":
         from evaltasks.inputs.suite import suite_json_schema
 

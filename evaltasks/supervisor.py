@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaltasks.engine.progress import RUN_STATE_ENV, STOP_GRACE_S, child_processes, recorded_metrics, stop_grace_s
+from evaltasks._env import STOP_GRACE_S_VARIABLE, env_value
+from evaltasks.engine.progress import RUN_STATE_ENV, STOP_GRACE_S, child_processes, recorded_metrics
 
 GRACE_S = STOP_GRACE_S  # after the first SIGINT/SIGTERM, how long the run may take to stop before it is killed
 LEFTOVER_GRACE_S = 2.0  # after SIGTERM to what the run left behind, how long before SIGKILL
@@ -126,8 +127,16 @@ def _prctl(option: int, value: int) -> None:
 
 
 def _grace_s() -> float:
-    """:data:`GRACE_S`, or ``$EVALTASKS_STOP_GRACE_S`` when it is a positive number."""
-    return stop_grace_s()
+    """``$EVALTASKS_STOP_GRACE_S`` when it is a positive number, else :data:`GRACE_S`.
+
+    Read with the standard library, not through :mod:`evaltasks.settings` (which costs this small process 0.1 s or more
+    of pydantic-settings imports), with the rule of ``Settings.stop_grace_s``; a value it refuses is reported by
+    the run itself (exit 2) before any signal is relayed, so the default is right here."""
+    try:
+        value = float(env_value(STOP_GRACE_S_VARIABLE) or "nan")
+    except ValueError:
+        return GRACE_S
+    return value if 0 < value < float("inf") else GRACE_S
 
 
 def _say(message: str) -> None:

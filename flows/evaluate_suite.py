@@ -218,7 +218,9 @@ def _print_served_verdict(verdict: str, output_dir: str | None) -> None:
     """Under ``evaltasks serve`` (:data:`SERVED_VERDICT_ENV`), print one line per run to stdout: the flow run's
     name, the ``verdict`` line and where the reports are, e.g. ``quickstart@1a2b3c4d: PASSED: pass rate 75.00%
     (6 of 8 cases), gate 70.00% (reports: /srv/eval-results/quickstart/results.json)``. Otherwise nothing."""
-    if os.environ.get(SERVED_VERDICT_ENV) != "1":
+    from evaltasks.settings import get_settings
+
+    if not get_settings(only=["serve_verdict"]).serve_verdict:
         return
     context = FlowRunContext.get()
     name = context.flow_run.name if context is not None and context.flow_run is not None else "evaluate-suite"

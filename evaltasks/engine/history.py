@@ -305,8 +305,11 @@ def resolve_history_dir(
         return Path(suite_path).resolve().parent / history.dir
     if history_dir:
         return Path(history_dir)
-    if env.get(HISTORY_DIR_ENV):
-        return Path(env[HISTORY_DIR_ENV])
+    from evaltasks.settings import get_settings
+
+    configured = get_settings(env, only=["history_dir"]).history_dir
+    if configured is not None:
+        return configured
     if history is not None:
         return Path(DEFAULT_HISTORY_DIR)
     return None

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
+from evaltasks.engine.progress import current_run_context
 from evaltasks.results import MetricResult, TestCaseResult, expected_text
 from evaltasks.test_case import EvalTestCase
 
@@ -120,8 +121,6 @@ class ProgressMeter:
 GC_THRESHOLDS = (10_000, 10, 100)  # while scoring; Python's defaults are (700, 10, 10)
 _GC_LOCK = threading.Lock()
 _gc_users = 0  # runs inside gc_frozen in this process
-# True in a process whose host program called gc.freeze() itself (the runs `evaltasks server` forks)
-HOST_FROZE_OBJECTS = False
 _gc_saved: tuple[tuple[int, ...], bool] | None = None
 
 
@@ -146,7 +145,7 @@ def gc_frozen() -> Iterator[None]:
         if _gc_users == 1:  # the first of overlapping runs in this process sets, the last one restores
             # a host program's own gc.freeze() is left alone (counting frozen objects walks them all: 50 ms after
             # the imports of `evaltasks server`'s runner, which says so instead)
-            froze = not HOST_FROZE_OBJECTS and gc.get_freeze_count() == 0
+            froze = not current_run_context().host_froze_objects and gc.get_freeze_count() == 0
             _gc_saved = (gc.get_threshold(), froze)
             gc.set_threshold(*(max(a, b) for a, b in zip(_gc_saved[0], GC_THRESHOLDS)))
             if froze:

@@ -63,7 +63,6 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
-from evaltasks._env import env_value
 from evaltasks._redact import redact
 from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
@@ -122,7 +121,9 @@ def report_warning(message: str) -> None:
 def default_index_dir() -> Path:
     """``$EVALTASKS_INDEX_DIR`` when set and not empty, else ``.evaltasks/index`` (relative to the working
     directory)."""
-    return Path(env_value("EVALTASKS_INDEX_DIR") or DEFAULT_INDEX_DIR)
+    from evaltasks.settings import get_settings
+
+    return get_settings(only=["index_dir"]).index_dir or Path(DEFAULT_INDEX_DIR)
 
 
 @dataclass

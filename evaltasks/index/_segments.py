@@ -48,7 +48,6 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 
 from evaltasks._atomic import atomic_paths, atomic_writer, synced_writer
-from evaltasks._env import env_value
 from evaltasks.index._rows import CHECKS_DTYPE, DamagedRows, RowState, check_rows, row_checksums, state_for
 
 META_FILE = "meta.json"
@@ -72,10 +71,12 @@ def text_id(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 def max_segments() -> int:
-    """Segments a namespace may hold before a write compacts it: ``$EVALTASKS_INDEX_MAX_SEGMENTS`` (a positive
-    integer; a blank or invalid value counts as unset), else 32."""
-    value = env_value("EVALTASKS_INDEX_MAX_SEGMENTS")
-    return int(value) if value is not None and value.isdigit() and int(value) > 0 else MAX_SEGMENTS_DEFAULT
+    """Segments a namespace may hold before a write compacts it: ``$EVALTASKS_INDEX_MAX_SEGMENTS``
+    (:attr:`evaltasks.settings.Settings.index_max_segments`: a positive integer, default
+    :data:`MAX_SEGMENTS_DEFAULT`). Raises :class:`evaltasks.settings.SettingsError` for any other value."""
+    from evaltasks.settings import get_settings
+
+    return get_settings(only=["index_max_segments"]).index_max_segments
 
 
 def now_iso() -> str:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaltasks._env import env_value
+from evaltasks._env import NO_SERVER_VARIABLE, env_value, flag_value
 from evaltasks._version import __version__
 from evaltasks.server.safety import entry_path, make_private_dir, peer_uid, private_problem, python_command
 
@@ -237,7 +237,9 @@ def usable_state() -> tuple[dict[str, Any] | None, str | None]:
     ``reason`` says why a server that runs is not used (None when none runs or the user chose the normal way)."""
     if not supported():
         return None, None
-    if (env_value("EVALTASKS_NO_SERVER") or "0").lower() not in ("0", "false", "no", "off"):
+    # Settings.no_server, read with the standard library: this module decides before anything heavy is imported
+    # (importing pydantic-settings costs 0.1 s or more; evaltasks.settings says why)
+    if flag_value(env_value(NO_SERVER_VARIABLE) or "0"):
         return None, None
     paths = server_paths()
     state, problem = server_state(paths)

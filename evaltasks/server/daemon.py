@@ -52,7 +52,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from evaltasks.engine.progress import RUN_STATE_ENV, child_processes, recorded_metrics, stop_grace_s
+from evaltasks.engine.progress import (
+    RUN_STATE_ENV,
+    RunContext,
+    child_processes,
+    recorded_metrics,
+    run_context,
+    stop_grace_s,
+)
+from evaltasks.engine.progress import STOP_GRACE_S as RUN_STOP_GRACE_S
 from evaltasks.server.client import (HEADER, ServedCommand, ServerPaths, ensure_private_dir, identity,
                                      open_private_log, server_paths)
 from evaltasks.server.safety import entry_path, make_private_dir, safe_flags
@@ -408,10 +416,15 @@ def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: in
     (:func:`evaltasks.engine.progress.stop_grace_s`; a metric stuck in its own code), tell the client which metric
     did not stop, give it the signal's exit code (130 / 143) and kill the run's process group, as the parent of
     an ``evaltasks run`` of its own does (README, "CLI", interrupted runs)."""
-    grace = stop_grace_s()
+    from evaltasks.settings import SettingsError
+
+    try:
+        grace = stop_grace_s()
+    except SettingsError:  # the run itself says so (exit 2); its stop still needs a grace period
+        grace = RUN_STOP_GRACE_S
     if finished.wait(grace):
         return
-    metrics = recorded_metrics(os.environ.get(RUN_STATE_ENV))
+    metrics = recorded_metrics(_run_state())
     what = f"metric {', '.join(metrics)} did not stop" if metrics else "the run did not stop"
     try:
         print(f"evaltasks: interrupted by {signal.Signals(signum).name}: {what} within {grace:g} s, so the run's "
@@ -427,9 +440,17 @@ def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: in
 
 def _remove_run_state() -> None:
     """Remove the folder where the run's metrics record themselves (``$EVALTASKS_RUN_STATE``, made by _child)."""
-    directory = os.environ.get(RUN_STATE_ENV)
+    directory = _run_state()
     if directory:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run_state() -> str | None:
+    """``$EVALTASKS_RUN_STATE`` of this run (:attr:`evaltasks.settings.Settings.run_state`, set by :func:`_child`)."""
+    from evaltasks.settings import get_settings
+
+    directory = get_settings(only=["run_state"]).run_state
+    return None if directory is None else str(directory)
 
 
 def _stop_leftovers() -> None:
@@ -518,19 +539,17 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
     except Exception:  # noqa: BLE001 - a broken or vanished client: nothing to run, nobody to tell
         os._exit(70)
     try:
-        import importlib
-
         import prefect.context
         import prefect.logging.configuration
 
         runner.command.prepare()  # what a run sets before it imports Prefect; no heartbeats (this runner supervises it)
-        importlib.import_module("evaltasks.engine.stream").HOST_FROZE_OBJECTS = True  # runner: gc.freeze()
         prefect.context.refresh_global_settings_context()  # Prefect read its settings at import: read them again
         prefect.logging.configuration.setup_logging(incremental=False)  # handlers on the new streams and levels
         conn.sendall(b"started\n")
         threading.Thread(target=_watch_client, args=(conn, finished), name="evaltasks-client", daemon=True).start()
         try:
-            code = runner.command.main(request["argv"])
+            with run_context(RunContext(host_froze_objects=True)):  # the runner called gc.freeze() itself
+                code = runner.command.main(request["argv"])
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except KeyboardInterrupt:

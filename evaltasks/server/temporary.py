@@ -247,8 +247,10 @@ def database_template_dir() -> Path:
     """Where migrated empty Prefect databases are kept: ``$EVALTASKS_CACHE_DIR/prefect-db``, by default the user's
     cache directory (``$XDG_CACHE_HOME/evaltasks`` or ``~/.cache/evaltasks``; ``%LOCALAPPDATA%`` on Windows)."""
     from evaltasks._env import env_value
+    from evaltasks.settings import get_settings
 
-    root = env_value("EVALTASKS_CACHE_DIR")
+    cache_dir = get_settings(only=["cache_dir"]).cache_dir
+    root = None if cache_dir is None else str(cache_dir)
     if root is None:
         base = env_value("XDG_CACHE_HOME", "LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(base, "evaltasks")
