@@ -137,16 +137,21 @@ def test_sample_workflow_runs_this_action_on_pull_requests_and_pushes() -> None:
 
 # --- the scripts' building blocks ---------------------------------------------------------------------------
 
-def _import(name: str):
-    sys.path.insert(0, str(ACTION))
+def _import(name: str, folder: Path = ACTION):
+    sys.path.insert(0, str(folder))
     try:
         return __import__(name)
     finally:
-        sys.path.remove(str(ACTION))
+        sys.path.remove(str(folder))
+
+
+def _local_runner():
+    """The local Actions runner behind action/run-local.sh (a developer's tool, kept in .ci/, not in action/)."""
+    return _import("local_runner", REPO_ROOT / ".ci")
 
 
 def test_step_outputs_are_multiline_safe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gh, runner = _import("_github"), _import("_local_runner")
+    gh, runner = _import("_github"), _local_runner()
     out = tmp_path / "out"
     out.touch()
     monkeypatch.setenv("GITHUB_OUTPUT", str(out))
@@ -337,7 +342,7 @@ def _report_env(tmp_path: Path, output_dir: Path, event: Path, server: GitHubSer
 
 
 def _outputs(env: dict[str, str]) -> dict[str, str]:
-    return _import("_local_runner").parse_output_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    return _local_runner().parse_output_file(Path(env["GITHUB_OUTPUT"]).read_text())
 
 
 def _report_and_comment(env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
