@@ -1,8 +1,9 @@
 """The built wheel installs into a fresh virtualenv and runs the quickstart, with no checkout in sight.
 
-What is built: the release path of ``python -m build`` (an sdist from a copy of the project's sources, then the
-wheel from that sdist), so a file the sdist forgets fails here too. ``.ci/run`` builds the release artifacts
-first and passes them in ``EVALTASKS_DIST_DIR``; then this test installs the very wheel ``twine check`` passed.
+What is installed: in ``.ci/run``, the release artifacts it built with ``python -m build`` (an sdist, then the
+wheel from that sdist) and checked with ``twine check``, passed in ``EVALTASKS_DIST_DIR``: the very wheel a
+release would publish. Without that variable, a wheel built here from a copy of the sources by ``pip wheel``
+(setuptools as installed, nothing downloaded), as a developer's ``pip install -e ".[test]"`` environment allows.
 
 How the fresh virtualenv gets its third-party dependencies, and why that is still honest: installing torch,
 Prefect and the rest from the package index into a new virtualenv costs minutes and needs the network, so the
@@ -52,27 +53,27 @@ _SOURCES = ("evaltasks", "flows", "pyproject.toml", "README.md", "CHANGELOG.md",
 _OWN = ("evaltasks", "__editable__", "__editable___evaltasks")
 
 
-def _build(tmp_path: Path) -> tuple[Path, Path]:
-    """The wheel and sdist: those of ``EVALTASKS_DIST_DIR`` (.ci/run), else built here from a source copy."""
+def _build(tmp_path: Path) -> tuple[Path, Path | None]:
+    """The wheel and sdist of ``EVALTASKS_DIST_DIR`` (.ci/run), else a wheel built here from a source copy."""
     given = os.environ.get("EVALTASKS_DIST_DIR")
     if given:
         dist = Path(given)
-    else:
-        src, dist = tmp_path / "src", tmp_path / "dist"
-        src.mkdir()
-        for name in _SOURCES:
-            path = REPO_ROOT / name
-            if path.is_dir():
-                shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            else:
-                shutil.copy2(path, src / name)
-        # --no-isolation: the build backend (setuptools) of this environment, not a download
-        proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(src)],
-                              capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    wheels, sdists = sorted(dist.glob("evaltasks-*.whl")), sorted(dist.glob("evaltasks-*.tar.gz"))
-    assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in dist.iterdir())
-    return wheels[0], sdists[0]
+        wheels, sdists = sorted(dist.glob("evaltasks-*.whl")), sorted(dist.glob("evaltasks-*.tar.gz"))
+        assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in dist.iterdir())
+        return wheels[0], sdists[0]
+    src, dist = tmp_path / "src", tmp_path / "dist"
+    src.mkdir()
+    for name in _SOURCES:
+        path = REPO_ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(path, src / name)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                           "-q", "-w", str(dist), str(src)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (wheel,) = dist.glob("evaltasks-*.whl")
+    return wheel, None
 
 
 def _metadata(wheel: Path) -> email.message.Message:
@@ -157,4 +158,5 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart(tmp_path: 
     assert results["passed"] is True
     assert [c["id"] for c in results["cases"]] and len(results["cases"]) == 8
     assert "GATE PASSED" in proc.stdout
-    assert sdist.name == f"evaltasks-{metadata['Version']}.tar.gz"
+    if sdist is not None:
+        assert sdist.name == f"evaltasks-{metadata['Version']}.tar.gz"
