@@ -24,7 +24,7 @@ import math
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -504,7 +504,9 @@ def render_history_markdown(suite: str, records: list[RunRecord], drift: DriftRe
                   f"min effect {drift.min_effect:g}): {drift.verdict}", "",
                   "| tested | test | before | after | p-value | verdict |", "|---|---|---|---|---|---|"]
         for t in drift.tests:
-            fmt = (lambda v: percent_text(v, 1, "—")) if t.statistic == "pass_rate" else (lambda v: "—" if v is None else f"{v:.3f}")
+            fmt: Callable[[float | None], str] = (
+                (lambda v: percent_text(v, 1, "—")) if t.statistic == "pass_rate"
+                else (lambda v: "—" if v is None else f"{v:.3f}"))
             lines.append(f"| {_md(t.label)} | {t.test} | {fmt(t.before)} | {fmt(t.after)} | "
                          f"{'—' if t.p_value is None else f'{t.p_value:.3g}'} | {t.verdict} |")
     return "\n".join(lines) + "\n"
