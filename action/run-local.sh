@@ -19,6 +19,7 @@
 # EVALTASKS_LOCAL_OUT. With --runner-temp DIR nothing is removed.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+runner="$here/../.ci/local_runner.py"  # the runner: a developer's tool kept out of the shipped action folder
 python="${EVALTASKS_ACTION_PYTHON:-python3}"
 
 runner_temp="" outputs_json="" prev=""
@@ -30,7 +31,7 @@ for arg in "$@"; do
   case "$arg" in
     --runner-temp=*) runner_temp="${arg#*=}" ;;
     --outputs-json=*) outputs_json="${arg#*=}" ;;
-    -h | --help) exec "$python" "$here/_local_runner.py" "$@" ;;
+    -h | --help) exec "$python" "$runner" "$@" ;;
   esac
   prev="$arg"
 done
@@ -47,7 +48,7 @@ if [ -z "$outputs_json" ]; then
 fi
 
 code=0
-"$python" "$here/_local_runner.py" ${extra[@]+"${extra[@]}"} "$@" || code=$?
+"$python" "$runner" ${extra[@]+"${extra[@]}"} "$@" || code=$?
 
 [ -f "$outputs_json" ] || exit "$code"  # usage error: the runner said why
 keep="${EVALTASKS_LOCAL_OUT:-.evaltasks/action-local}"

@@ -37,19 +37,23 @@ def _temporary(path: Path) -> Path:
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; when the block completes it replaces ``path`` (mode 0644).
+def atomic_path(path: Path, permissions: int = 0o644, *, durable: bool = True) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; when the block completes it replaces ``path`` (mode
+    ``permissions``; the temporary itself is 0600 until then).
 
-    On an exception the temporary file is removed and ``path`` is left as it was.
+    On an exception the temporary file is removed and ``path`` is left as it was. ``durable=False`` skips the
+    directory's fsync (see :func:`atomic_paths`).
     """
-    with atomic_paths([path]) as (tmp,):
+    with atomic_paths([path], permissions, durable=durable) as (tmp,):
         yield tmp
 
 
 @contextmanager
-def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
-    """Replace several files as a set: yield a temporary path beside each; when the block completes, each
-    replaces its file (mode 0644) in the order given, then the directories are fsynced.
+def atomic_paths(paths: Sequence[Path], permissions: int = 0o644, *, durable: bool = True) -> Iterator[list[Path]]:
+    """Replace several files as a set: yield a temporary path beside each (created with mode 0600); when the block
+    completes, each replaces its file (mode ``permissions``, 0644 by default) in the order given, then the
+    directories are fsynced (``durable=False``: not, for caches whose lost entry after a power loss is only a
+    miss; the renames stay atomic).
 
     If the block raises (a write failed: disk full, I/O error), every temporary is removed and no file is
     touched. Each rename is atomic, so a reader sees each file whole, old or new; Ctrl+C and SIGTERM are held
@@ -67,10 +71,10 @@ def atomic_paths(paths: Sequence[Path]) -> Iterator[list[Path]]:
         yield list(temporaries)
         with _signals_held():  # an interrupt leaves the previous set or the new one, never a mix
             for tmp in temporaries:
-                os.chmod(tmp, 0o644)
-            for tmp, path in zip(temporaries, paths):
+                os.chmod(tmp, permissions)
+            for tmp, path in zip(temporaries, paths, strict=True):
                 os.replace(tmp, path)
-        for directory in {path.parent for path in paths}:
+        for directory in {path.parent for path in paths} if durable else ():
             _fsync_directory(directory)
     except BaseException:
         for tmp in temporaries:

@@ -1,6 +1,6 @@
 """The package version, in one place (read by pyproject.toml and written into results.json)."""
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 DOCS_URL: str | None = None
 """The documentation's base URL: the one place to set it once the docs site exists. None until then: help texts

@@ -258,6 +258,11 @@ class Interval(BaseModel):
     method: str
 
 
+def percent_text(value: float | None, digits: int = 2, missing: str = "n/a") -> str:
+    """A fraction as a percentage with ``digits`` decimals (``0.75`` → ``75.00%``); ``missing`` for None."""
+    return missing if value is None else f"{100 * value:.{digits}f}%"
+
+
 class StatisticsInfo(BaseModel):
     """How a run's intervals were computed.
 

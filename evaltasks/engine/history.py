@@ -24,14 +24,14 @@ import math
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
-from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
+from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, percent_text
 
 HISTORY_SCHEMA_VERSION = 1
 DEFAULT_HISTORY_DIR = ".evaltasks/history"  # relative to the working directory, for a suite with a `history:` block
@@ -484,10 +484,6 @@ def _bar(value: float | None, width: int = 20) -> str:
     return "#" * filled + "." * (width - filled)
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}%"
-
-
 def render_history_markdown(suite: str, records: list[RunRecord], drift: DriftReport | None = None) -> str:
     """Markdown of ``records`` (oldest first) for the flow's ``<suite>-history`` artifact: a table per run (time,
     commit, pass rate with its interval and an ASCII bar as the trend chart, each metric's mean score, gate,
@@ -500,8 +496,8 @@ def render_history_markdown(suite: str, records: list[RunRecord], drift: DriftRe
              "|" + "---|" * len(head)]
     for r in records:
         interval = r.pass_rate_interval
-        cells = [(r.started_at or "")[:19].replace("T", " "), (r.commit or "—")[:8], _pct(r.pass_rate),
-                 f"{_pct(interval.low)} – {_pct(interval.high)}" if interval else "—", f"`{_bar(r.pass_rate)}`",
+        cells = [(r.started_at or "")[:19].replace("T", " "), (r.commit or "—")[:8], percent_text(r.pass_rate, 1, "—"),
+                 f"{percent_text(interval.low, 1, '—')} – {percent_text(interval.high, 1, '—')}" if interval else "—", f"`{_bar(r.pass_rate)}`",
                  *["—" if n not in r.metrics or r.metrics[n].mean_score is None else f"{r.metrics[n].mean_score:.3f}"
                    for n in names],
                  "passed" if r.passed else "FAILED", r.verdict or "—", ", ".join(r.drift) or "—"]
@@ -511,7 +507,9 @@ def render_history_markdown(suite: str, records: list[RunRecord], drift: DriftRe
                   f"min effect {drift.min_effect:g}): {drift.verdict}", "",
                   "| tested | test | before | after | p-value | verdict |", "|---|---|---|---|---|---|"]
         for t in drift.tests:
-            fmt = _pct if t.statistic == "pass_rate" else (lambda v: "—" if v is None else f"{v:.3f}")
+            fmt: Callable[[float | None], str] = (
+                (lambda v: percent_text(v, 1, "—")) if t.statistic == "pass_rate"
+                else (lambda v: "—" if v is None else f"{v:.3f}"))
             lines.append(f"| {_md(t.label)} | {t.test} | {fmt(t.before)} | {fmt(t.after)} | "
                          f"{'—' if t.p_value is None else f'{t.p_value:.3g}'} | {t.verdict} |")
     return "\n".join(lines) + "\n"

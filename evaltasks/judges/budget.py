@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaltasks._atomic import pid_alive
+from evaltasks._atomic import atomic_path, pid_alive
 from evaltasks.errors import quote
 from evaltasks.judges.base import BudgetExhausted
 
@@ -97,9 +97,8 @@ class Budget:
 
     def _save(self, state: dict[str, Any]) -> None:
         assert self.ledger_path is not None
-        tmp = self.ledger_path.with_name(f".{self.ledger_path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(state), encoding="utf-8")
-        os.replace(tmp, self.ledger_path)
+        with atomic_path(self.ledger_path, durable=False) as tmp:
+            tmp.write_text(json.dumps(state), encoding="utf-8")
 
     def _change(self, change: Any) -> Any:
         """Run ``change(state) -> result`` on the state under the locks, saving the ledger after it."""

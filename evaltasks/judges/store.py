@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaltasks._atomic import _temporary
+from evaltasks._atomic import _temporary, atomic_path
 from evaltasks.judges.base import Choice, JudgeError, JudgeReply, JudgeRequest, TokenLogprob
 from evaltasks.judges.parsing import parse_answer
 
@@ -194,17 +194,8 @@ class AnswerStore:
         }
         entry["digest"] = self._digest(entry, self.secret(create=True) or b"")
         data = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _temporary(target)
-        try:
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        with atomic_path(self.path(key), durable=False) as tmp:  # not fsynced: see the module docstring
+            tmp.write_bytes(data)
 
 
 def _create_exclusive(path: Path, data: bytes) -> None:

@@ -30,7 +30,7 @@ from evaltasks._atomic import atomic_writer
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison
 from evaltasks.reports._escape import markdown_inline
 from evaltasks.reports.verdict import case_label, verdict_line
-from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message
+from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message, percent_text
 
 WORST_CASES = 10
 HISTOGRAM_BINS = 10
@@ -38,10 +38,6 @@ HISTOGRAM_BINS = 10
 
 def _fmt(value: float | None, digits: int = 4) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.2f}%"
 
 
 def _signed(value: float | None, percent: bool = False) -> str:
@@ -151,7 +147,7 @@ def change_test_text(test: ChangeTest, escape: Callable[[str], str] = str) -> st
     p = 0.0003 (exact McNemar; 60 worse, 4 better)`` (a mean score: 4 decimals, no worse/better counts).
     ``escape`` is applied to the test's name (read from a results.json)."""
     percent = test.statistic == "pass_rate"
-    value = _pct if percent else _fmt
+    value = percent_text if percent else _fmt
     ci = f" ({level_text(test.interval.level)} CI {interval_text(test.interval, percent=percent, signed=True)})" \
         if test.interval is not None else ""
     counts = f"; {test.worse} worse, {test.better} better" if percent else ""
@@ -482,7 +478,7 @@ def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, p
     "all cases" pass rate when it failed the gate's ``min_pass_rate`` (``gate_pass_rate``, default
     ``summary.pass_rate``, below it and ``fail_on`` not ``regression``)."""
     def rate_cell(value: float | None, interval: Interval | None) -> str:
-        return _cell(_pct(value), interval_text(interval, percent=True) if value is not None else "")
+        return _cell(percent_text(value), interval_text(interval, percent=True) if value is not None else "")
 
     def mean_cell(value: float | None, interval: Interval | None) -> str:
         return _cell(_fmt(value), interval_text(interval) if value is not None else "")

@@ -52,6 +52,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from evaltasks._atomic import atomic_path
 from evaltasks.engine.progress import (
     RUN_STATE_ENV,
     RunContext,
@@ -64,6 +65,7 @@ from evaltasks.engine.progress import STOP_GRACE_S as RUN_STOP_GRACE_S
 from evaltasks.server.client import (HEADER, ServedCommand, ServerPaths, ensure_private_dir, identity,
                                      open_private_log, server_paths)
 from evaltasks.server.safety import entry_path, make_private_dir, safe_flags
+from evaltasks.server.temporary import free_port
 
 READY_DEADLINE_S = 600.0  # for Prefect's server to answer /health (database migrations on a busy machine)
 START_ATTEMPTS = 3  # Prefect's server is started again on another port when it ends before it answers
@@ -88,23 +90,10 @@ def _log(message: str) -> None:
 
 
 def _write_state(paths: ServerPaths, state: dict[str, Any]) -> None:
-    """Replace ``state.json`` atomically (a reader never sees half a file)."""
-    temporary = paths.state.with_name(f".state.{os.getpid()}.json")
-    try:
-        os.unlink(temporary)
-    except FileNotFoundError:
-        pass
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(state, indent=1))
-    os.replace(temporary, paths.state)
-
-
-def _free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the system's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """Replace ``state.json`` atomically (a reader never sees half a file), mode 0600 (a client refuses a state
+    others can read)."""
+    with atomic_path(paths.state, permissions=0o600, durable=False) as temporary:
+        temporary.write_text(json.dumps(state, indent=1), encoding="utf-8")
 
 
 def _start_prefect_server(paths: ServerPaths, port: int) -> subprocess.Popen[bytes]:
@@ -296,7 +285,7 @@ def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, runner.on_stop)
     started = time.time()
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     runner.state = {"status": "starting", "pid": os.getpid(), "url": url, "socket": str(paths.socket),
                     "started": started, "runs_served": 0, "log": str(paths.log), **identity()}
@@ -309,7 +298,7 @@ def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
         deadline, attempts = time.monotonic() + READY_DEADLINE_S, 1
         while not _healthy(url):
             if runner.prefect.poll() is not None and attempts < START_ATTEMPTS and not runner.stops:
-                attempts, port = attempts + 1, _free_port()  # the free port was taken meanwhile: another one
+                attempts, port = attempts + 1, free_port()  # the free port was taken meanwhile: another one
                 url = runner.state["url"] = f"http://127.0.0.1:{port}/api"
                 runner.prefect = _start_prefect_server(paths, port)
                 runner.save(prefect_pid=runner.prefect.pid)

@@ -141,14 +141,26 @@ class StartingServer:
             raise self.error
 
 
-def _free_port() -> int:
-    """A free TCP port on 127.0.0.1 in Prefect's range for its temporary server (8000-8999), chosen as Prefect's
-    ``SubprocessASGIServer.find_available_port`` does: at random, checked by binding it."""
+PREFECT_PORTS = range(8000, 9000)
+"""Where Prefect's own temporary server picks its port (``SubprocessASGIServer.find_available_port``)."""
+
+
+def free_port(ports: range | None = None) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now.
+
+    ``ports`` None: the system's choice (a bind to port 0). A range, e.g. :data:`PREFECT_PORTS`: chosen as Prefect's
+    ``SubprocessASGIServer.find_available_port`` does, at random in the range and checked by binding it, up to 10
+    tries 0.1-0.5 s apart; RuntimeError when all 10 are taken.
+    """
     import random
     import socket
 
+    if ports is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
     for _ in range(10):
-        port = random.choice(range(8000, 9000))
+        port = random.choice(ports)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
@@ -194,7 +206,7 @@ def spawn_temporary_server() -> StartingServer | None:
     running = sys.modules.get("prefect.server.api.server")
     if running is not None and running.SubprocessASGIServer._instances:
         return None
-    port = _free_port()
+    port = free_port(PREFECT_PORTS)
     args, env = server_command(port)
     process = _GuardedSubprocess.Popen(args, env=env)
 
@@ -320,27 +332,23 @@ def _sound_template(template: Path) -> bool:
 def save_database_template(database: Path, template_dir: Path | None = None) -> bool:
     """Keep a copy of ``database``, just migrated from nothing by Prefect, as this Prefect's template
     (:func:`seed_database`); True when a template was written. SQLite's backup API copies a consistent state;
-    the template is renamed into place whole, and an existing one is left alone."""
+    the template is renamed into place whole (mode 0600), and an existing one is left alone."""
     import sqlite3
-    import tempfile
+
+    from evaltasks._atomic import atomic_path  # here only: this file also runs as a script before any import
 
     directory = template_dir or database_template_dir()
     template = directory / f"{database_template_key()}.db"
     if template.exists():
         return False
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=".template-", suffix=".db", dir=directory)
-    os.close(fd)
     try:
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as source, sqlite3.connect(temporary) as copy:
-            source.backup(copy)
-        source.close()
-        copy.close()
-        os.replace(temporary, template)
+        with atomic_path(template, permissions=0o600, durable=False) as temporary:
+            with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as source, sqlite3.connect(temporary) as copy:
+                source.backup(copy)
+            source.close()
+            copy.close()
         return True
     except (OSError, sqlite3.Error):
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
         return False
 
 

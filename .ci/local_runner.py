@@ -1,5 +1,8 @@
 """Runs ``action.yml``'s composite steps on this machine the way a GitHub runner does (``action/run-local.sh``).
 
+A developer's tool, not part of the shipped action: it lives beside the CI scripts and reads the action from the
+repository root (``action.yml``, ``action/``).
+
 What it reproduces: the ``inputs``/``github``/``runner``/``steps``/``env`` contexts; ``${{ }}`` templates in
 ``with:``/``env:``/``working-directory:``; ``if:`` conditions (``always()``, ``success()``, ``failure()``,
 ``cancelled()``, ``==``/``!=`` (strings compared case-insensitively, as GitHub does), ``<``/``<=``/``>``/``>=``,
@@ -486,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     outputs = runner.outputs()
     print("── outputs: " + json.dumps(outputs))
     if os.environ.get("GITHUB_OUTPUT"):  # run-local inside a real job: pass the outputs on
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        sys.path.insert(0, str(ACTION_ROOT / "action"))
         from _github import set_output
 
         for name, value in outputs.items():
