@@ -1,7 +1,8 @@
-"""LLM judges: the chat client, the answer store, the budget, the prompt templates (README, "LLM judges").
+"""The judge a judge metric uses in one run: answer store -> budget -> client (README, "LLM judges").
 
 :func:`get_judge` returns the judge a judge metric sends its requests to: the configured OpenAI-SDK client
-(or the run's ``judge=`` function), behind the run's on-disk answer store and budget (:class:`JudgeRuntime`).
+(or the run's ``judge=`` function), behind the run's on-disk answer store and budget (:class:`JudgeRuntime`,
+:class:`RunJudge`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks._env import env_value
-from evaltasks.judges.base import (
-    BudgetExhausted, Choice, Judge, JudgeError, JudgeReply, JudgeRequest, Message, TokenLogprob,
-)
-from evaltasks.judges.function import FunctionJudge
+from evaltasks.judges.base import Judge, JudgeReply, JudgeRequest
 
 log = logging.getLogger("evaltasks.judges")
 
@@ -201,7 +199,4 @@ class RunJudge:
         return self.inner.complete(request)
 
 
-__all__ = [
-    "DEFAULT_JUDGE_MODEL", "BudgetExhausted", "Choice", "FunctionJudge", "Judge", "JudgeError", "JudgeReply",
-    "JudgeRequest", "JudgeRuntime", "Message", "RunJudge", "TokenLogprob", "get_judge",
-]
+__all__ = ["DEFAULT_JUDGE_MODEL", "JudgeRuntime", "RunJudge", "get_judge"]
