@@ -1,72 +1,205 @@
-"""Metrics and the registry that maps a metric's class name to its class.
+"""The metric registry: the names a suite file's ``metric:`` stands for, and the classes behind them.
 
-Three families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
-:mod:`~evaltasks.metrics.vector` (embeddings) and :mod:`~evaltasks.metrics.judge` (an LLM judge). Adding a metric =
-one module in its family + one line in :data:`METRICS` (and its family's ``__init__``) + its tests.
+Each built-in metric declares its entry beside its class, with :func:`register_metric`, in its own module of a
+family package (:mod:`~evaltasks.metrics.deterministic`, :mod:`~evaltasks.metrics.vector`,
+:mod:`~evaltasks.metrics.judge`). :data:`METRICS` is the registry, read-only, in name order. The registry checks
+itself when it is first read (:func:`check_registry`): every module of the family packages is imported, every
+metric class defined there is registered, and no two classes share a name (that one is refused at registration).
+The suite file's JSON Schema is generated from it (:func:`evaltasks.inputs.suite.suite_json_schema`: one branch
+per registered metric, with its constructor's arguments). Adding a metric is one module and its tests.
+
+A suite file also names installed packages' metrics (entry points of the group ``evaltasks.metrics``) and a user's
+own class (``module.path:Class``); :func:`get_metric_class` resolves the three kinds of name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import inspect
+import pkgutil
 import re
 import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
-from evaltasks.metrics.deterministic import (
-    ContainsMetric,
-    EndsWithMetric,
-    ExactMatchMetric,
-    FormatCheckMetric,
-    JsonSchemaMetric,
-    LanguageDetectionMetric,
-    LengthCheckMetric,
-    NonEmptyMetric,
-    RegexMatchMetric,
-    RestrictedRefusalMetric,
-    StartsWithMetric,
-    ToolCorrectnessMetric,
-)
-from evaltasks.metrics.judge import (
-    AnswerRelevancyMetric,
-    BiasMetric,
-    ContextualPrecisionMetric,
-    ContextualRecallMetric,
-    ContextualRelevancyMetric,
-    CustomEvalMetric,
-    FaithfulnessMetric,
-    GEvalMetric,
-    ToxicityMetric,
-)
-from evaltasks.metrics.vector import ReferenceMatchMetric, SemanticSimilarityMetric
+from evaltasks.errors import EvalTasksError
+from evaltasks.metrics.base import BaseMetric
 
-METRICS: dict[str, type[BaseMetric]] = {
-    "LengthCheckMetric": LengthCheckMetric,
-    "LanguageDetectionMetric": LanguageDetectionMetric,
-    "ReferenceMatchMetric": ReferenceMatchMetric,
-    "ExactMatchMetric": ExactMatchMetric,
-    "ContainsMetric": ContainsMetric,
-    "StartsWithMetric": StartsWithMetric,
-    "EndsWithMetric": EndsWithMetric,
-    "NonEmptyMetric": NonEmptyMetric,
-    "RegexMatchMetric": RegexMatchMetric,
-    "FormatCheckMetric": FormatCheckMetric,
-    "JsonSchemaMetric": JsonSchemaMetric,
-    "AnswerRelevancyMetric": AnswerRelevancyMetric,
-    "FaithfulnessMetric": FaithfulnessMetric,
-    "ContextualRelevancyMetric": ContextualRelevancyMetric,
-    "ContextualPrecisionMetric": ContextualPrecisionMetric,
-    "ContextualRecallMetric": ContextualRecallMetric,
-    "BiasMetric": BiasMetric,
-    "ToxicityMetric": ToxicityMetric,
-    "RestrictedRefusalMetric": RestrictedRefusalMetric,
-    "ToolCorrectnessMetric": ToolCorrectnessMetric,
-    "GEvalMetric": GEvalMetric,
-    "CustomEvalMetric": CustomEvalMetric,
-    "SemanticSimilarityMetric": SemanticSimilarityMetric,
-}
+_PACKAGE = __name__.rpartition(".")[0]  # evaltasks.metrics
+_MetricClass = TypeVar("_MetricClass", bound=type[BaseMetric])
+
+
+class MetricRegistryError(EvalTasksError, ValueError):
+    """A built-in metric's registration is wrong: a name registered twice, a class that is not a concrete
+    :class:`BaseMetric` subclass, a metric class of a family module left unregistered. A mistake in evaltasks'
+    own code (or a copy of it), never in a user's suite: it is raised when the module registers or when the
+    registry is first read."""
+
+
+class _Registry(Mapping[str, type[BaseMetric]]):
+    """The built-in metrics, name -> class, read-only, in name order (:data:`METRICS`).
+
+    Reading it the first time imports every metric module of the family packages and checks the registry
+    (:func:`check_registry`), so it is complete whichever metric module was imported first.
+    """
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type[BaseMetric]] = {}
+        self._sorted: dict[str, type[BaseMetric]] | None = None
+        self._lock = threading.Lock()  # guards the classes (held briefly: a module registering waits for nothing else)
+        self._loading = threading.RLock()  # one reader imports the metric modules; re-entrant for that reader
+        self._state = "new"  # "new" -> "loading" -> "loaded"
+
+    def add(self, name: str, cls: type[BaseMetric]) -> None:
+        """Register ``cls`` as ``name`` (see :func:`register_metric`). Raises MetricRegistryError."""
+        with self._lock:
+            known = self._classes.get(name)
+            if known is not None and known is not cls and not _same_definition(known, cls):
+                raise MetricRegistryError(
+                    f"metric name '{name}' is registered twice: by {_qualified(known)} and by {_qualified(cls)}; "
+                    "each metric needs a name of its own")
+            for other, registered in self._classes.items():
+                if other != name and registered is cls:
+                    raise MetricRegistryError(f"{_qualified(cls)} is registered twice: as '{other}' and as '{name}'")
+            self._classes[name] = cls
+            self._sorted = None
+
+    def classes(self) -> list[type[BaseMetric]]:
+        """The registered classes, as they are now (no loading, no check)."""
+        with self._lock:
+            return list(self._classes.values())
+
+    def _entries(self) -> dict[str, type[BaseMetric]]:
+        with self._loading:
+            if self._state == "new":
+                self._state = "loading"
+                try:
+                    _import_metric_modules()
+                    check_registry()
+                except BaseException:
+                    self._state = "new"
+                    raise
+                self._state = "loaded"
+        with self._lock:
+            if self._sorted is None:
+                self._sorted = dict(sorted(self._classes.items()))
+            return self._sorted
+
+    def __getitem__(self, name: str) -> type[BaseMetric]:
+        return self._entries()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries())
+
+    def __len__(self) -> int:
+        return len(self._entries())
+
+    def __repr__(self) -> str:
+        return f"METRICS({', '.join(self._entries())})"
+
+
+_registry = _Registry()
+METRICS: Mapping[str, type[BaseMetric]] = _registry
+"""The built-in metrics: registered name (the class name) -> class, in name order; read-only."""
+
+
+def register_metric(name: str) -> Callable[[_MetricClass], _MetricClass]:
+    """Class decorator: register a built-in metric class under ``name`` (the name a suite's ``metric:`` uses;
+    evaltasks' metrics use their class name). Put it on the class, in the metric's own module of a family
+    package::
+
+        @register_metric("LengthCheckMetric")
+        class LengthCheckMetric(BaseMetric): ...
+
+    A user's own metric is not registered: a suite names it as ``module.path:Class`` or through an installed
+    package's entry point (:func:`get_metric_class`).
+
+    Raises:
+        MetricRegistryError: ``name`` is empty, holds a ``:`` or is taken by another class; the class is not a
+            concrete :class:`BaseMetric` subclass, is already registered under another name, or is defined
+            outside ``evaltasks.metrics``.
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w.-]*", name):
+        raise MetricRegistryError(f"a metric's registered name must be an identifier-like string, got {name!r}")
+
+    def register(cls: _MetricClass) -> _MetricClass:
+        if not (isinstance(cls, type) and issubclass(cls, BaseMetric)) or inspect.isabstract(cls):
+            raise MetricRegistryError(f"metric '{name}': only a concrete subclass of BaseMetric can be registered, "
+                                      f"got {cls!r}")
+        if not cls.__module__.startswith(_PACKAGE + "."):
+            raise MetricRegistryError(
+                f"metric '{name}': {_qualified(cls)} is not one of evaltasks' metrics; a suite names your own "
+                "metric as 'module.path:Class' or through an entry point of the group 'evaltasks.metrics'")
+        _registry.add(name, cls)
+        return cls
+
+    return register
+
+
+def metric_modules() -> list[str]:
+    """The names of the metric modules: every module of every family package of ``evaltasks.metrics`` (a
+    sub-package), except private ones (``_``-prefixed); sorted. Nothing is imported but the family packages."""
+    modules = []
+    for family in pkgutil.iter_modules([str(Path(__file__).parent)], _PACKAGE + "."):
+        if not family.ispkg or family.name.rpartition(".")[2].startswith("_"):
+            continue
+        package = importlib.import_module(family.name)
+        modules += [m.name for m in pkgutil.iter_modules(package.__path__, family.name + ".")
+                    if not m.name.rpartition(".")[2].startswith("_") and not m.ispkg]
+    return sorted(modules)
+
+
+def metric_classes() -> list[type[BaseMetric]]:
+    """The metric classes the metric modules define (:func:`metric_modules`, imported): concrete
+    :class:`BaseMetric` subclasses defined there that no other of them subclasses (a shared base such as
+    ``EmbeddingMetric`` is not a metric of its own); sorted by module and name."""
+    defined = []
+    for module_name in metric_modules():
+        module = importlib.import_module(module_name)
+        defined += [value for value in vars(module).values() if isinstance(value, type)
+                    and issubclass(value, BaseMetric) and value.__module__ == module_name]
+    leaves = [cls for cls in defined if not inspect.isabstract(cls)
+              and not any(other is not cls and issubclass(other, cls) for other in defined)]
+    return sorted(set(leaves), key=lambda cls: (cls.__module__, cls.__qualname__))
+
+
+def check_registry() -> None:
+    """Check that the registry is complete: every metric class of the metric modules (:func:`metric_classes`) is
+    registered, and every registered class is one of them. Run when :data:`METRICS` is first read.
+
+    Raises:
+        MetricRegistryError: naming each class missing from the registry (with its module) or registered
+            without being a metric module's metric.
+    """
+    found = metric_classes()
+    registered = _registry.classes()
+    missing = [cls for cls in found if not any(cls is r for r in registered)]
+    stray = [cls for cls in registered if not any(cls is f for f in found)]
+    problems = [f"{_qualified(cls)} is not registered: put @register_metric(\"{cls.__name__}\") on it"
+                for cls in missing]
+    problems += [f"{_qualified(cls)} is registered but is not the metric of a module of a family package "
+                 f"({_PACKAGE}.<family>.<module>)" for cls in stray]
+    if problems:
+        raise MetricRegistryError("the metric registry is inconsistent: " + "; ".join(problems))
+
+
+def _import_metric_modules() -> None:
+    """Import every metric module (their decorators register their metrics)."""
+    for module_name in metric_modules():
+        importlib.import_module(module_name)
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _same_definition(a: type, b: type) -> bool:
+    """Whether ``a`` and ``b`` are the same class statement run twice (its module reloaded)."""
+    return _qualified(a) == _qualified(b)
 
 
 ENTRY_POINT_GROUP = "evaltasks.metrics"
@@ -110,7 +243,7 @@ def get_metric_class(name: str, base_dir: str | Path | None = None) -> type[Base
         dist = getattr(entry_point.dist, "name", None) or "unknown distribution"
         try:
             loaded = entry_point.load()
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's import error is the user's config problem
+        except (Exception, SystemExit) as exc:
             raise KeyError(f"metric '{name}': entry point '{entry_point.value}' of distribution '{dist}' failed to "
                            f"load: {type(exc).__name__}: {exc}") from None
         return _check_metric_class(loaded, f"entry point '{name}' ({entry_point.value}, distribution '{dist}')")
@@ -203,8 +336,9 @@ def _pickle_by_value(directory: Path, before: set[str]) -> None:
     ``directory`` with :func:`cloudpickle.register_pickle_by_value`: a metric instance sent to a task-runner
     worker (Prefect's process pool and Dask pickle with cloudpickle) carries its class's code, so the worker
     need not import the user's module (its ``sys.path`` and ``PYTHONPATH`` need not contain the folder)."""
-    import cloudpickle
     import sysconfig
+
+    import cloudpickle
 
     # Installed packages stay by reference even when the environment lives inside the suite's folder (a
     # project's ./.venv next to its suite.yaml): only the user's own modules travel by value.
@@ -221,10 +355,8 @@ def _pickle_by_value(directory: Path, before: set[str]) -> None:
         if any(path.is_relative_to(root) for root in installed if not directory.is_relative_to(root)):
             continue
         if path.is_relative_to(directory):
-            try:
+            with contextlib.suppress(ValueError):  # not importable by that name (no sys.modules entry of its own)
                 cloudpickle.register_pickle_by_value(module)
-            except ValueError:
-                pass  # not importable by that name (e.g. a module with no entry in sys.modules of its own)
 
 
 def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMetric]:
@@ -244,7 +376,7 @@ def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMet
                            "its package or add its directory to PYTHONPATH)") from None
         raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
                        f"{type(exc).__name__}: {exc}") from None
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module raised while importing
+    except (Exception, SystemExit) as exc:
         raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
                        f"{type(exc).__name__}: {exc}") from None
     if directory is not None:
@@ -280,5 +412,7 @@ def is_builtin(cls: type[BaseMetric]) -> bool:
 
 
 __all__ = [
-    "METRICS", "BaseMetric", "EmbeddingNeed", "get_metric_class", *METRICS,
+    "ENTRY_POINT_GROUP", "METRICS", "USER_METRIC_PATTERN", "MetricRegistryError", "add_import_dir",
+    "check_registry", "get_metric_class", "is_builtin", "metric_classes", "metric_entry_points", "metric_modules",
+    "register_metric",
 ]
