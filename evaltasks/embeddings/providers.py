@@ -1,4 +1,4 @@
-"""Embedding providers: ``local`` (sentence-transformers) and ``openai``.
+"""The embedding providers by name (``local``: sentence-transformers, ``openai``), and the shared instances.
 
 :func:`get_provider` returns one shared provider instance per (provider, model, options) in the process,
 so every metric naming the same model shares one loaded model.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from evaltasks.embeddings.base import EmbeddingProvider, VectorTable, normalize_rows
+from evaltasks.embeddings.base import EmbeddingProvider
 from evaltasks.embeddings.local import DEFAULT_LOCAL_MODEL, LocalEmbeddingProvider
 from evaltasks.embeddings.openai import DEFAULT_OPENAI_MODEL, OpenAIEmbeddingProvider
 
@@ -37,12 +37,4 @@ def get_provider(provider: str, model_name: str | None = None, **options: Any) -
         return _instances[key]
 
 
-__all__ = [
-    "DEFAULT_MODELS",
-    "EmbeddingProvider",
-    "LocalEmbeddingProvider",
-    "OpenAIEmbeddingProvider",
-    "VectorTable",
-    "get_provider",
-    "normalize_rows",
-]
+__all__ = ["DEFAULT_MODELS", "PROVIDERS", "get_provider"]

@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 from filelock import FileLock
@@ -28,6 +29,7 @@ from evaltasks._version import __version__
 from evaltasks.embeddings.base import EmbeddingProvider, VectorTable
 from evaltasks.index import _maintenance, _segments
 from evaltasks.index._blas import faiss
+from evaltasks.index._rows import DamagedRows
 from evaltasks.index._segments import text_id
 
 DEFAULT_INDEX_DIR = ".evaltasks/index"
@@ -154,7 +156,7 @@ class _Namespace:
                            f"that segment are embedded again when next used")
         return snapshot
 
-    def load(self, locked: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+    def load(self, locked: bool = False) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """(ids int64 (n,), vectors float32 (n, d), meta) read into memory (segments in manifest order). Empty
         arrays when absent or corrupt (reported). For tools and tests: runs use :meth:`open`."""
         snapshot = self.open(locked)
@@ -175,7 +177,7 @@ class _Namespace:
             return _segments.open_segments(self.dir, meta, tolerant=tolerant)
         return self._read_format1(meta)
 
-    def _read_format1(self, meta: dict) -> _segments.Snapshot:
+    def _read_format1(self, meta: dict[str, Any]) -> _segments.Snapshot:
         """A format-1 namespace (``vectors.faiss``), verified, as one in-memory segment sorted by id.
 
         The checksum and the vectors come from one open file, so a concurrent ``os.replace`` cannot pair one
@@ -194,7 +196,7 @@ class _Namespace:
                     raise ValueError("checksum of vectors.faiss does not match meta.json")
                 state = previous
             handle.seek(0)
-            index = faiss.read_index(faiss.PyCallbackIOReader(handle.read))
+            index = faiss.read_index(faiss.PyCallbackIOReader(handle.read))  # type: ignore[attr-defined]
         id_map = faiss.downcast_index(index)
         if not isinstance(id_map, faiss.IndexIDMap2):
             raise ValueError(f"unexpected index type {type(id_map).__name__}")
@@ -230,7 +232,7 @@ class _Namespace:
         dims = int(new_vectors.shape[1]) if new_vectors is not None and len(new_vectors) else \
             int(base.dimensions or dimensions or base.meta.get("dimensions") or 0)
         try:
-            committed: dict | None = _segments.read_manifest(self.dir)
+            committed: dict[str, Any] | None = _segments.read_manifest(self.dir)
         except (OSError, ValueError):
             committed = None
         _segments.remove_unlisted(self.dir, committed if committed and committed.get("format") == FORMAT_VERSION
@@ -388,7 +390,7 @@ class ReferenceIndex:
             result = np.zeros((len(unique), 0), dtype=np.float32)
         elif fresh is not None and not len(hit) and embedded.all():
             result = fresh
-        elif fresh is None and len(hit) == len(unique):
+        elif fresh is None and stored is not None and len(hit) == len(unique):
             result = stored
         else:
             result = np.empty((len(unique), dim), dtype=np.float32)
@@ -435,7 +437,7 @@ class ReferenceIndex:
             rows = snapshot.find(ids)
             redo = np.flatnonzero((rows < 0) & np.isin(ids, snapshot.damaged_ids()))
             if len(redo):
-                self.get_or_embed(provider, [texts[i] for i in redo], probe=False, vectors=False)
+                self.get_or_embed(provider, [texts[int(i)] for i in redo], probe=False, vectors=False)
                 continue
             missing = np.flatnonzero(rows < 0)
             if len(missing):
@@ -447,16 +449,17 @@ class ReferenceIndex:
                     return snapshot.gather(rows) if len(rows) else np.zeros((0, dims), dtype=np.float32)
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 with atomic_path(destination) as tmp, synced_writer(tmp, "wb") as handle:
-                    _segments.write_rows(handle, (snapshot.gather(rows[start : start + chunk])
+                    _segments.write_rows(cast(BinaryIO, handle), (snapshot.gather(rows[start : start + chunk])
                                                   for start in range(0, len(rows), chunk)), len(rows), dims)
                 break
-            except _segments.DamagedRows as exc:
+            except DamagedRows as exc:
                 report_warning(f"reference index {self.root} (namespace {provider.namespace}) is corrupt ({exc}): "
                                "those vectors are embedded again")
         else:
             raise OSError(f"the reference index {self.root} (namespace {provider.namespace}) keeps reading damaged "
                           "vectors: run `evaltasks index verify`")
-        return np.load(destination, mmap_mode="r", allow_pickle=False)
+        mapped: np.ndarray = np.load(destination, mmap_mode="r", allow_pickle=False)
+        return mapped
 
     @staticmethod
     def _report_dimensions(ns: _Namespace, stored: int, now: int) -> None:
@@ -534,7 +537,7 @@ class ReferenceIndex:
                 return ns
         return None
 
-    def check(self) -> list[dict]:
+    def check(self) -> list[dict[str, Any]]:
         """Verify every namespace's files, every byte, without repairing anything (``evaltasks index info`` and
         ``evaltasks index verify``).
 
@@ -547,7 +550,7 @@ class ReferenceIndex:
         """
         return _maintenance.check(self.root)
 
-    def info(self) -> list[dict]:
+    def info(self) -> list[dict[str, Any]]:
         """The metadata of every namespace under ``root`` (empty when there is none)."""
         if not self.root.exists():
             return []

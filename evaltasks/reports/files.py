@@ -1,4 +1,4 @@
-"""Report writers: results.json, junit.xml, summary.md (and the console table in :mod:`.console`)."""
+"""The three report files of a finished result, written at once (:func:`write_reports`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.engine.compare import Comparison
-from evaltasks.reports.json_report import SCHEMA_VERSION, write_results_json
-from evaltasks.reports.stream import JUNIT_XML, RESULTS_JSON, SUMMARY_MD, ReportWriter
+from evaltasks.reports.stream import ReportWriter
 from evaltasks.results import EvaluationResult
 
 
@@ -29,4 +28,4 @@ def write_reports(
                             comparison=comparison, summary=result.summary)
 
 
-__all__ = ["JUNIT_XML", "RESULTS_JSON", "SCHEMA_VERSION", "SUMMARY_MD", "ReportWriter", "write_reports"]
+__all__ = ["write_reports"]
