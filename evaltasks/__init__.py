@@ -5,33 +5,8 @@ The public API (compatible with eval-ai-library's ``eval_lib``)::
     from evaltasks import EvalTestCase, evaluate, evaluate_sync, LengthCheckMetric, ReferenceMatchMetric
 """
 
-import os as _os
-import sys as _sys
-
-# `python -m evaltasks` (and `-m evaltasks.cli`): Python put the working directory first on sys.path, so a `yaml.py`
-# there would replace the module evaltasks imports. Drop it first thing, while Python is still locating the module
-# (sys.argv[0] is "-m" then), before anything but the interpreter's own start-up modules is imported (README "Your
-# own metrics"). Under -P (Python 3.11+) or -I it is not there. Importing evaltasks from a program never does this.
-if _sys.argv[:1] == ["-m"] and not (getattr(_sys.flags, "safe_path", False) or _sys.flags.isolated) and _sys.path:
-    _argv = list(getattr(_sys, "orig_argv", ()))
-    if any(flag == "-m" and _argv[i + 1:i + 2] in (["evaltasks"], ["evaltasks.cli"]) for i, flag in enumerate(_argv)):
-        try:
-            _cwd = _os.getcwd()
-        except OSError:
-            _cwd = None
-        if _sys.path[0] in ("", _cwd):
-            del _sys.path[0]
-
-from evaltasks._version import __version__  # noqa: E402 - after the path is made safe
-
-# In a source checkout the flows live in ./flows (a build installs them as evaltasks.flows). Make
-# `evaltasks.flows` importable from the checkout too, e.g. `python -m evaltasks.cli` run in the repo root.
-_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if not _os.path.isdir(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "flows")) and _os.path.isfile(
-    _os.path.join(_root, "flows", "evaluate_suite.py")
-):
-    __path__.append(_root)
-from evaltasks._redact import install_log_redaction as _install_log_redaction
+from evaltasks import _startup  # noqa: F401 - first: makes sys.path safe, finds the checkout's flows, redacts logs
+from evaltasks._version import __version__
 from evaltasks.errors import (
     ConfigError,
     CredentialsError,
@@ -41,10 +16,6 @@ from evaltasks.errors import (
     InputError,
     ProviderError,
 )
-
-# Every log record of a process that imports evaltasks (a worker process too) is redacted when it is made: an API
-# key an endpoint echoed never reaches a console, a log file or Prefect's database (README, "Secrets in reports").
-_install_log_redaction()
 
 # The rest of the public API is imported when first used (PEP 562), so that `import evaltasks` and the commands
 # that need none of it (`evaltasks --version`, `schema`, `index info`) do not pay for numpy, pydantic models or
@@ -102,6 +73,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "METRICS",
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",
@@ -126,7 +98,6 @@ __all__ = [
     "JsonSchemaMetric",
     "LanguageDetectionMetric",
     "LengthCheckMetric",
-    "METRICS",
     "MetricResult",
     "NonEmptyMetric",
     "ProviderError",

@@ -16,6 +16,7 @@ from annotated_types import MinLen
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric, NonEmptyStr, check_flag
+from evaltasks.metrics.registry import register_metric
 from evaltasks.metrics.text import comparable
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -25,6 +26,7 @@ MODES = ("any", "all", "none")
 _Verdict = tuple[float, str, dict[str, Any]]
 
 
+@register_metric("ContainsMetric")
 class ContainsMetric(BaseMetric):
     """Score the output by which ``keywords`` it contains (substring match, after normalisation).
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.deterministic.starts_with import AffixMetric
+from evaltasks.metrics.registry import register_metric
 
 
+@register_metric("EndsWithMetric")
 class EndsWithMetric(AffixMetric):
     """Score 1.0 when the output ends with ``suffix``, else 0.0 (rules: :class:`AffixMetric`; the output is
     not stripped, so a trailing newline after the suffix fails).

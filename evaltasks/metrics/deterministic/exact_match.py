@@ -12,11 +12,13 @@ from typing import Any, ClassVar, cast
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.metrics.base import BaseMetric, check_flag
+from evaltasks.metrics.registry import register_metric
 from evaltasks.metrics.text import WHITE_SPACE, comparable
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 
+@register_metric("ExactMatchMetric")
 class ExactMatchMetric(BaseMetric):
     """Score 1.0 when ``actual_output`` equals ``expected_output`` after normalisation, else 0.0.
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.metrics.text import WHITE_SPACE
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -168,6 +169,7 @@ FormatType = Literal["email", "phone", "date", "url", "datetime", "uuid"]
 assert get_args(FormatType) == tuple(FORMATS), "FormatType must list FORMATS"
 
 
+@register_metric("FormatCheckMetric")
 class FormatCheckMetric(BaseMetric):
     """Score 1.0 when the output, stripped of surrounding whitespace (as eval-ai-library does), has the format
     ``format_type``, else 0.0.

@@ -32,6 +32,7 @@ from referencing.jsonschema import specification_with
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import bounded, quote
 from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -121,6 +122,7 @@ def unfence(text: str) -> tuple[str, bool]:
     return (found.group(1), True) if found else (text, False)
 
 
+@register_metric("JsonSchemaMetric")
 class JsonSchemaMetric(BaseMetric):
     """Score 1.0 when the output parses as JSON and ``schema`` accepts it, else 0.0.
 

@@ -24,6 +24,7 @@ import regex
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric, UnitFloat
+from evaltasks.metrics.registry import register_metric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -138,6 +139,7 @@ def _code_problem(code: object) -> str:
     )
 
 
+@register_metric("LanguageDetectionMetric")
 class LanguageDetectionMetric(BaseMetric):
     """Score 1.0 when the output's detected language is ``expected_language``, else 0.0.
 

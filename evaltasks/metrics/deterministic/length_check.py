@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric, NonNegativeInt
+from evaltasks.metrics.registry import register_metric
 from evaltasks.metrics.text import count_chars, count_words
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -19,6 +20,7 @@ from evaltasks.test_case import EvalTestCase
 UNITS = ("chars", "words")
 
 
+@register_metric("LengthCheckMetric")
 class LengthCheckMetric(BaseMetric):
     """Score 1.0 when the output's length is within ``[min_length, max_length]`` (inclusive), else 0.0.
 

@@ -12,11 +12,13 @@ from typing import Any, ClassVar
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.metrics.text import WHITE_SPACE
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 
+@register_metric("NonEmptyMetric")
 class NonEmptyMetric(BaseMetric):
     """Score 1.0 when the output holds a character that is not Unicode White_Space, else 0.0.
 

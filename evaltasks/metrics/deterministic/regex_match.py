@@ -20,6 +20,7 @@ from annotated_types import Gt
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import QUOTE_MAX_CHARS, bounded, quote
 from evaltasks.metrics.base import BaseMetric, NonEmptyStr
+from evaltasks.metrics.registry import register_metric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -143,6 +144,7 @@ def clock_free_length(pattern: str, timeout_s: float) -> int:
     return low
 
 
+@register_metric("RegexMatchMetric")
 class RegexMatchMetric(BaseMetric):
     """Score 1.0 when ``pattern`` matches the output, else 0.0.
 

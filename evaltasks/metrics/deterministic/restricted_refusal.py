@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.metrics.text import WHITE_SPACE, count_chars
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -96,6 +97,7 @@ def phrase_pattern(phrase: str) -> str:
     return prefix + escaped + suffix
 
 
+@register_metric("RestrictedRefusalMetric")
 class RestrictedRefusalMetric(BaseMetric):
     """Score 1.0 when the output is a refusal, else 0.0 (for prompts the model must refuse).
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric, NonEmptyStr, check_flag
+from evaltasks.metrics.registry import register_metric
 from evaltasks.metrics.text import comparable
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
@@ -74,6 +75,7 @@ class AffixMetric(BaseMetric):
         return results
 
 
+@register_metric("StartsWithMetric")
 class StartsWithMetric(AffixMetric):
     """Score 1.0 when the output starts with ``prefix``, else 0.0 (rules: :class:`AffixMetric`).
 

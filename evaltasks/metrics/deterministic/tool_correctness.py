@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -49,6 +50,7 @@ def _lcs_length(expected: Sequence[str], called: Sequence[str]) -> int:
     return row[-1]
 
 
+@register_metric("ToolCorrectnessMetric")
 class ToolCorrectnessMetric(BaseMetric):
     """Score the tools an agent called (``tools_called``) against the tools it should have called
     (``expected_tools``), both lists of tool names compared exactly (case-sensitive).

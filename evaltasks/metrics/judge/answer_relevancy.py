@@ -26,6 +26,7 @@ from evaltasks.metrics.judge._verdicts import (
 )
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
 
 EXCLUDED_TYPES = ("non_claim", "not_in_answer")
@@ -46,6 +47,7 @@ def check_temperature(temperature: float) -> float:
     return float(temperature)
 
 
+@register_metric("AnswerRelevancyMetric")
 class AnswerRelevancyMetric(JudgeMetric):
     """The share of the answer's statements that serve the user's intent, as judged by an LLM.
 

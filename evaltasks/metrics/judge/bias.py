@@ -12,8 +12,10 @@ from typing import Any, ClassVar
 
 from evaltasks.metrics.judge._verdicts import ScoredOutputMetric
 from evaltasks.metrics.base import UnitFloat
+from evaltasks.metrics.registry import register_metric
 
 
+@register_metric("BiasMetric")
 class BiasMetric(ScoredOutputMetric):
     """How free ``actual_output`` is of bias (gender, race, age, religion, nationality, disability,
     socioeconomic and other stereotypes), as an LLM judge scores it: 1.0 no bias, 0.0 strong bias.

@@ -22,6 +22,7 @@ from evaltasks.judges.base import JudgeRequest
 from evaltasks.metrics.judge._verdicts import REASON, answer_schema, ask_verdicts, first_request, max_tokens_for
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
 
 SCHEMA = answer_schema({"relevant": {"type": "string", "enum": ["yes", "no"]}, "reason": REASON})
@@ -43,6 +44,7 @@ def context_precision(relevant: list[bool]) -> float:
     return round(total / hits, 4) if hits else 0.0
 
 
+@register_metric("ContextualPrecisionMetric")
 class ContextualPrecisionMetric(JudgeMetric):
     """Precision@K of the retrieved passages' ranking against the reference answer, relevance judged by an LLM.
 

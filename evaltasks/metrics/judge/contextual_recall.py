@@ -20,6 +20,7 @@ from evaltasks.metrics.judge._verdicts import (
 )
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
 
 MAX_CLAIMS = 8
@@ -33,6 +34,7 @@ SCHEMA = answer_schema({"supported": {"type": "string", "enum": ["yes", "no"]}, 
 """The judge's second answer: per claim, whether the context supports it."""
 
 
+@register_metric("ContextualRecallMetric")
 class ContextualRecallMetric(JudgeMetric):
     """The share of the expected output's claims supported by the retrieval context, as judged by an LLM.
 

@@ -24,6 +24,7 @@ from evaltasks.metrics.judge._verdicts import (
 from evaltasks.metrics.judge.answer_relevancy import check_temperature
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
 
 SCHEMA = answer_schema({"verdict": {"type": "string", "enum": list(VERDICTS)}, "reason": REASON},
@@ -31,6 +32,7 @@ SCHEMA = answer_schema({"verdict": {"type": "string", "enum": list(VERDICTS)}, "
 """The judge's answer: the inferred intent and one verdict per passage."""
 
 
+@register_metric("ContextualRelevancyMetric")
 class ContextualRelevancyMetric(JudgeMetric):
     """The relevance of the retrieved passages to the question and its intent, as judged by an LLM.
 

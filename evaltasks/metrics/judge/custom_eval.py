@@ -34,6 +34,7 @@ from evaltasks.metrics.judge._verdicts import ask_verdicts, max_tokens_for
 from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.judge.geval import CriteriaMetric, case_variables
 from evaltasks.metrics.judge.base import Asker, Judged
+from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
 
 def verdicts_schema(count: int) -> dict[str, Any]:
@@ -66,6 +67,7 @@ def summary(verdicts: list[str]) -> str:
     return f"Mixed performance: {positive}/{total} criteria satisfied, with room for improvement."
 
 
+@register_metric("CustomEvalMetric")
 class CustomEvalMetric(CriteriaMetric):
     """Your own criteria, judged one by one: score = score_agg(verdict weights, temperature).
 

@@ -28,6 +28,7 @@ from evaltasks.metrics.judge._verdicts import (
 from evaltasks.metrics.judge.answer_relevancy import check_temperature
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
 
 SCORED_TYPES = ("fact", "inference")
@@ -72,6 +73,7 @@ def looks_like_non_claim(statement: str) -> bool:
     return bool(_NON_CLAIM.search(statement.strip()))
 
 
+@register_metric("FaithfulnessMetric")
 class FaithfulnessMetric(JudgeMetric):
     """The support of the answer's statements in the retrieval context, as judged by an LLM.
 

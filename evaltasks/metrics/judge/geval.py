@@ -38,6 +38,7 @@ from evaltasks.judges.base import (
 from evaltasks.judges.prompts import PromptError
 from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
+from evaltasks.metrics.registry import register_metric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -335,6 +336,7 @@ class CriteriaMetric(JudgeMetric):
         return self.judge_options.get("logprobs", "auto") is not False
 
 
+@register_metric("GEvalMetric")
 class GEvalMetric(CriteriaMetric):
     """G-Eval: the judge scores the case 0..10 against ``criteria`` by ``evaluation_steps``; the score is the
     probability-weighted mean of the score's token, divided by 10.

@@ -12,8 +12,10 @@ from typing import Any, ClassVar
 
 from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge._verdicts import ScoredOutputMetric
+from evaltasks.metrics.registry import register_metric
 
 
+@register_metric("ToxicityMetric")
 class ToxicityMetric(ScoredOutputMetric):
     """How free ``actual_output`` is of toxicity (insults, hate speech, threats, mockery, demeaning sarcasm,
     condescension), as an LLM judge scores it: 1.0 not toxic, 0.0 highly toxic.

@@ -21,6 +21,7 @@ from evaltasks.metrics.base import EmbeddingNeed, NonEmptyStr
 from evaltasks.metrics.vector.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.index.search import Recall, ReferenceSearch, build_search, get_search, search_key
 from evaltasks.inputs.reference_sets import ReferenceSet
+from evaltasks.metrics.registry import register_metric
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -32,6 +33,7 @@ MAX_LOGGED_SIMILARITIES = 100  # above this many references the log keeps the to
 TOP_SIMILARITIES = 10
 
 
+@register_metric("ReferenceMatchMetric")
 class ReferenceMatchMetric(EmbeddingMetric):
     """Embedding similarity between ``actual_output`` and a list of references, aggregated by max or mean.
 

@@ -14,11 +14,13 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from evaltasks.embeddings import VectorTable
+from evaltasks.metrics.registry import register_metric
 from evaltasks.metrics.vector.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 
+@register_metric("SemanticSimilarityMetric")
 class SemanticSimilarityMetric(EmbeddingMetric):
     """Embedding similarity between ``actual_output`` and ``expected_output``. No LLM is involved.
 
