@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from evaltasks._version import DOCS_URL, __version__, docs_ref
 
 if TYPE_CHECKING:
-    from evaltasks.engine.lifecycle import RunReport
+    from evaltasks.engine.outcome import RunReport
     from evaltasks.server.client import ServerPaths
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
@@ -525,7 +525,7 @@ def _flow_outcome(state: Any) -> RunReport:
     :class:`~evaltasks.engine.lifecycle.RunReport`: the Completed result, or the ``result`` of the
     :class:`~evaltasks.errors.GateFailed` a failed gate ends the run with (the gate's verdict is in the dict).
     Any other failure is raised as the flow raised it."""
-    from evaltasks.engine.lifecycle import RunReport
+    from evaltasks.engine.outcome import RunReport
     from evaltasks.errors import GateFailed
 
     try:

@@ -48,7 +48,7 @@ from pydantic import BaseModel
 
 from evaltasks._env import TEMPORARY_SERVER_DEFAULTS, env_value
 from evaltasks._version import __version__
-from evaltasks.engine.lifecycle import RunReport
+from evaltasks.engine.outcome import RunReport
 from evaltasks.reports.markdown import Highlights
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.engine.compare import Comparison
-from evaltasks.engine.lifecycle import RunReport
-from evaltasks.engine.lifecycle import SCHEMA_VERSION
+from evaltasks.engine.outcome import SCHEMA_VERSION, RunReport
 from evaltasks.reports.json_report import write_results_json
 from evaltasks.reports.stream import JUNIT_XML, RESULTS_JSON, SUMMARY_MD, ReportWriter
 from evaltasks.results import EvaluationResult

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison, MetricComparison
-from evaltasks.engine.lifecycle import RunReport
+from evaltasks.engine.outcome import RunReport
 from evaltasks.reports.markdown import (VERDICT_ICONS, interval_text, is_tested, level_text, p_text,
                                         verdict_headline)
 from evaltasks.reports.verdict import case_label, shorten, verdict_line

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks._atomic import atomic_writer
-from evaltasks.engine.lifecycle import SCHEMA_VERSION
+from evaltasks.engine.outcome import SCHEMA_VERSION
 from evaltasks.results import EvaluationSummary, TestCaseResult
 
 

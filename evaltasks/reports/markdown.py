@@ -28,7 +28,7 @@ import regex
 
 from evaltasks._atomic import atomic_writer
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison
-from evaltasks.engine.lifecycle import RunReport
+from evaltasks.engine.outcome import RunReport
 from evaltasks.reports._escape import markdown_inline
 from evaltasks.reports.verdict import case_label, verdict_line
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message

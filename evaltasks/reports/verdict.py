@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from evaltasks.engine.lifecycle import RunReport
+from evaltasks.engine.outcome import RunReport
 from evaltasks.results import budget_message
 
 LABEL_WIDTH = 48
