@@ -42,7 +42,7 @@ def markdown_inline(text: str | None, limit: int = 200) -> str:
         text = text[: limit - 1] + "…"
     text = _MD_SPECIAL.sub(r"\\\1", text).replace("@", "@\u200b")
     text = _DOMAIN_DOT.sub("\u200b", _WWW.sub("\u200b", _SCHEME.sub("\u200b", text)))
-    return _REFERENCE.sub("\\1\u200b", text)
+    return str(_REFERENCE.sub("\\1\u200b", text))
 
 
 _ASCII_XML_INVALID = {c: None for c in range(32) if c not in (9, 10, 13)}
@@ -54,4 +54,4 @@ def xml_text(text: str | None) -> str:
         return ""
     if text.isascii():  # the common case: only C0 controls but TAB, LF, CR are forbidden; str.translate is C
         return text.translate(_ASCII_XML_INVALID)
-    return _XML_INVALID.sub("", text)
+    return str(_XML_INVALID.sub("", text))

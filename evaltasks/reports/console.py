@@ -21,8 +21,7 @@ from rich.text import Text
 
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison, MetricComparison
 from evaltasks.engine.outcome import RunReport
-from evaltasks.reports.markdown import (VERDICT_ICONS, interval_text, is_tested, level_text, p_text,
-                                        verdict_headline)
+from evaltasks.reports.markdown import VERDICT_ICONS, interval_text, is_tested, level_text, p_text, verdict_headline
 from evaltasks.reports.verdict import case_label, shorten, verdict_line
 from evaltasks.results import EvaluationSummary, budget_message
 
@@ -135,7 +134,7 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
     for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip", *columns):
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     thresholds = threshold_texts([m.threshold for m in s.metrics.values()])
-    for (name, m), threshold in zip(s.metrics.items(), thresholds):
+    for (name, m), threshold in zip(s.metrics.items(), thresholds, strict=False):
         table.add_row(
             folded_name(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
             "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",

@@ -55,12 +55,13 @@ def results_json_schema() -> dict[str, Any]:
     :class:`~evaltasks.results.TestCaseResult`, :class:`~evaltasks.engine.compare.Comparison`, serialization mode),
     the header written here. Shipped as ``evaltasks/schema/results.schema.json`` (a test checks the file equals
     this); other top-level keys are allowed, so a reader of version 2 accepts additions."""
+    from pydantic import BaseModel
     from pydantic.json_schema import models_json_schema
 
     from evaltasks.engine.compare import Comparison
     from evaltasks.results import EmbeddingModelInfo, ReferenceSetInfo
 
-    models = [EvaluationSummary, TestCaseResult, Comparison, EmbeddingModelInfo, ReferenceSetInfo]
+    models: list[type[BaseModel]] = [EvaluationSummary, TestCaseResult, Comparison, EmbeddingModelInfo, ReferenceSetInfo]
     _, generated = models_json_schema([(m, "serialization") for m in models], ref_template="#/$defs/{model}")
     ref = "#/$defs/{}".format
     strings = {"type": "array", "items": {"type": "string"}}

@@ -212,7 +212,7 @@ def fit_sections(
     """
     def render(keep: list[int], omitted: int) -> str:
         lines: list[str] = []
-        for section, n in zip(sections, keep):
+        for section, n in zip(sections, keep, strict=False):
             if section.rows and n == 0 and section.min_rows == 0:
                 continue
             lines += [*section.head, *section.rows[:n], *section.tail]
@@ -520,7 +520,7 @@ def metric_table(report: RunReport) -> Section:
         rate_regressed = rate_test is not None and rate_test.verdict == "regressed"
         mean_regressed = (score_test is not None and score_test.verdict == "regressed") or (
             not tested and c is not None and c.regressed)
-        verdict = ("not in the baseline" if c is None or c.verdict is None and tested else
+        verdict = ("not in the baseline" if c is None or (c.verdict is None and tested) else
                    SHORT_VERDICTS.get(c.verdict or "", "🔻 regressed" if c.regressed else ""))
         section.rows.append(
             f"| {markdown_inline(name)} | {rate_cell(m.pass_rate, m.pass_rate_interval)} | "

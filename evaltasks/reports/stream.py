@@ -21,10 +21,10 @@ from typing import IO, Any
 from evaltasks._atomic import atomic_paths, pid_alive, remove_stale_temporaries, synced_writer
 from evaltasks.engine.compare import Comparison, ComparisonBuilder
 from evaltasks.engine.outcome import RunHeader, RunReport
+from evaltasks.engine.statistics import SummaryBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
 from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
 from evaltasks.reports.markdown import Highlights, render_summary
-from evaltasks.engine.statistics import SummaryBuilder
 from evaltasks.results import EmbeddingCounts, EvaluationSummary, TestCaseResult
 
 RESULTS_JSON = "results.json"
