@@ -383,7 +383,7 @@ def test_duration_includes_the_comparison(tmp_path: Path, monkeypatch: pytest.Mo
         clock[0] += 60.0
         return finish(self, summary)
 
-    monkeypatch.setattr("evaltasks.reports.outcome.time", SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr("evaltasks.engine.lifecycle.time", SimpleNamespace(time=lambda: clock[0]))
     monkeypatch.setattr(ComparisonBuilder, "finish", slow_finish)
     outcome = finish_run(plan, result, tmp_path / "out", 1000.0, baseline=tmp_path / "base" / "results.json")
     assert outcome.header.duration_s == 60.0

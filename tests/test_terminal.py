@@ -43,7 +43,6 @@ import logging
 
 from evaltasks import BaseMetric, MetricResult
 from evaltasks.engine import progress as _progress
-from evaltasks.engine.lifecycle import RunReport
 
 
 class NoisyMetric(BaseMetric):
@@ -348,6 +347,7 @@ def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole(
 
     from rich.console import Console
 
+    from evaltasks.engine.lifecycle import RunReport
     from evaltasks.reports.console import print_summary
     from evaltasks.engine.statistics import summarize
     from evaltasks.results import MetricResult, TestCaseResult

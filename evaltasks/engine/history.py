@@ -18,7 +18,6 @@ when p < alpha and above min_effect, else ``no significant change`` (no minimum 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -31,7 +30,7 @@ from typing import Any, Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
-from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
+from evaltasks.results import Interval, TestCaseResult
 
 HISTORY_SCHEMA_VERSION = 1
 DEFAULT_HISTORY_DIR = ".evaltasks/history"  # relative to the working directory, for a suite with a `history:` block
@@ -217,16 +216,15 @@ class HistoryStore:
         path = self.path(record.suite)
         path.parent.mkdir(parents=True, exist_ok=True)
         line = record.model_dump_json().encode("utf-8") + b"\n"
-        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
-            with open(path, "ab") as out:
-                if out.tell() > 0:  # a torn last line (no newline) stays its own line, skipped on read
-                    with open(path, "rb") as tail:
-                        tail.seek(-1, os.SEEK_END)
-                        if tail.read(1) != b"\n":
-                            line = b"\n" + line
-                out.write(line)
-                out.flush()
-                os.fsync(out.fileno())
+        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S), open(path, "ab") as out:
+            if out.tell() > 0:  # a torn last line (no newline) stays its own line, skipped on read
+                with open(path, "rb") as tail:
+                    tail.seek(-1, os.SEEK_END)
+                    if tail.read(1) != b"\n":
+                        line = b"\n" + line
+            out.write(line)
+            out.flush()
+            os.fsync(out.fileno())
         return path
 
     def read(self, suite: str, last: int | None = None) -> list[RunRecord]:
@@ -266,7 +264,7 @@ def resolve_history_dir(
     """
     env = os.environ if env is None else env
     if history is not None and getattr(history, "dir", None):
-        return Path(suite_path).resolve().parent / history.dir
+        return Path(suite_path).resolve().parent / str(history.dir)
     if history_dir:
         return Path(history_dir)
     if env.get(HISTORY_DIR_ENV):
