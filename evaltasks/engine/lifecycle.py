@@ -3,7 +3,9 @@
 The steps, in the order a run takes them (the flow, :func:`evaltasks.flows.evaluate_suite.run_suite`, composes
 them and adds Prefect's surfaces; ``evaltasks run`` plans first, then hands its plan to the flow):
 
-1. **plan**: :func:`evaltasks.engine.run.plan_run` reads and validates the suite, its dataset and the credentials (nothing scored);
+1. **plan**: :func:`plan_run` (defined in :mod:`evaltasks.engine.run`, beside the run's options) reads and
+   validates the suite, its dataset and the credentials (nothing scored), with the baseline
+   (:func:`read_baseline`);
 2. **run**: the cases are scored in batches and streamed into a :class:`ReportSink` (the report writer of
    :mod:`evaltasks.reports.stream`, which sits above the engine and is therefore handed in, never imported);
 3. **gate**: :meth:`GateVerdict.of` applies the suite's gate (README, "Uncertainty and regressions");
@@ -25,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evaltasks.engine.compare import Comparison
 from evaltasks.engine.history import (
@@ -50,6 +52,14 @@ from evaltasks.engine.outcome import (
     gate_passed,
     nothing_evaluated,
 )
+from evaltasks.engine.run import (
+    ParsedBaseline,
+    RunPlan,
+    judge_price_warnings,
+    load_parsed_baseline,
+    plan_run,
+    read_baseline,
+)
 from evaltasks.results import (
     EmbeddingCounts,
     EmbeddingModelInfo,
@@ -58,9 +68,6 @@ from evaltasks.results import (
     ReferenceSetInfo,
     budget_message,
 )
-
-if TYPE_CHECKING:  # the plan's step (evaltasks.engine.run, with the suite and metric loaders) stays unimported
-    from evaltasks.engine.run import RunPlan  # until a run is planned
 
 # -- finishing a run: gate, header, reports ---------------------------------------------------------------------
 
@@ -75,7 +82,6 @@ def run_warnings(plan: RunPlan, summary: EvaluationSummary, comparison: Comparis
     """The run's warnings, in the order results.json lists them: the suite's, unpriced judge models, the
     reference index's (corrupt or rebuilt namespaces), the budget stop, and what the baseline could not say
     (``fail_on`` needing one that was not given, no case in common, a metric in one run only)."""
-    from evaltasks.engine.run import judge_price_warnings
     from evaltasks.index import recorded_warnings
 
     gate = plan.suite.suite.gate
@@ -262,7 +268,28 @@ def record_history(
 
 
 __all__ = [
-    "FAIL_ON", "SCHEMA_VERSION", "GateVerdict", "HistoryStep", "ReportSink", "RunHeader", "RunOutcome", "RunReport",
-    "finish_streamed_run", "gate_message", "gate_pass_rate", "gate_passed", "history_record", "iso_utc",
-    "metric_configs", "nothing_evaluated", "record_history", "regression_summary", "run_warnings",
+    "FAIL_ON",
+    "SCHEMA_VERSION",
+    "GateVerdict",
+    "HistoryStep",
+    "ParsedBaseline",
+    "ReportSink",
+    "RunHeader",
+    "RunOutcome",
+    "RunPlan",
+    "RunReport",
+    "finish_streamed_run",
+    "gate_message",
+    "gate_pass_rate",
+    "gate_passed",
+    "history_record",
+    "iso_utc",
+    "load_parsed_baseline",
+    "metric_configs",
+    "nothing_evaluated",
+    "plan_run",
+    "read_baseline",
+    "record_history",
+    "regression_summary",
+    "run_warnings",
 ]
