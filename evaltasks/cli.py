@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from evaltasks._version import DOCS_URL, __version__, docs_ref
 
 if TYPE_CHECKING:
+    from evaltasks.engine.outcome import RunReport
     from evaltasks.server.client import ServerPaths
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_INVALID, EXIT_ABORTED = 0, 1, 2, 3
@@ -529,16 +530,18 @@ def _main(argv: list[str] | None, command_started: float) -> int:
     return _run_interruptible(args)
 
 
-def _flow_outcome(state: Any) -> dict[str, Any]:
-    """The evaluate-suite flow's returned dict from its final ``state``: the Completed result, or the
-    ``result`` of the :class:`~evaltasks.errors.GateFailed` a failed gate ends the run with (the gate's verdict
-    is in the dict). Any other failure is raised as the flow raised it."""
+def _flow_outcome(state: Any) -> RunReport:
+    """The evaluate-suite flow's returned dict from its final ``state``, read as a
+    :class:`~evaltasks.engine.lifecycle.RunReport`: the Completed result, or the ``result`` of the
+    :class:`~evaltasks.errors.GateFailed` a failed gate ends the run with (the gate's verdict is in the dict).
+    Any other failure is raised as the flow raised it."""
+    from evaltasks.engine.outcome import RunReport
     from evaltasks.errors import GateFailed
 
     try:
-        return state.result()
+        return RunReport.model_validate(state.result())
     except GateFailed as exc:
-        return exc.result
+        return RunReport.model_validate(exc.result)
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -954,28 +957,17 @@ def _run(args: argparse.Namespace) -> int:
         _progress.set_stop_callback(None)
         _progress.set_stage_callback(None)
 
-    for warning in [*outcome.get("warnings", []), *_regression_warning(outcome)]:
+    for warning in [*outcome.warnings, *_regression_warning(outcome)]:
         if warning not in shown_warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
     # --quiet: the verdict line, the gate line and the reports line only (README, "CLI")
-    from evaltasks.engine.compare import Comparison
-    from evaltasks.results import EvaluationSummary
-
     try:
-        summary = EvaluationSummary.model_validate(outcome["summary"])
-        cases = None if args.quiet else notable_cases(Path(args.output_dir) / "results.json", summary)
-        print_summary(
-            summary, passed=outcome["passed"], cases=cases, brief=args.quiet,
-            min_pass_rate=min_pass_rate, console=Console(),
-            gate_pass_rate=outcome.get("gate", {}).get("pass_rate"),
-            comparison=Comparison.model_validate(outcome["comparison"]) if outcome.get("comparison") else None,
-            fail_on=outcome.get("gate", {}).get("fail_on"),
-            gate_message=outcome.get("gate", {}).get("message"),
-        )
+        cases = None if args.quiet else notable_cases(Path(args.output_dir) / "results.json", outcome.summary)
+        print_summary(outcome, cases=cases, brief=args.quiet, console=Console())
         # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
         # and the whole command, start-up included
         reports = f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md"
-        timing = f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)"
+        timing = f"(flow run {outcome.duration_s or 0:.1f} s, total {time.time() - args.command_started:.1f} s)"
         import shutil
 
         fits = not sys.stdout.isatty() or len(reports) + 1 + len(timing) <= shutil.get_terminal_size().columns
@@ -985,7 +977,7 @@ def _run(args: argparse.Namespace) -> int:
         # (rich's Console answers a broken pipe with SystemExit(1), which would read as a failed gate; Python
         # docs, "Note on SIGPIPE": point stdout at devnull so the interpreter's last flush does not fail again)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return EXIT_PASSED if outcome["passed"] else EXIT_GATE_FAILED
+    return EXIT_PASSED if outcome.passed else EXIT_GATE_FAILED
 
 
 def _price_warning_filter(record: Any) -> bool:
@@ -1004,15 +996,14 @@ def _leave_price_warnings_to_the_run() -> None:
         judges.addFilter(_price_warning_filter)
 
 
-def _regression_warning(outcome: dict[str, Any]) -> list[str]:
+def _regression_warning(outcome: RunReport) -> list[str]:
     """The flow's one line about the regressions since the baseline (``regression_summary``), when any, for
     ``evaltasks run`` to print in its own format (the flow's log record of it stays off the terminal)."""
-    if not (outcome.get("comparison") or {}).get("regressions"):
+    if outcome.comparison is None or not outcome.comparison.regressions:
         return []
-    from evaltasks.engine.compare import Comparison
-    from evaltasks.flows.evaluate_suite import regression_summary
+    from evaltasks.engine.lifecycle import regression_summary
 
-    return [regression_summary(Comparison.model_validate(outcome["comparison"]))]
+    return [regression_summary(outcome.comparison)]
 
 
 class _Interrupt:

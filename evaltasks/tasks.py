@@ -48,7 +48,7 @@ from pydantic import BaseModel
 
 from evaltasks._env import TEMPORARY_SERVER_DEFAULTS, env_value
 from evaltasks._version import __version__
-from evaltasks.engine.compare import Comparison
+from evaltasks.engine.outcome import RunReport
 from evaltasks.reports.markdown import Highlights
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
@@ -57,7 +57,7 @@ from evaltasks.engine.evaluate import embed_references as _embed_references
 from evaltasks.engine.evaluate import evaluate_sync, score_metric_batch
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric
-from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, is_judged
+from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, TestCaseResult, is_judged
 from evaltasks.engine.run import RunPlan, plan_run
 from evaltasks.test_case import EvalTestCase
 
@@ -411,17 +411,10 @@ ARTIFACT_MAX_CHARS = 1_000_000  # a markdown artifact is one database row: keep 
 
 
 def publish_artifacts(
-    result: EvaluationResult,
-    suite_name: str,
+    report: RunReport,
+    cases: list[TestCaseResult] | Highlights,
     *,
-    passed: bool,
-    min_pass_rate: float,
     reports_url: str | None = None,
-    comparison: Comparison | None = None,
-    warnings: list[str] | None = None,
-    highlights: Highlights | None = None,
-    fail_on: str | None = None,
-    gate_pass_rate: float | None = None,
 ) -> list[str]:
     """Create the Prefect artifacts of an evaluation (call inside a flow or task run); returns their keys.
 
@@ -431,13 +424,13 @@ def publish_artifacts(
     comparison's: ``regressed``, ``improved``, ``inconclusive``, ``no significant change``), ``mean_delta`` and
     ``pass_rate_delta`` (fractions, current minus baseline; None where a side has no value). README, "Prefect".
 
-    ``fail_on`` and ``gate_pass_rate``: the suite gate's rule and the pass rate it compared (results.json
-    ``gate``), so the summary's banner states the verdict as summary.md does. The metrics table carries each
-    pass rate's and mean's 95 % interval (``*_ci_low`` / ``*_ci_high``; README, "Uncertainty and regressions").
-
-    ``comparison`` (with a baseline run) adds deltas, regressions and changes to the summary artifact;
-    ``warnings`` are shown under its banner. ``highlights`` (worst cases, score histograms) stand in for
-    ``result.test_results`` when the run streamed its cases (the flow's result holds none).
+    ``report`` (:class:`~evaltasks.engine.lifecycle.RunReport`): the run's summary, its gate as results.json
+    records it (``gate``: the rule and the pass rate it compared, so the summary's banner states the verdict as
+    summary.md does), its comparison with a baseline (adds deltas, regressions and changes to the summary
+    artifact) and its warnings (shown under the banner). The metrics table carries each pass rate's and mean's
+    95 % interval (``*_ci_low`` / ``*_ci_high``; README, "Uncertainty and regressions"). ``cases``: the case
+    results, or their :class:`~evaltasks.reports.markdown.Highlights` (worst cases, score histograms) when the
+    run streamed its cases.
 
     Keys (``[a-z0-9-]``, per suite): ``<suite>-metrics`` (table of per-metric results), ``<suite>-summary``
     (markdown: banner, metric table, score distributions, worst cases; model text escaped), and
@@ -445,11 +438,11 @@ def publish_artifacts(
     """
     from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
-    from evaltasks.reports.markdown import render_summary_markdown
+    from evaltasks.reports.markdown import render_summary
     from evaltasks.reports.verdict import verdict_line
 
-    verdict = verdict_line(result.summary, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
-                           gate_pass_rate=gate_pass_rate, fail_on=fail_on)
+    suite_name, comparison = report.suite, report.comparison
+    verdict = verdict_line(report)
     compared = {entry.name: entry for entry in comparison.metrics} if comparison is not None else {}
 
     def deltas(name: str) -> dict[str, Any]:
@@ -473,15 +466,13 @@ def publish_artifacts(
                for stat, interval in (("pass_rate", m.pass_rate_interval), ("mean_score", m.mean_score_interval))
                for end in ("low", "high")},
         }
-        for name, m in result.summary.metrics.items()
+        for name, m in report.summary.metrics.items()
     ]
     keys = [artifact_key(suite_name, "metrics"), artifact_key(suite_name, "summary")]
     create_table_artifact(key=keys[0], table=rows, description=f"{verdict}. Per-metric results of suite {suite_name}")
-    markdown = render_summary_markdown(
-        suite_name, result.summary, highlights if highlights is not None else result.test_results,
-        passed=passed, min_pass_rate=min_pass_rate, fail_on=fail_on, gate_pass_rate=gate_pass_rate,
-        comparison=comparison, warnings=warnings, max_size=ARTIFACT_MAX_CHARS,
-        truncation_note="The full report is in results.json.", charts="text",  # Prefect's UI renders no Mermaid
+    markdown = render_summary(
+        report, cases, max_size=ARTIFACT_MAX_CHARS, truncation_note="The full report is in results.json.",
+        charts="text",  # Prefect's UI renders no Mermaid
     )
     create_markdown_artifact(key=keys[1], markdown=markdown, description=f"{verdict}. Evaluation summary of suite {suite_name}")
     if reports_url:
@@ -502,15 +493,15 @@ def publish_results(
 ) -> dict[str, Any]:
     """Publish an evaluation: Prefect artifacts, and results.json / junit.xml / summary.md when ``output_dir``.
 
-    The gate (:func:`evaltasks.engine.run.gate_passed`) holds when passed / evaluated cases >= ``min_pass_rate``
+    The gate (:func:`evaltasks.engine.lifecycle.gate_passed`) holds when passed / evaluated cases >= ``min_pass_rate``
     (skipped cases, and errored ones when ``allow_errors``, left out).
 
     Returns ``{"passed": gate verdict, "pass_rate", "artifacts": keys, "paths": {name: path}}``.
     """
     from pathlib import Path
 
+    from evaltasks.engine.lifecycle import gate_passed
     from evaltasks.reports import SCHEMA_VERSION, write_reports
-    from evaltasks.engine.run import gate_passed
 
     passed = gate_passed(result, min_pass_rate, allow_errors)
     paths: dict[str, str] = {}
@@ -522,7 +513,8 @@ def publish_results(
         }
         written = write_reports(Path(output_dir), result, header, passed=passed, min_pass_rate=min_pass_rate)
         paths = {name: str(path) for name, path in written.items()}
-    keys = publish_artifacts(result, suite_name, passed=passed, min_pass_rate=min_pass_rate, reports_url=reports_url)
+    report = RunReport.of(result.summary, passed=passed, min_pass_rate=min_pass_rate, suite=suite_name)
+    keys = publish_artifacts(report, result.test_results, reports_url=reports_url)
     return {"passed": passed, "pass_rate": result.summary.pass_rate, "artifacts": keys, "paths": paths}
 
 

@@ -36,7 +36,8 @@ from evaltasks.results import EmbeddingCounts
 from evaltasks.engine.compare import DEFAULT_TOLERANCE
 from evaltasks.reports.verdict import verdict_line
 from evaltasks.engine.run import ParsedBaseline, PlannedRun, RunOptions, RunPlan, check_judge_prices, plan_run
-from evaltasks.reports.outcome import RunOutcome, finish_streamed_run, open_report_writer
+from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run, record_history, regression_summary
+from evaltasks.reports.outcome import open_report_writer
 from evaltasks.engine.stream import (
     IN_FLIGHT, IN_FLIGHT_THREADS, ProgressMeter, auto_batch_size, case_results, chunks, embed_chunk, gc_frozen,
     stream_batches,
@@ -46,11 +47,9 @@ from evaltasks.tasks import (
     score_batch_boxed,
 )
 from evaltasks.engine.history import (
-    REGRESSED_EVENT, DriftReport, HistoryStore, ScoreMoments, build_record, current_commit, drift_check,
-    event_payload, event_resource, resolve_history_dir,
+    REGRESSED_EVENT, DriftReport, ScoreMoments, event_payload, event_resource, resolve_history_dir,
 )
 from evaltasks.errors import GateFailed
-from evaltasks.inputs.suite import HistorySpec
 
 HISTORY_ARTIFACT_RUNS = 20  # runs the <suite>-history artifact shows (this one included)
 
@@ -200,12 +199,11 @@ def evaluate_suite(
     )
     outcome = run_suite(suite_path, options, plan)
     result = outcome.summary_dict()
-    result["drift"] = outcome.header.get("drift")
     verdict = run_verdict(outcome)
     _print_served_verdict(verdict, options.output_dir)
     if outcome.passed:
         return Completed(message=verdict, data=result)
-    message = outcome.header["gate"]["message"] or "gate failed"  # run.gate_message: names the verdict
+    message = outcome.gate.message or "gate failed"  # lifecycle.gate_message: names the verdict
     return Failed(message=verdict, data=GateFailed(message, result))
 
 
@@ -231,9 +229,7 @@ def _print_served_verdict(verdict: str, output_dir: str | None) -> None:
 def run_verdict(outcome: RunOutcome) -> str:
     """The run's verdict line (:func:`evaltasks.reports.verdict.verdict_line`, with the comparison when there is
     a baseline), from the gate that results.json records (``gate``): the flow run's final state message."""
-    gate = outcome.header["gate"]
-    return verdict_line(outcome.result.summary, passed=outcome.passed, min_pass_rate=gate["min_pass_rate"],
-                        comparison=outcome.comparison, gate_pass_rate=gate["pass_rate"], fail_on=gate["fail_on"])
+    return verdict_line(outcome.report)
 
 
 def _tag(value: str) -> str:
@@ -284,13 +280,15 @@ def _tag_run(tags: list[str], logger: Any) -> None:
 def run_suite(suite_path: str, options: RunOptions | None = None, planned: PlannedRun | None = None) -> RunOutcome:
     """The body of :func:`evaluate_suite` (call it inside a flow run): the suite at ``suite_path`` run with
     ``options`` (default :class:`~evaltasks.engine.run.RunOptions`), on ``planned``'s plan and baseline when
-    given and unchanged; returns the full outcome (its header gains ``drift`` after the history step, which
-    results.json, written before it, does not have)."""
+    given and unchanged; returns the full outcome (its ``drift`` is set by the history step, which results.json,
+    written before it, does not have)."""
     options = options or RunOptions()
     logger = get_run_logger()
     started = time.time()
-    plan = load_suite_and_dataset(suite_path, options.skip_missing_credentials,
-                                  quote(planned.take() if planned is not None else None))
+    plan = load_suite_and_dataset(  # quote(): Prefect does not walk the plan's dataset; the task gets the plan
+        suite_path, options.skip_missing_credentials,
+        quote(planned.take() if planned is not None else None),  # type: ignore[call-overload]
+    )
     parsed_baseline = planned.take_baseline() if planned is not None else None
     logger.info("Loaded suite %r and its dataset (%d cases) in %.1f s", plan.suite.suite.name,
                 len(plan.dataset.cases), time.time() - started)
@@ -529,90 +527,56 @@ def _run_plan(
             for path in (ledger, ledger.with_name(ledger.name + ".lock")):
                 with contextlib.suppress(OSError):
                     path.unlink(missing_ok=True)
-    result = outcome.result
-    if outcome.comparison is not None and outcome.comparison.regressions:
-        # one line for all of them (a suite of 30 metrics regressed 61 times): the reports hold each one
-        logger.warning("%s", regression_summary(outcome.comparison), extra=_progress.PRINTED_BY_CLI)  # the CLI prints it
-    publish_artifacts(
-        result, plan.suite.suite.name, passed=outcome.passed, min_pass_rate=plan.suite.suite.gate.min_pass_rate,
-        reports_url=options.reports_url, comparison=outcome.comparison, warnings=outcome.header["warnings"],
-        highlights=outcome.highlights, fail_on=plan.suite.suite.gate.fail_on,
-        gate_pass_rate=outcome.header["gate"]["pass_rate"],
-    )
-    _tag_run(_verdict_tags(outcome.passed, outcome.comparison.verdict if outcome.comparison else None), logger)
-    logger.info(
-        "Pass rate %.2f%% (gate %.2f%%): %s", 100 * result.summary.pass_rate,
-        100 * plan.suite.suite.gate.min_pass_rate, "PASSED" if outcome.passed else "FAILED",
-    )
-    if history is not None and moments is not None:
-        drift = _record_history(plan, outcome, moments, history, logger)
-        outcome.header["drift"] = drift.model_dump() if drift is not None else None
+    _publish_outcome(plan, outcome, options, logger, history, moments)
     return outcome
 
 
-def regression_summary(comparison: Any, names_shown: int = 3) -> str:
-    """The one warning line the flow logs for a comparison's regressions (:attr:`Comparison.regressions`, not
-    empty): how many, the first ``names_shown`` subjects (``pass rate`` for all cases, else the metric names),
-    and where each is described (summary.md, results.json). E.g. ``Regression since the baseline: 3
-    regressions (pass rate, LengthCheckMetric, ReferenceMatchMetric); see summary.md``."""
-    subjects = ["pass rate"] if comparison.pass_rate_test is not None and \
-        comparison.pass_rate_test.verdict == "regressed" else []
-    subjects += [m.name for m in comparison.metrics if m.regressed]
-    count = len(comparison.regressions)
-    shown = ", ".join(subjects[:names_shown]) + (f" and {len(subjects) - names_shown} more"
-                                                 if len(subjects) > names_shown else "")
-    return (f"Regression since the baseline: {count} regression{'' if count == 1 else 's'}"
-            + (f" ({shown})" if shown else "") + "; see summary.md")
+def _publish_outcome(plan: RunPlan, outcome: RunOutcome, options: RunOptions, logger: Any,
+                     history: Path | None, moments: ScoreMoments | None) -> None:
+    """After the reports: the regressions' warning, the run's artifacts and verdict tags, the pass-rate log line,
+    and the history (``history``, with the scores' ``moments``; the drift report set on ``outcome.drift``)."""
+    report = outcome.report
+    if outcome.comparison is not None and outcome.comparison.regressions:
+        # one line for all of them (a suite of 30 metrics regressed 61 times): the reports hold each one
+        logger.warning("%s", regression_summary(outcome.comparison), extra=_progress.PRINTED_BY_CLI)  # the CLI prints it
+    publish_artifacts(report, outcome.highlights, reports_url=options.reports_url)
+    _tag_run(_verdict_tags(outcome.passed, outcome.comparison.verdict if outcome.comparison else None), logger)
+    logger.info(
+        "Pass rate %.2f%% (gate %.2f%%): %s", 100 * report.summary.pass_rate, 100 * outcome.gate.min_pass_rate,
+        "PASSED" if outcome.passed else "FAILED",
+    )
+    if history is not None and moments is not None:
+        _record_history(plan, outcome, moments, history, logger)
 
 
-def _metric_configs(plan: Any) -> dict[str, dict[str, Any]]:
-    """Metric name -> its suite entry (``metric``, ``name``, arguments), for the history record."""
-    specs = plan.suite.suite.metrics
-    if len(specs) != len(plan.suite.metrics):
-        return {metric.name: {"metric": type(metric).__name__} for metric in plan.suite.metrics}
-    return {metric.name: spec.model_dump(mode="json", exclude_none=True)
-            for metric, spec in zip(plan.suite.metrics, specs)}
-
-
-def _record_history(plan: Any, outcome: RunOutcome, moments: ScoreMoments, directory: Path,
+def _record_history(plan: RunPlan, outcome: RunOutcome, moments: ScoreMoments, directory: Path,
                     logger: Any) -> DriftReport | None:
-    """Append the run to the history in ``directory``, test it for drift against the previous runs (the suite's
-    ``history.window``), emit ``evaltasks.suite.regressed`` for each regressed test, and publish the
-    ``<suite>-history`` artifact; returns the drift report (None without previous runs or with
-    ``history.drift: false``). A history that cannot be written is logged, never fails the run."""
+    """Append the run to the history in ``directory`` and test it for drift
+    (:func:`~evaltasks.engine.lifecycle.record_history`), emit ``evaltasks.suite.regressed`` for each regressed
+    test, and publish the ``<suite>-history`` artifact; returns the drift report (None without previous runs or
+    with ``history.drift: false``). A history that cannot be written is logged, never fails the run."""
     from prefect.events import emit_event
     from prefect.runtime import deployment
 
-    suite = plan.suite.suite
-    spec = suite.history or HistorySpec()
-    store = HistoryStore(directory)
+    name = plan.suite.suite.name
     context = FlowRunContext.get()
-    record = build_record(
-        outcome.result.summary, outcome.header, moments, metric_configs=_metric_configs(plan),
-        verdict=outcome.comparison.verdict if outcome.comparison else None,
-        commit=current_commit(plan.suite.path.parent),
-        flow_run_id=str(context.flow_run.id) if context and context.flow_run else None,
-        deployment=deployment.name if deployment.id else None,
-        results_path=str(Path(outcome.paths["results.json"]).resolve()),
-    )
     try:
-        shown = store.read(suite.name, last=max(spec.window, HISTORY_ARTIFACT_RUNS - 1))
-        previous = shown[-spec.window:]
-        for warning in store.warnings:
-            logger.warning("History: %s", warning)
-        drift = None
-        if spec.drift and previous:
-            drift = drift_check(record, previous, alpha=suite.gate.alpha, min_effect=suite.gate.min_effect)
-            record.drift = [t.label for t in drift.regressed]
-        path = store.append(record)
+        step = record_history(
+            plan, outcome, moments, directory, shown=HISTORY_ARTIFACT_RUNS - 1,
+            flow_run_id=str(context.flow_run.id) if context and context.flow_run else None,
+            deployment=deployment.name if deployment.id else None,
+            warn=lambda warning: logger.warning("History: %s", warning),
+        )
     except (OSError, FileLockTimeout) as exc:
         logger.error("Could not record the run in the history at %s: %s", directory, exc)
         return None
-    logger.info("Run recorded in the history %s", path)
-    for test in drift.regressed if drift else []:
-        payload = event_payload(test, drift.window, record.results_path)
-        logger.warning("Drift: %s %s %s -> %s against the previous %d runs (%s, p = %.3g)", suite.name, test.label,
-                       test.before, test.after, drift.window, test.test, test.p_value)
-        emit_event(event=REGRESSED_EVENT, resource=event_resource(suite.name), payload=payload)
-    publish_history_artifact(suite.name, [*shown, record], drift)
+    logger.info("Run recorded in the history %s", step.path)
+    drift = step.drift
+    for test in drift.regressed if drift is not None else []:
+        window = drift.window if drift is not None else 0
+        payload = event_payload(test, window, step.record.results_path)
+        logger.warning("Drift: %s %s %s -> %s against the previous %d runs (%s, p = %.3g)", name, test.label,
+                       test.before, test.after, window, test.test, test.p_value)
+        emit_event(event=REGRESSED_EVENT, resource=event_resource(name), payload=payload)
+    publish_history_artifact(name, [*step.previous, step.record], drift)
     return drift

@@ -16,7 +16,8 @@ from evaltasks.errors import ConfigError, InputError
 from evaltasks.reports.markdown import Section, fit_sections
 from evaltasks.engine.statistics import summarize
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
-from evaltasks.engine.run import gate_pass_rate, gate_passed, plan_run
+from evaltasks.engine.lifecycle import gate_pass_rate, gate_passed
+from evaltasks.engine.run import plan_run
 
 
 def _case(case_id: str, scores: dict[str, float | None], threshold: float = 0.5) -> TestCaseResult:
@@ -414,7 +415,7 @@ def test_a_metric_in_one_run_only_is_a_warning(tmp_path: Path) -> None:
     data["summary"]["metrics"] = {"Old": data["summary"]["metrics"]["M"]}
     baseline.write_text(json.dumps(data), encoding="utf-8")
     outcome = finish_run(plan, _result(["passed"] * 4), tmp_path / "out", time.time(), baseline=baseline)
-    warnings = outcome.header["warnings"]
+    warnings = outcome.header.warnings
     assert "metric M is in this run only, not the baseline (renamed or removed?): it was not compared" in warnings
     assert "metric Old is in the baseline only (renamed or removed?): it was not compared" in warnings
 
@@ -422,7 +423,7 @@ def test_a_metric_in_one_run_only_is_a_warning(tmp_path: Path) -> None:
 def test_a_run_whose_every_case_errored_evaluated_nothing_and_says_so() -> None:
     """README, "Suite file": a metric that raises on every case must not pass, even with ``allow_errors``; the
     gate message says nothing was evaluated and why."""
-    from evaltasks.engine.run import gate_message, nothing_evaluated
+    from evaltasks.engine.lifecycle import gate_message, nothing_evaluated
     from evaltasks.inputs.suite import Gate
 
     errored = _result(["errored", "errored"])

@@ -255,7 +255,8 @@ def big_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def expected(big_suite: Path) -> dict:
     """The uninterrupted in-process run: scores by (case id, metric), the gate, the references and vectors."""
     from evaltasks.engine.evaluate import embed_references, evaluate_sync
-    from evaltasks.engine.run import gate_passed, plan_run
+    from evaltasks.engine.lifecycle import gate_passed
+    from evaltasks.engine.run import plan_run
 
     plan = plan_run(str(big_suite))
     result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids)

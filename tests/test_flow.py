@@ -440,7 +440,7 @@ def test_gate_failure_messages_name_each_verdict() -> None:
     the suite's gate and the comparison alone (no run needed)."""
     from evaltasks.engine.compare import ChangeTest, Comparison
     from evaltasks.results import EvaluationResult, EvaluationSummary
-    from evaltasks.engine.run import gate_message
+    from evaltasks.engine.lifecycle import gate_message
     from evaltasks.inputs.suite import Gate
 
     def result(cases: int, passed: int, budget_skipped: int = 0) -> EvaluationResult:

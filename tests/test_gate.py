@@ -107,7 +107,7 @@ def test_the_gate_rules_on_runs_that_evaluated_nothing() -> None:
     """:func:`gate_passed` / :func:`gate_message` on real summaries: all skipped fails with the reason, one case
     evaluated decides as usual, an empty dataset fails."""
     from evaltasks.engine.evaluate import evaluate_sync as evaluate
-    from evaltasks.engine.run import gate_message, gate_passed
+    from evaltasks.engine.lifecycle import gate_message, gate_passed
     from evaltasks.inputs.suite import Gate
     from evaltasks.results import MetricResult
     from evaltasks import BaseMetric, EvalTestCase

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from conftest import subprocess_env
+from evaltasks.engine.lifecycle import RunReport
 
 psutil = pytest.importorskip("psutil")
 
@@ -438,7 +439,8 @@ def test_a_signal_between_the_report_renames_is_held_until_the_set_is_complete(t
     with pytest.raises(KeyboardInterrupt), ReportWriter(tmp_path, "s", {"M": 0.5}) as writer:  # closed as the flow does
         writer.add([TestCaseResult.from_metrics("a", None, "o", [MetricResult.scored("M", 0.9, 0.5, "r", {})])])
         monkeypatch.setattr(atomic.os, "replace", replace_then_signal)
-        writer.write({"schema_version": 1, "suite": "s"}, passed=True, min_pass_rate=0.5)
+        header = {"schema_version": 1, "suite": "s"}
+        writer.write_results(header, RunReport.of_results(header, writer.summarize(), passed=True, min_pass_rate=0.5))
     monkeypatch.undo()
     assert sorted(renamed) == sorted(PREVIOUS)
     reports = {file: (tmp_path / file).read_text(encoding="utf-8") for file in PREVIOUS}

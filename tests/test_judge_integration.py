@@ -25,6 +25,7 @@ from conftest import subprocess_env
 from evaltasks import EvalTestCase
 from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.engine.evaluate import evaluate_sync
+from evaltasks.engine.lifecycle import RunReport
 from evaltasks.reports import ReportWriter
 from evaltasks.reports.console import print_summary
 from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
@@ -185,7 +186,8 @@ def test_reports_show_judges_and_unstable_cases(tmp_path: Path) -> None:
     with ReportWriter(out, "judged", {"VerdictMetric": 0.5}) as writer:
         writer.add(result.test_results)
         summary = writer.summarize()
-        writer.write({"suite": "judged"}, passed=False, min_pass_rate=1.0, duration_s=1.0, summary=summary)
+        report = RunReport.of_results({"suite": "judged"}, summary, passed=False, min_pass_rate=1.0)
+        writer.write_results({"suite": "judged"}, report, duration_s=1.0)
     data = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert data["summary"]["judges"]["VerdictMetric"]["unstable_cases"] == ["c-split"]
     assert data["summary"]["judge_total"]["requests"] == result.summary.judge_total.requests

@@ -21,6 +21,7 @@ import pytest
 from evaltasks import EvalTestCase
 from evaltasks.engine.compare import compare_results, load_baseline
 from evaltasks.engine.evaluate import evaluate_sync
+from evaltasks.engine.lifecycle import RunReport
 from evaltasks.metrics import ContainsMetric, LengthCheckMetric
 from evaltasks.reports import write_reports
 from evaltasks.reports.markdown import CHANGES_OPEN, render_summary_markdown
@@ -406,18 +407,18 @@ def test_verdict_line_without_baseline_with_budget_stop_and_with_nothing_evaluat
     cases = [TestCaseResult.from_metrics(f"c{i}", "q", "o", [MetricResult.scored("M", s, 0.5, "r", {})])
              for i, s in enumerate((0.9, 0.9, 0.1, 0.2))]
     summary = summarize(cases, {"M": 0.5})
-    assert verdict_line(summary, passed=False, min_pass_rate=0.75) == \
+    assert verdict_line(RunReport.of(summary, passed=False, min_pass_rate=0.75)) == \
         "FAILED: pass rate 50.00% (2 of 4 cases), gate 75.00%"
-    assert verdict_line(summary, passed=True, min_pass_rate=0.5, fail_on="either") == \
+    assert verdict_line(RunReport.of(summary, passed=True, min_pass_rate=0.5, fail_on="either")) == \
         "PASSED: pass rate 50.00% (2 of 4 cases), gate 50.00%; no baseline to compare with"
     stopped = summary.model_copy(update={"budget_skipped": 3})
-    assert verdict_line(stopped, passed=False, min_pass_rate=0.5).endswith(
+    assert verdict_line(RunReport.of(stopped, passed=False, min_pass_rate=0.5)).endswith(
         "gate 50.00% (the --max-cost budget ran out: 3 of 4 case × metric results were not judged)")
     skipped = summarize([TestCaseResult.from_metrics("s", "q", "o", [MetricResult.skipped("M", 0.5, "fork")])],
                         {"M": 0.5})
-    assert verdict_line(skipped, passed=False, min_pass_rate=0.5) == "FAILED: no case was evaluated (all 1 skipped)"
+    assert verdict_line(RunReport.of(skipped, passed=False, min_pass_rate=0.5)) == "FAILED: no case was evaluated (all 1 skipped)"
     empty = summarize([], {"M": 0.5})
-    assert verdict_line(empty, passed=False, min_pass_rate=0.5) == \
+    assert verdict_line(RunReport.of(empty, passed=False, min_pass_rate=0.5)) == \
         "FAILED: no case was evaluated (the dataset is empty)"
     md = render_summary_markdown("s", summary, cases, passed=True, min_pass_rate=0.5, fail_on="regression")
     blocks = read(md).blocks
@@ -507,7 +508,7 @@ def test_a_baseline_with_no_case_in_common_claims_no_change_and_no_regression_ma
     summary = summarize(current, {"M": 0.5})
     comparison = compare_results(base, summary, current, tolerance=0.01, label="main")
     assert comparison.paired_cases == 0 and comparison.verdict == "inconclusive"
-    line = verdict_line(summary, passed=False, min_pass_rate=0.5, comparison=comparison)
+    line = verdict_line(RunReport.of(summary, passed=False, min_pass_rate=0.5, comparison=comparison))
     assert line == "FAILED: pass rate 25.00% (1 of 4 cases), gate 50.00%; inconclusive: no case is in both runs"
     reader = read(render_summary_markdown("s", summary, current, passed=False, min_pass_rate=0.5,
                                           comparison=comparison))

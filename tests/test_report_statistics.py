@@ -23,6 +23,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 from evaltasks.engine.compare import ChangeTest, Comparison, MetricComparison
+from evaltasks.engine.lifecycle import RunReport
 from evaltasks.reports import write_reports
 from evaltasks.reports.console import print_summary
 from evaltasks.reports.markdown import render_summary_markdown
@@ -208,7 +209,8 @@ def test_terminal_at_80_columns_shows_every_number_whole() -> None:
                                            verdict="regressed") for name in long_names]
     # a terminal (a pipe keeps the verdict line whole, whatever its length)
     console = Console(width=80, record=True, file=io.StringIO(), force_terminal=True)
-    print_summary(summary, passed=False, min_pass_rate=0.9, console=console, comparison=comparison, fail_on="either")
+    print_summary(RunReport.of(summary, passed=False, min_pass_rate=0.9, comparison=comparison, fail_on="either"),
+                  console=console)
     text = console.export_text()
     lines = text.splitlines()
     assert all(len(line) <= 80 for line in lines) and "…" not in text, text
@@ -242,7 +244,8 @@ def test_terminal_at_80_columns_shows_every_number_whole() -> None:
 def test_terminal_without_intervals_or_tests_prints_as_before() -> None:
     console = Console(width=80, record=True, file=io.StringIO())
     old = Comparison(baseline="main", tolerance=0.01, pass_rate_delta=-0.07)
-    print_summary(_summary(with_intervals=False), passed=True, min_pass_rate=0.5, console=console, comparison=old)
+    print_summary(RunReport.of(_summary(with_intervals=False), passed=True, min_pass_rate=0.5, comparison=old),
+                  console=console)
     text = console.export_text()
     verdict, _, text = text.partition("evaltasks results")  # the verdict line comes first (reports.verdict)
     assert verdict.startswith("PASSED: pass rate") and "(−7.00 points since the baseline)" in verdict
@@ -350,7 +353,7 @@ def test_too_few_cases_and_no_baseline_are_said_in_words() -> None:
     md = _render(None, fail_on="either")
     assert "gate 50.00%; no baseline to compare with\n\n> ℹ️ No baseline to compare with" in md  # right under it
     console = Console(width=120, record=True, file=io.StringIO())
-    print_summary(_summary(), passed=True, min_pass_rate=0.5, console=console, fail_on="regression")
+    print_summary(RunReport.of(_summary(), passed=True, min_pass_rate=0.5, fail_on="regression"), console=console)
     assert "required: no significant regression: no baseline to compare with)" in console.export_text()
 
 

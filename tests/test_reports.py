@@ -19,6 +19,7 @@ import pytest
 
 from evaltasks import __version__
 from evaltasks.engine.evaluate import evaluate_sync
+from evaltasks.engine.lifecycle import RunReport
 from evaltasks.reports import write_reports
 from evaltasks.engine.statistics import summarize
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
@@ -355,7 +356,7 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
 
     buffer = io.StringIO()
     summary = EvaluationSummary.model_validate(results["summary"])
-    print_summary(summary, passed=True, min_pass_rate=0.4, console=Console(file=buffer, width=80))
+    print_summary(RunReport.of(summary, passed=True, min_pass_rate=0.4), console=Console(file=buffer, width=80))
     text = buffer.getvalue()
     # a pipe (not a terminal): the verdict and the counts with the pass rate stay one line each, whatever their length
     assert all(len(line) <= 80 for line in text.splitlines() if not line.startswith(("PASSED: ", "cases: ")))
@@ -367,7 +368,7 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     long_names["metrics"] = {name: metrics[i % len(metrics)] for i, name in enumerate(
         ["SemanticSimilarityMetric", "LanguageDetectionMetric", "RestrictedRefusalMetric"])}
     buffer = io.StringIO()
-    print_summary(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4,
+    print_summary(RunReport.of(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4),
                   console=Console(file=buffer, width=80))
     text = buffer.getvalue()
     assert all(len(line) <= 80 for line in text.splitlines() if not line.startswith(("PASSED: ", "cases: ")))
@@ -380,7 +381,7 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     # a name longer than the line folds onto more lines; an unround threshold is shown short: the numbers whole
     long_names["metrics"] = {"m" * 83: {**metrics[0], "threshold": 0.123456789}}
     buffer = io.StringIO()
-    print_summary(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4,
+    print_summary(RunReport.of(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4),
                   console=Console(file=buffer, width=80))
     lines = buffer.getvalue().splitlines()
     assert all(len(line) <= 80 for line in lines if not line.startswith(("PASSED: ", "cases: ")))
@@ -442,7 +443,7 @@ def test_reports_streamed_in_batches_equal_reports_written_at_once(tmp_path: Pat
             writer.add(cases[start:start + 37])
         summary = writer.summarize()
         assert summary == result.summary
-        streamed = writer.write(header, passed=True, min_pass_rate=0.4)
+        streamed = writer.write_results(header, RunReport.of_results(header, summary, passed=True, min_pass_rate=0.4))
     for name in ("results.json", "junit.xml", "summary.md"):
         assert streamed[name].read_bytes() == once[name].read_bytes(), name
     assert sorted(p.name for p in (tmp_path / "streamed").iterdir()) == ["junit.xml", "results.json", "summary.md"]
@@ -579,7 +580,8 @@ def test_a_full_disk_leaves_the_previous_report_set_whole(tmp_path: Path) -> Non
         with pytest.raises(OSError) as info:
             with ReportWriter(disk, "new", {"M": 0.5}) as writer:
                 writer.add(cases)
-                writer.write({"schema_version": 1, "suite": "new"}, passed=False, min_pass_rate=1.0)
+                header = {"schema_version": 1, "suite": "new"}
+                writer.write_results(header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0))
         assert info.value.errno == errno.ENOSPC
         assert {p.name: p.read_bytes() for p in disk.iterdir()} == old  # the old set, whole; no temporaries
     finally:
@@ -607,7 +609,8 @@ def test_a_failed_write_leaves_the_previous_report_set_whole(tmp_path: Path) -> 
         resource.setrlimit(resource.RLIMIT_FSIZE, (results_size, hard))
         try:
             with pytest.raises(OSError) as info:
-                writer.write({"schema_version": 1, "suite": "new"}, passed=False, min_pass_rate=1.0)
+                header = {"schema_version": 1, "suite": "new"}
+                writer.write_results(header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0))
         finally:
             resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
             signal.signal(signal.SIGXFSZ, previous)
@@ -652,7 +655,8 @@ def test_temporaries_of_a_killed_writer_are_removed_by_the_next_run(tmp_path: Pa
         cases = _failing_cases(3)
         with ReportWriter(tmp_path, "rerun", {"M": 0.5}) as writer:
             writer.add(cases)
-            writer.write({"schema_version": 1, "suite": "rerun"}, passed=False, min_pass_rate=1.0)
+            header = {"schema_version": 1, "suite": "rerun"}
+            writer.write_results(header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0))
         assert not stale.exists()
         assert live.exists()  # its writer still runs
         assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "junit.xml", "results.json", "summary.md"]

@@ -383,10 +383,10 @@ def test_duration_includes_the_comparison(tmp_path: Path, monkeypatch: pytest.Mo
         clock[0] += 60.0
         return finish(self, summary)
 
-    monkeypatch.setattr("evaltasks.reports.outcome.time", SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr("evaltasks.engine.lifecycle.time", SimpleNamespace(time=lambda: clock[0]))
     monkeypatch.setattr(ComparisonBuilder, "finish", slow_finish)
     outcome = finish_run(plan, result, tmp_path / "out", 1000.0, baseline=tmp_path / "base" / "results.json")
-    assert outcome.header["duration_s"] == 60.0
+    assert outcome.header.duration_s == 60.0
 
 
 # --- the gate through real runs ----------------------------------------------------------------------------
@@ -538,7 +538,7 @@ def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) 
 
 def test_gate_message_names_the_verdict() -> None:
     from evaltasks.results import EvaluationResult
-    from evaltasks.engine.run import gate_message, gate_passed
+    from evaltasks.engine.lifecycle import gate_message, gate_passed
     from evaltasks.inputs.suite import Gate
 
     base, cur = _runs(800, 648, 16, 0)

@@ -347,6 +347,7 @@ def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole(
 
     from rich.console import Console
 
+    from evaltasks.engine.lifecycle import RunReport
     from evaltasks.reports.console import print_summary
     from evaltasks.engine.statistics import summarize
     from evaltasks.results import MetricResult, TestCaseResult
@@ -359,7 +360,7 @@ def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole(
     summary = summarize(cases, {name: 0.5})
     for terminal in (True, False):
         buffer = io.StringIO()
-        print_summary(summary, passed=False, min_pass_rate=0.9,
+        print_summary(RunReport.of(summary, passed=False, min_pass_rate=0.9),
                       console=Console(file=buffer, width=80, force_terminal=terminal, color_system=None))
         lines = [ANSI.sub("", line).rstrip() for line in buffer.getvalue().splitlines()]
         row = next(line for line in lines if line.lstrip().startswith("contains_metric"))

@@ -18,7 +18,6 @@ when p < alpha and above min_effect, else ``no significant change`` (no minimum 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -31,7 +30,7 @@ from typing import Any, Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
-from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, percent_text
+from evaltasks.results import Interval, TestCaseResult, percent_text
 
 HISTORY_SCHEMA_VERSION = 1
 DEFAULT_HISTORY_DIR = ".evaltasks/history"  # relative to the working directory, for a suite with a `history:` block
@@ -171,42 +170,6 @@ class ScoreMoments:
         return math.sqrt(max(self.m2[name], 0.0) / (n - 1)) if n > 1 else None
 
 
-def build_record(
-    summary: EvaluationSummary,
-    header: Mapping[str, Any],
-    moments: ScoreMoments,
-    *,
-    metric_configs: Mapping[str, dict[str, Any]] | None = None,
-    verdict: str | None = None,
-    commit: str | None = None,
-    flow_run_id: str | None = None,
-    deployment: str | None = None,
-    results_path: str | None = None,
-) -> RunRecord:
-    """The :class:`RunRecord` of a finished run: ``summary`` and ``header`` as written to results.json,
-    ``moments`` fed with the run's case results, ``metric_configs`` metric name -> its suite entry."""
-    configs = metric_configs or {}
-    metrics = {
-        name: MetricRecord(
-            config=dict(configs.get(name, {})), threshold=m.threshold, passed=m.passed, failed=m.failed,
-            errored=m.errored, skipped=m.skipped, pass_rate=m.pass_rate, pass_rate_interval=m.pass_rate_interval,
-            mean_score=m.mean_score, mean_score_interval=m.mean_score_interval, scored=moments.n.get(name, 0),
-            score_sd=moments.sd(name),
-        )
-        for name, m in summary.metrics.items()
-    }
-    evaluated = summary.cases - summary.skipped_cases
-    return RunRecord(
-        suite=str(header["suite"]), suite_sha256=str(header.get("suite_sha256") or ""),
-        dataset_sha256=str(header.get("dataset_sha256") or ""), metrics=metrics, cases=summary.cases,
-        passed_cases=summary.passed_cases, failed_cases=summary.failed_cases, errored_cases=summary.errored_cases,
-        skipped_cases=summary.skipped_cases, pass_rate=summary.passed_cases / evaluated if evaluated else None,
-        pass_rate_interval=summary.pass_rate_interval, passed=bool(header.get("passed")), verdict=verdict,
-        commit=commit, started_at=header.get("started_at"), finished_at=header.get("finished_at"),
-        flow_run_id=flow_run_id, deployment=deployment, results_path=results_path,
-    )
-
-
 NAME_MAX_BYTES = 255
 """The longest file name (one path component) in bytes on common file systems (ext4, APFS, NTFS in UTF-16 units)."""
 _LOCK_SUFFIX = ".jsonl.lock"
@@ -253,16 +216,15 @@ class HistoryStore:
         path = self.path(record.suite)
         path.parent.mkdir(parents=True, exist_ok=True)
         line = record.model_dump_json().encode("utf-8") + b"\n"
-        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
-            with open(path, "ab") as out:
-                if out.tell() > 0:  # a torn last line (no newline) stays its own line, skipped on read
-                    with open(path, "rb") as tail:
-                        tail.seek(-1, os.SEEK_END)
-                        if tail.read(1) != b"\n":
-                            line = b"\n" + line
-                out.write(line)
-                out.flush()
-                os.fsync(out.fileno())
+        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S), open(path, "ab") as out:
+            if out.tell() > 0:  # a torn last line (no newline) stays its own line, skipped on read
+                with open(path, "rb") as tail:
+                    tail.seek(-1, os.SEEK_END)
+                    if tail.read(1) != b"\n":
+                        line = b"\n" + line
+            out.write(line)
+            out.flush()
+            os.fsync(out.fileno())
         return path
 
     def read(self, suite: str, last: int | None = None) -> list[RunRecord]:
@@ -302,7 +264,7 @@ def resolve_history_dir(
     """
     env = os.environ if env is None else env
     if history is not None and getattr(history, "dir", None):
-        return Path(suite_path).resolve().parent / history.dir
+        return Path(suite_path).resolve().parent / str(history.dir)
     if history_dir:
         return Path(history_dir)
     from evaltasks.settings import get_settings

@@ -4,14 +4,13 @@
 metric, provider credentials — before anything is scored, so the CLI can exit 2 fast; the CLI hands that plan
 to the flow as its ``plan`` parameter (a :class:`PlannedRun`) so nothing is parsed twice.
 :class:`RunOptions` holds what a run is asked to do (the flow's parameters besides the suite).
-:func:`finish_run` applies the gate and writes ``results.json``, ``junit.xml`` and ``summary.md``.
+:mod:`evaltasks.engine.lifecycle` holds the rest of a run's life (the gate, the reports, the history).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from evaltasks.engine.compare import DEFAULT_TOLERANCE, Comparison, load_baseline
+from evaltasks.engine.compare import DEFAULT_TOLERANCE, load_baseline
 from evaltasks.inputs.datasets import LoadedDataset, load_dataset
 from evaltasks.engine.evaluate import collect_embedding_needs, validate_cases
 from evaltasks.engine.history import path_slug
 from evaltasks.metrics.base import EmbeddingNeed
-from evaltasks.results import EvaluationResult, budget_message
 from evaltasks.inputs.suite import LoadedSuite, load_suite
 
 
@@ -257,93 +255,6 @@ def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[st
         lookup = index.get_or_embed(need.provider, list(need.references))
         counts[namespace] = {"references_computed": lookup.computed, "references_reused": lookup.reused}
     return counts
-
-
-def gate_pass_rate(result: EvaluationResult, allow_errors: bool = False) -> float | None:
-    """The pass rate the gate compares: passed / evaluated cases, skipped cases left out, and errored cases
-    left out too when ``allow_errors``; None when no case is left."""
-    s = result.summary
-    counted = s.cases - s.skipped_cases - (s.errored_cases if allow_errors else 0)
-    return s.passed_cases / counted if counted else None
-
-
-def gate_passed(
-    result: EvaluationResult,
-    min_pass_rate: float,
-    allow_errors: bool = False,
-    comparison: Comparison | None = None,
-    fail_on: str = "min_pass_rate",
-) -> bool:
-    """The gate (README, "Uncertainty and regressions"), by the suite's ``gate.fail_on``:
-
-    - ``min_pass_rate`` (the default): :func:`gate_pass_rate` >= ``min_pass_rate``;
-    - ``regression``: fails only when ``comparison`` (the comparison with the baseline) has the verdict
-      ``regressed``; without a baseline (``comparison`` None) it holds (the run's warnings say so);
-    - ``either``: fails on either rule.
-
-    Whatever ``fail_on`` says, a run that evaluated nothing fails (README, "Suite file"): an empty dataset, and a
-    run in which no case was scored, every case skipped (e.g. all metrics need credentials a fork's pull request
-    does not get) or errored (``allow_errors`` allows errors beside scored cases, not in place of them: a metric
-    that raises on every case must not pass). So does a run cut short by its ``--max-cost`` budget (a judge result
-    skipped because the budget ran out, :func:`~evaltasks.results.is_budget_skip`): a verdict on the cases judged
-    before the money ran out says nothing about the rest.
-    """
-    summary = result.summary
-    if nothing_evaluated(result) or summary.cases == 0 or summary.budget_skipped:
-        return False
-    if fail_on not in ("min_pass_rate", "regression", "either"):
-        raise ValueError(f"fail_on must be min_pass_rate, regression or either, got {fail_on!r}")
-    regressed = comparison is not None and comparison.verdict == "regressed"
-    if fail_on == "regression":
-        return not regressed
-    rate = gate_pass_rate(result, allow_errors)
-    holds = rate is None or rate >= min_pass_rate - 1e-12
-    return holds and not (fail_on == "either" and regressed)
-
-
-def nothing_evaluated(result: EvaluationResult) -> str | None:
-    """Why no case of ``result`` was evaluated when no case was scored (each one skipped or errored), naming the
-    skipped and errored metrics, e.g. ``nothing was evaluated: all 6 cases were skipped (metrics skipped: judged;
-    the warnings say why)`` or ``nothing was evaluated: all 2 cases errored (metrics errored: M; the reasons say
-    why)``; None when some case was scored (passed or failed) or the run has no case."""
-    s = result.summary
-    if s.cases == 0 or s.passed_cases + s.failed_cases > 0:
-        return None
-    if s.skipped_cases == s.cases:
-        names = [name for name, metric in s.metrics.items() if metric.skipped]
-        which = f"metrics skipped: {', '.join(names)}; " if names else ""
-        return f"nothing was evaluated: all {s.cases} cases were skipped ({which}the warnings say why)"
-    names = [name for name, metric in s.metrics.items() if metric.errored]
-    which = f"metrics errored: {', '.join(names)}; " if names else ""
-    how = "errored" if s.errored_cases == s.cases else f"errored ({s.errored_cases}) or were skipped ({s.skipped_cases})"
-    return f"nothing was evaluated: all {s.cases} cases {how} ({which}the reasons say why)"
-
-
-def gate_message(result: EvaluationResult, gate: Any, comparison: Comparison | None) -> str | None:
-    """Why the gate failed, naming the verdict (e.g. ``gate failed: pass rate 50.00% below 90.00%`` or ``gate
-    failed: regressed since the baseline: pass rate 81.00% → 74.00% (-7.00 points, p = 0.0003)``), for the
-    flow run's Failed state; None when :func:`gate_passed` holds. ``gate`` is the suite's
-    :class:`~evaltasks.inputs.suite.Gate`."""
-    if gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on):
-        return None
-    reasons = []
-    skipped = nothing_evaluated(result)
-    if result.summary.cases == 0:
-        reasons.append("no test cases were evaluated")
-    elif skipped:
-        reasons.append(skipped)
-    budget = budget_message(result.summary)
-    if budget:
-        reasons.append(budget)
-    rate = gate_pass_rate(result, gate.allow_errors)
-    if gate.fail_on != "regression" and rate is not None and rate < gate.min_pass_rate - 1e-12:
-        reasons.append(f"pass rate {rate:.2%} below {gate.min_pass_rate:.2%}")
-    if gate.fail_on != "min_pass_rate" and comparison is not None and comparison.verdict == "regressed":
-        # a suite of one metric: its pass-rate sentence repeats the overall one; say it once
-        sentences = [r for r in comparison.regressions
-                     if r.partition(": ")[2] not in comparison.regressions or not r.partition(": ")[0]]
-        reasons.append("regressed since the baseline: " + "; ".join(sentences))
-    return "gate failed: " + ("; ".join(reasons) or "see results.json")
 
 
 def load_parsed_baseline(path: str | Path, parsed: ParsedBaseline | None = None) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison, MetricComparison
-from evaltasks.reports.markdown import (VERDICT_ICONS, interval_text, is_tested, level_text, p_text,
-                                        verdict_headline)
+from evaltasks.engine.outcome import RunReport
+from evaltasks.reports.markdown import VERDICT_ICONS, interval_text, is_tested, level_text, p_text, verdict_headline
 from evaltasks.reports.verdict import case_label, shorten, verdict_line
 from evaltasks.results import EvaluationSummary, budget_message
 
@@ -36,34 +36,33 @@ _NAME_BREAKS = re.compile(r"(?<=[_\-.])|(?<=[a-z0-9])(?=[A-Z])")
 _VERDICT_STYLES = {"regressed": "bold red", "improved": "bold green", "inconclusive": "bold yellow"}
 
 
-def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min_pass_rate: float | None = None,
-                  console: Console | None = None, gate_pass_rate: float | None = None,
-                  comparison: Comparison | None = None, fail_on: str | None = None,
-                  gate_message: str | None = None, cases: NotableCases | None = None, brief: bool = False) -> None:
-    """Print the verdict line (when ``passed`` is given), a per-metric table and the pass rate, the cases that
-    failed or got worse (``cases``), and the gate verdict (when ``passed`` is given).
+def print_summary(report: RunReport | EvaluationSummary, *, console: Console | None = None,
+                  cases: NotableCases | None = None, brief: bool = False) -> None:
+    """Print the verdict line (of a :class:`~evaltasks.engine.lifecycle.RunReport`), a per-metric table and the
+    pass rate, the cases that failed or got worse (``cases``), and the gate verdict (of a report).
 
-    ``gate_pass_rate``: the rate the gate compared, when it differs from ``summary.pass_rate`` (``allow_errors``).
+    ``report``: the run (its summary, the gate's verdict, the comparison), or a bare summary (no gate: the table
+    only, as ``evaluate(verbose=True)`` prints). The gate's pass rate is the rate it compared, when it differs from
+    ``summary.pass_rate`` (``allow_errors``); its ``fail_on`` is named in the gate line, and its ``message``
+    (why the gate failed) printed after ``GATE FAILED``.
     Intervals (when the summary has them) go on a second line under each metric's numbers, so that an 80-column
-    log shows every number whole. ``comparison``: with its statistical tests, the verdict line and a table of
-    the tests (Δ with its interval, p-value, verdict) follow; a comparison without tests (a baseline from an
-    older evaltasks) prints only its pass-rate change. ``fail_on``: the gate's ``fail_on``, named in the gate line.
-    ``gate_message``: why the gate failed (results.json ``gate.message``), printed after ``GATE FAILED``.
-    With ``comparison`` (and tests in it) the table gains a ``Δ mean`` and a ``Δ pass`` column, a regressed one
-    marked ``▼`` (in red). ``cases``: the failing (no baseline) or newly failing and regressed cases
-    (:func:`notable_cases`), listed under the table. ``brief`` (``--quiet``): only the verdict line and the gate
-    line.
+    log shows every number whole. The report's ``comparison``: with its statistical tests, the verdict line and a
+    table of the tests (Δ with its interval, p-value, verdict) follow; a comparison without tests (a baseline from
+    an older evaltasks) prints only its pass-rate change. With a comparison (and tests in it) the table gains a
+    ``Δ mean`` and a ``Δ pass`` column, a regressed one marked ``▼`` (in red). ``cases``: the failing (no
+    baseline) or newly failing and regressed cases (:func:`notable_cases`), listed under the table. ``brief``
+    (``--quiet``): only the verdict line and the gate line.
     """
     console = console or Console()
-    s = summary
-    if passed is not None and min_pass_rate is not None:
-        console.print(Text(verdict_line(s, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
-                                        gate_pass_rate=gate_pass_rate, fail_on=fail_on),
-                           style="bold green" if passed else "bold red"),
+    gated = report if isinstance(report, RunReport) else None
+    s = report.summary if isinstance(report, RunReport) else report
+    comparison = gated.comparison if gated is not None else None
+    if gated is not None:
+        console.print(Text(verdict_line(gated), style="bold green" if gated.passed else "bold red"),
                       soft_wrap=not console.is_terminal)  # a log or pipe: one line to grep, whatever its width
     if brief:
-        if passed is not None:
-            _print_gate(console, s, passed, min_pass_rate, gate_pass_rate, comparison, fail_on, gate_message)
+        if gated is not None:
+            _print_gate(console, gated)
         return
     deltas = {m.name: m for m in comparison.metrics} if comparison is not None and is_tested(comparison) else None
     table = _results_table(s, deltas, delta_rows=False)
@@ -96,17 +95,17 @@ def print_summary(summary: EvaluationSummary, *, passed: bool | None = None, min
         line = (f"judge {name} ({j.model}): {j.requests} requests, {j.reused - j.task_cached} reused from the "
                 f"store{served}, tokens {j.prompt_tokens} in / {j.completion_tokens} out, ${j.cost:.4f}")
         console.print(Text(line + (f", {j.unstable} unstable" if j.unstable else "")))
-    if passed is not None:
-        _print_gate(console, s, passed, min_pass_rate, gate_pass_rate, comparison, fail_on, gate_message)
+    if gated is not None:
+        _print_gate(console, gated)
 
 
-def _print_gate(console: Console, s: EvaluationSummary, passed: bool, min_pass_rate: float | None,
-                gate_pass_rate: float | None, comparison: Comparison | None, fail_on: str | None,
-                gate_message: str | None) -> None:
-    """The ``GATE PASSED`` / ``GATE FAILED`` line of :func:`print_summary` (its arguments)."""
+def _print_gate(console: Console, report: RunReport) -> None:
+    """The ``GATE PASSED`` / ``GATE FAILED`` line of :func:`print_summary`."""
+    passed, comparison, gate_message = report.passed, report.comparison, report.gate.message
+    min_pass_rate, fail_on = report.gate.min_pass_rate, report.gate.fail_on
     verdict = "[bold green]GATE PASSED[/]" if passed else "[bold red]GATE FAILED[/]"
-    rate = s.pass_rate if gate_pass_rate is None else gate_pass_rate
-    stopped = gate_message.removeprefix("gate failed: ") if gate_message else budget_message(s)
+    rate = report.rate
+    stopped = gate_message.removeprefix("gate failed: ") if gate_message else budget_message(report.summary)
     why = f": {escape(stopped)}" if stopped and not passed else ""
     unchecked = ": no baseline to compare with" if comparison is None else ""
     if fail_on == "regression":
@@ -135,7 +134,7 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
     for column in ("mean", "pass rate", "thr.", "pass", "fail", "err.", "skip", *columns):
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     thresholds = threshold_texts([m.threshold for m in s.metrics.values()])
-    for (name, m), threshold in zip(s.metrics.items(), thresholds):
+    for (name, m), threshold in zip(s.metrics.items(), thresholds, strict=False):
         table.add_row(
             folded_name(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
             "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",
@@ -301,9 +300,9 @@ def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | Non
     texts = {c.case_id: c for c in changes}
     rows = []
     for case_id in order[:limit]:
-        change = texts.get(case_id)
-        label = case_label(case_id, change.input if change else None,
-                           (change.current_output or change.baseline_output) if change else None)
+        text = texts.get(case_id)
+        label = case_label(case_id, text.input if text else None,
+                           (text.current_output or text.baseline_output) if text else None)
         parts = [f"{c.metric} {_score(c.baseline_score)} → {_score(c.current_score)}" for c in worse.get(case_id, [])]
         rows.append((_printable(label) + (" (newly failing)" if case_id in newly else ""), _capped(parts)))
     regressed = len(order) - len(newly)

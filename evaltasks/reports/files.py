@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from evaltasks.engine.compare import Comparison
+from evaltasks.engine.outcome import RunReport
 from evaltasks.reports.stream import ReportWriter
 from evaltasks.results import EvaluationResult
 
 
 def write_reports(
-    output_dir: Path, result: EvaluationResult, header: dict[str, Any], *, passed: bool, min_pass_rate: float,
+    output_dir: Path, result: EvaluationResult, header: Mapping[str, Any], *, passed: bool, min_pass_rate: float,
     duration_s: float = 0.0, comparison: Comparison | None = None,
 ) -> dict[str, Path]:
     """Write results.json, junit.xml and summary.md into ``output_dir``; return their paths by file name.
 
-    ``header`` holds the top-level keys of results.json before ``summary`` and ``cases`` (its ``warnings``
-    and ``gate.pass_rate`` also appear in summary.md); ``comparison`` (with a baseline) is written as the
-    ``comparison`` key and adds deltas and changes to summary.md. A run that streams its cases uses
-    :class:`ReportWriter` directly.
+    ``header`` holds the top-level keys of results.json before ``summary`` and ``cases``, as given (its
+    ``warnings``, ``gate.pass_rate`` and ``gate.fail_on`` also appear in summary.md; a run's own header is a
+    :class:`~evaltasks.engine.lifecycle.RunHeader`, written by :meth:`ReportWriter.write`); ``comparison`` (with a
+    baseline) is written as the ``comparison`` key and adds deltas and changes to summary.md. A run that streams
+    its cases uses :class:`ReportWriter` directly.
     """
     thresholds = {name: m.threshold for name, m in result.summary.metrics.items()}
-    with ReportWriter(Path(output_dir), str(header.get("suite", "evaltasks")), thresholds) as writer:
+    # what summary.md renders: the header read as results.json is, the gate's threshold and verdict as given
+    report = RunReport.of_results(header, result.summary, passed=passed, min_pass_rate=min_pass_rate,
+                                  comparison=comparison)
+    with ReportWriter(Path(output_dir), report.suite, thresholds) as writer:
         writer.add(result.test_results)
-        return writer.write(header, passed=passed, min_pass_rate=min_pass_rate, duration_s=duration_s,
-                            comparison=comparison, summary=result.summary)
+        return writer.write_results(header, report, duration_s=duration_s)
 
 
 __all__ = ["write_reports"]

@@ -11,17 +11,16 @@ with the report.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from evaltasks._atomic import atomic_writer
+from evaltasks.engine.outcome import SCHEMA_VERSION
 from evaltasks.results import EvaluationSummary, TestCaseResult
 
-SCHEMA_VERSION = 2
 
-
-def results_head(header: dict[str, Any], summary: EvaluationSummary) -> str:
+def results_head(header: Mapping[str, Any], summary: EvaluationSummary) -> str:
     """The top of results.json: the header keys, ``summary``, and the opening of ``cases``."""
     parts = ["{\n"]
     for key, value in header.items():
@@ -40,7 +39,7 @@ def results_case(case: TestCaseResult, first: bool) -> str:
 
 
 def write_results_json(
-    path: Path, header: dict[str, Any], summary: EvaluationSummary, cases: Iterable[TestCaseResult]
+    path: Path, header: Mapping[str, Any], summary: EvaluationSummary, cases: Iterable[TestCaseResult]
 ) -> None:
     """Stream ``results.json`` to ``path`` atomically (temporary file, then rename)."""
     with atomic_writer(path) as out:
@@ -56,12 +55,13 @@ def results_json_schema() -> dict[str, Any]:
     :class:`~evaltasks.results.TestCaseResult`, :class:`~evaltasks.engine.compare.Comparison`, serialization mode),
     the header written here. Shipped as ``evaltasks/schema/results.schema.json`` (a test checks the file equals
     this); other top-level keys are allowed, so a reader of version 2 accepts additions."""
+    from pydantic import BaseModel
     from pydantic.json_schema import models_json_schema
 
     from evaltasks.engine.compare import Comparison
     from evaltasks.results import EmbeddingModelInfo, ReferenceSetInfo
 
-    models = [EvaluationSummary, TestCaseResult, Comparison, EmbeddingModelInfo, ReferenceSetInfo]
+    models: list[type[BaseModel]] = [EvaluationSummary, TestCaseResult, Comparison, EmbeddingModelInfo, ReferenceSetInfo]
     _, generated = models_json_schema([(m, "serialization") for m in models], ref_template="#/$defs/{model}")
     ref = "#/$defs/{}".format
     strings = {"type": "array", "items": {"type": "string"}}

@@ -106,7 +106,7 @@ def write_junit_xml(
         out.write(JUNIT_TAIL)
 
 
-def _details(case: TestCaseResult, metric) -> str:
+def _details(case: TestCaseResult, metric: MetricResult) -> str:
     score = "n/a" if metric.score is None else f"{metric.score:.6f}"
     return (
         f"score: {score} (threshold {metric.threshold})\nreason: {metric.reason}\n"

@@ -28,6 +28,7 @@ import regex
 
 from evaltasks._atomic import atomic_writer
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison
+from evaltasks.engine.outcome import RunReport
 from evaltasks.reports._escape import markdown_inline
 from evaltasks.reports.verdict import case_label, verdict_line
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message, percent_text
@@ -207,7 +208,7 @@ def fit_sections(
     """
     def render(keep: list[int], omitted: int) -> str:
         lines: list[str] = []
-        for section, n in zip(sections, keep):
+        for section, n in zip(sections, keep, strict=False):
             if section.rows and n == 0 and section.min_rows == 0:
                 continue
             lines += [*section.head, *section.rows[:n], *section.tail]
@@ -467,16 +468,17 @@ SHORT_VERDICTS = {"regressed": "🔻 regressed", "improved": "🟢 improved", "n
                   "inconclusive": "❔ inconclusive"}
 
 
-def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, passed: bool,
-                 min_pass_rate: float | None = None, gate_pass_rate: float | None = None,
-                 fail_on: str | None = None) -> Section:
+def metric_table(report: RunReport) -> Section:
     """The metric table, narrow enough for an ~830 px column (README, "What each surface shows"): without a
     baseline metric | pass rate | mean | threshold | failed | errored | skipped; with one metric | pass rate |
     Δ pass rate | mean | Δ mean | verdict, an "all cases" row first. Intervals and p-values sit under their
     numbers (``<br>``); a 🔻 marks every regressed change (a Δ whose test regressed; without tests a regressed
     metric's Δ mean, and the overall pass-rate drop of a comparison that regressed), nothing else; a ❌ marks the
-    "all cases" pass rate when it failed the gate's ``min_pass_rate`` (``gate_pass_rate``, default
-    ``summary.pass_rate``, below it and ``fail_on`` not ``regression``)."""
+    "all cases" pass rate when it failed the gate's ``min_pass_rate`` (the rate the gate compared,
+    :attr:`RunReport.rate <evaltasks.engine.lifecycle.RunReport.rate>`, below it and ``fail_on`` not
+    ``regression``)."""
+    summary, comparison, gate = report.summary, report.comparison, report.gate
+
     def rate_cell(value: float | None, interval: Interval | None) -> str:
         return _cell(percent_text(value), interval_text(interval, percent=True) if value is not None else "")
 
@@ -499,9 +501,7 @@ def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, p
     drop = comparison.pass_rate_delta is not None and comparison.pass_rate_delta < 0
     overall_regressed = (overall is not None and overall.verdict == "regressed") or (
         overall is None and not tested and comparison.regressed and drop)
-    gate_rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
-    below_gate = (not passed and min_pass_rate is not None and fail_on != "regression"
-                  and gate_rate < min_pass_rate - 1e-12)
+    below_gate = not report.passed and gate.fail_on != "regression" and report.rate < gate.min_pass_rate - 1e-12
     evaluated = summary.cases - summary.skipped_cases
     overall_verdict = SHORT_VERDICTS.get(overall.verdict, "") if overall is not None else (
         "🔻 regressed" if not tested and comparison.regressed else "")
@@ -516,7 +516,7 @@ def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, p
         rate_regressed = rate_test is not None and rate_test.verdict == "regressed"
         mean_regressed = (score_test is not None and score_test.verdict == "regressed") or (
             not tested and c is not None and c.regressed)
-        verdict = ("not in the baseline" if c is None or c.verdict is None and tested else
+        verdict = ("not in the baseline" if c is None or (c.verdict is None and tested) else
                    SHORT_VERDICTS.get(c.verdict or "", "🔻 regressed" if c.regressed else ""))
         section.rows.append(
             f"| {markdown_inline(name)} | {rate_cell(m.pass_rate, m.pass_rate_interval)} | "
@@ -563,25 +563,19 @@ def mermaid_chart(name: str, counts: list[int]) -> list[str]:
 
 
 def summary_sections(
-    suite_name: str,
-    summary: EvaluationSummary,
+    report: RunReport,
     cases: list[TestCaseResult] | Highlights,
     *,
-    passed: bool,
-    min_pass_rate: float,
-    comparison: Comparison | None = None,
-    warnings: list[str] | None = None,
-    gate_pass_rate: float | None = None,
-    fail_on: str | None = None,
     charts: Literal["mermaid", "text"] = "mermaid",
     baseline_note: str | None = None,
 ) -> list[Section]:
-    """The summary as :class:`Section` blocks (see :func:`render_summary_markdown`)."""
-    line = verdict_line(summary, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
-                        gate_pass_rate=gate_pass_rate, fail_on=fail_on)
+    """The summary as :class:`Section` blocks (see :func:`render_summary`)."""
+    suite_name, summary, comparison, passed = report.suite, report.summary, report.comparison, report.passed
+    fail_on = report.gate.fail_on
+    line = verdict_line(report)
     status, _, rest = line.partition(":")
     evaluated = summary.cases - summary.skipped_cases
-    rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
+    rate = report.rate
     interval = summary.pass_rate_interval if rate == summary.pass_rate else None  # allow_errors: another rate
     ci = f" ({level_text(interval.level)} CI {interval_text(interval, percent=True)}%)" if interval else ""
     head = [f"# evaltasks: {markdown_inline(suite_name)}", "",
@@ -592,7 +586,7 @@ def summary_sections(
     rate_ci = f"; pass rate {ci[2:-1]}" if evaluated and ci else ""
     head += [f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
              f"{summary.skipped_cases} skipped{rate_ci}.", ""]
-    for warning in warnings or []:
+    for warning in report.warnings:
         head += [f"> ⚠️ {markdown_inline(warning, 400)}", ""]
     sections = [Section(head=head)]
     prefect = charts == "text"  # Prefect's flavour: its markdown view shows <details> open, so no <details>
@@ -604,8 +598,7 @@ def summary_sections(
         sections += changed
 
     sections.append(Section(head=["## Metrics", ""]))
-    sections.append(metric_table(summary, comparison, passed=passed, min_pass_rate=min_pass_rate,
-                                 gate_pass_rate=gate_pass_rate, fail_on=fail_on))
+    sections.append(metric_table(report))
     if prefect:
         sections.append(Section(head=["## More", ""]))
         sections += more_changes
@@ -652,9 +645,9 @@ def summary_sections(
                            ("Flaky (judge samples on both sides of the threshold)", comparison.flaky_cases)):
             if ids:
                 notes += [f"{label}: {_ids(ids)}.", ""]
-    note = _statistics_note(summary)
-    if note:
-        notes += [note, ""]
+    statistics = _statistics_note(summary)
+    if statistics:
+        notes += [statistics, ""]
     e = summary.embeddings
     notes += [f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the "
               f"index; {e.outputs_computed} outputs computed, {e.outputs_reused} reused.", ""]
@@ -699,6 +692,44 @@ def judge_section(summary: EvaluationSummary) -> Section:
     )
 
 
+def render_summary(
+    report: RunReport,
+    cases: list[TestCaseResult] | Highlights,
+    *,
+    max_size: int | None = None,
+    size: Callable[[str], int] = len,
+    truncation_note: str = "The full report is in results.json.",
+    charts: Literal["mermaid", "text"] = "mermaid",
+    baseline_note: str | None = None,
+) -> str:
+    """The markdown summary of a run (a string; see :func:`write_summary_markdown`).
+
+    Args:
+        report: the run (:class:`~evaltasks.engine.lifecycle.RunReport`: suite, summary, the gate's verdict, the
+            comparison, the warnings). Its gate: the verdict and threshold, the rate it compared (default
+            ``summary.pass_rate``) and its ``fail_on`` (``min_pass_rate``, ``regression``, ``either``; None:
+            ``min_pass_rate``), named in the verdict. Its comparison with a baseline: its figures in the verdict
+            line, "Cases that changed" (newly failing first, each with its question, expected answer and
+            outputs), Δ columns and verdicts in the metric table, the tests' details, new, removed and flaky
+            cases (folded). Its warnings: shown under the verdict.
+        cases: its case results, or their :class:`Highlights` (a streamed run).
+        max_size: the most ``size(text)`` may be (e.g. ``len`` for characters, UTF-8 bytes for GitHub's
+            1 MiB job summary); rows are cut as :func:`fit_sections` describes (folded rows first, then metric
+            rows, the first changed cases last; the verdict never). None: no limit.
+        truncation_note: appended to the truncation notice (where the full report is).
+        charts: the flavour. ``mermaid``: GitHub's (summary.md, the job summary, the PR comment): score
+            distributions as Mermaid bar charts, the secondary parts folded in ``<details>``. ``text``: Prefect's
+            (its UI renders no Mermaid and shows ``<details>`` open): ``#`` bars in a code block, and no
+            ``<details>``: the folded parts (more changed cases, worst cases, distributions, statistics, judges)
+            under one ``## More`` heading after the metric table, each under a ``###`` heading.
+        baseline_note: evaltasks' own sentence (markdown) shown right under the verdict when there is no
+            comparison (e.g. the Action's "No baseline: …"); without it a note appears only when the gate's
+            ``fail_on`` needed a baseline.
+    """
+    sections = summary_sections(report, cases, charts=charts, baseline_note=baseline_note)
+    return fit_sections(sections, max_size, size=size, note=truncation_note)
+
+
 def render_summary_markdown(
     suite_name: str,
     summary: EvaluationSummary,
@@ -716,36 +747,14 @@ def render_summary_markdown(
     charts: Literal["mermaid", "text"] = "mermaid",
     baseline_note: str | None = None,
 ) -> str:
-    """The markdown summary of a run (a string; see :func:`write_summary_markdown`).
-
-    Args:
-        suite_name, summary: the run; cases: its case results, or their :class:`Highlights` (a streamed run).
-        passed, min_pass_rate: the gate verdict and threshold; ``gate_pass_rate`` the rate the gate compared
-            (default ``summary.pass_rate``).
-        comparison: a comparison with a baseline: its figures in the verdict line, "Cases that changed" (newly
-            failing first, each with its question, expected answer and outputs), Δ columns and verdicts in the
-            metric table, the tests' details, new, removed and flaky cases (folded).
-        warnings: shown under the verdict.
-        fail_on: the gate's ``fail_on`` (``min_pass_rate``, ``regression``, ``either``; None: ``min_pass_rate``),
-            named in the verdict.
-        max_size: the most ``size(text)`` may be (e.g. ``len`` for characters, UTF-8 bytes for GitHub's
-            1 MiB job summary); rows are cut as :func:`fit_sections` describes (folded rows first, then metric
-            rows, the first changed cases last; the verdict never). None: no limit.
-        truncation_note: appended to the truncation notice (where the full report is).
-        charts: the flavour. ``mermaid``: GitHub's (summary.md, the job summary, the PR comment): score
-            distributions as Mermaid bar charts, the secondary parts folded in ``<details>``. ``text``: Prefect's
-            (its UI renders no Mermaid and shows ``<details>`` open): ``#`` bars in a code block, and no
-            ``<details>``: the folded parts (more changed cases, worst cases, distributions, statistics, judges)
-            under one ``## More`` heading after the metric table, each under a ``###`` heading.
-        baseline_note: evaltasks' own sentence (markdown) shown right under the verdict when there is no
-            comparison (e.g. the Action's "No baseline: …"); without it a note appears only when the gate's
-            ``fail_on`` needed a baseline.
-    """
-    sections = summary_sections(
-        suite_name, summary, cases, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison,
-        warnings=warnings, gate_pass_rate=gate_pass_rate, fail_on=fail_on, charts=charts, baseline_note=baseline_note,
-    )
-    return fit_sections(sections, max_size, size=size, note=truncation_note)
+    """:func:`render_summary` of a report given by its parts: the GitHub Action's report step calls this name
+    with what it reads from results.json (README, "GitHub Action"), including an older evaltasks' files. The
+    parts are :class:`~evaltasks.engine.lifecycle.RunReport`'s (``gate_pass_rate`` is ``gate.pass_rate``); the
+    other arguments are :func:`render_summary`'s."""
+    report = RunReport.of(summary, passed=passed, min_pass_rate=min_pass_rate, suite=suite_name,
+                          comparison=comparison, warnings=warnings or [], pass_rate=gate_pass_rate, fail_on=fail_on)
+    return render_summary(report, cases, max_size=max_size, size=size, truncation_note=truncation_note,
+                          charts=charts, baseline_note=baseline_note)
 
 
 def score_histogram(scores: list[float], bins: int = HISTOGRAM_BINS, width: int = 30) -> list[str]:

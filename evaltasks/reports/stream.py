@@ -20,10 +20,11 @@ from typing import IO, Any
 
 from evaltasks._atomic import atomic_paths, pid_alive, remove_stale_temporaries, synced_writer
 from evaltasks.engine.compare import Comparison, ComparisonBuilder
+from evaltasks.engine.outcome import RunHeader, RunReport
+from evaltasks.engine.statistics import SummaryBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
 from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
-from evaltasks.reports.markdown import Highlights, render_summary_markdown
-from evaltasks.engine.statistics import SummaryBuilder
+from evaltasks.reports.markdown import Highlights, render_summary
 from evaltasks.results import EmbeddingCounts, EvaluationSummary, TestCaseResult
 
 RESULTS_JSON = "results.json"
@@ -36,7 +37,8 @@ _BLOCK = 1 << 20
 class ReportWriter:
     """Streams case results into ``results.json``, ``junit.xml`` and ``summary.md`` in ``output_dir``.
 
-    Use: :meth:`add` every batch (in case order), :meth:`summarize`, apply the gate, :meth:`write`; or
+    Use: :meth:`add` every batch (in case order), :meth:`summarize`, apply the gate, :meth:`write`
+    (the :class:`~evaltasks.engine.lifecycle.ReportSink` the run's life writes through); or
     :meth:`close` to give up (temporary files removed, existing reports untouched). A context manager closes.
 
     Args:
@@ -115,42 +117,41 @@ class ReportWriter:
             return None
         return self.comparison_builder.finish(self._summary or self.summarize())
 
-    def write(
-        self,
-        header: dict[str, Any],
-        *,
-        passed: bool,
-        min_pass_rate: float,
-        duration_s: float = 0.0,
-        comparison: Comparison | None = None,
-        summary: EvaluationSummary | None = None,
-    ) -> dict[str, Path]:
+    def write(self, header: RunHeader, summary: EvaluationSummary | None = None,
+              comparison: Comparison | None = None) -> dict[str, Path]:
+        """Write the three reports of a run as a set and remove the temporary parts; their paths by file name.
+
+        ``header`` is results.json's header (:class:`~evaltasks.engine.lifecycle.RunHeader`: the gate's verdict,
+        the warnings, the timing; its ``duration_s`` is junit.xml's ``time``); ``summary`` the summary to write
+        (default :meth:`summarize`'s); ``comparison`` the comparison with the baseline, written as the
+        ``comparison`` key and adding deltas and changes to summary.md. See :meth:`write_results`.
+        """
+        summary = summary or self._summary or self.summarize()
+        report = RunReport(suite=self.suite_name, summary=summary, passed=header.passed, gate=header.gate,
+                           comparison=comparison, warnings=header.warnings)
+        return self.write_results(header.model_dump(), report, duration_s=header.duration_s)
+
+    def write_results(self, header: Mapping[str, Any], report: RunReport, *, duration_s: float = 0.0) -> dict[str, Path]:
         """Write the three reports as a set and remove the temporary parts; return their paths by file name.
 
-        ``summary``: the summary to write (default :meth:`summarize`'s).
+        ``header`` holds the top-level keys of results.json before ``comparison``, ``summary`` and ``cases``, as
+        given; ``report`` is what summary.md renders (:class:`~evaltasks.engine.lifecycle.RunReport`: the
+        verdict, the gate, the warnings), its ``summary`` the one written and its ``comparison`` (with a
+        baseline) written as the ``comparison`` key. ``duration_s``: junit.xml's ``time``.
 
         The set is replaced as a whole or not at all (:func:`~evaltasks._atomic.atomic_paths`): each report is
         written in full and fsynced under a temporary name first, and when any write fails (disk full) the
         temporaries are removed and the previous reports stay as they were. Then junit.xml and summary.md are
         renamed in and results.json last: a crash between the renames leaves the temporary of results.json
         beside the reports, the mark of an unfinished set (the next run removes it).
-
-        ``header`` holds the top-level keys of results.json before ``summary`` and ``cases`` (its ``warnings``
-        and ``gate.pass_rate`` also appear in summary.md); ``comparison`` is written as the ``comparison`` key
-        and adds deltas and changes to summary.md.
         """
-        summary = summary or self._summary or self.summarize()
-        if comparison is not None:
-            header = {**header, "comparison": comparison.model_dump()}
+        summary = report.summary
+        if report.comparison is not None:
+            header = {**header, "comparison": report.comparison.model_dump()}
         for _, handle in self._parts.values():
             handle.flush()
         paths = {name: self.output_dir / name for name in (RESULTS_JSON, JUNIT_XML, SUMMARY_MD)}
-        markdown = render_summary_markdown(
-            self.suite_name, summary, self.highlights, passed=passed, min_pass_rate=min_pass_rate,
-            comparison=comparison, warnings=header.get("warnings"),
-            gate_pass_rate=(header.get("gate") or {}).get("pass_rate"),
-            fail_on=(header.get("gate") or {}).get("fail_on"),
-        )
+        markdown = render_summary(report, self.highlights)
         with atomic_paths([paths[JUNIT_XML], paths[SUMMARY_MD], paths[RESULTS_JSON]]) as (junit, md, results):
             with synced_writer(results) as out:
                 out.write(results_head(header, summary))

@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from evaltasks.engine.compare import Comparison
-from evaltasks.results import EvaluationSummary, budget_message
+from evaltasks.engine.outcome import RunReport
+from evaltasks.results import budget_message
 
 LABEL_WIDTH = 48
 """Characters of a case label (:func:`case_label`) at most, an ellipsis included."""
@@ -57,15 +57,7 @@ def _points(delta: float) -> str:
     return f"{100 * delta:+.2f} points".replace("-", "−")
 
 
-def verdict_line(
-    summary: EvaluationSummary,
-    *,
-    passed: bool,
-    min_pass_rate: float,
-    comparison: Comparison | None = None,
-    gate_pass_rate: float | None = None,
-    fail_on: str | None = None,
-) -> str:
+def verdict_line(report: RunReport) -> str:
     """The run's verdict in one line of plain text, e.g. ``FAILED: pass rate 50.43% (−5.51 points since the
     baseline), 12 cases newly failing; regressed since the baseline (p = 4.4e-12)`` or ``PASSED: pass rate
     81.00% (81 of 100 cases), gate 75.00%``. A comparison without tests (read from a results.json of schema 1)
@@ -73,19 +65,20 @@ def verdict_line(
     (``comparison.paired_cases`` 0) claims no change: ``FAILED: pass rate 25.00% (1 of 4 cases), gate 50.00%;
     inconclusive: no case is in both runs``.
 
-    Args:
-        summary: the run's summary; passed: the gate's verdict; min_pass_rate: the gate's threshold (a fraction).
-        comparison: the comparison with a baseline (None: none was given).
-        gate_pass_rate: the pass rate the gate compared (``allow_errors`` leaves errored cases out; default
-            ``summary.pass_rate``). fail_on: the gate's ``fail_on`` (None: ``min_pass_rate``).
+    ``report`` (:class:`~evaltasks.engine.lifecycle.RunReport`): its summary; ``passed``, the gate's verdict;
+    its gate's ``min_pass_rate`` (a fraction), the pass rate it compared (``allow_errors`` leaves errored cases
+    out; default ``summary.pass_rate``) and ``fail_on`` (None: ``min_pass_rate``); its comparison with a
+    baseline (None: none was given).
     """
+    summary, comparison, passed = report.summary, report.comparison, report.passed
+    min_pass_rate, fail_on = report.gate.min_pass_rate, report.gate.fail_on
     status = "PASSED" if passed else "FAILED"
     evaluated = summary.cases - summary.skipped_cases
     if summary.cases == 0:
         return f"{status}: no case was evaluated (the dataset is empty)"
     if evaluated == 0:
         return f"{status}: no case was evaluated (all {summary.cases} skipped)"
-    rate = summary.pass_rate if gate_pass_rate is None else gate_pass_rate
+    rate = report.rate
     tested = comparison is not None and (
         comparison.pass_rate_test is not None or comparison.paired_cases > 0
         or comparison.verdict != "no significant change" or any(
