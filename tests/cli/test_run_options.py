@@ -125,6 +125,7 @@ def test_the_evaluate_suite_flow_run_records_and_applies_the_parsed_options(pref
     baseline named by --baseline-label and compared with --regression-tolerance)."""
     from prefect.client.orchestration import get_client
 
+    from evaltasks.engine.history import HistoryStore
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
     base = evaluate_suite(suite_path=str(length_suite(tmp_path / "b", [3, 9], name="options")),
@@ -146,4 +147,5 @@ def test_the_evaluate_suite_flow_run_records_and_applies_the_parsed_options(pref
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     assert results["comparison"]["baseline"] == "main at 1a2b3c4"
     assert results["comparison"]["tolerance"] == 0.05
-    assert [p.name for p in (tmp_path / "h").iterdir()] != []
+    records = HistoryStore(tmp_path / "h").read("options")
+    assert [record.model_dump()["passed"] for record in records] == [True]  # the run, recorded in --history-dir
