@@ -22,7 +22,8 @@ from evaltasks.engine.compare import Comparison, load_baseline
 from evaltasks.inputs.datasets import LoadedDataset, load_dataset
 from evaltasks.engine.evaluate import collect_embedding_needs, validate_cases
 from evaltasks.engine.history import path_slug
-from evaltasks.engine.options import DEFAULT_OUTPUT_ROOT, RunOptions  # noqa: F401 - RunOptions: its import path
+from evaltasks.engine.options import DEFAULT_OUTPUT_ROOT
+from evaltasks.engine.options import RunOptions as RunOptions  # its import path before engine.options
 from evaltasks.metrics.base import EmbeddingNeed
 from evaltasks.results import EvaluationResult, budget_message
 from evaltasks.inputs.suite import LoadedSuite, load_suite
