@@ -33,8 +33,8 @@ from evaltasks.engine.evaluate import (
 from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
 from evaltasks.metrics.judge.base import JudgeMetric
 from evaltasks.results import EmbeddingCounts
-from evaltasks.engine.compare import DEFAULT_TOLERANCE
 from evaltasks.reports.verdict import verdict_line
+from evaltasks.engine.options import with_run_options
 from evaltasks.engine.run import ParsedBaseline, PlannedRun, RunOptions, RunPlan, check_judge_prices, plan_run
 from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run, record_history, regression_summary
 from evaltasks.reports.outcome import open_report_writer
@@ -124,21 +124,11 @@ def make_task_runner(spec: str = "threads") -> Any:
 
 
 @flow(name="evaluate-suite", flow_run_name=flow_run_name, log_prints=False)
+@with_run_options
 def evaluate_suite(
     suite_path: str,
-    output_dir: str = "eval-results",
-    index_dir: str | None = None,
-    batch_size: int | None = None,
-    cache: bool = True,
-    reports_url: str | None = None,
-    concurrency_limit: str | None = None,
-    skip_missing_credentials: bool = False,
-    baseline: str | None = None,
-    regression_tolerance: float = DEFAULT_TOLERANCE,
-    baseline_label: str | None = None,
-    max_cost: float | None = None,
-    history_dir: str | None = None,
     plan: PlannedRun | None = None,
+    **options: Any,
 ) -> dict[str, Any] | State:
     """Evaluate the suite at ``suite_path`` and write results.json, junit.xml and summary.md.
 
@@ -152,27 +142,7 @@ def evaluate_suite(
 
     Args:
         suite_path: the suite YAML file (a path: flow parameters are capped at 512 KiB, datasets are not).
-        output_dir: where the reports go.
-        index_dir: the reference index directory (default ``$EVALTASKS_INDEX_DIR`` or ``.evaltasks/index``).
-        batch_size: test cases per ``score-batch`` task run (default :func:`auto_batch_size`).
-        cache: reuse and store ``score-batch`` results in Prefect's task cache; False scores everything and
-            neither reads nor writes the cache, and judge metrics send every request again (their answers are
-            still stored). Embeddings (references and outputs) are reused from the index either way.
-        reports_url: where the written reports are published (adds a link artifact).
-        concurrency_limit: a Prefect global concurrency limit (``prefect gcl create NAME --limit N``) that
-            every embedding task occupies one slot of, so runs sharing a server share a provider's capacity.
-        skip_missing_credentials: a metric whose provider credentials are missing is ``skipped`` (left out of
-            the gate, with a warning) instead of failing the run: for pull requests from forks.
-        baseline: a previous run's results.json (e.g. the base branch's) to compare with: deltas, changes and
-            regressions go into results.json (``comparison``) and summary.md.
-        regression_tolerance: score drops up to this (absolute) are not regressions.
-        baseline_label: how reports name the baseline (default: its path).
-        max_cost: US dollars the run may spend: judge requests stop once the spend (embeddings included)
-            reaches it, and the cases left are ``skipped`` with the reason (the CLI refuses to start a run whose
-            estimate exceeds it).
-        history_dir: record the run in this history directory (README, "Run history and drift"); the suite's
-            ``history.dir`` comes first, ``$EVALTASKS_HISTORY_DIR`` after; without any of them, and without a
-            ``history:`` block in the suite, no history is recorded.
+        {run_options}
         plan: the suite (and ``baseline``) already parsed by the caller in this process
             (:meth:`PlannedRun.of <evaltasks.engine.run.PlannedRun.of>`; ``evaltasks run`` passes its
             validation's), used unless a file changed since. Prefect records only its short description (suite
@@ -191,16 +161,11 @@ def evaluate_suite(
             when a judge endpoint rejects the key (HTTP 401/403) during the run.
         InputError: ``max_cost`` with a judge model that has no price (nothing is scored).
     """
-    options = RunOptions(
-        output_dir=output_dir, index_dir=index_dir, batch_size=batch_size, cache=cache, reports_url=reports_url,
-        concurrency_limit=concurrency_limit, skip_missing_credentials=skip_missing_credentials, baseline=baseline,
-        regression_tolerance=regression_tolerance, baseline_label=baseline_label, max_cost=max_cost,
-        history_dir=history_dir,
-    )
-    outcome = run_suite(suite_path, options, plan)
+    run_options = RunOptions(**options)  # the parameters besides these two: RunOptions' fields (with_run_options)
+    outcome = run_suite(suite_path, run_options, plan)
     result = outcome.summary_dict()
     verdict = run_verdict(outcome)
-    _print_served_verdict(verdict, options.output_dir)
+    _print_served_verdict(verdict, run_options.output_dir)
     if outcome.passed:
         return Completed(message=verdict, data=result)
     message = outcome.gate.message or "gate failed"  # lifecycle.gate_message: names the verdict

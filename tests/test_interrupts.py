@@ -283,9 +283,9 @@ def test_sigterm_while_scoring(workspace: Path) -> None:
 
 
 FINALIZER_SCRIPT = """
-import argparse, os, signal, sys, time
+import os, signal, sys, time
 
-from evaltasks import cli
+from evaltasks.cli._signals import Interrupt, run_interruptible
 
 class SignalledWhileCollected:
     # The signal arrives while the garbage collector runs this finalizer: its handler runs here, and Python
@@ -299,7 +299,7 @@ class SignalledWhileCollected:
             print("raised in the finalizer:", type(exc).__name__, flush=True)
             raise
 
-def run(args):  # stands in for the evaluation: the signal must stop it
+def run(interrupt):  # stands in for the evaluation: the signal must stop it
     with PREFECT_HANDLER():
         SignalledWhileCollected()  # no reference kept: finalized at once
         deadline = time.monotonic() + 30
@@ -308,9 +308,7 @@ def run(args):  # stands in for the evaluation: the signal must stop it
     print("ran to the end", flush=True)
     return 0
 
-cli._run = run
-args = argparse.Namespace(output_dir=sys.argv[1], index_dir=sys.argv[1], no_cache=True)
-sys.exit(cli._run_interruptible(args))
+sys.exit(run_interruptible(run, Interrupt(output_dir=sys.argv[1], index_dir=sys.argv[1], cache=False)))
 """
 
 

@@ -222,7 +222,7 @@ def test_the_cli_parses_the_dataset_once(tmp_path: Path, prefect_harness, monkey
 def test_models_load_in_the_background_and_a_failed_load_is_left_to_the_flow(tmp_path: Path, monkeypatch) -> None:
     """The CLI loads local models in a thread while Prefect starts; a model that cannot load does not crash
     that thread (the flow's tasks load it again and report the error)."""
-    from evaltasks.cli import _load_models_in_background
+    from evaltasks.cli.run import load_models_in_background as _load_models_in_background
     from evaltasks.embeddings import local
     from evaltasks.errors import ConfigError
 

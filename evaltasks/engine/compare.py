@@ -32,10 +32,10 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from evaltasks.engine import statistics
+from evaltasks.engine.options import DEFAULT_TOLERANCE  # the run option's default, declared there
 from evaltasks.errors import InputError, Problem, quote
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
 
-DEFAULT_TOLERANCE = 0.01
 ChangeKind = Literal["worse", "better", "new", "removed"]
 Verdict = Literal["regressed", "improved", "no significant change", "inconclusive"]
 

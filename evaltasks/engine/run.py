@@ -3,13 +3,12 @@
 :func:`plan_run` does every check that can fail on user input — suite, dataset, each case against each
 metric, provider credentials — before anything is scored, so the CLI can exit 2 fast; the CLI hands that plan
 to the flow as its ``plan`` parameter (a :class:`PlannedRun`) so nothing is parsed twice.
-:class:`RunOptions` holds what a run is asked to do (the flow's parameters besides the suite).
+:class:`RunOptions` (declared in :mod:`evaltasks.engine.options`) holds what a run is asked to do.
 :mod:`evaltasks.engine.lifecycle` holds the rest of a run's life (the gate, the reports, the history).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,12 +17,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from evaltasks.engine.compare import DEFAULT_TOLERANCE, load_baseline
-from evaltasks.inputs.datasets import LoadedDataset, load_dataset
+from evaltasks.engine.compare import load_baseline
 from evaltasks.engine.evaluate import collect_embedding_needs, validate_cases
 from evaltasks.engine.history import path_slug
-from evaltasks.metrics.base import EmbeddingNeed
+from evaltasks.engine.options import DEFAULT_OUTPUT_ROOT
+from evaltasks.engine.options import RunOptions as RunOptions  # its import path before engine.options
+from evaltasks.inputs.datasets import LoadedDataset, load_dataset
 from evaltasks.inputs.suite import LoadedSuite, load_suite
+from evaltasks.metrics.base import EmbeddingNeed
 
 
 @dataclass
@@ -51,9 +52,6 @@ class RunPlan:
     def work_items(self) -> int:
         """Case × metric results the run will produce (for progress bars)."""
         return len(self.dataset.cases) * len(self.suite.metrics)
-
-
-DEFAULT_OUTPUT_ROOT = "eval-results"
 
 
 def default_output_dir(suite_name: str) -> Path:
@@ -174,30 +172,6 @@ class PlannedRun(BaseModel):
         return baseline
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """What a suite run is asked to do besides which suite: the ``evaluate-suite`` flow's other parameters
-    (described there, :func:`evaltasks.flows.evaluate_suite.evaluate_suite`), as ``evaltasks run``'s options
-    set them (README, "CLI"). One object from the CLI through the flow to the engine."""
-
-    output_dir: str = DEFAULT_OUTPUT_ROOT
-    index_dir: str | None = None
-    batch_size: int | None = None  # cases per score-batch task run (None: evaltasks.engine.stream.auto_batch_size)
-    cache: bool = True
-    reports_url: str | None = None
-    concurrency_limit: str | None = None
-    skip_missing_credentials: bool = False
-    baseline: str | None = None
-    regression_tolerance: float = DEFAULT_TOLERANCE
-    baseline_label: str | None = None
-    max_cost: float | None = None
-    history_dir: str | None = None
-
-    def flow_parameters(self) -> dict[str, Any]:
-        """The options as the flow's keyword parameters: ``evaluate_suite(suite_path, **options.flow_parameters())``."""
-        return dataclasses.asdict(self)
-
-
 def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool = False,
                   cached: Mapping[str, Collection[int]] | None = None) -> float:
     """Estimated US dollars of a run: the references and outputs not yet in the index, per provider, plus the
@@ -235,8 +209,8 @@ def check_judge_prices(plan: RunPlan) -> None:
     Raises:
         InputError: a judge model has no price (one problem per model).
     """
-    from evaltasks.errors import InputError, Problem
     from evaltasks.engine.evaluate import unpriced_judge_models
+    from evaltasks.errors import InputError, Problem
 
     models = unpriced_judge_models(plan.suite.metrics)
     if models:
