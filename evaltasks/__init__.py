@@ -10,8 +10,8 @@ import sys as _sys
 
 # `python -m evaltasks` (and `-m evaltasks.cli`): Python put the working directory first on sys.path, so a `yaml.py`
 # there would replace the module evaltasks imports. Drop it first thing, while Python is still locating the module
-# (sys.argv[0] is "-m" then), before anything but the interpreter's own start-up modules is imported (README "Your
-# own metrics"). Under -P (Python 3.11+) or -I it is not there. Importing evaltasks from a program never does this.
+# (sys.argv[0] is "-m" then), before anything but the interpreter's own start-up modules is imported
+# (docs/metrics/custom.md#your-own-metrics). Under -P (Python 3.11+) or -I it is not there. Importing evaltasks from a program never does this.
 if _sys.argv[:1] == ["-m"] and not (getattr(_sys.flags, "safe_path", False) or _sys.flags.isolated) and _sys.path:
     _argv = list(getattr(_sys, "orig_argv", ()))
     if any(flag == "-m" and _argv[i + 1:i + 2] in (["evaltasks"], ["evaltasks.cli"]) for i, flag in enumerate(_argv)):
@@ -43,7 +43,7 @@ from evaltasks.errors import (
 )
 
 # Every log record of a process that imports evaltasks (a worker process too) is redacted when it is made: an API
-# key an endpoint echoed never reaches a console, a log file or Prefect's database (README, "Secrets in reports").
+# key an endpoint echoed never reaches a console, a log file or Prefect's database (docs/reports.md#secrets-in-reports).
 _install_log_redaction()
 
 # The rest of the public API is imported when first used (PEP 562), so that `import evaltasks` and the commands

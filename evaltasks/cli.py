@@ -43,7 +43,7 @@ def _quiet_prefect_defaults() -> None:
     set_default_env("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     set_default_env("PREFECT_LOGGING_LEVEL", "WARNING")
     # Prefect's client-side telemetry: its first import in a terminal prints a notice about it (and sends
-    # events) unless DO_NOT_TRACK is set; evaltasks turns analytics off (README), so before Prefect is imported
+    # events) unless DO_NOT_TRACK is set; evaltasks turns analytics off (docs/prefect.md#the-temporary-server-and-prefects-settings), so before Prefect is imported
     set_default_env("DO_NOT_TRACK", "1")
     set_default_env("TOKENIZERS_PARALLELISM", "false")
     set_default_env("DASK_LOGGING__DISTRIBUTED", "warning")
@@ -349,8 +349,8 @@ def _parser() -> argparse.ArgumentParser:
 
 _COMMANDS = ("run", "server", "serve", "schema", "calibrate", "history", "index")
 _INDEX_COMMANDS = ("build", "info", "verify", "compact", "prune")
-_DOCS_EPILOG = (f"docs: {DOCS_URL}" if DOCS_URL else "docs: the evaltasks README (also the installed package's "
-                "description)")
+_DOCS_EPILOG = (f"docs: {DOCS_URL}" if DOCS_URL else "docs: the docs/ folder of the evaltasks repository, "
+                "https://github.com/evaltasks/evaltasks/tree/main/docs")
 
 
 def _command(sub: Any, name: str, help_text: str, description: str | None, section: str) -> argparse.ArgumentParser:
@@ -383,7 +383,7 @@ def _prepare_served_run() -> None:
 
 def _serve_in_foreground(paths: ServerPaths) -> int:
     """``evaltasks server``: run the server in this process; its forked children run :func:`main` (the server
-    runs CLI commands without importing the CLI: README, "Architecture"). Returns the exit code."""
+    runs CLI commands without importing the CLI: docs/architecture.md#architecture). Returns the exit code."""
     from evaltasks.server.client import ServedCommand
     from evaltasks.server.daemon import serve
 
@@ -484,7 +484,7 @@ def _main(argv: list[str] | None, command_started: float) -> int:
 
         if args.command == "server":
             return _client.server_command(args, _serve_in_foreground)
-        served = _client.run_served(sys.argv[1:], command_started)  # README: "Faster repeated runs"
+        served = _client.run_served(sys.argv[1:], command_started)  # docs/server.md#faster-repeated-runs-evaltasks-server
         if served is not None:
             return served
     if args.command == "schema":
@@ -947,7 +947,7 @@ def _run(args: argparse.Namespace) -> int:
     for warning in [*outcome.get("warnings", []), *_regression_warning(outcome)]:
         if warning not in shown_warnings:
             print(f"evaltasks: warning: {warning}", file=sys.stderr)
-    # --quiet: the verdict line, the gate line and the reports line only (README, "CLI")
+    # --quiet: the verdict line, the gate line and the reports line only (docs/cli.md#cli)
     from evaltasks.engine.compare import Comparison
     from evaltasks.results import EvaluationSummary
 
@@ -962,7 +962,7 @@ def _run(args: argparse.Namespace) -> int:
             fail_on=outcome.get("gate", {}).get("fail_on"),
             gate_message=outcome.get("gate", {}).get("message"),
         )
-        # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
+        # two durations, each named (docs/cli.md#cli): the flow run's own work (results.json duration_s)
         # and the whole command, start-up included
         reports = f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md"
         timing = f"(flow run {outcome.get('duration_s') or 0:.1f} s, total {time.time() - args.command_started:.1f} s)"
@@ -1302,7 +1302,7 @@ def _input_error_names() -> set[str]:
 
 class _Stages:
     """The terminal's stage-aware progress display (rich, on stderr): the stage the run is in, in words, with
-    its own count, bar and elapsed time (README, "CLI").
+    its own count, bar and elapsed time (docs/cli.md#cli).
 
     The CLI reports the stages it knows (``starting Prefect``; its own model load, :meth:`side`, a line of its
     own while it overlaps the server's start), the flow and its task runs report theirs through
@@ -1398,7 +1398,7 @@ def _stage_progress(console: Any, quiet: bool) -> Any:
 
 
 def _terminal_logging(console: Any, live: bool) -> Any:
-    """A context manager for the flow's run: where log records go, restored when it ends (README, "CLI").
+    """A context manager for the flow's run: where log records go, restored when it ends (docs/cli.md#cli).
 
     - The terminal shows Prefect's level (``PREFECT_LOGGING_LEVEL``: WARNING unless the user set it), while
       the flow run's and task runs' loggers pass INFO (DEBUG when the terminal shows DEBUG) to Prefect's API

@@ -1,4 +1,4 @@
-"""The ``evaltasks`` command line (README, "CLI"), run as a real subprocess.
+"""The ``evaltasks`` command line (docs/cli.md#cli), run as a real subprocess.
 
 Exit codes: 0 the gate holds, 1 it fails, 2 invalid config/input/credentials/usage found before scoring (no
 traceback, and fast: before Prefect starts). Each subprocess gets its own PREFECT_HOME and runs in tmp_path.
@@ -107,7 +107,7 @@ def _closed_port() -> int:
 @pytest.mark.parametrize("mistake", ["stopped server", "index dir is a file", "index dir under a file",
                                      "negative max cost"])
 def test_setup_mistakes_are_exit_2_and_one_line_before_prefect_starts(tmp_path: Path, mistake: str) -> None:
-    """PREFECT_API_URL still exported after its server stopped (README, "Deploy with prefect.yaml"), an
+    """PREFECT_API_URL still exported after its server stopped (docs/prefect.md#deploy-with-prefectyaml), an
     --index-dir that is a file and ``--max-cost -1``: exit 2 and one line, no Prefect log lines (the first two
     were exit 3, "internal bug"; the index only after 7.5 s and three Prefect ERROR lines; -1 was accepted)."""
     (tmp_path / "d.jsonl").write_text('{"id": "c1", "actual_output": "hello", "references": ["hello"]}\n',

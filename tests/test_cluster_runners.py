@@ -7,7 +7,7 @@ references, a reference set searched with FAISS, LengthCheck) runs through the C
 ``PREFECT_API_URL``, as a user's first run does: the workers must report to the run's temporary Prefect server
 rather than start one each. Scores must equal the in-process (threads) run's exactly; the task runs must have
 run in the cluster's worker processes (their log files and pids), each loading the embedding model at most once
-(README, "Task runners"). Waits poll for a condition under generous deadlines; nothing depends on speed.
+(docs/prefect.md#task-runners). Waits poll for a condition under generous deadlines; nothing depends on speed.
 Each cluster starts while the threads run it is compared with runs (that run is made once per test session,
 whichever pytest-xdist worker needs it first).
 """

@@ -1,4 +1,4 @@
-"""examples/python_api.py, the README's "Python API" example: it runs, prints what it claims, and passes.
+"""examples/python_api.py, the example of docs/python-api.md#python-api: it runs, prints what it claims, and passes.
 
 The printed numbers are checked against values computed here independently: the word count by a plain regex,
 the ReferenceMatch score by sentence-transformers + numpy on the bundled model (fixture ``cosine``).

@@ -92,7 +92,7 @@ _running_ids = itertools.count()
 def metric_running(name: str) -> Iterator[None]:
     """While the block runs, ``name`` (a metric's name) is recorded as running in this process and thread, so
     that the parent process of ``evaltasks run`` (:mod:`evaltasks.supervisor`) can name the metric that did not
-    stop after a signal, or that ended the process (README, "CLI", interrupted runs).
+    stop after a signal, or that ended the process (docs/cli.md#interrupted-runs).
 
     The record is one small file in ``$EVALTASKS_RUN_STATE/metrics/`` (the environment reaches task-runner
     worker processes too), removed when the block ends; nothing happens without the variable (the Python API,
@@ -117,7 +117,7 @@ def metric_running(name: str) -> Iterator[None]:
 
 def stop_grace_s() -> float:
     """Seconds a run may take to stop after its first SIGINT/SIGTERM before every process of it is killed
-    (README, "CLI", interrupted runs): :data:`STOP_GRACE_S`, or ``$EVALTASKS_STOP_GRACE_S`` when it is a positive
+    (docs/cli.md#interrupted-runs): :data:`STOP_GRACE_S`, or ``$EVALTASKS_STOP_GRACE_S`` when it is a positive
     number. Used by the parent of ``evaltasks run`` (:mod:`evaltasks.supervisor`) and by runs of ``evaltasks
     server`` (:mod:`evaltasks.server.daemon`)."""
     try:

@@ -180,7 +180,7 @@ class PlannedRun(BaseModel):
 class RunOptions:
     """What a suite run is asked to do besides which suite: the ``evaluate-suite`` flow's other parameters
     (described there, :func:`evaltasks.flows.evaluate_suite.evaluate_suite`), as ``evaltasks run``'s options
-    set them (README, "CLI"). One object from the CLI through the flow to the engine."""
+    set them (docs/cli.md#cli). One object from the CLI through the flow to the engine."""
 
     output_dir: str = DEFAULT_OUTPUT_ROOT
     index_dir: str | None = None
@@ -274,14 +274,14 @@ def gate_passed(
     comparison: Comparison | None = None,
     fail_on: str = "min_pass_rate",
 ) -> bool:
-    """The gate (README, "Uncertainty and regressions"), by the suite's ``gate.fail_on``:
+    """The gate (docs/statistics.md#uncertainty-and-regressions), by the suite's ``gate.fail_on``:
 
     - ``min_pass_rate`` (the default): :func:`gate_pass_rate` >= ``min_pass_rate``;
     - ``regression``: fails only when ``comparison`` (the comparison with the baseline) has the verdict
       ``regressed``; without a baseline (``comparison`` None) it holds (the run's warnings say so);
     - ``either``: fails on either rule.
 
-    Whatever ``fail_on`` says, a run that evaluated nothing fails (README, "Suite file"): an empty dataset, and a
+    Whatever ``fail_on`` says, a run that evaluated nothing fails (docs/suite.md#suite-file): an empty dataset, and a
     run in which no case was scored, every case skipped (e.g. all metrics need credentials a fork's pull request
     does not get) or errored (``allow_errors`` allows errors beside scored cases, not in place of them: a metric
     that raises on every case must not pass). So does a run cut short by its ``--max-cost`` budget (a judge result

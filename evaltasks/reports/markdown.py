@@ -1,6 +1,6 @@
 """summary.md: a human summary of a run, also the job summary, PR comment and Prefect artifact.
 
-Content, most important first (README, "What each surface shows"): the verdict line
+Content, most important first (docs/reports.md#what-each-surface-shows): the verdict line
 (:func:`~evaltasks.reports.verdict.verdict_line`: passed or failed, the pass rate and its change, cases newly
 failing), the "no baseline" note, case counts, warnings; with a baseline the cases that changed (newly failing
 first, each with its readable name, question, expected answer and outputs before → after; the first
@@ -99,7 +99,7 @@ def level_text(level: float) -> str:
 
 
 def is_tested(comparison: Comparison) -> bool:
-    """Whether ``comparison`` carries the statistical tests and verdict (README, "Uncertainty and regressions").
+    """Whether ``comparison`` carries the statistical tests and verdict (docs/statistics.md#uncertainty-and-regressions).
 
     A comparison read from a results.json of schema 1 (an older evaltasks, e.g. the Action reading an old run)
     has no tests, no paired cases and the default verdict, which must not be shown as a finding.
@@ -474,7 +474,7 @@ SHORT_VERDICTS = {"regressed": "🔻 regressed", "improved": "🟢 improved", "n
 def metric_table(summary: EvaluationSummary, comparison: Comparison | None, *, passed: bool,
                  min_pass_rate: float | None = None, gate_pass_rate: float | None = None,
                  fail_on: str | None = None) -> Section:
-    """The metric table, narrow enough for an ~830 px column (README, "What each surface shows"): without a
+    """The metric table, narrow enough for an ~830 px column (docs/reports.md#what-each-surface-shows): without a
     baseline metric | pass rate | mean | threshold | failed | errored | skipped; with one metric | pass rate |
     Δ pass rate | mean | Δ mean | verdict, an "all cases" row first. Intervals and p-values sit under their
     numbers (``<br>``); a 🔻 marks every regressed change (a Δ whose test regressed; without tests a regressed

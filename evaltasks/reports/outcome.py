@@ -2,7 +2,7 @@
 (results.json, junit.xml, summary.md) from what the streaming :class:`~evaltasks.reports.ReportWriter` received.
 
 It composes the engine (the plan, the gate, the comparison) and the writers; the flow and the CLI call it at the
-end of a run (README "Outputs").
+end of a run (docs/reports.md#outputs).
 """
 
 from __future__ import annotations
