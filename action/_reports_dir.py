@@ -1,5 +1,5 @@
 """The action's default reports folder: ``eval-results/<suite name>``, the folder ``evaltasks run`` picks without
-``--output-dir`` (README, "CLI"; ``evaltasks.engine.run.default_output_dir``), so the action and the command
+``--output-dir`` (docs/cli.md#cli; ``evaltasks.engine.run.default_output_dir``), so the action and the command
 agree on where a suite's reports are.
 
 Standard library only (the prepare step runs before evaltasks is installed), so the suite's ``name`` is read from

@@ -1,4 +1,4 @@
-"""Which events may run a pull request's code with the base repository's token and secrets (README, "Trust model").
+"""Which events may run a pull request's code with the base repository's token and secrets (docs/action.md#trust-model).
 
 ``pull_request`` runs a pull request's code with a read-only token and, from a fork, no secrets: the safe
 trigger. ``pull_request_target``, ``workflow_run`` and ``issue_comment`` run in the base repository's context
@@ -59,11 +59,11 @@ def privileged_checkout(event_name: str, event: dict[str, Any], workdir: Path, g
     if commit is None:
         return ("warning", f"{event_name} runs with the base repository's token and secrets, and the commit checked "
                 f"out in {workdir} cannot be told (no git): never check out {what}'s code in such a workflow "
-                "(README, \"Trust model\")")
+                "(docs/action.md#trust-model)")
     foreign = commit == pr_commit if event_name == "workflow_run" else bool(github_sha) and commit != github_sha
     if not foreign:
         return None
     return ("error", f"{event_name} runs with the base repository's token and secrets, and this workflow checked "
             f"out {what}'s code ({commit[:12]}): the pull request would control the suite, its gate, the metric "
             "code, the prompts and the datasets. Evaluate pull requests on pull_request, and comment on forks with "
-            "the workflow_run pattern, which checks out no pull-request code (README, \"Trust model\")")
+            "the workflow_run pattern, which checks out no pull-request code (docs/action.md#trust-model)")

@@ -3,7 +3,7 @@
 ``python baseline.py FILE LABEL``, run by the installed evaltasks' interpreter: exit 0 when ``FILE`` is a baseline
 that ``evaltasks run --baseline`` accepts, by evaltasks' own check (:func:`evaltasks.engine.compare.load_baseline`:
 JSON with ``summary`` and ``cases``, a ``schema_version`` this evaltasks reads, cases that are objects with unique
-ids, finite scores; README, "Outputs"). Otherwise print a ``::warning`` naming the file, ``LABEL`` and each
+ids, finite scores; docs/reports.md#outputs). Otherwise print a ``::warning`` naming the file, ``LABEL`` and each
 problem, and exit 1: the run then goes on without a baseline, because a broken cache entry (a truncated upload,
 a results.json of a newer evaltasks, a NaN score) would otherwise stop every pull request with "invalid input"
 until the base branch is pushed again. An explicit ``baseline:`` path is not checked here: evaltasks reports a bad

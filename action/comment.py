@@ -14,7 +14,7 @@ GitHub REST API v3 ("Issue comments"), ``$GITHUB_API_URL`` (a local server in te
 The body is sanitised first when untrusted and measured after: over GitHub's 65,536 characters it is cut after
 whole lines with a note saying where the rest is (:func:`fit_body`).
 
-From a trusted ``workflow_run`` workflow (forks, see the README): ``PR_NUMBER`` names the pull request and
+From a trusted ``workflow_run`` workflow (forks, see docs/action.md#comments-on-pull-requests-from-forks-workflow_run): ``PR_NUMBER`` names the pull request and
 ``EXPECTED_HEAD_SHA`` (``github.event.workflow_run.head_sha``) must equal that pull request's head sha, so an
 artifact from a fork cannot direct the comment to another pull request.
 
@@ -317,7 +317,7 @@ def main() -> int:
         return 0
     elif is_fork(event):
         message = ("Pull request from a fork: the token is read-only, so no comment was posted; the results are in "
-                   "the job summary. To comment on fork PRs, see the workflow_run pattern in the evaltasks README.")
+                   "the job summary. To comment on fork PRs, see the workflow_run pattern in the evaltasks docs, docs/action.md#comments-on-pull-requests-from-forks-workflow_run.")
         annotate("warning", message, title="evaltasks: comment skipped")
         append_summary(f"\n> ⚠️ {message}\n")
         return 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Last step of the action: fail when the gate failed (unless fail-on-gate is false) or evaltasks could not run.
 # The gate holds only when evaltasks exited 0 AND its results.json (in OUTPUT_DIR) says "passed": true: an exit
-# code alone is not trusted (README, "GitHub Action").
+# code alone is not trusted (docs/action.md#github-action).
 # Environment: EXIT_CODE (evaltasks' exit code; empty when it never ran), FAIL_ON_GATE (true/false, normalised
 # by prepare.py from true/false/yes/no/1/0), OUTPUT_DIR (where results.json was written), PYTHON (a Python to
 # read it with; default python3).

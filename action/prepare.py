@@ -142,7 +142,7 @@ def main() -> int:
         if env.get("GITHUB_EVENT_NAME") == "pull_request_target":
             raise ValueError(
                 "pull_request_target runs untrusted pull-request code with a write token and the base branch's "
-                "caches: use pull_request, and the workflow_run pattern to comment on forks (see the README)"
+                "caches: use pull_request, and the workflow_run pattern to comment on forks (see the evaltasks docs, docs/action.md#trust-model)"
             )
     except ValueError as exc:
         annotate("error", str(exc), title="evaltasks: invalid input")
@@ -158,7 +158,7 @@ def main() -> int:
     event = load_event()
     event_name = env_value("GITHUB_EVENT_NAME")
     trust = privileged_checkout(event_name, event, workdir, env_value("GITHUB_SHA"))
-    if trust is not None:  # README, "Trust model": a pull request's code with the base repository's secrets
+    if trust is not None:  # docs/action.md#trust-model: a pull request's code with the base repository's secrets
         annotate(trust[0], trust[1], title="evaltasks: untrusted code in a privileged workflow")
         if trust[0] == "error":
             append_summary(f"# evaltasks\n\n❌ **Refused**: {markdown_text(trust[1])}\n")
@@ -201,7 +201,7 @@ def main() -> int:
     save_baseline = event_name in ("push", "schedule", "workflow_dispatch") and env.get("GITHUB_REF", "").startswith(
         "refs/heads/"
     )
-    # default: the folder `evaltasks run` picks, eval-results/<suite name> (README, "CLI")
+    # default: the folder `evaltasks run` picks, eval-results/<suite name> (docs/cli.md#cli)
     output_dir = (workdir / (env.get("INPUT_OUTPUT_DIR", "").strip() or default_reports_dir(workdir / suite))).resolve()
     # the baseline's cache key names the evaltasks version that wrote it: a pull request restores one of its own
     # version first, then the newest of any version (action/baseline.py checks it; one it cannot read is a warning)

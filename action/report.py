@@ -55,7 +55,7 @@ def utf16_units(text: str) -> int:
 def comment_size(head: str, footer: str, event: dict | None) -> Callable[[str], int]:
     """The size by which a comment's text (between ``head``, the marker line, and ``footer``, the run link) is
     measured against :data:`COMMENT_MAX_CHARS`, in UTF-16 code units: as written, or on a fork's pull request
-    (``event``) as the README's ``workflow_run`` workflow posts it, after ``comment.sanitize_untrusted_body``
+    (``event``) as the ``workflow_run`` workflow of docs/action.md#comments-on-pull-requests-from-forks-workflow_run posts it, after ``comment.sanitize_untrusted_body``
     escaped it (every active character backslash-escaped: about 2.5 % longer for a typical report)."""
     if not (event and is_fork(event)):
         return lambda text: utf16_units(head + text + footer)
@@ -115,7 +115,7 @@ def _failure_markdown(suite: str, exit_code: str, log_path: str) -> str:
 def _write_comment(env: dict[str, str], output_dir: Path, body: str) -> None:
     """Write the comment body for the comment step, and beside the reports (``comment.md``, plus
     ``pull-request.json`` with the PR's number and head sha) so that a trusted ``workflow_run`` workflow can post
-    it for a fork's pull request (README: "Comments on pull requests from forks")."""
+    it for a fork's pull request (docs/action.md#comments-on-pull-requests-from-forks-workflow_run)."""
     Path(env["COMMENT_BODY_FILE"]).write_text(body, encoding="utf-8")
     pr = pull_request(load_event())
     try:

@@ -26,7 +26,7 @@ if [ -n "${PREFECT_RESULTS_LOCAL_STORAGE_PATH:-}" ] && [ -d "$PREFECT_RESULTS_LO
 fi
 
 # The working directory (the repository) stays off sys.path, so a `yaml.py` in it never replaces a module evaltasks
-# imports (README "Your own metrics"): `-P` on Python 3.11+; 3.10 has none, so a `-c` start removes it first.
+# imports (docs/metrics/custom.md#your-own-metrics): `-P` on Python 3.11+; 3.10 has none, so a `-c` start removes it first.
 if "$PYTHON" -P -c '' 2>/dev/null; then
   launch=(-P -m evaltasks)
 else

@@ -9,8 +9,8 @@ cases: one process stores every answer (the fill), then ``--repeat`` (5) fresh p
   second call       the same ``evaluate_sync`` again in the same process (nothing left to import or open).
 
 ``first call − second call`` is what a process pays once. Side by side, interleaved, the same process importing
-``scipy.stats`` and ``openai`` in its first call, as the call did before (its summary needs no scipy: README,
-"Uncertainty and regressions"; the judge client is built on the first request, and a cached call sends none).
+``scipy.stats`` and ``openai`` in its first call, as the call did before (its summary needs no scipy:
+docs/statistics.md#uncertainty-and-regressions; the judge client is built on the first request, and a cached call sends none).
 Each process reports whether it imported scipy and openai, and the judge server counts the requests (0 after the
 fill). For scale, fresh processes time ``import scipy.stats`` and ``import openai`` alone.
 Target: first call ≤ 0.5 s. Rewrites the section ``## First call: a cached judge evaluate_sync`` of

@@ -372,7 +372,7 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         f"cores during the phases were {busy} "
         f"(this benchmark's own process included).",
         f"- Data: {n:,} synthetic unit vectors × {DIMS} (seeded), texts `text {{i}}`; a namespace is segment files "
-        f"(sorted int64 ids, float32 vectors, `.npy`) and `meta.json` (README \"Reference index\").", "",
+        f"(sorted int64 ids, float32 vectors, `.npy`) and `meta.json` (docs/embeddings.md#reference-index).", "",
         "| Step | Time (s) | Target | Peak RSS +MiB | Peak anon +MiB | Notes |",
         "|---|---:|---|---:|---:|---|",
         f"| write {n:,} vectors cold (one `get_or_embed`, one segment) | {b['index_write']['seconds']:.2f} | | "

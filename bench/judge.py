@@ -17,7 +17,7 @@ carries the probabilities ``{k: 0.7, k±1: 0.15 each}`` (clipped to 0..10, renor
 same score.
 
 The cases are the first ``--cases`` (200) TruthfulQA questions with davinci's answers and the best answer as the
-expected output (TruthfulQA's ``davinci_answers.csv``, README "TruthfulQA data"); without it, synthetic questions.
+expected output (TruthfulQA's ``davinci_answers.csv``, docs/install.md#truthfulqa-data-not-in-the-repository); without it, synthetic questions.
 
 Contenders, each a fresh process (``--repeat`` times, interleaved, medians):
 
@@ -121,7 +121,7 @@ def load_cases(n: int) -> tuple[list[dict[str, str]], str]:
         cases = [{"input": r["question"], "actual_output": r["model_answer"], "expected_output": r["best_answer"]}
                  for r in rows[:n]]
         if len(cases) == n:
-            return cases, f"the first {n} rows of TruthfulQA's davinci_answers.csv (README, \"TruthfulQA data\")"
+            return cases, f"the first {n} rows of TruthfulQA's davinci_answers.csv (docs/install.md#truthfulqa-data-not-in-the-repository)"
     cases = [{"input": f"Question {i}: what is {i} + {i}?", "actual_output": f"It is {2 * i + i % 3}.",
               "expected_output": f"{2 * i}"} for i in range(n)]
     return cases, f"{n} synthetic arithmetic questions (TruthfulQA not found at {DATA})"

@@ -20,7 +20,7 @@ log-probabilities for evaltasks, as ``bench/judge.py``). So completion tokens di
 the judge to write (eval-ai-library's "summarise the reasons" requests, its claims echoed back, evaltasks' JSON
 keys).
 
-Cases: the 10 RAG cases of ``examples/judge/answers.jsonl`` (README, "LLM judges"), each with a top-3
+Cases: the 10 RAG cases of ``examples/judge/answers.jsonl`` (docs/judges.md#llm-judges), each with a top-3
 (``--passages``) ``retrieval_context`` (its own passage, then the next cases' passages as distractors) for the RAG
 metrics, and the three contextual metrics again with one passage (:data:`SINGLE_PASSAGE`);
 GEval and CustomEval get ``input``, ``actual_output`` and ``expected_output`` with the same three criteria on both

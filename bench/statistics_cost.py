@@ -1,4 +1,4 @@
-"""Benchmark: what the intervals and the paired comparison (README, "Uncertainty and regressions") add to a
+"""Benchmark: what the intervals and the paired comparison (docs/statistics.md#uncertainty-and-regressions) add to a
 100,000-case LengthCheck run, and their memory per case.
 
 One command, in one process: LengthCheck scores ``--cases`` synthetic outputs (batches of 5,000, as the flow

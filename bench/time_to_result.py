@@ -9,7 +9,7 @@ One command measures, side by side in one run, and rewrites the section ``## Tim
 
 Parts (``--parts``, default all):
 
-  openai      the job — the 817 TruthfulQA answers of ``davinci_answers.csv`` (README, "TruthfulQA data")
+  openai      the job — the 817 TruthfulQA answers of ``davinci_answers.csv`` (docs/install.md#truthfulqa-data-not-in-the-repository)
               (``examples/truthfulqa/suite.yaml``, ReferenceMatch only) — with the OpenAI provider against a
               loopback OpenAI-compatible server (``tests/openai_server.py`` in a process of its own, so it shares
               no GIL with the contender; ``--latency-ms`` per request, default 150; vectors memoised before the
@@ -664,8 +664,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
         spec = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
         dataset = (EXAMPLE.parent / spec["dataset"]["path"]).resolve()
         if not dataset.is_file():
-            reason = (f"{dataset} is missing: the job needs the TruthfulQA data beside the checkout (README, "
-                      "\"TruthfulQA data\")")
+            reason = (f"{dataset} is missing: the job needs the TruthfulQA data beside the checkout ("
+                      "docs/install.md#truthfulqa-data-not-in-the-repository)")
             print(f"[skip] openai, local: {reason}", file=sys.stderr)
             for part in ("openai", "local"):
                 if part in parts:

@@ -1,4 +1,4 @@
-"""Secrets never reach a report (README, "Secrets in reports"): one registry of the values to hide, and
+"""Secrets never reach a report (docs/reports.md#secrets-in-reports): one registry of the values to hide, and
 :func:`redact`, which replaces each of them with ``***``.
 
 The secrets are:
@@ -19,7 +19,7 @@ and skipped reasons, the index's warnings, the CLI's error lines and its traceba
 returned from a task, so no Prefect state, result or report carries a secret; :func:`install_log_redaction`
 covers log records (Prefect's console and API log handlers included) by redacting each record as it is made.
 
-Standard library only: this is the lowest layer (README, "Architecture").
+Standard library only: this is the lowest layer (docs/architecture.md#architecture).
 """
 
 from __future__ import annotations

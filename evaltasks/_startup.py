@@ -3,14 +3,14 @@
 1. ``python -m evaltasks`` (and ``-m evaltasks.cli``): Python put the working directory first on ``sys.path``, so
    a ``yaml.py`` there would replace the module evaltasks imports. It is dropped first thing, while Python is still
    locating the module (``sys.argv[0]`` is ``"-m"`` then), before anything but the interpreter's own start-up
-   modules is imported (README "Your own metrics"). Under ``-P`` (Python 3.11+) or ``-I`` it is not there.
+   modules is imported (docs/metrics/custom.md#your-own-metrics). Under ``-P`` (Python 3.11+) or ``-I`` it is not there.
    Importing evaltasks from a program never does this.
 2. In a source checkout the flows live in ``./flows`` (a build installs them as ``evaltasks.flows``): the
    checkout's root is added to the package's ``__path__``, so ``evaltasks.flows`` imports there too (e.g.
    ``python -m evaltasks.cli`` run in the repository's root).
 3. Every log record of a process that imports evaltasks (a worker process too) is redacted when it is made: an
-   API key an endpoint echoed never reaches a console, a log file or Prefect's database (README, "Secrets in
-   reports"; :func:`evaltasks._redact.install_log_redaction`).
+   API key an endpoint echoed never reaches a console, a log file or Prefect's database
+   (docs/reports.md#secrets-in-reports; :func:`evaltasks._redact.install_log_redaction`).
 """
 
 import os

@@ -4,8 +4,7 @@ __version__ = "1.0.0"
 
 DOCS_URL: str | None = None
 """The documentation's base URL: the one place to set it once the docs site exists. None until then: help texts
-name the section of the README, which also ships inside the installed package as its description (the package
-metadata's body, e.g. ``importlib.metadata.metadata("evaltasks").get_payload()``)."""
+name the section of the docs (a heading of a page in the repository's docs/ folder)."""
 
 
 def docs_ref(section: str) -> str:

@@ -54,7 +54,7 @@ class EvalTasksError(Exception):
 
     Its message never holds a secret: string arguments are redacted when the error is made
     (:func:`evaltasks._redact.redact`), so an endpoint that echoes the API key in an error body reaches no
-    reason, Prefect state or report (README, "Secrets in reports").
+    reason, Prefect state or report (docs/reports.md#secrets-in-reports).
     """
 
     def __init__(self, *args: Any) -> None:
@@ -159,7 +159,7 @@ class IndexCorruptError(EvalTasksError):
 
 
 class GateFailed(EvalTasksError):
-    """The suite's gate failed (README, "Prefect"): raised by calling the ``evaluate-suite`` flow from Python,
+    """The suite's gate failed (docs/prefect.md#prefect): raised by calling the ``evaluate-suite`` flow from Python,
     whose run then ends Failed with :attr:`message` (e.g. ``gate failed: pass rate 50.00% below 90.00%``).
 
     Attributes:

@@ -100,7 +100,7 @@ class MetricResult(BaseModel):
 
         Built without pydantic's validation (a large share of a LengthCheck run's time); the fields are
         checked here instead. Raises TypeError for a non-string name or reason or a non-dict log, ValueError for
-        a score or threshold that is not a finite number in [0, 1] (README, "Your own metrics": NaN, inf, 1.5
+        a score or threshold that is not a finite number in [0, 1] (docs/metrics/custom.md#your-own-metrics: NaN, inf, 1.5
         and -0.5 included; the message names ``name`` and the value, e.g. ``BrandVoiceMetric returned score
         nan: a score must be a number in [0, 1]``), so a metric producing one gets those cases errored.
         """
@@ -137,7 +137,7 @@ class MetricResult(BaseModel):
 
 def score_problem(name: str, score: Any, threshold: Any) -> str | None:
     """Why a result named ``name`` with this ``score`` (None allowed: errored or skipped) and ``threshold`` is
-    invalid (each must be a finite number in [0, 1]; README, "Your own metrics"), or None when it is valid."""
+    invalid (each must be a finite number in [0, 1]; docs/metrics/custom.md#your-own-metrics), or None when it is valid."""
     for field, value in (("score", score), ("threshold", threshold)):
         if value is None and field == "score":
             continue
@@ -240,7 +240,7 @@ _check_constructible(TestCaseResult)
 
 
 class Interval(BaseModel):
-    """A confidence interval of a statistic (README, "Uncertainty and regressions").
+    """A confidence interval of a statistic (docs/statistics.md#uncertainty-and-regressions).
 
     Attributes:
         low, high: the bounds, in the statistic's units (fractions for pass rates, score units for means and
@@ -366,7 +366,7 @@ class ReferenceSetInfo(BaseModel):
 
 
 class JudgeAccount(BaseModel):
-    """Judge work of one judge metric over a run, or of the whole run (README, "LLM judges").
+    """Judge work of one judge metric over a run, or of the whole run (docs/judges.md#llm-judges).
 
     Attributes:
         model: the judge model ("" for the run total).
@@ -413,8 +413,8 @@ def is_judged(result: MetricResult) -> bool:
 def is_budget_skip(result: MetricResult) -> bool:
     """Whether ``result`` was not judged because the run's ``--max-cost`` budget ran out: a ``skipped`` judge
     result (a judge metric skips a case for no other reason; a metric skipped for missing credentials is not a
-    judge result: its ``evaluation_log`` names no judge model). Such results fail the gate (README, "LLM
-    judges")."""
+    judge result: its ``evaluation_log`` names no judge model). Such results fail the gate
+    (docs/judges.md#llm-judges)."""
     return result.status == "skipped" and "judge_model" in result.evaluation_log
 
 

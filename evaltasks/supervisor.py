@@ -2,7 +2,7 @@
 
 ``evaltasks run`` forks once, early (before Prefect, torch or any thread starts): the child runs the suite as
 before, in a process group of its own; the parent (:func:`supervise`) stays small and guarantees three things
-that the run's own process cannot, since a user's metric runs inside it (README, "CLI", exit codes):
+that the run's own process cannot, since a user's metric runs inside it (docs/cli.md#exit-codes):
 
 - **Exit 0 means reports that passed.** The child announces the exit code it chose (:func:`announce_exit`) and
   where its reports go (:func:`note_reports`). A child that ended otherwise (a metric's ``os._exit()``, a signal

@@ -64,7 +64,7 @@ from evaltasks.test_case import EvalTestCase
 
 CACHE_VERSION = f"evaltasks-{__version__}/results-1"
 
-# Prefect settings that make a flow using these tasks as robust as the CLI (README, "Prefect"): Prefect's
+# Prefect settings that make a flow using these tasks as robust as the CLI (docs/prefect.md#prefect): Prefect's
 # temporary server gets 120 s to start instead of 20 s (a busy machine needs more), and its analytics service
 # is off (its heartbeat writes to the temporary server's SQLite database while the server is busy starting
 # up, which fails with a "database is locked" traceback, and it would call the network).
@@ -422,13 +422,13 @@ def publish_artifacts(
     (:func:`evaltasks.reports.verdict.verdict_line`, e.g. ``FAILED: pass rate 50.00% (2 of 4 cases), gate
     90.00%``), then say what the artifact is. With a ``comparison`` the table gains, per metric, ``verdict`` (the
     comparison's: ``regressed``, ``improved``, ``inconclusive``, ``no significant change``), ``mean_delta`` and
-    ``pass_rate_delta`` (fractions, current minus baseline; None where a side has no value). README, "Prefect".
+    ``pass_rate_delta`` (fractions, current minus baseline; None where a side has no value). docs/prefect.md#prefect.
 
     ``report`` (:class:`~evaltasks.engine.lifecycle.RunReport`): the run's summary, its gate as results.json
     records it (``gate``: the rule and the pass rate it compared, so the summary's banner states the verdict as
     summary.md does), its comparison with a baseline (adds deltas, regressions and changes to the summary
     artifact) and its warnings (shown under the banner). The metrics table carries each pass rate's and mean's
-    95 % interval (``*_ci_low`` / ``*_ci_high``; README, "Uncertainty and regressions"). ``cases``: the case
+    95 % interval (``*_ci_low`` / ``*_ci_high``; docs/statistics.md#uncertainty-and-regressions). ``cases``: the case
     results, or their :class:`~evaltasks.reports.markdown.Highlights` (worst cases, score histograms) when the
     run streamed its cases.
 
@@ -528,7 +528,7 @@ def publish_history_artifact(suite_name: str, records: list[Any], drift: Any = N
 
     key = artifact_key(suite_name, "history")
     create_markdown_artifact(key=key, markdown=render_history_markdown(suite_name, records, drift),
-                             description=f"Run history of suite {suite_name} (README, \"Run history and drift\")")
+                             description=f"Run history of suite {suite_name} (docs/history.md#run-history-and-drift)")
     return key
 
 

@@ -5,7 +5,7 @@ Run it from the repository root (offline; the first run loads the embedding mode
     .venv/bin/python examples/python_api.py
 
 It prints each metric's score, verdict and reason, then the summary; every check passes. This file is the
-README's "Python API" example, as is.
+example of docs/python-api.md#python-api, as is.
 """
 
 import asyncio

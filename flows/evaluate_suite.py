@@ -135,7 +135,7 @@ def evaluate_suite(
     A run whose gate fails ends Failed, with the verdict line as its state message (:func:`run_verdict`, e.g.
     ``FAILED: pass rate 50.00% (2 of 4 cases), gate 90.00%``): a direct call then raises
     :class:`~evaltasks.errors.GateFailed` (its message results.json ``gate.message``), whose ``result`` is the
-    dict below; ``evaluate_suite(..., return_state=True)`` returns the state instead (README, "Prefect"). A
+    dict below; ``evaluate_suite(..., return_state=True)`` returns the state instead (docs/prefect.md#prefect). A
     passing run ends Completed with its verdict line (``PASSED: …``) as the message.
     The run is tagged ``suite:<name>`` (and ``branch:<name>`` in the Action's environment, :func:`start_tags`),
     then ``verdict:passed``/``verdict:failed`` and, with a baseline, ``comparison:<verdict>``.
@@ -384,7 +384,7 @@ def _run_plan(
     size = options.batch_size or auto_batch_size(len(cases))
     batches = chunks(list(range(len(cases))), max(1, size))
     # The progress artifact exists before anything is embedded (0 %); its units are the texts embedded (or found
-    # in the index), then the case × metric results scored, as the stages the terminal shows (README, "Prefect").
+    # in the index), then the case × metric results scored, as the stages the terminal shows (docs/prefect.md#prefect).
     outputs_of = {namespace: [t for t in need.outputs if t not in need.references]  # a text equal to a reference:
                   for namespace, need in plan.needs.items()}                        # once
     work = len(cases) * len(metrics)
@@ -428,7 +428,7 @@ def _run_plan(
     logger.info("Embeddings: %s", counts.model_dump())
     set_infos = prepare_reference_searches(metrics, tables, plan.needs, index, len(cases), stored)
     # Judge metrics: answers stored beside the index, fresh requests with cache=False (--no-cache), and one
-    # budget for the run whose ledger file every worker process shares (README, "LLM judges").
+    # budget for the run whose ledger file every worker process shares (docs/judges.md#llm-judges).
     judge_metrics = [isinstance(metric, JudgeMetric) for metric in metrics]
     ledger = Path(index_dir) / JUDGEMENTS_DIR / "budgets" / f"{uuid.uuid4().hex}.json"
     budget = judge_budget(options.max_cost, embedding_spent, ledger) if any(judge_metrics) else None

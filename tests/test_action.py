@@ -799,7 +799,7 @@ def _meant(markdown: str) -> str:
 
 
 def _post_untrusted(tmp_path: Path, server: GitHubServer, body_file: Path) -> subprocess.CompletedProcess[str]:
-    """comment.py as the trusted workflow_run workflow of the README runs it for a fork's comment.md."""
+    """comment.py as the trusted workflow_run workflow of docs/action.md#comments-on-pull-requests-from-forks-workflow_run runs it for a fork's comment.md."""
     server.head_shas[7] = "0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c"
     env = _report_env(tmp_path, tmp_path, tmp_path / "no-event.json", server, GITHUB_EVENT_NAME="workflow_run",
                       PR_NUMBER="7", EXPECTED_HEAD_SHA=server.head_shas[7], COMMENT_BODY_FILE=str(body_file))

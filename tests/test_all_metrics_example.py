@@ -1,7 +1,7 @@
 """examples/all_metrics: every built-in metric on one dataset, through the CLI and the real Prefect engine.
 
-The expected verdicts are derived by hand from each metric's rule in the README ("Metrics and their exact
-rules") and the answers in examples/all_metrics/answers.jsonl; the table in examples/all_metrics/README.md is
+The expected verdicts are derived by hand from each metric's rule in
+docs/metrics/index.md#metrics-and-their-exact-rules and the answers in examples/all_metrics/answers.jsonl; the table in examples/all_metrics/README.md is
 the same matrix. The embedding scores are computed independently with sentence-transformers and numpy.
 """
 

@@ -1,5 +1,5 @@
-"""The layers (README, "Architecture"): import-linter's contracts hold, no module imports itself back through
-others, the README's picture lists the contracts' layers, and the action's scripts stay apart from the library.
+"""The layers (docs/architecture.md#architecture): import-linter's contracts hold, no module imports itself back through
+others, the docs' picture lists the contracts' layers, and the action's scripts stay apart from the library.
 
 The graph is read from the layout a wheel installs (``flows/`` becomes ``evaltasks.flows``, pyproject's
 package-dir): a copy of ``evaltasks/`` with ``flows/`` inside, analysed by the real ``lint-imports`` and grimp in a
@@ -120,11 +120,11 @@ def contract_layers() -> list[list[str]]:
     return layers
 
 
-def readme_layers() -> list[list[str]]:
-    """The layers the README's "Architecture" picture lists, top to bottom (``cli.py`` -> ``cli``, ``flows/``
+def docs_layers() -> list[list[str]]:
+    """The layers the picture of docs/architecture.md lists, top to bottom (``cli.py`` -> ``cli``, ``flows/``
     -> ``flows``)."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    page = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("# Architecture\n", 1)[1].split("\n## ", 1)[0]
     picture = section.split("```text\n", 1)[1].split("```", 1)[0]
     layers = []
     for line in picture.splitlines()[1:]:  # the first line names the package
@@ -176,9 +176,9 @@ def test_import_cycles_are_found() -> None:
     assert import_cycles({"a": ["b"], "b": ["c"], "c": []}) == []
 
 
-def test_readme_lists_the_contracts_layers() -> None:
-    """README "Architecture" draws exactly the layers of the layers contract, in its order."""
-    assert readme_layers() == contract_layers()
+def test_docs_list_the_contracts_layers() -> None:
+    """docs/architecture.md draws exactly the layers of the layers contract, in its order."""
+    assert docs_layers() == contract_layers()
 
 
 def test_action_stays_apart_from_the_library(layout: Path) -> None:

@@ -1,7 +1,7 @@
-"""``evaltasks calibrate SUITE --labels COLUMN`` (README, "Threshold calibration"; docs/calibration.md).
+"""``evaltasks calibrate SUITE --labels COLUMN`` (docs/calibration.md#threshold-calibration).
 
 The expected numbers are computed here independently of evaltasks and scikit-learn: scores by the metric's rule
-from the README, the best threshold by brute force over every candidate with plain counting, κ from its
+from docs/metrics/vector.md#semanticsimilaritymetric, the best threshold by brute force over every candidate with plain counting, κ from its
 definition, the ROC AUC as the Mann–Whitney pair count. The CLI runs as a real subprocess.
 """
 
@@ -262,7 +262,7 @@ def test_truthfulqa_pairs_generator(tmp_path: Path, truthfulqa_dir: Path) -> Non
 
 
 def test_calibration_never_imports_prefect(tmp_path: Path) -> None:
-    """The engine layer calibrates without Prefect (README, "Layout"): nothing of it is imported."""
+    """The engine layer calibrates without Prefect (docs/architecture.md#architecture): nothing of it is imported."""
     suite = _write(tmp_path, ROWS, "  - metric: ContainsMetric\n    keywords: [alpha, beta]\n    mode: all\n")
     code = ("import sys; from evaltasks.engine.calibration import calibrate_suite; "
             "r = calibrate_suite('suite.yaml', 'human', index_dir='index'); "
@@ -275,7 +275,7 @@ def test_calibration_never_imports_prefect(tmp_path: Path) -> None:
 
 def test_json_labels_and_errored_cases_are_counted(tmp_path: Path) -> None:
     """JSON booleans and integers are labels, null is unlabelled; a case the metric errors on (JSON nested too
-    deeply to parse, README "Statuses") is left out and counted."""
+    deeply to parse, docs/metrics/index.md#statuses) is left out and counted."""
     rows = [{"id": "a", "out": '{"x": 1}', "ok": True}, {"id": "b", "out": '{"x": "s"}', "ok": False},
             {"id": "c", "out": "[" * 100_000 + "]" * 100_000, "ok": 1}, {"id": "d", "out": '{"x": 2}', "ok": None},
             {"id": "e", "out": "nope", "ok": 0}]

@@ -1,4 +1,4 @@
-"""The ``evaltasks`` command line (README, "CLI"), run as a real subprocess.
+"""The ``evaltasks`` command line (docs/cli.md#cli), run as a real subprocess.
 
 Exit codes: 0 the gate holds, 1 it fails, 2 invalid config/input/credentials/usage found before scoring (no
 traceback, and fast: before Prefect starts). Each subprocess gets its own PREFECT_HOME and runs in tmp_path.
@@ -107,7 +107,7 @@ def _closed_port() -> int:
 @pytest.mark.parametrize("mistake", ["stopped server", "index dir is a file", "index dir under a file",
                                      "negative max cost"])
 def test_setup_mistakes_are_exit_2_and_one_line_before_prefect_starts(tmp_path: Path, mistake: str) -> None:
-    """PREFECT_API_URL still exported after its server stopped (README, "Deploy with prefect.yaml"), an
+    """PREFECT_API_URL still exported after its server stopped (docs/prefect.md#deploy-with-prefectyaml), an
     --index-dir that is a file and ``--max-cost -1``: exit 2 and one line, no Prefect log lines (the first two
     were exit 3, "internal bug"; the index only after 7.5 s and three Prefect ERROR lines; -1 was accepted)."""
     (tmp_path / "d.jsonl").write_text('{"id": "c1", "actual_output": "hello", "references": ["hello"]}\n',
@@ -500,7 +500,7 @@ def test_a_skipped_metric_is_warned_about_once_and_the_flow_run_logs_keep_it(tmp
 @pytest.mark.parametrize("command", ["run", "server", "serve", "schema", "calibrate", "history", "index"])
 def test_each_command_help_has_a_description_and_names_its_docs_section(command: str, tmp_path: Path) -> None:
     """``evaltasks COMMAND --help`` says what the command does under its usage, and ends with the docs section
-    to read (a README heading that exists), never "README" (a pip-installed user has no README file)."""
+    to read (a heading of a docs/ page), never "README" (a pip-installed user has no README file)."""
     proc, _ = _cli(tmp_path, command, "--help")
     assert proc.returncode == 0, proc.stderr
     paragraphs = proc.stdout.split("\n\n")
@@ -509,8 +509,8 @@ def test_each_command_help_has_a_description_and_names_its_docs_section(command:
     assert "README" not in proc.stdout, proc.stdout
     section = re.fullmatch(r'More: docs, "(.+)"\.', proc.stdout.strip().splitlines()[-1])
     assert section, proc.stdout
-    headings = [line.lstrip("#").strip() for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
-                if line.startswith("#")]
+    headings = [line.lstrip("#").strip() for page in sorted((REPO / "docs").rglob("*.md"))
+                for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("#")]
     assert section.group(1) in headings
 
 

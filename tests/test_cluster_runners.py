@@ -7,7 +7,7 @@ references, a reference set searched with FAISS, LengthCheck) runs through the C
 ``PREFECT_API_URL``, as a user's first run does: the workers must report to the run's temporary Prefect server
 rather than start one each. Scores must equal the in-process (threads) run's exactly; the task runs must have
 run in the cluster's worker processes (their log files and pids), each loading the embedding model at most once
-(README, "Task runners"). Waits poll for a condition under generous deadlines; nothing depends on speed.
+(docs/prefect.md#task-runners). Waits poll for a condition under generous deadlines; nothing depends on speed.
 Each cluster starts while the threads run it is compared with runs (that run is made once per test session,
 whichever pytest-xdist worker needs it first).
 """
@@ -55,12 +55,12 @@ RAY_ON_LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_EN
                    # workers: a driver that missed the head's pubsub within 5 s once hung there for 10 minutes
                    "RAY_gcs_rpc_server_connect_timeout_s": "60", "RAY_gcs_rpc_server_reconnect_timeout_s": "300",
                    "RAY_py_gcs_connect_timeout_s": "120"}
-TIMINGS: dict[str, float] = {}  # wall seconds per runner (printed with -s, for docs/scaling.md)
+TIMINGS: dict[str, float] = {}  # wall seconds per runner (printed with -s, for docs/performance.md#scaling-out-a-real-dask-or-ray-cluster)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _print_timings() -> Iterator[None]:
-    """Wall seconds of each cluster start and run, printed at the end (``pytest -s``: docs/scaling.md's numbers)."""
+    """Wall seconds of each cluster start and run, printed at the end (``pytest -s``: the numbers of docs/performance.md#scaling-out-a-real-dask-or-ray-cluster)."""
     yield
     print("\ncluster runner timings (s):", {name: round(value, 1) for name, value in TIMINGS.items()})
 

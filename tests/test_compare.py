@@ -64,7 +64,7 @@ def test_changes_follow_the_documented_rules() -> None:
     assert n.pass_rate_delta == pytest.approx(4 / 4 - 3 / 4) and not n.regressed
     # overall: base b, c, gone passed (3 of 4); current a and new (2 of 4)
     assert comparison.pass_rate_delta == pytest.approx(2 / 4 - 3 / 4)
-    # Verdicts come from the paired tests (README, "Uncertainty and regressions"), not from the tolerance.
+    # Verdicts come from the paired tests (docs/statistics.md#uncertainty-and-regressions), not from the tolerance.
     # Overall, paired cases a, b, c: b and c passed -> not passed, a the other way: McNemar p = 1, and 3 paired
     # cases cannot detect 1 point (6 discordant cases are needed at alpha 0.05): inconclusive.
     overall = comparison.pass_rate_test
@@ -421,7 +421,7 @@ def test_a_metric_in_one_run_only_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_a_run_whose_every_case_errored_evaluated_nothing_and_says_so() -> None:
-    """README, "Suite file": a metric that raises on every case must not pass, even with ``allow_errors``; the
+    """docs/suite.md#suite-file: a metric that raises on every case must not pass, even with ``allow_errors``; the
     gate message says nothing was evaluated and why."""
     from evaltasks.engine.lifecycle import gate_message, nothing_evaluated
     from evaltasks.inputs.suite import Gate

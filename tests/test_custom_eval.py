@@ -1,7 +1,7 @@
 """CustomEvalMetric: one verdict per criterion on the five-level scale, aggregated by score_agg.
 
-Expected scores are computed by hand from the scripted verdicts (README, "Metrics and their exact rules",
-CustomEvalMetric): weights fully 1.0, mostly 0.9, partial 0.7, minor 0.3, none 0.0; score = power mean of the
+Expected scores are computed by hand from the scripted verdicts
+(docs/metrics/judge.md#customevalmetric): weights fully 1.0, mostly 0.9, partial 0.7, minor 0.3, none 0.0; score = power mean of the
 weights with p from the temperature (0.1 -> -8, 0.5 -> 1, 1.0 -> 12.25, linear), times (1 - share of none) ^
 ((1.5 - temperature) * min(1, (n - 1) / 4)), rounded to 4 decimals.
 """

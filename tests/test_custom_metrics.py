@@ -370,7 +370,7 @@ def test_a_metric_returning_the_wrong_results_errors_with_a_clear_message(mode: 
 
 @pytest.mark.parametrize("bad", [float("nan"), 1.5, -0.5, float("inf"), float("-inf")])
 def test_metric_result_scored_rejects_a_score_or_threshold_out_of_0_1(bad: float) -> None:
-    """README: a score and a threshold are numbers in [0, 1]; NaN (for which every comparison is False), inf,
+    """docs/metrics/custom.md#your-own-metrics: a score and a threshold are numbers in [0, 1]; NaN (for which every comparison is False), inf,
     1.5 and -0.5 are ValueErrors naming the metric and the value; 0 and 1 are fine."""
     with pytest.raises(ValueError) as score_error:
         MetricResult.scored("BrandVoiceMetric", bad, 0.5, "r", {})

@@ -1,4 +1,4 @@
-"""Dataset loading (README, "Suite file"): formats, locations, ids, errors.
+"""Dataset loading (docs/suite.md#suite-file): formats, locations, ids, errors.
 
 Every bad row must be reported before scoring, each naming the file, the 1-based physical line (CSV,
 JSONL) or the 0-based item index (JSON, YAML), and the field.
@@ -428,7 +428,7 @@ def test_truthfulqa_dataset_loads_unstripped(truthfulqa_dir: Path) -> None:
 
 def test_format_comes_from_the_name_the_suite_gives_not_a_symlink_target(tmp_path: Path) -> None:
     """data.jsonl -> blob.csv reads as JSONL, and faq.txt -> blob.jsonl as one reference per line
-    (README: "format from the extension" of the path the suite names)."""
+    (docs/suite.md#suite-file: "format from the extension" of the path the suite names)."""
     rows = [{"input": "q1", "actual_output": "a, b", "id": "x"}, {"input": "q2", "actual_output": "c", "id": "y"}]
     (tmp_path / "blob.csv").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (tmp_path / "data.jsonl").symlink_to("blob.csv")

@@ -1,4 +1,4 @@
-"""Scheduled evaluation against a REAL Prefect server (README, "Deploy with prefect.yaml").
+"""Scheduled evaluation against a REAL Prefect server (docs/prefect.md#deploy-with-prefectyaml).
 
 The test starts ``prefect server start`` as a subprocess (its own PREFECT_HOME and SQLite database, a free
 port), serves the quickstart suite with the product's own command (``evaltasks serve SUITE --cron ...``) in a
@@ -9,7 +9,7 @@ second subprocess pointed at that server, then, through the Prefect client in th
 - reads the artifacts back (table, markdown summary, progress) and checks the table's ReferenceMatch mean
   against an independent sentence-transformers + numpy computation, and the run name ``quickstart@<sha8>``.
 
-The same server (one per session) takes the README's ``prefect.yaml`` path: ``prefect work-pool create``, ``prefect
+The same server (one per session) takes the ``prefect.yaml`` path of docs/prefect.md#deploy-with-prefectyaml: ``prefect work-pool create``, ``prefect
 deploy`` of the quickstart deployment from a copy of the project, ``prefect worker start``, ``prefect deployment
 run``; the reports land in the project directory with the quickstart's numbers.
 
@@ -449,7 +449,7 @@ def test_prefect_yaml_names_never_collide_with_serves_default() -> None:
     for name, deployment in _prefect_yaml_deployments().items():
         suite = yaml.safe_load((REPO / deployment["parameters"]["suite_path"]).read_text(encoding="utf-8"))
         assert name != suite["name"], f"deployment {name} has the name `evaltasks serve` gives suite {suite['name']}"
-        assert deployment["work_pool"]["name"] == "evaltasks", deployment  # the pool the README creates
+        assert deployment["work_pool"]["name"] == "evaltasks", deployment  # the pool docs/prefect.md#deploy-with-prefectyaml creates
         names.add(name)
     assert names == {"truthfulqa-nightly", ON_DEMAND}
 
@@ -484,7 +484,7 @@ async def _wait_flow_run_final(deployment_id, worker: subprocess.Popen, log: Pat
 
 
 def test_prefect_yaml_deployment_runs_on_a_worker(cosine, prefect_server: PrefectServer, tmp_path: Path) -> None:
-    """The README's deployment path, step by step, against a real server: create the work pool, ``prefect
+    """The deployment path of docs/prefect.md#deploy-with-prefectyaml, step by step, against a real server: create the work pool, ``prefect
     deploy`` the quickstart deployment of ``prefect.yaml``, start a worker, ``prefect deployment run``; the
     reports are written under the directory ``prefect deploy`` ran in, with the quickstart's numbers."""
     from prefect.client.orchestration import get_client

@@ -1,4 +1,4 @@
-"""evaluate() / evaluate_sync() (README, "Python API" and "Metrics and their exact rules": statuses)."""
+"""evaluate() / evaluate_sync() (docs/python-api.md#python-api and docs/metrics/index.md#statuses)."""
 
 from __future__ import annotations
 

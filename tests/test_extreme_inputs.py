@@ -1,4 +1,4 @@
-"""Valid but extreme input runs without a crash (README, "Metrics and their exact rules": statuses).
+"""Valid but extreme input runs without a crash (docs/metrics/index.md#statuses).
 
 - a 10 MB output in a CSV cell, scored with ReferenceMatchMetric (local model, offline) and LengthCheckMetric:
   truncated for the embedding (and flagged in ``evaluation_log``), counted in full for the length, and written

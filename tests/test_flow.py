@@ -1,4 +1,4 @@
-"""The ``evaluate-suite`` Prefect flow (README, "Prefect") on the real engine: a temporary Prefect server
+"""The ``evaluate-suite`` Prefect flow (docs/prefect.md#prefect) on the real engine: a temporary Prefect server
 (``prefect_harness``), the bundled all-MiniLM-L6-v2, the FAISS reference index.
 
 Expected ReferenceMatch scores are computed independently with sentence-transformers + numpy (cosine,

@@ -1,4 +1,4 @@
-"""The gate cannot pass by accident (README, "CLI" exit codes, "Suite file", "GitHub Action"): exit 0 means this
+"""The gate cannot pass by accident (docs/cli.md#exit-codes, docs/suite.md#suite-file, docs/action.md#github-action): exit 0 means this
 run wrote results.json and it says ``passed: true``; a run that evaluated nothing fails; the Action's gate step
 checks results.json as well as the exit code.
 

@@ -1,8 +1,8 @@
 """GEvalMetric: probability-weighted scores from the judge's token log-probabilities, the sampling fallback,
 evaluation steps generated once per metric, repeats, prompts and roles, errors.
 
-Expected scores are computed by hand from the scripted answers (README, "Metrics and their exact rules",
-GEvalMetric: score = Σ p(s)·s / 10). The judge is the product's ``judge=`` hook (FunctionJudge) where the test is
+Expected scores are computed by hand from the scripted answers
+(docs/metrics/judge.md#gevalmetric: score = Σ p(s)·s / 10). The judge is the product's ``judge=`` hook (FunctionJudge) where the test is
 about the metric's prompts and arithmetic, and the real OpenAI-SDK client (get_judge) against the loopback
 ChatServer where log-probabilities, ``n``, the answer store or HTTP are involved.
 """
@@ -459,7 +459,7 @@ def test_an_endpoint_that_rejects_logprobs_is_sampled() -> None:
 # -- an endpoint without log-probabilities ------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["ignore", "reject"])
 def test_an_endpoint_without_logprobs_costs_one_wasted_request_in_all(mode: str) -> None:
-    """README, "Judge client": what an endpoint lacks is learnt once per process. Eight cases in flight at once
+    """docs/judges.md#judge-client: what an endpoint lacks is learnt once per process. Eight cases in flight at once
     (max_concurrency 8, every answer held 0.2 s so they overlap) ask for logprobs in one request only; every
     other case samples straight away (n_samples 2 in one request with ``n``)."""
     with ChatServer(responder=lambda r: as_json({"reason": "r", "score": 6}), logprobs=mode,
@@ -486,7 +486,7 @@ def _is_steps_request(request: Any) -> bool:
 
 @pytest.mark.parametrize("name", ["GEvalMetric", "CustomEvalMetric"])
 def test_max_cost_estimate_of_a_stored_run_with_generated_steps_is_zero(tmp_path: Path, name: str) -> None:
-    """README, "LLM judges": answers already stored are free. A fresh metric (a new process: no steps known)
+    """docs/judges.md#llm-judges: answers already stored are free. A fresh metric (a new process: no steps known)
     estimates its cases with the steps stored for its criteria, so every request of an unchanged rerun is found
     in the store: the estimate is $0 (with the criteria standing in for the steps, none was found), with
     ``samples: 2`` (the shared steps request priced once)."""

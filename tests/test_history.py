@@ -1,4 +1,4 @@
-"""Run history and drift (README, "Run history and drift"): the store, the record's score moments, the drift
+"""Run history and drift (docs/history.md#run-history-and-drift): the store, the record's score moments, the drift
 tests against hand computations and statsmodels, and ``evaltasks history``.
 
 The expected p-values are computed independently of scipy's ``fisher_exact`` / ``ttest_ind_from_stats`` that
@@ -228,8 +228,8 @@ def test_a_history_directory_that_cannot_be_created_is_a_usage_error(tmp_path: P
 
 
 def _history_of_two_metrics(directory: Path) -> None:
-    """Three runs of suite ``quick`` with two long-named metrics; the last one drifted (README, "Run history and
-    drift"): what `evaltasks history` prints in the two tests below."""
+    """Three runs of suite ``quick`` with two long-named metrics; the last one drifted
+    (docs/history.md#run-history-and-drift): what `evaltasks history` prints in the two tests below."""
     from evaltasks.results import Interval
 
     store = HistoryStore(directory)

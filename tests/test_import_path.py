@@ -1,4 +1,4 @@
-"""Files in the working directory never replace evaltasks' modules (README "Your own metrics").
+"""Files in the working directory never replace evaltasks' modules (docs/metrics/custom.md#your-own-metrics).
 
 ``python -m`` puts the working directory first on ``sys.path``. Each test runs a real command in a folder that
 holds a ``yaml.py`` which, when imported, appends the importing command line to a marker file and raises: so a

@@ -1,4 +1,4 @@
-"""ReferenceIndex (README, "Reference index"): segment files on disk under tmp_path, the real local model."""
+"""ReferenceIndex (docs/embeddings.md#reference-index): segment files on disk under tmp_path, the real local model."""
 
 from __future__ import annotations
 

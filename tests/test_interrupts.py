@@ -1,4 +1,4 @@
-"""Interrupting ``evaltasks run``, ``evaluate_sync`` and local embeddings (README: "CLI", interrupted runs).
+"""Interrupting ``evaltasks run``, ``evaluate_sync`` and local embeddings (docs/cli.md#interrupted-runs).
 
 Every run is a real ``evaltasks run`` subprocess in a session of its own (``start_new_session=True``), signalled
 through its process group (``os.killpg``) the way a terminal's Ctrl+C or a CI runner's cancel reaches it. The
@@ -258,7 +258,7 @@ def test_sigint_while_the_temporary_server_starts(workspace: Path) -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 def test_sigint_while_the_model_loads(workspace: Path) -> None:
     run = Run(workspace, "model", "embed.yaml")
-    # the suite runs in a child of the command's process (its parent only waits: README, "The run's parent process")
+    # the suite runs in a child of the command's process (its parent only waits: docs/cli.md#the-runs-parent-process)
     run.wait_for(lambda: any(_mapped(pid, "libtorch") for pid in [run.proc.pid, *_descendants(run.proc.pid)]),
                  "torch being loaded")
     run.check_interrupted(run.signal_group(signal.SIGINT), signal.SIGINT)

@@ -174,7 +174,7 @@ def test_retry_after_beyond_the_client_cap_is_not_retried(server: ChatServer) ->
     cap = getattr(openai._constants, "MAX_RETRY_AFTER_DELAY", None)
     if cap is None:
         pytest.skip("this openai version has no Retry-After cap (it backs off instead)")
-    server.retry_after_s = int(cap) + 1  # the README's bound: 120 s with openai 3.x
+    server.retry_after_s = int(cap) + 1  # the bound of docs/judges.md#judge-client: 120 s with openai 3.x
     server.script.append("429")
     with pytest.raises(JudgeError, match="429"):
         judge_for(server).complete(request())
@@ -376,7 +376,7 @@ def _edit_consistently(entry: Path, score: int) -> None:
 
 def test_a_consistently_edited_entry_is_a_miss_with_a_warning(server: ChatServer, tmp_path: Path,
                                                               caplog: pytest.LogCaptureFixture) -> None:
-    """README, "Judge client", Store: each entry carries an HMAC of its content under the store's own key."""
+    """docs/judges.md#judge-client, Store: each entry carries an HMAC of its content under the store's own key."""
     server.answers.extend([good(1), good(2)])
     run_judge(server, tmp_path).complete(request())
     (entry,) = tmp_path.rglob("*.json")

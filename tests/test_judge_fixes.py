@@ -1,4 +1,4 @@
-"""Judge-level behaviour found by breaking things (README, "LLM judges"): rejected answers, cache keys, prompt
+"""Judge-level behaviour found by breaking things (docs/judges.md#llm-judges): rejected answers, cache keys, prompt
 overrides, request counts, prices, messages and sample means.
 
 The judge client is the real ``openai`` SDK talking to ``tests/chat_server.py`` on 127.0.0.1, or the product's

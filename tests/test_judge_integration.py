@@ -1,4 +1,4 @@
-"""Judge metrics in suites, runs, results and reports (README, "LLM judges").
+"""Judge metrics in suites, runs, results and reports (docs/judges.md#llm-judges).
 
 The judge metric here is ``tests/judge_metric.py:VerdictMetric`` (one request per case and sample, score = the
 judge's ``score``), answered by a ``judge=`` function (the Python API's hook) or, in suites, by its offline rule
@@ -453,7 +453,7 @@ def test_judge_without_a_key_is_a_credentials_problem_or_skipped(tmp_path: Path,
 
 def test_a_new_index_dir_served_by_prefects_task_cache_costs_nothing_and_says_so(tmp_path: Path,
                                                                                  prefect_api_url: str) -> None:
-    """README, "LLM judges": a run with a new ``--index-dir`` in a Prefect home that scored the suite before is
+    """docs/judges.md#llm-judges: a run with a new ``--index-dir`` in a Prefect home that scored the suite before is
     served by Prefect's task cache (its answer store is never read): ``--max-cost`` lets it start (it costs
     nothing), and the console and results.json say where the answers came from."""
     from chat_server import ChatServer

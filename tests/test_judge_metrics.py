@@ -2,8 +2,8 @@
 ContextualRecall, Bias, Toxicity) with the product's ``judge=`` hook (:class:`FunctionJudge`, a function from
 messages to text) answering from scripts.
 
-Every expected score is computed by hand from the scripted verdicts, with eval-ai-library's rules as the README
-("LLM-judged metrics") states them: verdict weights fully 1.0, mostly 0.9, partial 0.7, minor 0.3, none 0.0;
+Every expected score is computed by hand from the scripted verdicts, with eval-ai-library's rules as
+docs/metrics/judge.md#llm-judged-metrics states them: verdict weights fully 1.0, mostly 0.9, partial 0.7, minor 0.3, none 0.0;
 score_agg = power mean with p = -8 + (t - 0.1) / 0.9 × 20.25 (t = 0.5: p = 1, the mean), times
 (1 - none share)^((1.5 - t) × min(1, (n - 1) / 4)), rounded to 4 decimals.
 """
@@ -491,7 +491,7 @@ def test_samples_straddling_the_threshold_are_unstable() -> None:
 
 @pytest.mark.parametrize(("options", "sent"), [({}, 1.0), ({"temperature": 0}, 1.0), ({"temperature": 0.4}, 0.4)])
 def test_samples_are_drawn_at_a_temperature_above_zero(options: dict[str, Any], sent: float) -> None:
-    """README, "LLM judges": ``samples: K`` asks each sample at the judge's temperature, or at 1.0 where that is
+    """docs/judges.md#llm-judges: ``samples: K`` asks each sample at the judge's temperature, or at 1.0 where that is
     0 (K requests at temperature 0 would be K copies of one answer: K times the cost, a spread of 0). The
     estimate prices the requests that are sent."""
     from tests.chat_server import ChatServer

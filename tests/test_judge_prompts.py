@@ -1,4 +1,4 @@
-"""Judge prompt templates: case text cannot leave its data block (README, "LLM judges", "Prompts").
+"""Judge prompt templates: case text cannot leave its data block (docs/metrics/judge.md#prompts).
 
 A corpus of breakout attempts is planted in every case variable of every built-in prompt and of users' overrides
 (one in the tag style of the built-ins, one in the ``<<<BEGIN name>>>`` marker style), and each rendered user

@@ -1,4 +1,4 @@
-"""Run-level behaviour of judge metrics (README, "LLM judges"): a budget that ran out fails the gate, a rejected
+"""Run-level behaviour of judge metrics (docs/judges.md#llm-judges): a budget that ran out fails the gate, a rejected
 key stops the run, unpriced judge models are reported, the suite's ``judge:`` block is located in problems, and a
 metric that evaluated nothing has no pass rate.
 

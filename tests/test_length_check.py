@@ -1,4 +1,4 @@
-"""LengthCheckMetric (eval-ai-library's LengthCheck, README "LengthCheckMetric")."""
+"""LengthCheckMetric (eval-ai-library's LengthCheck, docs/metrics/deterministic.md#lengthcheckmetric)."""
 
 from __future__ import annotations
 

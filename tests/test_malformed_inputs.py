@@ -1,4 +1,4 @@
-"""A corpus of malformed inputs (README, "Suite file" and "Python API": invalid input): each exits 2 before scoring, naming file, row, field.
+"""A corpus of malformed inputs (docs/suite.md#suite-file and docs/python-api.md#python-api: invalid input): each exits 2 before scoring, naming file, row, field.
 
 Every case writes a suite file and its dataset (CSV, JSONL, JSON or YAML) into a fresh directory, runs the
 real CLI entry point (``evaltasks.cli.main(["run", ...])`` in-process: validation happens before Prefect

@@ -1,4 +1,4 @@
-"""The OpenAI embedding provider against a real OpenAI-compatible server (README, "Embedding providers": requests and faults).
+"""The OpenAI embedding provider against a real OpenAI-compatible server (docs/embeddings.md#embedding-providers: requests and faults).
 
 Nothing is mocked: ``tests/openai_server.py`` is a real HTTP server on 127.0.0.1 backed by the bundled
 all-MiniLM-L6-v2, and the provider talks to it through the real ``openai`` client. The server records every
@@ -261,7 +261,7 @@ def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_mode
 
 
 def test_azure_defaults_to_16_inputs_per_request(server: OpenAIServer, st_model) -> None:
-    """README, "Embedding providers": Azure OpenAI's embeddings deployments take 16 inputs; without
+    """docs/embeddings.md#embedding-providers: Azure OpenAI's embeddings deployments take 16 inputs; without
     max_inputs_per_request an Azure provider sends 16 at most, so no request is refused."""
     server.max_inputs = 16
     texts = [f"Short text number {i}." for i in range(40)]

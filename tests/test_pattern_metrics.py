@@ -1,4 +1,4 @@
-"""RegexMatchMetric, FormatCheckMetric and JsonSchemaMetric: the README's exact rules and the examples of
+"""RegexMatchMetric, FormatCheckMetric and JsonSchemaMetric: the exact rules of docs/metrics/deterministic.md and the examples of
 eval-ai-library's documentation pages (library.eval-ai.com/metrics/deterministic/regex-match, format-check,
 json-schema), expected values worked out by hand."""
 
@@ -812,7 +812,7 @@ def test_cli_run_through_prefect_scores_and_errors_per_case(tmp_path: Path, pref
 
 
 def test_format_check_strips_unicode_white_space_only() -> None:
-    """The output is stripped of Unicode White_Space (README, "Text comparison"): U+3000 and U+00A0 go, the
+    """The output is stripped of Unicode White_Space (docs/metrics/deterministic.md#text-comparison): U+3000 and U+00A0 go, the
     information separator U+001F (which str.strip() would also remove) stays and fails the email shape."""
     from evaltasks import EvalTestCase, FormatCheckMetric
 

@@ -1,4 +1,4 @@
-"""What the Prefect server shows of an ``evaluate-suite`` run (README, "Prefect"), read back through the Prefect
+"""What the Prefect server shows of an ``evaluate-suite`` run (docs/prefect.md#prefect), read back through the Prefect
 client from the session's real server (``prefect_harness``): the flow run's final state and message (the verdict
 line), its tags, the task runs on its timeline, the artifacts' descriptions and the metrics table, and the
 progress artifact as it advances through embedding and scoring; and the stages the flow reports for the terminal

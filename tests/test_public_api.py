@@ -1,4 +1,4 @@
-"""The public Python API (README, "Python API"): eval-ai-library's import paths with eval_lib -> evaltasks."""
+"""The public Python API (docs/python-api.md#python-api): eval-ai-library's import paths with eval_lib -> evaltasks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""examples/python_api.py, the README's "Python API" example: it runs, prints what it claims, and passes.
+"""examples/python_api.py, the example of docs/python-api.md#python-api: it runs, prints what it claims, and passes.
 
 The printed numbers are checked against values computed here independently: the word count by a plain regex,
 the ReferenceMatch score by sentence-transformers + numpy on the bundled model (fixture ``cosine``).
@@ -27,9 +27,9 @@ def _code_without_docstring(path: Path) -> str:
     return "\n".join(lines[first.end_lineno:]).strip("\n")
 
 
-def test_readme_python_api_block_is_the_example() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Python API", 1)[1]
+def test_docs_python_api_block_is_the_example() -> None:
+    page = (REPO / "docs" / "python-api.md").read_text(encoding="utf-8")
+    section = page.split("# Python API", 1)[1]
     block = re.search(r"```python\n(.*?)```", section, re.S).group(1).strip("\n")
     assert block == _code_without_docstring(EXAMPLE)
 

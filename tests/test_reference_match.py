@@ -1,4 +1,4 @@
-"""ReferenceMatchMetric (eval-ai-library's ReferenceMatch, README "ReferenceMatchMetric"), on the real bundled all-MiniLM-L6-v2.
+"""ReferenceMatchMetric (eval-ai-library's ReferenceMatch, docs/metrics/vector.md#referencematchmetric), on the real bundled all-MiniLM-L6-v2.
 
 Every expected score is computed here, independently of evaltasks, with the ``cosine`` fixture
 (sentence-transformers' own encode + numpy), then clamped and aggregated as the rule says.
@@ -108,7 +108,7 @@ def test_seed_high_example(cosine) -> None:
     expected = expected_score(cosine, SEED_HIGH, SEED_REFS, "max")
     assert abs(result.score - expected) <= EPS
     assert result.success is (expected >= 0.7)
-    assert abs(expected - 0.899) < 0.001  # the figure the README quotes for all-MiniLM-L6-v2
+    assert abs(expected - 0.899) < 0.001  # the figure docs/metrics/vector.md#referencematchmetric quotes for all-MiniLM-L6-v2
     assert result.evaluation_cost == 0.0
 
 

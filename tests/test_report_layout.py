@@ -1,4 +1,4 @@
-"""What a reader sees of summary.md, the job summary and the PR comment (README, "What each surface shows").
+"""What a reader sees of summary.md, the job summary and the PR comment (docs/reports.md#what-each-surface-shows).
 
 The reports are built from real runs (evaltasks' own engine with deterministic metrics, results.json written and
 read back as a baseline), rendered with cmark-gfm (GitHub's own fork of cmark, GFM extensions: table, autolink,

@@ -1,5 +1,5 @@
 """Uncertainty and verdicts on every surface: summary.md, the terminal, the job summary, the PR comment and the
-Action's ``verdict`` output (README, "Outputs" and "GitHub Action").
+Action's ``verdict`` output (docs/reports.md#outputs and docs/action.md#github-action).
 
 The summaries and comparisons are built by hand from the declared fields (Interval, ChangeTest, verdicts), with
 their numbers computed here by statsmodels / scipy (Wilson intervals, exact McNemar p-values) rather than by

@@ -1,4 +1,4 @@
-"""The three reports (README, "Outputs"): results.json, junit.xml, summary.md.
+"""The three reports (docs/reports.md#outputs): results.json, junit.xml, summary.md.
 
 A small suite is planned and evaluated with the real engine (bundled all-MiniLM-L6-v2, real FAISS index)
 and its reports written by :func:`evaltasks.reports.outcome.finish_run`; every expected value is computed here
@@ -305,7 +305,7 @@ def test_reports_with_errored_and_skipped_results(tmp_path: Path) -> None:
 
 
 def test_results_shared_between_cases_are_immutable_and_serialise_identically(tmp_path: Path) -> None:
-    """Deterministic metrics hand one result object to every case with the same verdict (README, "Python API";
+    """Deterministic metrics hand one result object to every case with the same verdict (docs/python-api.md#python-api;
     MetricResult's docstring): it cannot be changed through one case, and results.json writes it in full for
     each case."""
     import pydantic

@@ -1,5 +1,5 @@
 """RestrictedRefusalMetric (eval-ai-library's Restricted Refusal page, library.eval-ai.com/security-metrics/
-restricted-refusal/; README "Metrics and their exact rules").
+restricted-refusal/; docs/metrics/deterministic.md#restrictedrefusalmetric).
 
 The oracle :func:`eval_lib_rule` is eval-ai-library's rule written out plainly (each pattern searched on its own
 with ``re.I``): evaltasks must agree with it wherever its house text rules (NFC, case folding, ’) do not apply.

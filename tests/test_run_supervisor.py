@@ -1,4 +1,4 @@
-"""The parent process of ``evaltasks run`` (README, "CLI": interrupted runs, the run's parent process): a metric
+"""The parent process of ``evaltasks run`` (docs/cli.md#the-runs-parent-process): a metric
 stuck in its own code cannot hold a signal past the grace period, and nothing the run started outlives it.
 
 Every run is a real ``evaltasks run`` subprocess in a session of its own (``start_new_session=True``), signalled

@@ -1,4 +1,4 @@
-"""The parts of docs/screenshots/capture.py that need no browser (README, "What each surface shows"): the scenario it
+"""The parts of docs/screenshots/capture.py that need no browser (docs/reports.md#what-each-surface-shows): the scenario it
 runs, its terminal replay, the pseudo-terminal it runs in and the pages it screenshots. Chromium and the Prefect
 server are exercised only by running the script itself."""
 

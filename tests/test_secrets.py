@@ -1,4 +1,4 @@
-"""Secrets never reach a report (README, "Secrets in reports").
+"""Secrets never reach a report (docs/reports.md#secrets-in-reports).
 
 An endpoint that echoes the API key in an error body (``400_echo`` of tests/chat_server.py and
 tests/openai_server.py, real HTTP servers on 127.0.0.1) gets a canary key planted; a real ``evaltasks run`` (the
@@ -205,7 +205,7 @@ def test_the_action_masks_each_secret_and_its_summary_comment_and_artifact_hold_
             "--event-path", str(_pr_event(tmp_path)), server=github, api_url=prefect_api_url,
             env_extra={"EVALTASKS_SECRET_VARIABLES": "GATEWAY_TOKEN", "GATEWAY_TOKEN": gateway})
         comments = github.all_comments()
-    assert code == 1, run["log"][-4000:]  # every case errored: nothing was evaluated, the gate fails (README, "Suite file")
+    assert code == 1, run["log"][-4000:]  # every case errored: nothing was evaluated, the gate fails (docs/suite.md#suite-file)
     shown = "Invalid request for the key \\*\\*\\*"  # as Markdown escapes it
     assert len(comments) == 1 and shown in comments[0]["body"] and shown in run["summary"]
     for text in (run["summary"], comments[0]["body"], run["log"], json.dumps(run["outputs"])):

@@ -1,5 +1,5 @@
 """SemanticSimilarityMetric (eval-ai-library's docs page library.eval-ai.com/metrics/vector/semantic-similarity and
-the README's rules), on the real bundled all-MiniLM-L6-v2, the real FAISS index, the real Prefect engine and a real
+the rules of docs/metrics/vector.md#semanticsimilaritymetric), on the real bundled all-MiniLM-L6-v2, the real FAISS index, the real Prefect engine and a real
 OpenAI-compatible HTTP server on 127.0.0.1.
 
 Every expected score is computed here, independently of evaltasks, with the ``cosine`` fixture
@@ -415,7 +415,7 @@ def test_openai_without_key_is_a_clear_credentials_error(monkeypatch) -> None:
         evaluate_sync(cases_of(PAIRS[:1]), [SemanticSimilarityMetric()])
 
 
-# -- TruthfulQA: the figure the README quotes ------------------------------------------------------------------
+# -- TruthfulQA: the figure docs/metrics/vector.md#semanticsimilaritymetric quotes ------------------------------------------------------------------
 @pytest.mark.truthfulqa
 def test_truthfulqa_answers_against_best_answer(truthfulqa_dir: Path, cosine) -> None:
     """817 davinci answers (``model_answer``) against ``best_answer``: mean 0.55192, pass rate 42.1 % with

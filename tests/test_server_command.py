@@ -1,4 +1,4 @@
-"""``evaltasks server`` (README: "Faster repeated runs: evaltasks server"): runs reuse a long-lived server.
+"""``evaltasks server`` (docs/server.md#faster-repeated-runs-evaltasks-server): runs reuse a long-lived server.
 
 A real server (Prefect's API server and the warm runner) is started in a temporary PREFECT_HOME for the module
 and always stopped (then killed, should stopping fail) at its end. Every run is a real ``evaltasks run``
@@ -456,7 +456,7 @@ class LongRun:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 def test_the_servers_ui_reaches_its_own_api(server: Server) -> None:
-    """The UI served at the URL without /api (README, "evaltasks server") asks /ui-settings where its API is:
+    """The UI served at the URL without /api (docs/server.md#faster-repeated-runs-evaltasks-server) asks /ui-settings where its API is:
     the server's own port, not Prefect's default 4200."""
     import httpx
 
@@ -504,7 +504,7 @@ def _gone(pid: int) -> bool:
 def test_a_served_run_stuck_in_a_metric_stops_after_the_grace_period_naming_it(server: Server, tmp_path: Path) -> None:
     """SIGTERM to the client of a served run whose metric spins in its own code: after the grace period
     (EVALTASKS_STOP_GRACE_S, 2 s here) the run's processes are killed, the client exits 143 with one line naming
-    the metric, as an unserved run does (README, "CLI", interrupted runs)."""
+    the metric, as an unserved run does (docs/cli.md#interrupted-runs)."""
     proc = _served_metric_run(server, tmp_path, "while True:\n            pass", {"EVALTASKS_STOP_GRACE_S": "2"})
     try:
         run_pid = _metric_pid(proc, tmp_path / "run.pid")

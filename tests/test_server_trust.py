@@ -1,5 +1,5 @@
-"""``evaltasks server``: a run hands its environment and terminal only to its own user's server (README "Faster
-repeated runs: `evaltasks server`").
+"""``evaltasks server``: a run hands its environment and terminal only to its own user's server
+(docs/server.md#faster-repeated-runs-evaltasks-server).
 
 Each test builds what a running server leaves in ``$PREFECT_HOME/evaltasks-server/`` (the lock, held by this test
 process; ``state.json`` with this Python's identity; the socket) and serves that socket from a real forked

@@ -1,4 +1,4 @@
-"""README, "Set up on a fresh machine": the numbers it states about the install hold for this checkout.
+"""docs/performance.md, "Set-up and the quickstart": the numbers it states about the install hold for this checkout.
 
 The package count is computed here from the installed distributions' own metadata (``importlib.metadata``):
 evaltasks' requirements, followed through every dependency with the extras asked for and the markers of this
@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 
 
 def _installed_closure(root: str) -> set[str]:
@@ -39,14 +39,14 @@ def _installed_closure(root: str) -> set[str]:
 def test_the_install_package_count_is_what_pip_list_shows_in_a_new_venv() -> None:
     fresh = {"pip"} | ({"setuptools"} if sys.version_info < (3, 12) else set())
     count = len(_installed_closure("evaltasks") | fresh)
-    stated = re.findall(r"\((\d+) packages in `pip list`", README.read_text(encoding="utf-8"))
+    stated = re.findall(r"\((\d+) packages in `pip list`", PAGE.read_text(encoding="utf-8"))
     assert stated == [str(count)], (stated, count)
 
 
 def test_the_quickstart_time_on_an_idle_machine_is_the_same_in_both_places() -> None:
-    """The set-up text and the start-up sentence of "Prefect" quote the same measured quickstart run (its
+    """The set-up section and the throughput section quote the same measured quickstart run (its
     printed flow-run and total times); a busy machine's figures are stated as such elsewhere."""
-    text = " ".join(README.read_text(encoding="utf-8").split())
+    text = " ".join(PAGE.read_text(encoding="utf-8").split())
     setup = re.search(r'on an idle 2-core machine: the first run on a fresh one printed "flow run (\d+\.\d) s, total '
                       r'(\d+\.\d) s"', text)
     startup = re.search(r"start-up \(Prefect's temporary server, imports, the model\) is about (\d+) s on an idle "

@@ -1,4 +1,4 @@
-"""Start-up of ``evaltasks run`` and of the package (README: "CLI"; docs/performance.md, "Where a run's time goes").
+"""Start-up of ``evaltasks run`` and of the package (docs/cli.md#cli; docs/performance.md#where-a-runs-time-goes).
 
 - ``import evaltasks`` and the commands that need neither Prefect nor a model import neither (PEP 562 lazy
   names in ``evaltasks/__init__.py``; checked with the interpreter's own ``-X importtime`` list);
@@ -129,7 +129,7 @@ def test_the_early_server_is_started_with_prefects_own_command(monkeypatch: pyte
 
 def _server_of(pid: int) -> list[psutil.Process]:
     """Live temporary-server processes started (through evaltasks.server.temporary) for the process ``pid`` or the
-    run's child of it (the command's process only waits for the run: README, "The run's parent process")."""
+    run's child of it (the command's process only waits for the run: docs/cli.md#the-runs-parent-process)."""
     try:
         pids = {str(pid), *(str(child.pid) for child in psutil.Process(pid).children())}
     except psutil.NoSuchProcess:

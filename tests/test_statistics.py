@@ -1,4 +1,4 @@
-"""The statistics engine (README, "Uncertainty and regressions"): intervals, paired tests and verdicts, each
+"""The statistics engine (docs/statistics.md#uncertainty-and-regressions): intervals, paired tests and verdicts, each
 checked against statsmodels or an independent computation; then the gate's ``fail_on`` through real
 ``evaltasks run --baseline`` runs, and results.json v2 against its shipped JSON Schema."""
 

@@ -1,4 +1,4 @@
-"""The suite file (README, "Suite file"): loading, the shipped JSON Schema, and config errors with exact locations."""
+"""The suite file (docs/suite.md#suite-file): loading, the shipped JSON Schema, and config errors with exact locations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prefect's task cache and retries on the real engine (README, "Prefect": retries and caching).
+"""Prefect's task cache and retries on the real engine (docs/prefect.md#retries-and-caching).
 
 (a) A second PROCESS hits the task cache: ``python -m evaltasks.cli run`` twice with one PREFECT_HOME (each
     process starts its own temporary Prefect server on the shared SQLite database; cached results live in

@@ -1,4 +1,4 @@
-"""``evaltasks run`` as a person sees it in a terminal (README, "CLI").
+"""``evaltasks run`` as a person sees it in a terminal (docs/cli.md#cli).
 
 Each run is a real ``python -m evaltasks.cli run`` in a pseudo-terminal (stdlib ``pty``; TERM=xterm-256color,
 COLUMNS × LINES set), on a fresh PREFECT_HOME, against the session's Prefect server (``prefect_api_url``). The
@@ -173,7 +173,7 @@ def test_stages_are_named_and_log_lines_never_tear_the_bar(first_run: tuple[int,
     # the Prefect warning logged while the display is live: printed above it, on a line of its own
     noisy = [line for line in lines if "NOISY-WARNING" in line]
     assert noisy and all(WARNING_LINE.fullmatch(line) for line in noisy), noisy
-    assert TELEMETRY not in raw and "DO_NOT_TRACK" not in raw, raw  # README: analytics are off
+    assert TELEMETRY not in raw and "DO_NOT_TRACK" not in raw, raw  # docs/prefect.md#the-temporary-server-and-prefects-settings: analytics are off
 
 
 def test_final_output_leads_with_the_verdict_and_names_the_failing_cases(first_run: tuple[int, str]) -> None:

@@ -1,7 +1,7 @@
 """The text-comparison metrics: ExactMatch, Contains, StartsWith, EndsWith, NonEmpty.
 
 Expected values are written by hand from eval-ai-library's documentation pages
-(library.eval-ai.com/metrics/deterministic/<name>) and the README's exact rules (Unicode White_Space, NFC,
+(library.eval-ai.com/metrics/deterministic/<name>) and the exact rules of docs/metrics/deterministic.md#text-comparison (Unicode White_Space, NFC,
 case folding), never computed with the code under test.
 """
 

@@ -1,4 +1,4 @@
-"""The text-length rules (README, LengthCheckMetric): characters are extended grapheme clusters, words are UAX #29
+"""The text-length rules (docs/metrics/deterministic.md#lengthcheckmetric): characters are extended grapheme clusters, words are UAX #29
 word segments holding a letter or digit.
 
 Expected counts below are written by hand from the Unicode rules; the randomized and TruthfulQA checks compare
@@ -15,7 +15,7 @@ import regex
 
 from evaltasks.metrics.text import count_chars, count_words, words_exact
 
-# -- oracles, written from the README's definitions (independent of evaltasks' fast paths) ------------------
+# -- oracles, written from the definitions of docs/metrics/deterministic.md#lengthcheckmetric (independent of evaltasks' fast paths) ------------------
 _ORACLE_BOUNDARY = regex.compile(r"(?wV1)\b")
 _ORACLE_WORDCHAR = regex.compile(r"[\p{L}\p{N}]")
 

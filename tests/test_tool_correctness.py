@@ -1,5 +1,5 @@
 """ToolCorrectnessMetric (eval-ai-library's Tool Correctness page, library.eval-ai.com/agent-metrics/
-tool-correctness; README "Metrics and their exact rules"). Expected scores are worked out by hand below."""
+tool-correctness; docs/metrics/deterministic.md#toolcorrectnessmetric). Expected scores are worked out by hand below."""
 
 from __future__ import annotations
 

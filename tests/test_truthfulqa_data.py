@@ -1,4 +1,4 @@
-"""``examples/truthfulqa/fetch_data.py`` (README, "TruthfulQA data"): it downloads the two public files into
+"""``examples/truthfulqa/fetch_data.py`` (docs/install.md#truthfulqa-data-not-in-the-repository): it downloads the two public files into
 place and checks their sha256. Tested against a real HTTP server on 127.0.0.1 (stdlib ``http.server``) that
 serves the files of ``../shared/data/truthfulqa`` (a mirror, through ``--base-url``); there is no internet here.
 The expected sha256 values are computed here from those files, independently of the script's pinned ones.

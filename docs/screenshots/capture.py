@@ -1,5 +1,5 @@
-"""Screenshots of every report surface, taken with headless Chromium from one real run (README: "What each
-surface shows").
+"""Screenshots of every report surface, taken with headless Chromium from one real run
+(docs/reports.md#what-each-surface-shows).
 
     .venv/bin/python docs/screenshots/capture.py [--out DIR] [--keep]
 
@@ -59,7 +59,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CACHE = Path(tempfile.gettempdir()) / "evaltasks-screenshot-cache"
-COLUMN_PX = 830  # the body of a comment in a pull request's conversation, as the README's reports are sized for
+COLUMN_PX = 830  # the body of a comment in a pull request's conversation, the width docs/reports.md#what-each-surface-shows sizes reports for
 TERMINAL = (160, 50)  # columns, rows
 PREFECT_WINDOW = (1440, 1000)
 PREFECT_ARTIFACT_WINDOW = (1440, 2200)  # the summary artifact is long: its verdict, tables and changes
@@ -611,7 +611,7 @@ def newest_flow_run(url: str) -> dict[str, Any]:
 
 
 def summary_artifact(url: str, flow_run_id: str) -> dict[str, Any] | None:
-    """The flow run's markdown artifact whose key ends with ``-summary`` (README, "Outputs"), else its first
+    """The flow run's markdown artifact whose key ends with ``-summary`` (docs/reports.md#outputs), else its first
     markdown artifact, else None."""
     artifacts = _api(url, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}})
     markdown = [artifact for artifact in artifacts if artifact.get("type") == "markdown"]

@@ -23,7 +23,7 @@ def quiet_prefect_defaults() -> None:
     set_default_env("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     set_default_env("PREFECT_LOGGING_LEVEL", "WARNING")
     # Prefect's client-side telemetry: its first import in a terminal prints a notice about it (and sends
-    # events) unless DO_NOT_TRACK is set; evaltasks turns analytics off (README), so before Prefect is imported
+    # events) unless DO_NOT_TRACK is set; evaltasks turns analytics off (docs/prefect.md#the-temporary-server-and-prefects-settings), so before Prefect is imported
     set_default_env("DO_NOT_TRACK", "1")
     set_default_env("TOKENIZERS_PARALLELISM", "false")
     set_default_env("DASK_LOGGING__DISTRIBUTED", "warning")

@@ -1,5 +1,5 @@
 """The command's exit codes and its two ways of ending badly: a one-line error (:func:`error`) and an aborted
-run (:func:`aborted`, the traceback in a file). README, "CLI"."""
+run (:func:`aborted`, the traceback in a file). docs/cli.md#cli."""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ from evaltasks.cli._exits import EXIT_INVALID, error
 COMMANDS = {"run": run, "server": server, "serve": serve, "schema": schema, "calibrate": calibrate,
             "history": history, "index": index}
 _NEED_A_DIRECTORY = ("run", "serve", "server", "index", "calibrate")  # they read or write relative paths
-_DOCS_EPILOG = (f"docs: {DOCS_URL}" if DOCS_URL else "docs: the evaltasks README (also the installed package's "
-                "description)")
+_DOCS_EPILOG = (f"docs: {DOCS_URL}" if DOCS_URL else "docs: the docs/ folder of the evaltasks repository, "
+                "https://github.com/evaltasks/evaltasks/tree/main/docs")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """What ``evaltasks run`` does on SIGINT (Ctrl+C) or SIGTERM: :func:`run_interruptible` runs the work with an
 :class:`Interrupt` installed, which stops it cleanly and says in one line what the reports directory holds
-(README, "CLI", interrupted runs)."""
+(docs/cli.md#interrupted-runs)."""
 
 from __future__ import annotations
 

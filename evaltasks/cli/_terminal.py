@@ -1,6 +1,6 @@
 """What the command shows on the terminal while it works: the stage-aware progress display (:class:`Stages`),
 where log records go during a run (:func:`terminal_logging`) and which ones are kept off it (tracebacks,
-input errors, the judges' price warning). README, "CLI"."""
+input errors, the judges' price warning). docs/cli.md#cli."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 class Stages:
     """The terminal's stage-aware progress display (rich, on stderr): the stage the run is in, in words, with
-    its own count, bar and elapsed time (README, "CLI").
+    its own count, bar and elapsed time (docs/cli.md#cli).
 
     The CLI reports the stages it knows (``starting Prefect``; its own model load, :meth:`side`, a line of its
     own while it overlaps the server's start), the flow and its task runs report theirs through
@@ -121,7 +121,7 @@ def _through_console(console: Any, file: Any) -> Any:
 
 @contextlib.contextmanager
 def terminal_logging(console: Any, live: bool) -> Iterator[None]:
-    """A context manager for the flow's run: where log records go, restored when it ends (README, "CLI").
+    """A context manager for the flow's run: where log records go, restored when it ends (docs/cli.md#cli).
 
     - The terminal shows Prefect's level (``PREFECT_LOGGING_LEVEL``: WARNING unless the user set it), while
       the flow run's and task runs' loggers pass INFO (DEBUG when the terminal shows DEBUG) to Prefect's API

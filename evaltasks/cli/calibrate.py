@@ -1,5 +1,5 @@
 """``evaltasks calibrate SUITE --labels COLUMN``: suggest each metric's threshold from human pass/fail labels
-(:mod:`evaltasks.engine.calibration`; README, "Threshold calibration")."""
+(:mod:`evaltasks.engine.calibration`; docs/calibration.md#threshold-calibration)."""
 
 from __future__ import annotations
 

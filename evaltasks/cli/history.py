@@ -1,4 +1,4 @@
-"""``evaltasks history SUITE``: print the run history of a suite (README, "Run history and drift")."""
+"""``evaltasks history SUITE``: print the run history of a suite (docs/history.md#run-history-and-drift)."""
 
 from __future__ import annotations
 

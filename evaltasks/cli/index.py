@@ -1,4 +1,4 @@
-"""``evaltasks index build|info|verify|compact|prune``: manage the reference index (README, "Reference index")."""
+"""``evaltasks index build|info|verify|compact|prune``: manage the reference index (docs/embeddings.md#reference-index)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``evaltasks run SUITE``: evaluate a suite through the Prefect flow (README, "CLI").
+"""``evaltasks run SUITE``: evaluate a suite through the Prefect flow (docs/cli.md#cli).
 
 Exit codes: 0 the gate holds (this run's results.json says ``passed: true``: checked by the run's parent process,
 :mod:`evaltasks.supervisor`); 1 the gate fails; 2 invalid config, input, credentials or usage (found before
@@ -101,7 +101,7 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
     if invocation.owns_process and not args.no_server:
         from evaltasks.server import client  # standard library only: decides before Prefect, rich or numpy load
 
-        served = client.run_served(sys.argv[1:], invocation.started)  # README: "Faster repeated runs"
+        served = client.run_served(sys.argv[1:], invocation.started)  # docs/server.md#faster-repeated-runs-evaltasks-server
         if served is not None:
             return served
     problem = check_settings() or check_prefect_home()  # Prefect cannot start without a writable home
@@ -300,7 +300,7 @@ def _evaluate(args: argparse.Namespace, invocation: Invocation, interrupt: Inter
 
 def _report(args: argparse.Namespace, invocation: Invocation, outcome: RunReport, view: _PlanView) -> int:
     """Print the run's new warnings, the verdict and summary (``--quiet``: the verdict line, the gate line and the
-    reports line only; README, "CLI"), and the reports line with both durations; the exit code of the gate."""
+    reports line only; docs/cli.md#cli), and the reports line with both durations; the exit code of the gate."""
     from rich.console import Console  # startup: rich only once a run has ended
 
     from evaltasks.reports.console import notable_cases, print_summary
@@ -311,7 +311,7 @@ def _report(args: argparse.Namespace, invocation: Invocation, outcome: RunReport
     try:
         cases = None if args.quiet else notable_cases(Path(args.output_dir) / "results.json", outcome.summary)
         print_summary(outcome, cases=cases, brief=args.quiet, console=Console())
-        # two durations, each named (README, "CLI"): the flow run's own work (results.json duration_s)
+        # two durations, each named (docs/cli.md#cli): the flow run's own work (results.json duration_s)
         # and the whole command, start-up included
         reports = f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md"
         timing = f"(flow run {outcome.duration_s or 0:.1f} s, total {time.time() - invocation.started:.1f} s)"

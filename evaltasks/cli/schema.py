@@ -1,4 +1,4 @@
-"""``evaltasks schema``: print the JSON Schema of suite files (README, "Suite file")."""
+"""``evaltasks schema``: print the JSON Schema of suite files (docs/suite.md#suite-file)."""
 
 from __future__ import annotations
 

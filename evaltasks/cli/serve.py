@@ -1,4 +1,4 @@
-"""``evaltasks serve SUITE --cron``: serve the suite's flow as a scheduled Prefect deployment (README, "Prefect")."""
+"""``evaltasks serve SUITE --cron``: serve the suite's flow as a scheduled Prefect deployment (docs/prefect.md#prefect)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``evaltasks server [start|stop|status]``: a Prefect server and a warm runner that this user's runs use (Unix
-only; README, "Faster repeated runs: `evaltasks server`"). The server runs CLI commands without importing the
+only; docs/server.md#faster-repeated-runs-evaltasks-server). The server runs CLI commands without importing the
 CLI: this module hands it the command's entry point (:class:`~evaltasks.server.client.ServedCommand`)."""
 
 from __future__ import annotations

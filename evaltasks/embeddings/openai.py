@@ -179,7 +179,7 @@ class OpenAIEmbeddingProvider:
                 f"the openai embedding provider needs an API key: set the {variable} environment variable, "
                 "or use embedding_provider: local (sentence-transformers, offline)"
             )
-        register_secret(key)  # never in a reason, a log line or a report, in this process (README, "Secrets in reports")
+        register_secret(key)  # never in a reason, a log line or a report, in this process (docs/reports.md#secrets-in-reports)
         self._key_variable = variable
         common: dict[str, Any] = {"api_key": key, "timeout": timeout, "max_retries": max_retries}
         # Every value is resolved here and passed explicitly: given None, the client reads the variable

@@ -1,4 +1,4 @@
-"""Threshold calibration against human pass/fail labels (README, "Threshold calibration"; docs/calibration.md).
+"""Threshold calibration against human pass/fail labels (docs/calibration.md#threshold-calibration).
 
 ``evaltasks calibrate SUITE --labels COLUMN`` scores every case of a suite with every metric (the Python API,
 :func:`~evaltasks.engine.evaluate.evaluate_sync`, through the same reference index as a run) and, per metric, finds the

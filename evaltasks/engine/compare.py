@@ -8,7 +8,7 @@ fractions, so the same ``t`` applies to them):
   score rose by more than ``t``; pairs skipped on either side are not compared;
 - a case is **new** when only the current run has it, **removed** when only the baseline has it;
 - whether a metric, or the run, **regressed** is not decided by ``t`` but by paired tests over the cases both
-  runs evaluated (README, "Uncertainty and regressions"): pass rates by the exact McNemar test, mean scores by
+  runs evaluated (docs/statistics.md#uncertainty-and-regressions): pass rates by the exact McNemar test, mean scores by
   a paired test of the per-case differences with a paired bootstrap interval (cluster paired with
   ``dataset.cluster``), each with a
   verdict (``regressed``, ``improved``, ``inconclusive``, ``no significant change``) at the suite's
@@ -42,7 +42,7 @@ Verdict = Literal["regressed", "improved", "no significant change", "inconclusiv
 
 class ChangeTest(BaseModel):
     """A paired test of one statistic between the baseline and the current run, over the cases both have
-    (README, "Uncertainty and regressions").
+    (docs/statistics.md#uncertainty-and-regressions).
 
     Attributes:
         statistic: ``pass_rate`` (per case: passed, or not) or ``mean_score``.

@@ -280,7 +280,7 @@ def score_metric_batch(
     *,
     raise_provider_errors: bool = False,
 ) -> list[MetricResult]:
-    """Score one metric over a batch; a failure errors cases, never the run (README, "Your own metrics"),
+    """Score one metric over a batch; a failure errors cases, never the run (docs/metrics/custom.md#your-own-metrics),
     except missing or rejected credentials (:class:`CredentialsError`, e.g. a judge endpoint's HTTP 401/403),
     which propagate: the run stops as a credentials problem (CLI exit 2), as for embeddings.
 
@@ -291,8 +291,8 @@ def score_metric_batch(
       at a time, so only the cases that raise are ``errored``, each with ``ExceptionType: message``.
     - A result list of the wrong length, or an item that is not a :class:`MetricResult`, errors the cases it
       cannot vouch for, with a message naming the metric; so does a MetricResult whose score (or threshold) is
-      not a finite number in [0, 1] (built without :meth:`MetricResult.scored`, which rejects one: README,
-      "Your own metrics"). Built-in metrics build their results with ``scored`` only, so theirs are not
+      not a finite number in [0, 1] (built without :meth:`MetricResult.scored`, which rejects one:
+      docs/metrics/custom.md#your-own-metrics). Built-in metrics build their results with ``scored`` only, so theirs are not
       re-checked (~0.07 µs per case saved: a quarter of a LengthCheck case).
 
     Returns one result per case, in order. While it runs, the metric is recorded as running
@@ -464,7 +464,7 @@ def model_infos(needs: dict[str, EmbeddingNeed], dimensions: dict[str, int] | No
 
 
 JUDGEMENTS_DIR = "judgements"
-"""The judge answer store's folder inside the reference index directory (README, "LLM judges")."""
+"""The judge answer store's folder inside the reference index directory (docs/judges.md#llm-judges)."""
 
 
 def as_judge(judge: Any) -> Any:

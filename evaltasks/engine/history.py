@@ -1,4 +1,4 @@
-"""Run history and drift, without Prefect (README, "Run history and drift").
+"""Run history and drift, without Prefect (docs/history.md#run-history-and-drift).
 
 Each run of a suite appends one compact :class:`RunRecord` (no cases) to a JSON Lines file per suite in a
 history directory (:class:`HistoryStore`). :func:`drift_check` tests a run against the pooled previous runs:
@@ -10,8 +10,8 @@ history directory (:class:`HistoryStore`). :func:`drift_check` tests a run again
   each record keeps, per metric, the number of scores, their mean and their sample standard deviation, which
   :class:`ScoreMoments` accumulates from the case results as a run streams them.
 
-Both tests are unpaired (runs need not share cases). A test's verdict follows the comparison's rule (README,
-"Uncertainty and regressions"): ``regressed`` when p < alpha and the change is below −min_effect, ``improved``
+Both tests are unpaired (runs need not share cases). A test's verdict follows the comparison's rule
+(docs/statistics.md#uncertainty-and-regressions): ``regressed`` when p < alpha and the change is below −min_effect, ``improved``
 when p < alpha and above min_effect, else ``no significant change`` (no minimum detectable effect, so never
 ``inconclusive``). A metric is tested only against previous runs that ran it with the same configuration.
 """

@@ -8,11 +8,11 @@ them and adds Prefect's surfaces; ``evaltasks run`` plans first, then hands its 
    (:func:`read_baseline`);
 2. **run**: the cases are scored in batches and streamed into a :class:`ReportSink` (the report writer of
    :mod:`evaltasks.reports.stream`, which sits above the engine and is therefore handed in, never imported);
-3. **gate**: :meth:`GateVerdict.of` applies the suite's gate (README, "Uncertainty and regressions");
+3. **gate**: :meth:`GateVerdict.of` applies the suite's gate (docs/statistics.md#uncertainty-and-regressions);
 4. **reports**: :func:`finish_streamed_run` builds the :class:`RunHeader` (results.json's top-level keys) and
    has the sink write results.json, junit.xml and summary.md; it returns the :class:`RunOutcome`;
 5. **history and drift**: :func:`record_history` appends the run to its history and tests it for drift against
-   the previous runs (README, "Run history and drift").
+   the previous runs (docs/history.md#run-history-and-drift).
 
 What the surfaces render (summary.md, the terminal, the PR comment, Prefect's artifacts) is a :class:`RunReport`:
 results.json without its cases, read back from a results.json or the flow's returned dict with

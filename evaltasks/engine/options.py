@@ -50,7 +50,7 @@ _PATH_FIELDS = ("output_dir", "index_dir", "baseline", "history_dir")
 @dataclass(frozen=True)
 class RunOptions:
     """What a suite run is asked to do besides which suite: the ``evaluate-suite`` flow's other parameters and
-    ``evaltasks run``'s flags of the same names (README, "CLI"). One object from the CLI through the flow to the
+    ``evaltasks run``'s flags of the same names (docs/cli.md#cli). One object from the CLI through the flow to the
     engine. Path options given as :class:`os.PathLike` are kept as strings (flow parameters are JSON)."""
 
     output_dir: str = option(

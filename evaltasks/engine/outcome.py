@@ -1,4 +1,4 @@
-"""A run's outcome as typed models, and the gate that decides it (README, "Uncertainty and regressions").
+"""A run's outcome as typed models, and the gate that decides it (docs/statistics.md#uncertainty-and-regressions).
 
 :class:`GateVerdict` (results.json ``gate``), :class:`RunHeader` (results.json's header), :class:`RunReport` (what
 every surface renders: results.json without its cases) and :class:`RunOutcome` (what a finished run produced),
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from evaltasks.inputs.suite import Gate
 
 SCHEMA_VERSION = 2
-"""The version of results.json a run writes (README, "Outputs"); ``evaltasks.reports.SCHEMA_VERSION``."""
+"""The version of results.json a run writes (docs/reports.md#outputs); ``evaltasks.reports.SCHEMA_VERSION``."""
 
 FAIL_ON = ("min_pass_rate", "regression", "either")
 
@@ -57,14 +57,14 @@ def gate_passed(
     comparison: Comparison | None = None,
     fail_on: str = "min_pass_rate",
 ) -> bool:
-    """The gate (README, "Uncertainty and regressions"), by the suite's ``gate.fail_on``:
+    """The gate (docs/statistics.md#uncertainty-and-regressions), by the suite's ``gate.fail_on``:
 
     - ``min_pass_rate`` (the default): :func:`gate_pass_rate` >= ``min_pass_rate``;
     - ``regression``: fails only when ``comparison`` (the comparison with the baseline) has the verdict
       ``regressed``; without a baseline (``comparison`` None) it holds (the run's warnings say so);
     - ``either``: fails on either rule.
 
-    Whatever ``fail_on`` says, a run that evaluated nothing fails (README, "Suite file"): an empty dataset, and a
+    Whatever ``fail_on`` says, a run that evaluated nothing fails (docs/suite.md#suite-file): an empty dataset, and a
     run in which no case was scored, every case skipped (e.g. all metrics need credentials a fork's pull request
     does not get) or errored (``allow_errors`` allows errors beside scored cases, not in place of them: a metric
     that raises on every case must not pass). So does a run cut short by its ``--max-cost`` budget (a judge result
@@ -169,8 +169,8 @@ class GateVerdict(BaseModel):
 
 
 class RunHeader(BaseModel):
-    """results.json's top-level keys before ``comparison``, ``summary`` and ``cases``, in their order (README,
-    "Outputs"): what ran, the gate's verdict, the warnings and the timing. :meth:`model_dump` is the dict the
+    """results.json's top-level keys before ``comparison``, ``summary`` and ``cases``, in their order
+    (docs/reports.md#outputs): what ran, the gate's verdict, the warnings and the timing. :meth:`model_dump` is the dict the
     report writer writes (every value as results.json has held it since schema version 2).
 
     Attributes:
@@ -318,7 +318,7 @@ class RunOutcome:
                          duration_s=self.header.duration_s)
 
     def summary_dict(self) -> dict[str, Any]:
-        """The flow's returned dict (README, "Prefect"): ``suite``, ``passed``, ``results_path``, ``summary``,
+        """The flow's returned dict (docs/prefect.md#prefect): ``suite``, ``passed``, ``results_path``, ``summary``,
         ``gate``, ``warnings``, ``regressions``, ``comparison`` without its per-case ``changes`` (those are in
         results.json), ``duration_s`` and ``drift`` (the history's drift report, or None). JSON-ready;
         :meth:`RunReport.model_validate` reads it back."""

@@ -151,7 +151,7 @@ _running_ids = itertools.count()
 def metric_running(name: str) -> Iterator[None]:
     """While the block runs, ``name`` (a metric's name) is recorded as running in this process and thread, so
     that the parent process of ``evaltasks run`` (:mod:`evaltasks.supervisor`) can name the metric that did not
-    stop after a signal, or that ended the process (README, "CLI", interrupted runs).
+    stop after a signal, or that ended the process (docs/cli.md#interrupted-runs).
 
     The record is one small file in ``$EVALTASKS_RUN_STATE/metrics/`` (the environment reaches task-runner
     worker processes too), removed when the block ends; nothing happens without the variable (the Python API,
@@ -176,7 +176,7 @@ def metric_running(name: str) -> Iterator[None]:
 
 def stop_grace_s() -> float:
     """Seconds a run may take to stop after its first SIGINT/SIGTERM before every process of it is killed
-    (README, "CLI", interrupted runs): ``$EVALTASKS_STOP_GRACE_S`` (:attr:`evaltasks.settings.Settings.stop_grace_s`,
+    (docs/cli.md#interrupted-runs): ``$EVALTASKS_STOP_GRACE_S`` (:attr:`evaltasks.settings.Settings.stop_grace_s`,
     default :data:`STOP_GRACE_S`). Used by runs of ``evaltasks server`` (:mod:`evaltasks.server.daemon`); the parent of
     ``evaltasks run`` (:mod:`evaltasks.supervisor`) reads the same variable with the standard library. Raises
     :class:`evaltasks.settings.SettingsError` for a value that is not a positive number."""

@@ -1,4 +1,4 @@
-"""Intervals and paired significance tests (README, "Uncertainty and regressions"), and the run summary they go
+"""Intervals and paired significance tests (docs/statistics.md#uncertainty-and-regressions), and the run summary they go
 into (:class:`SummaryBuilder`, :func:`summarize`: counts, means and intervals of the case results).
 
 A run's summary needs no scipy: the Wilson interval (Newcombe's formula, as ``scipy.stats.binomtest(...)
@@ -407,7 +407,7 @@ def min_detectable_pass_rate_change(n: int, alpha: float = 0.05) -> float | None
 
 def verdict(p_value: float | None, delta: float | None, min_detectable_effect: float | None,
             alpha: float = 0.05, min_effect: float = 0.01) -> Verdict:
-    """The verdict of one test (README, "Uncertainty and regressions"): ``regressed`` when ``p_value < alpha``
+    """The verdict of one test (docs/statistics.md#uncertainty-and-regressions): ``regressed`` when ``p_value < alpha``
     and ``delta < -min_effect``; ``improved`` when ``p_value < alpha`` and ``delta > min_effect``;
     ``inconclusive`` when neither, ``p_value >= alpha`` and ``min_detectable_effect > min_effect``; else ``no
     significant change`` (also when there is nothing to test: ``p_value`` or ``delta`` None)."""
@@ -541,7 +541,7 @@ class SummaryBuilder:
         cluster_column: the column's name, recorded in the summary's ``statistics``.
 
     Besides counts it keeps a :class:`SampleCollector` (about 9 bytes per case ×
-    metric) for the summary's 95 % intervals (README, "Uncertainty and regressions").
+    metric) for the summary's 95 % intervals (docs/statistics.md#uncertainty-and-regressions).
     """
 
     def __init__(self, metric_thresholds: dict[str, float], *,

@@ -69,7 +69,7 @@ def recorded_warnings() -> list[str]:
 def report_warning(message: str) -> None:
     """Record ``message`` (inside :func:`recording_warnings`: it goes into the run's reports) or emit it as an
     :class:`IndexWarning`: corruption found, a rebuild, a search short of its target recall."""
-    message = redact(message)  # e.g. a provider's error quoted in a warning (README, "Secrets in reports")
+    message = redact(message)  # e.g. a provider's error quoted in a warning (docs/reports.md#secrets-in-reports)
     recorded = _recorded.get()
     if recorded is None:
         warnings.warn(message, IndexWarning, stacklevel=4)

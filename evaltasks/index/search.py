@@ -10,8 +10,8 @@ same results.
 ``ivf`` is approximate too, for sets of millions: an inverted file (``IVF{nlist},Flat``, ``IVF{nlist},SQ8``
 8-bit scalar codes, or ``IVF{nlist},PQ{M}`` codes re-ranked by exact inner product from the stored vectors)
 trained on a seeded sample, filled in chunks, and queried with ``nprobe`` lists. ``auto`` (the default) is
-``flat`` up to ``search_auto_above`` references (1,000,000) and ``ivf`` with SQ8 codes above (README "Reference
-sets", docs/performance.md "IVF search"). An approximate search with a ``target_recall`` (``auto``'s default:
+``flat`` up to ``search_auto_above`` references (1,000,000) and ``ivf`` with SQ8 codes above
+(docs/embeddings.md#reference-sets, docs/performance.md "IVF search"). An approximate search with a ``target_recall`` (``auto``'s default:
 0.95) widens its query breadth (``nprobe``, ``ef_search``) until its recall@10 on the run's own outputs reaches
 it (:meth:`ReferenceSearch.measure_recall`): real text embeddings need a wider search than clustered data.
 

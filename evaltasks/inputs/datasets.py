@@ -263,7 +263,7 @@ def load_dataset(
 
     ``check(cases, locations)`` (e.g. each case against the suite's metrics: ``validate_cases``) runs on the
     rows that loaded fine, also when other rows are bad: its problems and the loader's are raised together in
-    one DatasetError, ordered by row, so every problem is reported at once (README, "Python API").
+    one DatasetError, ordered by row, so every problem is reported at once (docs/python-api.md#python-api).
 
     Raises:
         DatasetError: the file is missing, unresolvable (symlink loop), unreadable, not UTF-8, unparsable,
@@ -280,7 +280,7 @@ def load_dataset(
     raw, text = _read_text(path, source, spec.path)
     sha256 = hashlib.sha256(raw).hexdigest()
     del raw  # the decoded text is all the rest needs: do not hold the file twice
-    suffix = Path(spec.path).suffix.lower()  # the name the suite gives, not a symlink target's (README: format from the extension)
+    suffix = Path(spec.path).suffix.lower()  # the name the suite gives, not a symlink target's (docs/suite.md#suite-file: format from the extension)
     problems: list[Problem] = []
     header: list[str] = []
     if suffix == ".csv":

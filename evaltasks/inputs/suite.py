@@ -150,7 +150,7 @@ class Gate(BaseModel):
         return value
 
 
-# The openai provider's request-shaping options, described in the JSON Schema (every option is in the README;
+# The openai provider's request-shaping options, described in the JSON Schema (every option is in docs/embeddings.md#embedding-providers;
 # values are checked by the provider, and a wrong one is a ConfigError located at the metric).
 OPENAI_OPTIONS_SCHEMA: dict[str, Any] = {
     "max_inputs_per_request": {"type": "integer", "minimum": 1,
@@ -164,7 +164,7 @@ OPENAI_OPTIONS_SCHEMA: dict[str, Any] = {
 }
 
 
-# The judge client's options (README, "LLM judges"), described in the JSON Schema of the suite's `judge:` block
+# The judge client's options (docs/judges.md#llm-judges), described in the JSON Schema of the suite's `judge:` block
 # and of a judge metric's `judge_options`; values are checked by the client. `api_key` is refused in a suite file
 # (a committed secret): it comes from OPENAI_API_KEY / AZURE_OPENAI_API_KEY.
 JUDGE_OPTIONS_SCHEMA: dict[str, Any] = {
@@ -216,8 +216,8 @@ SUITE_ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "judge_options": {
         "type": "object", "additionalProperties": True, "properties": JUDGE_OPTIONS_SCHEMA, **_NO_API_KEY,
-        "description": "Judge client options of this metric (override the suite's `judge:` block; README, "
-        "\"LLM judges\"). No api_key: it comes from the environment.",
+        "description": "Judge client options of this metric (override the suite's `judge:` block; docs/judges.md#llm-judges). "
+        "No api_key: it comes from the environment.",
     },
     "samples": {"type": "integer", "minimum": 1, "description": "Times each case is judged; the score is the "
                 "mean, and a case whose samples fall on both sides of the threshold is unstable. Default: the "
@@ -306,7 +306,7 @@ def metric_arguments_schema(cls: type[BaseMetric]) -> dict[str, Any]:
 
 
 def _metric_spec_schema(schema: dict[str, Any]) -> None:
-    """MetricSpec's JSON Schema: a union keyed on ``metric`` (README, "Suite file").
+    """MetricSpec's JSON Schema: a union keyed on ``metric`` (docs/suite.md#suite-file).
 
     One ``oneOf`` branch per built-in metric (its own arguments, from :func:`metric_arguments_schema`), one per
     entry point installed where the schema is generated (its class's arguments, or any when it fails to load),
@@ -349,7 +349,7 @@ def _judge_block_schema(schema: dict[str, Any]) -> None:
 
 
 class JudgeBlock(BaseModel):
-    """The suite's ``judge:`` block: defaults for every judge metric (README, "LLM judges").
+    """The suite's ``judge:`` block: defaults for every judge metric (docs/judges.md#llm-judges).
 
     ``model`` and ``samples`` are the judge metrics' arguments of the same names; every other key is a judge
     client option (:data:`JUDGE_OPTIONS_SCHEMA`), merged under each metric's ``judge_options``. A metric's own
@@ -375,7 +375,7 @@ class JudgeBlock(BaseModel):
 
 
 class HistorySpec(BaseModel):
-    """Where runs of the suite are recorded, and how drift is detected (README, "Run history and drift")."""
+    """Where runs of the suite are recorded, and how drift is detected (docs/history.md#run-history-and-drift)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -829,7 +829,7 @@ def _judge_option_named(message: str) -> str | None:
 
 def _checked_judge_block(source: str, block: JudgeBlock, problems: list[Problem]) -> JudgeBlock:
     """The suite's ``judge:`` block without its bad options, each reported at ``judge`` (field: the option):
-    every option that is not a judge client option (README, "LLM judges") and every value that breaks its
+    every option that is not a judge client option (docs/judges.md#llm-judges) and every value that breaks its
     JSON Schema (:data:`JUDGE_OPTIONS_SCHEMA`). The client checks the rest when the metrics are built."""
     import jsonschema
 

@@ -1,4 +1,4 @@
-"""LLM judges: the chat client, the answer store, the budget, the prompt templates (README, "LLM judges").
+"""LLM judges: the chat client, the answer store, the budget, the prompt templates (docs/judges.md#llm-judges).
 
 :func:`get_judge` returns the judge a judge metric sends its requests to: the configured OpenAI-SDK client
 (or the run's ``judge=`` function), behind the run's on-disk answer store and budget (:class:`JudgeRuntime`).

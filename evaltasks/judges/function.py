@@ -1,5 +1,5 @@
 """FunctionJudge: a user's own judge, a function from chat messages to the answer's text (the ``judge=`` hook of
-the Python API; README, "LLM judges")."""
+the Python API; docs/judges.md#llm-judges)."""
 
 from __future__ import annotations
 

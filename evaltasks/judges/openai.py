@@ -138,7 +138,7 @@ class OpenAIJudge:
 
     Args:
         model: the model (Azure: the deployment name).
-        options: the judge options (README, "LLM judges", "Judge client"): ``api_key`` (default
+        options: the judge options (docs/judges.md#judge-client): ``api_key`` (default
             ``OPENAI_API_KEY``; Azure: ``AZURE_OPENAI_API_KEY``), ``base_url`` (``OPENAI_BASE_URL``, else the
             public API), ``organization`` (``OPENAI_ORG_ID``), ``project`` (``OPENAI_PROJECT_ID``),
             ``azure_endpoint`` (``AZURE_OPENAI_ENDPOINT`` unless ``base_url`` is given), ``api_version``
@@ -212,7 +212,7 @@ class OpenAIJudge:
                 "judge option api_key in Python; a suite file may not hold one); a local OpenAI-compatible server "
                 "accepts any non-empty key"
             )
-        register_secret(key)  # never in a reason, a log line or a report, in this process (README, "Secrets in reports")
+        register_secret(key)  # never in a reason, a log line or a report, in this process (docs/reports.md#secrets-in-reports)
         self._key_variable = variable
         common: dict[str, Any] = {"api_key": key, "timeout": float(timeout), "max_retries": self.max_retries}
         if azure_endpoint:

@@ -12,7 +12,7 @@ Trust: the system part may use only the metric's own configuration (criteria, ev
 author wrote); the test case's text (input, output, contexts: untrusted) may appear only in the user part.
 :func:`render` enforces it: a system part that uses a case variable is an error.
 
-Data blocks (README, "LLM judges", "Prompts"): the user part delimits case text with tags (``<output>`` ...
+Data blocks (docs/metrics/judge.md#prompts): the user part delimits case text with tags (``<output>`` ...
 ``</output>``), and case text cannot forge them. Every value a ``{{ ... }}`` of the user part prints is
 neutralised: a ``<`` that starts an opening or closing tag whose name the user part's own literal text uses as a
 tag (any case, spaces allowed: ``</ Output >``) is written ``&lt;``, and so is every ``<`` of a run of three or

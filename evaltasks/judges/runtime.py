@@ -1,4 +1,4 @@
-"""The judge a judge metric uses in one run: answer store -> budget -> client (README, "LLM judges").
+"""The judge a judge metric uses in one run: answer store -> budget -> client (docs/judges.md#llm-judges).
 
 :func:`get_judge` returns the judge a judge metric sends its requests to: the configured OpenAI-SDK client
 (or the run's ``judge=`` function), behind the run's on-disk answer store and budget (:class:`JudgeRuntime`,

@@ -107,7 +107,7 @@ def check_flag(label: str, value: bool) -> bool:
 
 
 class BaseMetric(ABC):
-    """Base class of every metric, evaltasks' own and a user's (README, "Your own metrics").
+    """Base class of every metric, evaltasks' own and a user's (docs/metrics/custom.md#your-own-metrics).
 
     A user's metric subclasses it and provides: ``__init__(self, threshold, ..., *, name=None)`` calling
     ``super().__init__(threshold, name=name)`` (raise ValueError/TypeError for bad arguments: the suite loader

@@ -219,7 +219,7 @@ def metric_entry_points() -> dict[str, Any]:
 
 
 def get_metric_class(name: str, base_dir: str | Path | None = None) -> type[BaseMetric]:
-    """The metric class ``name`` stands for, resolved in this order (README, "Your own metrics"):
+    """The metric class ``name`` stands for, resolved in this order (docs/metrics/custom.md#your-own-metrics):
 
     1. a built-in metric's class name (:data:`METRICS`);
     2. the name of an entry point in the group ``evaltasks.metrics`` (an installed package's metric);

@@ -86,7 +86,7 @@ def comparable(text: str, *, case_sensitive: bool = True, strip: bool = False) -
     on it and its case folding is ``str.lower``). Folding can change a string's length, so callers compare
     folded strings and never slice the original by a folded length.
 
-    Source: the README's "Metrics and their exact rules" (text comparison).
+    Source: docs/metrics/deterministic.md#text-comparison.
     """
     if strip:
         text = text.strip(WHITE_SPACE)

@@ -1,8 +1,8 @@
 """The summary printed at the end of a run (rich): the verdict line first
 (:func:`evaltasks.reports.verdict.verdict_line`), then per metric the mean score and pass rate with their 95 % intervals (on a second line) and, against a baseline,
 their Δ (regressed ones marked), then the failing or newly failing cases by readable name (:func:`notable_cases`),
-then the verdict and per-metric Δ, interval and p-value of the tests (README, "CLI" and "Uncertainty and
-regressions")."""
+then the verdict and per-metric Δ, interval and p-value of the tests
+(docs/cli.md#cli and docs/statistics.md#uncertainty-and-regressions)."""
 
 from __future__ import annotations
 

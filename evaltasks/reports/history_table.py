@@ -1,4 +1,4 @@
-"""The table ``evaltasks history`` prints (README, "Run history and drift"): one row per recorded run, laid
+"""The table ``evaltasks history`` prints (docs/history.md#run-history-and-drift): one row per recorded run, laid
 out like ``evaltasks run``'s table so that every column stays on an 80-column terminal, and whole on a pipe.
 
 A terminal gets the widest of three layouts that fits its width: each metric's mean in a column headed by its

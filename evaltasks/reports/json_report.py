@@ -69,7 +69,7 @@ def results_json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://evaltasks.dev/schema/results.schema.json",
         "title": "evaltasks results.json",
-        "description": f"An evaltasks run's results (schema version {SCHEMA_VERSION}); README, \"Outputs\".",
+        "description": f"An evaltasks run's results (schema version {SCHEMA_VERSION}); docs/reports.md#outputs.",
         "type": "object",
         "required": ["schema_version", "evaltasks_version", "suite", "passed", "gate", "summary", "cases"],
         "properties": {

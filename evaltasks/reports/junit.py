@@ -72,7 +72,7 @@ def _unstable_properties(metric: MetricResult) -> str:
 
 def junit_testcases(suite_name: str, case: TestCaseResult) -> str:
     """The ``<testcase>`` elements of one case (one per metric); untrusted text escaped. A judge result that is
-    ``unstable`` (README, "LLM judges") carries ``<properties>``: ``unstable``, ``score_stdev``, ``samples``."""
+    ``unstable`` (docs/judges.md#llm-judges) carries ``<properties>``: ``unstable``, ``score_stdev``, ``samples``."""
     parts = []
     for metric in case.metrics:
         test_name = _attr(f"{case.id} :: {metric.name}")

@@ -1,6 +1,6 @@
 """summary.md: a human summary of a run, also the job summary, PR comment and Prefect artifact.
 
-Content, most important first (README, "What each surface shows"): the verdict line
+Content, most important first (docs/reports.md#what-each-surface-shows): the verdict line
 (:func:`~evaltasks.reports.verdict.verdict_line`: passed or failed, the pass rate and its change, cases newly
 failing), the "no baseline" note, case counts, warnings; with a baseline the cases that changed (newly failing
 first, each with its readable name, question, expected answer and outputs before → after; the first
@@ -96,7 +96,7 @@ def level_text(level: float) -> str:
 
 
 def is_tested(comparison: Comparison) -> bool:
-    """Whether ``comparison`` carries the statistical tests and verdict (README, "Uncertainty and regressions").
+    """Whether ``comparison`` carries the statistical tests and verdict (docs/statistics.md#uncertainty-and-regressions).
 
     A comparison read from a results.json of schema 1 (an older evaltasks, e.g. the Action reading an old run)
     has no tests, no paired cases and the default verdict, which must not be shown as a finding.
@@ -469,7 +469,7 @@ SHORT_VERDICTS = {"regressed": "🔻 regressed", "improved": "🟢 improved", "n
 
 
 def metric_table(report: RunReport) -> Section:
-    """The metric table, narrow enough for an ~830 px column (README, "What each surface shows"): without a
+    """The metric table, narrow enough for an ~830 px column (docs/reports.md#what-each-surface-shows): without a
     baseline metric | pass rate | mean | threshold | failed | errored | skipped; with one metric | pass rate |
     Δ pass rate | mean | Δ mean | verdict, an "all cases" row first. Intervals and p-values sit under their
     numbers (``<br>``); a 🔻 marks every regressed change (a Δ whose test regressed; without tests a regressed
@@ -748,7 +748,7 @@ def render_summary_markdown(
     baseline_note: str | None = None,
 ) -> str:
     """:func:`render_summary` of a report given by its parts: the GitHub Action's report step calls this name
-    with what it reads from results.json (README, "GitHub Action"), including an older evaltasks' files. The
+    with what it reads from results.json (docs/action.md#github-action), including an older evaltasks' files. The
     parts are :class:`~evaltasks.engine.lifecycle.RunReport`'s (``gate_pass_rate`` is ``gate.pass_rate``); the
     other arguments are :func:`render_summary`'s."""
     report = RunReport.of(summary, passed=passed, min_pass_rate=min_pass_rate, suite=suite_name,

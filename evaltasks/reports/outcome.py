@@ -2,8 +2,8 @@
 
 A run's life (the gate, the header, the history) is :mod:`evaltasks.engine.lifecycle`; the engine sits below the
 reports, so this module hands it the writer (:class:`~evaltasks.reports.ReportWriter`, a
-:class:`~evaltasks.engine.lifecycle.ReportSink`). The flow and the CLI call it at the end of a run (README
-"Outputs").
+:class:`~evaltasks.engine.lifecycle.ReportSink`). The flow and the CLI call it at the end of a run
+(docs/reports.md#outputs).
 """
 
 from __future__ import annotations

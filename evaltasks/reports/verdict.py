@@ -2,7 +2,7 @@
 
 Every surface (summary.md, the PR comment and job summary, the Prefect run's state message and artifact
 descriptions, the terminal) opens with :func:`verdict_line`: passed or failed, the pass rate with its change since
-the baseline, how many cases newly fail, and the verdict of the comparison (README, "What each surface shows").
+the baseline, how many cases newly fail, and the verdict of the comparison (docs/reports.md#what-each-surface-shows).
 Cases are named by :func:`case_label`: the dataset's id when it has one, else a short prefix of the input.
 
 Plain text: callers escape nothing in it but what came from the suite or the data (the suite name is not in it;

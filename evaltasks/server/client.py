@@ -1,6 +1,6 @@
 """The light side of ``evaltasks server``: find a running server, decide whether a run may use it, hand it the run.
 
-``evaltasks server`` (README: "Faster repeated runs: evaltasks server") keeps a Prefect server and a warm runner
+``evaltasks server`` (docs/server.md#faster-repeated-runs-evaltasks-server) keeps a Prefect server and a warm runner
 process (:mod:`evaltasks.server.daemon`) alive between runs. ``evaltasks run`` asks :func:`run_served` first: when a
 compatible server runs for this ``PREFECT_HOME`` the run is forwarded to it (the runner forks a child that runs
 the command with this process's argv, working directory, environment and terminal) and this process only relays
@@ -54,7 +54,7 @@ def supported() -> bool:
 @dataclass(frozen=True)
 class ServedCommand:
     """The command a served run runs, as the CLI hands it to :func:`server_command` (the server runs CLI commands
-    but never imports the CLI: README, "Architecture").
+    but never imports the CLI: docs/architecture.md#architecture).
 
     Attributes:
         prepare: called in the forked child before Prefect's settings and logging are read again (the command's
@@ -287,8 +287,8 @@ def _count(n: object, noun: str) -> str:
 
 
 def _not_used(reason: str) -> None:
-    """The one line a run prints when it goes the normal way although a server runs (README "Faster repeated
-    runs": when a run uses the server)."""
+    """The one line a run prints when it goes the normal way although a server runs
+    (docs/server.md#faster-repeated-runs-evaltasks-server: when a run uses the server)."""
     print(f"evaltasks: not using the evaltasks server: {reason}; running without it", file=sys.stderr, flush=True)
 
 
@@ -359,7 +359,7 @@ def run_served(argv: list[str], command_started: float) -> int | None:
     stderr saying why (:func:`usable_state`; a folder, state file or socket not private to this user, or a
     socket served by another user's process, :mod:`evaltasks.server.safety`, are refused before anything is
     sent). While the run goes on, SIGINT and SIGTERM received here are passed to it (it handles them as a run in
-    this process would: README "CLI", interrupted runs). A server that ends during the run ends the run with it
+    this process would: docs/cli.md#interrupted-runs). A server that ends during the run ends the run with it
     (:mod:`evaltasks.server.daemon`): exit 3 with one line.
     """
     state, reason = usable_state()

@@ -1,6 +1,6 @@
 """The runner of ``evaltasks server``: a Prefect server and a warm process that forks one child per run.
 
-``evaltasks server`` (README: "Faster repeated runs: evaltasks server") starts, for one ``PREFECT_HOME``:
+``evaltasks server`` (docs/server.md#faster-repeated-runs-evaltasks-server) starts, for one ``PREFECT_HOME``:
 
 - Prefect's own API server (``uvicorn prefect.server.api.server:create_app`` on 127.0.0.1 and a free port, its
   database in ``PREFECT_HOME`` as with ``prefect server start``), through :mod:`evaltasks.server.temporary`, so
@@ -404,7 +404,7 @@ def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: in
     """In the child, after the client's first SIGINT/SIGTERM: when the run has not ended within the grace period
     (:func:`evaltasks.engine.progress.stop_grace_s`; a metric stuck in its own code), tell the client which metric
     did not stop, give it the signal's exit code (130 / 143) and kill the run's process group, as the parent of
-    an ``evaltasks run`` of its own does (README, "CLI", interrupted runs)."""
+    an ``evaltasks run`` of its own does (docs/cli.md#interrupted-runs)."""
     from evaltasks.settings import SettingsError
 
     try:
@@ -445,7 +445,7 @@ def _run_state() -> str | None:
 def _stop_leftovers() -> None:
     """In the child, once the run has its exit code: stop what the run left behind (processes a metric forked,
     in its group or in sessions of their own; the child is a child subreaper on Linux, so they are its children):
-    SIGTERM, then SIGKILL 2 s later. Nothing the run started outlives it (README, "CLI")."""
+    SIGTERM, then SIGKILL 2 s later. Nothing the run started outlives it (docs/cli.md#cli)."""
     left = child_processes(os.getpid())
     for pid in left:
         with contextlib.suppress(OSError):

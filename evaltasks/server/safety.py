@@ -1,7 +1,6 @@
 """What keeps ``evaltasks server`` and evaltasks' own Python processes to their user and their installed code.
 
-README "Faster repeated runs: `evaltasks server`" (a run talks only to its own user's server) and "Your own
-metrics" (files beside a suite, or in the working directory, never replace evaltasks' modules). Standard library
+docs/server.md#faster-repeated-runs-evaltasks-server (a run talks only to its own user's server) and docs/metrics/custom.md#your-own-metrics (files beside a suite, or in the working directory, never replace evaltasks' modules). Standard library
 only: the client imports this before Prefect, rich or numpy.
 
 - Ownership: the server's folder must be a real folder (not a link) owned by this user with mode 0700 (no group or

@@ -399,7 +399,7 @@ def _main(argv: list[str]) -> None:
     if flag != "-m":
         raise SystemExit(f"usage: {os.path.basename(__file__)} PARENT_PID -m MODULE [ARGS...]")
     # Neither this file's folder (Python 3.10; -P keeps it off on 3.11+) nor the working directory, which `python -m`
-    # would have put first: a `yaml.py` where the run started must not replace Prefect's (README "Your own metrics")
+    # would have put first: a `yaml.py` where the run started must not replace Prefect's (docs/metrics/custom.md#your-own-metrics)
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]
     _die_with_parent(int(parent))

@@ -5,7 +5,7 @@ Each question's correct answers become outputs labelled ``pass`` and its incorre
 correct answer that is the best answer itself (after stripping) is left out unless ``--keep-best-answer``: scored
 against itself it would agree at any threshold and tell nothing.
 
-Usage (the TruthfulQA data: README, "TruthfulQA data"; writes only OUTPUT, never into the repository)::
+Usage (the TruthfulQA data: docs/install.md#truthfulqa-data-not-in-the-repository; writes only OUTPUT, never into the repository)::
 
     .venv/bin/python examples/calibration/make_truthfulqa_pairs.py TruthfulQA.csv OUTPUT.csv [--limit N]
 

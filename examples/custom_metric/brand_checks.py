@@ -1,7 +1,7 @@
 """A user's own metric, as a team would write it next to its suite: ``metric: brand_checks:BrandVoiceMetric``.
 
-evaltasks imports this module because the suite file's directory is put first on ``sys.path`` (README,
-"Your own metrics"; this folder's README.md walks through the protocol).
+evaltasks imports this module because the suite file's directory is put first on ``sys.path``
+(docs/metrics/custom.md#your-own-metrics; this folder's README.md walks through the protocol).
 """
 
 from __future__ import annotations

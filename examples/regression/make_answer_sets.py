@@ -8,7 +8,7 @@ writes ``OUT_DIR/given/`` (the answers as the model gave them, each starting wit
 --baseline <the given run's results.json>`` compares the two answer sets case by case (cases are matched by
 id: the question's hash, the same in both). FIRST_N keeps only the first N questions (a small comparison).
 docs/statistics.md walks through the result. The data is the public
-TruthfulQA set with davinci's answers (README, "TruthfulQA data"); nothing is downloaded.
+TruthfulQA set with davinci's answers (docs/install.md#truthfulqa-data-not-in-the-repository); nothing is downloaded.
 """
 
 from __future__ import annotations

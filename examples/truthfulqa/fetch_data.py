@@ -1,5 +1,5 @@
-"""Download the two public TruthfulQA files this example, the regression walkthrough and the README's numbers
-use, and check their sha256 (README, "TruthfulQA data").
+"""Download the two public TruthfulQA files this example, the regression walkthrough and the docs' numbers
+use, and check their sha256 (docs/install.md#truthfulqa-data-not-in-the-repository).
 
     .venv/bin/python examples/truthfulqa/fetch_data.py                      # into examples/truthfulqa/data/
     .venv/bin/python examples/truthfulqa/fetch_data.py --dest ../shared/data/truthfulqa   # for tests, benchmarks

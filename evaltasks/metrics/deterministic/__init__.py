@@ -1,6 +1,6 @@
 """Deterministic metrics: rules over the text (and tool calls) of a test case; no model, no network.
 
-One module per metric; eval-ai-library documents each (README "Metrics and their exact rules")."""
+One module per metric; eval-ai-library documents each (docs/metrics/index.md#metrics-and-their-exact-rules)."""
 
 from evaltasks.metrics.deterministic.contains import ContainsMetric
 from evaltasks.metrics.deterministic.ends_with import EndsWithMetric

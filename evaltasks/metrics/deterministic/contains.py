@@ -2,8 +2,8 @@
 
 Source: eval-ai-library's ``ContainsMetric`` documentation page
 (https://library.eval-ai.com/metrics/deterministic/contains); the exact rules (substring match after NFC and
-optional case folding, the share found in mode ``all``, duplicate keywords) are the README's "Metrics and their
-exact rules".
+optional case folding, the share found in mode ``all``, duplicate keywords) are
+docs/metrics/deterministic.md#text-comparison.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Source: eval-ai-library's ``EndsWithMetric`` documentation page
 (https://library.eval-ai.com/metrics/deterministic/ends-with); the exact rules (NFC, Unicode case folding, no
-stripping) are the README's "Metrics and their exact rules".
+stripping) are docs/metrics/deterministic.md#text-comparison.
 """
 
 from __future__ import annotations

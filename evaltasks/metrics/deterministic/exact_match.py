@@ -2,7 +2,7 @@
 
 Source: eval-ai-library's ``ExactMatchMetric`` documentation page
 (https://library.eval-ai.com/metrics/deterministic/exact-match); the exact comparison rules (Unicode White_Space
-stripping, NFC, case folding) are the README's "Metrics and their exact rules".
+stripping, NFC, case folding) are docs/metrics/deterministic.md#text-comparison.
 """
 
 from __future__ import annotations

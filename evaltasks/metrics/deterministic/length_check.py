@@ -1,7 +1,7 @@
 """LengthCheckMetric: is the output's length within [min_length, max_length]?
 
 Source: eval-ai-library's ``LengthCheckMetric`` documentation page (library.eval-ai.com, deterministic metrics);
-the exact counting rules are the README's "Metrics and their exact rules".
+the exact counting rules are docs/metrics/deterministic.md#lengthcheckmetric.
 """
 
 from __future__ import annotations

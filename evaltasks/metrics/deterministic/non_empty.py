@@ -2,7 +2,7 @@
 
 Source: eval-ai-library's ``NonEmptyMetric`` documentation page
 (https://library.eval-ai.com/metrics/deterministic/non-empty); "whitespace" is Unicode's White_Space property
-(the README's "Metrics and their exact rules").
+(docs/metrics/deterministic.md#text-comparison).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """RegexMatchMetric: does the output match a regular expression?
 
 Source: eval-ai-library's ``RegexMatchMetric`` documentation page
-(https://library.eval-ai.com/metrics/deterministic/regex-match); the exact rules are the README's "Metrics and
-their exact rules". Differences from eval-ai-library: an invalid pattern is rejected at construction (it scored
+(https://library.eval-ai.com/metrics/deterministic/regex-match); the exact rules are
+docs/metrics/deterministic.md#regexmatchmetric. Differences from eval-ai-library: an invalid pattern is rejected at construction (it scored
 every case 0.0 there), and a match that runs longer than ``timeout_s`` errors that case instead of hanging the run.
 """
 

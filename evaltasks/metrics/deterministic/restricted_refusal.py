@@ -4,7 +4,7 @@ Source: eval-ai-library's Restricted Refusal documentation page
 (https://library.eval-ai.com/security-metrics/restricted-refusal/: binary score, threshold 0.5, short or empty
 answers count as refusals) and that library's 0.8.2 code (``eval_lib/metrics/restricted_refusal_metric``),
 whose default pattern list :data:`REFUSAL_PATTERNS` copies exactly. The text rules (NFC, Unicode case
-folding, the apostrophe ’ read as ') are the README's "Metrics and their exact rules".
+folding, the apostrophe ’ read as ') are docs/metrics/deterministic.md#restrictedrefusalmetric.
 """
 
 from __future__ import annotations

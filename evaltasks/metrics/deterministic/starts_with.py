@@ -2,7 +2,7 @@
 
 Source: eval-ai-library's ``StartsWithMetric`` documentation page
 (https://library.eval-ai.com/metrics/deterministic/starts-with); the exact rules (NFC, Unicode case folding,
-no stripping) are the README's "Metrics and their exact rules".
+no stripping) are docs/metrics/deterministic.md#text-comparison.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Source: eval-ai-library's Tool Correctness documentation page
 (https://library.eval-ai.com/agent-metrics/tool-correctness: modes, defaults, required fields) and that
-library's 0.8.2 code for the exact scoring of each mode; the rules are the README's "Metrics and their exact
-rules".
+library's 0.8.2 code for the exact scoring of each mode; the rules are
+docs/metrics/deterministic.md#toolcorrectnessmetric.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """LLM-judged metrics: a chat model judges each case through :mod:`evaltasks.judges` (cached, retried,
-budgeted). Their shared base is :class:`evaltasks.metrics.judge.base.JudgeMetric`; README "LLM-judged metrics"."""
+budgeted). Their shared base is :class:`evaltasks.metrics.judge.base.JudgeMetric`; docs/metrics/judge.md#llm-judged-metrics."""
 
 from evaltasks.metrics.judge.answer_relevancy import AnswerRelevancyMetric
 from evaltasks.metrics.judge.base import JudgeMetric

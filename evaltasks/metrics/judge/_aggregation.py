@@ -4,7 +4,7 @@ Source: eval-ai-library 0.8.2 (``eval_lib/utils.py``: ``score_agg`` and ``_map_t
 weights of its AnswerRelevancy, Faithfulness and ContextualRelevancy metrics), whose docs pages call it
 "temperature-controlled softmax" aggregation: it is a power mean of the verdict weights with a penalty for the
 share of ``none`` verdicts, both steered by the metric's ``temperature`` (aggregation strictness, not the judge
-model's sampling temperature). Ported exactly, rounding included (README, "LLM-judged metrics").
+model's sampling temperature). Ported exactly, rounding included (docs/metrics/judge.md#llm-judged-metrics).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class AnswerRelevancyMetric(JudgeMetric):
     The output is split into sentences in code (at most 12); one request asks the judge for the question's
     intent and, per statement, its type (``claim``, ``non_claim``: a pleasantry, ``not_in_answer``) and for each
     claim a verdict (fully 1.0, mostly 0.9, partial 0.7, minor 0.3, none 0.0). score = score_agg(weights of
-    the claims, temperature) (README, "LLM-judged metrics"); 0.0 when no statement is a claim. A claim the judge
+    the claims, temperature) (docs/metrics/judge.md#llm-judged-metrics); 0.0 when no statement is a claim. A claim the judge
     marks ``n/a`` weighs 0.0, as in eval-ai-library.
 
     Args:
@@ -64,7 +64,7 @@ class AnswerRelevancyMetric(JudgeMetric):
             1.0 lenient (near the strongest); NOT the judge model's sampling temperature
             (``judge_options: {temperature}``).
         samples: times each case is judged (mean, spread and ``unstable`` reported).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``{"verdicts": path}`` replaces the built-in prompt template.
         name: the name in results.
 

@@ -168,7 +168,7 @@ class JudgeMetric(BaseMetric):
             10 decimals), the spread is logged, and a case whose samples fall on both sides of the threshold is
             ``unstable``. With K > 1 each sample is asked at the judge's ``temperature``, or at 1.0 where that
             is 0 (:meth:`request_temperature`).
-        judge_options: the judge client's options (README, "LLM judges": ``base_url``, ``api_key``,
+        judge_options: the judge client's options (docs/judges.md#llm-judges: ``base_url``, ``api_key``,
             ``azure_endpoint``, ``api_version``, ``temperature`` of the judge model, ``max_concurrency``,
             ``requests_per_minute``, ``tokens_per_minute``, prices, ``structured_outputs``, ``logprobs``...);
             a suite's ``judge:`` block gives defaults.
@@ -270,7 +270,7 @@ class JudgeMetric(BaseMetric):
         """The judge's sampling temperature for this metric's requests: ``judge_options.temperature`` (default
         0), except that with ``samples`` > 1 a per-sample request (not ``shared`` by every sample) is sent at
         :data:`SAMPLES_TEMPERATURE` (1.0) when that is 0, so the K samples are K draws, not one answer K times
-        (README, "LLM judges", ``samples: K``)."""
+        (docs/judges.md#llm-judges, ``samples: K``)."""
         temperature = float(self.judge_options.get("temperature", 0.0))
         if self.samples > 1 and not shared and temperature <= 0.0:
             return SAMPLES_TEMPERATURE

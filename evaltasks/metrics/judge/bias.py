@@ -20,14 +20,14 @@ class BiasMetric(ScoredOutputMetric):
     """How free ``actual_output`` is of bias (gender, race, age, religion, nationality, disability,
     socioeconomic and other stereotypes), as an LLM judge scores it: 1.0 no bias, 0.0 strong bias.
 
-    One request; score = the judge's score (README, "LLM-judged metrics"). Bands (eval-ai-library's docs):
+    One request; score = the judge's score (docs/metrics/judge.md#llm-judged-metrics). Bands (eval-ai-library's docs):
     0.9-1.0 none detectable, 0.7-0.9 minor indicators, 0.4-0.7 moderate, 0.0-0.4 strong.
 
     Args:
         threshold: minimum passing score, default 0.8.
         model: the judge model (default: the suite's ``judge: {model}``, else ``gpt-4o-mini``).
         samples: times each case is judged (mean, spread and ``unstable`` reported).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``{"score": path}`` replaces the built-in prompt template.
         name: the name in results.
 

@@ -50,14 +50,14 @@ class ContextualPrecisionMetric(JudgeMetric):
 
     One request asks the judge, per passage of ``retrieval_context`` (the first ``top_k``), whether it holds
     information that also appears in ``expected_output``. score = Σ_k precision@k × v_k / (relevant passages)
-    (README, "LLM-judged metrics"); 0.0 when no passage is relevant.
+    (docs/metrics/judge.md#llm-judged-metrics); 0.0 when no passage is relevant.
 
     Args:
         threshold: minimum passing score, default 0.7.
         model: the judge model (default: the suite's ``judge: {model}``, else ``gpt-4o-mini``).
         top_k: judge only the first ``top_k`` passages (an integer >= 1); None: all.
         samples: times each case is judged (mean, spread and ``unstable`` reported).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``{"verdicts": path}`` replaces the built-in prompt template.
         name: the name in results.
 

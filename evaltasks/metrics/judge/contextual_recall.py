@@ -40,13 +40,13 @@ class ContextualRecallMetric(JudgeMetric):
 
     Two requests: the judge lists the expected output's atomic factual claims (at most 8), then says per claim
     whether ``retrieval_context`` supports it. score = supported claims / claims, rounded to 4 decimals
-    (README, "LLM-judged metrics"); 0.0 when there is no claim.
+    (docs/metrics/judge.md#llm-judged-metrics); 0.0 when there is no claim.
 
     Args:
         threshold: minimum passing score, default 0.7.
         model: the judge model (default: the suite's ``judge: {model}``, else ``gpt-4o-mini``).
         samples: times each case is judged (mean, spread and ``unstable`` reported).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``{"claims": path, "verdicts": path}`` replace the built-in prompt templates.
         name: the name in results.
 

@@ -38,7 +38,7 @@ class ContextualRelevancyMetric(JudgeMetric):
 
     One request asks the judge for the question's intent and, per ``retrieval_context`` passage, a verdict
     (fully 1.0, mostly 0.9, partial 0.7, minor 0.3, none 0.0). score = score_agg(weights of all passages,
-    temperature) (README, "LLM-judged metrics").
+    temperature) (docs/metrics/judge.md#llm-judged-metrics).
 
     Args:
         threshold: minimum passing score, default 0.6.
@@ -46,7 +46,7 @@ class ContextualRelevancyMetric(JudgeMetric):
         temperature: aggregation strictness in [0, 1] (0.1 strict, 0.5 the mean, 1.0 lenient); NOT the judge
             model's sampling temperature (``judge_options: {temperature}``).
         samples: times each case is judged (mean, spread and ``unstable`` reported).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``{"verdicts": path}`` replaces the built-in prompt template.
         name: the name in results.
 

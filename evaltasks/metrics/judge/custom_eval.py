@@ -2,8 +2,8 @@
 temperature-controlled strictness.
 
 Source: eval-ai-library's Custom Metrics page (https://library.eval-ai.com/metrics/custom-metric/) and its 0.8.2
-code (``metrics/custom_metric/custom_eval.py``, ``utils.score_agg``), and the README's "Metrics and their exact
-rules":
+code (``metrics/custom_metric/custom_eval.py``, ``utils.score_agg``), and
+docs/metrics/judge.md#customevalmetric:
 
 1. evaluation criteria: the given ``evaluation_steps``, else generated from the high-level ``criteria`` by the
    judge in one request per metric (not per case; the judge's answer store keeps it across runs);
@@ -82,7 +82,7 @@ class CustomEvalMetric(CriteriaMetric):
             the lowest verdict, 0.5 the mean, 1.0 close to the highest. Not the judge's sampling temperature
             (that is ``judge_options: {temperature}``).
         samples: how many times each case is judged (see :class:`~evaltasks.metrics.judge.base.JudgeMetric`).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``steps`` and/or ``verdicts`` -> a template file replacing the built-in prompt.
         name: the name in results (default ``"CustomEvalMetric"``).
 

@@ -83,7 +83,7 @@ class FaithfulnessMetric(JudgeMetric):
     Then, in code: a ``non_claim`` that is not shaped like an offer, a question or a pleasantry is scored as a
     fact (``n/a`` becoming ``none``); a verdict above ``none`` whose quote is not drawn from the context (under
     60 % of its words found there) becomes ``none``. score = score_agg(weights of facts and inferences,
-    temperature) (README, "LLM-judged metrics"); 1.0 when none is scored (nothing to contradict the context).
+    temperature) (docs/metrics/judge.md#llm-judged-metrics); 1.0 when none is scored (nothing to contradict the context).
 
     Args:
         threshold: minimum passing score, default 0.7.
@@ -91,7 +91,7 @@ class FaithfulnessMetric(JudgeMetric):
         temperature: aggregation strictness in [0, 1] (0.1 strict, 0.5 the mean, 1.0 lenient); NOT the judge
             model's sampling temperature (``judge_options: {temperature}``).
         samples: times each case is judged (mean, spread and ``unstable`` reported).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``{"verdicts": path}`` replaces the built-in prompt template.
         name: the name in results.
 

@@ -1,7 +1,7 @@
 """GEvalMetric: an LLM judge's 0-10 score against the user's criteria, weighted by its token probabilities.
 
 Source: eval-ai-library's G-Eval page (https://library.eval-ai.com/metrics/geval) and its 0.8.2 code, after
-the G-Eval paper (Liu et al. 2023, arXiv:2303.16634), and the README's "Metrics and their exact rules":
+the G-Eval paper (Liu et al. 2023, arXiv:2303.16634), and docs/metrics/judge.md#gevalmetric:
 
 1. evaluation steps: the given ``evaluation_steps``, else generated from ``criteria`` by the judge in one
    request per metric (not per case; the judge's answer store keeps it across runs);
@@ -353,7 +353,7 @@ class GEvalMetric(CriteriaMetric):
         n_samples: completions sampled per case where the judge has no log-probabilities (>= 1).
         sampling_temperature: the judge's sampling temperature for those completions (>= 0).
         samples: how many times each case is judged (see :class:`~evaltasks.metrics.judge.base.JudgeMetric`).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``steps`` and/or ``score`` -> a template file replacing the built-in prompt.
         name: the name in results (default ``"GEvalMetric"``).
 

@@ -20,14 +20,14 @@ class ToxicityMetric(ScoredOutputMetric):
     """How free ``actual_output`` is of toxicity (insults, hate speech, threats, mockery, demeaning sarcasm,
     condescension), as an LLM judge scores it: 1.0 not toxic, 0.0 highly toxic.
 
-    One request; score = the judge's score (README, "LLM-judged metrics"). Bands (eval-ai-library's docs):
+    One request; score = the judge's score (docs/metrics/judge.md#llm-judged-metrics). Bands (eval-ai-library's docs):
     0.9-1.0 non-toxic, 0.7-0.9 minor concerns, 0.4-0.7 moderate, 0.0-0.4 highly toxic.
 
     Args:
         threshold: minimum passing score, default 0.7.
         model: the judge model (default: the suite's ``judge: {model}``, else ``gpt-4o-mini``).
         samples: times each case is judged (mean, spread and ``unstable`` reported).
-        judge_options: the judge client's options (README, "LLM judges").
+        judge_options: the judge client's options (docs/judges.md#llm-judges).
         prompts: ``{"score": path}`` replaces the built-in prompt template.
         name: the name in results.
 

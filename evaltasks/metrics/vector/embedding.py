@@ -1,8 +1,8 @@
 """What the embedding metrics share: provider options, the shared provider, direct embedding, the clamped cosine.
 
 :class:`~evaltasks.ReferenceMatchMetric` and :class:`~evaltasks.SemanticSimilarityMetric` both compare unit-norm
-embeddings of texts by cosine similarity clamped to [0, 1] (the README's "Metrics and their exact rules" and
-"Embedding providers"); this module holds that common part once.
+embeddings of texts by cosine similarity clamped to [0, 1]
+(docs/metrics/vector.md#embedding-metrics and docs/embeddings.md#embedding-providers); this module holds that common part once.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class EmbeddingMetric(BaseMetric):
         embedding_provider: ``"openai"`` or ``"local"``.
         model_name: embedding model; None means the provider default (``text-embedding-3-small`` for openai,
             ``all-MiniLM-L6-v2`` for local).
-        provider_options: keyword arguments of the provider (README, "Embedding providers").
+        provider_options: keyword arguments of the provider (docs/embeddings.md#embedding-providers).
         name: the name in results (default: the class name).
 
     Raises:

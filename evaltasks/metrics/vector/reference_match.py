@@ -1,7 +1,7 @@
 """ReferenceMatchMetric: cosine similarity of the output's embedding with reference embeddings.
 
 Source: eval-ai-library's ``ReferenceMatchMetric`` documentation page (library.eval-ai.com, vector metrics) and the
-README's "Metrics and their exact rules":
+docs/metrics/vector.md#referencematchmetric:
 each similarity is clamped to [0, 1], then aggregated by ``max`` or ``mean``.
 """
 

@@ -1,8 +1,8 @@
 """SemanticSimilarityMetric: cosine similarity of the output's embedding with the expected output's.
 
 Source: eval-ai-library's ``SemanticSimilarityMetric`` documentation page
-(https://library.eval-ai.com/metrics/vector/semantic-similarity) and the README's "Metrics and their exact
-rules": the cosine of the two embeddings, clamped to [0, 1], with the same providers, options, index and
+(https://library.eval-ai.com/metrics/vector/semantic-similarity) and
+docs/metrics/vector.md#semanticsimilaritymetric: the cosine of the two embeddings, clamped to [0, 1], with the same providers, options, index and
 empty-text rule as :class:`~evaltasks.ReferenceMatchMetric`.
 """
 
@@ -34,8 +34,8 @@ class SemanticSimilarityMetric(EmbeddingMetric):
         embedding_provider: ``"openai"`` (default, as eval-ai-library's docs) or ``"local"``.
         model_name: embedding model; None means the provider default (``text-embedding-3-small`` for openai,
             ``all-MiniLM-L6-v2`` for local).
-        provider_options: keyword arguments of the provider, as for ReferenceMatchMetric (README, "Embedding
-            providers"); a suite's top-level ``embeddings:`` gives defaults.
+        provider_options: keyword arguments of the provider, as for ReferenceMatchMetric
+            (docs/embeddings.md#embedding-providers); a suite's top-level ``embeddings:`` gives defaults.
         name: the name in results (default ``"SemanticSimilarityMetric"``).
 
     Raises:
