@@ -43,7 +43,7 @@ from evaltasks.engine.stream import (
 )
 from evaltasks.tasks import (
     artifact_key, embed_outputs, embed_references, load_embedding_model, publish_artifacts, publish_history_artifact,
-    score_batch_boxed,
+    score_batch_streamed,
 )
 from evaltasks.engine.history import (
     REGRESSED_EVENT, DriftReport, HistoryStore, ScoreMoments, build_record, current_commit, drift_check,
@@ -383,7 +383,7 @@ def _embed_namespace(
 def _this_run(future: Any, judged: bool) -> list[Any]:
     """A score-batch future's results; a judge metric's (``judged``) from Prefect's task cache count what this
     run sent (nothing: :func:`~evaltasks.engine.evaluate.as_reused`)."""
-    results = future.result().take()
+    results = future.result().pop_results()
     if judged and future.state.name == "Cached":
         return as_reused(results)
     return results
@@ -407,7 +407,7 @@ def _run_plan(
     # results pickled to storage: for a LengthCheck run that is a fifth of the work). Embeddings never use it:
     # references and outputs go through the index, which is their cache whatever `cache` says.
     uncached: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
-    score_task = score_batch_boxed.with_options(**uncached) if not cache else score_batch_boxed
+    score_task = score_batch_streamed.with_options(**uncached) if not cache else score_batch_streamed
 
     index = ReferenceIndex(index_dir)
     counts = EmbeddingCounts()
@@ -491,7 +491,7 @@ def _run_plan(
         def collect() -> list[list[Any]]:
             per_metric = [_this_run(future, judged) for future, judged in zip(futures, judge_metrics)]
             for vectors in inputs:  # Prefect's finished task runs keep their parameters until a full
-                vectors.clear()     # garbage collection (see ScoredBatch.take): drop the batch's vectors now
+                vectors.clear()     # garbage collection (see ScoredBatch.pop_results): drop the batch's vectors now
             futures.clear()
             return per_metric
 

@@ -435,7 +435,7 @@ def prepare_reference_searches(
         _, recall = metric.prepare_search(tables[namespace], directory, cases,  # type: ignore[attr-defined]
                                           index=index, stored=(stored or {}).get(namespace),
                                           queries=tables[namespace].rows(outputs) if outputs else None)
-        config = recall.breadth
+        config = recall.query_config
         infos.append(ReferenceSetInfo(
             name=reference_set.name, metric=metric.name, count=len(reference_set), sha256=reference_set.sha256,
             search=reference_set.search.label(), recall_at_1=recall.recall_at_1, recall_at_10=recall.recall_at_10,
@@ -443,9 +443,9 @@ def prepare_reference_searches(
             ef_search=config.ef_search if config.kind == "hnsw" else None, target_recall=config.target_recall,
         ))
         if recall.short_of_target():
-            breadth = f"nprobe {config.nprobe}" if config.kind == "ivf" else f"ef_search {config.ef_search}"
-            where = (f"wider searches found no more than {breadth}" if recall.plateau
-                     else f"even at the widest search, {breadth}")
+            widths = f"nprobe {config.nprobe}" if config.kind == "ivf" else f"ef_search {config.ef_search}"
+            where = (f"wider searches found no more than {widths}" if recall.plateau
+                     else f"even at the widest search, {widths}")
             report_warning(f"reference set '{reference_set.name}': recall@10 {recall.recall_at_10:.3f} on the run's "
                            f"outputs is below its target_recall {config.target_recall} ({where}); "
                            "search: flat is exact")
