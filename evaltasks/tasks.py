@@ -7,9 +7,9 @@ task                     wraps                                         caching
 =======================  ============================================  =====================================
 ``load_dataset``         :func:`evaltasks.engine.run.plan_run`                none
 ``load_embedding_model`` the provider's ``load`` (local models)        none
-``embed_references``     :func:`evaltasks.engine.evaluate.embed_references`   none (the FAISS index is the cache)
-``embed_outputs``        :func:`evaltasks.engine.evaluate.embed_outputs`      none (the FAISS index is the cache)
-``score_batch``          :func:`evaltasks.engine.evaluate.score_metric_batch` inputs but ``metric`` (canonical
+``embed_references``     :func:`evaltasks.engine.embedding.embed_references`  none (the FAISS index is the cache)
+``embed_outputs``        :func:`evaltasks.engine.embedding.embed_outputs`     none (the FAISS index is the cache)
+``score_batch``          :func:`evaltasks.engine.scoring.score_metric_batch`  inputs but ``metric`` (canonical
                                                                        JSON, see below) + ``TASK_SOURCE``
 ``evaluate_test_cases``  :func:`evaltasks.evaluate_sync`               none
 ``publish_results``      :func:`publish_artifacts`, report writers     none
@@ -52,9 +52,10 @@ from evaltasks.engine.compare import Comparison
 from evaltasks.reports.markdown import Highlights
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
-from evaltasks.engine.evaluate import embed_outputs as _embed_outputs
-from evaltasks.engine.evaluate import embed_references as _embed_references
-from evaltasks.engine.evaluate import evaluate_sync, score_metric_batch
+from evaltasks.engine.embedding import embed_outputs as _embed_outputs
+from evaltasks.engine.embedding import embed_references as _embed_references
+from evaltasks.engine.evaluate import evaluate_sync
+from evaltasks.engine.scoring import score_metric_batch
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, is_judged
