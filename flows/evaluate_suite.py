@@ -304,13 +304,16 @@ def _progress_meter(plan: RunPlan) -> ProgressMeter:
     terminal shows (README, "Prefect"); each unit is also counted on the terminal (:mod:`evaltasks.engine.progress`)."""
     texts = sum(len(need.references) + sum(1 for t in need.outputs if t not in need.references)  # a text equal
                 for need in plan.needs.values())                                                 # to a reference: once
-    progress_id = create_progress_artifact(
+    progress_id: Any = create_progress_artifact(  # the artifact's id (called in a sync flow: not awaited)
         progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
         description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, "
                     "in percent",
     )
-    return ProgressMeter(plan.work_items + texts,
-                         lambda percent: update_progress_artifact(progress_id, progress=percent), _progress.advance)
+
+    def report(percent: float) -> None:
+        update_progress_artifact(progress_id, progress=percent)
+
+    return ProgressMeter(plan.work_items + texts, report, _progress.advance)
 
 
 def _run_plan(
