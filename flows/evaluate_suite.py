@@ -329,6 +329,8 @@ def _run_plan(
     index_dir = str(options.index_dir or default_index_dir())
     cases, metrics = plan.dataset.cases, plan.suite.metrics
     logger.info("Suite %r: %d cases × %d metrics", plan.suite.suite.name, len(cases), len(metrics))
+    # load and validate were plan_run's (the load-dataset task run); a generate stage, producing the cases'
+    # outputs, slots in here, before the embed stage reads them (evaltasks.engine.pipeline)
     index = ReferenceIndex(index_dir)
     meter = _progress_meter(plan)
     executor = PrefectExecutor(cache=options.cache, concurrency_limit=options.concurrency_limit, logger=logger,

@@ -201,6 +201,7 @@ def bind(metrics: Sequence[BaseMetric], wiring: JudgeWiring, spent: float) -> Bu
 
     Raises:
         TypeError: ``wiring.judge`` is neither a Judge nor a function.
+        ValueError: ``wiring.max_cost`` without ``wiring.ledger``.
     """
     judged = any(isinstance(metric, JudgedMetric) for metric in metrics)
     budget = None

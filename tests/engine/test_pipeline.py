@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from tests.judge_helpers import server_options
 from tests.judge_metric import VerdictMetric
 
 KEY = "sk-test-pipeline"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BATCH = 4  # 10 cases: batches of 4, 4 and 2, so the executors fold several batches in order
 
 
@@ -106,3 +108,39 @@ def test_in_process_and_prefect_executors_give_the_same_results_bit_for_bit(pref
     assert prefect.summary.model_dump() == direct.summary.model_dump()
     assert [m.model_dump() for m in prefect.embedding_models] == [m.model_dump() for m in direct.embedding_models]
     assert [case.metrics[1].score for case in prefect.test_results] == similarity  # exact float equality
+
+
+FACTS = "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n"
+
+
+def test_the_flow_and_evaluate_sync_run_the_same_stages_case_by_case(tmp_path: Path, prefect_harness) -> None:
+    """The ``evaluate-suite`` flow (Prefect executor, results streamed into results.json) and ``evaluate_sync``
+    (in-process executor) over the same suite: ReferenceMatch against each case's references, ReferenceMatch
+    against a reference set (the search stage: a FAISS search built by the flow, loaded by the second run from the
+    same index) and LengthCheck. Every case's scores, statuses and reasons in results.json equal the in-process
+    ones, and so do the pass rate and the reference set's recall."""
+    from evaltasks.engine.run import plan_run
+    from evaltasks.flows.evaluate_suite import evaluate_suite
+    from tests.suite_helpers import reference_suite
+
+    suite = reference_suite(tmp_path, name="executors", dataset=EXAMPLES / "quickstart" / "answers.jsonl",
+                            facts=FACTS)
+    index = tmp_path / "index"
+    flowed = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(index),
+                            batch_size=3, cache=False)
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+
+    plan = plan_run(str(suite))
+    direct = evaluate_sync(plan.dataset.cases, plan.suite.metrics, index_dir=index, ids=plan.dataset.ids,
+                           batch_size=3)
+    assert [case["id"] for case in results["cases"]] == plan.dataset.ids and len(plan.dataset.ids) == 8
+    flowed_metrics = [[(m["name"], m["score"], m["status"], m["reason"]) for m in case["metrics"]]
+                      for case in results["cases"]]
+    direct_metrics = [[(m.name, m.score, m.status, m.reason) for m in case.metrics] for case in direct.test_results]
+    assert flowed_metrics == direct_metrics
+    assert {name for name, *_ in flowed_metrics[0]} == {"ReferenceMatchMetric", "facts", "LengthCheckMetric"}
+    assert any(status == "passed" for case in flowed_metrics for _, _, status, _ in case)
+    assert flowed["summary"]["pass_rate"] == direct.summary.pass_rate
+    [reference_set] = results["reference_sets"]
+    assert reference_set["recall_at_10"] == direct.reference_sets[0].recall_at_10 == 1.0  # flat: exact
+    assert direct.summary.embeddings.outputs_computed == 0  # the second run read every vector from the index
