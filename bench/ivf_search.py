@@ -79,9 +79,9 @@ def run_ivf(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_q
         "load_avg_after_build": os.getloadavg(), "nprobe": [],
     }
     for nprobe in nprobes:
-        breadth = replace(search.config, nprobe=nprobe)
+        query_config = replace(search.config, nprobe=nprobe)
         t0 = time.perf_counter()
-        _, found = search.top_k(queries, 10, breadth)
+        _, found = search.top_k(queries, 10, query_config)
         seconds = time.perf_counter() - t0
         r1, r10 = recall(found, truth)
         row["nprobe"].append({"nprobe": nprobe, "qps": round(len(queries) / seconds, 1),
@@ -101,13 +101,13 @@ def _tuned(search: ReferenceSearch, queries: np.ndarray, truth: np.ndarray, exac
     the other half (held out): nprobe, queries/s, speed-up and recall@1/@10 there."""
     half = len(queries) // 2
     start = replace(search.config, nprobe=config.nprobe, target_recall=config.target_recall)
-    tuned = search.measure_recall(queries[:half], sample=half, breadth=start)
+    tuned = search.measure_recall(queries[:half], sample=half, query_config=start)
     held_out, held_truth = queries[half:], truth[half:]
     t0 = time.perf_counter()
-    _, found = search.top_k(held_out, 10, tuned.breadth)
+    _, found = search.top_k(held_out, 10, tuned.query_config)
     seconds = time.perf_counter() - t0
     r1, r10 = recall(found, held_truth)
-    row = {"target": config.target_recall, "tuned_on": half, "nprobe": tuned.breadth.nprobe,
+    row = {"target": config.target_recall, "tuned_on": half, "nprobe": tuned.query_config.nprobe,
            "recall_at_10_tuned_on": round(tuned.recall_at_10 or 0.0, 4), "held_out": len(held_out),
            "qps": round(len(held_out) / seconds, 1), "speedup_vs_exact": round(len(held_out) / seconds / exact_qps, 1),
            "recall_at_1": r1, "recall_at_10": round(r10, 4)}

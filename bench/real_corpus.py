@@ -293,9 +293,9 @@ def run_hnsw(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_
     row: dict[str, object] = {"label": search.config.label(), "build_s": round(time.perf_counter() - t0, 1),
                               "build_cpu_s": round(time.process_time() - c0, 1), "ef_search": []}
     for ef in (16, 32, 64, 128, 256):
-        breadth = replace(search.config, ef_search=ef)
+        query_config = replace(search.config, ef_search=ef)
         t0 = time.perf_counter()
-        _, found = search.top_k(queries, 10, breadth)
+        _, found = search.top_k(queries, 10, query_config)
         seconds = time.perf_counter() - t0
         r1, r10 = recall(found, truth)
         row["ef_search"].append({  # type: ignore[union-attr]

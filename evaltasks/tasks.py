@@ -7,9 +7,9 @@ task                     wraps                                         caching
 =======================  ============================================  =====================================
 ``load_dataset``         :func:`evaltasks.engine.run.plan_run`                none
 ``load_embedding_model`` the provider's ``load`` (local models)        none
-``embed_references``     :func:`evaltasks.engine.evaluate.embed_references`   none (the FAISS index is the cache)
-``embed_outputs``        :func:`evaltasks.engine.evaluate.embed_outputs`      none (the FAISS index is the cache)
-``score_batch``          :func:`evaltasks.engine.evaluate.score_metric_batch` inputs but ``metric`` (canonical
+``embed_references``     :func:`evaltasks.engine.embedding.embed_references`  none (the FAISS index is the cache)
+``embed_outputs``        :func:`evaltasks.engine.embedding.embed_outputs`     none (the FAISS index is the cache)
+``score_batch``          :func:`evaltasks.engine.scoring.score_metric_batch`  inputs but ``metric`` (canonical
                                                                        JSON, see below) + ``TASK_SOURCE``
 ``evaluate_test_cases``  :func:`evaltasks.evaluate_sync`               none
 ``publish_results``      :func:`publish_artifacts`, report writers     none
@@ -52,9 +52,10 @@ from evaltasks.engine.outcome import RunReport
 from evaltasks.reports.markdown import Highlights
 from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.errors import ProviderError
-from evaltasks.engine.evaluate import embed_outputs as _embed_outputs
-from evaltasks.engine.evaluate import embed_references as _embed_references
-from evaltasks.engine.evaluate import evaluate_sync, score_metric_batch
+from evaltasks.engine.embedding import embed_outputs as _embed_outputs
+from evaltasks.engine.embedding import embed_references as _embed_references
+from evaltasks.engine.evaluate import evaluate_sync
+from evaltasks.engine.scoring import score_metric_batch
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, TestCaseResult, is_judged
@@ -300,14 +301,14 @@ class ScoredBatch:
     def __init__(self, results: list[MetricResult]) -> None:
         self.results = results
 
-    def take(self) -> list[MetricResult]:
+    def pop_results(self) -> list[MetricResult]:
         """The results, leaving the box empty.
 
         The finished task's state still references the box from inside Prefect's engine objects, which form
         reference cycles; those are freed only by a full garbage collection, which a large run seldom triggers
         (a 1,000,000-case run grew by ~0.9 GB of such batches). An emptied box holds nothing meanwhile.
 
-        Emptying is safe because no one else holds the box: :func:`score_batch_boxed` keeps its result out of
+        Emptying is safe because no one else holds the box: :func:`score_batch_streamed` keeps its result out of
         Prefect's in-memory result cache (``cache_result_in_memory=False``), so every cache hit, including one
         on a batch of identical content earlier in the same run, reads a box of its own from result storage.
         With that cache, later identical batches were handed the box an earlier batch had already emptied.
@@ -318,7 +319,7 @@ class ScoredBatch:
 
 @task(name="score-batch", cache_policy=CacheKeyFnPolicy(cache_key_fn=score_batch_inputs_key) + TASK_SOURCE,
       cache_result_in_memory=False, **_RETRY)
-def score_batch_boxed(
+def score_batch_streamed(
     metric: BaseMetric,
     cases: Sequence[EvalTestCase],
     vectors: dict[str, VectorTable] | None,
@@ -329,7 +330,7 @@ def score_batch_boxed(
     """:func:`score_batch` as the evaluate-suite flow calls it: the same results, in a :class:`ScoredBatch`.
 
     Its result is persisted (when caching) but not kept in Prefect's in-memory result cache, so the flow may
-    empty each box it receives (:meth:`ScoredBatch.take`).
+    empty each box it receives (:meth:`ScoredBatch.pop_results`).
     """
     return ScoredBatch(
         _uncached_if_errored(score_metric_batch(metric, cases, vectors, failed_namespaces, raise_provider_errors=True))
@@ -343,7 +344,7 @@ def task_cached_rows(metrics: Sequence[BaseMetric], cases: Sequence[EvalTestCase
     evaltasks scored before in this Prefect home, whatever the index directory), so they cost nothing.
 
     The batches are the flow's (``batch_size``, else :func:`~evaltasks.engine.stream.auto_batch_size`); each
-    batch's cache key is computed by :func:`score_batch_boxed`'s own cache policy and looked up in the result
+    batch's cache key is computed by :func:`score_batch_streamed`'s own cache policy and looked up in the result
     store the task would use. A batch whose key or record cannot be read counts as not cached (the estimate
     stays an upper bound). Needs no API server (the default local result storage).
     """
@@ -358,9 +359,9 @@ def task_cached_rows(metrics: Sequence[BaseMetric], cases: Sequence[EvalTestCase
     if not judged or not cases:
         return {}
     batches = chunks(list(range(len(cases))), max(1, batch_size or auto_batch_size(len(cases))))
-    policy, context = score_batch_boxed.cache_policy, SimpleNamespace(task=score_batch_boxed)
+    policy, context = score_batch_streamed.cache_policy, SimpleNamespace(task=score_batch_streamed)
     try:
-        store = get_result_store().update_for_task(score_batch_boxed)
+        store = get_result_store().update_for_task(score_batch_streamed)
     except Exception:  # noqa: BLE001 - no readable result store: nothing is known to be cached
         return {}
     found: dict[str, frozenset[int]] = {}

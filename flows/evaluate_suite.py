@@ -6,7 +6,6 @@ Run it with ``evaltasks run SUITE``, call ``evaluate_suite(...)`` from Python, o
 
 import contextlib
 import hashlib
-import os
 import time
 import uuid
 from pathlib import Path
@@ -20,32 +19,23 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
 from prefect.states import Completed, Failed, State
-from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from evaltasks.engine import progress as _progress
-from evaltasks.embeddings import VectorTable
 from evaltasks.embeddings.local import cancel_queued_encodes
-from evaltasks.errors import ProviderError
-from evaltasks.engine.evaluate import (
-    JUDGEMENTS_DIR, as_reused, bind_judges, judge_budget, model_infos, prepare_reference_searches,
-)
+from evaltasks.engine import pipeline
+from evaltasks.engine.embedding import model_infos
+from evaltasks.engine.pipeline import JudgeWiring
+from evaltasks.judges.binding import JUDGEMENTS_DIR
 from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
-from evaltasks.metrics.judge.base import JudgeMetric
-from evaltasks.results import EmbeddingCounts
 from evaltasks.reports.verdict import verdict_line
 from evaltasks.engine.options import with_run_options
 from evaltasks.engine.run import ParsedBaseline, PlannedRun, RunOptions, RunPlan, check_judge_prices, plan_run
 from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run, record_history, regression_summary
 from evaltasks.reports.outcome import open_report_writer
-from evaltasks.engine.stream import (
-    IN_FLIGHT, IN_FLIGHT_THREADS, ProgressMeter, auto_batch_size, case_results, chunks, embed_chunk, gc_frozen,
-    stream_batches,
-)
-from evaltasks.tasks import (
-    artifact_key, embed_outputs, embed_references, load_embedding_model, publish_artifacts, publish_history_artifact,
-    score_batch_boxed,
-)
+from evaltasks.engine.stream import ProgressMeter, auto_batch_size, gc_frozen
+from evaltasks.flows._prefect_executor import PrefectExecutor
+from evaltasks.tasks import artifact_key, publish_artifacts, publish_history_artifact
 from evaltasks.engine.history import (
     REGRESSED_EVENT, DriftReport, ScoreMoments, event_payload, event_resource, resolve_history_dir,
 )
@@ -272,198 +262,52 @@ def run_suite(suite_path: str, options: RunOptions | None = None, planned: Plann
         raise
 
 
-def _embed_namespace(
-    index: ReferenceIndex, provider: Any, need: Any, outputs: list[str], concurrency_limit: str | None,
-    on_chunk: Any = None, load_model: bool = False,
-) -> tuple[list[VectorTable], VectorTable, EmbeddingCounts]:
-    """Embed one namespace's references and ``outputs`` through ``index`` in ``embed-references`` and
-    ``embed-outputs`` task runs of :func:`~evaltasks.engine.stream.embed_chunk` texts; returns the tables, the
-    index-only texts' table (``need.index_only``: a reference set's texts, embedded into the index with no
-    vectors brought back: costs and truncation only; its search reads them from the index) and the counts.
-    ``on_chunk(n)`` is called in this thread as each task run's ``n`` texts are done.
+def _progress_meter(plan: RunPlan) -> ProgressMeter:
+    """The run's progress: a Prefect progress artifact created at 0 % before anything is embedded, whose units
+    are the texts embedded (or found in the index), then the case × metric results scored, as the stages the
+    terminal shows (docs/prefect.md#prefect); each unit is also counted on the terminal (:mod:`evaltasks.engine.progress`)."""
+    texts = sum(len(need.references) + sum(1 for t in need.outputs if t not in need.references)  # a text equal
+                for need in plan.needs.values())                                                 # to a reference: once
+    progress_id: Any = create_progress_artifact(  # the artifact's id (called in a sync flow: not awaited)
+        progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
+        description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, "
+                    "in percent",
+    )
 
-    ``load_model`` (task runs in this process: the threads runner): when texts are missing from the index and
-    the provider has a local model, the model is loaded first in a ``load-embedding-model`` task run (stage
-    ``loading the model NAME``), which the embedding task runs then share; other runners load it in their
-    workers.
+    def report(percent: float) -> None:
+        update_progress_artifact(progress_id, progress=percent)
 
-    When every text is already stored, the chunks probe no dimensions (every vector comes from the one store:
-    no provider request, no model load); otherwise chunks with nothing to embed check the stored vectors
-    against the endpoint's as the index does. Vectors of different dimensions across chunks (another run
-    rebuilt the namespace meanwhile) are fetched again once, with the probe.
-
-    Raises:
-        ProviderError: the provider still fails after the tasks' retries, or the chunks still disagree.
-    """
-    references = [t for t in need.references if t not in need.index_only]
-    index_only = [t for t in need.references if t in need.index_only]
-    probe = bool(index.missing_texts(provider, references + index_only + outputs))
-    if load_model and probe and callable(getattr(provider, "load", None)):
-        _progress.stage(f"loading the model {provider.model_name}", None)
-        load_embedding_model(provider.provider, provider.model_name, need.options)  # called: in this thread
-    texts = len(references) + len(index_only) + len(outputs)
-    _progress.stage(f"embedding {texts:,} text{'' if texts == 1 else 's'}", texts)
-    ref_chunks = chunks(references, embed_chunk(len(references)))
-    only_chunks = chunks(index_only, embed_chunk(len(index_only)))
-    out_chunks = chunks(outputs, embed_chunk(len(outputs)))
-    # submitted first, collected last: a reference set's chunks return costs and truncation only
-    only_futures = [
-        embed_references.submit(provider.provider, provider.model_name, chunk, str(index.root), need.options,
-                                concurrency_limit, probe_dimensions=probe, return_vectors=False)
-        for chunk in only_chunks
-    ]
-    for attempt in range(2):
-        ref_futures = [
-            embed_references.submit(provider.provider, provider.model_name, chunk, str(index.root), need.options,
-                                    concurrency_limit, probe_dimensions=probe)
-            for chunk in ref_chunks
-        ]
-        out_futures = [
-            embed_outputs.submit(provider.provider, provider.model_name, provider.namespace, chunk, need.options,
-                                 concurrency_limit=concurrency_limit, index_dir=str(index.root),
-                                 probe_dimensions=probe)
-            for chunk in out_chunks
-        ]
-        parts, counts = [], EmbeddingCounts()
-        for future, chunk in zip([*ref_futures, *out_futures], [*ref_chunks, *out_chunks]):
-            table, chunk_counts = future.result()
-            parts.append(table)
-            counts = counts.add(chunk_counts)
-            if on_chunk is not None and attempt == 0:  # a second attempt re-fetches texts already counted
-                on_chunk(len(chunk))
-        if len({t.vectors.shape[1] for t in parts if len(t)}) <= 1:
-            stored = []
-            for future, chunk in zip(only_futures, only_chunks):  # the search checks their dimensions
-                table, chunk_counts = future.result()
-                stored.append(table)
-                counts = counts.add(chunk_counts)
-                if on_chunk is not None:
-                    on_chunk(len(chunk))
-            return parts, VectorTable.concat(stored), counts
-        probe = True
-    raise ProviderError(f"embeddings of {provider.namespace} came back with different dimensions "
-                        f"({sorted({t.vectors.shape[1] for t in parts if len(t)})}) twice")
-
-
-def _this_run(future: Any, judged: bool) -> list[Any]:
-    """A score-batch future's results; a judge metric's (``judged``) from Prefect's task cache count what this
-    run sent (nothing: :func:`~evaltasks.engine.evaluate.as_reused`)."""
-    results = future.result().take()
-    if judged and future.state.name == "Cached":
-        return as_reused(results)
-    return results
+    return ProgressMeter(plan.work_items + texts, report, _progress.advance)
 
 
 def _run_plan(
     plan: RunPlan, logger: Any, started: float, options: RunOptions, parsed_baseline: ParsedBaseline | None = None,
 ) -> RunOutcome:
-    """Embed, score (:mod:`evaltasks.engine.stream`: batches of ``score-batch`` task runs, a bounded window in
-    flight), write the reports, publish the artifacts and tags, and record the history, for ``plan`` run with
-    ``options``; ``parsed_baseline``: ``options.baseline`` already read (:func:`~evaltasks.engine.run.read_baseline`)."""
+    """Run ``plan`` with ``options``: the pipeline's stages (:mod:`evaltasks.engine.pipeline`) as Prefect task
+    runs (:class:`~evaltasks.flows._prefect_executor.PrefectExecutor`): embed, search, bind the judges, score
+    (batches of ``score-batch`` task runs, a bounded window in flight) with each batch streamed into the reports;
+    then Prefect's surfaces (progress, artifacts, tags) and the history. ``parsed_baseline``:
+    ``options.baseline`` already read (:func:`~evaltasks.engine.run.read_baseline`)."""
     for warning in plan.suite.warnings:  # `evaltasks run` printed these already (evaltasks.engine.progress)
         logger.warning("%s", warning, extra=_progress.PRINTED_BY_CLI)
     index_dir = str(options.index_dir or default_index_dir())
-    concurrency_limit, cache = options.concurrency_limit, options.cache
-    cases = plan.dataset.cases
-    metrics = plan.suite.metrics
+    cases, metrics = plan.dataset.cases, plan.suite.metrics
     logger.info("Suite %r: %d cases × %d metrics", plan.suite.suite.name, len(cases), len(metrics))
-
-    # cache=False: compute everything and neither read nor write the task cache (no cache keys computed, no
-    # results pickled to storage: for a LengthCheck run that is a fifth of the work). Embeddings never use it:
-    # references and outputs go through the index, which is their cache whatever `cache` says.
-    uncached: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
-    score_task = score_batch_boxed.with_options(**uncached) if not cache else score_batch_boxed
-
+    # load and validate were plan_run's (the load-dataset task run); a generate stage, producing the cases'
+    # outputs, slots in here, before the embed stage reads them (evaltasks.engine.pipeline)
     index = ReferenceIndex(index_dir)
-    counts = EmbeddingCounts()
-    embedding_spent = 0.0
-    tables: dict[str, VectorTable] = {}
-    stored: dict[str, VectorTable] = {}  # index-only texts (reference sets): costs and truncation, no vectors
-    failed: dict[str, str] = {}
-    dims: dict[str, int] = {}
-    size = options.batch_size or auto_batch_size(len(cases))
-    batches = chunks(list(range(len(cases))), max(1, size))
-    # The progress artifact exists before anything is embedded (0 %); its units are the texts embedded (or found
-    # in the index), then the case × metric results scored, as the stages the terminal shows (docs/prefect.md#prefect).
-    outputs_of = {namespace: [t for t in need.outputs if t not in need.references]  # a text equal to a reference:
-                  for namespace, need in plan.needs.items()}                        # once
-    work = len(cases) * len(metrics)
-    units = work + sum(len(need.references) + len(outputs_of[namespace]) for namespace, need in plan.needs.items())
-    progress_id = create_progress_artifact(
-        progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
-        description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, "
-                    "in percent",
-    )
-    meter = ProgressMeter(units, lambda percent: update_progress_artifact(progress_id, progress=percent),
-                          _progress.advance)
-    context = FlowRunContext.get()
-    in_process = context is not None and isinstance(context.task_runner, ThreadPoolTaskRunner)
-
-    def chunk_done(texts: int) -> None:
-        """An embedding task run's ``texts`` are done: the artifact (one update per chunk, seconds of work
-        each), then the terminal's count."""
-        meter.add(texts, now=True)
-
-    for namespace, need in plan.needs.items():
-        provider = need.provider
-        outputs = outputs_of[namespace]
-        stage_started = time.monotonic()
-        logger.info("Embedding %d references and %d outputs with %s", len(need.references), len(outputs), namespace)
-        try:
-            parts, index_only, need_counts = _embed_namespace(index, provider, need, outputs, concurrency_limit,
-                                                              chunk_done, load_model=in_process)
-        except ProviderError as exc:  # a provider still failing after retries errors its metrics, not the run
-            logger.error("Embedding with %s failed: %s", namespace, exc)
-            failed[namespace] = str(exc)
-            continue
-        counts = counts.add(need_counts)
-        logger.info("Embedded with %s in %.1f s (model load included): %s", namespace,
-                    time.monotonic() - stage_started, need_counts.model_dump())
-        embedding_spent += float(sum(part.costs.sum() for part in parts)) + float(index_only.costs.sum())
-        tables[namespace] = need.share_costs(VectorTable.concat(parts))
-        if len(index_only):
-            stored[namespace] = need.share_costs(index_only)
-        if len(tables[namespace]):
-            dims[namespace] = int(tables[namespace].vectors.shape[1])
-    logger.info("Embeddings: %s", counts.model_dump())
-    set_infos = prepare_reference_searches(metrics, tables, plan.needs, index, len(cases), stored)
+    meter = _progress_meter(plan)
+    executor = PrefectExecutor(cache=options.cache, concurrency_limit=options.concurrency_limit, logger=logger,
+                               on_chunk=lambda texts: meter.add(texts, now=True))  # one update per chunk
+    embeddings = pipeline.embed(plan.needs, index, executor, logger)
+    set_infos = pipeline.search(metrics, embeddings, plan.needs, index, len(cases))
     # Judge metrics: answers stored beside the index, fresh requests with cache=False (--no-cache), and one
     # budget for the run whose ledger file every worker process shares (docs/judges.md#llm-judges).
-    judge_metrics = [isinstance(metric, JudgeMetric) for metric in metrics]
     ledger = Path(index_dir) / JUDGEMENTS_DIR / "budgets" / f"{uuid.uuid4().hex}.json"
-    budget = judge_budget(options.max_cost, embedding_spent, ledger) if any(judge_metrics) else None
-    bind_judges(metrics, index_dir, refresh=not cache, budget=budget)
-
-    keys = [metric.cache_key() for metric in metrics]
-    # quote(): Prefect would otherwise walk every case of a batch looking for futures (a quarter of a
-    # LengthCheck run's time). Only for in-process threads: other runners (Dask) ship the wrapper as is.
-    wrap: Any = quote if in_process else (lambda value: value)
-    in_flight = IN_FLIGHT_THREADS if in_process else IN_FLIGHT
-
-    def submit(rows: list[int]) -> Any:
-        """One score-batch task run per metric for the cases at ``rows``; returns what collects their results."""
-        batch = [cases[i] for i in rows]
-        futures, inputs = [], []
-        for metric, key in zip(metrics, keys):
-            vectors = None
-            namespace = metric.embedding_namespace
-            if namespace in tables:
-                texts = [t for case in batch for group in metric.embedding_texts(case) for t in group]
-                vectors = {namespace: tables[namespace].subset(texts)}
-                inputs.append(vectors)
-            futures.append(score_task.submit(metric, wrap(batch), wrap(vectors), key, failed or None))
-
-        def collect() -> list[list[Any]]:
-            per_metric = [_this_run(future, judged) for future, judged in zip(futures, judge_metrics)]
-            for vectors in inputs:  # Prefect's finished task runs keep their parameters until a full
-                vectors.clear()     # garbage collection (see ScoredBatch.take): drop the batch's vectors now
-            futures.clear()
-            return per_metric
-
-        return collect
-
-    # Batches are scored in_flight at a time and folded into the reports in case order as they finish, so
-    # memory holds a few batches of results, never the whole run (10^6 cases stream through).
+    wiring = JudgeWiring(index_dir=index_dir, refresh=not options.cache, max_cost=options.max_cost, ledger=ledger)
+    budget = pipeline.bind(metrics, wiring, embeddings.spent)
+    # Batches are folded into the reports in case order as they finish, so memory holds a few batches of
+    # results, never the whole run (10^6 cases stream through).
     writer = open_report_writer(plan, options.output_dir, options.baseline, options.regression_tolerance,
                                 options.baseline_label, parsed_baseline)
     # the scores' spread, for the history's drift test (only when the run records a history: it costs a pass
@@ -471,20 +315,17 @@ def _run_plan(
     history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, options.history_dir)
     moments = ScoreMoments(metric.name for metric in metrics) if history is not None else None
     try:
-        _progress.stage(f"scoring {len(cases):,} case{'' if len(cases) == 1 else 's'} × {len(metrics)} "
-                        f"metric{'' if len(metrics) == 1 else 's'}", work)
-        for done, (rows_done, per_metric) in enumerate(stream_batches(batches, submit, in_flight), start=1):
-            batch_results = case_results(rows_done, cases, plan.dataset.ids, per_metric)
-            del per_metric
+        batch_size = options.batch_size or auto_batch_size(len(cases))
+        for rows, batch_results in pipeline.score(cases, plan.dataset.ids, metrics, embeddings, executor, batch_size):
             writer.add(batch_results)
             if moments is not None:
                 moments.add(batch_results)
             del batch_results
             # the last batch: 100 %, also when a provider's failure left texts uncounted
-            meter.add(len(rows_done) * len(metrics), finished=done == len(batches))
+            meter.add(len(rows) * len(metrics), finished=rows[-1] == len(cases) - 1)
         outcome = finish_streamed_run(
-            plan, writer, started, embeddings=counts, embedding_models=model_infos(plan.needs, dims),
-            reference_sets=set_infos,
+            plan, writer, started, embeddings=embeddings.counts,
+            embedding_models=model_infos(plan.needs, embeddings.dims), reference_sets=set_infos,
         )
     finally:
         writer.close()

@@ -490,7 +490,7 @@ def test_max_cost_estimate_of_a_stored_run_with_generated_steps_is_zero(tmp_path
     estimates its cases with the steps stored for its criteria, so every request of an unchanged rerun is found
     in the store: the estimate is $0 (with the criteria standing in for the steps, none was found), with
     ``samples: 2`` (the shared steps request priced once)."""
-    from evaltasks.engine.evaluate import bind_judges, estimate_judge_cost
+    from evaltasks.judges.binding import bind_judges, estimate_judge_cost
 
     def respond(request: Any) -> str:
         if _is_steps_request(request):

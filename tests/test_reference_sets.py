@@ -757,7 +757,7 @@ def _raw_ivf_top_10(vectors: np.ndarray, queries: np.ndarray, nlist: int, nprobe
 
 
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])
-def test_a_target_recall_doubles_the_breadth_until_the_outputs_reach_it(kind: str) -> None:
+def test_a_target_recall_doubles_the_query_options_until_the_outputs_reach_it(kind: str) -> None:
     """Uniform random vectors (no cluster structure: hard for every approximate index) searched from a breadth
     too narrow for them: with ``target_recall`` 0.9 the breadth doubles until recall@10 on the queries, against
     numpy's exact top 10, is at least 0.9, and the breadth before it was below (the smallest doubling that
@@ -767,30 +767,30 @@ def test_a_target_recall_doubles_the_breadth_until_the_outputs_reach_it(kind: st
     queries = _unit_rows(300, 32, seed=4)
     exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
     narrow = {"ivf": {"nlist": 128, "nprobe": 1}, "hnsw": {"hnsw_m": 4, "ef_construction": 16, "ef_search": 10}}[kind]
-    breadth = "nprobe" if kind == "ivf" else "ef_search"
+    option = "nprobe" if kind == "ivf" else "ef_search"
 
     search = ReferenceSearch(vectors, SearchConfig(kind=kind, **narrow))
     fixed = search.measure_recall(queries)
-    assert fixed.recall_at_10 < 0.9 and getattr(fixed.breadth, breadth) == narrow[breadth]
+    assert fixed.recall_at_10 < 0.9 and getattr(fixed.query_config, option) == narrow[option]
     assert fixed.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10)[1], exact))
 
-    targeted = search.measure_recall(queries, breadth=SearchConfig(kind=kind, target_recall=0.9, **narrow))
-    widened = getattr(targeted.breadth, breadth)
-    assert widened > narrow[breadth] and targeted.recall_at_10 >= 0.9 and not targeted.short_of_target()
-    assert search.config == fixed.breadth  # the search itself is as built
-    assert targeted.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10, targeted.breadth)[1], exact))
-    half = replace(targeted.breadth, target_recall=None, **{breadth: widened // 2})
+    targeted = search.measure_recall(queries, query_config=SearchConfig(kind=kind, target_recall=0.9, **narrow))
+    widened = getattr(targeted.query_config, option)
+    assert widened > narrow[option] and targeted.recall_at_10 >= 0.9 and not targeted.short_of_target()
+    assert search.config == fixed.query_config  # the search itself is as built
+    assert targeted.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10, targeted.query_config)[1], exact))
+    half = replace(targeted.query_config, target_recall=None, **{option: widened // 2})
     assert _recall_at_10(search.top_k(queries, 10, half)[1], exact) < 0.9
-    assert np.array_equal(search.top_k(queries, 10)[1], search.top_k(queries, 10, fixed.breadth)[1])
+    assert np.array_equal(search.top_k(queries, 10)[1], search.top_k(queries, 10, fixed.query_config)[1])
     if kind == "ivf":  # a copy of the trained index, queried by FAISS itself at the widened nprobe, answers the same
         from evaltasks.index._blas import faiss
 
         copy = faiss.clone_index(search.index)
         faiss.extract_index_ivf(copy).nprobe = widened
-        assert np.array_equal(search.top_k(queries, 10, targeted.breadth)[1], copy.search(queries, 10)[1])
+        assert np.array_equal(search.top_k(queries, 10, targeted.query_config)[1], copy.search(queries, 10)[1])
 
 
-def test_a_target_out_of_reach_keeps_the_narrowest_best_breadth_and_auto_targets_095() -> None:
+def test_a_target_out_of_reach_keeps_the_narrowest_best_query_options_and_auto_targets_095() -> None:
     """4-byte PQ codes whose top 10 by code is all that is re-ranked cannot reach recall@10 1.0 on random
     vectors, and past a few lists more lists find nothing more: widening stops after two doublings without gain
     and keeps the narrowest breadth of the best recall (a full scan would gain nothing); IVF-Flat, whose recall
@@ -802,27 +802,27 @@ def test_a_target_out_of_reach_keeps_the_narrowest_best_breadth_and_auto_targets
     search = ReferenceSearch(vectors, SearchConfig(kind="ivf", ivf_pq=4, ivf_rerank=1, nlist=64, nprobe=1))
     by_nprobe = {n: _recall_at_10(search.top_k(queries, 10, replace(search.config, nprobe=n))[1], exact)
                  for n in (1, 2, 4, 8, 16, 32, 64)}
-    recall = search.measure_recall(queries, breadth=replace(search.config, target_recall=1.0))
+    recall = search.measure_recall(queries, query_config=replace(search.config, target_recall=1.0))
     assert recall.short_of_target() and recall.recall_at_10 < 1.0
     best = max(by_nprobe.values())
     assert recall.recall_at_10 == pytest.approx(best)
-    assert recall.breadth.nprobe == min(n for n, r in by_nprobe.items() if r == best)  # the narrowest of the best
+    assert recall.query_config.nprobe == min(n for n, r in by_nprobe.items() if r == best)  # the narrowest of the best
     flat_ivf = ReferenceSearch(vectors, SearchConfig(kind="ivf", nlist=64, nprobe=1))
-    exhaustive = flat_ivf.measure_recall(queries, breadth=replace(flat_ivf.config, target_recall=1.0))
-    assert exhaustive.recall_at_10 == 1.0 and exhaustive.breadth.nprobe in (32, 64)
+    exhaustive = flat_ivf.measure_recall(queries, query_config=replace(flat_ivf.config, target_recall=1.0))
+    assert exhaustive.recall_at_10 == 1.0 and exhaustive.query_config.nprobe in (32, 64)
 
     assert SearchConfig(search_auto_above=10).resolve(11).target_recall == 0.95
     assert SearchConfig(search_auto_above=10, target_recall=0.99).resolve(11).target_recall == 0.99
     assert SearchConfig(kind="ivf").resolve(11).target_recall is None
     assert SearchConfig(search_auto_above=10, target_recall=0.99).resolve(10).target_recall is None  # flat: exact
-    nothing = search.measure_recall(np.empty((0, 16), dtype=np.float32), breadth=replace(search.config, target_recall=1.0))
+    nothing = search.measure_recall(np.empty((0, 16), dtype=np.float32), query_config=replace(search.config, target_recall=1.0))
     assert nothing.recall_at_10 is None and not nothing.short_of_target()
     for bad in (0, 1.5, True, "high"):
         with pytest.raises(ValueError, match="target_recall must be a number in \\(0, 1\\]"):
             SearchConfig(target_recall=bad)
 
 
-def test_runs_sharing_a_registered_search_keep_their_own_breadth(tmp_path: Path, monkeypatch) -> None:
+def test_runs_sharing_a_registered_search_keep_their_own_query_options(tmp_path: Path, monkeypatch) -> None:
     """Two threads querying one registered search at different breadths at once (two runs, or two metrics of
     one run, in one process) each get what their own breadth gives: the breadth is per call, nothing shared
     changes, and a later ``get_search`` returns the search as built."""
@@ -849,7 +849,7 @@ def test_runs_sharing_a_registered_search_keep_their_own_breadth(tmp_path: Path,
     assert search_module.faiss.extract_index_ivf(built.index).nprobe == 1
 
 
-def test_workers_search_with_the_breadth_the_run_measured(tmp_path: Path, prefect_harness, monkeypatch) -> None:
+def test_workers_search_with_the_query_options_the_run_measured(tmp_path: Path, prefect_harness, monkeypatch) -> None:
     """Flow runs over a set of 20,000 random vectors stored in the index, ``search: ivf`` with 64 lists. First
     ``nprobe: 1`` alone (threads): scores are FAISS's own at nprobe 1 (its persisted index read back and
     queried), several of them below numpy's exact max. Then the same suite with ``target_recall: 1.0`` beside a
@@ -980,7 +980,7 @@ def test_recall_counts_identical_references_as_found_and_rerank_is_per_call() ->
     vectors = np.repeat(base, 3, axis=0)
     queries = _unit_rows(200, 32, seed=22)
     search = ReferenceSearch(vectors, SearchConfig(kind="ivf", nlist=64, nprobe=64))
-    recall = search.measure_recall(queries, breadth=replace(search.config, target_recall=1.0))
+    recall = search.measure_recall(queries, query_config=replace(search.config, target_recall=1.0))
     assert recall.recall_at_10 == 1.0 and recall.recall_at_1 == 1.0 and not recall.short_of_target()
     sims, _ = search.top_k(queries, 10)
     exact = np.sort(queries @ base.T, axis=1)[:, ::-1]  # each distinct similarity three times in the set
@@ -994,7 +994,7 @@ def test_recall_counts_identical_references_as_found_and_rerank_is_per_call() ->
     assert _recall_at_10(pq.top_k(queries, 10)[1], truth) == one
 
 
-def test_a_run_started_while_another_runs_with_the_same_metric_keeps_each_breadth(tmp_path: Path,
+def test_a_run_started_while_another_runs_with_the_same_metric_keeps_each_query_options(tmp_path: Path,
                                                                                    monkeypatch) -> None:
     """One metric object used by two ``evaluate_sync`` calls, the second made while the first is between its
     batches (from its progress callback): the first call widened nprobe on its outputs, the second (no output

@@ -300,8 +300,8 @@ def calibrate_suite(
     )
     labels = parse_labels(dataset.columns[labels_column], dataset.locations, source=source, column=labels_column)
     if all(label is None for label in labels):  # scoring would take minutes to say nothing
-        raise DatasetError([Problem(source, "", labels_column, f"every cell of the label column is empty: no case "
-                                                               f"is labelled, nothing to calibrate")],
+        raise DatasetError([Problem(source, "", labels_column, "every cell of the label column is empty: no case "
+                                                               "is labelled, nothing to calibrate")],
                            title="invalid labels")
     from evaltasks.engine import progress
 

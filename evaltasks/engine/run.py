@@ -178,7 +178,7 @@ def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool 
     judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
     the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``, and so are the case rows
     ``cached`` names per judge metric: results Prefect's task cache holds, :func:`evaltasks.tasks.task_cached_rows`)."""
-    from evaltasks.engine.evaluate import bind_judges, estimate_judge_cost
+    from evaltasks.judges.binding import bind_judges, estimate_judge_cost
     from evaltasks.index import ReferenceIndex, default_index_dir
 
     index = ReferenceIndex(index_dir)
@@ -196,7 +196,7 @@ def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool 
 def judge_price_warnings(plan: RunPlan) -> list[str]:
     """One warning per judge model of ``plan`` without a price (:func:`~evaltasks.engine.evaluate.unpriced_judge_models`):
     its costs are reported as $0. For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
-    from evaltasks.engine.evaluate import unpriced_judge_models
+    from evaltasks.judges.binding import unpriced_judge_models
 
     return [f"no price for judge model {model}: its costs count as $0 (undercounted) and --max-cost cannot limit "
             f"its spend; add judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million tokens)"
@@ -209,8 +209,8 @@ def check_judge_prices(plan: RunPlan) -> None:
     Raises:
         InputError: a judge model has no price (one problem per model).
     """
-    from evaltasks.engine.evaluate import unpriced_judge_models
     from evaltasks.errors import InputError, Problem
+    from evaltasks.judges.binding import unpriced_judge_models
 
     models = unpriced_judge_models(plan.suite.metrics)
     if models:

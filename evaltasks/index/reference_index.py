@@ -103,7 +103,7 @@ class IndexLookup:
     stored: np.ndarray | None = None
 
 
-class _Namespace:
+class _NamespaceStore:
     """One namespace folder: open (memory-mapped segments), verify, add a segment, compact (see
     :mod:`evaltasks.index._segments` for the storage)."""
 
@@ -337,7 +337,7 @@ class ReferenceIndex:
         unique = list(dict.fromkeys(texts))
         if not unique:
             return IndexLookup(VectorTable([], np.zeros((0, 0), np.float32)), 0, 0, np.zeros(0, dtype=bool))
-        ns = _Namespace(self.root, provider)
+        ns = _NamespaceStore(self.root, provider)
         wanted = np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique))
         snapshot = ns.open()
         stored_dim = snapshot.dimensions
@@ -434,7 +434,7 @@ class ReferenceIndex:
         if len(np.unique(ids)) != len(ids):
             raise ValueError("write_vectors: texts must be unique")
         for _ in range(4):  # a damaged stored vector found while reading: embed it again, read again
-            snapshot = _Namespace(self.root, provider).open()
+            snapshot = _NamespaceStore(self.root, provider).open()
             rows = snapshot.find(ids)
             redo = np.flatnonzero((rows < 0) & np.isin(ids, snapshot.damaged_ids()))
             if len(redo):
@@ -463,11 +463,11 @@ class ReferenceIndex:
         return mapped
 
     @staticmethod
-    def _report_dimensions(ns: _Namespace, stored: int, now: int) -> None:
+    def _report_dimensions(ns: _NamespaceStore, stored: int, now: int) -> None:
         report_warning(f"reference index {ns.dir} holds {stored}-dimensional vectors but the provider now returns "
                 f"{now}-dimensional ones; rebuilding it")
 
-    def _store(self, ns: _Namespace, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray) -> None:
+    def _store(self, ns: _NamespaceStore, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray) -> None:
         """Add the vectors of ``new_ids`` not stored yet as a new segment (under the lock; nothing stored is
         rewritten unless the namespace passes its segment limit or is of format 1)."""
         ns.dir.mkdir(parents=True, exist_ok=True)
@@ -487,7 +487,7 @@ class ReferenceIndex:
         """The unique ``texts`` not yet in the index (what a run would have to embed); reads the namespace
         once and embeds nothing (a local provider's namespace hashes its model files; a model on disk is not loaded)."""
         unique = list(dict.fromkeys(texts))
-        snapshot = _Namespace(self.root, provider).open()
+        snapshot = _NamespaceStore(self.root, provider).open()
         found = snapshot.find(np.fromiter((text_id(t) for t in unique), dtype=np.int64, count=len(unique)))
         return [unique[i] for i in np.flatnonzero(found < 0)]
 
@@ -528,10 +528,10 @@ class ReferenceIndex:
         """
         return _maintenance.compact(self, namespace, failed=failed)
 
-    def _namespace_by_name(self, namespace: str) -> _Namespace | None:
+    def _namespace_by_name(self, namespace: str) -> _NamespaceStore | None:
         for meta in self.info():
             if meta.get("namespace") == namespace:
-                ns = _Namespace.__new__(_Namespace)
+                ns = _NamespaceStore.__new__(_NamespaceStore)
                 ns.dir = Path(meta["path"])
                 ns.index_path, ns.meta_path = ns.dir / INDEX_FILE, ns.dir / META_FILE
                 ns.provider = None  # type: ignore[assignment]

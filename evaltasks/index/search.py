@@ -168,19 +168,19 @@ class Recall:
     Attributes:
         recall_at_1: the share of queries whose top 1 is the exact top 1 (None: nothing measured).
         recall_at_10: the share of the exact top 10 found in the search's top 10 (None: nothing measured).
-        breadth: the configuration measured, its query breadth widened to ``target_recall`` where one is set.
-        plateau: short of the target, the wider searches measured found no more than ``breadth`` (the
+        query_config: the configuration measured, its query breadth widened to ``target_recall`` where one is set.
+        plateau: short of the target, the wider searches measured found no more than ``query_config`` (the
             narrowest breadth of the best recall, returned instead of the widest).
     """
 
     recall_at_1: float | None
     recall_at_10: float | None
-    breadth: SearchConfig
+    query_config: SearchConfig
     plateau: bool = False
 
     def short_of_target(self) -> bool:
         """True when a target was set, recall was measured, and recall@10 stayed below it."""
-        target = self.breadth.target_recall
+        target = self.query_config.target_recall
         return target is not None and self.recall_at_10 is not None and self.recall_at_10 < target
 
 
@@ -189,7 +189,7 @@ class ReferenceSearch:
     (``index`` None): it searches ``vectors`` in place, which may be a read-only memory map.
 
     One search is registered per process and shared by every run and metric that uses the set: its query
-    breadth (``nprobe``, ``ef_search``) is given per call (:meth:`top_k`'s ``breadth``), never changed on the
+    breadth (``nprobe``, ``ef_search``) is given per call (:meth:`top_k`'s ``query_config``), never changed on the
     shared index; ``config``'s breadth is only the default.
 
     Args:
@@ -227,7 +227,7 @@ class ReferenceSearch:
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
 
-    def breadth(self, config: SearchConfig | None = None) -> SearchConfig:
+    def query_config(self, config: SearchConfig | None = None) -> SearchConfig:
         """This search's configuration with the query-time options of ``config`` (``nprobe`` capped at ``nlist``,
         ``ef_search``, ``ivf_rerank``, ``target_recall``): what :meth:`top_k` searches with. ``config`` may be
         unresolved (``auto``); None: this search's own. The structure (kind, lists, codes, graph) is always this
@@ -252,15 +252,15 @@ class ReferenceSearch:
         return params
 
     def top_k(self, queries: np.ndarray, k: int,
-              breadth: SearchConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+              query_config: SearchConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` most similar references of each query: (similarities (m, k), indices (m, k)), best first.
 
-        ``breadth``: the query breadth to search with (:meth:`breadth`; None: this search's own), passed to
+        ``query_config``: the query breadth to search with (:meth:`query_config`; None: this search's own), passed to
         FAISS per call: nothing shared is changed.
         """
         k = min(k, len(self))
         queries = np.ascontiguousarray(queries, dtype=np.float32)
-        config = self.breadth(breadth)
+        config = self.query_config(query_config)
         if config.kind == "flat" or self.index is None:
             return exact_top_k(self.vectors, queries, k)
         params = self._search_params(config)
@@ -292,8 +292,8 @@ class ReferenceSearch:
         return total / max(len(self), 1)
 
     def measure_recall(self, queries: np.ndarray, sample: int = 1000, seed: int = 0,
-                       breadth: SearchConfig | None = None) -> Recall:
-        """Recall@1 and recall@10 of this search at ``breadth`` (:meth:`breadth`) against exact search, on a
+                       query_config: SearchConfig | None = None) -> Recall:
+        """Recall@1 and recall@10 of this search at ``query_config`` (:meth:`query_config`) against exact search, on a
         seeded sample of up to ``sample`` ``queries`` (float32 (m, d)); with the breadth's ``target_recall``,
         widened to reach it. Nothing about the search itself changes (the breadth found is returned).
 
@@ -309,7 +309,7 @@ class ReferenceSearch:
         narrowest breadth of the best recall. Flat search is exact: 1.0, nothing measured. ``queries`` empty:
         the recalls are None (nothing to measure on).
         """
-        config = self.breadth(breadth)
+        config = self.query_config(query_config)
         if config.kind == "flat":
             return Recall(1.0, 1.0, config)
         if len(queries) == 0:
@@ -334,7 +334,7 @@ class ReferenceSearch:
                 return measured
             wider = _widened(config)
             if wider is None or (flat_steps >= 2 and _codes_are_lossy(config)):
-                return replace(best, plateau=best.breadth != config)
+                return replace(best, plateau=best.query_config != config)
             config = wider
 
     def save(self, path: Path, vectors_written: bool = False) -> None:

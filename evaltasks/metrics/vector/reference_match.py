@@ -104,11 +104,11 @@ class ReferenceMatchMetric(EmbeddingMetric):
             "aggregation": self.aggregation, **self.provider_config(),
             **({"reference_set": {"name": self.reference_set.name, "sha256": self.reference_set.sha256,
                                   "count": len(self.reference_set), "search": self.reference_set.search.label(),
-                                  **self._breadth_used()}}
+                                  **self._query_options_used()}}
                if self.reference_set is not None else {}),
         }
 
-    def _breadth_used(self) -> dict[str, int]:
+    def _query_options_used(self) -> dict[str, int]:
         """The query-time options this metric searches its set with (``nprobe`` and, with PQ codes,
         ``ivf_rerank``, or ``ef_search``; none for flat): part of :meth:`config`, so cached scores are reused
         only at the breadth that produced them."""
@@ -209,8 +209,8 @@ class ReferenceMatchMetric(EmbeddingMetric):
                                 f"returns {table.vectors.shape[1]}-dimensional ones (its reference index was rebuilt "
                                 "meanwhile): run again")
         recall = search.measure_recall(queries if queries is not None else np.empty((0, 0), dtype=np.float32),
-                                       breadth=self.reference_set.search)
-        self._search_config = recall.breadth  # the breadth measured: every batch, in any worker, searches with it
+                                       query_config=self.reference_set.search)
+        self._search_config = recall.query_config  # the breadth measured: every batch, in any worker, searches with it
         self._search_dir = str(directory) if directory is not None else None  # workers load it from there
         self._search_cost_per_case = _set_cost(texts, table, stored) / max(cases, 1)  # the set's share, per case
         return search, recall
@@ -273,7 +273,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
     def _score_against_set(self, cases: Sequence[EvalTestCase], table: VectorTable | None) -> list[MetricResult]:
         """Score every case against the whole reference set: FAISS top-k for max, exact clamped mean."""
         assert self.reference_set is not None
-        breadth = getattr(self, "_search_config", None) or self.reference_set.search
+        query_config = getattr(self, "_search_config", None) or self.reference_set.search
         search = get_search(str(self.search_key), getattr(self, "_search_dir", None), self.reference_set.search)
         cost_per_case = getattr(self, "_search_cost_per_case", 0.0)
         scored = [i for i, case in enumerate(cases) if case.actual_output.strip()]
@@ -282,7 +282,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
             assert table is not None
             out_rows = table.indices(cases[i].actual_output for i in scored)
             queries = table.vectors[out_rows]
-            top_sims, top_idx = search.top_k(queries, TOP_SIMILARITIES, breadth)
+            top_sims, top_idx = search.top_k(queries, TOP_SIMILARITIES, query_config)
             clamp_similarities(top_sims)
             scores = top_sims[:, 0].astype(np.float64) if self.aggregation == "max" else search.clamped_mean(queries)
             for j, i in enumerate(scored):
@@ -310,7 +310,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
         return {
             "aggregation": self.aggregation, "provider": self.embedding_provider, "model": self.model_name,
             "reference_set": self.reference_set.name, "reference_count": count,
-            "search": self.reference_set.search.label(), **self._breadth_used(),
+            "search": self.reference_set.search.label(), **self._query_options_used(),
         }
 
 

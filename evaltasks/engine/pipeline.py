@@ -1,0 +1,318 @@
+"""The evaluation pipeline: its stages, defined once, and the executor that runs their work.
+
+Stages, in order (data flows one way):
+
+1. **load**: the cases and metrics (the Python API's arguments; a suite and its dataset through
+   :func:`evaltasks.engine.run.plan_run`).
+2. **validate**: every problem of the metrics and the cases, all at once, before any work (:func:`validate`).
+   *A* **generate** *stage (running the system under test to produce the cases' outputs) slots in here: after
+   validation, before anything reads an output.*
+3. **embed**: per provider namespace, its unique references and outputs, through the reference index
+   (:func:`embed`; the executor's :meth:`Executor.embed_namespace`). A provider that keeps failing errors its
+   metrics' results, not the run.
+4. **search**: each reference set's FAISS search, its recall measured on the run's outputs (:func:`search`),
+   then the judge metrics wired to the run's answer store and budget (:func:`bind`).
+5. **score**: batches of many cases, every metric per batch (the executor's :meth:`Executor.submit_batch`), a
+   bounded window of batches in flight, results folded per case in case order as batches finish (:func:`score`).
+6. **summarise**: the case results into an :class:`~evaltasks.results.EvaluationResult` (:func:`summarise`; the
+   flow streams them into its reports instead).
+
+Two executors run the same stages: :class:`InProcessExecutor` (``evaluate``/``evaluate_sync``: direct calls
+in this thread) and the flow's Prefect executor (``evaltasks.flows._prefect_executor``: each stage's batches
+as task runs, cached, retried and spread by Prefect's task runner). This module never imports Prefect.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from evaltasks.embeddings.base import VectorTable
+from evaltasks.engine import progress as _progress
+from evaltasks.engine.embedding import (
+    _report_embedding_stage,
+    embed_references,
+    embed_texts,
+    model_infos,
+    prepare_reference_searches,
+)
+from evaltasks.engine.scoring import score_metric_batch
+from evaltasks.engine.statistics import summarize
+from evaltasks.engine.stream import case_results, chunks, gc_frozen, stream_batches
+from evaltasks.engine.validation import validate_cases, validate_metrics
+from evaltasks.errors import InputError, ProviderError
+from evaltasks.index import ReferenceIndex
+from evaltasks.judges.binding import JudgedMetric, bind_judges, judge_budget
+from evaltasks.judges.budget import Budget
+from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
+from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, ReferenceSetInfo, TestCaseResult
+from evaltasks.test_case import EvalTestCase
+
+STAGES = ("load", "validate", "embed", "search", "score", "summarise")
+"""The pipeline's stages in order (a ``generate`` stage will slot in between ``validate`` and ``embed``)."""
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+Collect = Callable[[], list[list[MetricResult]]]
+"""Waits for a submitted batch and returns its results: one list per metric, in the metrics' order, each one
+:class:`~evaltasks.results.MetricResult` per case of the batch."""
+
+
+@dataclass
+class EmbeddedNamespace:
+    """What embedding one provider namespace produced (:meth:`Executor.embed_namespace`).
+
+    Attributes:
+        table: the vectors of the namespace's references and outputs (each unique text once).
+        index_only: a reference set's texts, stored in the index with no vectors brought back (shape (n, 0):
+            costs and truncation only; its search reads them from the index); None when there are none.
+        counts: texts computed and reused, references and outputs apart.
+        spent: US dollars the namespace's embeddings cost (the budget's starting spend).
+    """
+
+    table: VectorTable
+    index_only: VectorTable | None
+    counts: EmbeddingCounts
+    spent: float
+
+
+@dataclass
+class Embeddings:
+    """The embed stage's result for the whole run.
+
+    Attributes:
+        tables: namespace -> the vectors scoring reads (costs shared over the texts' uses).
+        stored: namespace -> the index-only texts' costs and truncation (reference sets' texts).
+        failed: namespace -> the error of a provider that kept failing (its metrics' results are errored).
+        dims: namespace -> the vectors' dimensions (namespaces with at least one vector).
+        counts: texts computed and reused over every namespace.
+        spent: US dollars all the embeddings cost.
+    """
+
+    tables: dict[str, VectorTable] = field(default_factory=dict)
+    stored: dict[str, VectorTable] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    dims: dict[str, int] = field(default_factory=dict)
+    counts: EmbeddingCounts = field(default_factory=EmbeddingCounts)
+    spent: float = 0.0
+
+
+class Executor(Protocol):
+    """How the pipeline's units of work run: in this thread (:class:`InProcessExecutor`) or as Prefect task
+    runs (the flow's executor). The stages, their order and what they fold together are the pipeline's.
+
+    Attributes:
+        in_flight: batches submitted and not yet collected at most (memory holds their results).
+    """
+
+    in_flight: int
+
+    def embed_namespace(self, need: EmbeddingNeed, index: ReferenceIndex | None) -> EmbeddedNamespace:
+        """Embed one namespace's texts (``need``: references, outputs, index-only texts) through ``index``.
+
+        Raises:
+            ProviderError: the provider still fails (after any retries): the pipeline errors its metrics.
+            CredentialsError: the provider's credentials are missing or rejected: the run stops.
+        """
+        ...
+
+    def submit_batch(self, batch: Sequence[EvalTestCase], metrics: Sequence[BaseMetric],
+                     embeddings: Embeddings) -> Collect:
+        """Start scoring ``batch`` with every metric of ``metrics``; returns what collects the results."""
+        ...
+
+
+def validate(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> None:
+    """The validate stage: the metric list (:func:`~evaltasks.engine.validation.validate_metrics`), then every
+    case against every metric (:func:`~evaltasks.engine.validation.validate_cases`).
+
+    Raises:
+        InputError: invalid metrics, or invalid cases (every problem at once, located by ``item i``).
+    """
+    validate_metrics(metrics)
+    problems = validate_cases(cases, metrics)
+    if problems:
+        raise InputError(problems, title="invalid test cases")
+
+
+def embed(needs: dict[str, EmbeddingNeed], index: ReferenceIndex | None, executor: Executor,
+          logger: Logger | None = None) -> Embeddings:
+    """The embed stage: every namespace of ``needs`` through ``executor``, folded into :class:`Embeddings`.
+
+    A namespace whose provider still fails (:class:`~evaltasks.errors.ProviderError`) is recorded in
+    ``failed`` (logged to ``logger`` when given) and contributes nothing else; the others' tables get their
+    costs shared over their texts' uses (:meth:`~evaltasks.metrics.base.EmbeddingNeed.share_costs`).
+
+    Raises:
+        CredentialsError: a provider's credentials are missing or rejected.
+    """
+    done = Embeddings()
+    for namespace, need in needs.items():
+        try:
+            part = executor.embed_namespace(need, index)
+        except ProviderError as exc:  # a provider still failing after retries errors its metrics, not the run
+            if logger is not None:
+                logger.error("Embedding with %s failed: %s", namespace, exc)
+            done.failed[namespace] = str(exc)
+            continue
+        done.counts = done.counts.add(part.counts)
+        done.spent += part.spent
+        done.tables[namespace] = need.share_costs(part.table)
+        if part.index_only is not None and len(part.index_only):
+            done.stored[namespace] = need.share_costs(part.index_only)
+        if len(done.tables[namespace]):
+            done.dims[namespace] = int(done.tables[namespace].vectors.shape[1])
+    if logger is not None:
+        logger.info("Embeddings: %s", done.counts.model_dump())
+    return done
+
+
+def search(metrics: Sequence[BaseMetric], embeddings: Embeddings, needs: dict[str, EmbeddingNeed],
+           index: ReferenceIndex | None, cases: int) -> list[ReferenceSetInfo]:
+    """The search stage: every reference set's search built (or loaded) and its recall measured on the run's
+    outputs (:func:`~evaltasks.engine.embedding.prepare_reference_searches`); one info per set searched."""
+    return prepare_reference_searches(metrics, embeddings.tables, needs, index, cases, embeddings.stored)
+
+
+@dataclass
+class JudgeWiring:
+    """How the run's judge metrics are wired (:func:`bind`; docs/judges.md#llm-judges).
+
+    Attributes:
+        index_dir: the index directory whose ``judgements/`` folder stores their answers (None: no store).
+        refresh: ``--no-cache``: stored answers are not read (new ones are still stored).
+        max_cost: US dollars the run may spend (embeddings included); None: unlimited.
+        ledger: the budget's ledger file, shared by every worker process (needed with ``max_cost``).
+        judge: the Python API's ``judge=`` hook (:data:`~evaltasks.judges.binding.JudgeHook`).
+    """
+
+    index_dir: str | Path | None = None
+    refresh: bool = False
+    max_cost: float | None = None
+    ledger: Path | None = None
+    judge: Any = None
+
+
+def bind(metrics: Sequence[BaseMetric], wiring: JudgeWiring, spent: float) -> Budget | None:
+    """Give the judge metrics of ``metrics`` the run's store, hook and budget (``wiring.max_cost`` with the
+    embeddings' ``spent`` already counted); returns the budget (None: unlimited, or no judge metric).
+
+    Raises:
+        TypeError: ``wiring.judge`` is neither a Judge nor a function.
+        ValueError: ``wiring.max_cost`` without ``wiring.ledger``.
+    """
+    judged = any(isinstance(metric, JudgedMetric) for metric in metrics)
+    budget = None
+    if judged and wiring.max_cost is not None:
+        if wiring.ledger is None:
+            raise ValueError("a budget (max_cost) needs a ledger file")
+        budget = judge_budget(wiring.max_cost, spent, wiring.ledger)
+    bind_judges(metrics, wiring.index_dir, refresh=wiring.refresh, budget=budget, judge=wiring.judge)
+    return budget
+
+
+def score(cases: Sequence[EvalTestCase], ids: Sequence[str], metrics: Sequence[BaseMetric], embeddings: Embeddings,
+          executor: Executor, batch_size: int) -> Iterator[tuple[Sequence[int], list[TestCaseResult]]]:
+    """The score stage: ``cases`` in batches of ``batch_size`` (many cases per unit of work, never one per
+    case), every metric per batch, at most ``executor.in_flight`` batches in flight; yields each batch's case
+    positions and :class:`~evaltasks.results.TestCaseResult` list in case order, as batches finish. Whatever a
+    yielded batch held is dropped before the next is collected, so memory holds a few batches of results.
+
+    Names the stage ``scoring N cases × M metrics`` (:mod:`evaltasks.engine.progress`) with the count of
+    results to come.
+    """
+    _progress.stage(f"scoring {len(cases):,} case{'' if len(cases) == 1 else 's'} × {len(metrics)} "
+                    f"metric{'' if len(metrics) == 1 else 's'}", len(cases) * len(metrics))
+
+    def submit(rows: Sequence[int]) -> Collect:
+        """Start the batch of ``cases`` at ``rows`` (consecutive positions)."""
+        return executor.submit_batch(cases[rows[0] : rows[-1] + 1], metrics, embeddings)
+
+    batches = chunks(range(len(cases)), max(1, batch_size))
+    for rows, per_metric in stream_batches(batches, submit, executor.in_flight):
+        batch_results = case_results(rows, cases, ids, per_metric)
+        del per_metric
+        yield rows, batch_results
+        del batch_results
+
+
+def summarise(test_results: list[TestCaseResult], metrics: Sequence[BaseMetric], embeddings: Embeddings,
+              needs: dict[str, EmbeddingNeed], reference_sets: list[ReferenceSetInfo]) -> EvaluationResult:
+    """The summarise stage: the run's case results (in case order), their summary per metric
+    (:func:`~evaltasks.engine.statistics.summarize`), the embedding models used and the reference sets searched."""
+    return EvaluationResult(
+        test_results=test_results,
+        summary=summarize(test_results, {m.name: m.threshold for m in metrics}, embeddings.counts),
+        embedding_models=model_infos(needs, embeddings.dims), reference_sets=reference_sets,
+    )
+
+
+def run(cases: Sequence[EvalTestCase], ids: Sequence[str], metrics: Sequence[BaseMetric], *,
+        needs: dict[str, EmbeddingNeed], index: ReferenceIndex | None, executor: Executor, batch_size: int,
+        wiring: JudgeWiring) -> EvaluationResult:
+    """The stages after validation, composed, with every case's results kept (the Python API's run; the flow
+    composes the same stages but streams the results into its reports): embed → search → bind the judges →
+    score (with the collector tuned: :func:`~evaltasks.engine.stream.gc_frozen`) → summarise.
+
+    Raises:
+        CredentialsError: a provider's credentials are missing or rejected.
+    """
+    embeddings = embed(needs, index, executor)
+    reference_sets = search(metrics, embeddings, needs, index, len(cases))
+    bind(metrics, wiring, embeddings.spent)
+    test_results: list[TestCaseResult] = []
+    with gc_frozen():  # a batch is folded into case results before the next is scored
+        for _, batch_results in score(cases, ids, metrics, embeddings, executor, batch_size):
+            test_results.extend(batch_results)
+    return summarise(test_results, metrics, embeddings, needs, reference_sets)
+
+
+class InProcessExecutor:
+    """The executor of the Python API: each unit of work is a direct call in this thread, one batch in flight.
+
+    A namespace is embedded in one lookup of its references and outputs (one encode call for the texts the
+    index lacks; none when every text is stored); without an index, directly (nothing written). A batch is
+    scored when it is collected, metric after metric, ``progress(len(batch))`` after each.
+
+    Args:
+        progress: called with the number of case × metric results just completed; None: not called.
+    """
+
+    in_flight = 1
+
+    def __init__(self, progress: Callable[[int], None] | None = None) -> None:
+        self.progress = progress
+
+    def embed_namespace(self, need: EmbeddingNeed, index: ReferenceIndex | None) -> EmbeddedNamespace:
+        """Embed ``need``'s texts through ``index`` (:func:`~evaltasks.engine.embedding.embed_texts`); with an
+        index, a reference set's texts first, into the index only (no vectors brought back).
+
+        Raises:
+            ProviderError: the provider failed.
+        """
+        index_only = [t for t in need.references if t in need.index_only] if index is not None else []
+        references = [t for t in need.references if t not in need.index_only] if index_only else list(need.references)
+        only_table, counts, spent = None, EmbeddingCounts(), 0.0
+        if index_only:  # a set's vectors are read from the index by its search, never held here
+            only_table, counts = embed_references(need.provider, index_only, index, probe=False, vectors=False)
+            spent = float(only_table.costs.sum())
+        _report_embedding_stage(need.provider, references, need.outputs, index)
+        table, text_counts = embed_texts(need.provider, references, list(need.outputs), index)
+        return EmbeddedNamespace(table, only_table, counts.add(text_counts), spent + float(table.costs.sum()))
+
+    def submit_batch(self, batch: Sequence[EvalTestCase], metrics: Sequence[BaseMetric],
+                     embeddings: Embeddings) -> Collect:
+        """A collect function that scores ``batch`` with each metric in turn when called
+        (:func:`~evaltasks.engine.scoring.score_metric_batch`: a metric's failure errors cases, not the run)."""
+
+        def collect() -> list[list[MetricResult]]:
+            per_metric = []
+            for metric in metrics:
+                per_metric.append(score_metric_batch(metric, batch, embeddings.tables, embeddings.failed))
+                if self.progress:
+                    self.progress(len(batch))
+            return per_metric
+
+        return collect
