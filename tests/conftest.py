@@ -33,12 +33,13 @@ os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
 import pytest  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = REPO_ROOT.parent / "shared"
 
 try:  # the package normally comes from `python -m pytest` in the repository root or an install
     import evaltasks  # noqa: F401
 except ImportError:  # pragma: no cover - plain `pytest` from elsewhere without an install
     sys.path.insert(0, str(REPO_ROOT))
+
+from tests.process_env import SHARED_DIR  # noqa: E402  (after the package's path is set)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -108,25 +109,3 @@ def prefect_api_url(prefect_harness) -> str:
     url = PREFECT_API_URL.value()
     assert url, "prefect_harness set no API URL"
     return url
-
-
-def subprocess_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:
-    """The environment for a CLI or server subprocess: this process's, with its own PREFECT_HOME (and API URL,
-    when given), no profile or result-storage overrides, no telemetry, offline Hugging Face."""
-    env = dict(os.environ)
-    for name in ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_PROFILE", "PREFECT_LOCAL_STORAGE_PATH",
-                 "PREFECT_RESULTS_LOCAL_STORAGE_PATH"):
-        env.pop(name, None)
-    env.update({
-        "PREFECT_HOME": str(prefect_home),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONUNBUFFERED": "1",
-    })
-    if api_url:
-        env["PREFECT_API_URL"] = api_url
-    return env

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from tests.process_env import REPO_ROOT
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 ACTION_DIR = REPO_ROOT / "action"

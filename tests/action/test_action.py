@@ -23,11 +23,11 @@ from evaltasks.engine.compare import compare_results
 from evaltasks.reports import write_reports
 from evaltasks.engine.statistics import summarize
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
-from conftest import REPO_ROOT, subprocess_env
-from github_server import GitHubServer
+from tests.process_env import REPO_ROOT, subprocess_env
+from tests.github_server import GitHubServer
 
 ACTION = REPO_ROOT / "action"
-EVENT = Path(__file__).parent / "data" / "pull_request_event.json"
+EVENT = Path(__file__).parents[1] / "data" / "pull_request_event.json"
 SUITE_ID = "examples-quickstart-suite-8c1c0df6"
 MARKER = f"<!-- evaltasks:sticky-comment suite={SUITE_ID} -->"
 BIN = Path(sys.executable).parent

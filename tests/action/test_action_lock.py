@@ -29,7 +29,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from conftest import REPO_ROOT
+from tests.process_env import REPO_ROOT
 
 ACTION = REPO_ROOT / "action"
 LOCKS = sorted((ACTION / "lock").glob("*.json"))

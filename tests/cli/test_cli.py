@@ -18,7 +18,7 @@ import pytest
 
 from evaltasks.inputs.suite import suite_json_schema
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
 QUICKSTART_DATA = REPO / "examples" / "quickstart" / "answers.jsonl"
 

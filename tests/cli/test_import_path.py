@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, subprocess_env
+from tests.process_env import REPO_ROOT, subprocess_env
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy
 HOSTILE_YAML = '''

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import subprocess_env
+from tests.process_env import subprocess_env
 
 psutil = pytest.importorskip("psutil")
 
@@ -451,7 +451,7 @@ def test_the_action_summary_names_an_interrupted_run(tmp_path: Path) -> None:
     """The GitHub Action's summary for a run that wrote no new results says it was interrupted (exit 130/143)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("action_report", Path(__file__).parents[1] / "action" / "report.py")
+    spec = importlib.util.spec_from_file_location("action_report", Path(__file__).parents[2] / "action" / "report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
     log = tmp_path / "run.log"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, subprocess_env
+from tests.process_env import REPO_ROOT, subprocess_env
 
 psutil = pytest.importorskip("psutil")
 
@@ -393,7 +393,7 @@ def test_a_cached_judge_call_in_a_fresh_process_imports_neither_scipy_nor_openai
     neither scipy (the summary's Wilson and bootstrap intervals need none) nor openai (the judge client is built
     on its first request): together about 2-3 s of the first call (bench/first_call.py). The fill, which sends
     requests, imports openai."""
-    from chat_server import Answer, ChatServer
+    from tests.chat_server import Answer, ChatServer
 
     def answer(request: object) -> Answer:  # GEval's score answer, with its score token's probabilities
         return Answer(json.dumps({"reason": "right", "score": 10}), alternatives={"10": [("10", 0.0)]})

@@ -16,9 +16,9 @@ import numpy as np
 
 from evaltasks import METRICS
 from evaltasks.inputs.suite import load_suite
-from tests.conftest import subprocess_env
+from tests.process_env import subprocess_env
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "all_metrics"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "all_metrics"
 
 COLUMNS = ["NonEmptyMetric", "LengthCheckMetric", "ExactMatchMetric", "NoCardNumbers", "OpensWithYes",
            "EndsWithMetric", "RegexMatchMetric", "FormatCheckMetric", "JsonSchemaMetric", "LanguageDetectionMetric",

@@ -34,12 +34,12 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
-from conftest import subprocess_env
-from suite_helpers import reference_suite
+from tests.process_env import subprocess_env
+from tests.suite_helpers import reference_suite
 
 psutil = pytest.importorskip("psutil")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 600  # generous: the machine may be shared and busy
 BATCH_SIZE = 8  # 48 cases: 6 score-batch task runs per metric, 18 in all
 # Variants of the quickstart answers: 6 × 8 = 48 distinct outputs (each one embedded once by a worker).

@@ -46,9 +46,9 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import subprocess_env
+from tests.process_env import subprocess_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
 CRON = "0 6 * * *"
 DEPLOYMENT = "quickstart-served"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import subprocess_env
+from tests.process_env import subprocess_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GATE_SH = REPO / "action" / "gate.sh"
 
 # A user's metric that ends its process without a word, as a metric calling os._exit(0) does.

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import subprocess_env
+from tests.process_env import subprocess_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "python_api.py"
 OUTPUT = "The project finished on time and on budget."
 REFERENCE = "The project was completed on schedule and within budget."

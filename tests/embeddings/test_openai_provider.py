@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import openai
 import pytest
-from openai_server import CONTENT_FAULTS, FAULT_KINDS, OpenAIServer, usage_tokens
+from tests.openai_server import CONTENT_FAULTS, FAULT_KINDS, OpenAIServer, usage_tokens
 
 from evaltasks import EvalTestCase, ReferenceMatchMetric, evaluate_sync
 from evaltasks.embeddings import _tokens
@@ -34,7 +34,7 @@ MODEL = "text-embedding-3-small"
 TIMEOUT_S = 1.5  # client timeout where faults are injected (on memoised texts, answered in milliseconds)
 SLOW_S = 2.5  # a `slow` fault answers after this long: past TIMEOUT_S
 PATIENT_S = 30.0  # client timeout elsewhere: the server's model may be encoding new texts
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SHARED_DIR = REPO.parent / "shared"
 
 TEXTS = [
@@ -51,7 +51,7 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def server_model() -> None:
     """Load the server's model once and memoise TEXTS, so no request of a test waits for the model."""
-    from openai_server import encode
+    from tests.openai_server import encode
 
     encode(TEXTS)
 
@@ -618,7 +618,7 @@ def _start_cli_runs(server: OpenAIServer, root: Path, api_url: str) -> dict[str,
             cwd=home, env=_cli_env(home, key, f"{server.url}/env/v1", api_url),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         ), home)
-    from openai_server import encode
+    from tests.openai_server import encode
 
     encode([t for row in DATASET for t in (row["answer"], *row["references"]) if t])  # ready before they ask
     return procs
@@ -890,7 +890,7 @@ def test_warm_api_call_in_a_fresh_process_sends_no_request(server: OpenAIServer,
     """evaluate_sync with index_dir: the cold call sends each unique text once (an output equal to a reference
     once); the same call in a new process (no provider that knows the endpoint's dimensions) sends nothing,
     bills nothing and scores bitwise the same."""
-    from fresh_process import evaluate_in_fresh_process
+    from tests.fresh_process import evaluate_in_fresh_process
 
     rows = [{"input": r["question"], "actual_output": r["answer"], "references": r["references"]} for r in DATASET]
     rows.append({"input": "echo", "actual_output": TEXTS[2], "references": [TEXTS[2], TEXTS[0]]})  # output = a reference

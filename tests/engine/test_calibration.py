@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GENERATOR = REPO / "examples" / "calibration" / "make_truthfulqa_pairs.py"
 KEYWORDS = ["alpha", "beta", "gamma", "delta"]
 

@@ -208,7 +208,7 @@ def test_fit_sections_drops_rows_of_the_least_important_section_first() -> None:
 
 # --- skipped metrics and the gate -----------------------------------------------------------------------------
 
-QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 
 
 def _suite(tmp_path: Path, metrics: str, gate: str = "min_pass_rate: 0.8") -> Path:

@@ -314,7 +314,7 @@ def test_case_ids_follow_name_else_input_hash_with_suffixes() -> None:
 def test_warm_local_call_in_a_fresh_process_loads_no_model(tmp_path) -> None:
     """With index_dir, the same call in a new process embeds nothing: the model is never loaded (torch and
     sentence-transformers are not even imported) and the scores are bitwise those of the cold call."""
-    from fresh_process import evaluate_in_fresh_process
+    from tests.fresh_process import evaluate_in_fresh_process
 
     rows = [{"input": f"question {i}", "actual_output": o, "references": REFS} for i, o in enumerate(OUTPUTS)]
     rows.append({"input": "echo", "actual_output": REFS[1], "references": REFS})  # an output equal to a reference

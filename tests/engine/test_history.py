@@ -246,7 +246,7 @@ def _history_of_two_metrics(directory: Path) -> None:
 
 def test_history_table_keeps_every_column_on_an_80_column_terminal(tmp_path: Path) -> None:
     """In an 80-column pseudo-terminal every column shows, numbers whole, and the folded drift reads back whole."""
-    from conftest import subprocess_env
+    from tests.process_env import subprocess_env
     from test_terminal import _run_in_terminal, _screen_lines
 
     _history_of_two_metrics(tmp_path / "h")
@@ -274,7 +274,7 @@ def test_history_table_keeps_every_column_on_an_80_column_terminal(tmp_path: Pat
 
 def test_piped_history_keeps_each_run_on_one_whole_line(tmp_path: Path) -> None:
     """Piped (COLUMNS=80 set, as a CI log has), each run is one line with every cell whole; nothing is cut."""
-    from conftest import subprocess_env
+    from tests.process_env import subprocess_env
 
     _history_of_two_metrics(tmp_path / "h")
     (tmp_path / "s.yaml").write_text("name: quick\nmetrics: []\n", encoding="utf-8")

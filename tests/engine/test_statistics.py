@@ -21,7 +21,7 @@ from evaltasks.engine import statistics
 from evaltasks.engine.statistics import summarize
 from evaltasks.results import MetricResult, TestCaseResult
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 # --- intervals ---------------------------------------------------------------------------------------------

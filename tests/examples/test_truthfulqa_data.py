@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "truthfulqa" / "fetch_data.py"
 NAMES = ("TruthfulQA.csv", "davinci_answers.csv")
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import yaml
 
-from suite_helpers import length_suite
+from tests.suite_helpers import length_suite
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
 TRUTHFULQA_SUITE = REPO / "examples" / "truthfulqa" / "suite.yaml"
 TOL = 1e-6
@@ -194,8 +194,8 @@ def test_cli_warm_run_with_no_cache_loads_no_model(prefect_api_url, tmp_path: Pa
     """`evaltasks run --no-cache` over an index a first run filled (a new PREFECT_HOME: no task cache at all)
     embeds nothing: the model is not loaded (torch is never imported), every output is reused from the index,
     and the scores are bitwise those of the first run."""
-    from conftest import subprocess_env
-    from fresh_process import cli_in_fresh_process
+    from tests.process_env import subprocess_env
+    from tests.fresh_process import cli_in_fresh_process
 
     def run(name: str) -> tuple[dict, dict]:
         argv = ["run", str(QUICKSTART), "--output-dir", str(tmp_path / name), "--index-dir", str(tmp_path / "index"),
@@ -290,7 +290,7 @@ def test_the_cli_keeps_its_exit_codes_and_history_prints_the_trend(prefect_api_u
     import subprocess
     import sys
 
-    from conftest import subprocess_env
+    from tests.process_env import subprocess_env
 
     suite = length_suite(tmp_path / "s", [3, 3, 9, 9], name="cli-history", gate="gate: {min_pass_rate: 0.9}")
     env = subprocess_env(tmp_path / "home", prefect_api_url)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from suite_helpers import length_suite
+from tests.suite_helpers import length_suite
 
 
 def _read(call: Any) -> Any:

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import subprocess_env
+from tests.process_env import subprocess_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
 TOL = 1e-6
 CLI_TIMEOUT = 600  # one quickstart run takes ~30 s on 2 cores; a loaded CI machine gets a wide margin
@@ -210,7 +210,7 @@ def test_metrics_differing_only_in_configuration_never_share_a_cached_result(
 
 @pytest.fixture(scope="module")
 def openai_server():
-    from openai_server import OpenAIServer
+    from tests.openai_server import OpenAIServer
 
     with OpenAIServer() as server:
         yield server
@@ -253,7 +253,7 @@ def _request_count(server) -> int:
 
 
 def test_transient_provider_errors_are_retried_until_success(prefect_harness, openai_server) -> None:
-    from openai_server import encode
+    from tests.openai_server import encode
 
     server = openai_server
     server.reset()

@@ -24,7 +24,7 @@ import pytest
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
 from evaltasks.index import ReferenceIndex, _segments, text_id
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 class HashProvider:

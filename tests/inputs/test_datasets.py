@@ -18,7 +18,7 @@ from evaltasks.engine.run import plan_run
 from evaltasks.inputs.suite import DatasetSpec
 from evaltasks.test_case import EvalTestCase
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 FIELDS = {"input": "question", "actual_output": "answer", "references": "refs"}
 
 Q_FRANCE = "What is the capital of France?"

@@ -14,7 +14,7 @@ from evaltasks import LengthCheckMetric, ReferenceMatchMetric
 from evaltasks.errors import ConfigError, Problem
 from evaltasks.inputs.suite import load_suite, plain_description, suite_json_schema
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
 TRUTHFULQA = REPO / "examples" / "truthfulqa" / "suite.yaml"
 SCHEMA_FILE = REPO / "evaltasks" / "schema" / "suite.schema.json"

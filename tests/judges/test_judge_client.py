@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from chat_server import Answer, ChatServer, usage_tokens
+from tests.chat_server import Answer, ChatServer, usage_tokens
 
 from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.judges import FunctionJudge, JudgeRuntime, RunJudge, get_judge
@@ -32,7 +32,7 @@ from evaltasks.judges.openai import OpenAIJudge, strict_schema, worst_case_token
 from evaltasks.judges.prices import PRICES
 from evaltasks.judges.store import AnswerStore
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 KEY = f"sk-judge-test-{uuid.uuid4().hex}"
 MODEL = "gpt-4o-mini"
 SCHEMA = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 10},

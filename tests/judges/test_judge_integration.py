@@ -21,16 +21,16 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from conftest import subprocess_env
+from tests.process_env import subprocess_env
 from evaltasks import EvalTestCase
 from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.reports import ReportWriter
 from evaltasks.reports.console import print_summary
 from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
-from judge_metric import VerdictMetric
+from tests.judge_metric import VerdictMetric
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 PYTHONPATH = os.pathsep.join([str(TESTS), str(TESTS.parent)])  # judge_metric, and this checkout's evaltasks
 CLI_TIMEOUT = 600
 
@@ -325,7 +325,7 @@ def plausible(schema: dict[str, Any]) -> Any:
 def answer_plausibly(request: Any) -> Any:
     """The chat server's responder: JSON satisfying the request's ``response_format`` schema (a score token
     for a GEval request without one)."""
-    from chat_server import Answer
+    from tests.chat_server import Answer
 
     response_format = request.body.get("response_format") or {}
     schema = (response_format.get("json_schema") or {}).get("schema")
@@ -353,7 +353,7 @@ def _results(tmp_path: Path) -> dict[str, Any]:
 
 
 def test_example_suite_through_the_cli_against_a_chat_server(tmp_path: Path, prefect_api_url: str) -> None:
-    from chat_server import ChatServer
+    from tests.chat_server import ChatServer
 
     prices = {JUDGE_MODEL: {"input": 1.0, "output": 2.0}}
     suite = _example_suite(tmp_path / "suite", {"model": JUDGE_MODEL, "max_concurrency": 4, "prices": prices,
@@ -396,11 +396,11 @@ def test_example_suite_through_the_cli_against_a_chat_server(tmp_path: Path, pre
 @pytest.mark.parametrize("runner", ["threads", "processes:2"])
 def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect_harness, monkeypatch,
                                                          runner: str) -> None:
-    from chat_server import Answer, ChatServer
+    from tests.chat_server import Answer, ChatServer
     from flows.evaluate_suite import evaluate_suite, make_task_runner
 
     from evaltasks.errors import GateFailed
-    from judge_metric import MAX_TOKENS
+    from tests.judge_metric import MAX_TOKENS
 
     monkeypatch.syspath_prepend(str(TESTS))
     monkeypatch.setenv("PYTHONPATH", str(TESTS))  # the worker processes import judge_metric too
@@ -454,7 +454,7 @@ def test_a_new_index_dir_served_by_prefects_task_cache_costs_nothing_and_says_so
     """README, "LLM judges": a run with a new ``--index-dir`` in a Prefect home that scored the suite before is
     served by Prefect's task cache (its answer store is never read): ``--max-cost`` lets it start (it costs
     nothing), and the console and results.json say where the answers came from."""
-    from chat_server import ChatServer
+    from tests.chat_server import ChatServer
 
     suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "threshold": 0.5}],
                          judge={"model": "gpt-4o-mini"},

@@ -22,9 +22,9 @@ from evaltasks import BaseMetric, EvalTestCase, LengthCheckMetric, MetricResult,
 from evaltasks.errors import ConfigError, Problem
 from evaltasks.engine.evaluate import score_metric_batch
 from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
-from tests.conftest import subprocess_env
+from tests.process_env import subprocess_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "custom_metric"
 SCHEMA_FILE = REPO / "evaltasks" / "schema" / "suite.schema.json"
 

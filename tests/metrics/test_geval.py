@@ -368,7 +368,7 @@ def test_both_judge_metrics_in_a_cli_run_through_the_prefect_engine(tmp_path: Pa
 
     import yaml
 
-    from tests.conftest import subprocess_env
+    from tests.process_env import subprocess_env
 
     def respond(request) -> str | Answer:
         if '"verdicts"' in request.system:

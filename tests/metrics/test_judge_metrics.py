@@ -526,7 +526,7 @@ E2E_SCORES = {"AnswerRelevancyMetric": 1.0, "FaithfulnessMetric": 1.0, "Contextu
 def test_end_to_end_through_get_judge_and_the_chat_server(name: str, tmp_path: Path) -> None:
     """Each metric through get_judge's OpenAI client: the schema goes out as strict json_schema, the score is the
     hand value, the cost is usage × prices, and a second run with the same answer store sends nothing."""
-    from chat_server import ChatServer
+    from tests.chat_server import ChatServer
 
     answers, markers = SCRIPTS[name]
     with ChatServer(api_key=E2E_KEY) as server:
@@ -576,7 +576,7 @@ def test_many_cases_at_once_each_get_their_own_verdicts(tmp_path: Path) -> None:
     request's own passages: every case's score is its own ranking's precision, whatever the order of replies."""
     import re
 
-    from chat_server import ChatRequest, ChatServer
+    from tests.chat_server import ChatRequest, ChatServer
 
     def responder(request: ChatRequest) -> str:
         passages = re.findall(r'<passage n="\d+">(.*?)</passage>', request.user, re.S)

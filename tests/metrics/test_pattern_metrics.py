@@ -17,7 +17,7 @@ from evaltasks.errors import ConfigError
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.deterministic.regex_match import clock_free_length
 from evaltasks.inputs.suite import load_suite
-from conftest import subprocess_env
+from tests.process_env import subprocess_env
 
 RUNAWAY = r"(a|aa)+$"  # on "a" * n + "b": Fibonacci(n) ways to split the a's, all tried before failing
 RUNAWAY_TEXT = "a" * 100 + "b"  # ~10^20 steps: never finishes within any timeout a test would use

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from openai_server import OpenAIServer, usage_tokens
+from tests.openai_server import OpenAIServer, usage_tokens
 
 from evaltasks import (
     ConfigError,

@@ -19,7 +19,7 @@ from evaltasks.errors import ConfigError, DatasetError
 from evaltasks.metrics import METRICS
 from evaltasks.engine.run import plan_run
 from evaltasks.inputs.suite import load_suite
-from tests.conftest import subprocess_env
+from tests.process_env import subprocess_env
 
 # The docs page's example.
 CALLED = ["search_hotels", "sort_by_price", "book_hotel"]

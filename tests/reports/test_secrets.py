@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, subprocess_env
+from tests.process_env import REPO_ROOT, subprocess_env
 from evaltasks import _redact
 from evaltasks._redact import MASK, redact, register
 
 CANARY = "sk-canary-7f3a9c21d4e5b6a8c0"  # what the echoing endpoints quote back
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ECHOED = f"Invalid request for the key {MASK} (Authorization: Bearer {MASK})"  # the echo, redacted
 
 
@@ -99,7 +99,7 @@ def test_errors_reasons_warnings_and_log_records_are_redacted(clean_registry, mo
 
 def test_a_key_given_in_python_is_redacted_from_the_reasons(clean_registry) -> None:
     """``judge_options={"api_key": ...}`` (no variable set): the client registers its key where it is built."""
-    from chat_server import ChatServer
+    from tests.chat_server import ChatServer
 
     from evaltasks import EvalTestCase, evaluate_sync
     from evaltasks.metrics.judge.faithfulness import FaithfulnessMetric
@@ -159,8 +159,8 @@ def _database_rows(database: Path) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("runner", ["threads", "processes:2"])
 def test_an_echoed_key_reaches_no_report_no_log_and_no_prefect_database(tmp_path: Path, runner: str) -> None:
-    from chat_server import ChatServer
-    from openai_server import OpenAIServer
+    from tests.chat_server import ChatServer
+    from tests.openai_server import OpenAIServer
 
     home = tmp_path / "prefect-home"
     with ChatServer(api_key=CANARY) as chat, OpenAIServer(api_key=CANARY) as embeddings:
@@ -190,9 +190,9 @@ def test_an_echoed_key_reaches_no_report_no_log_and_no_prefect_database(tmp_path
 
 def test_the_action_masks_each_secret_and_its_summary_comment_and_artifact_hold_none(tmp_path: Path,
                                                                                     prefect_api_url: str) -> None:
-    from chat_server import ChatServer
-    from github_server import GitHubServer
-    from openai_server import OpenAIServer
+    from tests.chat_server import ChatServer
+    from tests.github_server import GitHubServer
+    from tests.openai_server import OpenAIServer
 
     from test_action import _pr_event, _run_local
 

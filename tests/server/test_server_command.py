@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO_ROOT, subprocess_env
+from tests.process_env import REPO_ROOT, subprocess_env
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets: Linux and macOS")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import subprocess_env
+from tests.process_env import subprocess_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and fork: Linux")
 
