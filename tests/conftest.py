@@ -41,9 +41,21 @@ except ImportError:  # pragma: no cover - plain `pytest` from elsewhere without 
 
 from tests.process_env import SHARED_DIR  # noqa: E402  (after the package's path is set)
 
+#: Fixtures that start or use the session's Prefect server: a test asking for one runs flows (seconds each) and,
+#: the first time in a process, starts the server. Such a test is ``slow`` (pyproject.toml's markers).
+PREFECT_SERVER_FIXTURES = frozenset({"prefect_harness", "prefect_api_url"})
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "truthfulqa: reads ../shared/data/truthfulqa (skipped when absent)")
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that use the session's Prefect server ``slow``, and run slow tests first.
+
+    Slow first: with ``pytest -n N`` the long tests start at once instead of leaving one worker busy at the end
+    (the order is stable otherwise, so a module's tests stay together).
+    """
+    for item in items:
+        if PREFECT_SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
