@@ -79,6 +79,7 @@ def test_a_lock_exists_for_the_actions_default_runner() -> None:
     assert [p.stem for p in LOCKS] == ["cp311-linux-x86_64"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", LOCKS, ids=[p.stem for p in LOCKS])
 def test_the_lock_is_complete_and_consistent(path: Path) -> None:
     lock = _load(path)
@@ -95,6 +96,7 @@ def test_the_lock_is_complete_and_consistent(path: Path) -> None:
     assert _unsatisfied(lock) == []
 
 
+@pytest.mark.slow
 def test_a_missing_or_outdated_dependency_is_reported() -> None:
     """The completeness check itself: dropping a dependency or downgrading one is found."""
     lock = _load(LOCKS[0])
@@ -190,6 +192,7 @@ def _install(tmp_path: Path, action_path: Path = REPO_ROOT, **env: str) -> tuple
     return proc.stdout, commands, dict(line.split("=", 1) for line in outputs.read_text().splitlines())
 
 
+@pytest.mark.slow
 @LOCK_HERE
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_install_from_the_lock_resolves_nothing(tmp_path: Path, warm: bool) -> None:
@@ -219,6 +222,7 @@ def test_install_from_the_lock_resolves_nothing(tmp_path: Path, warm: bool) -> N
     assert outputs == {"python": str(tmp_path / "venv" / "bin" / "python"), "lock": str(txt)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("env", "why"), [
     ({"EVALTASKS_VERSION": "0.1.0"}, "evaltasks-version is set"),
     ({"TORCH_INDEX_URL": ""}, "torch-index-url is empty"),
@@ -266,6 +270,7 @@ def _checkout(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_the_pip_cache_key_changes_with_the_lock(tmp_path: Path) -> None:
     copy = _checkout(tmp_path)
     before = _prepare(tmp_path, copy)["pip-key"]
@@ -275,6 +280,7 @@ def test_the_pip_cache_key_changes_with_the_lock(tmp_path: Path) -> None:
     assert _prepare(tmp_path, copy)["pip-key"] != before
 
 
+@pytest.mark.slow
 @LOCK_HERE
 def test_the_virtualenv_key_names_the_exact_python_and_hashes_the_lock_and_evaltasks_sources(tmp_path: Path) -> None:
     copy = _checkout(tmp_path)
@@ -297,6 +303,7 @@ def test_the_virtualenv_key_names_the_exact_python_and_hashes_the_lock_and_evalt
     assert _prepare(tmp_path, copy)["venv-key"] == ""
 
 
+@pytest.mark.slow
 def test_a_restored_virtualenv_is_used_without_installing_and_a_broken_one_is_replaced(tmp_path: Path) -> None:
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)

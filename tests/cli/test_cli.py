@@ -69,6 +69,7 @@ def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected:
     assert default_output_dir(name) == Path("eval-results") / expected
 
 
+@pytest.mark.slow
 def test_long_names_an_output_dir_component_over_255_bytes_is_exit_2_and_a_long_cjk_suite_runs(
         tmp_path: Path) -> None:
     """A 300-byte ``--output-dir`` component is a usage error found before anything runs (it was exit 3, its
@@ -104,6 +105,7 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mistake", ["stopped server", "index dir is a file", "index dir under a file",
                                      "negative max cost"])
 def test_setup_mistakes_are_exit_2_and_one_line_before_prefect_starts(tmp_path: Path, mistake: str) -> None:
@@ -134,6 +136,7 @@ def test_setup_mistakes_are_exit_2_and_one_line_before_prefect_starts(tmp_path: 
 # --- full runs (each loads the model: keep them few; the first starts a temporary Prefect server as a user's
 # run does, the others use the session's server) ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_run_quickstart_passes(tmp_path: Path) -> None:
     proc, wall_s = _cli(tmp_path, "run", str(QUICKSTART), "--output-dir", "out", "--index-dir", "idx")
     assert proc.returncode == 0, proc.stderr
@@ -235,6 +238,7 @@ INVALID = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(INVALID))
 def test_invalid_input_exits_2_fast(tmp_path: Path, case: str) -> None:
     suite_text, data, needles = INVALID[case]
@@ -292,6 +296,7 @@ def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path, prefect_api_
     assert "evaltasks: error: missing or rejected credentials" in proc.stderr
 
 
+@pytest.mark.slow
 def test_missing_suite_file_exits_2(tmp_path: Path) -> None:
     proc, _ = _cli(tmp_path, "run", "no-such-suite.yaml")
     assert proc.returncode == 2
@@ -300,6 +305,7 @@ def test_missing_suite_file_exits_2(tmp_path: Path) -> None:
     assert "no-such-suite.yaml" in proc.stderr and "suite file not found" in proc.stderr
 
 
+@pytest.mark.slow
 def test_bad_batch_size_exits_2(tmp_path: Path) -> None:
     proc, _ = _cli(tmp_path, "run", str(QUICKSTART), "--batch-size", "0")
     assert proc.returncode == 2
@@ -338,6 +344,7 @@ def _unwritable_dir(tmp_path: Path, kind: str, cleanups: list) -> Path:
     pytest.skip(f"{' '.join(command[:3])} did not stop writes here")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["a-file", "under-a-file", "immutable", "read-only-mount"])
 @pytest.mark.parametrize("command", ["run", "serve"])
 def test_unwritable_prefect_home_exits_2_before_prefect_starts(tmp_path: Path, kind: str, command: str) -> None:
@@ -365,6 +372,7 @@ def test_unwritable_prefect_home_exits_2_before_prefect_starts(tmp_path: Path, k
     assert not home.is_dir() or not any(home.iterdir())  # Prefect never started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [[], ["run"], ["frobnicate"], ["run", "s.yaml", "--no-such-option"]])
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     proc, _ = _cli(tmp_path, *args)
@@ -373,6 +381,7 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     _no_noise(proc)
 
 
+@pytest.mark.slow
 def test_schema_command_prints_the_schema(tmp_path: Path) -> None:
     proc, _ = _cli(tmp_path, "schema")
     assert proc.returncode == 0, proc.stderr
@@ -382,6 +391,7 @@ def test_schema_command_prints_the_schema(tmp_path: Path) -> None:
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
 
 
+@pytest.mark.slow
 def test_version(tmp_path: Path) -> None:
     from evaltasks import __version__
 
@@ -497,6 +507,7 @@ def test_a_skipped_metric_is_warned_about_once_and_the_flow_run_logs_keep_it(tmp
         messages = asyncio.run(read())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "server", "serve", "schema", "calibrate", "history", "index"])
 def test_each_command_help_has_a_description_and_names_its_docs_section(command: str, tmp_path: Path) -> None:
     """``evaltasks COMMAND --help`` says what the command does under its usage, and ends with the docs section
@@ -525,6 +536,7 @@ def test_docs_links_follow_the_one_docs_url(monkeypatch: pytest.MonkeyPatch) -> 
         "https://docs.example/evaltasks#faster-repeated-runs-evaltasks-server")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "listed"), [
     (["index"], "{build,info,verify,compact,prune}"),
     ([], "{run,server,serve,schema,calibrate,history,index}"),

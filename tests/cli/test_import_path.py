@@ -19,6 +19,8 @@ import pytest
 
 from tests.process_env import REPO_ROOT, subprocess_env
 
+pytestmark = pytest.mark.slow  # python -m evaltasks and Prefect's temporary server in fresh processes
+
 DEADLINE_S = 600  # generous: the machine may be shared and busy
 HOSTILE_YAML = '''
 import sys

@@ -25,6 +25,8 @@ import pytest
 
 from tests.process_env import subprocess_env
 
+pytestmark = pytest.mark.slow  # signals to real evaltasks runs
+
 psutil = pytest.importorskip("psutil")
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy

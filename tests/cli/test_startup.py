@@ -27,6 +27,8 @@ import pytest
 
 from tests.process_env import REPO_ROOT, subprocess_env
 
+pytestmark = pytest.mark.slow  # fresh processes: imports, Prefect's temporary server, whole runs
+
 psutil = pytest.importorskip("psutil")
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy

@@ -159,6 +159,7 @@ def first_run(workspace: Path, prefect_api_url: str, tmp_path_factory: pytest.Te
     return result
 
 
+@pytest.mark.slow
 def test_stages_are_named_and_log_lines_never_tear_the_bar(first_run: tuple[int, str]) -> None:
     code, raw = first_run
     assert code == 1, raw  # 10 of 30 cases pass: the gate (90 %) fails
@@ -176,6 +177,7 @@ def test_stages_are_named_and_log_lines_never_tear_the_bar(first_run: tuple[int,
     assert TELEMETRY not in raw and "DO_NOT_TRACK" not in raw, raw  # README: analytics are off
 
 
+@pytest.mark.slow
 def test_final_output_leads_with_the_verdict_and_names_the_failing_cases(first_run: tuple[int, str]) -> None:
     code, raw = first_run
     out = _final_output(raw)

@@ -665,6 +665,7 @@ def cli_runs(_cli_background):
     return state["outputs"], state["requests"]
 
 
+@pytest.mark.slow
 def test_cli_run_against_the_server_exits_0(cli_runs, _cli_background) -> None:
     outputs, requests = cli_runs
     code, stdout, stderr, home = outputs["good"]
@@ -689,6 +690,7 @@ def test_cli_run_against_the_server_exits_0(cli_runs, _cli_background) -> None:
         assert case.metrics[0].success == cases[case.id]["success"]
 
 
+@pytest.mark.slow
 def test_cli_run_writes_the_api_key_nowhere(cli_runs) -> None:
     outputs, _ = cli_runs
     code, stdout, stderr, home = outputs["good"]
@@ -700,6 +702,7 @@ def test_cli_run_writes_the_api_key_nowhere(cli_runs) -> None:
     assert leaked == []
 
 
+@pytest.mark.slow
 def test_cli_suite_embeddings_options_reach_every_request(cli_runs) -> None:
     outputs, requests = cli_runs
     assert outputs["good"][0] == 0
@@ -708,6 +711,7 @@ def test_cli_suite_embeddings_options_reach_every_request(cli_runs) -> None:
     assert len(mine) == 2  # references and outputs: one request each, no retries
 
 
+@pytest.mark.slow
 def test_cli_rejected_key_exits_2_without_traceback(cli_runs) -> None:
     outputs, _ = cli_runs
     code, stdout, stderr, _home = outputs["rejected"]
@@ -886,6 +890,7 @@ def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: 
 
 # --- warm runs: outputs come from the index like references -----------------------------------------------------
 
+@pytest.mark.slow
 def test_warm_api_call_in_a_fresh_process_sends_no_request(server: OpenAIServer, tmp_path: Path) -> None:
     """evaluate_sync with index_dir: the cold call sends each unique text once (an output equal to a reference
     once); the same call in a new process (no provider that knows the endpoint's dimensions) sends nothing,

@@ -109,6 +109,7 @@ def _check_choice(choice: dict, scores: list[float], labels: list[bool], objecti
         assert choice["threshold"] == current
 
 
+@pytest.mark.slow
 def test_calibrate_finds_the_thresholds_brute_force_finds(tmp_path: Path) -> None:
     metrics = ("  - metric: ContainsMetric\n    keywords: [alpha, beta, gamma, delta]\n    mode: all\n"
                "  - metric: LengthCheckMetric\n    name: short\n    max_length: 16\n")
@@ -150,6 +151,7 @@ def test_calibrate_finds_the_thresholds_brute_force_finds(tmp_path: Path) -> Non
     assert "ROC AUC " + f"{_mann_whitney_auc(per_metric['ContainsMetric'][0], labels):.3f}" in text.stdout
 
 
+@pytest.mark.slow
 def test_one_label_class_reports_auc_as_not_available(tmp_path: Path) -> None:
     suite = _write(tmp_path, [(i, out, "pass") for i, out, _ in ROWS[:4]],
                    "  - metric: ContainsMetric\n    keywords: [alpha, beta, gamma, delta]\n    mode: all\n"
@@ -165,6 +167,7 @@ def test_one_label_class_reports_auc_as_not_available(tmp_path: Path) -> None:
     assert metric["suggestion"] is None and metric["note"].startswith("the best agreement passes every case")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", ["maybe", "2", "passing"])
 def test_a_bad_label_exits_2_naming_file_row_and_column(tmp_path: Path, cell: str) -> None:
     rows = [*ROWS[:3], ("x", "alpha", cell)]
@@ -176,6 +179,7 @@ def test_a_bad_label_exits_2_naming_file_row_and_column(tmp_path: Path, cell: st
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
+@pytest.mark.slow
 def test_a_missing_label_column_exits_2(tmp_path: Path) -> None:
     suite = _write(tmp_path, ROWS, "  - metric: LengthCheckMetric\n    max_length: 16\n")
     proc = _cli(tmp_path, "calibrate", suite.name, "--labels", "verdict")
@@ -184,6 +188,7 @@ def test_a_missing_label_column_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_label_column_with_no_label_exits_2(tmp_path: Path) -> None:
     """Every label cell empty: nothing to calibrate, said before any scoring (not exit 0 with "no change")."""
     suite = _write(tmp_path, [(i, t, "") for i, t, _ in ROWS], "  - metric: LengthCheckMetric\n    max_length: 16\n")
@@ -273,6 +278,7 @@ def test_calibration_never_imports_prefect(tmp_path: Path) -> None:
     assert proc.stdout.split() == ["11", "[]"]
 
 
+@pytest.mark.slow
 def test_json_labels_and_errored_cases_are_counted(tmp_path: Path) -> None:
     """JSON booleans and integers are labels, null is unlabelled; a case the metric errors on (JSON nested too
     deeply to parse, README "Statuses") is left out and counted."""
@@ -310,6 +316,7 @@ def test_the_shown_threshold_is_the_shortest_decimal_with_the_same_verdicts(low:
     assert float(_number(shown)) == shown and "e" not in _number(shown)
 
 
+@pytest.mark.slow
 def test_calibrate_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(tmp_path: Path) -> None:
     """In a pseudo-terminal, ``evaltasks calibrate`` names the embedding (how many texts, which model) and the
     scoring stage while it works (the real local model, offline); piped, stderr stays empty."""

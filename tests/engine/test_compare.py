@@ -238,6 +238,7 @@ def test_missing_credentials_are_a_config_error_unless_skipping(tmp_path: Path, 
     assert list(plan.needs) == []  # nothing to embed
 
 
+@pytest.mark.slow
 def test_cli_skips_missing_credentials_and_the_gate_leaves_them_out(tmp_path: Path) -> None:
     from evaltasks.engine.evaluate import evaluate_sync
 

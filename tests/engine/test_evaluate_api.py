@@ -311,6 +311,7 @@ def test_case_ids_follow_name_else_input_hash_with_suffixes() -> None:
 
 
 # -- warm calls: outputs reused from the index across processes ------------------------------------------
+@pytest.mark.slow
 def test_warm_local_call_in_a_fresh_process_loads_no_model(tmp_path) -> None:
     """With index_dir, the same call in a new process embeds nothing: the model is never loaded (torch and
     sentence-transformers are not even imported) and the scores are bitwise those of the cold call."""

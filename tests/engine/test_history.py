@@ -213,6 +213,7 @@ def test_history_markdown_has_a_table_with_ascii_bars_and_no_mermaid() -> None:
     assert "## Drift of the latest run against the previous 1" in markdown
 
 
+@pytest.mark.slow
 def test_a_history_directory_that_cannot_be_created_is_a_usage_error(tmp_path: Path) -> None:
     """Checked before Prefect starts (exit 2, no traceback), not found after the run as a logged error."""
     (tmp_path / "d.csv").write_text("actual_output\nx\n", encoding="utf-8")
@@ -272,6 +273,7 @@ def test_history_table_keeps_every_column_on_an_80_column_terminal(tmp_path: Pat
     assert "mean scores: m1 = ReferenceMatchMetric, m2 = LengthCheckMetric" in lines
 
 
+@pytest.mark.slow
 def test_piped_history_keeps_each_run_on_one_whole_line(tmp_path: Path) -> None:
     """Piped (COLUMNS=80 set, as a CI log has), each run is one line with every cell whole; nothing is cut."""
     from tests.process_env import subprocess_env
@@ -318,6 +320,7 @@ def test_a_record_with_a_nan_or_a_negative_count_is_skipped_naming_file_line_and
     assert [t.runs for t in drift.tests] == [1, 1, 1]
 
 
+@pytest.mark.slow
 def test_a_run_after_a_damaged_history_line_records_and_warns_instead_of_aborting(tmp_path: Path) -> None:
     """End to end: a history file with a NaN mean and a negative count, then `evaltasks run` exits 0, says which
     lines it skipped, and appends its own record (the previous good record is pooled)."""

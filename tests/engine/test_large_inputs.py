@@ -22,6 +22,8 @@ from evaltasks import EvalTestCase, LengthCheckMetric, evaluate_sync
 from evaltasks.engine.run import plan_run
 from evaltasks.reports.outcome import finish_run
 
+pytestmark = pytest.mark.slow  # a 10 MB output and 100,000 cases
+
 
 def _run(suite: Path, out: Path) -> dict:
     """Validate, score and write the reports as ``evaltasks run`` does; return results.json."""

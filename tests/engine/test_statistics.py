@@ -463,6 +463,7 @@ def _validate(results: dict) -> None:
     jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(results)
 
 
+@pytest.mark.slow
 def test_the_shipped_results_schema_is_the_generated_one() -> None:
     from evaltasks.reports.json_report import results_json_schema
 
@@ -512,6 +513,7 @@ def test_the_sample_collector_gives_the_summary_builders_intervals() -> None:
     assert collector.mean_score_interval("M") == summary.metrics["M"].mean_score_interval
 
 
+@pytest.mark.slow
 def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) -> None:
     import time
 

@@ -72,6 +72,7 @@ def test_flows_are_importable_as_evaltasks_flows() -> None:
     assert Path(evaltasks.flows.__file__).resolve() == REPO / "flows" / "__init__.py"
 
 
+@pytest.mark.slow
 def test_wheel_installs_flows_as_evaltasks_flows_only(tmp_path: Path) -> None:
     """A plain (non-editable) install ships flows/ as evaltasks.flows and claims no top-level ``flows``."""
     import shutil

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # users' flow scripts in subprocesses, Prefect flow runs
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -350,6 +350,7 @@ def _cli(cwd: Path, *args: str, timeout: float = 600, api_url: str | None = None
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_index_info_checks_the_vector_files(tmp_path, provider, minilm_path) -> None:
     """`index info` once read only meta.json and called truncated or deleted vector files healthy."""
     root = tmp_path / "idx"

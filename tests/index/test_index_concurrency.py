@@ -16,6 +16,9 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow  # two writer processes
 
 WRITER = textwrap.dedent(
     """

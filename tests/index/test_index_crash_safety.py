@@ -18,8 +18,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from evaltasks.index import ReferenceIndex, text_id
+
+pytestmark = pytest.mark.slow  # writers killed at random moments, readers in subprocesses
 
 HASH_PROVIDER = textwrap.dedent(
     """

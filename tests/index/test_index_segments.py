@@ -99,6 +99,7 @@ def test_adding_texts_writes_a_new_segment_and_rewrites_nothing(tmp_path: Path) 
     assert np.array_equal(lookup.table.rows(_texts(0, 501)), np.stack([_hash_vector(t) for t in _texts(0, 501)]))
 
 
+@pytest.mark.slow
 def test_reads_map_the_files_and_lookups_equal_before_and_after_compaction(tmp_path: Path) -> None:
     root = tmp_path / "idx"
     for start in range(0, 1000, 200):  # five writes: five segments
@@ -152,6 +153,7 @@ def test_a_write_past_the_segment_limit_compacts(tmp_path: Path, monkeypatch: py
     assert np.array_equal(lookup.table.rows(_texts(0, 1010)), np.stack([_hash_vector(t) for t in _texts(0, 1010)]))
 
 
+@pytest.mark.slow
 def test_verify_catches_a_flipped_byte_in_one_segment(tmp_path: Path) -> None:
     """Opening hashes nothing (a 10 GB index opens in milliseconds) and a search reads only ids: `index verify`
     reads every byte and names the damaged file (and how many of its rows)."""
@@ -517,6 +519,7 @@ def test_lookups_across_many_segments_find_every_stored_text(tmp_path: Path) -> 
     assert np.array_equal(snapshot.gather(rows[:-2]), np.stack([_hash_vector(t) for t in probe[:-2]]))
 
 
+@pytest.mark.slow
 def test_compact_rebuilds_what_it_can_and_names_what_it_cannot(tmp_path: Path) -> None:
     """`index compact` on a damaged index said "rebuilding it", did nothing and exited 0. Now it drops the
     damaged rows (kept bitwise: every other vector) and exits 1 naming each namespace it cannot read."""

@@ -155,6 +155,7 @@ print(json.dumps({"added_kib": anonymous_kib() - before, "rows": rows.tolist()})
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [{"kind": "flat"}, {"kind": "ivf"}, {"kind": "ivf", "ivf_sq8": True}],
                          ids=["flat", "ivf-flat", "ivf-sq8"])
 def test_a_worker_searching_a_persisted_set_does_not_copy_it(tmp_path: Path, options: dict) -> None:

@@ -555,6 +555,7 @@ SUBPROCESS_CASES = ["suite-yaml-python-object-tag", "yaml-python-tag", "suite-da
                     "dataset-symlink-loop", "jsonl-deeply-nested", "dataset-csv-utf16-bom"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case_id", SUBPROCESS_CASES)
 def test_malformed_input_in_a_subprocess(case_id: str, tmp_path: Path) -> None:
     case = next(c for c in CORPUS if c.id == case_id)
@@ -580,6 +581,7 @@ def test_malformed_input_in_a_subprocess(case_id: str, tmp_path: Path) -> None:
     assert not (tmp_path / "prefect-home").exists()  # validation ran before Prefect
 
 
+@pytest.mark.slow
 def test_an_alias_bomb_exits_2_with_one_bounded_message_in_bounded_memory(tmp_path: Path) -> None:
     """A 1 KB suite whose metric argument is a "billion laughs" bomb once never exited (every message quoted
     the whole expanded value: 1.5 GiB after 120 s). Now: exit 2, one short problem, little memory. The
@@ -619,6 +621,7 @@ print(json.dumps({"exit_code": os.waitstatus_to_exitcode(status), "maxrss_kib": 
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["suite", "dataset"])
 def test_python_tags_execute_nothing(where: str, tmp_path: Path) -> None:
     """``!!python/object/apply:os.system ["touch PWNED"]`` in the suite or a YAML dataset: exit 2, no PWNED."""

@@ -315,6 +315,7 @@ def test_second_identical_request_is_served_from_the_store(server: ChatServer, t
     assert entry == tmp_path / key[:2] / f"{key}.json"
 
 
+@pytest.mark.slow
 def test_store_is_read_by_a_fresh_process(server: ChatServer, tmp_path: Path) -> None:
     server.answers.append(good(9))
     run_judge(server, tmp_path).complete(request())
@@ -559,6 +560,7 @@ def test_budget_counts_spend_added_before(server: ChatServer) -> None:
         Budget(float("nan"))
 
 
+@pytest.mark.slow
 def test_budget_ledger_is_shared_across_processes(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.json"
     here = Budget(1.0, ledger)

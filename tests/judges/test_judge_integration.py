@@ -115,6 +115,7 @@ def test_prompt_files_are_relative_to_the_suite_and_a_missing_one_is_located(tmp
     assert "verdict: prompt file not found: 'prompts/gone.md'" in problem.message
 
 
+@pytest.mark.slow
 def test_schema_describes_the_judge_block_and_judge_metric_arguments() -> None:
     schema = suite_json_schema()
     block = schema["$defs"]["JudgeBlock"]

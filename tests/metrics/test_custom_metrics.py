@@ -185,6 +185,7 @@ def test_entry_point_metric_through_the_cli(tmp_path: Path, prefect_api_url: str
 # -- resolution errors: located config problems ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_user_metric_problems_are_located(tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
     _write(tmp_path / "checks.py", """\
         from evaltasks import BaseMetric
@@ -232,6 +233,7 @@ def test_user_metric_problems_are_located(tmp_path: Path, isolated_imports: pyte
 
 
 
+@pytest.mark.slow
 def test_a_raising_validate_case_exits_2_naming_metric_row_and_exception(
     tmp_path: Path, isolated_imports: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -526,6 +528,7 @@ def test_schema_rejects_wrong_arguments(metric: dict) -> None:
         _validator().validate(_suite_with(metric))
 
 
+@pytest.mark.slow
 def test_schema_of_a_class_marks_required_arguments_and_reads_descriptions(
         isolated_imports: pytest.MonkeyPatch) -> None:
     isolated_imports.syspath_prepend(str(EXAMPLE))
@@ -539,6 +542,7 @@ def test_schema_of_a_class_marks_required_arguments_and_reads_descriptions(
     assert schema["additionalProperties"] is False
 
 
+@pytest.mark.slow
 def test_schema_lists_installed_entry_points(tmp_path: Path) -> None:
     """`evaltasks schema` where a metric package is installed: its entry point is a branch with its own
     arguments (so the shipped schema, generated without plugins, differs from such a one only by that)."""
@@ -562,6 +566,7 @@ def test_example_suite_validates_against_the_schema() -> None:
     _validator().validate(yaml.safe_load((EXAMPLE / "suite.yaml").read_text(encoding="utf-8")))
 
 
+@pytest.mark.slow
 def test_cache_keys_of_user_and_entry_point_classes_hash_their_files(tmp_path: Path,
                                                                      isolated_imports: pytest.MonkeyPatch) -> None:
     """The code part of the cache key covers the file defining the class, for an entry point's class and a
@@ -583,6 +588,7 @@ def test_cache_keys_of_user_and_entry_point_classes_hash_their_files(tmp_path: P
         assert cls().cache_key().endswith(f"#code={expected}"), name
 
 
+@pytest.mark.slow
 def test_loading_a_suite_puts_its_directory_last_on_sys_path(tmp_path: Path,
                                                              isolated_imports: pytest.MonkeyPatch) -> None:
     """The suite's directory goes LAST on sys.path (installed packages and the standard library win), PYTHONPATH
@@ -765,6 +771,7 @@ def test_results_whose_status_contradicts_their_score_are_errored() -> None:
     assert results[1].error.startswith("claims returned score 0.1 with threshold 0.5 marked passed")
 
 
+@pytest.mark.slow
 def test_sys_exit_while_importing_a_user_metric_is_a_located_error(tmp_path: Path,
                                                                    isolated_imports: pytest.MonkeyPatch) -> None:
     """A module:Class whose module calls sys.exit() at import is a config error (exit 2), not a silent exit 0."""
@@ -776,6 +783,7 @@ def test_sys_exit_while_importing_a_user_metric_is_a_located_error(tmp_path: Pat
     assert "importing module 'quits' failed: SystemExit: 0" in str(info.value)
 
 
+@pytest.mark.slow
 def test_modules_of_an_environment_inside_the_suite_folder_are_not_pickled_by_value(
         tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
     """A project keeps its .venv next to its suite: the packages installed there (under site-packages) travel
@@ -802,6 +810,7 @@ def test_modules_of_an_environment_inside_the_suite_folder_are_not_pickled_by_va
     assert "mine" in by_value and "vendored_pkg" not in by_value
 
 
+@pytest.mark.slow
 def test_a_helper_next_to_the_suite_hidden_by_an_installed_module_is_a_located_error(
         tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
     """The metric's module imports a helper `six` next to it, which the installed six hides: a config error

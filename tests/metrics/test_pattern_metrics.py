@@ -31,6 +31,7 @@ def scores(metric, outputs: list[str]) -> list[float | None]:
     return [r.score for r in metric.score_batch([EvalTestCase(actual_output=o) for o in outputs])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["evaltasks", "evaltasks.metrics", "evaltasks.deterministic_metrics",
                                     "evaltasks.metrics.deterministic_metrics"])
 def test_eval_lib_import_paths(module: str) -> None:
@@ -747,6 +748,7 @@ def test_suite_file_builds_all_three(tmp_path: Path) -> None:
     assert json_metric.schema == {"type": "object", "required": ["answer"]}
 
 
+@pytest.mark.slow
 def test_cli_invalid_pattern_exits_2_without_traceback(tmp_path: Path) -> None:
     (tmp_path / "suite.yaml").write_text(
         f"name: s\n{DATASET}metrics:\n  - metric: RegexMatchMetric\n    pattern: '[0-9'\n", encoding="utf-8")

@@ -294,6 +294,7 @@ def test_dataset_row_without_expected_output_is_located(tmp_path: Path) -> None:
     assert all("needed by SemanticSimilarityMetric" in p.message for p in info.value.problems)
 
 
+@pytest.mark.slow
 def test_cli_exits_2_naming_the_row_and_field(tmp_path: Path) -> None:
     (tmp_path / "d.csv").write_text("actual_output,answer\nfine,fine\nno expected,\n", encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(

@@ -427,6 +427,7 @@ def test_suite_config_errors_name_the_entry_and_the_argument(tmp_path: Path) -> 
     ]
 
 
+@pytest.mark.slow
 def test_cli_row_without_expected_output_exits_2_naming_row_and_field(tmp_path: Path) -> None:
     (tmp_path / "d.jsonl").write_text(
         '{"actual_output": "a", "expected_output": "a"}\n{"actual_output": "b"}\n', encoding="utf-8")

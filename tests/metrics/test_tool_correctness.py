@@ -145,6 +145,7 @@ def test_expected_tools_is_a_required_field() -> None:
         asyncio.run(metric.evaluate(EvalTestCase(actual_output="a", tools_called=["x"])))
 
 
+@pytest.mark.slow
 def test_a_dataset_row_without_expected_tools_is_located(tmp_path: Path) -> None:
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "expected_tools": ["x"]}\n{"actual_output": "b"}\n',
                                       encoding="utf-8")

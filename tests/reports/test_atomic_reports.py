@@ -15,6 +15,10 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a reader process polling many rewrites
+
 REPORT_READER = textwrap.dedent(
     """
     import hashlib, json, os, sys

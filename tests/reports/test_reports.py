@@ -627,6 +627,7 @@ with atomic_writer(Path(sys.argv[1]) / sys.argv[2]) as out:
 """
 
 
+@pytest.mark.slow
 def test_temporaries_of_a_killed_writer_are_removed_by_the_next_run(tmp_path: Path) -> None:
     """A writer killed (SIGKILL) while writing results.json leaves its temporary file; the next run removes it
     at once (it was kept for an hour), while a temporary of a writer still running stays."""

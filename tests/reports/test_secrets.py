@@ -157,6 +157,7 @@ def _database_rows(database: Path) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["threads", "processes:2"])
 def test_an_echoed_key_reaches_no_report_no_log_and_no_prefect_database(tmp_path: Path, runner: str) -> None:
     from tests.chat_server import ChatServer

@@ -25,6 +25,8 @@ import pytest
 
 from tests.process_env import subprocess_env
 
+pytestmark = pytest.mark.slow  # servers and runs in subprocesses
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and fork: Linux")
 
 NOBODY = 65534  # another user's uid (nobody), for the files and processes a root test gives away
