@@ -486,6 +486,7 @@ def test_regressions_against_the_baseline_are_called_out_even_when_the_gate_pass
     assert f"p = {2 * 0.5 ** 8:.4f}" in row and f"paired {paired_delta:+.4f}<br>" in row
 
 
+@pytest.mark.slow
 def test_a_five_megabyte_report_stays_under_both_limits_and_leads_with_the_verdict(tmp_path: Path) -> None:
     report = _import("report")
     long_output = "Paris is the capital of France. " * 3
@@ -886,6 +887,7 @@ def _baseline_step(path: Path, label: str = "the last results of main") -> subpr
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_cached_baseline_is_checked_by_evaltasks_own_check(tmp_path: Path) -> None:
     """Every baseline `evaltasks run --baseline` refuses (test_compare's list: a NaN score, a newer schema, cases
     [1, 2], no id, a duplicated id, ...) is a warning naming the cache entry and the same located problem, so
@@ -934,6 +936,7 @@ def _many_metric_results(out: Path, base_dir: Path, metrics: int = 400, cases: i
     return write(out, run([0.0] * failing + [1.0] * (cases - failing)), baseline)
 
 
+@pytest.mark.slow
 def test_a_suite_of_400_metrics_gets_a_comment_outputs_and_annotations(tmp_path: Path) -> None:
     """400 metrics, 10 cases, 6 newly failing: the fixed part of the report once exceeded the comment's limit and
     report.py died (exit 1, no comment.md, no outputs). Now metric rows and changed cases are cut, each changed

@@ -488,6 +488,7 @@ def _scores(result) -> list[tuple]:
             for c in result.test_results]
 
 
+@pytest.mark.slow
 def test_a_run_under_30_percent_faults_scores_exactly_like_a_fault_free_run(server: OpenAIServer) -> None:
     cases = _cases()
     budget = 350  # small requests (about 40): many of them, so that many faults hit the run

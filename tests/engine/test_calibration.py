@@ -266,6 +266,7 @@ def test_truthfulqa_pairs_generator(tmp_path: Path, truthfulqa_dir: Path) -> Non
     assert proc.stdout.strip() == f"{len(expected)} pairs ({passing} pass, {len(expected) - passing} fail) written to {out}"
 
 
+@pytest.mark.slow
 def test_calibration_never_imports_prefect(tmp_path: Path) -> None:
     """The engine layer calibrates without Prefect (README, "Layout"): nothing of it is imported."""
     suite = _write(tmp_path, ROWS, "  - metric: ContainsMetric\n    keywords: [alpha, beta]\n    mode: all\n")

@@ -417,6 +417,7 @@ def test_openai_without_key_is_a_clear_credentials_error(monkeypatch) -> None:
 
 
 # -- TruthfulQA: the figure the README quotes ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.truthfulqa
 def test_truthfulqa_answers_against_best_answer(truthfulqa_dir: Path, cosine) -> None:
     """817 davinci answers (``model_answer``) against ``best_answer``: mean 0.55192, pass rate 42.1 % with
