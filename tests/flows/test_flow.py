@@ -8,7 +8,6 @@ clamped to [0, 1], max); LengthCheck word counts are counted by hand.
 from __future__ import annotations
 
 import asyncio
-import csv
 import hashlib
 import json
 from pathlib import Path
@@ -21,7 +20,6 @@ from tests.suite_helpers import length_suite
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
-TRUTHFULQA_SUITE = REPO / "examples" / "truthfulqa" / "suite.yaml"
 TOL = 1e-6
 
 # Words in each quickstart answer, counted by hand (punctuation and ">" are not words; "1969" is).
@@ -213,37 +211,6 @@ def test_cli_warm_run_with_no_cache_loads_no_model(prefect_api_url, tmp_path: Pa
                                              "outputs_computed": 0, "outputs_reused": 8}
     assert [m["score"] for c in warm["cases"] for m in c["metrics"]] == [
         m["score"] for c in cold["cases"] for m in c["metrics"]]
-
-
-def test_truthfulqa_flow(prefect_harness, st_model, truthfulqa_dir: Path, tmp_path: Path) -> None:
-    """The published figures: mean ReferenceMatch 0.63055 ± 0.00005, 50.4 % of the cases reach 0.7."""
-    # the example as a user has it after examples/truthfulqa/fetch_data.py: the data in data/ beside the suite
-    suite = tmp_path / "example" / "suite.yaml"
-    (suite.parent / "data").mkdir(parents=True)
-    suite.write_bytes(TRUTHFULQA_SUITE.read_bytes())
-    (suite.parent / "data" / "davinci_answers.csv").write_bytes((truthfulqa_dir / "davinci_answers.csv").read_bytes())
-    assert yaml.safe_load(suite.read_text("utf-8"))["dataset"]["path"] == "data/davinci_answers.csv"
-    out, _ = _run_flow(suite, tmp_path / "out", tmp_path / "index")
-    summary = out["summary"]
-    assert summary["cases"] == 817
-    rm = summary["metrics"]["ReferenceMatchMetric"]
-    assert abs(rm["mean_score"] - 0.63055) <= 0.00005
-    assert abs(rm["pass_rate"] - 0.504) < 0.0005
-    assert rm["threshold"] == 0.7
-    assert summary["pass_rate"] >= 0.5
-    assert out["passed"] is True
-
-    # Spot-check individual scores against an independent computation.
-    with open(truthfulqa_dir / "davinci_answers.csv", encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
-    assert results["notices"] == []  # no data file outside the suite's directory
-    assert len(results["cases"]) == 817
-    for i in range(0, 817, 41):
-        row, case = rows[i], results["cases"][i]
-        refs = [r.strip() for r in row["correct_answers"].split(";") if r.strip()]
-        assert case["actual_output"] == row["model_answer"]
-        assert abs(case["metrics"][0]["score"] - _rm_score(st_model, row["model_answer"], refs)) <= TOL
 
 
 # -- a failed gate ends the flow run Failed; run history, drift events, the documented automation ---------------------

@@ -9,7 +9,6 @@ Every expected score is computed here, independently of evaltasks, with the ``co
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import os
 import subprocess
@@ -414,22 +413,3 @@ def test_openai_without_key_is_a_clear_credentials_error(monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(CredentialsError, match="OPENAI_API_KEY"):
         evaluate_sync(cases_of(PAIRS[:1]), [SemanticSimilarityMetric()])
-
-
-# -- TruthfulQA: the figure the README quotes ------------------------------------------------------------------
-@pytest.mark.slow
-@pytest.mark.truthfulqa
-def test_truthfulqa_answers_against_best_answer(truthfulqa_dir: Path, cosine) -> None:
-    """817 davinci answers (``model_answer``) against ``best_answer``: mean 0.55192, pass rate 42.1 % with
-    all-MiniLM-L6-v2."""
-    with open(truthfulqa_dir / "davinci_answers.csv", encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    cases = [EvalTestCase(actual_output=r["model_answer"], expected_output=r["best_answer"]) for r in rows]
-    result = evaluate_sync(cases, [local()])
-    scores = [c.metrics[0].score for c in result.test_results]
-    assert len(scores) == 817
-    for i in range(0, 817, 41):
-        assert abs(scores[i] - expected_score(cosine, rows[i]["model_answer"], rows[i]["best_answer"])) <= EPS
-    summary = result.summary.metrics["SemanticSimilarityMetric"]
-    assert abs(summary.mean_score - 0.55192) <= 0.00005, summary.mean_score
-    assert summary.pass_rate == pytest.approx(344 / 817, abs=1e-9)  # 42.1 % reach the default threshold 0.7
