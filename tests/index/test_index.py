@@ -60,6 +60,7 @@ def assert_rows_match_model(table, texts, st_model) -> None:
 
 
 # -- reuse -----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_second_run_embeds_zero_references(tmp_path, provider, st_model) -> None:
     first = ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
     assert (first.computed, first.reused) == (len(UNIQUE), 0)

@@ -297,6 +297,7 @@ KILLED_WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_writer_killed_while_it_adds_or_merges_segments_leaves_a_valid_state(tmp_path: Path) -> None:
     """kill -9 at random moments of a writer that adds a segment per write and, with a limit of 3 segments,
     merges segments on most writes: each state left verifies, keeps every committed vector, holds the right

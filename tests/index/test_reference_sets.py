@@ -972,6 +972,7 @@ def test_scoring_a_batch_directly_measures_on_its_outputs(monkeypatch) -> None:
 
 
 
+@pytest.mark.slow
 def test_recall_counts_identical_references_as_found_and_rerank_is_per_call() -> None:
     """A set holding each vector three times (texts an uncased model embeds alike): the exact answer's rows
     are one of several equally good choices, so a search that returns exact similarities has recall 1.0 even
@@ -995,6 +996,7 @@ def test_recall_counts_identical_references_as_found_and_rerank_is_per_call() ->
     assert _recall_at_10(pq.top_k(queries, 10)[1], truth) == one
 
 
+@pytest.mark.slow
 def test_a_run_started_while_another_runs_with_the_same_metric_keeps_each_breadth(tmp_path: Path,
                                                                                    monkeypatch) -> None:
     """One metric object used by two ``evaluate_sync`` calls, the second made while the first is between its
