@@ -23,10 +23,9 @@ import pytest
 
 from tests.process_env import subprocess_env
 
-pytestmark = pytest.mark.slow  # real evaltasks runs whose metrics hang, fork or exit
-
 psutil = pytest.importorskip("psutil")
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
+pytestmark = [pytest.mark.slow,  # real evaltasks runs whose metrics hang, fork or exit
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")]
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy
 

@@ -331,6 +331,7 @@ def clustered() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return vectors, queries, top, np.take_along_axis(sims, top, axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pq", [None, 8])
 def test_ivf_recall_at_default_nprobe_on_clustered_data(clustered, pq: int | None) -> None:
     """IVF-Flat and IVF-PQ (8-byte codes, re-ranked) over 200,000 × 64 at the default nprobe: recall@10 ≥ 0.95
@@ -352,6 +353,7 @@ def test_ivf_recall_at_default_nprobe_on_clustered_data(clustered, pq: int | Non
     assert measured.recall_at_10 == pytest.approx(recall_10)
 
 
+@pytest.mark.slow
 def test_ivf_sq8_recall_at_default_nprobe_and_a_chunked_build_equals_a_one_shot_one(clustered, tmp_path: Path,
                                                                                     monkeypatch) -> None:
     """IVF-SQ8 (8-bit codes, ``ivf_sq8: true``) over 200,000 × 64 at the default nprobe: recall@10 ≥ 0.95 and
@@ -403,6 +405,7 @@ def faiss_ivf_type(pq: int | None) -> type:
     return faiss.IndexIVFPQ if pq else faiss.IndexIVFFlat
 
 
+@pytest.mark.slow
 def test_auto_is_flat_up_to_the_threshold_and_ivf_above() -> None:
     config = SearchConfig(search_auto_above=1000)
     assert SearchConfig().kind == "auto" and SearchConfig().search_auto_above == 1_000_000
@@ -422,6 +425,7 @@ def test_auto_is_flat_up_to_the_threshold_and_ivf_above() -> None:
     assert ReferenceSet("s", texts, config).search.label() == "ivf25-sq8"  # 4·√1001 = 127 lists, at most 1001 / 39
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", [SearchConfig(kind="ivf"), SearchConfig(kind="ivf", ivf_pq=8, nprobe=4),
                                     SearchConfig(kind="ivf", ivf_quantizer="hnsw", nlist=64),
                                     SearchConfig(kind="ivf", ivf_sq8=True)])
@@ -631,6 +635,7 @@ def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_resu
     assert np.load(stored, mmap_mode="r").shape == (SET_SIZE, 384)
 
 
+@pytest.mark.slow
 def test_evaluate_sync_with_an_index_reads_a_big_set_from_it(tmp_path: Path, monkeypatch) -> None:
     """``evaluate_sync(..., index_dir=...)`` keeps a set's vectors out of memory as the flow does (tracemalloc:
     the call's peak stays well under the set's vectors); scores equal numpy's exact search."""

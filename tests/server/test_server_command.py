@@ -25,9 +25,8 @@ import pytest
 
 from tests.process_env import REPO_ROOT, subprocess_env
 
-pytestmark = pytest.mark.slow  # every test runs evaltasks server and served runs
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets: Linux and macOS")
+pytestmark = [pytest.mark.slow,  # every test runs evaltasks server and served runs
+              pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets: Linux and macOS")]
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy
 QUICKSTART = REPO_ROOT / "examples" / "quickstart"

@@ -25,9 +25,8 @@ import pytest
 
 from tests.process_env import subprocess_env
 
-pytestmark = pytest.mark.slow  # servers and runs in subprocesses
-
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and fork: Linux")
+pytestmark = [pytest.mark.slow,  # servers and runs in subprocesses
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and fork: Linux")]
 
 NOBODY = 65534  # another user's uid (nobody), for the files and processes a root test gives away
 DEADLINE_S = 600  # generous: the machine may be shared and busy
