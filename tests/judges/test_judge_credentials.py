@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.process_env import subprocess_env
 
 from evaltasks.errors import CredentialsError
 from evaltasks.judges.openai import OpenAIJudge
@@ -24,6 +23,7 @@ from tests.judge_runs import (
     run_judged_cli,
     write_suite,
 )
+from tests.process_env import subprocess_env
 
 # -- a rejected key stops the run ------------------------------------------------------------------------------
 
