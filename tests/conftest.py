@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # A test run started in the background by a non-interactive shell (`pytest ... &`, nohup, some CI wrappers)
@@ -56,6 +57,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if PREFECT_SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _restore_judges_log_filters() -> Iterator[None]:
+    """Each test starts with the ``evaltasks.judges`` log filters it found: an in-process ``evaltasks run``
+    (``cli.main``) adds one for the rest of the process (the price warning is the run's own line), which would
+    otherwise hide that record from a later test's ``caplog`` depending on the order the tests run in."""
+    import logging
+
+    judges = logging.getLogger("evaltasks.judges")
+    filters = list(judges.filters)
+    yield
+    judges.filters[:] = filters
 
 
 @pytest.fixture(scope="session")

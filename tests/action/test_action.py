@@ -892,7 +892,7 @@ def test_the_cached_baseline_is_checked_by_evaltasks_own_check(tmp_path: Path) -
     """Every baseline `evaltasks run --baseline` refuses (test_compare's list: a NaN score, a newer schema, cases
     [1, 2], no id, a duplicated id, ...) is a warning naming the cache entry and the same located problem, so
     the run goes on without it instead of failing the pull request with exit 2; a good one passes."""
-    from test_compare import BAD_BASELINES
+    from tests.engine.test_compare import BAD_BASELINES
 
     entry = tmp_path / "evaltasks-baseline" / "results.json"
     entry.parent.mkdir()

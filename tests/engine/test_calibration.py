@@ -321,7 +321,7 @@ def test_the_shown_threshold_is_the_shortest_decimal_with_the_same_verdicts(low:
 def test_calibrate_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(tmp_path: Path) -> None:
     """In a pseudo-terminal, ``evaltasks calibrate`` names the embedding (how many texts, which model) and the
     scoring stage while it works (the real local model, offline); piped, stderr stays empty."""
-    from test_terminal import ANSI, _run_in_terminal
+    from tests.cli.test_terminal import ANSI, _run_in_terminal
 
     rows = [{"id": f"c{i}", "answer": f"answer number {i} about the sky", "refs": ["the sky is blue"],
              "human": "pass" if i % 2 else "fail"} for i in range(12)]

@@ -248,7 +248,7 @@ def _history_of_two_metrics(directory: Path) -> None:
 def test_history_table_keeps_every_column_on_an_80_column_terminal(tmp_path: Path) -> None:
     """In an 80-column pseudo-terminal every column shows, numbers whole, and the folded drift reads back whole."""
     from tests.process_env import subprocess_env
-    from test_terminal import _run_in_terminal, _screen_lines
+    from tests.cli.test_terminal import _run_in_terminal, _screen_lines
 
     _history_of_two_metrics(tmp_path / "h")
     (tmp_path / "s.yaml").write_text("name: quick\nmetrics: []\n", encoding="utf-8")

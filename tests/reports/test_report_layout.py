@@ -431,7 +431,7 @@ def test_action_job_summary_and_comment_lead_with_the_verdict_and_the_no_baselin
     import subprocess
     import sys
 
-    from test_action import ACTION, MARKER, _case, _pr_event, _report_env, _write_results
+    from tests.action.test_action import ACTION, MARKER, _case, _pr_event, _report_env, _write_results
 
     out = tmp_path / "results"
     _write_results(out, [_case(i, 0.9 if i % 4 else 0.2) for i in range(8)], min_pass_rate=0.9)
@@ -456,7 +456,7 @@ def test_action_comment_with_a_baseline_survives_the_fork_sanitiser_as_it_reads(
     import subprocess
     import sys
 
-    from test_action import ACTION, _case, _import, _pr_event, _report_env, _seen, _write_results
+    from tests.action.test_action import ACTION, _case, _import, _pr_event, _report_env, _seen, _write_results
 
     base = json.loads(_write_results(tmp_path / "base", [_case(i, 0.9) for i in range(8)]).read_text())
     out = tmp_path / "results"
@@ -478,7 +478,7 @@ def test_action_comment_with_a_baseline_survives_the_fork_sanitiser_as_it_reads(
     again = read(sanitized.split("\n", 1)[1])
     assert again.summaries == reader.summaries and again.tables == reader.tables
     assert again.links == [run] and again.images == 0
-    from test_action import _github_html
+    from tests.action.test_action import _github_html
 
     assert _seen(_github_html(sanitized)) == _seen(_github_html(comment))
 

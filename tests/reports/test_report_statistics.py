@@ -28,7 +28,7 @@ from evaltasks.reports.console import print_summary
 from evaltasks.reports.markdown import render_summary_markdown
 from evaltasks.results import (EvaluationResult, EvaluationSummary, Interval, MetricResult, MetricSummary,
                                StatisticsInfo, TestCaseResult)
-from test_action import ACTION, MARKER, _github_html, _import, _outputs, _pr_event, _report_env, _seen
+from tests.action.test_action import ACTION, MARKER, _github_html, _import, _outputs, _pr_event, _report_env, _seen
 
 N = 800
 PASSED = 592  # 74 % now; the baseline passed 604 (75.5 %): 20 cases got worse, 8 better (604 - 20 + 8 = 592)

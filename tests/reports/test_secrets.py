@@ -195,7 +195,7 @@ def test_the_action_masks_each_secret_and_its_summary_comment_and_artifact_hold_
     from tests.github_server import GitHubServer
     from tests.openai_server import OpenAIServer
 
-    from test_action import _pr_event, _run_local
+    from tests.e2e.test_action_runs import _pr_event, _run_local
 
     gateway = "gw-token-5150c0ffee"  # a header value a metric reads: named in EVALTASKS_SECRET_VARIABLES
     with ChatServer(api_key=CANARY) as chat, OpenAIServer(api_key=CANARY) as embeddings, GitHubServer() as github:
