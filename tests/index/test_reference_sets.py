@@ -762,6 +762,7 @@ def _raw_ivf_top_10(vectors: np.ndarray, queries: np.ndarray, nlist: int, nprobe
     return index.search(queries, 10)[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])
 def test_a_target_recall_doubles_the_breadth_until_the_outputs_reach_it(kind: str) -> None:
     """Uniform random vectors (no cluster structure: hard for every approximate index) searched from a breadth
@@ -796,6 +797,7 @@ def test_a_target_recall_doubles_the_breadth_until_the_outputs_reach_it(kind: st
         assert np.array_equal(search.top_k(queries, 10, targeted.breadth)[1], copy.search(queries, 10)[1])
 
 
+@pytest.mark.slow
 def test_a_target_out_of_reach_keeps_the_narrowest_best_breadth_and_auto_targets_095() -> None:
     """4-byte PQ codes whose top 10 by code is all that is re-ranked cannot reach recall@10 1.0 on random
     vectors, and past a few lists more lists find nothing more: widening stops after two doublings without gain
@@ -921,6 +923,7 @@ def test_workers_search_with_the_breadth_the_run_measured(tmp_path: Path, prefec
         assert abs(scores["by_set"] - best) <= 1e-6 and abs(scores["narrow"] - narrow_best) <= 1e-6
 
 
+@pytest.mark.slow
 def test_a_search_short_of_its_target_is_reported(tmp_path: Path, monkeypatch) -> None:
     """``evaluate_sync`` over a set whose 4-byte PQ codes cannot reach recall@10 1.0 on random vectors: the
     result reports the breadth kept and the recall measured there, which the search gives at that breadth, and
