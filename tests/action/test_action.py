@@ -433,6 +433,7 @@ def test_a_read_only_token_warns_and_never_fails(tmp_path: Path) -> None:
         assert "No github-token" in comment.stdout
 
 
+@pytest.mark.slow
 def test_transient_server_errors_are_retried(tmp_path: Path) -> None:
     out = tmp_path / "results"
     _write_results(out, [_case(i, 0.9) for i in range(4)])
@@ -816,6 +817,7 @@ def test_a_user_token_edits_only_its_own_comment_of_two_identities(tmp_path: Pat
 
 # --- empty values are unset ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_empty_environment_values_and_inputs_mean_unset(tmp_path: Path) -> None:
     """An empty ${{ vars.X }} reaches a step as an empty variable: defaults apply, never a blank endpoint."""
     out = tmp_path / "results"
