@@ -5,7 +5,7 @@ agree on where a suite's reports are.
 Standard library only (the prepare step runs before evaltasks is installed), so the suite's ``name`` is read from
 the suite file as the plain or quoted scalar of its top-level ``name:`` line (or a JSON suite's ``name``); a name in
 another YAML form (a block scalar, an alias), or a file that cannot be read, gives the suite file's stem instead.
-``tests/test_action.py`` checks that :func:`path_slug` makes the same folder names as evaltasks.
+``tests/action/test_action.py`` checks that :func:`path_slug` makes the same folder names as evaltasks.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ For each size N (default 10,000 and 1,000,000), in ``--scratch`` (outside the re
 2. A suite: 64 real answers (``examples/quickstart``, variants) scored by ``ReferenceMatchMetric`` (local model)
    against the reference set ``refs.txt`` with ``search: flat`` (exact top 10 per output).
 3. A real cluster: ``dask scheduler`` and two ``dask worker --nthreads 1 --no-nanny`` processes (as
-   ``tests/test_cluster_runners.py`` starts them), then ``evaltasks run SUITE --task-runner dask:tcp://...
+   ``tests/e2e/test_cluster_runners.py`` starts them), then ``evaltasks run SUITE --task-runner dask:tcp://...
    --batch-size 8 --no-cache --index-dir ...``. Every 0.5 s while it runs, and once 5 s after it exits, each
    worker's memory is read with psutil (``memory_full_info``) and ``/proc/PID/smaps_rollup``: RSS, USS
    (pages mapped by this process only), PSS, anonymous memory (the process's own heap: not page cache) and

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # A test run started in the background by a non-interactive shell (`pytest ... &`, nohup, some CI wrappers)
@@ -33,17 +34,42 @@ os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "180"
 import pytest  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = REPO_ROOT.parent / "shared"
 
 try:  # the package normally comes from `python -m pytest` in the repository root or an install
     import evaltasks  # noqa: F401
 except ImportError:  # pragma: no cover - plain `pytest` from elsewhere without an install
     sys.path.insert(0, str(REPO_ROOT))
 
+from tests.process_env import SHARED_DIR  # noqa: E402  (after the package's path is set)
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "truthfulqa: reads ../shared/data/truthfulqa (skipped when absent)")
-    config.addinivalue_line("markers", "slow: minutes of work (whole-system runs); pytest -m \"not slow\" leaves them out")
+#: Fixtures that start or use the session's Prefect server: a test asking for one runs flows (seconds each) and,
+#: the first time in a process, starts the server. Such a test is ``slow`` (pyproject.toml's markers).
+PREFECT_SERVER_FIXTURES = frozenset({"prefect_harness", "prefect_api_url"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that use the session's Prefect server ``slow``, and run slow tests first.
+
+    Slow first: with ``pytest -n N`` the long tests start at once instead of leaving one worker busy at the end
+    (the order is stable otherwise, so a module's tests stay together).
+    """
+    for item in items:
+        if PREFECT_SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _restore_judges_log_filters() -> Iterator[None]:
+    """Each test starts with the ``evaltasks.judges`` log filters it found: an in-process ``evaltasks run``
+    (``cli.main``) adds one for the rest of the process (the price warning is the run's own line), which would
+    otherwise hide that record from a later test's ``caplog`` depending on the order the tests run in."""
+    import logging
+
+    judges = logging.getLogger("evaltasks.judges")
+    filters = list(judges.filters)
+    yield
+    judges.filters[:] = filters
 
 
 @pytest.fixture(scope="session")
@@ -109,25 +135,3 @@ def prefect_api_url(prefect_harness) -> str:
     url = PREFECT_API_URL.value()
     assert url, "prefect_harness set no API URL"
     return url
-
-
-def subprocess_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:
-    """The environment for a CLI or server subprocess: this process's, with its own PREFECT_HOME (and API URL,
-    when given), no profile or result-storage overrides, no telemetry, offline Hugging Face."""
-    env = dict(os.environ)
-    for name in ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_PROFILE", "PREFECT_LOCAL_STORAGE_PATH",
-                 "PREFECT_RESULTS_LOCAL_STORAGE_PATH"):
-        env.pop(name, None)
-    env.update({
-        "PREFECT_HOME": str(prefect_home),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONUNBUFFERED": "1",
-    })
-    if api_url:
-        env["PREFECT_API_URL"] = api_url
-    return env

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from tests.process_env import REPO_ROOT
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 ACTION_DIR = REPO_ROOT / "action"
@@ -148,6 +148,7 @@ def python_imports(path: Path) -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_import_linter_contracts_hold(layout: Path) -> None:
     """``lint-imports`` (pyproject's ``[tool.importlinter]``: the layers, the core without Prefect, the core without
     the flows) passes on the installed layout."""
@@ -181,6 +182,7 @@ def test_docs_list_the_contracts_layers() -> None:
     assert docs_layers() == contract_layers()
 
 
+@pytest.mark.slow
 def test_action_stays_apart_from_the_library(layout: Path) -> None:
     """``action/``'s scripts import no evaltasks module, except the report step rendering results.json with the
     installed evaltasks' renderer and the baseline step checking a cached baseline with evaltasks' own check
@@ -214,6 +216,7 @@ def test_pyproject_lists_every_package() -> None:
     assert set(config["packages"]) == package_folders()
 
 
+@pytest.mark.slow
 def test_a_wheel_built_from_the_tree_imports_every_module(tmp_path: Path) -> None:
     """``pip wheel`` (no dependencies, setuptools as installed, nothing downloaded) of a copy of the tree holds every
     module and data file, and each module imports from the unpacked wheel (not from this checkout)."""

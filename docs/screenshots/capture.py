@@ -636,7 +636,7 @@ def run_env(home: Path, api_url: str) -> dict[str, str]:
 
 def action_report(output_dir: Path, exit_code: int, workdir: Path) -> tuple[str, str]:
     """Run ``action/report.py`` on ``output_dir`` as the Action's report step does in a pull request's job
-    (tests/test_action.py drives it the same way); returns (PR comment body, job summary)."""
+    (tests/action/test_action.py drives it the same way); returns (PR comment body, job summary)."""
     step = workdir / "action-step"
     step.mkdir()
     env = {**os.environ}

@@ -40,7 +40,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, subprocess_env
+from tests.process_env import REPO_ROOT, subprocess_env
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.version import Version

@@ -30,7 +30,7 @@ import evaltasks.metrics
 from evaltasks.inputs.suite import suite_json_schema
 from evaltasks.metrics import METRICS, LengthCheckMetric, MetricRegistryError, register_metric
 from evaltasks.metrics.base import BaseMetric
-from tests.conftest import REPO_ROOT, subprocess_env
+from tests.process_env import REPO_ROOT, subprocess_env
 
 FAMILIES = ("deterministic", "judge", "vector")
 

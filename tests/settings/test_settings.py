@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, subprocess_env
+from tests.process_env import REPO_ROOT, subprocess_env
 
 from evaltasks.settings import Settings, SettingsError, default_text, get_settings, markdown_table, variable_name
 from tests.suite_helpers import length_suite

@@ -1,0 +1,43 @@
+"""The suite flow on a real Dask LocalCluster (2 worker processes): scores equal the in-process engine's."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.suite_helpers import reference_suite, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path, prefect_api_url: str) -> None:
+    """`evaltasks run --task-runner dask:2`: a real distributed.LocalCluster with 2 worker processes.
+
+    The suite mixes per-case references, a reference set (its FAISS search is loaded lazily from the index in
+    each worker) and LengthCheck; scores must equal the in-process engine's.
+    """
+    pytest.importorskip("prefect_dask")
+    quickstart = ROOT / "examples/quickstart"
+    suite = reference_suite(tmp_path, name="dask-check", dataset=quickstart / "answers.jsonl", facts=(
+        "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n"))
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": prefect_api_url}
+    run = run_cli("run", str(suite), "--task-runner", "dask:2", "--batch-size", "3", "--no-cache", "--quiet",
+                  "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "idx"), cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr, run.stderr[-5000:]  # which one, when it happens (under load, at shutdown)
+    distributed = json.loads((tmp_path / "out/results.json").read_text())
+
+    from evaltasks import evaluate_sync
+    from evaltasks.engine.run import plan_run
+
+    plan = plan_run(suite)
+    local = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids)
+    assert len(distributed["cases"]) == len(local.test_results) == 8
+    for remote_case, local_case in zip(distributed["cases"], local.test_results):
+        assert remote_case["id"] == local_case.id
+        for remote, mine in zip(remote_case["metrics"], local_case.metrics):
+            assert remote["name"] == mine.name
+            assert abs(remote["score"] - mine.score) <= 1e-6 and remote["success"] == mine.success
