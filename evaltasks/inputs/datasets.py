@@ -283,138 +283,211 @@ def load_dataset(
     suffix = Path(spec.path).suffix.lower()  # the name the suite gives, not a symlink target's (docs/suite.md#suite-file: format from the extension)
     problems: list[Problem] = []
     header: list[str] = []
-    if suffix == ".csv":
-        rows: Iterator[tuple[str, dict[str, Any]]] = _rows_csv(text, source, problems, header)
-    elif suffix == ".jsonl":
-        rows = _rows_jsonl(text, source, problems)
-    elif suffix == ".json":
-        rows = _rows_list(_parse_json(text, source), source, problems, "JSON")
-    else:
-        rows = _rows_list(_parse_yaml(text, source), source, problems, "YAML")
+    rows = _rows(suffix, text, source, problems, header)
 
-    fields = spec.fields
-    explicit = {k: v for k, v in fields.model_dump().items() if v is not None}
-    # Only an escape (JSON "\ud800", YAML "\ud800") can produce an unpaired surrogate: skip the per-field
-    # check for the files (nearly all) that hold no such escape.
-    check_surrogates = suffix != ".csv" and _SURROGATE_ESCAPE.search(text) is not None
-    dataset = LoadedDataset(path=path, sha256=sha256)
-    explicit_ids: list[str | None] = []
-    column_checked = False
-    keys_seen: set[str] = set()  # JSON, JSONL, YAML: a mapped key that no row has is a typo, not a blank
-    first_seen: dict[str, str] = {}  # explicit id -> location of its first row
-    output_key = explicit["actual_output"]
-    # JSON, JSONL, YAML: rows lacking the output key while no row has had it yet. If no row has it at all,
-    # the mapping is wrong: one problem for the mapping (listing the keys), not one per row.
-    unseen_output: list[Problem] = []
-    unseen_dropped = False  # more such rows than MAX_PROBLEMS
+    explicit = {k: v for k, v in spec.fields.model_dump().items() if v is not None}
     wanted = list(dict.fromkeys([*([spec.cluster] if spec.cluster else []), *extra_columns]))
+    load = _Load(
+        spec=spec, source=source, suffix=suffix, explicit=explicit, wanted=wanted, output_key=explicit["actual_output"],
+        # Only an escape (JSON "\ud800", YAML "\ud800") can produce an unpaired surrogate: skip the per-field
+        # check for the files (nearly all) that hold no such escape.
+        check_surrogates=suffix != ".csv" and _SURROGATE_ESCAPE.search(text) is not None,
+        dataset=LoadedDataset(path=path, sha256=sha256), problems=problems,
+    )
+    dataset = load.dataset
     dataset.columns = {column: [] for column in wanted}
-    read_all = True  # False when reading stopped at MAX_PROBLEMS: the count is then a lower bound
-    for where, row in rows:
-        if suffix != ".csv":
-            keys_seen.update(row)
-            if unseen_output and output_key in keys_seen:  # the key exists: those earlier rows lack it
-                problems.extend(unseen_output)
-                unseen_output = []
-                read_all = not unseen_dropped
-        if suffix == ".csv" and not column_checked:
-            column_checked = True
-            if _missing_columns({**explicit, **_asked_columns(spec, wanted)}, list(row), source, problems):
-                break
-        case_fields: dict[str, Any] = {}
-        row_ok = True
-        for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, "id"):
-            column = explicit.get(name) or (name if name in row else None)
-            value = row.get(column, _MISSING) if column else _MISSING
-            if name == "actual_output":
-                if value is _MISSING or value is None:
-                    problem = Problem(source, where, column or name, "is missing or null (actual_output is required)")
-                    if suffix == ".csv" or output_key in keys_seen:
-                        problems.append(problem)
-                    elif len(unseen_output) < MAX_PROBLEMS:
-                        unseen_output.append(problem)
-                    else:
-                        unseen_dropped = True
-                    row_ok = False
-                elif not isinstance(value, str):
-                    problems.append(Problem(source, where, column or name, f"must be a string, got {_type_name(value)}"))
-                    row_ok = False
-                else:
-                    case_fields[name] = value
-            elif value is _MISSING or value is None:
-                continue
-            elif name in LIST_FIELDS:
-                items = _as_list(value, spec.list_separator, suffix == ".csv")
-                if isinstance(items, str):
-                    problems.append(Problem(source, where, column or name, items))
-                    row_ok = False
-                else:
-                    case_fields[name] = items
-            elif name == "id":
-                if isinstance(value, bool) or not isinstance(value, (str, int)):
-                    problems.append(Problem(source, where, column or name, f"must be a string or integer, got {_type_name(value)}"))
-                    row_ok = False
-                else:
-                    case_fields[name] = str(value)
-            elif not isinstance(value, str):
-                problems.append(Problem(source, where, column or name, f"must be a string, got {_type_name(value)}"))
-                row_ok = False
-            else:
-                case_fields[name] = value
-        if check_surrogates:  # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
-            for name, value in case_fields.items():
-                column = explicit.get(name) or name
-                if any(_SURROGATE.search(item) for item in ([value] if isinstance(value, str) else value)
-                       if not item.isascii()):
-                    problems.append(Problem(source, where, column, "contains an unpaired surrogate "
-                                                                   "(e.g. \\ud800): not valid Unicode text"))
-                    row_ok = False
-        extra_values: list[str | None] = []
-        for column in wanted:
-            value = row.get(column)
-            if isinstance(value, (list, dict)):
-                problems.append(Problem(source, where, column, f"must be a single value, got {_type_name(value)}"))
-                row_ok = False
-            elif value is None or value == "":
-                extra_values.append(None)
-            else:
-                extra_values.append(value if isinstance(value, str) else json.dumps(value))
-        if len(problems) >= MAX_PROBLEMS:
-            read_all = False  # rows after this one are not read
-            break
-        if not row_ok:
-            continue
-        row_id = case_fields.pop("id", None)
-        if row_id:  # an empty id cell falls back to the derived id
-            if row_id in first_seen:
-                problems.append(Problem(source, where, explicit.get("id") or "id",
-                                        f"duplicate id '{row_id}' (first at {first_seen[row_id]})"))
-                continue
-            first_seen[row_id] = where
-        dataset.cases.append(EvalTestCase(**case_fields))
-        for column, value in zip(wanted, extra_values):
-            dataset.columns[column].append(value)
-        explicit_ids.append(row_id)
-        dataset.locations.append(where)
-    if suffix != ".csv" and keys_seen and read_all:  # every row was read
-        keys = ", ".join(sorted(map(str, keys_seen))[:20]) + (", …" if len(keys_seen) > 20 else "")
-        asked = [*((f"dataset.fields.{name}", column) for name, column in explicit.items()),
-                 *(("dataset.cluster" if column == spec.cluster else "an extra column", column) for column in wanted)]
-        for what, column in asked:
-            if column not in keys_seen:
-                problems.append(Problem(source, "", column, f"key not found in any row ({what}; keys: {keys})"))
-    elif unseen_output:  # reading stopped early: the key may exist further on, so name the rows
-        problems.extend(unseen_output)
-        read_all = False
-    if suffix == ".csv" and header and not column_checked:  # header only: still report unknown columns
-        _missing_columns({**explicit, **_asked_columns(spec, wanted)}, header, source, problems)
+    _read_rows(load, rows)
+    _whole_file_problems(load, header)
+    problems = load.problems
     if check is not None:
         checked = check(dataset.cases, dataset.locations)
         if checked:
             problems = sorted([*problems, *checked], key=_row_number)  # stable: a row keeps its problems' order
     if problems:
-        raise DatasetError(problems, complete=read_all)
+        raise DatasetError(problems, complete=load.read_all)
     if not dataset.cases:
         raise DatasetError([Problem(source, "", "", "the dataset has no rows")])
-    dataset.ids = assign_ids(dataset.cases, explicit_ids)
+    dataset.ids = assign_ids(dataset.cases, load.explicit_ids)
     return dataset
+
+
+def _rows(suffix: str, text: str, source: str, problems: list[Problem],
+          header: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The (location, row) pairs of a dataset file's ``text``, parsed by its ``suffix`` (``header``: filled with a
+    CSV file's columns; ``problems``: where rows that cannot be read are reported)."""
+    if suffix == ".csv":
+        return _rows_csv(text, source, problems, header)
+    if suffix == ".jsonl":
+        return _rows_jsonl(text, source, problems)
+    if suffix == ".json":
+        return _rows_list(_parse_json(text, source), source, problems, "JSON")
+    return _rows_list(_parse_yaml(text, source), source, problems, "YAML")
+
+
+@dataclass
+class _Load:
+    """One :func:`load_dataset` pass over a file's rows: what it was asked, what it found, and what the checks
+    across rows need (``explicit``: the fields the suite maps; ``wanted``: the extra columns)."""
+
+    spec: DatasetSpec
+    source: str
+    suffix: str
+    explicit: dict[str, str]
+    wanted: list[str]
+    output_key: str
+    check_surrogates: bool
+    dataset: LoadedDataset
+    problems: list[Problem]
+    explicit_ids: list[str | None] = field(default_factory=list)
+    column_checked: bool = False
+    keys_seen: set[str] = field(default_factory=set)  # JSON, JSONL, YAML: a mapped key that no row has is a typo, not a blank
+    first_seen: dict[str, str] = field(default_factory=dict)  # explicit id -> location of its first row
+    # JSON, JSONL, YAML: rows lacking the output key while no row has had it yet. If no row has it at all,
+    # the mapping is wrong: one problem for the mapping (listing the keys), not one per row.
+    unseen_output: list[Problem] = field(default_factory=list)
+    unseen_dropped: bool = False  # more such rows than MAX_PROBLEMS
+    read_all: bool = True  # False when reading stopped at MAX_PROBLEMS: the count is then a lower bound
+
+    @property
+    def csv(self) -> bool:
+        """Whether the file is a CSV file (a header, every cell a string)."""
+        return self.suffix == ".csv"
+
+
+def _read_rows(load: _Load, rows: Iterator[tuple[str, dict[str, Any]]]) -> None:
+    """Read every row into ``load.dataset`` (a good row) or ``load.problems``; stop at :data:`MAX_PROBLEMS`."""
+    for where, row in rows:
+        if not load.csv:
+            load.keys_seen.update(row)
+            if load.unseen_output and load.output_key in load.keys_seen:  # the key exists: those earlier rows lack it
+                load.problems.extend(load.unseen_output)
+                load.unseen_output = []
+                load.read_all = not load.unseen_dropped
+        if load.csv and not load.column_checked:
+            load.column_checked = True
+            if _missing_columns({**load.explicit, **_asked_columns(load.spec, load.wanted)}, list(row), load.source,
+                                load.problems):
+                break
+        case_fields, row_ok = _case_fields(load, where, row)
+        # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
+        if load.check_surrogates and not _surrogate_free(load, where, case_fields):
+            row_ok = False
+        extra_values: list[str | None] = []
+        for column in load.wanted:
+            value = row.get(column)
+            if isinstance(value, (list, dict)):
+                load.problems.append(Problem(load.source, where, column,
+                                             f"must be a single value, got {_type_name(value)}"))
+                row_ok = False
+            elif value is None or value == "":
+                extra_values.append(None)
+            else:
+                extra_values.append(value if isinstance(value, str) else json.dumps(value))
+        if len(load.problems) >= MAX_PROBLEMS:
+            load.read_all = False  # rows after this one are not read
+            break
+        if row_ok:
+            _add_case(load, where, case_fields, extra_values)
+
+
+def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The test-case fields of one row and whether they are all valid (each bad one adds its problem)."""
+    source, problems = load.source, load.problems
+    case_fields: dict[str, Any] = {}
+    row_ok = True
+    for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, "id"):
+        column = load.explicit.get(name) or (name if name in row else None)
+        value = row.get(column, _MISSING) if column else _MISSING
+        if name == "actual_output":
+            if value is _MISSING or value is None:
+                _missing_output(load, Problem(source, where, column or name,
+                                              "is missing or null (actual_output is required)"))
+                row_ok = False
+            elif not isinstance(value, str):
+                problems.append(Problem(source, where, column or name, f"must be a string, got {_type_name(value)}"))
+                row_ok = False
+            else:
+                case_fields[name] = value
+        elif value is _MISSING or value is None:
+            continue
+        elif name in LIST_FIELDS:
+            items = _as_list(value, load.spec.list_separator, load.csv)
+            if isinstance(items, str):
+                problems.append(Problem(source, where, column or name, items))
+                row_ok = False
+            else:
+                case_fields[name] = items
+        elif name == "id":
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                problems.append(Problem(source, where, column or name, f"must be a string or integer, got {_type_name(value)}"))
+                row_ok = False
+            else:
+                case_fields[name] = str(value)
+        elif not isinstance(value, str):
+            problems.append(Problem(source, where, column or name, f"must be a string, got {_type_name(value)}"))
+            row_ok = False
+        else:
+            case_fields[name] = value
+    return case_fields, row_ok
+
+
+def _missing_output(load: _Load, problem: Problem) -> None:
+    """Report a row without its output: at once in a CSV file or once a row has had the output key, else held
+    back (see :attr:`_Load.unseen_output`; beyond :data:`MAX_PROBLEMS` only counted as dropped)."""
+    if load.csv or load.output_key in load.keys_seen:
+        load.problems.append(problem)
+    elif len(load.unseen_output) < MAX_PROBLEMS:
+        load.unseen_output.append(problem)
+    else:
+        load.unseen_dropped = True
+
+
+def _surrogate_free(load: _Load, where: str, case_fields: dict[str, Any]) -> bool:
+    """Whether no text field of the row holds an unpaired surrogate (each one that does adds its problem)."""
+    free = True
+    for name, value in case_fields.items():
+        column = load.explicit.get(name) or name
+        if any(_SURROGATE.search(item) for item in ([value] if isinstance(value, str) else value)
+               if not item.isascii()):
+            load.problems.append(Problem(load.source, where, column, "contains an unpaired surrogate "
+                                                                     "(e.g. \\ud800): not valid Unicode text"))
+            free = False
+    return free
+
+
+def _add_case(load: _Load, where: str, case_fields: dict[str, Any], extra_values: list[str | None]) -> None:
+    """Add a valid row's case, its extra columns, id and location to ``load.dataset``; an explicit id that an
+    earlier row already used is a problem instead."""
+    dataset = load.dataset
+    row_id = case_fields.pop("id", None)
+    if row_id:  # an empty id cell falls back to the derived id
+        if row_id in load.first_seen:
+            load.problems.append(Problem(load.source, where, load.explicit.get("id") or "id",
+                                         f"duplicate id '{row_id}' (first at {load.first_seen[row_id]})"))
+            return
+        load.first_seen[row_id] = where
+    dataset.cases.append(EvalTestCase(**case_fields))
+    for column, value in zip(load.wanted, extra_values):
+        dataset.columns[column].append(value)
+    load.explicit_ids.append(row_id)
+    dataset.locations.append(where)
+
+
+def _whole_file_problems(load: _Load, header: list[str]) -> None:
+    """After the rows: each mapped key or extra column that no row has (JSON, JSONL, YAML, when every row was
+    read), else the held-back rows without their output; a header-only CSV file's unknown columns."""
+    if not load.csv and load.keys_seen and load.read_all:  # every row was read
+        keys_seen = load.keys_seen
+        keys = ", ".join(sorted(map(str, keys_seen))[:20]) + (", …" if len(keys_seen) > 20 else "")
+        asked = [*((f"dataset.fields.{name}", column) for name, column in load.explicit.items()),
+                 *(("dataset.cluster" if column == load.spec.cluster else "an extra column", column)
+                   for column in load.wanted)]
+        for what, column in asked:
+            if column not in keys_seen:
+                load.problems.append(Problem(load.source, "", column, f"key not found in any row ({what}; keys: {keys})"))
+    elif load.unseen_output:  # reading stopped early: the key may exist further on, so name the rows
+        load.problems.extend(load.unseen_output)
+        load.read_all = False
+    if load.csv and header and not load.column_checked:  # header only: still report unknown columns
+        _missing_columns({**load.explicit, **_asked_columns(load.spec, load.wanted)}, header, load.source,
+                         load.problems)

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import typing
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -35,12 +34,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem, quote
+from evaltasks.inputs._suite_metrics import _build_metrics, judge_api_key_problem
 from evaltasks.inputs.files import decode_text, load_yaml
 from evaltasks.metrics import (
-    METRICS, USER_METRIC_PATTERN, BaseMetric, get_metric_class, is_builtin, metric_entry_points,
+    METRICS,
+    USER_METRIC_PATTERN,
+    BaseMetric,
+    get_metric_class,
+    metric_entry_points,
 )
-from evaltasks.metrics.base import SkippedMetric
-from evaltasks.metrics.judge.base import JudgeMetric
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
 
@@ -194,15 +196,6 @@ JUDGE_OPTIONS_SCHEMA: dict[str, Any] = {
     "seed": {"type": "integer"},
 }
 _NO_API_KEY: dict[str, Any] = {"not": {"required": ["api_key"]}}
-
-
-def judge_api_key_problem(options: Any) -> str | None:
-    """The message when a suite file's judge options hold ``api_key`` (a secret committed with the suite),
-    else None."""
-    if isinstance(options, dict) and "api_key" in options:
-        return ("api_key must not be written in a suite file: set OPENAI_API_KEY (Azure OpenAI: "
-                "AZURE_OPENAI_API_KEY) in the environment instead")
-    return None
 
 
 # Constructor arguments whose suite form differs from their Python type (or is checked more strictly there).
@@ -555,17 +548,6 @@ def _problems_from_validation(source: str, exc: ValidationError) -> list[Problem
     return problems
 
 
-def build_metric(spec: MetricSpec, base_dir: Path | None = None) -> BaseMetric:
-    """Construct the metric a :class:`MetricSpec` describes (``module:Class`` imported with ``base_dir``, the
-    suite's directory, on ``sys.path``: :func:`~evaltasks.metrics.get_metric_class`). Raises KeyError (unknown
-    or unimportable metric) or what its constructor raises (ValueError/TypeError for bad arguments)."""
-    cls = get_metric_class(spec.metric, base_dir)
-    kwargs = dict(spec.model_extra or {})
-    if spec.name is not None:
-        kwargs["name"] = spec.name
-    return cls(**kwargs)
-
-
 def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> LoadedSuite:
     """Read, parse and validate a suite file, constructing its metrics.
 
@@ -613,7 +595,7 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     credentials: list[str] = []
     metrics = (
         _build_metrics(
-            source, raw_metrics, problems, defaults, reference_sets, path.parent,
+            source, _metric_specs(raw_metrics), problems, defaults, reference_sets, path.parent,
             skipped=warnings if skip_missing_credentials else None,
             judge_defaults=judge_defaults, credentials=credentials,
         )
@@ -628,6 +610,17 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
         suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest(), warnings=warnings,
         notices=notices,
     )
+
+
+def _metric_specs(raw_metrics: list[Any]) -> list[tuple[int, MetricSpec]]:
+    """(index, spec) of each well-formed ``metrics:`` entry; the others are already reported by the suite model."""
+    specs = []
+    for i, entry in enumerate(raw_metrics):
+        try:
+            specs.append((i, MetricSpec.model_validate(entry)))
+        except ValidationError:
+            continue
+    return specs
 
 
 def _data_files(suite: Suite) -> list[tuple[str, str]]:
@@ -671,17 +664,6 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _skipped_metric(spec: MetricSpec, reason: str) -> SkippedMetric:
-    """The stand-in for a metric that cannot run: same name and threshold (its class default if unset)."""
-    import inspect
-
-    threshold = (spec.model_extra or {}).get("threshold")
-    if threshold is None:
-        parameter = inspect.signature(get_metric_class(spec.metric)).parameters.get("threshold")
-        threshold = parameter.default if parameter is not None and parameter.default is not inspect._empty else 0.0
-    return SkippedMetric(spec.name or spec.metric, float(threshold), f"skipped: {reason}")
-
-
 def _load_reference_sets(source: str, suite: Suite, base_dir: Path, problems: list[Problem]) -> dict[str, Any]:
     """Load every declared reference set; a set that fails adds its problems and is left out.
 
@@ -701,130 +683,6 @@ def _load_reference_sets(source: str, suite: Suite, base_dir: Path, problems: li
         except (RuntimeError, OSError) as exc:  # RecursionError is a RuntimeError
             problems.append(Problem(source, f"reference_sets.{name}", "path", f"cannot load the reference set: {exc}"))
     return sets
-
-
-def _build_metrics(
-    source: str,
-    raw_metrics: list[Any],
-    problems: list[Problem],
-    provider_defaults: Mapping[Any, dict[str, Any]],
-    reference_sets: dict[str, Any] | None = None,
-    base_dir: Path = Path("."),
-    skipped: list[str] | None = None,
-    judge_defaults: JudgeBlock | None = None,
-    credentials: list[str] | None = None,
-) -> list[BaseMetric]:
-    """Construct every well-formed metric entry, adding a located problem for each one that fails.
-
-    When ``skipped`` is a list, a metric whose credentials are missing becomes a :class:`SkippedMetric` and a
-    warning is appended to ``skipped`` instead of a problem. Judge metrics get ``judge_defaults`` (the suite's
-    ``judge:`` block) under their own ``model``, ``samples`` and ``judge_options``, and their ``prompts`` files
-    resolved against ``base_dir``. A judge's missing API key is not a problem of the suite file: its message
-    goes to ``credentials`` (once) when that is a list; a bad option that comes from the ``judge:`` block is
-    located there (``judge``, field: the option), once.
-    """
-    metrics: list[BaseMetric] = []
-    names: dict[str, int] = {}
-    for i, entry in enumerate(raw_metrics):
-        where = f"metrics[{i}]"
-        try:
-            spec = MetricSpec.model_validate(entry)
-        except ValidationError:
-            continue  # already reported by the suite model
-        model_name = (spec.model_extra or {}).get("model_name")
-        if isinstance(model_name, str) and model_name.startswith((".", "~")) or (
-            isinstance(model_name, str) and (base_dir / model_name).exists()
-        ):
-            spec.model_extra["model_name"] = str((base_dir / Path(model_name).expanduser()).resolve())  # type: ignore[index]
-        set_name = (spec.model_extra or {}).get("reference_set")
-        if set_name is not None:
-            if not isinstance(set_name, str) or set_name not in (reference_sets or {}):
-                close = difflib.get_close_matches(str(set_name), list(reference_sets or {}), n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                problems.append(Problem(source, where, "reference_set", f"unknown reference set {quote(set_name)}{hint}"))
-                continue
-            spec = spec.model_copy(update={})
-            spec.model_extra["reference_set"] = reference_sets[set_name]  # type: ignore[index]
-        try:
-            cls = get_metric_class(spec.metric, base_dir)
-        except KeyError as exc:
-            problems.append(Problem(source, where, "metric", str(exc.args[0])))
-            continue
-        judged = issubclass(cls, JudgeMetric)
-        if judged:
-            judge_problem = _prepare_judge_spec(spec, base_dir)
-            if judge_problem is not None:
-                problems.append(Problem(source, where, *judge_problem))
-                continue
-        try:
-            metric = build_metric(spec, base_dir)
-            if hasattr(metric, "provider_options"):
-                defaults = provider_defaults.get(getattr(metric, "embedding_provider", ""), {})
-                metric.provider_options = {**defaults, **metric.provider_options}
-            getattr(metric, "provider", None)  # resolves the embedding provider: missing credentials show here
-            if judged:
-                _apply_judge_defaults(metric, spec, judge_defaults)  # type: ignore[arg-type]
-        except TypeError as exc:
-            unknown = [k for k in (spec.model_extra or {}) if k not in _parameters(spec)]
-            missing = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: '(\w+)'", str(exc))
-            field = unknown[0] if unknown else missing.group(1) if missing else ""
-            alone = not unknown and missing is not None and "missing 1 required" in str(exc)
-            problems.append(Problem(source, where, field, "is required" if alone else _unknown_argument(spec, exc)))
-            continue
-        except CredentialsError as exc:
-            message = "; ".join(p.message for p in exc.problems)
-            if skipped is None and judged and credentials is not None:
-                if message not in credentials:
-                    credentials.append(message)
-                continue
-            if skipped is None:
-                problems.append(Problem(source, where, "judge_options" if judged else "embedding_provider", message))
-                continue
-            metric = _skipped_metric(spec, message)
-            skipped.append(f"{where} {metric.name} is skipped (excluded from the gate): {message}")
-        except ValueError as exc:
-            field = _argument_named(spec, str(exc)) or ("judge_options" if judged else "")
-            message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
-            option = _judge_option_named(message) if judged and judge_defaults is not None else None
-            if option is not None and judge_defaults is not None and option in judge_defaults.options() and \
-                    option not in ((spec.model_extra or {}).get("judge_options") or {}):
-                block = Problem(source, "judge", option, message)  # the suite's judge: block's option
-                if block not in problems:
-                    problems.append(block)
-                continue
-            if field and message.startswith(field):  # the problem names the field: "field 'unit' must be …"
-                message = message[len(field):].lstrip(":").lstrip()
-            problems.append(Problem(source, where, field, message))
-            continue
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a user's metric constructor failing is a problem of the suite
-            if is_builtin(cls):
-                raise
-            message = f"constructing {spec.metric} failed: {type(exc).__name__}: {exc}"
-            problems.append(Problem(source, where, "", message))
-            continue
-        if not isinstance(getattr(metric, "name", None), str) or not isinstance(getattr(metric, "threshold", None),
-                                                                                float):
-            problems.append(Problem(source, where, "metric", f"{spec.metric}() did not set its name and threshold: does "
-                                                             "its __init__ call super().__init__(threshold, name=name)?"))
-            continue
-        if metric.name in names:
-            problems.append(Problem(
-                source, where, "name",
-                f"'{metric.name}' is already used by metrics[{names[metric.name]}]; give one a `name:`",
-            ))
-        names.setdefault(metric.name, i)
-        metrics.append(metric)
-    return metrics
-
-
-_JUDGE_OPTION_MESSAGE = re.compile(
-    r"^(?:unknown judge option\(s\) '([^']+)'|judge option (\w+) |(prices|price_per_million_\w+)\b)")
-
-
-def _judge_option_named(message: str) -> str | None:
-    """The judge client option a client's ValueError is about (its messages name it first), else None."""
-    found = _JUDGE_OPTION_MESSAGE.match(message)
-    return next((g for g in found.groups() if g), None) if found else None
 
 
 def _checked_judge_block(source: str, block: JudgeBlock, problems: list[Problem]) -> JudgeBlock:
@@ -857,69 +715,3 @@ def _checked_judge_block(source: str, block: JudgeBlock, problems: list[Problem]
         return block
     kept = {k: v for k, v in block.options().items() if k not in bad}
     return JudgeBlock(model=block.model, samples=block.samples, **kept)
-
-
-def _prepare_judge_spec(spec: MetricSpec, base_dir: Path) -> tuple[str, str] | None:
-    """Check a judge metric's entry before construction and resolve its ``prompts`` files against
-    ``base_dir`` (the suite's directory), in place. Returns ``(field, message)`` for the first problem: an
-    ``api_key`` in ``judge_options``, or a prompt file that does not exist."""
-    extra = spec.model_extra or {}
-    problem = judge_api_key_problem(extra.get("judge_options"))
-    if problem:
-        return "judge_options", problem
-    prompts = extra.get("prompts")
-    if isinstance(prompts, dict):
-        resolved = {}
-        for name, file in prompts.items():
-            if not isinstance(file, str) or not file:
-                return "prompts", f"{name}: must be a path to a template file, got {quote(file)}"
-            path = (base_dir / Path(file).expanduser()).resolve()
-            if not path.is_file():
-                return "prompts", f"{name}: prompt file not found: '{file}' (resolved to {path})"
-            resolved[name] = str(path)
-        extra["prompts"] = resolved
-    return None
-
-
-def _apply_judge_defaults(metric: JudgeMetric, spec: MetricSpec, defaults: JudgeBlock | None) -> None:
-    """Give ``metric`` the suite's ``judge:`` block where its entry does not set ``model`` / ``samples``, and
-    the block's client options under its own ``judge_options``; then check its judge's credentials (no
-    network: the client is only constructed).
-
-    Raises:
-        CredentialsError: the judge needs an API key that is not set.
-        ValueError: invalid judge options.
-    """
-    extra = spec.model_extra or {}
-    if defaults is not None:
-        if "model" not in extra and defaults.model is not None:
-            metric.model = defaults.model
-        if "samples" not in extra and defaults.samples is not None:
-            metric.samples = defaults.samples
-        metric.judge_options = {**defaults.options(), **metric.judge_options}
-    metric.judge()  # constructs the client (shared per process): a missing key raises here
-
-
-def _argument_named(spec: MetricSpec, message: str) -> str:
-    """The suite argument a metric's ValueError is about (its message starts with the name), else ``""``."""
-    for key in (spec.model_extra or {}):
-        if message.startswith(f"{key} ") or message.startswith(f"{key}:"):
-            return key
-    return ""
-
-
-def _parameters(spec: MetricSpec) -> list[str]:
-    """The constructor arguments of the metric class ``spec`` names."""
-    import inspect
-
-    return [p for p in inspect.signature(get_metric_class(spec.metric).__init__).parameters if p != "self"]
-
-
-def _unknown_argument(spec: MetricSpec, exc: TypeError) -> str:
-    params = _parameters(spec)
-    unknown = [k for k in (spec.model_extra or {}) if k not in params]
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], params, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        return f"unknown argument '{unknown[0]}' for {spec.metric}{hint}; accepted: {', '.join(params)}"
-    return str(exc)
