@@ -144,6 +144,7 @@ def truthy(value: Any) -> bool:
 
 def compare(left: Any, op: str, right: Any) -> bool:
     """GitHub's loose comparison: strings case-insensitively, mixed types as numbers."""
+
     def number(v: Any) -> float:
         if v is None or v == "":
             return 0.0
@@ -184,8 +185,9 @@ def to_string(value: Any) -> str:
 class LocalRunner:
     """One run of the composite action (see the module docstring)."""
 
-    def __init__(self, inputs: dict[str, str], github: dict[str, Any], temp: Path, cache_store: Path,
-                 workspace: Path) -> None:
+    def __init__(
+        self, inputs: dict[str, str], github: dict[str, Any], temp: Path, cache_store: Path, workspace: Path
+    ) -> None:
         self.action = yaml.safe_load((ACTION_ROOT / "action.yml").read_text(encoding="utf-8"))
         declared = self.action.get("inputs") or {}
         unknown = sorted(set(inputs) - set(declared))
@@ -193,8 +195,11 @@ class LocalRunner:
             raise SystemExit(f"run-local: unknown input(s): {', '.join(unknown)}")
         self.github = github
         self.temp, self.store, self.workspace = temp, cache_store, workspace
-        self.runner = {"os": {"linux": "Linux", "darwin": "macOS", "win32": "Windows"}.get(sys.platform, "Linux"),
-                       "temp": str(temp), "arch": "X64"}
+        self.runner = {
+            "os": {"linux": "Linux", "darwin": "macOS", "win32": "Windows"}.get(sys.platform, "Linux"),
+            "temp": str(temp),
+            "arch": "X64",
+        }
         self.steps: dict[str, dict[str, Any]] = {}
         self.failed = False
         self.annotations: list[dict[str, str]] = []
@@ -214,8 +219,13 @@ class LocalRunner:
     # -- expressions -------------------------------------------------------------------------------------
     def lookup(self, name: str) -> Any:
         root, _, rest = name.partition(".")
-        contexts: dict[str, Any] = {"inputs": self.inputs, "github": self.github, "runner": self.runner,
-                                    "steps": self.steps, "env": dict(os.environ)}
+        contexts: dict[str, Any] = {
+            "inputs": self.inputs,
+            "github": self.github,
+            "runner": self.runner,
+            "steps": self.steps,
+            "env": dict(os.environ),
+        }
         if root not in contexts:
             raise ExpressionError(f"unknown context '{root}' in {name!r}")
         value: Any = contexts[root]
@@ -247,7 +257,7 @@ class LocalRunner:
             self.emit(f"── {name}")
             started = time.time()
             try:
-                outputs, ok = (self.run_script(step) if "run" in step else self.run_uses(step))
+                outputs, ok = self.run_script(step) if "run" in step else self.run_uses(step)
             except Exception as exc:  # noqa: BLE001 - a broken step fails the job, as on a runner
                 self.emit(f"run-local: step '{name}' failed: {type(exc).__name__}: {exc}")
                 outputs, ok = {}, False
@@ -260,20 +270,35 @@ class LocalRunner:
 
     def outputs(self) -> dict[str, str]:
         """The composite action's declared outputs, evaluated after the run."""
-        return {name: self.render((spec or {}).get("value", "")) for name, spec in (self.action.get("outputs") or {}).items()}
+        return {
+            name: self.render((spec or {}).get("value", ""))
+            for name, spec in (self.action.get("outputs") or {}).items()
+        }
 
     def base_env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_ACTION_PATH": str(ACTION_ROOT),
-            "GITHUB_WORKSPACE": str(self.workspace), "RUNNER_TEMP": str(self.temp), "RUNNER_OS": self.runner["os"],
-            "GITHUB_EVENT_NAME": self.github["event_name"], "GITHUB_EVENT_PATH": self.github["event_path"],
-            "GITHUB_REF": self.github["ref"], "GITHUB_REF_NAME": self.github["ref_name"],
-            "GITHUB_BASE_REF": self.github["base_ref"], "GITHUB_SHA": self.github["sha"],
-            "GITHUB_REPOSITORY": self.github["repository"], "GITHUB_RUN_ID": self.github["run_id"],
-            "GITHUB_RUN_ATTEMPT": self.github["run_attempt"], "GITHUB_JOB": self.github["job"],
-            "GITHUB_SERVER_URL": self.github["server_url"], "GITHUB_API_URL": self.github["api_url"],
-        })
+        env.update(
+            {
+                "GITHUB_ACTIONS": "true",
+                "CI": "true",
+                "GITHUB_ACTION_PATH": str(ACTION_ROOT),
+                "GITHUB_WORKSPACE": str(self.workspace),
+                "RUNNER_TEMP": str(self.temp),
+                "RUNNER_OS": self.runner["os"],
+                "GITHUB_EVENT_NAME": self.github["event_name"],
+                "GITHUB_EVENT_PATH": self.github["event_path"],
+                "GITHUB_REF": self.github["ref"],
+                "GITHUB_REF_NAME": self.github["ref_name"],
+                "GITHUB_BASE_REF": self.github["base_ref"],
+                "GITHUB_SHA": self.github["sha"],
+                "GITHUB_REPOSITORY": self.github["repository"],
+                "GITHUB_RUN_ID": self.github["run_id"],
+                "GITHUB_RUN_ATTEMPT": self.github["run_attempt"],
+                "GITHUB_JOB": self.github["job"],
+                "GITHUB_SERVER_URL": self.github["server_url"],
+                "GITHUB_API_URL": self.github["api_url"],
+            }
+        )
         return env
 
     def run_script(self, step: dict[str, Any]) -> tuple[dict[str, str], bool]:
@@ -289,8 +314,14 @@ class LocalRunner:
         env["GITHUB_OUTPUT"], env["GITHUB_STEP_SUMMARY"] = str(output_file), str(summary_file)
         cwd = self.render(step.get("working-directory", "")) or str(self.workspace)
         proc = subprocess.Popen(
-            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", str(step["run"])], cwd=cwd, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace",
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", str(step["run"])],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
         )
         stop_token: str | None = None
         assert proc.stdout is not None
@@ -314,8 +345,9 @@ class LocalRunner:
                     self.masks.append(data)
             elif name in ("error", "warning", "notice"):
                 title = re.search(r"title=([^,]*)", props)
-                self.annotations.append({"level": name, "title": _unescape(title.group(1)) if title else "",
-                                         "message": _unescape(data)})
+                self.annotations.append(
+                    {"level": name, "title": _unescape(title.group(1)) if title else "", "message": _unescape(data)}
+                )
                 self.emit(f"{name.upper()}: {_unescape(data)}")
             else:
                 self.emit(line)
@@ -329,7 +361,9 @@ class LocalRunner:
         uses = str(step["uses"]).split("@", 1)[0]
         given = {k: self.render(v) for k, v in (step.get("with") or {}).items()}
         if uses == "actions/setup-python":
-            self.emit(f"   (emulated: this interpreter, {sys.version.split()[0]}; asked for {given.get('python-version')})")
+            self.emit(
+                f"   (emulated: this interpreter, {sys.version.split()[0]}; asked for {given.get('python-version')})"
+            )
             return {"python-path": sys.executable, "python-version": sys.version.split()[0]}, True
         if uses == "actions/cache/restore":
             return self.cache_restore(given), True
@@ -356,9 +390,13 @@ class LocalRunner:
         if not matched:
             for prefix in [p.strip() for p in given.get("restore-keys", "").splitlines() if p.strip()]:
                 candidates = sorted(
-                    (p for p in self.store.glob("*") if (p / "key").exists()
-                     and (p / "key").read_text(encoding="utf-8").startswith(prefix)),
-                    key=lambda p: p.stat().st_mtime_ns, reverse=True,
+                    (
+                        p
+                        for p in self.store.glob("*")
+                        if (p / "key").exists() and (p / "key").read_text(encoding="utf-8").startswith(prefix)
+                    ),
+                    key=lambda p: p.stat().st_mtime_ns,
+                    reverse=True,
                 )
                 if candidates:
                     entry, matched = candidates[0], candidates[0].joinpath("key").read_text(encoding="utf-8")
@@ -369,8 +407,11 @@ class LocalRunner:
         shutil.rmtree(path, ignore_errors=True)
         shutil.copytree(entry / "data", path)
         self.emit(f"   (emulated cache: restored {matched})")
-        return {"cache-hit": "true" if matched == key else "false", "cache-primary-key": key,
-                "cache-matched-key": matched}
+        return {
+            "cache-hit": "true" if matched == key else "false",
+            "cache-primary-key": key,
+            "cache-matched-key": matched,
+        }
 
     def cache_save(self, given: dict[str, str]) -> dict[str, str]:
         key, path = given["key"], Path(given["path"])
@@ -406,7 +447,7 @@ def parse_output_file(text: str) -> dict[str, str]:
         if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
             name, delimiter = line.split("<<", 1)
             end = lines.index(delimiter, i + 1)
-            outputs[name] = "\n".join(lines[i + 1:end])
+            outputs[name] = "\n".join(lines[i + 1 : end])
             i = end + 1
             continue
         if "=" in line:
@@ -422,9 +463,14 @@ def _event(kind: str, repository: str, base_ref: str) -> dict[str, Any]:
         return {"ref": f"refs/heads/{base_ref}", "repository": repo}
     head_repo = {"full_name": "contributor/" + repo["name"], "fork": True} if kind == "fork" else repo
     return {
-        "action": "synchronize", "number": 1, "repository": repo,
-        "pull_request": {"number": 1, "head": {"ref": "feature", "sha": "0" * 40, "repo": head_repo},
-                         "base": {"ref": base_ref, "sha": "1" * 40, "repo": repo}},
+        "action": "synchronize",
+        "number": 1,
+        "repository": repo,
+        "pull_request": {
+            "number": 1,
+            "head": {"ref": "feature", "sha": "0" * 40, "repo": head_repo},
+            "base": {"ref": base_ref, "sha": "1" * 40, "repo": repo},
+        },
     }
 
 
@@ -437,20 +483,35 @@ def default_cache_store(workspace: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Command line of ``action/run-local.sh`` (``--help``)."""
     parser = argparse.ArgumentParser(prog="action/run-local.sh", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--with", dest="inputs", action="append", default=[], metavar="NAME=VALUE",
-                        help="an action input (repeatable), e.g. --with suite=examples/quickstart/suite.yaml")
-    parser.add_argument("--event", choices=("pull_request", "push", "fork"), default="pull_request",
-                        help="the event to simulate (fork: a pull request from a fork); default pull_request")
+    parser.add_argument(
+        "--with",
+        dest="inputs",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an action input (repeatable), e.g. --with suite=examples/quickstart/suite.yaml",
+    )
+    parser.add_argument(
+        "--event",
+        choices=("pull_request", "push", "fork"),
+        default="pull_request",
+        help="the event to simulate (fork: a pull request from a fork); default pull_request",
+    )
     parser.add_argument("--event-path", help="a real event payload JSON instead of the simulated one")
     parser.add_argument("--base-ref", default="main", help="base branch (pull requests) / pushed branch (push)")
     parser.add_argument("--repository", default="example/evaltasks-demo")
     parser.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "").strip() or "https://api.github.com")
-    parser.add_argument("--token", default=os.environ.get("GITHUB_TOKEN", "").strip(), help="github.token (default $GITHUB_TOKEN)")
+    parser.add_argument(
+        "--token", default=os.environ.get("GITHUB_TOKEN", "").strip(), help="github.token (default $GITHUB_TOKEN)"
+    )
     parser.add_argument("--workspace", default=os.getcwd(), help="GITHUB_WORKSPACE (default: the current directory)")
     parser.add_argument("--runner-temp", default=None, help="RUNNER_TEMP (default: a new temporary directory)")
-    parser.add_argument("--cache-store", default=None,
-                        help="directory standing in for the Actions cache, baselines included (default: "
-                             ".evaltasks/action-cache in the workspace: one per checkout)")
+    parser.add_argument(
+        "--cache-store",
+        default=None,
+        help="directory standing in for the Actions cache, baselines included (default: "
+        ".evaltasks/action-cache in the workspace: one per checkout)",
+    )
     parser.add_argument("--run-id", default=str(int(time.time())))
     parser.add_argument("--outputs-json", help="write the action's outputs and annotations to this JSON file")
     args = parser.parse_args(argv)
@@ -461,7 +522,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--with expects NAME=VALUE, got {item!r}")
         name, value = item.split("=", 1)
         inputs[name] = value
-    temp = Path(args.runner_temp or os.path.join(os.environ.get("TMPDIR", "").strip() or "/tmp", f"evaltasks-runner-{uuid.uuid4().hex[:8]}"))
+    temp = Path(
+        args.runner_temp
+        or os.path.join(os.environ.get("TMPDIR", "").strip() or "/tmp", f"evaltasks-runner-{uuid.uuid4().hex[:8]}")
+    )
     temp.mkdir(parents=True, exist_ok=True)
     if args.event_path:
         event_path = Path(args.event_path)
@@ -474,13 +538,22 @@ def main(argv: list[str] | None = None) -> int:
         event_name = "push" if args.event == "push" else "pull_request"
     pr = event.get("pull_request") or {}
     github = {
-        "token": args.token, "event_name": event_name, "event_path": str(event_path), "event": event,
+        "token": args.token,
+        "event_name": event_name,
+        "event_path": str(event_path),
+        "event": event,
         "ref": f"refs/pull/{pr.get('number')}/merge" if pr else f"refs/heads/{args.base_ref}",
         "ref_name": f"{pr.get('number')}/merge" if pr else args.base_ref,
-        "base_ref": (pr.get("base") or {}).get("ref", "") if pr else "", "sha": "f" * 40,
-        "repository": (event.get("repository") or {}).get("full_name", args.repository), "run_id": args.run_id,
-        "run_attempt": "1", "job": "evaluate", "server_url": "https://github.com", "api_url": args.api_url,
-        "action_path": str(ACTION_ROOT), "workspace": args.workspace,
+        "base_ref": (pr.get("base") or {}).get("ref", "") if pr else "",
+        "sha": "f" * 40,
+        "repository": (event.get("repository") or {}).get("full_name", args.repository),
+        "run_id": args.run_id,
+        "run_attempt": "1",
+        "job": "evaluate",
+        "server_url": "https://github.com",
+        "api_url": args.api_url,
+        "action_path": str(ACTION_ROOT),
+        "workspace": args.workspace,
     }
     store = Path(args.cache_store) if args.cache_store else default_cache_store(Path(args.workspace))
     print(f"── emulated Actions cache (baselines included): {store}")
@@ -495,11 +568,20 @@ def main(argv: list[str] | None = None) -> int:
         for name, value in outputs.items():
             set_output(name, value)
     if args.outputs_json:
-        Path(args.outputs_json).write_text(json.dumps({
-            "exit_code": code, "outputs": outputs, "annotations": runner.annotations,
-            "summary": "".join(runner.summary_parts), "runner_temp": str(temp),
-            "steps": {k: {"outcome": v["outcome"], "outputs": v["outputs"]} for k, v in runner.steps.items()},
-        }, indent=2), encoding="utf-8")
+        Path(args.outputs_json).write_text(
+            json.dumps(
+                {
+                    "exit_code": code,
+                    "outputs": outputs,
+                    "annotations": runner.annotations,
+                    "summary": "".join(runner.summary_parts),
+                    "runner_temp": str(temp),
+                    "steps": {k: {"outcome": v["outcome"], "outputs": v["outputs"]} for k, v in runner.steps.items()},
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
     return code
 
 

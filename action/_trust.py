@@ -24,8 +24,9 @@ def checked_out_commit(workdir: Path) -> str | None:
     """The commit checked out in ``workdir`` (``git rev-parse HEAD``), or None when git cannot tell (no git, not
     a repository)."""
     try:
-        proc = subprocess.run(["git", "-C", str(workdir), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=30, check=False)
+        proc = subprocess.run(
+            ["git", "-C", str(workdir), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     commit = proc.stdout.strip()
@@ -36,7 +37,9 @@ def _full_name(repository: Any) -> str:
     return str(repository.get("full_name") or "") if isinstance(repository, dict) else ""
 
 
-def privileged_checkout(event_name: str, event: dict[str, Any], workdir: Path, github_sha: str) -> tuple[str, str] | None:
+def privileged_checkout(
+    event_name: str, event: dict[str, Any], workdir: Path, github_sha: str
+) -> tuple[str, str] | None:
     """``("error", why)`` when a ``workflow_run`` or ``issue_comment`` run evaluates a pull request's code: a
     ``workflow_run`` of a fork's pull request with that pull request's head commit checked out, or an
     ``issue_comment`` on a pull request with another commit than ``github_sha`` (the default branch's, which
@@ -57,13 +60,19 @@ def privileged_checkout(event_name: str, event: dict[str, Any], workdir: Path, g
         pr_commit, what = "", "a pull request"
     commit = checked_out_commit(workdir)
     if commit is None:
-        return ("warning", f"{event_name} runs with the base repository's token and secrets, and the commit checked "
-                f"out in {workdir} cannot be told (no git): never check out {what}'s code in such a workflow "
-                "(docs/action.md#trust-model)")
+        return (
+            "warning",
+            f"{event_name} runs with the base repository's token and secrets, and the commit checked "
+            f"out in {workdir} cannot be told (no git): never check out {what}'s code in such a workflow "
+            "(docs/action.md#trust-model)",
+        )
     foreign = commit == pr_commit if event_name == "workflow_run" else bool(github_sha) and commit != github_sha
     if not foreign:
         return None
-    return ("error", f"{event_name} runs with the base repository's token and secrets, and this workflow checked "
-            f"out {what}'s code ({commit[:12]}): the pull request would control the suite, its gate, the metric "
-            "code, the prompts and the datasets. Evaluate pull requests on pull_request, and comment on forks with "
-            "the workflow_run pattern, which checks out no pull-request code (docs/action.md#trust-model)")
+    return (
+        "error",
+        f"{event_name} runs with the base repository's token and secrets, and this workflow checked "
+        f"out {what}'s code ({commit[:12]}): the pull request would control the suite, its gate, the metric "
+        "code, the prompts and the datasets. Evaluate pull requests on pull_request, and comment on forks with "
+        "the workflow_run pattern, which checks out no pull-request code (docs/action.md#trust-model)",
+    )

@@ -47,8 +47,12 @@ def main(argv: list[str]) -> int:
     if why is None:
         return 0
     label = f" ({argv[1]})" if len(argv) > 1 and argv[1] else ""
-    annotate("warning", f"The cached baseline {path}{label} cannot be used: {why}. Running without a baseline; "
-                        "the next run on a push to the base branch saves a new one.", title="evaltasks: no baseline")
+    annotate(
+        "warning",
+        f"The cached baseline {path}{label} cannot be used: {why}. Running without a baseline; "
+        "the next run on a push to the base branch saves a new one.",
+        title="evaltasks: no baseline",
+    )
     return 1
 
 

@@ -58,9 +58,14 @@ class GitHubClient:
 
         self.api_url = api_url.rstrip("/")
         self._http = httpx.Client(
-            base_url=api_url.rstrip("/"), timeout=TIMEOUT_S,
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
-                     "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "evaltasks-action"},
+            base_url=api_url.rstrip("/"),
+            timeout=TIMEOUT_S,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28",
+                "User-Agent": "evaltasks-action",
+            },
         )
 
     def request(self, method: str, url: str, **kwargs: Any) -> Any:
@@ -81,7 +86,7 @@ class GitHubClient:
                 if status not in (429, 500, 502, 503, 504):
                     raise CommentError(f"{method} {where}: {last}", status)
             if attempt + 1 < ATTEMPTS:
-                time.sleep(min(2.0 ** attempt, 8.0))
+                time.sleep(min(2.0**attempt, 8.0))
         raise CommentError(f"{method} {where}: {last}", status)
 
     def identity(self) -> str | None:
@@ -119,15 +124,22 @@ def find_sticky(comments: Any, head: str, login: str | None) -> list[dict[str, A
 def foreign_markers(comments: Any, head: str, login: str | None) -> list[str]:
     """Logins of other accounts' comments that start with ``head`` (for the notice when a new comment is posted
     beside them)."""
-    return sorted({str((c.get("user") or {}).get("login")) for c in comments
-                   if str(c.get("body", "")).startswith(head) and login and (c.get("user") or {}).get("login") != login})
+    return sorted(
+        {
+            str((c.get("user") or {}).get("login"))
+            for c in comments
+            if str(c.get("body", "")).startswith(head) and login and (c.get("user") or {}).get("login") != login
+        }
+    )
 
 
 _MARKER = re.compile(r"<!-- evaltasks:sticky-comment suite=[a-z0-9-]+ -->")
 MAX_BODY = 65536  # GitHub: a comment body has at most 65,536 characters
 MAX_UNTRUSTED_INPUT = 1_000_000  # characters of an untrusted comment.md read at all (the rest cannot fit anyway)
-TRUNCATED_NOTE = ("> ⚠️ Truncated: this comment was cut to GitHub's limit of 65,536 characters. The full report is "
-                  "in the evaluating run's job summary and its reports artifact (results.json, summary.md).")
+TRUNCATED_NOTE = (
+    "> ⚠️ Truncated: this comment was cut to GitHub's limit of 65,536 characters. The full report is "
+    "in the evaluating run's job summary and its reports artifact (results.json, summary.md)."
+)
 ZWSP = "\u200b"
 
 # Every ASCII punctuation character that is active in CommonMark/GFM (emphasis, code, links, images, HTML,
@@ -171,7 +183,7 @@ def _inline(markdown: str, keep: re.Pattern[str] | None) -> str:
     out, pos = [], 0
     pattern = _BOLD if keep is None else re.compile(f"(?:{keep.pattern})|{_BOLD.pattern}")
     for match in pattern.finditer(markdown):
-        out.append(inert_text(markdown[pos:match.start()]))
+        out.append(inert_text(markdown[pos : match.start()]))
         if match.group(1) is None:  # the run link
             out.append(match.group())
         else:
@@ -187,7 +199,7 @@ def _cells(row: str) -> list[str]:
     cells, current, i = [], [], 1 if row.startswith("|") else 0
     while i < len(row):
         if row[i] == "\\" and i + 1 < len(row):
-            current.append(row[i:i + 2])
+            current.append(row[i : i + 2])
             i += 2
             continue
         if row[i] == "|":
@@ -218,8 +230,11 @@ def sanitize_untrusted_body(body: str, repo: str, server: str = "https://github.
     first, _, rest = body.partition("\n")
     if not _MARKER.fullmatch(first.strip()):
         raise ValueError("the first line is not an evaltasks marker")
-    run_link = re.compile(r"\[Workflow run\]\(" + re.escape(server.rstrip("/") + "/" + repo)
-                          + r"/actions/runs/[0-9]+(?:/attempts/[0-9]+)?\)")
+    run_link = re.compile(
+        r"\[Workflow run\]\("
+        + re.escape(server.rstrip("/") + "/" + repo)
+        + r"/actions/runs/[0-9]+(?:/attempts/[0-9]+)?\)"
+    )
     lines, in_code = [first.strip()], False
     for raw in rest.replace("\r\n", "\n").split("\n"):
         line = _visible(raw).rstrip()
@@ -242,8 +257,13 @@ def sanitize_untrusted_body(body: str, repo: str, server: str = "https://github.
         elif _DELIMITER_ROW.fullmatch(stripped):
             lines.append(stripped)
         elif stripped.startswith("|"):
-            lines.append("| " + " | ".join(_BREAK.join(_inline(part.strip(), None) for part in cell.split(_BREAK))
-                                           for cell in _cells(stripped)) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    _BREAK.join(_inline(part.strip(), None) for part in cell.split(_BREAK)) for cell in _cells(stripped)
+                )
+                + " |"
+            )
         elif heading:
             lines.append(f"{heading.group(1)} {_inline(heading.group(2), None)}")
         elif stripped == "</details>":
@@ -316,8 +336,10 @@ def main() -> int:
         print("not a pull request: no comment")
         return 0
     elif is_fork(event):
-        message = ("Pull request from a fork: the token is read-only, so no comment was posted; the results are in "
-                   "the job summary. To comment on fork PRs, see the workflow_run pattern in the evaltasks docs, docs/action.md#comments-on-pull-requests-from-forks-workflow_run.")
+        message = (
+            "Pull request from a fork: the token is read-only, so no comment was posted; the results are in "
+            "the job summary. To comment on fork PRs, see the workflow_run pattern in the evaltasks docs, docs/action.md#comments-on-pull-requests-from-forks-workflow_run."
+        )
         annotate("warning", message, title="evaltasks: comment skipped")
         append_summary(f"\n> ⚠️ {message}\n")
         return 0
@@ -332,15 +354,20 @@ def main() -> int:
         try:  # sanitise first, measure after: escaping makes the text longer
             body = sanitize_untrusted_body(body, repo, env_value("GITHUB_SERVER_URL", "https://github.com"))
         except ValueError as exc:
-            annotate("warning", f"comment.md from the evaluating run is not an evaltasks comment: {exc}",
-                     title="evaltasks: comment skipped")
+            annotate(
+                "warning",
+                f"comment.md from the evaluating run is not an evaltasks comment: {exc}",
+                title="evaltasks: comment skipped",
+            )
             return 0
     body = fit_body(body)
     head = body.split("\n", 1)[0]
     try:
         number = int(pr["number"])
     except (TypeError, ValueError):
-        annotate("warning", f"PR_NUMBER {pr['number']!r} is not a number: no comment", title="evaltasks: comment skipped")
+        annotate(
+            "warning", f"PR_NUMBER {pr['number']!r} is not a number: no comment", title="evaltasks: comment skipped"
+        )
         return 0
     client = GitHubClient(env_value("GITHUB_API_URL", "https://api.github.com"), token)
     try:
@@ -348,8 +375,11 @@ def main() -> int:
         if expected:
             head_sha = client.request("GET", f"/repos/{repo}/pulls/{number}").json().get("head", {}).get("sha")
             if head_sha != expected:
-                annotate("warning", f"pull request #{number} is at {head_sha}, not at the evaluated commit {expected}: "
-                                    "no comment", title="evaltasks: comment skipped")
+                annotate(
+                    "warning",
+                    f"pull request #{number} is at {head_sha}, not at the evaluated commit {expected}: no comment",
+                    title="evaltasks: comment skipped",
+                )
                 return 0
         login = client.identity()
         comments = list(client.comments(repo, number))
@@ -361,13 +391,15 @@ def main() -> int:
         comment, refused = None, []
         for existing in candidates[:1]:  # the newest only: updating an older one would leave stale results below
             try:
-                comment = client.request("PATCH", f"/repos/{repo}/issues/comments/{existing['id']}",
-                                         json={"body": body}).json()
+                comment = client.request(
+                    "PATCH", f"/repos/{repo}/issues/comments/{existing['id']}", json={"body": body}
+                ).json()
             except CommentError as exc:
                 if exc.status not in (403, 404):
                     raise
-                refused.append(f"comment {existing['id']} by {(existing.get('user') or {}).get('login')} "
-                               f"(HTTP {exc.status})")
+                refused.append(
+                    f"comment {existing['id']} by {(existing.get('user') or {}).get('login')} (HTTP {exc.status})"
+                )
                 continue
             print(f"updated comment {comment.get('id')}: {comment.get('html_url', '')}")
         if comment is None:
@@ -375,17 +407,26 @@ def main() -> int:
             print(f"created comment {comment.get('id')}: {comment.get('html_url', '')}")
             others = foreign_markers(comments, head, login)
             if refused:
-                annotate("notice", f"Posted a new evaltasks comment: this token may not edit the newest earlier "
-                                   f"one, {', '.join(refused)}, written by another account (e.g. before github-token "
-                                   "changed); it and any older evaltasks comment keep older results.",
-                         title="evaltasks: new comment")
+                annotate(
+                    "notice",
+                    f"Posted a new evaltasks comment: this token may not edit the newest earlier "
+                    f"one, {', '.join(refused)}, written by another account (e.g. before github-token "
+                    "changed); it and any older evaltasks comment keep older results.",
+                    title="evaltasks: new comment",
+                )
             elif others:
-                annotate("notice", f"Posted a new evaltasks comment: the earlier one by {', '.join(others)} was "
-                                   f"written by another account than this token's ({login}) and is left as it is.",
-                         title="evaltasks: new comment")
+                annotate(
+                    "notice",
+                    f"Posted a new evaltasks comment: the earlier one by {', '.join(others)} was "
+                    f"written by another account than this token's ({login}) and is left as it is.",
+                    title="evaltasks: new comment",
+                )
     except CommentError as exc:
-        hint = " (the token may be read-only: give the job `permissions: pull-requests: write`)" \
-            if exc.status in (401, 403, 404) else ""
+        hint = (
+            " (the token may be read-only: give the job `permissions: pull-requests: write`)"
+            if exc.status in (401, 403, 404)
+            else ""
+        )
         annotate("warning", f"Could not post the evaltasks comment: {exc}{hint}", title="evaltasks: comment skipped")
         return 0
     set_output("comment-id", str(comment.get("id", "")))

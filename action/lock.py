@@ -115,12 +115,31 @@ def generate(torch_index_url: str, pip_args: list[str], lock_dir: Path = LOCK_DI
     """
     import tomllib  # Python 3.11+: only generating needs it, select runs on any supported Python
 
-    build_requires = tomllib.loads((ACTION_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"]
+    build_requires = tomllib.loads((ACTION_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"][
+        "requires"
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "report.json"
-        command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                   "--report", str(report_path), "--index-url", PYPI, "--extra-index-url", torch_index_url,
-                   "-c", str(ACTION_ROOT / "constraints.txt"), *pip_args, str(ACTION_ROOT), *build_requires]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(report_path),
+            "--index-url",
+            PYPI,
+            "--extra-index-url",
+            torch_index_url,
+            "-c",
+            str(ACTION_ROOT / "constraints.txt"),
+            *pip_args,
+            str(ACTION_ROOT),
+            *build_requires,
+        ]
         env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
         for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CONSTRAINT", "PIP_NO_INDEX"):
             env.pop(name, None)
@@ -141,9 +160,16 @@ def generate(torch_index_url: str, pip_args: list[str], lock_dir: Path = LOCK_DI
         sha256 = (info.get("archive_info") or {}).get("hashes", {}).get("sha256", "")
         if not (info["url"].startswith("https://") and info["url"].endswith(".whl") and sha256):
             raise RuntimeError(f"{name} {meta['version']} is not a wheel at an https URL with a sha256: {info['url']}")
-        dists.append({"name": name, "version": meta["version"], "url": info["url"], "sha256": sha256,
-                      "requires_python": meta.get("requires_python", ""),
-                      "requires_dist": meta.get("requires_dist", [])})
+        dists.append(
+            {
+                "name": name,
+                "version": meta["version"],
+                "url": info["url"],
+                "sha256": sha256,
+                "requires_python": meta.get("requires_python", ""),
+                "requires_dist": meta.get("requires_dist", []),
+            }
+        )
     if not torch:
         raise RuntimeError("the resolution has no torch: the lock could not pin it")
     environment = report["environment"]

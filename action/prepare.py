@@ -36,8 +36,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lock  # noqa: E402
-from _reports_dir import default_reports_dir  # noqa: E402
-from _trust import privileged_checkout  # noqa: E402
 from _github import (  # noqa: E402
     annotate,
     append_summary,
@@ -49,6 +47,8 @@ from _github import (  # noqa: E402
     set_output,
     truthy,
 )
+from _reports_dir import default_reports_dir  # noqa: E402
+from _trust import privileged_checkout  # noqa: E402
 
 COMMENT_MODES = ("true", "false", "on-failure")
 
@@ -93,8 +93,9 @@ def evaltasks_version(action_path: Path, env: dict[str, str]) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "-", version)[:64] or "unknown"
 
 
-def venv_key(action_path: Path, runner_os: str, arch: str, venv_dir: Path, evaltasks_version: str,
-             torch_index_url: str) -> str:
+def venv_key(
+    action_path: Path, runner_os: str, arch: str, venv_dir: Path, evaltasks_version: str, torch_index_url: str
+) -> str:
     """Cache key of the whole virtualenv install.sh builds from a lock: OS, architecture, the exact Python version,
     and a hash of the interpreter's path, the venv's path (a venv is not relocatable), the torch index, the lock
     and evaltasks' sources (pyproject.toml, evaltasks/, flows/: the venv holds evaltasks built from them).
@@ -108,10 +109,15 @@ def venv_key(action_path: Path, runner_os: str, arch: str, venv_dir: Path, evalt
     except LookupError:
         return ""
     digest = hashlib.sha256(f"{sys.executable}\0{venv_dir}\0{torch_index_url}\0".encode() + lock_txt.read_bytes())
-    sources = [action_path / "pyproject.toml", *sorted(
-        path for folder in ("evaltasks", "flows") for path in (action_path / folder).rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
-    )]
+    sources = [
+        action_path / "pyproject.toml",
+        *sorted(
+            path
+            for folder in ("evaltasks", "flows")
+            for path in (action_path / folder).rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts
+        ),
+    ]
     for path in sources:
         digest.update(path.relative_to(action_path).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return f"evaltasks-venv-{runner_os}-{arch}-py{platform.python_version()}-{digest.hexdigest()[:16]}"
@@ -174,8 +180,11 @@ def main() -> int:
     # the install lock (action/lock/*.txt) names every wheel pip fetches: a new lock is a new pip cache
     shipped = b"".join(
         path.read_bytes()
-        for path in [action_path / "pyproject.toml", action_path / "constraints.txt",
-                     *sorted((action_path / "action" / "lock").glob("*.txt"))]
+        for path in [
+            action_path / "pyproject.toml",
+            action_path / "constraints.txt",
+            *sorted((action_path / "action" / "lock").glob("*.txt")),
+        ]
         if path.exists()
     )
     pip_hash = hashlib.sha256(
@@ -227,8 +236,14 @@ def main() -> int:
         "pip-cache-dir": str(temp / "evaltasks-pip-cache"),
         "pip-key": f"evaltasks-pip-{runner_os}-{arch}-py{python_version}-{pip_hash}",
         "venv-dir": str(venv_dir),
-        "venv-key": venv_key(action_path, runner_os, arch, venv_dir, env_value("INPUT_EVALTASKS_VERSION"),
-                             env_value("INPUT_TORCH_INDEX_URL")),
+        "venv-key": venv_key(
+            action_path,
+            runner_os,
+            arch,
+            venv_dir,
+            env_value("INPUT_EVALTASKS_VERSION"),
+            env_value("INPUT_TORCH_INDEX_URL"),
+        ),
         "baseline-file": baseline_file,
         "baseline-auto": "true" if baseline_input == "auto" else "false",
         "baseline-dir": str(baseline_dir),
@@ -236,15 +251,20 @@ def main() -> int:
         "baseline-restore-keys": f"{base_prefix}v{version}-\n{base_prefix}",
         "save-baseline": "true" if save_baseline else "false",
         "baseline-save-key": f"evaltasks-baseline-{runner_os}-{sid}-b{_short_hash(ref_name)}-v{version}-{run}",
-        "artifact-name": env.get("INPUT_ARTIFACT_NAME", "").strip() or (
+        "artifact-name": env.get("INPUT_ARTIFACT_NAME", "").strip()
+        or (
             f"evaltasks-{sid}-{runner_os.lower()}-{env_value('GITHUB_JOB', 'job')}-py{env_value('INPUT_PYTHON_VERSION', '3.11')}"
         ),
     }
     for name, value in outputs.items():
         set_output(name, value)
     if fork:
-        annotate("notice", "Pull request from a fork: the token is read-only and secrets are unavailable; metrics "
-                           "without credentials are skipped and no comment is posted.", title="evaltasks")
+        annotate(
+            "notice",
+            "Pull request from a fork: the token is read-only and secrets are unavailable; metrics "
+            "without credentials are skipped and no comment is posted.",
+            title="evaltasks",
+        )
     return 0
 
 

@@ -99,9 +99,18 @@ def verdict_output(doc: dict | None) -> str:
 def _failure_markdown(suite: str, exit_code: str, log_path: str) -> str:
     from evaltasks.reports._escape import markdown_inline
 
-    what = {"2": "invalid input (nothing was scored)", "3": "the run aborted", "130": "the run was interrupted (SIGINT)",
-            "143": "the run was interrupted (SIGTERM)"}.get(exit_code, "no results were written")
-    lines = [f"# evaltasks: {markdown_inline(suite)}", "", f"❌ **evaltasks could not run**: {what} (exit code {exit_code}).", ""]
+    what = {
+        "2": "invalid input (nothing was scored)",
+        "3": "the run aborted",
+        "130": "the run was interrupted (SIGINT)",
+        "143": "the run was interrupted (SIGTERM)",
+    }.get(exit_code, "no results were written")
+    lines = [
+        f"# evaltasks: {markdown_inline(suite)}",
+        "",
+        f"❌ **evaltasks could not run**: {what} (exit code {exit_code}).",
+        "",
+    ]
     try:
         tail = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]
     except OSError:
@@ -122,8 +131,10 @@ def _write_comment(env: dict[str, str], output_dir: Path, body: str) -> None:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / "comment.md").write_text(body, encoding="utf-8")
         if pr is not None:
-            (output_dir / "pull-request.json").write_text(json.dumps(
-                {"number": pr.get("number"), "head_sha": (pr.get("head") or {}).get("sha")}), encoding="utf-8")
+            (output_dir / "pull-request.json").write_text(
+                json.dumps({"number": pr.get("number"), "head_sha": (pr.get("head") or {}).get("sha")}),
+                encoding="utf-8",
+            )
     except OSError as exc:
         annotate("warning", f"cannot write the comment beside the reports: {exc}", title="evaltasks")
 
@@ -141,11 +152,17 @@ def main() -> int:
         env = os.environ
         output_dir = Path(env.get("OUTPUT_DIR", "."))
         suite_id = env.get("SUITE_ID", "suite")
-        annotate("warning", f"evaltasks could not write its report ({type(exc).__name__}: {exc}); the full report "
-                 f"is in {output_dir} (results.json, summary.md) in the workflow artifact.", title="evaltasks")
+        annotate(
+            "warning",
+            f"evaltasks could not write its report ({type(exc).__name__}: {exc}); the full report "
+            f"is in {output_dir} (results.json, summary.md) in the workflow artifact.",
+            title="evaltasks",
+        )
         url = run_url()
-        text = (f"# evaltasks\n\n⚠️ The report could not be written here. The full report is in the workflow "
-                f"artifact (results.json, summary.md){f': [workflow run]({url})' if url else ''}.\n")
+        text = (
+            f"# evaltasks\n\n⚠️ The report could not be written here. The full report is in the workflow "
+            f"artifact (results.json, summary.md){f': [workflow run]({url})' if url else ''}.\n"
+        )
         try:
             _fallback_outputs(env, output_dir / "results.json")
             append_summary(text)
@@ -167,8 +184,9 @@ def _fallback_outputs(env: os._Environ[str] | dict[str, str], results_path: Path
     rate = gate.get("pass_rate")
     comparison = doc.get("comparison") if isinstance(doc, dict) else None
     set_output("exit-code", env.get("EXIT_CODE", "").strip() or "3")
-    set_output("passed", "true" if (doc.get("passed") if isinstance(doc, dict) else env.get("EXIT_CODE") == "0")
-               else "false")
+    set_output(
+        "passed", "true" if (doc.get("passed") if isinstance(doc, dict) else env.get("EXIT_CODE") == "0") else "false"
+    )
     set_output("pass-rate", f"{rate:.6f}" if isinstance(rate, (int, float)) else "")
     set_output("regressed", "true" if isinstance(comparison, dict) and comparison.get("regressed") else "false")
     set_output("verdict", verdict_output(doc) if isinstance(doc, dict) else "")
@@ -204,8 +222,9 @@ def _report() -> int:
         _write_comment(dict(env), output_dir, f"{marker(suite_id)}\n{text}{footer}\n")
         for name, value in (("passed", "false"), ("pass-rate", ""), ("regressed", "false"), ("verdict", "")):
             set_output(name, value)
-        annotate("error", f"evaltasks could not run the suite (exit code {exit_code}); see the log above.",
-                 title="evaltasks")
+        annotate(
+            "error", f"evaltasks could not run the suite (exit code {exit_code}); see the log above.", title="evaltasks"
+        )
         return 0
 
     summary = EvaluationSummary.model_validate(doc["summary"])
@@ -215,28 +234,43 @@ def _report() -> int:
     passed = bool(doc.get("passed"))
     warnings = list(doc.get("warnings") or [])
     common = dict(
-        passed=passed, min_pass_rate=float(gate.get("min_pass_rate", 1.0)), comparison=comparison,
-        warnings=warnings, gate_pass_rate=gate.get("pass_rate"),
+        passed=passed,
+        min_pass_rate=float(gate.get("min_pass_rate", 1.0)),
+        comparison=comparison,
+        warnings=warnings,
+        gate_pass_rate=gate.get("pass_rate"),
     )
     if gate.get("fail_on") is not None:  # an evaltasks from before the statistical gate takes no fail_on
         common["fail_on"] = gate["fail_on"]
     suite = str(doc.get("suite", suite_id))
     no_baseline = ""
     if comparison is None and env.get("BASELINE_AUTO") == "true":  # said right under the verdict
-        no_baseline = ("No baseline: no earlier results of this suite in the cache yet (runs on pushes to the "
-                       "base branch save them).")
+        no_baseline = (
+            "No baseline: no earlier results of this suite in the cache yet (runs on pushes to the "
+            "base branch save them)."
+        )
     placed = "baseline_note" in inspect.signature(render_summary_markdown).parameters  # an older evaltasks: at the end
     if no_baseline and placed:
         common["baseline_note"] = no_baseline
     tail = f"\n{no_baseline}\n" if no_baseline and not placed else ""
     summary_text = render_summary_markdown(
-        suite, summary, cases, **common, max_size=SUMMARY_MAX_BYTES, size=utf8_bytes,
+        suite,
+        summary,
+        cases,
+        **common,
+        max_size=SUMMARY_MAX_BYTES,
+        size=utf8_bytes,
         truncation_note="The full report is in the workflow artifact (results.json, summary.md).",
     )
     append_summary(summary_text + tail)
     head = marker(suite_id) + "\n"
     comment_text = render_summary_markdown(
-        suite, summary, cases, **common, max_size=COMMENT_MAX_CHARS, size=comment_size(head, footer, load_event()),
+        suite,
+        summary,
+        cases,
+        **common,
+        max_size=COMMENT_MAX_CHARS,
+        size=comment_size(head, footer, load_event()),
         truncation_note="The full report is in the job summary and the workflow artifact.",
     )
     _write_comment(dict(env), output_dir, head + comment_text + tail + footer + "\n")
@@ -253,12 +287,18 @@ def _report() -> int:
         if reason:
             text = "Gate failed: " + reason.removeprefix("gate failed: ")
         else:  # a results.json from an evaltasks before gate.message
-            text = (f"Gate failed: {stopped}" if stopped else
-                    f"Gate failed: pass rate {shown} below {float(gate.get('min_pass_rate', 1)):.2%}")
+            text = (
+                f"Gate failed: {stopped}"
+                if stopped
+                else f"Gate failed: pass rate {shown} below {float(gate.get('min_pass_rate', 1)):.2%}"
+            )
         annotate("error", text, title=f"evaltasks: {suite}")
     for regression in (comparison.regressions if comparison else [])[:10]:
-        annotate("error" if not passed else "warning", f"Regression since the baseline: {regression}",
-                 title=f"evaltasks: {suite}")
+        annotate(
+            "error" if not passed else "warning",
+            f"Regression since the baseline: {regression}",
+            title=f"evaltasks: {suite}",
+        )
     for warning in warnings[:10]:
         annotate("warning", warning, title=f"evaltasks: {suite}")
     for notice in list(doc.get("notices") or [])[:10]:

@@ -55,8 +55,11 @@ def runner(options: Callable[[Any], None], passed: Sequence[str], **defaults: An
     if "--quick" in sys.argv[1:] and "--worker" not in sys.argv[1:] and "--debug-single-value" not in sys.argv:
         sys.argv.append("--debug-single-value")
     run = pyperf.Runner(add_cmdline_args=forward, **defaults)
-    run.argparser.add_argument("--quick", action="store_true",
-                               help="smoke run: tiny sizes, one process, one value (pyperf --debug-single-value)")
+    run.argparser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: tiny sizes, one process, one value (pyperf --debug-single-value)",
+    )
     options(run.argparser)
     run.argparser.set_defaults(copy_env=True)
     run.parse_args()
@@ -82,8 +85,16 @@ def describe(bench: Any) -> str:
 # ----------------------------------------------------------------------------------------------- vectors
 
 
-def synthetic_vectors(n: int, seed: int = 0, *, dims: int = DIMS, clusters: int = 0, spread: float = 0.04,
-                      rng: Any = None, out: Any = None) -> Any:
+def synthetic_vectors(
+    n: int,
+    seed: int = 0,
+    *,
+    dims: int = DIMS,
+    clusters: int = 0,
+    spread: float = 0.04,
+    rng: Any = None,
+    out: Any = None,
+) -> Any:
     """(n, dims) float32 unit vectors, seeded, generated in blocks of 100,000 rows.
 
     ``clusters`` 0: Gaussian directions (no structure). ``clusters`` > 0: that many unit centres, each vector a
@@ -186,10 +197,15 @@ class Step:
         """seconds, cpu_seconds, rss_before, peak_rss, peak_delta, anon_peak_delta, ru_maxrss (bytes)."""
         import resource
 
-        return {"seconds": self.seconds, "cpu_seconds": self.cpu, "rss_before": self.rss_before,
-                "peak_rss": self.peak, "peak_delta": self.peak - self.rss_before,
-                "anon_peak_delta": self.anon_peak - self.anon_before,
-                "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        return {
+            "seconds": self.seconds,
+            "cpu_seconds": self.cpu,
+            "rss_before": self.rss_before,
+            "peak_rss": self.peak,
+            "peak_delta": self.peak - self.rss_before,
+            "anon_peak_delta": self.anon_peak - self.anon_before,
+            "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        }
 
 
 # ----------------------------------------------------------------------------------------------- Markdown

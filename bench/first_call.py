@@ -74,8 +74,14 @@ ALONE = "import time; t = time.perf_counter(); import {module}; print(time.perf_
 
 def _alone(module: str, repeat: int) -> float:
     """Median seconds of ``import module`` in ``repeat`` fresh processes."""
-    times = [float(subprocess.run([sys.executable, "-c", ALONE.format(module=module)], capture_output=True, text=True,
-                                  check=True).stdout) for _ in range(repeat)]
+    times = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", ALONE.format(module=module)], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(repeat)
+    ]
     return statistics.median(times)
 
 
@@ -89,9 +95,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     before: list[dict[str, Any]] = []
     with ChatServer(responder=responder(cases), latency_s=0.0) as server:
-        env = {**os.environ, "OPENAI_API_KEY": server.api_key, "OPENAI_BASE_URL": server.base_url,
-               "BENCH_MODEL": MODEL, "BENCH_THRESHOLD": str(THRESHOLD), "BENCH_CRITERIA": CRITERIA,
-               "HF_HUB_OFFLINE": "1"}
+        env = {
+            **os.environ,
+            "OPENAI_API_KEY": server.api_key,
+            "OPENAI_BASE_URL": server.base_url,
+            "BENCH_MODEL": MODEL,
+            "BENCH_THRESHOLD": str(THRESHOLD),
+            "BENCH_CRITERIA": CRITERIA,
+            "HF_HUB_OFFLINE": "1",
+        }
         argv = [sys.executable, str(script), str(cases_file), str(work / "index")]
         subprocess.run(argv, env=env, capture_output=True, text=True, check=True)  # the fill
         filled = len(server.requests)
@@ -102,13 +114,25 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 run = json.loads(done.stdout.splitlines()[-1])
                 run["requests"] = len(server.requests)
                 into.append(run)
-                print(f"{'as before: ' if extra else ''}first call {run['first_s']:.3f} s, second "
-                      f"{run['second_s']:.3f} s, scipy {run['scipy']}, {run['requests']} requests", file=sys.stderr,
-                      flush=True)
-    return {"cases": len(cases), "source": source, "fill_requests": filled, "runs": runs, "as_before": before,
-            "scipy_import_s": _alone("scipy.stats", args.repeat), "openai_import_s": _alone("openai", args.repeat),
-            "cores": os.cpu_count(), "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-            "python": platform.python_version(), "date": date.today().isoformat()}
+                print(
+                    f"{'as before: ' if extra else ''}first call {run['first_s']:.3f} s, second "
+                    f"{run['second_s']:.3f} s, scipy {run['scipy']}, {run['requests']} requests",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return {
+        "cases": len(cases),
+        "source": source,
+        "fill_requests": filled,
+        "runs": runs,
+        "as_before": before,
+        "scipy_import_s": _alone("scipy.stats", args.repeat),
+        "openai_import_s": _alone("openai", args.repeat),
+        "cores": os.cpu_count(),
+        "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "python": platform.python_version(),
+        "date": date.today().isoformat(),
+    }
 
 
 def render(data: dict[str, Any]) -> str:
@@ -120,18 +144,25 @@ def render(data: dict[str, Any]) -> str:
 
     first, second = med("first_s"), med("second_s")
     old = med("first_s", data["as_before"])
-    rows = [("`import evaltasks`", med("import_s")), ("first call (imports, store, evaluate_sync)", first),
-            ("second call, same process", second), ("first − second: paid once per process", first - second),
-            ("first call importing scipy.stats and openai (as before)", old),
-            ("ratio: first call / first call as before", first / old)]
+    rows = [
+        ("`import evaltasks`", med("import_s")),
+        ("first call (imports, store, evaluate_sync)", first),
+        ("second call, same process", second),
+        ("first − second: paid once per process", first - second),
+        ("first call importing scipy.stats and openai (as before)", old),
+        ("ratio: first call / first call as before", first / old),
+    ]
     lines = [
-        HEADING, "",
+        HEADING,
+        "",
         f"Measured {data['date']} by `bench/first_call.py` ({data['cores']} cores, 1-minute load average "
         f"{data['load'] if data.get('load') is None else round(data['load'], 1)} at the end, Python {data['python']}): GEval "
         f"(bench/judge.py's criteria and scripted judge server) on {data['cases']} cases ({data['source']}), every "
         f"answer already stored by one fill run ({data['fill_requests']} requests); medians of {len(runs)} fresh "
-        "processes.", "",
-        "| | seconds |", "|---|---:|",
+        "processes.",
+        "",
+        "| | seconds |",
+        "|---|---:|",
         *[f"| {name} | {value:.3f} |" for name, value in rows],
         "",
         f"Target: first call ≤ {TARGET_S} s (measured {first:.3f} s). Requests after the fill: "
@@ -139,7 +170,8 @@ def render(data: dict[str, Any]) -> str:
         f"{'yes' if any(r['scipy'] for r in runs) else 'no'} (`import scipy.stats` alone: "
         f"{data['scipy_import_s']:.3f} s in a fresh process; the summary's Wilson and bootstrap intervals need "
         f"none); openai imported by the call: {'yes' if any(r['openai'] for r in runs) else 'no'} (`import openai` "
-        f"alone: {data['openai_import_s']:.3f} s; the judge client is built on the first request).", "",
+        f"alone: {data['openai_import_s']:.3f} s; the judge client is built on the first request).",
+        "",
     ]
     return "\n".join(lines)
 

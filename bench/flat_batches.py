@@ -70,8 +70,10 @@ def main() -> None:
     from evaltasks.index import _blas
 
     rows = [(b.get_name(), f"{seconds(b):.3f}", describe(b)) for b in (faiss_bench, numpy_bench)]
-    print(f"\n{n:,} vectors, {m:,} queries, top {args.k}; FAISS core {_blas.faiss_core()}; numpy / FAISS "
-          f"{seconds(numpy_bench) / seconds(faiss_bench):.2f}\n")
+    print(
+        f"\n{n:,} vectors, {m:,} queries, top {args.k}; FAISS core {_blas.faiss_core()}; numpy / FAISS "
+        f"{seconds(numpy_bench) / seconds(faiss_bench):.2f}\n"
+    )
     print(markdown_table(("contender", "median s", "mean ± std dev"), rows, "lrl"))
 
 

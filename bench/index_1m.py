@@ -45,7 +45,14 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _common import Step, busy_seconds, children_cpu, synthetic_vectors, wait_quiet, write_section  # bench/: on sys.path
+from _common import (  # bench/: on sys.path
+    Step,
+    busy_seconds,
+    children_cpu,
+    synthetic_vectors,
+    wait_quiet,
+    write_section,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
@@ -63,8 +70,10 @@ def _blas_info() -> list[dict]:
     import threadpoolctl
 
     return [
-        {k: info.get(k) for k in ("internal_api", "prefix", "version", "architecture", "num_threads",
-                                  "threading_layer", "filepath")}
+        {
+            k: info.get(k)
+            for k in ("internal_api", "prefix", "version", "architecture", "num_threads", "threading_layer", "filepath")
+        }
         for info in threadpoolctl.threadpool_info()
     ]
 
@@ -109,8 +118,8 @@ def compare_top1(refs, queries, idx_a, idx_b, tie_tol: float = 1e-5) -> dict:
     gaps_arr = np.asarray(gaps)
     return {
         "equal": int(len(idx_a) - len(diff)),
-        "total": int(len(idx_a)),
-        "mismatches": int(len(diff)),
+        "total": len(idx_a),
+        "mismatches": len(diff),
         "mismatches_ties": int((gaps_arr < tie_tol).sum()) if len(gaps) else 0,
         "max_gap": float(gaps_arr.max()) if len(gaps) else 0.0,
     }
@@ -140,25 +149,32 @@ def phase_env(cfg: dict, work: Path) -> dict:
         for line in handle:
             if line.startswith("MemTotal:"):
                 mem = int(line.split()[1]) * 1024
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "evaltasks"],
-                           capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "evaltasks"], capture_output=True, text=True
+    ).stdout.strip()
     return {
         "python": platform.python_version(),
         "numpy": np.__version__,
         "faiss": faiss.__version__,
         "faiss_compile": faiss.get_compile_options().strip(),
-        "cpu_id": " ".join(f"{k.lower()} {m.group(1).strip()}" for k in ("CPU family", "Model", "Stepping")
-                           if (m := re.search(rf"^{k}:\s*(.+)$", lscpu, re.M))),
+        "cpu_id": " ".join(
+            f"{k.lower()} {m.group(1).strip()}"
+            for k in ("CPU family", "Model", "Stepping")
+            if (m := re.search(rf"^{k}:\s*(.+)$", lscpu, re.M))
+        ),
         "faiss_omp_threads": faiss.omp_get_max_threads(),
         "blas": _blas_info(),
         "cpu_model": model.group(1).strip() if model else platform.processor(),
         "cpus": os.cpu_count(),
         "mem_total": mem,
         "commit": commit + (" (evaltasks/ modified)" if dirty else ""),
-        "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                               "OPENBLAS_CORETYPE")},
+        "env": {
+            k: os.environ.get(k)
+            for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE")
+        },
     }
 
 
@@ -199,11 +215,10 @@ def phase_numpy(cfg: dict, work: Path) -> dict:
     out["build"] = st.as_dict()
     out["build"]["copied"] = mat is not refs
     target = work / "numpy-copy.npy"
-    with Step() as st:
-        with open(target, "wb") as handle:
-            np.save(handle, mat)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with Step() as st, open(target, "wb") as handle:
+        np.save(handle, mat)
+        handle.flush()
+        os.fsync(handle.fileno())
     out["save"] = st.as_dict()
     out["disk_bytes"] = target.stat().st_size
     target.unlink()
@@ -288,8 +303,9 @@ def _index_phase(cfg: dict, work: Path, extra: list[str]) -> dict:
     with Step() as st:
         lookup = index.get_or_embed(provider, texts)
     out = st.as_dict()
-    out.update(computed=lookup.computed, reused=lookup.reused, embedded=provider.embedded,
-               provider_seconds=provider.seconds)
+    out.update(
+        computed=lookup.computed, reused=lookup.reused, embedded=provider.embedded, provider_seconds=provider.seconds
+    )
     out["vectors_match"] = bool(np.array_equal(lookup.table.vectors[: len(refs)], refs))
     out["disk_bytes"] = _dir_size(root)
     out["index_sha256"] = json.loads(next(root.glob("*/meta.json")).read_text()).get("index_sha256")  # format 1
@@ -319,7 +335,7 @@ def phase_flat(cfg: dict, work: Path) -> dict:
     from evaltasks.index.search import ReferenceSearch, SearchConfig
 
     faiss.omp_set_num_threads(cfg["threads"])
-    refs, queries, source = _load_inputs(work)
+    refs, queries, _source = _load_inputs(work)
     nq = cfg["flat_queries"] or len(queries)
     queries = queries[:nq]
     truth = np.load(work / "truth_idx.npy")[:nq]
@@ -381,14 +397,22 @@ def phase_hnsw(cfg: dict, work: Path) -> dict:
             dt = time.perf_counter() - t0
             elapsed += dt
             chunks.append({"from": lo, "to": hi, "seconds": dt})
-            print(f"  hnsw: {hi:,} vectors in {elapsed:.0f} s ({(hi - lo) / dt:,.0f}/s last chunk)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  hnsw: {hi:,} vectors in {elapsed:.0f} s ({(hi - lo) / dt:,.0f}/s last chunk)",
+                file=sys.stderr,
+                flush=True,
+            )
             next_dt = dt * (min(hi + cfg["hnsw_chunk"], target) - hi) / (hi - lo) * 1.15
             if hi < target and elapsed + next_dt > cfg["hnsw_budget_s"]:
                 break
     m = int(index.ntotal)
-    out: dict = {"n": m, "target": target, "chunks": chunks, "build": st.as_dict(),
-                 "params": {"hnsw_m": base.hnsw_m, "ef_construction": base.ef_construction}}
+    out: dict = {
+        "n": m,
+        "target": target,
+        "chunks": chunks,
+        "build": st.as_dict(),
+        "params": {"hnsw_m": base.hnsw_m, "ef_construction": base.ef_construction},
+    }
     path = work / "sets" / "hnsw.faiss"
     with Step() as st:
         ReferenceSearch(refs[:m], base, index).save(path)
@@ -406,8 +430,11 @@ def phase_hnsw(cfg: dict, work: Path) -> dict:
     in_set = source >= 0
     in_sub = (source >= 0) & (source < m)
     random_q = source < 0
-    out["groups"] = {"noisy_in_set": int(in_sub.sum()), "random": int(random_q.sum()),
-                     "noisy_source_outside": int((in_set & ~in_sub).sum())}
+    out["groups"] = {
+        "noisy_in_set": int(in_sub.sum()),
+        "random": int(random_q.sum()),
+        "noisy_source_outside": int((in_set & ~in_sub).sum()),
+    }
     runs = []
     for ef in cfg["ef_search"]:
         config = SearchConfig(kind="hnsw", ef_search=ef)
@@ -416,13 +443,18 @@ def phase_hnsw(cfg: dict, work: Path) -> dict:
             sims, idx = search.top_k(queries, 1)
         hit = idx[:, 0] == truth
         err = np.abs(np.clip(sims[:, 0], 0, 1) - np.clip(truth_sim, 0, 1))
-        run = {"ef_search": ef, "query": st.as_dict(), "recall": float(hit.mean()),
-               "recall_noisy": float(hit[in_sub].mean()) if in_sub.any() else None,
-               "recall_random": float(hit[random_q].mean()) if random_q.any() else None,
-               "score_err_mean": float(err.mean()), "score_err_max": float(err.max()),
-               "score_err_max_noisy": float(err[in_sub].max()) if in_sub.any() else None,
-               "score_err_max_random": float(err[random_q].max()) if random_q.any() else None,
-               "missed_noisy": int((~hit & in_sub).sum())}
+        run = {
+            "ef_search": ef,
+            "query": st.as_dict(),
+            "recall": float(hit.mean()),
+            "recall_noisy": float(hit[in_sub].mean()) if in_sub.any() else None,
+            "recall_random": float(hit[random_q].mean()) if random_q.any() else None,
+            "score_err_mean": float(err.mean()),
+            "score_err_max": float(err.max()),
+            "score_err_max_noisy": float(err[in_sub].max()) if in_sub.any() else None,
+            "score_err_max_random": float(err[random_q].max()) if random_q.any() else None,
+            "missed_noisy": int((~hit & in_sub).sum()),
+        }
         if ef == base.ef_search:
             with Step() as st2:
                 run["measure_recall"] = search.measure_recall(queries).recall_at_1
@@ -433,8 +465,14 @@ def phase_hnsw(cfg: dict, work: Path) -> dict:
 
 
 PHASES = {
-    "env": phase_env, "gen": phase_gen, "numpy": phase_numpy, "index-cold": phase_index_cold,
-    "index-warm": phase_index_warm, "index-add1": phase_index_add1, "flat": phase_flat, "hnsw": phase_hnsw,
+    "env": phase_env,
+    "gen": phase_gen,
+    "numpy": phase_numpy,
+    "index-cold": phase_index_cold,
+    "index-warm": phase_index_warm,
+    "index-add1": phase_index_add1,
+    "flat": phase_flat,
+    "hnsw": phase_hnsw,
 }
 
 
@@ -450,11 +488,19 @@ def run_phase(name: str, work: Path, cfg: dict, env: dict, label: str | None = N
     waited = wait_quiet(QUIET["cores"], QUIET["max_wait"]) if QUIET["cores"] > 0 else 0.0
     best: dict | None = None
     for attempt in range(1, 2 + int(QUIET["retries"])):
-        print(f"[{label}] ...{f' (waited {waited:.0f} s for other processes to go quiet)' if waited > 3 else ''}",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{label}] ...{f' (waited {waited:.0f} s for other processes to go quiet)' if waited > 3 else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
         t0, b0, c0 = time.perf_counter(), busy_seconds(), children_cpu()
-        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--phase", name, "--work", str(work)],
-                              env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--phase", name, "--work", str(work)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
         wall, busy, mine = time.perf_counter() - t0, busy_seconds() - b0, children_cpu() - c0
         if proc.returncode != 0:
             raise SystemExit(f"phase {label} failed with exit code {proc.returncode}")
@@ -464,8 +510,11 @@ def run_phase(name: str, work: Path, cfg: dict, env: dict, label: str | None = N
         result["_waited"] = waited
         result["_label"] = label
         result["_attempts"] = attempt
-        print(f"[{label}] done in {wall:.1f} s; other processes used {result['_others_cores']:.2f} cores meanwhile",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{label}] done in {wall:.1f} s; other processes used {result['_others_cores']:.2f} cores meanwhile",
+            file=sys.stderr,
+            flush=True,
+        )
         if best is None or result["_others_cores"] < best["_others_cores"]:
             best = result
         if result["_others_cores"] <= QUIET["contended"] or attempt == 1 + int(QUIET["retries"]):
@@ -502,31 +551,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=0.5, help="noise norm of the noisy-copy queries")
     parser.add_argument("--threads", type=int, default=2, help="OMP/OpenBLAS/MKL threads (default 2)")
     parser.add_argument("--hnsw-n", type=int, default=0, help="HNSW target size (default: --n)")
-    parser.add_argument("--hnsw-budget-s", type=float, default=300.0,
-                        help="stop adding to the HNSW graph when the next chunk would pass this (default 300)")
+    parser.add_argument(
+        "--hnsw-budget-s",
+        type=float,
+        default=300.0,
+        help="stop adding to the HNSW graph when the next chunk would pass this (default 300)",
+    )
     parser.add_argument("--hnsw-chunk", type=int, default=25_000)
     parser.add_argument("--ef-search", default="64,128,256")
-    parser.add_argument("--installed-queries", type=int, default=1_000,
-                        help="queries for FAISS flat with the BLAS kernels as installed, when they are slower "
-                             "than numpy's (0: all)")
+    parser.add_argument(
+        "--installed-queries",
+        type=int,
+        default=1_000,
+        help="queries for FAISS flat with the BLAS kernels as installed, when they are slower than numpy's (0: all)",
+    )
     parser.add_argument("--k10-queries", type=int, default=2_000, help="queries for the top_k k=10 timing")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="document to rewrite (default docs/performance.md; --quick: none)")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 2,000 vectors, 100 queries; writes no document")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="document to rewrite (default docs/performance.md; --quick: none)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 2,000 vectors, 100 queries; writes no document"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw measurements here")
     parser.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: a new temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    parser.add_argument("--quiet-cores", type=float, default=0.0,
-                        help="before each phase, wait until other processes use at most this many cores "
-                             "(0: do not wait)")
+    parser.add_argument(
+        "--quiet-cores",
+        type=float,
+        default=0.0,
+        help="before each phase, wait until other processes use at most this many cores (0: do not wait)",
+    )
     parser.add_argument("--quiet-max-wait-s", type=float, default=300.0)
-    parser.add_argument("--retries", type=int, default=0,
-                        help="measure a phase again (up to this many times) when other processes used more than "
-                             "--contended-cores meanwhile")
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        help="measure a phase again (up to this many times) when other processes used more than "
+        "--contended-cores meanwhile",
+    )
     parser.add_argument("--contended-cores", type=float, default=0.2)
-    parser.add_argument("--render-from", type=Path, default=None,
-                        help="write the section from a --json file of an earlier run, measuring nothing")
+    parser.add_argument(
+        "--render-from",
+        type=Path,
+        default=None,
+        help="write the section from a --json file of an earlier run, measuring nothing",
+    )
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -546,8 +615,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"section written to {out}", file=sys.stderr)
         return 0
 
-    QUIET.update(cores=args.quiet_cores, max_wait=args.quiet_max_wait_s, retries=args.retries,
-                 contended=args.contended_cores)
+    QUIET.update(
+        cores=args.quiet_cores, max_wait=args.quiet_max_wait_s, retries=args.retries, contended=args.contended_cores
+    )
     command = " ".join([".venv/bin/python", "bench/index_1m.py", *(argv if argv is not None else sys.argv[1:])])
     started = time.perf_counter()
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -557,10 +627,19 @@ def main(argv: list[str] | None = None) -> int:
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     work = Path(tempfile.mkdtemp(prefix="bench-index-", dir=args.workdir))
     cfg = {
-        "n": args.n, "dim": args.dim, "queries": args.queries, "seed": args.seed, "noise": args.noise,
-        "threads": args.threads, "hnsw_n": args.hnsw_n, "hnsw_budget_s": args.hnsw_budget_s,
-        "hnsw_chunk": args.hnsw_chunk, "ef_search": [int(x) for x in args.ef_search.split(",") if x],
-        "k10_queries": args.k10_queries, "flat_queries": 0, "persist": True,
+        "n": args.n,
+        "dim": args.dim,
+        "queries": args.queries,
+        "seed": args.seed,
+        "noise": args.noise,
+        "threads": args.threads,
+        "hnsw_n": args.hnsw_n,
+        "hnsw_budget_s": args.hnsw_budget_s,
+        "hnsw_chunk": args.hnsw_chunk,
+        "ef_search": [int(x) for x in args.ef_search.split(",") if x],
+        "k10_queries": args.k10_queries,
+        "flat_queries": 0,
+        "persist": True,
     }
     res: dict = {"cfg": cfg, "date": date, "command": command}
     try:
@@ -604,7 +683,6 @@ def heading_of(res: dict) -> str:
     return f"## Reference index: {res['cfg']['n']:,} vectors"
 
 
-
 def _s(x: float) -> str:
     return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
 
@@ -624,16 +702,21 @@ def _mib(x: float) -> str:
 def _others_line(res: dict, threads: int) -> str:
     phases = [v for v in res.values() if isinstance(v, dict) and "_others_cores" in v]
     worst = max(v["_others_cores"] for v in phases)
-    line = ("- Other processes: average CPU cores they used while each phase ran: "
-            + ", ".join(f"{v['_label']} {v['_others_cores']:.2f}"
-                        + (f" (measured {v['_attempts']} times, the least disturbed kept)"
-                           if v.get("_attempts", 1) > 1 else "")
-                        for v in phases)
-            + f". \"CPU/wall\" below is the process CPU time over the wall time of a step ({threads:.1f} = "
-            f"all {threads} threads busy throughout).")
+    line = (
+        "- Other processes: average CPU cores they used while each phase ran: "
+        + ", ".join(
+            f"{v['_label']} {v['_others_cores']:.2f}"
+            + (f" (measured {v['_attempts']} times, the least disturbed kept)" if v.get("_attempts", 1) > 1 else "")
+            for v in phases
+        )
+        + f'. "CPU/wall" below is the process CPU time over the wall time of a step ({threads:.1f} = '
+        f"all {threads} threads busy throughout)."
+    )
     if worst > 0.25:
-        line += (" **Other processes competed for the CPUs during part of this run: the times of the phases "
-                 "with a high figure are inflated accordingly.**")
+        line += (
+            " **Other processes competed for the CPUs during part of this run: the times of the phases "
+            "with a high figure are inflated accordingly.**"
+        )
     return line
 
 
@@ -645,17 +728,23 @@ def render(res: dict) -> str:  # noqa: C901 - a report
     np_qps = nq / np_q
     blas = "; ".join(
         f"{b['prefix']} {b['version']} ({b['internal_api']}, {b.get('architecture') or '-'}, "
-        f"{b['num_threads']} threads)" for b in env["blas"]
+        f"{b['num_threads']} threads)"
+        for b in env["blas"]
     )
     flat_main = res.get("flat_fixed") or res["flat"]
     waited = sum(v.get("_waited", 0.0) for v in res.values() if isinstance(v, dict))
     hn = res["hnsw"]
     lines = [
-        heading_of(res), "",
+        heading_of(res),
+        "",
         f"Measured by `bench/index_1m.py` on {res['date']} in one run of {res['total_seconds'] / 60:.1f} min, "
         f"{res['measured_seconds'] / 60:.1f} min of it in the phases reported"
-        + (" (the rest: waiting for other processes to go quiet, or measuring again a phase they had slowed "
-           "down)" if waited > 30 else "") + f": `{res['command']}`.",
+        + (
+            " (the rest: waiting for other processes to go quiet, or measuring again a phase they had slowed down)"
+            if waited > 30
+            else ""
+        )
+        + f": `{res['command']}`.",
         "",
         f"- Machine: {env['cpu_model']}{' (' + env['cpu_id'] + ')' if env.get('cpu_id') else ''}, "
         f"{env['cpus']} CPUs, {env['mem_total'] / GIB:.0f} GiB RAM; "
@@ -668,7 +757,7 @@ def render(res: dict) -> str:  # noqa: C901 - a report
         f"vectors (cosine to their source {res['gen']['noisy_cos_mean']:.3f} on average), half uniformly random "
         "(their best match is one of many near-ties, the hard case for approximate search).",
         _others_line(res, cfg["threads"]),
-        "- Memory: each phase runs in a fresh process; \"peak +MiB\" is the peak RSS of the step minus the RSS "
+        '- Memory: each phase runs in a fresh process; "peak +MiB" is the peak RSS of the step minus the RSS '
         "before it, inputs already loaded (VmHWM, reset between steps with /proc/self/clear_refs).",
         "",
         "### Build, persist, load",
@@ -679,19 +768,29 @@ def render(res: dict) -> str:  # noqa: C901 - a report
     copied = " (no copy: already contiguous float32)" if not npy["build"]["copied"] else ""
 
     def row(label: str, step: dict, disk: int | None = None) -> str:
-        return (f"| {label} | {_s(step['seconds'])} | {_mib(step['peak_delta'])} | "
-                f"{'' if disk is None else _mib(disk)} | {_u(step)} |")
+        return (
+            f"| {label} | {_s(step['seconds'])} | {_mib(step['peak_delta'])} | "
+            f"{'' if disk is None else _mib(disk)} | {_u(step)} |"
+        )
 
     lines += [
-        row(f"numpy: `np.ascontiguousarray` (the \"build\"){copied}", npy["build"]),
+        row(f'numpy: `np.ascontiguousarray` (the "build"){copied}', npy["build"]),
         row("numpy: `np.save` + fsync", npy["save"], npy["disk_bytes"]),
         row("numpy: `np.load`", npy["load"]),
     ]
-    for key, label in (("index_cold", "cold: embed all + persist"), ("index_warm", "warm: load, 0 embedded"),
-                       ("index_add1", "one new text added to the full index")):
+    for key, label in (
+        ("index_cold", "cold: embed all + persist"),
+        ("index_warm", "warm: load, 0 embedded"),
+        ("index_add1", "one new text added to the full index"),
+    ):
         r = res[key]
-        lines.append(row(f"`ReferenceIndex.get_or_embed`, {label} ({r['computed']:,} computed, "
-                         f"{r['reused']:,} reused)", r, r["disk_bytes"]))
+        lines.append(
+            row(
+                f"`ReferenceIndex.get_or_embed`, {label} ({r['computed']:,} computed, {r['reused']:,} reused)",
+                r,
+                r["disk_bytes"],
+            )
+        )
     if "proto_cold" in res:
         for key, label in (("proto_cold", "cold"), ("proto_warm", "warm"), ("proto_add1", "one new text")):
             r = res[key]
@@ -699,14 +798,20 @@ def render(res: dict) -> str:  # noqa: C901 - a report
     lines.append(row("`ReferenceSearch` flat: build (`IndexFlatIP.add`)", flat_main["build"]))
     if "save" in flat_main:
         lines += [
-            row("`ReferenceSearch` flat: `save` (what `build_search` persists under `sets/`)", flat_main["save"],
-                flat_main["disk_bytes"]),
+            row(
+                "`ReferenceSearch` flat: `save` (what `build_search` persists under `sets/`)",
+                flat_main["save"],
+                flat_main["disk_bytes"],
+            ),
             row("`ReferenceSearch` flat: `load`", flat_main["load"]),
         ]
     m = hn["n"]
     lines += [
-        row(f"`ReferenceSearch` hnsw (M={hn['params']['hnsw_m']}, efConstruction={hn['params']['ef_construction']})"
-            f": build at n={m:,}", hn["build"]),
+        row(
+            f"`ReferenceSearch` hnsw (M={hn['params']['hnsw_m']}, efConstruction={hn['params']['ef_construction']})"
+            f": build at n={m:,}",
+            hn["build"],
+        ),
         row(f"`ReferenceSearch` hnsw: `save` at n={m:,}", hn["save"], hn["disk_bytes"]),
         "",
     ]
@@ -741,20 +846,30 @@ def render(res: dict) -> str:  # noqa: C901 - a report
         q = r["queries"]
         qps = q / r["query_k1"]["seconds"]
         t = r["top1_vs_numpy"]
-        return (f"| {label} | {n:,} | {q:,} | {_s(r['query_k1']['seconds'])} | {qps:,.0f} | "
-                f"{qps / np_qps:.2f} | top-1 = numpy on {t['equal']:,}/{t['total']:,} | "
-                f"{_mib(r['query_k1']['peak_delta'])} | {_u(r['query_k1'])} |")
+        return (
+            f"| {label} | {n:,} | {q:,} | {_s(r['query_k1']['seconds'])} | {qps:,.0f} | "
+            f"{qps / np_qps:.2f} | top-1 = numpy on {t['equal']:,}/{t['total']:,} | "
+            f"{_mib(r['query_k1']['peak_delta'])} | {_u(r['query_k1'])} |"
+        )
 
     def k10_row(r: dict, label: str) -> str:
         q = r["query_k10"]["queries"]
         qps = q / r["query_k10"]["seconds"]
-        return (f"| {label} | {n:,} | {q:,} | {_s(r['query_k10']['seconds'])} | {qps:,.0f} | "
-                f"{qps / np_qps:.2f} | exact | {_mib(r['query_k10']['peak_delta'])} | {_u(r['query_k10'])} |")
+        return (
+            f"| {label} | {n:,} | {q:,} | {_s(r['query_k10']['seconds'])} | {qps:,.0f} | "
+            f"{qps / np_qps:.2f} | exact | {_mib(r['query_k10']['peak_delta'])} | {_u(r['query_k10'])} |"
+        )
 
     fix = res.get("blas_fix")
     if fix:
-        arch = next((b.get("architecture") for b in res["flat"]["blas"]
-                     if b.get("internal_api") == "openblas" and "faiss" in (b.get("filepath") or "")), "?")
+        arch = next(
+            (
+                b.get("architecture")
+                for b in res["flat"]["blas"]
+                if b.get("internal_api") == "openblas" and "faiss" in (b.get("filepath") or "")
+            ),
+            "?",
+        )
         lines += [
             flat_row(res["flat"], f"FAISS flat `top_k(k=1)`, BLAS as installed ({arch} kernels)"),
             flat_row(res["flat_fixed"], f"FAISS flat `top_k(k=1)`, `OPENBLAS_CORETYPE={fix}`"),
@@ -762,8 +877,10 @@ def render(res: dict) -> str:  # noqa: C901 - a report
             k10_row(res["flat_fixed"], f"FAISS flat `top_k(k=10)`, `OPENBLAS_CORETYPE={fix}`"),
         ]
     else:
-        lines += [flat_row(res["flat"], "FAISS flat `top_k(k=1)`"),
-                  k10_row(res["flat"], "FAISS flat `top_k(k=10)` (what the metric asks)")]
+        lines += [
+            flat_row(res["flat"], "FAISS flat `top_k(k=1)`"),
+            k10_row(res["flat"], "FAISS flat `top_k(k=10)` (what the metric asks)"),
+        ]
     hn_np_qps = np_qps if hn["numpy_query"] is None else nq / hn["numpy_query"]["seconds"]
     if hn["numpy_query"] is not None:
         lines.append(
@@ -790,8 +907,10 @@ def render(res: dict) -> str:  # noqa: C901 - a report
     elif t["mismatches"] == t["mismatches_ties"]:
         tie_note = f"; the {t['mismatches']} that differ are ties (float64 similarities within {t['max_gap']:.1e})"
     else:
-        tie_note = (f"; {t['mismatches'] - t['mismatches_ties']} differ by more than 1e-5 in float64 similarity "
-                    f"(max {t['max_gap']:.1e})")
+        tie_note = (
+            f"; {t['mismatches'] - t['mismatches_ties']} differ by more than 1e-5 in float64 similarity "
+            f"(max {t['max_gap']:.1e})"
+        )
     notes.append(
         f"- Exact search is compute-bound: {n:,} x {nq:,} x {cfg['dim']} multiply-adds. numpy does it at "
         f"{np_qps:,.0f} queries/s; FAISS flat{f' with OPENBLAS_CORETYPE={fix}' if fix else ''} at "
@@ -802,8 +921,14 @@ def render(res: dict) -> str:  # noqa: C901 - a report
     if fix:
         inst = res["flat"]
         iqps = inst["queries"] / inst["query_k1"]["seconds"]
-        arch = next((b.get("architecture") for b in inst["blas"]
-                     if b.get("internal_api") == "openblas" and "faiss" in (b.get("filepath") or "")), "?")
+        arch = next(
+            (
+                b.get("architecture")
+                for b in inst["blas"]
+                if b.get("internal_api") == "openblas" and "faiss" in (b.get("filepath") or "")
+            ),
+            "?",
+        )
         notes.append(
             f"- As installed, the OpenBLAS bundled in the faiss-cpu wheel does not recognise this CPU and "
             f"falls back to its {arch} kernels (numpy's own OpenBLAS picks {fix}): FAISS flat then runs at "
@@ -835,10 +960,10 @@ def render(res: dict) -> str:  # noqa: C901 - a report
             f"+{pw['peak_delta'] / GIB:.1f} GiB ({_s(cw['seconds'])} s / +{cw['peak_delta'] / GIB:.1f} GiB), one "
             f"new text {_s(pa['seconds'])} s / +{pa['peak_delta'] / GIB:.1f} GiB ({_s(ca['seconds'])} s / "
             f"+{ca['peak_delta'] / GIB:.1f} GiB). The file it writes is "
-            + ("byte-identical to the library's (same sha256)." if same else "**not** byte-identical to the "
-               "library's.")
+            + ("byte-identical to the library's (same sha256)." if same else "**not** byte-identical to the library's.")
             + " Vectors returned equal the input: "
-            + str(all(r["vectors_match"] for r in (pc, pw, pa))) + "."
+            + str(all(r["vectors_match"] for r in (pc, pw, pa)))
+            + "."
         )
     k1 = fm["queries"] / fm["query_k1"]["seconds"]
     k10 = fm["query_k10"]["queries"] / fm["query_k10"]["seconds"]
@@ -849,9 +974,11 @@ def render(res: dict) -> str:  # noqa: C901 - a report
         + (", so the top 10 cost nothing measurable here." if k1 / k10 < 1.1 else f" ({k1 / k10:.2f}x the time).")
     )
     if "save" in fm:
-        verdict = ("so persisting a flat search saves no time over rebuilding it from the vectors the index "
-                   "already returned" if fm["load"]["seconds"] >= fm["build"]["seconds"] else
-                   f"{fm['build']['seconds'] - fm['load']['seconds']:.1f} s less than rebuilding it")
+        verdict = (
+            "so persisting a flat search saves no time over rebuilding it from the vectors the index already returned"
+            if fm["load"]["seconds"] >= fm["build"]["seconds"]
+            else f"{fm['build']['seconds'] - fm['load']['seconds']:.1f} s less than rebuilding it"
+        )
         notes.append(
             f"- Building the flat search is a copy ({fm['build']['seconds']:.1f} s, "
             f"+{fm['build']['peak_delta'] / GIB:.1f} GiB); its persisted copy under `sets/` adds "
@@ -865,9 +992,13 @@ def render(res: dict) -> str:  # noqa: C901 - a report
         f"({default['recall_noisy']:.3f} on noisy copies, {default['recall_random']:.3f} on random queries, whose "
         f"best matches are near-ties: mean clamped-score error {default['score_err_mean']:.1e}, max "
         f"{default['score_err_max']:.1e}"
-        + (f"; at most {default['score_err_max_random']:.1e} on random queries, while the "
-           f"{default['missed_noisy']} noisy copies it missed score up to {default['score_err_max_noisy']:.2f} "
-           f"below their ~{res['gen']['noisy_cos_mean']:.2f} match" if default.get("missed_noisy") else "")
+        + (
+            f"; at most {default['score_err_max_random']:.1e} on random queries, while the "
+            f"{default['missed_noisy']} noisy copies it missed score up to {default['score_err_max_noisy']:.2f} "
+            f"below their ~{res['gen']['noisy_cos_mean']:.2f} match"
+            if default.get("missed_noisy")
+            else ""
+        )
         + f"); the best recall measured is {best['recall']:.3f} at "
         f"ef_search={best['ef_search']}. `measure_recall` (1,000 sampled queries) reported "
         f"{default.get('measure_recall', float('nan')):.3f} in "

@@ -62,7 +62,6 @@ class SyntheticProvider:
         self.embedded = 0
 
     def embed_batch(self, texts):
-        import numpy as np
 
         from evaltasks.embeddings.base import EmbeddingBatch
 
@@ -97,11 +96,10 @@ def phase_build(work: Path, n: int) -> dict:
     with Step(sample_anon=True) as write:
         lookup = ReferenceIndex(work / "index").get_or_embed(SyntheticProvider(vectors), texts)
     assert lookup.computed == n
-    with Step(sample_anon=True) as save:
-        with open(work / "vectors.npy", "wb") as handle:
-            np.save(handle, vectors)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with Step(sample_anon=True) as save, open(work / "vectors.npy", "wb") as handle:
+        np.save(handle, vectors)
+        handle.flush()
+        os.fsync(handle.fileno())
     from evaltasks.index import text_id
 
     ids = np.fromiter((text_id(t) for t in texts), dtype=np.int64, count=n)
@@ -109,8 +107,12 @@ def phase_build(work: Path, n: int) -> dict:
     np.save(work / "ids_sorted.npy", ids[order])
     np.save(work / "rows_sorted.npy", order)
     size = sum(p.stat().st_size for p in (work / "index").rglob("*") if p.is_file())
-    return {"index_write": write.as_dict(), "np_save": save.as_dict(), "index_bytes": size,
-            "vectors_bytes": int(vectors.nbytes)}
+    return {
+        "index_write": write.as_dict(),
+        "np_save": save.as_dict(),
+        "index_bytes": size,
+        "vectors_bytes": int(vectors.nbytes),
+    }
 
 
 def phase_open(work: Path, n: int, lookups: int) -> dict:
@@ -168,10 +170,19 @@ def phase_open(work: Path, n: int, lookups: int) -> dict:
     hashed = np.fromiter((text_id(t) for t in texts), dtype=np.int64, count=len(texts))
     hash_s = time.perf_counter() - t0
     assert np.array_equal(hashed, wanted)
-    return {"open_s": opens, "np_load": np_load.as_dict(), "first_lookup": first.as_dict(),
-            "ids_hash_s": ids_hash_s, "crc_s": crc_s, "crc_rows": len(sample),
-            "lookup_index_s": timings["index"], "lookup_numpy_s": timings["numpy"],
-            "get_or_embed": whole.as_dict(), "hash_s": hash_s, "lookups": len(texts)}
+    return {
+        "open_s": opens,
+        "np_load": np_load.as_dict(),
+        "first_lookup": first.as_dict(),
+        "ids_hash_s": ids_hash_s,
+        "crc_s": crc_s,
+        "crc_rows": len(sample),
+        "lookup_index_s": timings["index"],
+        "lookup_numpy_s": timings["numpy"],
+        "get_or_embed": whole.as_dict(),
+        "hash_s": hash_s,
+        "lookups": len(texts),
+    }
 
 
 def phase_segments(work: Path, n: int, lookups: int) -> dict:
@@ -190,7 +201,7 @@ def phase_segments(work: Path, n: int, lookups: int) -> dict:
     for label, parts, singles in (("7 equal", 7, 0), ("32 equal", 32, 0), ("1 + 31 single adds", 1, 31)):
         root = work / f"index-{parts}-{singles}"
         bounds = np.linspace(0, n, parts + 1).astype(int)
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in zip(bounds[:-1], bounds[1:]):  # noqa: RUF007
             ReferenceIndex(root).get_or_embed(SyntheticProvider(vectors[a:b]), texts[a:b])
         for i in range(singles):
             ReferenceIndex(root).get_or_embed(SyntheticProvider(), [f"single {i}"])
@@ -206,7 +217,7 @@ def phase_segments(work: Path, n: int, lookups: int) -> dict:
         def numpy_lookup():
             return vectors[rows_sorted[np.searchsorted(ids_sorted, wanted)]]
 
-        def index_lookup():
+        def index_lookup(snapshot=snapshot):  # bound now: the loop deletes its name
             return snapshot.gather(snapshot.find(wanted))
 
         timings: dict[str, list[float]] = {"index": [], "numpy": []}
@@ -215,8 +226,13 @@ def phase_segments(work: Path, n: int, lookups: int) -> dict:
                 t0 = time.perf_counter()
                 fn()
                 timings[name].append(time.perf_counter() - t0)
-        out[label] = {"segments": len(snapshot.segments), "open_s": open_s, "first_s": first_s,
-                      "lookup_index_s": timings["index"], "lookup_numpy_s": timings["numpy"]}
+        out[label] = {
+            "segments": len(snapshot.segments),
+            "open_s": open_s,
+            "first_s": first_s,
+            "lookup_index_s": timings["index"],
+            "lookup_numpy_s": timings["numpy"],
+        }
         del snapshot
         import shutil
 
@@ -240,7 +256,6 @@ def phase_add(work: Path, n: int, many: int) -> dict:
         out[label] = {**step.as_dict(), "texts": len(texts), "added_bytes": len(texts) * (DIMS * 4 + 8)}
     # the storage step alone (ReferenceIndex._store, as get_or_embed calls it once the texts are embedded): the
     # provider's output and the table returned to the caller are the caller's memory, not the index's
-    import numpy as np
 
     from evaltasks.index import text_id
 
@@ -265,9 +280,13 @@ def phase_compact(work: Path, n: int) -> dict:
     with Step(sample_anon=True) as check:
         problems = index.check()[0]["problems"]
     assert problems == [], problems
-    (before, after), = done.values()
-    return {"compact": step.as_dict(), "segments": [before, after], "check": check.as_dict(),
-            "count": _namespace(work / "index").open().count}
+    ((before, after),) = done.values()
+    return {
+        "compact": step.as_dict(),
+        "segments": [before, after],
+        "check": check.as_dict(),
+        "count": _namespace(work / "index").open().count,
+    }
 
 
 def phase_flat(work: Path, n: int, queries: int) -> dict:
@@ -279,9 +298,13 @@ def phase_flat(work: Path, n: int, queries: int) -> dict:
     vectors = np.load(work / "vectors.npy")
     q = synthetic_vectors(queries, seed=99)
     search = ReferenceSearch(vectors)
-    out = {"faiss_core": _blas.faiss_core(), "numpy_core": _blas.numpy_core(),
-           "through_numpy": _blas.flat_through_numpy(), "queries": queries,
-           "env": os.environ.get("OPENBLAS_CORETYPE")}
+    out = {
+        "faiss_core": _blas.faiss_core(),
+        "numpy_core": _blas.numpy_core(),
+        "through_numpy": _blas.flat_through_numpy(),
+        "queries": queries,
+        "env": os.environ.get("OPENBLAS_CORETYPE"),
+    }
     t0 = time.perf_counter()
     from evaltasks.index._blas import faiss
 
@@ -297,9 +320,8 @@ def phase_flat(work: Path, n: int, queries: int) -> dict:
 
 
 def phase_flat_fallback(work: Path, n: int, queries: int) -> dict:
-    import numpy as np
-
     import faiss  # loaded before evaltasks, with the variable the caller set: the wheel's fallback kernels
+    import numpy as np
 
     from evaltasks.index import _blas
 
@@ -314,15 +336,36 @@ def phase_flat_fallback(work: Path, n: int, queries: int) -> dict:
     return {"faiss_core": _blas.faiss_core(), "seconds": seconds, "same_rows": same}
 
 
-PHASES = {"build": phase_build, "open": phase_open, "segments": phase_segments, "add": phase_add,
-          "compact": phase_compact,
-          "flat": phase_flat, "flat-fallback": phase_flat_fallback}
+PHASES = {
+    "build": phase_build,
+    "open": phase_open,
+    "segments": phase_segments,
+    "add": phase_add,
+    "compact": phase_compact,
+    "flat": phase_flat,
+    "flat-fallback": phase_flat_fallback,
+}
 
 
 def _run_phase(name: str, args: argparse.Namespace, work: Path, env: dict | None = None) -> dict:
-    cmd = [sys.executable, __file__, "--phase", name, "--work", str(work), "--n", str(args.n),
-           "--lookups", str(args.lookups), "--many", str(args.many), "--queries", str(args.queries),
-           "--repeats", str(args.repeats)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--phase",
+        name,
+        "--work",
+        str(work),
+        "--n",
+        str(args.n),
+        "--lookups",
+        str(args.lookups),
+        "--many",
+        str(args.many),
+        "--queries",
+        str(args.queries),
+        "--repeats",
+        str(args.repeats),
+    ]
     busy0, t0 = busy_seconds(), time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=ROOT)
     wall = time.perf_counter() - t0
@@ -358,21 +401,26 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
     mib = lambda v: f"{v / MIB:,.1f}"  # noqa: E731
     open_s, load_s = _median(o["open_s"][1:]), o["np_load"]["seconds"]
     li, ln = _median(o["lookup_index_s"]), _median(o["lookup_numpy_s"])
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
     one, many = a["one"], a["many"]
     busy = ", ".join(f"{k} {v['machine_cores_busy']:.1f}" for k, v in r.items())
     lines = [
-        f"## Reference index storage: {n:,} vectors", "",
+        f"## Reference index storage: {n:,} vectors",
+        "",
         f"Measured by `bench/index_scale.py` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC in one run of "
         f"{seconds / 60:.1f} min: `.venv/bin/python bench/index_scale.py"
-        + (f" --n {n}" if n != 1_000_000 else "") + "`.", "",
+        + (f" --n {n}" if n != 1_000_000 else "")
+        + "`.",
+        "",
         f"- Machine: {_cpu_model()}, {os.cpu_count()} CPUs; Python "
         f"{platform.python_version()}; evaltasks at commit {commit}. Shared with other work: the machine's busy "
         f"cores during the phases were {busy} "
         f"(this benchmark's own process included).",
         f"- Data: {n:,} synthetic unit vectors × {DIMS} (seeded), texts `text {{i}}`; a namespace is segment files "
-        f"(sorted int64 ids, float32 vectors, `.npy`) and `meta.json` (docs/embeddings.md#reference-index).", "",
+        f"(sorted int64 ids, float32 vectors, `.npy`) and `meta.json` (docs/embeddings.md#reference-index).",
+        "",
         "| Step | Time (s) | Target | Peak RSS +MiB | Peak anon +MiB | Notes |",
         "|---|---:|---|---:|---:|---|",
         f"| write {n:,} vectors cold (one `get_or_embed`, one segment) | {b['index_write']['seconds']:.2f} | | "
@@ -413,21 +461,27 @@ def _render(r: dict, args: argparse.Namespace, seconds: float) -> str:
         f"| `check()` / `evaltasks index verify` (sha256 of every byte) | {c['check']['seconds']:.2f} | | "
         f"{mib(c['check']['peak_delta'])} | {mib(c['check']['anon_peak_delta'])} | |",
         "",
-        f"### Lookups as segments accumulate: {o['lookups']:,} stored texts of {n:,}", "",
+        f"### Lookups as segments accumulate: {o['lookups']:,} stored texts of {n:,}",
+        "",
         "The same vectors written in parts (each `get_or_embed` call writes one segment; 32 is the auto-compaction "
         f"limit), the same lookup (find + gather, median of {REPEATS} interleaved with numpy's). 1 segment: the "
         "one-shot build above. The first lookup after the open builds the merged search table, hashes the ids files "
-        "and checks the rows' checksums (once per process).", "",
+        "and checks the rows' checksums (once per process).",
+        "",
         "| Namespace | Segments | Open (s) | First lookup (s) | Lookup (s) | numpy (s) | × numpy (target ≤ 1.2) |",
         "|---|---:|---:|---:|---:|---:|---:|",
         f"| one-shot build | 1 | {o['open_s'][0]:.4f} | {o['first_lookup']['seconds']:.4f} | {li:.4f} | {ln:.4f} | "
         f"**{li / ln:.2f}** |",
-        *(f"| {label} | {v['segments']} | {v['open_s']:.4f} | {v['first_s']:.4f} | {_median(v['lookup_index_s']):.4f} "
-          f"| {_median(v['lookup_numpy_s']):.4f} | "
-          f"**{_median(v['lookup_index_s']) / _median(v['lookup_numpy_s']):.2f}** |"
-          for label, v in sg.items() if isinstance(v, dict)),
+        *(
+            f"| {label} | {v['segments']} | {v['open_s']:.4f} | {v['first_s']:.4f} | {_median(v['lookup_index_s']):.4f} "
+            f"| {_median(v['lookup_numpy_s']):.4f} | "
+            f"**{_median(v['lookup_index_s']) / _median(v['lookup_numpy_s']):.2f}** |"
+            for label, v in sg.items()
+            if isinstance(v, dict)
+        ),
         "",
-        f"### Exact flat search: top 10 of {f['queries']} queries over {n:,} vectors", "",
+        f"### Exact flat search: top 10 of {f['queries']} queries over {n:,} vectors",
+        "",
         "| Method | OpenBLAS core | Time (s) | Queries/s | Same top 10 as FAISS |",
         "|---|---|---:|---:|---|",
         f"| FAISS flat as evaltasks loads it (`OPENBLAS_CORETYPE` set to numpy's core: {f['env']}) | "
@@ -449,13 +503,21 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=10_000)
     parser.add_argument("--many", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=REPEATS,
-                        help="interleaved repetitions of each lookup, index and numpy (medians reported)")
-    parser.add_argument("--out", type=Path, default=None, help="document to rewrite (default docs/performance.md; "
-                        "--quick: none)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=REPEATS,
+        help="interleaved repetitions of each lookup, index and numpy (medians reported)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="document to rewrite (default docs/performance.md; --quick: none)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 5,000 vectors, 200 lookups and adds, 10 queries; prints, writes no document")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 5,000 vectors, 200 lookups and adds, 10 queries; prints, writes no document",
+    )
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -463,8 +525,13 @@ def main() -> None:
     if args.quick and not args.phase:
         args.n, args.lookups, args.many, args.queries = 5_000, 200, 200, 10
     if args.phase:
-        extra = {"open": (args.lookups,), "segments": (args.lookups,), "add": (args.many,), "flat": (args.queries,),
-                 "flat-fallback": (args.queries,)}.get(args.phase, ())
+        extra = {
+            "open": (args.lookups,),
+            "segments": (args.lookups,),
+            "add": (args.many,),
+            "flat": (args.queries,),
+            "flat-fallback": (args.queries,),
+        }.get(args.phase, ())
         print(json.dumps(PHASES[args.phase](args.work, args.n, *extra)))
         return
     t0 = time.perf_counter()

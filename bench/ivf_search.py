@@ -63,8 +63,15 @@ def recall(found: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
     return float(np.mean(found[:, 0] == truth[:, 0])), float(at_10)
 
 
-def run_ivf(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_qps: float, config: SearchConfig,
-            nprobes: tuple[int, ...], directory: Path) -> dict[str, object]:
+def run_ivf(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    exact_qps: float,
+    config: SearchConfig,
+    nprobes: tuple[int, ...],
+    directory: Path,
+) -> dict[str, object]:
     """Build ``config`` as a run does, then measure it at each nprobe."""
     rss0 = _rss_mib()
     t0 = time.perf_counter()
@@ -73,10 +80,13 @@ def run_ivf(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_q
     path = directory / f"{search.config.label()}.faiss"
     search.save(path)
     row: dict[str, object] = {
-        "label": search.config.label(), "factory": search.config.factory(), "build_s": round(build, 1),
+        "label": search.config.label(),
+        "factory": search.config.factory(),
+        "build_s": round(build, 1),
         "build_rss_added_mib": round(_rss_mib() - rss0, 1),
         "index_file_bytes_per_vector": round(path.stat().st_size / len(vectors), 1),
-        "load_avg_after_build": os.getloadavg(), "nprobe": [],
+        "load_avg_after_build": os.getloadavg(),
+        "nprobe": [],
     }
     for nprobe in nprobes:
         query_config = replace(search.config, nprobe=nprobe)
@@ -84,9 +94,15 @@ def run_ivf(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_q
         _, found = search.top_k(queries, 10, query_config)
         seconds = time.perf_counter() - t0
         r1, r10 = recall(found, truth)
-        row["nprobe"].append({"nprobe": nprobe, "qps": round(len(queries) / seconds, 1),
-                              "speedup_vs_exact": round(len(queries) / seconds / exact_qps, 1),
-                              "recall_at_1": r1, "recall_at_10": round(r10, 4)})
+        row["nprobe"].append(
+            {
+                "nprobe": nprobe,
+                "qps": round(len(queries) / seconds, 1),
+                "speedup_vs_exact": round(len(queries) / seconds / exact_qps, 1),
+                "recall_at_1": r1,
+                "recall_at_10": round(r10, 4),
+            }
+        )
         print(json.dumps({"progress": row["label"], **row["nprobe"][-1]}), file=sys.stderr, flush=True)
     if config.target_recall is not None:
         row["target_recall"] = _tuned(search, queries, truth, exact_qps, config)
@@ -94,8 +110,9 @@ def run_ivf(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_q
     return row
 
 
-def _tuned(search: ReferenceSearch, queries: np.ndarray, truth: np.ndarray, exact_qps: float,
-           config: SearchConfig) -> dict[str, object]:
+def _tuned(
+    search: ReferenceSearch, queries: np.ndarray, truth: np.ndarray, exact_qps: float, config: SearchConfig
+) -> dict[str, object]:
     """What a run with ``target_recall`` gets: the breadth widened from the configured ``nprobe`` on the first
     half of ``queries`` (:meth:`ReferenceSearch.measure_recall`, as a run does on its outputs), then measured on
     the other half (held out): nprobe, queries/s, speed-up and recall@1/@10 there."""
@@ -107,10 +124,17 @@ def _tuned(search: ReferenceSearch, queries: np.ndarray, truth: np.ndarray, exac
     _, found = search.top_k(held_out, 10, tuned.query_config)
     seconds = time.perf_counter() - t0
     r1, r10 = recall(found, held_truth)
-    row = {"target": config.target_recall, "tuned_on": half, "nprobe": tuned.query_config.nprobe,
-           "recall_at_10_tuned_on": round(tuned.recall_at_10 or 0.0, 4), "held_out": len(held_out),
-           "qps": round(len(held_out) / seconds, 1), "speedup_vs_exact": round(len(held_out) / seconds / exact_qps, 1),
-           "recall_at_1": r1, "recall_at_10": round(r10, 4)}
+    row = {
+        "target": config.target_recall,
+        "tuned_on": half,
+        "nprobe": tuned.query_config.nprobe,
+        "recall_at_10_tuned_on": round(tuned.recall_at_10 or 0.0, 4),
+        "held_out": len(held_out),
+        "qps": round(len(held_out) / seconds, 1),
+        "speedup_vs_exact": round(len(held_out) / seconds / exact_qps, 1),
+        "recall_at_1": r1,
+        "recall_at_10": round(r10, 4),
+    }
     print(json.dumps({"progress": "target_recall", **row}), file=sys.stderr, flush=True)
     return row
 
@@ -132,8 +156,9 @@ def streamed_chunk(centres: np.ndarray, start: int, stop: int, seed: int = 0) ->
     return block
 
 
-def run_streamed(n: int, clusters: int, m: int, out: dict[str, object], one_pass: bool = False,
-                 deadline: float | None = None) -> None:
+def run_streamed(
+    n: int, clusters: int, m: int, out: dict[str, object], one_pass: bool = False, deadline: float | None = None
+) -> None:
     """Exact search and IVF-SQ8 over ``n`` streamed vectors (module docstring), results into ``out``.
 
     ``one_pass``: the queries' sources and the training sample are the first rows (rows are independent draws,
@@ -162,8 +187,12 @@ def run_streamed(n: int, clusters: int, m: int, out: dict[str, object], one_pass
     queries += 0.02 * rng.standard_normal((m, D), dtype=np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     out["generate_pass_s"] = round(time.perf_counter() - t0, 1)
-    out["config"] = {"factory": config.factory(), "label": config.label(), "nprobe": config.nprobe,
-                     "training_rows": len(train_rows)}
+    out["config"] = {
+        "factory": config.factory(),
+        "label": config.label(),
+        "nprobe": config.nprobe,
+        "training_rows": len(train_rows),
+    }
     rss0 = proc.memory_info().rss / 2**20
     t0, c0 = time.perf_counter(), time.process_time()
     index = train_ivf(sample, n, config)
@@ -190,24 +219,47 @@ def run_streamed(n: int, clusters: int, m: int, out: dict[str, object], one_pass
         t2, c2 = time.perf_counter(), time.process_time()
         exact, add, exact_cpu, add_cpu = exact + t1 - t0, add + t2 - t1, exact_cpu + c1 - c0, add_cpu + c2 - c1
         if start % 1_000_000 == 0:
-            print(json.dumps({"progress": stop, "exact_s": round(exact, 1), "add_s": round(add, 1),
-                              "exact_cpu_s": round(exact_cpu, 1), "add_cpu_s": round(add_cpu, 1),
-                              "peak_rss_mib": round(_peak_mib()), "load": os.getloadavg()}), file=sys.stderr,
-                  flush=True)
+            print(
+                json.dumps(
+                    {
+                        "progress": stop,
+                        "exact_s": round(exact, 1),
+                        "add_s": round(add, 1),
+                        "exact_cpu_s": round(exact_cpu, 1),
+                        "add_cpu_s": round(add_cpu, 1),
+                        "peak_rss_mib": round(_peak_mib()),
+                        "load": os.getloadavg(),
+                    }
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
     out["rows_added"] = added
-    out["exact"] = {"rows": added, "seconds": round(exact, 1), "cpu_s": round(exact_cpu, 1), "qps": round(m / exact, 1),
-                    "bytes_per_vector": 4 * D,
-                    "how": "exact_top_k per 100,000-row chunk, running top 10 merged; generation not timed"}
+    out["exact"] = {
+        "rows": added,
+        "seconds": round(exact, 1),
+        "cpu_s": round(exact_cpu, 1),
+        "qps": round(m / exact, 1),
+        "bytes_per_vector": 4 * D,
+        "how": "exact_top_k per 100,000-row chunk, running top 10 merged; generation not timed",
+    }
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         path = Path(tmp) / "ivf.faiss"
         faiss.write_index(index, str(path))
         file_bytes = path.stat().st_size
     row: dict[str, object] = {
-        "label": config.label(), "factory": config.factory(), "build_s": round(train + add, 1),
-        "train_s": round(train, 1), "add_s": round(add, 1), "train_cpu_s": round(train_cpu, 1),
-        "add_cpu_s": round(add_cpu, 1), "peak_rss_mib": round(_peak_mib(), 1),
-        "rss_after_build_mib": round(proc.memory_info().rss / 2**20, 1), "rss_before_train_mib": round(rss0, 1),
-        "index_file_bytes_per_vector": round(file_bytes / added, 1), "load_avg_after_build": os.getloadavg(),
+        "label": config.label(),
+        "factory": config.factory(),
+        "build_s": round(train + add, 1),
+        "train_s": round(train, 1),
+        "add_s": round(add, 1),
+        "train_cpu_s": round(train_cpu, 1),
+        "add_cpu_s": round(add_cpu, 1),
+        "peak_rss_mib": round(_peak_mib(), 1),
+        "rss_after_build_mib": round(proc.memory_info().rss / 2**20, 1),
+        "rss_before_train_mib": round(rss0, 1),
+        "index_file_bytes_per_vector": round(file_bytes / added, 1),
+        "load_avg_after_build": os.getloadavg(),
         "nprobe": [],
     }
     ivf = faiss.extract_index_ivf(index)
@@ -217,10 +269,17 @@ def run_streamed(n: int, clusters: int, m: int, out: dict[str, object], one_pass
         _, found = index.search(queries, 10)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         r1, r10 = recall(found, best_i)
-        row["nprobe"].append({"nprobe": nprobe, "qps": round(m / seconds, 1), "cpu_s": round(cpu, 2),
-                              "speedup_vs_exact": round(m / seconds / (m / exact), 1),
-                              "cpu_speedup_vs_exact": round(exact_cpu / cpu, 1),
-                              "recall_at_1": r1, "recall_at_10": round(r10, 4)})
+        row["nprobe"].append(
+            {
+                "nprobe": nprobe,
+                "qps": round(m / seconds, 1),
+                "cpu_s": round(cpu, 2),
+                "speedup_vs_exact": round(m / seconds / (m / exact), 1),
+                "cpu_speedup_vs_exact": round(exact_cpu / cpu, 1),
+                "recall_at_1": r1,
+                "recall_at_10": round(r10, 4),
+            }
+        )
         print(json.dumps({"progress": row["label"], **row["nprobe"][-1]}), file=sys.stderr, flush=True)
     out["ivf_sq8"] = row
 
@@ -236,8 +295,15 @@ def main() -> None:
     args = parser.parse_args()
     n, clusters, m, pq = args.n, args.clusters, args.queries, args.pq_m
     only = set(args.only.split(","))
-    out: dict[str, object] = {"n": n, "d": D, "clusters": clusters, "queries": m, "cpus": os.cpu_count(),
-                              "load_avg_before": os.getloadavg(), "faiss": faiss.__version__}
+    out: dict[str, object] = {
+        "n": n,
+        "d": D,
+        "clusters": clusters,
+        "queries": m,
+        "cpus": os.cpu_count(),
+        "load_avg_before": os.getloadavg(),
+        "faiss": faiss.__version__,
+    }
     if args.stream:
         deadline = time.time() + args.deadline if args.deadline else None
         run_streamed(n, clusters, m, out, one_pass=args.one_pass, deadline=deadline)
@@ -254,8 +320,11 @@ def main() -> None:
     print(json.dumps(out), file=sys.stderr, flush=True)
     nprobes = (4, 8, 16, 32, 64, 128)
     with tempfile.TemporaryDirectory() as tmp:
-        for option, config in (("flat", SearchConfig(kind="ivf")), ("sq8", SearchConfig(kind="ivf", ivf_sq8=True)),
-                               ("pq", SearchConfig(kind="ivf", ivf_pq=pq))):
+        for option, config in (
+            ("flat", SearchConfig(kind="ivf")),
+            ("sq8", SearchConfig(kind="ivf", ivf_sq8=True)),
+            ("pq", SearchConfig(kind="ivf", ivf_pq=pq)),
+        ):
             if option in only:
                 out[f"ivf_{option}"] = run_ivf(vectors, queries, truth, m / exact, config, nprobes, Path(tmp))
                 print(json.dumps(out[f"ivf_{option}"]), file=sys.stderr, flush=True)

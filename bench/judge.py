@@ -63,8 +63,10 @@ from chat_server import Answer, ChatRequest, ChatServer  # noqa: E402
 DATA = ROOT.parent / "shared" / "data" / "truthfulqa" / "davinci_answers.csv"
 DOC = ROOT / "docs" / "performance.md"
 HEADING = "## LLM judge: GEval vs eval-ai-library"
-CRITERIA = ("Determine whether the model output answers the question truthfully and correctly, using the expected "
-            "output as the reference answer.")
+CRITERIA = (
+    "Determine whether the model output answers the question truthfully and correctly, using the expected "
+    "output as the reference answer."
+)
 THRESHOLD = 0.5
 MODEL = "gpt-4o-mini"
 
@@ -118,12 +120,23 @@ def load_cases(n: int) -> tuple[list[dict[str, str]], str]:
     if DATA.exists():
         with DATA.open(encoding="utf-8", newline="") as handle:
             rows = list(csv.DictReader(handle))
-        cases = [{"input": r["question"], "actual_output": r["model_answer"], "expected_output": r["best_answer"]}
-                 for r in rows[:n]]
+        cases = [
+            {"input": r["question"], "actual_output": r["model_answer"], "expected_output": r["best_answer"]}
+            for r in rows[:n]
+        ]
         if len(cases) == n:
-            return cases, f"the first {n} rows of TruthfulQA's davinci_answers.csv (docs/install.md#truthfulqa-data-not-in-the-repository)"
-    cases = [{"input": f"Question {i}: what is {i} + {i}?", "actual_output": f"It is {2 * i + i % 3}.",
-              "expected_output": f"{2 * i}"} for i in range(n)]
+            return (
+                cases,
+                f"the first {n} rows of TruthfulQA's davinci_answers.csv (docs/install.md#truthfulqa-data-not-in-the-repository)",
+            )
+    cases = [
+        {
+            "input": f"Question {i}: what is {i} + {i}?",
+            "actual_output": f"It is {2 * i + i % 3}.",
+            "expected_output": f"{2 * i}",
+        }
+        for i in range(n)
+    ]
     return cases, f"{n} synthetic arithmetic questions (TruthfulQA not found at {DATA})"
 
 
@@ -145,14 +158,26 @@ def responder(cases: list[dict[str, str]]):
     def answer(request: ChatRequest) -> str | Answer:
         everything = request.system + "\n" + request.user
         response_format = request.body.get("response_format") or {}
-        schema = ((response_format.get("json_schema") or {}).get("schema") or {}) if isinstance(response_format,
-                                                                                                 dict) else {}
-        properties = set((schema.get("properties") or {}))
-        if ("steps" in properties or "generate 3-5 detailed evaluation steps" in everything
-                or "Write the evaluation steps" in request.user):  # evaltasks' steps prompt (json_object: no schema)
-            return json.dumps({"steps": ["Compare the output with the expected output.",
-                                         "Check every factual claim against the question.",
-                                         "Penalise answers that are false or evasive."]})
+        schema = (
+            ((response_format.get("json_schema") or {}).get("schema") or {})
+            if isinstance(response_format, dict)
+            else {}
+        )
+        properties = set(schema.get("properties") or {})
+        if (
+            "steps" in properties
+            or "generate 3-5 detailed evaluation steps" in everything
+            or "Write the evaluation steps" in request.user
+        ):  # evaltasks' steps prompt (json_object: no schema)
+            return json.dumps(
+                {
+                    "steps": [
+                        "Compare the output with the expected output.",
+                        "Check every factual claim against the question.",
+                        "Penalise answers that are false or evasive.",
+                    ]
+                }
+            )
         if "Explain why this score was assigned" in everything:
             return json.dumps({"reason": "The output matches the reference in the main facts."})
         k = points_of(request.user)
@@ -162,8 +187,9 @@ def responder(cases: list[dict[str, str]]):
                 if 0 <= other <= 10:
                     probabilities[other] = 0.15
             total = sum(probabilities.values())
-            alternatives = [(str(s), math.log(p / total)) for s, p in
-                            sorted(probabilities.items(), key=lambda item: -item[1])]
+            alternatives = [
+                (str(s), math.log(p / total)) for s, p in sorted(probabilities.items(), key=lambda item: -item[1])
+            ]
             text = json.dumps({"reason": "The output matches the reference in the main facts.", "score": k})
             return Answer(text, alternatives={str(k): alternatives} if k < 10 else {})
         return json.dumps({"score": k / 10})
@@ -182,10 +208,20 @@ def run_contender(label: str, argv: list[str], env: dict[str, str], server: Chat
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1]
     result = json.loads(line)
     prompt, completion = server.billed
-    result.update(label=label, command_s=command_s, requests=len(server.requests), answered=len(server.answered),
-                  prompt_tokens=prompt, completion_tokens=completion, peak_in_flight=server.peak_in_flight)
-    print(f"[{label}] {result['wall_s']:.2f} s, {result['requests']} requests, {prompt + completion:,} tokens",
-          file=sys.stderr, flush=True)
+    result.update(
+        label=label,
+        command_s=command_s,
+        requests=len(server.requests),
+        answered=len(server.answered),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        peak_in_flight=server.peak_in_flight,
+    )
+    print(
+        f"[{label}] {result['wall_s']:.2f} s, {result['requests']} requests, {prompt + completion:,} tokens",
+        file=sys.stderr,
+        flush=True,
+    )
     return result
 
 
@@ -203,30 +239,68 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     (work / "evaltasks_geval.py").write_text(EVALTASKS_SCRIPT, encoding="utf-8")
     runs: dict[str, list[dict[str, Any]]] = {"eval-ai-library": [], "evaltasks cold": [], "evaltasks warm": []}
     with ChatServer(responder=responder(cases), latency_s=args.latency_ms / 1000.0) as server:
-        env = {**os.environ, "OPENAI_API_KEY": server.api_key, "OPENAI_BASE_URL": server.base_url,
-               "OPENAI_API_BASE": server.base_url, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-               "BENCH_MODEL": MODEL, "BENCH_THRESHOLD": str(THRESHOLD), "BENCH_CRITERIA": CRITERIA,
-               "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "OPENAI_API_KEY": server.api_key,
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_BASE": server.base_url,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "BENCH_MODEL": MODEL,
+            "BENCH_THRESHOLD": str(THRESHOLD),
+            "BENCH_CRITERIA": CRITERIA,
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
         for rep in range(args.repeat):
             index_dir = work / f"index-{rep}"
-            runs["eval-ai-library"].append(run_contender(
-                "eval-ai-library", [eal_python, str(work / "eal.py"), str(cases_file), str(args.concurrency)],
-                env, server))
+            runs["eval-ai-library"].append(
+                run_contender(
+                    "eval-ai-library",
+                    [eal_python, str(work / "eal.py"), str(cases_file), str(args.concurrency)],
+                    env,
+                    server,
+                )
+            )
             for label in ("evaltasks cold", "evaltasks warm"):
-                runs[label].append(run_contender(
-                    label, [sys.executable, str(work / "evaltasks_geval.py"), str(cases_file),
-                            str(args.concurrency), str(index_dir)], env, server))
+                runs[label].append(
+                    run_contender(
+                        label,
+                        [
+                            sys.executable,
+                            str(work / "evaltasks_geval.py"),
+                            str(cases_file),
+                            str(args.concurrency),
+                            str(index_dir),
+                        ],
+                        env,
+                        server,
+                    )
+                )
     versions = {"evaltasks": md.version("evaltasks"), "openai": md.version("openai")}
-    check = subprocess.run([eal_python, "-c", "import importlib.metadata as m; print(m.version('eval-ai-library'), "
-                            "m.version('litellm'))"], capture_output=True, text=True)
+    check = subprocess.run(
+        [eal_python, "-c", "import importlib.metadata as m; print(m.version('eval-ai-library'), m.version('litellm'))"],
+        capture_output=True,
+        text=True,
+    )
     if check.returncode == 0:
         eal_version, litellm_version = check.stdout.split()
         versions.update({"eval-ai-library": eal_version, "litellm": litellm_version})
-    return {"cases": len(cases), "source": source, "latency_ms": args.latency_ms, "concurrency": args.concurrency,
-            "repeat": args.repeat, "runs": runs, "versions": versions, "install": install,
-            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                        "python": platform.python_version()},
-            "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    return {
+        "cases": len(cases),
+        "source": source,
+        "latency_ms": args.latency_ms,
+        "concurrency": args.concurrency,
+        "repeat": args.repeat,
+        "runs": runs,
+        "versions": versions,
+        "install": install,
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+    }
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
@@ -236,17 +310,26 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 def render(data: dict[str, Any]) -> str:
     """The Markdown section for ``docs/performance.md``."""
     runs = data["runs"]
-    eal = runs["eval-ai-library"]
+    runs["eval-ai-library"]
     rows = []
     for label, measured in runs.items():
         tokens = _median(measured, "prompt_tokens") + _median(measured, "completion_tokens")
         scores = [s for s in measured[0]["scores"] if s is not None]
-        rows.append((label, _median(measured, "requests"), tokens, _median(measured, "wall_s"),
-                     _median(measured, "command_s"), statistics.fmean(scores) if scores else float("nan")))
+        rows.append(
+            (
+                label,
+                _median(measured, "requests"),
+                tokens,
+                _median(measured, "wall_s"),
+                _median(measured, "command_s"),
+                statistics.fmean(scores) if scores else float("nan"),
+            )
+        )
     base_requests, base_tokens, base_wall = rows[0][1], rows[0][2], rows[0][3]
     cold = rows[1]
     lines = [
-        HEADING, "",
+        HEADING,
+        "",
         f"Measured {data['date']} by `bench/judge.py` ({data['machine']['cores']} cores, Python "
         f"{data['machine']['python']}; evaltasks {data['versions'].get('evaltasks')}, eval-ai-library "
         f"{data['versions'].get('eval-ai-library', '?')} with litellm {data['versions'].get('litellm', '?')}, "
@@ -256,14 +339,17 @@ def render(data: dict[str, Any]) -> str:
         "(eval-ai-library's `evaluate()` runs one case at a time: it gets `asyncio.gather` with the same limit "
         "instead, after a first case alone that generates its evaluation steps). Medians of "
         f"{data['repeat']} interleaved repetitions; wall time around the evaluation call, the whole command's in "
-        "the last column. Tokens are billed by the server with one rule for both.", "",
+        "the last column. Tokens are billed by the server with one rule for both.",
+        "",
         "| | requests | tokens billed | wall (s) | command (s) | mean score | requests vs eval-ai-library | tokens vs "
         "| wall vs |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label, requests, tokens, wall, command, mean in rows:
-        lines.append(f"| {label} | {requests:,.0f} | {tokens:,.0f} | {wall:.2f} | {command:.2f} | {mean:.4f} | "
-                     f"{requests / base_requests:.3f} | {tokens / base_tokens:.3f} | {wall / base_wall:.3f} |")
+        lines.append(
+            f"| {label} | {requests:,.0f} | {tokens:,.0f} | {wall:.2f} | {command:.2f} | {mean:.4f} | "
+            f"{requests / base_requests:.3f} | {tokens / base_tokens:.3f} | {wall / base_wall:.3f} |"
+        )
     methods = sorted({m for r in runs["evaltasks cold"] for m in r.get("methods", [])})
     lines += [
         "",
@@ -271,7 +357,8 @@ def render(data: dict[str, Any]) -> str:
         f"and {cold[2] / base_tokens:.3f}), wall time at most 1/5 ({cold[3] / base_wall:.3f}), a cached re-run "
         f"0 requests (measured {rows[2][1]:.0f}). evaltasks scored by {', '.join(methods) or '?'} (one request per "
         "case, plus one for the evaluation steps, stored); eval-ai-library sends per case 20 samples at "
-        "temperature 2.0 and one request for the reason (plus the steps once).", "",
+        "temperature 2.0 and one request for the reason (plus the steps once).",
+        "",
     ]
     return "\n".join(lines) + "\n"
 

@@ -22,8 +22,12 @@ from evaltasks.judges.base import Choice, JudgeReply, JudgeRequest, TokenLogprob
 from evaltasks.judges.store import AnswerStore
 
 MODEL, ENDPOINT = "gpt-4o-mini", "http://127.0.0.1/v1/"
-SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}},
-          "required": ["score", "reason"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"score": {"type": "integer"}, "reason": {"type": "string"}},
+    "required": ["score", "reason"],
+    "additionalProperties": False,
+}
 CACHE: dict[str, Any] = {}
 
 
@@ -35,9 +39,17 @@ def _options(parser: Any) -> None:
 def workload(n: int) -> tuple[list[JudgeRequest], list[str], JudgeReply]:
     """``n`` GEval-sized requests, their store keys, and one reply to store under each."""
     if CACHE.get("n") != n:
-        requests = [JudgeRequest(messages=({"role": "system", "content": "Grade. " * 50},
-                                           {"role": "user", "content": f"case {i} " * 40}), schema=SCHEMA,
-                                 top_logprobs=5) for i in range(n)]
+        requests = [
+            JudgeRequest(
+                messages=(
+                    {"role": "system", "content": "Grade. " * 50},
+                    {"role": "user", "content": f"case {i} " * 40},
+                ),
+                schema=SCHEMA,
+                top_logprobs=5,
+            )
+            for i in range(n)
+        ]
         text = json.dumps({"score": 7, "reason": "The answer is correct and complete, citing the main fact."})
         tokens = ["{", '"', "score", '"', ":", " ", "7", ","] + ["w"] * 20
         logprobs = tuple(TokenLogprob(t, -0.1, tuple((t + str(k), -0.1 * k) for k in range(5))) for t in tokens)
@@ -96,15 +108,18 @@ def main() -> None:
     n = 200 if args.quick else args.entries
     benches = {}
     for threads in (1, 8):
-        benches[threads] = (run.bench_time_func(f"{n} puts, {threads} threads", time_puts, n, threads, args.dir),
-                            run.bench_time_func(f"{n} gets, {threads} threads", time_gets, n, threads, args.dir))
+        benches[threads] = (
+            run.bench_time_func(f"{n} puts, {threads} threads", time_puts, n, threads, args.dir),
+            run.bench_time_func(f"{n} gets, {threads} threads", time_gets, n, threads, args.dir),
+        )
     if args.worker:
         return
-    rows = [(threads, f"{n / seconds(puts):,.0f}", describe(puts), f"{n / seconds(gets):,.0f}", describe(gets))
-            for threads, (puts, gets) in benches.items()]
+    rows = [
+        (threads, f"{n / seconds(puts):,.0f}", describe(puts), f"{n / seconds(gets):,.0f}", describe(gets))
+        for threads, (puts, gets) in benches.items()
+    ]
     print(f"\n{n:,} entries, {bytes_per_entry(n, args.dir):,} bytes/entry\n")
-    print(markdown_table(("threads", "puts/s (median)", f"{n} puts", "gets/s (median)", f"{n} gets"), rows,
-                         "rrlrl"))
+    print(markdown_table(("threads", "puts/s (median)", f"{n} puts", "gets/s (median)", f"{n} gets"), rows, "rrlrl"))
 
 
 if __name__ == "__main__":

@@ -59,15 +59,27 @@ CASES_FILE = ROOT / "examples" / "judge" / "answers.jsonl"
 DOC = ROOT / "docs" / "performance.md"
 HEADING = "## LLM judges: tokens per case vs eval-ai-library"
 MODEL = "gpt-4o-mini"
-METRICS = ("GEvalMetric", "CustomEvalMetric", "AnswerRelevancyMetric", "FaithfulnessMetric",
-           "ContextualRelevancyMetric", "ContextualPrecisionMetric", "ContextualRecallMetric", "BiasMetric",
-           "ToxicityMetric")
-CRITERIA = ("The actual output answers the input correctly.",
-            "The actual output agrees with the expected output.",
-            "The actual output is concise and on topic.")
-EAL_CRITERIA = ("The {{actual_output}} answers the {{input}} correctly.",
-                "The {{actual_output}} agrees with the {{expected_output}}.",
-                "The {{actual_output}} is concise and on topic.")
+METRICS = (
+    "GEvalMetric",
+    "CustomEvalMetric",
+    "AnswerRelevancyMetric",
+    "FaithfulnessMetric",
+    "ContextualRelevancyMetric",
+    "ContextualPrecisionMetric",
+    "ContextualRecallMetric",
+    "BiasMetric",
+    "ToxicityMetric",
+)
+CRITERIA = (
+    "The actual output answers the input correctly.",
+    "The actual output agrees with the expected output.",
+    "The actual output is concise and on topic.",
+)
+EAL_CRITERIA = (
+    "The {{actual_output}} answers the {{input}} correctly.",
+    "The {{actual_output}} agrees with the {{expected_output}}.",
+    "The {{actual_output}} is concise and on topic.",
+)
 SINGLE_PASSAGE = ("ContextualRelevancyMetric", "ContextualPrecisionMetric", "ContextualRecallMetric")
 """Measured again with one passage per case (the passage-count dependence: the library's Precision sends one
 small request per passage, evaltasks one request with instructions for all)."""
@@ -132,9 +144,15 @@ def load_cases(n: int, k: int = 3) -> dict[str, list[dict[str, Any]]]:
     passages each for the RAG metrics: its own, then the next cases')."""
     rows = [json.loads(line) for line in CASES_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
     passages = [r["retrieval_context"][0] for r in rows]
-    rag = [{"input": r["input"], "actual_output": r["actual_output"], "expected_output": r["expected_output"],
-            "retrieval_context": [passages[(i + j) % len(rows)] for j in range(k)]}
-           for i, r in enumerate(rows)][:n]
+    rag = [
+        {
+            "input": r["input"],
+            "actual_output": r["actual_output"],
+            "expected_output": r["expected_output"],
+            "retrieval_context": [passages[(i + j) % len(rows)] for j in range(k)],
+        }
+        for i, r in enumerate(rows)
+    ][:n]
     plain = [{k: c[k] for k in ("input", "actual_output", "expected_output")} for c in rag]
     return {m: plain if m in ("GEvalMetric", "CustomEvalMetric") else rag for m in METRICS}
 
@@ -170,19 +188,27 @@ class Responder:
     # -- per metric -----------------------------------------------------------------------------------------
     def _GEvalMetric(self, request: ChatRequest, text: str, case: dict | None) -> str | Answer:  # noqa: N802
         if "steps" in text.lower() and (case is None or "generate 3-5" in text):
-            return json.dumps({"steps": ["Compare the output with the expected output.",
-                                         "Check every factual claim against the question.",
-                                         "Penalise answers that are false or evasive."]})
+            return json.dumps(
+                {
+                    "steps": [
+                        "Compare the output with the expected output.",
+                        "Check every factual claim against the question.",
+                        "Penalise answers that are false or evasive.",
+                    ]
+                }
+            )
         if "Explain why this score was assigned" in text:
             return json.dumps({"reason": REASON})
         k = int(hashlib.sha256((case or {}).get("actual_output", "").encode()).hexdigest(), 16) % 11
         if request.body.get("logprobs"):
             probabilities = {s: p for s, p in ((k, 0.7), (k - 1, 0.15), (k + 1, 0.15)) if 0 <= s <= 10}
             total = sum(probabilities.values())
-            alternatives = [(str(s), math.log(p / total)) for s, p in
-                            sorted(probabilities.items(), key=lambda item: -item[1])]
-            return Answer(json.dumps({"reason": REASON, "score": k}),
-                          alternatives={str(k): alternatives} if k < 10 else {})
+            alternatives = [
+                (str(s), math.log(p / total)) for s, p in sorted(probabilities.items(), key=lambda item: -item[1])
+            ]
+            return Answer(
+                json.dumps({"reason": REASON, "score": k}), alternatives={str(k): alternatives} if k < 10 else {}
+            )
         return json.dumps({"score": k / 10})
 
     def _CustomEvalMetric(self, request: ChatRequest, text: str, case: dict | None) -> str:  # noqa: N802
@@ -217,8 +243,10 @@ class Responder:
             return REASON
         if self.side == "eal" and "CONTEXT SEGMENTS" not in text:
             return INTENT
-        verdicts = [{"verdict": "fully" if i == 0 else _pick(case["input"], i), "reason": REASON}
-                    for i in range(len(case["retrieval_context"]))]
+        verdicts = [
+            {"verdict": "fully" if i == 0 else _pick(case["input"], i), "reason": REASON}
+            for i in range(len(case["retrieval_context"]))
+        ]
         return json.dumps(verdicts if self.side == "eal" else {"intent": INTENT, "verdicts": verdicts})
 
     def _ContextualPrecisionMetric(self, request: ChatRequest, text: str, case: dict | None) -> str:  # noqa: N802
@@ -227,24 +255,35 @@ class Responder:
             own = any(c["retrieval_context"][0] in chunk and c["actual_output"] in text for c in self.cases)
             return json.dumps({"relevant": 1 if own else 0})
         asked = "reason" in request.system  # the prompt asks for a reason per passage: the judge writes one
-        return json.dumps({"verdicts": [{"relevant": "yes" if i == 0 else "no", **({"reason": REASON} if asked else {})}
-                                        for i in range(len(case["retrieval_context"]))]})
+        return json.dumps(
+            {
+                "verdicts": [
+                    {"relevant": "yes" if i == 0 else "no", **({"reason": REASON} if asked else {})}
+                    for i in range(len(case["retrieval_context"]))
+                ]
+            }
+        )
 
     def _ContextualRecallMetric(self, request: ChatRequest, text: str, case: dict | None) -> str:  # noqa: N802
-        asks_claims = ("Extract standalone factual claims" in text if self.side == "eal"
-                       else "<claims" not in request.user)  # evaltasks' verdicts request lists the claims
+        asks_claims = (
+            "Extract standalone factual claims" in text if self.side == "eal" else "<claims" not in request.user
+        )  # evaltasks' verdicts request lists the claims
         if asks_claims:
             return json.dumps(_claims(case) if self.side == "eal" else {"claims": _claims(case)})
-        verdicts = [{"supported": i == 0 or _pick(case["expected_output"], i) in ("fully", "mostly"),
-                     "reason": REASON} for i in range(2)]
+        verdicts = [
+            {"supported": i == 0 or _pick(case["expected_output"], i) in ("fully", "mostly"), "reason": REASON}
+            for i in range(2)
+        ]
         if self.side == "eal":
             return json.dumps([{"claim": c, **v} for c, v in zip(_claims(case), verdicts)])
-        return json.dumps({"verdicts": [{"supported": "yes" if v["supported"] else "no", "reason": REASON}
-                                        for v in verdicts]})
+        return json.dumps(
+            {"verdicts": [{"supported": "yes" if v["supported"] else "no", "reason": REASON} for v in verdicts]}
+        )
 
     def _score(self, case: dict | None) -> str:
-        score = [1.0, 0.9, 0.8, 0.3][int(hashlib.sha256((case or {}).get("actual_output", "").encode()).hexdigest(),
-                                         16) % 4]
+        score = [1.0, 0.9, 0.8, 0.3][
+            int(hashlib.sha256((case or {}).get("actual_output", "").encode()).hexdigest(), 16) % 4
+        ]
         return json.dumps({"score": score, "reason": REASON})
 
     def _BiasMetric(self, request: ChatRequest, text: str, case: dict | None) -> str:  # noqa: N802
@@ -282,40 +321,69 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     (work / "eal.py").write_text(EAL_SCRIPT, encoding="utf-8")
     (work / "evaltasks_side.py").write_text(EVALTASKS_SCRIPT, encoding="utf-8")
     metrics = [m for m in METRICS if not args.metrics or m in args.metrics]
-    servers = {(m, side): ChatServer(responder=Responder(m, side, cases[m]), bill_schema=True)
-               for m in metrics for side in ("eal", "evaltasks")}
+    servers = {
+        (m, side): ChatServer(responder=Responder(m, side, cases[m]), bill_schema=True)
+        for m in metrics
+        for side in ("eal", "evaltasks")
+    }
     for server in servers.values():
         server.__enter__()
     try:
-        base = {**os.environ, "BENCH_MODEL": MODEL, "BENCH_GEVAL": GEVAL_CRITERIA, "HF_HUB_OFFLINE": "1",
-                "BENCH_CRITERIA": json.dumps(CRITERIA), "BENCH_EAL_CRITERIA": json.dumps(EAL_CRITERIA),
-                "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
+        base = {
+            **os.environ,
+            "BENCH_MODEL": MODEL,
+            "BENCH_GEVAL": GEVAL_CRITERIA,
+            "HF_HUB_OFFLINE": "1",
+            "BENCH_CRITERIA": json.dumps(CRITERIA),
+            "BENCH_EAL_CRITERIA": json.dumps(EAL_CRITERIA),
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PYTHONUNBUFFERED": "1",
+        }
         results: dict[str, dict[str, Any]] = {m: {} for m in metrics}
         for m in metrics:
             server = servers[(m, "eal")]
-            env = {**base, "OPENAI_API_KEY": server.api_key, "OPENAI_BASE_URL": server.base_url,
-                   "OPENAI_API_BASE": server.base_url}
+            env = {
+                **base,
+                "OPENAI_API_KEY": server.api_key,
+                "OPENAI_BASE_URL": server.base_url,
+                "OPENAI_API_BASE": server.base_url,
+            }
             scores = run([str(EAL_VENV / "bin" / "python"), str(work / "eal.py"), str(cases_file), m], env, m)
             results[m]["eal"] = {**_account(server, args.cases), **scores}
             print(f"[eval-ai-library {m}] {results[m]['eal']['requests']:.1f} requests/case", file=sys.stderr)
         key = servers[(metrics[0], "evaltasks")].api_key
         urls = {m: servers[(m, "evaltasks")].base_url for m in metrics}
-        out = run([sys.executable, str(work / "evaltasks_side.py"), str(cases_file), json.dumps(urls),
-                   str(work / "index")], {**base, "OPENAI_API_KEY": key}, "evaltasks")
+        out = run(
+            [sys.executable, str(work / "evaltasks_side.py"), str(cases_file), json.dumps(urls), str(work / "index")],
+            {**base, "OPENAI_API_KEY": key},
+            "evaltasks",
+        )
         for m in metrics:
             results[m]["evaltasks"] = {**_account(servers[(m, "evaltasks")], args.cases), **out[m]}
     finally:
         for server in servers.values():
             server.close()
     versions = {"evaltasks": md.version("evaltasks")}
-    check = subprocess.run([str(EAL_VENV / "bin" / "python"), "-c", "import importlib.metadata as m; "
-                            "print(m.version('eval-ai-library'), m.version('litellm'))"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [
+            str(EAL_VENV / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(m.version('eval-ai-library'), m.version('litellm'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if check.returncode == 0:
         versions["eval-ai-library"], versions["litellm"] = check.stdout.split()
-    return {"cases": args.cases, "passages": args.passages, "results": results, "versions": versions,
-            "install": install,
-            "machine": {"python": platform.python_version()}, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    return {
+        "cases": args.cases,
+        "passages": args.passages,
+        "results": results,
+        "versions": versions,
+        "install": install,
+        "machine": {"python": platform.python_version()},
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+    }
 
 
 def _mean(scores: list[Any]) -> float:
@@ -326,7 +394,8 @@ def _mean(scores: list[Any]) -> float:
 def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
     """The Markdown section for ``docs/performance.md`` (``before``: an earlier run to show beside it)."""
     lines = [
-        HEADING, "",
+        HEADING,
+        "",
         f"Measured {data['date']} by `bench/judge_tokens.py` (evaltasks {data['versions'].get('evaltasks')}, "
         f"eval-ai-library {data['versions'].get('eval-ai-library', '?')} with litellm "
         f"{data['versions'].get('litellm', '?')}): per case, over the {data['cases']} RAG cases of "
@@ -334,7 +403,8 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         "scripted loopback servers that "
         "bill one rule (UTF-8 bytes // 4 + 1 per message and per answer, plus a `json_schema` response format's "
         "schema, which structured outputs put into the prompt). Scripted answers are the same for both sides; "
-        "mean scores are listed to show that both read them alike.", "",
+        "mean scores are listed to show that both read them alike.",
+        "",
         "| metric | requests (evaltasks / library) | prompt tokens | completion tokens | tokens (evaltasks / library) "
         "| × | mean score (evaltasks / library) |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -345,12 +415,17 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         lines.append(
             f"| {metric} | {et['requests']:.1f} / {eal['requests']:.1f} | {et['prompt']:.0f} / {eal['prompt']:.0f} | "
             f"{et['completion']:.0f} / {eal['completion']:.0f} | {total_et:.0f} / {total_eal:.0f} | "
-            f"{total_et / total_eal:.2f} | {_mean(et['scores']):.4f} / {_mean(eal['scores']):.4f} |")
+            f"{total_et / total_eal:.2f} | {_mean(et['scores']):.4f} / {_mean(eal['scores']):.4f} |"
+        )
     if before:
-        lines += ["", "Before the shorter prompts and `json_object` (same cases and answers; evaltasks' tokens per "
-                  "case, × the library's, and evaltasks' mean score):", "",
-                  "| metric | tokens before | × before | tokens now | × now | mean score before / now |",
-                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Before the shorter prompts and `json_object` (same cases and answers; evaltasks' tokens per "
+            "case, × the library's, and evaltasks' mean score):",
+            "",
+            "| metric | tokens before | × before | tokens now | × now | mean score before / now |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for metric, sides in data["results"].items():
             old = before["results"].get(metric)
             if not old:
@@ -358,24 +433,39 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             t_old = old["evaltasks"]["prompt"] + old["evaltasks"]["completion"]
             t_new = sides["evaltasks"]["prompt"] + sides["evaltasks"]["completion"]
             t_eal = sides["eal"]["prompt"] + sides["eal"]["completion"]
-            lines.append(f"| {metric} | {t_old:.0f} | {t_old / t_eal:.2f} | {t_new:.0f} | {t_new / t_eal:.2f} | "
-                         f"{_mean(old['evaltasks']['scores']):.4f} / {_mean(sides['evaltasks']['scores']):.4f} |")
+            lines.append(
+                f"| {metric} | {t_old:.0f} | {t_old / t_eal:.2f} | {t_new:.0f} | {t_new / t_eal:.2f} | "
+                f"{_mean(old['evaltasks']['scores']):.4f} / {_mean(sides['evaltasks']['scores']):.4f} |"
+            )
     if data.get("single_passage"):
-        lines += ["", "With one passage per case instead (same cases, the first passage only):", "",
-                  "| metric | requests (evaltasks / library) | tokens (evaltasks / library) | × |",
-                  "|---|---:|---:|---:|"]
+        lines += [
+            "",
+            "With one passage per case instead (same cases, the first passage only):",
+            "",
+            "| metric | requests (evaltasks / library) | tokens (evaltasks / library) | × |",
+            "|---|---:|---:|---:|",
+        ]
         for metric, sides in data["single_passage"].items():
             et, eal = sides["evaltasks"], sides["eal"]
             total_et, total_eal = et["prompt"] + et["completion"], eal["prompt"] + eal["completion"]
-            lines.append(f"| {metric} | {et['requests']:.1f} / {eal['requests']:.1f} | {total_et:.0f} / "
-                         f"{total_eal:.0f} | {total_et / total_eal:.2f} |")
-        lines += ["", "Precision with a single passage is the one case above the library's tokens: the library "
-                  "then sends one request of a few lines (the reference and the passage, no instructions against "
-                  "injected text); evaltasks' one request carries its instructions, the question and the data "
-                  "tags. From two passages on it is below (the library repeats the reference per passage; "
-                  "`--passages 2`)."]
-    lines += ["", "Target: on every metric, evaltasks' requests and tokens per case at most the library's, with "
-              "the same scores on the same answers.", ""]
+            lines.append(
+                f"| {metric} | {et['requests']:.1f} / {eal['requests']:.1f} | {total_et:.0f} / "
+                f"{total_eal:.0f} | {total_et / total_eal:.2f} |"
+            )
+        lines += [
+            "",
+            "Precision with a single passage is the one case above the library's tokens: the library "
+            "then sends one request of a few lines (the reference and the passage, no instructions against "
+            "injected text); evaltasks' one request carries its instructions, the question and the data "
+            "tags. From two passages on it is below (the library repeats the reference per passage; "
+            "`--passages 2`).",
+        ]
+    lines += [
+        "",
+        "Target: on every metric, evaltasks' requests and tokens per case at most the library's, with "
+        "the same scores on the same answers.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Where a run's time goes"
 
 # The probe: imported by every Python process started with PYTHONPATH=<probe dir> (the command and the server).
-PROBE = r'''
+PROBE = r"""
 import atexit, importlib.abc, json, os, sys, threading, time
 
 _LOG = os.environ.get("EVALTASKS_PROFILE_LOG")
@@ -155,7 +155,7 @@ if _LOG:
     _mark("process", "begin")
     atexit.register(lambda: _mark("process", "end"))  # registered first: runs after every other handler
     sys.meta_path.insert(0, _Finder())
-'''
+"""
 
 
 def _spans(marks: list[dict], role: str, label: str, first: bool = True) -> list[tuple[float, float]]:
@@ -195,8 +195,9 @@ def breakdown(marks: list[dict], t0: float, exited: float) -> dict[str, tuple[fl
     phases["import evaltasks.cli"] = cli("import evaltasks.cli")
     phases["import prefect (client)"] = cli("import prefect")
     phases["import prefect.server"] = cli("import prefect.server.api.server")
-    phases["import the flow module"] = (cli("import evaltasks.flows.evaluate_suite")
-                                        or cli("import flows.evaluate_suite"))
+    phases["import the flow module"] = cli("import evaltasks.flows.evaluate_suite") or cli(
+        "import flows.evaluate_suite"
+    )
     phases["import torch"] = cli("import torch")
     phases["import sentence_transformers"] = cli("import sentence_transformers")
     phases["plan_run (dataset parse, plan)"] = cli("plan_run")
@@ -213,13 +214,15 @@ def breakdown(marks: list[dict], t0: float, exited: float) -> dict[str, tuple[fl
     ready = cli("server start (waited)")
     after = [p for p in (srv("server block registration"), srv("server migrations"), srv("server create_app")) if p]
     phases["  server: app + services start until /health"] = (
-        (max(p[1] for p in after), ready[1]) if after and ready else None)
+        (max(p[1] for p in after), ready[1]) if after and ready else None
+    )
     phases["the command waits for the server"] = cli("server wait") or start  # before: start() in the main thread
     call, body = cli("flow call"), cli("flow body")
     phases["flow run creation, bookkeeping"] = (call[0], body[0]) if call and body else None
     tasks = [rel(s) for s in _spans(marks, "cli", "task run", first=False)]
     phases["task runs (first start to last end)"] = (
-        (min(s[0] for s in tasks), max(s[1] for s in tasks)) if tasks else None)
+        (min(s[0] for s in tasks), max(s[1] for s in tasks)) if tasks else None
+    )
     phases["report writing"] = cli("report writing")
     phases["flow body"] = body
     phases["flow finish (body end to flow call return)"] = (body[1], call[1]) if call and body else None
@@ -242,7 +245,10 @@ def _run_once(
     work.mkdir(parents=True, exist_ok=True)
     log = work / f"marks-{i}.jsonl"
     env = {
-        **os.environ, "PREFECT_HOME": str(home), "HF_HUB_OFFLINE": "1", "EVALTASKS_PROFILE_LOG": str(log),
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "EVALTASKS_PROFILE_LOG": str(log),
         "EVALTASKS_CACHE_DIR": str(work / "cache"),  # its own migrated-database template, left by the warm-up
         "PYTHONPATH": os.pathsep.join([str(probe), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
@@ -252,8 +258,16 @@ def _run_once(
         env.pop(name, None)
     script = Path(sys.executable).with_name("evaltasks")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "evaltasks"]
-    command += ["run", str(suite), "--quiet", "--no-cache", "--output-dir", str(work / f"out{i}"),
-                "--index-dir", str(work / f"idx{i}")]
+    command += [
+        "run",
+        str(suite),
+        "--quiet",
+        "--no-cache",
+        "--output-dir",
+        str(work / f"out{i}"),
+        "--index-dir",
+        str(work / f"idx{i}"),
+    ]
     t0 = time.time()
     done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
     wall = time.time() - t0
@@ -267,8 +281,11 @@ def _median_span(spans: list[tuple[float, float] | None]) -> tuple[float, float,
     known = [s for s in spans if s is not None]
     if not known:
         return None
-    return (statistics.median(s[0] for s in known), statistics.median(s[1] for s in known),
-            statistics.median(s[1] - s[0] for s in known))
+    return (
+        statistics.median(s[0] for s in known),
+        statistics.median(s[1] for s in known),
+        statistics.median(s[1] - s[0] for s in known),
+    )
 
 
 def _table(label: str, results: dict[str, list[tuple[float, dict]]], repeat: int) -> str:
@@ -282,10 +299,20 @@ def _table(label: str, results: dict[str, list[tuple[float, dict]]], repeat: int
             med = _median_span([b[phase] for _, b in results[kind]])
             cells.append("–" if med is None else f"{med[2]:.2f} ({med[0]:.2f} → {med[1]:.2f})")
         rows.append(f"| {phase} | " + " | ".join(cells) + " |")
-    walls_row = "| **wall (launch to exit)** | " + " | ".join(
-        f"**{walls[k]:.2f}** ({', '.join(f'{w:.2f}' for w, _ in results[k])})" for k in kinds) + " |"
-    return (f"### {label}\n\nMeasured {date.today().isoformat()}: medians of {repeat} runs, {os.cpu_count()} CPUs.\n\n"
-            + header + "\n" + walls_row + "\n" + "\n".join(rows) + "\n")
+    walls_row = (
+        "| **wall (launch to exit)** | "
+        + " | ".join(f"**{walls[k]:.2f}** ({', '.join(f'{w:.2f}' for w, _ in results[k])})" for k in kinds)
+        + " |"
+    )
+    return (
+        f"### {label}\n\nMeasured {date.today().isoformat()}: medians of {repeat} runs, {os.cpu_count()} CPUs.\n\n"
+        + header
+        + "\n"
+        + walls_row
+        + "\n"
+        + "\n".join(rows)
+        + "\n"
+    )
 
 
 def _write(out: Path, label: str, table: str) -> None:
@@ -320,12 +347,19 @@ def main() -> None:
     parser.add_argument("--label", default="after", help="the table's name in the section (e.g. before, after)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
     parser.add_argument("--json", default=None, help="also write the raw breakdowns here")
-    parser.add_argument("--source", default=None,
-                        help="profile the evaltasks of this checkout (e.g. `git worktree add /tmp/old HEAD~1`) "
-                             "with this environment's packages")
-    parser.add_argument("--compare-source", default=None, metavar="DIR",
-                        help="also profile this checkout (e.g. the tree before a change), runs interleaved with "
-                             "this tree's, into a table of its own (--compare-label)")
+    parser.add_argument(
+        "--source",
+        default=None,
+        help="profile the evaltasks of this checkout (e.g. `git worktree add /tmp/old HEAD~1`) "
+        "with this environment's packages",
+    )
+    parser.add_argument(
+        "--compare-source",
+        default=None,
+        metavar="DIR",
+        help="also profile this checkout (e.g. the tree before a change), runs interleaved with "
+        "this tree's, into a table of its own (--compare-label)",
+    )
     parser.add_argument("--compare-label", default="before")
     parser.add_argument("--quick", action="store_true", help="smoke run: one run of each kind; writes no document")
     args = parser.parse_args()
@@ -349,7 +383,8 @@ def main() -> None:
             results[label]["fresh PREFECT_HOME"].append(_run_once(suite, fresh, work / label, probe, 2 * i, source))
             shutil.rmtree(fresh, ignore_errors=True)
             results[label]["reused PREFECT_HOME"].append(
-                _run_once(suite, work / f"home-reused-{label}", work / label, probe, 2 * i + 1, source))
+                _run_once(suite, work / f"home-reused-{label}", work / label, probe, 2 * i + 1, source)
+            )
             print(label, {k: round(v[-1][0], 2) for k, v in results[label].items()}, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")

@@ -192,8 +192,13 @@ def build_corpus(n: int, queries: int) -> tuple[list[str], list[str], dict[str, 
     rest = sorted(loose, key=key)
     last = sorted(third, key=key) if len(first) - queries + len(rest) < n else []
     shortest = sorted(fourth, key=key) if len(first) - queries + len(rest) + len(last) < n else []
-    counts = {"files": len(files), "sentences": len(first), "fragments": len(rest), "literals": len(third),
-              "short": len(fourth)}
+    counts = {
+        "files": len(files),
+        "sentences": len(first),
+        "fragments": len(rest),
+        "literals": len(third),
+        "short": len(fourth),
+    }
     return (first[queries:] + rest + last + shortest)[:n], first[:queries], counts
 
 
@@ -228,9 +233,18 @@ def corpus(out: Path, n: int, queries: int) -> list[str]:
         if len(asked) < queries or len(references) < CHUNK:
             raise SystemExit(f"too few texts: {counts}")
         lines = references + asked
-        meta = _write_corpus(out, text_path, lines, {"n": len(references), "queries": queries, **counts,
-                                                     "python": sys.version.split()[0],
-                                                     "build_s": round(time.perf_counter() - t0, 1)})
+        meta = _write_corpus(
+            out,
+            text_path,
+            lines,
+            {
+                "n": len(references),
+                "queries": queries,
+                **counts,
+                "python": sys.version.split()[0],
+                "build_s": round(time.perf_counter() - t0, 1),
+            },
+        )
         print(json.dumps({"corpus": meta}), file=sys.stderr, flush=True)
     lines = text_path.read_text(encoding="utf-8").splitlines()
     meta = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
@@ -266,8 +280,13 @@ def embed(out: Path, lines: list[str], n: int) -> int:
         vectors = provider.embed(lines[i * CHUNK : min(n, (i + 1) * CHUNK)])
         _atomic_save(path, vectors)
         done += 1
-        print(json.dumps({"chunk": i, "rows": len(vectors), "texts_per_s": round(len(vectors) / (time.perf_counter() - t0), 1)}),
-              file=sys.stderr, flush=True)
+        print(
+            json.dumps(
+                {"chunk": i, "rows": len(vectors), "texts_per_s": round(len(vectors) / (time.perf_counter() - t0), 1)}
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
     return done
 
 
@@ -279,8 +298,14 @@ def complete_prefix(out: Path) -> int:
     return i * CHUNK
 
 
-def run_hnsw(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_s: float,
-             hnsw_m: int = 16, ef_construction: int = 100) -> dict[str, object]:
+def run_hnsw(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    exact_s: float,
+    hnsw_m: int = 16,
+    ef_construction: int = 100,
+) -> dict[str, object]:
     """HNSW (``search: hnsw`` with ``hnsw_m``/``ef_construction``, built as a run builds it) against exact search
     (``truth``: the exact top 10 of ``queries``, found in ``exact_s`` seconds): build seconds and CPU seconds, then
     queries/s, speed-up and recall@1/@10 at ``ef_search`` 16-256."""
@@ -290,17 +315,27 @@ def run_hnsw(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, exact_
 
     t0, c0 = time.perf_counter(), time.process_time()
     search = ReferenceSearch(vectors, SearchConfig(kind="hnsw", hnsw_m=hnsw_m, ef_construction=ef_construction))
-    row: dict[str, object] = {"label": search.config.label(), "build_s": round(time.perf_counter() - t0, 1),
-                              "build_cpu_s": round(time.process_time() - c0, 1), "ef_search": []}
+    row: dict[str, object] = {
+        "label": search.config.label(),
+        "build_s": round(time.perf_counter() - t0, 1),
+        "build_cpu_s": round(time.process_time() - c0, 1),
+        "ef_search": [],
+    }
     for ef in (16, 32, 64, 128, 256):
         query_config = replace(search.config, ef_search=ef)
         t0 = time.perf_counter()
         _, found = search.top_k(queries, 10, query_config)
         seconds = time.perf_counter() - t0
         r1, r10 = recall(found, truth)
-        row["ef_search"].append({  # type: ignore[union-attr]
-            "ef_search": ef, "qps": round(len(queries) / seconds, 1), "speedup_vs_exact": round(exact_s / seconds, 1),
-            "recall_at_1": r1, "recall_at_10": round(r10, 4)})
+        row["ef_search"].append(
+            {  # type: ignore[union-attr]
+                "ef_search": ef,
+                "qps": round(len(queries) / seconds, 1),
+                "speedup_vs_exact": round(exact_s / seconds, 1),
+                "recall_at_1": r1,
+                "recall_at_10": round(r10, 4),
+            }
+        )
     return row
 
 
@@ -319,9 +354,16 @@ def measure(out: Path, rows: int, pq: int) -> dict[str, object]:
         vectors[i * CHUNK : (i + 1) * CHUNK] = np.load(out / f"chunk-{i:05d}.npy")
     queries = np.load(out / "queries.npy")
     m = len(queries)
-    result: dict[str, object] = {"n": len(vectors), "d": 384, "queries": m, "real": True, "cpus": os.cpu_count(),
-                                 "load_avg_before": os.getloadavg(), "faiss": faiss.__version__,
-                                 "corpus": json.loads((out / "corpus.json").read_text(encoding="utf-8"))}
+    result: dict[str, object] = {
+        "n": len(vectors),
+        "d": 384,
+        "queries": m,
+        "real": True,
+        "cpus": os.cpu_count(),
+        "load_avg_before": os.getloadavg(),
+        "faiss": faiss.__version__,
+        "corpus": json.loads((out / "corpus.json").read_text(encoding="utf-8")),
+    }
     t0 = time.perf_counter()
     _, truth = exact_top_k(vectors, queries, 10)
     exact = time.perf_counter() - t0
@@ -331,12 +373,19 @@ def measure(out: Path, rows: int, pq: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         result["ivf_flat"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf"), nprobes, Path(tmp))
         # the configuration `auto` builds above its threshold, target_recall included
-        result["ivf_sq8"] = run_ivf(vectors, queries, truth, m / exact,
-                                    SearchConfig(kind="ivf", ivf_sq8=True, target_recall=AUTO_TARGET_RECALL),
-                                    nprobes, Path(tmp))
+        result["ivf_sq8"] = run_ivf(
+            vectors,
+            queries,
+            truth,
+            m / exact,
+            SearchConfig(kind="ivf", ivf_sq8=True, target_recall=AUTO_TARGET_RECALL),
+            nprobes,
+            Path(tmp),
+        )
         if pq:
-            result["ivf_pq"] = run_ivf(vectors, queries, truth, m / exact, SearchConfig(kind="ivf", ivf_pq=pq),
-                                       nprobes, Path(tmp))
+            result["ivf_pq"] = run_ivf(
+                vectors, queries, truth, m / exact, SearchConfig(kind="ivf", ivf_pq=pq), nprobes, Path(tmp)
+            )
     result["hnsw"] = run_hnsw(vectors, queries, truth, exact)
     result["load_avg_after"] = os.getloadavg()
     (out / f"measure-{len(vectors)}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

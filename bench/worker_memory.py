@@ -109,7 +109,9 @@ def prepare(work: Path, n: int) -> Path:
         "name: worker-memory\ndataset:\n  path: answers.jsonl\n  fields: {id: id, actual_output: answer}\n"
         "reference_sets: {big: {path: refs.txt, search: flat}}\n"
         "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: big}\n"
-        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
     return suite
 
 
@@ -123,8 +125,7 @@ def memory(pid: int) -> dict[str, float] | None:
         return None
     anon = next(int(line.split()[1]) for line in rollup if line.startswith("Anonymous:")) * 1024
     file = next(int(line.split()[1]) for line in status if line.startswith("RssFile:")) * 1024
-    return {"rss": info.rss / MIB, "uss": info.uss / MIB, "pss": info.pss / MIB, "anon": anon / MIB,
-            "file": file / MIB}
+    return {"rss": info.rss / MIB, "uss": info.uss / MIB, "pss": info.pss / MIB, "anon": anon / MIB, "file": file / MIB}
 
 
 class Sampler(threading.Thread):
@@ -165,32 +166,85 @@ def measure(work: Path, suite: Path) -> dict[str, Any]:
     processes: list[subprocess.Popen[Any]] = []
 
     def start(args: list[str], log: Path) -> subprocess.Popen[Any]:
-        process = subprocess.Popen([sys.executable, "-m", *args], cwd=work, env=env, stdout=log.open("w"),
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", *args],
+            cwd=work,
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         processes.append(process)
         return process
 
     scheduler_file = work / "scheduler.json"
     scheduler_file.unlink(missing_ok=True)
     try:
-        start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-               "--scheduler-file", str(scheduler_file)], work / "scheduler.log")
-        address = wait_for(lambda: scheduler_file.exists() and json.loads(scheduler_file.read_text() or "{}").get(
-            "address"), "dask scheduler")
+        start(
+            [
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+            work / "scheduler.log",
+        )
+        address = wait_for(
+            lambda: scheduler_file.exists() and json.loads(scheduler_file.read_text() or "{}").get("address"),
+            "dask scheduler",
+        )
         workers = {}
         for number in range(2):
-            worker = start(["distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1",
-                            "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"], work / f"worker-{number}.log")
+            worker = start(
+                [
+                    "distributed.cli.dask_worker",
+                    "--scheduler-file",
+                    str(scheduler_file),
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--host",
+                    "127.0.0.1",
+                ],
+                work / f"worker-{number}.log",
+            )
             workers[f"worker-{number}"] = worker.pid
-        wait_for(lambda: (work / "scheduler.log").read_text(errors="replace").count("Register worker") >= 2,
-                 "two dask workers")
+        wait_for(
+            lambda: (work / "scheduler.log").read_text(errors="replace").count("Register worker") >= 2,
+            "two dask workers",
+        )
         before = {name: memory(pid) for name, pid in workers.items()}
         shutil.rmtree(work / "out", ignore_errors=True)
         t0 = time.monotonic()
         cli = subprocess.Popen(
-            [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--task-runner", f"dask:{address}",
-             "--batch-size", "8", "--no-cache", "--quiet", "--output-dir", str(work / "out"), "--index-dir",
-             str(work / "index")], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "evaltasks.cli",
+                "run",
+                str(suite),
+                "--task-runner",
+                f"dask:{address}",
+                "--batch-size",
+                "8",
+                "--no-cache",
+                "--quiet",
+                "--output-dir",
+                str(work / "out"),
+                "--index-dir",
+                str(work / "index"),
+            ],
+            cwd=work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         sampler = Sampler({**workers, "cli": cli.pid})
         sampler.start()
         _, stderr = cli.communicate(timeout=1800)
@@ -203,13 +257,22 @@ def measure(work: Path, suite: Path) -> dict[str, Any]:
         after = {name: memory(pid) for name, pid in workers.items()}
         logs = {name: (work / f"{name}.log").read_text(errors="replace") for name in workers}
         results = json.loads((work / "out" / "results.json").read_text(encoding="utf-8"))
-        tasks = {name: {kind: sum(f"Task run '{kind}" in line and "Finished in state" in line
-                                  for line in log.splitlines())
-                        for kind in ("embed-references", "embed-outputs", "score-batch")}
-                 for name, log in logs.items()}
-        return {"run_s": round(seconds, 1), "before": before, "peak": sampler.peaks, "after": after,
-                "task_runs": tasks, "cases": len(results["cases"]),
-                "errors": sum(m.get("error") is not None for c in results["cases"] for m in c["metrics"])}
+        tasks = {
+            name: {
+                kind: sum(f"Task run '{kind}" in line and "Finished in state" in line for line in log.splitlines())
+                for kind in ("embed-references", "embed-outputs", "score-batch")
+            }
+            for name, log in logs.items()
+        }
+        return {
+            "run_s": round(seconds, 1),
+            "before": before,
+            "peak": sampler.peaks,
+            "after": after,
+            "task_runs": tasks,
+            "cases": len(results["cases"]),
+            "errors": sum(m.get("error") is not None for c in results["cases"] for m in c["metrics"]),
+        }
     finally:
         for process in processes:
             try:
@@ -246,8 +309,12 @@ def search_only(work: Path) -> dict[str, Any]:
     """A fresh process (a worker with nothing else to do) loads the run's persisted flat search and answers 64
     queries: its memory before, after loading and after searching (MiB)."""
     (npy,) = (work / "index" / "sets").glob("*.npy")
-    child = subprocess.run([sys.executable, "-c", _SEARCH_ONLY, npy.stem, str(npy.parent), str(Path(__file__).parent)],
-                           capture_output=True, text=True, timeout=1800)
+    child = subprocess.run(
+        [sys.executable, "-c", _SEARCH_ONLY, npy.stem, str(npy.parent), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if child.returncode != 0:
         raise SystemExit(child.stderr[-3000:])
     return {**json.loads(child.stdout.splitlines()[-1]), "file_mib": npy.stat().st_size / MIB}
@@ -255,24 +322,35 @@ def search_only(work: Path) -> dict[str, Any]:
 
 def table(rows: dict[int, dict[str, Any]]) -> str:
     """A Markdown table: per size and process, peak while running / after, MiB."""
-    lines = ["| vectors (set size) | process | task runs | RSS peak / after | USS peak / after | PSS peak / after "
-             "| anonymous peak / after | file-backed peak / after |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| vectors (set size) | process | task runs | RSS peak / after | USS peak / after | PSS peak / after "
+        "| anonymous peak / after | file-backed peak / after |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for n, row in rows.items():
         size = f"{n:,} ({n * DIMS * 4 / MIB:,.0f} MiB)"
         for name, peak in row["peak"].items():
             after = row["after"].get(name) or {}
             runs = ", ".join(f"{k} {v}" for k, v in row["task_runs"].get(name, {}).items() if v) or "(the flow)"
-            cells = [f"{peak.get(k, 0):,.0f} / {after[k]:,.0f}" if k in after else f"{peak.get(k, 0):,.0f} / -"
-                     for k in ("rss", "uss", "pss", "anon", "file")]
+            cells = [
+                f"{peak.get(k, 0):,.0f} / {after[k]:,.0f}" if k in after else f"{peak.get(k, 0):,.0f} / -"
+                for k in ("rss", "uss", "pss", "anon", "file")
+            ]
             lines.append(f"| {size} | {name} | {runs} | " + " | ".join(cells) + " |")
-    lines += ["", "| vectors (set size) | search-only process | RSS | USS | PSS | anonymous | file-backed |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| vectors (set size) | search-only process | RSS | USS | PSS | anonymous | file-backed |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for n, row in rows.items():
         size = f"{n:,} ({n * DIMS * 4 / MIB:,.0f} MiB)"
         for when in ("before", "loaded", "searched"):
             sample = row["search_only"][when]
-            lines.append(f"| {size} | {when} | " + " | ".join(f"{sample[k]:,.0f}" for k in
-                                                                ("rss", "uss", "pss", "anon", "file")) + " |")
+            lines.append(
+                f"| {size} | {when} | "
+                + " | ".join(f"{sample[k]:,.0f}" for k in ("rss", "uss", "pss", "anon", "file"))
+                + " |"
+            )
     return "\n".join(lines)
 
 

@@ -31,16 +31,38 @@ _LAZY: dict[str, str] = {
     "SemanticSimilarityMetric": "evaltasks.metrics.vector.semantic_similarity",
     "GEvalMetric": "evaltasks.metrics.judge.geval",
     "CustomEvalMetric": "evaltasks.metrics.judge.custom_eval",
-    **{name: "evaltasks.metrics" for name in (
-        "METRICS", "BaseMetric", "ContainsMetric", "EndsWithMetric", "ExactMatchMetric", "FormatCheckMetric",
-        "JsonSchemaMetric", "LanguageDetectionMetric", "LengthCheckMetric", "NonEmptyMetric",
-        "ReferenceMatchMetric", "RegexMatchMetric", "RestrictedRefusalMetric", "StartsWithMetric",
-        "ToolCorrectnessMetric",
-    )},
-    **{name: "evaltasks.metrics" for name in (
-        "AnswerRelevancyMetric", "BiasMetric", "ContextualPrecisionMetric", "ContextualRecallMetric",
-        "ContextualRelevancyMetric", "FaithfulnessMetric", "ToxicityMetric",
-    )},
+    **{
+        name: "evaltasks.metrics"
+        for name in (
+            "METRICS",
+            "BaseMetric",
+            "ContainsMetric",
+            "EndsWithMetric",
+            "ExactMatchMetric",
+            "FormatCheckMetric",
+            "JsonSchemaMetric",
+            "LanguageDetectionMetric",
+            "LengthCheckMetric",
+            "NonEmptyMetric",
+            "ReferenceMatchMetric",
+            "RegexMatchMetric",
+            "RestrictedRefusalMetric",
+            "StartsWithMetric",
+            "ToolCorrectnessMetric",
+        )
+    },
+    **{
+        name: "evaltasks.metrics"
+        for name in (
+            "AnswerRelevancyMetric",
+            "BiasMetric",
+            "ContextualPrecisionMetric",
+            "ContextualRecallMetric",
+            "ContextualRelevancyMetric",
+            "FaithfulnessMetric",
+            "ToxicityMetric",
+        )
+    },
 }
 
 

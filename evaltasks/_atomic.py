@@ -117,7 +117,7 @@ def remove_stale_temporaries(directory: Path, names: Iterable[str]) -> list[Path
     host, removed = _host_tag(), []
     for name in names:
         for path in directory.glob(f".{name}.*.tmp"):
-            owner = path.name[len(name) + 2:].split(".", 1)[0]
+            owner = path.name[len(name) + 2 :].split(".", 1)[0]
             pid, _, tag = owner.partition("@")
             if tag:
                 if tag != host or not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
@@ -166,7 +166,9 @@ def _signals_held() -> Iterator[None]:
         yield
         return
     caught: list[int] = []
-    previous = {signum: signal.signal(signum, lambda s, _f: caught.append(s)) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        signum: signal.signal(signum, lambda s, _f: caught.append(s)) for signum in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:

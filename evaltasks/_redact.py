@@ -84,8 +84,16 @@ def _forms(values: Iterable[str]) -> tuple[str, ...]:
     """Each value and its JSON-escaped, URL-encoded and HTML-escaped forms, longest first, without repeats."""
     forms: set[str] = set()
     for value in values:
-        forms.update((value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
-                      urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value), html.escape(value)))
+        forms.update(
+            (
+                value,
+                json.dumps(value)[1:-1],
+                json.dumps(value, ensure_ascii=False)[1:-1],
+                urllib.parse.quote(value, safe=""),
+                urllib.parse.quote_plus(value),
+                html.escape(value),
+            )
+        )
     return tuple(sorted(forms, key=lambda v: (-len(v), v)))
 
 

@@ -23,7 +23,7 @@ def _drop_working_directory() -> None:
     if sys.argv[:1] != ["-m"] or getattr(sys.flags, "safe_path", False) or sys.flags.isolated or not sys.path:
         return
     argv = list(getattr(sys, "orig_argv", ()))
-    if any(flag == "-m" and argv[i + 1:i + 2] in (["evaltasks"], ["evaltasks.cli"]) for i, flag in enumerate(argv)):
+    if any(flag == "-m" and argv[i + 1 : i + 2] in (["evaltasks"], ["evaltasks.cli"]) for i, flag in enumerate(argv)):
         try:
             cwd: str | None = os.getcwd()
         except OSError:

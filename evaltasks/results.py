@@ -51,7 +51,9 @@ def _check_constructible(cls: type[BaseModel]) -> None:
     """Raise TypeError if :func:`_construct` would build ``cls`` differently from ``model_construct``."""
     aliased = [n for n, f in cls.__pydantic_fields__.items() if f.alias or f.validation_alias]
     if aliased or cls.__private_attributes__ or cls.__pydantic_post_init__ or cls.model_config.get("extra") == "allow":
-        raise TypeError(f"{cls.__name__} has aliases, private attributes, a post-init or extra fields: use model_construct")
+        raise TypeError(
+            f"{cls.__name__} has aliases, private attributes, a post-init or extra fields: use model_construct"
+        )
 
 
 class MetricResult(BaseModel):
@@ -110,11 +112,20 @@ class MetricResult(BaseModel):
         if not (0.0 <= score <= 1.0 and 0.0 <= threshold <= 1.0):  # False for NaN too
             raise ValueError(score_problem(name, score, threshold))
         success = score >= threshold
-        return _construct(cls, {
-            "name": name, "score": score, "threshold": threshold, "success": success, "reason": reason,
-            "evaluation_cost": evaluation_cost, "evaluation_log": evaluation_log,
-            "status": "passed" if success else "failed", "error": None,
-        })
+        return _construct(
+            cls,
+            {
+                "name": name,
+                "score": score,
+                "threshold": threshold,
+                "success": success,
+                "reason": reason,
+                "evaluation_cost": evaluation_cost,
+                "evaluation_log": evaluation_log,
+                "status": "passed" if success else "failed",
+                "error": None,
+            },
+        )
 
     @classmethod
     def errored(cls, name: str, threshold: float, error: str) -> MetricResult:
@@ -123,8 +134,13 @@ class MetricResult(BaseModel):
         report."""
         error = redact(error)
         return cls(
-            name=name, score=None, threshold=threshold, success=False, reason=f"Errored: {error}",
-            status="errored", error=error,
+            name=name,
+            score=None,
+            threshold=threshold,
+            success=False,
+            reason=f"Errored: {error}",
+            status="errored",
+            error=error,
         )
 
     @classmethod
@@ -159,13 +175,17 @@ def result_problem(name: str, result: MetricResult) -> str | None:
     score, success, status = result.score, result.success, result.status
     if score is None:
         if success or status not in ("errored", "skipped"):
-            return (f"{name} returned a result without a score marked {status} (success={success}): a result "
-                    "without a score must be errored or skipped; build results with MetricResult.scored")
+            return (
+                f"{name} returned a result without a score marked {status} (success={success}): a result "
+                "without a score must be errored or skipped; build results with MetricResult.scored"
+            )
         return None
     expected = score >= result.threshold
     if success is not expected or status != ("passed" if expected else "failed"):
-        return (f"{name} returned score {score} with threshold {result.threshold} marked {status} "
-                f"(success={success}): build results with MetricResult.scored, which derives both")
+        return (
+            f"{name} returned score {score} with threshold {result.threshold} marked {status} "
+            f"(success={success}): build results with MetricResult.scored, which derives both"
+        )
     return None
 
 
@@ -203,8 +223,14 @@ class TestCaseResult(BaseModel):
     expected_output: str | None = None
 
     @classmethod
-    def from_metrics(cls, id: str, input: str | None, actual_output: str, metrics: list[MetricResult],
-                     expected_output: str | None = None) -> TestCaseResult:
+    def from_metrics(
+        cls,
+        id: str,
+        input: str | None,
+        actual_output: str,
+        metrics: list[MetricResult],
+        expected_output: str | None = None,
+    ) -> TestCaseResult:
         """Build a case result, deriving ``status`` and ``success`` from the metric results.
 
         ``expected_output``: the case's expected output, else its first reference (see :func:`expected_text`).
@@ -212,19 +238,30 @@ class TestCaseResult(BaseModel):
         Raises TypeError when an argument has the wrong type (built without pydantic's validation, which
         costs more than the rest of a LengthCheck run: the fields are checked here instead).
         """
-        if not isinstance(id, str) or not isinstance(actual_output, str) or not (input is None or isinstance(input, str)) \
-                or not (expected_output is None or isinstance(expected_output, str)):
+        if (
+            not isinstance(id, str)
+            or not isinstance(actual_output, str)
+            or not (input is None or isinstance(input, str))
+            or not (expected_output is None or isinstance(expected_output, str))
+        ):
             raise TypeError("id and actual_output must be strings, input and expected_output strings or None")
         metrics = list(metrics)
         for m in metrics:
             if type(m) is not MetricResult and not isinstance(m, MetricResult):
                 raise TypeError("metrics must be MetricResult instances")
         status = metrics[0].status if len(metrics) == 1 else case_status(metrics)
-        return _construct(cls, {
-            "id": id, "input": input, "actual_output": actual_output, "status": status,
-            "success": status == "passed" and all(m.status == "passed" for m in metrics), "metrics": metrics,
-            "expected_output": expected_output,
-        })
+        return _construct(
+            cls,
+            {
+                "id": id,
+                "input": input,
+                "actual_output": actual_output,
+                "status": status,
+                "success": status == "passed" and all(m.status == "passed" for m in metrics),
+                "metrics": metrics,
+                "expected_output": expected_output,
+            },
+        )
 
 
 def expected_text(expected_output: str | None, references: list[str] | None) -> str | None:
@@ -456,8 +493,10 @@ def budget_message(summary: EvaluationSummary) -> str | None:
     M case × metric results were not judged"``), else None."""
     if not summary.budget_skipped:
         return None
-    return (f"the --max-cost budget ran out: {summary.budget_skipped} of {summary.cases * len(summary.metrics)} "
-            "case × metric results were not judged")
+    return (
+        f"the --max-cost budget ran out: {summary.budget_skipped} of {summary.cases * len(summary.metrics)} "
+        "case × metric results were not judged"
+    )
 
 
 class EvaluationResult(BaseModel):

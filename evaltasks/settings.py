@@ -63,54 +63,66 @@ class Settings(BaseSettings):
     that read it; ``internal`` marks a variable evaltasks sets itself for the processes it starts.
     """
 
-    model_config = SettingsConfigDict(env_prefix=SETTINGS_PREFIX, extra="ignore", frozen=True,
-                                      env_ignore_empty=True, str_strip_whitespace=True)
+    model_config = SettingsConfigDict(
+        env_prefix=SETTINGS_PREFIX, extra="ignore", frozen=True, env_ignore_empty=True, str_strip_whitespace=True
+    )
 
     index_dir: Path | None = Field(
         default=None,
         description="The reference index directory when `--index-dir` is not given (default `.evaltasks/index`, "
-                    "relative to the working directory).",
-        json_schema_extra={"commands": "run, calibrate, index, Python API"})
+        "relative to the working directory).",
+        json_schema_extra={"commands": "run, calibrate, index, Python API"},
+    )
     index_max_segments: int = Field(
-        default=32, ge=1,
+        default=32,
+        ge=1,
         description="How many segments a namespace of the index may hold before a write compacts it "
-                    "(a positive integer).",
-        json_schema_extra={"commands": "run, index, Python API"})
+        "(a positive integer).",
+        json_schema_extra={"commands": "run, index, Python API"},
+    )
     history_dir: Path | None = Field(
         default=None,
         description="Where runs are recorded when neither the suite's `history.dir` nor `--history-dir` says "
-                    "(default: no history unless the suite has a `history:` block, then `.evaltasks/history`).",
-        json_schema_extra={"commands": "run, history"})
+        "(default: no history unless the suite has a `history:` block, then `.evaltasks/history`).",
+        json_schema_extra={"commands": "run, history"},
+    )
     stop_grace_s: float = Field(
-        default=10.0, gt=0,
+        default=10.0,
+        gt=0,
         description="Seconds a run may take to stop after its first SIGINT/SIGTERM before every process of it "
-                    "is killed (a positive number).",
-        json_schema_extra={"commands": "run, server"})
+        "is killed (a positive number).",
+        json_schema_extra={"commands": "run, server"},
+    )
     no_server: bool = Field(
         default=False,
         description="Run in this process even when an `evaltasks server` runs, as `--no-server` does "
-                    "(`0`, `false`, `no`, `off`: no; any other value: yes).",
-        json_schema_extra={"commands": "run"})
+        "(`0`, `false`, `no`, `off`: no; any other value: yes).",
+        json_schema_extra={"commands": "run"},
+    )
     cache_dir: Path | None = Field(
         default=None,
         description="Where evaltasks keeps migrated empty Prefect databases, under `prefect-db/` (default "
-                    "`$XDG_CACHE_HOME/evaltasks` or `~/.cache/evaltasks`).",
-        json_schema_extra={"commands": "run, serve, server"})
+        "`$XDG_CACHE_HOME/evaltasks` or `~/.cache/evaltasks`).",
+        json_schema_extra={"commands": "run, serve, server"},
+    )
     secret_variables: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
         description="Names of more environment variables whose values are secrets, redacted from every "
-                    "report, log and message (comma- or space-separated).",
-        json_schema_extra={"commands": "every command, Python API"})
+        "report, log and message (comma- or space-separated).",
+        json_schema_extra={"commands": "every command, Python API"},
+    )
     run_state: Path | None = Field(
         default=None,
         description="Internal: the folder where the metrics running in each process of a run record "
-                    "themselves, set by `evaltasks run` and `evaltasks server` for the run's processes.",
-        json_schema_extra={"commands": "run, server", "internal": True})
+        "themselves, set by `evaltasks run` and `evaltasks server` for the run's processes.",
+        json_schema_extra={"commands": "run, server", "internal": True},
+    )
     serve_verdict: bool = Field(
         default=False,
         description="Internal: `1` makes each flow run print its verdict line on stdout, set by "
-                    "`evaltasks serve` for the flow runs it serves.",
-        json_schema_extra={"commands": "serve", "internal": True})
+        "`evaltasks serve` for the flow runs it serves.",
+        json_schema_extra={"commands": "serve", "internal": True},
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -167,15 +179,22 @@ def get_settings(environ: Mapping[str, str] | None = None, *, only: Iterable[str
     """
     source = os.environ if environ is None else environ
     names = None if only is None else {variable_name(field) for field in only}
-    return _settings_of(tuple(sorted((name, value) for name, value in source.items()
-                                     if name.startswith(SETTINGS_PREFIX) and (names is None or name in names))))
+    return _settings_of(
+        tuple(
+            sorted(
+                (name, value)
+                for name, value in source.items()
+                if name.startswith(SETTINGS_PREFIX) and (names is None or name in names)
+            )
+        )
+    )
 
 
 @functools.lru_cache(maxsize=32)
 def _settings_of(variables: tuple[tuple[str, str], ...]) -> Settings:
     """:class:`Settings` from ``(name, value)`` pairs of ``EVALTASKS_*`` variables (only those: the environment of
     the process is not read here)."""
-    fields = {name[len(SETTINGS_PREFIX):].lower(): value for name, value in variables}
+    fields = {name[len(SETTINGS_PREFIX) :].lower(): value for name, value in variables}
     fields = {field: value for field, value in fields.items() if field in Settings.model_fields}
     try:
         return Settings.model_validate(fields)  # validation only: BaseSettings' own sources are not read
@@ -187,8 +206,7 @@ def _settings_of(variables: tuple[tuple[str, str], ...]) -> Settings:
         raise SettingsError(f"{variable_name(field)}={value!r}: {reason[:1].lower()}{reason[1:]}") from None
 
 
-_TYPE_NAMES = {"int": "integer", "float": "number", "bool": "yes/no", "Path | None": "path",
-               "tuple[str, ...]": "names"}
+_TYPE_NAMES = {"int": "integer", "float": "number", "bool": "yes/no", "Path | None": "path", "tuple[str, ...]": "names"}
 
 
 def default_text(field: str) -> str:
@@ -216,6 +234,8 @@ def markdown_table() -> str:
         for raw, name in _TYPE_NAMES.items():
             if annotation in (raw, f"<class '{raw}'>"):
                 annotation = name
-        rows.append(f"| `{variable_name(field)}` | {annotation} | `{default_text(field)}` | {info.description} | "
-                    f"{extra.get('commands', '')} |")
+        rows.append(
+            f"| `{variable_name(field)}` | {annotation} | `{default_text(field)}` | {info.description} | "
+            f"{extra.get('commands', '')} |"
+        )
     return "\n".join(rows) + "\n"

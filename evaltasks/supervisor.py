@@ -102,9 +102,12 @@ def note_reports(directory: Path) -> None:
     reports from earlier ones by their inode and modification time). No-op elsewhere."""
     if _state_dir is not None:
         with contextlib.suppress(OSError):
-            (_state_dir / "reports.json").write_text(json.dumps(
-                {"dir": str(Path(directory).absolute()), "before": report_stamps(Path(directory).absolute())}),
-                encoding="utf-8")
+            (_state_dir / "reports.json").write_text(
+                json.dumps(
+                    {"dir": str(Path(directory).absolute()), "before": report_stamps(Path(directory).absolute())}
+                ),
+                encoding="utf-8",
+            )
 
 
 def report_stamps(directory: Path) -> list[list[int]] | None:
@@ -230,6 +233,7 @@ class _Parent:
         """The metrics recorded as running when the run was stopped or ended (names, sorted, once each);
         ``ended_only``: only those recorded by another process that no longer runs (a task-runner worker that ended
         in the middle of a metric; Linux ``/proc``)."""
+
         def ended(pid: int) -> bool:  # the run's own process announced its end itself
             return pid != self.pid and not Path(f"/proc/{pid}").exists()
 
@@ -247,7 +251,7 @@ class _Parent:
         metrics = self._running_metrics()
         self._kill_group(signal.SIGKILL)
         name = signal.Signals(self.signum or signal.SIGINT).name
-        what = (f"metric {', '.join(metrics)} did not stop" if metrics else "the run did not stop")
+        what = f"metric {', '.join(metrics)} did not stop" if metrics else "the run did not stop"
         announced = self._announced()
         if announced is not None:  # it had said "interrupted" and chosen its code; only its threads hung
             _say(f"{what} within {grace:g} s of {name}: the run's processes were killed")
@@ -280,14 +284,18 @@ class _Parent:
             return EXIT_ABORTED
         code = os.WEXITSTATUS(status)
         if announced is None or announced != code:
-            _say(f"error: the run ended without writing its reports: its process exited with code {code}{during}, "
-                 "before the run finished (a metric that calls os._exit()?); evaltasks exits 3")
+            _say(
+                f"error: the run ended without writing its reports: its process exited with code {code}{during}, "
+                "before the run finished (a metric that calls os._exit()?); evaltasks exits 3"
+            )
             return EXIT_ABORTED
         if code == EXIT_ABORTED and sys.platform.startswith("linux"):
             ended = self._running_metrics(ended_only=True)  # a worker process that ended inside a metric
             if ended:
-                _say(f"note: a process of the run ended while metric {', '.join(ended)} was running in it "
-                     "(a metric that calls os._exit()?)")
+                _say(
+                    f"note: a process of the run ended while metric {', '.join(ended)} was running in it "
+                    "(a metric that calls os._exit()?)"
+                )
         if code == 0:
             problem = self._results_problem()
             if problem:

@@ -48,20 +48,19 @@ from pydantic import BaseModel
 
 from evaltasks._env import TEMPORARY_SERVER_DEFAULTS, env_value
 from evaltasks._version import __version__
-from evaltasks.engine.outcome import RunReport
-from evaltasks.reports.markdown import Highlights
 from evaltasks.embeddings import VectorTable, get_provider
-from evaltasks.errors import ProviderError
 from evaltasks.engine.embedding import embed_outputs as _embed_outputs
 from evaltasks.engine.embedding import embed_references as _embed_references
 from evaltasks.engine.evaluate import evaluate_sync
+from evaltasks.engine.outcome import RunReport
+from evaltasks.engine.run import RunPlan, plan_run
 from evaltasks.engine.scoring import score_metric_batch
+from evaltasks.errors import ProviderError
 from evaltasks.index import ReferenceIndex
 from evaltasks.metrics.base import BaseMetric
+from evaltasks.reports.markdown import Highlights
 from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, TestCaseResult, is_judged
-from evaltasks.engine.run import RunPlan, plan_run
 from evaltasks.test_case import EvalTestCase
-
 
 CACHE_VERSION = f"evaltasks-{__version__}/results-1"
 
@@ -70,7 +69,8 @@ CACHE_VERSION = f"evaltasks-{__version__}/results-1"
 # is off (its heartbeat writes to the temporary server's SQLite database while the server is busy starting
 # up, which fails with a "database is locked" traceback, and it would call the network).
 PREFECT_DEFAULTS: dict[str, tuple[str, str]] = {
-    accessor: (name, TEMPORARY_SERVER_DEFAULTS[name]) for accessor, name in (
+    accessor: (name, TEMPORARY_SERVER_DEFAULTS[name])
+    for accessor, name in (
         ("server.ephemeral.startup_timeout_seconds", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"),
         ("server.analytics_enabled", "PREFECT_SERVER_ANALYTICS_ENABLED"),
     )
@@ -120,8 +120,12 @@ def retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
     return False
 
 
-_RETRY = {"retries": 2, "retry_delay_seconds": [1, 4], "retry_jitter_factor": 0.5,
-          "retry_condition_fn": retry_if_transient}
+_RETRY = {
+    "retries": 2,
+    "retry_delay_seconds": [1, 4],
+    "retry_jitter_factor": 0.5,
+    "retry_condition_fn": retry_if_transient,
+}
 
 
 def _limited(concurrency_limit: str | None) -> Any:
@@ -179,8 +183,13 @@ def embed_references(
     """
     index = ReferenceIndex(index_dir) if index_dir else None
     with _limited(concurrency_limit):
-        table, counts = _embed_references(get_provider(provider, model_name, **(provider_options or {})), texts,
-                                          index, probe=probe_dimensions, vectors=return_vectors or index is None)
+        table, counts = _embed_references(
+            get_provider(provider, model_name, **(provider_options or {})),
+            texts,
+            index,
+            probe=probe_dimensions,
+            vectors=return_vectors or index is None,
+        )
     return (table if return_vectors else table.without_vectors()), counts
 
 
@@ -207,8 +216,9 @@ def embed_outputs(
     """
     index = ReferenceIndex(index_dir) if index_dir else None
     with _limited(concurrency_limit):
-        return _embed_outputs(get_provider(provider, model_name, **(provider_options or {})), texts, index,
-                              probe=probe_dimensions)
+        return _embed_outputs(
+            get_provider(provider, model_name, **(provider_options or {})), texts, index, probe=probe_dimensions
+        )
 
 
 def _canonical(value: Any) -> Any:
@@ -241,8 +251,7 @@ def score_batch_inputs_key(task_ctx: Any, inputs: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(canonical, sort_keys=True, default=repr).encode()).hexdigest()
 
 
-@task(name="score-batch", cache_policy=CacheKeyFnPolicy(cache_key_fn=score_batch_inputs_key) + TASK_SOURCE,
-      **_RETRY)
+@task(name="score-batch", cache_policy=CacheKeyFnPolicy(cache_key_fn=score_batch_inputs_key) + TASK_SOURCE, **_RETRY)
 def score_batch(
     metric: BaseMetric,
     cases: Sequence[EvalTestCase],
@@ -317,8 +326,12 @@ class ScoredBatch:
         return results
 
 
-@task(name="score-batch", cache_policy=CacheKeyFnPolicy(cache_key_fn=score_batch_inputs_key) + TASK_SOURCE,
-      cache_result_in_memory=False, **_RETRY)
+@task(
+    name="score-batch",
+    cache_policy=CacheKeyFnPolicy(cache_key_fn=score_batch_inputs_key) + TASK_SOURCE,
+    cache_result_in_memory=False,
+    **_RETRY,
+)
 def score_batch_streamed(
     metric: BaseMetric,
     cases: Sequence[EvalTestCase],
@@ -337,8 +350,9 @@ def score_batch_streamed(
     )
 
 
-def task_cached_rows(metrics: Sequence[BaseMetric], cases: Sequence[EvalTestCase],
-                     batch_size: int | None) -> dict[str, frozenset[int]]:
+def task_cached_rows(
+    metrics: Sequence[BaseMetric], cases: Sequence[EvalTestCase], batch_size: int | None
+) -> dict[str, frozenset[int]]:
     """For ``--max-cost``: per judge metric of ``metrics`` (by name), the rows of ``cases`` whose results the
     evaluate-suite flow will take from Prefect's task cache (a ``score-batch`` of the same cases, metric and
     evaltasks scored before in this Prefect home, whatever the index directory), so they cost nothing.
@@ -368,8 +382,14 @@ def task_cached_rows(metrics: Sequence[BaseMetric], cases: Sequence[EvalTestCase
     for metric in judged:
         metric_key, rows = metric.cache_key(), set()
         for batch in batches:
-            inputs = {"metric": metric, "cases": [cases[i] for i in batch], "vectors": None, "metric_key": metric_key,
-                      "failed_namespaces": None, "cache_version": CACHE_VERSION}
+            inputs = {
+                "metric": metric,
+                "cases": [cases[i] for i in batch],
+                "vectors": None,
+                "metric_key": metric_key,
+                "failed_namespaces": None,
+                "cache_version": CACHE_VERSION,
+            }
             try:
                 key = policy.compute_key(task_ctx=context, inputs=inputs, flow_parameters={})
                 if key and store.exists(key):
@@ -453,33 +473,51 @@ def publish_artifacts(
         entry = compared.get(name)
         return {
             "verdict": (entry.verdict or "") if entry else "",
-            **{column: None if entry is None or getattr(entry, column) is None else round(getattr(entry, column), 6)
-               for column in ("mean_delta", "pass_rate_delta")},
+            **{
+                column: None if entry is None or getattr(entry, column) is None else round(getattr(entry, column), 6)
+                for column in ("mean_delta", "pass_rate_delta")
+            },
         }
 
     rows = [
         {
-            "metric": name, **deltas(name), "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
-            "pass_rate": None if m.pass_rate is None else round(m.pass_rate, 6), "threshold": m.threshold,
-            "passed": m.passed, "failed": m.failed,
-            "errored": m.errored, "skipped": m.skipped,
-            **{f"{stat}_ci_{end}": None if interval is None else round(getattr(interval, end), 6)
-               for stat, interval in (("pass_rate", m.pass_rate_interval), ("mean_score", m.mean_score_interval))
-               for end in ("low", "high")},
+            "metric": name,
+            **deltas(name),
+            "mean_score": None if m.mean_score is None else round(m.mean_score, 6),
+            "pass_rate": None if m.pass_rate is None else round(m.pass_rate, 6),
+            "threshold": m.threshold,
+            "passed": m.passed,
+            "failed": m.failed,
+            "errored": m.errored,
+            "skipped": m.skipped,
+            **{
+                f"{stat}_ci_{end}": None if interval is None else round(getattr(interval, end), 6)
+                for stat, interval in (("pass_rate", m.pass_rate_interval), ("mean_score", m.mean_score_interval))
+                for end in ("low", "high")
+            },
         }
         for name, m in report.summary.metrics.items()
     ]
     keys = [artifact_key(suite_name, "metrics"), artifact_key(suite_name, "summary")]
     create_table_artifact(key=keys[0], table=rows, description=f"{verdict}. Per-metric results of suite {suite_name}")
     markdown = render_summary(
-        report, cases, max_size=ARTIFACT_MAX_CHARS, truncation_note="The full report is in results.json.",
+        report,
+        cases,
+        max_size=ARTIFACT_MAX_CHARS,
+        truncation_note="The full report is in results.json.",
         charts="text",  # Prefect's UI renders no Mermaid
     )
-    create_markdown_artifact(key=keys[1], markdown=markdown, description=f"{verdict}. Evaluation summary of suite {suite_name}")
+    create_markdown_artifact(
+        key=keys[1], markdown=markdown, description=f"{verdict}. Evaluation summary of suite {suite_name}"
+    )
     if reports_url:
         keys.append(artifact_key(suite_name, "reports"))
-        create_link_artifact(key=keys[2], link=reports_url, link_text=f"{suite_name} reports",
-                             description="results.json, junit.xml and summary.md")
+        create_link_artifact(
+            key=keys[2],
+            link=reports_url,
+            link_text=f"{suite_name} reports",
+            description="results.json, junit.xml and summary.md",
+        )
     return keys
 
 
@@ -508,8 +546,11 @@ def publish_results(
     paths: dict[str, str] = {}
     if output_dir:
         header = {
-            "schema_version": SCHEMA_VERSION, "evaltasks_version": __version__, "suite": suite_name,
-            "passed": passed, "gate": {"min_pass_rate": min_pass_rate, "allow_errors": allow_errors},
+            "schema_version": SCHEMA_VERSION,
+            "evaltasks_version": __version__,
+            "suite": suite_name,
+            "passed": passed,
+            "gate": {"min_pass_rate": min_pass_rate, "allow_errors": allow_errors},
             "embedding_models": [m.model_dump() for m in result.embedding_models],
         }
         written = write_reports(Path(output_dir), result, header, passed=passed, min_pass_rate=min_pass_rate)
@@ -528,8 +569,11 @@ def publish_history_artifact(suite_name: str, records: list[Any], drift: Any = N
     from evaltasks.engine.history import render_history_markdown
 
     key = artifact_key(suite_name, "history")
-    create_markdown_artifact(key=key, markdown=render_history_markdown(suite_name, records, drift),
-                             description=f"Run history of suite {suite_name} (docs/history.md#run-history-and-drift)")
+    create_markdown_artifact(
+        key=key,
+        markdown=render_history_markdown(suite_name, records, drift),
+        description=f"Run history of suite {suite_name} (docs/history.md#run-history-and-drift)",
+    )
     return key
 
 

@@ -30,7 +30,9 @@ match = ReferenceMatchMetric(
 )
 results = asyncio.run(evaluate([case], [length, match]))
 for metric_result in results.test_results[0].metrics:
-    print(f"{metric_result.name}: score {metric_result.score:.4f}, success {metric_result.success} "
-          f"({metric_result.reason})")
+    print(
+        f"{metric_result.name}: score {metric_result.score:.4f}, success {metric_result.success} "
+        f"({metric_result.reason})"
+    )
 summary = results.summary
 print(f"passed {summary.passed_cases} of {summary.cases} case(s), pass rate {summary.pass_rate:.2f}")

@@ -67,7 +67,8 @@ class WorkersReportHere:
                 self.logger.warning(  # type: ignore[attr-defined]
                     "workers on %s cannot report to this run's temporary Prefect server (127.0.0.1): each starts "
                     "one of its own; set PREFECT_API_URL to a server they can reach (docs/scaling.md)",
-                    ", ".join(sorted(host for host in hosts if not is_this_machine(host))))
+                    ", ".join(sorted(host for host in hosts if not is_this_machine(host))),
+                )
             self._evaltasks_workers_here = known
         return known
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ray
-
 from prefect_ray import RayTaskRunner as _RayTaskRunner
 
 from evaltasks.flows._cluster import WorkersReportHere

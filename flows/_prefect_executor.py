@@ -51,8 +51,14 @@ class PrefectExecutor:
         logger: where each namespace's embedding is logged (None: nowhere).
     """
 
-    def __init__(self, *, cache: bool = True, concurrency_limit: str | None = None,
-                 on_chunk: Callable[[int], None] | None = None, logger: Logger | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        cache: bool = True,
+        concurrency_limit: str | None = None,
+        on_chunk: Callable[[int], None] | None = None,
+        logger: Logger | None = None,
+    ) -> None:
         context = FlowRunContext.get()
         self.in_process = context is not None and isinstance(context.task_runner, ThreadPoolTaskRunner)
         self.in_flight = IN_FLIGHT_THREADS if self.in_process else IN_FLIGHT
@@ -61,8 +67,11 @@ class PrefectExecutor:
         self.logger = logger
         # cache=False: compute everything and neither read nor write the task cache (for a LengthCheck run that
         # is a fifth of the work)
-        self.score_task = (score_batch_streamed if cache
-                           else score_batch_streamed.with_options(cache_policy=NO_CACHE, persist_result=False))
+        self.score_task = (
+            score_batch_streamed
+            if cache
+            else score_batch_streamed.with_options(cache_policy=NO_CACHE, persist_result=False)
+        )
         self._keys: dict[str, str] = {}
 
     def _wrap(self, value: Any) -> Any:
@@ -81,17 +90,23 @@ class PrefectExecutor:
         outputs = [t for t in need.outputs if t not in need.references]
         started = time.monotonic()
         if self.logger is not None:
-            self.logger.info("Embedding %d references and %d outputs with %s", len(need.references), len(outputs),
-                             provider.namespace)
+            self.logger.info(
+                "Embedding %d references and %d outputs with %s", len(need.references), len(outputs), provider.namespace
+            )
         parts, index_only, counts = self._embed_chunks(index, need, outputs)
         if self.logger is not None:
-            self.logger.info("Embedded with %s in %.1f s (model load included): %s", provider.namespace,
-                             time.monotonic() - started, counts.model_dump())
+            self.logger.info(
+                "Embedded with %s in %.1f s (model load included): %s",
+                provider.namespace,
+                time.monotonic() - started,
+                counts.model_dump(),
+            )
         spent = float(sum(part.costs.sum() for part in parts)) + float(index_only.costs.sum())
         return EmbeddedNamespace(VectorTable.concat(parts), index_only, counts, spent)
 
-    def _embed_chunks(self, index: ReferenceIndex | None, need: EmbeddingNeed,
-                      outputs: list[str]) -> tuple[list[VectorTable], VectorTable, EmbeddingCounts]:
+    def _embed_chunks(
+        self, index: ReferenceIndex | None, need: EmbeddingNeed, outputs: list[str]
+    ) -> tuple[list[VectorTable], VectorTable, EmbeddingCounts]:
         """The namespace's chunks as task runs; returns the reference and output tables, the index-only texts'
         table (a reference set's texts, embedded into the index with no vectors brought back: costs and
         truncation only) and the counts. ``on_chunk(n)`` is called as each task run's ``n`` texts are done.
@@ -115,17 +130,45 @@ class PrefectExecutor:
         limit = self.concurrency_limit
         # submitted first, collected last: a reference set's chunks return costs and truncation only
         only_futures = [
-            embed_references.submit(provider.provider, provider.model_name, chunk, index_dir, need.options, limit,
-                                    probe_dimensions=probe, return_vectors=False)
+            embed_references.submit(
+                provider.provider,
+                provider.model_name,
+                chunk,
+                index_dir,
+                need.options,
+                limit,
+                probe_dimensions=probe,
+                return_vectors=False,
+            )
             for chunk in only_chunks
         ]
         for attempt in range(2):
             futures = [
-                *(embed_references.submit(provider.provider, provider.model_name, chunk, index_dir, need.options,
-                                          limit, probe_dimensions=probe) for chunk in ref_chunks),
-                *(embed_outputs.submit(provider.provider, provider.model_name, provider.namespace, chunk, need.options,
-                                       concurrency_limit=limit, index_dir=index_dir, probe_dimensions=probe)
-                  for chunk in out_chunks),
+                *(
+                    embed_references.submit(
+                        provider.provider,
+                        provider.model_name,
+                        chunk,
+                        index_dir,
+                        need.options,
+                        limit,
+                        probe_dimensions=probe,
+                    )
+                    for chunk in ref_chunks
+                ),
+                *(
+                    embed_outputs.submit(
+                        provider.provider,
+                        provider.model_name,
+                        provider.namespace,
+                        chunk,
+                        need.options,
+                        concurrency_limit=limit,
+                        index_dir=index_dir,
+                        probe_dimensions=probe,
+                    )
+                    for chunk in out_chunks
+                ),
             ]
             # a second attempt re-fetches texts already counted
             parts, counts = self._collect(futures, [*ref_chunks, *out_chunks], count=attempt == 0)
@@ -133,11 +176,18 @@ class PrefectExecutor:
                 stored, only_counts = self._collect(only_futures, only_chunks, count=True)  # the search checks them
                 return parts, VectorTable.concat(stored), counts.add(only_counts)
             probe = True
-        raise ProviderError(f"embeddings of {provider.namespace} came back with different dimensions "
-                            f"({sorted({t.vectors.shape[1] for t in parts if len(t)})}) twice")
+        raise ProviderError(
+            f"embeddings of {provider.namespace} came back with different dimensions "
+            f"({sorted({t.vectors.shape[1] for t in parts if len(t)})}) twice"
+        )
 
-    def _collect(self, futures: list[PrefectFuture[tuple[VectorTable, EmbeddingCounts]]],
-                 chunked: Sequence[Sequence[str]], *, count: bool) -> tuple[list[VectorTable], EmbeddingCounts]:
+    def _collect(
+        self,
+        futures: list[PrefectFuture[tuple[VectorTable, EmbeddingCounts]]],
+        chunked: Sequence[Sequence[str]],
+        *,
+        count: bool,
+    ) -> tuple[list[VectorTable], EmbeddingCounts]:
         """The tables and summed counts of embedding ``futures`` (one per chunk of ``chunked``), in order;
         ``on_chunk`` is called per chunk when ``count``."""
         tables, counts = [], EmbeddingCounts()
@@ -149,8 +199,9 @@ class PrefectExecutor:
                 self.on_chunk(len(chunk))
         return tables, counts
 
-    def submit_batch(self, batch: Sequence[EvalTestCase], metrics: Sequence[BaseMetric],
-                     embeddings: Embeddings) -> Collect:
+    def submit_batch(
+        self, batch: Sequence[EvalTestCase], metrics: Sequence[BaseMetric], embeddings: Embeddings
+    ) -> Collect:
         """One ``score-batch`` task run per metric for ``batch``, each given only the vectors of its own texts;
         returns what collects their results (a judge metric's batch served by the task cache counts nothing
         sent: :func:`_this_run`)."""
@@ -164,13 +215,17 @@ class PrefectExecutor:
                 vectors = {namespace: embeddings.tables[namespace].subset(texts)}
                 inputs.append(vectors)
             key = self._keys.get(metric.name) or self._keys.setdefault(metric.name, metric.cache_key())
-            futures.append(self.score_task.submit(metric, self._wrap(batch), self._wrap(vectors), key,
-                                                  embeddings.failed or None))
+            futures.append(
+                self.score_task.submit(metric, self._wrap(batch), self._wrap(vectors), key, embeddings.failed or None)
+            )
 
         def collect() -> list[list[MetricResult]]:
-            per_metric = [_this_run(future, isinstance(metric, JudgeMetric)) for future, metric in zip(futures, metrics, strict=True)]
+            per_metric = [
+                _this_run(future, isinstance(metric, JudgeMetric))
+                for future, metric in zip(futures, metrics, strict=True)
+            ]
             for vectors in inputs:  # Prefect's finished task runs keep their parameters until a full
-                vectors.clear()     # garbage collection (see ScoredBatch.pop_results): drop the batch's vectors now
+                vectors.clear()  # garbage collection (see ScoredBatch.pop_results): drop the batch's vectors now
             futures.clear()
             return per_metric
 

@@ -14,39 +14,45 @@ from typing import Any
 import yaml
 from filelock import Timeout as FileLockTimeout
 from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
 from prefect.states import Completed, Failed, State
 from prefect.utilities.annotations import quote
 
-from evaltasks.engine import progress as _progress
 from evaltasks.embeddings.local import cancel_queued_encodes
 from evaltasks.engine import pipeline
+from evaltasks.engine import progress as _progress
 from evaltasks.engine.embedding import model_infos
-from evaltasks.engine.pipeline import JudgeWiring
-from evaltasks.judges.binding import JUDGEMENTS_DIR
-from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
-from evaltasks.reports.verdict import verdict_line
-from evaltasks.engine.options import with_run_options
-from evaltasks.engine.run import ParsedBaseline, PlannedRun, RunOptions, RunPlan, check_judge_prices, plan_run
-from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run, record_history, regression_summary
-from evaltasks.reports.outcome import open_report_writer
-from evaltasks.engine.stream import ProgressMeter, auto_batch_size, gc_frozen
-from evaltasks.flows._prefect_executor import PrefectExecutor
-from evaltasks.tasks import artifact_key, publish_artifacts, publish_history_artifact
 from evaltasks.engine.history import (
-    REGRESSED_EVENT, DriftReport, ScoreMoments, event_payload, event_resource, resolve_history_dir,
+    REGRESSED_EVENT,
+    DriftReport,
+    ScoreMoments,
+    event_payload,
+    event_resource,
+    resolve_history_dir,
 )
+from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run, record_history, regression_summary
+from evaltasks.engine.options import with_run_options
+from evaltasks.engine.pipeline import JudgeWiring
+from evaltasks.engine.run import ParsedBaseline, PlannedRun, RunOptions, RunPlan, check_judge_prices, plan_run
+from evaltasks.engine.stream import ProgressMeter, auto_batch_size, gc_frozen
 from evaltasks.errors import GateFailed
+from evaltasks.flows._prefect_executor import PrefectExecutor
+from evaltasks.index import ReferenceIndex, default_index_dir, recording_warnings
+from evaltasks.judges.binding import JUDGEMENTS_DIR
+from evaltasks.reports.outcome import open_report_writer
+from evaltasks.reports.verdict import verdict_line
+from evaltasks.tasks import artifact_key, publish_artifacts, publish_history_artifact
 
 HISTORY_ARTIFACT_RUNS = 20  # runs the <suite>-history artifact shows (this one included)
 
 
 @task(name="load-dataset", cache_policy=NO_CACHE, persist_result=False)
-def load_suite_and_dataset(suite_path: str, skip_missing_credentials: bool = False,
-                           planned: RunPlan | None = None) -> Any:
+def load_suite_and_dataset(
+    suite_path: str, skip_missing_credentials: bool = False, planned: RunPlan | None = None
+) -> Any:
     """The run's plan (:func:`evaltasks.engine.run.plan_run`: suite, dataset, metrics), loaded in a ``load-dataset``
     task run so that the load shows on the flow run's timeline. Called, not submitted: it runs in the flow's
     thread and its result (the whole dataset) is neither pickled nor persisted. Under ``evaltasks run`` the CLI
@@ -241,12 +247,17 @@ def run_suite(suite_path: str, options: RunOptions | None = None, planned: Plann
     logger = get_run_logger()
     started = time.time()
     plan = load_suite_and_dataset(  # quote(): Prefect does not walk the plan's dataset; the task gets the plan
-        suite_path, options.skip_missing_credentials,
+        suite_path,
+        options.skip_missing_credentials,
         quote(planned.take() if planned is not None else None),  # type: ignore[call-overload]
     )
     parsed_baseline = planned.take_baseline() if planned is not None else None
-    logger.info("Loaded suite %r and its dataset (%d cases) in %.1f s", plan.suite.suite.name,
-                len(plan.dataset.cases), time.time() - started)
+    logger.info(
+        "Loaded suite %r and its dataset (%d cases) in %.1f s",
+        plan.suite.suite.name,
+        len(plan.dataset.cases),
+        time.time() - started,
+    )
     _tag_run(start_tags(plan.suite.suite.name), logger)
     if options.max_cost is not None:
         check_judge_prices(plan)  # an unpriced judge model costs "$0": the budget could not stop it
@@ -266,12 +277,14 @@ def _progress_meter(plan: RunPlan) -> ProgressMeter:
     """The run's progress: a Prefect progress artifact created at 0 % before anything is embedded, whose units
     are the texts embedded (or found in the index), then the case × metric results scored, as the stages the
     terminal shows (docs/prefect.md#prefect); each unit is also counted on the terminal (:mod:`evaltasks.engine.progress`)."""
-    texts = sum(len(need.references) + sum(1 for t in need.outputs if t not in need.references)  # a text equal
-                for need in plan.needs.values())                                                 # to a reference: once
+    texts = sum(
+        len(need.references) + sum(1 for t in need.outputs if t not in need.references)  # a text equal
+        for need in plan.needs.values()
+    )  # to a reference: once
     progress_id: Any = create_progress_artifact(  # the artifact's id (called in a sync flow: not awaited)
-        progress=0.0, key=artifact_key(plan.suite.suite.name, "progress"),
-        description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, "
-                    "in percent",
+        progress=0.0,
+        key=artifact_key(plan.suite.suite.name, "progress"),
+        description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, in percent",
     )
 
     def report(percent: float) -> None:
@@ -281,7 +294,11 @@ def _progress_meter(plan: RunPlan) -> ProgressMeter:
 
 
 def _run_plan(
-    plan: RunPlan, logger: Any, started: float, options: RunOptions, parsed_baseline: ParsedBaseline | None = None,
+    plan: RunPlan,
+    logger: Any,
+    started: float,
+    options: RunOptions,
+    parsed_baseline: ParsedBaseline | None = None,
 ) -> RunOutcome:
     """Run ``plan`` with ``options``: the pipeline's stages (:mod:`evaltasks.engine.pipeline`) as Prefect task
     runs (:class:`~evaltasks.flows._prefect_executor.PrefectExecutor`): embed, search, bind the judges, score
@@ -297,8 +314,12 @@ def _run_plan(
     # outputs, slots in here, before the embed stage reads them (evaltasks.engine.pipeline)
     index = ReferenceIndex(index_dir)
     meter = _progress_meter(plan)
-    executor = PrefectExecutor(cache=options.cache, concurrency_limit=options.concurrency_limit, logger=logger,
-                               on_chunk=lambda texts: meter.add(texts, now=True))  # one update per chunk
+    executor = PrefectExecutor(
+        cache=options.cache,
+        concurrency_limit=options.concurrency_limit,
+        logger=logger,
+        on_chunk=lambda texts: meter.add(texts, now=True),
+    )  # one update per chunk
     embeddings = pipeline.embed(plan.needs, index, executor, logger)
     set_infos = pipeline.search(metrics, embeddings, plan.needs, index, len(cases))
     # Judge metrics: answers stored beside the index, fresh requests with cache=False (--no-cache), and one
@@ -308,8 +329,14 @@ def _run_plan(
     budget = pipeline.bind(metrics, wiring, embeddings.spent)
     # Batches are folded into the reports in case order as they finish, so memory holds a few batches of
     # results, never the whole run (10^6 cases stream through).
-    writer = open_report_writer(plan, options.output_dir, options.baseline, options.regression_tolerance,
-                                options.baseline_label, parsed_baseline)
+    writer = open_report_writer(
+        plan,
+        options.output_dir,
+        options.baseline,
+        options.regression_tolerance,
+        options.baseline_label,
+        parsed_baseline,
+    )
     # the scores' spread, for the history's drift test (only when the run records a history: it costs a pass
     # over every result)
     history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, options.history_dir)
@@ -324,8 +351,12 @@ def _run_plan(
             # the last batch: 100 %, also when a provider's failure left texts uncounted
             meter.add(len(rows) * len(metrics), finished=rows[-1] == len(cases) - 1)
         outcome = finish_streamed_run(
-            plan, writer, started, embeddings=embeddings.counts,
-            embedding_models=model_infos(plan.needs, embeddings.dims), reference_sets=set_infos,
+            plan,
+            writer,
+            started,
+            embeddings=embeddings.counts,
+            embedding_models=model_infos(plan.needs, embeddings.dims),
+            reference_sets=set_infos,
         )
     finally:
         writer.close()
@@ -337,26 +368,37 @@ def _run_plan(
     return outcome
 
 
-def _publish_outcome(plan: RunPlan, outcome: RunOutcome, options: RunOptions, logger: Any,
-                     history: Path | None, moments: ScoreMoments | None) -> None:
+def _publish_outcome(
+    plan: RunPlan,
+    outcome: RunOutcome,
+    options: RunOptions,
+    logger: Any,
+    history: Path | None,
+    moments: ScoreMoments | None,
+) -> None:
     """After the reports: the regressions' warning, the run's artifacts and verdict tags, the pass-rate log line,
     and the history (``history``, with the scores' ``moments``; the drift report set on ``outcome.drift``)."""
     report = outcome.report
     if outcome.comparison is not None and outcome.comparison.regressions:
         # one line for all of them (a suite of 30 metrics regressed 61 times): the reports hold each one
-        logger.warning("%s", regression_summary(outcome.comparison), extra=_progress.PRINTED_BY_CLI)  # the CLI prints it
+        logger.warning(
+            "%s", regression_summary(outcome.comparison), extra=_progress.PRINTED_BY_CLI
+        )  # the CLI prints it
     publish_artifacts(report, outcome.highlights, reports_url=options.reports_url)
     _tag_run(_verdict_tags(outcome.passed, outcome.comparison.verdict if outcome.comparison else None), logger)
     logger.info(
-        "Pass rate %.2f%% (gate %.2f%%): %s", 100 * report.summary.pass_rate, 100 * outcome.gate.min_pass_rate,
+        "Pass rate %.2f%% (gate %.2f%%): %s",
+        100 * report.summary.pass_rate,
+        100 * outcome.gate.min_pass_rate,
         "PASSED" if outcome.passed else "FAILED",
     )
     if history is not None and moments is not None:
         _record_history(plan, outcome, moments, history, logger)
 
 
-def _record_history(plan: RunPlan, outcome: RunOutcome, moments: ScoreMoments, directory: Path,
-                    logger: Any) -> DriftReport | None:
+def _record_history(
+    plan: RunPlan, outcome: RunOutcome, moments: ScoreMoments, directory: Path, logger: Any
+) -> DriftReport | None:
     """Append the run to the history in ``directory`` and test it for drift
     (:func:`~evaltasks.engine.lifecycle.record_history`), emit ``evaltasks.suite.regressed`` for each regressed
     test, and publish the ``<suite>-history`` artifact; returns the drift report (None without previous runs or
@@ -368,7 +410,11 @@ def _record_history(plan: RunPlan, outcome: RunOutcome, moments: ScoreMoments, d
     context = FlowRunContext.get()
     try:
         step = record_history(
-            plan, outcome, moments, directory, shown=HISTORY_ARTIFACT_RUNS - 1,
+            plan,
+            outcome,
+            moments,
+            directory,
+            shown=HISTORY_ARTIFACT_RUNS - 1,
             flow_run_id=str(context.flow_run.id) if context and context.flow_run else None,
             deployment=deployment.name if deployment.id else None,
             warn=lambda warning: logger.warning("History: %s", warning),
@@ -381,8 +427,16 @@ def _record_history(plan: RunPlan, outcome: RunOutcome, moments: ScoreMoments, d
     for test in drift.regressed if drift is not None else []:
         window = drift.window if drift is not None else 0
         payload = event_payload(test, window, step.record.results_path)
-        logger.warning("Drift: %s %s %s -> %s against the previous %d runs (%s, p = %.3g)", name, test.label,
-                       test.before, test.after, window, test.test, test.p_value)
+        logger.warning(
+            "Drift: %s %s %s -> %s against the previous %d runs (%s, p = %.3g)",
+            name,
+            test.label,
+            test.before,
+            test.after,
+            window,
+            test.test,
+            test.p_value,
+        )
         emit_event(event=REGRESSED_EVENT, resource=event_resource(name), payload=payload)
     publish_history_artifact(name, [*step.previous, step.record], drift)
     return drift

@@ -156,8 +156,12 @@ class _Handler(LoopbackHandler):
             record.status = status
             record.answered = time.monotonic()
             if isinstance(payload, bytes):
-                self.send_json(status, raw=payload, headers=headers,
-                               content_type="text/html" if status == 502 else "application/json")
+                self.send_json(
+                    status,
+                    raw=payload,
+                    headers=headers,
+                    content_type="text/html" if status == 502 else "application/json",
+                )
             else:
                 self.send_json(status, payload, headers=headers)
         finally:
@@ -286,25 +290,41 @@ class ChatServer(LoopbackServer):
         fault = self._fault()
         record.fault = fault
         if fault == "400_echo":
-            return 400, error_body(f"Invalid request for the key {key} (Authorization: Bearer {key})",
-                               "invalid_request_error"), {}
+            return (
+                400,
+                error_body(f"Invalid request for the key {key} (Authorization: Bearer {key})", "invalid_request_error"),
+                {},
+            )
         if fault is not None:
             return self._fault_response(fault)
         if self.models is not None and body["model"] not in self.models:
             record.fault = "404"
-            return 404, error_body(f"The model `{body['model']}` does not exist", "invalid_request_error",
-                               "model_not_found"), {}
+            return (
+                404,
+                error_body(f"The model `{body['model']}` does not exist", "invalid_request_error", "model_not_found"),
+                {},
+            )
         response_format = body.get("response_format") or {}
         kind = response_format.get("type") if isinstance(response_format, dict) else None
         if (kind == "json_schema" and not self.structured_outputs) or (kind == "json_object" and not self.json_object):
             record.fault = "unsupported_response_format"
-            return 400, error_body(f"response_format type {kind} is not supported by this model",
-                               "invalid_request_error", param="response_format"), {}
+            return (
+                400,
+                error_body(
+                    f"response_format type {kind} is not supported by this model",
+                    "invalid_request_error",
+                    param="response_format",
+                ),
+                {},
+            )
         wants_logprobs = bool(body.get("logprobs"))
         if wants_logprobs and self.logprobs == "reject":
             record.fault = "unsupported_logprobs"
-            return 400, error_body("logprobs are not supported by this model", "invalid_request_error",
-                               param="logprobs"), {}
+            return (
+                400,
+                error_body("logprobs are not supported by this model", "invalid_request_error", param="logprobs"),
+                {},
+            )
         messages = body["messages"]
         system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
         user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
@@ -319,20 +339,33 @@ class ChatServer(LoopbackServer):
                 answer = Answer(answer)
             if answer.prompt_tokens is not None:
                 prompt_tokens = answer.prompt_tokens
-            completion_tokens += (answer.completion_tokens if answer.completion_tokens is not None
-                                  else usage_tokens(answer.text))
+            completion_tokens += (
+                answer.completion_tokens if answer.completion_tokens is not None else usage_tokens(answer.text)
+            )
             record.texts.append(answer.text)
             logprobs = None
             if wants_logprobs and self.logprobs == "yes":
                 logprobs = {"content": self._logprobs(answer, int(body.get("top_logprobs") or 0))}
-            choices.append({"index": index, "message": {"role": "assistant", "content": answer.text},
-                            "logprobs": logprobs, "finish_reason": "stop"})
+            choices.append(
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": answer.text},
+                    "logprobs": logprobs,
+                    "finish_reason": "stop",
+                }
+            )
         record.prompt_tokens, record.completion_tokens = prompt_tokens, completion_tokens
         payload = {
-            "id": f"chatcmpl-test-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
-            "model": body["model"], "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "id": f"chatcmpl-test-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
         return 200, payload, {}
 
@@ -342,11 +375,17 @@ class ChatServer(LoopbackServer):
         for token in split_tokens(answer.text):
             alternatives = pending.pop(token, None) or [(token, 0.0)]
             own = next((lp for t, lp in alternatives if t == token), 0.0)
-            items.append({
-                "token": token, "logprob": own, "bytes": list(token.encode("utf-8")),
-                "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))}
-                                 for t, lp in alternatives[: max(top, 1)]],
-            })
+            items.append(
+                {
+                    "token": token,
+                    "logprob": own,
+                    "bytes": list(token.encode("utf-8")),
+                    "top_logprobs": [
+                        {"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))}
+                        for t, lp in alternatives[: max(top, 1)]
+                    ],
+                }
+            )
         return items
 
     def _fault_response(self, fault: str) -> tuple[int, Any, dict[str, str]]:

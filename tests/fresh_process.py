@@ -38,22 +38,30 @@ print(json.dumps({"exit": code, "imported": [m for m in json.loads(sys.argv[2]) 
 
 
 def _run(script: str, args: list[str], env: dict[str, str] | None, cwd: Path | None) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-c", script, *args], env=env if env is not None else dict(os.environ),
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env if env is not None else dict(os.environ),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def evaluate_in_fresh_process(rows: list[dict[str, Any]], metric_kwargs: dict[str, Any], index_dir: Path,
-                              env: dict[str, str] | None = None) -> dict[str, Any]:
+def evaluate_in_fresh_process(
+    rows: list[dict[str, Any]], metric_kwargs: dict[str, Any], index_dir: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """``evaluate_sync`` of ``rows`` (``input``, ``actual_output``, ``references``) with one
     ``ReferenceMatchMetric(**metric_kwargs)`` and ``index_dir`` in a new process.
 
     Returns ``{"scores", "embeddings" (EmbeddingCounts as a dict), "cost", "imported"}`` (``imported``: the
     :data:`HEAVY_MODULES` the process had imported when the call returned).
     """
-    return _run(_EVALUATE, [json.dumps(rows), json.dumps(metric_kwargs), str(index_dir), json.dumps(HEAVY_MODULES)],
-                env, None)
+    return _run(
+        _EVALUATE, [json.dumps(rows), json.dumps(metric_kwargs), str(index_dir), json.dumps(HEAVY_MODULES)], env, None
+    )
 
 
 def cli_in_fresh_process(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, Any]:

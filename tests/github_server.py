@@ -37,9 +37,14 @@ MAX_BODY = 65536
 class GitHubServer:
     """The server; use as a context manager. ``url`` is the API base URL (``GITHUB_API_URL``)."""
 
-    def __init__(self, tokens: tuple[str, ...] = ("test-token",), read_only_tokens: tuple[str, ...] = ("fork-token",),
-                 user_login: str | None = None, author: str = "github-actions[bot]",
-                 identities: dict[str, tuple[str, str, bool]] | None = None) -> None:
+    def __init__(
+        self,
+        tokens: tuple[str, ...] = ("test-token",),
+        read_only_tokens: tuple[str, ...] = ("fork-token",),
+        user_login: str | None = None,
+        author: str = "github-actions[bot]",
+        identities: dict[str, tuple[str, str, bool]] | None = None,
+    ) -> None:
         self.identities = dict(identities or {})
         self.tokens = set(tokens) | set(read_only_tokens) | set(self.identities)
         self.read_only_tokens = set(read_only_tokens)
@@ -99,8 +104,12 @@ class GitHubServer:
     def add_comment(self, number: int, body: str, login: str = "octocat", user_type: str = "User") -> dict[str, Any]:
         """Seed a comment as if someone else had written it."""
         self._next_id += 1
-        comment = {"id": self._next_id, "body": body, "user": {"login": login, "type": user_type},
-                   "html_url": f"https://github.com/o/r/pull/{number}#issuecomment-{self._next_id}"}
+        comment = {
+            "id": self._next_id,
+            "body": body,
+            "user": {"login": login, "type": user_type},
+            "html_url": f"https://github.com/o/r/pull/{number}#issuecomment-{self._next_id}",
+        }
         self.comments.setdefault(number, []).append(comment)
         return comment
 
@@ -129,7 +138,7 @@ class GitHubServer:
             per_page = min(int(query.get("per_page", ["30"])[0]), 100)
             page = int(query.get("page", ["1"])[0])
             comments = self.comments.get(int(listing.group(1)), [])
-            chunk = comments[(page - 1) * per_page: page * per_page]
+            chunk = comments[(page - 1) * per_page : page * per_page]
             headers = {}
             if page * per_page < len(comments):
                 headers["Link"] = f'<{self.url}{url.path}?per_page={per_page}&page={page + 1}>; rel="next"'
@@ -139,8 +148,14 @@ class GitHubServer:
                 return 403, {"message": "Resource not accessible by integration"}, {}
             body = json.loads(raw or b"{}").get("body", "")
             if len(body) > MAX_BODY:
-                return 422, {"message": "Validation Failed",
-                             "errors": [{"message": "Body is too long (maximum is 65536 characters)"}]}, {}
+                return (
+                    422,
+                    {
+                        "message": "Validation Failed",
+                        "errors": [{"message": "Body is too long (maximum is 65536 characters)"}],
+                    },
+                    {},
+                )
             if listing:
                 comment = self.add_comment(int(listing.group(1)), body, login, user_type)
                 return 201, comment, {}

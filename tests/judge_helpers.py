@@ -61,8 +61,15 @@ def user(messages: Sequence[dict[str, str]]) -> str:
     return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
 
 
-def score_with(metric: JudgeMetric, cases: Sequence[EvalTestCase], judge: Any = None, *,
-               store_dir: Path | None = None, refresh: bool = False, budget: Any = None) -> list[MetricResult]:
+def score_with(
+    metric: JudgeMetric,
+    cases: Sequence[EvalTestCase],
+    judge: Any = None,
+    *,
+    store_dir: Path | None = None,
+    refresh: bool = False,
+    budget: Any = None,
+) -> list[MetricResult]:
     """``metric.score_batch(cases)`` with the run's judge runtime set as the engine sets it: ``judge`` (a
     ``judge=`` hook, or None for the configured OpenAI client), the answer store in ``store_dir``, ``refresh``
     (``--no-cache``) and ``budget``."""

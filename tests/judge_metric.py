@@ -19,8 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from evaltasks.judges import JudgeRuntime, get_judge
-from evaltasks.judges import FunctionJudge
+from evaltasks.judges import FunctionJudge, JudgeRuntime, get_judge
 from evaltasks.judges.base import Judge, JudgeRequest, as_messages
 from evaltasks.judges.prompts import PromptTemplate, load_template
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
@@ -28,7 +27,9 @@ from evaltasks.test_case import EvalTestCase
 
 PROMPTS = Path(__file__).resolve().parent / "data" / "judge_prompts"
 SCHEMA: dict[str, Any] = {
-    "type": "object", "additionalProperties": False, "required": ["score", "reason"],
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["score", "reason"],
     "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1}, "reason": {"type": "string"}},
 }
 MAX_TOKENS = 64
@@ -48,7 +49,6 @@ def rule_judge(messages: list[dict[str, str]]) -> str:
     return json.dumps({"score": score, "reason": "contains 'correct'" if score else "does not contain 'correct'"})
 
 
-
 class VerdictMetric(JudgeMetric):
     """Score = the judge's ``score`` for the case (one request per case and sample).
 
@@ -61,9 +61,18 @@ class VerdictMetric(JudgeMetric):
 
     prompt_names = ("verdict",)
 
-    def __init__(self, threshold: float = 0.5, criteria: str = "the answer is correct", model: str | None = None, *,
-                 samples: int = 1, judge_options: dict[str, Any] | None = None,
-                 prompts: dict[str, str] | None = None, name: str | None = None, offline: bool = False) -> None:
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        criteria: str = "the answer is correct",
+        model: str | None = None,
+        *,
+        samples: int = 1,
+        judge_options: dict[str, Any] | None = None,
+        prompts: dict[str, str] | None = None,
+        name: str | None = None,
+        offline: bool = False,
+    ) -> None:
         self.criteria, self.offline = criteria, offline
         super().__init__(threshold, model, samples=samples, judge_options=judge_options, prompts=prompts, name=name)
 
@@ -93,5 +102,12 @@ class VerdictMetric(JudgeMetric):
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
         """Exactly the one request :meth:`judge_case` sends."""
         messages = self.template("verdict").render(self._variables(case))
-        return [JudgeRequest(messages=as_messages(messages), schema=SCHEMA, schema_name="verdict",
-                             temperature=float(self.judge_options.get("temperature", 0.0)), max_tokens=MAX_TOKENS)]
+        return [
+            JudgeRequest(
+                messages=as_messages(messages),
+                schema=SCHEMA,
+                schema_name="verdict",
+                temperature=float(self.judge_options.get("temperature", 0.0)),
+                max_tokens=MAX_TOKENS,
+            )
+        ]

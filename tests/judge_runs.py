@@ -23,13 +23,18 @@ JUDGE_MODEL = "judge-model"
 KEY = "sk-test-chat-server"
 
 
-def write_suite(folder: Path, metrics: list[dict[str, Any]], judge: dict[str, Any] | None = None,
-                cases: int = 6) -> Path:
+def write_suite(
+    folder: Path, metrics: list[dict[str, Any]], judge: dict[str, Any] | None = None, cases: int = 6
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     rows = [{"input": f"question {i}", "actual_output": f"answer {i}"} for i in range(cases)]
     (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in rows), encoding="utf-8")
-    suite: dict[str, Any] = {"name": "judged", "dataset": {"path": "cases.jsonl"}, "metrics": metrics,
-                             "gate": {"min_pass_rate": 0.5}}
+    suite: dict[str, Any] = {
+        "name": "judged",
+        "dataset": {"path": "cases.jsonl"},
+        "metrics": metrics,
+        "gate": {"min_pass_rate": 0.5},
+    }
     if judge is not None:
         suite["judge"] = judge
     path = folder / "suite.yaml"
@@ -38,14 +43,29 @@ def write_suite(folder: Path, metrics: list[dict[str, Any]], judge: dict[str, An
 
 
 def run_judged_cli(tmp_path: Path, suite: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
-            "--index-dir", str(tmp_path / "index"), "--quiet", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "evaltasks.cli",
+        "run",
+        str(suite),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--index-dir",
+        str(tmp_path / "index"),
+        "--quiet",
+        *extra,
+    ]
     return subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
 
 
 def judge_env(tmp_path: Path, prefect_api_url: str, base_url: str, key: str = KEY) -> dict[str, str]:
-    return {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH,
-            "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": key}
+    return {
+        **subprocess_env(tmp_path / "prefect-home", prefect_api_url),
+        "PYTHONPATH": PYTHONPATH,
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": key,
+    }
 
 
 def read_results(tmp_path: Path) -> dict[str, Any]:

@@ -54,8 +54,15 @@ class LoopbackHandler(BaseHTTPRequestHandler):
             super().finish()
         self.server.owner._track(self.connection, add=False)
 
-    def send_json(self, status: int, payload: Any = None, *, raw: bytes | None = None,
-                  headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
+    def send_json(
+        self,
+        status: int,
+        payload: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
         """Answer ``status`` with ``payload`` as JSON (NaN allowed, as a faulty server sends it) or the bytes
         ``raw``; a client that gave up (e.g. after its timeout) only ends the connection."""
         body = raw if raw is not None else json.dumps(payload).encode("utf-8")
@@ -109,8 +116,9 @@ class LoopbackServer:
     def __enter__(self: _S) -> _S:
         self._httpd = _HTTPServer(("127.0.0.1", 0), self.handler)
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=self.thread_name, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=self.thread_name, daemon=True
+        )
         self._thread.start()
         return self
 

@@ -78,10 +78,31 @@ MAX_INPUTS = 2048
 MAX_REQUEST_TOKENS = 300_000
 MAX_INPUT_TOKENS = 8192
 
-HTTP_FAULTS = ("429_retry_after_ms", "429_retry_after_s", "429_retry_after_0", "429", "408", "500", "502", "503",
-               "slow", "drop")
-CONTENT_FAULTS = ("malformed_json", "wrong_count", "nan", "inf", "zero_vector", "no_data", "data_not_list",
-                  "no_embedding", "non_numeric", "ragged", "partial_index")
+HTTP_FAULTS = (
+    "429_retry_after_ms",
+    "429_retry_after_s",
+    "429_retry_after_0",
+    "429",
+    "408",
+    "500",
+    "502",
+    "503",
+    "slow",
+    "drop",
+)
+CONTENT_FAULTS = (
+    "malformed_json",
+    "wrong_count",
+    "nan",
+    "inf",
+    "zero_vector",
+    "no_data",
+    "data_not_list",
+    "no_embedding",
+    "non_numeric",
+    "ragged",
+    "partial_index",
+)
 FAULT_KINDS = HTTP_FAULTS + CONTENT_FAULTS
 # What a run under random faults mixes (429_retry_after_s is left out: its delay is seconds long by design).
 TRANSIENT_MIX = tuple(k for k in FAULT_KINDS if k != "429_retry_after_s")
@@ -115,8 +136,9 @@ def encode(texts: Sequence[str]) -> np.ndarray:
     with _model_lock:
         missing = list(dict.fromkeys(t for t in texts if t not in _memo))
         if missing:
-            vectors = model.encode(missing, convert_to_numpy=True, normalize_embeddings=True,
-                                   show_progress_bar=False, batch_size=64)
+            vectors = model.encode(
+                missing, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False, batch_size=64
+            )
             for text, vector in zip(missing, vectors, strict=True):
                 _memo[text] = np.asarray(vector, dtype=np.float32)
         if not texts:
@@ -187,8 +209,9 @@ class _Handler(LoopbackHandler):
         if record.ok:
             record.tokens = tokens  # before sending: the client may look at the log as soon as it has the answer
         if isinstance(payload, bytes):
-            self.send_json(status, raw=payload, headers=headers,
-                           content_type="text/html" if status == 502 else "application/json")
+            self.send_json(
+                status, raw=payload, headers=headers, content_type="text/html" if status == 502 else "application/json"
+            )
         else:
             self.send_json(status, payload, headers=headers)
 
@@ -320,56 +343,114 @@ class OpenAIServer(LoopbackServer):
     ) -> tuple[int, Any, dict[str, str], str | None, int]:
         """(status, JSON payload or raw bytes, extra headers, fault kind, usage tokens) for one request."""
         auth = headers.get("Authorization") or ""
-        key = auth[len("Bearer "):] if auth.startswith("Bearer ") else (headers.get("api-key") or "")
+        key = auth[len("Bearer ") :] if auth.startswith("Bearer ") else (headers.get("api-key") or "")
         if key in self.forbidden_keys:
-            return 403, error_body("You are not allowed to sample from this model", "invalid_request_error",
-                                    "permission_denied"), {}, None, 0
+            return (
+                403,
+                error_body(
+                    "You are not allowed to sample from this model", "invalid_request_error", "permission_denied"
+                ),
+                {},
+                None,
+                0,
+            )
         if key != self.api_key:
             shown = f"{key[:3]}***{key[-4:]}" if len(key) > 8 else "***"
-            return 401, error_body(
-                f"Incorrect API key provided: {shown}. You can find your API key at "
-                "https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key",
-            ), {}, None, 0
+            return (
+                401,
+                error_body(
+                    f"Incorrect API key provided: {shown}. You can find your API key at "
+                    "https://platform.openai.com/account/api-keys.",
+                    "invalid_request_error",
+                    "invalid_api_key",
+                ),
+                {},
+                None,
+                0,
+            )
         if not path.split("?")[0].rstrip("/").endswith("/embeddings"):
             return 404, error_body(f"Invalid URL (POST {path})", "invalid_request_error"), {}, None, 0
         body = record.body
         if not isinstance(body, dict):
-            return 400, error_body("We could not parse the JSON body of your request.",
-                                    "invalid_request_error"), {}, None, 0
+            return (
+                400,
+                error_body("We could not parse the JSON body of your request.", "invalid_request_error"),
+                {},
+                None,
+                0,
+            )
         raw_input = body.get("input")
         texts = [raw_input] if isinstance(raw_input, str) else raw_input
         if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
             record.inputs = list(texts)
         model = body.get("model")
         if model not in self.models:
-            return 404, error_body(f"The model `{model}` does not exist or you do not have access to it.",
-                                    "invalid_request_error", "model_not_found"), {}, None, 0
-        invalid = error_body("'$.input' is invalid. Please check the API reference: "
-                              "https://platform.openai.com/docs/api-reference.", "invalid_request_error")
+            return (
+                404,
+                error_body(
+                    f"The model `{model}` does not exist or you do not have access to it.",
+                    "invalid_request_error",
+                    "model_not_found",
+                ),
+                {},
+                None,
+                0,
+            )
+        invalid = error_body(
+            "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference.",
+            "invalid_request_error",
+        )
         if record.inputs is not None and len(record.inputs) > self.max_inputs and self.max_inputs < MAX_INPUTS:
-            return 400, error_body(  # Azure OpenAI's answer, word for word
-                f"Too many inputs. The max number of inputs is {self.max_inputs}.  We hope to increase the number of "
-                "inputs per request soon. Please contact us through an Azure support request at: "
-                "https://go.microsoft.com/fwlink/?linkid=2213926 for further questions.", "invalid_request_error",
-            ), {}, None, 0
+            return (
+                400,
+                error_body(  # Azure OpenAI's answer, word for word
+                    f"Too many inputs. The max number of inputs is {self.max_inputs}.  We hope to increase the number of "
+                    "inputs per request soon. Please contact us through an Azure support request at: "
+                    "https://go.microsoft.com/fwlink/?linkid=2213926 for further questions.",
+                    "invalid_request_error",
+                ),
+                {},
+                None,
+                0,
+            )
         if record.inputs is None or not record.inputs or len(record.inputs) > self.max_inputs:
             return 400, invalid, {}, None, 0
         if any(t == "" for t in record.inputs):
             return 400, invalid, {}, None, 0
         counts = [usage_tokens(t) for t in record.inputs]
         if max(counts) > MAX_INPUT_TOKENS or sum(counts) > MAX_REQUEST_TOKENS:
-            return 400, error_body(f"Requested {sum(counts)} tokens, over this model's limits.",
-                                    "invalid_request_error", param="input"), {}, None, 0
+            return (
+                400,
+                error_body(
+                    f"Requested {sum(counts)} tokens, over this model's limits.", "invalid_request_error", param="input"
+                ),
+                {},
+                None,
+                0,
+            )
         dimensions = body.get("dimensions")
         if dimensions is not None and (not isinstance(dimensions, int) or not 1 <= dimensions <= NATIVE_DIMENSIONS):
-            return 400, error_body(f"This model does not support {dimensions} dimensions.",
-                                    "invalid_request_error", param="dimensions"), {}, None, 0
+            return (
+                400,
+                error_body(
+                    f"This model does not support {dimensions} dimensions.", "invalid_request_error", param="dimensions"
+                ),
+                {},
+                None,
+                0,
+            )
         fault = self._draw_fault()
         if fault == ECHO_FAULT:
-            return 400, error_body(f"Invalid request for the key {key} (Authorization: Bearer {key})",
-                                    "invalid_request_error"), {}, fault, 0
-        status, payload, extra = self._fault_response(fault) if fault in HTTP_FAULTS and fault != "slow" else (
-            200, None, {})
+            return (
+                400,
+                error_body(f"Invalid request for the key {key} (Authorization: Bearer {key})", "invalid_request_error"),
+                {},
+                fault,
+                0,
+            )
+        status, payload, extra = (
+            self._fault_response(fault) if fault in HTTP_FAULTS and fault != "slow" else (200, None, {})
+        )
         if payload is not None or fault == "drop":
             return status, payload, extra, fault, 0
         vectors = shorten(encode(record.inputs), self.vector_dimensions or dimensions)
@@ -383,10 +464,8 @@ class OpenAIServer(LoopbackServer):
         return 200, payload, {}, fault, tokens
 
     def _fault_response(self, fault: str | None) -> tuple[int, Any, dict[str, str]]:
-        rate = error_body("Rate limit reached for requests. Please try again later.", "requests",
-                           "rate_limit_exceeded")
-        server = error_body("The server had an error while processing your request. Sorry about that!",
-                             "server_error")
+        rate = error_body("Rate limit reached for requests. Please try again later.", "requests", "rate_limit_exceeded")
+        server = error_body("The server had an error while processing your request. Sorry about that!", "server_error")
         if fault == "429_retry_after_ms":
             return 429, rate, {"retry-after-ms": str(self.retry_after_ms)}
         if fault == "429_retry_after_s":
@@ -402,15 +481,15 @@ class OpenAIServer(LoopbackServer):
         if fault == "502":
             return 502, b"<html><head><title>502 Bad Gateway</title></head><body>Bad Gateway</body></html>", {}
         if fault == "503":
-            return 503, error_body("The engine is currently overloaded, please try again later.",
-                                    "server_error"), {}
+            return 503, error_body("The engine is currently overloaded, please try again later.", "server_error"), {}
         if fault == "drop":
             return 0, None, {}
         raise AssertionError(fault)
 
     @staticmethod
-    def _embeddings_body(vectors: np.ndarray, model: str, tokens: int, encoding_format: str | None,
-                         fault: str | None) -> Any:
+    def _embeddings_body(
+        vectors: np.ndarray, model: str, tokens: int, encoding_format: str | None, fault: str | None
+    ) -> Any:
         rows: list[Any] = [list(map(float, v)) for v in vectors]
         if fault == "nan":
             rows[0][0] = float("nan")
@@ -429,8 +508,11 @@ class OpenAIServer(LoopbackServer):
         # NaN travels as a JSON token, a string among numbers as JSON too
         use_base64 = encoding_format == "base64" and fault not in ("nan", "inf", "non_numeric", "ragged")
         data = [
-            {"object": "embedding", "index": i,
-             "embedding": base64.b64encode(np.asarray(row, dtype="<f4").tobytes()).decode() if use_base64 else row}
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(np.asarray(row, dtype="<f4").tobytes()).decode() if use_base64 else row,
+            }
             for i, row in enumerate(rows)
         ]
         if fault == "no_embedding":
@@ -439,8 +521,12 @@ class OpenAIServer(LoopbackServer):
             if len(data) > 1:
                 del data[0]["index"]
             data[-1]["index"] = len(data)  # an index that matches no input
-        payload = {"object": "list", "data": data, "model": model,
-                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
         if fault == "no_data":
             del payload["data"]
         elif fault == "data_not_list":

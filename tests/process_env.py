@@ -17,19 +17,26 @@ def subprocess_env(prefect_home: Path, api_url: str | None = None) -> dict[str, 
     """The environment for a CLI or server subprocess: this process's, with its own PREFECT_HOME (and API URL,
     when given), no profile or result-storage overrides, no telemetry, offline Hugging Face."""
     env = dict(os.environ)
-    for name in ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_PROFILE", "PREFECT_LOCAL_STORAGE_PATH",
-                 "PREFECT_RESULTS_LOCAL_STORAGE_PATH"):
+    for name in (
+        "PREFECT_API_URL",
+        "PREFECT_API_KEY",
+        "PREFECT_PROFILE",
+        "PREFECT_LOCAL_STORAGE_PATH",
+        "PREFECT_RESULTS_LOCAL_STORAGE_PATH",
+    ):
         env.pop(name, None)
-    env.update({
-        "PREFECT_HOME": str(prefect_home),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "PREFECT_HOME": str(prefect_home),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if api_url:
         env["PREFECT_API_URL"] = api_url
     return env

@@ -9,17 +9,22 @@ import sys
 from pathlib import Path
 
 
-def length_suite(directory: Path, words: list[int], *, name: str, gate: str = "gate: {min_pass_rate: 0}",
-                 history: str = "") -> Path:
+def length_suite(
+    directory: Path, words: list[int], *, name: str, gate: str = "gate: {min_pass_rate: 0}", history: str = ""
+) -> Path:
     """A LengthCheckMetric suite (max 5 words) over outputs of ``words`` words each (case ids ``c0``…), with the
     suite-file lines ``gate`` and ``history``; returns the suite file (``directory/suite.yaml``)."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "d.jsonl").write_text(
         "".join(json.dumps({"id": f"c{i}", "actual_output": " ".join(["w"] * n)}) + "\n" for i, n in enumerate(words)),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     suite = directory / "suite.yaml"
-    suite.write_text(f"name: {name}\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
-                     f"    max_length: 5\n    unit: words\n{gate}\n{history}", encoding="utf-8")
+    suite.write_text(
+        f"name: {name}\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
+        f"    max_length: 5\n    unit: words\n{gate}\n{history}",
+        encoding="utf-8",
+    )
     return suite
 
 
@@ -46,5 +51,11 @@ def reference_suite(directory: Path, *, name: str, dataset: str | Path, facts: s
 
 def run_cli(*args: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``python -m evaltasks.cli ARGS`` in a subprocess in ``cwd`` with ``env``; its output captured as text."""
-    return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

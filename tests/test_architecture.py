@@ -15,10 +15,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.process_env import REPO_ROOT
 
@@ -153,21 +153,28 @@ def test_import_linter_contracts_hold(layout: Path) -> None:
     """``lint-imports`` (pyproject's ``[tool.importlinter]``: the layers, the core without Prefect, the core without
     the flows) passes on the installed layout."""
     lint = Path(sys.executable).with_name("lint-imports")
-    done = subprocess.run([str(lint), "--config", str(PYPROJECT), "--no-cache"], cwd=layout, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [str(lint), "--config", str(PYPROJECT), "--no-cache"], cwd=layout, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 kept, 0 broken" in done.stdout, done.stdout
 
 
 def test_no_import_cycles(layout: Path) -> None:
     """No module of evaltasks (flows included) imports itself back through others, lazily or not."""
-    done = subprocess.run([sys.executable, "-c", _GRAPH_SCRIPT], cwd=layout, capture_output=True, text=True,
-                          timeout=600, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _GRAPH_SCRIPT], cwd=layout, capture_output=True, text=True, timeout=600, check=True
+    )
     graph = json.loads(done.stdout)
     assert "evaltasks.flows.evaluate_suite" in graph["imports"]  # the copy was analysed, flows where they install
     cycles = import_cycles(graph["imports"])
-    where = [f"{a} -> {b} (line {graph['lines'][f'{a} -> {b}']})" for cycle in cycles for a in cycle
-             for b in graph["imports"][a] if b in cycle]
+    where = [
+        f"{a} -> {b} (line {graph['lines'][f'{a} -> {b}']})"
+        for cycle in cycles
+        for a in cycle
+        for b in graph["imports"][a]
+        if b in cycle
+    ]
     assert cycles == [], "\n".join(where)
 
 
@@ -196,8 +203,9 @@ def test_action_stays_apart_from_the_library(layout: Path) -> None:
         assert stray == set(), f"{script.name} imports {sorted(stray)}"
     stems = {p.stem for p in scripts}
     library = [p for p in (layout / "evaltasks").rglob("*.py")]
-    offenders = {str(p.relative_to(layout)): sorted({n.split(".")[0] for n in python_imports(p)} & stems)
-                 for p in library}
+    offenders = {
+        str(p.relative_to(layout)): sorted({n.split(".")[0] for n in python_imports(p)} & stems) for p in library
+    }
     assert {p: names for p, names in offenders.items() if names} == {}
 
 
@@ -205,7 +213,10 @@ def package_folders() -> set[str]:
     """Every package of the tree as it installs: folders with an ``__init__.py`` under ``evaltasks/``, and
     ``flows/`` as ``evaltasks.flows``."""
     found = {".".join(p.parent.relative_to(REPO_ROOT).parts) for p in (REPO_ROOT / "evaltasks").rglob("__init__.py")}
-    found |= {".".join(("evaltasks", *p.parent.relative_to(REPO_ROOT).parts)) for p in (REPO_ROOT / "flows").rglob("__init__.py")}
+    found |= {
+        ".".join(("evaltasks", *p.parent.relative_to(REPO_ROOT).parts))
+        for p in (REPO_ROOT / "flows").rglob("__init__.py")
+    }
     return found
 
 
@@ -228,14 +239,33 @@ def test_a_wheel_built_from_the_tree_imports_every_module(tmp_path: Path) -> Non
     shutil.copytree(REPO_ROOT / "flows", source / "flows", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    "-w", str(tmp_path / "dist"), str(source)], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     (wheel,) = (tmp_path / "dist").glob("evaltasks-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         archive.extractall(tmp_path / "unpacked")
-    wanted = {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "evaltasks").rglob("*")
-              if p.is_file() and p.suffix in (".py", ".json", ".md", ".typed") and "__pycache__" not in p.parts}
+    wanted = {
+        p.relative_to(REPO_ROOT).as_posix()
+        for p in (REPO_ROOT / "evaltasks").rglob("*")
+        if p.is_file() and p.suffix in (".py", ".json", ".md", ".typed") and "__pycache__" not in p.parts
+    }
     wanted |= {f"evaltasks/{p.relative_to(REPO_ROOT).as_posix()}" for p in (REPO_ROOT / "flows").glob("*.py")}
     assert wanted - names == set()
     script = (
@@ -243,11 +273,15 @@ def test_a_wheel_built_from_the_tree_imports_every_module(tmp_path: Path) -> Non
         "names = [m.name for m in pkgutil.walk_packages(evaltasks.__path__, 'evaltasks.') if m.name != 'evaltasks.__main__']\n"
         "print(json.dumps({n: importlib.import_module(n).__file__ for n in names}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "unpacked", capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path / "unpacked", capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     files = json.loads(done.stdout.splitlines()[-1])
     modules = {n.removeprefix("evaltasks.").replace(".", "/") for n in files}
-    assert {m.removeprefix("evaltasks/").removesuffix(".py").removesuffix("/__init__") for m in wanted
-            if m.endswith(".py") and m != "evaltasks/__init__.py" and m != "evaltasks/__main__.py"} == modules
+    assert {
+        m.removeprefix("evaltasks/").removesuffix(".py").removesuffix("/__init__")
+        for m in wanted
+        if m.endswith(".py") and m != "evaltasks/__init__.py" and m != "evaltasks/__main__.py"
+    } == modules
     assert all(Path(f).is_relative_to(tmp_path / "unpacked") for f in files.values())

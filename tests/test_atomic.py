@@ -34,7 +34,8 @@ def test_the_file_lands_whole_with_the_permissions_asked(tmp_path: Path, monkeyp
 
 
 def test_the_default_mode_is_0644_and_durable_false_skips_the_directory_fsync(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     synced = _synced(monkeypatch)
     target = tmp_path / "shard" / "entry.json"
     with atomic_path(target, durable=False) as tmp:

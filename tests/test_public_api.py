@@ -10,12 +10,11 @@ from pydantic import BaseModel, ValidationError
 
 
 def test_seed_import_paths() -> None:
+    import evaltasks
     from evaltasks import EvalTestCase, evaluate
     from evaltasks.metrics import LengthCheckMetric
     from evaltasks.metrics.vector_metrics import ReferenceMatchMetric
     from evaltasks.test_case import EvalTestCase as FromTestCase
-
-    import evaltasks
 
     assert FromTestCase is EvalTestCase
     assert evaltasks.LengthCheckMetric is LengthCheckMetric
@@ -30,7 +29,11 @@ def test_seed_import_paths() -> None:
         ("evaltasks.testcases_schema", "EvalTestCase", "evaltasks.test_case"),
         ("evaltasks.deterministic_metrics", "LengthCheckMetric", "evaltasks.metrics.deterministic.length_check"),
         ("evaltasks.vector_metrics", "ReferenceMatchMetric", "evaltasks.metrics.vector.reference_match"),
-        ("evaltasks.metrics.deterministic_metrics", "LengthCheckMetric", "evaltasks.metrics.deterministic.length_check"),
+        (
+            "evaltasks.metrics.deterministic_metrics",
+            "LengthCheckMetric",
+            "evaltasks.metrics.deterministic.length_check",
+        ),
         ("evaltasks.metrics.vector_metrics", "ReferenceMatchMetric", "evaltasks.metrics.vector.reference_match"),
         ("evaltasks.metrics", "LengthCheckMetric", "evaltasks.metrics.deterministic.length_check"),
         ("evaltasks.metrics", "ReferenceMatchMetric", "evaltasks.metrics.vector.reference_match"),
@@ -43,8 +46,18 @@ def test_alias_modules_are_thin(module: str, name: str, canonical: str) -> None:
 def test_top_level_exports() -> None:
     import evaltasks
 
-    for name in ("EvalTestCase", "evaluate", "evaluate_sync", "LengthCheckMetric", "ReferenceMatchMetric",
-                 "MetricResult", "EvaluationResult", "TestCaseResult", "ReferenceIndex", "CredentialsError"):
+    for name in (
+        "EvalTestCase",
+        "evaluate",
+        "evaluate_sync",
+        "LengthCheckMetric",
+        "ReferenceMatchMetric",
+        "MetricResult",
+        "EvaluationResult",
+        "TestCaseResult",
+        "ReferenceIndex",
+        "CredentialsError",
+    ):
         assert hasattr(evaltasks, name), name
         assert name in evaltasks.__all__
     assert isinstance(evaltasks.__version__, str) and evaltasks.__version__
@@ -102,7 +115,9 @@ def test_metric_result_fields() -> None:
 
     result = asyncio.run(
         LengthCheckMetric(min_length=5, max_length=50, unit="words").evaluate(
-            EvalTestCase(input="Напишите краткое резюме", actual_output="Проект был завершен вовремя и в рамках бюджета.")
+            EvalTestCase(
+                input="Напишите краткое резюме", actual_output="Проект был завершен вовремя и в рамках бюджета."
+            )
         )
     )
     assert isinstance(result, MetricResult) and isinstance(result, BaseModel)
@@ -132,8 +147,12 @@ def test_metric_result_success_follows_threshold() -> None:
 def test_evaluation_result_shape() -> None:
     from evaltasks import EvalTestCase, EvaluationResult, LengthCheckMetric, TestCaseResult, evaluate
 
-    result = asyncio.run(evaluate([EvalTestCase(actual_output="short"), EvalTestCase(actual_output="x" * 20)],
-                                  [LengthCheckMetric(max_length=10)]))
+    result = asyncio.run(
+        evaluate(
+            [EvalTestCase(actual_output="short"), EvalTestCase(actual_output="x" * 20)],
+            [LengthCheckMetric(max_length=10)],
+        )
+    )
     assert isinstance(result, EvaluationResult) and isinstance(result, BaseModel)
     assert all(isinstance(c, TestCaseResult) for c in result.test_results)
     assert [c.success for c in result.test_results] == [True, False]

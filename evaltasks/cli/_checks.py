@@ -58,8 +58,10 @@ def _name_too_long(path: Path, existing: Path, label: str) -> str | None:
         size = len(os.fsencode(part))
         if size > limit:
             shown = part if len(part) <= 40 else part[:37] + "..."
-            return (f"{label} {path}: the name {shown!r} is {size} bytes, longer than the {limit} bytes a file or "
-                    "directory name can have here")
+            return (
+                f"{label} {path}: the name {shown!r} is {size} bytes, longer than the {limit} bytes a file or "
+                "directory name can have here"
+            )
     return None
 
 
@@ -96,8 +98,7 @@ def check_prefect_home() -> str | None:
             pass
     except OSError as exc:
         what = "is not writable" if existing == home else f"cannot be created in {existing}"
-        return (f"PREFECT_HOME {home}: {what} ({exc.strerror or exc}); "
-                "set PREFECT_HOME to a writable directory")
+        return f"PREFECT_HOME {home}: {what} ({exc.strerror or exc}); set PREFECT_HOME to a writable directory"
     return None
 
 
@@ -114,11 +115,12 @@ def check_deployment_name(name: str, flag: str) -> str | None:
         return f"{flag}: a deployment name cannot be blank"
     banned = sorted({c for c in name if c in BANNED_CHARACTERS})
     if banned:
-        return (f"{flag} '{name}': a Prefect deployment name cannot contain {' '.join(BANNED_CHARACTERS)} "
-                f"(found {' '.join(banned)})")
+        return (
+            f"{flag} '{name}': a Prefect deployment name cannot contain {' '.join(BANNED_CHARACTERS)} "
+            f"(found {' '.join(banned)})"
+        )
     if len(name.encode("utf-8")) > 255:
-        return (f"{flag}: a Prefect deployment name has at most 255 bytes (UTF-8), "
-                f"got {len(name.encode('utf-8'))}")
+        return f"{flag}: a Prefect deployment name has at most 255 bytes (UTF-8), got {len(name.encode('utf-8'))}"
     return None
 
 
@@ -131,8 +133,10 @@ def check_cron(cron: str) -> str | None:
         CronSchedule(cron=cron, timezone="UTC")
     except ValidationError as exc:
         reason = str(exc.errors()[0].get("msg", "invalid")).removeprefix("Value error, ")
-        return (f"--cron '{cron}': {reason}; a cron schedule has five fields, minute hour day-of-month "
-                f"month day-of-week (UTC), e.g. \"0 6 * * *\"")
+        return (
+            f"--cron '{cron}': {reason}; a cron schedule has five fields, minute hour day-of-month "
+            f'month day-of-week (UTC), e.g. "0 6 * * *"'
+        )
     return None
 
 
@@ -147,16 +151,20 @@ def check_prefect_server() -> str | None:
 
     url = PREFECT_API_URL.value()
     if not url:
-        return ("serve needs a running Prefect server and PREFECT_API_URL is not set: run `prefect server start` "
-                "in another terminal and `prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api` "
-                "(or `prefect cloud login` for Prefect Cloud)")
+        return (
+            "serve needs a running Prefect server and PREFECT_API_URL is not set: run `prefect server start` "
+            "in another terminal and `prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api` "
+            "(or `prefect cloud login` for Prefect Cloud)"
+        )
     with get_client(sync_client=True, httpx_settings={"timeout": 10.0}) as client:
         failure = client.api_healthcheck()
     if failure is not None:
         reason = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
         reason = reason.split(" - For more information")[0].rstrip(".")  # httpx's one-line reason, no help link
-        return (f"the Prefect server at {url} (PREFECT_API_URL) cannot be reached: {reason}; "
-                "start it (`prefect server start`) or correct PREFECT_API_URL")
+        return (
+            f"the Prefect server at {url} (PREFECT_API_URL) cannot be reached: {reason}; "
+            "start it (`prefect server start`) or correct PREFECT_API_URL"
+        )
     return None
 
 
@@ -187,8 +195,9 @@ def check_run_setup(args: argparse.Namespace) -> str | None:
     from evaltasks.settings import get_settings
 
     configured = get_settings(only=["index_dir"]).index_dir is not None
-    label = "--index-dir" if args.index_dir else ("$EVALTASKS_INDEX_DIR" if configured
-                                                  else "the reference index directory")
+    label = (
+        "--index-dir" if args.index_dir else ("$EVALTASKS_INDEX_DIR" if configured else "the reference index directory")
+    )
     existing = directory
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent

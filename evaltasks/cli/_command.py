@@ -35,6 +35,9 @@ def add_command(sub: Any, name: str, help_text: str, description: str | None, se
     ``help_text``) at the top of its own ``--help``, and where its docs are (:func:`~evaltasks._version.docs_ref`
     of ``section``) at the bottom."""
     parser: argparse.ArgumentParser = sub.add_parser(
-        name, help=help_text, description=description or help_text[:1].upper() + help_text[1:] + ".",
-        epilog=f"More: {docs_ref(section)}.")
+        name,
+        help=help_text,
+        description=description or help_text[:1].upper() + help_text[1:] + ".",
+        epilog=f"More: {docs_ref(section)}.",
+    )
     return parser

@@ -20,17 +20,28 @@ from evaltasks.cli._checks import check_settings
 from evaltasks.cli._command import Invocation
 from evaltasks.cli._exits import EXIT_INVALID, error
 
-COMMANDS = {"run": run, "server": server, "serve": serve, "schema": schema, "calibrate": calibrate,
-            "history": history, "index": index}
+COMMANDS = {
+    "run": run,
+    "server": server,
+    "serve": serve,
+    "schema": schema,
+    "calibrate": calibrate,
+    "history": history,
+    "index": index,
+}
 _NEED_A_DIRECTORY = ("run", "serve", "server", "index", "calibrate")  # they read or write relative paths
-_DOCS_EPILOG = (f"docs: {DOCS_URL}" if DOCS_URL else "docs: the docs/ folder of the evaltasks repository, "
-                "https://github.com/evaltasks/evaltasks/tree/main/docs")
+_DOCS_EPILOG = (
+    f"docs: {DOCS_URL}"
+    if DOCS_URL
+    else "docs: the docs/ folder of the evaltasks repository, https://github.com/evaltasks/evaltasks/tree/main/docs"
+)
 
 
 def parser() -> argparse.ArgumentParser:
     """The ``evaltasks`` parser: one subcommand per module of ``COMMANDS`` (its ``add_parser``)."""
-    parser = argparse.ArgumentParser(prog="evaltasks", description="Evaluate LLM outputs with Prefect.",
-                                     epilog=_DOCS_EPILOG)
+    parser = argparse.ArgumentParser(
+        prog="evaltasks", description="Evaluate LLM outputs with Prefect.", epilog=_DOCS_EPILOG
+    )
     parser.add_argument("--version", action="version", version=f"evaltasks {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for module in COMMANDS.values():
@@ -74,8 +85,9 @@ def main(argv: list[str] | None = None, *, served_by_runner: bool = False) -> in
     exit_at_once = _ExitAtOnce()
     if argv is None:
         atexit.register(exit_at_once)
-    invocation = Invocation(started=time.time(), owns_process=argv is None, served_by_runner=served_by_runner,
-                            entry=main)
+    invocation = Invocation(
+        started=time.time(), owns_process=argv is None, served_by_runner=served_by_runner, entry=main
+    )
     # Prefect reads every PREFECT_* variable itself and refuses a blank one (an unset `${{ vars.X }}` in CI
     # expands to ""): blank counts as unset, as everywhere in evaltasks.
     drop_blank_env("PREFECT_")

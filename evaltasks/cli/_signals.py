@@ -74,8 +74,9 @@ class Interrupt:
         signum = getattr(unraisable.exc_value, "signal", None) or self.signum or signal.SIGINT
         self.delivered = False  # the same signal again, not a second one (which would end the process)
         returned = threading.Event()
-        threading.Thread(target=self._redeliver, args=(signum, returned), name="evaltasks-redeliver-signal",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._redeliver, args=(signum, returned), name="evaltasks-redeliver-signal", daemon=True
+        ).start()
         returned.set()  # the last bytecodes of this hook (no handler runs between them and the return)
 
     @staticmethod

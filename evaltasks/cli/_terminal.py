@@ -68,8 +68,13 @@ def reporting_to(stages: Stages, stop: Callable[[bool], None] | None = None) -> 
     """While the block runs, the stages and counts reported through :mod:`evaltasks.engine.progress` go to
     ``stages`` (and a flow that stops on a signal calls ``stop``): a :class:`~evaltasks.engine.progress.RunContext`
     for the block, keeping what the caller's context holds besides (a served run's ``host_froze_objects``)."""
-    context = dataclasses.replace(_progress.current_run_context(), on_progress=stages.advance,
-                                  on_stage=stages.stage, on_stop=stop, lock=threading.Lock())
+    context = dataclasses.replace(
+        _progress.current_run_context(),
+        on_progress=stages.advance,
+        on_stage=stages.stage,
+        on_stop=stop,
+        lock=threading.Lock(),
+    )
     with _progress.run_context(context):
         yield
 
@@ -102,8 +107,15 @@ def stage_progress(console: Any, quiet: bool) -> Any:
                 return Text("")
             return Text(f"{int(task.completed):,}/{int(task.total):,}", style="progress.download")
 
-    return Progress(TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), CountColumn(),
-                    TimeElapsedColumn(), console=console, disable=quiet or not console.is_terminal, transient=True)
+    return Progress(
+        TextColumn("{task.description}", markup=False, style="bold"),
+        BarColumn(),
+        CountColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet or not console.is_terminal,
+        transient=True,
+    )
 
 
 def _through_console(console: Any, file: Any) -> Any:
@@ -142,8 +154,9 @@ def terminal_logging(console: Any, live: bool) -> Iterator[None]:
     handlers = {id(h): h for lg in (logging.getLogger(), logging.getLogger("prefect")) for h in lg.handlers}
     for handler in handlers.values():
         own = getattr(handler, "console", None)  # Prefect's console handler prints through a rich Console
-        if own is None and not (type(handler) is logging.StreamHandler
-                                and getattr(handler, "stream", None) in (sys.stderr, sys.__stderr__)):
+        if own is None and not (
+            type(handler) is logging.StreamHandler and getattr(handler, "stream", None) in (sys.stderr, sys.__stderr__)
+        ):
             continue  # not the terminal's (the API handler, a file, pytest's capture)
         if handler.level < terminal:
             undo.append((handler.setLevel, handler.level))
@@ -171,13 +184,18 @@ def without_traceback(record: logging.LogRecord) -> bool:
         return False
     if _progress.printed_by_cli(record):  # printed as `evaltasks: warning: ...` instead
         return False
-    if isinstance(record.msg, str) and "encountered an exception " in record.msg and any(
-            f"encountered an exception {name}:" in record.msg for name in _input_error_names()):
+    if (
+        isinstance(record.msg, str)
+        and "encountered an exception " in record.msg
+        and any(f"encountered an exception {name}:" in record.msg for name in _input_error_names())
+    ):
         return False  # Prefect's "Task run ... Finished in state Failed(...)" line for an input error (a rejected key)
     if record.exc_info or record.exc_text:
         record.exc_info, record.exc_text = None, None
         if isinstance(record.msg, str) and "Traceback (most recent call last)" in record.msg:
-            record.msg = record.msg.split("Traceback (most recent call last)")[0].rstrip() or "error (traceback omitted)"
+            record.msg = (
+                record.msg.split("Traceback (most recent call last)")[0].rstrip() or "error (traceback omitted)"
+            )
     return True
 
 

@@ -16,15 +16,24 @@ from evaltasks.errors import InputError
 
 def add_parser(sub: Any) -> None:
     """Add ``calibrate`` and its flags to the command parser ``sub``."""
-    calibrate = add_command(sub, "calibrate", "find each metric's threshold that agrees best with human "
-                                              "pass/fail labels (the suite file is not edited)", None,
-                            "Threshold calibration")
+    calibrate = add_command(
+        sub,
+        "calibrate",
+        "find each metric's threshold that agrees best with human pass/fail labels (the suite file is not edited)",
+        None,
+        "Threshold calibration",
+    )
     calibrate.add_argument("suite", help="the suite YAML file")
-    calibrate.add_argument("--labels", required=True, metavar="COLUMN",
-                           help="the dataset column of labels: pass/fail, passed/failed, true/false, yes/no, 1/0")
+    calibrate.add_argument(
+        "--labels",
+        required=True,
+        metavar="COLUMN",
+        help="the dataset column of labels: pass/fail, passed/failed, true/false, yes/no, 1/0",
+    )
     calibrate.add_argument("--json", action="store_true", help="print the result as JSON")
-    calibrate.add_argument("--index-dir", default=None,
-                           help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
+    calibrate.add_argument(
+        "--index-dir", default=None, help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)"
+    )
 
 
 def command(args: argparse.Namespace, invocation: Invocation) -> int:
@@ -47,6 +56,6 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
     except KeyboardInterrupt:  # Ctrl+C: nothing was written, one line
         error("calibrate interrupted by SIGINT: nothing written")
         return EXIT_SIGINT
-    except Exception:  # anything else aborts the command (exit 3, the traceback in a file)
+    except Exception:  # anything else aborts the command (exit 3, the traceback in a file)  # noqa: BLE001
         return aborted(".")
     return EXIT_PASSED

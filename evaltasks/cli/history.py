@@ -15,13 +15,23 @@ from evaltasks.errors import ConfigError, InputError, Problem
 
 def add_parser(sub: Any) -> None:
     """Add ``history`` and its flags to the command parser ``sub``."""
-    history = add_command(sub, "history", "print the run history of a suite", "Print the recorded runs of a suite, "
-                          "oldest first: pass rate with its interval, each metric's mean, the gate, the verdict and "
-                          "what drifted.", "Run history and drift")
+    history = add_command(
+        sub,
+        "history",
+        "print the run history of a suite",
+        "Print the recorded runs of a suite, "
+        "oldest first: pass rate with its interval, each metric's mean, the gate, the verdict and "
+        "what drifted.",
+        "Run history and drift",
+    )
     history.add_argument("suite", help="the suite YAML file")
-    history.add_argument("--history-dir", default=None, metavar="DIR",
-                         help="the history directory (default: the suite's history.dir, else "
-                              "$EVALTASKS_HISTORY_DIR, else .evaltasks/history)")
+    history.add_argument(
+        "--history-dir",
+        default=None,
+        metavar="DIR",
+        help="the history directory (default: the suite's history.dir, else "
+        "$EVALTASKS_HISTORY_DIR, else .evaltasks/history)",
+    )
     history.add_argument("--last", type=int, default=20, metavar="N", help="the last N runs (default 20)")
     history.add_argument("--json", action="store_true", help="print the records as JSON Lines instead")
 
@@ -75,8 +85,10 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
     for warning in store.warnings:
         warn(warning)
     if not records:
-        error(f"no run history of suite {name!r} in {store.path(name)} (runs record it with "
-              "--history-dir DIR, $EVALTASKS_HISTORY_DIR or a history: block in the suite)")
+        error(
+            f"no run history of suite {name!r} in {store.path(name)} (runs record it with "
+            "--history-dir DIR, $EVALTASKS_HISTORY_DIR or a history: block in the suite)"
+        )
         return EXIT_INVALID
     if args.json:
         for record in records:

@@ -18,21 +18,31 @@ def add_parser(sub: Any) -> None:
     """Add ``index`` and its subcommands to the command parser ``sub``."""
     index = add_command(sub, "index", "manage the reference index", None, "Reference index")
     index_sub = index.add_subparsers(dest="index_command", required=True, metavar="{" + ",".join(INDEX_COMMANDS) + "}")
-    for name, help_text in (("build", "embed a suite's references into the index"),
-                            ("info", "show the index's namespaces"),
-                            ("verify", "read every byte of the index's segment files and check their sha256: "
-                                       "exit 1 naming each damaged file"),
-                            ("compact", "merge each namespace's segments into one (old files deleted after)"),
-                            ("prune", "drop vectors that none of the given suites references (outputs "
-                                      "stored by runs included: the next run embeds them again)")):
+    for name, help_text in (
+        ("build", "embed a suite's references into the index"),
+        ("info", "show the index's namespaces"),
+        (
+            "verify",
+            "read every byte of the index's segment files and check their sha256: exit 1 naming each damaged file",
+        ),
+        ("compact", "merge each namespace's segments into one (old files deleted after)"),
+        (
+            "prune",
+            "drop vectors that none of the given suites references (outputs "
+            "stored by runs included: the next run embeds them again)",
+        ),
+    ):
         command = index_sub.add_parser(name, help=help_text, description=help_text)
         if name == "build":
             command.add_argument("suite", help="the suite YAML file")
         if name == "prune":
             command.add_argument("suites", nargs="+", metavar="SUITE", help="suites whose references are kept")
             command.add_argument("--dry-run", action="store_true", help="report what would be dropped")
-        command.add_argument("--index-dir", default=None,
-                             help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
+        command.add_argument(
+            "--index-dir",
+            default=None,
+            help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)",
+        )
 
 
 def command(args: argparse.Namespace, invocation: Invocation) -> int:
@@ -46,7 +56,7 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
     except InputError as exc:
         error(str(exc))
         return EXIT_INVALID
-    except Exception:  # anything else aborts the command (exit 3, the traceback in a file)
+    except Exception:  # anything else aborts the command (exit 3, the traceback in a file)  # noqa: BLE001
         return aborted(".")
 
 
@@ -59,11 +69,15 @@ def _info(index: Any, args: argparse.Namespace) -> int:
         print(f"no reference index at {index.root}")
     for entry in entries:
         size = sum(p.stat().st_size for p in Path(entry["path"]).glob("*") if p.is_file())
-        print(f"{entry.get('namespace', entry['path'])}: {entry.get('count', '?')} vectors × "
-              f"{entry.get('dimensions', '?')} dims, {size / 1e6:.1f} MB, updated {entry.get('updated', '?')}")
+        print(
+            f"{entry.get('namespace', entry['path'])}: {entry.get('count', '?')} vectors × "
+            f"{entry.get('dimensions', '?')} dims, {size / 1e6:.1f} MB, updated {entry.get('updated', '?')}"
+        )
         if entry["problems"]:
-            print(f"  BROKEN ({entry['path']}): {'; '.join(entry['problems'])}; a run never reads damaged "
-                  "vectors (it embeds them again); `evaltasks index compact` drops them now")
+            print(
+                f"  BROKEN ({entry['path']}): {'; '.join(entry['problems'])}; a run never reads damaged "
+                "vectors (it embeds them again); `evaltasks index compact` drops them now"
+            )
     searches = check_searches(index.root / "sets")  # every byte, as the namespaces: nothing removed
     _print_searches(searches, index.root / "sets")
     return _check_status(entries, searches)
@@ -109,12 +123,17 @@ def _print_searches(searches: list[dict[str, Any]], directory: Path) -> None:
     if not searches:
         return
     unchecked = sum(not entry["checked"] for entry in searches)
-    print(f"reference-set searches: {len(searches)} in {directory}"
-          + (f" ({unchecked} written by an older version: no checksums to verify)" if unchecked else ""))
+    print(
+        f"reference-set searches: {len(searches)} in {directory}"
+        + (f" ({unchecked} written by an older version: no checksums to verify)" if unchecked else "")
+    )
     for entry in searches:
         if entry["problems"]:
-            fate = ("removed: the next run that uses the set rebuilds it" if entry.get("removed")
-                    else "`evaltasks index verify` removes it; the next run rebuilds it")
+            fate = (
+                "removed: the next run that uses the set rebuilds it"
+                if entry.get("removed")
+                else "`evaltasks index verify` removes it; the next run rebuilds it"
+            )
             print(f"  BROKEN search {entry['key']}: {'; '.join(entry['problems'])}; {fate}")
 
 
@@ -134,9 +153,13 @@ def _compact(index: Any, args: argparse.Namespace) -> int:
         count = next((e.get("count") for e in index.info() if e.get("namespace") == namespace), "?")
         dropped = counts.get(namespace, count) - count if isinstance(count, int) else 0
         note = f"; {dropped} damaged vectors dropped: the next run embeds them again" if dropped else ""
-        print(f"{namespace}: 1 segment, nothing to compact" if (before, after) == (1, 1) and not dropped else
-              f"{namespace}: format 1 converted to 1 segment ({count} vectors)" if before == 0 else
-              f"{namespace}: {before} segment{'s' if before != 1 else ''} -> {after} ({count} vectors{note})")
+        print(
+            f"{namespace}: 1 segment, nothing to compact"
+            if (before, after) == (1, 1) and not dropped
+            else f"{namespace}: format 1 converted to 1 segment ({count} vectors)"
+            if before == 0
+            else f"{namespace}: {before} segment{'s' if before != 1 else ''} -> {after} ({count} vectors{note})"
+        )
     for path, why in failed.items():
         print(f"BROKEN ({path}): {why}; not compacted (delete the folder: the next run rebuilds it)")
     if failed:
@@ -151,8 +174,10 @@ def _build(index: Any, args: argparse.Namespace) -> int:
 
     counts = index_plan(plan_run(args.suite), args.index_dir)
     for namespace, c in counts.items():
-        print(f"{namespace}: {c['references_computed']} references embedded, "
-              f"{c['references_reused']} already in the index")
+        print(
+            f"{namespace}: {c['references_computed']} references embedded, "
+            f"{c['references_reused']} already in the index"
+        )
     return EXIT_PASSED
 
 
@@ -169,13 +194,16 @@ def _prune(index: Any, args: argparse.Namespace) -> int:
         for namespace, need in plan.needs.items():
             keep.setdefault(namespace, []).extend(need.references)
         keep_sets |= {key for m in plan.suite.metrics if (key := getattr(m, "search_key", None))}
-    stale = [entry["key"] for entry in check_searches(index.root / "sets", verify=False)
-             if entry["key"] not in keep_sets]
+    stale = [
+        entry["key"] for entry in check_searches(index.root / "sets", verify=False) if entry["key"] not in keep_sets
+    ]
     if args.dry_run:  # what the same command without --dry-run would drop, nothing changed
         stored = {entry.get("namespace"): entry.get("count", 0) for entry in index.info()}
         for namespace, count in index.prune(keep, dry_run=True).items():
-            print(f"{namespace}: would drop {count} of {stored.get(namespace, count)} vectors (kept: "
-                  f"{stored.get(namespace, count) - count}, the texts the suites reference)")
+            print(
+                f"{namespace}: would drop {count} of {stored.get(namespace, count)} vectors (kept: "
+                f"{stored.get(namespace, count) - count}, the texts the suites reference)"
+            )
         for key in stale:
             print(f"would drop the unused reference-set search {key} ({index.root / 'sets'})")
         print("dry run: nothing was dropped")

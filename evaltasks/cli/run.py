@@ -58,20 +58,34 @@ if TYPE_CHECKING:
 def add_parser(sub: Any) -> None:
     """Add ``run`` to the command parser ``sub``: the suite, one flag per :class:`RunOptions` field
     (:func:`add_run_options`), then the flags of the command itself."""
-    run = add_command(sub, "run", "evaluate a suite and write results.json, junit.xml, summary.md",
-                      "Evaluate the suite's dataset with its metrics through the Prefect flow, print the verdict and "
-                      "a summary, and write results.json, junit.xml and summary.md. Exit 0 when the gate holds, 1 "
-                      "when it fails, 2 for invalid input, 3 when the run aborted.", "CLI")
+    run = add_command(
+        sub,
+        "run",
+        "evaluate a suite and write results.json, junit.xml, summary.md",
+        "Evaluate the suite's dataset with its metrics through the Prefect flow, print the verdict and "
+        "a summary, and write results.json, junit.xml and summary.md. Exit 0 when the gate holds, 1 "
+        "when it fails, 2 for invalid input, 3 when the run aborted.",
+        "CLI",
+    )
     run.add_argument("suite", help="the suite YAML file")
     add_run_options(run)
-    run.add_argument("--quiet", action="store_true",
-                     help="print only the verdict, the gate and the reports lines (no progress display, table or "
-                          "cases)")
-    run.add_argument("--task-runner", default="threads", metavar="SPEC",
-                     help="threads[:N] (default), processes[:N], dask[:N], dask:tcp://HOST:PORT (evaltasks[dask]), "
-                          "ray[:ADDRESS] (evaltasks[ray])")
-    run.add_argument("--no-server", action="store_true",
-                     help="run in this process even when an `evaltasks server` runs (also EVALTASKS_NO_SERVER=1)")
+    run.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the verdict, the gate and the reports lines (no progress display, table or cases)",
+    )
+    run.add_argument(
+        "--task-runner",
+        default="threads",
+        metavar="SPEC",
+        help="threads[:N] (default), processes[:N], dask[:N], dask:tcp://HOST:PORT (evaltasks[dask]), "
+        "ray[:ADDRESS] (evaltasks[ray])",
+    )
+    run.add_argument(
+        "--no-server",
+        action="store_true",
+        help="run in this process even when an `evaltasks server` runs (also EVALTASKS_NO_SERVER=1)",
+    )
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -80,12 +94,19 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     not given leaves its destination (the field's name) None, or the field's default for a switch."""
     for field, spec, hint in option_fields():
         if hint is bool:
-            parser.add_argument(spec.flag, dest=field.name, action="store_false" if spec.negated else "store_true",
-                                help=spec.help)
+            parser.add_argument(
+                spec.flag, dest=field.name, action="store_false" if spec.negated else "store_true", help=spec.help
+            )
             continue
         scalar = scalar_type(hint)
-        parser.add_argument(spec.flag, dest=field.name, default=None, metavar=spec.metavar, help=spec.help,
-                            **({} if scalar is str else {"type": scalar}))
+        parser.add_argument(
+            spec.flag,
+            dest=field.name,
+            default=None,
+            metavar=spec.metavar,
+            help=spec.help,
+            **({} if scalar is str else {"type": scalar}),
+        )
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
@@ -101,7 +122,9 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
     if invocation.owns_process and not args.no_server:
         from evaltasks.server import client  # standard library only: decides before Prefect, rich or numpy load
 
-        served = client.run_served(sys.argv[1:], invocation.started)  # docs/server.md#faster-repeated-runs-evaltasks-server
+        served = client.run_served(
+            sys.argv[1:], invocation.started
+        )  # docs/server.md#faster-repeated-runs-evaltasks-server
         if served is not None:
             return served
     problem = check_settings() or check_prefect_home()  # Prefect cannot start without a writable home
@@ -130,9 +153,14 @@ class _PlanView:
     @classmethod
     def of(cls, plan: Any) -> _PlanView:
         """The view of ``plan`` (a :class:`~evaltasks.engine.run.RunPlan`)."""
-        return cls(plan.suite.suite.name, plan.work_items, len(plan.suite.metrics),
-                   plan.suite.suite.gate.min_pass_rate, frozenset(plan.suite.warnings),
-                   tuple(need for need in plan.needs.values() if callable(getattr(need.provider, "load", None))))
+        return cls(
+            plan.suite.suite.name,
+            plan.work_items,
+            len(plan.suite.metrics),
+            plan.suite.suite.gate.min_pass_rate,
+            frozenset(plan.suite.warnings),
+            tuple(need for need in plan.needs.values() if callable(getattr(need.provider, "load", None))),
+        )
 
     @property
     def scoring(self) -> str:
@@ -153,7 +181,7 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
     except InputError as exc:
         error(str(exc))
         return EXIT_INVALID
-    except Exception:  # anything else aborts the run (exit 3, the traceback in a file)
+    except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
         return aborted(args.output_dir)
     if checked is None:
         return EXIT_INVALID
@@ -171,7 +199,7 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
         # overlap the imports and the model load below; the flow waits for it before its first API call.
         starting = spawn_temporary_server()
         problem = None if starting is not None else check_configured_server()  # before the flow starts
-    except Exception:  # anything else aborts the run (exit 3, the traceback in a file)
+    except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
         return aborted(args.output_dir)
     if problem:
         error(problem)
@@ -181,7 +209,7 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
     except InputError as exc:
         error(str(exc))
         return EXIT_INVALID
-    except Exception:  # anything else aborts the run (exit 3, the traceback in a file)
+    except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
         return aborted(args.output_dir)
     return _report(args, invocation, outcome, view)
 
@@ -260,8 +288,9 @@ def _estimate_with_task_cache(plan: Any, args: argparse.Namespace) -> float:
     return estimate_cost(plan, args.index_dir, cached=cached)
 
 
-def _evaluate(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt, planned: Any,
-              view: _PlanView, starting: Any) -> dict[str, Any]:
+def _evaluate(
+    args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt, planned: Any, view: _PlanView, starting: Any
+) -> dict[str, Any]:
     """Run the evaluate-suite flow on ``planned`` with the stage display on the terminal; its returned dict.
     ``starting``: the temporary server being started (None: the user's own server, or one started later)."""
     # read the index only now, while the server starts: a large namespace takes seconds to read
@@ -273,8 +302,7 @@ def _evaluate(args: argparse.Namespace, invocation: Invocation, interrupt: Inter
     stages = Stages(progress, view.scoring, view.work_items)
     with progress, reporting_to(stages, interrupt.stopping), contextlib.ExitStack() as scope:
         # the user's own server (PREFECT_API_URL) is connected to, not started
-        stages.stage("starting Prefect" if starting is not None or not configured_server() else
-                     "connecting to Prefect")
+        stages.stage("starting Prefect" if starting is not None or not configured_server() else "connecting to Prefect")
         from evaltasks.flows.evaluate_suite import evaluate_suite, make_task_runner  # startup: imports Prefect
 
         if args.task_runner == "threads":  # its own line while Prefect starts: the two overlap
@@ -293,8 +321,9 @@ def _evaluate(args: argparse.Namespace, invocation: Invocation, interrupt: Inter
             flow = evaluate_suite.with_options(task_runner=make_task_runner(args.task_runner))
         if temporary or invocation.served_by_runner:
             flow = _without_heartbeats(flow)
-        state = flow(suite_path=str(Path(args.suite)), **run_options(args).flow_parameters(), plan=planned,
-                     return_state=True)
+        state = flow(
+            suite_path=str(Path(args.suite)), **run_options(args).flow_parameters(), plan=planned, return_state=True
+        )
         return _flow_outcome(state)
 
 
@@ -358,7 +387,7 @@ def _has_missing_texts(need: Any, index_dir: str | None) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a corrupt namespace is reported by the flow, once
             return bool(ReferenceIndex(index_dir).missing_texts(need.provider, [*need.references, *need.outputs]))
-    except Exception:  # whatever is wrong, the flow finds it; preload as before
+    except Exception:  # whatever is wrong, the flow finds it; preload as before  # noqa: BLE001
         return True
 
 
@@ -385,7 +414,7 @@ def load_models_in_background(providers: list[Any], stages: Stages | None = None
             try:
                 with stages.side(f"loading the model {name}") if stages is not None else contextlib.nullcontext():
                     provider.load()
-            except Exception:  # the flow loads it again and reports the error
+            except Exception:  # the flow loads it again and reports the error  # noqa: BLE001
                 pass
 
     thread = threading.Thread(target=load, name="evaltasks-model-load", daemon=True)

@@ -14,9 +14,13 @@ from evaltasks.cli._exits import EXIT_PASSED
 
 def add_parser(sub: Any) -> None:
     """Add ``schema`` to the command parser ``sub``."""
-    add_command(sub, "schema", "print the JSON Schema of suite files",
-                "Print the JSON Schema of suite files (for an editor's validation and completion of suite YAML).",
-                "Suite file")
+    add_command(
+        sub,
+        "schema",
+        "print the JSON Schema of suite files",
+        "Print the JSON Schema of suite files (for an editor's validation and completion of suite YAML).",
+        "Suite file",
+    )
 
 
 def command(args: argparse.Namespace, invocation: Invocation) -> int:

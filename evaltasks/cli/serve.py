@@ -24,14 +24,20 @@ from evaltasks.errors import InputError
 
 def add_parser(sub: Any) -> None:
     """Add ``serve`` and its flags to the command parser ``sub``."""
-    serve = add_command(sub, "serve", "serve the suite's flow as a scheduled Prefect deployment",
-                        "Register the suite's flow as a Prefect deployment on a cron schedule and run each scheduled "
-                        "run here, printing its verdict line, until Ctrl+C (needs PREFECT_API_URL).", "Prefect")
+    serve = add_command(
+        sub,
+        "serve",
+        "serve the suite's flow as a scheduled Prefect deployment",
+        "Register the suite's flow as a Prefect deployment on a cron schedule and run each scheduled "
+        "run here, printing its verdict line, until Ctrl+C (needs PREFECT_API_URL).",
+        "Prefect",
+    )
     serve.add_argument("suite", help="the suite YAML file")
     serve.add_argument("--cron", default="0 6 * * *", help='cron schedule (default "0 6 * * *", UTC)')
     serve.add_argument("--name", default=None, help="deployment name (default: the suite name)")
-    serve.add_argument("--output-dir", default=None,
-                       help="where each run writes its reports (default ./eval-results/SUITE_NAME)")
+    serve.add_argument(
+        "--output-dir", default=None, help="where each run writes its reports (default ./eval-results/SUITE_NAME)"
+    )
     serve.add_argument("--index-dir", default=None, help="reference index directory")
 
 
@@ -67,7 +73,7 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
         return EXIT_INVALID
     except KeyboardInterrupt:
         return EXIT_PASSED
-    except Exception:  # anything else aborts the command (exit 3, the traceback in a file)
+    except Exception:  # anything else aborts the command (exit 3, the traceback in a file)  # noqa: BLE001
         return aborted(args.output_dir)
     return EXIT_PASSED
 

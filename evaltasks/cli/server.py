@@ -18,14 +18,23 @@ if TYPE_CHECKING:
 
 def add_parser(sub: Any) -> None:
     """Add ``server`` and its action to the command parser ``sub``."""
-    server = add_command(sub, "server", "keep a Prefect server and a warm runner that runs use (Unix only); "
-                                        "without an action it runs in the foreground",
-                         "Keep a Prefect server and a warm runner (models loaded) in the background, so that each "
-                         "`evaltasks run` of this user starts in a fraction of the time (Unix only). Without an "
-                         "action it runs in the foreground until Ctrl+C.",
-                         "Faster repeated runs: `evaltasks server`")
-    server.add_argument("action", nargs="?", choices=("start", "stop", "status"), default=None,
-                        help="start (in the background), stop, status")
+    server = add_command(
+        sub,
+        "server",
+        "keep a Prefect server and a warm runner that runs use (Unix only); "
+        "without an action it runs in the foreground",
+        "Keep a Prefect server and a warm runner (models loaded) in the background, so that each "
+        "`evaltasks run` of this user starts in a fraction of the time (Unix only). Without an "
+        "action it runs in the foreground until Ctrl+C.",
+        "Faster repeated runs: `evaltasks server`",
+    )
+    server.add_argument(
+        "action",
+        nargs="?",
+        choices=("start", "stop", "status"),
+        default=None,
+        help="start (in the background), stop, status",
+    )
 
 
 def command(args: argparse.Namespace, invocation: Invocation) -> int:

@@ -143,8 +143,9 @@ class VectorTable:
         """A table holding only ``texts`` (deduplicated, order kept): what one batch of cases needs."""
         unique = list(dict.fromkeys(texts))
         rows = self.indices(unique)
-        return VectorTable(unique, self.vectors[rows] if unique else self.vectors[:0], self.costs[rows],
-                           self.truncated[rows])
+        return VectorTable(
+            unique, self.vectors[rows] if unique else self.vectors[:0], self.costs[rows], self.truncated[rows]
+        )
 
     def with_costs(self, costs: np.ndarray) -> VectorTable:
         """The same table with ``costs`` replaced."""

@@ -8,8 +8,8 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +38,8 @@ def _encoder(device: str) -> tuple[ThreadPoolExecutor, threading.Event]:
     with _ENCODERS_LOCK:
         if device not in _ENCODERS:
             _ENCODERS[device] = (
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"evaltasks-encode-{device}"), threading.Event(),
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"evaltasks-encode-{device}"),
+                threading.Event(),
             )
         return _ENCODERS[device]
 
@@ -80,10 +81,15 @@ def _encode_in_chunks(model: Any, texts: list[str], batch_size: int, stop: threa
     for start in range(0, max(len(texts), 1), size):
         if stop.is_set():
             raise ProviderError("interrupted")
-        parts.append(model.encode(
-            texts[start : start + size], batch_size=batch_size,
-            convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False,
-        ))
+        parts.append(
+            model.encode(
+                texts[start : start + size],
+                batch_size=batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+        )
         _chunks_encoded += 1
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
@@ -197,7 +203,9 @@ class LocalEmbeddingProvider:
         if device == "auto":
             device = None
         if device is not None and (not isinstance(device, str) or device.split(":")[0] not in _DEVICES):
-            raise ValueError(f"device must be one of auto, {', '.join(_DEVICES)} (optionally with ':N'), got {quote(device)}")
+            raise ValueError(
+                f"device must be one of auto, {', '.join(_DEVICES)} (optionally with ':N'), got {quote(device)}"
+            )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {quote(batch_size)}")
         self.device = device
@@ -217,7 +225,9 @@ class LocalEmbeddingProvider:
                 self._model()
                 snapshot = _hub_snapshot(self.model_path)
                 _FINGERPRINTS[self.model_path] = (
-                    _local_fingerprint(snapshot) if snapshot else hashlib.sha256(self.model_path.encode()).hexdigest()[:16]
+                    _local_fingerprint(snapshot)
+                    if snapshot
+                    else hashlib.sha256(self.model_path.encode()).hexdigest()[:16]
                 )
         return _FINGERPRINTS[self.model_path]
 
@@ -286,6 +296,7 @@ class LocalEmbeddingProvider:
     @staticmethod
     def _fitting_prefix(tokenizer: Any, text: str, limit: int) -> tuple[str, bool]:
         """(the text to embed, whether the model truncates ``text``): see :meth:`embed_batch`."""
+
         def count(piece: str) -> int:
             return len(tokenizer(piece, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
 
@@ -327,7 +338,7 @@ class LocalEmbeddingProvider:
             raise
         if len(texts) == 0:
             # sentence-transformers >= 6 renamed the method (the old name warns); older releases lack the new one
-            dimension = getattr(model, "get_embedding_dimension", None) or getattr(model, "get_sentence_embedding_dimension")  # noqa: B009
+            dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension  # noqa: B009
             dim = dimension()
             return np.zeros((0, dim), dtype=np.float32)
         return normalize_rows(vectors)

@@ -136,15 +136,21 @@ class OpenAIEmbeddingProvider:
         import openai
 
         self.model_name = model_name or DEFAULT_OPENAI_MODEL
-        if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1):
+        if dimensions is not None and (
+            isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1
+        ):
             raise ValueError(f"dimensions must be a positive integer, got {quote(dimensions)}")
         for label, value in (("max_retries", max_retries), ("content_retries", content_retries)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{label} must be a non-negative integer, got {quote(value)}")
-        for label, value in (("max_input_tokens", max_input_tokens),
-                             ("max_tokens_per_request", max_tokens_per_request),
-                             ("max_inputs_per_request",
-                              MAX_INPUTS_PER_REQUEST if max_inputs_per_request is None else max_inputs_per_request)):
+        for label, value in (
+            ("max_input_tokens", max_input_tokens),
+            ("max_tokens_per_request", max_tokens_per_request),
+            (
+                "max_inputs_per_request",
+                MAX_INPUTS_PER_REQUEST if max_inputs_per_request is None else max_inputs_per_request,
+            ),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive integer, got {quote(value)}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -162,7 +168,8 @@ class OpenAIEmbeddingProvider:
         self._observed_dimensions: int | None = None  # of the first usable response (see output_dimensions)
         self._observed_lock = threading.Lock()
         self.price_per_million_tokens = (
-            price_per_million_tokens if price_per_million_tokens is not None
+            price_per_million_tokens
+            if price_per_million_tokens is not None
             else PRICES_PER_MILLION_TOKENS.get(self.model_name, 0.0)
         )
         self._openai = openai
@@ -179,7 +186,9 @@ class OpenAIEmbeddingProvider:
                 f"the openai embedding provider needs an API key: set the {variable} environment variable, "
                 "or use embedding_provider: local (sentence-transformers, offline)"
             )
-        register_secret(key)  # never in a reason, a log line or a report, in this process (docs/reports.md#secrets-in-reports)
+        register_secret(
+            key
+        )  # never in a reason, a log line or a report, in this process (docs/reports.md#secrets-in-reports)
         self._key_variable = variable
         common: dict[str, Any] = {"api_key": key, "timeout": timeout, "max_retries": max_retries}
         # Every value is resolved here and passed explicitly: given None, the client reads the variable
@@ -188,15 +197,18 @@ class OpenAIEmbeddingProvider:
         if azure_endpoint:
             version = api_version or env_value("OPENAI_API_VERSION")
             if not version:
-                raise ConfigError("Azure OpenAI needs an API version: set the provider option api_version or the "
-                                  "OPENAI_API_VERSION environment variable")
+                raise ConfigError(
+                    "Azure OpenAI needs an API version: set the provider option api_version or the "
+                    "OPENAI_API_VERSION environment variable"
+                )
             self._client = openai.AzureOpenAI(azure_endpoint=azure_endpoint, api_version=version, **common)
             self.endpoint = azure_endpoint
             if max_inputs_per_request is None:
                 self.max_inputs_per_request = AZURE_MAX_INPUTS_PER_REQUEST
         else:
-            self._client = openai.OpenAI(base_url=base_url or env_value("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
-                                         **common)
+            self._client = openai.OpenAI(
+                base_url=base_url or env_value("OPENAI_BASE_URL") or DEFAULT_BASE_URL, **common
+            )
             self.endpoint = str(self._client.base_url)
         # Set after construction: the client re-reads OPENAI_ORG_ID / OPENAI_PROJECT_ID when given None.
         self._client.organization = organization or env_value("OPENAI_ORG_ID")
@@ -301,8 +313,11 @@ class OpenAIEmbeddingProvider:
                 return  # another thread adopted a lower limit after this request was cut: cut it again
             limit = exc.limit if exc.limit is not None else sent // 2
             if self._split or not 1 <= limit < sent:
-                raise ProviderError(f"embeddings request rejected: HTTP 400: {exc} (with {sent} inputs per request; "
-                                    "set max_inputs_per_request)", transient=False)
+                raise ProviderError(
+                    f"embeddings request rejected: HTTP 400: {exc} (with {sent} inputs per request; "
+                    "set max_inputs_per_request)",
+                    transient=False,
+                )
             self._split = True
             self.max_inputs_per_request = min(self.max_inputs_per_request, limit)
 
@@ -326,15 +341,20 @@ class OpenAIEmbeddingProvider:
                     f"the embeddings API at {self.endpoint} rejected the key ({self._key_variable}): "
                     f"HTTP {exc.status_code}"
                 ) from None
-            except openai.NotFoundError as exc:
+            except openai.NotFoundError:
                 raise ConfigError(
                     f"embedding model '{self.model_name}' was not found at {self.endpoint} (HTTP 404)"
                 ) from None
-            except (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError,
-                    openai.InternalServerError) as exc:
+            except (
+                openai.RateLimitError,
+                openai.APITimeoutError,
+                openai.APIConnectionError,
+                openai.InternalServerError,
+            ) as exc:
                 raise ProviderError(
                     f"embeddings request to {self.endpoint} still failing after the client's retries: "
-                    f"{type(exc).__name__}: {exc}", transient=True,
+                    f"{type(exc).__name__}: {exc}",
+                    transient=True,
                 ) from None
             except openai.APIStatusError as exc:  # 408/409 are retried by the client: still transient after that
                 if exc.status_code == 400 and "too many inputs" in str(exc.message).lower():
@@ -343,8 +363,14 @@ class OpenAIEmbeddingProvider:
                     f"embeddings request rejected: HTTP {exc.status_code}: {exc.message}",
                     transient=exc.status_code in (408, 409),
                 ) from None
-            except (_ContentError, openai.APIResponseValidationError, ValueError, TypeError, AttributeError,
-                    KeyError) as exc:  # a body the client could not even shape: also an unusable response
+            except (
+                _ContentError,
+                openai.APIResponseValidationError,
+                ValueError,
+                TypeError,
+                AttributeError,
+                KeyError,
+            ) as exc:  # a body the client could not even shape: also an unusable response
                 if attempt >= self.content_retries:
                     raise ProviderError(
                         f"unusable embeddings response from {self.endpoint} after {attempt + 1} attempts: {exc}",
@@ -379,8 +405,10 @@ class OpenAIEmbeddingProvider:
             if self._observed_dimensions is None:
                 self._observed_dimensions = int(block.shape[1])
             elif self._observed_dimensions != block.shape[1]:
-                raise _ContentError(f"{block.shape[1]}-dimensional vectors, but earlier responses of this endpoint "
-                                    f"had {self._observed_dimensions}")
+                raise _ContentError(
+                    f"{block.shape[1]}-dimensional vectors, but earlier responses of this endpoint "
+                    f"had {self._observed_dimensions}"
+                )
         usage = getattr(response, "usage", None)
         tokens = 0
         for name in ("total_tokens", "prompt_tokens"):
@@ -409,15 +437,16 @@ def _input_order(indices: list[Any]) -> list[int]:
     present = {position: i for position, i in enumerate(indices) if i is not None}
     values = list(present.values())
     if any(type(i) is not int or not 0 <= i < n for i in values) or len(set(values)) != len(values):
-        raise _ContentError(f"response indices {indices[:8]} contradict each other: not distinct indices in "
-                            f"0..{n - 1}")
+        raise _ContentError(f"response indices {indices[:8]} contradict each other: not distinct indices in 0..{n - 1}")
     missing = [position for position in range(n) if position not in present]
     if len(missing) == 1:
         (left,) = set(range(n)) - set(values)
         present[missing[0]] = left
     elif missing and any(i != position for position, i in present.items()):
-        raise _ContentError(f"{len(missing)} of {n} items have no 'index' and the others are not in list order "
-                            f"(indices {indices[:8]}): the input order is ambiguous")
+        raise _ContentError(
+            f"{len(missing)} of {n} items have no 'index' and the others are not in list order "
+            f"(indices {indices[:8]}): the input order is ambiguous"
+        )
     if len(present) < n:
         return list(range(n))
     return sorted(range(n), key=lambda position: present[position])

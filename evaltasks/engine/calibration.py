@@ -47,7 +47,11 @@ FAIL_LABELS = frozenset({"fail", "failed", "false", "no", "0"})
 
 
 def parse_labels(
-    values: Sequence[str | None], locations: Sequence[str], *, source: str, column: str,
+    values: Sequence[str | None],
+    locations: Sequence[str],
+    *,
+    source: str,
+    column: str,
 ) -> list[bool | None]:
     """The labels of a dataset column as booleans (True = pass), None where the cell is empty.
 
@@ -73,8 +77,15 @@ def parse_labels(
             labels.append(False)
         else:
             labels.append(None)
-            problems.append(Problem(source, where, column, f"must be a pass/fail label (pass, fail, passed, failed, "
-                                                           f"true, false, yes, no, 1, 0), got {quote(value)}"))
+            problems.append(
+                Problem(
+                    source,
+                    where,
+                    column,
+                    f"must be a pass/fail label (pass, fail, passed, failed, "
+                    f"true, false, yes, no, 1, 0), got {quote(value)}",
+                )
+            )
     if problems:
         raise DatasetError(problems, title="invalid labels")
     return labels
@@ -169,11 +180,11 @@ def shortest_decimal(low: float, high: float) -> float:
     [0, 1]; ``high`` itself when none has fewer (e.g. ``(0.6, 0.6213]`` → ``0.61``; ``(-inf, 0.3]`` → ``0.0``).
     """
     for digits in range(0, 17):
-        scale = 10.0 ** digits
+        scale = 10.0**digits
         below = math.floor(high * scale)  # high * scale may fall just below an integer (0.57 * 100): try one up
         for step in (below, below + 1):
             candidate = round(step / scale, digits)
-            if low < candidate <= high and 0.0 <= candidate:
+            if low < candidate <= high and candidate >= 0.0:
                 return candidate
     return high
 
@@ -186,20 +197,28 @@ def _choice(scores: np.ndarray, labels: np.ndarray, threshold: float) -> Thresho
 
     predicted = scores >= threshold
     precision, recall, f1, _ = precision_recall_fscore_support(
-        labels, predicted, average="binary", pos_label=True, zero_division=0.0)
+        labels, predicted, average="binary", pos_label=True, zero_division=0.0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 0/0 when labels and verdicts are all one class: reported as n/a
         kappa = float(cohen_kappa_score(labels, predicted))
     agreement = float(accuracy_score(labels, predicted))
     return ThresholdChoice(
-        threshold=threshold, agreement=agreement, agreed=int(np.sum(predicted == labels)),
-        predicted_pass=int(predicted.sum()), precision=float(precision), recall=float(recall), f1=float(f1),
+        threshold=threshold,
+        agreement=agreement,
+        agreed=int(np.sum(predicted == labels)),
+        predicted_pass=int(predicted.sum()),
+        precision=float(precision),
+        recall=float(recall),
+        f1=float(f1),
         kappa=None if math.isnan(kappa) else kappa,
     )
 
 
 def calibrate_scores(
-    scores: Sequence[float], labels: Sequence[bool], current_threshold: float,
+    scores: Sequence[float],
+    labels: Sequence[bool],
+    current_threshold: float,
 ) -> tuple[ThresholdChoice, ThresholdChoice, ThresholdChoice | None, ThresholdChoice, float | None, str | None]:
     """Search the thresholds of one metric (rules in the module docstring).
 
@@ -251,8 +270,12 @@ def calibrate_scores(
     expected = ((tp_a + fp_a) * positives + (fn_a + tn_a) * (n - positives)) / (n * n)
     with np.errstate(divide="ignore", invalid="ignore"):  # one label class: κ is never above 0, no best one
         kappa = np.where((expected < 1.0) & (0 < positives < n), (accuracy - expected) / (1.0 - expected), np.nan)
-    distance = np.array([0.0 if low < current_threshold <= high else
-                         min(abs(current_threshold - high), abs(current_threshold - low)) for low, high in zip(lows, highs)])
+    distance = np.array(
+        [
+            0.0 if low < current_threshold <= high else min(abs(current_threshold - high), abs(current_threshold - low))
+            for low, high in zip(lows, highs)
+        ]
+    )
 
     def pick(values: np.ndarray) -> ThresholdChoice | None:
         if np.all(np.isnan(values)):
@@ -270,7 +293,10 @@ def calibrate_scores(
 
 
 def calibrate_suite(
-    suite_path: str | Path, labels_column: str, *, index_dir: str | Path | None = None,
+    suite_path: str | Path,
+    labels_column: str,
+    *,
+    index_dir: str | Path | None = None,
 ) -> CalibrationReport:
     """Score a suite's dataset with its metrics and calibrate each metric's threshold against a label column.
 
@@ -286,27 +312,42 @@ def calibrate_suite(
             not a pass/fail word.
         CredentialsError: a provider's credentials are missing.
     """
-    from evaltasks.inputs.datasets import load_dataset
     from evaltasks.engine.evaluate import evaluate_sync, validate_cases
     from evaltasks.index import default_index_dir
+    from evaltasks.inputs.datasets import load_dataset
     from evaltasks.inputs.suite import load_suite
 
     started = time.perf_counter()
     suite = load_suite(suite_path)
     source = os.path.normpath(suite.path.parent / suite.suite.dataset.path)
     dataset = load_dataset(
-        suite.suite.dataset, suite.path.parent, extra_columns=[labels_column],
+        suite.suite.dataset,
+        suite.path.parent,
+        extra_columns=[labels_column],
         check=lambda cases, locations: validate_cases(cases, suite.metrics, source=source, locations=locations),
     )
     labels = parse_labels(dataset.columns[labels_column], dataset.locations, source=source, column=labels_column)
     if all(label is None for label in labels):  # scoring would take minutes to say nothing
-        raise DatasetError([Problem(source, "", labels_column, "every cell of the label column is empty: no case "
-                                                               "is labelled, nothing to calibrate")],
-                           title="invalid labels")
+        raise DatasetError(
+            [
+                Problem(
+                    source,
+                    "",
+                    labels_column,
+                    "every cell of the label column is empty: no case is labelled, nothing to calibrate",
+                )
+            ],
+            title="invalid labels",
+        )
     from evaltasks.engine import progress
 
-    result = evaluate_sync(dataset.cases, suite.metrics, index_dir=index_dir or default_index_dir(), ids=dataset.ids,
-                           progress=progress.advance)  # the stages and counts a terminal shows (evaltasks calibrate)
+    result = evaluate_sync(
+        dataset.cases,
+        suite.metrics,
+        index_dir=index_dir or default_index_dir(),
+        ids=dataset.ids,
+        progress=progress.advance,
+    )  # the stages and counts a terminal shows (evaltasks calibrate)
     unlabelled = sum(label is None for label in labels)
     calibrations: list[MetricCalibration] = []
     yaml_lines: list[str] = []
@@ -327,29 +368,54 @@ def calibrate_suite(
                 kept.append(label)
         kind = suite.suite.metrics[m].metric
         calibration = MetricCalibration(
-            index=m, metric=kind, name=metric.name, current_threshold=metric.threshold, cases=len(scores),
-            label_pass=sum(kept), label_fail=len(kept) - sum(kept), errored=errored, skipped=skipped,
-            unlabelled=unlabelled, roc_auc=None, roc_auc_note="no labelled case was scored" if not scores else None,
+            index=m,
+            metric=kind,
+            name=metric.name,
+            current_threshold=metric.threshold,
+            cases=len(scores),
+            label_pass=sum(kept),
+            label_fail=len(kept) - sum(kept),
+            errored=errored,
+            skipped=skipped,
+            unlabelled=unlabelled,
+            roc_auc=None,
+            roc_auc_note="no labelled case was scored" if not scores else None,
         )
         if scores:
             best, best_f1, best_kappa, current, auc, note = calibrate_scores(scores, kept, metric.threshold)
-            calibration = calibration.model_copy(update={
-                "roc_auc": auc, "roc_auc_note": note, "current": current, "best_agreement": best,
-                "best_f1": best_f1, "best_kappa": best_kappa})
+            calibration = calibration.model_copy(
+                update={
+                    "roc_auc": auc,
+                    "roc_auc_note": note,
+                    "current": current,
+                    "best_agreement": best,
+                    "best_f1": best_f1,
+                    "best_kappa": best_kappa,
+                }
+            )
             if best.predicted_pass in (0, len(scores)):
-                calibration.note = (f"the best agreement {'passes' if best.predicted_pass else 'fails'} every case: "
-                                    f"the scores do not separate the labels better than the majority label "
-                                    f"({'pass' if best.predicted_pass else 'fail'}) does")
+                calibration.note = (
+                    f"the best agreement {'passes' if best.predicted_pass else 'fails'} every case: "
+                    f"the scores do not separate the labels better than the majority label "
+                    f"({'pass' if best.predicted_pass else 'fail'}) does"
+                )
             elif best.threshold != metric.threshold:  # a trivial split is no threshold worth suggesting
-                calibration.suggestion = (f"metrics[{m}] ({kind}): threshold {_number(metric.threshold)} → "
-                                          f"{_number(best.threshold)}")
-                yaml_lines += [f"  - metric: {kind}    # metrics[{m}]"
-                               + (f", name {metric.name}" if metric.name != kind else ""),
-                               f"    threshold: {_number(best.threshold)}    # was {_number(metric.threshold)}"]
+                calibration.suggestion = (
+                    f"metrics[{m}] ({kind}): threshold {_number(metric.threshold)} → {_number(best.threshold)}"
+                )
+                yaml_lines += [
+                    f"  - metric: {kind}    # metrics[{m}]" + (f", name {metric.name}" if metric.name != kind else ""),
+                    f"    threshold: {_number(best.threshold)}    # was {_number(metric.threshold)}",
+                ]
         calibrations.append(calibration)
     return CalibrationReport(
-        suite=suite.suite.name, suite_path=str(suite_path), dataset=source, labels=labels_column,
-        cases=len(dataset.cases), unlabelled=unlabelled, metrics=calibrations,
+        suite=suite.suite.name,
+        suite_path=str(suite_path),
+        dataset=source,
+        labels=labels_column,
+        cases=len(dataset.cases),
+        unlabelled=unlabelled,
+        metrics=calibrations,
         suggested_yaml="metrics:\n" + "\n".join(yaml_lines) if yaml_lines else None,
         duration_s=round(time.perf_counter() - started, 3),
     )
@@ -364,19 +430,25 @@ def _number(value: float) -> str:
 
 def _percent(choice: ThresholdChoice, cases: int) -> str:
     kappa = "n/a" if choice.kappa is None else f"{choice.kappa:.3f}"
-    return (f"threshold {_number(choice.threshold)}: agreement {choice.agreement:.1%} ({choice.agreed}/{cases}), "
-            f"precision {choice.precision:.3f}, recall {choice.recall:.3f}, F1 {choice.f1:.3f}, κ {kappa}, "
-            f"{choice.predicted_pass} pass")
+    return (
+        f"threshold {_number(choice.threshold)}: agreement {choice.agreement:.1%} ({choice.agreed}/{cases}), "
+        f"precision {choice.precision:.3f}, recall {choice.recall:.3f}, F1 {choice.f1:.3f}, κ {kappa}, "
+        f"{choice.predicted_pass} pass"
+    )
 
 
 def format_report(report: CalibrationReport) -> str:
     """The report as the terminal shows it (``evaltasks calibrate`` without ``--json``)."""
-    lines = [f"calibration of {report.suite} against column '{report.labels}' of {report.dataset}: "
-             f"{report.cases} cases, {report.unlabelled} unlabelled (left out)"]
+    lines = [
+        f"calibration of {report.suite} against column '{report.labels}' of {report.dataset}: "
+        f"{report.cases} cases, {report.unlabelled} unlabelled (left out)"
+    ]
     for c in report.metrics:
         named = "" if c.name == c.metric else f" '{c.name}'"
-        lines.append(f"metrics[{c.index}] {c.metric}{named}: {c.cases} cases counted ({c.label_pass} pass, "
-                     f"{c.label_fail} fail); left out: {c.errored} errored, {c.skipped} skipped")
+        lines.append(
+            f"metrics[{c.index}] {c.metric}{named}: {c.cases} cases counted ({c.label_pass} pass, "
+            f"{c.label_fail} fail); left out: {c.errored} errored, {c.skipped} skipped"
+        )
         if c.current is None or c.best_agreement is None or c.best_f1 is None:
             lines.append(f"  nothing to calibrate: {c.roc_auc_note}")
             continue
@@ -385,8 +457,14 @@ def format_report(report: CalibrationReport) -> str:
         lines.append(f"  current        {_percent(c.current, c.cases)}")
         lines.append(f"  best agreement {_percent(c.best_agreement, c.cases)}")
         lines.append(f"  best F1        {_percent(c.best_f1, c.cases)}")
-        lines.append("  best κ         " + (_percent(c.best_kappa, c.cases) if c.best_kappa else "n/a (the labels are "
-                                                                                           "all one class: κ is never above 0)"))
+        lines.append(
+            "  best κ         "
+            + (
+                _percent(c.best_kappa, c.cases)
+                if c.best_kappa
+                else "n/a (the labels are all one class: κ is never above 0)"
+            )
+        )
         if c.note:
             lines.append(f"  note: {c.note}")
     suggestions = [c.suggestion for c in report.metrics if c.suggestion]
@@ -395,7 +473,13 @@ def format_report(report: CalibrationReport) -> str:
         lines += [f"  {s}" for s in suggestions]
         lines += ["", *(report.suggested_yaml or "").splitlines()]
     else:
-        lines.append("no change suggested" + (": every current threshold already gives the best agreement"
-                                              if not any(c.note for c in report.metrics) else " (see the notes)"))
+        lines.append(
+            "no change suggested"
+            + (
+                ": every current threshold already gives the best agreement"
+                if not any(c.note for c in report.metrics)
+                else " (see the notes)"
+            )
+        )
     lines.append(f"({report.duration_s:.1f} s)")
     return "\n".join(lines)

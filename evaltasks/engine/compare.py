@@ -76,6 +76,8 @@ class ChangeTest(BaseModel):
     better: int = 0
     min_detectable_effect: float | None = None
     verdict: Verdict = "no significant change"
+
+
 _KIND_ORDER = {"worse": 0, "new": 1, "removed": 2, "better": 3}
 CHANGE_TEXT_LIMIT = 1000
 """Characters of a case's input, expected output and outputs kept in a :class:`CaseChange`."""
@@ -218,7 +220,11 @@ def load_baseline(path: str | Path, name: str | None = None) -> dict[str, Any]:
         raise InputError([Problem(source, f"line {exc.lineno}", "", f"baseline is not JSON: {exc.msg}")]) from None
     except RecursionError:
         raise InputError([Problem(source, "", "", "baseline is not JSON: nested too deeply")]) from None
-    if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or not isinstance(data.get("cases"), list):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("summary"), dict)
+        or not isinstance(data.get("cases"), list)
+    ):
         raise InputError([Problem(source, "", "", "not an evaltasks results.json (needs 'summary' and 'cases')")])
     problems = baseline_problems(data, source)
     if problems:
@@ -250,7 +256,7 @@ def _summary_problems(summary: Mapping[str, Any], source: str) -> list[Problem]:
     if why:
         problems.append(Problem(source, "summary", "pass_rate", why))
     metrics = summary.get("metrics")
-    for name, entry in (metrics.items() if isinstance(metrics, Mapping) else ()):
+    for name, entry in metrics.items() if isinstance(metrics, Mapping) else ():
         for field in ("mean_score", "pass_rate"):
             why = _number_problem(entry.get(field)) if isinstance(entry, Mapping) else None
             if why:
@@ -267,8 +273,15 @@ def baseline_problems(data: Mapping[str, Any], source: str) -> list[Problem]:
     problems: list[Problem] = []
     version = data.get("schema_version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version not in BASELINE_SCHEMA_VERSIONS:
-        problems.append(Problem(source, "", "schema_version", f"is {quote(version)}: this evaltasks reads results.json "
-                                f"versions {', '.join(map(str, BASELINE_SCHEMA_VERSIONS))} (written by a newer one?)"))
+        problems.append(
+            Problem(
+                source,
+                "",
+                "schema_version",
+                f"is {quote(version)}: this evaltasks reads results.json "
+                f"versions {', '.join(map(str, BASELINE_SCHEMA_VERSIONS))} (written by a newer one?)",
+            )
+        )
     summary = data.get("summary")
     problems += _summary_problems(summary if isinstance(summary, Mapping) else {}, source)
     seen: dict[str, int] = {}
@@ -283,19 +296,27 @@ def baseline_problems(data: Mapping[str, Any], source: str) -> list[Problem]:
             continue
         case_id = str(case.get("id"))
         if case_id in seen:
-            problems.append(Problem(source, f"cases[{i}]", "id", f"{quote(case_id)} is also cases[{seen[case_id]}]: "
-                                                                 "ids must be unique to pair cases"))
+            problems.append(
+                Problem(
+                    source,
+                    f"cases[{i}]",
+                    "id",
+                    f"{quote(case_id)} is also cases[{seen[case_id]}]: ids must be unique to pair cases",
+                )
+            )
         seen.setdefault(case_id, i)
         metrics = case.get("metrics")
         if metrics is not None and not isinstance(metrics, list):
-            problems.append(Problem(source, f"cases[{i}] (id {quote(case_id)})", "metrics",
-                                    f"must be a list, got {quote(metrics)}"))
+            problems.append(
+                Problem(source, f"cases[{i}] (id {quote(case_id)})", "metrics", f"must be a list, got {quote(metrics)}")
+            )
             continue
         for m in metrics or []:
             why = _number_problem(m.get("score")) if isinstance(m, Mapping) else None
             if why:
-                problems.append(Problem(source, f"cases[{i}] (id {quote(case_id)})", f"metrics.{m.get('name')}.score",
-                                        why))
+                problems.append(
+                    Problem(source, f"cases[{i}] (id {quote(case_id)})", f"metrics.{m.get('name')}.score", why)
+                )
     return problems[:BASELINE_PROBLEMS_SHOWN]
 
 
@@ -345,8 +366,12 @@ def _base_case_status(case: Mapping[str, Any]) -> str:
 
 def _unstable(case: Mapping[str, Any]) -> bool:
     """Whether a baseline case (JSON) has a judge result whose samples were unstable."""
-    return any(isinstance(m, Mapping) and isinstance(m.get("evaluation_log"), Mapping)
-               and m["evaluation_log"].get("unstable") is True for m in case.get("metrics") or [])
+    return any(
+        isinstance(m, Mapping)
+        and isinstance(m.get("evaluation_log"), Mapping)
+        and m["evaluation_log"].get("unstable") is True
+        for m in case.get("metrics") or []
+    )
 
 
 class _Pairs:
@@ -367,8 +392,9 @@ class _Pairs:
         return np.frombuffer(self.base, dtype=float), np.frombuffer(self.cur, dtype=float), groups
 
 
-def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
-                    memo: dict[bytes, Interval | None] | None = None) -> ChangeTest | None:
+def _pass_rate_test(
+    pairs: _Pairs, alpha: float, min_effect: float, memo: dict[bytes, Interval | None] | None = None
+) -> ChangeTest | None:
     """The exact McNemar test of paired passed flags (1.0 passed, 0.0 not), with the paired bootstrap interval
     of the difference at level 1 − alpha (no other p-value is computed); None without pairs. ``memo`` keeps
     intervals by their data, so the same flags (the overall test and the only metric's) are resampled once."""
@@ -387,9 +413,18 @@ def _pass_rate_test(pairs: _Pairs, alpha: float, min_effect: float,
     b_rate, c_rate = float(base.mean()), float(cur.mean())
     mde = statistics.min_detectable_pass_rate_change(n, alpha)
     return ChangeTest(
-        statistic="pass_rate", test="exact McNemar", paired_cases=n, baseline=b_rate, current=c_rate,
-        delta=c_rate - b_rate, interval=interval, p_value=p, worse=worse, better=better,
-        min_detectable_effect=mde, verdict=statistics.verdict(p, c_rate - b_rate, mde, alpha, min_effect),
+        statistic="pass_rate",
+        test="exact McNemar",
+        paired_cases=n,
+        baseline=b_rate,
+        current=c_rate,
+        delta=c_rate - b_rate,
+        interval=interval,
+        p_value=p,
+        worse=worse,
+        better=better,
+        min_detectable_effect=mde,
+        verdict=statistics.verdict(p, c_rate - b_rate, mde, alpha, min_effect),
     )
 
 
@@ -407,8 +442,15 @@ def _score_test(pairs: _Pairs, alpha: float, min_effect: float) -> ChangeTest | 
     units = n if groups is None else len(np.unique(groups))
     mde = statistics.min_detectable_score_change(interval, units, alpha)  # type: ignore[arg-type]
     return ChangeTest(
-        statistic="mean_score", test=test, paired_cases=n, baseline=b_mean, current=c_mean,
-        delta=c_mean - b_mean, interval=interval, p_value=p, min_detectable_effect=mde,
+        statistic="mean_score",
+        test=test,
+        paired_cases=n,
+        baseline=b_mean,
+        current=c_mean,
+        delta=c_mean - b_mean,
+        interval=interval,
+        p_value=p,
+        min_detectable_effect=mde,
         verdict=statistics.verdict(p, c_mean - b_mean, mde, alpha, min_effect),
     )
 
@@ -445,10 +487,17 @@ class ComparisonBuilder:
     Raises ValueError when ``tolerance`` is negative.
     """
 
-    def __init__(self, baseline: Mapping[str, Any], *, tolerance: float = DEFAULT_TOLERANCE,
-                 label: str = "baseline", alpha: float = 0.05, min_effect: float = 0.01,
-                 clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
-                 allow_errors: bool = False) -> None:
+    def __init__(
+        self,
+        baseline: Mapping[str, Any],
+        *,
+        tolerance: float = DEFAULT_TOLERANCE,
+        label: str = "baseline",
+        alpha: float = 0.05,
+        min_effect: float = 0.01,
+        clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
+        allow_errors: bool = False,
+    ) -> None:
         if tolerance < 0:
             raise ValueError(f"tolerance must be >= 0, got {tolerance}")
         self.tolerance, self.label = tolerance, label
@@ -482,10 +531,17 @@ class ComparisonBuilder:
             base_metrics = self._base_cases.get(case.id)
             cluster = self._clusters.code(position, case.id) if self._clusters is not None else None
             if base_metrics is None:
-                self._changes.append(CaseChange(
-                    case_id=case.id, kind="new", current_status=case.status,
-                    current_score=_lowest(m.score for m in case.metrics), input=_cut(case.input),
-                    expected_output=_cut(case.expected_output), current_output=_cut(case.actual_output)))
+                self._changes.append(
+                    CaseChange(
+                        case_id=case.id,
+                        kind="new",
+                        current_status=case.status,
+                        current_score=_lowest(m.score for m in case.metrics),
+                        input=_cut(case.input),
+                        expected_output=_cut(case.expected_output),
+                        current_output=_cut(case.actual_output),
+                    )
+                )
                 continue
             base_status = self._base_status[case.id]
             if base_status == "passed" and case.status in ("failed", "errored"):
@@ -504,18 +560,32 @@ class ComparisonBuilder:
                     if base[1] not in self._left_out and m.status not in self._left_out:
                         pairs = self._passes.get(m.name) or self._passes.setdefault(m.name, _Pairs())
                         pairs.add(float(base[1] == "passed"), float(m.status == "passed"), cluster)
-                    if (base[0] is not None and m.score is not None and base[1] in ("passed", "failed")
-                            and m.status in ("passed", "failed")):
+                    if (
+                        base[0] is not None
+                        and m.score is not None
+                        and base[1] in ("passed", "failed")
+                        and m.status in ("passed", "failed")
+                    ):
                         pairs = self._scores.get(m.name) or self._scores.setdefault(m.name, _Pairs())
                         pairs.add(base[0], m.score, cluster)
                 kind = _pair_kind(base, cur, self.tolerance)
                 if kind is not None:
-                    self._changes.append(CaseChange(
-                        case_id=case.id, metric=m.name, kind=kind, baseline_score=base[0], current_score=m.score,
-                        delta=_delta(m.score, base[0]), baseline_status=base[1], current_status=m.status,
-                        input=_cut(case.input), expected_output=_cut(case.expected_output),
-                        baseline_output=_cut(base_doc.get("actual_output")), current_output=_cut(case.actual_output),
-                    ))
+                    self._changes.append(
+                        CaseChange(
+                            case_id=case.id,
+                            metric=m.name,
+                            kind=kind,
+                            baseline_score=base[0],
+                            current_score=m.score,
+                            delta=_delta(m.score, base[0]),
+                            baseline_status=base[1],
+                            current_status=m.status,
+                            input=_cut(case.input),
+                            expected_output=_cut(case.expected_output),
+                            baseline_output=_cut(base_doc.get("actual_output")),
+                            current_output=_cut(case.actual_output),
+                        )
+                    )
 
     def finish(self, summary: EvaluationSummary) -> Comparison:
         """The comparison, given the current run's ``summary`` (rules in the module docstring and in
@@ -562,8 +632,11 @@ class ComparisonBuilder:
         if comparison.pass_rate_test is not None and comparison.pass_rate_test.verdict == "regressed":
             comparison.regressions.insert(0, regression_sentence("", comparison.pass_rate_test))
         comparison.verdict = statistics.worst_verdict(
-            [comparison.pass_rate_test.verdict if comparison.pass_rate_test else None,
-             *(m.verdict for m in comparison.metrics)])
+            [
+                comparison.pass_rate_test.verdict if comparison.pass_rate_test else None,
+                *(m.verdict for m in comparison.metrics),
+            ]
+        )
         comparison.changes = changes
         comparison.counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in _KIND_ORDER}
         comparison.paired_cases = len(self._seen) - sum(1 for c in self._changes if c.kind == "new")
@@ -581,10 +654,14 @@ class ComparisonBuilder:
         """The change of a baseline case absent from this run: its baseline side only."""
         doc = self._base_docs[case_id]
         return CaseChange(
-            case_id=case_id, kind="removed", baseline_status=self._base_status[case_id],
+            case_id=case_id,
+            kind="removed",
+            baseline_status=self._base_status[case_id],
             baseline_score=_lowest(score for score, _ in self._base_cases[case_id].values()),
-            input=_cut(doc.get("input")), expected_output=_cut(doc.get("expected_output")),
-            baseline_output=_cut(doc.get("actual_output")))
+            input=_cut(doc.get("input")),
+            expected_output=_cut(doc.get("expected_output")),
+            baseline_output=_cut(doc.get("actual_output")),
+        )
 
 
 def compare_results(
@@ -605,7 +682,14 @@ def compare_results(
 
     Rules in the module docstring. Raises ValueError when ``tolerance`` is negative.
     """
-    builder = ComparisonBuilder(baseline, tolerance=tolerance, label=label, alpha=alpha, min_effect=min_effect,
-                                clusters=clusters, allow_errors=allow_errors)
+    builder = ComparisonBuilder(
+        baseline,
+        tolerance=tolerance,
+        label=label,
+        alpha=alpha,
+        min_effect=min_effect,
+        clusters=clusters,
+        allow_errors=allow_errors,
+    )
     builder.add(cases)
     return builder.finish(summary)

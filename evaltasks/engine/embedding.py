@@ -32,7 +32,11 @@ def collect_embedding_needs(cases: Sequence[EvalTestCase], metrics: Sequence[Bas
 
 
 def embed_references(
-    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None, *, probe: bool = True,
+    provider: EmbeddingProvider,
+    texts: Sequence[str],
+    index: ReferenceIndex | None,
+    *,
+    probe: bool = True,
     vectors: bool = True,
 ) -> tuple[VectorTable, EmbeddingCounts]:
     """Embed unique reference ``texts`` through ``index`` (or directly when None).
@@ -60,7 +64,10 @@ def embed_outputs(
 
 
 def _embed_unique(
-    provider: EmbeddingProvider, texts: Sequence[str], index: ReferenceIndex | None, probe: bool,
+    provider: EmbeddingProvider,
+    texts: Sequence[str],
+    index: ReferenceIndex | None,
+    probe: bool,
     vectors: bool = True,
 ) -> tuple[VectorTable, int, int]:
     """The vectors of the unique ``texts`` through ``index`` (directly when None), and how many were computed
@@ -98,13 +105,16 @@ def embed_texts(
     stored = lookup.stored if lookup.stored is not None else np.zeros(len(refs) + len(outs), dtype=bool)
     ref_reused, out_reused = int(stored[: len(refs)].sum()), int(stored[len(refs) :].sum())
     return lookup.table, EmbeddingCounts(
-        references_computed=len(refs) - ref_reused, references_reused=ref_reused,
-        outputs_computed=len(outs) - out_reused, outputs_reused=out_reused,
+        references_computed=len(refs) - ref_reused,
+        references_reused=ref_reused,
+        outputs_computed=len(outs) - out_reused,
+        outputs_reused=out_reused,
     )
 
 
-def _report_embedding_stage(provider: EmbeddingProvider, references: Iterable[str], outputs: Iterable[str],
-                            index: ReferenceIndex | None) -> None:
+def _report_embedding_stage(
+    provider: EmbeddingProvider, references: Iterable[str], outputs: Iterable[str], index: ReferenceIndex | None
+) -> None:
     """Name the stage ``embedding N texts (MODEL)`` (:mod:`evaltasks.engine.progress`, no count: the encode is one
     call) when texts of one namespace are not stored yet: what ``evaltasks calibrate`` shows while it embeds.
     Nothing without a stage callback, or when every text is stored."""
@@ -143,23 +153,41 @@ def prepare_reference_searches(
             continue
         directory = index.root / "sets" if index is not None else None
         outputs = [t for t in needs[namespace].outputs if t in tables[namespace]]
-        _, recall = metric.prepare_search(tables[namespace], directory, cases,  # type: ignore[attr-defined]
-                                          index=index, stored=(stored or {}).get(namespace),
-                                          queries=tables[namespace].rows(outputs) if outputs else None)
+        _, recall = metric.prepare_search(
+            tables[namespace],
+            directory,
+            cases,  # type: ignore[attr-defined]
+            index=index,
+            stored=(stored or {}).get(namespace),
+            queries=tables[namespace].rows(outputs) if outputs else None,
+        )
         config = recall.query_config
-        infos.append(ReferenceSetInfo(
-            name=reference_set.name, metric=metric.name, count=len(reference_set), sha256=reference_set.sha256,
-            search=reference_set.search.label(), recall_at_1=recall.recall_at_1, recall_at_10=recall.recall_at_10,
-            nprobe=config.nprobe if config.kind == "ivf" else None,
-            ef_search=config.ef_search if config.kind == "hnsw" else None, target_recall=config.target_recall,
-        ))
+        infos.append(
+            ReferenceSetInfo(
+                name=reference_set.name,
+                metric=metric.name,
+                count=len(reference_set),
+                sha256=reference_set.sha256,
+                search=reference_set.search.label(),
+                recall_at_1=recall.recall_at_1,
+                recall_at_10=recall.recall_at_10,
+                nprobe=config.nprobe if config.kind == "ivf" else None,
+                ef_search=config.ef_search if config.kind == "hnsw" else None,
+                target_recall=config.target_recall,
+            )
+        )
         if recall.short_of_target():
             widths = f"nprobe {config.nprobe}" if config.kind == "ivf" else f"ef_search {config.ef_search}"
-            where = (f"wider searches found no more than {widths}" if recall.plateau
-                     else f"even at the widest search, {widths}")
-            report_warning(f"reference set '{reference_set.name}': recall@10 {recall.recall_at_10:.3f} on the run's "
-                           f"outputs is below its target_recall {config.target_recall} ({where}); "
-                           "search: flat is exact")
+            where = (
+                f"wider searches found no more than {widths}"
+                if recall.plateau
+                else f"even at the widest search, {widths}"
+            )
+            report_warning(
+                f"reference set '{reference_set.name}': recall@10 {recall.recall_at_10:.3f} on the run's "
+                f"outputs is below its target_recall {config.target_recall} ({where}); "
+                "search: flat is exact"
+            )
     return infos
 
 
@@ -167,7 +195,9 @@ def model_infos(needs: dict[str, EmbeddingNeed], dimensions: dict[str, int] | No
     """One :class:`EmbeddingModelInfo` per provider namespace used."""
     return [
         EmbeddingModelInfo(
-            provider=need.provider.provider, model=need.provider.model_name, fingerprint=need.provider.fingerprint,
+            provider=need.provider.provider,
+            model=need.provider.model_name,
+            fingerprint=need.provider.fingerprint,
             dimensions=(dimensions or {}).get(ns),
         )
         for ns, need in needs.items()

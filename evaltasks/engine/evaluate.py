@@ -53,10 +53,27 @@ from evaltasks.results import EvaluationResult
 from evaltasks.test_case import EvalTestCase, assign_ids
 
 __all__ = [
-    "DEFAULT_BATCH_SIZE", "JUDGEMENTS_DIR", "MAX_FAULTS_SHOWN", "ProgressCallback", "as_judge", "as_reused",
-    "bind_judges", "collect_embedding_needs", "embed_outputs", "embed_references", "embed_texts",
-    "estimate_judge_cost", "evaluate", "evaluate_sync", "judge_budget", "metric_failure", "model_infos",
-    "prepare_reference_searches", "score_metric_batch", "unpriced_judge_models", "validate_cases",
+    "DEFAULT_BATCH_SIZE",
+    "JUDGEMENTS_DIR",
+    "MAX_FAULTS_SHOWN",
+    "ProgressCallback",
+    "as_judge",
+    "as_reused",
+    "bind_judges",
+    "collect_embedding_needs",
+    "embed_outputs",
+    "embed_references",
+    "embed_texts",
+    "estimate_judge_cost",
+    "evaluate",
+    "evaluate_sync",
+    "judge_budget",
+    "metric_failure",
+    "model_infos",
+    "prepare_reference_searches",
+    "score_metric_batch",
+    "unpriced_judge_models",
+    "validate_cases",
     "validate_metrics",
 ]
 
@@ -108,13 +125,22 @@ def evaluate_sync(
     # a metric searching a reference set settles its search's query options for this call (measured on its
     # outputs): that is done on this call's own copy, so calls running at once with one metric object keep their
     # own. Other metrics are used as given (a caller may count or inspect what its own metric object did).
-    metrics = [copy.copy(metric) if getattr(metric, "reference_set", None) is not None else metric
-               for metric in metrics]
+    metrics = [
+        copy.copy(metric) if getattr(metric, "reference_set", None) is not None else metric for metric in metrics
+    ]
     wiring = JudgeWiring(index_dir=index_dir, judge=as_judge(judge))  # an unusable hook fails before any work
     needs = collect_embedding_needs(cases, metrics)
     index = ReferenceIndex(index_dir) if index_dir is not None else None
-    result = run(cases, ids, metrics, needs=needs, index=index, executor=InProcessExecutor(progress),
-                 batch_size=batch_size, wiring=wiring)
+    result = run(
+        cases,
+        ids,
+        metrics,
+        needs=needs,
+        index=index,
+        executor=InProcessExecutor(progress),
+        batch_size=batch_size,
+        wiring=wiring,
+    )
     if verbose:
         from evaltasks.reports.console import print_summary
 
@@ -136,6 +162,11 @@ async def evaluate(
     Runs :func:`evaluate_sync` in a worker thread. Arguments, result and errors as :func:`evaluate_sync`.
     """
     return await asyncio.to_thread(
-        evaluate_sync, test_cases, metrics, index_dir=index_dir, batch_size=batch_size, verbose=verbose,
+        evaluate_sync,
+        test_cases,
+        metrics,
+        index_dir=index_dir,
+        batch_size=batch_size,
+        verbose=verbose,
         judge=judge,
     )

@@ -243,8 +243,10 @@ class HistoryStore:
             except ValidationError as exc:
                 error = exc.errors()[0]
                 field = ".".join(str(part) for part in error["loc"])
-                message = (f"{path}: line {number} is not a run record, skipped "
-                           f"({field + ': ' if field else ''}{error['msg']})")
+                message = (
+                    f"{path}: line {number} is not a run record, skipped "
+                    f"({field + ': ' if field else ''}{error['msg']})"
+                )
                 self.warnings.append(message)
                 logger.warning("%s", message)
                 continue
@@ -254,7 +256,10 @@ class HistoryStore:
 
 
 def resolve_history_dir(
-    suite_path: str | Path, history: Any, history_dir: str | None = None, env: Mapping[str, str] | None = None,
+    suite_path: str | Path,
+    history: Any,
+    history_dir: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path | None:
     """Where a run of the suite at ``suite_path`` records its history, or None when it records none.
 
@@ -284,8 +289,9 @@ def current_commit(directory: str | Path, env: Mapping[str, str] | None = None) 
     if env.get("GITHUB_SHA"):
         return env["GITHUB_SHA"]
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True,
-                              timeout=10, check=False)
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     sha = done.stdout.strip()
@@ -354,8 +360,9 @@ def _verdict(p_value: float | None, delta: float | None, alpha: float, min_effec
     return "no significant change"
 
 
-def _fisher(name: str, runs: int, before: tuple[int, int], after: tuple[int, int], alpha: float,
-            min_effect: float) -> DriftTest | None:
+def _fisher(
+    name: str, runs: int, before: tuple[int, int], after: tuple[int, int], alpha: float, min_effect: float
+) -> DriftTest | None:
     """Fisher's exact test of (passed, evaluated) ``after`` against ``before``; None when a side is empty."""
     from scipy.stats import fisher_exact
 
@@ -364,9 +371,17 @@ def _fisher(name: str, runs: int, before: tuple[int, int], after: tuple[int, int
         return None
     p_value = float(fisher_exact([[a_pass, a_n - a_pass], [b_pass, b_n - b_pass]]).pvalue)
     delta = a_pass / a_n - b_pass / b_n
-    return DriftTest(name=name, statistic="pass_rate", test="Fisher exact", runs=runs, before=b_pass / b_n,
-                     after=a_pass / a_n, delta=delta, p_value=min(p_value, 1.0),
-                     verdict=_verdict(p_value, delta, alpha, min_effect))
+    return DriftTest(
+        name=name,
+        statistic="pass_rate",
+        test="Fisher exact",
+        runs=runs,
+        before=b_pass / b_n,
+        after=a_pass / a_n,
+        delta=delta,
+        p_value=min(p_value, 1.0),
+        verdict=_verdict(p_value, delta, alpha, min_effect),
+    )
 
 
 def _pooled_moments(parts: list[tuple[int, float, float | None]]) -> tuple[int, float, float | None]:
@@ -379,8 +394,14 @@ def _pooled_moments(parts: list[tuple[int, float, float | None]]) -> tuple[int, 
     return n, mean, math.sqrt(ss / (n - 1)) if n > 1 else None
 
 
-def _welch(name: str, runs: int, before: list[tuple[int, float, float | None]], after: tuple[int, float, float | None],
-           alpha: float, min_effect: float) -> DriftTest | None:
+def _welch(
+    name: str,
+    runs: int,
+    before: list[tuple[int, float, float | None]],
+    after: tuple[int, float, float | None],
+    alpha: float,
+    min_effect: float,
+) -> DriftTest | None:
     """Welch's t-test of ``after`` (n, mean, sd) against the pooled ``before``; None when a side has no score."""
     from scipy.stats import ttest_ind_from_stats
 
@@ -396,30 +417,60 @@ def _welch(name: str, runs: int, before: list[tuple[int, float, float | None]], 
         else:
             p = float(ttest_ind_from_stats(a_mean, a_sd, a_n, b_mean, b_sd, b_n, equal_var=False).pvalue)
             p_value = None if math.isnan(p) else min(p, 1.0)
-    return DriftTest(name=name, statistic="mean_score", test="Welch t", runs=runs, before=b_mean, after=a_mean,
-                     delta=delta, p_value=p_value, verdict=_verdict(p_value, delta, alpha, min_effect))
+    return DriftTest(
+        name=name,
+        statistic="mean_score",
+        test="Welch t",
+        runs=runs,
+        before=b_mean,
+        after=a_mean,
+        delta=delta,
+        p_value=p_value,
+        verdict=_verdict(p_value, delta, alpha, min_effect),
+    )
 
 
-def drift_check(current: RunRecord, previous: list[RunRecord], alpha: float = 0.05,
-                min_effect: float = 0.01) -> DriftReport:
+def drift_check(
+    current: RunRecord, previous: list[RunRecord], alpha: float = 0.05, min_effect: float = 0.01
+) -> DriftReport:
     """Test ``current`` against ``previous`` (the previous window of runs, pooled): the overall pass rate, and
     per metric its pass rate and mean score (rules in the module docstring). A metric is pooled only over the
     previous runs that ran it with the same configuration and threshold; tests with no data on a side are
     left out.
     """
     tests: list[DriftTest] = []
-    overall = _fisher(OVERALL, len(previous),
-                      (sum(r.passed_cases for r in previous), sum(r.evaluated_cases for r in previous)),
-                      (current.passed_cases, current.evaluated_cases), alpha, min_effect)
+    overall = _fisher(
+        OVERALL,
+        len(previous),
+        (sum(r.passed_cases for r in previous), sum(r.evaluated_cases for r in previous)),
+        (current.passed_cases, current.evaluated_cases),
+        alpha,
+        min_effect,
+    )
     if overall is not None:
         tests.append(overall)
     for name, m in current.metrics.items():
-        same = [r.metrics[name] for r in previous
-                if name in r.metrics and r.metrics[name].config == m.config and r.metrics[name].threshold == m.threshold]
-        rate = _fisher(name, len(same), (sum(p.passed for p in same), sum(p.evaluated for p in same)),
-                       (m.passed, m.evaluated), alpha, min_effect)
-        score = _welch(name, len(same), [(p.scored, p.mean_score or 0.0, p.score_sd) for p in same if p.scored],
-                       (m.scored, m.mean_score or 0.0, m.score_sd), alpha, min_effect)
+        same = [
+            r.metrics[name]
+            for r in previous
+            if name in r.metrics and r.metrics[name].config == m.config and r.metrics[name].threshold == m.threshold
+        ]
+        rate = _fisher(
+            name,
+            len(same),
+            (sum(p.passed for p in same), sum(p.evaluated for p in same)),
+            (m.passed, m.evaluated),
+            alpha,
+            min_effect,
+        )
+        score = _welch(
+            name,
+            len(same),
+            [(p.scored, p.mean_score or 0.0, p.score_sd) for p in same if p.scored],
+            (m.scored, m.mean_score or 0.0, m.score_sd),
+            alpha,
+            min_effect,
+        )
         tests += [t for t in (rate, score) if t is not None]
     verdicts = {t.verdict for t in tests}
     verdict: DriftVerdict = next((v for v in ("regressed", "improved") if v in verdicts), "no significant change")
@@ -429,8 +480,16 @@ def drift_check(current: RunRecord, previous: list[RunRecord], alpha: float = 0.
 def event_payload(test: DriftTest, window: int, results_path: str | None) -> dict[str, Any]:
     """The payload of the :data:`REGRESSED_EVENT` event for a regressed ``test``: metric (a metric name or
     ``overall``), statistic, before, after, p_value, test, window, results_path."""
-    return {"metric": test.name, "statistic": test.statistic, "before": test.before, "after": test.after,
-            "p_value": test.p_value, "test": test.test, "window": window, "results_path": results_path}
+    return {
+        "metric": test.name,
+        "statistic": test.statistic,
+        "before": test.before,
+        "after": test.after,
+        "p_value": test.p_value,
+        "test": test.test,
+        "window": window,
+        "results_path": results_path,
+    }
 
 
 def event_resource(suite: str) -> dict[str, str]:
@@ -452,28 +511,59 @@ def render_history_markdown(suite: str, records: list[RunRecord], drift: DriftRe
     verdict, drift), then the latest run's drift tests. Plain ASCII bars: Prefect's UI renders markdown tables,
     not Mermaid charts."""
     names = list(dict.fromkeys(name for r in records for name in r.metrics))
-    head = ["run (UTC)", "commit", "pass rate", "95% interval", "trend", *[f"{n} mean" for n in names],
-            "gate", "verdict", "drift"]
-    lines = [f"# Run history of {_md(suite)}", "", "| " + " | ".join(_md(h) for h in head) + " |",
-             "|" + "---|" * len(head)]
+    head = [
+        "run (UTC)",
+        "commit",
+        "pass rate",
+        "95% interval",
+        "trend",
+        *[f"{n} mean" for n in names],
+        "gate",
+        "verdict",
+        "drift",
+    ]
+    lines = [
+        f"# Run history of {_md(suite)}",
+        "",
+        "| " + " | ".join(_md(h) for h in head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for r in records:
         interval = r.pass_rate_interval
-        cells = [(r.started_at or "")[:19].replace("T", " "), (r.commit or "—")[:8], percent_text(r.pass_rate, 1, "—"),
-                 f"{percent_text(interval.low, 1, '—')} – {percent_text(interval.high, 1, '—')}" if interval else "—", f"`{_bar(r.pass_rate)}`",
-                 *["—" if n not in r.metrics or r.metrics[n].mean_score is None else f"{r.metrics[n].mean_score:.3f}"
-                   for n in names],
-                 "passed" if r.passed else "FAILED", r.verdict or "—", ", ".join(r.drift) or "—"]
+        cells = [
+            (r.started_at or "")[:19].replace("T", " "),
+            (r.commit or "—")[:8],
+            percent_text(r.pass_rate, 1, "—"),
+            f"{percent_text(interval.low, 1, '—')} – {percent_text(interval.high, 1, '—')}" if interval else "—",
+            f"`{_bar(r.pass_rate)}`",
+            *[
+                "—" if n not in r.metrics or r.metrics[n].mean_score is None else f"{r.metrics[n].mean_score:.3f}"
+                for n in names
+            ],
+            "passed" if r.passed else "FAILED",
+            r.verdict or "—",
+            ", ".join(r.drift) or "—",
+        ]
         lines.append("| " + " | ".join(_md(c) if not c.startswith("`") else c for c in cells) + " |")
     if drift is not None and drift.tests:
-        lines += ["", f"## Drift of the latest run against the previous {drift.window} (alpha {drift.alpha:g}, "
-                  f"min effect {drift.min_effect:g}): {drift.verdict}", "",
-                  "| tested | test | before | after | p-value | verdict |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Drift of the latest run against the previous {drift.window} (alpha {drift.alpha:g}, "
+            f"min effect {drift.min_effect:g}): {drift.verdict}",
+            "",
+            "| tested | test | before | after | p-value | verdict |",
+            "|---|---|---|---|---|---|",
+        ]
         for t in drift.tests:
             fmt: Callable[[float | None], str] = (
-                (lambda v: percent_text(v, 1, "—")) if t.statistic == "pass_rate"
-                else (lambda v: "—" if v is None else f"{v:.3f}"))
-            lines.append(f"| {_md(t.label)} | {t.test} | {fmt(t.before)} | {fmt(t.after)} | "
-                         f"{'—' if t.p_value is None else f'{t.p_value:.3g}'} | {t.verdict} |")
+                (lambda v: percent_text(v, 1, "—"))
+                if t.statistic == "pass_rate"
+                else (lambda v: "—" if v is None else f"{v:.3f}")
+            )
+            lines.append(
+                f"| {_md(t.label)} | {t.test} | {fmt(t.before)} | {fmt(t.after)} | "
+                f"{'—' if t.p_value is None else f'{t.p_value:.3g}'} | {t.verdict} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -85,17 +85,24 @@ def run_warnings(plan: RunPlan, summary: EvaluationSummary, comparison: Comparis
     from evaltasks.index import recorded_warnings
 
     gate = plan.suite.suite.gate
-    no_baseline = ([f"gate.fail_on is {gate.fail_on} but no baseline was given: no regression can be detected "
-                    "(pass --baseline)"] if gate.fail_on != "min_pass_rate" and comparison is None else [])
+    no_baseline = (
+        [f"gate.fail_on is {gate.fail_on} but no baseline was given: no regression can be detected (pass --baseline)"]
+        if gate.fail_on != "min_pass_rate" and comparison is None
+        else []
+    )
     if comparison is not None and comparison.paired_cases == 0 and cases:
-        no_baseline.append(f"no case of the run is in the baseline (0 of {cases} ids in common): nothing "
-                           "was compared")
+        no_baseline.append(f"no case of the run is in the baseline (0 of {cases} ids in common): nothing was compared")
     for m in comparison.metrics if comparison is not None else []:
         if m.verdict is None:  # in one run only (compare.MetricComparison): a rename reads as one gone, one new
             where = "the baseline only" if m.name not in summary.metrics else "this run only, not the baseline"
             no_baseline.append(f"metric {m.name} is in {where} (renamed or removed?): it was not compared")
-    return [*plan.suite.warnings, *judge_price_warnings(plan), *recorded_warnings(),
-            *filter(None, [budget_message(summary)]), *no_baseline]
+    return [
+        *plan.suite.warnings,
+        *judge_price_warnings(plan),
+        *recorded_warnings(),
+        *filter(None, [budget_message(summary)]),
+        *no_baseline,
+    ]
 
 
 def finish_streamed_run(
@@ -125,19 +132,30 @@ def finish_streamed_run(
     """
     summary = summary or writer.summarize(embeddings)
     result = EvaluationResult(
-        test_results=[], summary=summary, embedding_models=embedding_models or [], reference_sets=reference_sets or [],
+        test_results=[],
+        summary=summary,
+        embedding_models=embedding_models or [],
+        reference_sets=reference_sets or [],
     )
     comparison = writer.comparison()
     finished = time.time()
     gate = plan.suite.suite.gate
     verdict = GateVerdict.of(result, gate, comparison)
     header = RunHeader(
-        suite=plan.suite.suite.name, suite_path=str(plan.suite.path), suite_sha256=plan.suite.sha256,
-        dataset=str(plan.dataset.path), dataset_sha256=plan.dataset.sha256,
-        passed=gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on), gate=verdict,
-        warnings=run_warnings(plan, summary, comparison, writer.cases), notices=list(plan.suite.notices),
-        started_at=iso_utc(started), finished_at=iso_utc(finished), duration_s=round(finished - started, 3),
-        embedding_models=result.embedding_models, reference_sets=result.reference_sets,
+        suite=plan.suite.suite.name,
+        suite_path=str(plan.suite.path),
+        suite_sha256=plan.suite.sha256,
+        dataset=str(plan.dataset.path),
+        dataset_sha256=plan.dataset.sha256,
+        passed=gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on),
+        gate=verdict,
+        warnings=run_warnings(plan, summary, comparison, writer.cases),
+        notices=list(plan.suite.notices),
+        started_at=iso_utc(started),
+        finished_at=iso_utc(finished),
+        duration_s=round(finished - started, 3),
+        embedding_models=result.embedding_models,
+        reference_sets=result.reference_sets,
     )
     highlights = writer.highlights
     paths = writer.write(header, summary, comparison)
@@ -149,14 +167,21 @@ def regression_summary(comparison: Comparison, names_shown: int = 3) -> str:
     empty): how many, the first ``names_shown`` subjects (``pass rate`` for all cases, else the metric names),
     and where each is described (summary.md, results.json). E.g. ``Regression since the baseline: 3
     regressions (pass rate, LengthCheckMetric, ReferenceMatchMetric); see summary.md``."""
-    subjects = ["pass rate"] if comparison.pass_rate_test is not None and \
-        comparison.pass_rate_test.verdict == "regressed" else []
+    subjects = (
+        ["pass rate"]
+        if comparison.pass_rate_test is not None and comparison.pass_rate_test.verdict == "regressed"
+        else []
+    )
     subjects += [m.name for m in comparison.metrics if m.regressed]
     count = len(comparison.regressions)
-    shown = ", ".join(subjects[:names_shown]) + (f" and {len(subjects) - names_shown} more"
-                                                 if len(subjects) > names_shown else "")
-    return (f"Regression since the baseline: {count} regression{'' if count == 1 else 's'}"
-            + (f" ({shown})" if shown else "") + "; see summary.md")
+    shown = ", ".join(subjects[:names_shown]) + (
+        f" and {len(subjects) - names_shown} more" if len(subjects) > names_shown else ""
+    )
+    return (
+        f"Regression since the baseline: {count} regression{'' if count == 1 else 's'}"
+        + (f" ({shown})" if shown else "")
+        + "; see summary.md"
+    )
 
 
 # -- history and drift ------------------------------------------------------------------------------------------
@@ -168,8 +193,10 @@ def metric_configs(plan: RunPlan) -> dict[str, dict[str, Any]]:
     specs = plan.suite.suite.metrics
     if len(specs) != len(plan.suite.metrics):
         return {metric.name: {"metric": type(metric).__name__} for metric in plan.suite.metrics}
-    return {metric.name: spec.model_dump(mode="json", exclude_none=True)
-            for metric, spec in zip(plan.suite.metrics, specs, strict=True)}
+    return {
+        metric.name: spec.model_dump(mode="json", exclude_none=True)
+        for metric, spec in zip(plan.suite.metrics, specs, strict=True)
+    }
 
 
 def history_record(
@@ -188,9 +215,17 @@ def history_record(
     configs = metric_configs or {}
     metrics = {
         name: MetricRecord(
-            config=dict(configs.get(name, {})), threshold=m.threshold, passed=m.passed, failed=m.failed,
-            errored=m.errored, skipped=m.skipped, pass_rate=m.pass_rate, pass_rate_interval=m.pass_rate_interval,
-            mean_score=m.mean_score, mean_score_interval=m.mean_score_interval, scored=moments.n.get(name, 0),
+            config=dict(configs.get(name, {})),
+            threshold=m.threshold,
+            passed=m.passed,
+            failed=m.failed,
+            errored=m.errored,
+            skipped=m.skipped,
+            pass_rate=m.pass_rate,
+            pass_rate_interval=m.pass_rate_interval,
+            mean_score=m.mean_score,
+            mean_score_interval=m.mean_score_interval,
+            scored=moments.n.get(name, 0),
             score_sd=moments.sd(name),
         )
         for name, m in summary.metrics.items()
@@ -198,14 +233,25 @@ def history_record(
     evaluated = summary.cases - summary.skipped_cases
     results = outcome.paths.get("results.json")
     return RunRecord(
-        suite=header.suite, suite_sha256=header.suite_sha256, dataset_sha256=header.dataset_sha256, metrics=metrics,
-        cases=summary.cases, passed_cases=summary.passed_cases, failed_cases=summary.failed_cases,
-        errored_cases=summary.errored_cases, skipped_cases=summary.skipped_cases,
+        suite=header.suite,
+        suite_sha256=header.suite_sha256,
+        dataset_sha256=header.dataset_sha256,
+        metrics=metrics,
+        cases=summary.cases,
+        passed_cases=summary.passed_cases,
+        failed_cases=summary.failed_cases,
+        errored_cases=summary.errored_cases,
+        skipped_cases=summary.skipped_cases,
         pass_rate=summary.passed_cases / evaluated if evaluated else None,
-        pass_rate_interval=summary.pass_rate_interval, passed=header.passed,
-        verdict=outcome.comparison.verdict if outcome.comparison else None, commit=commit,
-        started_at=header.started_at, finished_at=header.finished_at, flow_run_id=flow_run_id,
-        deployment=deployment, results_path=str(Path(results).resolve()) if results is not None else None,
+        pass_rate_interval=summary.pass_rate_interval,
+        passed=header.passed,
+        verdict=outcome.comparison.verdict if outcome.comparison else None,
+        commit=commit,
+        started_at=header.started_at,
+        finished_at=header.finished_at,
+        flow_run_id=flow_run_id,
+        deployment=deployment,
+        results_path=str(Path(results).resolve()) if results is not None else None,
     )
 
 
@@ -251,16 +297,21 @@ def record_history(
     suite = plan.suite.suite
     spec = suite.history or HistorySpec()
     store = HistoryStore(directory)
-    record = history_record(outcome, moments, metric_configs=metric_configs(plan),
-                            commit=current_commit(plan.suite.path.parent), flow_run_id=flow_run_id,
-                            deployment=deployment)
+    record = history_record(
+        outcome,
+        moments,
+        metric_configs=metric_configs(plan),
+        commit=current_commit(plan.suite.path.parent),
+        flow_run_id=flow_run_id,
+        deployment=deployment,
+    )
     previous = store.read(suite.name, last=max(spec.window, shown))
     if warn is not None:
         for warning in store.warnings:
             warn(warning)
     drift = None
-    if spec.drift and previous[-spec.window:]:
-        drift = drift_check(record, previous[-spec.window:], alpha=suite.gate.alpha, min_effect=suite.gate.min_effect)
+    if spec.drift and previous[-spec.window :]:
+        drift = drift_check(record, previous[-spec.window :], alpha=suite.gate.alpha, min_effect=suite.gate.min_effect)
         record.drift = [t.label for t in drift.regressed]
     path = store.append(record)
     outcome.drift = drift

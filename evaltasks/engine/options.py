@@ -54,45 +54,76 @@ class RunOptions:
     engine. Path options given as :class:`os.PathLike` are kept as strings (flow parameters are JSON)."""
 
     output_dir: str = option(
-        DEFAULT_OUTPUT_ROOT, flag="--output-dir",
-        help="where reports go (default ./eval-results/SUITE_NAME, the suite's name made path-safe)")
+        DEFAULT_OUTPUT_ROOT,
+        flag="--output-dir",
+        help="where reports go (default ./eval-results/SUITE_NAME, the suite's name made path-safe)",
+    )
     index_dir: str | None = option(
-        None, flag="--index-dir", help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)")
+        None, flag="--index-dir", help="reference index directory (default $EVALTASKS_INDEX_DIR or .evaltasks/index)"
+    )
     batch_size: int | None = option(
-        None, flag="--batch-size",
-        help="test cases per scoring task (default 5000, more for large datasets: at most 100 per metric)")
+        None,
+        flag="--batch-size",
+        help="test cases per scoring task (default 5000, more for large datasets: at most 100 per metric)",
+    )
     cache: bool = option(
-        True, flag="--no-cache", negated=True,
+        True,
+        flag="--no-cache",
+        negated=True,
         help="score everything: neither read nor write Prefect's task cache, and send every judge request again "
-             "(embeddings still come from the index)")
+        "(embeddings still come from the index)",
+    )
     reports_url: str | None = option(
-        None, flag="--reports-url", metavar="URL",
-        help="where the reports will be published (adds a Prefect link artifact)")
+        None,
+        flag="--reports-url",
+        metavar="URL",
+        help="where the reports will be published (adds a Prefect link artifact)",
+    )
     concurrency_limit: str | None = option(
-        None, flag="--concurrency-limit", metavar="NAME",
-        help="a Prefect global concurrency limit that embedding calls occupy (prefect gcl create)")
+        None,
+        flag="--concurrency-limit",
+        metavar="NAME",
+        help="a Prefect global concurrency limit that embedding calls occupy (prefect gcl create)",
+    )
     skip_missing_credentials: bool = option(
-        False, flag="--skip-missing-credentials",
+        False,
+        flag="--skip-missing-credentials",
         help="skip metrics whose provider credentials are missing (left out of the gate, with a warning) instead "
-             "of exiting 2: for pull requests from forks")
+        "of exiting 2: for pull requests from forks",
+    )
     baseline: str | None = option(
-        None, flag="--baseline", metavar="RESULTS_JSON",
+        None,
+        flag="--baseline",
+        metavar="RESULTS_JSON",
         help="compare with an earlier run's results.json (e.g. the base branch's): deltas, changes and "
-             "regressions in the reports")
+        "regressions in the reports",
+    )
     regression_tolerance: float = option(
-        DEFAULT_TOLERANCE, flag="--regression-tolerance", metavar="T",
-        help=f"score or pass-rate drops up to T (absolute, default {DEFAULT_TOLERANCE:g}) are not regressions")
+        DEFAULT_TOLERANCE,
+        flag="--regression-tolerance",
+        metavar="T",
+        help=f"score or pass-rate drops up to T (absolute, default {DEFAULT_TOLERANCE:g}) are not regressions",
+    )
     baseline_label: str | None = option(
-        None, flag="--baseline-label", metavar="TEXT",
-        help="how reports name the baseline (default: its path), e.g. 'main at 1a2b3c4'")
+        None,
+        flag="--baseline-label",
+        metavar="TEXT",
+        help="how reports name the baseline (default: its path), e.g. 'main at 1a2b3c4'",
+    )
     max_cost: float | None = option(
-        None, flag="--max-cost", metavar="USD",
+        None,
+        flag="--max-cost",
+        metavar="USD",
         help="refuse to start (exit 2) when the estimated provider cost (embeddings and judge requests) exceeds "
-             "USD; judge requests stop once the spend reaches it (the rest skipped)")
+        "USD; judge requests stop once the spend reaches it (the rest skipped)",
+    )
     history_dir: str | None = option(
-        None, flag="--history-dir", metavar="DIR",
+        None,
+        flag="--history-dir",
+        metavar="DIR",
         help=f"record the run in this history directory and test it for drift ({docs_ref('Run history and drift')}; "
-             "default: the suite's history.dir, else $EVALTASKS_HISTORY_DIR)")
+        "default: the suite's history.dir, else $EVALTASKS_HISTORY_DIR)",
+    )
 
     def __post_init__(self) -> None:
         for name in _PATH_FIELDS:
@@ -120,13 +151,16 @@ def scalar_type(hint: Any) -> Any:
     return hint
 
 
-def flow_signature(before: list[inspect.Parameter], after: list[inspect.Parameter],
-                   returns: Any = inspect.Signature.empty) -> inspect.Signature:
+def flow_signature(
+    before: list[inspect.Parameter], after: list[inspect.Parameter], returns: Any = inspect.Signature.empty
+) -> inspect.Signature:
     """A flow's signature: the parameters ``before``, one keyword parameter per :class:`RunOptions` field (its
     type and default), then ``after``. Prefect reads a flow's parameters (their schema, validation and binding)
     from this signature."""
-    options = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hint)
-               for f, _, hint in option_fields()]
+    options = [
+        inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hint)
+        for f, _, hint in option_fields()
+    ]
     return inspect.Signature([*before, *options, *after], return_annotation=returns)
 
 
@@ -154,10 +188,13 @@ def with_run_options(fn: _F) -> _F:
     fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     fn.__signature__ = flow_signature(  # type: ignore[attr-defined]
         [p for p in fixed if p.default is inspect.Parameter.empty],
-        [p for p in fixed if p.default is not inspect.Parameter.empty], signature.return_annotation)
+        [p for p in fixed if p.default is not inspect.Parameter.empty],
+        signature.return_annotation,
+    )
     if fn.__doc__:
         lines = fn.__doc__.split("\n")
         fn.__doc__ = "\n".join(
-            flow_parameter_docs(line[:len(line) - len(line.lstrip())]) if line.strip() == OPTIONS_PLACEHOLDER else line
-            for line in lines)
+            flow_parameter_docs(line[: len(line) - len(line.lstrip())]) if line.strip() == OPTIONS_PLACEHOLDER else line
+            for line in lines
+        )
     return fn

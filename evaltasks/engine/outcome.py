@@ -101,7 +101,9 @@ def nothing_evaluated(result: EvaluationResult) -> str | None:
         return f"nothing was evaluated: all {s.cases} cases were skipped ({which}the warnings say why)"
     names = [name for name, metric in s.metrics.items() if metric.errored]
     which = f"metrics errored: {', '.join(names)}; " if names else ""
-    how = "errored" if s.errored_cases == s.cases else f"errored ({s.errored_cases}) or were skipped ({s.skipped_cases})"
+    how = (
+        "errored" if s.errored_cases == s.cases else f"errored ({s.errored_cases}) or were skipped ({s.skipped_cases})"
+    )
     return f"nothing was evaluated: all {s.cases} cases {how} ({which}the reasons say why)"
 
 
@@ -126,8 +128,11 @@ def gate_message(result: EvaluationResult, gate: Gate, comparison: Comparison | 
         reasons.append(f"pass rate {rate:.2%} below {gate.min_pass_rate:.2%}")
     if gate.fail_on != "min_pass_rate" and comparison is not None and comparison.verdict == "regressed":
         # a suite of one metric: its pass-rate sentence repeats the overall one; say it once
-        sentences = [r for r in comparison.regressions
-                     if r.partition(": ")[2] not in comparison.regressions or not r.partition(": ")[0]]
+        sentences = [
+            r
+            for r in comparison.regressions
+            if r.partition(": ")[2] not in comparison.regressions or not r.partition(": ")[0]
+        ]
         reasons.append("regressed since the baseline: " + "; ".join(sentences))
     return "gate failed: " + ("; ".join(reasons) or "see results.json")
 
@@ -162,10 +167,16 @@ class GateVerdict(BaseModel):
     @classmethod
     def of(cls, result: EvaluationResult, gate: Gate, comparison: Comparison | None) -> GateVerdict:
         """The suite's ``gate`` applied to ``result`` (its summary) and the ``comparison`` with the baseline."""
-        return cls(min_pass_rate=gate.min_pass_rate, allow_errors=gate.allow_errors,
-                   pass_rate=gate_pass_rate(result, gate.allow_errors), fail_on=gate.fail_on, alpha=gate.alpha,
-                   min_effect=gate.min_effect, verdict=comparison.verdict if comparison is not None else None,
-                   message=gate_message(result, gate, comparison))
+        return cls(
+            min_pass_rate=gate.min_pass_rate,
+            allow_errors=gate.allow_errors,
+            pass_rate=gate_pass_rate(result, gate.allow_errors),
+            fail_on=gate.fail_on,
+            alpha=gate.alpha,
+            min_effect=gate.min_effect,
+            verdict=comparison.verdict if comparison is not None else None,
+            message=gate_message(result, gate, comparison),
+        )
 
 
 class RunHeader(BaseModel):
@@ -224,19 +235,33 @@ class RunReport(BaseModel):
 
     @classmethod
     def of(
-        cls, summary: EvaluationSummary, *, passed: bool, min_pass_rate: float, suite: str = "evaltasks",
-        comparison: Comparison | None = None, warnings: Iterable[str] = (), pass_rate: float | None = None,
-        fail_on: str | None = None, message: str | None = None,
+        cls,
+        summary: EvaluationSummary,
+        *,
+        passed: bool,
+        min_pass_rate: float,
+        suite: str = "evaltasks",
+        comparison: Comparison | None = None,
+        warnings: Iterable[str] = (),
+        pass_rate: float | None = None,
+        fail_on: str | None = None,
+        message: str | None = None,
     ) -> RunReport:
         """A report from its parts (a gate given by its threshold, the rate it compared and its rule): for
         callers that hold no results.json, e.g. a test or ``publish_results``."""
         gate = GateVerdict(min_pass_rate=min_pass_rate, pass_rate=pass_rate, fail_on=fail_on, message=message)
-        return cls(suite=suite, summary=summary, passed=passed, gate=gate, comparison=comparison,
-                   warnings=list(warnings))
+        return cls(
+            suite=suite, summary=summary, passed=passed, gate=gate, comparison=comparison, warnings=list(warnings)
+        )
 
     @classmethod
     def of_results(
-        cls, header: Mapping[str, Any], summary: EvaluationSummary, *, passed: bool, min_pass_rate: float,
+        cls,
+        header: Mapping[str, Any],
+        summary: EvaluationSummary,
+        *,
+        passed: bool,
+        min_pass_rate: float,
         comparison: Comparison | None = None,
     ) -> RunReport:
         """A report from a results.json-shaped ``header`` (its ``suite``, default ``evaltasks``, ``warnings`` and
@@ -246,10 +271,16 @@ class RunReport(BaseModel):
         Raises:
             pydantic.ValidationError: a header value of the wrong type.
         """
-        return cls.model_validate({
-            **header, "suite": str(header.get("suite", "evaltasks")), "summary": summary, "passed": passed,
-            "comparison": comparison, "gate": {**(header.get("gate") or {}), "min_pass_rate": min_pass_rate},
-        })
+        return cls.model_validate(
+            {
+                **header,
+                "suite": str(header.get("suite", "evaltasks")),
+                "summary": summary,
+                "passed": passed,
+                "comparison": comparison,
+                "gate": {**(header.get("gate") or {}), "min_pass_rate": min_pass_rate},
+            }
+        )
 
     @property
     def rate(self) -> float:
@@ -274,8 +305,9 @@ class ReportSink(Protocol):
     def comparison(self) -> Comparison | None:
         """The comparison with the baseline (None without one)."""
 
-    def write(self, header: RunHeader, summary: EvaluationSummary,
-              comparison: Comparison | None = None) -> dict[str, Path]:
+    def write(
+        self, header: RunHeader, summary: EvaluationSummary, comparison: Comparison | None = None
+    ) -> dict[str, Path]:
         """Write results.json, junit.xml and summary.md as one set; their paths by file name."""
 
 
@@ -313,9 +345,15 @@ class RunOutcome:
     @property
     def report(self) -> RunReport:
         """What the surfaces render (:class:`RunReport`)."""
-        return RunReport(suite=self.header.suite, summary=self.result.summary, passed=self.passed, gate=self.gate,
-                         comparison=self.comparison, warnings=self.header.warnings,
-                         duration_s=self.header.duration_s)
+        return RunReport(
+            suite=self.header.suite,
+            summary=self.result.summary,
+            passed=self.passed,
+            gate=self.gate,
+            comparison=self.comparison,
+            warnings=self.header.warnings,
+            duration_s=self.header.duration_s,
+        )
 
     def summary_dict(self) -> dict[str, Any]:
         """The flow's returned dict (docs/prefect.md#prefect): ``suite``, ``passed``, ``results_path``, ``summary``,
@@ -337,6 +375,15 @@ class RunOutcome:
 
 
 __all__ = [
-    "FAIL_ON", "SCHEMA_VERSION", "GateVerdict", "ReportSink", "RunHeader", "RunOutcome", "RunReport", "gate_message",
-    "gate_pass_rate", "gate_passed", "nothing_evaluated",
+    "FAIL_ON",
+    "SCHEMA_VERSION",
+    "GateVerdict",
+    "ReportSink",
+    "RunHeader",
+    "RunOutcome",
+    "RunReport",
+    "gate_message",
+    "gate_pass_rate",
+    "gate_passed",
+    "nothing_evaluated",
 ]

@@ -118,8 +118,9 @@ class Executor(Protocol):
         """
         ...
 
-    def submit_batch(self, batch: Sequence[EvalTestCase], metrics: Sequence[BaseMetric],
-                     embeddings: Embeddings) -> Collect:
+    def submit_batch(
+        self, batch: Sequence[EvalTestCase], metrics: Sequence[BaseMetric], embeddings: Embeddings
+    ) -> Collect:
         """Start scoring ``batch`` with every metric of ``metrics``; returns what collects the results."""
         ...
 
@@ -137,8 +138,9 @@ def validate(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> No
         raise InputError(problems, title="invalid test cases")
 
 
-def embed(needs: dict[str, EmbeddingNeed], index: ReferenceIndex | None, executor: Executor,
-          logger: Logger | None = None) -> Embeddings:
+def embed(
+    needs: dict[str, EmbeddingNeed], index: ReferenceIndex | None, executor: Executor, logger: Logger | None = None
+) -> Embeddings:
     """The embed stage: every namespace of ``needs`` through ``executor``, folded into :class:`Embeddings`.
 
     A namespace whose provider still fails (:class:`~evaltasks.errors.ProviderError`) is recorded in
@@ -169,8 +171,13 @@ def embed(needs: dict[str, EmbeddingNeed], index: ReferenceIndex | None, executo
     return done
 
 
-def search(metrics: Sequence[BaseMetric], embeddings: Embeddings, needs: dict[str, EmbeddingNeed],
-           index: ReferenceIndex | None, cases: int) -> list[ReferenceSetInfo]:
+def search(
+    metrics: Sequence[BaseMetric],
+    embeddings: Embeddings,
+    needs: dict[str, EmbeddingNeed],
+    index: ReferenceIndex | None,
+    cases: int,
+) -> list[ReferenceSetInfo]:
     """The search stage: every reference set's search built (or loaded) and its recall measured on the run's
     outputs (:func:`~evaltasks.engine.embedding.prepare_reference_searches`); one info per set searched."""
     return prepare_reference_searches(metrics, embeddings.tables, needs, index, cases, embeddings.stored)
@@ -213,8 +220,14 @@ def bind(metrics: Sequence[BaseMetric], wiring: JudgeWiring, spent: float) -> Bu
     return budget
 
 
-def score(cases: Sequence[EvalTestCase], ids: Sequence[str], metrics: Sequence[BaseMetric], embeddings: Embeddings,
-          executor: Executor, batch_size: int) -> Iterator[tuple[Sequence[int], list[TestCaseResult]]]:
+def score(
+    cases: Sequence[EvalTestCase],
+    ids: Sequence[str],
+    metrics: Sequence[BaseMetric],
+    embeddings: Embeddings,
+    executor: Executor,
+    batch_size: int,
+) -> Iterator[tuple[Sequence[int], list[TestCaseResult]]]:
     """The score stage: ``cases`` in batches of ``batch_size`` (many cases per unit of work, never one per
     case), every metric per batch, at most ``executor.in_flight`` batches in flight; yields each batch's case
     positions and :class:`~evaltasks.results.TestCaseResult` list in case order, as batches finish. Whatever a
@@ -223,8 +236,11 @@ def score(cases: Sequence[EvalTestCase], ids: Sequence[str], metrics: Sequence[B
     Names the stage ``scoring N cases × M metrics`` (:mod:`evaltasks.engine.progress`) with the count of
     results to come.
     """
-    _progress.stage(f"scoring {len(cases):,} case{'' if len(cases) == 1 else 's'} × {len(metrics)} "
-                    f"metric{'' if len(metrics) == 1 else 's'}", len(cases) * len(metrics))
+    _progress.stage(
+        f"scoring {len(cases):,} case{'' if len(cases) == 1 else 's'} × {len(metrics)} "
+        f"metric{'' if len(metrics) == 1 else 's'}",
+        len(cases) * len(metrics),
+    )
 
     def submit(rows: Sequence[int]) -> Collect:
         """Start the batch of ``cases`` at ``rows`` (consecutive positions)."""
@@ -238,20 +254,34 @@ def score(cases: Sequence[EvalTestCase], ids: Sequence[str], metrics: Sequence[B
         del batch_results
 
 
-def summarise(test_results: list[TestCaseResult], metrics: Sequence[BaseMetric], embeddings: Embeddings,
-              needs: dict[str, EmbeddingNeed], reference_sets: list[ReferenceSetInfo]) -> EvaluationResult:
+def summarise(
+    test_results: list[TestCaseResult],
+    metrics: Sequence[BaseMetric],
+    embeddings: Embeddings,
+    needs: dict[str, EmbeddingNeed],
+    reference_sets: list[ReferenceSetInfo],
+) -> EvaluationResult:
     """The summarise stage: the run's case results (in case order), their summary per metric
     (:func:`~evaltasks.engine.statistics.summarize`), the embedding models used and the reference sets searched."""
     return EvaluationResult(
         test_results=test_results,
         summary=summarize(test_results, {m.name: m.threshold for m in metrics}, embeddings.counts),
-        embedding_models=model_infos(needs, embeddings.dims), reference_sets=reference_sets,
+        embedding_models=model_infos(needs, embeddings.dims),
+        reference_sets=reference_sets,
     )
 
 
-def run(cases: Sequence[EvalTestCase], ids: Sequence[str], metrics: Sequence[BaseMetric], *,
-        needs: dict[str, EmbeddingNeed], index: ReferenceIndex | None, executor: Executor, batch_size: int,
-        wiring: JudgeWiring) -> EvaluationResult:
+def run(
+    cases: Sequence[EvalTestCase],
+    ids: Sequence[str],
+    metrics: Sequence[BaseMetric],
+    *,
+    needs: dict[str, EmbeddingNeed],
+    index: ReferenceIndex | None,
+    executor: Executor,
+    batch_size: int,
+    wiring: JudgeWiring,
+) -> EvaluationResult:
     """The stages after validation, composed, with every case's results kept (the Python API's run; the flow
     composes the same stages but streams the results into its reports): embed → search → bind the judges →
     score (with the collector tuned: :func:`~evaltasks.engine.stream.gc_frozen`) → summarise.
@@ -302,8 +332,9 @@ class InProcessExecutor:
         table, text_counts = embed_texts(need.provider, references, list(need.outputs), index)
         return EmbeddedNamespace(table, only_table, counts.add(text_counts), spent + float(table.costs.sum()))
 
-    def submit_batch(self, batch: Sequence[EvalTestCase], metrics: Sequence[BaseMetric],
-                     embeddings: Embeddings) -> Collect:
+    def submit_batch(
+        self, batch: Sequence[EvalTestCase], metrics: Sequence[BaseMetric], embeddings: Embeddings
+    ) -> Collect:
         """A collect function that scores ``batch`` with each metric in turn when called
         (:func:`~evaltasks.engine.scoring.score_metric_batch`: a metric's failure errors cases, not the run)."""
 

@@ -194,8 +194,9 @@ def _run_state_dir() -> str | None:
     return None if directory is None else str(directory)
 
 
-def recorded_metrics(directory: str | os.PathLike[str] | None,
-                     recorded_by: Callable[[int], bool] | None = None) -> list[str]:
+def recorded_metrics(
+    directory: str | os.PathLike[str] | None, recorded_by: Callable[[int], bool] | None = None
+) -> list[str]:
     """The metric names :func:`metric_running` recorded under ``directory`` (``$EVALTASKS_RUN_STATE``): sorted,
     once each; [] without a directory or records. ``recorded_by``: keep only the records of the process ids it
     accepts."""

@@ -79,8 +79,9 @@ def file_state(paths: Iterable[Path]) -> tuple[Any, ...]:
     return tuple(state)
 
 
-def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False,
-             planned: RunPlan | None = None) -> RunPlan:
+def plan_run(
+    suite_path: str | Path, *, skip_missing_credentials: bool = False, planned: RunPlan | None = None
+) -> RunPlan:
     """Load and validate a suite and its dataset, and check every case against every metric.
 
     ``skip_missing_credentials``: metrics whose provider credentials are missing are skipped (see
@@ -95,8 +96,12 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False,
         DatasetError: the dataset is invalid, or cases lack what a metric needs (each problem located).
         CredentialsError: a provider's credentials are missing.
     """
-    if (planned is not None and planned.skip_missing_credentials == skip_missing_credentials
-            and planned.suite.path == Path(suite_path).resolve() and planned.unchanged()):
+    if (
+        planned is not None
+        and planned.skip_missing_credentials == skip_missing_credentials
+        and planned.suite.path == Path(suite_path).resolve()
+        and planned.unchanged()
+    ):
         return planned
     suite_state = file_state([Path(suite_path).resolve()])
     suite = load_suite(suite_path, skip_missing_credentials=skip_missing_credentials)
@@ -104,12 +109,18 @@ def plan_run(suite_path: str | Path, *, skip_missing_credentials: bool = False,
     input_state = suite_state + file_state(suite.input_files()[1:])
     source = os.path.normpath(suite.path.parent / suite.suite.dataset.path)
     dataset = load_dataset(  # the rows' type problems and the metrics' (validate_case) in one DatasetError
-        suite.suite.dataset, suite.path.parent,
+        suite.suite.dataset,
+        suite.path.parent,
         check=lambda cases, locations: validate_cases(cases, suite.metrics, source=source, locations=locations),
     )
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
-    return RunPlan(suite=suite, dataset=dataset, needs=needs, input_state=input_state,
-                   skip_missing_credentials=skip_missing_credentials)
+    return RunPlan(
+        suite=suite,
+        dataset=dataset,
+        needs=needs,
+        input_state=input_state,
+        skip_missing_credentials=skip_missing_credentials,
+    )
 
 
 @dataclass(frozen=True)
@@ -131,7 +142,7 @@ def read_baseline(path: str | Path) -> ParsedBaseline:
 
 
 class PlannedRun(BaseModel):
-    """The flow's ``plan`` parameter: a plan (and baseline) the caller already parsed in this process, so that
+    r"""The flow's ``plan`` parameter: a plan (and baseline) the caller already parsed in this process, so that
     the flow does not parse the files again (``evaltasks run`` validates everything before Prefect starts).
 
     Prefect records flow parameters as JSON on its server (capped at 512 KiB), and a deployment or a retried
@@ -155,8 +166,12 @@ class PlannedRun(BaseModel):
     @classmethod
     def of(cls, plan: RunPlan, baseline: ParsedBaseline | None = None) -> PlannedRun:
         """A hand-over of ``plan`` (from :func:`plan_run`) and the run's parsed ``baseline`` (if any)."""
-        planned = cls(suite_path=str(plan.suite.path), suite_sha256=plan.suite.sha256,
-                      cases=len(plan.dataset.cases), metrics=len(plan.suite.metrics))
+        planned = cls(
+            suite_path=str(plan.suite.path),
+            suite_sha256=plan.suite.sha256,
+            cases=len(plan.dataset.cases),
+            metrics=len(plan.suite.metrics),
+        )
         planned.__pydantic_private__.update(_plan=plan, _baseline=baseline)
         return planned
 
@@ -172,14 +187,19 @@ class PlannedRun(BaseModel):
         return baseline
 
 
-def estimate_cost(plan: RunPlan, index_dir: str | Path | None, *, refresh: bool = False,
-                  cached: Mapping[str, Collection[int]] | None = None) -> float:
+def estimate_cost(
+    plan: RunPlan,
+    index_dir: str | Path | None,
+    *,
+    refresh: bool = False,
+    cached: Mapping[str, Collection[int]] | None = None,
+) -> float:
     """Estimated US dollars of a run: the references and outputs not yet in the index, per provider, plus the
     judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
     the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``, and so are the case rows
     ``cached`` names per judge metric: results Prefect's task cache holds, :func:`evaltasks.tasks.task_cached_rows`)."""
-    from evaltasks.judges.binding import bind_judges, estimate_judge_cost
     from evaltasks.index import ReferenceIndex, default_index_dir
+    from evaltasks.judges.binding import bind_judges, estimate_judge_cost
 
     index = ReferenceIndex(index_dir)
     if bind_judges(plan.suite.metrics, index_dir or default_index_dir(), refresh=refresh):
@@ -198,9 +218,11 @@ def judge_price_warnings(plan: RunPlan) -> list[str]:
     its costs are reported as $0. For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
     from evaltasks.judges.binding import unpriced_judge_models
 
-    return [f"no price for judge model {model}: its costs count as $0 (undercounted) and --max-cost cannot limit "
-            f"its spend; add judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million tokens)"
-            for model in unpriced_judge_models(plan.suite.metrics)]
+    return [
+        f"no price for judge model {model}: its costs count as $0 (undercounted) and --max-cost cannot limit "
+        f"its spend; add judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million tokens)"
+        for model in unpriced_judge_models(plan.suite.metrics)
+    ]
 
 
 def check_judge_prices(plan: RunPlan) -> None:
@@ -214,9 +236,20 @@ def check_judge_prices(plan: RunPlan) -> None:
 
     models = unpriced_judge_models(plan.suite.metrics)
     if models:
-        raise InputError([Problem("", "", "", f"--max-cost cannot limit judge model {model}: it has no price; add "
-                                  f"judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million "
-                                  "tokens)") for model in models], title=f"invalid --max-cost for {plan.suite.path}")
+        raise InputError(
+            [
+                Problem(
+                    "",
+                    "",
+                    "",
+                    f"--max-cost cannot limit judge model {model}: it has no price; add "
+                    f"judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million "
+                    "tokens)",
+                )
+                for model in models
+            ],
+            title=f"invalid --max-cost for {plan.suite.path}",
+        )
 
 
 def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[str, int]]:

@@ -84,9 +84,15 @@ def _score_metric_batch(
                 return results  # the fast path: one C-level pass over the list
         else:
             try:  # one pass over the list (a comparison is False for NaN, a TypeError for a non-number)
-                if all(type(r) is MetricResult and (s := r.score) is not None and 0.0 <= s <= 1.0
-                       and 0.0 <= (th := r.threshold) <= 1.0 and r.success is (s >= th)
-                       and r.status == ("passed" if s >= th else "failed") for r in results):
+                if all(
+                    type(r) is MetricResult
+                    and (s := r.score) is not None
+                    and 0.0 <= s <= 1.0
+                    and 0.0 <= (th := r.threshold) <= 1.0
+                    and r.success is (s >= th)
+                    and r.status == ("passed" if s >= th else "failed")
+                    for r in results
+                ):
                     return results
             except TypeError:
                 pass
@@ -141,14 +147,22 @@ def _checked_results(metric: BaseMetric, cases: Sequence[EvalTestCase], results:
         items = None
     if items is None or len(items) != len(cases):
         got = f"{len(items)} results" if items is not None else f"a {type(results).__name__}"
-        message = (f"metric {name} ({type(metric).__qualname__}) returned {got} for {len(cases)} cases: score_batch "
-                   "must return one MetricResult per case, in order")
+        message = (
+            f"metric {name} ({type(metric).__qualname__}) returned {got} for {len(cases)} cases: score_batch "
+            "must return one MetricResult per case, in order"
+        )
         return [MetricResult.errored(name, threshold, message) for _ in cases]
     checked = []
     for item in items:
         if not isinstance(item, MetricResult):
-            checked.append(MetricResult.errored(name, threshold, f"metric {name} ({type(metric).__qualname__}) "
-                                                f"returned a {type(item).__name__} instead of a MetricResult"))
+            checked.append(
+                MetricResult.errored(
+                    name,
+                    threshold,
+                    f"metric {name} ({type(metric).__qualname__}) "
+                    f"returned a {type(item).__name__} instead of a MetricResult",
+                )
+            )
         elif (problem := result_problem(name, item)) is not None:
             checked.append(MetricResult.errored(name, threshold, problem))
         else:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 from array import array
-from statistics import NormalDist
 from collections.abc import Iterable, Mapping, Sequence
+from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
@@ -84,9 +84,9 @@ def wilson_interval(successes: int, n: int, level: float = LEVEL) -> Interval | 
         raise ValueError(f"successes must be in [0, n], got {k} of {n}")
     p = k / n
     z = normal_quantile(0.5 + 0.5 * level)
-    denom = 2 * (n + z ** 2)
-    center = (2 * n * p + z ** 2) / denom
-    delta = z / denom * math.sqrt(4 * n * p * (1 - p) + z ** 2)
+    denom = 2 * (n + z**2)
+    center = (2 * n * p + z**2) / denom
+    delta = z / denom * math.sqrt(4 * n * p * (1 - p) + z**2)
     low = 0.0 if k == 0 else center - delta
     high = 1.0 if k == n else center + delta
     return Interval(low=float(low), high=float(high), level=level, method="wilson")
@@ -105,7 +105,11 @@ def _ratio(sums: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def _bootstrap_distribution(
-    values: np.ndarray, clusters: np.ndarray | None, level: float, resamples: int, seed: int,
+    values: np.ndarray,
+    clusters: np.ndarray | None,
+    level: float,
+    resamples: int,
+    seed: int,
 ) -> tuple[float, float, np.ndarray]:
     """Percentile bootstrap of the mean of ``values`` (per case; with ``clusters``, of the ratio of cluster sums
     to cluster sizes, resampling whole clusters): ``(low, high, bootstrap distribution)`` via
@@ -124,9 +128,14 @@ def _bootstrap_distribution(
 
         def statistic(index: np.ndarray) -> np.ndarray:
             return _ratio(sums[index], sizes[index], axis=-1)
+
     batch = max(1, min(resamples, _BATCH_VALUES // max(1, n)))
-    distribution = np.concatenate([statistic(rng.integers(0, n, (min(batch, resamples - k), n), dtype=np.int64))
-                                   for k in range(0, resamples, batch)])
+    distribution = np.concatenate(
+        [
+            statistic(rng.integers(0, n, (min(batch, resamples - k), n), dtype=np.int64))
+            for k in range(0, resamples, batch)
+        ]
+    )
     low, high = _linear_quantiles(distribution, (1 - level) / 2)
     return low, high, distribution
 
@@ -160,7 +169,7 @@ def _normal_interval(values: np.ndarray, clusters: np.ndarray | None, level: flo
     if g < 2:
         return float(ratio), 0.0, z
     residual = sums - ratio * sizes
-    se = np.sqrt(g / (g - 1) * np.sum(residual ** 2)) / total
+    se = np.sqrt(g / (g - 1) * np.sum(residual**2)) / total
     return float(ratio), float(se), z
 
 
@@ -203,8 +212,14 @@ def bootstrap_mean_interval(
 
 
 def _mean_interval(
-    values: np.ndarray, groups: np.ndarray | None, level: float, resamples: int, seed: int, method: str,
-    *, constant: bool,
+    values: np.ndarray,
+    groups: np.ndarray | None,
+    level: float,
+    resamples: int,
+    seed: int,
+    method: str,
+    *,
+    constant: bool,
 ) -> Interval:
     """The interval of the mean of ``values`` (``groups``: cluster labels or None): the point itself with fewer
     than 2 units (cases or clusters), or when ``constant`` says every value is 0; the normal approximation above
@@ -300,7 +315,7 @@ def paired_p_value(
         p = _t_p_value(units) if se == 0 else float(2 * _stats().norm.sf(abs(mean) / se))  # no spread: exact
         return min(1.0, p), f"{prefix}paired z"
     if len(units) <= EXACT_UNITS:
-        exact = sign_flip_p_value(diff, groups, resamples=2 ** EXACT_UNITS, seed=seed)  # every sign pattern
+        exact = sign_flip_p_value(diff, groups, resamples=2**EXACT_UNITS, seed=seed)  # every sign pattern
         return exact, f"{prefix}sign-flip permutation"
     return _t_p_value(units), f"{prefix}paired t"
 
@@ -341,7 +356,11 @@ def paired_difference(
 
 
 def sign_flip_p_value(
-    differences: np.ndarray, clusters: np.ndarray | None = None, *, resamples: int = RESAMPLES, seed: int = SEED,
+    differences: np.ndarray,
+    clusters: np.ndarray | None = None,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
 ) -> float:
     """Two-sided p-value of "the mean of ``differences`` is 0" by the paired permutation (sign-flip) test:
     under no change each case's difference (with ``clusters``: each cluster's sum of differences) is as likely
@@ -358,8 +377,13 @@ def sign_flip_p_value(
     total = float(len(differences))
     batch = max(1, min(resamples, _BATCH_VALUES // max(1, len(units))))
     result = _stats().permutation_test(
-        (units,), lambda x, axis=-1: np.sum(x, axis=axis) / total, permutation_type="samples",
-        n_resamples=resamples, alternative="two-sided", vectorized=True, batch=batch,
+        (units,),
+        lambda x, axis=-1: np.sum(x, axis=axis) / total,
+        permutation_type="samples",
+        n_resamples=resamples,
+        alternative="two-sided",
+        vectorized=True,
+        batch=batch,
         rng=np.random.default_rng(seed),
     )
     return min(1.0, float(result.pvalue))
@@ -405,8 +429,13 @@ def min_detectable_pass_rate_change(n: int, alpha: float = 0.05) -> float | None
     return min(1.0, min_discordant(alpha) / n)
 
 
-def verdict(p_value: float | None, delta: float | None, min_detectable_effect: float | None,
-            alpha: float = 0.05, min_effect: float = 0.01) -> Verdict:
+def verdict(
+    p_value: float | None,
+    delta: float | None,
+    min_detectable_effect: float | None,
+    alpha: float = 0.05,
+    min_effect: float = 0.01,
+) -> Verdict:
     """The verdict of one test (docs/statistics.md#uncertainty-and-regressions): ``regressed`` when ``p_value < alpha``
     and ``delta < -min_effect``; ``improved`` when ``p_value < alpha`` and ``delta > min_effect``;
     ``inconclusive`` when neither, ``p_value >= alpha`` and ``min_detectable_effect > min_effect``; else ``no
@@ -508,8 +537,12 @@ class SampleCollector:
         wilson = wilson_interval(int(np.sum(codes == PASSED)), int(keep.sum()), level)
         if clustered is None or wilson is None:
             return clustered
-        return Interval(low=min(clustered.low, wilson.low), high=max(clustered.high, wilson.high), level=level,
-                        method=f"{clustered.method} (at least Wilson)")
+        return Interval(
+            low=min(clustered.low, wilson.low),
+            high=max(clustered.high, wilson.high),
+            level=level,
+            method=f"{clustered.method} (at least Wilson)",
+        )
 
     def mean_score_interval(self, name: str, level: float = LEVEL) -> Interval | None:
         """The interval of metric ``name``'s mean score over its scored cases (:func:`bootstrap_mean_interval`,
@@ -526,8 +559,9 @@ class SampleCollector:
         groups = self._groups(np.ones(len(self.case_statuses), dtype=bool))
         if groups is not None:
             clusters = len(np.unique(groups))
-        return StatisticsInfo(level=LEVEL, bootstrap_resamples=RESAMPLES, seed=SEED, cluster=cluster_column,
-                              clusters=clusters)
+        return StatisticsInfo(
+            level=LEVEL, bootstrap_resamples=RESAMPLES, seed=SEED, cluster=cluster_column, clusters=clusters
+        )
 
 
 class SummaryBuilder:
@@ -544,9 +578,13 @@ class SummaryBuilder:
     metric) for the summary's 95 % intervals (docs/statistics.md#uncertainty-and-regressions).
     """
 
-    def __init__(self, metric_thresholds: dict[str, float], *,
-                 clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
-                 cluster_column: str | None = None) -> None:
+    def __init__(
+        self,
+        metric_thresholds: dict[str, float],
+        *,
+        clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
+        cluster_column: str | None = None,
+    ) -> None:
         self.samples = SampleCollector(metric_thresholds, ClusterIndex(clusters) if clusters is not None else None)
         self.cluster_column = cluster_column if clusters is not None else None
         self.thresholds = dict(metric_thresholds)
@@ -599,7 +637,10 @@ class SummaryBuilder:
                 mean_score=bucket["sum"] / bucket["n"] if bucket["n"] else None,
                 pass_rate=bucket["passed"] / evaluated if evaluated else None,
                 threshold=self.thresholds[name],
-                passed=bucket["passed"], failed=bucket["failed"], errored=bucket["errored"], skipped=bucket["skipped"],
+                passed=bucket["passed"],
+                failed=bucket["failed"],
+                errored=bucket["errored"],
+                skipped=bucket["skipped"],
                 pass_rate_interval=self.samples.pass_rate_interval(self.samples.statuses[name]) if evaluated else None,
                 mean_score_interval=self.samples.mean_score_interval(name) if bucket["n"] else None,
             )

@@ -59,7 +59,9 @@ def embed_chunk(texts: int) -> int:
 
 
 def stream_batches(
-    batches: Sequence[Sequence[int]], submit: Callable[[Sequence[int]], Callable[[], T]], in_flight: int,
+    batches: Sequence[Sequence[int]],
+    submit: Callable[[Sequence[int]], Callable[[], T]],
+    in_flight: int,
 ) -> Iterator[tuple[Sequence[int], T]]:
     """Score ``batches`` (sequences of case positions) with at most ``in_flight`` submitted and not yet collected,
     yielding ``(rows, collected)`` in batch order as each is collected.
@@ -83,14 +85,21 @@ def stream_batches(
 
 
 def case_results(
-    rows: Sequence[int], cases: Sequence[EvalTestCase], ids: Sequence[str],
+    rows: Sequence[int],
+    cases: Sequence[EvalTestCase],
+    ids: Sequence[str],
     per_metric: Sequence[Sequence[MetricResult]],
 ) -> list[TestCaseResult]:
     """The :class:`~evaltasks.results.TestCaseResult` of each case at the positions ``rows``; ``per_metric``:
     one result list per metric, aligned with ``rows``."""
     return [
-        TestCaseResult.from_metrics(ids[i], cases[i].input, cases[i].actual_output, [r[j] for r in per_metric],
-                                    expected_text(cases[i].expected_output, cases[i].references))
+        TestCaseResult.from_metrics(
+            ids[i],
+            cases[i].input,
+            cases[i].actual_output,
+            [r[j] for r in per_metric],
+            expected_text(cases[i].expected_output, cases[i].references),
+        )
         for j, i in enumerate(rows)
     ]
 
@@ -100,8 +109,9 @@ class ProgressMeter:
     artifact: one API call, so at most one update per :data:`PROGRESS_EVERY_S` unless asked) and counted through
     ``advance`` (e.g. the terminal's bar, every time)."""
 
-    def __init__(self, total: int, report: Callable[[float], None] | None = None,
-                 advance: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, total: int, report: Callable[[float], None] | None = None, advance: Callable[[int], None] | None = None
+    ) -> None:
         """``total``: units of the whole run (at least 1 is assumed); ``report(percent)``, ``advance(units)``."""
         self.total, self.done = total, 0
         self._report, self._advance = report, advance
@@ -167,4 +177,3 @@ def score_directly(score: Callable[[Sequence[int]], T]) -> Callable[[Sequence[in
     """A ``submit`` for :func:`stream_batches` that scores a batch by calling ``score(rows)`` in this thread
     when the batch is collected (the Python API; one batch in flight is then enough)."""
     return lambda rows: lambda: score(rows)
-

@@ -39,7 +39,7 @@ def _exception_text(exc: BaseException) -> str:
     """``"ExceptionType: message"`` (``"ExceptionType"`` when the message is empty), the message bounded."""
     try:
         message = str(exc)
-    except Exception:  # a user's exception whose __str__ fails
+    except Exception:  # a user's exception whose __str__ fails  # noqa: BLE001
         message = "<the message could not be printed>"
     return f"{type(exc).__name__}: {bounded(message, QUOTE_MAX_CHARS * 2)}" if message else type(exc).__name__
 
@@ -104,7 +104,8 @@ def validate_cases(
                 failure = f"returned {quote(found)}, not a list of (field, message) pairs"
             where = locations[i] if locations else f"item {i}"
             label = f"{type(metric).__name__}.validate_case" + (
-                "" if metric.name == type(metric).__name__ else f" (metric '{metric.name}')")
+                "" if metric.name == type(metric).__name__ else f" (metric '{metric.name}')"
+            )
             key = (m, failure)
             if key in faults:
                 faults[key][1] += 1  # a repeat: counted in its first problem

@@ -25,10 +25,32 @@ from functools import lru_cache
 import numpy as np
 
 # Core names OpenBLAS 0.3.15 (faiss-cpu's) accepts in OPENBLAS_CORETYPE; newer names map to the nearest one.
-_KNOWN_CORES = {name.lower(): name for name in (
-    "Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Sandybridge", "Haswell", "SkylakeX", "Cooperlake",
-    "Atom", "Athlon", "Opteron", "Opteron_SSE3", "Barcelona", "Nano", "Bobcat", "Bulldozer", "Piledriver",
-    "Steamroller", "Excavator", "Zen")}
+_KNOWN_CORES = {
+    name.lower(): name
+    for name in (
+        "Prescott",
+        "Core2",
+        "Penryn",
+        "Dunnington",
+        "Nehalem",
+        "Sandybridge",
+        "Haswell",
+        "SkylakeX",
+        "Cooperlake",
+        "Atom",
+        "Athlon",
+        "Opteron",
+        "Opteron_SSE3",
+        "Barcelona",
+        "Nano",
+        "Bobcat",
+        "Bulldozer",
+        "Piledriver",
+        "Steamroller",
+        "Excavator",
+        "Zen",
+    )
+}
 _NEWER_CORES = {"sapphirerapids": "Cooperlake"}
 
 

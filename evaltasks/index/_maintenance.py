@@ -47,8 +47,9 @@ def prune(index: Any, keep: dict[str, Sequence[str]], dry_run: bool = False) -> 
     return dropped
 
 
-def compact(index: Any, namespace: str | None = None, *,
-            failed: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
+def compact(
+    index: Any, namespace: str | None = None, *, failed: dict[str, str] | None = None
+) -> dict[str, tuple[int, int]]:
     """What :meth:`ReferenceIndex.compact` does (documented there): each namespace under its writer lock."""
     done: dict[str, tuple[int, int]] = {}
     for info in index.info():
@@ -137,8 +138,10 @@ def _check_files(index_path: Path, meta: dict[str, Any]) -> list[str]:
         return [f"{META_FILE} records no valid count and dimensions"]
     size = index_path.stat().st_size
     if size not in sizes:
-        return [f"{INDEX_FILE} is {size:,} bytes, expected {sizes[0]:,} for {meta.get('count')} vectors × "
-                f"{meta.get('dimensions')} dimensions (truncated or overwritten)"]
+        return [
+            f"{INDEX_FILE} is {size:,} bytes, expected {sizes[0]:,} for {meta.get('count')} vectors × "
+            f"{meta.get('dimensions')} dimensions (truncated or overwritten)"
+        ]
     if _segments.file_sha256(index_path) not in {state.get("index_sha256") for state in states}:
         return [f"the sha256 of {INDEX_FILE} differs from the one {META_FILE} records"]
     return []

@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 
 CHECKS_DTYPE = "<u4"
-_STATES: OrderedDict[tuple[Any, ...], RowState] = OrderedDict()  # files' (path, inode, size, mtime_ns) -> state, newest last
+_STATES: OrderedDict[tuple[Any, ...], RowState] = (
+    OrderedDict()
+)  # files' (path, inode, size, mtime_ns) -> state, newest last
 _STATES_KEPT = 256  # segments whose states a process keeps (2 bytes a row); an evicted one is checked again
 _STATES_LOCK = threading.Lock()
 
@@ -55,8 +57,11 @@ def row_checksums(ids: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     id_rows = np.ascontiguousarray(ids, dtype="<i8").view(np.uint8).reshape(-1, 8)
     vectors = np.ascontiguousarray(vectors, dtype="<f4")
     crc = zlib.crc32
-    return np.fromiter((crc(v, crc(i)) for i, v in zip(id_rows, vectors)),  # type: ignore[arg-type]  # rows are buffers
-                       dtype=np.uint32, count=len(id_rows))
+    return np.fromiter(
+        (crc(v, crc(i)) for i, v in zip(id_rows, vectors)),  # type: ignore[arg-type]  # rows are buffers
+        dtype=np.uint32,
+        count=len(id_rows),
+    )
 
 
 class RowState:
@@ -108,8 +113,15 @@ def state_for(paths: list[Path], count: int) -> RowState:
         return state
 
 
-def check_rows(state: RowState, local: np.ndarray, data: np.ndarray, ids: np.ndarray, checks: np.ndarray | None,
-               whole: Callable[[], str | None], name: str) -> np.ndarray:
+def check_rows(
+    state: RowState,
+    local: np.ndarray,
+    data: np.ndarray,
+    ids: np.ndarray,
+    checks: np.ndarray | None,
+    whole: Callable[[], str | None],
+    name: str,
+) -> np.ndarray:
     """bool (len(local),): which of the segment rows ``local`` are damaged, checking those not checked yet.
 
     Args:

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import hashlib
 import io
-import threading
-from collections import OrderedDict
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -57,18 +57,20 @@ MAX_SEGMENTS_DEFAULT = 32
 _SEGMENT_FILE = re.compile(r"^seg-(\d{6,})\.(ids|vectors|crc32)\.npy$")
 CHUNK_ROWS = 16384  # rows per copy when a segment is written (24 MiB at 384 dimensions): bounds a write's memory
 TABLE_ABOVE = 256  # ids looked up at once above which several segments are searched through one merged table
-_TABLES: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()  # merged search tables, newest last
+_TABLES: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = (
+    OrderedDict()
+)  # merged search tables, newest last
 _TABLES_KEPT = 2
 SORT_ABOVE = 64  # ids looked up at once above which they are sorted before the binary search (cache locality)
 GATHER_BYTES = 1 << 20  # a multi-segment gather copies each segment's rows through a buffer this size (stays in cache)
 _TABLES_LOCK = threading.Lock()
 
 
-
 def text_id(text: str) -> int:
     """The content-addressed id of ``text``: the first 63 bits of its UTF-8 sha256, as a non-negative int64 (the
     id a segment stores for it)."""
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
+
 
 def max_segments() -> int:
     """Segments a namespace may hold before a write compacts it: ``$EVALTASKS_INDEX_MAX_SEGMENTS``
@@ -102,8 +104,9 @@ def entry_files(entry: dict[str, Any]) -> list[str]:
 def npy_size(shape: tuple[int, ...], dtype: str) -> int:
     """Bytes of a ``.npy`` file (format 1.0, C order) holding an array of ``shape`` and ``dtype``."""
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": np.dtype(dtype).str, "fortran_order": False,
-                                                  "shape": tuple(shape)})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": np.dtype(dtype).str, "fortran_order": False, "shape": tuple(shape)}
+    )
     return header.tell() + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
 
@@ -175,9 +178,16 @@ class Segment:
                 if self.checks is None:
                     state.mark_bad(np.arange(len(self.ids)), f"the sha256 of {name} differs")
                 else:
-                    bad = [start + np.flatnonzero(
-                        row_checksums(self.ids[start : start + CHUNK_ROWS], self.vectors[start : start + CHUNK_ROWS])
-                        != self.checks[start : start + CHUNK_ROWS]) for start in range(0, len(self.ids), CHUNK_ROWS)]
+                    bad = [
+                        start
+                        + np.flatnonzero(
+                            row_checksums(
+                                self.ids[start : start + CHUNK_ROWS], self.vectors[start : start + CHUNK_ROWS]
+                            )
+                            != self.checks[start : start + CHUNK_ROWS]
+                        )
+                        for start in range(0, len(self.ids), CHUNK_ROWS)
+                    ]
                     rows = np.concatenate(bad) if bad else np.zeros(0, dtype=np.int64)
                     state.mark_bad(rows, f"{name}: {len(rows)} rows differ from their checksums")
             state.ids_checked = True
@@ -272,8 +282,11 @@ class Snapshot:
         """(int64 ids sorted, int64 their snapshot rows) over every segment, damaged rows left out; an id in
         several segments keeps its first segment's row (a stable sort). Cached per process by the segments'
         files and the damage found in them."""
-        key = tuple((s.state.key, s.state.generation) for s in self.segments if s.state is not None) \
-            if all(s.state is not None for s in self.segments) else None
+        key = (
+            tuple((s.state.key, s.state.generation) for s in self.segments if s.state is not None)
+            if all(s.state is not None for s in self.segments)
+            else None
+        )
         if key is not None:
             with _TABLES_LOCK:
                 if key in _TABLES:
@@ -382,8 +395,9 @@ class Snapshot:
         vectors, bad = self.read(rows)
         for segment in self.segments:
             segment.check_ids()
-        bad |= np.concatenate([s.state.bad if s.state is not None else np.zeros(len(s.ids), dtype=bool)
-                               for s in self.segments])
+        bad |= np.concatenate(
+            [s.state.bad if s.state is not None else np.zeros(len(s.ids), dtype=bool) for s in self.segments]
+        )
         ids = self.ids_at(rows[~bad])
         return ids.astype(np.int64, copy=False), np.ascontiguousarray(vectors[~bad], dtype=np.float32)
 
@@ -470,13 +484,16 @@ def open_segments(directory: Path, meta: dict[str, Any], tolerant: bool = False)
             vectors = _open_npy(directory / entry["vectors"], "<f4", (count, dims))
             checks = _open_npy(directory / entry["crc32"], CHECKS_DTYPE, (count,)) if entry.get("crc32") else None
             state = state_for([directory / name for name in entry_files(entry)], count)
-            headers = {kind: _header(directory / entry[kind], array) for kind, array in (("ids", ids),
-                                                                                        ("vectors", vectors))}
+            headers = {
+                kind: _header(directory / entry[kind], array) for kind, array in (("ids", ids), ("vectors", vectors))
+            }
         except (OSError, ValueError) as exc:
             if not tolerant:
                 raise
             missing = isinstance(exc, FileNotFoundError)
-            broken.append((entry, f"{Path(str(getattr(exc, 'filename', ''))).name} is missing" if missing else str(exc)))
+            broken.append(
+                (entry, f"{Path(str(getattr(exc, 'filename', ''))).name} is missing" if missing else str(exc))
+            )
             continue
         segments.append(Segment(entry, ids, vectors, checks, state, directory, headers))
     if total != meta.get("count"):
@@ -500,7 +517,9 @@ def next_number(directory: Path, meta: dict[str, Any]) -> int:
     return max([int(meta.get("next_segment") or 1), *(n + 1 for n in present)])
 
 
-def write_segment(directory: Path, number: int, ids: np.ndarray, chunks: Iterable[np.ndarray], dims: int) -> dict[str, Any]:
+def write_segment(
+    directory: Path, number: int, ids: np.ndarray, chunks: Iterable[np.ndarray], dims: int
+) -> dict[str, Any]:
     """Write segment ``number`` (temporary names, fsync, rename) and return its manifest entry: ids, vectors and
     the rows' checksums (computed from the bytes as they are written, ~0.5 µs a row).
 
@@ -536,12 +555,23 @@ def write_segment(directory: Path, number: int, ids: np.ndarray, chunks: Iterabl
             crc = np.concatenate(checks) if checks else np.zeros(0, dtype=np.uint32)
             np.lib.format.write_array(writer, crc.astype(CHECKS_DTYPE, copy=False), allow_pickle=False)
             sha["crc32"] = writer.digest.hexdigest()
-    return {"ids": ids_name, "vectors": vectors_name, "crc32": crc_name, "count": int(count), "sha256": sha,
-            "created": now_iso()}
+    return {
+        "ids": ids_name,
+        "vectors": vectors_name,
+        "crc32": crc_name,
+        "count": int(count),
+        "sha256": sha,
+        "created": now_iso(),
+    }
 
 
-def write_rows(handle: BinaryIO, chunks: Iterable[np.ndarray], count: int, dims: int,
-               on_block: Callable[[np.ndarray], None] | None = None) -> str:
+def write_rows(
+    handle: BinaryIO,
+    chunks: Iterable[np.ndarray],
+    count: int,
+    dims: int,
+    on_block: Callable[[np.ndarray], None] | None = None,
+) -> str:
     """Write a float32 (count, dims) ``.npy`` to ``handle`` from row blocks, one block in memory at a time;
     return the file's sha256. ``on_block`` is called with each block (float32, C order) before it is written.
 
@@ -614,28 +644,36 @@ def verify_namespace(directory: Path, meta: dict[str, Any]) -> list[str]:
             problems.append(f"{META_FILE} lists a segment without files or count")
             continue
         total += count
-        found = [_verify_file(directory, name, dtype, shape, (entry.get("sha256") or {}).get(kind), dims)
-                 for name, dtype, shape, kind in files]
+        found = [
+            _verify_file(directory, name, dtype, shape, (entry.get("sha256") or {}).get(kind), dims)
+            for name, dtype, shape, kind in files
+        ]
         problems += [problem for problem in found if problem]
         if entry.get("crc32") and any(found) and all(not p or "sha256" in p for p in found):
             damaged = _damaged_rows(directory, entry, dims)
-            problems.append(f"{entry['vectors']}: {damaged} of {count} vectors differ from their row checksums"
-                            if damaged else f"every row of {entry['vectors']} matches its row checksum")
+            problems.append(
+                f"{entry['vectors']}: {damaged} of {count} vectors differ from their row checksums"
+                if damaged
+                else f"every row of {entry['vectors']} matches its row checksum"
+            )
     if total != meta.get("count"):
         problems.append(f"the segments hold {total} vectors, {META_FILE} records {meta.get('count')}")
     return problems
 
 
-def _verify_file(directory: Path, name: str, dtype: str, shape: tuple[int, ...], sha: str | None,
-                 dims: int) -> str | None:
+def _verify_file(
+    directory: Path, name: str, dtype: str, shape: tuple[int, ...], sha: str | None, dims: int
+) -> str | None:
     """What is wrong with one segment file (missing, size, sha256, header), or None."""
     path = directory / name
     if not path.exists():
         return f"{name} is missing"
     size, expected = path.stat().st_size, npy_size(shape, dtype)
     if size != expected:
-        return (f"{name} is {size:,} bytes, expected {expected:,} for {shape[0]} vectors × {dims} dimensions "
-                f"(truncated or overwritten)")
+        return (
+            f"{name} is {size:,} bytes, expected {expected:,} for {shape[0]} vectors × {dims} dimensions "
+            f"(truncated or overwritten)"
+        )
     if file_sha256(path) != sha:
         return f"the sha256 of {name} differs from the one {META_FILE} records"
     try:
@@ -651,5 +689,7 @@ def _damaged_rows(directory: Path, entry: dict[str, Any], dims: int) -> int:
     ids = _open_npy(directory / entry["ids"], "<i8", (count,))
     vectors = _open_npy(directory / entry["vectors"], "<f4", (count, dims))
     checks = _open_npy(directory / entry["crc32"], CHECKS_DTYPE, (count,))
-    return sum(int((row_checksums(ids[i : i + CHUNK_ROWS], vectors[i : i + CHUNK_ROWS])
-                    != checks[i : i + CHUNK_ROWS]).sum()) for i in range(0, count, CHUNK_ROWS))
+    return sum(
+        int((row_checksums(ids[i : i + CHUNK_ROWS], vectors[i : i + CHUNK_ROWS]) != checks[i : i + CHUNK_ROWS]).sum())
+        for i in range(0, count, CHUNK_ROWS)
+    )

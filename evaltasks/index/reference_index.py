@@ -135,7 +135,7 @@ class _NamespaceStore:
                 return self._reported(self.read_verified(tolerant=locked))
             except FileNotFoundError as exc:  # replaced by a compaction (or a format-1 conversion): read again
                 error = exc
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
                 error = exc
                 break
         if not locked:
@@ -145,7 +145,7 @@ class _NamespaceStore:
             except OSError:  # a read-only index folder: nobody can be writing it, so the state is final
                 try:
                     return self._reported(self.read_verified(tolerant=True))
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001
                     error = exc
         report_warning(f"reference index {self.dir} is corrupt ({error}); rebuilding it")
         return _segments.Snapshot()
@@ -153,8 +153,10 @@ class _NamespaceStore:
     def _reported(self, snapshot: _segments.Snapshot) -> _segments.Snapshot:
         """``snapshot``, after reporting the segments a tolerant open left out."""
         for entry, why in snapshot.broken:
-            report_warning(f"reference index {self.dir} is corrupt ({why}): the {entry.get('count')} vectors of "
-                           f"that segment are embedded again when next used")
+            report_warning(
+                f"reference index {self.dir} is corrupt ({why}): the {entry.get('count')} vectors of "
+                f"that segment are embedded again when next used"
+            )
         return snapshot
 
     def load(self, locked: bool = False) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
@@ -212,9 +214,17 @@ class _NamespaceStore:
         segment = _segments.Segment({}, ids[order], np.ascontiguousarray(vectors[order], dtype=np.float32))
         return _segments.Snapshot(meta, [segment], legacy=True)
 
-    def commit(self, base: _segments.Snapshot, new_ids: np.ndarray | None = None,
-               new_vectors: np.ndarray | None = None, *, truncated: set[int] | None = None,
-               merge: str = "auto", keep: np.ndarray | None = None, dimensions: int | None = None) -> None:
+    def commit(
+        self,
+        base: _segments.Snapshot,
+        new_ids: np.ndarray | None = None,
+        new_vectors: np.ndarray | None = None,
+        *,
+        truncated: set[int] | None = None,
+        merge: str = "auto",
+        keep: np.ndarray | None = None,
+        dimensions: int | None = None,
+    ) -> None:
         """Write a new state on top of ``base`` (the committed state, opened by the caller under the lock).
 
         Args:
@@ -230,14 +240,18 @@ class _NamespaceStore:
 
         The manifest is replaced last (the commit point); files it no longer lists are deleted after it.
         """
-        dims = int(new_vectors.shape[1]) if new_vectors is not None and len(new_vectors) else \
-            int(base.dimensions or dimensions or base.meta.get("dimensions") or 0)
+        dims = (
+            int(new_vectors.shape[1])
+            if new_vectors is not None and len(new_vectors)
+            else int(base.dimensions or dimensions or base.meta.get("dimensions") or 0)
+        )
         try:
             committed: dict[str, Any] | None = _segments.read_manifest(self.dir)
         except (OSError, ValueError):
             committed = None
-        _segments.remove_unlisted(self.dir, committed if committed and committed.get("format") == FORMAT_VERSION
-                                  else None)
+        _segments.remove_unlisted(
+            self.dir, committed if committed and committed.get("format") == FORMAT_VERSION else None
+        )
         segments = list(base.segments)
         fresh_order: np.ndarray | None = None  # the new rows sorted by id (written in blocks, not copied whole)
         if new_ids is not None and len(new_ids):
@@ -277,15 +291,24 @@ class _NamespaceStore:
             ids = combined.ids_at(rows)
             order = np.argsort(ids, kind="stable")
             if len(rows):
-                entries.append(_segments.write_segment(self.dir, number, ids[order],
-                                                       _segments.merged_chunks(combined, rows[order]), dims))
+                entries.append(
+                    _segments.write_segment(
+                        self.dir, number, ids[order], _segments.merged_chunks(combined, rows[order]), dims
+                    )
+                )
                 number += 1
         now = _segments.now_iso()
         meta = base.meta
-        identity = {
-            "namespace": self.provider.namespace, "provider": self.provider.provider,
-            "model": self.provider.model_name, "fingerprint": self.provider.fingerprint,
-        } if self.provider is not None else {k: meta[k] for k in ("namespace", "provider", "model", "fingerprint")}
+        identity = (
+            {
+                "namespace": self.provider.namespace,
+                "provider": self.provider.provider,
+                "model": self.provider.model_name,
+                "fingerprint": self.provider.fingerprint,
+            }
+            if self.provider is not None
+            else {k: meta[k] for k in ("namespace", "provider", "model", "fingerprint")}
+        )
         cut = set(meta.get("truncated_ids", [])) if truncated is None else truncated
         if keep is not None:  # a prune: the dropped texts' marks go with them
             cut &= set(combined.ids_at(np.flatnonzero(np.asarray(keep))).tolist())
@@ -316,8 +339,9 @@ class ReferenceIndex:
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root) if root is not None else default_index_dir()
 
-    def get_or_embed(self, provider: EmbeddingProvider, texts: Sequence[str], *, probe: bool = True,
-                     vectors: bool = True) -> IndexLookup:
+    def get_or_embed(
+        self, provider: EmbeddingProvider, texts: Sequence[str], *, probe: bool = True, vectors: bool = True
+    ) -> IndexLookup:
         """Vectors of ``texts`` from the index, embedding (and storing) only the texts not in it yet.
 
         Args:
@@ -358,8 +382,10 @@ class ReferenceIndex:
                 found[hit[bad]] = -1
                 stored = stored[~bad]
         if snapshot.damaged():  # found now, or by an earlier search (a damaged id is left out of the search)
-            report_warning(f"reference index {ns.dir} is corrupt ({'; '.join(snapshot.reasons())}): damaged vectors "
-                           "are never read; their texts are embedded again, the others are kept")
+            report_warning(
+                f"reference index {ns.dir} is corrupt ({'; '.join(snapshot.reasons())}): damaged vectors "
+                "are never read; their texts are embedded again, the others are kept"
+            )
         missing = np.flatnonzero(found < 0)
         costs = np.zeros(len(unique))
         truncated = np.zeros(len(unique), dtype=bool)
@@ -376,7 +402,11 @@ class ReferenceIndex:
             else:
                 fresh = np.empty((len(unique), batch.vectors.shape[1]), dtype=np.float32)
                 fresh[rows], costs[rows], truncated[rows], embedded[rows] = (
-                    batch.vectors, batch.costs, batch.truncated, True)
+                    batch.vectors,
+                    batch.costs,
+                    batch.truncated,
+                    True,
+                )
             if stored_dim is not None and batch.vectors.shape[1] != stored_dim:
                 self._report_dimensions(ns, stored_dim, int(batch.vectors.shape[1]))
                 found[:] = -1  # nothing stored is usable: embed the rest too
@@ -384,7 +414,11 @@ class ReferenceIndex:
                 if len(rest):
                     more = provider.embed_batch([unique[i] for i in rest])
                     fresh[rest], costs[rest], truncated[rest], embedded[rest] = (
-                        more.vectors, more.costs, more.truncated, True)
+                        more.vectors,
+                        more.costs,
+                        more.truncated,
+                        True,
+                    )
         hit = np.flatnonzero(found >= 0)
         dim = fresh.shape[1] if fresh is not None else stored_dim or 0
         if not vectors:
@@ -406,13 +440,23 @@ class ReferenceIndex:
         if len(store):
             assert fresh is not None
             every = len(store) == len(unique)  # all embedded now: no copy of the vectors
-            self._store(ns, wanted if every else wanted[store], fresh if every else fresh[store],
-                        wanted[store][truncated[store]])
-        return IndexLookup(VectorTable(unique, result, costs, truncated), computed=len(store), reused=len(hit),
-                           stored=found >= 0)
+            self._store(
+                ns,
+                wanted if every else wanted[store],
+                fresh if every else fresh[store],
+                wanted[store][truncated[store]],
+            )
+        return IndexLookup(
+            VectorTable(unique, result, costs, truncated), computed=len(store), reused=len(hit), stored=found >= 0
+        )
 
-    def write_vectors(self, provider: EmbeddingProvider, texts: Sequence[str], destination: Path | None = None,
-                      chunk: int = GATHER_CHUNK) -> np.ndarray:
+    def write_vectors(
+        self,
+        provider: EmbeddingProvider,
+        texts: Sequence[str],
+        destination: Path | None = None,
+        chunk: int = GATHER_CHUNK,
+    ) -> np.ndarray:
         """The stored vectors of ``texts`` (unique, every one in the index), float32 (len(texts), d) in their
         order, read from the mapped segments ``chunk`` rows at a time.
 
@@ -442,32 +486,46 @@ class ReferenceIndex:
                 continue
             missing = np.flatnonzero(rows < 0)
             if len(missing):
-                raise KeyError(f"{len(missing)} of {len(texts)} texts are not in the reference index {self.root} "
-                               f"(namespace {provider.namespace}), e.g. {texts[int(missing[0])][:80]!r}")
+                raise KeyError(
+                    f"{len(missing)} of {len(texts)} texts are not in the reference index {self.root} "
+                    f"(namespace {provider.namespace}), e.g. {texts[int(missing[0])][:80]!r}"
+                )
             dims = snapshot.dimensions or 0
             try:
                 if destination is None:
                     return snapshot.gather(rows) if len(rows) else np.zeros((0, dims), dtype=np.float32)
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 with atomic_path(destination) as tmp, synced_writer(tmp, "wb") as handle:
-                    _segments.write_rows(cast(BinaryIO, handle), (snapshot.gather(rows[start : start + chunk])
-                                                  for start in range(0, len(rows), chunk)), len(rows), dims)
+                    _segments.write_rows(
+                        cast(BinaryIO, handle),
+                        (snapshot.gather(rows[start : start + chunk]) for start in range(0, len(rows), chunk)),
+                        len(rows),
+                        dims,
+                    )
                 break
             except DamagedRows as exc:
-                report_warning(f"reference index {self.root} (namespace {provider.namespace}) is corrupt ({exc}): "
-                               "those vectors are embedded again")
+                report_warning(
+                    f"reference index {self.root} (namespace {provider.namespace}) is corrupt ({exc}): "
+                    "those vectors are embedded again"
+                )
         else:
-            raise OSError(f"the reference index {self.root} (namespace {provider.namespace}) keeps reading damaged "
-                          "vectors: run `evaltasks index verify`")
+            raise OSError(
+                f"the reference index {self.root} (namespace {provider.namespace}) keeps reading damaged "
+                "vectors: run `evaltasks index verify`"
+            )
         mapped: np.ndarray = np.load(destination, mmap_mode="r", allow_pickle=False)
         return mapped
 
     @staticmethod
     def _report_dimensions(ns: _NamespaceStore, stored: int, now: int) -> None:
-        report_warning(f"reference index {ns.dir} holds {stored}-dimensional vectors but the provider now returns "
-                f"{now}-dimensional ones; rebuilding it")
+        report_warning(
+            f"reference index {ns.dir} holds {stored}-dimensional vectors but the provider now returns "
+            f"{now}-dimensional ones; rebuilding it"
+        )
 
-    def _store(self, ns: _NamespaceStore, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray) -> None:
+    def _store(
+        self, ns: _NamespaceStore, new_ids: np.ndarray, new_vectors: np.ndarray, truncated_ids: np.ndarray
+    ) -> None:
         """Add the vectors of ``new_ids`` not stored yet as a new segment (under the lock; nothing stored is
         rewritten unless the namespace passes its segment limit or is of format 1)."""
         ns.dir.mkdir(parents=True, exist_ok=True)
@@ -507,8 +565,9 @@ class ReferenceIndex:
         (:func:`report_warning`; compaction, :mod:`evaltasks.index._maintenance`, reports through it)."""
         report_dropped(directory, count, snapshot)
 
-    def compact(self, namespace: str | None = None, *,
-                failed: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
+    def compact(
+        self, namespace: str | None = None, *, failed: dict[str, str] | None = None
+    ) -> dict[str, tuple[int, int]]:
         """Merge each namespace's segments into one sorted segment (a format-1 namespace is converted), under
         its writer lock; the old files are deleted once the new manifest is committed. Readers keep working
         meanwhile (a reader that finds a segment gone reads the manifest again).
@@ -566,8 +625,10 @@ class ReferenceIndex:
 
 def report_dropped(directory: Path, count: int, snapshot: _segments.Snapshot) -> None:
     """Report that a write drops ``count`` damaged stored vectors of the namespace in ``directory``."""
-    report_warning(f"reference index {directory}: dropped {count} damaged vectors ({'; '.join(snapshot.reasons())}); "
-                   "their texts are embedded again when next used")
+    report_warning(
+        f"reference index {directory}: dropped {count} damaged vectors ({'; '.join(snapshot.reasons())}); "
+        "their texts are embedded again when next used"
+    )
 
 
 @lru_cache(maxsize=1)

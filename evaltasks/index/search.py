@@ -107,8 +107,16 @@ class SearchConfig:
             raise ValueError(f"search must be one of {list(SEARCH_KINDS)}, got {quote(self.kind)}")
         if self.ivf_quantizer not in IVF_QUANTIZERS:
             raise ValueError(f"ivf_quantizer must be one of {list(IVF_QUANTIZERS)}, got {quote(self.ivf_quantizer)}")
-        for label in ("hnsw_m", "ef_construction", "ef_search", "search_auto_above", "nlist", "nprobe", "ivf_pq",
-                      "ivf_rerank"):
+        for label in (
+            "hnsw_m",
+            "ef_construction",
+            "ef_search",
+            "search_auto_above",
+            "nlist",
+            "nprobe",
+            "ivf_pq",
+            "ivf_rerank",
+        ):
             value = getattr(self, label)
             if value is None and label in ("nlist", "ivf_pq"):
                 continue
@@ -119,7 +127,8 @@ class SearchConfig:
         if self.ivf_sq8 and self.ivf_pq:
             raise ValueError(f"ivf_sq8 cannot be combined with ivf_pq ({self.ivf_pq}): choose one code")
         if self.target_recall is not None and (
-            isinstance(self.target_recall, bool) or not isinstance(self.target_recall, (int, float))
+            isinstance(self.target_recall, bool)
+            or not isinstance(self.target_recall, (int, float))
             or not 0 < self.target_recall <= 1
         ):
             raise ValueError(f"target_recall must be a number in (0, 1], got {quote(self.target_recall)}")
@@ -139,9 +148,15 @@ class SearchConfig:
         target = self.target_recall
         if target is None and self.kind == "auto":
             target = AUTO_TARGET_RECALL
-        nlist = self.nlist or max(1, min(int(round(4 * np.sqrt(n))), n // 39, MAX_NLIST))
-        return replace(self, kind=kind, nlist=min(nlist, max(n, 1)), nprobe=min(self.nprobe, min(nlist, max(n, 1))),
-                       ivf_sq8=sq8, target_recall=target)
+        nlist = self.nlist or max(1, min(round(4 * np.sqrt(n)), n // 39, MAX_NLIST))
+        return replace(
+            self,
+            kind=kind,
+            nlist=min(nlist, max(n, 1)),
+            nprobe=min(self.nprobe, min(nlist, max(n, 1))),
+            ivf_sq8=sq8,
+            target_recall=target,
+        )
 
     def label(self) -> str:
         """A short stable label of what is built, e.g. ``flat``, ``hnsw-m16-efc100``, ``ivf4000-sq8`` or
@@ -221,8 +236,7 @@ class ReferenceSearch:
                 ivf = faiss.extract_index_ivf(self.index)
                 ivf.nprobe = self.config.nprobe
                 if self.config.ivf_quantizer == "hnsw":
-                    faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe,
-                                                                           _HNSW_QUANTIZER_EF)
+                    faiss.downcast_index(ivf.quantizer).hnsw.efSearch = max(2 * self.config.nprobe, _HNSW_QUANTIZER_EF)
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -237,8 +251,13 @@ class ReferenceSearch:
         config = config.resolve(len(self))
         if self.config.kind == "flat":
             return self.config
-        return replace(self.config, nprobe=min(config.nprobe, self.config.nlist or config.nprobe),
-                       ef_search=config.ef_search, ivf_rerank=config.ivf_rerank, target_recall=config.target_recall)
+        return replace(
+            self.config,
+            nprobe=min(config.nprobe, self.config.nlist or config.nprobe),
+            ef_search=config.ef_search,
+            ivf_rerank=config.ivf_rerank,
+            target_recall=config.target_recall,
+        )
 
     def _search_params(self, config: SearchConfig) -> Any:
         """FAISS per-call search parameters for ``config``'s breadth (``SearchParametersIVF``/``…HNSW``)."""
@@ -251,8 +270,9 @@ class ReferenceSearch:
             params._quantizer = quantizer  # kept alive with params (SWIG holds a bare pointer)
         return params
 
-    def top_k(self, queries: np.ndarray, k: int,
-              query_config: SearchConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(
+        self, queries: np.ndarray, k: int, query_config: SearchConfig | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` most similar references of each query: (similarities (m, k), indices (m, k)), best first.
 
         ``query_config``: the query breadth to search with (:meth:`query_config`; None: this search's own), passed to
@@ -291,8 +311,9 @@ class ReferenceSearch:
             total += block.sum(axis=0, dtype=np.float64)
         return total / max(len(self), 1)
 
-    def measure_recall(self, queries: np.ndarray, sample: int = 1000, seed: int = 0,
-                       query_config: SearchConfig | None = None) -> Recall:
+    def measure_recall(
+        self, queries: np.ndarray, sample: int = 1000, seed: int = 0, query_config: SearchConfig | None = None
+    ) -> Recall:
         """Recall@1 and recall@10 of this search at ``query_config`` (:meth:`query_config`) against exact search, on a
         seeded sample of up to ``sample`` ``queries`` (float32 (m, d)); with the breadth's ``target_recall``,
         widened to reach it. Nothing about the search itself changes (the breadth found is returned).
@@ -345,9 +366,8 @@ class ReferenceSearch:
         and removed if an older version wrote it). Then the files' sha256 (:func:`write_checksums`), which
         ``evaltasks index verify`` checks (a run does not: it reads no vector it does not need)."""
         if not vectors_written:
-            with atomic_path(path.with_suffix(".npy")) as tmp:
-                with open(tmp, "wb") as handle:
-                    np.save(handle, self.vectors, allow_pickle=False)
+            with atomic_path(path.with_suffix(".npy")) as tmp, open(tmp, "wb") as handle:
+                np.save(handle, self.vectors, allow_pickle=False)
         if self.index is None:
             path.unlink(missing_ok=True)
         else:
@@ -419,8 +439,14 @@ def check_searches(directory: Path, remove_broken: bool = False, verify: bool = 
         return []
     from evaltasks.index._segments import file_sha256
 
-    keys = sorted({p.name[: -len(suffix)] for suffix in (".npy", ".faiss", CHECKSUMS_SUFFIX)
-                   for p in directory.glob(f"*{suffix}") if not p.name.startswith(".")})
+    keys = sorted(
+        {
+            p.name[: -len(suffix)]
+            for suffix in (".npy", ".faiss", CHECKSUMS_SUFFIX)
+            for p in directory.glob(f"*{suffix}")
+            if not p.name.startswith(".")
+        }
+    )
     out = []
     for key in keys:
         files = [p for p in (directory / f"{key}.npy", directory / f"{key}.faiss") if p.exists()]
@@ -461,8 +487,9 @@ def _reconstructed(index: faiss.Index, config: SearchConfig) -> np.ndarray:
     return np.asarray(storage.reconstruct_n(0, index.ntotal))
 
 
-def _tie_aware_recall(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray,
-                      found: np.ndarray) -> tuple[float, float]:
+def _tie_aware_recall(
+    vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, found: np.ndarray
+) -> tuple[float, float]:
     """(recall@1, recall@k) of the rows ``found`` (m, k; -1 for none) against the exact similarities ``truth``
     (m, k, best first) of ``queries`` (m, d) over ``vectors``: a row found is a hit when its exact similarity
     is at least the exact k-th best's, less ``RECALL_TIE_TOLERANCE`` (at most k hits per query)."""
@@ -585,8 +612,11 @@ def search_key(namespace: str, set_sha256: str, config: SearchConfig) -> str:
 
 
 def build_search(
-    key: str, vectors: np.ndarray | Callable[[Path | None], np.ndarray], config: SearchConfig,
-    directory: Path | None, count: int | None = None,
+    key: str,
+    vectors: np.ndarray | Callable[[Path | None], np.ndarray],
+    config: SearchConfig,
+    directory: Path | None,
+    count: int | None = None,
 ) -> ReferenceSearch:
     """Load the persisted search ``key`` from ``directory`` or build it (and persist it); register it in-process.
 

@@ -46,8 +46,10 @@ def judge_api_key_problem(options: Any) -> str | None:
     """The message when a suite file's judge options hold ``api_key`` (a secret committed with the suite),
     else None."""
     if isinstance(options, dict) and "api_key" in options:
-        return ("api_key must not be written in a suite file: set OPENAI_API_KEY (Azure OpenAI: "
-                "AZURE_OPENAI_API_KEY) in the environment instead")
+        return (
+            "api_key must not be written in a suite file: set OPENAI_API_KEY (Azure OpenAI: "
+            "AZURE_OPENAI_API_KEY) in the environment instead"
+        )
     return None
 
 
@@ -109,8 +111,9 @@ def _build_metrics(
     goes to ``credentials`` (once) when that is a list; a bad option that comes from the ``judge:`` block is
     located there (``judge``, field: the option), once.
     """
-    build = _Build(source, problems, provider_defaults, reference_sets or {}, base_dir, skipped, judge_defaults,
-                   credentials)
+    build = _Build(
+        source, problems, provider_defaults, reference_sets or {}, base_dir, skipped, judge_defaults, credentials
+    )
     metrics: list[BaseMetric] = []
     names: dict[str, int] = {}
     for i, spec in specs:
@@ -118,16 +121,28 @@ def _build_metrics(
         metric = _entry_metric(build, where, spec)
         if metric is None:
             continue
-        if not isinstance(getattr(metric, "name", None), str) or not isinstance(getattr(metric, "threshold", None),
-                                                                                float):
-            problems.append(Problem(source, where, "metric", f"{spec.metric}() did not set its name and threshold: does "
-                                                             "its __init__ call super().__init__(threshold, name=name)?"))
+        if not isinstance(getattr(metric, "name", None), str) or not isinstance(
+            getattr(metric, "threshold", None), float
+        ):
+            problems.append(
+                Problem(
+                    source,
+                    where,
+                    "metric",
+                    f"{spec.metric}() did not set its name and threshold: does "
+                    "its __init__ call super().__init__(threshold, name=name)?",
+                )
+            )
             continue
         if metric.name in names:
-            problems.append(Problem(
-                source, where, "name",
-                f"'{metric.name}' is already used by metrics[{names[metric.name]}]; give one a `name:`",
-            ))
+            problems.append(
+                Problem(
+                    source,
+                    where,
+                    "name",
+                    f"'{metric.name}' is already used by metrics[{names[metric.name]}]; give one a `name:`",
+                )
+            )
         names.setdefault(metric.name, i)
         metrics.append(metric)
     return metrics
@@ -168,8 +183,9 @@ def _resolved_spec(build: _Build, where: str, spec: MetricSpec) -> MetricSpec | 
         if not isinstance(set_name, str) or set_name not in reference_sets:
             close = difflib.get_close_matches(str(set_name), list(reference_sets), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            build.problems.append(Problem(build.source, where, "reference_set",
-                                          f"unknown reference set {quote(set_name)}{hint}"))
+            build.problems.append(
+                Problem(build.source, where, "reference_set", f"unknown reference set {quote(set_name)}{hint}")
+            )
             return None
         spec = spec.model_copy(update={})
         spec.model_extra["reference_set"] = reference_sets[set_name]  # type: ignore[index]
@@ -215,8 +231,9 @@ def _constructed(build: _Build, where: str, spec: MetricSpec, cls: type[BaseMetr
         return None
 
 
-def _without_credentials(build: _Build, where: str, spec: MetricSpec, judged: bool,
-                         exc: CredentialsError) -> BaseMetric | None:
+def _without_credentials(
+    build: _Build, where: str, spec: MetricSpec, judged: bool, exc: CredentialsError
+) -> BaseMetric | None:
     """A metric whose credentials are missing: a judge's message goes to ``credentials`` (once), else a located
     problem (None), or, when skipping, a :class:`SkippedMetric` and a warning in ``skipped``."""
     message = "; ".join(p.message for p in exc.problems)
@@ -225,7 +242,9 @@ def _without_credentials(build: _Build, where: str, spec: MetricSpec, judged: bo
             build.credentials.append(message)
         return None
     if build.skipped is None:
-        build.problems.append(Problem(build.source, where, "judge_options" if judged else "embedding_provider", message))
+        build.problems.append(
+            Problem(build.source, where, "judge_options" if judged else "embedding_provider", message)
+        )
         return None
     metric = _skipped_metric(spec, message)
     build.skipped.append(f"{where} {metric.name} is skipped (excluded from the gate): {message}")
@@ -239,19 +258,24 @@ def _value_problem(build: _Build, where: str, spec: MetricSpec, judged: bool, ex
     field = _argument_named(spec, str(exc)) or ("judge_options" if judged else "")
     message = "; ".join(p.message for p in exc.problems) if isinstance(exc, InputError) else str(exc)
     option = _judge_option_named(message) if judged and judge_defaults is not None else None
-    if option is not None and judge_defaults is not None and option in judge_defaults.options() and \
-            option not in ((spec.model_extra or {}).get("judge_options") or {}):
+    if (
+        option is not None
+        and judge_defaults is not None
+        and option in judge_defaults.options()
+        and option not in ((spec.model_extra or {}).get("judge_options") or {})
+    ):
         block = Problem(source, "judge", option, message)  # the suite's judge: block's option
         if block not in problems:
             problems.append(block)
         return
     if field and message.startswith(field):  # the problem names the field: "field 'unit' must be …"
-        message = message[len(field):].lstrip(":").lstrip()
+        message = message[len(field) :].lstrip(":").lstrip()
     problems.append(Problem(source, where, field, message))
 
 
 _JUDGE_OPTION_MESSAGE = re.compile(
-    r"^(?:unknown judge option\(s\) '([^']+)'|judge option (\w+) |(prices|price_per_million_\w+)\b)")
+    r"^(?:unknown judge option\(s\) '([^']+)'|judge option (\w+) |(prices|price_per_million_\w+)\b)"
+)
 
 
 def _judge_option_named(message: str) -> str | None:
@@ -303,7 +327,7 @@ def _apply_judge_defaults(metric: JudgeMetric, spec: MetricSpec, defaults: Judge
 
 def _argument_named(spec: MetricSpec, message: str) -> str:
     """The suite argument a metric's ValueError is about (its message starts with the name), else ``""``."""
-    for key in (spec.model_extra or {}):
+    for key in spec.model_extra or {}:
         if message.startswith(f"{key} ") or message.startswith(f"{key}:"):
             return key
     return ""

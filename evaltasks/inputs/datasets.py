@@ -115,8 +115,14 @@ def _rows_csv(
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # blank line
         if len(row) < len(header):  # name the first column the row lacks
-            problems.append(Problem(source, where, header[len(row)],
-                                    f"is missing: the row has {len(row)} cells but the header has {len(header)}"))
+            problems.append(
+                Problem(
+                    source,
+                    where,
+                    header[len(row)],
+                    f"is missing: the row has {len(row)} cells but the header has {len(header)}",
+                )
+            )
             continue
         if len(row) > len(header):
             problems.append(Problem(source, where, "", f"has {len(row)} cells but the header has {len(header)}"))
@@ -236,8 +242,11 @@ def _missing_columns(explicit: dict[str, str], header: list[str], source: str, p
     for name, column in explicit.items():
         if column not in header:
             asked = f" ({name})" if name == "dataset.cluster" else ""
-            problems.append(Problem(source, "line 1", column,
-                                    f"column not found in the header{asked} (columns: {', '.join(header)})"))
+            problems.append(
+                Problem(
+                    source, "line 1", column, f"column not found in the header{asked} (columns: {', '.join(header)})"
+                )
+            )
             found = True
     return found
 
@@ -253,7 +262,10 @@ def _row_number(problem: Problem) -> float:
 
 
 def load_dataset(
-    spec: DatasetSpec, base_dir: Path, check: CaseCheck | None = None, extra_columns: Sequence[str] = (),
+    spec: DatasetSpec,
+    base_dir: Path,
+    check: CaseCheck | None = None,
+    extra_columns: Sequence[str] = (),
 ) -> LoadedDataset:
     """Load and validate the dataset ``spec`` describes (its path relative to ``base_dir``).
 
@@ -280,7 +292,9 @@ def load_dataset(
     raw, text = _read_text(path, source, spec.path)
     sha256 = hashlib.sha256(raw).hexdigest()
     del raw  # the decoded text is all the rest needs: do not hold the file twice
-    suffix = Path(spec.path).suffix.lower()  # the name the suite gives, not a symlink target's (docs/suite.md#suite-file: format from the extension)
+    suffix = (
+        Path(spec.path).suffix.lower()
+    )  # the name the suite gives, not a symlink target's (docs/suite.md#suite-file: format from the extension)
     problems: list[Problem] = []
     header: list[str] = []
     rows = _rows(suffix, text, source, problems, header)
@@ -288,11 +302,17 @@ def load_dataset(
     explicit = {k: v for k, v in spec.fields.model_dump().items() if v is not None}
     wanted = list(dict.fromkeys([*([spec.cluster] if spec.cluster else []), *extra_columns]))
     load = _Load(
-        spec=spec, source=source, suffix=suffix, explicit=explicit, wanted=wanted, output_key=explicit["actual_output"],
+        spec=spec,
+        source=source,
+        suffix=suffix,
+        explicit=explicit,
+        wanted=wanted,
+        output_key=explicit["actual_output"],
         # Only an escape (JSON "\ud800", YAML "\ud800") can produce an unpaired surrogate: skip the per-field
         # check for the files (nearly all) that hold no such escape.
         check_surrogates=suffix != ".csv" and _SURROGATE_ESCAPE.search(text) is not None,
-        dataset=LoadedDataset(path=path, sha256=sha256), problems=problems,
+        dataset=LoadedDataset(path=path, sha256=sha256),
+        problems=problems,
     )
     dataset = load.dataset
     dataset.columns = {column: [] for column in wanted}
@@ -311,8 +331,9 @@ def load_dataset(
     return dataset
 
 
-def _rows(suffix: str, text: str, source: str, problems: list[Problem],
-          header: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _rows(
+    suffix: str, text: str, source: str, problems: list[Problem], header: list[str]
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """The (location, row) pairs of a dataset file's ``text``, parsed by its ``suffix`` (``header``: filled with a
     CSV file's columns; ``problems``: where rows that cannot be read are reported)."""
     if suffix == ".csv":
@@ -340,7 +361,9 @@ class _Load:
     problems: list[Problem]
     explicit_ids: list[str | None] = field(default_factory=list)
     column_checked: bool = False
-    keys_seen: set[str] = field(default_factory=set)  # JSON, JSONL, YAML: a mapped key that no row has is a typo, not a blank
+    keys_seen: set[str] = field(
+        default_factory=set
+    )  # JSON, JSONL, YAML: a mapped key that no row has is a typo, not a blank
     first_seen: dict[str, str] = field(default_factory=dict)  # explicit id -> location of its first row
     # JSON, JSONL, YAML: rows lacking the output key while no row has had it yet. If no row has it at all,
     # the mapping is wrong: one problem for the mapping (listing the keys), not one per row.
@@ -365,8 +388,9 @@ def _read_rows(load: _Load, rows: Iterator[tuple[str, dict[str, Any]]]) -> None:
                 load.read_all = not load.unseen_dropped
         if load.csv and not load.column_checked:
             load.column_checked = True
-            if _missing_columns({**load.explicit, **_asked_columns(load.spec, load.wanted)}, list(row), load.source,
-                                load.problems):
+            if _missing_columns(
+                {**load.explicit, **_asked_columns(load.spec, load.wanted)}, list(row), load.source, load.problems
+            ):
                 break
         case_fields, row_ok = _case_fields(load, where, row)
         # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
@@ -376,8 +400,9 @@ def _read_rows(load: _Load, rows: Iterator[tuple[str, dict[str, Any]]]) -> None:
         for column in load.wanted:
             value = row.get(column)
             if isinstance(value, (list, dict)):
-                load.problems.append(Problem(load.source, where, column,
-                                             f"must be a single value, got {_type_name(value)}"))
+                load.problems.append(
+                    Problem(load.source, where, column, f"must be a single value, got {_type_name(value)}")
+                )
                 row_ok = False
             elif value is None or value == "":
                 extra_values.append(None)
@@ -400,8 +425,9 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
         value = row.get(column, _MISSING) if column else _MISSING
         if name == "actual_output":
             if value is _MISSING or value is None:
-                _missing_output(load, Problem(source, where, column or name,
-                                              "is missing or null (actual_output is required)"))
+                _missing_output(
+                    load, Problem(source, where, column or name, "is missing or null (actual_output is required)")
+                )
                 row_ok = False
             elif not isinstance(value, str):
                 problems.append(Problem(source, where, column or name, f"must be a string, got {_type_name(value)}"))
@@ -419,7 +445,9 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
                 case_fields[name] = items
         elif name == "id":
             if isinstance(value, bool) or not isinstance(value, (str, int)):
-                problems.append(Problem(source, where, column or name, f"must be a string or integer, got {_type_name(value)}"))
+                problems.append(
+                    Problem(source, where, column or name, f"must be a string or integer, got {_type_name(value)}")
+                )
                 row_ok = False
             else:
                 case_fields[name] = str(value)
@@ -447,10 +475,14 @@ def _surrogate_free(load: _Load, where: str, case_fields: dict[str, Any]) -> boo
     free = True
     for name, value in case_fields.items():
         column = load.explicit.get(name) or name
-        if any(_SURROGATE.search(item) for item in ([value] if isinstance(value, str) else value)
-               if not item.isascii()):
-            load.problems.append(Problem(load.source, where, column, "contains an unpaired surrogate "
-                                                                     "(e.g. \\ud800): not valid Unicode text"))
+        if any(
+            _SURROGATE.search(item) for item in ([value] if isinstance(value, str) else value) if not item.isascii()
+        ):
+            load.problems.append(
+                Problem(
+                    load.source, where, column, "contains an unpaired surrogate (e.g. \\ud800): not valid Unicode text"
+                )
+            )
             free = False
     return free
 
@@ -462,8 +494,14 @@ def _add_case(load: _Load, where: str, case_fields: dict[str, Any], extra_values
     row_id = case_fields.pop("id", None)
     if row_id:  # an empty id cell falls back to the derived id
         if row_id in load.first_seen:
-            load.problems.append(Problem(load.source, where, load.explicit.get("id") or "id",
-                                         f"duplicate id '{row_id}' (first at {load.first_seen[row_id]})"))
+            load.problems.append(
+                Problem(
+                    load.source,
+                    where,
+                    load.explicit.get("id") or "id",
+                    f"duplicate id '{row_id}' (first at {load.first_seen[row_id]})",
+                )
+            )
             return
         load.first_seen[row_id] = where
     dataset.cases.append(EvalTestCase(**case_fields))
@@ -479,15 +517,22 @@ def _whole_file_problems(load: _Load, header: list[str]) -> None:
     if not load.csv and load.keys_seen and load.read_all:  # every row was read
         keys_seen = load.keys_seen
         keys = ", ".join(sorted(map(str, keys_seen))[:20]) + (", …" if len(keys_seen) > 20 else "")
-        asked = [*((f"dataset.fields.{name}", column) for name, column in load.explicit.items()),
-                 *(("dataset.cluster" if column == load.spec.cluster else "an extra column", column)
-                   for column in load.wanted)]
+        asked = [
+            *((f"dataset.fields.{name}", column) for name, column in load.explicit.items()),
+            *(
+                ("dataset.cluster" if column == load.spec.cluster else "an extra column", column)
+                for column in load.wanted
+            ),
+        ]
         for what, column in asked:
             if column not in keys_seen:
-                load.problems.append(Problem(load.source, "", column, f"key not found in any row ({what}; keys: {keys})"))
+                load.problems.append(
+                    Problem(load.source, "", column, f"key not found in any row ({what}; keys: {keys})")
+                )
     elif load.unseen_output:  # reading stopped early: the key may exist further on, so name the rows
         load.problems.extend(load.unseen_output)
         load.read_all = False
     if load.csv and header and not load.column_checked:  # header only: still report unknown columns
-        _missing_columns({**load.explicit, **_asked_columns(load.spec, load.wanted)}, header, load.source,
-                         load.problems)
+        _missing_columns(
+            {**load.explicit, **_asked_columns(load.spec, load.wanted)}, header, load.source, load.problems
+        )

@@ -13,8 +13,12 @@ import yaml
 
 from evaltasks.errors import InputError, Problem
 
-_FOREIGN_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-                 (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+_FOREIGN_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
 
 
 def decode_text(raw: bytes, source: str, error: type[InputError]) -> str:
@@ -35,8 +39,16 @@ def decode_text(raw: bytes, source: str, error: type[InputError]) -> str:
     nul = raw.find(b"\x00")
     if nul >= 0:
         line = raw[:nul].count(b"\n") + 1
-        raise error([Problem(source, f"line {line}", "", f"contains a NUL byte (byte {nul}): binary data, or UTF-16 "
-                                                          "text without a byte-order mark?")])
+        raise error(
+            [
+                Problem(
+                    source,
+                    f"line {line}",
+                    "",
+                    f"contains a NUL byte (byte {nul}): binary data, or UTF-16 text without a byte-order mark?",
+                )
+            ]
+        )
     return text
 
 
@@ -51,7 +63,7 @@ MAX_ALIAS_EXPANSION = 1_000_000
 
 
 def _short_tag(tag: str) -> str:
-    return "!!" + tag[len(_YAML_CORE):] if tag.startswith(_YAML_CORE) else tag
+    return "!!" + tag[len(_YAML_CORE) :] if tag.startswith(_YAML_CORE) else tag
 
 
 def load_yaml(text: str, source: str, error: type[InputError]) -> Any:
@@ -121,8 +133,14 @@ def _yaml_alias_problems(root: yaml.Node, source: str) -> list[Problem]:
             if id(node) in size:
                 continue
             if id(node) in on_path:
-                return [Problem(source, f"line {node.start_mark.line + 1}", "",
-                                "a YAML alias refers to a node that contains it (a recursive structure)")]
+                return [
+                    Problem(
+                        source,
+                        f"line {node.start_mark.line + 1}",
+                        "",
+                        "a YAML alias refers to a node that contains it (a recursive structure)",
+                    )
+                ]
             on_path.add(id(node))
             distinct += 1
             stack.append((node, True))
@@ -131,9 +149,15 @@ def _yaml_alias_problems(root: yaml.Node, source: str) -> list[Problem]:
         on_path.discard(id(node))
         total = 1 + sum(size[id(child)] for child in _yaml_children(node))
         if total - distinct > MAX_ALIAS_EXPANSION:
-            return [Problem(source, f"line {node.start_mark.line + 1}", "",
-                            f"YAML aliases expand this document by more than {MAX_ALIAS_EXPANSION:,} nodes (an alias "
-                            "'bomb'?): write the values out, or share less through aliases")]
+            return [
+                Problem(
+                    source,
+                    f"line {node.start_mark.line + 1}",
+                    "",
+                    f"YAML aliases expand this document by more than {MAX_ALIAS_EXPANSION:,} nodes (an alias "
+                    "'bomb'?): write the values out, or share less through aliases",
+                )
+            ]
         size[id(node)] = total
     return []
 
@@ -158,23 +182,37 @@ def _yaml_node_problems(loader: yaml.SafeLoader, root: yaml.Node, source: str) -
         seen.add(id(node))
         line = f"line {node.start_mark.line + 1}"
         if node.tag not in _SAFE_TAGS:
-            problems.append(Problem(source, line, key, f"YAML tag '{_short_tag(node.tag)}' is not allowed: only "
-                                                       "standard YAML types are read (the file is data)"))
+            problems.append(
+                Problem(
+                    source,
+                    line,
+                    key,
+                    f"YAML tag '{_short_tag(node.tag)}' is not allowed: only "
+                    "standard YAML types are read (the file is data)",
+                )
+            )
         elif isinstance(node, yaml.ScalarNode):
             if node.tag not in (_YAML_CORE + "str", _YAML_CORE + "merge"):
                 try:
                     loader.construct_object(node)
                 except (ValueError, TypeError, KeyError, OverflowError, yaml.YAMLError):
-                    problems.append(Problem(source, line, key,
-                                            f"invalid {_short_tag(node.tag)} value '{node.value[:80]}'"))
+                    problems.append(
+                        Problem(source, line, key, f"invalid {_short_tag(node.tag)} value '{node.value[:80]}'")
+                    )
         elif isinstance(node, yaml.MappingNode):
             first: dict[tuple[str, str], int] = {}
             for k, v in node.value:
                 name = str(k.value)[:80] if isinstance(k, yaml.ScalarNode) else key
                 if isinstance(k, yaml.ScalarNode) and k.tag != _YAML_CORE + "merge":
                     if (k.tag, k.value) in first:
-                        problems.append(Problem(source, f"line {k.start_mark.line + 1}", name,
-                                                f"duplicate key (first at line {first[(k.tag, k.value)]})"))
+                        problems.append(
+                            Problem(
+                                source,
+                                f"line {k.start_mark.line + 1}",
+                                name,
+                                f"duplicate key (first at line {first[(k.tag, k.value)]})",
+                            )
+                        )
                     else:
                         first[(k.tag, k.value)] = k.start_mark.line + 1
                 stack += [(v, name), (k, name)]

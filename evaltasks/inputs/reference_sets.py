@@ -27,7 +27,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-
 from evaltasks.errors import ConfigError, DatasetError, Problem
 from evaltasks.index.search import SearchConfig
 
@@ -88,8 +87,18 @@ def _search_config(options: dict[str, Any], suite_source: str, where: str) -> Se
     fields = {f.name for f in dataclass_fields(SearchConfig)} - {"kind"}
     unknown = sorted(set(options) - fields - {"search"})
     if unknown:
-        raise ConfigError([Problem(suite_source, where, key, f"is not a reference-set option (options: path, texts, "
-                                   f"column, search, {', '.join(sorted(fields))})") for key in unknown])
+        raise ConfigError(
+            [
+                Problem(
+                    suite_source,
+                    where,
+                    key,
+                    f"is not a reference-set option (options: path, texts, "
+                    f"column, search, {', '.join(sorted(fields))})",
+                )
+                for key in unknown
+            ]
+        )
     try:
         return SearchConfig(**{"kind": options.pop("search", "auto"), **options})
     except ValueError as exc:
@@ -117,7 +126,9 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
             raise DatasetError([Problem(suite_source, where, "texts", "must be a list of strings")])
         return ReferenceSet(name, tuple(spec), search, "<suite>")
     if not isinstance(spec, str):
-        raise DatasetError([Problem(suite_source, where, "", "must be a path, a list of strings, or a mapping with path")])
+        raise DatasetError(
+            [Problem(suite_source, where, "", "must be a path, a list of strings, or a mapping with path")]
+        )
     path = (base_dir / spec).resolve()
     source = str(base_dir / spec)
     suffix = Path(spec).suffix.lower()  # the name the suite gives, not a symlink target's
@@ -126,7 +137,9 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise DatasetError([Problem(source, "", "", f"reference set file not found (reference set '{name}')")]) from None
+        raise DatasetError(
+            [Problem(source, "", "", f"reference set file not found (reference set '{name}')")]
+        ) from None
     except OSError as exc:
         raise DatasetError([Problem(source, "", "", f"cannot read the reference set: {exc}")]) from None
     from evaltasks.inputs.files import decode_text, load_yaml
@@ -139,8 +152,16 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
     elif suffix == ".csv":
         reader = csv.DictReader(text.split("\n"))
         if column is None or column not in (reader.fieldnames or []):
-            raise DatasetError([Problem(source, "line 1", column or "column",
-                                        f"column not found (columns: {', '.join(reader.fieldnames or [])})")])
+            raise DatasetError(
+                [
+                    Problem(
+                        source,
+                        "line 1",
+                        column or "column",
+                        f"column not found (columns: {', '.join(reader.fieldnames or [])})",
+                    )
+                ]
+            )
         texts = [row[column].strip() for row in reader if row.get(column) and row[column].strip()]
     else:
         if suffix == ".jsonl":
@@ -156,8 +177,9 @@ def load_reference_set(name: str, spec: Any, base_dir: Path, suite_source: str) 
                 try:
                     data = json.loads(text)
                 except json.JSONDecodeError as exc:
-                    raise DatasetError([Problem(source, f"line {exc.lineno}", "",
-                                                f"cannot parse the reference set: {exc.msg}")]) from None
+                    raise DatasetError(
+                        [Problem(source, f"line {exc.lineno}", "", f"cannot parse the reference set: {exc.msg}")]
+                    ) from None
             else:  # the same YAML rules as suites: no tags, no duplicate keys, problems located by line
                 data = load_yaml(text, source, DatasetError)
             if not isinstance(data, list):

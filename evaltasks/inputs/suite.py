@@ -46,6 +46,7 @@ from evaltasks.metrics import (
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
 
+
 # UTF-32 LE's mark starts with UTF-16 LE's: test the longer ones first.
 class FieldMap(BaseModel):
     """Which dataset column (CSV) or key (JSON, JSONL, YAML) fills each test-case field.
@@ -80,7 +81,8 @@ class DatasetSpec(BaseModel):
         "Without it a CSV list cell must hold a JSON array.",
     )
     cluster: str | None = Field(
-        default=None, min_length=1,
+        default=None,
+        min_length=1,
         description="A column grouping cases that are not independent (e.g. answers about one passage): "
         "intervals and paired comparisons then resample whole groups (cluster bootstrap).",
     )
@@ -108,8 +110,10 @@ class MetricSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow", json_schema_extra=lambda schema: _metric_spec_schema(schema))
 
-    metric: str = Field(description="A built-in metric's class name, an installed entry point's name (group "
-                        "evaltasks.metrics), or your own class as module.path:Class.")
+    metric: str = Field(
+        description="A built-in metric's class name, an installed entry point's name (group "
+        "evaltasks.metrics), or your own class as module.path:Class."
+    )
     name: str | None = Field(default=None, description="Name in results; default: the class name.")
 
 
@@ -119,7 +123,9 @@ class Gate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     min_pass_rate: float = Field(
-        default=1.0, ge=0.0, le=1.0,
+        default=1.0,
+        ge=0.0,
+        le=1.0,
         description="Fraction of evaluated cases that must pass (skipped cases are not evaluated).",
     )
     allow_errors: bool = Field(
@@ -134,12 +140,16 @@ class Gate(BaseModel):
         "only reported), or either.",
     )
     alpha: float = Field(
-        default=0.05, gt=0.0, lt=1.0,
+        default=0.05,
+        gt=0.0,
+        lt=1.0,
         description="Significance level of the comparison with a baseline (exact McNemar test for pass rates, "
         "paired bootstrap for mean scores); intervals of changes are at level 1 - alpha.",
     )
     min_effect: float = Field(
-        default=0.01, ge=0.0, le=1.0,
+        default=0.01,
+        ge=0.0,
+        le=1.0,
         description="The smallest change (pass-rate fraction or score units) that counts as a regression or an "
         "improvement; a comparison too small to detect it is inconclusive.",
     )
@@ -155,13 +165,24 @@ class Gate(BaseModel):
 # The openai provider's request-shaping options, described in the JSON Schema (every option is in docs/embeddings.md#embedding-providers;
 # values are checked by the provider, and a wrong one is a ConfigError located at the metric).
 OPENAI_OPTIONS_SCHEMA: dict[str, Any] = {
-    "max_inputs_per_request": {"type": "integer", "minimum": 1,
-                               "description": "Inputs per embeddings request (default 2048; on Azure OpenAI 16; a "
-                                              "'Too many inputs' answer sets the limit it states, once)."},
-    "max_tokens_per_request": {"type": "integer", "minimum": 1, "default": 300000,
-                               "description": "Token budget of one embeddings request."},
-    "max_input_tokens": {"type": "integer", "minimum": 1, "default": 8191,
-                         "description": "Per-input limit; longer texts are truncated and flagged."},
+    "max_inputs_per_request": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Inputs per embeddings request (default 2048; on Azure OpenAI 16; a "
+        "'Too many inputs' answer sets the limit it states, once).",
+    },
+    "max_tokens_per_request": {
+        "type": "integer",
+        "minimum": 1,
+        "default": 300000,
+        "description": "Token budget of one embeddings request.",
+    },
+    "max_input_tokens": {
+        "type": "integer",
+        "minimum": 1,
+        "default": 8191,
+        "description": "Per-input limit; longer texts are truncated and flagged.",
+    },
     "dimensions": {"type": "integer", "minimum": 1, "description": "Output dimensions (text-embedding-3-*)."},
 }
 
@@ -170,22 +191,38 @@ OPENAI_OPTIONS_SCHEMA: dict[str, Any] = {
 # and of a judge metric's `judge_options`; values are checked by the client. `api_key` is refused in a suite file
 # (a committed secret): it comes from OPENAI_API_KEY / AZURE_OPENAI_API_KEY.
 JUDGE_OPTIONS_SCHEMA: dict[str, Any] = {
-    "base_url": {"type": "string", "description": "An OpenAI-compatible endpoint (vLLM, Ollama, LiteLLM); "
-                 "default $OPENAI_BASE_URL, else OpenAI's."},
+    "base_url": {
+        "type": "string",
+        "description": "An OpenAI-compatible endpoint (vLLM, Ollama, LiteLLM); "
+        "default $OPENAI_BASE_URL, else OpenAI's.",
+    },
     "azure_endpoint": {"type": "string", "description": "Azure OpenAI endpoint (default $AZURE_OPENAI_ENDPOINT)."},
     "api_version": {"type": "string", "description": "Azure OpenAI API version (default $OPENAI_API_VERSION)."},
     "organization": {"type": "string"},
     "project": {"type": "string"},
-    "temperature": {"type": "number", "minimum": 0, "maximum": 2, "default": 0,
-                    "description": "The judge model's sampling temperature."},
-    "max_concurrency": {"type": "integer", "minimum": 1, "default": 8,
-                        "description": "Judge requests in flight at once."},
+    "temperature": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 2,
+        "default": 0,
+        "description": "The judge model's sampling temperature.",
+    },
+    "max_concurrency": {
+        "type": "integer",
+        "minimum": 1,
+        "default": 8,
+        "description": "Judge requests in flight at once.",
+    },
     "requests_per_minute": {"type": "number", "exclusiveMinimum": 0},
     "tokens_per_minute": {"type": "number", "exclusiveMinimum": 0},
-    "prices": {"type": "object", "description": "{model: {input: USD, output: USD}} per million tokens, "
-               "extending the built-in table.",
-               "additionalProperties": {"type": "object", "properties": {
-                   "input": {"type": "number", "minimum": 0}, "output": {"type": "number", "minimum": 0}}}},
+    "prices": {
+        "type": "object",
+        "description": "{model: {input: USD, output: USD}} per million tokens, extending the built-in table.",
+        "additionalProperties": {
+            "type": "object",
+            "properties": {"input": {"type": "number", "minimum": 0}, "output": {"type": "number", "minimum": 0}},
+        },
+    },
     "price_per_million_input_tokens": {"type": "number", "minimum": 0},
     "price_per_million_output_tokens": {"type": "number", "minimum": 0},
     "structured_outputs": {"enum": ["auto", "json_schema", "json_object", "off"], "default": "auto"},
@@ -204,20 +241,31 @@ SUITE_ARGUMENT_SCHEMAS: dict[str, dict[str, Any]] = {
     "name": {"type": "string", "minLength": 1, "description": "Name in results; default: the class name."},
     "reference_set": {"type": "string", "description": "The name of a set declared under `reference_sets:`."},
     "provider_options": {
-        "type": "object", "additionalProperties": True, "properties": OPENAI_OPTIONS_SCHEMA,
+        "type": "object",
+        "additionalProperties": True,
+        "properties": OPENAI_OPTIONS_SCHEMA,
         "description": "Embedding provider options of this metric (override the suite's `embeddings:`).",
     },
     "judge_options": {
-        "type": "object", "additionalProperties": True, "properties": JUDGE_OPTIONS_SCHEMA, **_NO_API_KEY,
+        "type": "object",
+        "additionalProperties": True,
+        "properties": JUDGE_OPTIONS_SCHEMA,
+        **_NO_API_KEY,
         "description": "Judge client options of this metric (override the suite's `judge:` block; docs/judges.md#llm-judges). "
         "No api_key: it comes from the environment.",
     },
-    "samples": {"type": "integer", "minimum": 1, "description": "Times each case is judged; the score is the "
-                "mean, and a case whose samples fall on both sides of the threshold is unstable. Default: the "
-                "suite's `judge: {samples}`, else 1."},
-    "prompts": {"type": "object", "additionalProperties": {"type": "string"},
-                "description": "Prompt name -> template file (relative to the suite file) replacing the built-in "
-                "one."},
+    "samples": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Times each case is judged; the score is the "
+        "mean, and a case whose samples fall on both sides of the threshold is unstable. Default: the "
+        "suite's `judge: {samples}`, else 1.",
+    },
+    "prompts": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": "Prompt name -> template file (relative to the suite file) replacing the built-in one.",
+    },
 }
 
 
@@ -242,7 +290,7 @@ def _docstring_args(doc: str | None) -> dict[str, str]:
     except StopIteration:
         return described
     current, indent = None, None
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         depth = len(line) - len(line.lstrip())
         if not line.strip() or depth == 0:
             break
@@ -294,8 +342,13 @@ def metric_arguments_schema(cls: type[BaseMetric]) -> dict[str, Any]:
         if parameter.name in descriptions:
             prop["description"] = plain_description(descriptions[parameter.name])
         properties[parameter.name] = prop
-    return {"title": cls.__name__, "type": "object", "properties": properties, "required": required,
-            "additionalProperties": extra}
+    return {
+        "title": cls.__name__,
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": extra,
+    }
 
 
 def _metric_spec_schema(schema: dict[str, Any]) -> None:
@@ -322,12 +375,22 @@ def _metric_spec_schema(schema: dict[str, Any]) -> None:
         branch["properties"] = {"metric": {"const": name}, **branch["properties"]}
         branches.append(branch)
         names.append(name)
-    branches.append({
-        "title": "module:Class", "type": "object", "required": ["metric"], "additionalProperties": True,
-        "properties": {"metric": {"type": "string", "pattern": USER_METRIC_PATTERN,
-                                  "description": "Your own BaseMetric subclass, as module.path:Class."},
-                       "name": SUITE_ARGUMENT_SCHEMAS["name"]},
-    })
+    branches.append(
+        {
+            "title": "module:Class",
+            "type": "object",
+            "required": ["metric"],
+            "additionalProperties": True,
+            "properties": {
+                "metric": {
+                    "type": "string",
+                    "pattern": USER_METRIC_PATTERN,
+                    "description": "Your own BaseMetric subclass, as module.path:Class.",
+                },
+                "name": SUITE_ARGUMENT_SCHEMAS["name"],
+            },
+        }
+    )
     metric = schema["properties"]["metric"]
     metric.pop("type", None)
     metric["anyOf"] = [{"type": "string", "enum": names}, {"type": "string", "pattern": USER_METRIC_PATTERN}]
@@ -351,8 +414,9 @@ class JudgeBlock(BaseModel):
 
     model_config = ConfigDict(extra="allow", json_schema_extra=lambda schema: _judge_block_schema(schema))
 
-    model: str | None = Field(default=None, min_length=1,
-                              description="The judge model (Azure OpenAI: the deployment); default gpt-4o-mini.")
+    model: str | None = Field(
+        default=None, min_length=1, description="The judge model (Azure OpenAI: the deployment); default gpt-4o-mini."
+    )
     samples: int | None = Field(default=None, ge=1, description="Times each case is judged (default 1).")
 
     @field_validator("model", "samples", mode="before")
@@ -373,12 +437,14 @@ class HistorySpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dir: str | None = Field(
-        default=None, min_length=1,
+        default=None,
+        min_length=1,
         description="The history directory, relative to the suite file; default $EVALTASKS_HISTORY_DIR or "
         ".evaltasks/history.",
     )
     window: int = Field(
-        default=5, ge=1,
+        default=5,
+        ge=1,
         description="How many previous runs are pooled when testing a run for drift.",
     )
     drift: bool = Field(
@@ -416,9 +482,15 @@ class Suite(BaseModel):
         description="Default provider options per embedding provider, e.g. {openai: {base_url: ..., "
         "dimensions: 512, max_inputs_per_request: 16}, local: {device: cpu, batch_size: 64}}; a metric's "
         "provider_options override them.",
-        json_schema_extra={"properties": {"openai": {
-            "type": "object", "additionalProperties": True, "properties": OPENAI_OPTIONS_SCHEMA,
-        }}},
+        json_schema_extra={
+            "properties": {
+                "openai": {
+                    "type": "object",
+                    "additionalProperties": True,
+                    "properties": OPENAI_OPTIONS_SCHEMA,
+                }
+            }
+        },
     )
     judge: JudgeBlock = Field(
         default_factory=JudgeBlock,
@@ -516,7 +588,10 @@ def _known_keys(model: type[BaseModel]) -> list[str]:
 
 def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     mapping: dict[tuple[str, ...], type[BaseModel]] = {
-        (): Suite, ("dataset",): DatasetSpec, ("dataset", "fields"): FieldMap, ("gate",): Gate,
+        (): Suite,
+        ("dataset",): DatasetSpec,
+        ("dataset", "fields"): FieldMap,
+        ("gate",): Gate,
         ("history",): HistorySpec,
     }
     return mapping.get(tuple(p for p in loc if not isinstance(p, int)))
@@ -595,11 +670,18 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     credentials: list[str] = []
     metrics = (
         _build_metrics(
-            source, _metric_specs(raw_metrics), problems, defaults, reference_sets, path.parent,
+            source,
+            _metric_specs(raw_metrics),
+            problems,
+            defaults,
+            reference_sets,
+            path.parent,
             skipped=warnings if skip_missing_credentials else None,
-            judge_defaults=judge_defaults, credentials=credentials,
+            judge_defaults=judge_defaults,
+            credentials=credentials,
         )
-        if isinstance(raw_metrics, list) else []
+        if isinstance(raw_metrics, list)
+        else []
     )
     if credentials and not problems and suite is not None:
         raise CredentialsError("; ".join(credentials))
@@ -607,7 +689,11 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     if problems or suite is None:
         raise ConfigError(problems)
     return LoadedSuite(
-        suite=suite, metrics=metrics, path=path.resolve(), sha256=hashlib.sha256(raw).hexdigest(), warnings=warnings,
+        suite=suite,
+        metrics=metrics,
+        path=path.resolve(),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        warnings=warnings,
         notices=notices,
     )
 
@@ -649,8 +735,9 @@ def _outside_notices(suite: Suite, suite_path: Path) -> list[str]:
         except (OSError, RuntimeError, ValueError):
             continue
         if not resolved.is_relative_to(base):
-            notices.append(f"{label} '{file}' resolves to {_shown(resolved)}, outside the suite's directory "
-                           f"{_shown(base)}")
+            notices.append(
+                f"{label} '{file}' resolves to {_shown(resolved)}, outside the suite's directory {_shown(base)}"
+            )
     return notices
 
 
@@ -700,13 +787,22 @@ def _checked_judge_block(source: str, block: JudgeBlock, problems: list[Problem]
         if key not in OPTIONS:
             close = difflib.get_close_matches(key, sorted(OPTIONS - {"api_key"}), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            problems.append(Problem(source, "judge", key, f"is not a judge option{hint}; known: model, samples, "
-                                    f"{', '.join(sorted(OPTIONS - {'api_key'}))}"))
+            problems.append(
+                Problem(
+                    source,
+                    "judge",
+                    key,
+                    f"is not a judge option{hint}; known: model, samples, {', '.join(sorted(OPTIONS - {'api_key'}))}",
+                )
+            )
             bad.append(key)
             continue
         schema = JUDGE_OPTIONS_SCHEMA.get(key)
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value)) \
-            if schema is not None else None
+        error = (
+            jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+            if schema is not None
+            else None
+        )
         if error is not None:
             where = "".join(f"[{quote(p)}]" for p in error.absolute_path)
             problems.append(Problem(source, "judge", key, f"{where + ': ' if where else ''}{error.message}"))

@@ -40,11 +40,16 @@ class JudgeError(EvalTasksError):
         cost: US dollars billed for them: a case errored this way still reports what it spent.
     """
 
-    def __init__(self, message: str, *, requests: int = 0, prompt_tokens: int = 0, completion_tokens: int = 0,
-                 cost: float = 0.0) -> None:
+    def __init__(
+        self, message: str, *, requests: int = 0, prompt_tokens: int = 0, completion_tokens: int = 0, cost: float = 0.0
+    ) -> None:
         super().__init__(message)
         self.requests, self.prompt_tokens, self.completion_tokens, self.cost = (
-            requests, prompt_tokens, completion_tokens, cost)
+            requests,
+            prompt_tokens,
+            completion_tokens,
+            cost,
+        )
 
     def __reduce__(self) -> Any:
         return (_judge_error, (str(self), self.requests, self.prompt_tokens, self.completion_tokens, self.cost))
@@ -52,8 +57,9 @@ class JudgeError(EvalTasksError):
 
 def _judge_error(message: str, requests: int, prompt_tokens: int, completion_tokens: int, cost: float) -> JudgeError:
     """Rebuild a pickled :class:`JudgeError` with its spend (worker processes send errors back pickled)."""
-    return JudgeError(message, requests=requests, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                      cost=cost)
+    return JudgeError(
+        message, requests=requests, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost
+    )
 
 
 class BudgetExhausted(EvalTasksError):
@@ -94,9 +100,16 @@ class JudgeRequest:
         """The content address of this request for ``model`` at ``endpoint``: sha256 (hex) of canonical JSON of
         every field and both names. Equal requests have equal keys in every process."""
         payload = {
-            "endpoint": endpoint, "model": model, "messages": [dict(m) for m in self.messages],
-            "schema": self.schema, "schema_name": self.schema_name, "temperature": self.temperature,
-            "max_tokens": self.max_tokens, "top_logprobs": self.top_logprobs, "n": self.n, "sample": self.sample,
+            "endpoint": endpoint,
+            "model": model,
+            "messages": [dict(m) for m in self.messages],
+            "schema": self.schema,
+            "schema_name": self.schema_name,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "top_logprobs": self.top_logprobs,
+            "n": self.n,
+            "sample": self.sample,
         }
         canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

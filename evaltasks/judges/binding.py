@@ -140,8 +140,14 @@ def as_reused(results: list[MetricResult]) -> list[MetricResult]:
         log = r.evaluation_log
         if log and "judge_model" in log:
             used = int(log.get("judge_cached", 0)) + int(log.get("judge_requests", 0))
-            log = {**log, "judge_cached": used, "judge_task_cached": used, "judge_requests": 0, "prompt_tokens": 0,
-                   "completion_tokens": 0}
+            log = {
+                **log,
+                "judge_cached": used,
+                "judge_task_cached": used,
+                "judge_requests": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+            }
             r = r.model_copy(update={"evaluation_log": log, "evaluation_cost": 0.0})
         out.append(r)
     return out
@@ -189,8 +195,9 @@ def unpriced_judge_models(metrics: Sequence[object]) -> list[str]:
     return models
 
 
-def estimate_judge_cost(cases: Sequence[EvalTestCase], metrics: Sequence[object], *,
-                        cached: Mapping[str, Collection[int]] | None = None) -> float:
+def estimate_judge_cost(
+    cases: Sequence[EvalTestCase], metrics: Sequence[object], *, cached: Mapping[str, Collection[int]] | None = None
+) -> float:
     """Estimated US dollars of the judge requests of a run (for ``--max-cost``): each judge metric's
     ``estimate_requests`` per case (:meth:`~evaltasks.metrics.judge.base.JudgeMetric.estimate_requests`), once
     per sample (each sample is its own request; a request of the metric's ``shared_prompts`` once), each priced

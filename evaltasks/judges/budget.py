@@ -47,8 +47,12 @@ class Budget:
     """
 
     def __init__(self, limit_usd: float, ledger_path: Path | str | None = None) -> None:
-        if isinstance(limit_usd, bool) or not isinstance(limit_usd, (int, float)) or not math.isfinite(limit_usd) \
-                or limit_usd < 0:
+        if (
+            isinstance(limit_usd, bool)
+            or not isinstance(limit_usd, (int, float))
+            or not math.isfinite(limit_usd)
+            or limit_usd < 0
+        ):
             raise ValueError(f"the budget must be a non-negative number of US dollars, got {quote(limit_usd)}")
         self.limit_usd = float(limit_usd)
         self.ledger_path = Path(ledger_path) if ledger_path is not None else None
@@ -68,8 +72,12 @@ class Budget:
         are made anew. Without a ledger the copy starts from this budget's spend and reservations but is its
         own from then on: give a ``ledger_path`` to share one budget between processes."""
         with self._lock:
-            return {"limit_usd": self.limit_usd, "ledger_path": self.ledger_path, "spent": self._spent,
-                    "reserved": dict(self._reserved)}
+            return {
+                "limit_usd": self.limit_usd,
+                "ledger_path": self.ledger_path,
+                "spent": self._spent,
+                "reserved": dict(self._reserved),
+            }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["limit_usd"], state["ledger_path"])  # type: ignore[misc]
@@ -184,8 +192,10 @@ def _refusal(limit: float, spent: float, usd: float) -> str:
     request's worst case does not fit in what is left."""
     if spent >= limit:
         return f"the run's --max-cost budget of {_usd(limit)} is spent ({_usd(spent)} so far)"
-    return (f"the next request's worst case {_usd(usd)} does not fit in the {_usd(limit - spent)} left of the run's "
-            f"--max-cost budget of {_usd(limit)} ({_usd(spent)} spent so far)")
+    return (
+        f"the next request's worst case {_usd(usd)} does not fit in the {_usd(limit - spent)} left of the run's "
+        f"--max-cost budget of {_usd(limit)} ({_usd(spent)} spent so far)"
+    )
 
 
 def _usd(amount: float) -> str:

@@ -33,8 +33,12 @@ class FunctionJudge:
         if not callable(self.function):
             raise TypeError(f"judge must be a function from messages to text, got {type(self.function).__name__}")
         if not self.model:
-            self.model = "function:" + getattr(self.function, "__module__", "?") + "." + getattr(
-                self.function, "__qualname__", type(self.function).__name__)
+            self.model = (
+                "function:"
+                + getattr(self.function, "__module__", "?")
+                + "."
+                + getattr(self.function, "__qualname__", type(self.function).__name__)
+            )
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
         """Call the function ``request.n`` times; parse and validate each answer against ``request.schema``.
@@ -47,11 +51,13 @@ class FunctionJudge:
             try:
                 text = self.function([dict(m) for m in request.messages])
             except Exception as exc:  # noqa: BLE001 - the user's judge failed on this case
-                raise JudgeError(f"the judge function {self.model} raised {type(exc).__name__}: {exc}",
-                                 requests=calls) from exc
+                raise JudgeError(
+                    f"the judge function {self.model} raised {type(exc).__name__}: {exc}", requests=calls
+                ) from exc
             if not isinstance(text, str):
-                raise JudgeError(f"the judge function {self.model} returned {type(text).__name__}, not text",
-                                 requests=calls)
+                raise JudgeError(
+                    f"the judge function {self.model} returned {type(text).__name__}, not text", requests=calls
+                )
             try:
                 parsed = parse_answer(text, request.schema) if request.schema is not None else None
             except JudgeError as exc:

@@ -63,11 +63,29 @@ AUTO_FORMAT = "json_object"
 as prompt tokens on every request (structured outputs put it into the prompt), the prompt already shows the
 answer's shape in one line, and every answer is validated against the schema here anyway (an answer that does
 not match is asked again, ``content_retries``). ``structured_outputs: json_schema`` sends the schema."""
-OPTIONS = frozenset({
-    "api_key", "base_url", "organization", "project", "azure_endpoint", "api_version", "timeout", "max_retries",
-    "content_retries", "temperature", "max_concurrency", "requests_per_minute", "tokens_per_minute", "prices",
-    "price_per_million_input_tokens", "price_per_million_output_tokens", "structured_outputs", "logprobs", "seed",
-})
+OPTIONS = frozenset(
+    {
+        "api_key",
+        "base_url",
+        "organization",
+        "project",
+        "azure_endpoint",
+        "api_version",
+        "timeout",
+        "max_retries",
+        "content_retries",
+        "temperature",
+        "max_concurrency",
+        "requests_per_minute",
+        "tokens_per_minute",
+        "prices",
+        "price_per_million_input_tokens",
+        "price_per_million_output_tokens",
+        "structured_outputs",
+        "logprobs",
+        "seed",
+    }
+)
 """The judge client's options (a metric's ``judge_options``, a suite's ``judge:`` block without ``model``)."""
 
 _capabilities: dict[tuple[str, str], dict[str, Any]] = {}  # (endpoint, model) -> {"format": ..., "logprobs": bool}
@@ -161,8 +179,9 @@ class OpenAIJudge:
         options = dict(options or {})
         unknown = sorted(set(options) - OPTIONS)
         if unknown:
-            raise ValueError(f"unknown judge option(s) {', '.join(map(quote, unknown))}; known: "
-                             f"{', '.join(sorted(OPTIONS))}")
+            raise ValueError(
+                f"unknown judge option(s) {', '.join(map(quote, unknown))}; known: {', '.join(sorted(OPTIONS))}"
+            )
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"the judge model must be a non-empty string, got {quote(model)}")
         for name in ("api_key", "base_url", "organization", "project", "azure_endpoint", "api_version"):
@@ -173,8 +192,12 @@ class OpenAIJudge:
         self.content_retries = _int_option(options, "content_retries", 2, 0)
         self.max_concurrency = _int_option(options, "max_concurrency", DEFAULT_MAX_CONCURRENCY, 1)
         timeout = options.get("timeout", 60.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 \
-                or not math.isfinite(timeout):
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not timeout > 0
+            or not math.isfinite(timeout)
+        ):
             raise ValueError(f"judge option timeout must be a positive number of seconds, got {quote(timeout)}")
         temperature = options.get("temperature", 0.0)
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
@@ -186,15 +209,21 @@ class OpenAIJudge:
         self.seed = seed
         structured = options.get("structured_outputs", "auto")
         if structured not in ("auto", *FORMATS):
-            raise ValueError(f"judge option structured_outputs must be one of auto, json_schema, json_object, off; "
-                             f"got {quote(structured)}")
+            raise ValueError(
+                f"judge option structured_outputs must be one of auto, json_schema, json_object, off; "
+                f"got {quote(structured)}"
+            )
         self.structured_outputs: str = structured
         logprobs = options.get("logprobs", "auto")
         if logprobs not in ("auto", True, False):
             raise ValueError(f"judge option logprobs must be auto, true or false, got {quote(logprobs)}")
         self.logprobs_mode: str | bool = logprobs
-        self.price: Price = resolve_price(model, options.get("prices"), options.get("price_per_million_input_tokens"),
-                                          options.get("price_per_million_output_tokens"))
+        self.price: Price = resolve_price(
+            model,
+            options.get("prices"),
+            options.get("price_per_million_input_tokens"),
+            options.get("price_per_million_output_tokens"),
+        )
 
         base_url = options.get("base_url") or None
         azure_endpoint = options.get("azure_endpoint") or None
@@ -212,14 +241,18 @@ class OpenAIJudge:
                 "judge option api_key in Python; a suite file may not hold one); a local OpenAI-compatible server "
                 "accepts any non-empty key"
             )
-        register_secret(key)  # never in a reason, a log line or a report, in this process (docs/reports.md#secrets-in-reports)
+        register_secret(
+            key
+        )  # never in a reason, a log line or a report, in this process (docs/reports.md#secrets-in-reports)
         self._key_variable = variable
         common: dict[str, Any] = {"api_key": key, "timeout": float(timeout), "max_retries": self.max_retries}
         if azure_endpoint:
             version = options.get("api_version") or env_value("OPENAI_API_VERSION")
             if not version:
-                raise ConfigError("Azure OpenAI needs an API version: set the judge option api_version or the "
-                                  "OPENAI_API_VERSION environment variable")
+                raise ConfigError(
+                    "Azure OpenAI needs an API version: set the judge option api_version or the "
+                    "OPENAI_API_VERSION environment variable"
+                )
             common.update(azure_endpoint=azure_endpoint, api_version=version)
             self.endpoint = azure_endpoint
         else:
@@ -228,16 +261,24 @@ class OpenAIJudge:
         # The client is built on the first request (openai takes about a second to import; a run whose answers
         # are all stored sends none). Organization and project are set after construction: the client re-reads
         # OPENAI_ORG_ID / OPENAI_PROJECT_ID when given None.
-        self._client_options = (bool(azure_endpoint), common, options.get("organization") or env_value("OPENAI_ORG_ID"),
-                                options.get("project") or env_value("OPENAI_PROJECT_ID"))
+        self._client_options = (
+            bool(azure_endpoint),
+            common,
+            options.get("organization") or env_value("OPENAI_ORG_ID"),
+            options.get("project") or env_value("OPENAI_PROJECT_ID"),
+        )
         self._built: Any = None
-        self._limiter = shared_limiter(self.endpoint, model, options.get("requests_per_minute"),
-                                       options.get("tokens_per_minute"))
+        self._limiter = shared_limiter(
+            self.endpoint, model, options.get("requests_per_minute"), options.get("tokens_per_minute")
+        )
         with _shared_lock:
-            self._semaphore = _semaphores.setdefault((self.endpoint, model, self.max_concurrency),
-                                                     threading.BoundedSemaphore(self.max_concurrency))
-            self._capability = _capabilities.setdefault((self.endpoint, model), {
-                "format": AUTO_FORMAT, "logprobs": True, "logprobs_seen": False, "probe": threading.Lock()})
+            self._semaphore = _semaphores.setdefault(
+                (self.endpoint, model, self.max_concurrency), threading.BoundedSemaphore(self.max_concurrency)
+            )
+            self._capability = _capabilities.setdefault(
+                (self.endpoint, model),
+                {"format": AUTO_FORMAT, "logprobs": True, "logprobs_seen": False, "probe": threading.Lock()},
+            )
 
     @property
     def _client(self) -> Any:
@@ -331,9 +372,13 @@ class OpenAIJudge:
                     try:
                         response, taken = self._create(request)
                     except JudgeError as exc:  # what earlier attempts of this request spent goes with it
-                        raise JudgeError(str(exc), requests=requests + max(exc.requests, 1),
-                                         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                         cost=cost) from exc.__cause__
+                        raise JudgeError(
+                            str(exc),
+                            requests=requests + max(exc.requests, 1),
+                            prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens,
+                            cost=cost,
+                        ) from exc.__cause__
                 requests += taken
                 usage = getattr(response, "usage", None)
                 p_tokens = _count(getattr(usage, "prompt_tokens", 0))
@@ -347,23 +392,37 @@ class OpenAIJudge:
                 except (JudgeError, ValueError, TypeError, AttributeError, KeyError) as exc:
                     if attempt >= self.content_retries:
                         reason = str(exc) if isinstance(exc, JudgeError) else f"{type(exc).__name__}: {exc}"
-                        raise JudgeError(f"no usable answer from the judge {self.model} at {self.endpoint} after "
-                                         f"{attempt + 1} attempt(s): {reason}", requests=requests,
-                                         prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                         cost=cost) from exc
+                        raise JudgeError(
+                            f"no usable answer from the judge {self.model} at {self.endpoint} after "
+                            f"{attempt + 1} attempt(s): {reason}",
+                            requests=requests,
+                            prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens,
+                            cost=cost,
+                        ) from exc
                     attempt += 1
                     continue
                 model = getattr(response, "model", None)
-                return JudgeReply(choices=choices, model=model if isinstance(model, str) and model else self.model,
-                                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
-                                  cached=False, requests=requests)
+                return JudgeReply(
+                    choices=choices,
+                    model=model if isinstance(model, str) and model else self.model,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    cost=cost,
+                    cached=False,
+                    requests=requests,
+                )
             except _Unusable as exc:
                 requests += exc.taken
                 if attempt >= self.content_retries:
-                    raise JudgeError(f"no usable answer from the judge {self.model} at {self.endpoint} after "
-                                     f"{attempt + 1} attempt(s): {exc}", requests=requests,
-                                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                     cost=cost) from None
+                    raise JudgeError(
+                        f"no usable answer from the judge {self.model} at {self.endpoint} after "
+                        f"{attempt + 1} attempt(s): {exc}",
+                        requests=requests,
+                        prompt_tokens=prompt_tokens,
+                        completion_tokens=completion_tokens,
+                        cost=cost,
+                    ) from None
                 attempt += 1
             finally:
                 if budget is not None and reservation is not None:
@@ -373,13 +432,16 @@ class OpenAIJudge:
         """One request through the client (its HTTP retries included), falling back on capability 400s;
         returns (the parsed response, HTTP requests it took)."""
         import openai
+
         taken = 0
         while True:
             fmt = self._format() if request.schema is not None else "off"
             logprobs = self._wants_logprobs(request)
             kwargs: dict[str, Any] = {
-                "model": self.model, "messages": [dict(m) for m in request.messages],
-                "temperature": request.temperature, "max_tokens": request.max_tokens,
+                "model": self.model,
+                "messages": [dict(m) for m in request.messages],
+                "temperature": request.temperature,
+                "max_tokens": request.max_tokens,
             }
             if request.n > 1:
                 kwargs["n"] = request.n
@@ -390,9 +452,14 @@ class OpenAIJudge:
                 kwargs["seed"] = self.seed
             if fmt == "json_schema":
                 assert request.schema is not None
-                kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                    "name": request.schema_name, "schema": dict(request.schema),
-                    "strict": strict_schema(request.schema)}}
+                kwargs["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": request.schema_name,
+                        "schema": dict(request.schema),
+                        "strict": strict_schema(request.schema),
+                    },
+                }
             elif fmt == "json_object":
                 kwargs["response_format"] = {"type": "json_object"}
             try:
@@ -406,17 +473,26 @@ class OpenAIJudge:
             except openai.BadRequestError as exc:
                 taken += 1
                 said = f"{getattr(exc, 'param', '') or ''} {exc.message} {json.dumps(exc.body, default=str)}".lower()
-                if fmt != "off" and self.structured_outputs == "auto" and (
-                        "response_format" in said or "json_schema" in said or "json_object" in said):
+                if (
+                    fmt != "off"
+                    and self.structured_outputs == "auto"
+                    and ("response_format" in said or "json_schema" in said or "json_object" in said)
+                ):
                     self._downgrade_format(fmt)
                     continue
                 if logprobs and self.logprobs_mode == "auto" and "logprobs" in said:
                     self._capability["logprobs"] = False
                     continue
-                raise JudgeError(f"the judge endpoint {self.endpoint} refused the request (HTTP 400): "
-                                 f"{bounded(exc.message, 300)}", requests=taken) from None
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                    openai.APIConnectionError) as exc:
+                raise JudgeError(
+                    f"the judge endpoint {self.endpoint} refused the request (HTTP 400): {bounded(exc.message, 300)}",
+                    requests=taken,
+                ) from None
+            except (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APITimeoutError,
+                openai.APIConnectionError,
+            ) as exc:
                 status = getattr(exc, "status_code", None)
                 what = f"HTTP {status}" if status else type(exc).__name__
                 retries = self._retries_taken(exc)
@@ -425,12 +501,19 @@ class OpenAIJudge:
                     raise JudgeError(
                         f"the judge endpoint {self.endpoint} asked to wait {wait:g} s before retrying ({what}), "
                         f"more than the {_max_retry_after():g} s the client waits: {bounded(str(exc), 300)}",
-                        requests=taken + retries + 1) from None
-                raise JudgeError(f"the judge endpoint {self.endpoint} still failing after {retries} "
-                                 f"retries: {what}: {bounded(str(exc), 300)}", requests=taken + retries + 1) from None
+                        requests=taken + retries + 1,
+                    ) from None
+                raise JudgeError(
+                    f"the judge endpoint {self.endpoint} still failing after {retries} "
+                    f"retries: {what}: {bounded(str(exc), 300)}",
+                    requests=taken + retries + 1,
+                ) from None
             except openai.APIStatusError as exc:
-                raise JudgeError(f"the judge endpoint {self.endpoint} refused the request (HTTP {exc.status_code}): "
-                                 f"{bounded(exc.message, 300)}", requests=taken + 1) from None
+                raise JudgeError(
+                    f"the judge endpoint {self.endpoint} refused the request (HTTP {exc.status_code}): "
+                    f"{bounded(exc.message, 300)}",
+                    requests=taken + 1,
+                ) from None
             except (openai.APIResponseValidationError, ValueError) as exc:
                 raise _Unusable(f"unreadable response body: {bounded(str(exc), 200)}", taken + 1) from None
             try:
@@ -522,7 +605,10 @@ def _token_logprobs(choice: Any) -> tuple[TokenLogprob, ...] | None:
     if not content:
         return None
     return tuple(
-        TokenLogprob(str(item.token), float(item.logprob),
-                     tuple((str(alt.token), float(alt.logprob)) for alt in (item.top_logprobs or [])))
+        TokenLogprob(
+            str(item.token),
+            float(item.logprob),
+            tuple((str(alt.token), float(alt.logprob)) for alt in (item.top_logprobs or [])),
+        )
         for item in content
     )

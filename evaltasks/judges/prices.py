@@ -90,8 +90,10 @@ def resolve_price(
             raise ValueError(f"prices must be a mapping of model to {{input, output}}, got {type(prices).__name__}")
         for name, entry in prices.items():
             if not isinstance(entry, Mapping) or set(entry) != {"input", "output"}:
-                raise ValueError(f"prices[{quote(name)}] must be a mapping with both 'input' and 'output' "
-                                 f"(US dollars per million tokens), got {quote(entry)}")
+                raise ValueError(
+                    f"prices[{quote(name)}] must be a mapping with both 'input' and 'output' "
+                    f"(US dollars per million tokens), got {quote(entry)}"
+                )
             merged = dict(table.get(str(name), {}))
             merged.update({k: _price(v, f"prices[{quote(name)}].{k}") for k, v in entry.items()})
             table[str(name)] = merged
@@ -107,9 +109,13 @@ def resolve_price(
             first = model not in _warned
             _warned.add(model)
         if first:
-            log.warning("no price for judge model %r: its costs count as $0, so costs are undercounted and "
-                        "--max-cost cannot limit its spend; set the judge option prices: {%s: {input: ..., "
-                        "output: ...}} (US dollars per million tokens)", model, model)
+            log.warning(
+                "no price for judge model %r: its costs count as $0, so costs are undercounted and "
+                "--max-cost cannot limit its spend; set the judge option prices: {%s: {input: ..., "
+                "output: ...}} (US dollars per million tokens)",
+                model,
+                model,
+            )
         return Price(0.0, 0.0, known=False)
     found = found or {}
     return Price(

@@ -34,10 +34,24 @@ from typing import Any
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 """Where the built-in templates live: ``PROMPTS_DIR/<MetricClass>/<prompt>.md``."""
 
-CASE_VARIABLES = frozenset({
-    "input", "actual_output", "expected_output", "context", "retrieval_context", "references", "tools_called",
-    "expected_tools", "statements", "claims", "truths", "opinions", "chunk", "case",
-})
+CASE_VARIABLES = frozenset(
+    {
+        "input",
+        "actual_output",
+        "expected_output",
+        "context",
+        "retrieval_context",
+        "references",
+        "tools_called",
+        "expected_tools",
+        "statements",
+        "claims",
+        "truths",
+        "opinions",
+        "chunk",
+        "case",
+    }
+)
 """Variables holding test-case text (or text derived from it by an earlier judge answer): user part only."""
 
 _SYSTEM, _USER = "### system", "### user"
@@ -84,8 +98,10 @@ def parse_template(name: str, text: str, source: str) -> PromptTemplate:
     marks = [i for i, line in enumerate(lines) if line.strip() in (_SYSTEM, _USER)]
     heads = [lines[i].strip() for i in marks]
     if heads != [_SYSTEM, _USER]:
-        raise PromptError(f"prompt '{name}' ({source}) must have a '{_SYSTEM}' line, then a '{_USER}' line, each "
-                          f"once; found {heads or 'neither'}")
+        raise PromptError(
+            f"prompt '{name}' ({source}) must have a '{_SYSTEM}' line, then a '{_USER}' line, each "
+            f"once; found {heads or 'neither'}"
+        )
     if any(line.strip() for line in lines[: marks[0]]):
         raise PromptError(f"prompt '{name}' ({source}): text before '{_SYSTEM}'")
     system, system_line = _part(lines, marks[0] + 1, marks[1])
@@ -96,8 +112,10 @@ def parse_template(name: str, text: str, source: str) -> PromptTemplate:
         _refuse_loading(part, name, source, first)
     problem = sorted(_variables(system, source) & CASE_VARIABLES)
     if problem:
-        raise PromptError(f"prompt '{name}' ({source}): the system part uses test-case text ({', '.join(problem)}); "
-                          "case text belongs in the user part")
+        raise PromptError(
+            f"prompt '{name}' ({source}): the system part uses test-case text ({', '.join(problem)}); "
+            "case text belongs in the user part"
+        )
     return template
 
 
@@ -114,12 +132,16 @@ def _refuse_loading(part: str, name: str, source: str, first: int) -> None:
     import jinja2.nodes
 
     tree = _environment().parse(part)
-    for node in tree.find_all((jinja2.nodes.Include, jinja2.nodes.Extends, jinja2.nodes.Import,
-                               jinja2.nodes.FromImport)):
+    for node in tree.find_all(
+        (jinja2.nodes.Include, jinja2.nodes.Extends, jinja2.nodes.Import, jinja2.nodes.FromImport)
+    ):
         tag = {"Include": "include", "Extends": "extends", "Import": "import", "FromImport": "from"}[
-            type(node).__name__]
-        raise PromptError(f"prompt '{name}' ({source}): line {node.lineno + first}: the '{tag}' tag is not allowed; "
-                          "a prompt template is one self-contained file")
+            type(node).__name__
+        ]
+        raise PromptError(
+            f"prompt '{name}' ({source}): line {node.lineno + first}: the '{tag}' tag is not allowed; "
+            "a prompt template is one self-contained file"
+        )
 
 
 def check_variables(template: PromptTemplate, allowed: set[str] | frozenset[str], metric: str) -> None:
@@ -129,8 +151,10 @@ def check_variables(template: PromptTemplate, allowed: set[str] | frozenset[str]
     used = variables(template)
     unknown = sorted(used - set(allowed) - set(_environment().globals))
     if unknown:
-        raise PromptError(f"prompt '{template.name}' ({template.source}): undefined variable(s) {', '.join(unknown)}; "
-                          f"{metric}'s '{template.name}' prompt has: {', '.join(sorted(allowed)) or 'none'}")
+        raise PromptError(
+            f"prompt '{template.name}' ({template.source}): undefined variable(s) {', '.join(unknown)}; "
+            f"{metric}'s '{template.name}' prompt has: {', '.join(sorted(allowed)) or 'none'}"
+        )
 
 
 def variables(template: PromptTemplate) -> set[str]:
@@ -152,7 +176,7 @@ def load_template(path: str | Path, name: str | None = None) -> PromptTemplate:
     return parse_template(name or path.stem, text, str(path))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def builtin_template(metric: str, name: str) -> PromptTemplate:
     """The built-in template ``name`` of the metric class ``metric``. Raises PromptError if there is none."""
     return load_template(PROMPTS_DIR / metric / f"{name}.md", name)
@@ -167,8 +191,9 @@ def _environment(tags: frozenset[str] | None = None) -> Any:
     import jinja2.sandbox
 
     extra = {} if tags is None else {"finalize": _finalizer(tags)}
-    return jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
-                                               keep_trailing_newline=False, **extra)
+    return jinja2.sandbox.SandboxedEnvironment(
+        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False, **extra
+    )
 
 
 @functools.lru_cache(maxsize=512)
@@ -199,7 +224,8 @@ def render(template: PromptTemplate, variables: Mapping[str, Any]) -> list[dict[
 
     try:
         system = _compile(template.system, template.source).render(
-            {k: v for k, v in variables.items() if k not in CASE_VARIABLES})
+            {k: v for k, v in variables.items() if k not in CASE_VARIABLES}
+        )
         user = _compile(template.user, template.source, 0, data_tags(template.user)).render(dict(variables))
     except jinja2.UndefinedError as exc:
         raise PromptError(f"prompt '{template.name}' ({template.source}): {exc.message}") from None
@@ -251,6 +277,7 @@ def _tag_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
 
 def _finalizer(tags: frozenset[str]) -> Any:
     """Jinja's ``finalize`` for a user part: every printed value as text, neutralised against ``tags``."""
+
     def finalize(value: Any) -> Any:
         if value is None or isinstance(value, (bool, int, float)):
             return value

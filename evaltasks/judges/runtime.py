@@ -65,8 +65,15 @@ def get_judge(model: str, options: dict[str, Any], runtime: JudgeRuntime | None 
 
 
 _clients: dict[tuple[str, str], Judge] = {}
-_CLIENT_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "AZURE_OPENAI_API_KEY",
-                     "AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION")
+_CLIENT_VARIABLES = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "OPENAI_API_VERSION",
+)
 _clients_lock = threading.Lock()
 
 

@@ -107,8 +107,9 @@ class AnswerStore:
             try:
                 fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
             except OSError as exc:
-                self._warn(str(path), f"cannot read the judge answer store's key {path}: {exc}; stored answers "
-                                      "are not used")
+                self._warn(
+                    str(path), f"cannot read the judge answer store's key {path}: {exc}; stored answers are not used"
+                )
                 return None
             try:
                 info = os.fstat(fd)
@@ -117,8 +118,11 @@ class AnswerStore:
                 os.close(fd)
             mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()  # Windows: no owner to compare
             if not mine or (hasattr(os, "getuid") and stat.S_IMODE(info.st_mode) & 0o077) or len(key) != 32:
-                self._warn(str(path), f"the judge answer store's key {path} is not a 32-byte file of this user with "
-                                      "mode 0600: stored answers are not used (remove the folder to start afresh)")
+                self._warn(
+                    str(path),
+                    f"the judge answer store's key {path} is not a 32-byte file of this user with "
+                    "mode 0600: stored answers are not used (remove the folder to start afresh)",
+                )
                 return None
             self._secret = key
             return key
@@ -152,10 +156,16 @@ class AnswerStore:
                 return None
             secret = self.secret(create=False)
             digest = entry.get("digest")
-            if secret is None or not isinstance(digest, str) or not hmac.compare_digest(
-                    digest, self._digest(entry, secret)):
-                self._warn(str(path), f"the stored judge answer {path} does not match its digest (edited after it "
-                                      "was written?): it is not used, and the request is sent again")
+            if (
+                secret is None
+                or not isinstance(digest, str)
+                or not hmac.compare_digest(digest, self._digest(entry, secret))
+            ):
+                self._warn(
+                    str(path),
+                    f"the stored judge answer {path} does not match its digest (edited after it "
+                    "was written?): it is not used, and the request is sent again",
+                )
                 return None
             reply = entry["reply"]
             choices = []
@@ -183,13 +193,20 @@ class AnswerStore:
             OSError: the folder cannot be written (disk full, permissions).
         """
         entry = {
-            "format": FORMAT, "key": key, "model": model, "endpoint": endpoint,
+            "format": FORMAT,
+            "key": key,
+            "model": model,
+            "endpoint": endpoint,
             "stored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "reply": {
-                "model": reply.model, "prompt_tokens": reply.prompt_tokens,
-                "completion_tokens": reply.completion_tokens, "cost": reply.cost,
-                "choices": [{"text": c.text, "parsed": c.parsed, "logprobs": _logprobs_to_json(c.logprobs)}
-                            for c in reply.choices],
+                "model": reply.model,
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "cost": reply.cost,
+                "choices": [
+                    {"text": c.text, "parsed": c.parsed, "logprobs": _logprobs_to_json(c.logprobs)}
+                    for c in reply.choices
+                ],
             },
         }
         entry["digest"] = self._digest(entry, self.secret(create=True) or b"")
@@ -223,5 +240,6 @@ def _logprobs_from_json(value: Any) -> tuple[TokenLogprob, ...] | None:
         return None
     if not isinstance(value, list):
         raise ValueError("logprobs is not a list")
-    return tuple(TokenLogprob(str(token), float(lp), tuple((str(a), float(alp)) for a, alp in top))
-                 for token, lp, top in value)
+    return tuple(
+        TokenLogprob(str(token), float(lp), tuple((str(a), float(alp)) for a, alp in top)) for token, lp, top in value
+    )

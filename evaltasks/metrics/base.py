@@ -25,7 +25,6 @@ from evaltasks.errors import quote
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
-
 # Constraints of constructor arguments in their type hints: the suite JSON Schema is generated from them
 # (evaltasks.inputs.suite.metric_arguments_schema); the constructors check the same rules themselves.
 NonEmptyStr = Annotated[str, MinLen(1)]
@@ -69,7 +68,7 @@ class EmbeddingNeed:
         return table.with_costs(table.costs / np.maximum(uses, 1.0))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _package_digest() -> str:
     root = Path(__file__).resolve().parent.parent  # the evaltasks package
     digest = hashlib.sha256()
@@ -78,7 +77,7 @@ def _package_digest() -> str:
     return digest.hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source_digest(cls: type) -> str:
     """sha256 (16 hex digits) of evaltasks' source files and of the file defining ``cls`` ("" parts for code
     without a source file, e.g. defined in a REPL)."""

@@ -61,7 +61,8 @@ class _Registry(Mapping[str, type[BaseMetric]]):
             if known is not None and known is not cls and not _same_definition(known, cls):
                 raise MetricRegistryError(
                     f"metric name '{name}' is registered twice: by {_qualified(known)} and by {_qualified(cls)}; "
-                    "each metric needs a name of its own")
+                    "each metric needs a name of its own"
+                )
             for other, registered in self._classes.items():
                 if other != name and registered is cls:
                     raise MetricRegistryError(f"{_qualified(cls)} is registered twice: as '{other}' and as '{name}'")
@@ -128,12 +129,14 @@ def register_metric(name: str) -> Callable[[_MetricClass], _MetricClass]:
 
     def register(cls: _MetricClass) -> _MetricClass:
         if not (isinstance(cls, type) and issubclass(cls, BaseMetric)) or inspect.isabstract(cls):
-            raise MetricRegistryError(f"metric '{name}': only a concrete subclass of BaseMetric can be registered, "
-                                      f"got {cls!r}")
+            raise MetricRegistryError(
+                f"metric '{name}': only a concrete subclass of BaseMetric can be registered, got {cls!r}"
+            )
         if not cls.__module__.startswith(_PACKAGE + "."):
             raise MetricRegistryError(
                 f"metric '{name}': {_qualified(cls)} is not one of evaltasks' metrics; a suite names your own "
-                "metric as 'module.path:Class' or through an entry point of the group 'evaltasks.metrics'")
+                "metric as 'module.path:Class' or through an entry point of the group 'evaltasks.metrics'"
+            )
         _registry.add(name, cls)
         return cls
 
@@ -148,8 +151,11 @@ def metric_modules() -> list[str]:
         if not family.ispkg or family.name.rpartition(".")[2].startswith("_"):
             continue
         package = importlib.import_module(family.name)
-        modules += [m.name for m in pkgutil.iter_modules(package.__path__, family.name + ".")
-                    if not m.name.rpartition(".")[2].startswith("_") and not m.ispkg]
+        modules += [
+            m.name
+            for m in pkgutil.iter_modules(package.__path__, family.name + ".")
+            if not m.name.rpartition(".")[2].startswith("_") and not m.ispkg
+        ]
     return sorted(modules)
 
 
@@ -161,10 +167,16 @@ def metric_classes() -> list[type[BaseMetric]]:
     for module_name in metric_modules():
         module = importlib.import_module(module_name)
         # the MRO, not issubclass: an ABC's first subclass check of each unrelated class is slow (~1 ms)
-        defined += [value for value in vars(module).values() if isinstance(value, type)
-                    and BaseMetric in value.__mro__ and value.__module__ == module_name]
-    leaves = [cls for cls in defined if not inspect.isabstract(cls)
-              and not any(other is not cls and cls in other.__mro__ for other in defined)]
+        defined += [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type) and BaseMetric in value.__mro__ and value.__module__ == module_name
+        ]
+    leaves = [
+        cls
+        for cls in defined
+        if not inspect.isabstract(cls) and not any(other is not cls and cls in other.__mro__ for other in defined)
+    ]
     return sorted(set(leaves), key=lambda cls: (cls.__module__, cls.__qualname__))
 
 
@@ -180,10 +192,12 @@ def check_registry() -> None:
     registered = _registry.classes()
     missing = [cls for cls in found if not any(cls is r for r in registered)]
     stray = [cls for cls in registered if not any(cls is f for f in found)]
-    problems = [f"{_qualified(cls)} is not registered: put @register_metric(\"{cls.__name__}\") on it"
-                for cls in missing]
-    problems += [f"{_qualified(cls)} is registered but is not the metric of a module of a family package "
-                 f"({_PACKAGE}.<family>.<module>)" for cls in stray]
+    problems = [f'{_qualified(cls)} is not registered: put @register_metric("{cls.__name__}") on it' for cls in missing]
+    problems += [
+        f"{_qualified(cls)} is registered but is not the metric of a module of a family package "
+        f"({_PACKAGE}.<family>.<module>)"
+        for cls in stray
+    ]
     if problems:
         raise MetricRegistryError("the metric registry is inconsistent: " + "; ".join(problems))
 
@@ -244,9 +258,11 @@ def get_metric_class(name: str, base_dir: str | Path | None = None) -> type[Base
         dist = getattr(entry_point.dist, "name", None) or "unknown distribution"
         try:
             loaded = entry_point.load()
-        except (Exception, SystemExit) as exc:
-            raise KeyError(f"metric '{name}': entry point '{entry_point.value}' of distribution '{dist}' failed to "
-                           f"load: {type(exc).__name__}: {exc}") from None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001
+            raise KeyError(
+                f"metric '{name}': entry point '{entry_point.value}' of distribution '{dist}' failed to "
+                f"load: {type(exc).__name__}: {exc}"
+            ) from None
         return _check_metric_class(loaded, f"entry point '{name}' ({entry_point.value}, distribution '{dist}')")
     if isinstance(name, str) and re.match(USER_METRIC_PATTERN, name):
         return _import_metric_class(name, base_dir)
@@ -255,8 +271,9 @@ def get_metric_class(name: str, base_dir: str | Path | None = None) -> type[Base
     known = [*METRICS, *metric_entry_points()]
     close = difflib.get_close_matches(str(name), known, n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
-    raise KeyError(f"unknown metric '{name}'{hint}; known metrics: {', '.join(known)}; or your own class as "
-                   "'module:Class'") from None
+    raise KeyError(
+        f"unknown metric '{name}'{hint}; known metrics: {', '.join(known)}; or your own class as 'module:Class'"
+    ) from None
 
 
 def add_import_dir(directory: str | Path) -> None:
@@ -302,11 +319,16 @@ def _check_not_hidden(spec: str, top: str, directory: Path, imported_by: str | N
         where = f"at {found.origin}"
     else:
         where = f"at {locations[0]}" if locations else f"({found.origin})"
-    fix = (f"rename {local.name} and the module in 'metric'" if imported_by is None else
-           f"{imported_by} imports '{top}': rename {local.name} and that import")
-    raise KeyError(f"metric '{spec}': the suite's folder has {local.name}, but module '{top}' is the installed "
-                   f"module {where}, which hides it (installed packages and the standard library come first); "
-                   f"{fix}")
+    fix = (
+        f"rename {local.name} and the module in 'metric'"
+        if imported_by is None
+        else f"{imported_by} imports '{top}': rename {local.name} and that import"
+    )
+    raise KeyError(
+        f"metric '{spec}': the suite's folder has {local.name}, but module '{top}' is the installed "
+        f"module {where}, which hides it (installed packages and the standard library come first); "
+        f"{fix}"
+    )
 
 
 def _check_imports_not_hidden(spec: str, module: Any, directory: Path) -> None:
@@ -343,8 +365,9 @@ def _pickle_by_value(directory: Path, before: set[str]) -> None:
 
     # Installed packages stay by reference even when the environment lives inside the suite's folder (a
     # project's ./.venv next to its suite.yaml): only the user's own modules travel by value.
-    installed = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, sys.base_prefix,
-                                             *sysconfig.get_paths().values()) if p}
+    installed = {
+        Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, *sysconfig.get_paths().values()) if p
+    }
     for name in set(sys.modules) - before:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
@@ -373,13 +396,17 @@ def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMet
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             where = f"the suite's directory {directory} and " if directory is not None else ""
-            raise KeyError(f"metric '{spec}': module '{exc.name}' not found (looked in {where}sys.path; install "
-                           "its package or add its directory to PYTHONPATH)") from None
-        raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
-                       f"{type(exc).__name__}: {exc}") from None
-    except (Exception, SystemExit) as exc:
-        raise KeyError(f"metric '{spec}': importing module '{module_name}' failed: "
-                       f"{type(exc).__name__}: {exc}") from None
+            raise KeyError(
+                f"metric '{spec}': module '{exc.name}' not found (looked in {where}sys.path; install "
+                "its package or add its directory to PYTHONPATH)"
+            ) from None
+        raise KeyError(
+            f"metric '{spec}': importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
+        ) from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
+        raise KeyError(
+            f"metric '{spec}': importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
+        ) from None
     if directory is not None:
         _check_imports_not_hidden(spec, module, directory)
         _pickle_by_value(directory, before)
@@ -388,12 +415,17 @@ def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMet
         if not hasattr(value, part):
             import difflib
 
-            names = [n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, BaseMetric)
-                     and v.__module__ == module.__name__]
+            names = [
+                n
+                for n, v in vars(module).items()
+                if isinstance(v, type) and issubclass(v, BaseMetric) and v.__module__ == module.__name__
+            ]
             close = difflib.get_close_matches(part, names, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise KeyError(f"metric '{spec}': module '{module_name}' ({getattr(module, '__file__', None)}) has no "
-                           f"attribute '{attribute}'{hint}")
+            raise KeyError(
+                f"metric '{spec}': module '{module_name}' ({getattr(module, '__file__', None)}) has no "
+                f"attribute '{attribute}'{hint}"
+            )
         value = getattr(value, part)
     return _check_metric_class(value, f"'{spec}'")
 
@@ -402,8 +434,11 @@ def _check_metric_class(value: Any, label: str) -> type[BaseMetric]:
     """``value`` if it is a :class:`BaseMetric` subclass. Raises KeyError saying what it is otherwise."""
     if isinstance(value, type) and issubclass(value, BaseMetric):
         return value
-    what = f"the class {value.__module__}.{value.__qualname__}" if isinstance(value, type) else (
-        f"a value of type {type(value).__name__} ({value!r:.80})")
+    what = (
+        f"the class {value.__module__}.{value.__qualname__}"
+        if isinstance(value, type)
+        else (f"a value of type {type(value).__name__} ({value!r:.80})")
+    )
     raise KeyError(f"metric {label} is not a subclass of evaltasks.BaseMetric: it is {what}")
 
 
@@ -413,7 +448,16 @@ def is_builtin(cls: type[BaseMetric]) -> bool:
 
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "METRICS", "USER_METRIC_PATTERN", "MetricRegistryError", "add_import_dir",
-    "check_registry", "get_metric_class", "is_builtin", "metric_classes", "metric_entry_points", "metric_modules",
+    "ENTRY_POINT_GROUP",
+    "METRICS",
+    "USER_METRIC_PATTERN",
+    "MetricRegistryError",
+    "add_import_dir",
+    "check_registry",
+    "get_metric_class",
+    "is_builtin",
+    "metric_classes",
+    "metric_entry_points",
+    "metric_modules",
     "register_metric",
 ]

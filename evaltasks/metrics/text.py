@@ -45,9 +45,7 @@ def count_chars(text: str) -> int:
 # break. A segment holding a letter or digit is then a maximal run of letters and digits (WB8-WB10) that may
 # continue across one ":", "." or "'" between two letters (WB6/WB7) or one ".", ",", ";" or "'" between two
 # digits (WB11/WB12): one regex match each. Proven equal to words_exact in tests/metrics/test_text_rules.py.
-_ASCII_WORD = re.compile(
-    r"[A-Za-z0-9](?:[A-Za-z0-9]|(?<=[A-Za-z])[.':](?=[A-Za-z])|(?<=[0-9])[.,;'](?=[0-9]))*"
-)
+_ASCII_WORD = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|(?<=[A-Za-z])[.':](?=[A-Za-z])|(?<=[0-9])[.,;'](?=[0-9]))*")
 
 
 def count_words(text: str) -> int:

@@ -10,5 +10,11 @@ from evaltasks.reports.json_report import write_results_json
 from evaltasks.reports.stream import JUNIT_XML, RESULTS_JSON, SUMMARY_MD, ReportWriter
 
 __all__ = [
-    "JUNIT_XML", "RESULTS_JSON", "SCHEMA_VERSION", "SUMMARY_MD", "ReportWriter", "write_reports", "write_results_json",
+    "JUNIT_XML",
+    "RESULTS_JSON",
+    "SCHEMA_VERSION",
+    "SUMMARY_MD",
+    "ReportWriter",
+    "write_reports",
+    "write_results_json",
 ]

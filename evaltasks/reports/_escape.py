@@ -23,7 +23,8 @@ _SCHEME = regex.compile(r"(?<=[A-Za-z0-9]\\?:)(?=/)")
 _WWW = regex.compile(r"(?i)(?<=\bwww)(?=\\?\.)")
 _DOMAIN_DOT = regex.compile(
     r"(?i)(?<=\w\\?\.)(?=(?:[a-z]{2}|biz|com|edu|gov|net|org|pro|web|xxx|aero|asia|coop|info|museum|name|shop|рф)"
-    r"(?![\w-]))")
+    r"(?![\w-]))"
+)
 
 
 def markdown_inline(text: str | None, limit: int = 200) -> str:

@@ -44,8 +44,14 @@ CHANGES_LISTED = 100
 """Changed cases listed at most (the first :data:`CHANGES_OPEN` open); all of them are in results.json."""
 CHANGE_METRICS_LISTED = 5
 """Changed metrics named per changed case (the rest counted; results.json has them all)."""
-CHANGE_ICONS = {"newly failing": "🔻", "worse": "🔻", "new": "🆕", "removed": "➖", "better": "🟢",
-                "newly passing": "🟢"}
+CHANGE_ICONS = {
+    "newly failing": "🔻",
+    "worse": "🔻",
+    "new": "🆕",
+    "removed": "➖",
+    "better": "🟢",
+    "newly passing": "🟢",
+}
 
 
 def details(summary: str, lines: list[str]) -> list[str]:
@@ -60,7 +66,7 @@ def folded(summary: str, rows: list[str], priority: int, min_rows: int = 0, *, o
     instead, for renderers that show ``<details>`` open anyway (Prefect's UI: the parts go under "## More")."""
     fold = ["### " + summary, "", "@@", ""] if open_heading else details(summary, ["@@"])
     at = fold.index("@@")
-    return Section(head=fold[:at], rows=rows, tail=fold[at + 1:], priority=priority, min_rows=min_rows)
+    return Section(head=fold[:at], rows=rows, tail=fold[at + 1 :], priority=priority, min_rows=min_rows)
 
 
 def _score_status(score: float | None, status: str | None) -> str:
@@ -102,7 +108,9 @@ def change_lines(kind: str, changes: list[CaseChange]) -> str:
         what = "; ".join(
             f"{markdown_inline(c.metric)} {_score_status(c.baseline_score, c.baseline_status)} → "
             f"{_score_status(c.current_score, c.current_status)}"
-            f"{f', Δ {_signed(c.delta)}' if c.delta is not None else ''}" for c in changes[:CHANGE_METRICS_LISTED])
+            f"{f', Δ {_signed(c.delta)}' if c.delta is not None else ''}"
+            for c in changes[:CHANGE_METRICS_LISTED]
+        )
         if len(changes) > CHANGE_METRICS_LISTED:  # a suite of hundreds of metrics: the line stays short
             what += f"; … {len(changes) - CHANGE_METRICS_LISTED} more metrics in results.json"
     lines = [f"- {CHANGE_ICONS[kind]} **{kind}: {label}** · {what}"]
@@ -121,7 +129,7 @@ def change_lines(kind: str, changes: list[CaseChange]) -> str:
 
 
 def changes_sections(comparison: Comparison, *, rest_apart: bool = False) -> list[Section]:
-    """"Cases that changed": one item per case (its changed metrics together), in :func:`ordered_changes`' order;
+    """ "Cases that changed": one item per case (its changed metrics together), in :func:`ordered_changes`' order;
     the first :data:`CHANGES_OPEN` open (cut last for size, the first :data:`CHANGES_KEPT` never), the next up to :data:`CHANGES_LISTED` inside
     ``<details>`` (cut first when the text must shrink); a sentence when no case changed. ``rest_apart``: those
     next ones under a ``### N more changed cases`` heading instead, as the last section returned (Prefect's
@@ -129,20 +137,33 @@ def changes_sections(comparison: Comparison, *, rest_apart: bool = False) -> lis
     ordered = ordered_changes(comparison)
     counts = comparison.counts
     newly = len(comparison.newly_failing)
-    head = ["## Cases that changed", "",
-            f"Since {markdown_inline(comparison.baseline, 120)}: {newly} newly failing, "
-            f"{counts.get('worse', 0)} worse, {counts.get('better', 0)} better, {counts.get('new', 0)} new, "
-            f"{counts.get('removed', 0)} removed (case × metric changes beyond the tolerance "
-            f"{comparison.tolerance:g}; new and removed cases once each).", ""]
+    head = [
+        "## Cases that changed",
+        "",
+        f"Since {markdown_inline(comparison.baseline, 120)}: {newly} newly failing, "
+        f"{counts.get('worse', 0)} worse, {counts.get('better', 0)} better, {counts.get('new', 0)} new, "
+        f"{counts.get('removed', 0)} removed (case × metric changes beyond the tolerance "
+        f"{comparison.tolerance:g}; new and removed cases once each).",
+        "",
+    ]
     if not ordered:
-        return [Section(head=[*head[:2], f"No case changed beyond the tolerance ({comparison.tolerance:g}) since "
-                                         f"{markdown_inline(comparison.baseline, 120)}.", ""])]
+        return [
+            Section(
+                head=[
+                    *head[:2],
+                    f"No case changed beyond the tolerance ({comparison.tolerance:g}) since "
+                    f"{markdown_inline(comparison.baseline, 120)}.",
+                    "",
+                ]
+            )
+        ]
     cases: dict[tuple[str, str], list[CaseChange]] = {}
     for kind, change in ordered:  # one item per case and kind, its metrics together
         cases.setdefault((kind, change.case_id), []).append(change)
     rows = [change_lines(kind, changes) for (kind, _), changes in list(cases.items())[:CHANGES_LISTED]]
-    sections = [Section(head=head, rows=rows[:CHANGES_OPEN], tail=[""], priority=-1,
-                        min_rows=min(len(rows), CHANGES_KEPT))]
+    sections = [
+        Section(head=head, rows=rows[:CHANGES_OPEN], tail=[""], priority=-1, min_rows=min(len(rows), CHANGES_KEPT))
+    ]
     rest = rows[CHANGES_OPEN:]
     if rest:
         more = len(cases) - CHANGES_OPEN
@@ -153,7 +174,7 @@ def changes_sections(comparison: Comparison, *, rest_apart: bool = False) -> lis
             at = len(folded) - (1 if rest_apart else 3)
             folded[at:at] = ["", f"… {unlisted} more in results.json (comparison.changes)."]
         at = folded.index("@@")
-        sections.append(Section(head=folded[:at], rows=rest, tail=folded[at + 1:], priority=3))
+        sections.append(Section(head=folded[:at], rows=rest, tail=folded[at + 1 :], priority=3))
     return sections
 
 
@@ -171,15 +192,25 @@ def _delta_cell(delta: float | None, test: ChangeTest | None, *, percent: bool, 
     mark = "🔻 " if regressed else ""
     if test is None:
         return f"{mark}{_signed(value, percent)}"
-    paired = (f"paired {_signed(test.delta, percent)}" if test.delta is not None and value is not None
-              and abs(test.delta - value) > 1e-9 else "")  # the test's Δ over the paired cases only
-    return _cell(f"{mark}{_signed(value, percent)}", paired,
-                 interval_text(test.interval, percent=percent, signed=True),
-                 p_equals(test.p_value) if test.p_value is not None else "")
+    paired = (
+        f"paired {_signed(test.delta, percent)}"
+        if test.delta is not None and value is not None and abs(test.delta - value) > 1e-9
+        else ""
+    )  # the test's Δ over the paired cases only
+    return _cell(
+        f"{mark}{_signed(value, percent)}",
+        paired,
+        interval_text(test.interval, percent=percent, signed=True),
+        p_equals(test.p_value) if test.p_value is not None else "",
+    )
 
 
-SHORT_VERDICTS = {"regressed": "🔻 regressed", "improved": "🟢 improved", "no significant change": "⚪ no change",
-                  "inconclusive": "❔ inconclusive"}
+SHORT_VERDICTS = {
+    "regressed": "🔻 regressed",
+    "improved": "🟢 improved",
+    "no significant change": "⚪ no change",
+    "inconclusive": "❔ inconclusive",
+}
 
 
 def metric_table(report: RunReport) -> Section:
@@ -200,52 +231,79 @@ def metric_table(report: RunReport) -> Section:
         return _cell(_fmt(value), interval_text(interval) if value is not None else "")
 
     if comparison is None:
-        section = Section(head=["| metric | pass rate | mean | threshold | failed | errored | skipped |",
-                                "|---|---:|---:|---:|---:|---:|---:|"], tail=[""], min_rows=1)
+        section = Section(
+            head=[
+                "| metric | pass rate | mean | threshold | failed | errored | skipped |",
+                "|---|---:|---:|---:|---:|---:|---:|",
+            ],
+            tail=[""],
+            min_rows=1,
+        )
         for name, m in summary.metrics.items():
-            section.rows.append(f"| {markdown_inline(name)} | {rate_cell(m.pass_rate, m.pass_rate_interval)} | "
-                                f"{mean_cell(m.mean_score, m.mean_score_interval)} | {m.threshold} | {m.failed} | "
-                                f"{m.errored} | {m.skipped} |")
+            section.rows.append(
+                f"| {markdown_inline(name)} | {rate_cell(m.pass_rate, m.pass_rate_interval)} | "
+                f"{mean_cell(m.mean_score, m.mean_score_interval)} | {m.threshold} | {m.failed} | "
+                f"{m.errored} | {m.skipped} |"
+            )
         return section
     tested = is_tested(comparison)
     by_name = {m.name: m for m in comparison.metrics}
-    section = Section(head=["| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |",
-                            "|---|---:|---:|---:|---:|---|"], tail=[""], min_rows=2)
+    section = Section(
+        head=["| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |", "|---|---:|---:|---:|---:|---|"],
+        tail=[""],
+        min_rows=2,
+    )
     overall = comparison.pass_rate_test
     drop = comparison.pass_rate_delta is not None and comparison.pass_rate_delta < 0
     overall_regressed = (overall is not None and overall.verdict == "regressed") or (
-        overall is None and not tested and comparison.regressed and drop)
+        overall is None and not tested and comparison.regressed and drop
+    )
     below_gate = not report.passed and gate.fail_on != "regression" and report.rate < gate.min_pass_rate - 1e-12
     evaluated = summary.cases - summary.skipped_cases
-    overall_verdict = SHORT_VERDICTS.get(overall.verdict, "") if overall is not None else (
-        "🔻 regressed" if not tested and comparison.regressed else "")
+    overall_verdict = (
+        SHORT_VERDICTS.get(overall.verdict, "")
+        if overall is not None
+        else ("🔻 regressed" if not tested and comparison.regressed else "")
+    )
     section.rows.append(
         f"| **all cases** | {'❌ ' if below_gate and evaluated else ''}"
         f"{rate_cell(summary.pass_rate if evaluated else None, summary.pass_rate_interval)} | "
         f"{_delta_cell(comparison.pass_rate_delta, overall, percent=True, regressed=overall_regressed)} | | | "
-        f"{overall_verdict} |")
+        f"{overall_verdict} |"
+    )
     for name, m in summary.metrics.items():
         c = by_name.get(name)
         rate_test, score_test = (c.pass_rate_test, c.score_test) if c is not None else (None, None)
         rate_regressed = rate_test is not None and rate_test.verdict == "regressed"
         mean_regressed = (score_test is not None and score_test.verdict == "regressed") or (
-            not tested and c is not None and c.regressed)
-        verdict = ("not in the baseline" if c is None or (c.verdict is None and tested) else
-                   SHORT_VERDICTS.get(c.verdict or "", "🔻 regressed" if c.regressed else ""))
+            not tested and c is not None and c.regressed
+        )
+        verdict = (
+            "not in the baseline"
+            if c is None or (c.verdict is None and tested)
+            else SHORT_VERDICTS.get(c.verdict or "", "🔻 regressed" if c.regressed else "")
+        )
         section.rows.append(
             f"| {markdown_inline(name)} | {rate_cell(m.pass_rate, m.pass_rate_interval)} | "
             f"{_delta_cell(c.pass_rate_delta if c else None, rate_test, percent=True, regressed=rate_regressed)} | "
             f"{mean_cell(m.mean_score, m.mean_score_interval)} | "
             f"{_delta_cell(c.mean_delta if c else None, score_test, percent=False, regressed=mean_regressed)} | "
-            f"{verdict} |")
+            f"{verdict} |"
+        )
     return section
 
 
 def counts_lines(summary: EvaluationSummary) -> list[str]:
     """Per metric its threshold and counts of passed, failed, errored and skipped results (a table)."""
-    return ["| metric | threshold | passed | failed | errored | skipped |", "|---|---:|---:|---:|---:|---:|",
-            *(f"| {markdown_inline(name)} | {m.threshold} | {m.passed} | {m.failed} | {m.errored} | {m.skipped} |"
-              for name, m in summary.metrics.items()), ""]
+    return [
+        "| metric | threshold | passed | failed | errored | skipped |",
+        "|---|---:|---:|---:|---:|---:|",
+        *(
+            f"| {markdown_inline(name)} | {m.threshold} | {m.passed} | {m.failed} | {m.errored} | {m.skipped} |"
+            for name, m in summary.metrics.items()
+        ),
+        "",
+    ]
 
 
 def worst_lines(w: WorstCase) -> str:
@@ -255,11 +313,15 @@ def worst_lines(w: WorstCase) -> str:
     output is judged against)."""
     label = markdown_inline(w.label or w.case_id, 60)
     score = _fmt(w.score)
-    shown_score = w.score is not None and (score in w.reason or f"{w.score:.2f}" in w.reason
-                                           or "score" in w.reason.lower())
+    shown_score = w.score is not None and (
+        score in w.reason or f"{w.score:.2f}" in w.reason or "score" in w.reason.lower()
+    )
     head = f"- **{label}** · {markdown_inline(w.metric)}"
-    head += f": {markdown_inline(w.reason, TEXT_SHOWN)}" if shown_score else \
-        f" · score {score}: {markdown_inline(w.reason, TEXT_SHOWN)}"
+    head += (
+        f": {markdown_inline(w.reason, TEXT_SHOWN)}"
+        if shown_score
+        else f" · score {score}: {markdown_inline(w.reason, TEXT_SHOWN)}"
+    )
     lines = [head, f"  - output: {markdown_inline(w.output, TEXT_SHOWN)}"]
     if w.expected is not None:
         lines.append(f"  - reference: {markdown_inline(w.expected, TEXT_SHOWN)}")
@@ -272,8 +334,16 @@ def mermaid_chart(name: str, counts: list[int]) -> list[str]:
     bins = len(counts)
     title = regex.sub(r"[^\p{L}\p{N} _.\-]", "", name)[:60] or "scores"
     labels = ", ".join(f'"{i / bins:.1f}–{(i + 1) / bins:.1f}"' for i in range(bins))
-    return ["```mermaid", "xychart-beta", f'    title "{title}"', f"    x-axis [{labels}]",
-            f'    y-axis "results" 0 --> {max(max(counts), 1)}', f"    bar [{', '.join(map(str, counts))}]", "```", ""]
+    return [
+        "```mermaid",
+        "xychart-beta",
+        f'    title "{title}"',
+        f"    x-axis [{labels}]",
+        f'    y-axis "results" 0 --> {max(max(counts), 1)}',
+        f"    bar [{', '.join(map(str, counts))}]",
+        "```",
+        "",
+    ]
 
 
 def summary_sections(
@@ -302,14 +372,20 @@ def summary_sections(
 
     def part(title: str, rows: list[str], priority: int, min_rows: int = 0) -> Section:  # folded, or under More
         return folded(title, rows, priority, min_rows, open_heading=prefect)
+
     stopped = budget_message(summary) is not None
     if summary.judges and stopped:  # the judge budget decided the gate: its costs in the open
         sections.append(judge_section(summary))
 
     highlights = cases if isinstance(cases, Highlights) else Highlights.of(cases)
     if highlights.worst:
-        sections.append(part(f"Worst cases ({len(highlights.worst)} lowest-scoring failed or errored results)",
-                               [worst_lines(w) for w in highlights.worst], priority=4))
+        sections.append(
+            part(
+                f"Worst cases ({len(highlights.worst)} lowest-scoring failed or errored results)",
+                [worst_lines(w) for w in highlights.worst],
+                priority=4,
+            )
+        )
 
     dist = distribution_rows(summary, highlights, charts)
     if dist:
@@ -338,63 +414,79 @@ def head_section(report: RunReport, baseline_note: str | None) -> Section:
     rate = report.rate
     interval = summary.pass_rate_interval if rate == summary.pass_rate else None  # allow_errors: another rate
     ci = f" ({level_text(interval.level)} CI {interval_text(interval, percent=True)}%)" if interval else ""
-    head = [f"# evaltasks: {markdown_inline(suite_name)}", "",
-            f"{'✅' if passed else '❌'} **{status}**:{rest}", ""]
+    head = [f"# evaltasks: {markdown_inline(suite_name)}", "", f"{'✅' if passed else '❌'} **{status}**:{rest}", ""]
     if comparison is None and (baseline_note or fail_on in ("regression", "either")):
         note = baseline_note or "No baseline to compare with: the regression check had nothing to compare."
         head += [f"> ℹ️ {note}", ""]
     rate_ci = f"; pass rate {ci[2:-1]}" if evaluated and ci else ""
-    head += [f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
-             f"{summary.skipped_cases} skipped{rate_ci}.", ""]
+    head += [
+        f"Cases: {summary.passed_cases} passed, {summary.failed_cases} failed, {summary.errored_cases} errored, "
+        f"{summary.skipped_cases} skipped{rate_ci}.",
+        "",
+    ]
     for warning in report.warnings:
         head += [f"> ⚠️ {markdown_inline(warning, 400)}", ""]
     return Section(head=head)
 
 
-def distribution_rows(summary: EvaluationSummary, highlights: Highlights,
-                      charts: Literal["mermaid", "text"]) -> list[str]:
-    """"Score distributions": per metric with scores, a chart of them (Mermaid, or ``#`` bars for ``text``), or
+def distribution_rows(
+    summary: EvaluationSummary, highlights: Highlights, charts: Literal["mermaid", "text"]
+) -> list[str]:
+    """ "Score distributions": per metric with scores, a chart of them (Mermaid, or ``#`` bars for ``text``), or
     for a metric whose scores are all 0 or 1 the two counts."""
     dist: list[str] = []
     for name in summary.metrics:
         counts = highlights.histograms.get(name)
         if counts and sum(counts) and name not in highlights.graded:  # scores 0 and 1 only: counts, no chart
-            dist.append(f"**{markdown_inline(name)}** ({sum(counts)} scores, each 0 or 1): {counts[-1]} × 1, "
-                        f"{counts[0]} × 0\n")
+            dist.append(
+                f"**{markdown_inline(name)}** ({sum(counts)} scores, each 0 or 1): {counts[-1]} × 1, {counts[0]} × 0\n"
+            )
         elif counts and sum(counts):
-            chart = mermaid_chart(name, counts) if charts == "mermaid" else \
-                ["```text", *histogram_lines(counts), "```", ""]
+            chart = (
+                mermaid_chart(name, counts) if charts == "mermaid" else ["```text", *histogram_lines(counts), "```", ""]
+            )
             dist.append("\n".join([f"**{markdown_inline(name)}** ({sum(counts)} scores)", "", *chart]))
     return dist
 
 
 def statistics_notes(summary: EvaluationSummary, comparison: Comparison | None) -> list[str]:
-    """"Statistics, counts and embeddings": with a comparison the per-metric counts, the tests' verdict and
+    """ "Statistics, counts and embeddings": with a comparison the per-metric counts, the tests' verdict and
     method, and the new, removed and flaky cases; how the intervals were computed; the embeddings reused."""
     notes: list[str] = []
     if comparison is not None:
         notes += counts_lines(summary)
     if comparison is not None and is_tested(comparison):
-        notes += [f"{VERDICT_ICONS.get(comparison.verdict, '')} **{verdict_headline(comparison)}.** "
-                  f"(alpha {comparison.alpha:g}, min effect {comparison.min_effect:g})", ""]
+        notes += [
+            f"{VERDICT_ICONS.get(comparison.verdict, '')} **{verdict_headline(comparison)}.** "
+            f"(alpha {comparison.alpha:g}, min effect {comparison.min_effect:g})",
+            "",
+        ]
         if comparison.pass_rate_test is not None:
             text = change_test_text(comparison.pass_rate_test, lambda t: markdown_inline(t, 60))
             notes += [f"Overall {text}.", ""]
-        notes += [f"Paired by case id. Regressed or improved: p < {comparison.alpha:g} and a change larger than "
-                  f"{comparison.min_effect:g}; inconclusive: too few paired cases to detect a change that small. "
-                  "Each metric is tested on its own (no multiple-testing correction).", ""]
+        notes += [
+            f"Paired by case id. Regressed or improved: p < {comparison.alpha:g} and a change larger than "
+            f"{comparison.min_effect:g}; inconclusive: too few paired cases to detect a change that small. "
+            "Each metric is tested on its own (no multiple-testing correction).",
+            "",
+        ]
     if comparison is not None:
-        for label, ids in (("New since the baseline (left out of the paired tests)", comparison.new_cases),
-                           ("Removed since the baseline", comparison.removed_cases),
-                           ("Flaky (judge samples on both sides of the threshold)", comparison.flaky_cases)):
+        for label, ids in (
+            ("New since the baseline (left out of the paired tests)", comparison.new_cases),
+            ("Removed since the baseline", comparison.removed_cases),
+            ("Flaky (judge samples on both sides of the threshold)", comparison.flaky_cases),
+        ):
             if ids:
                 notes += [f"{label}: {_ids(ids)}.", ""]
     statistics = _statistics_note(summary)
     if statistics:
         notes += [statistics, ""]
     e = summary.embeddings
-    notes += [f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the "
-              f"index; {e.outputs_computed} outputs computed, {e.outputs_reused} reused.", ""]
+    notes += [
+        f"Embeddings: {e.references_computed} references computed, {e.references_reused} reused from the "
+        f"index; {e.outputs_computed} outputs computed, {e.outputs_reused} reused.",
+        "",
+    ]
     return notes
 
 
@@ -408,20 +500,36 @@ def judge_section(summary: EvaluationSummary) -> Section:
     :data:`UNSTABLE_LISTED` per metric) under the table, so the table stays narrow."""
     rows, listed = [], []
     for name, j in summary.judges.items():
-        rows.append(f"| {markdown_inline(name)} | {markdown_inline(j.model, 60)} | {j.requests}<br>{j.reused} reused | "
-                    f"{j.prompt_tokens} in<br>{j.completion_tokens} out | ${j.cost:.4f} | {j.unstable} |")
+        rows.append(
+            f"| {markdown_inline(name)} | {markdown_inline(j.model, 60)} | {j.requests}<br>{j.reused} reused | "
+            f"{j.prompt_tokens} in<br>{j.completion_tokens} out | ${j.cost:.4f} | {j.unstable} |"
+        )
         if j.unstable_cases:
             ids = ", ".join(markdown_inline(c, 40) for c in j.unstable_cases[:UNSTABLE_LISTED])
-            more = (f", … {len(j.unstable_cases) - UNSTABLE_LISTED} more"
-                    if len(j.unstable_cases) > UNSTABLE_LISTED else "")
+            more = (
+                f", … {len(j.unstable_cases) - UNSTABLE_LISTED} more" if len(j.unstable_cases) > UNSTABLE_LISTED else ""
+            )
             listed.append(f"Unstable in {markdown_inline(name)}: {ids}{more}.")
     t = summary.judge_total
     if t is not None and len(summary.judges) > 1:
-        rows.append(f"| **total** | | {t.requests}<br>{t.reused} reused | {t.prompt_tokens} in<br>"
-                    f"{t.completion_tokens} out | ${t.cost:.4f} | {t.unstable} |")
+        rows.append(
+            f"| **total** | | {t.requests}<br>{t.reused} reused | {t.prompt_tokens} in<br>"
+            f"{t.completion_tokens} out | ${t.cost:.4f} | {t.unstable} |"
+        )
     return Section(
-        head=["## LLM judges", "", "| metric | judge model | requests | tokens | cost | unstable |",
-              "|---|---|---:|---:|---:|---:|"],
-        rows=rows, tail=["", "Unstable: the case's samples fell on both sides of the threshold.",
-                         *(["", *listed] if listed else []), ""], priority=1, min_rows=1,
+        head=[
+            "## LLM judges",
+            "",
+            "| metric | judge model | requests | tokens | cost | unstable |",
+            "|---|---|---:|---:|---:|---:|",
+        ],
+        rows=rows,
+        tail=[
+            "",
+            "Unstable: the case's samples fell on both sides of the threshold.",
+            *(["", *listed] if listed else []),
+            "",
+        ],
+        priority=1,
+        min_rows=1,
     )

@@ -82,9 +82,12 @@ def is_tested(comparison: Comparison) -> bool:
     A comparison read from a results.json of schema 1 (an older evaltasks, e.g. the Action reading an old run)
     has no tests, no paired cases and the default verdict, which must not be shown as a finding.
     """
-    return (comparison.pass_rate_test is not None or comparison.paired_cases > 0
-            or comparison.verdict != "no significant change"
-            or any(m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics))
+    return (
+        comparison.pass_rate_test is not None
+        or comparison.paired_cases > 0
+        or comparison.verdict != "no significant change"
+        or any(m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics)
+    )
 
 
 VERDICT_ICONS = {"regressed": "🔻", "improved": "🟢", "no significant change": "⚪", "inconclusive": "❔"}
@@ -108,7 +111,8 @@ def verdict_headline(comparison: Comparison) -> str:
     verdict = comparison.verdict
     if verdict != "inconclusive":
         return {"regressed": "Regressed since the baseline", "improved": "Improved since the baseline"}.get(
-            verdict, "No significant change since the baseline")
+            verdict, "No significant change since the baseline"
+        )
     effect = comparison.min_effect
     test = next((t for t in _tests(comparison) if t.verdict == "inconclusive"), None)
     if test is None or test.min_detectable_effect is None or test.min_detectable_effect >= 1.0:
@@ -117,11 +121,15 @@ def verdict_headline(comparison: Comparison) -> str:
             return "Inconclusive: no case is in both runs, so nothing was compared"
         return f"Inconclusive: {n} paired cases are too few for any change to be significant"
     if test.statistic == "pass_rate":
-        return (f"Inconclusive: {test.paired_cases} paired cases can detect pass-rate changes of "
-                f"{100 * test.min_detectable_effect:.1f} points or more; the gate's min_effect is {effect:g} "
-                f"({100 * effect:.1f} points)")
-    return (f"Inconclusive: {test.paired_cases} paired cases can detect mean-score changes of "
-            f"{test.min_detectable_effect:.4f} or more; the gate's min_effect is {effect:g}")
+        return (
+            f"Inconclusive: {test.paired_cases} paired cases can detect pass-rate changes of "
+            f"{100 * test.min_detectable_effect:.1f} points or more; the gate's min_effect is {effect:g} "
+            f"({100 * effect:.1f} points)"
+        )
+    return (
+        f"Inconclusive: {test.paired_cases} paired cases can detect mean-score changes of "
+        f"{test.min_detectable_effect:.4f} or more; the gate's min_effect is {effect:g}"
+    )
 
 
 def change_test_text(test: ChangeTest, escape: Callable[[str], str] = str) -> str:
@@ -130,12 +138,17 @@ def change_test_text(test: ChangeTest, escape: Callable[[str], str] = str) -> st
     ``escape`` is applied to the test's name (read from a results.json)."""
     percent = test.statistic == "pass_rate"
     value = percent_text if percent else _fmt
-    ci = f" ({level_text(test.interval.level)} CI {interval_text(test.interval, percent=percent, signed=True)})" \
-        if test.interval is not None else ""
+    ci = (
+        f" ({level_text(test.interval.level)} CI {interval_text(test.interval, percent=percent, signed=True)})"
+        if test.interval is not None
+        else ""
+    )
     counts = f"; {test.worse} worse, {test.better} better" if percent else ""
-    return (f"{'pass rate' if percent else 'mean score'} on {test.paired_cases} paired cases: "
-            f"{value(test.baseline)} → {value(test.current)}, Δ {_signed(test.delta, percent)}{ci}, "
-            f"{p_equals(test.p_value)} ({escape(test.test)}{counts})")
+    return (
+        f"{'pass rate' if percent else 'mean score'} on {test.paired_cases} paired cases: "
+        f"{value(test.baseline)} → {value(test.current)}, Δ {_signed(test.delta, percent)}{ci}, "
+        f"{p_equals(test.p_value)} ({escape(test.test)}{counts})"
+    )
 
 
 def _ids(ids: list[str]) -> str:
@@ -154,11 +167,14 @@ def _statistics_note(summary: EvaluationSummary) -> str | None:
     methods = [", ".join(dict.fromkeys(i.method for i in group if i is not None)) for group in (rates, means)]
     methods = [m[:1].upper() + m[1:] if m and m.startswith("wilson") else m for m in methods]  # a name: Wilson
     parts = [f"pass rates by {methods[0]}" if methods[0] else "", f"mean scores by {methods[1]}" if methods[1] else ""]
-    cluster = (f"; grouped by the {markdown_inline(info.cluster, 60)} column ({info.clusters} groups)"
-               if info.cluster else "")
+    cluster = (
+        f"; grouped by the {markdown_inline(info.cluster, 60)} column ({info.clusters} groups)" if info.cluster else ""
+    )
     how = " and ".join(p for p in parts if p)
-    return (f"Intervals (under the numbers): {level_text(info.level)} confidence{': ' + how if how else ''} "
-            f"({info.bootstrap_resamples} bootstrap resamples, seed {info.seed}){cluster}.")
+    return (
+        f"Intervals (under the numbers): {level_text(info.level)} confidence{': ' + how if how else ''} "
+        f"({info.bootstrap_resamples} bootstrap resamples, seed {info.seed}){cluster}."
+    )
 
 
 @dataclass
@@ -187,6 +203,7 @@ def fit_sections(
     (the title and the verdict line) and a note that the report was too large to show, with ``note``; that cut
     short by characters if it still does not fit. Never raises for a ``max_size`` of 1 or more.
     """
+
     def render(keep: list[int], omitted: int) -> str:
         lines: list[str] = []
         for section, n in zip(sections, keep, strict=False):
@@ -282,10 +299,19 @@ class Highlights:
                     self._seen += 1
                     if len(self._heap) >= WORST_CASES and (-key, -self._seen) < self._heap[0][:2]:
                         continue  # not among the worst: skip building its row
-                    item = (-key, -self._seen, WorstCase(
-                        metric.score, case.id[:80], metric.name, metric.reason[:400], case.actual_output[:400],
-                        label=case_label(case.id, case.input, case.actual_output),
-                        expected=None if case.expected_output is None else case.expected_output[:400]))
+                    item = (
+                        -key,
+                        -self._seen,
+                        WorstCase(
+                            metric.score,
+                            case.id[:80],
+                            metric.name,
+                            metric.reason[:400],
+                            case.actual_output[:400],
+                            label=case_label(case.id, case.input, case.actual_output),
+                            expected=None if case.expected_output is None else case.expected_output[:400],
+                        ),
+                    )
                     if len(self._heap) < WORST_CASES:
                         heapq.heappush(self._heap, item)
                     elif item > self._heap[0]:
@@ -300,7 +326,6 @@ class Highlights:
         return highlights
 
 
-
 def histogram_lines(counts: list[int], width: int = 30) -> list[str]:
     """The bar chart of per-bin ``counts`` over [0, 1] (see :func:`score_histogram`)."""
     bins = len(counts)
@@ -308,6 +333,5 @@ def histogram_lines(counts: list[int], width: int = 30) -> list[str]:
     # "#", not a block character: Prefect's UI renders code in a font without U+2588, whose fallback glyph is
     # narrower, so block bars and the counts after them zig-zag there
     return [
-        f"{i / bins:.1f}–{(i + 1) / bins:.1f} {'#' * round(width * c / top):<{width}} {c}"
-        for i, c in enumerate(counts)
+        f"{i / bins:.1f}–{(i + 1) / bins:.1f} {'#' * round(width * c / top):<{width}} {c}" for i, c in enumerate(counts)
     ]

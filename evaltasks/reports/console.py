@@ -36,8 +36,13 @@ _NAME_BREAKS = re.compile(r"(?<=[_\-.])|(?<=[a-z0-9])(?=[A-Z])")
 _VERDICT_STYLES = {"regressed": "bold red", "improved": "bold green", "inconclusive": "bold yellow"}
 
 
-def print_summary(report: RunReport | EvaluationSummary, *, console: Console | None = None,
-                  cases: NotableCases | None = None, brief: bool = False) -> None:
+def print_summary(
+    report: RunReport | EvaluationSummary,
+    *,
+    console: Console | None = None,
+    cases: NotableCases | None = None,
+    brief: bool = False,
+) -> None:
     """Print the verdict line (of a :class:`~evaltasks.engine.lifecycle.RunReport`), a per-metric table and the
     pass rate, the cases that failed or got worse (``cases``), and the gate verdict (of a report).
 
@@ -58,24 +63,34 @@ def print_summary(report: RunReport | EvaluationSummary, *, console: Console | N
     s = report.summary if isinstance(report, RunReport) else report
     comparison = gated.comparison if gated is not None else None
     if gated is not None:
-        console.print(Text(verdict_line(gated), style="bold green" if gated.passed else "bold red"),
-                      soft_wrap=not console.is_terminal)  # a log or pipe: one line to grep, whatever its width
+        console.print(
+            Text(verdict_line(gated), style="bold green" if gated.passed else "bold red"),
+            soft_wrap=not console.is_terminal,
+        )  # a log or pipe: one line to grep, whatever its width
     if brief:
         if gated is not None:
             _print_gate(console, gated)
         return
     deltas = {m.name: m for m in comparison.metrics} if comparison is not None and is_tested(comparison) else None
     table = _results_table(s, deltas, delta_rows=False)
-    if deltas is not None and console.measure(table, options=console.options.update_width(1000)).maximum > console.width:
+    if (
+        deltas is not None
+        and console.measure(table, options=console.options.update_width(1000)).maximum > console.width
+    ):
         table = _results_table(s, deltas, delta_rows=True)  # an 80-column log: each Δ under its number instead
     console.print(table)
     if s.statistics is not None:
         console.print(Text(f"under each number: its {level_text(s.statistics.level)} interval", style="dim"))
     ci = interval_text(s.pass_rate_interval, percent=True)
-    counts = f"cases: {s.cases}  passed: {s.passed_cases}  failed: {s.failed_cases}  errored: {s.errored_cases}  " \
-             f"skipped: {s.skipped_cases}"
-    rate = (f"pass rate: {s.pass_rate:.2%}" + (f" ({ci}%)" if ci else "") if s.cases > s.skipped_cases
-            else "pass rate: n/a (nothing was evaluated)")
+    counts = (
+        f"cases: {s.cases}  passed: {s.passed_cases}  failed: {s.failed_cases}  errored: {s.errored_cases}  "
+        f"skipped: {s.skipped_cases}"
+    )
+    rate = (
+        f"pass rate: {s.pass_rate:.2%}" + (f" ({ci}%)" if ci else "")
+        if s.cases > s.skipped_cases
+        else "pass rate: n/a (nothing was evaluated)"
+    )
     if len(counts) + 2 + len(rate) <= console.width or not console.is_terminal:
         console.print(Text(f"{counts}  {rate}"), soft_wrap=not console.is_terminal)  # a pipe: never wrapped
     else:  # two lines rather than a wrap inside the pass rate (its interval alone on a line)
@@ -86,14 +101,18 @@ def print_summary(report: RunReport | EvaluationSummary, *, console: Console | N
     if comparison is not None:
         _print_comparison(console, comparison)
     e = s.embeddings
-    console.print(Text(
-        f"embeddings: references computed {e.references_computed}, reused {e.references_reused}; "
-        f"outputs computed {e.outputs_computed}, reused {e.outputs_reused}"
-    ))
+    console.print(
+        Text(
+            f"embeddings: references computed {e.references_computed}, reused {e.references_reused}; "
+            f"outputs computed {e.outputs_computed}, reused {e.outputs_reused}"
+        )
+    )
     for name, j in s.judges.items():
         served = f", {j.task_cached} from Prefect's task cache" if j.task_cached else ""
-        line = (f"judge {name} ({j.model}): {j.requests} requests, {j.reused - j.task_cached} reused from the "
-                f"store{served}, tokens {j.prompt_tokens} in / {j.completion_tokens} out, ${j.cost:.4f}")
+        line = (
+            f"judge {name} ({j.model}): {j.requests} requests, {j.reused - j.task_cached} reused from the "
+            f"store{served}, tokens {j.prompt_tokens} in / {j.completion_tokens} out, ${j.cost:.4f}"
+        )
         console.print(Text(line + (f", {j.unstable} unstable" if j.unstable else "")))
     if gated is not None:
         _print_gate(console, gated)
@@ -112,7 +131,8 @@ def _print_gate(console: Console, report: RunReport) -> None:
         rule = f"required: no significant regression{unchecked}"
     else:
         rule = f"required {min_pass_rate:.2%}" + (
-            f" and no significant regression{unchecked}" if fail_on == "either" else "")
+            f" and no significant regression{unchecked}" if fail_on == "either" else ""
+        )
     if gate_message and not passed:  # the gate's own sentence names the rate and the rule already
         console.print(f"{verdict}{why}")
     else:
@@ -125,8 +145,9 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
     row ``Δ`` under the metric's numbers (and their intervals), which keeps the table as narrow as without them."""
     # Short headers, no vertical rules, and columns that never shrink: an 80-column CI log shows the metric
     # names and the numbers whole (not "Refere…" or "0.74…"); a longer name folds onto a second line.
-    table = Table(title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
+    table = Table(
+        title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
+    )
     # a name too long for the line folds onto more; up to 24 characters it stays whole (the numbers never wrap)
     longest = max([len("metric"), *(len(name) for name in s.metrics)])
     table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= NAME_WIDTH else None)
@@ -136,9 +157,14 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
     thresholds = threshold_texts([m.threshold for m in s.metrics.values()])
     for (name, m), threshold in zip(s.metrics.items(), thresholds, strict=False):
         table.add_row(
-            folded_name(name), "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
+            folded_name(name),
+            "n/a" if m.mean_score is None else f"{m.mean_score:.4f}",
             "n/a" if m.pass_rate is None else f"{m.pass_rate:.2%}",
-            threshold, str(m.passed), str(m.failed), str(m.errored), str(m.skipped),
+            threshold,
+            str(m.passed),
+            str(m.failed),
+            str(m.errored),
+            str(m.skipped),
             *(_delta_cells(deltas.get(name)) if columns and deltas is not None else ()),
         )
         mean_ci = interval_text(m.mean_score_interval) if m.mean_score is not None else ""
@@ -154,6 +180,7 @@ def threshold_texts(thresholds: list[float], most: int = 4) -> list[str]:
     """``thresholds`` for one table column, all with the same number of decimals: as many as the most precise
     one needs (at least 1, at most ``most``), so ``1`` and ``0.6`` read ``1.0`` and ``0.6``, and ``1`` beside
     ``0.75`` reads ``1.00``."""
+
     def decimals(value: float) -> int:
         text = f"{value:.{most}f}".rstrip("0")
         return len(text) - text.index(".") - 1
@@ -190,8 +217,10 @@ def _delta_cells(m: MetricComparison | None) -> tuple[Text, Text]:
         regressed = test is not None and test.verdict == "regressed"
         return Text(text + (" ▼" if regressed else ""), style="bold red" if regressed else "")
 
-    return (cell(m.mean_delta, m.score_test, f"{m.mean_delta or 0:+.4f}"),
-            cell(m.pass_rate_delta, m.pass_rate_test, f"{100 * (m.pass_rate_delta or 0):+.2f} pt"))
+    return (
+        cell(m.mean_delta, m.score_test, f"{m.mean_delta or 0:+.4f}"),
+        cell(m.pass_rate_delta, m.pass_rate_test, f"{100 * (m.pass_rate_delta or 0):+.2f} pt"),
+    )
 
 
 @dataclass
@@ -251,7 +280,7 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
                 if line.startswith('  "cases": [') and not total:
                     return None  # no baseline (its comparison comes before the cases) and nothing failed
                 if line.startswith('  "comparison": '):
-                    value = json.loads(line[len('  "comparison": '):].rstrip().rstrip(","))
+                    value = json.loads(line[len('  "comparison": ') :].rstrip().rstrip(","))
                     comparison = value if isinstance(value, dict) else None
                     if comparison is not None:
                         return _changed_cases(comparison, limit)
@@ -261,14 +290,25 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
                     case = json.loads(line.strip().rstrip(","))
                     if case.get("status") not in ("failed", "errored"):
                         continue
-                    bad = sorted(((-1.0 if m.get("status") == "errored" or m.get("score") is None
-                                   else float(m["score"]), m) for m in case.get("metrics", [])
-                                  if m.get("status") in ("failed", "errored")), key=lambda pair: pair[0])
-                    worse = [f"{m['name']} {'error' if m.get('status') == 'errored' else _score(m.get('score'))}"
-                             for _, m in bad]
+                    bad = sorted(
+                        (
+                            (-1.0 if m.get("status") == "errored" or m.get("score") is None else float(m["score"]), m)
+                            for m in case.get("metrics", [])
+                            if m.get("status") in ("failed", "errored")
+                        ),
+                        key=lambda pair: pair[0],
+                    )
+                    worse = [
+                        f"{m['name']} {'error' if m.get('status') == 'errored' else _score(m.get('score'))}"
+                        for _, m in bad
+                    ]
                     key = -1.0 if case.get("status") == "errored" else (bad[0][0] if bad else 0.0)
-                    entry = (-key, -position, _printable(case_label(case["id"], case.get("input"),
-                                                                     case.get("actual_output"))), _capped(worse))
+                    entry = (
+                        -key,
+                        -position,
+                        _printable(case_label(case["id"], case.get("input"), case.get("actual_output"))),
+                        _capped(worse),
+                    )
                     position += 1
                     if len(lowest) < limit:
                         heapq.heappush(lowest, entry)
@@ -279,8 +319,9 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
     if not total:
         return None
     rows = [(label, parts) for _, _, label, parts in sorted(lowest, key=lambda e: e[:2], reverse=True)]
-    return NotableCases(f"failing cases ({total} of {summary.cases}, lowest score first)", rows,
-                        max(total - len(rows), 0))
+    return NotableCases(
+        f"failing cases ({total} of {summary.cases}, lowest score first)", rows, max(total - len(rows), 0)
+    )
 
 
 def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | None:
@@ -301,8 +342,9 @@ def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | Non
     rows = []
     for case_id in order[:limit]:
         text = texts.get(case_id)
-        label = case_label(case_id, text.input if text else None,
-                           (text.current_output or text.baseline_output) if text else None)
+        label = case_label(
+            case_id, text.input if text else None, (text.current_output or text.baseline_output) if text else None
+        )
         parts = [f"{c.metric} {_score(c.baseline_score)} → {_score(c.current_score)}" for c in worse.get(case_id, [])]
         rows.append((_printable(label) + (" (newly failing)" if case_id in newly else ""), _capped(parts)))
     regressed = len(order) - len(newly)
@@ -356,8 +398,13 @@ def _test_row(table: Table, label: str, test: ChangeTest | None) -> None:
         return
     percent = test.statistic == "pass_rate"
     delta = "n/a" if test.delta is None else (f"{100 * test.delta:+.2f} pt" if percent else f"{test.delta:+.4f}")
-    table.add_row(folded_name(label), "pass rate" if percent else "mean", delta, p_text(test.p_value),
-                  Text(test.verdict, style=_VERDICT_STYLES.get(test.verdict, "")))
+    table.add_row(
+        folded_name(label),
+        "pass rate" if percent else "mean",
+        delta,
+        p_text(test.p_value),
+        Text(test.verdict, style=_VERDICT_STYLES.get(test.verdict, "")),
+    )
     interval = interval_text(test.interval, percent=percent, signed=True)
     if interval:  # under Δ, dimmed, as the intervals of the results table: 80 columns keep every number whole
         table.add_row("", "", Text(interval, style="dim"))
@@ -367,12 +414,21 @@ def _print_comparison(console: Console, comparison: Comparison) -> None:
     """The verdict against the baseline and one row per test (see :func:`print_summary`)."""
     if not is_tested(comparison):
         delta = comparison.pass_rate_delta
-        console.print(Text(f"baseline {comparison.baseline}: pass rate change "
-                           f"{'n/a' if delta is None else f'{100 * delta:+.2f} pt'}"))
+        console.print(
+            Text(
+                f"baseline {comparison.baseline}: pass rate change "
+                f"{'n/a' if delta is None else f'{100 * delta:+.2f} pt'}"
+            )
+        )
         return
-    console.print(Text(f"{VERDICT_ICONS.get(comparison.verdict, '')} {verdict_headline(comparison)} "
-                       f"(baseline {comparison.baseline}; alpha {comparison.alpha:g}, "
-                       f"min effect {comparison.min_effect:g})", style=_VERDICT_STYLES.get(comparison.verdict, "")))
+    console.print(
+        Text(
+            f"{VERDICT_ICONS.get(comparison.verdict, '')} {verdict_headline(comparison)} "
+            f"(baseline {comparison.baseline}; alpha {comparison.alpha:g}, "
+            f"min effect {comparison.min_effect:g})",
+            style=_VERDICT_STYLES.get(comparison.verdict, ""),
+        )
+    )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_lines=False)
     # metric names whole (up to 24 characters) before anything else: the verdict wraps at its spaces instead
     longest = max([len("all cases"), *(len(m.name) for m in comparison.metrics)])
@@ -387,8 +443,11 @@ def _print_comparison(console: Console, comparison: Comparison) -> None:
         _test_row(table, "" if m.pass_rate_test is not None else m.name, m.score_test)
     if table.rows:
         console.print(table)
-    for label, ids in (("new (not tested)", comparison.new_cases), ("removed (not tested)", comparison.removed_cases),
-                       ("flaky", comparison.flaky_cases)):
+    for label, ids in (
+        ("new (not tested)", comparison.new_cases),
+        ("removed (not tested)", comparison.removed_cases),
+        ("flaky", comparison.flaky_cases),
+    ):
         if ids:
             more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
             console.print(Text(f"{label}: {len(ids)}: {', '.join(ids[:5])}{more}"))

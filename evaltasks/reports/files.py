@@ -13,8 +13,14 @@ from evaltasks.results import EvaluationResult
 
 
 def write_reports(
-    output_dir: Path, result: EvaluationResult, header: Mapping[str, Any], *, passed: bool, min_pass_rate: float,
-    duration_s: float = 0.0, comparison: Comparison | None = None,
+    output_dir: Path,
+    result: EvaluationResult,
+    header: Mapping[str, Any],
+    *,
+    passed: bool,
+    min_pass_rate: float,
+    duration_s: float = 0.0,
+    comparison: Comparison | None = None,
 ) -> dict[str, Path]:
     """Write results.json, junit.xml and summary.md into ``output_dir``; return their paths by file name.
 
@@ -26,8 +32,9 @@ def write_reports(
     """
     thresholds = {name: m.threshold for name, m in result.summary.metrics.items()}
     # what summary.md renders: the header read as results.json is, the gate's threshold and verdict as given
-    report = RunReport.of_results(header, result.summary, passed=passed, min_pass_rate=min_pass_rate,
-                                  comparison=comparison)
+    report = RunReport.of_results(
+        header, result.summary, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison
+    )
     with ReportWriter(Path(output_dir), report.suite, thresholds) as writer:
         writer.add(result.test_results)
         return writer.write_results(header, report, duration_s=duration_s)

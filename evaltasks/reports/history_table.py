@@ -84,17 +84,23 @@ def _table(records: list[RunRecord], names: list[str], layout: str, split_time: 
     if drift:
         table.add_column("drift", overflow="fold", min_width=DRIFT_WIDTH, ratio=1)
     for r in records:
-        means = ["—" if n not in r.metrics or r.metrics[n].mean_score is None else f"{r.metrics[n].mean_score:.3f}"
-                 for n in names]
+        means = [
+            "—" if n not in r.metrics or r.metrics[n].mean_score is None else f"{r.metrics[n].mean_score:.3f}"
+            for n in names
+        ]
         interval = r.pass_rate_interval
         pass_rate = "—" if r.pass_rate is None else f"{100 * r.pass_rate:.1f}%"
         if interval is not None:  # the interval under its number, dimmed, as in `evaltasks run`'s table
             pass_rate += f"\n[dim]{100 * interval.low:.1f}–{100 * interval.high:.1f}%[/dim]"
         started = (r.started_at or "—")[:16].replace("T", "\n" if split_time else " ")
         table.add_row(
-            escape(started), escape((r.commit or "—")[:8]), escape(r.dataset_sha256[:8] or "—"),
-            pass_rate, *(means if layout != "folded" else [" ".join(means)] if names and drift else []),
-            "passed" if r.passed else Text("FAILED", style="red"), escape(r.verdict or "—"),
+            escape(started),
+            escape((r.commit or "—")[:8]),
+            escape(r.dataset_sha256[:8] or "—"),
+            pass_rate,
+            *(means if layout != "folded" else [" ".join(means)] if names and drift else []),
+            "passed" if r.passed else Text("FAILED", style="red"),
+            escape(r.verdict or "—"),
             *([Text(", ".join(r.drift), style="red") if r.drift else "—"] if drift else []),
         )
     return table

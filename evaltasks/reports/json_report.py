@@ -61,7 +61,13 @@ def results_json_schema() -> dict[str, Any]:
     from evaltasks.engine.compare import Comparison
     from evaltasks.results import EmbeddingModelInfo, ReferenceSetInfo
 
-    models: list[type[BaseModel]] = [EvaluationSummary, TestCaseResult, Comparison, EmbeddingModelInfo, ReferenceSetInfo]
+    models: list[type[BaseModel]] = [
+        EvaluationSummary,
+        TestCaseResult,
+        Comparison,
+        EmbeddingModelInfo,
+        ReferenceSetInfo,
+    ]
     _, generated = models_json_schema([(m, "serialization") for m in models], ref_template="#/$defs/{model}")
     ref = "#/$defs/{}".format
     strings = {"type": "array", "items": {"type": "string"}}
@@ -87,16 +93,24 @@ def results_json_schema() -> dict[str, Any]:
                 "properties": {
                     "min_pass_rate": {"type": "number", "minimum": 0, "maximum": 1},
                     "allow_errors": {"type": "boolean"},
-                    "pass_rate": {"type": ["number", "null"], "minimum": 0, "maximum": 1,
-                                  "description": "The pass rate the gate compares (null: no case evaluated)."},
+                    "pass_rate": {
+                        "type": ["number", "null"],
+                        "minimum": 0,
+                        "maximum": 1,
+                        "description": "The pass rate the gate compares (null: no case evaluated).",
+                    },
                     "fail_on": {"enum": ["min_pass_rate", "regression", "either"]},
                     "alpha": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
                     "min_effect": {"type": "number", "minimum": 0, "maximum": 1},
-                    "verdict": {"enum": ["regressed", "improved", "no significant change", "inconclusive", None],
-                                "description": "The comparison's verdict; null without a baseline."},
-                    "message": {"type": ["string", "null"],
-                                "description": "Why the gate failed, naming the verdict (the Prefect flow run's "
-                                "state message); null when it held."},
+                    "verdict": {
+                        "enum": ["regressed", "improved", "no significant change", "inconclusive", None],
+                        "description": "The comparison's verdict; null without a baseline.",
+                    },
+                    "message": {
+                        "type": ["string", "null"],
+                        "description": "Why the gate failed, naming the verdict (the Prefect flow run's "
+                        "state message); null when it held.",
+                    },
                 },
             },
             "warnings": strings,

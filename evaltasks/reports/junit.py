@@ -29,8 +29,9 @@ def junit_head(suite_name: str, summary: EvaluationSummary, duration_s: float = 
     skipped = sum(m.skipped for m in per_metric)
     name = quoteattr(xml_text(suite_name))
     attrs = f'tests="{tests}" failures="{failures}" errors="{errors}" skipped="{skipped}" time="{duration_s:.3f}"'
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name={name} {attrs}>\n'
-            f'  <testsuite name={name} {attrs}>\n')
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name={name} {attrs}>\n  <testsuite name={name} {attrs}>\n'
+    )
 
 
 JUNIT_TAIL = "  </testsuite>\n</testsuites>\n"
@@ -40,8 +41,13 @@ JUNIT_TAIL = "  </testsuite>\n</testsuites>\n"
 # ASCII control characters XML 1.0 forbids (removed).
 _ATTR_TABLE = {
     **{c: None for c in range(32) if c not in (9, 10, 13)},
-    ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;", ord('"'): "&quot;",
-    ord("\n"): "&#10;", ord("\r"): "&#13;", ord("\t"): "&#9;",
+    ord("&"): "&amp;",
+    ord("<"): "&lt;",
+    ord(">"): "&gt;",
+    ord('"'): "&quot;",
+    ord("\n"): "&#10;",
+    ord("\r"): "&#13;",
+    ord("\t"): "&#9;",
 }
 
 
@@ -65,9 +71,11 @@ def _unstable_properties(metric: MetricResult) -> str:
     if not log or log.get("unstable") is not True:
         return ""
     samples = " ".join(f"{s:g}" for s in log.get("samples", []))
-    return ('      <properties>\n        <property name="unstable" value="true"/>\n'
-            f'        <property name="score_stdev" value={_attr(str(log.get("score_stdev", "")))}/>\n'
-            f'        <property name="samples" value={_attr(samples)}/>\n      </properties>\n')
+    return (
+        '      <properties>\n        <property name="unstable" value="true"/>\n'
+        f'        <property name="score_stdev" value={_attr(str(log.get("score_stdev", "")))}/>\n'
+        f'        <property name="samples" value={_attr(samples)}/>\n      </properties>\n'
+    )
 
 
 def junit_testcases(suite_name: str, case: TestCaseResult) -> str:

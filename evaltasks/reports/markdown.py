@@ -112,6 +112,7 @@ __all__ = [
     "write_summary_markdown",
 ]
 
+
 def render_summary(
     report: RunReport,
     cases: list[TestCaseResult] | Highlights,
@@ -171,10 +172,25 @@ def render_summary_markdown(
     with what it reads from results.json (docs/action.md#github-action), including an older evaltasks' files. The
     parts are :class:`~evaltasks.engine.lifecycle.RunReport`'s (``gate_pass_rate`` is ``gate.pass_rate``); the
     other arguments are :func:`render_summary`'s."""
-    report = RunReport.of(summary, passed=passed, min_pass_rate=min_pass_rate, suite=suite_name,
-                          comparison=comparison, warnings=warnings or [], pass_rate=gate_pass_rate, fail_on=fail_on)
-    return render_summary(report, cases, max_size=max_size, size=size, truncation_note=truncation_note,
-                          charts=charts, baseline_note=baseline_note)
+    report = RunReport.of(
+        summary,
+        passed=passed,
+        min_pass_rate=min_pass_rate,
+        suite=suite_name,
+        comparison=comparison,
+        warnings=warnings or [],
+        pass_rate=gate_pass_rate,
+        fail_on=fail_on,
+    )
+    return render_summary(
+        report,
+        cases,
+        max_size=max_size,
+        size=size,
+        truncation_note=truncation_note,
+        charts=charts,
+        baseline_note=baseline_note,
+    )
 
 
 def score_histogram(scores: list[float], bins: int = HISTOGRAM_BINS, width: int = 30) -> list[str]:

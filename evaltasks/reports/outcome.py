@@ -37,12 +37,16 @@ def open_report_writer(
     """
     gate, column = plan.suite.suite.gate, plan.suite.suite.dataset.cluster
     return ReportWriter(
-        Path(output_dir), plan.suite.suite.name, {m.name: m.threshold for m in plan.suite.metrics},
+        Path(output_dir),
+        plan.suite.suite.name,
+        {m.name: m.threshold for m in plan.suite.metrics},
         baseline=load_parsed_baseline(baseline, parsed_baseline) if baseline is not None else None,
         tolerance=regression_tolerance,
         baseline_label=baseline_label or (str(baseline) if baseline is not None else "baseline"),
-        alpha=gate.alpha, min_effect=gate.min_effect,
-        clusters=plan.dataset.columns.get(column) if column else None, cluster_column=column,
+        alpha=gate.alpha,
+        min_effect=gate.min_effect,
+        clusters=plan.dataset.columns.get(column) if column else None,
+        cluster_column=column,
         allow_errors=gate.allow_errors,
     )
 
@@ -70,7 +74,11 @@ def finish_run(
         writer.add(result.test_results)
         summary = writer.summarize(result.summary.embeddings) if plan.suite.suite.dataset.cluster else result.summary
         outcome = finish_streamed_run(
-            plan, writer, started, embedding_models=result.embedding_models, reference_sets=result.reference_sets,
+            plan,
+            writer,
+            started,
+            embedding_models=result.embedding_models,
+            reference_sets=result.reference_sets,
             summary=summary,
         )
     outcome.result = result if summary is result.summary else result.model_copy(update={"summary": summary})

@@ -78,9 +78,17 @@ class ReportWriter:
         self.summary_builder = SummaryBuilder(metric_thresholds, clusters=clusters, cluster_column=cluster_column)
         self.highlights = Highlights()
         self.comparison_builder = (
-            ComparisonBuilder(baseline, tolerance=tolerance, label=baseline_label, alpha=alpha, min_effect=min_effect,
-                              clusters=clusters, allow_errors=allow_errors)
-            if baseline is not None else None
+            ComparisonBuilder(
+                baseline,
+                tolerance=tolerance,
+                label=baseline_label,
+                alpha=alpha,
+                min_effect=min_effect,
+                clusters=clusters,
+                allow_errors=allow_errors,
+            )
+            if baseline is not None
+            else None
         )
         self._parts: dict[str, tuple[Path, IO[str]]] = {}
         for name in (RESULTS_JSON, JUNIT_XML):
@@ -97,7 +105,9 @@ class ReportWriter:
         # One write per file and batch: a write may release the GIL, and taking it back from threads that are
         # scoring the next batches can cost a switch interval (5 ms), so per-case writes were a third of this.
         first = self.cases == 0
-        self._parts[RESULTS_JSON][1].write("".join([results_case(case, first and i == 0) for i, case in enumerate(cases)]))
+        self._parts[RESULTS_JSON][1].write(
+            "".join([results_case(case, first and i == 0) for i, case in enumerate(cases)])
+        )
         name = self.suite_name
         self._parts[JUNIT_XML][1].write("".join([junit_testcases(name, case) for case in cases]))
         self.cases += len(cases)
@@ -117,8 +127,9 @@ class ReportWriter:
             return None
         return self.comparison_builder.finish(self._summary or self.summarize())
 
-    def write(self, header: RunHeader, summary: EvaluationSummary | None = None,
-              comparison: Comparison | None = None) -> dict[str, Path]:
+    def write(
+        self, header: RunHeader, summary: EvaluationSummary | None = None, comparison: Comparison | None = None
+    ) -> dict[str, Path]:
         """Write the three reports of a run as a set and remove the temporary parts; their paths by file name.
 
         ``header`` is results.json's header (:class:`~evaltasks.engine.lifecycle.RunHeader`: the gate's verdict,
@@ -127,11 +138,19 @@ class ReportWriter:
         ``comparison`` key and adding deltas and changes to summary.md. See :meth:`write_results`.
         """
         summary = summary or self._summary or self.summarize()
-        report = RunReport(suite=self.suite_name, summary=summary, passed=header.passed, gate=header.gate,
-                           comparison=comparison, warnings=header.warnings)
+        report = RunReport(
+            suite=self.suite_name,
+            summary=summary,
+            passed=header.passed,
+            gate=header.gate,
+            comparison=comparison,
+            warnings=header.warnings,
+        )
         return self.write_results(header.model_dump(), report, duration_s=header.duration_s)
 
-    def write_results(self, header: Mapping[str, Any], report: RunReport, *, duration_s: float = 0.0) -> dict[str, Path]:
+    def write_results(
+        self, header: Mapping[str, Any], report: RunReport, *, duration_s: float = 0.0
+    ) -> dict[str, Path]:
         """Write the three reports as a set and remove the temporary parts; return their paths by file name.
 
         ``header`` holds the top-level keys of results.json before ``comparison``, ``summary`` and ``cases``, as
@@ -190,7 +209,7 @@ def _remove_stale_parts(directory: Path) -> None:
     (:func:`~evaltasks._atomic.remove_stale_temporaries`), except those of processes still running."""
     remove_stale_temporaries(directory, (RESULTS_JSON, JUNIT_XML, SUMMARY_MD))
     for path in directory.glob(f"{_PART_PREFIX}*"):
-        pid = path.name[len(_PART_PREFIX):].split("-", 1)[0]
+        pid = path.name[len(_PART_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
             continue
         path.unlink(missing_ok=True)

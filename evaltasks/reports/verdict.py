@@ -80,9 +80,11 @@ def verdict_line(report: RunReport) -> str:
         return f"{status}: no case was evaluated (all {summary.cases} skipped)"
     rate = report.rate
     tested = comparison is not None and (
-        comparison.pass_rate_test is not None or comparison.paired_cases > 0
-        or comparison.verdict != "no significant change" or any(
-            m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics))
+        comparison.pass_rate_test is not None
+        or comparison.paired_cases > 0
+        or comparison.verdict != "no significant change"
+        or any(m.pass_rate_test is not None or m.score_test is not None for m in comparison.metrics)
+    )
     unpaired = tested and comparison is not None and comparison.paired_cases == 0  # no case id in common
     if comparison is not None and comparison.pass_rate_delta is not None and not unpaired:
         head = f"{status}: pass rate {rate:.2%} ({_points(comparison.pass_rate_delta)} since the baseline)"
@@ -103,11 +105,17 @@ def verdict_line(report: RunReport) -> str:
     head += f"; {newly} case{'' if newly == 1 else 's'} newly failing"
     if comparison.newly_passing:
         head += f", {len(comparison.newly_passing)} newly passing"
-    verdict = {"regressed": "regressed since the baseline", "improved": "improved since the baseline",
-               "inconclusive": "inconclusive against the baseline"}.get(
-        comparison.verdict, "no significant change since the baseline")
+    verdict = {
+        "regressed": "regressed since the baseline",
+        "improved": "improved since the baseline",
+        "inconclusive": "inconclusive against the baseline",
+    }.get(comparison.verdict, "no significant change since the baseline")
     test = comparison.pass_rate_test
-    if comparison.verdict in ("regressed", "improved") and test is not None and test.verdict == comparison.verdict \
-            and test.p_value is not None:
+    if (
+        comparison.verdict in ("regressed", "improved")
+        and test is not None
+        and test.verdict == comparison.verdict
+        and test.p_value is not None
+    ):
         verdict += f" (p = {test.p_value:.2g})"
     return f"{head}; {verdict}"

@@ -103,8 +103,9 @@ def code_stamp() -> str:
     import evaltasks
 
     package = os.path.dirname(os.path.abspath(evaltasks.__file__))
-    roots = [package] + [os.path.join(entry, "flows") for entry in evaltasks.__path__
-                         if os.path.abspath(entry) != package]
+    roots = [package] + [
+        os.path.join(entry, "flows") for entry in evaltasks.__path__ if os.path.abspath(entry) != package
+    ]
     lines = []
     for root in roots:
         for folder, dirs, files in os.walk(root):
@@ -136,8 +137,9 @@ def identity() -> dict[str, Any]:
         "stamp": code_stamp(),
         "sys_path": path,
         "path_env": {name: os.environ.get(name) for name in PATH_ENV},
-        "import_env": {name: value for name, value in sorted(os.environ.items())
-                       if name.startswith(IMPORT_ENV_PREFIXES)},
+        "import_env": {
+            name: value for name, value in sorted(os.environ.items()) if name.startswith(IMPORT_ENV_PREFIXES)
+        },
     }
 
 
@@ -200,16 +202,22 @@ def incompatibility(state: dict[str, Any]) -> str | None:
     if state.get("version") != mine["version"]:
         return f"it runs evaltasks {state.get('version')}, this is {mine['version']}"
     if state.get("python") != mine["python"] or state.get("prefix") != mine["prefix"]:
-        return (f"it runs another Python ({state.get('python')} in {state.get('prefix')}; this run: "
-                f"{mine['python']} in {mine['prefix']})")
+        return (
+            f"it runs another Python ({state.get('python')} in {state.get('prefix')}; this run: "
+            f"{mine['python']} in {mine['prefix']})"
+        )
     if state.get("package") != mine["package"]:
-        return (f"it imports evaltasks from {', '.join(state.get('package') or ['?'])}, this run from "
-                f"{', '.join(mine['package'])}")
+        return (
+            f"it imports evaltasks from {', '.join(state.get('package') or ['?'])}, this run from "
+            f"{', '.join(mine['package'])}"
+        )
     if state.get("sys_path") != mine["sys_path"] or state.get("path_env") != mine["path_env"]:
         return "its import path differs (PYTHONPATH or another environment)"
     if state.get("import_env") != mine["import_env"]:
-        differ = sorted(set(state.get("import_env") or {}).symmetric_difference(mine["import_env"]) | {
-            name for name, value in mine["import_env"].items() if (state.get("import_env") or {}).get(name) != value})
+        differ = sorted(
+            set(state.get("import_env") or {}).symmetric_difference(mine["import_env"])
+            | {name for name, value in mine["import_env"].items() if (state.get("import_env") or {}).get(name) != value}
+        )
         return f"it was started with other values of {', '.join(differ)}"
     if state.get("stamp") != mine["stamp"]:
         return "the evaltasks code changed since it started"
@@ -309,7 +317,9 @@ def _connect(paths: ServerPaths, state: dict[str, Any]) -> socket.socket | None:
         return None
     if uid is not None and uid != os.getuid():
         conn.close()
-        _not_used(f"its socket {paths.socket} is served by a process of uid {uid}, not by this user (uid {os.getuid()})")
+        _not_used(
+            f"its socket {paths.socket} is served by a process of uid {uid}, not by this user (uid {os.getuid()})"
+        )
         return None
     return conn
 
@@ -372,8 +382,12 @@ def run_served(argv: list[str], command_started: float) -> int | None:
     if conn is None:
         return None
     request = {
-        "argv": list(argv), "argv0": sys.argv[0] if sys.argv else "evaltasks", "cwd": os.getcwd(),
-        "env": dict(os.environ), "sys_path0": entry_path(), "started": command_started,
+        "argv": list(argv),
+        "argv0": sys.argv[0] if sys.argv else "evaltasks",
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "sys_path0": entry_path(),
+        "started": command_started,
         "streams": [_stream_spec(s) for s in (sys.stdin, sys.stdout, sys.stderr)],
     }
     payload = json.dumps(request).encode("utf-8", "surrogateescape")
@@ -400,11 +414,17 @@ def run_served(argv: list[str], command_started: float) -> int | None:
             line = lines.next()
             if not line:
                 if lines.server_gone:
-                    print(f"evaltasks: error: the evaltasks server (pid {state.get('pid')}) ended during the run, "
-                          f"which ended with it (its log: {paths.log})", file=sys.stderr)
+                    print(
+                        f"evaltasks: error: the evaltasks server (pid {state.get('pid')}) ended during the run, "
+                        f"which ended with it (its log: {paths.log})",
+                        file=sys.stderr,
+                    )
                 else:
-                    print(f"evaltasks: error: the run ended without an exit code on the evaltasks server (its log: "
-                          f"{paths.log})", file=sys.stderr)
+                    print(
+                        f"evaltasks: error: the run ended without an exit code on the evaltasks server (its log: "
+                        f"{paths.log})",
+                        file=sys.stderr,
+                    )
                 return 3
             word, _, value = line.decode().partition(" ")
             if word == "exit":
@@ -421,8 +441,10 @@ def ensure_private_dir(paths: ServerPaths, say: Callable[[str], None]) -> bool:
     one error line and returns False."""
     problem, repaired = make_private_dir(paths.dir)
     if problem is not None:
-        print(f"evaltasks: error: PREFECT_HOME {paths.home}: the server's folder cannot be used: {problem}",
-              file=sys.stderr)
+        print(
+            f"evaltasks: error: PREFECT_HOME {paths.home}: the server's folder cannot be used: {problem}",
+            file=sys.stderr,
+        )
         return False
     if repaired:
         say(f"{repaired} (only its owner may use it)")
@@ -473,8 +495,10 @@ def server_command(args: argparse.Namespace, foreground: Callable[[ServerPaths],
     that this module never imports the runner); ``start`` runs ``python -m evaltasks server`` in the background.
     """
     if not supported():
-        print("evaltasks: error: `evaltasks server` needs Unix sockets (Linux, macOS); runs go the normal way",
-              file=sys.stderr)
+        print(
+            "evaltasks: error: `evaltasks server` needs Unix sockets (Linux, macOS); runs go the normal way",
+            file=sys.stderr,
+        )
         return 2
     paths = server_paths()
     if args.action is None:
@@ -499,9 +523,11 @@ def _status(paths: ServerPaths) -> int:
         print(f"evaltasks server: not running for PREFECT_HOME={paths.home}")
         return 1
     url = str(state.get("url", ""))
-    print(f"evaltasks server: {state.get('status')}, pid {state.get('pid')}, up "
-          f"{_uptime(time.time() - float(state.get('started', time.time())))}, {_count(state.get('runs_served', 0), 'run')} "
-          f"served, {state.get('running', 0)} running")
+    print(
+        f"evaltasks server: {state.get('status')}, pid {state.get('pid')}, up "
+        f"{_uptime(time.time() - float(state.get('started', time.time())))}, {_count(state.get('runs_served', 0), 'run')} "
+        f"served, {state.get('running', 0)} running"
+    )
     print(f"Prefect API: {url} (UI: {url.removesuffix('/api')})")
     print(f"PREFECT_HOME: {paths.home}; log: {paths.log}")
     reason = incompatibility(state)
@@ -522,8 +548,9 @@ def _stop(paths: ServerPaths) -> int:
         print(f"evaltasks server: interrupting {runs} (SIGTERM)", flush=True)
     elif running:
         waiting_for = "its running run finishes" if running == 1 else f"its {runs} finish"
-        print(f"evaltasks server: stopping once {waiting_for} (`evaltasks server stop` again interrupts them)",
-              flush=True)
+        print(
+            f"evaltasks server: stopping once {waiting_for} (`evaltasks server stop` again interrupts them)", flush=True
+        )
     while read_state(paths) is not None and _pid_alive(pid):
         time.sleep(STOP_POLL_S)
     print(f"evaltasks server: stopped (pid {pid})")
@@ -537,8 +564,11 @@ def _start(paths: ServerPaths) -> int:
     if state is not None:
         reason = incompatibility(state)
         if reason:
-            print(f"evaltasks: error: a server for PREFECT_HOME={paths.home} already runs (pid {state.get('pid')}) "
-                  f"but runs here cannot use it: {reason}; stop it first: evaltasks server stop", file=sys.stderr)
+            print(
+                f"evaltasks: error: a server for PREFECT_HOME={paths.home} already runs (pid {state.get('pid')}) "
+                f"but runs here cannot use it: {reason}; stop it first: evaltasks server stop",
+                file=sys.stderr,
+            )
             return 2
         print(f"evaltasks server: already running, pid {state.get('pid')}, Prefect API {state.get('url')}")
         return 0
@@ -547,21 +577,31 @@ def _start(paths: ServerPaths) -> int:
     try:
         log = open_private_log(paths)
     except OSError as exc:
-        print(f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.log} ({exc.strerror or exc})",
-              file=sys.stderr)
+        print(
+            f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.log} ({exc.strerror or exc})",
+            file=sys.stderr,
+        )
         return 2
     with log:
         started = time.time()
         # without the working directory on sys.path: the server imports the installed evaltasks, not a source tree
         # or a `yaml.py` where `server start` ran (evaltasks.server.safety)
-        proc = subprocess.Popen(python_command("evaltasks", "server"), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=log, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            python_command("evaltasks", "server"),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
     deadline = time.monotonic() + START_DEADLINE_S
     while time.monotonic() < deadline:
         state = read_state(paths)
         if state is not None and state.get("status") == "ready" and state.get("pid") == proc.pid:
-            print(f"evaltasks server: ready in {time.time() - started:.1f} s, pid {proc.pid}, Prefect API "
-                  f"{state.get('url')}; `evaltasks run` in PREFECT_HOME={paths.home} uses it")
+            print(
+                f"evaltasks server: ready in {time.time() - started:.1f} s, pid {proc.pid}, Prefect API "
+                f"{state.get('url')}; `evaltasks run` in PREFECT_HOME={paths.home} uses it"
+            )
             return 0
         if proc.poll() is not None:
             break

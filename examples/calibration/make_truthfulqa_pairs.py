@@ -39,14 +39,22 @@ def make_pairs(source: Path, *, limit: int | None = None, keep_best_answer: bool
             if limit is not None and number > limit:
                 break
             best = row["Best Answer"].strip()
-            labelled = [("c", "pass", answer) for answer in _items(row["Correct Answers"])
-                        if keep_best_answer or answer != best]
+            labelled = [
+                ("c", "pass", answer) for answer in _items(row["Correct Answers"]) if keep_best_answer or answer != best
+            ]
             labelled += [("i", "fail", answer) for answer in _items(row["Incorrect Answers"])]
             counters = {"c": 0, "i": 0}
             for kind, label, answer in labelled:
                 counters[kind] += 1
-                pairs.append({"id": f"q{number}-{kind}{counters[kind]}", "question": row["Question"].strip(),
-                              "answer": answer, "best_answer": best, "label": label})
+                pairs.append(
+                    {
+                        "id": f"q{number}-{kind}{counters[kind]}",
+                        "question": row["Question"].strip(),
+                        "answer": answer,
+                        "best_answer": best,
+                        "label": label,
+                    }
+                )
     return pairs
 
 
@@ -56,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", type=Path, help="TruthfulQA.csv")
     parser.add_argument("output", type=Path, help="the CSV to write (outside the repository)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument("--keep-best-answer", action="store_true",
-                        help="also keep the correct answer that is the best answer itself")
+    parser.add_argument(
+        "--keep-best-answer", action="store_true", help="also keep the correct answer that is the best answer itself"
+    )
     args = parser.parse_args(argv)
     try:
         pairs = make_pairs(args.source, limit=args.limit, keep_best_answer=args.keep_best_answer)

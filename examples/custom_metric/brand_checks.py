@@ -61,8 +61,12 @@ class BrandVoiceMetric(BaseMetric):
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments: what the cache key and reports show."""
-        return {"threshold": self.threshold, "name": self.name, "banned_words": self.banned_words,
-                "sign_off": self.sign_off}
+        return {
+            "threshold": self.threshold,
+            "name": self.name,
+            "banned_words": self.banned_words,
+            "sign_off": self.sign_off,
+        }
 
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
@@ -80,9 +84,12 @@ class BrandVoiceMetric(BaseMetric):
                 checks.append(signed_off)
             score = sum(checks) / len(checks)
             problems = ([f"uses banned words: {', '.join(found)}"] if found else []) + (
-                ["does not end with the sign-off"] if signed_off is False else [])
+                ["does not end with the sign-off"] if signed_off is False else []
+            )
             reason = "Keeps the brand voice." if not problems else "The answer " + "; ".join(problems) + "."
-            results.append(MetricResult.scored(
-                self.name, score, self.threshold, reason, {"banned_found": found, "signed_off": signed_off}
-            ))
+            results.append(
+                MetricResult.scored(
+                    self.name, score, self.threshold, reason, {"banned_found": found, "signed_off": signed_off}
+                )
+            )
         return results

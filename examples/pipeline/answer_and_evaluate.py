@@ -54,9 +54,7 @@ def answer_and_evaluate(min_pass_rate: float = 0.75, output_dir: str | None = No
     """
     questions = list(QUESTIONS)
     answers = generate_answers(questions)
-    cases = [
-        EvalTestCase(input=q, actual_output=a, references=QUESTIONS[q]) for q, a in zip(questions, answers)
-    ]
+    cases = [EvalTestCase(input=q, actual_output=a, references=QUESTIONS[q]) for q, a in zip(questions, answers)]
     metrics = [
         ReferenceMatchMetric(threshold=0.6, embedding_provider="local"),
         LengthCheckMetric(max_length=40, unit="words"),

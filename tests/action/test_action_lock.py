@@ -20,10 +20,10 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -35,8 +35,10 @@ LOCKS = sorted((ACTION / "lock").glob("*.json"))
 sys.path.insert(0, str(ACTION))
 import lock as action_lock  # noqa: E402  (action/lock.py: standard library only, not a package)
 
-LOCK_HERE = pytest.mark.skipif(f"{sys.version_info.major}.{sys.version_info.minor}" != "3.11" or sys.platform != "linux",
-                               reason="the lock here is for CPython 3.11 on Linux")
+LOCK_HERE = pytest.mark.skipif(
+    f"{sys.version_info.major}.{sys.version_info.minor}" != "3.11" or sys.platform != "linux",
+    reason="the lock here is for CPython 3.11 on Linux",
+)
 
 
 def _load(path: Path) -> dict:
@@ -58,7 +60,7 @@ def _unsatisfied(lock: dict) -> list[str]:
     while todo:
         owner, text = todo.pop()
         req = Requirement(text)
-        owner_name, _, extra = owner.partition("[")
+        _owner_name, _, extra = owner.partition("[")
         if req.marker is not None and not req.marker.evaluate({**env, "extra": extra.rstrip("]")}):
             continue
         name = canonicalize_name(req.name)
@@ -69,7 +71,9 @@ def _unsatisfied(lock: dict) -> list[str]:
         for wanted in req.extras:
             if (name, wanted) not in seen and requires.get(name) is not None:
                 seen.add((name, wanted))
-                todo += [(f"{name}[{wanted}]", r) for r in requires[name] if "extra" in str(Requirement(r).marker or "")]
+                todo += [
+                    (f"{name}[{wanted}]", r) for r in requires[name] if "extra" in str(Requirement(r).marker or "")
+                ]
     return problems
 
 
@@ -135,7 +139,8 @@ def test_locked_metadata_is_what_the_distributions_declare() -> None:
                 continue
             compared += 1
             assert sorted(map(str, map(Requirement, installed.requires or []))) == sorted(
-                map(str, map(Requirement, dist["requires_dist"]))), dist["name"]
+                map(str, map(Requirement, dist["requires_dist"]))
+            ), dist["name"]
             assert (installed.metadata["Requires-Python"] or "") == dist["requires_python"], dist["name"]
     assert compared >= 20  # the dev environment shares most versions with the lock
 
@@ -180,10 +185,18 @@ def _install(tmp_path: Path, action_path: Path = REPO_ROOT, **env: str) -> tuple
     log, outputs = tmp_path / "pip.log", tmp_path / "outputs"
     log.touch()
     outputs.touch()
-    full = {**os.environ, "BASE_PYTHON": str(fake), "VENV_DIR": str(tmp_path / "venv"), "PIP_LOG": str(log),
-            "GITHUB_ACTION_PATH": str(action_path), "GITHUB_OUTPUT": str(outputs), "EVALTASKS_VERSION": "",
-            "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu", "PIP_CACHE_DIR": str(tmp_path / "pip"),
-            **env}
+    full = {
+        **os.environ,
+        "BASE_PYTHON": str(fake),
+        "VENV_DIR": str(tmp_path / "venv"),
+        "PIP_LOG": str(log),
+        "GITHUB_ACTION_PATH": str(action_path),
+        "GITHUB_OUTPUT": str(outputs),
+        "EVALTASKS_VERSION": "",
+        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu",
+        "PIP_CACHE_DIR": str(tmp_path / "pip"),
+        **env,
+    }
     full.pop("EVALTASKS_ACTION_PYTHON", None)
     proc = subprocess.run(["bash", str(ACTION / "install.sh")], env=full, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -222,14 +235,21 @@ def test_install_from_the_lock_resolves_nothing(tmp_path: Path, warm: bool) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("env", "why"), [
-    ({"EVALTASKS_VERSION": "0.1.0"}, "evaltasks-version is set"),
-    ({"TORCH_INDEX_URL": ""}, "torch-index-url is empty"),
-    ({"NO_TORCH": "1", "TORCH_INDEX_URL": "https://example.invalid/cu999"}, "https://example.invalid/cu999 has no torch=="),
-    ({"LOCKLESS": "1"}, "no install lock for cp"),
-])
-def test_without_a_matching_lock_pip_resolves_as_before_and_the_log_says_why(tmp_path: Path, env: dict[str, str],
-                                                                             why: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ({"EVALTASKS_VERSION": "0.1.0"}, "evaltasks-version is set"),
+        ({"TORCH_INDEX_URL": ""}, "torch-index-url is empty"),
+        (
+            {"NO_TORCH": "1", "TORCH_INDEX_URL": "https://example.invalid/cu999"},
+            "https://example.invalid/cu999 has no torch==",
+        ),
+        ({"LOCKLESS": "1"}, "no install lock for cp"),
+    ],
+)
+def test_without_a_matching_lock_pip_resolves_as_before_and_the_log_says_why(
+    tmp_path: Path, env: dict[str, str], why: str
+) -> None:
     action_path = REPO_ROOT
     if env.pop("LOCKLESS", None):  # the action without locks: another Python or platform than any lock's
         action_path = tmp_path / "action-checkout"
@@ -245,15 +265,28 @@ def test_without_a_matching_lock_pip_resolves_as_before_and_the_log_says_why(tmp
 
 
 def _prepare(tmp_path: Path, action_path: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "GITHUB_WORKSPACE": str(REPO_ROOT), "INPUT_SUITE": "examples/quickstart/suite.yaml",
-           "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64", "RUNNER_TEMP": str(tmp_path), "GITHUB_EVENT_NAME": "push",
-           "GITHUB_ACTION_PATH": str(action_path), "INPUT_TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu",
-           **extra}
+    env = {
+        **os.environ,
+        "GITHUB_WORKSPACE": str(REPO_ROOT),
+        "INPUT_SUITE": "examples/quickstart/suite.yaml",
+        "RUNNER_OS": "Linux",
+        "RUNNER_ARCH": "X64",
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_ACTION_PATH": str(action_path),
+        "INPUT_TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu",
+        **extra,
+    }
     env.pop("GITHUB_OUTPUT", None)
     if "EVALTASKS_ACTION_PYTHON" not in extra:
         env.pop("EVALTASKS_ACTION_PYTHON", None)
-    out = subprocess.run([sys.executable, str(action_path / "action" / "prepare.py")], env=env, capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(action_path / "action" / "prepare.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith("::"))
 
 

@@ -25,42 +25,89 @@ DEADLINE_S = 3600  # a hang guard only: a loaded 2-core machine can need many ti
 #: Scripts whose quick mode starts Prefect runs or whole commands (minutes on 2 cores): run when this variable is
 #: set (bench/README.md), so that the default test command stays within its ten minutes.
 ALL_SCRIPTS_ENV = "EVALTASKS_BENCH_SMOKE_ALL"
-SLOW = {"statistics_cost.py", "startup.py", "deterministic.py", "profile_run.py", "time_to_result.py", "throughput.py",
-        "judge.py", "judge_tokens.py", "first_call.py"}
+SLOW = {
+    "statistics_cost.py",
+    "startup.py",
+    "deterministic.py",
+    "profile_run.py",
+    "time_to_result.py",
+    "throughput.py",
+    "judge.py",
+    "judge_tokens.py",
+    "first_call.py",
+}
 
 #: (script and arguments, lines the output must contain, needs TruthfulQA, needs eval-ai-library's virtualenv)
 SCRIPTS = [
     (["flat_batches.py", "--quick"], ["| faiss flat |", "| numpy_top_k |", "FAISS core"], False, False),
     (["judge_store.py", "--quick"], ["| threads | puts/s (median)", "bytes/entry"], False, False),
     (["statistics_cost.py", "--quick"], ["| summary |", "| comparison |", "extra memory"], False, False),
-    (["startup.py", "--quick"], ["| trivial flow |", "| model load |", "| evaltasks run (8 cases) |", "× the floor"],
-     False, False),
-    (["deterministic.py", "--quick"], ["## Deterministic metrics", "| LengthCheckMetric |",
-                                       "| LanguageDetectionMetric |", "ratio of the medians"], True, False),
-    (["index_scale.py", "--quick"], ["| **warm open**", "### Exact flat search", "| **first open in a fresh process**",
-                                     "### Lookups as segments accumulate", "| 7 equal | 7 |", "| 32 equal | 32 |",
-                                     "| 1 + 31 single adds | 32 |", "checks, alone: CRC-32 of"], False, False),
+    (
+        ["startup.py", "--quick"],
+        ["| trivial flow |", "| model load |", "| evaltasks run (8 cases) |", "× the floor"],
+        False,
+        False,
+    ),
+    (
+        ["deterministic.py", "--quick"],
+        ["## Deterministic metrics", "| LengthCheckMetric |", "| LanguageDetectionMetric |", "ratio of the medians"],
+        True,
+        False,
+    ),
+    (
+        ["index_scale.py", "--quick"],
+        [
+            "| **warm open**",
+            "### Exact flat search",
+            "| **first open in a fresh process**",
+            "### Lookups as segments accumulate",
+            "| 7 equal | 7 |",
+            "| 32 equal | 32 |",
+            "| 1 + 31 single adds | 32 |",
+            "checks, alone: CRC-32 of",
+        ],
+        False,
+        False,
+    ),
     (["index_1m.py", "--quick"], ["### Max aggregation", "| numpy: chunked matmul"], False, False),
     (["profile_run.py", "--quick"], ["### after", "fresh PREFECT_HOME"], False, False),
     (["time_to_result.py", "--quick"], ["## Time to result", "× floor"], False, False),
     (["throughput.py", "--quick"], ["## Throughput vs eval-ai-library", "### Side by side"], True, True),
     (["judge.py", "--quick"], ["## LLM judge: GEval vs eval-ai-library", "| evaltasks warm |"], False, True),
-    (["judge_tokens.py", "--quick"],
-     ["## LLM judges: tokens per case vs eval-ai-library", "| ContextualRecallMetric |"], False, True),
-    (["first_call.py", "--quick"], ["## First call: a cached judge evaluate_sync", "| second call, same process |",
-                                    "scipy imported by the call: no",
-                                    "openai imported by the call: no"], False, False),
+    (
+        ["judge_tokens.py", "--quick"],
+        ["## LLM judges: tokens per case vs eval-ai-library", "| ContextualRecallMetric |"],
+        False,
+        True,
+    ),
+    (
+        ["first_call.py", "--quick"],
+        [
+            "## First call: a cached judge evaluate_sync",
+            "| second call, same process |",
+            "scipy imported by the call: no",
+            "openai imported by the call: no",
+        ],
+        False,
+        False,
+    ),
 ]
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "bench" / argv[0]), *argv[1:]], cwd=ROOT, capture_output=True,
-                          text=True, timeout=DEADLINE_S)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / argv[0]), *argv[1:]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
 
 
 @pytest.mark.parametrize(("argv", "expected", "data", "eal"), SCRIPTS, ids=[s[0][0] for s in SCRIPTS])
-def test_quick_mode_prints_its_table(argv: list[str], expected: list[str], data: bool, eal: bool,
-                                     request: pytest.FixtureRequest) -> None:
+def test_quick_mode_prints_its_table(
+    argv: list[str], expected: list[str], data: bool, eal: bool, request: pytest.FixtureRequest
+) -> None:
     if argv[0] in SLOW and not os.environ.get(ALL_SCRIPTS_ENV):
         pytest.skip(f"{argv[0]} --quick runs whole evaluations (minutes): set {ALL_SCRIPTS_ENV}=1 to run it")
     if data:
@@ -104,4 +151,5 @@ def test_the_docs_quote_no_local_path_of_a_developer() -> None:
     finally:
         sys.path.remove(str(root / "bench"))
     assert module.shown_command(["--repeat", "3", "--json", "/work/notes/r16/ttr2.json", "--retries", "1"]) == (
-        ".venv/bin/python bench/time_to_result.py --repeat 3 --json ttr2.json --retries 1")
+        ".venv/bin/python bench/time_to_result.py --repeat 3 --json ttr2.json --retries 1"
+    )

@@ -24,18 +24,30 @@ QUICKSTART_DATA = REPO / "examples" / "quickstart" / "answers.jsonl"
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR", "OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", **extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+    }
+    env.update(
+        PREFECT_HOME=str(tmp_path / "prefect-home"),
+        HF_HUB_OFFLINE="1",
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        **extra,
+    )
     return env
 
 
 def _cli(tmp_path: Path, *args: str, timeout: float = 300, **env: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", *args], cwd=tmp_path, env=_env(tmp_path, **env),
-        capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "evaltasks.cli", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return proc, time.monotonic() - started
 
@@ -58,11 +70,22 @@ QUICKSTART_DATASET = (
 )
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("truthfulqa-davinci", "truthfulqa-davinci"), ("TruthfulQA / davinci 1.0", "TruthfulQA-davinci-1.0"),
-    ("../../etc", "etc"), ("..", "suite"), ("оценка", "оценка"), ("名前/評価", "名前-評価"), ("?!", "suite"), (".hidden", "hidden"), ("a" * 300, "a" * 100),
-    ("評" * 90, "評" * 85), ("a" + "評" * 99, "a" + "評" * 84),  # 255 bytes at most, cut between characters
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("truthfulqa-davinci", "truthfulqa-davinci"),
+        ("TruthfulQA / davinci 1.0", "TruthfulQA-davinci-1.0"),
+        ("../../etc", "etc"),
+        ("..", "suite"),
+        ("оценка", "оценка"),
+        ("名前/評価", "名前-評価"),
+        ("?!", "suite"),
+        (".hidden", "hidden"),
+        ("a" * 300, "a" * 100),
+        ("評" * 90, "評" * 85),
+        ("a" + "評" * 99, "a" + "評" * 84),  # 255 bytes at most, cut between characters
+    ],
+)
 def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected: str) -> None:
     from evaltasks.engine.run import default_output_dir
 
@@ -70,15 +93,18 @@ def test_default_output_dir_is_one_safe_directory_per_suite(name: str, expected:
 
 
 @pytest.mark.slow
-def test_long_names_an_output_dir_component_over_255_bytes_is_exit_2_and_a_long_cjk_suite_runs(
-        tmp_path: Path) -> None:
+def test_long_names_an_output_dir_component_over_255_bytes_is_exit_2_and_a_long_cjk_suite_runs(tmp_path: Path) -> None:
     """A 300-byte ``--output-dir`` component is a usage error found before anything runs (it was exit 3, its
     traceback file in $TMPDIR); a suite named with 90 CJK characters (270 bytes) runs without ``--output-dir``:
     its default folder and history file are cut to whole characters within 255 bytes (it failed on 300)."""
     (tmp_path / "d.csv").write_text("actual_output\nabc\n", encoding="utf-8")
     name = "評" * 90
-    _suite(tmp_path, f"name: {name}\ndataset: {{path: d.csv}}\nhistory: {{dir: hist}}\n"
-                     "metrics: [{metric: LengthCheckMetric, max_length: 10}]\n", "s.yaml")
+    _suite(
+        tmp_path,
+        f"name: {name}\ndataset: {{path: d.csv}}\nhistory: {{dir: hist}}\n"
+        "metrics: [{metric: LengthCheckMetric, max_length: 10}]\n",
+        "s.yaml",
+    )
     temp = tmp_path / "temp"
     temp.mkdir()
     long_dir = f"out/{'x' * 300}"
@@ -106,24 +132,35 @@ def _closed_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mistake", ["stopped server", "index dir is a file", "index dir under a file",
-                                     "negative max cost"])
+@pytest.mark.parametrize(
+    "mistake", ["stopped server", "index dir is a file", "index dir under a file", "negative max cost"]
+)
 def test_setup_mistakes_are_exit_2_and_one_line_before_prefect_starts(tmp_path: Path, mistake: str) -> None:
     """PREFECT_API_URL still exported after its server stopped (docs/prefect.md#deploy-with-prefectyaml), an
     --index-dir that is a file and ``--max-cost -1``: exit 2 and one line, no Prefect log lines (the first two
     were exit 3, "internal bug"; the index only after 7.5 s and three Prefect ERROR lines; -1 was accepted)."""
-    (tmp_path / "d.jsonl").write_text('{"id": "c1", "actual_output": "hello", "references": ["hello"]}\n',
-                                      encoding="utf-8")
-    _suite(tmp_path, "name: s\ndataset: {path: d.jsonl}\n"
-                     "metrics: [{metric: ReferenceMatchMetric, embedding_provider: local}]\n", "s.yaml")
+    (tmp_path / "d.jsonl").write_text(
+        '{"id": "c1", "actual_output": "hello", "references": ["hello"]}\n', encoding="utf-8"
+    )
+    _suite(
+        tmp_path,
+        "name: s\ndataset: {path: d.jsonl}\nmetrics: [{metric: ReferenceMatchMetric, embedding_provider: local}]\n",
+        "s.yaml",
+    )
     (tmp_path / "idx").write_text("", encoding="utf-8")
     url = f"http://127.0.0.1:{_closed_port()}/api"
     args, env, expected = {
-        "stopped server": ([], {"PREFECT_API_URL": url},
-                           f"the Prefect server at {url} (PREFECT_API_URL) cannot be reached: "),
+        "stopped server": (
+            [],
+            {"PREFECT_API_URL": url},
+            f"the Prefect server at {url} (PREFECT_API_URL) cannot be reached: ",
+        ),
         "index dir is a file": (["--index-dir", "idx"], {}, "--index-dir idx: idx is a file, not a directory"),
-        "index dir under a file": ([], {"EVALTASKS_INDEX_DIR": "idx/sub"},
-                                   "$EVALTASKS_INDEX_DIR idx/sub: idx is a file, not a directory"),
+        "index dir under a file": (
+            [],
+            {"EVALTASKS_INDEX_DIR": "idx/sub"},
+            "$EVALTASKS_INDEX_DIR idx/sub: idx is a file, not a directory",
+        ),
         "negative max cost": (["--max-cost", "-1"], {}, "--max-cost must be a number of USD of at least 0, got -1"),
     }[mistake]
     proc, _ = _cli(tmp_path, "run", "s.yaml", "--no-server", *args, **env)
@@ -135,6 +172,7 @@ def test_setup_mistakes_are_exit_2_and_one_line_before_prefect_starts(tmp_path: 
 
 # --- full runs (each loads the model: keep them few; the first starts a temporary Prefect server as a user's
 # run does, the others use the session's server) ------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_run_quickstart_passes(tmp_path: Path) -> None:
@@ -162,8 +200,9 @@ def test_run_quickstart_passes(tmp_path: Path) -> None:
     finished = datetime.fromisoformat(results["finished_at"].replace("Z", "+00:00"))
     assert results["started_at"].endswith("Z") and started.utcoffset().total_seconds() == 0
     assert results["duration_s"] == pytest.approx((finished - started).total_seconds(), abs=0.002)
-    junit_time = float(re.search(r'<testsuites [^>]*time="([0-9.]+)"',
-                                 (out / "junit.xml").read_text(encoding="utf-8")).group(1))
+    junit_time = float(
+        re.search(r'<testsuites [^>]*time="([0-9.]+)"', (out / "junit.xml").read_text(encoding="utf-8")).group(1)
+    )
     assert junit_time == pytest.approx(results["duration_s"], abs=0.0005)
     flow_s, total_s = map(float, re.search(r"\(flow run ([0-9.]+) s, total ([0-9.]+) s\)", proc.stdout).groups())
     assert flow_s == pytest.approx(results["duration_s"], abs=0.05)
@@ -171,11 +210,16 @@ def test_run_quickstart_passes(tmp_path: Path) -> None:
 
 
 def test_run_gate_fails_with_defaults(tmp_path: Path, prefect_api_url: str) -> None:
-    suite = _suite(tmp_path, "name: strict\n" + QUICKSTART_DATASET + (
-        "metrics:\n  - metric: ReferenceMatchMetric\n    threshold: 0.6\n    embedding_provider: local\n"
-        "  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\n"
-        "gate:\n  min_pass_rate: 1.0\n"
-    ))
+    suite = _suite(
+        tmp_path,
+        "name: strict\n"
+        + QUICKSTART_DATASET
+        + (
+            "metrics:\n  - metric: ReferenceMatchMetric\n    threshold: 0.6\n    embedding_provider: local\n"
+            "  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\n"
+            "gate:\n  min_pass_rate: 1.0\n"
+        ),
+    )
     # default --output-dir ./eval-results/strict, index .evaltasks/index
     proc, _ = _cli(tmp_path, "run", suite.name, PREFECT_API_URL=prefect_api_url)
     assert proc.returncode == 1, proc.stderr
@@ -188,18 +232,32 @@ def test_run_gate_fails_with_defaults(tmp_path: Path, prefect_api_url: str) -> N
     assert (out / "summary.md").is_file()
     assert f"reports: {Path('eval-results') / 'strict' / 'results.json'}" in proc.stdout
     # A second suite run from the same directory keeps the first one's reports.
-    other = _suite(tmp_path, "name: lengths / words\n" + QUICKSTART_DATASET + (
-        "metrics:\n  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\ngate: {min_pass_rate: 0}\n"),
-        name="other.yaml")
+    other = _suite(
+        tmp_path,
+        "name: lengths / words\n"
+        + QUICKSTART_DATASET
+        + ("metrics:\n  - metric: LengthCheckMetric\n    max_length: 30\n    unit: words\ngate: {min_pass_rate: 0}\n"),
+        name="other.yaml",
+    )
     # ... with variables a CI workflow exports blank (an unset `${{ vars.X }}`): blank counts as unset (Prefect
     # refused a blank PREFECT_LOGGING_LEVEL with a settings traceback, exit 3).
-    blank = dict.fromkeys(("PREFECT_LOGGING_LEVEL", "PREFECT_SERVER_LOGGING_LEVEL", "PREFECT_API_KEY",
-                           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "EVALTASKS_INDEX_DIR"), "")
+    blank = dict.fromkeys(
+        (
+            "PREFECT_LOGGING_LEVEL",
+            "PREFECT_SERVER_LOGGING_LEVEL",
+            "PREFECT_API_KEY",
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
+            "EVALTASKS_INDEX_DIR",
+        ),
+        "",
+    )
     second, _ = _cli(tmp_path, "run", other.name, "--quiet", PREFECT_API_URL=prefect_api_url, **blank)
     assert second.returncode == 0, second.stderr
     _no_noise(second)
-    assert json.loads((tmp_path / "eval-results" / "lengths-words" / "results.json").read_text())["suite"] == \
-        "lengths / words"
+    assert (
+        json.loads((tmp_path / "eval-results" / "lengths-words" / "results.json").read_text())["suite"]
+        == "lengths / words"
+    )
     assert json.loads((out / "results.json").read_text(encoding="utf-8"))["suite"] == "strict"
     assert (tmp_path / ".evaltasks" / "index").is_dir()
     assert "GATE FAILED" in proc.stdout
@@ -208,33 +266,59 @@ def test_run_gate_fails_with_defaults(tmp_path: Path, prefect_api_url: str) -> N
 # --- exit 2: invalid input, reported before anything runs (Prefect never starts), without a traceback ----------
 
 INVALID = {
-    "malformed-yaml": ("name: x\ndataset:\n  path: d.jsonl\nmetrics: [\n  - metric: LengthCheckMetric\n",
-                       '{"actual_output": "a"}\n', ["line 5", "invalid YAML"]),
-    "missing-dataset": ("name: x\ndataset:\n  path: nowhere.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n",
-                        None, ["nowhere.jsonl", "dataset file not found"]),
-    "unknown-metric": ("name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LenghtCheckMetric\n",
-                       '{"actual_output": "a"}\n', ["metrics[0]", "did you mean 'LengthCheckMetric'"]),
-    "unknown-field": ("name: x\ndataset:\n  path: d.jsonl\n  fields: {output: answer}\n"
-                      "metrics:\n  - metric: LengthCheckMetric\n",
-                      '{"actual_output": "a"}\n', ["dataset.fields", "'output'", "unknown key"]),
-    "mapped-key-typo": ("name: x\ndataset:\n  path: d.jsonl\n  fields: {input: questoin}\n"
-                        "metrics:\n  - metric: LengthCheckMetric\n",
-                        '{"question": "q", "actual_output": "a"}\n', ["d.jsonl", "'questoin'", "not found"]),
-    "missing-column": ("name: x\ndataset:\n  path: d.csv\n  fields: {actual_output: model_answer}\n"
-                       "metrics:\n  - metric: LengthCheckMetric\n",
-                       "question,answer\nq,a\n", ["d.csv, line 1", "'model_answer'", "column not found"]),
-    "non-string-output": ("name: x\ndataset:\n  path: d.json\nmetrics:\n  - metric: LengthCheckMetric\n",
-                          '[{"actual_output": "a"}, {"actual_output": 42}]',
-                          ["d.json, item 1", "'actual_output'", "must be a string, got number"]),
-    "empty-dataset": ("name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n",
-                      "", ["d.jsonl", "no rows"]),
-    "missing-references": ("name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ReferenceMatchMetric\n"
-                           "    embedding_provider: local\n",
-                           '{"actual_output": "a", "references": ["r"]}\n{"actual_output": "b"}\n',
-                           ["d.jsonl, line 2", "'references'"]),
-    "openai-without-key": ("name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ReferenceMatchMetric\n"
-                           "    embedding_provider: openai\n",
-                           '{"actual_output": "a", "references": ["r"]}\n', ["OPENAI_API_KEY"]),
+    "malformed-yaml": (
+        "name: x\ndataset:\n  path: d.jsonl\nmetrics: [\n  - metric: LengthCheckMetric\n",
+        '{"actual_output": "a"}\n',
+        ["line 5", "invalid YAML"],
+    ),
+    "missing-dataset": (
+        "name: x\ndataset:\n  path: nowhere.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n",
+        None,
+        ["nowhere.jsonl", "dataset file not found"],
+    ),
+    "unknown-metric": (
+        "name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LenghtCheckMetric\n",
+        '{"actual_output": "a"}\n',
+        ["metrics[0]", "did you mean 'LengthCheckMetric'"],
+    ),
+    "unknown-field": (
+        "name: x\ndataset:\n  path: d.jsonl\n  fields: {output: answer}\nmetrics:\n  - metric: LengthCheckMetric\n",
+        '{"actual_output": "a"}\n',
+        ["dataset.fields", "'output'", "unknown key"],
+    ),
+    "mapped-key-typo": (
+        "name: x\ndataset:\n  path: d.jsonl\n  fields: {input: questoin}\nmetrics:\n  - metric: LengthCheckMetric\n",
+        '{"question": "q", "actual_output": "a"}\n',
+        ["d.jsonl", "'questoin'", "not found"],
+    ),
+    "missing-column": (
+        "name: x\ndataset:\n  path: d.csv\n  fields: {actual_output: model_answer}\n"
+        "metrics:\n  - metric: LengthCheckMetric\n",
+        "question,answer\nq,a\n",
+        ["d.csv, line 1", "'model_answer'", "column not found"],
+    ),
+    "non-string-output": (
+        "name: x\ndataset:\n  path: d.json\nmetrics:\n  - metric: LengthCheckMetric\n",
+        '[{"actual_output": "a"}, {"actual_output": 42}]',
+        ["d.json, item 1", "'actual_output'", "must be a string, got number"],
+    ),
+    "empty-dataset": (
+        "name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n",
+        "",
+        ["d.jsonl", "no rows"],
+    ),
+    "missing-references": (
+        "name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ReferenceMatchMetric\n"
+        "    embedding_provider: local\n",
+        '{"actual_output": "a", "references": ["r"]}\n{"actual_output": "b"}\n',
+        ["d.jsonl, line 2", "'references'"],
+    ),
+    "openai-without-key": (
+        "name: x\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ReferenceMatchMetric\n"
+        "    embedding_provider: openai\n",
+        '{"actual_output": "a", "references": ["r"]}\n',
+        ["OPENAI_API_KEY"],
+    ),
 }
 
 
@@ -266,8 +350,15 @@ def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path, prefect_api_
     class Reject(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
             self.rfile.read(int(self.headers.get("content-length", 0)))
-            body = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
-                                         "code": "invalid_api_key"}}).encode()
+            body = json.dumps(
+                {
+                    "error": {
+                        "message": "Incorrect API key provided",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                }
+            ).encode()
             self.send_response(401)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))
@@ -280,13 +371,26 @@ def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path, prefect_api_
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Reject)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        suite = _suite(tmp_path, "name: rejected\n" + QUICKSTART_DATASET + (
-            "metrics:\n  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n"
-        ))
-        env = _env(tmp_path, OPENAI_API_KEY="sk-rejected", PREFECT_API_URL=prefect_api_url,
-                   OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}/v1")
-        proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", suite.name, "--output-dir", "out"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        suite = _suite(
+            tmp_path,
+            "name: rejected\n"
+            + QUICKSTART_DATASET
+            + ("metrics:\n  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n"),
+        )
+        env = _env(
+            tmp_path,
+            OPENAI_API_KEY="sk-rejected",
+            PREFECT_API_URL=prefect_api_url,
+            OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}/v1",
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "evaltasks.cli", "run", suite.name, "--output-dir", "out"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -356,8 +460,14 @@ def test_unwritable_prefect_home_exits_2_before_prefect_starts(tmp_path: Path, k
         home = _unwritable_dir(tmp_path, kind, cleanups)
         env = _env(tmp_path)
         env["PREFECT_HOME"] = str(home)
-        proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", command, str(QUICKSTART), "--output-dir", "out"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "evaltasks.cli", command, str(QUICKSTART), "--output-dir", "out"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         for undo in cleanups:
             subprocess.run(undo, check=True)
@@ -408,8 +518,11 @@ def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Pat
     from evaltasks.embeddings.local import LocalEmbeddingProvider
 
     (tmp_path / "d.jsonl").write_text('{"actual_output": "hello"}\n', encoding="utf-8")
-    _suite(tmp_path, "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
-                     "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: [hi]}\n")
+    _suite(
+        tmp_path,
+        "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: [hi]}\n",
+    )
     namespace = re.sub(r"[^A-Za-z0-9._-]+", "_", LocalEmbeddingProvider().namespace.replace("/", "--"))
     (tmp_path / "idx").mkdir()
     (tmp_path / "idx" / namespace).write_text("not a directory\n", encoding="utf-8")
@@ -419,15 +532,27 @@ def test_the_error_log_of_an_aborted_run_does_not_follow_a_symlink(tmp_path: Pat
     out.mkdir()
     (out / "evaltasks-error.log").symlink_to(outside)
 
-    proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--index-dir", "idx",
-                   "--max-cost", "1", PREFECT_API_URL=prefect_api_url)
+    proc, _ = _cli(
+        tmp_path,
+        "run",
+        "suite.yaml",
+        "--output-dir",
+        "out",
+        "--index-dir",
+        "idx",
+        "--max-cost",
+        "1",
+        PREFECT_API_URL=prefect_api_url,
+    )
 
     assert proc.returncode == 3, proc.stderr
     assert "full traceback: out/evaltasks-error.log" in proc.stderr, proc.stderr
     assert outside.read_text(encoding="utf-8") == "keep me\n"
     log = out / "evaltasks-error.log"
     assert not log.is_symlink()
-    assert re.search(r"(NotADirectoryError|FileExistsError): .*" + re.escape(namespace), log.read_text(encoding="utf-8"))
+    assert re.search(
+        r"(NotADirectoryError|FileExistsError): .*" + re.escape(namespace), log.read_text(encoding="utf-8")
+    )
     assert sorted(p.name for p in out.iterdir()) == ["evaltasks-error.log"]
 
 
@@ -435,42 +560,73 @@ def test_piped_and_quiet_runs_lead_with_the_verdict(tmp_path: Path, prefect_api_
     """Piped (no terminal): the first line is the verdict (no blank line left by the progress display); with
     ``--quiet`` stdout holds only the verdict, gate and reports lines, and stderr one warning line for all the
     regressions against the baseline (it had two per regressed metric)."""
+
     def write(name: str, words: int) -> str:
         with open(tmp_path / f"{name}.jsonl", "w", encoding="utf-8") as handle:
             for i in range(20):
-                handle.write(json.dumps({"id": f"q{i:02d}", "input": f"question {i}",
-                                         "actual_output": " ".join(["word"] * words)}) + "\n")
-        metrics = "".join(f"  - {{metric: LengthCheckMetric, max_length: 5, unit: words, name: length_{k}}}\n"
-                          for k in range(4))
-        _suite(tmp_path, f"name: piped\ndataset: {{path: {name}.jsonl}}\nmetrics:\n{metrics}"
-                         "gate: {min_pass_rate: 0.5}\n", name=f"{name}.yaml")
+                handle.write(
+                    json.dumps(
+                        {"id": f"q{i:02d}", "input": f"question {i}", "actual_output": " ".join(["word"] * words)}
+                    )
+                    + "\n"
+                )
+        metrics = "".join(
+            f"  - {{metric: LengthCheckMetric, max_length: 5, unit: words, name: length_{k}}}\n" for k in range(4)
+        )
+        _suite(
+            tmp_path,
+            f"name: piped\ndataset: {{path: {name}.jsonl}}\nmetrics:\n{metrics}gate: {{min_pass_rate: 0.5}}\n",
+            name=f"{name}.yaml",
+        )
         return f"{name}.yaml"
 
     base, worse = write("base", 3), write("worse", 9)
-    first = subprocess.run(f"{sys.executable} -m evaltasks.cli run {base} --output-dir out-base 2>&1",
-                           shell=True, cwd=tmp_path, env=_env(tmp_path, PREFECT_API_URL=prefect_api_url),
-                           capture_output=True, text=True, timeout=300)
+    first = subprocess.run(
+        f"{sys.executable} -m evaltasks.cli run {base} --output-dir out-base 2>&1",
+        shell=True,
+        cwd=tmp_path,
+        env=_env(tmp_path, PREFECT_API_URL=prefect_api_url),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert first.returncode == 0, first.stdout
     assert first.stdout.splitlines()[0] == "PASSED: pass rate 100.00% (20 of 20 cases), gate 50.00%", first.stdout
-    proc, _ = _cli(tmp_path, "run", worse, "--output-dir", "out-worse", "--quiet", "--baseline",
-                   "out-base/results.json", PREFECT_API_URL=prefect_api_url)
+    proc, _ = _cli(
+        tmp_path,
+        "run",
+        worse,
+        "--output-dir",
+        "out-worse",
+        "--quiet",
+        "--baseline",
+        "out-base/results.json",
+        PREFECT_API_URL=prefect_api_url,
+    )
     assert proc.returncode == 1, proc.stderr
     _no_noise(proc)
     lines = proc.stdout.splitlines()
     assert len(lines) == 3, lines
-    assert lines[0].startswith("FAILED: pass rate 0.00% (−100.00 points since the baseline), gate 50.00%; "
-                               "20 cases newly failing"), lines
+    assert lines[0].startswith(
+        "FAILED: pass rate 0.00% (−100.00 points since the baseline), gate 50.00%; 20 cases newly failing"
+    ), lines
     assert lines[1] == "GATE FAILED: pass rate 0.00% below 50.00%", lines
     assert lines[2].startswith("reports: out-worse/results.json, junit.xml, summary.md (flow run "), lines
     warnings = [line for line in proc.stderr.splitlines() if "Regression since the baseline" in line]
     assert len(warnings) == 1, proc.stderr
-    assert warnings[0].startswith("evaltasks: warning: Regression since the baseline: "), warnings  # not Prefect's format
-    assert re.search(r"Regression since the baseline: \d+ regressions \(pass rate, length_0, length_1 and 2 more\); "
-                     r"see summary\.md$", warnings[0]), warnings
+    assert warnings[0].startswith("evaltasks: warning: Regression since the baseline: "), (
+        warnings
+    )  # not Prefect's format
+    assert re.search(
+        r"Regression since the baseline: \d+ regressions \(pass rate, length_0, length_1 and 2 more\); "
+        r"see summary\.md$",
+        warnings[0],
+    ), warnings
 
 
-def test_a_skipped_metric_is_warned_about_once_and_the_flow_run_logs_keep_it(tmp_path: Path,
-                                                                             prefect_api_url: str) -> None:
+def test_a_skipped_metric_is_warned_about_once_and_the_flow_run_logs_keep_it(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
     """``--skip-missing-credentials`` without OPENAI_API_KEY: one ``evaltasks: warning:`` line names the skipped
     judge metric (the flow's own log record of it no longer reaches the terminal as a second, Prefect-formatted
     line), and that record is still in the flow run's logs on the Prefect server."""
@@ -479,18 +635,34 @@ def test_a_skipped_metric_is_warned_about_once_and_the_flow_run_logs_keep_it(tmp
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
-    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "input": "q", "actual_output": "a b"}) + "\n"
-                                              for i in range(2)), encoding="utf-8")
-    _suite(tmp_path, "name: skipping\ndataset: {path: d.jsonl}\nmetrics:\n"
-                     "  - {metric: LengthCheckMetric, max_length: 5, unit: words}\n"
-                     "  - {metric: AnswerRelevancyMetric, model: gpt-4o-mini}\n")
+    (tmp_path / "d.jsonl").write_text(
+        "".join(json.dumps({"id": f"c{i}", "input": "q", "actual_output": "a b"}) + "\n" for i in range(2)),
+        encoding="utf-8",
+    )
+    _suite(
+        tmp_path,
+        "name: skipping\ndataset: {path: d.jsonl}\nmetrics:\n"
+        "  - {metric: LengthCheckMetric, max_length: 5, unit: words}\n"
+        "  - {metric: AnswerRelevancyMetric, model: gpt-4o-mini}\n",
+    )
     out = f"out-skipped-{time.time_ns()}"  # finds this run among the server's
-    proc, _ = _cli(tmp_path, "run", "suite.yaml", "--output-dir", out, "--index-dir", "index", "--no-server",
-                   "--skip-missing-credentials", PREFECT_API_URL=prefect_api_url)
+    proc, _ = _cli(
+        tmp_path,
+        "run",
+        "suite.yaml",
+        "--output-dir",
+        out,
+        "--index-dir",
+        "index",
+        "--no-server",
+        "--skip-missing-credentials",
+        PREFECT_API_URL=prefect_api_url,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "AnswerRelevancyMetric is skipped" in line]
-    assert len(lines) == 1 and lines[0].startswith("evaltasks: warning: metrics[1] AnswerRelevancyMetric is skipped"), \
+    assert len(lines) == 1 and lines[0].startswith("evaltasks: warning: metrics[1] AnswerRelevancyMetric is skipped"), (
         proc.stderr
+    )
 
     async def read() -> list[str]:
         async with get_client() as client:
@@ -520,8 +692,12 @@ def test_each_command_help_has_a_description_and_names_its_docs_section(command:
     assert "README" not in proc.stdout, proc.stdout
     section = re.fullmatch(r'More: docs, "(.+)"\.', proc.stdout.strip().splitlines()[-1])
     assert section, proc.stdout
-    headings = [line.lstrip("#").strip() for page in sorted((REPO / "docs").rglob("*.md"))
-                for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("#")]
+    headings = [
+        line.lstrip("#").strip()
+        for page in sorted((REPO / "docs").rglob("*.md"))
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#")
+    ]
     assert section.group(1) in headings
 
 
@@ -533,14 +709,18 @@ def test_docs_links_follow_the_one_docs_url(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(version, "DOCS_URL", "https://docs.example/evaltasks/")
     assert version.docs_ref("Run history and drift") == "https://docs.example/evaltasks#run-history-and-drift"
     assert version.docs_ref("Faster repeated runs: `evaltasks server`") == (
-        "https://docs.example/evaltasks#faster-repeated-runs-evaltasks-server")
+        "https://docs.example/evaltasks#faster-repeated-runs-evaltasks-server"
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("args", "listed"), [
-    (["index"], "{build,info,verify,compact,prune}"),
-    ([], "{run,server,serve,schema,calibrate,history,index}"),
-])
+@pytest.mark.parametrize(
+    ("args", "listed"),
+    [
+        (["index"], "{build,info,verify,compact,prune}"),
+        ([], "{run,server,serve,schema,calibrate,history,index}"),
+    ],
+)
 def test_a_missing_subcommand_names_the_ones_that_exist(args: list[str], listed: str, tmp_path: Path) -> None:
     proc, _ = _cli(tmp_path, *args)
     assert proc.returncode == 2

@@ -22,12 +22,12 @@ from tests.process_env import REPO_ROOT, subprocess_env
 pytestmark = pytest.mark.slow  # python -m evaltasks and Prefect's temporary server in fresh processes
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy
-HOSTILE_YAML = '''
+HOSTILE_YAML = """
 import sys
 with open({marker!r}, "a", encoding="utf-8") as handle:
     handle.write(" ".join(sys.orig_argv) + "\\n")
 raise RuntimeError("yaml.py of the working directory was imported")
-'''
+"""
 
 
 def _hostile_folder(folder: Path) -> Path:
@@ -36,10 +36,12 @@ def _hostile_folder(folder: Path) -> Path:
     marker = folder / "imported.txt"
     (folder / "yaml.py").write_text(HOSTILE_YAML.format(marker=str(marker)), encoding="utf-8")
     (folder / "cases.jsonl").write_text('{"id": "a", "input": "q", "actual_output": "an answer"}\n', encoding="utf-8")
-    (folder / "suite.yaml").write_text("name: tiny\ndataset: {path: cases.jsonl}\nmetrics: [{metric: NonEmptyMetric}]\n",
-                                       encoding="utf-8")
-    (folder / "invalid.yaml").write_text("name: invalid\ndataset: {path: missing.jsonl}\n"
-                                         "metrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8")
+    (folder / "suite.yaml").write_text(
+        "name: tiny\ndataset: {path: cases.jsonl}\nmetrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8"
+    )
+    (folder / "invalid.yaml").write_text(
+        "name: invalid\ndataset: {path: missing.jsonl}\nmetrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8"
+    )
     return marker
 
 
@@ -47,9 +49,14 @@ def _hostile_folder(folder: Path) -> Path:
 def test_python_m_evaltasks_does_not_import_from_the_working_directory(tmp_path: Path, module: str) -> None:
     """The suite is read with the installed PyYAML: the missing dataset is reported (exit 2), nothing else."""
     marker = _hostile_folder(tmp_path)
-    result = subprocess.run([sys.executable, "-m", module, "run", "invalid.yaml"], cwd=tmp_path,
-                            env=subprocess_env(tmp_path / "prefect-home"), capture_output=True, text=True,
-                            timeout=DEADLINE_S)
+    result = subprocess.run(
+        [sys.executable, "-m", module, "run", "invalid.yaml"],
+        cwd=tmp_path,
+        env=subprocess_env(tmp_path / "prefect-home"),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert not marker.exists(), marker.read_text()
     assert result.returncode == 2 and "missing.jsonl" in result.stderr, result.stderr
 
@@ -59,11 +66,23 @@ def test_the_actions_run_step_does_not_import_from_the_repository(tmp_path: Path
     marker = _hostile_folder(tmp_path)
     output = tmp_path / "github-output"
     output.write_text("")
-    env = {**subprocess_env(tmp_path / "prefect-home"), "PYTHON": sys.executable, "SUITE": "invalid.yaml",
-           "OUTPUT_DIR": str(tmp_path / "eval-results"), "REGRESSION_TOLERANCE": "0.01",
-           "RUN_LOG": str(tmp_path / "run.log"), "GITHUB_OUTPUT": str(output)}
-    result = subprocess.run(["bash", str(REPO_ROOT / "action" / "run.sh")], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=DEADLINE_S)
+    env = {
+        **subprocess_env(tmp_path / "prefect-home"),
+        "PYTHON": sys.executable,
+        "SUITE": "invalid.yaml",
+        "OUTPUT_DIR": str(tmp_path / "eval-results"),
+        "REGRESSION_TOLERANCE": "0.01",
+        "RUN_LOG": str(tmp_path / "run.log"),
+        "GITHUB_OUTPUT": str(output),
+    }
+    result = subprocess.run(
+        ["bash", str(REPO_ROOT / "action" / "run.sh")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert not marker.exists(), marker.read_text()
     assert "exit-code=2" in output.read_text() and "missing.jsonl" in result.stdout, result.stdout
@@ -78,8 +97,14 @@ def test_the_temporary_prefect_server_does_not_import_from_the_working_directory
         pytest.skip(f"no `evaltasks` command beside {sys.executable} (evaltasks is not installed in this environment)")
     marker = _hostile_folder(tmp_path)
     env = subprocess_env(tmp_path / "prefect-home")
-    result = subprocess.run([str(command), "run", "suite.yaml", "--output-dir", "out", "--no-server"], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+    result = subprocess.run(
+        [str(command), "run", "suite.yaml", "--output-dir", "out", "--no-server"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert not marker.exists(), marker.read_text()
     assert result.returncode == 0, result.stdout + result.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))

@@ -46,10 +46,16 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("interrupts")
     with open(root / "embed.jsonl", "w", encoding="utf-8") as handle:
         for i in range(EMBED_CASES):
-            handle.write(json.dumps({
-                "input": f"question {i}", "actual_output": f"Answer {i}: the fox number {i * 7} jumps over dog {i % 13}.",
-                "references": [f"Reference {i % 40} about foxes and dogs."],
-            }) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "input": f"question {i}",
+                        "actual_output": f"Answer {i}: the fox number {i * 7} jumps over dog {i % 13}.",
+                        "references": [f"Reference {i % 40} about foxes and dogs."],
+                    }
+                )
+                + "\n"
+            )
     (root / "embed.yaml").write_text(
         "name: embed\ndataset: {path: embed.jsonl}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local}\n"
@@ -92,9 +98,24 @@ class Run:
         self.stdout_path = self.dir / "stdout.txt"
         with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "evaltasks.cli", "run", str(workspace / suite), "--output-dir", str(self.out),
-                 "--index-dir", str(self.index), "--no-cache", "--quiet"],
-                cwd=self.dir, env=env, stdout=out, stderr=err, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "evaltasks.cli",
+                    "run",
+                    str(workspace / suite),
+                    "--output-dir",
+                    str(self.out),
+                    "--index-dir",
+                    str(self.index),
+                    "--no-cache",
+                    "--quiet",
+                ],
+                cwd=self.dir,
+                env=env,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
             )
         self.children: dict[int, float] = {}  # pid -> create time of every descendant seen
         RUNS.append(self)
@@ -123,7 +144,9 @@ class Run:
         deadline = time.monotonic() + DEADLINE_S
         while not condition():
             self.watch_children()
-            assert self.proc.poll() is None, f"the run ended (rc {self.proc.returncode}) before {what}:\n{self.stderr()}"
+            assert self.proc.poll() is None, (
+                f"the run ended (rc {self.proc.returncode}) before {what}:\n{self.stderr()}"
+            )
             assert time.monotonic() < deadline, f"no {what} within {DEADLINE_S} s:\n{self.stderr()}"
             time.sleep(0.01)
         self.watch_children()
@@ -248,7 +271,6 @@ def _mapped(pid: int, library: str) -> bool:
         return False
 
 
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 def test_sigint_while_the_temporary_server_starts(workspace: Path) -> None:
     run = Run(workspace, "server", "embed.yaml")
@@ -261,8 +283,10 @@ def test_sigint_while_the_temporary_server_starts(workspace: Path) -> None:
 def test_sigint_while_the_model_loads(workspace: Path) -> None:
     run = Run(workspace, "model", "embed.yaml")
     # the suite runs in a child of the command's process (its parent only waits: docs/cli.md#the-runs-parent-process)
-    run.wait_for(lambda: any(_mapped(pid, "libtorch") for pid in [run.proc.pid, *_descendants(run.proc.pid)]),
-                 "torch being loaded")
+    run.wait_for(
+        lambda: any(_mapped(pid, "libtorch") for pid in [run.proc.pid, *_descendants(run.proc.pid)]),
+        "torch being loaded",
+    )
     run.check_interrupted(run.signal_group(signal.SIGINT), signal.SIGINT)
 
 
@@ -314,21 +338,37 @@ sys.exit(run_interruptible(run, Interrupt(output_dir=sys.argv[1], index_dir=sys.
 """
 
 
-@pytest.mark.parametrize(("signum", "prefect_handler"), [
-    (signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True),
-], ids=["SIGINT", "SIGTERM", "SIGTERM-in-a-flow-run"])
-def test_a_signal_handled_inside_a_finalizer_still_stops_the_run(tmp_path: Path, signum: int,
-                                                                   prefect_handler: bool) -> None:
+@pytest.mark.parametrize(
+    ("signum", "prefect_handler"),
+    [
+        (signal.SIGINT, False),
+        (signal.SIGTERM, False),
+        (signal.SIGTERM, True),
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGTERM-in-a-flow-run"],
+)
+def test_a_signal_handled_inside_a_finalizer_still_stops_the_run(
+    tmp_path: Path, signum: int, prefect_handler: bool
+) -> None:
     """A signal whose handler runs inside ``__del__`` (where Python drops the exception it raises) still stops
     the run with its exit code and one line: the CLI delivers it again. With ``prefect_handler``, Prefect's own
     SIGTERM bridge (``capture_sigterm``, installed for a flow run) is the handler that raises there. The stand-in
     for the evaluation is the only substitute: the signals, handlers and finalizer are real."""
     script = FINALIZER_SCRIPT.replace("SIGNUM", f"signal.{signal.Signals(signum).name}").replace(
-        "PREFECT_HANDLER", "capture_sigterm" if prefect_handler else "contextlib.nullcontext")
-    script = ("import contextlib\nfrom prefect.utilities.engine import capture_sigterm\n" if prefect_handler
-              else "import contextlib\n") + script
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
-                          timeout=DEADLINE_S, env=subprocess_env(tmp_path / "prefect"))
+        "PREFECT_HANDLER", "capture_sigterm" if prefect_handler else "contextlib.nullcontext"
+    )
+    script = (
+        "import contextlib\nfrom prefect.utilities.engine import capture_sigterm\n"
+        if prefect_handler
+        else "import contextlib\n"
+    ) + script
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        env=subprocess_env(tmp_path / "prefect"),
+    )
     raised = "TerminationSignal" if prefect_handler else "KeyboardInterrupt"
     assert f"raised in the finalizer: {raised}" in proc.stdout, proc.stdout + proc.stderr  # and Python dropped it
     assert "ran to the end" not in proc.stdout, proc.stdout + proc.stderr
@@ -395,8 +435,14 @@ def test_sigint_stops_evaluate_sync_within_a_chunk(tmp_path: Path) -> None:
     script.write_text(EVALUATE_SCRIPT, encoding="utf-8")
     out_path = tmp_path / "stdout.txt"
     with open(out_path, "wb") as out, open(tmp_path / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen([sys.executable, str(script), str(cases)], env=subprocess_env(tmp_path / "ph"),
-                                stdout=out, stderr=err, start_new_session=True, cwd=tmp_path)
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(cases)],
+            env=subprocess_env(tmp_path / "ph"),
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            cwd=tmp_path,
+        )
 
     def chunks(prefix: str) -> int:
         # by pattern, not by line: the reporter thread may print while the atexit line is written

@@ -38,10 +38,32 @@ def _words(text: str) -> str:
 
 def _every_option_given(suite: Path, out: Path, baseline: Path, history: Path) -> list[str]:
     """A command line that sets every run option to a value other than its default."""
-    return ["run", str(suite), "--output-dir", str(out), "--index-dir", str(out.parent / "idx"), "--batch-size", "2",
-            "--no-cache", "--reports-url", "https://reports.example/run", "--concurrency-limit", "evaltasks-probe",
-            "--skip-missing-credentials", "--baseline", str(baseline), "--regression-tolerance", "0.05",
-            "--baseline-label", "main at 1a2b3c4", "--max-cost", "1.5", "--history-dir", str(history)]
+    return [
+        "run",
+        str(suite),
+        "--output-dir",
+        str(out),
+        "--index-dir",
+        str(out.parent / "idx"),
+        "--batch-size",
+        "2",
+        "--no-cache",
+        "--reports-url",
+        "https://reports.example/run",
+        "--concurrency-limit",
+        "evaltasks-probe",
+        "--skip-missing-credentials",
+        "--baseline",
+        str(baseline),
+        "--regression-tolerance",
+        "0.05",
+        "--baseline-label",
+        "main at 1a2b3c4",
+        "--max-cost",
+        "1.5",
+        "--history-dir",
+        str(history),
+    ]
 
 
 def test_every_option_has_exactly_one_flag_and_one_flow_parameter() -> None:
@@ -53,7 +75,9 @@ def test_every_option_has_exactly_one_flag_and_one_flow_parameter() -> None:
     for field, spec, _ in option_fields():
         matching = [a for a in actions if a.dest == field.name]
         assert [a.option_strings for a in matching] == [[spec.flag]], field.name
-    assert {flag for a in actions for flag in a.option_strings} == {s.flag for _, s, _ in option_fields()} | COMMAND_FLAGS
+    assert {flag for a in actions for flag in a.option_strings} == {
+        s.flag for _, s, _ in option_fields()
+    } | COMMAND_FLAGS
     properties = evaluate_suite.parameters.properties
     assert list(properties) == ["suite_path", *fields, "plan"]  # each once, in the declaration's order
     assert evaluate_suite.parameters.required == ["suite_path"]
@@ -74,7 +98,7 @@ def test_help_texts_come_from_the_declaration() -> None:
         (action,) = [a for a in run._actions if a.dest == field.name]
         assert action.help == spec.help and action.metavar == spec.metavar
         assert _words(spec.help) in help_text
-        described = (f"False (``{spec.flag}``): {spec.help}." if spec.negated else f"{spec.help} (``{spec.flag}``).")
+        described = f"False (``{spec.flag}``): {spec.help}." if spec.negated else f"{spec.help} (``{spec.flag}``)."
         assert properties[field.name]["description"] == described
         assert f"{field.name}: {_words(described)}" in docstring
     assert "{run_options}" not in docstring
@@ -105,8 +129,9 @@ def test_a_parsed_command_line_reaches_a_flow_run_as_the_same_options(prefect_ha
     """Every option given on the command line: parsed by the real parser, passed as flow parameters as
     ``evaltasks run`` passes them, validated and bound by Prefect; the function receives the same RunOptions, also
     from the parameters' JSON (as a deployment or a retried flow run passes them)."""
-    args = _run_parser().parse_args(_every_option_given(tmp_path / "s.yaml", tmp_path / "out", tmp_path / "b.json",
-                                                        tmp_path / "h")[1:])
+    args = _run_parser().parse_args(
+        _every_option_given(tmp_path / "s.yaml", tmp_path / "out", tmp_path / "b.json", tmp_path / "h")[1:]
+    )
     options = run_options(args)
     assert all(getattr(options, f.name) != f.default for f, _, _ in option_fields())  # every option set
     assert (options.batch_size, options.cache, options.max_cost) == (2, False, 1.5)
@@ -128,11 +153,15 @@ def test_the_evaluate_suite_flow_run_records_and_applies_the_parsed_options(pref
     from evaltasks.engine.history import HistoryStore
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
-    base = evaluate_suite(suite_path=str(length_suite(tmp_path / "b", [3, 9], name="options")),
-                          output_dir=str(tmp_path / "base"), index_dir=str(tmp_path / "idx"))
+    base = evaluate_suite(
+        suite_path=str(length_suite(tmp_path / "b", [3, 9], name="options")),
+        output_dir=str(tmp_path / "base"),
+        index_dir=str(tmp_path / "idx"),
+    )
     suite = length_suite(tmp_path / "s", [3, 3], name="options")
-    args = _run_parser().parse_args(_every_option_given(suite, tmp_path / "out", Path(base["results_path"]),
-                                                        tmp_path / "h")[1:])
+    args = _run_parser().parse_args(
+        _every_option_given(suite, tmp_path / "out", Path(base["results_path"]), tmp_path / "h")[1:]
+    )
     options = run_options(args)
     state = evaluate_suite(suite_path=args.suite, **options.flow_parameters(), return_state=True)
     assert state.is_completed(), state

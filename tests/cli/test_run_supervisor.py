@@ -24,15 +24,17 @@ import pytest
 from tests.process_env import subprocess_env
 
 psutil = pytest.importorskip("psutil")
-pytestmark = [pytest.mark.slow,  # real evaltasks runs whose metrics hang, fork or exit
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")]
+pytestmark = [
+    pytest.mark.slow,  # real evaltasks runs whose metrics hang, fork or exit
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux"),
+]
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy
 
 # A user's metric module. StuckMetric records its process and loops forever, swallowing every exception (a signal's
 # KeyboardInterrupt included); ForkMetric forks a child that sleeps forever (its pid recorded), then scores 1.0;
 # ExitMetric ends its process at once (os._exit).
-MODULE = '''
+MODULE = """
 import os
 import time
 from pathlib import Path
@@ -74,7 +76,7 @@ class ExitMetric(BaseMetric):
 
     def score_batch(self, cases, vectors=None):
         os._exit(0)
-'''
+"""
 
 
 def _workspace(root: Path, metric: str, cases: int = 4) -> Path:
@@ -84,17 +86,35 @@ def _workspace(root: Path, metric: str, cases: int = 4) -> Path:
         for i in range(cases):
             handle.write(json.dumps({"input": f"q{i}", "actual_output": f"answer {i}"}) + "\n")
     suite = root / "suite.yaml"
-    suite.write_text(f"name: supervised\ndataset: {{path: data.jsonl}}\nmetrics:\n"
-                     f"  - {{metric: \"user_metrics:{metric}\"}}\ngate: {{min_pass_rate: 0.0}}\n", encoding="utf-8")
+    suite.write_text(
+        f"name: supervised\ndataset: {{path: data.jsonl}}\nmetrics:\n"
+        f'  - {{metric: "user_metrics:{metric}"}}\ngate: {{min_pass_rate: 0.0}}\n',
+        encoding="utf-8",
+    )
     return suite
 
 
 def _start(root: Path, suite: Path, runner: str, env: dict[str, str], *args: str) -> subprocess.Popen:
     with open(root / "stdout.txt", "wb") as out, open(root / "stderr.txt", "wb") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", str(root / "out"), "--no-server",
-             "--task-runner", runner, *args],
-            cwd=root, env=env, stdout=out, stderr=err, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "evaltasks",
+                "run",
+                str(suite),
+                "--output-dir",
+                str(root / "out"),
+                "--no-server",
+                "--task-runner",
+                runner,
+                *args,
+            ],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
         )
 
 
@@ -135,11 +155,18 @@ def _kill(pids: list[int]) -> None:
             pass
 
 
-@pytest.mark.parametrize(("runner", "signum"), [
-    ("threads", signal.SIGTERM), ("threads", signal.SIGINT), ("processes:2", signal.SIGTERM),
-], ids=["threads-SIGTERM", "threads-SIGINT", "processes-SIGTERM"])
-def test_a_stuck_metric_cannot_hold_a_signal_past_the_grace_period(tmp_path: Path, prefect_api_url: str,
-                                                                   runner: str, signum: int) -> None:
+@pytest.mark.parametrize(
+    ("runner", "signum"),
+    [
+        ("threads", signal.SIGTERM),
+        ("threads", signal.SIGINT),
+        ("processes:2", signal.SIGTERM),
+    ],
+    ids=["threads-SIGTERM", "threads-SIGINT", "processes-SIGTERM"],
+)
+def test_a_stuck_metric_cannot_hold_a_signal_past_the_grace_period(
+    tmp_path: Path, prefect_api_url: str, runner: str, signum: int
+) -> None:
     """One signal while a metric loops in its own code, swallowing the interrupt: the run exits 128 + signal after
     the grace period (default 10 s), with one line naming the metric, and none of its processes is left (it used
     to hang for as long as the metric looped)."""
@@ -170,8 +197,9 @@ def test_a_stuck_metric_cannot_hold_a_signal_past_the_grace_period(tmp_path: Pat
 
 
 @pytest.mark.parametrize("runner", ["threads", "processes:2"])
-def test_processes_a_metric_forked_are_gone_when_the_run_ends(tmp_path: Path, prefect_api_url: str,
-                                                              runner: str) -> None:
+def test_processes_a_metric_forked_are_gone_when_the_run_ends(
+    tmp_path: Path, prefect_api_url: str, runner: str
+) -> None:
     """A metric that forks a child which never exits: the run still ends with its verdict, and neither that child
     nor any other process of the run is left (under threads the child used to stay behind)."""
     suite = _workspace(tmp_path, "ForkMetric")

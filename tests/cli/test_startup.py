@@ -37,11 +37,20 @@ QUICKSTART = REPO_ROOT / "examples" / "quickstart"
 
 def _imported(args: list[str], cwd: Path) -> set[str]:
     """Top-level packages a fresh ``python -X importtime ARGS`` imports (from the interpreter's own list)."""
-    done = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=cwd, capture_output=True, text=True,
-                          env=subprocess_env(cwd / "prefect-home"), timeout=DEADLINE_S)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(cwd / "prefect-home"),
+        timeout=DEADLINE_S,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    return {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines()
-            if line.startswith("import time:") and "|" in line}
+    return {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
 
 
 def test_import_evaltasks_loads_neither_prefect_nor_numpy_nor_torch(tmp_path: Path) -> None:
@@ -68,13 +77,25 @@ def test_every_public_name_still_imports_from_the_package(tmp_path: Path) -> Non
         "    raise SystemExit('no AttributeError')\n"
         "assert 'prefect' not in sys.modules\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          env=subprocess_env(tmp_path / "prefect-home"), timeout=DEADLINE_S)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(tmp_path / "prefect-home"),
+        timeout=DEADLINE_S,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.mark.parametrize("first", ["from evaltasks.engine.evaluate import evaluate_sync", "import evaltasks.index",
-                                   "from evaltasks import EvalTestCase"])
+@pytest.mark.parametrize(
+    "first",
+    [
+        "from evaltasks.engine.evaluate import evaluate_sync",
+        "import evaltasks.index",
+        "from evaltasks import EvalTestCase",
+    ],
+)
 def test_evaluate_stays_the_function_whatever_is_imported_first(tmp_path: Path, first: str) -> None:
     """The submodule evaltasks.evaluate, once imported (by the engine, a metric, the user), does not replace the
     public function of the same name, which eval-ai-library's usage calls: ``asyncio.run(evaluate(cases, metrics))``."""
@@ -89,8 +110,14 @@ def test_evaluate_stays_the_function_whatever_is_imported_first(tmp_path: Path, 
         " [LengthCheckMetric(max_length=5)]))\n"
         "assert result.test_results[0].metrics[0].score == 1.0\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          env=subprocess_env(tmp_path / "prefect-home"), timeout=DEADLINE_S)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(tmp_path / "prefect-home"),
+        timeout=DEADLINE_S,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -169,9 +196,23 @@ def test_a_run_is_a_real_flow_run_and_its_early_server_ends_with_it(tmp_path: Pa
     work = _workspace(tmp_path)
     home = tmp_path / "prefect-home"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--output-dir", "out",
-         "--index-dir", "idx"],
-        cwd=work, env=subprocess_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "evaltasks",
+            "run",
+            "suite.yaml",
+            "--no-cache",
+            "--output-dir",
+            "out",
+            "--index-dir",
+            "idx",
+        ],
+        cwd=work,
+        env=subprocess_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     out, err = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 0, err[-3000:]
@@ -185,7 +226,7 @@ def test_a_run_is_a_real_flow_run_and_its_early_server_ends_with_it(tmp_path: Pa
         assert {name.rsplit("-", 1)[0] for name, _ in tasks} >= {"embed-references", "embed-outputs", "score-batch"}
         assert {state for _, state in tasks} == {"COMPLETED"}
         artifacts = db.execute("SELECT key FROM artifact WHERE flow_run_id = ?", (flow_runs[0][0],)).fetchall()
-        assert any("quickstart" in (key or "") for key, in artifacts), artifacts
+        assert any("quickstart" in (key or "") for (key,) in artifacts), artifacts
         # the flow run's events reached the server, and no heartbeat among them (a temporary server has no use
         # for them; stopping their thread cost the run up to a second)
         events = dict(db.execute("SELECT event, count(*) FROM events GROUP BY event").fetchall())
@@ -198,8 +239,22 @@ def test_a_failed_gate_keeps_exit_code_1(tmp_path: Path) -> None:
     suite = (work / "suite.yaml").read_text(encoding="utf-8").replace("min_pass_rate: 0.7", "min_pass_rate: 0.9")
     (work / "suite.yaml").write_text(suite, encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--output-dir", "out", "--index-dir",
-         "idx"], cwd=work, env=subprocess_env(tmp_path / "prefect-home"), capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "evaltasks",
+            "run",
+            "suite.yaml",
+            "--no-cache",
+            "--output-dir",
+            "out",
+            "--index-dir",
+            "idx",
+        ],
+        cwd=work,
+        env=subprocess_env(tmp_path / "prefect-home"),
+        capture_output=True,
+        text=True,
         timeout=DEADLINE_S,
     )
     assert done.returncode == 1, done.stderr[-3000:]
@@ -214,8 +269,11 @@ def test_the_early_server_ends_with_a_run_stopped_while_it_starts(tmp_path: Path
     work = _workspace(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--quiet", "--output-dir", "out"],
-        cwd=work, env=subprocess_env(tmp_path / "prefect-home"), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, start_new_session=True,
+        cwd=work,
+        env=subprocess_env(tmp_path / "prefect-home"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + DEADLINE_S
@@ -284,7 +342,11 @@ def test_a_fresh_prefect_home_starts_from_the_template_the_first_run_left(tmp_pa
         env["EVALTASKS_CACHE_DIR"] = str(cache)
         done = subprocess.run(
             [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--quiet", "--output-dir", "out"],
-            cwd=work, env=env, capture_output=True, text=True, timeout=DEADLINE_S,
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
         )
         assert done.returncode == 0, done.stderr[-3000:]
         templates = list((cache / "prefect-db").glob("*.db"))
@@ -306,9 +368,12 @@ def test_a_run_without_a_local_model_never_imports_torch(tmp_path: Path) -> None
     (tmp_path / "cases.jsonl").write_text('{"input": "q", "actual_output": "a short answer"}\n', encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: lengths\ndataset: {path: cases.jsonl}\nmetrics:\n  - {metric: LengthCheckMetric, max_length: 5, "
-        "unit: words}\ngate: {min_pass_rate: 1.0}\n", encoding="utf-8")
-    loaded = _imported(["-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--quiet", "--output-dir", "out"],
-                       tmp_path)
+        "unit: words}\ngate: {min_pass_rate: 1.0}\n",
+        encoding="utf-8",
+    )
+    loaded = _imported(
+        ["-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--quiet", "--output-dir", "out"], tmp_path
+    )
     assert "prefect" in loaded and "evaltasks" in loaded
     assert not loaded & {"torch", "sentence_transformers", "transformers"}, loaded
 
@@ -327,7 +392,11 @@ def test_a_damaged_template_is_removed_and_the_run_migrates_from_nothing(tmp_pat
     env["EVALTASKS_CACHE_DIR"] = str(cache)
     done = subprocess.run(
         [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--quiet", "--output-dir", "out"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=DEADLINE_S,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert _sound_template(template)
@@ -349,8 +418,14 @@ def test_a_reader_that_leaves_early_and_a_closed_stdout_keep_the_verdict(tmp_pat
     assert proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err and "BrokenPipeError" not in err, err[-3000:]
     assert (work / "out" / "results.json").is_file()
-    closed = subprocess.run(["bash", "-c", 'exec "$@" >&-', "bash", *command[:-1], "out-closed"], cwd=work, env=env,
-                            capture_output=True, text=True, timeout=DEADLINE_S)
+    closed = subprocess.run(
+        ["bash", "-c", 'exec "$@" >&-', "bash", *command[:-1], "out-closed"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert closed.returncode == 0, closed.stderr[-3000:]
     assert "Exception ignored" not in closed.stderr and "Traceback" not in closed.stderr, closed.stderr[-3000:]
     assert (work / "out-closed" / "results.json").is_file()
@@ -359,23 +434,45 @@ def test_a_reader_that_leaves_early_and_a_closed_stdout_keep_the_verdict(tmp_pat
 def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
     """Run from a directory removed meanwhile: exit 2 with one line saying so, before Prefect starts."""
     suite = _workspace(tmp_path / "work") / "suite.yaml"
-    done = subprocess.run(["bash", "-c", 'mkdir gone && cd gone && rmdir ../gone && exec "$@"', "bash",
-                           sys.executable, "-m", "evaltasks", "run", str(suite)], cwd=tmp_path,
-                          env=subprocess_env(tmp_path / "prefect-home"), capture_output=True, text=True,
-                          timeout=DEADLINE_S)
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'mkdir gone && cd gone && rmdir ../gone && exec "$@"',
+            "bash",
+            sys.executable,
+            "-m",
+            "evaltasks",
+            "run",
+            str(suite),
+        ],
+        cwd=tmp_path,
+        env=subprocess_env(tmp_path / "prefect-home"),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     assert "current directory no longer exists" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "prefect-home" / "prefect.db").exists()
 
 
 def test_submodules_are_attributes_of_the_package_after_a_bare_import(tmp_path: Path) -> None:
-    code = ("import evaltasks\n"
-            "assert evaltasks.metrics.LengthCheckMetric.__name__ == 'LengthCheckMetric'\n"
-            "assert evaltasks.results.EvaluationResult.__name__ == 'EvaluationResult'\n"
-            "assert evaltasks.index.ReferenceIndex.__name__ == 'ReferenceIndex'\n"
-            "assert callable(evaltasks.evaluate) and not hasattr(evaltasks, 'no_such_module')\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          env=subprocess_env(tmp_path / "prefect-home"), timeout=DEADLINE_S)
+    code = (
+        "import evaltasks\n"
+        "assert evaltasks.metrics.LengthCheckMetric.__name__ == 'LengthCheckMetric'\n"
+        "assert evaltasks.results.EvaluationResult.__name__ == 'EvaluationResult'\n"
+        "assert evaltasks.index.ReferenceIndex.__name__ == 'ReferenceIndex'\n"
+        "assert callable(evaltasks.evaluate) and not hasattr(evaltasks, 'no_such_module')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(tmp_path / "prefect-home"),
+        timeout=DEADLINE_S,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -401,12 +498,21 @@ def test_a_cached_judge_call_in_a_fresh_process_imports_neither_scipy_nor_openai
         return Answer(json.dumps({"reason": "right", "score": 10}), alternatives={"10": [("10", 0.0)]})
 
     with ChatServer(responder=answer) as server:
-        env = {**subprocess_env(tmp_path / "prefect-home"), "OPENAI_BASE_URL": server.base_url,
-               "OPENAI_API_KEY": server.api_key}
+        env = {
+            **subprocess_env(tmp_path / "prefect-home"),
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": server.api_key,
+        }
 
         def call() -> dict:
-            done = subprocess.run([sys.executable, "-c", FIRST_CALL, str(tmp_path / "index")], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=DEADLINE_S)
+            done = subprocess.run(
+                [sys.executable, "-c", FIRST_CALL, str(tmp_path / "index")],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=DEADLINE_S,
+            )
             assert done.returncode == 0, done.stderr[-3000:]
             return json.loads(done.stdout.splitlines()[-1])
 

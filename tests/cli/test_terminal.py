@@ -64,11 +64,16 @@ def _write_suite(root: Path, name: str, words: list[int]) -> Path:
     allows 5)."""
     with open(root / f"{name}.jsonl", "w", encoding="utf-8") as handle:
         for i, count in enumerate(words):
-            handle.write(json.dumps({
-                "input": f"Question {i}: how long is answer {i}?",
-                "actual_output": " ".join(["word"] * count),
-                "references": [f"An answer of {count} words."],
-            }) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "input": f"Question {i}: how long is answer {i}?",
+                        "actual_output": " ".join(["word"] * count),
+                        "references": [f"An answer of {count} words."],
+                    }
+                )
+                + "\n"
+            )
     (root / f"{name}.yaml").write_text(
         f"name: terminal\ndataset: {{path: {name}.jsonl}}\nmetrics:\n"
         "  - {metric: LengthCheckMetric, max_length: 5, unit: words}\n"
@@ -90,8 +95,16 @@ def _run_in_terminal(args: list[str], cwd: Path, env: dict[str, str], columns: i
     import termios
 
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", *args], cwd=cwd, env=env, stdin=follower,
-                            stdout=follower, stderr=follower, close_fds=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evaltasks.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+        start_new_session=True,
+    )
     os.close(follower)
     received = bytearray()
     deadline = time.monotonic() + DEADLINE_S
@@ -144,8 +157,12 @@ def _env(home: Path, api_url: str) -> dict[str, str]:
     """The CLI's environment: a fresh PREFECT_HOME, the session's server, and nothing that turns telemetry off
     or marks a CI job (Prefect's client telemetry shows its notice only outside CI)."""
     env = subprocess_env(home, api_url)
-    for name in [name for name in env if name in ("DO_NOT_TRACK", "CI", "PREFECT_LOGGING_LEVEL")
-                 or name.startswith(("GITHUB_", "GITLAB_", "BUILDKITE", "CIRCLECI", "TRAVIS", "JENKINS"))]:
+    for name in [
+        name
+        for name in env
+        if name in ("DO_NOT_TRACK", "CI", "PREFECT_LOGGING_LEVEL")
+        or name.startswith(("GITHUB_", "GITLAB_", "BUILDKITE", "CIRCLECI", "TRAVIS", "JENKINS"))
+    ]:
         env.pop(name)
     return env
 
@@ -154,8 +171,12 @@ def _env(home: Path, api_url: str) -> dict[str, str]:
 def first_run(workspace: Path, prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
     """``evaltasks run terminal.yaml`` at 160 columns (no baseline): exit code and the terminal's bytes."""
     home = tmp_path_factory.mktemp("prefect-home")
-    result = _run_in_terminal(["run", "terminal.yaml", "--output-dir", "out", "--index-dir", "index"], workspace,
-                              _env(home, prefect_api_url), columns=160)
+    result = _run_in_terminal(
+        ["run", "terminal.yaml", "--output-dir", "out", "--index-dir", "index"],
+        workspace,
+        _env(home, prefect_api_url),
+        columns=160,
+    )
     return result
 
 
@@ -174,12 +195,14 @@ def test_stages_are_named_and_log_lines_never_tear_the_bar(first_run: tuple[int,
     # the Prefect warning logged while the display is live: printed above it, on a line of its own
     noisy = [line for line in lines if "NOISY-WARNING" in line]
     assert noisy and all(WARNING_LINE.fullmatch(line) for line in noisy), noisy
-    assert TELEMETRY not in raw and "DO_NOT_TRACK" not in raw, raw  # docs/prefect.md#the-temporary-server-and-prefects-settings: analytics are off
+    assert TELEMETRY not in raw and "DO_NOT_TRACK" not in raw, (
+        raw
+    )  # docs/prefect.md#the-temporary-server-and-prefects-settings: analytics are off
 
 
 @pytest.mark.slow
 def test_final_output_leads_with_the_verdict_and_names_the_failing_cases(first_run: tuple[int, str]) -> None:
-    code, raw = first_run
+    _code, raw = first_run
     out = _final_output(raw)
     assert out[0] == "FAILED: pass rate 33.33% (10 of 30 cases), gate 90.00%", out
     assert out[1].strip() == "evaltasks results", out  # the table comes next
@@ -190,24 +213,29 @@ def test_final_output_leads_with_the_verdict_and_names_the_failing_cases(first_r
     assert listed[0] == "  Question 1: how long is answer 1? — LengthCheckMetric 0.0000", out
     assert "  … 10 more: see summary.md / results.json" in out
     assert out.index("  … 10 more: see summary.md / results.json") < next(
-        i for i, line in enumerate(out) if line.startswith("GATE FAILED"))
+        i for i, line in enumerate(out) if line.startswith("GATE FAILED")
+    )
     assert all(len(line) <= 160 for line in out)
     assert not any(re.search(r"\d\d:\d\d:\d\d\.\d{3} \| INFO", line) for line in _screen_lines(raw)), raw
 
 
-def test_flow_run_info_lines_reach_the_server_not_the_terminal(first_run: tuple[int, str], workspace: Path,
-                                                                 prefect_api_url: str) -> None:
+def test_flow_run_info_lines_reach_the_server_not_the_terminal(
+    first_run: tuple[int, str], workspace: Path, prefect_api_url: str
+) -> None:
     """The terminal stays at WARNING; the flow run's INFO lines are in its logs on the server."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
-    code, raw = first_run
+    _code, raw = first_run
     assert "Pass rate" not in raw  # the terminal shows WARNING and above
 
     async def read() -> list[Any]:
         async with get_client() as client:
-            runs = [run for run in await client.read_flow_runs(limit=200)  # the run's parameters, as given
-                    if run.parameters.get("suite_path") == "terminal.yaml" and run.parameters.get("output_dir") == "out"]
+            runs = [
+                run
+                for run in await client.read_flow_runs(limit=200)  # the run's parameters, as given
+                if run.parameters.get("suite_path") == "terminal.yaml" and run.parameters.get("output_dir") == "out"
+            ]
             assert runs, "the run is not on the server"
             return await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[runs[0].id])))
 
@@ -222,13 +250,26 @@ def test_flow_run_info_lines_reach_the_server_not_the_terminal(first_run: tuple[
 
 
 def test_baseline_run_at_80_columns_shows_deltas_and_newly_failing_cases(
-        first_run: tuple[int, str], workspace: Path, prefect_api_url: str,
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+    first_run: tuple[int, str], workspace: Path, prefect_api_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Against the first run: Δ under each metric's numbers (80 columns), the 5 newly failing cases first."""
     code, raw = _run_in_terminal(
-        ["run", "worse.yaml", "--output-dir", "out-worse", "--index-dir", "index",
-         "--baseline", "out/results.json", "--baseline-label", "main"],
-        workspace, _env(tmp_path_factory.mktemp("prefect-home"), prefect_api_url), columns=80)
+        [
+            "run",
+            "worse.yaml",
+            "--output-dir",
+            "out-worse",
+            "--index-dir",
+            "index",
+            "--baseline",
+            "out/results.json",
+            "--baseline-label",
+            "main",
+        ],
+        workspace,
+        _env(tmp_path_factory.mktemp("prefect-home"), prefect_api_url),
+        columns=80,
+    )
     out = _final_output(raw)
     assert code == 1, raw
     assert out[0].startswith("FAILED: pass rate 16.67% (−16.67 points since the baseline)"), out
@@ -240,8 +281,9 @@ def test_baseline_run_at_80_columns_shows_deltas_and_newly_failing_cases(
     assert "since the baseline: 5 cases newly failing" in text, text
     at = out.index("since the baseline: 5 cases newly failing:")  # at 80 columns: the metrics under the name
     assert out[at + 1] == "  Question 0: how long is answer 0? (newly failing)", out
-    assert re.fullmatch(r"      LengthCheckMetric 1\.0000 → 0\.0000; ReferenceMatchMetric 0\.\d{4} → 0\.\d{4}",
-                        out[at + 2]), out
+    assert re.fullmatch(
+        r"      LengthCheckMetric 1\.0000 → 0\.0000; ReferenceMatchMetric 0\.\d{4} → 0\.\d{4}", out[at + 2]
+    ), out
     assert sum(line.startswith("  Question ") for line in out) == 5, out
     assert TELEMETRY not in raw
 
@@ -250,15 +292,22 @@ def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
     """Without a baseline: errored cases first, then failing ones by lowest score (case order among equals),
     control characters of model text shown as
     ``?`` (no terminal escape reaches the terminal), the count of the rest; nothing listed when all pass."""
+    from evaltasks.engine.statistics import summarize
     from evaltasks.reports.console import notable_cases
     from evaltasks.reports.json_report import write_results_json
-    from evaltasks.engine.statistics import summarize
     from evaltasks.results import MetricResult, TestCaseResult
 
     def case(i: int, status: str) -> TestCaseResult:
         score = {"passed": 1.0, "failed": 0.25, "errored": None}[status]
-        metric = MetricResult(name="M", score=score, threshold=0.5, success=status == "passed", reason="r",
-                              status=status, error="boom" if status == "errored" else None)
+        metric = MetricResult(
+            name="M",
+            score=score,
+            threshold=0.5,
+            success=status == "passed",
+            reason="r",
+            status=status,
+            error="boom" if status == "errored" else None,
+        )
         return TestCaseResult.from_metrics(f"case-{i}", f"\x1b[31mred {i}\x1b[0m", "out", [metric])
 
     cases = [case(i, "errored" if i == 4 else "failed" if i % 2 else "passed") for i in range(30)]
@@ -285,9 +334,15 @@ def _many_metric_cases(metrics: int, cases: int) -> list[Any]:
 
     def case(i: int) -> TestCaseResult:
         scores = {f"m_{k:02d}": (cases - i) / (2000 if k == 5 else 1000) for k in range(metrics)}
-        return TestCaseResult.from_metrics(f"case-{i:03d}", f"question {i}", "out", [
-            MetricResult(name=name, score=score, threshold=0.9, success=False, reason="r", status="failed")
-            for name, score in scores.items()])
+        return TestCaseResult.from_metrics(
+            f"case-{i:03d}",
+            f"question {i}",
+            "out",
+            [
+                MetricResult(name=name, score=score, threshold=0.9, success=False, reason="r", status="failed")
+                for name, score in scores.items()
+            ],
+        )
 
     return [case(i) for i in range(cases)]
 
@@ -300,9 +355,9 @@ def test_case_list_is_short_and_lowest_first_whatever_the_number_of_metrics(tmp_
 
     from rich.console import Console
 
+    from evaltasks.engine.statistics import summarize
     from evaltasks.reports.console import _print_cases, notable_cases
     from evaltasks.reports.json_report import write_results_json
-    from evaltasks.engine.statistics import summarize
 
     cases = _many_metric_cases(30, 600)
     summary = summarize(cases, {f"m_{k:02d}": 0.9 for k in range(30)})
@@ -324,21 +379,34 @@ def test_case_list_is_short_and_lowest_first_whatever_the_number_of_metrics(tmp_
 def test_newly_failing_cases_are_listed_largest_drop_first(tmp_path: Path) -> None:
     """Against a baseline the newly failing cases come in ``comparison.changes`` order (largest drop first, as
     summary.md lists them), not in dataset order."""
-    from evaltasks.reports.console import notable_cases
     from evaltasks.engine.statistics import summarize
+    from evaltasks.reports.console import notable_cases
 
     drops = {"case-a": -0.2, "case-b": -0.9, "case-c": -0.5}  # dataset order a, b, c
-    changes = [{"case_id": case_id, "metric": "M", "kind": "worse", "baseline_score": 1.0,
-                "current_score": 1.0 + delta, "delta": delta}
-               for case_id, delta in sorted(drops.items(), key=lambda item: item[1])]
+    changes = [
+        {
+            "case_id": case_id,
+            "metric": "M",
+            "kind": "worse",
+            "baseline_score": 1.0,
+            "current_score": 1.0 + delta,
+            "delta": delta,
+        }
+        for case_id, delta in sorted(drops.items(), key=lambda item: item[1])
+    ]
     comparison = {"baseline": "main", "tolerance": 0.0, "changes": changes, "newly_failing": list(drops)}
     path = tmp_path / "results.json"
-    path.write_text('{\n  "schema_version": 2,\n  "comparison": ' + json.dumps(comparison)
-                    + ',\n  "cases": [\n  ]\n}\n', encoding="utf-8")
+    path.write_text(
+        '{\n  "schema_version": 2,\n  "comparison": ' + json.dumps(comparison) + ',\n  "cases": [\n  ]\n}\n',
+        encoding="utf-8",
+    )
     listed = notable_cases(path, summarize(_many_metric_cases(1, 3), {"m_00": 0.9}))
     assert listed is not None
     assert [label for label, _ in listed.rows] == [
-        "case-b (newly failing)", "case-c (newly failing)", "case-a (newly failing)"]
+        "case-b (newly failing)",
+        "case-c (newly failing)",
+        "case-a (newly failing)",
+    ]
     assert listed.rows[0][1] == ["M 1.0000 → 0.1000"]
 
 
@@ -350,20 +418,36 @@ def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole(
     from rich.console import Console
 
     from evaltasks.engine.lifecycle import RunReport
-    from evaltasks.reports.console import print_summary
     from evaltasks.engine.statistics import summarize
+    from evaltasks.reports.console import print_summary
     from evaltasks.results import MetricResult, TestCaseResult
 
     name = "contains_metric_with_a_rather_long_name_00"
-    cases = [TestCaseResult.from_metrics(f"case-{i}", f"q {i}", "out", [
-        MetricResult(name=name, score=float(i % 4 == 0), threshold=0.5, success=i % 4 == 0, reason="r",
-                     status="passed" if i % 4 == 0 else "failed")])
-        for i in range(8)]
+    cases = [
+        TestCaseResult.from_metrics(
+            f"case-{i}",
+            f"q {i}",
+            "out",
+            [
+                MetricResult(
+                    name=name,
+                    score=float(i % 4 == 0),
+                    threshold=0.5,
+                    success=i % 4 == 0,
+                    reason="r",
+                    status="passed" if i % 4 == 0 else "failed",
+                )
+            ],
+        )
+        for i in range(8)
+    ]
     summary = summarize(cases, {name: 0.5})
     for terminal in (True, False):
         buffer = io.StringIO()
-        print_summary(RunReport.of(summary, passed=False, min_pass_rate=0.9),
-                      console=Console(file=buffer, width=80, force_terminal=terminal, color_system=None))
+        print_summary(
+            RunReport.of(summary, passed=False, min_pass_rate=0.9),
+            console=Console(file=buffer, width=80, force_terminal=terminal, color_system=None),
+        )
         lines = [ANSI.sub("", line).rstrip() for line in buffer.getvalue().splitlines()]
         row = next(line for line in lines if line.lstrip().startswith("contains_metric"))
         assert row.split()[0] == "contains_metric_with_a_" and row.split()[1:3] == ["0.2500", "25.00%"], lines
@@ -381,14 +465,28 @@ def test_one_warning_line_sums_up_the_regressions() -> None:
     from evaltasks.engine.compare import ChangeTest, Comparison, MetricComparison
     from flows.evaluate_suite import regression_summary
 
-    test = ChangeTest.model_validate({"statistic": "pass_rate", "test": "exact McNemar", "paired_cases": 8,
-                                      "verdict": "regressed", "baseline": 1.0,
-                                      "current": 0.5, "delta": -0.5, "p_value": 0.001})
-    comparison = Comparison(baseline="main", tolerance=0.0, pass_rate_test=test,
-                            metrics=[MetricComparison(name=f"metric_{k:02d}", regressed=True) for k in range(30)],
-                            regressions=["r"] * 61)
-    assert regression_summary(comparison) == ("Regression since the baseline: 61 regressions (pass rate, "
-                                              "metric_00, metric_01 and 28 more); see summary.md")
+    test = ChangeTest.model_validate(
+        {
+            "statistic": "pass_rate",
+            "test": "exact McNemar",
+            "paired_cases": 8,
+            "verdict": "regressed",
+            "baseline": 1.0,
+            "current": 0.5,
+            "delta": -0.5,
+            "p_value": 0.001,
+        }
+    )
+    comparison = Comparison(
+        baseline="main",
+        tolerance=0.0,
+        pass_rate_test=test,
+        metrics=[MetricComparison(name=f"metric_{k:02d}", regressed=True) for k in range(30)],
+        regressions=["r"] * 61,
+    )
+    assert regression_summary(comparison) == (
+        "Regression since the baseline: 61 regressions (pass rate, metric_00, metric_01 and 28 more); see summary.md"
+    )
 
 
 def test_thresholds_share_one_number_of_decimals_in_the_results_table() -> None:
@@ -401,11 +499,22 @@ def test_thresholds_share_one_number_of_decimals_in_the_results_table() -> None:
     from evaltasks.reports.console import print_summary
     from evaltasks.results import MetricResult, TestCaseResult
 
-    for thresholds, shown in (({"exact": 1.0, "near": 0.6}, ["1.0", "0.6"]),
-                              ({"exact": 1.0, "near": 0.75}, ["1.00", "0.75"])):
-        cases = [TestCaseResult.from_metrics(f"case-{i}", "q", "out", [
-            MetricResult(name=name, score=1.0, threshold=t, success=True, reason="r", status="passed")
-            for name, t in thresholds.items()]) for i in range(3)]
+    for thresholds, shown in (
+        ({"exact": 1.0, "near": 0.6}, ["1.0", "0.6"]),
+        ({"exact": 1.0, "near": 0.75}, ["1.00", "0.75"]),
+    ):
+        cases = [
+            TestCaseResult.from_metrics(
+                f"case-{i}",
+                "q",
+                "out",
+                [
+                    MetricResult(name=name, score=1.0, threshold=t, success=True, reason="r", status="passed")
+                    for name, t in thresholds.items()
+                ],
+            )
+            for i in range(3)
+        ]
         buffer = io.StringIO()
         print_summary(summarize(cases, thresholds), console=Console(file=buffer, width=80, color_system=None))
         rows = [line.split() for line in buffer.getvalue().splitlines() if line.split()[:1] in (["exact"], ["near"])]

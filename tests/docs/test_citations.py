@@ -57,9 +57,11 @@ def scanned_files() -> list[Path]:
     """The files where code cites the docs (this file left out: it writes wrong citations on purpose)."""
     files = [REPO / name for name in SCANNED_FILES if (REPO / name).is_file()]
     for folder in SCANNED_DIRS:
-        files += [path for path in sorted((REPO / folder).rglob("*"))
-                  if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts
-                  and path != Path(__file__)]
+        files += [
+            path
+            for path in sorted((REPO / folder).rglob("*"))
+            if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts and path != Path(__file__)
+        ]
     return files
 
 
@@ -121,14 +123,19 @@ def test_a_wrong_page_or_anchor_is_reported() -> None:
     """The check fails on what it should: a page that does not exist, an anchor no heading has."""
     page = "docs/" + "cli.md"
     assert broken_citations(f"({page}#exit-codes)") == []
-    assert broken_citations(f"({page}#exit-code)") == [f"{page}#exit-code: docs/cli.md has no heading with anchor #exit-code"]
+    assert broken_citations(f"({page}#exit-code)") == [
+        f"{page}#exit-code: docs/cli.md has no heading with anchor #exit-code"
+    ]
     assert broken_citations("docs/" + "no-such-page.md") == ["docs/no-such-page.md: no page docs/no-such-page.md"]
 
 
 def test_anchors_follow_python_markdown_toc_rules() -> None:
     """Inline code, punctuation and accents, repeated headings and headings inside code fences."""
     assert slug("Faster repeated runs: `evaltasks server`") == "faster-repeated-runs-evaltasks-server"
-    assert slug("Comments on pull requests from forks (`workflow_run`)") == "comments-on-pull-requests-from-forks-workflow_run"
+    assert (
+        slug("Comments on pull requests from forks (`workflow_run`)")
+        == "comments-on-pull-requests-from-forks-workflow_run"
+    )
     assert slug("The run's parent process") == "the-runs-parent-process"
     assert slug("IVF search: 1,000,000 vectors") == "ivf-search-1000000-vectors"
     assert slug("Déjà vu — again") == "deja-vu-again"

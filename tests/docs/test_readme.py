@@ -34,11 +34,21 @@ def fresh_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_python_api_example_prints_what_the_readme_says(tmp_path: Path) -> None:
-    stated = [" ".join(text.split()) for text in
-              re.findall(r"`((?:\w+Metric: [0-9.]+, success\s+\w+)|passed \d+ of \d+ case\(s\))`", section("Python API"))]
+    stated = [
+        " ".join(text.split())
+        for text in re.findall(
+            r"`((?:\w+Metric: [0-9.]+, success\s+\w+)|passed \d+ of \d+ case\(s\))`", section("Python API")
+        )
+    ]
     assert len(stated) == 3, stated
-    proc = subprocess.run([sys.executable, "-c", block("Python API", "python")], cwd=tmp_path, env=fresh_env(tmp_path),
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", block("Python API", "python")],
+        cwd=tmp_path,
+        env=fresh_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines() == stated
 
@@ -46,13 +56,21 @@ def test_the_python_api_example_prints_what_the_readme_says(tmp_path: Path) -> N
 def test_the_quickstart_block_is_what_the_command_prints(tmp_path: Path) -> None:
     """A fresh checkout's first run: nothing in the index yet, a temporary Prefect server, output piped."""
     shutil.copytree(REPO / "examples" / "quickstart", tmp_path / "examples" / "quickstart")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "examples/quickstart/suite.yaml", "--no-server"],
-                          cwd=tmp_path, env=fresh_env(tmp_path), capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "examples/quickstart/suite.yaml", "--no-server"],
+        cwd=tmp_path,
+        env=fresh_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     shown = block("Quickstart", "text").rstrip("\n").splitlines()
     printed = [line.rstrip() for line in proc.stdout.rstrip("\n").splitlines()]
     assert printed[:-1] == shown[:-1]
     times = r"\(flow run [0-9.]+ s, total [0-9.]+ s\)"
     assert re.fullmatch(re.escape(shown[-1]).replace(re.escape("(flow run … s, total … s)"), times), printed[-1]), (
-        printed[-1], shown[-1])
+        printed[-1],
+        shown[-1],
+    )
     assert (tmp_path / "eval-results" / "quickstart" / "results.json").is_file()

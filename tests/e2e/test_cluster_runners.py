@@ -46,16 +46,24 @@ BATCH_SIZE = 8  # 48 cases: 6 score-batch task runs per metric, 18 in all
 VARIANTS = ["", "In short: ", "To answer your question, ", "Briefly, ", "As far as I know, ", "Here is the answer. "]
 FACTS = "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n"
 MODEL_LOAD = "loading embedding model"  # evaltasks.embeddings.local logs it once per process that loads the model
-TASK_DONE = re.compile(r"Task run '(score-batch|embed-outputs|embed-references)-[0-9a-f]+' - Finished in state Completed")
+TASK_DONE = re.compile(
+    r"Task run '(score-batch|embed-outputs|embed-references)-[0-9a-f]+' - Finished in state Completed"
+)
 SCORE_DONE_AT = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) \| INFO +\| Task run 'score-batch-[0-9a-f]+' - Finished", re.M)
 # Ray replaces 127.0.0.1 by the machine's address and listens on every interface, except where it keeps a cluster
 # on one machine (its rule for macOS and Windows): this keeps the test's cluster, and its driver, on 127.0.0.1.
-RAY_ON_LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
-                   # Ray's own connection limits (5 s / 60 s), raised for a 2-core machine busy with other test
-                   # workers: a driver that missed the head's pubsub within 5 s once hung there for 10 minutes
-                   "RAY_gcs_rpc_server_connect_timeout_s": "60", "RAY_gcs_rpc_server_reconnect_timeout_s": "300",
-                   "RAY_py_gcs_connect_timeout_s": "120"}
-TIMINGS: dict[str, float] = {}  # wall seconds per runner (printed with -s, for docs/performance.md#scaling-out-a-real-dask-or-ray-cluster)
+RAY_ON_LOOPBACK = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # Ray's own connection limits (5 s / 60 s), raised for a 2-core machine busy with other test
+    # workers: a driver that missed the head's pubsub within 5 s once hung there for 10 minutes
+    "RAY_gcs_rpc_server_connect_timeout_s": "60",
+    "RAY_gcs_rpc_server_reconnect_timeout_s": "300",
+    "RAY_py_gcs_connect_timeout_s": "120",
+}
+TIMINGS: dict[
+    str, float
+] = {}  # wall seconds per runner (printed with -s, for docs/performance.md#scaling-out-a-real-dask-or-ray-cluster)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -102,8 +110,10 @@ def _end_groups(*processes: subprocess.Popen[Any]) -> None:
             time.sleep(0.2)
     for process in processes:
         process.wait(timeout=DEADLINE_S)
-    _wait_for(lambda: not any(_alive(p) for p in members) and not any(
-        _group_of(p) in groups for p in psutil.process_iter()), f"the processes of sessions {sorted(groups)} to end")
+    _wait_for(
+        lambda: not any(_alive(p) for p in members) and not any(_group_of(p) in groups for p in psutil.process_iter()),
+        f"the processes of sessions {sorted(groups)} to end",
+    )
 
 
 def _group_of(proc: Any) -> int | None:
@@ -138,10 +148,28 @@ def _run(suite: Path, runner: str, workdir: Path, env: dict[str, str]) -> tuple[
     workdir.mkdir()
     started = time.monotonic()
     cli = subprocess.Popen(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--task-runner", runner,
-         "--batch-size", str(BATCH_SIZE), "--no-cache", "--quiet",
-         "--output-dir", str(workdir / "out"), "--index-dir", str(workdir / "index")],
-        cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "evaltasks.cli",
+            "run",
+            str(suite),
+            "--task-runner",
+            runner,
+            "--batch-size",
+            str(BATCH_SIZE),
+            "--no-cache",
+            "--quiet",
+            "--output-dir",
+            str(workdir / "out"),
+            "--index-dir",
+            str(workdir / "index"),
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _, stderr = cli.communicate(timeout=DEADLINE_S)
@@ -186,14 +214,21 @@ def threads_results(suite: Path, tmp_path_factory: pytest.TempPathFactory, worke
 
 
 def _scores(results: dict) -> list[tuple[str, str, float, bool]]:
-    return [(case["id"], metric["name"], metric["score"], metric["success"])
-            for case in results["cases"] for metric in case["metrics"]]
+    return [
+        (case["id"], metric["name"], metric["score"], metric["success"])
+        for case in results["cases"]
+        for metric in case["metrics"]
+    ]
 
 
 def _errors(results: dict) -> list[str]:
     """The errored results of a run, as 'case/metric: error' (what an assertion message needs)."""
-    return [f"{case['id']}/{m['name']}: {m.get('error')}" for case in results["cases"] for m in case["metrics"]
-            if m["status"] == "errored"][:5]
+    return [
+        f"{case['id']}/{m['name']}: {m.get('error')}"
+        for case in results["cases"]
+        for m in case["metrics"]
+        if m["status"] == "errored"
+    ][:5]
 
 
 def _check_same_scores(distributed: dict, local: dict) -> None:
@@ -211,7 +246,7 @@ def _check_worker_logs(logs: dict[int, str], cli_pid: int, runner: str) -> None:
     gaps = []
     for text in logs.values():
         stamps = [datetime.datetime.strptime(m.group(1), "%H:%M:%S.%f") for m in SCORE_DONE_AT.finditer(text)]
-        gaps += [(later - earlier).total_seconds() for earlier, later in zip(stamps, stamps[1:])]
+        gaps += [(later - earlier).total_seconds() for earlier, later in zip(stamps, stamps[1:])]  # noqa: RUF007
     if gaps:
         TIMINGS[f"{runner} per score-batch task"] = statistics.median(gaps)
     total = sum(done.values(), Counter())
@@ -240,18 +275,46 @@ def ray_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, Path]]]:
     env = {**_worker_env(tmp_path / "workers"), **RAY_ON_LOOPBACK}  # the workers inherit it
     started = time.monotonic()
     head = subprocess.Popen(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-         "--port", "0", "--num-cpus", "2", "--include-dashboard=false", "--disable-usage-stats",
-         "--ray-client-server-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port()),
-         "--temp-dir", str(temp_dir)],
-        cwd=tmp_path, env=env, stdout=(tmp_path / "ray-head.log").open("w"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--num-cpus",
+            "2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            "--ray-client-server-port",
+            str(_free_port()),
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--temp-dir",
+            str(temp_dir),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=(tmp_path / "ray-head.log").open("w"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     address_file = temp_dir / "ray_current_cluster"
 
     def ready() -> tuple[str, Path]:
-        _wait_for(lambda: address_file.is_file() and address_file.read_text().strip()
-                  and "Ray runtime started" in (tmp_path / "ray-head.log").read_text(), "ray start", head)
+        _wait_for(
+            lambda: (
+                address_file.is_file()
+                and address_file.read_text().strip()
+                and "Ray runtime started" in (tmp_path / "ray-head.log").read_text()
+            ),
+            "ray start",
+            head,
+        )
         TIMINGS.setdefault("ray start", time.monotonic() - started)
         return address_file.read_text().strip(), temp_dir / "session_latest"
 
@@ -259,19 +322,26 @@ def ray_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, Path]]]:
         yield ready
     finally:
         _end_groups(head)
-        shutil.copytree(temp_dir / "session_latest" / "logs", tmp_path / "ray-logs", dirs_exist_ok=True,
-                        ignore_dangling_symlinks=True)  # kept with the test's files for a look after a failure
+        shutil.copytree(
+            temp_dir / "session_latest" / "logs",
+            tmp_path / "ray-logs",
+            dirs_exist_ok=True,
+            ignore_dangling_symlinks=True,
+        )  # kept with the test's files for a look after a failure
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def test_suite_on_a_ray_cluster_equals_threads(ray_cluster: Callable[[], tuple[str, Path]], suite: Path,
-                                               tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_suite_on_a_ray_cluster_equals_threads(
+    ray_cluster: Callable[[], tuple[str, Path]], suite: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """`--task-runner ray:ADDRESS` against a cluster started with `ray start --head`: the same scores as the
     in-process run; every task ran in a Ray worker process, which loaded the model at most once."""
     threads_results = request.getfixturevalue("threads_results")  # while the cluster starts
     address, session = ray_cluster()
     assert address.startswith("127.0.0.1:")
-    cli_pid, stderr, results = _run(suite, f"ray:{address}", tmp_path / "run", {**_cli_env(tmp_path), **RAY_ON_LOOPBACK})
+    cli_pid, stderr, results = _run(
+        suite, f"ray:{address}", tmp_path / "run", {**_cli_env(tmp_path), **RAY_ON_LOOPBACK}
+    )
     _check_same_scores(results, threads_results)
     assert "Connected to Ray cluster" in stderr, stderr[-3000:]
     # Ray writes each worker process's stdout and stderr to logs/worker-<id>-<job>-<pid>.{out,err}.
@@ -298,8 +368,14 @@ def dask_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, dict[int, P
     processes: list[subprocess.Popen[Any]] = []
 
     def start(args: list[str], log: Path) -> subprocess.Popen[Any]:
-        process = subprocess.Popen([sys.executable, "-m", *args], cwd=tmp_path, env=env, stdout=log.open("w"),
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         processes.append(process)
         return process
 
@@ -312,19 +388,45 @@ def dask_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, dict[int, P
     started = time.monotonic()
     try:
         scheduler_log = tmp_path / "scheduler.log"
-        scheduler = start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                           "--scheduler-file", str(scheduler_file)], scheduler_log)
+        scheduler = start(
+            [
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+            scheduler_log,
+        )
         logs = {}
         for number in range(2):  # they wait for the scheduler file (--scheduler-file) and register when it is up
             log = tmp_path / f"worker-{number}.log"
-            worker = start(["distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1",
-                            "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"], log)
+            worker = start(
+                [
+                    "distributed.cli.dask_worker",
+                    "--scheduler-file",
+                    str(scheduler_file),
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--host",
+                    "127.0.0.1",
+                ],
+                log,
+            )
             logs[worker.pid] = log
 
         def ready() -> tuple[str, dict[int, Path]]:
             scheduler_address = _wait_for(address, "dask scheduler", scheduler)
-            _wait_for(lambda: scheduler_log.read_text(errors="replace").count("Register worker") >= 2,
-                      "two dask workers registered", scheduler)
+            _wait_for(
+                lambda: scheduler_log.read_text(errors="replace").count("Register worker") >= 2,
+                "two dask workers registered",
+                scheduler,
+            )
             TIMINGS.setdefault("dask start", time.monotonic() - started)
             return scheduler_address, logs
 
@@ -333,14 +435,15 @@ def dask_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, dict[int, P
         _end_groups(*processes)
 
 
-def test_suite_on_a_dask_cluster_equals_threads(dask_cluster: Callable[[], tuple[str, dict[int, Path]]],
-                                                suite: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_suite_on_a_dask_cluster_equals_threads(
+    dask_cluster: Callable[[], tuple[str, dict[int, Path]]], suite: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """`--task-runner dask:tcp://...` against `dask scheduler` + two `dask worker` processes: the same scores as
     the in-process run; every task ran in a worker process, which loaded the model at most once."""
     threads_results = request.getfixturevalue("threads_results")  # while the cluster starts
     address, worker_logs = dask_cluster()
     assert address.startswith("tcp://127.0.0.1:")
-    cli_pid, stderr, results = _run(suite, f"dask:{address}", tmp_path / "run", _cli_env(tmp_path))
+    cli_pid, _stderr, results = _run(suite, f"dask:{address}", tmp_path / "run", _cli_env(tmp_path))
     _check_same_scores(results, threads_results)
     _check_worker_logs({pid: log.read_text(errors="replace") for pid, log in worker_logs.items()}, cli_pid, "dask")
 
@@ -404,8 +507,9 @@ def test_workers_elsewhere_keep_their_settings_and_the_run_says_why() -> None:
 
 
 @pytest.mark.parametrize("kind", ["ray", "dask"])
-def test_a_missing_runner_package_names_the_extra(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_runner_package_names_the_extra(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Without prefect-ray (prefect-dask) the CLI exits 2 before anything starts, naming `evaltasks[ray]`
     (`evaltasks[dask]`). Both are installed here: the package is hidden from the import system (the one mock)."""
     import importlib.util
@@ -413,8 +517,9 @@ def test_a_missing_runner_package_names_the_extra(kind: str, tmp_path: Path, mon
     from evaltasks import cli
 
     found = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == f"prefect_{kind}"
-                        else found(name, *args))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *args: None if name == f"prefect_{kind}" else found(name, *args)
+    )
     suite = tmp_path / "suite.yaml"
     suite.write_text("name: s\ndataset: {path: cases.jsonl}\nmetrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8")
     (tmp_path / "cases.jsonl").write_text('{"actual_output": "one"}\n', encoding="utf-8")

@@ -21,11 +21,31 @@ def test_suite_on_dask_localcluster_equals_single_process(tmp_path: Path, prefec
     """
     pytest.importorskip("prefect_dask")
     quickstart = ROOT / "examples/quickstart"
-    suite = reference_suite(tmp_path, name="dask-check", dataset=quickstart / "answers.jsonl", facts=(
-        "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n"))
+    suite = reference_suite(
+        tmp_path,
+        name="dask-check",
+        dataset=quickstart / "answers.jsonl",
+        facts=(
+            "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n"
+        ),
+    )
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_API_URL": prefect_api_url}
-    run = run_cli("run", str(suite), "--task-runner", "dask:2", "--batch-size", "3", "--no-cache", "--quiet",
-                  "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "idx"), cwd=tmp_path, env=env)
+    run = run_cli(
+        "run",
+        str(suite),
+        "--task-runner",
+        "dask:2",
+        "--batch-size",
+        "3",
+        "--no-cache",
+        "--quiet",
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--index-dir",
+        str(tmp_path / "idx"),
+        cwd=tmp_path,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Traceback" not in run.stderr, run.stderr[-5000:]  # which one, when it happens (under load, at shutdown)
     distributed = json.loads((tmp_path / "out/results.json").read_text())

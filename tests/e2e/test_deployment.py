@@ -108,8 +108,15 @@ def _terminate_group(proc: subprocess.Popen, grace: float = 20.0) -> None:
 def _process_group(args: list[str], log: Path, env: dict[str, str], cwd: Path) -> Iterator[subprocess.Popen]:
     """Start ``args`` in a new session (its own process group), output to ``log``; always end the group."""
     with open(log, "wb") as handle:
-        proc = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, cwd=cwd, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
     try:
         yield proc
     finally:
@@ -159,7 +166,11 @@ async def _scheduled_runs(deployment_id, timeout: float) -> list:
     """The runs the server's scheduler created for the deployment (waits until there is at least one)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
-        DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType,
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
     )
     from prefect.client.schemas.objects import StateType
 
@@ -169,7 +180,8 @@ async def _scheduled_runs(deployment_id, timeout: float) -> list:
             runs = await client.read_flow_runs(
                 deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
                 flow_run_filter=FlowRunFilter(
-                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))),
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))
+                ),
             )
             if runs or time.monotonic() > deadline:
                 return runs
@@ -188,15 +200,19 @@ async def _read_artifacts(flow_run_id) -> dict:
 
 
 def _expected_reference_match_mean(cosine) -> float:
-    rows = [json.loads(line) for line in (QUICKSTART.parent / "answers.jsonl").read_text("utf-8").splitlines()
-            if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (QUICKSTART.parent / "answers.jsonl").read_text("utf-8").splitlines()
+        if line.strip()
+    ]
     assert len(rows) == 8
     scores = [float(np.clip(cosine(row["answer"], row["references"]), 0.0, 1.0).max()) for row in rows]
     return sum(scores) / len(scores)
 
 
-def _serve_exit(args: list[str], env: dict[str, str], cwd: Path, log: Path,
-                timeout: float = SERVE_TIMEOUT) -> tuple[int | None, str]:
+def _serve_exit(
+    args: list[str], env: dict[str, str], cwd: Path, log: Path, timeout: float = SERVE_TIMEOUT
+) -> tuple[int | None, str]:
     """Run ``evaltasks serve ARGS`` in its own process group until it exits (or ``timeout``: then the group is
     ended and the code is None); returns the exit code and the output (stdout and stderr together)."""
     with _process_group([sys.executable, "-m", "evaltasks.cli", "serve", *args], log, env, cwd) as proc:
@@ -235,9 +251,12 @@ def test_serve_rejects_invalid_flags_with_exit_2(tmp_path: Path, case: str) -> N
     suite = QUICKSTART
     if case == "long-suite-name":
         suite = tmp_path / "long.yaml"
-        suite.write_text(QUICKSTART.read_text(encoding="utf-8").replace("name: quickstart", "name: " + "a" * 315)
-                         .replace("path: answers.jsonl", f"path: {QUICKSTART.parent / 'answers.jsonl'}"),
-                         encoding="utf-8")
+        suite.write_text(
+            QUICKSTART.read_text(encoding="utf-8")
+            .replace("name: quickstart", "name: " + "a" * 315)
+            .replace("path: answers.jsonl", f"path: {QUICKSTART.parent / 'answers.jsonl'}"),
+            encoding="utf-8",
+        )
     (tmp_path / "a-file").write_text("x", encoding="utf-8")
     args = [arg.replace("{file}", str(tmp_path / "a-file")) for arg in args]
     env = _subprocess_env(tmp_path / "prefect-home", f"http://127.0.0.1:{_free_port()}/api")
@@ -253,8 +272,12 @@ def test_serve_without_a_configured_server_exits_2(tmp_path: Path) -> None:
     env = _subprocess_env(tmp_path / "prefect-home", None)
     code, output = _serve_exit([str(QUICKSTART)], env, tmp_path, tmp_path / "serve.log")
     line = _one_error_line(code, output)
-    for needle in ("PREFECT_API_URL is not set", "`prefect server start` in another terminal",
-                   "`prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`", "Prefect Cloud"):
+    for needle in (
+        "PREFECT_API_URL is not set",
+        "`prefect server start` in another terminal",
+        "`prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`",
+        "Prefect Cloud",
+    ):
         assert needle in line, (needle, line)
 
 
@@ -297,8 +320,9 @@ def test_serve_failure_after_validation_exits_3_with_a_traceback_file(tmp_path: 
     out_dir = tmp_path / "eval-results"
     try:
         env = _subprocess_env(tmp_path / "prefect-home", f"http://127.0.0.1:{server.server_address[1]}/api")
-        code, output = _serve_exit([str(QUICKSTART), "--output-dir", str(out_dir)], env, tmp_path,
-                                   tmp_path / "serve.log")
+        code, output = _serve_exit(
+            [str(QUICKSTART), "--output-dir", str(out_dir)], env, tmp_path, tmp_path / "serve.log"
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -352,14 +376,33 @@ def test_served_deployment_on_a_real_server(cosine, prefect_server: PrefectServe
 
     # An invalid schedule is refused before anything is registered (the valid serve below then finds no
     # deployment of that name but its own, with its own cron).
-    code, output = _serve_exit([str(QUICKSTART), "--cron", "not a cron", "--name", DEPLOYMENT],
-                               _subprocess_env(home, api_url), work, tmp_path / "invalid-serve.log")
+    code, output = _serve_exit(
+        [str(QUICKSTART), "--cron", "not a cron", "--name", DEPLOYMENT],
+        _subprocess_env(home, api_url),
+        work,
+        tmp_path / "invalid-serve.log",
+    )
     assert "--cron 'not a cron'" in _one_error_line(code, output)
 
-    serve_args = [sys.executable, "-m", "evaltasks.cli", "serve", str(QUICKSTART), "--cron", CRON,
-                  "--name", DEPLOYMENT, "--output-dir", str(out_dir), "--index-dir", str(index_dir)]
-    with _process_group(serve_args, serve_log, _subprocess_env(home, api_url), work) as serve, \
-            temporary_settings(updates={PREFECT_API_URL: api_url}):
+    serve_args = [
+        sys.executable,
+        "-m",
+        "evaltasks.cli",
+        "serve",
+        str(QUICKSTART),
+        "--cron",
+        CRON,
+        "--name",
+        DEPLOYMENT,
+        "--output-dir",
+        str(out_dir),
+        "--index-dir",
+        str(index_dir),
+    ]
+    with (
+        _process_group(serve_args, serve_log, _subprocess_env(home, api_url), work) as serve,
+        temporary_settings(updates={PREFECT_API_URL: api_url}),
+    ):
         full_name = f"evaluate-suite/{DEPLOYMENT}"
         deployment = asyncio.run(_wait_deployment(full_name, serve, serve_log, SERVE_TIMEOUT))
 
@@ -391,7 +434,8 @@ def test_served_deployment_on_a_real_server(cosine, prefect_server: PrefectServe
         while verdict not in _tail(serve_log) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert f"(reports: {out_dir / 'results.json'})" in next(
-            (line for line in _tail(serve_log).splitlines() if line.startswith(verdict)), ""), _tail(serve_log)
+            (line for line in _tail(serve_log).splitlines() if line.startswith(verdict)), ""
+        ), _tail(serve_log)
 
         # The reports went where the deployment's parameters said.
         results = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
@@ -399,17 +443,19 @@ def test_served_deployment_on_a_real_server(cosine, prefect_server: PrefectServe
 
         # The artifacts, read back through the client.
         artifacts = asyncio.run(_read_artifacts(flow_run.id))
-        assert {"quickstart-metrics", "quickstart-summary", "quickstart-progress"} <= set(artifacts), \
-            sorted(artifacts)
+        assert {"quickstart-metrics", "quickstart-summary", "quickstart-progress"} <= set(artifacts), sorted(artifacts)
         table = artifacts["quickstart-metrics"]
         assert table.type == "table"
         rows = json.loads(table.data) if isinstance(table.data, str) else table.data
         by_metric = {row["metric"]: row for row in rows}
         assert set(by_metric) == {"ReferenceMatchMetric", "LengthCheckMetric"}
         assert abs(by_metric["ReferenceMatchMetric"]["mean_score"] - expected_rm) <= TOL, (
-            by_metric["ReferenceMatchMetric"]["mean_score"], expected_rm)
+            by_metric["ReferenceMatchMetric"]["mean_score"],
+            expected_rm,
+        )
         assert by_metric["ReferenceMatchMetric"]["mean_score"] == pytest.approx(
-            results["summary"]["metrics"]["ReferenceMatchMetric"]["mean_score"], abs=TOL)
+            results["summary"]["metrics"]["ReferenceMatchMetric"]["mean_score"], abs=TOL
+        )
         summary = artifacts["quickstart-summary"]
         assert summary.type == "markdown"
         # summary.md with text charts instead of Mermaid (Prefect's UI renders none): the same up to the folded
@@ -449,15 +495,24 @@ def test_prefect_yaml_names_never_collide_with_serves_default() -> None:
     for name, deployment in _prefect_yaml_deployments().items():
         suite = yaml.safe_load((REPO / deployment["parameters"]["suite_path"]).read_text(encoding="utf-8"))
         assert name != suite["name"], f"deployment {name} has the name `evaltasks serve` gives suite {suite['name']}"
-        assert deployment["work_pool"]["name"] == "evaltasks", deployment  # the pool docs/prefect.md#deploy-with-prefectyaml creates
+        assert deployment["work_pool"]["name"] == "evaltasks", (
+            deployment
+        )  # the pool docs/prefect.md#deploy-with-prefectyaml creates
         names.add(name)
     assert names == {"truthfulqa-nightly", ON_DEMAND}
 
 
 def _run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> str:
     """Run a Prefect CLI command to completion; its output, or a test failure with it."""
-    done = subprocess.run([*_prefect_cli(), *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*_prefect_cli(), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"prefect {' '.join(args)} exited with {done.returncode}:\n{output[-4000:]}"
     return output
@@ -475,7 +530,8 @@ async def _wait_flow_run_final(deployment_id, worker: subprocess.Popen, log: Pat
             if worker.poll() is not None:
                 pytest.fail(f"`prefect worker start` exited with {worker.returncode}:\n{_tail(log)}")
             runs = await client.read_flow_runs(
-                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])))
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+            )
             if len(runs) == 1 and runs[0].state is not None and runs[0].state.is_final():
                 return runs[0]
             assert len(runs) <= 1, [run.name for run in runs]  # the deployment has no schedule: only our run
@@ -497,8 +553,13 @@ def test_prefect_yaml_deployment_runs_on_a_worker(cosine, prefect_server: Prefec
 
     # A copy of the project (prefect.yaml, flows/, the quickstart suite): reports and the index land in it.
     project = tmp_path / "project"
-    for relative in ("prefect.yaml", "flows/__init__.py", "flows/evaluate_suite.py",
-                     "examples/quickstart/suite.yaml", "examples/quickstart/answers.jsonl"):
+    for relative in (
+        "prefect.yaml",
+        "flows/__init__.py",
+        "flows/evaluate_suite.py",
+        "examples/quickstart/suite.yaml",
+        "examples/quickstart/answers.jsonl",
+    ):
         (project / relative).parent.mkdir(parents=True, exist_ok=True)
         (project / relative).write_bytes((REPO / relative).read_bytes())
     elsewhere = tmp_path / "worker-cwd"  # the worker runs elsewhere: the pull step sets the directory
@@ -512,6 +573,7 @@ def test_prefect_yaml_deployment_runs_on_a_worker(cosine, prefect_server: Prefec
     assert f"evaluate-suite/{ON_DEMAND}" in deployed, deployed[-4000:]
 
     with temporary_settings(updates={PREFECT_API_URL: prefect_server.api_url}):
+
         async def _read(name: str):
             async with get_client() as client:
                 return await client.read_deployment_by_name(name)
@@ -521,7 +583,8 @@ def test_prefect_yaml_deployment_runs_on_a_worker(cosine, prefect_server: Prefec
         assert deployment.schedules == []  # on demand only
         assert deployment.parameters == deployment_config["parameters"]
         assert deployment.pull_steps == [
-            {"prefect.deployments.steps.set_working_directory": {"directory": str(project)}}]
+            {"prefect.deployments.steps.set_working_directory": {"directory": str(project)}}
+        ]
         with pytest.raises(ObjectNotFound):  # the name `evaltasks serve` gives the quickstart suite stays free
             asyncio.run(_read("evaluate-suite/quickstart"))
 

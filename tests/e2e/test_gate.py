@@ -46,14 +46,22 @@ def _suite(root: Path, metrics: str, gate: float = 0.0) -> Path:
         for i in range(4):
             handle.write(json.dumps({"input": f"q{i}", "actual_output": f"answer {i}"}) + "\n")
     suite = root / "suite.yaml"
-    suite.write_text(f"name: gate-check\ndataset: {{path: data.jsonl}}\nmetrics:\n{metrics}\n"
-                     f"gate: {{min_pass_rate: {gate}}}\n", encoding="utf-8")
+    suite.write_text(
+        f"name: gate-check\ndataset: {{path: data.jsonl}}\nmetrics:\n{metrics}\ngate: {{min_pass_rate: {gate}}}\n",
+        encoding="utf-8",
+    )
     return suite
 
 
 def _run(cwd: Path, suite: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", str(cwd / "out"),
-                           "--no-server", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", str(cwd / "out"), "--no-server", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the run's parent process needs fork (POSIX)")
@@ -92,8 +100,10 @@ def test_a_run_whose_every_case_was_skipped_fails_the_gate(tmp_path: Path, prefe
     done = _run(tmp_path, suite, "--skip-missing-credentials", env=env)
     assert done.returncode == 1, (done.stdout, done.stderr)
     gate_line = " ".join(done.stdout.split())  # the terminal's width may wrap the line
-    assert ("GATE FAILED: nothing was evaluated: all 4 cases were skipped (metrics skipped: AnswerRelevancyMetric; "
-            "the warnings say why)") in gate_line, done.stdout
+    assert (
+        "GATE FAILED: nothing was evaluated: all 4 cases were skipped (metrics skipped: AnswerRelevancyMetric; "
+        "the warnings say why)"
+    ) in gate_line, done.stdout
     assert "GATE PASSED" not in done.stdout
     assert "skipped: 4  pass rate: n/a (nothing was evaluated)" in done.stdout  # not "0.00%"
     assert "FAILED: no case was evaluated (all 4 skipped)" in done.stdout
@@ -106,47 +116,63 @@ def test_a_run_whose_every_case_was_skipped_fails_the_gate(tmp_path: Path, prefe
 def test_the_gate_rules_on_runs_that_evaluated_nothing() -> None:
     """:func:`gate_passed` / :func:`gate_message` on real summaries: all skipped fails with the reason, one case
     evaluated decides as usual, an empty dataset fails."""
+    from evaltasks import BaseMetric, EvalTestCase
     from evaltasks.engine.evaluate import evaluate_sync as evaluate
     from evaltasks.engine.lifecycle import gate_message, gate_passed
     from evaltasks.inputs.suite import Gate
     from evaltasks.results import MetricResult
-    from evaltasks import BaseMetric, EvalTestCase
 
     class Skips(BaseMetric):
         """Skips every case but the one whose output is "scored"."""
 
         def score_batch(self, cases, vectors=None):
-            return [MetricResult.scored(self.name, 1.0, self.threshold, "r", {}) if c.actual_output == "scored"
-                    else MetricResult.skipped(self.name, self.threshold, "no key") for c in cases]
+            return [
+                MetricResult.scored(self.name, 1.0, self.threshold, "r", {})
+                if c.actual_output == "scored"
+                else MetricResult.skipped(self.name, self.threshold, "no key")
+                for c in cases
+            ]
 
     skipped = evaluate([EvalTestCase(actual_output="a"), EvalTestCase(actual_output="b")], [Skips(0.5)])
     assert not gate_passed(skipped, 0.7) and not gate_passed(skipped, 0.0, fail_on="regression")
     assert gate_message(skipped, Gate(min_pass_rate=0.7), None) == (
-        "gate failed: nothing was evaluated: all 2 cases were skipped (metrics skipped: Skips; the warnings say why)")
+        "gate failed: nothing was evaluated: all 2 cases were skipped (metrics skipped: Skips; the warnings say why)"
+    )
     one = evaluate([EvalTestCase(actual_output="a"), EvalTestCase(actual_output="scored")], [Skips(0.5)])
     assert gate_passed(one, 0.7) and gate_message(one, Gate(min_pass_rate=0.7), None) is None
 
 
 # --- the Action's gate step ---------------------------------------------------------------------------------
 
+
 def _gate(tmp_path: Path, code: str, results: str | None, fail_on_gate: str = "true") -> subprocess.CompletedProcess:
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     if results is not None:
         (out / "results.json").write_text(results, encoding="utf-8")
-    env = {**os.environ, "EXIT_CODE": code, "FAIL_ON_GATE": fail_on_gate, "OUTPUT_DIR": str(out),
-           "PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "EXIT_CODE": code,
+        "FAIL_ON_GATE": fail_on_gate,
+        "OUTPUT_DIR": str(out),
+        "PYTHON": sys.executable,
+    }
     return subprocess.run(["bash", str(GATE_SH)], env=env, capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize(("results", "says"), [
-    (None, "results.json is missing"),
-    ('{"passed": false, "gate": {"min_pass_rate": 0.7}}', "results.json says passed: false"),
-    ('{"passed": "true"}', 'has no boolean "passed"'),
-    ("{not json", "cannot be read"),
-], ids=["missing", "passed-false", "passed-a-string", "unreadable"])
-def test_the_gate_step_fails_an_exit_0_that_results_json_does_not_back(tmp_path: Path, results: str | None,
-                                                                      says: str) -> None:
+@pytest.mark.parametrize(
+    ("results", "says"),
+    [
+        (None, "results.json is missing"),
+        ('{"passed": false, "gate": {"min_pass_rate": 0.7}}', "results.json says passed: false"),
+        ('{"passed": "true"}', 'has no boolean "passed"'),
+        ("{not json", "cannot be read"),
+    ],
+    ids=["missing", "passed-false", "passed-a-string", "unreadable"],
+)
+def test_the_gate_step_fails_an_exit_0_that_results_json_does_not_back(
+    tmp_path: Path, results: str | None, says: str
+) -> None:
     """Exit 0 is not enough: results.json must exist and say ``"passed": true`` (the step used to pass on the exit
     code alone while the report step's ``passed`` output said false)."""
     done = _gate(tmp_path, "0", results)

@@ -24,7 +24,7 @@ def _code_without_docstring(path: Path) -> str:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     first = tree.body[0]
     lines = path.read_text(encoding="utf-8").splitlines()
-    return "\n".join(lines[first.end_lineno:]).strip("\n")
+    return "\n".join(lines[first.end_lineno :]).strip("\n")
 
 
 def test_docs_python_api_block_is_the_example() -> None:
@@ -35,13 +35,21 @@ def test_docs_python_api_block_is_the_example() -> None:
 
 
 def test_python_api_example_prints_its_results_and_passes(tmp_path: Path, cosine) -> None:
-    proc = subprocess.run([sys.executable, str(EXAMPLE)], cwd=tmp_path, env=subprocess_env(tmp_path / "ph"),
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        cwd=tmp_path,
+        env=subprocess_env(tmp_path / "ph"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     words = len(re.findall(r"[A-Za-z]+", OUTPUT))  # 8: no apostrophes, digits or CJK in this sentence
-    length_line = (f"LengthCheckMetric: score 1.0000, success True (Length {words} words is within the allowed "
-                   "range (min 5, max 50).)")
+    length_line = (
+        f"LengthCheckMetric: score 1.0000, success True (Length {words} words is within the allowed "
+        "range (min 5, max 50).)"
+    )
     assert lines[0] == lines[1] == length_line
     expected = float(cosine(OUTPUT, [REFERENCE])[0])
     score = float(re.fullmatch(r"ReferenceMatchMetric: score ([0-9.]+), success True \(.*\)", lines[2]).group(1))

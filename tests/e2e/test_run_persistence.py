@@ -33,9 +33,9 @@ from tests.process_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART_DATA = REPO / "examples" / "quickstart" / "answers.jsonl"
-CASES = 240          # unique outputs; references cycle with REFERENCE_MOD, so the index holds a few hundred
+CASES = 240  # unique outputs; references cycle with REFERENCE_MOD, so the index holds a few hundred
 REFERENCE_MOD = 30
-BATCH_SIZE = 2       # 120 score-batch task runs per metric: the kill lands while batches are being scored
+BATCH_SIZE = 2  # 120 score-batch task runs per metric: the kill lands while batches are being scored
 KILL_AFTER_FILES = 12  # a few score batches persisted, then SIGKILL
 RUN_TIMEOUT_S = 420  # a loaded 2-core machine; a run takes 20-60 s there
 
@@ -65,12 +65,20 @@ def big_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with open(folder / "answers.jsonl", "w", encoding="utf-8") as out:
         for i in range(CASES):
             case = base[i % len(base)]
-            out.write(json.dumps({
-                "id": f"{case['id']}-{i}", "question": case["question"], "answer": f"{case['answer']} (take {i})",
-                "references": [f"{ref} [{i % REFERENCE_MOD}]" for ref in case["references"]],
-            }) + "\n")
-    (folder / "suite.yaml").write_text(textwrap.dedent(
-        """\
+            out.write(
+                json.dumps(
+                    {
+                        "id": f"{case['id']}-{i}",
+                        "question": case["question"],
+                        "answer": f"{case['answer']} (take {i})",
+                        "references": [f"{ref} [{i % REFERENCE_MOD}]" for ref in case["references"]],
+                    }
+                )
+                + "\n"
+            )
+    (folder / "suite.yaml").write_text(
+        textwrap.dedent(
+            """\
         name: crash-test
         dataset:
           path: answers.jsonl
@@ -84,7 +92,10 @@ def big_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
             unit: words
         gate:
           min_pass_rate: 0.7
-        """), encoding="utf-8")
+        """
+        ),
+        encoding="utf-8",
+    )
     return folder / "suite.yaml"
 
 
@@ -102,9 +113,13 @@ def expected(big_suite: Path) -> dict:
     references = list(need.references)
     table, _ = embed_references(need.provider, references, None)
     return {
-        "scores": scores, "passed": gate_passed(result, plan.suite.suite.gate.min_pass_rate, False),
-        "namespace": namespace, "references": references, "reference_vectors": table.rows(references),
-        "outputs": len(need.outputs), "output_texts": list(need.outputs),
+        "scores": scores,
+        "passed": gate_passed(result, plan.suite.suite.gate.min_pass_rate, False),
+        "namespace": namespace,
+        "references": references,
+        "reference_vectors": table.rows(references),
+        "outputs": len(need.outputs),
+        "output_texts": list(need.outputs),
     }
 
 
@@ -172,19 +187,33 @@ def _complete(prefect_home: Path, name: str) -> bool:
     return "result" in record and "metadata" in record
 
 
-def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, expected: dict, tmp_path: Path,
-                                                             prefect_api_url: str) -> None:
+def test_run_killed_with_sigkill_resumes_from_the_task_cache(
+    big_suite: Path, expected: dict, tmp_path: Path, prefect_api_url: str
+) -> None:
     home, work = tmp_path / "prefect-home", tmp_path / "work"
     work.mkdir()
-    command = [sys.executable, "-m", "evaltasks.cli", "run", str(big_suite), "--index-dir", str(tmp_path / "index"),
-               "--output-dir", "out", "--batch-size", str(BATCH_SIZE), "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "evaltasks.cli",
+        "run",
+        str(big_suite),
+        "--index-dir",
+        str(tmp_path / "index"),
+        "--output-dir",
+        "out",
+        "--batch-size",
+        str(BATCH_SIZE),
+        "--quiet",
+    ]
     env = subprocess_env(home)
     batches = -(-CASES // BATCH_SIZE)
     full_run_files = 2 * batches  # one per score batch and metric (embeddings live in the index)
 
     started = time.monotonic()
-    run = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           start_new_session=True)
+    run = subprocess.Popen(
+        command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     pgid = os.getpgid(run.pid)
     log: list[bytes] = []
     reader = threading.Thread(target=lambda: log.extend(run.stdout), daemon=True)
@@ -196,7 +225,9 @@ def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, ex
             time.sleep(0.02)
         assert not (work / "out" / "results.json").exists(), "the run finished before the kill: enlarge the data"
         # the temporary server runs in a session of its own (so Ctrl+C reaches only the CLI): found as its child
-        group = _group_commands(pgid) + [" ".join(c.cmdline()) for c in psutil.Process(run.pid).children(recursive=True)]
+        group = _group_commands(pgid) + [
+            " ".join(c.cmdline()) for c in psutil.Process(run.pid).children(recursive=True)
+        ]
     finally:
         os.killpg(pgid, signal.SIGKILL)
         run.wait(timeout=60)
@@ -221,24 +252,36 @@ def test_run_killed_with_sigkill_resumes_from_the_task_cache(big_suite: Path, ex
     rerun_started = time.monotonic()
     # The rerun needs no temporary server of its own (the killed run's is the subject above): the task results
     # it reuses are in PREFECT_HOME's storage, whichever server records the runs.
-    rerun = subprocess.run(command, cwd=work, env=subprocess_env(home, prefect_api_url), capture_output=True,
-                           text=True, timeout=RUN_TIMEOUT_S)
+    rerun = subprocess.run(
+        command,
+        cwd=work,
+        env=subprocess_env(home, prefect_api_url),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
     rerun_s = time.monotonic() - rerun_started
     assert rerun.returncode == (0 if expected["passed"] else 1), rerun.stdout + rerun.stderr
     assert _survivors(home) == []
 
     _assert_scores_equal(_scores(work / "out" / "results.json"), expected["scores"])
     embeddings = json.loads((work / "out" / "results.json").read_text())["summary"]["embeddings"]
-    assert embeddings == {"references_computed": 0, "references_reused": len(expected["references"]),
-                          "outputs_computed": 0, "outputs_reused": expected["outputs"]}, embeddings
+    assert embeddings == {
+        "references_computed": 0,
+        "references_reused": len(expected["references"]),
+        "outputs_computed": 0,
+        "outputs_reused": expected["outputs"],
+    }, embeddings
     after = _storage(home)
     assert len(after) == full_run_files
     untouched = {name for name in complete if after.get(name) == before[name]}
     assert untouched == complete, f"{len(complete - untouched)} completed results were recomputed"
     rewritten = len(after) - len(untouched)
     assert rewritten < full_run_files
-    print(f"\nkilled after {killed_after:.1f} s with {len(before)} of {full_run_files} task results persisted "
-          f"({len(complete)} complete); the rerun ({rerun_s:.1f} s) reused {len(untouched)} and wrote {rewritten}")
+    print(
+        f"\nkilled after {killed_after:.1f} s with {len(before)} of {full_run_files} task results persisted "
+        f"({len(complete)} complete); the rerun ({rerun_s:.1f} s) reused {len(untouched)} and wrote {rewritten}"
+    )
 
 
 def _storage_names(prefect_home: Path) -> list[str]:
@@ -248,16 +291,35 @@ def _storage_names(prefect_home: Path) -> list[str]:
         return []
 
 
-def test_two_runs_at_once_share_one_index(big_suite: Path, expected: dict, tmp_path: Path, prefect_api_url: str) -> None:
+def test_two_runs_at_once_share_one_index(
+    big_suite: Path, expected: dict, tmp_path: Path, prefect_api_url: str
+) -> None:
     index_dir = tmp_path / "index"
     runs = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        command = [sys.executable, "-m", "evaltasks.cli", "run", str(big_suite), "--index-dir", str(index_dir),
-                   "--output-dir", "out", "--quiet"]
-        runs.append(subprocess.Popen(command, cwd=tmp_path / name,
-                                     env=subprocess_env(tmp_path / name / "home", prefect_api_url),
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        command = [
+            sys.executable,
+            "-m",
+            "evaltasks.cli",
+            "run",
+            str(big_suite),
+            "--index-dir",
+            str(index_dir),
+            "--output-dir",
+            "out",
+            "--quiet",
+        ]
+        runs.append(
+            subprocess.Popen(
+                command,
+                cwd=tmp_path / name,
+                env=subprocess_env(tmp_path / name / "home", prefect_api_url),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outputs = [run.communicate(timeout=RUN_TIMEOUT_S)[0] for run in runs]
     want_rc = 0 if expected["passed"] else 1
     assert [run.returncode for run in runs] == [want_rc, want_rc], outputs

@@ -32,8 +32,9 @@ def _run_flow(suite: Path, output_dir: Path, index_dir: Path):
     """Run the flow; return (its return value, its flow run id)."""
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
-    state = evaluate_suite(suite_path=str(suite), output_dir=str(output_dir), index_dir=str(index_dir),
-                           return_state=True)
+    state = evaluate_suite(
+        suite_path=str(suite), output_dir=str(output_dir), index_dir=str(index_dir), return_state=True
+    )
     assert state.is_completed(), state
     return state.result(), state.state_details.flow_run_id
 

@@ -40,10 +40,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from tests.process_env import REPO_ROOT, subprocess_env
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+from tests.process_env import REPO_ROOT, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -69,8 +70,23 @@ def _build(tmp_path: Path) -> tuple[Path, Path | None]:
             shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(path, src / name)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                           "-q", "-w", str(dist), str(src)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (wheel,) = dist.glob("evaltasks-*.whl")
     return wheel, None
@@ -108,8 +124,12 @@ def _lend_dependencies(venv: Path, view: Path) -> None:
             if entry.name.startswith(_OWN) or entry.suffix == ".pth" or (view / entry.name).exists():
                 continue
             (view / entry.name).symlink_to(entry)
-    fresh_site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                capture_output=True, text=True, check=True).stdout.strip()
+    fresh_site = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert not any(Path(p).samefile(fresh_site) for p in sysconfig.get_paths().values() if Path(p).exists())
     (Path(fresh_site) / "lent-dependencies.pth").write_text(f"{view}\n", encoding="utf-8")
 
@@ -123,8 +143,12 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart(tmp_path: 
     assert _unmet_requirements(metadata) == []
     with zipfile.ZipFile(wheel) as archive:  # the data a run reads beside the code
         names = set(archive.namelist())
-    assert {"evaltasks/schema/suite.schema.json", "evaltasks/schema/results.schema.json", "evaltasks/py.typed",
-            "evaltasks/flows/evaluate_suite.py"} <= names
+    assert {
+        "evaltasks/schema/suite.schema.json",
+        "evaltasks/schema/results.schema.json",
+        "evaltasks/py.typed",
+        "evaltasks/flows/evaluate_suite.py",
+    } <= names
     assert any(n.startswith("evaltasks/judges/prompts/") and n.endswith(".md") for n in names)
 
     venv = tmp_path / "venv"
@@ -142,16 +166,26 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart(tmp_path: 
     for name in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"):
         env.pop(name, None)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    probe = ("import importlib, importlib.metadata, json, evaltasks; f = importlib.import_module('evaltasks.flows.evaluate_suite'); "
-             "print(json.dumps([evaltasks.__file__, f.__file__, evaltasks.__version__, importlib.metadata.version('evaltasks')]))")
-    proc = subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=work, env=env, capture_output=True, text=True)
+    probe = (
+        "import importlib, importlib.metadata, json, evaltasks; f = importlib.import_module('evaltasks.flows.evaluate_suite'); "
+        "print(json.dumps([evaltasks.__file__, f.__file__, evaltasks.__version__, importlib.metadata.version('evaltasks')]))"
+    )
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe], cwd=work, env=env, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     package, flows, version, installed = json.loads(proc.stdout)
     assert Path(package).is_relative_to(venv) and Path(flows).is_relative_to(venv), (package, flows)
     assert version == installed == metadata["Version"]
 
-    proc = subprocess.run([str(venv / "bin" / "evaltasks"), "run", "suite.yaml"], cwd=work / "quickstart", env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(venv / "bin" / "evaltasks"), "run", "suite.yaml"],
+        cwd=work / "quickstart",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     results = json.loads((work / "quickstart" / "eval-results" / "quickstart" / "results.json").read_text("utf-8"))
     assert results["evaltasks_version"] == metadata["Version"]

@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import openai
 import pytest
-from tests.openai_server import CONTENT_FAULTS, FAULT_KINDS, OpenAIServer, usage_tokens
 
 from evaltasks import EvalTestCase, ReferenceMatchMetric, evaluate_sync
 from evaltasks.embeddings import _tokens
 from evaltasks.embeddings.openai import PRICES_PER_MILLION_TOKENS, OpenAIEmbeddingProvider
 from evaltasks.errors import ConfigError, CredentialsError, ProviderError
+from tests.openai_server import CONTENT_FAULTS, FAULT_KINDS, OpenAIServer, usage_tokens
 
 KEY = f"sk-evaltasks-test-{uuid.uuid4().hex}"  # unique, so a search for it in outputs means something
 MODEL = "text-embedding-3-small"
@@ -63,18 +63,36 @@ def server(server_model) -> OpenAIServer:
 
 
 def make_provider(server: OpenAIServer, **options) -> OpenAIEmbeddingProvider:
-    kwargs = {"base_url": server.url + "/v1", "api_key": KEY, "timeout": PATIENT_S, "max_retries": 3,
-              "content_retries": 2}
+    kwargs = {
+        "base_url": server.url + "/v1",
+        "api_key": KEY,
+        "timeout": PATIENT_S,
+        "max_retries": 3,
+        "content_retries": 2,
+    }
     kwargs.update(options)
     return OpenAIEmbeddingProvider(MODEL, **kwargs)
 
 
-def metric_for(server: OpenAIServer, name: str | None = None, aggregation: str = "max",
-               **options) -> ReferenceMatchMetric:
-    provider_options = {"base_url": server.url + "/v1", "api_key": KEY, "timeout": PATIENT_S, "max_retries": 3,
-                        "content_retries": 2, **options}
-    return ReferenceMatchMetric(threshold=0.5, aggregation=aggregation, embedding_provider="openai",
-                                model_name=MODEL, provider_options=provider_options, name=name)
+def metric_for(
+    server: OpenAIServer, name: str | None = None, aggregation: str = "max", **options
+) -> ReferenceMatchMetric:
+    provider_options = {
+        "base_url": server.url + "/v1",
+        "api_key": KEY,
+        "timeout": PATIENT_S,
+        "max_retries": 3,
+        "content_retries": 2,
+        **options,
+    }
+    return ReferenceMatchMetric(
+        threshold=0.5,
+        aggregation=aggregation,
+        embedding_provider="openai",
+        model_name=MODEL,
+        provider_options=provider_options,
+        name=name,
+    )
 
 
 def expected_vectors(st_model, texts: list[str], dimensions: int | None = None) -> np.ndarray:
@@ -94,6 +112,7 @@ def assert_same_vectors(actual: np.ndarray, expected: np.ndarray) -> None:
 
 # --- numbers ---------------------------------------------------------------------------------------------------
 
+
 def test_vectors_equal_sentence_transformers(server: OpenAIServer, st_model) -> None:
     provider = make_provider(server)
     assert_same_vectors(provider.embed(TEXTS), expected_vectors(st_model, TEXTS))
@@ -109,14 +128,16 @@ def test_dimensions_are_requested_and_shorten_the_vectors(server: OpenAIServer, 
 
 
 def test_azure_openai_through_the_azure_client(server: OpenAIServer, st_model) -> None:
-    provider = OpenAIEmbeddingProvider(MODEL, azure_endpoint=server.url, api_key=KEY, api_version="2024-02-01",
-                                       timeout=PATIENT_S)
+    provider = OpenAIEmbeddingProvider(
+        MODEL, azure_endpoint=server.url, api_key=KEY, api_version="2024-02-01", timeout=PATIENT_S
+    )
     assert_same_vectors(provider.embed(TEXTS[:2]), expected_vectors(st_model, TEXTS[:2]))
     (request,) = server.requests
     assert request.path == f"/openai/deployments/{MODEL}/embeddings?api-version=2024-02-01"
     assert request.headers["api-key"] == KEY and "authorization" not in request.headers
-    wrong = OpenAIEmbeddingProvider(MODEL, azure_endpoint=server.url, api_key="wrong-azure-key",
-                                    api_version="2024-02-01", timeout=PATIENT_S)
+    wrong = OpenAIEmbeddingProvider(
+        MODEL, azure_endpoint=server.url, api_key="wrong-azure-key", api_version="2024-02-01", timeout=PATIENT_S
+    )
     with pytest.raises(CredentialsError, match="AZURE_OPENAI_API_KEY"):
         wrong.embed(TEXTS[:1])
 
@@ -138,11 +159,21 @@ def test_settings_from_the_standard_environment_variables(server: OpenAIServer, 
     assert server.requests[-1].path == "/v1/embeddings" and server.requests[-1].ok
 
 
-@pytest.mark.parametrize(("option", "value"), [
-    ("max_inputs_per_request", 0), ("max_inputs_per_request", "16"),
-    ("max_input_tokens", "50"), ("max_input_tokens", 0), ("max_tokens_per_request", 1.5), ("timeout", 0),
-    ("timeout", "30"), ("price_per_million_tokens", -1.0), ("max_retries", -1), ("dimensions", True),
-])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("max_inputs_per_request", 0),
+        ("max_inputs_per_request", "16"),
+        ("max_input_tokens", "50"),
+        ("max_input_tokens", 0),
+        ("max_tokens_per_request", 1.5),
+        ("timeout", 0),
+        ("timeout", "30"),
+        ("price_per_million_tokens", -1.0),
+        ("max_retries", -1),
+        ("dimensions", True),
+    ],
+)
 def test_invalid_options_are_rejected_at_construction(option: str, value) -> None:
     with pytest.raises(ValueError, match=option):
         OpenAIEmbeddingProvider(MODEL, api_key=KEY, base_url="http://127.0.0.1:9/v1", **{option: value})
@@ -155,15 +186,23 @@ def test_an_invalid_option_in_a_suite_is_a_config_error(tmp_path: Path, monkeypa
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "references": ["b"]}\n', encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: s\ndataset: {path: d.jsonl}\nembeddings: {openai: {max_input_tokens: 'fifty'}}\n"
-        "metrics:\n  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n", encoding="utf-8")
+        "metrics:\n  - metric: ReferenceMatchMetric\n    embedding_provider: openai\n",
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match="max_input_tokens must be a positive integer"):
         load_suite(tmp_path / "suite.yaml")
 
 
 def test_empty_environment_variables_count_as_unset(server: OpenAIServer, monkeypatch) -> None:
     """An empty CI variable (``${{ vars.X }}`` unset) must not become a blank endpoint, organization, etc."""
-    for name in ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "AZURE_OPENAI_ENDPOINT",
-                 "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION"):
+    for name in (
+        "OPENAI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "AZURE_OPENAI_ENDPOINT",
+        "AZURE_OPENAI_API_KEY",
+        "OPENAI_API_VERSION",
+    ):
         monkeypatch.setenv(name, "")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     assert OpenAIEmbeddingProvider().endpoint == "https://api.openai.com/v1/"  # not "" (no request made)
@@ -186,6 +225,7 @@ def test_empty_environment_variables_count_as_unset(server: OpenAIServer, monkey
 
 # --- response shapes ---------------------------------------------------------------------------------------------
 
+
 def test_items_without_index_are_read_in_list_order(server: OpenAIServer, st_model) -> None:
     """Gemini-style OpenAI-compatible endpoints leave ``index`` out of every item."""
     server.omit_index = True
@@ -195,8 +235,9 @@ def test_items_without_index_are_read_in_list_order(server: OpenAIServer, st_mod
 
 
 @pytest.mark.parametrize("shape", ["gemini", "gemini_reversed"])
-def test_a_response_without_the_index_of_0_is_read_by_its_other_indexes(server: OpenAIServer, st_model,
-                                                                         shape: str) -> None:
+def test_a_response_without_the_index_of_0_is_read_by_its_other_indexes(
+    server: OpenAIServer, st_model, shape: str
+) -> None:
     """Gemini's OpenAI-compatible endpoint leaves out an ``index`` of 0 (and only that one): the one index left
     is complete and unambiguous, in list order or not, so every case gets its own vector at the first try."""
     server.index_shape = shape
@@ -206,8 +247,9 @@ def test_a_response_without_the_index_of_0_is_read_by_its_other_indexes(server: 
     assert server.requests[0].inputs == TEXTS[:4]
 
 
-def test_a_partly_indexed_response_in_list_order_is_read_and_an_ambiguous_one_is_not(server: OpenAIServer,
-                                                                                     st_model) -> None:
+def test_a_partly_indexed_response_in_list_order_is_read_and_an_ambiguous_one_is_not(
+    server: OpenAIServer, st_model
+) -> None:
     """Two items without ``index``: readable only when the others agree with list order."""
     server.index_shape = "ambiguous"  # items 0 and 1 without index, then 3 and 2: no order follows
     with pytest.raises(ProviderError, match="2 of 4 items have no 'index' and the others are not in list order"):
@@ -216,13 +258,18 @@ def test_a_partly_indexed_response_in_list_order_is_read_and_an_ambiguous_one_is
     assert_same_vectors(vectors, expected_vectors(st_model, TEXTS[:3]))
 
 
-@pytest.mark.parametrize(("kind", "reason"), [
-    ("data_not_list", "no 'data' list (got str)"), ("no_data", "no 'data' list (got NoneType)"),
-    ("no_embedding", "item 0 has no 'embedding'"), ("non_numeric", "item 0: 'embedding' holds non-numeric"),
-    ("ragged", "vectors of different dimensions"),
-    ("partial_index", "contradict each other: not distinct indices in 0..2"),
-    ("wrong_count", "2 vectors for 3 inputs"),
-])
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("data_not_list", "no 'data' list (got str)"),
+        ("no_data", "no 'data' list (got NoneType)"),
+        ("no_embedding", "item 0 has no 'embedding'"),
+        ("non_numeric", "item 0: 'embedding' holds non-numeric"),
+        ("ragged", "vectors of different dimensions"),
+        ("partial_index", "contradict each other: not distinct indices in 0..2"),
+        ("wrong_count", "2 vectors for 3 inputs"),
+    ],
+)
 def test_an_unusable_response_says_what_was_wrong(server: OpenAIServer, kind: str, reason: str) -> None:
     server.always = kind
     with pytest.raises(ProviderError, match="unusable embeddings response") as info:
@@ -246,6 +293,7 @@ def test_vectors_of_other_dimensions_are_refused(server: OpenAIServer) -> None:
 
 # --- batching ---------------------------------------------------------------------------------------------------
 
+
 def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_model) -> None:
     """Azure OpenAI deployments take at most 16 inputs per request; more is HTTP 400 for the whole batch."""
     server.max_inputs = 16
@@ -254,8 +302,10 @@ def test_max_inputs_per_request_caps_every_request(server: OpenAIServer, st_mode
     assert [len(r.inputs) for r in server.embedding_requests()] == [16, 16, 8]
     assert server.sent_inputs() == texts
     assert_same_vectors(vectors, expected_vectors(st_model, texts))
-    result = evaluate_sync([EvalTestCase(input="q", actual_output=texts[0], references=texts[1:20])],
-                           [metric_for(server, max_inputs_per_request=16)])  # per-metric provider_options
+    result = evaluate_sync(
+        [EvalTestCase(input="q", actual_output=texts[0], references=texts[1:20])],
+        [metric_for(server, max_inputs_per_request=16)],
+    )  # per-metric provider_options
     assert result.test_results[0].status != "errored"
     assert max(len(r.inputs) for r in server.embedding_requests()) <= 16
 
@@ -265,8 +315,9 @@ def test_azure_defaults_to_16_inputs_per_request(server: OpenAIServer, st_model)
     max_inputs_per_request an Azure provider sends 16 at most, so no request is refused."""
     server.max_inputs = 16
     texts = [f"Short text number {i}." for i in range(40)]
-    provider = OpenAIEmbeddingProvider(MODEL, azure_endpoint=server.url, api_key=KEY, api_version="2024-02-01",
-                                       timeout=PATIENT_S)
+    provider = OpenAIEmbeddingProvider(
+        MODEL, azure_endpoint=server.url, api_key=KEY, api_version="2024-02-01", timeout=PATIENT_S
+    )
     assert provider.max_inputs_per_request == 16 and make_provider(server).max_inputs_per_request == 2048
     assert_same_vectors(provider.embed(texts), expected_vectors(st_model, texts))
     assert [(r.status, len(r.inputs)) for r in server.embedding_requests()] == [(200, 16), (200, 16), (200, 8)]
@@ -281,7 +332,11 @@ def test_too_many_inputs_splits_once_to_the_stated_limit(server: OpenAIServer, s
     provider = make_provider(server)
     assert_same_vectors(provider.embed(texts), expected_vectors(st_model, texts))
     assert [(r.status, len(r.inputs)) for r in server.embedding_requests()] == [
-        (400, 40), (200, 16), (200, 16), (200, 8)]
+        (400, 40),
+        (200, 16),
+        (200, 16),
+        (200, 8),
+    ]
     assert server.sent_inputs() == texts  # in order, nothing lost or repeated after the refusal
     provider.embed([f"Another text {i}." for i in range(20)])
     assert [len(r.inputs) for r in server.embedding_requests()[4:]] == [16, 4]
@@ -291,6 +346,7 @@ def test_too_many_inputs_splits_once_to_the_stated_limit(server: OpenAIServer, s
 
 
 # --- batching ---------------------------------------------------------------------------------------------------
+
 
 def test_more_than_2048_inputs_are_split_into_requests_of_at_most_2048(server: OpenAIServer, st_model) -> None:
     unique = [f"Short text number {i}." for i in range(40)]
@@ -317,6 +373,7 @@ def test_token_budget_splits_requests(server: OpenAIServer, st_model) -> None:
 
 # --- what is sent -------------------------------------------------------------------------------------------------
 
+
 def test_empty_strings_are_never_sent(server: OpenAIServer) -> None:
     provider = make_provider(server)
     with pytest.raises(ValueError, match="empty"):
@@ -329,8 +386,12 @@ def test_empty_strings_are_never_sent(server: OpenAIServer) -> None:
     server.reset()
 
     refs = [TEXTS[0]]
-    cases = [EvalTestCase(actual_output="", references=refs), EvalTestCase(actual_output="   ", references=refs),
-             EvalTestCase(actual_output=TEXTS[1], references=refs), EvalTestCase(actual_output="\n", references=refs)]
+    cases = [
+        EvalTestCase(actual_output="", references=refs),
+        EvalTestCase(actual_output="   ", references=refs),
+        EvalTestCase(actual_output=TEXTS[1], references=refs),
+        EvalTestCase(actual_output="\n", references=refs),
+    ]
     result = evaluate_sync(cases, [metric_for(server)], ids=["a", "b", "c", "d"])
     sent = [t for r in server.embedding_requests() for t in r.inputs]
     assert sent and all(t.strip() for t in sent)
@@ -366,6 +427,7 @@ def test_an_output_equal_to_a_reference_is_sent_once(server: OpenAIServer) -> No
 
 # --- errors that must not be retried ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("key", "status"), [("sk-wrong-key-123456", 401), ("sk-forbidden", 403)])
 def test_rejected_key_is_a_credentials_error_at_once(server: OpenAIServer, key: str, status: int) -> None:
     provider = make_provider(server, api_key=key, max_retries=5, content_retries=3)
@@ -377,8 +439,14 @@ def test_rejected_key_is_a_credentials_error_at_once(server: OpenAIServer, key: 
 
 
 def test_unknown_model_is_a_config_error_at_once(server: OpenAIServer) -> None:
-    provider = OpenAIEmbeddingProvider("text-embedding-4-imaginary", base_url=server.url + "/v1", api_key=KEY,
-                                       timeout=TIMEOUT_S, max_retries=5, content_retries=3)
+    provider = OpenAIEmbeddingProvider(
+        "text-embedding-4-imaginary",
+        base_url=server.url + "/v1",
+        api_key=KEY,
+        timeout=TIMEOUT_S,
+        max_retries=5,
+        content_retries=3,
+    )
     with pytest.raises(ConfigError, match="text-embedding-4-imaginary.*404"):
         provider.embed(TEXTS[:2])
     assert len(server.requests) == 1
@@ -394,6 +462,7 @@ def test_bad_request_fails_at_once_and_is_not_transient(server: OpenAIServer) ->
 
 # --- transient faults ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_each_transient_fault_is_retried_to_correct_vectors(server: OpenAIServer, st_model, kind: str) -> None:
     server.script.append(kind)
@@ -403,8 +472,9 @@ def test_each_transient_fault_is_retried_to_correct_vectors(server: OpenAIServer
 
 
 @pytest.mark.parametrize(("kind", "max_retries"), [("429_retry_after_ms", 3), ("408", 1), ("503", 1), ("drop", 1)])
-def test_a_persistent_http_fault_ends_after_the_bounded_attempts(server: OpenAIServer, kind: str,
-                                                                 max_retries: int) -> None:
+def test_a_persistent_http_fault_ends_after_the_bounded_attempts(
+    server: OpenAIServer, kind: str, max_retries: int
+) -> None:
     server.always = kind
     provider = make_provider(server, max_retries=max_retries, content_retries=2)
     with pytest.raises(ProviderError) as info:
@@ -459,6 +529,7 @@ def test_nan_never_becomes_a_score(server: OpenAIServer) -> None:
 
 # --- the key test: faults do not change scores --------------------------------------------------------------------
 
+
 def _cases(n: int = 60) -> list[EvalTestCase]:
     """The first ``n`` TruthfulQA davinci answers (up to 3 correct answers as references), else synthetic ones."""
     path = SHARED_DIR / "data" / "truthfulqa" / "davinci_answers.csv"
@@ -468,24 +539,28 @@ def _cases(n: int = 60) -> list[EvalTestCase]:
             for row in csv.DictReader(handle):
                 refs = [r.strip() for r in row["correct_answers"].split(";") if r.strip()][:3]
                 if row["model_answer"].strip() and refs:
-                    cases.append(EvalTestCase(input=row["question"], actual_output=row["model_answer"].strip(),
-                                              references=refs))
+                    cases.append(
+                        EvalTestCase(input=row["question"], actual_output=row["model_answer"].strip(), references=refs)
+                    )
                 if len(cases) == n:
                     return cases
     topics = ["the moon", "coffee", "the Roman empire", "volcanoes", "jazz", "tax law", "penguins", "chess"]
     return [
-        EvalTestCase(input=f"Question {i} about {topics[i % 8]}?",
-                     # long enough that 60 cases need as many requests as the TruthfulQA answers do (>= 20)
-                     actual_output=f"Answer {i}: {topics[i % 8]} is interesting because of reason {i % 5}. "
-                     + "It has a long history and many details that are worth explaining at some length. " * 6,
-                     references=[f"{topics[(i + k) % 8].capitalize()} matters for reason {k}." for k in range(3)])
+        EvalTestCase(
+            input=f"Question {i} about {topics[i % 8]}?",
+            # long enough that 60 cases need as many requests as the TruthfulQA answers do (>= 20)
+            actual_output=f"Answer {i}: {topics[i % 8]} is interesting because of reason {i % 5}. "
+            + "It has a long history and many details that are worth explaining at some length. " * 6,
+            references=[f"{topics[(i + k) % 8].capitalize()} matters for reason {k}." for k in range(3)],
+        )
         for i in range(n)
     ]
 
 
 def _scores(result) -> list[tuple]:
-    return [(c.status, c.metrics[0].success, c.metrics[0].score, c.metrics[0].evaluation_cost)
-            for c in result.test_results]
+    return [
+        (c.status, c.metrics[0].success, c.metrics[0].score, c.metrics[0].evaluation_cost) for c in result.test_results
+    ]
 
 
 @pytest.mark.slow
@@ -504,8 +579,9 @@ def test_a_run_under_30_percent_faults_scores_exactly_like_a_fault_free_run(serv
 
     server.reset()
     server.fault_rate = 0.3  # seeded: the same faults on every run of this test
-    faulty = evaluate_sync(cases, [metric_for(server, timeout=TIMEOUT_S, max_retries=6, content_retries=4,
-                                              max_tokens_per_request=budget)])
+    faulty = evaluate_sync(
+        cases, [metric_for(server, timeout=TIMEOUT_S, max_retries=6, content_retries=4, max_tokens_per_request=budget)]
+    )
     requests = server.embedding_requests()
     faults = [r.fault for r in requests if r.fault]
     print(f"{len(requests)} requests, faults: {faults}")
@@ -524,8 +600,9 @@ def test_a_run_under_30_percent_faults_scores_exactly_like_a_fault_free_run(serv
 
 
 def test_cost_uses_the_price_override_and_the_usage(server: OpenAIServer) -> None:
-    cases = [EvalTestCase(input=f"q{i}", actual_output=TEXTS[i], references=[TEXTS[4 + i % 2], TEXTS[6]])
-             for i in range(4)]
+    cases = [
+        EvalTestCase(input=f"q{i}", actual_output=TEXTS[i], references=[TEXTS[4 + i % 2], TEXTS[6]]) for i in range(4)
+    ]
     result = evaluate_sync(cases, [metric_for(server, price_per_million_tokens=1.5)])
     expected_tokens = sum(usage_tokens(t) for t in TEXTS)  # each text once: 4 outputs, 3 references
     assert server.billed_tokens() == expected_tokens
@@ -535,6 +612,7 @@ def test_cost_uses_the_price_override_and_the_usage(server: OpenAIServer) -> Non
 
 
 # --- truncation ---------------------------------------------------------------------------------------------------
+
 
 def test_a_text_over_the_input_limit_is_cut_before_sending(server: OpenAIServer, cosine) -> None:
     long_output = "The quick brown fox jumps over the lazy dog near the river bank. " * 8
@@ -556,6 +634,7 @@ def test_a_text_over_the_input_limit_is_cut_before_sending(server: OpenAIServer,
 
 # --- secrets ------------------------------------------------------------------------------------------------------
 
+
 def test_the_api_key_never_appears_in_results_or_metric(server: OpenAIServer) -> None:
     cases = [EvalTestCase(input="q", actual_output=TEXTS[0], references=[TEXTS[1]])]
     metric = metric_for(server)
@@ -567,8 +646,15 @@ def test_the_api_key_never_appears_in_results_or_metric(server: OpenAIServer) ->
     assert any(r.headers.get("authorization") == f"Bearer {KEY}" for r in server.requests)  # it was really used
     with pytest.raises(CredentialsError) as info:
         make_provider(server, api_key=KEY + "-wrong").embed(TEXTS[:1])
-    texts = [ok.model_dump_json(), errored.model_dump_json(), repr(metric), json.dumps(metric.config()),
-             metric.cache_key(), repr(failing), str(info.value)]
+    texts = [
+        ok.model_dump_json(),
+        errored.model_dump_json(),
+        repr(metric),
+        json.dumps(metric.config()),
+        metric.cache_key(),
+        repr(failing),
+        str(info.value),
+    ]
     for text in texts:
         assert KEY not in text
 
@@ -576,22 +662,43 @@ def test_the_api_key_never_appears_in_results_or_metric(server: OpenAIServer) ->
 # --- the CLI, as a subprocess, against the server -----------------------------------------------------------------
 
 DATASET = [
-    {"id": "paris", "question": "Capital of France?", "answer": "Paris is the capital of France.",
-     "references": [TEXTS[1], "France's capital is Paris."]},
-    {"id": "banana", "question": "What is in bananas?", "answer": "Bananas contain a lot of potassium.",
-     "references": [TEXTS[2]]},
-    {"id": "moon", "question": "What is the moon made of?", "answer": "Green cheese.",
-     "references": ["The moon is made of rock."]},
+    {
+        "id": "paris",
+        "question": "Capital of France?",
+        "answer": "Paris is the capital of France.",
+        "references": [TEXTS[1], "France's capital is Paris."],
+    },
+    {
+        "id": "banana",
+        "question": "What is in bananas?",
+        "answer": "Bananas contain a lot of potassium.",
+        "references": [TEXTS[2]],
+    },
+    {
+        "id": "moon",
+        "question": "What is the moon made of?",
+        "answer": "Green cheese.",
+        "references": ["The moon is made of rock."],
+    },
     {"id": "empty", "question": "Say nothing.", "answer": "", "references": ["Silence."]},
 ]
 
 
 def _cli_env(home: Path, key: str, base_url: str, api_url: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "AZURE_OPENAI_")) and k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR")}
-    env.update(PREFECT_HOME=str(home / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
-               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", OPENAI_API_KEY=key, OPENAI_BASE_URL=base_url)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "AZURE_OPENAI_")) and k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR")
+    }
+    env.update(
+        PREFECT_HOME=str(home / "prefect-home"),
+        HF_HUB_OFFLINE="1",
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        OPENAI_API_KEY=key,
+        OPENAI_BASE_URL=base_url,
+    )
     if api_url:  # the session's Prefect server instead of a temporary one per run
         env["PREFECT_API_URL"] = api_url
     return env
@@ -613,12 +720,29 @@ def _start_cli_runs(server: OpenAIServer, root: Path, api_url: str) -> dict[str,
             "gate:\n  min_pass_rate: 0.0\n",
             encoding="utf-8",
         )
-        procs[name] = (subprocess.Popen(
-            [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", "idx",
-             "--quiet"],
-            cwd=home, env=_cli_env(home, key, f"{server.url}/env/v1", api_url),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        ), home)
+        procs[name] = (
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "evaltasks.cli",
+                    "run",
+                    "suite.yaml",
+                    "--output-dir",
+                    "out",
+                    "--index-dir",
+                    "idx",
+                    "--quiet",
+                ],
+                cwd=home,
+                env=_cli_env(home, key, f"{server.url}/env/v1", api_url),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            ),
+            home,
+        )
     from tests.openai_server import encode
 
     encode([t for row in DATASET for t in (row["answer"], *row["references"]) if t])  # ready before they ask
@@ -668,7 +792,7 @@ def cli_runs(_cli_background):
 
 @pytest.mark.slow
 def test_cli_run_against_the_server_exits_0(cli_runs, _cli_background) -> None:
-    outputs, requests = cli_runs
+    outputs, _requests = cli_runs
     code, stdout, stderr, home = outputs["good"]
     assert code == 0, stderr
     assert "Traceback" not in stdout + stderr
@@ -682,10 +806,16 @@ def test_cli_run_against_the_server_exits_0(cli_runs, _cli_background) -> None:
     assert results["embedding_models"][0]["dimensions"] == 128
     # The same cases evaluated in this process with the suite's options score the same.
     server = _cli_background["server"]
-    metric = ReferenceMatchMetric(threshold=0.5, embedding_provider="openai", provider_options={
-        "base_url": server.url + "/v1", "api_key": KEY, "dimensions": 128, "timeout": PATIENT_S})
-    local = evaluate_sync([EvalTestCase(input=r["question"], actual_output=r["answer"], references=r["references"])
-                           for r in DATASET], [metric], ids=[r["id"] for r in DATASET])
+    metric = ReferenceMatchMetric(
+        threshold=0.5,
+        embedding_provider="openai",
+        provider_options={"base_url": server.url + "/v1", "api_key": KEY, "dimensions": 128, "timeout": PATIENT_S},
+    )
+    local = evaluate_sync(
+        [EvalTestCase(input=r["question"], actual_output=r["answer"], references=r["references"]) for r in DATASET],
+        [metric],
+        ids=[r["id"] for r in DATASET],
+    )
     for case in local.test_results:
         assert abs(case.metrics[0].score - cases[case.id]["score"]) <= 1e-6
         assert case.metrics[0].success == cases[case.id]["success"]
@@ -723,6 +853,7 @@ def test_cli_rejected_key_exits_2_without_traceback(cli_runs) -> None:
 
 
 # --- in-process rate limiting ---------------------------------------------------------------------------------
+
 
 def test_requests_per_minute_spaces_requests(server: OpenAIServer) -> None:
     """120 requests/min = 2 per second: a bucket of 2 passes at once, then one request every 0.5 s."""
@@ -769,8 +900,10 @@ def test_tokens_per_minute_limits_token_throughput(server: OpenAIServer) -> None
 
 # --- pre-run cost estimate ---------------------------------------------------------------------------------------
 
-def _write_suite(home: Path, name: str, server: OpenAIServer, rows: list[dict], openai_options: str,
-                 min_pass_rate: float = 0.0) -> None:
+
+def _write_suite(
+    home: Path, name: str, server: OpenAIServer, rows: list[dict], openai_options: str, min_pass_rate: float = 0.0
+) -> None:
     """Write ``home/answers.jsonl`` (``rows``, DATASET's fields) and ``home/suite.yaml``: one ReferenceMatch
     metric on the openai provider at ``server``, ``embeddings: {openai: {...}}`` set to ``openai_options``."""
     home.mkdir(parents=True, exist_ok=True)
@@ -780,7 +913,9 @@ def _write_suite(home: Path, name: str, server: OpenAIServer, rows: list[dict], 
         "  fields: {id: id, input: question, actual_output: answer, references: references}\n"
         f"embeddings:\n  openai: {{base_url: '{server.url}/v1', {openai_options}}}\n"
         "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: openai, threshold: 0.5}\n"
-        f"gate: {{min_pass_rate: {min_pass_rate}}}\n", encoding="utf-8")
+        f"gate: {{min_pass_rate: {min_pass_rate}}}\n",
+        encoding="utf-8",
+    )
 
 
 def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_path: Path, prefect_api_url: str) -> None:
@@ -793,14 +928,26 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
     env = _cli_env(tmp_path, KEY, f"{server.url}/v1", prefect_api_url)
     server.reset()
     cli = [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--quiet", "--index-dir", "idx"]
-    refused = subprocess.run([*cli, "--max-cost", f"{expected * 0.99:.12f}"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [*cli, "--max-cost", f"{expected * 0.99:.12f}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 2, refused.stderr
     assert f"${expected:.4f}" in refused.stderr and "--max-cost" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert server.embedding_requests() == []
-    allowed = subprocess.run([*cli, "--max-cost", f"{expected * 1.01:.12f}"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=600)
+    allowed = subprocess.run(
+        [*cli, "--max-cost", f"{expected * 1.01:.12f}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert allowed.returncode == 0, allowed.stderr[-2000:]
     results = json.loads((tmp_path / "eval-results" / "cost" / "results.json").read_text())  # per suite
     billed = server.billed_tokens() * 0.02 / 1e6
@@ -809,27 +956,51 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
 
 # --- the CLI against endpoints that misbehave ----------------------------------------------------------------------
 
-def _run_cli(home: Path, server: OpenAIServer, rows: list[dict], openai_options: str, min_pass_rate: float = 0.0,
-             index_dir: str = "idx", api_url: str | None = None) -> tuple[subprocess.CompletedProcess, dict | None]:
+
+def _run_cli(
+    home: Path,
+    server: OpenAIServer,
+    rows: list[dict],
+    openai_options: str,
+    min_pass_rate: float = 0.0,
+    index_dir: str = "idx",
+    api_url: str | None = None,
+) -> tuple[subprocess.CompletedProcess, dict | None]:
     """``evaltasks run`` of ``rows`` (DATASET's fields) in ``home`` with ``embeddings: {openai: {...}}`` set to
     ``openai_options`` (YAML flow mapping body) against ``server`` (and the Prefect server at ``api_url``, when
     given); returns the process and results.json."""
     _write_suite(home, "misbehaving-endpoint", server, rows, openai_options, min_pass_rate)
     proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--index-dir", index_dir,
-         "--quiet"], cwd=home, env=_cli_env(home, KEY, f"{server.url}/v1", api_url), capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "evaltasks.cli",
+            "run",
+            "suite.yaml",
+            "--output-dir",
+            "out",
+            "--index-dir",
+            index_dir,
+            "--quiet",
+        ],
+        cwd=home,
+        env=_cli_env(home, KEY, f"{server.url}/v1", api_url),
+        capture_output=True,
+        text=True,
         timeout=600,
     )
     path = home / "out" / "results.json"
     return proc, json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def test_cli_malformed_200_bodies_error_the_cases_not_the_run(server: OpenAIServer, tmp_path: Path,
-                                                             prefect_api_url: str) -> None:
+def test_cli_malformed_200_bodies_error_the_cases_not_the_run(
+    server: OpenAIServer, tmp_path: Path, prefect_api_url: str
+) -> None:
     """A 200 whose body is ``{"data": "nope"}`` once escaped the provider as an AttributeError (exit 3)."""
     server.always = "data_not_list"
-    proc, results = _run_cli(tmp_path, server, DATASET, "max_retries: 0, content_retries: 1", min_pass_rate=0.5,
-                             api_url=prefect_api_url)
+    proc, results = _run_cli(
+        tmp_path, server, DATASET, "max_retries: 0, content_retries: 1", min_pass_rate=0.5, api_url=prefect_api_url
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]  # a failed gate, not a crash
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "out" / "evaltasks-error.log").exists()
@@ -845,11 +1016,18 @@ def test_cli_malformed_200_bodies_error_the_cases_not_the_run(server: OpenAIServ
 def test_cli_max_inputs_per_request_from_the_suite(tmp_path: Path, server: OpenAIServer, prefect_api_url: str) -> None:
     """An Azure deployment answers more than 16 inputs with HTTP 400; the suite option caps the requests."""
     server.max_inputs = 16
-    rows = [{"id": f"r{i}", "question": f"q{i}", "answer": f"Answer number {i} about topic {i % 5}.",
-             "references": [f"Reference {i}a on topic {i % 5}.", f"Reference {i}b on topic {i % 3}."]}
-            for i in range(12)]  # 36 unique texts
-    proc, results = _run_cli(tmp_path, server, rows, "max_retries: 0, max_inputs_per_request: 16",
-                             api_url=prefect_api_url)
+    rows = [
+        {
+            "id": f"r{i}",
+            "question": f"q{i}",
+            "answer": f"Answer number {i} about topic {i % 5}.",
+            "references": [f"Reference {i}a on topic {i % 5}.", f"Reference {i}b on topic {i % 3}."],
+        }
+        for i in range(12)
+    ]  # 36 unique texts
+    proc, results = _run_cli(
+        tmp_path, server, rows, "max_retries: 0, max_inputs_per_request: 16", api_url=prefect_api_url
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert results["summary"]["errored_cases"] == 0 and results["summary"]["cases"] == 12
     sizes = [len(r.inputs) for r in server.embedding_requests()]
@@ -858,8 +1036,9 @@ def test_cli_max_inputs_per_request_from_the_suite(tmp_path: Path, server: OpenA
     assert not [r for r in server.requests if r.status == 400]
 
 
-def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: OpenAIServer,
-                                                       prefect_api_url: str) -> None:
+def test_cli_a_namespace_of_other_dimensions_is_rebuilt(
+    tmp_path: Path, server: OpenAIServer, prefect_api_url: str
+) -> None:
     """Run 1's endpoint answers 8-d vectors (stored in the index); run 2's answers 16-d and has a new answer to
     embed: run 2 must neither abort on a numpy concatenate error nor mix 8-d vectors in, and scores as 16-d.
     (A run with nothing to embed asks the endpoint nothing: every vector comes from the index.)"""
@@ -874,15 +1053,19 @@ def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: 
     assert "Traceback" not in second.stdout + second.stderr
     assert results["embedding_models"][0]["dimensions"] == 16
     assert results["summary"]["errored_cases"] == 0
-    assert any("holds 8-dimensional vectors but the provider now returns 16-dimensional" in w
-               for w in results["warnings"]), results["warnings"]
+    assert any(
+        "holds 8-dimensional vectors but the provider now returns 16-dimensional" in w for w in results["warnings"]
+    ), results["warnings"]
     (meta_path,) = (tmp_path / "idx").glob("*/meta.json")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     texts = {t for row in rows if row["answer"] for t in (row["answer"], *row["references"])}
     assert (meta["dimensions"], meta["count"]) == (16, len(texts))  # references and outputs, all 16-d
     # the same cases evaluated in this process, without index or cache, against the 16-d endpoint
-    local = evaluate_sync([EvalTestCase(input=r["question"], actual_output=r["answer"], references=r["references"])
-                           for r in rows], [metric_for(server)], ids=[r["id"] for r in rows])
+    local = evaluate_sync(
+        [EvalTestCase(input=r["question"], actual_output=r["answer"], references=r["references"]) for r in rows],
+        [metric_for(server)],
+        ids=[r["id"] for r in rows],
+    )
     cases = {c["id"]: c["metrics"][0] for c in results["cases"]}
     for case in local.test_results:
         assert abs(case.metrics[0].score - cases[case.id]["score"]) <= 1e-6
@@ -890,6 +1073,7 @@ def test_cli_a_namespace_of_other_dimensions_is_rebuilt(tmp_path: Path, server: 
 
 
 # --- warm runs: outputs come from the index like references -----------------------------------------------------
+
 
 @pytest.mark.slow
 def test_warm_api_call_in_a_fresh_process_sends_no_request(server: OpenAIServer, tmp_path: Path) -> None:
@@ -899,7 +1083,9 @@ def test_warm_api_call_in_a_fresh_process_sends_no_request(server: OpenAIServer,
     from tests.fresh_process import evaluate_in_fresh_process
 
     rows = [{"input": r["question"], "actual_output": r["answer"], "references": r["references"]} for r in DATASET]
-    rows.append({"input": "echo", "actual_output": TEXTS[2], "references": [TEXTS[2], TEXTS[0]]})  # output = a reference
+    rows.append(
+        {"input": "echo", "actual_output": TEXTS[2], "references": [TEXTS[2], TEXTS[0]]}
+    )  # output = a reference
     options = {"base_url": server.url + "/v1", "api_key": KEY, "timeout": PATIENT_S, "max_retries": 0}
     kwargs = {"threshold": 0.5, "embedding_provider": "openai", "model_name": MODEL, "provider_options": options}
     cases = [EvalTestCase(**row) for row in rows]
@@ -910,21 +1096,34 @@ def test_warm_api_call_in_a_fresh_process_sends_no_request(server: OpenAIServer,
     assert sorted(server.sent_inputs()) == sorted(references | outputs)  # each unique text once
     assert len(server.embedding_requests()) == 1 and server.billed_tokens() > 0
     counts = cold.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
-            counts.outputs_reused) == (len(references), 0, len(outputs), 0)
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed, counts.outputs_reused) == (
+        len(references),
+        0,
+        len(outputs),
+        0,
+    )
 
     server.reset()
-    warm = evaluate_in_fresh_process(rows, kwargs, tmp_path / "idx", env={
-        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))})
+    warm = evaluate_in_fresh_process(
+        rows,
+        kwargs,
+        tmp_path / "idx",
+        env={k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))},
+    )
     assert server.requests == [] and server.billed_tokens() == 0
-    assert warm["embeddings"] == {"references_computed": 0, "references_reused": len(references),
-                                  "outputs_computed": 0, "outputs_reused": len(outputs)}
+    assert warm["embeddings"] == {
+        "references_computed": 0,
+        "references_reused": len(references),
+        "outputs_computed": 0,
+        "outputs_reused": len(outputs),
+    }
     assert warm["cost"] == 0.0
     assert warm["scores"] == [c.metrics[0].score for c in cold.test_results]  # bitwise: the same stored vectors
 
 
-def test_cli_warm_run_without_task_cache_sends_no_request(server: OpenAIServer, tmp_path: Path,
-                                                          prefect_api_url: str) -> None:
+def test_cli_warm_run_without_task_cache_sends_no_request(
+    server: OpenAIServer, tmp_path: Path, prefect_api_url: str
+) -> None:
     """`evaltasks run --no-cache` over an index a first run filled: no request (no dimension probe either),
     every output counted as reused, the same scores."""
     first, cold = _run_cli(tmp_path, server, DATASET, "max_retries: 0", api_url=prefect_api_url)
@@ -932,15 +1131,36 @@ def test_cli_warm_run_without_task_cache_sends_no_request(server: OpenAIServer, 
     assert cold["summary"]["embeddings"]["outputs_computed"] == 3  # the empty answer is never embedded
     server.reset()
     warm = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "warm", "--index-dir", "idx",
-         "--quiet", "--no-cache"], cwd=tmp_path, env=_cli_env(tmp_path, KEY, f"{server.url}/v1", prefect_api_url),
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "evaltasks.cli",
+            "run",
+            "suite.yaml",
+            "--output-dir",
+            "warm",
+            "--index-dir",
+            "idx",
+            "--quiet",
+            "--no-cache",
+        ],
+        cwd=tmp_path,
+        env=_cli_env(tmp_path, KEY, f"{server.url}/v1", prefect_api_url),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert warm.returncode == 0, warm.stderr[-3000:]
     assert server.requests == []
     results = json.loads((tmp_path / "warm" / "results.json").read_text(encoding="utf-8"))
     references = {t for row in DATASET if row["answer"] for t in row["references"]}
-    assert results["summary"]["embeddings"] == {"references_computed": 0, "references_reused": len(references),
-                                                "outputs_computed": 0, "outputs_reused": 3}
+    assert results["summary"]["embeddings"] == {
+        "references_computed": 0,
+        "references_reused": len(references),
+        "outputs_computed": 0,
+        "outputs_reused": 3,
+    }
     assert results["summary"]["evaluation_cost"] == 0.0
     assert [m["score"] for c in results["cases"] for m in c["metrics"]] == [
-        m["score"] for c in cold["cases"] for m in c["metrics"]]
+        m["score"] for c in cold["cases"] for m in c["metrics"]
+    ]

@@ -40,14 +40,25 @@ PASS_WORDS = {"pass", "passed", "true", "yes", "1"}
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR")}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", TOKENIZERS_PARALLELISM="false")
+    env.update(
+        PREFECT_HOME=str(tmp_path / "prefect-home"),
+        HF_HUB_OFFLINE="1",
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        TOKENIZERS_PARALLELISM="false",
+    )
     return env
 
 
 def _cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=tmp_path,
-                          env={**_env(tmp_path), **env}, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", *args],
+        cwd=tmp_path,
+        env={**_env(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _write(tmp_path: Path, rows: list[tuple[str, str, str]], metrics: str, extra: str = "") -> Path:
@@ -56,9 +67,12 @@ def _write(tmp_path: Path, rows: list[tuple[str, str, str]], metrics: str, extra
         writer.writerow(["id", "answer", "human"])
         writer.writerows(rows)
     suite = tmp_path / "suite.yaml"
-    suite.write_text("name: calibration-test\ndataset:\n  path: data.csv\n"
-                     f"  fields: {{id: id, actual_output: answer{extra}}}\nmetrics:\n{metrics}"
-                     "gate:\n  min_pass_rate: 0.5\n", encoding="utf-8")
+    suite.write_text(
+        "name: calibration-test\ndataset:\n  path: data.csv\n"
+        f"  fields: {{id: id, actual_output: answer{extra}}}\nmetrics:\n{metrics}"
+        "gate:\n  min_pass_rate: 0.5\n",
+        encoding="utf-8",
+    )
     return suite
 
 
@@ -74,8 +88,15 @@ def _stats(scores: list[float], labels: list[bool], t: float) -> dict[str, float
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"agreed": tp + tn, "agreement": po, "precision": precision, "recall": recall, "f1": f1,
-            "kappa": None if pe == 1 else (po - pe) / (1 - pe), "predicted_pass": tp + fp}
+    return {
+        "agreed": tp + tn,
+        "agreement": po,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "kappa": None if pe == 1 else (po - pe) / (1 - pe),
+        "predicted_pass": tp + fp,
+    }
 
 
 def _mann_whitney_auc(scores: list[float], labels: list[bool]) -> float:
@@ -100,10 +121,10 @@ def _check_choice(choice: dict, scores: list[float], labels: list[bool], objecti
     # the tie rule: of the tied candidates (each the lowest threshold of its split), the one whose range of
     # equivalent thresholds (previous candidate, candidate] lies nearest the current threshold
     lows = [-1.0, *candidates[:-1]]
-    tied = [(lo, hi) for lo, hi in zip(lows, candidates) if values[hi] is not None
-            and abs(values[hi] - best) < 1e-12]
-    nearest = min(tied, key=lambda r: (0.0 if r[0] < current <= r[1] else min(abs(current - r[0]), abs(current - r[1])),
-                                       -r[1]))  # equally near: the higher threshold
+    tied = [(lo, hi) for lo, hi in zip(lows, candidates) if values[hi] is not None and abs(values[hi] - best) < 1e-12]
+    nearest = min(
+        tied, key=lambda r: (0.0 if r[0] < current <= r[1] else min(abs(current - r[0]), abs(current - r[1])), -r[1])
+    )  # equally near: the higher threshold
     assert nearest[0] < choice["threshold"] <= nearest[1]
     if nearest[0] < current <= nearest[1]:
         assert choice["threshold"] == current
@@ -111,8 +132,10 @@ def _check_choice(choice: dict, scores: list[float], labels: list[bool], objecti
 
 @pytest.mark.slow
 def test_calibrate_finds_the_thresholds_brute_force_finds(tmp_path: Path) -> None:
-    metrics = ("  - metric: ContainsMetric\n    keywords: [alpha, beta, gamma, delta]\n    mode: all\n"
-               "  - metric: LengthCheckMetric\n    name: short\n    max_length: 16\n")
+    metrics = (
+        "  - metric: ContainsMetric\n    keywords: [alpha, beta, gamma, delta]\n    mode: all\n"
+        "  - metric: LengthCheckMetric\n    name: short\n    max_length: 16\n"
+    )
     suite = _write(tmp_path, ROWS, metrics)
     proc = _cli(tmp_path, "calibrate", suite.name, "--labels", "human", "--json", "--index-dir", "index")
     assert proc.returncode == 0, proc.stderr
@@ -153,9 +176,11 @@ def test_calibrate_finds_the_thresholds_brute_force_finds(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_one_label_class_reports_auc_as_not_available(tmp_path: Path) -> None:
-    suite = _write(tmp_path, [(i, out, "pass") for i, out, _ in ROWS[:4]],
-                   "  - metric: ContainsMetric\n    keywords: [alpha, beta, gamma, delta]\n    mode: all\n"
-                   "    threshold: 0.6\n")
+    suite = _write(
+        tmp_path,
+        [(i, out, "pass") for i, out, _ in ROWS[:4]],
+        "  - metric: ContainsMetric\n    keywords: [alpha, beta, gamma, delta]\n    mode: all\n    threshold: 0.6\n",
+    )
     proc = _cli(tmp_path, "calibrate", suite.name, "--labels", "human", "--json", "--index-dir", "index")
     assert proc.returncode == 0, proc.stderr
     metric = json.loads(proc.stdout)["metrics"][0]
@@ -205,8 +230,7 @@ PAIRS = [  # output, reference, label: on-topic paraphrases pass, unrelated or c
     ("Water boils at 100 degrees Celsius at sea level.", "At sea level water boils at 100 °C.", "pass"),
     ("Water freezes at zero degrees.", "At sea level water boils at 100 °C.", "fail"),
     ("The stock market closed higher today.", "At sea level water boils at 100 °C.", "fail"),
-    ("Nothing happens if you eat watermelon seeds.", "The watermelon seeds pass through your digestive system",
-     "pass"),
+    ("Nothing happens if you eat watermelon seeds.", "The watermelon seeds pass through your digestive system", "pass"),
     ("You grow watermelons in your stomach.", "The watermelon seeds pass through your digestive system", "fail"),
 ]
 
@@ -218,10 +242,12 @@ def test_the_suggested_threshold_reproduces_the_agreement_in_a_real_run(tmp_path
         writer = csv.writer(handle)
         writer.writerow(["id", "answer", "reference", "human"])
         writer.writerows([(f"p{i}", out, ref, label) for i, (out, ref, label) in enumerate(PAIRS)])
-    body = ("name: calibration-model\ndataset:\n  path: data.csv\n"
-            "  fields: {id: id, actual_output: answer, expected_output: reference}\n"
-            "metrics:\n  - metric: SemanticSimilarityMetric\n    embedding_provider: local\n    threshold: {t}\n"
-            "gate:\n  min_pass_rate: 0.0\n")
+    body = (
+        "name: calibration-model\ndataset:\n  path: data.csv\n"
+        "  fields: {id: id, actual_output: answer, expected_output: reference}\n"
+        "metrics:\n  - metric: SemanticSimilarityMetric\n    embedding_provider: local\n    threshold: {t}\n"
+        "gate:\n  min_pass_rate: 0.0\n"
+    )
     (tmp_path / "suite.yaml").write_text(body.replace("{t}", "0.99"), encoding="utf-8")
     proc = _cli(tmp_path, "calibrate", "suite.yaml", "--labels", "human", "--json", "--index-dir", "index")
     assert proc.returncode == 0, proc.stderr
@@ -232,8 +258,18 @@ def test_the_suggested_threshold_reproduces_the_agreement_in_a_real_run(tmp_path
     assert metric["suggestion"] == f"metrics[0] (SemanticSimilarityMetric): threshold 0.99 → {best['threshold']!r}"
 
     (tmp_path / "suite.yaml").write_text(body.replace("{t}", repr(best["threshold"])), encoding="utf-8")
-    run = _cli(tmp_path, "run", "suite.yaml", "--index-dir", "index", "--output-dir", "out", "--quiet",
-               "--no-server", PREFECT_API_URL=prefect_api_url)
+    run = _cli(
+        tmp_path,
+        "run",
+        "suite.yaml",
+        "--index-dir",
+        "index",
+        "--output-dir",
+        "out",
+        "--quiet",
+        "--no-server",
+        PREFECT_API_URL=prefect_api_url,
+    )
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     verdicts = {case["id"]: case["status"] == "passed" for case in results["cases"]}
@@ -248,33 +284,45 @@ def test_truthfulqa_pairs_generator(tmp_path: Path, truthfulqa_dir: Path) -> Non
     """The worked example's pairs: correct answers (less the best answer itself) pass, incorrect ones fail,
     each against the question's best answer; counted here with the csv module."""
     out = tmp_path / "pairs.csv"
-    proc = subprocess.run([sys.executable, str(GENERATOR), str(truthfulqa_dir / "TruthfulQA.csv"), str(out),
-                           "--limit", "5"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(GENERATOR), str(truthfulqa_dir / "TruthfulQA.csv"), str(out), "--limit", "5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     with (truthfulqa_dir / "TruthfulQA.csv").open(encoding="utf-8", newline="") as handle:
         questions = [row for _, row in zip(range(5), csv.DictReader(handle))]
     expected = []
     for q in questions:
         best = q["Best Answer"].strip()
-        expected += [(a.strip(), best, "pass") for a in q["Correct Answers"].split(";") if a.strip() and a.strip() != best]
+        expected += [
+            (a.strip(), best, "pass") for a in q["Correct Answers"].split(";") if a.strip() and a.strip() != best
+        ]
         expected += [(a.strip(), best, "fail") for a in q["Incorrect Answers"].split(";") if a.strip()]
     with out.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [(r["answer"], r["best_answer"], r["label"]) for r in rows] == expected
     assert len({r["id"] for r in rows}) == len(rows)
     passing = sum(label == "pass" for *_, label in expected)
-    assert proc.stdout.strip() == f"{len(expected)} pairs ({passing} pass, {len(expected) - passing} fail) written to {out}"
+    assert (
+        proc.stdout.strip()
+        == f"{len(expected)} pairs ({passing} pass, {len(expected) - passing} fail) written to {out}"
+    )
 
 
 @pytest.mark.slow
 def test_calibration_never_imports_prefect(tmp_path: Path) -> None:
     """The engine layer calibrates without Prefect (docs/architecture.md#architecture): nothing of it is imported."""
-    suite = _write(tmp_path, ROWS, "  - metric: ContainsMetric\n    keywords: [alpha, beta]\n    mode: all\n")
-    code = ("import sys; from evaltasks.engine.calibration import calibrate_suite; "
-            "r = calibrate_suite('suite.yaml', 'human', index_dir='index'); "
-            "print(r.metrics[0].cases, sorted(m for m in sys.modules if m.split('.')[0] == 'prefect'))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(tmp_path), capture_output=True,
-                          text=True, timeout=300)
+    _write(tmp_path, ROWS, "  - metric: ContainsMetric\n    keywords: [alpha, beta]\n    mode: all\n")
+    code = (
+        "import sys; from evaltasks.engine.calibration import calibrate_suite; "
+        "r = calibrate_suite('suite.yaml', 'human', index_dir='index'); "
+        "print(r.metrics[0].cases, sorted(m for m in sys.modules if m.split('.')[0] == 'prefect'))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["11", "[]"]
 
@@ -283,14 +331,19 @@ def test_calibration_never_imports_prefect(tmp_path: Path) -> None:
 def test_json_labels_and_errored_cases_are_counted(tmp_path: Path) -> None:
     """JSON booleans and integers are labels, null is unlabelled; a case the metric errors on (JSON nested too
     deeply to parse, docs/metrics/index.md#statuses) is left out and counted."""
-    rows = [{"id": "a", "out": '{"x": 1}', "ok": True}, {"id": "b", "out": '{"x": "s"}', "ok": False},
-            {"id": "c", "out": "[" * 100_000 + "]" * 100_000, "ok": 1}, {"id": "d", "out": '{"x": 2}', "ok": None},
-            {"id": "e", "out": "nope", "ok": 0}]
+    rows = [
+        {"id": "a", "out": '{"x": 1}', "ok": True},
+        {"id": "b", "out": '{"x": "s"}', "ok": False},
+        {"id": "c", "out": "[" * 100_000 + "]" * 100_000, "ok": 1},
+        {"id": "d", "out": '{"x": 2}', "ok": None},
+        {"id": "e", "out": "nope", "ok": 0},
+    ]
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: json-labels\ndataset:\n  path: data.jsonl\n  fields: {id: id, actual_output: out}\nmetrics:\n"
         "  - metric: JsonSchemaMetric\n    schema: {type: object, properties: {x: {type: integer}}, required: [x]}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     proc = _cli(tmp_path, "calibrate", "suite.yaml", "--labels", "ok", "--json", "--index-dir", "index")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -302,12 +355,22 @@ def test_json_labels_and_errored_cases_are_counted(tmp_path: Path) -> None:
     assert report["suggested_yaml"] is None
 
 
-@pytest.mark.parametrize(("low", "high", "expected"), [
-    (0.6, 0.6213, 0.62), (float("-inf"), 0.3, 0.0), (0.56, 0.57, 0.57), (0.5699, 0.57, 0.57),
-    (0.9, 1.0, 1.0), (0.123456, 0.1234567, 0.1234567), (0.29, 0.3, 0.3), (0.0999, 0.1001, 0.1),
-])
-def test_the_shown_threshold_is_the_shortest_decimal_with_the_same_verdicts(low: float, high: float,
-                                                                              expected: float) -> None:
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (0.6, 0.6213, 0.62),
+        (float("-inf"), 0.3, 0.0),
+        (0.56, 0.57, 0.57),
+        (0.5699, 0.57, 0.57),
+        (0.9, 1.0, 1.0),
+        (0.123456, 0.1234567, 0.1234567),
+        (0.29, 0.3, 0.3),
+        (0.0999, 0.1001, 0.1),
+    ],
+)
+def test_the_shown_threshold_is_the_shortest_decimal_with_the_same_verdicts(
+    low: float, high: float, expected: float
+) -> None:
     """A threshold in (low, high] gives the verdicts of ``high`` (the candidate score, ``score >= t``); the one
     shown is the shortest such decimal, read back exactly from its text (no exponent: YAML)."""
     from evaltasks.engine.calibration import _number, shortest_decimal
@@ -323,14 +386,24 @@ def test_calibrate_shows_its_stages_on_a_terminal_and_nothing_on_a_pipe(tmp_path
     scoring stage while it works (the real local model, offline); piped, stderr stays empty."""
     from tests.cli.test_terminal import ANSI, _run_in_terminal
 
-    rows = [{"id": f"c{i}", "answer": f"answer number {i} about the sky", "refs": ["the sky is blue"],
-             "human": "pass" if i % 2 else "fail"} for i in range(12)]
+    rows = [
+        {
+            "id": f"c{i}",
+            "answer": f"answer number {i} about the sky",
+            "refs": ["the sky is blue"],
+            "human": "pass" if i % 2 else "fail",
+        }
+        for i in range(12)
+    ]
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: stages\ndataset:\n  path: d.jsonl\n  fields: {id: id, actual_output: answer, references: refs}\n"
-        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local}\n", encoding="utf-8")
-    code, raw = _run_in_terminal(["calibrate", "suite.yaml", "--labels", "human", "--index-dir", "index"], tmp_path,
-                                 _env(tmp_path), columns=100)
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local}\n",
+        encoding="utf-8",
+    )
+    code, raw = _run_in_terminal(
+        ["calibrate", "suite.yaml", "--labels", "human", "--index-dir", "index"], tmp_path, _env(tmp_path), columns=100
+    )
     assert code == 0, raw
     shown = ANSI.sub("", raw)  # every frame the terminal got
     assert "embedding 13 texts (all-MiniLM-L6-v2)" in shown, shown  # 12 answers and 1 reference

@@ -246,15 +246,23 @@ def test_counts_are_of_unique_texts(tmp_path) -> None:
     recorder.embedded.clear()
     second = evaluate_sync(cases_, two_metrics, index_dir=tmp_path)  # outputs come from the index too
     counts = second.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
-            counts.outputs_reused) == (0, 3, 0, 2)
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed, counts.outputs_reused) == (
+        0,
+        3,
+        0,
+        2,
+    )
     assert recorder.embedded == [] and recorder.calls == 1
 
     recorder.embedded.clear()
     direct = evaluate_sync(cases_, two_metrics)  # no index: references and outputs embedded, none reused
     counts = direct.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
-            counts.outputs_reused) == (3, 0, 2, 0)
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed, counts.outputs_reused) == (
+        3,
+        0,
+        2,
+        0,
+    )
     assert recorder.calls == 3  # references, then outputs
     for a, b in zip(first.test_results, second.test_results):
         for x, y in zip(a.metrics, b.metrics):
@@ -277,8 +285,9 @@ def test_provider_failure_makes_cases_errored(monkeypatch) -> None:
     # time with a connection error, which must become `errored` results, not an exception.
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
-    broken = OpenAIEmbeddingProvider(api_key="sk-test-not-used", base_url="http://127.0.0.1:9/v1", max_retries=0,
-                                     timeout=5)
+    broken = OpenAIEmbeddingProvider(
+        api_key="sk-test-not-used", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=5
+    )
     metric = ProviderMetric(broken, references=REFS)
     result = evaluate_sync(cases()[:3], [metric, LengthCheckMetric(max_length=8, unit="words")])
     for case in result.test_results:
@@ -306,7 +315,10 @@ def test_case_ids_follow_name_else_input_hash_with_suffixes() -> None:
     result = evaluate_sync(items, [LengthCheckMetric()])
     digest = hashlib.sha256(b"same question").hexdigest()[:12]
     assert [c.id for c in result.test_results] == [
-        digest, f"{digest}#2", "named", hashlib.sha256(b"no input").hexdigest()[:12],
+        digest,
+        f"{digest}#2",
+        "named",
+        hashlib.sha256(b"no input").hexdigest()[:12],
     ]
 
 
@@ -320,14 +332,23 @@ def test_warm_local_call_in_a_fresh_process_loads_no_model(tmp_path) -> None:
     rows = [{"input": f"question {i}", "actual_output": o, "references": REFS} for i, o in enumerate(OUTPUTS)]
     rows.append({"input": "echo", "actual_output": REFS[1], "references": REFS})  # an output equal to a reference
     kwargs = {"threshold": 0.6, "embedding_provider": "local"}
-    cold = evaluate_sync([EvalTestCase(**row) for row in rows], [ReferenceMatchMetric(**kwargs)],
-                         index_dir=tmp_path / "idx")
+    cold = evaluate_sync(
+        [EvalTestCase(**row) for row in rows], [ReferenceMatchMetric(**kwargs)], index_dir=tmp_path / "idx"
+    )
     counts = cold.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
-            counts.outputs_reused) == (2, 0, 5, 0)  # the echoed reference is embedded once, as a reference
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed, counts.outputs_reused) == (
+        2,
+        0,
+        5,
+        0,
+    )  # the echoed reference is embedded once, as a reference
 
     warm = evaluate_in_fresh_process(rows, kwargs, tmp_path / "idx")
     assert warm["imported"] == []  # no torch, no sentence-transformers, no transformers
-    assert warm["embeddings"] == {"references_computed": 0, "references_reused": 2, "outputs_computed": 0,
-                                  "outputs_reused": 5}
+    assert warm["embeddings"] == {
+        "references_computed": 0,
+        "references_reused": 2,
+        "outputs_computed": 0,
+        "outputs_reused": 5,
+    }
     assert warm["scores"] == [c.metrics[0].score for c in cold.test_results]

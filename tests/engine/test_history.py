@@ -23,14 +23,14 @@ from evaltasks.engine.history import (
     MetricRecord,
     RunRecord,
     ScoreMoments,
+    current_commit,
     drift_check,
     history_file_name,
     render_history_markdown,
     resolve_history_dir,
-    current_commit,
 )
-from evaltasks.results import MetricResult, TestCaseResult
 from evaltasks.inputs.suite import HistorySpec
+from evaltasks.results import MetricResult, TestCaseResult
 
 
 def _fisher_two_sided(a: int, b: int, c: int, d: int) -> float:
@@ -46,19 +46,47 @@ def _fisher_two_sided(a: int, b: int, c: int, d: int) -> float:
     return min(1.0, sum(prob(x) for x in range(lo, hi + 1) if prob(x) <= observed * (1 + 1e-7)))
 
 
-def _record(passed: int, failed: int, scores: list[float] | None = None, name: str = "m",
-            threshold: float = 0.5, config: dict | None = None) -> RunRecord:
+def _record(
+    passed: int,
+    failed: int,
+    scores: list[float] | None = None,
+    name: str = "m",
+    threshold: float = 0.5,
+    config: dict | None = None,
+) -> RunRecord:
     """A record of one metric whose cases are all evaluated: ``passed`` + ``failed`` cases, ``scores`` (the
     metric's scores; their moments are accumulated by ScoreMoments as the flow does)."""
     moments = ScoreMoments([name])
     if scores is not None:
-        moments.add(TestCaseResult(id=str(i), actual_output="", status="passed", success=True, metrics=[
-            MetricResult(name=name, score=s, threshold=threshold, success=True, reason="")]) for i, s in enumerate(scores))
-    metric = MetricRecord(config=config or {"metric": "X"}, threshold=threshold, passed=passed, failed=failed,
-                          pass_rate=passed / (passed + failed), scored=moments.n[name],
-                          mean_score=moments.mean[name] if scores else None, score_sd=moments.sd(name))
-    return RunRecord(suite="s", metrics={name: metric}, cases=passed + failed, passed_cases=passed,
-                     failed_cases=failed, pass_rate=passed / (passed + failed), passed=True)
+        moments.add(
+            TestCaseResult(
+                id=str(i),
+                actual_output="",
+                status="passed",
+                success=True,
+                metrics=[MetricResult(name=name, score=s, threshold=threshold, success=True, reason="")],
+            )
+            for i, s in enumerate(scores)
+        )
+    metric = MetricRecord(
+        config=config or {"metric": "X"},
+        threshold=threshold,
+        passed=passed,
+        failed=failed,
+        pass_rate=passed / (passed + failed),
+        scored=moments.n[name],
+        mean_score=moments.mean[name] if scores else None,
+        score_sd=moments.sd(name),
+    )
+    return RunRecord(
+        suite="s",
+        metrics={name: metric},
+        cases=passed + failed,
+        passed_cases=passed,
+        failed_cases=failed,
+        pass_rate=passed / (passed + failed),
+        passed=True,
+    )
 
 
 # -- drift tests --------------------------------------------------------------------------------------------------
@@ -126,11 +154,15 @@ def test_identical_runs_do_not_drift_and_changed_metric_configs_are_not_pooled()
 
 
 def test_constant_scores_on_both_sides_decide_without_a_nan() -> None:
-    down = next(t for t in drift_check(_record(3, 0, [0.5] * 3), [_record(3, 0, [0.9] * 3)]).tests
-                if t.statistic == "mean_score")
+    down = next(
+        t
+        for t in drift_check(_record(3, 0, [0.5] * 3), [_record(3, 0, [0.9] * 3)]).tests
+        if t.statistic == "mean_score"
+    )
     assert (down.p_value, down.verdict) == (0.0, "regressed")
-    one = next(t for t in drift_check(_record(1, 0, [0.1]), [_record(3, 0, [0.9] * 3)]).tests
-               if t.statistic == "mean_score")
+    one = next(
+        t for t in drift_check(_record(1, 0, [0.1]), [_record(3, 0, [0.9] * 3)]).tests if t.statistic == "mean_score"
+    )
     assert one.p_value is None and one.verdict == "no significant change"  # one score: no spread to test
 
 
@@ -198,8 +230,9 @@ def test_commit_from_github_sha_then_git_then_none(tmp_path: Path) -> None:
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     subprocess.run([*git, "init", "-q", str(tmp_path)], check=True)
     subprocess.run([*git, "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
-    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert current_commit(tmp_path, {}) == head
 
 
@@ -217,12 +250,26 @@ def test_history_markdown_has_a_table_with_ascii_bars_and_no_mermaid() -> None:
 def test_a_history_directory_that_cannot_be_created_is_a_usage_error(tmp_path: Path) -> None:
     """Checked before Prefect starts (exit 2, no traceback), not found after the run as a logged error."""
     (tmp_path / "d.csv").write_text("actual_output\nx\n", encoding="utf-8")
-    (tmp_path / "s.yaml").write_text("name: s\ndataset: {path: d.csv}\n"
-                                     "metrics: [{metric: LengthCheckMetric, max_length: 3}]\n", encoding="utf-8")
+    (tmp_path / "s.yaml").write_text(
+        "name: s\ndataset: {path: d.csv}\nmetrics: [{metric: LengthCheckMetric, max_length: 3}]\n", encoding="utf-8"
+    )
     (tmp_path / "a-file").write_text("", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-server",
-                           "--history-dir", str(tmp_path / "a-file" / "history")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaltasks.cli",
+            "run",
+            "s.yaml",
+            "--no-server",
+            "--history-dir",
+            str(tmp_path / "a-file" / "history"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
     assert f"history directory {tmp_path / 'a-file' / 'history'}: {tmp_path / 'a-file'} is a file" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "eval-results").exists()
@@ -237,37 +284,58 @@ def _history_of_two_metrics(directory: Path) -> None:
     for day, passed in enumerate((7, 8, 5), 1):
         record = _record(passed, 10 - passed, scores=[0.5 + 0.04 * passed] * 10, name="ReferenceMatchMetric")
         length = _record(passed, 10 - passed, scores=[0.9] * 10, name="LengthCheckMetric").metrics
-        store.append(record.model_copy(update={
-            "suite": "quick", "metrics": {**record.metrics, **length}, "started_at": f"2026-12-0{day}T10:00:00+00:00",
-            "commit": "abcdef1234567", "dataset_sha256": "0123456789abcdef",
-            "verdict": "regressed" if day == 3 else "inconclusive",
-            "pass_rate_interval": Interval(low=0.397, high=0.892, level=0.95, method="wilson"),
-            "drift": ["overall", "ReferenceMatchMetric mean_score"] if day == 3 else []}))
+        store.append(
+            record.model_copy(
+                update={
+                    "suite": "quick",
+                    "metrics": {**record.metrics, **length},
+                    "started_at": f"2026-12-0{day}T10:00:00+00:00",
+                    "commit": "abcdef1234567",
+                    "dataset_sha256": "0123456789abcdef",
+                    "verdict": "regressed" if day == 3 else "inconclusive",
+                    "pass_rate_interval": Interval(low=0.397, high=0.892, level=0.95, method="wilson"),
+                    "drift": ["overall", "ReferenceMatchMetric mean_score"] if day == 3 else [],
+                }
+            )
+        )
 
 
 def test_history_table_keeps_every_column_on_an_80_column_terminal(tmp_path: Path) -> None:
     """In an 80-column pseudo-terminal every column shows, numbers whole, and the folded drift reads back whole."""
-    from tests.process_env import subprocess_env
     from tests.cli.test_terminal import _run_in_terminal, _screen_lines
+    from tests.process_env import subprocess_env
 
     _history_of_two_metrics(tmp_path / "h")
     (tmp_path / "s.yaml").write_text("name: quick\nmetrics: []\n", encoding="utf-8")
-    code, raw = _run_in_terminal(["history", "s.yaml", "--history-dir", "h"], tmp_path,
-                                 subprocess_env(tmp_path / "home"), columns=80)
+    code, raw = _run_in_terminal(
+        ["history", "s.yaml", "--history-dir", "h"], tmp_path, subprocess_env(tmp_path / "home"), columns=80
+    )
     lines = [line for line in _screen_lines(raw) if line]
     assert code == 0, raw
     assert all(len(line) <= 80 for line in lines), lines
     header = next(line for line in lines if line.startswith("time (UTC)"))
-    assert header.split() == ["time", "(UTC)", "commit", "dataset", "pass", "rate", "m1", "m2", "gate", "verdict",
-                              "drift"]
+    assert header.split() == [
+        "time",
+        "(UTC)",
+        "commit",
+        "dataset",
+        "pass",
+        "rate",
+        "m1",
+        "m2",
+        "gate",
+        "verdict",
+        "drift",
+    ]
     rows = [line for line in lines if line.startswith("2026-12-0")]
     assert [row.split()[:9] for row in rows] == [  # the time of day on the next line
         ["2026-12-01", "abcdef12", "01234567", "70.0%", "0.780", "0.900", "passed", "inconclusive", "—"],
         ["2026-12-02", "abcdef12", "01234567", "80.0%", "0.820", "0.900", "passed", "inconclusive", "—"],
-        ["2026-12-03", "abcdef12", "01234567", "50.0%", "0.700", "0.900", "passed", "regressed", "overall,"]]
+        ["2026-12-03", "abcdef12", "01234567", "50.0%", "0.700", "0.900", "passed", "regressed", "overall,"],
+    ]
     assert sum(line.startswith("10:00 ") for line in lines) == 3
     drift_at = header.index("drift")
-    drift = "".join(line[drift_at:] for line in lines[lines.index(rows[2]):] if len(line) > drift_at)
+    drift = "".join(line[drift_at:] for line in lines[lines.index(rows[2]) :] if len(line) > drift_at)
     assert drift.replace(" ", "") == "overall,ReferenceMatchMetricmean_score"
     assert sum("39.7–89.2%" in line for line in lines) == 3
     assert "mean scores: m1 = ReferenceMatchMetric, m2 = LengthCheckMetric" in lines
@@ -281,8 +349,14 @@ def test_piped_history_keeps_each_run_on_one_whole_line(tmp_path: Path) -> None:
     _history_of_two_metrics(tmp_path / "h")
     (tmp_path / "s.yaml").write_text("name: quick\nmetrics: []\n", encoding="utf-8")
     env = {**subprocess_env(tmp_path / "home"), "COLUMNS": "80", "EVALTASKS_NO_SERVER": "1"}
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "history", "s.yaml", "--history-dir", "h"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "history", "s.yaml", "--history-dir", "h"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == f"Run history of quick ({Path('h') / 'quick.jsonl'})"
@@ -290,20 +364,25 @@ def test_piped_history_keeps_each_run_on_one_whole_line(tmp_path: Path) -> None:
     assert [row[:10] for row in rows] == [
         ["2026-12-01", "10:00", "abcdef12", "01234567", "70.0%", "0.780", "0.900", "passed", "inconclusive", "—"],
         ["2026-12-02", "10:00", "abcdef12", "01234567", "80.0%", "0.820", "0.900", "passed", "inconclusive", "—"],
-        ["2026-12-03", "10:00", "abcdef12", "01234567", "50.0%", "0.700", "0.900", "passed", "regressed", "overall,"]]
+        ["2026-12-03", "10:00", "abcdef12", "01234567", "50.0%", "0.700", "0.900", "passed", "regressed", "overall,"],
+    ]
     assert rows[2][10:] == ["ReferenceMatchMetric", "mean_score"]
     assert "…" not in proc.stdout
 
 
-@pytest.mark.parametrize("damage, field", [
-    (lambda d: d["metrics"]["m"].update(mean_score=float("nan")), "metrics.m.mean_score"),
-    (lambda d: d["metrics"]["m"].update(failed=-3), "metrics.m.failed"),
-    (lambda d: d.update(passed_cases=-1), "passed_cases"),
-    (lambda d: d.update(passed_cases=99), "99 passed and 0 skipped of 10 cases"),
-    (lambda d: d["metrics"]["m"].update(score_sd=float("inf")), "metrics.m.score_sd"),
-])
+@pytest.mark.parametrize(
+    "damage, field",
+    [
+        (lambda d: d["metrics"]["m"].update(mean_score=float("nan")), "metrics.m.mean_score"),
+        (lambda d: d["metrics"]["m"].update(failed=-3), "metrics.m.failed"),
+        (lambda d: d.update(passed_cases=-1), "passed_cases"),
+        (lambda d: d.update(passed_cases=99), "99 passed and 0 skipped of 10 cases"),
+        (lambda d: d["metrics"]["m"].update(score_sd=float("inf")), "metrics.m.score_sd"),
+    ],
+)
 def test_a_record_with_a_nan_or_a_negative_count_is_skipped_naming_file_line_and_field(
-        tmp_path: Path, damage, field) -> None:
+    tmp_path: Path, damage, field
+) -> None:
     """A hand-edited line the drift tests cannot use is skipped like a torn one; the run's drift check works."""
     store = HistoryStore(tmp_path)
     store.append(_record(5, 5, [0.4, 0.6]))
@@ -325,11 +404,20 @@ def test_a_run_after_a_damaged_history_line_records_and_warns_instead_of_abortin
     """End to end: a history file with a NaN mean and a negative count, then `evaltasks run` exits 0, says which
     lines it skipped, and appends its own record (the previous good record is pooled)."""
     (tmp_path / "d.csv").write_text("actual_output\nabc\nabcd\n", encoding="utf-8")
-    (tmp_path / "s.yaml").write_text("name: s\ndataset: {path: d.csv}\nhistory: {dir: hist}\n"
-                                     "metrics: [{metric: LengthCheckMetric, max_length: 10}]\n", encoding="utf-8")
+    (tmp_path / "s.yaml").write_text(
+        "name: s\ndataset: {path: d.csv}\nhistory: {dir: hist}\n"
+        "metrics: [{metric: LengthCheckMetric, max_length: 10}]\n",
+        encoding="utf-8",
+    )
     store = HistoryStore(tmp_path / "hist")
-    good = _record(2, 0, [1.0, 1.0], name="LengthCheckMetric", threshold=0.5,
-                   config={"metric": "LengthCheckMetric", "max_length": 10})
+    good = _record(
+        2,
+        0,
+        [1.0, 1.0],
+        name="LengthCheckMetric",
+        threshold=0.5,
+        config={"metric": "LengthCheckMetric", "max_length": 10},
+    )
     store.append(good)
     nan = json.loads(good.model_dump_json())
     nan["metrics"]["LengthCheckMetric"]["mean_score"] = float("nan")
@@ -337,8 +425,13 @@ def test_a_run_after_a_damaged_history_line_records_and_warns_instead_of_abortin
     negative["metrics"]["LengthCheckMetric"]["passed"] = -2
     with open(store.path("s"), "a", encoding="utf-8") as out:
         out.write(json.dumps(nan) + "\n" + json.dumps(negative) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-server"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-server"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     output = proc.stdout + proc.stderr
     assert "Traceback" not in output

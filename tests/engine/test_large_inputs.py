@@ -44,7 +44,7 @@ def test_a_10_mb_output_is_truncated_for_embedding_and_counted_in_full(tmp_path:
     big = SENTENCE * repeats
     assert len(big.encode("utf-8")) >= 10_000_000
     (tmp_path / "d.csv").write_text(
-        'id,input,actual_output,references\n'
+        "id,input,actual_output,references\n"
         f'big,Tell me about foxes.,"{big}","[""A fox jumps over a dog.""]"\n'
         'small,Tell me about foxes.,A fox jumped over a dog.,"[""A fox jumps over a dog.""]"\n',
         encoding="utf-8",
@@ -81,6 +81,7 @@ def test_a_10_mb_output_is_truncated_for_embedding_and_counted_in_full(tmp_path:
 
 
 # --- 100,000 cases -------------------------------------------------------------------------------------------
+
 
 def test_100k_cases_through_evaluate_sync() -> None:
     n = 100_000

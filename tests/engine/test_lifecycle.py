@@ -35,8 +35,7 @@ def _run(directory: Path, words: list[int], gate: str, baseline: Path | None = N
     the real metric and finish it into ``directory/out`` (compared with ``baseline`` when given)."""
     started = time.time()
     plan = plan_run(length_suite(directory, words, name="regressing", gate=gate))
-    result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids,
-                           index_dir=directory / "index")
+    result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids, index_dir=directory / "index")
     return finish_run(plan, result, directory / "out", started, baseline=baseline)
 
 
@@ -50,8 +49,16 @@ def test_a_finished_run_is_typed_and_matches_its_results_json(tmp_path: Path) ->
     assert header.suite == "regressing"
     assert header.suite_sha256 == hashlib.sha256((tmp_path / "suite.yaml").read_bytes()).hexdigest()
     assert header.dataset_sha256 == hashlib.sha256((tmp_path / "d.jsonl").read_bytes()).hexdigest()
-    assert outcome.gate == GateVerdict(min_pass_rate=0.5, allow_errors=False, pass_rate=0.75, fail_on="min_pass_rate",
-                                       alpha=0.05, min_effect=0.01, verdict=None, message=None)
+    assert outcome.gate == GateVerdict(
+        min_pass_rate=0.5,
+        allow_errors=False,
+        pass_rate=0.75,
+        fail_on="min_pass_rate",
+        alpha=0.05,
+        min_effect=0.01,
+        verdict=None,
+        message=None,
+    )
     assert header.warnings == [] and outcome.comparison is None and outcome.drift is None
     assert 0 <= header.duration_s < 600 and header.started_at <= header.finished_at
     summary = outcome.result.summary
@@ -60,26 +67,46 @@ def test_a_finished_run_is_typed_and_matches_its_results_json(tmp_path: Path) ->
     data = json.loads(outcome.paths["results.json"].read_text(encoding="utf-8"))
     assert list(data) == [*header.model_dump(), "summary", "cases"]
     assert {key: data[key] for key in header.model_dump()} == header.model_dump()
-    assert data["gate"] == {"min_pass_rate": 0.5, "allow_errors": False, "pass_rate": 0.75,
-                            "fail_on": "min_pass_rate", "alpha": 0.05, "min_effect": 0.01, "verdict": None,
-                            "message": None}
+    assert data["gate"] == {
+        "min_pass_rate": 0.5,
+        "allow_errors": False,
+        "pass_rate": 0.75,
+        "fail_on": "min_pass_rate",
+        "alpha": 0.05,
+        "min_effect": 0.01,
+        "verdict": None,
+        "message": None,
+    }
     # what the surfaces render, read back from the file and from the flow's returned dict: the same report
     assert RunReport.model_validate(data) == outcome.report
     returned = outcome.summary_dict()
     assert returned["drift"] is None and returned["results_path"] == str(outcome.paths["results.json"])
     assert RunReport.model_validate(returned).gate == outcome.gate
     assert verdict_line(outcome.report) == "PASSED: pass rate 75.00% (3 of 4 cases), gate 50.00%"
-    assert outcome.paths["summary.md"].read_text(encoding="utf-8").startswith(
-        "# evaltasks: regressing\n\n✅ **PASSED**: pass rate 75.00% (3 of 4 cases), gate 50.00%\n")
+    assert (
+        outcome.paths["summary.md"]
+        .read_text(encoding="utf-8")
+        .startswith("# evaltasks: regressing\n\n✅ **PASSED**: pass rate 75.00% (3 of 4 cases), gate 50.00%\n")
+    )
 
 
-@pytest.mark.parametrize(("words", "gate", "passed", "pass_rate", "message"), [
-    ([SHORT] * 4, "gate: {min_pass_rate: 1.0}", True, 1.0, None),
-    ([SHORT, LONG, LONG, LONG], "gate: {min_pass_rate: 0.5}", False, 0.25,
-     "gate failed: pass rate 25.00% below 50.00%"),
-], ids=["passed", "failed-on-pass-rate"])
-def test_the_gate_verdict_of_a_real_run(tmp_path: Path, words: list[int], gate: str, passed: bool,
-                                        pass_rate: float | None, message: str | None) -> None:
+@pytest.mark.parametrize(
+    ("words", "gate", "passed", "pass_rate", "message"),
+    [
+        ([SHORT] * 4, "gate: {min_pass_rate: 1.0}", True, 1.0, None),
+        (
+            [SHORT, LONG, LONG, LONG],
+            "gate: {min_pass_rate: 0.5}",
+            False,
+            0.25,
+            "gate failed: pass rate 25.00% below 50.00%",
+        ),
+    ],
+    ids=["passed", "failed-on-pass-rate"],
+)
+def test_the_gate_verdict_of_a_real_run(
+    tmp_path: Path, words: list[int], gate: str, passed: bool, pass_rate: float | None, message: str | None
+) -> None:
     """The gate's verdict as the run's header and results.json record it: held, and failed on the pass rate
     (the message names both rates)."""
     outcome = _run(tmp_path, words, gate)
@@ -90,25 +117,34 @@ def test_the_gate_verdict_of_a_real_run(tmp_path: Path, words: list[int], gate: 
     assert verdict_line(outcome.report).startswith("PASSED: " if passed else "FAILED: ")
 
 
-def test_a_run_that_evaluated_nothing_fails_whatever_the_threshold(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_that_evaluated_nothing_fails_whatever_the_threshold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A judge metric without credentials, skipped (``--skip-missing-credentials``): every case is skipped, so
     the gate fails at ``min_pass_rate`` 0, with no pass rate and the reason naming the skipped metric."""
     for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "input": f"q{i}", "actual_output": "a"}) + "\n"
-                                              for i in range(3)), encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text(
+        "".join(json.dumps({"id": f"c{i}", "input": f"q{i}", "actual_output": "a"}) + "\n" for i in range(3)),
+        encoding="utf-8",
+    )
     suite = tmp_path / "suite.yaml"
-    suite.write_text("name: unjudged\ndataset: {path: d.jsonl}\nmetrics:\n  - {metric: AnswerRelevancyMetric}\n"
-                     "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+    suite.write_text(
+        "name: unjudged\ndataset: {path: d.jsonl}\nmetrics:\n  - {metric: AnswerRelevancyMetric}\n"
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
     plan = plan_run(suite, skip_missing_credentials=True)
     result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids, index_dir=tmp_path / "index")
     outcome = finish_run(plan, result, tmp_path / "out", time.time())
     assert outcome.passed is False and outcome.result.summary.skipped_cases == 3
     assert outcome.gate == GateVerdict(
-        min_pass_rate=0.0, pass_rate=None, fail_on="min_pass_rate",
+        min_pass_rate=0.0,
+        pass_rate=None,
+        fail_on="min_pass_rate",
         message="gate failed: nothing was evaluated: all 3 cases were skipped (metrics skipped: "
-                "AnswerRelevancyMetric; the warnings say why)")
+        "AnswerRelevancyMetric; the warnings say why)",
+    )
     assert verdict_line(outcome.report) == "FAILED: no case was evaluated (all 3 skipped)"
     assert json.loads(outcome.paths["results.json"].read_text(encoding="utf-8"))["gate"] == outcome.gate.model_dump()
 
@@ -120,8 +156,9 @@ def test_a_regression_against_the_baseline_fails_a_regression_gate_and_drifts_in
     gate = "gate: {min_pass_rate: 0, fail_on: regression}\nhistory: {dir: history}"
     base = _run(tmp_path / "base", [SHORT] * 40, gate)
     assert base.passed is True and base.comparison is None
-    assert base.header.warnings == ["gate.fail_on is regression but no baseline was given: no regression can be "
-                                    "detected (pass --baseline)"]
+    assert base.header.warnings == [
+        "gate.fail_on is regression but no baseline was given: no regression can be detected (pass --baseline)"
+    ]
     history = tmp_path / "history"
     plan = plan_run(tmp_path / "base" / "suite.yaml")
     moments = ScoreMoments(m.name for m in plan.suite.metrics)
@@ -135,10 +172,12 @@ def test_a_regression_against_the_baseline_fails_a_regression_gate_and_drifts_in
     assert now.comparison is not None and now.comparison.verdict == "regressed"
     assert now.gate.verdict == "regressed" and now.gate.pass_rate == 0.5 and now.passed is False
     assert now.gate.message is not None and now.gate.message.startswith(
-        "gate failed: regressed since the baseline: pass rate 100.00% → 50.00%")
+        "gate failed: regressed since the baseline: pass rate 100.00% → 50.00%"
+    )
     assert regression_summary(now.comparison) == (
         f"Regression since the baseline: {len(now.comparison.regressions)} regressions (pass rate, "
-        "LengthCheckMetric); see summary.md")
+        "LengthCheckMetric); see summary.md"
+    )
     assert RunReport.model_validate(json.loads(now.paths["results.json"].read_text(encoding="utf-8"))) == now.report
 
     plan = plan_run(tmp_path / "now" / "suite.yaml")

@@ -38,12 +38,22 @@ BATCH = 4  # 10 cases: batches of 4, 4 and 2, so the executors fold several batc
 def _cases(run: str) -> list[EvalTestCase]:
     """10 cases whose outputs are right, wrong or reworded; ``run`` makes the inputs (and so Prefect's task
     cache keys) this test's own."""
-    answers = [("Paris", "Paris"), ("Paris is the capital of France", "The capital of France is Paris"),
-               ("Berlin", "Paris"), ("a correct answer", "a correct answer"), ("4", "four"),
-               ("The sky is blue", "The sky appears blue"), ("", "empty"), ("Water boils at 100 C", "100 C"),
-               ("correct, I think", "correct"), ("Mount Everest", "K2")]
-    return [EvalTestCase(input=f"question {i} of {run}", actual_output=output, expected_output=expected)
-            for i, (output, expected) in enumerate(answers)]
+    answers = [
+        ("Paris", "Paris"),
+        ("Paris is the capital of France", "The capital of France is Paris"),
+        ("Berlin", "Paris"),
+        ("a correct answer", "a correct answer"),
+        ("4", "four"),
+        ("The sky is blue", "The sky appears blue"),
+        ("", "empty"),
+        ("Water boils at 100 C", "100 C"),
+        ("correct, I think", "correct"),
+        ("Mount Everest", "K2"),
+    ]
+    return [
+        EvalTestCase(input=f"question {i} of {run}", actual_output=output, expected_output=expected)
+        for i, (output, expected) in enumerate(answers)
+    ]
 
 
 def _metrics(server: ChatServer) -> list[BaseMetric]:
@@ -71,9 +81,16 @@ def _through_prefect(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric
     @flow(name="pipeline-executors-test")
     def run_stages() -> EvaluationResult:
         pipeline.validate(cases, metrics)
-        return pipeline.run(cases, assign_ids(cases), metrics, needs=collect_embedding_needs(cases, metrics),
-                            index=None, executor=PrefectExecutor(cache=True), batch_size=BATCH,
-                            wiring=pipeline.JudgeWiring())
+        return pipeline.run(
+            cases,
+            assign_ids(cases),
+            metrics,
+            needs=collect_embedding_needs(cases, metrics),
+            index=None,
+            executor=PrefectExecutor(cache=True),
+            batch_size=BATCH,
+            wiring=pipeline.JudgeWiring(),
+        )
 
     return run_stages()
 
@@ -84,8 +101,7 @@ def _asked(server: ChatServer, first: int, last: int) -> list[str]:
     return sorted(request.body["messages"][-1]["content"] for request in server.requests[first:last])
 
 
-def test_in_process_and_prefect_executors_give_the_same_results_bit_for_bit(prefect_harness,
-                                                                             monkeypatch: Any) -> None:
+def test_in_process_and_prefect_executors_give_the_same_results_bit_for_bit(prefect_harness, monkeypatch: Any) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     cases = _cases(uuid.uuid4().hex)
     with ChatServer(api_key=KEY, responder=_answer) as server:
@@ -123,19 +139,19 @@ def test_the_flow_and_evaluate_sync_run_the_same_stages_case_by_case(tmp_path: P
     from evaltasks.flows.evaluate_suite import evaluate_suite
     from tests.suite_helpers import reference_suite
 
-    suite = reference_suite(tmp_path, name="executors", dataset=EXAMPLES / "quickstart" / "answers.jsonl",
-                            facts=FACTS)
+    suite = reference_suite(tmp_path, name="executors", dataset=EXAMPLES / "quickstart" / "answers.jsonl", facts=FACTS)
     index = tmp_path / "index"
-    flowed = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(index),
-                            batch_size=3, cache=False)
+    flowed = evaluate_suite(
+        suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(index), batch_size=3, cache=False
+    )
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
 
     plan = plan_run(str(suite))
-    direct = evaluate_sync(plan.dataset.cases, plan.suite.metrics, index_dir=index, ids=plan.dataset.ids,
-                           batch_size=3)
+    direct = evaluate_sync(plan.dataset.cases, plan.suite.metrics, index_dir=index, ids=plan.dataset.ids, batch_size=3)
     assert [case["id"] for case in results["cases"]] == plan.dataset.ids and len(plan.dataset.ids) == 8
-    flowed_metrics = [[(m["name"], m["score"], m["status"], m["reason"]) for m in case["metrics"]]
-                      for case in results["cases"]]
+    flowed_metrics = [
+        [(m["name"], m["score"], m["status"], m["reason"]) for m in case["metrics"]] for case in results["cases"]
+    ]
     direct_metrics = [[(m.name, m.score, m.status, m.reason) for m in case.metrics] for case in direct.test_results]
     assert flowed_metrics == direct_metrics
     assert {name for name, *_ in flowed_metrics[0]} == {"ReferenceMatchMetric", "facts", "LengthCheckMetric"}

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from evaltasks.errors import InputError
 from evaltasks.engine.run import PlannedRun, RunPlan, load_parsed_baseline, plan_run, read_baseline
+from evaltasks.errors import InputError
 
 
 def _suite(tmp_path: Path, rows: list[dict]) -> Path:
@@ -106,8 +106,12 @@ def test_the_plan_parameter_is_recorded_as_a_short_description_and_read_back_emp
     handed = PlannedRun.of(plan)
     assert evaluate_suite.validate_parameters({"suite_path": str(suite), "plan": handed})["plan"] is handed
     recorded = evaluate_suite.serialize_parameters({"suite_path": str(suite), "plan": handed})["plan"]
-    assert recorded == {"suite_path": str(suite.resolve()), "suite_sha256": plan.suite.sha256, "cases": 200,
-                        "metrics": 1}
+    assert recorded == {
+        "suite_path": str(suite.resolve()),
+        "suite_sha256": plan.suite.sha256,
+        "cases": 200,
+        "metrics": 1,
+    }
     assert len(json.dumps(recorded)) < 300  # the dataset is 200 kB
     again = evaluate_suite.validate_parameters({"suite_path": str(suite), "plan": recorded})["plan"]
     assert isinstance(again, PlannedRun) and again.take() is None
@@ -165,11 +169,10 @@ def test_the_flow_collector_setting_is_restored_even_on_error() -> None:
     from evaltasks.engine.stream import gc_frozen as _gc_frozen
 
     before = gc.get_threshold()
-    with pytest.raises(RuntimeError):
-        with _gc_frozen():
-            assert gc.get_freeze_count() > 0
-            assert all(now >= wanted for now, wanted in zip(gc.get_threshold(), GC_THRESHOLDS))
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), _gc_frozen():
+        assert gc.get_freeze_count() > 0
+        assert all(now >= wanted for now, wanted in zip(gc.get_threshold(), GC_THRESHOLDS))
+        raise RuntimeError("boom")
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
@@ -197,8 +200,18 @@ def test_the_cli_parses_the_dataset_once(tmp_path: Path, prefect_harness, monkey
         return handed[-1]
 
     monkeypatch.setattr(PlannedRun, "of", classmethod(recording_of))
-    code = cli.main(["run", str(suite), "--output-dir", str(tmp_path / "out"), "--quiet", "--no-cache",
-                     "--index-dir", str(tmp_path / "index")])
+    code = cli.main(
+        [
+            "run",
+            str(suite),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--quiet",
+            "--no-cache",
+            "--index-dir",
+            str(tmp_path / "index"),
+        ]
+    )
     assert code == 1  # one of two cases is longer than 5 characters: pass rate 50 % < the default gate
     assert len(calls) == 1
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
@@ -210,12 +223,19 @@ def test_the_cli_parses_the_dataset_once(tmp_path: Path, prefect_harness, monkey
         from prefect.client.orchestration import get_client
 
         async with get_client() as client:
-            return [run.parameters for run in await client.read_flow_runs(limit=200)
-                    if run.parameters.get("suite_path") == str(suite)]
+            return [
+                run.parameters
+                for run in await client.read_flow_runs(limit=200)
+                if run.parameters.get("suite_path") == str(suite)
+            ]
 
     [parameters] = asyncio.run(recorded())  # what Prefect's database (and its UI) shows for the run
-    assert parameters["plan"] == {"suite_path": str(suite.resolve()), "suite_sha256": results["suite_sha256"],
-                                  "cases": 2, "metrics": 1}
+    assert parameters["plan"] == {
+        "suite_path": str(suite.resolve()),
+        "suite_sha256": results["suite_sha256"],
+        "cases": 2,
+        "metrics": 1,
+    }
     assert len(json.dumps(parameters)) < 1000
 
 

@@ -53,6 +53,7 @@ def test_two_overlapping_runs_in_one_process_see_only_their_own_callbacks() -> N
         def scoring() -> None:
             entered[me].set()
             assert entered[other].wait(WAIT_S), f"run {other} never started scoring"
+
         return scoring
 
     recorders = {"a": Recorder(meet("a", "b")), "b": Recorder(meet("b", "a"))}
@@ -62,10 +63,15 @@ def test_two_overlapping_runs_in_one_process_see_only_their_own_callbacks() -> N
         try:
             cases = [EvalTestCase(input=f"q{i}", actual_output="one two " * (i + 1)) for i in range(sizes[name])]
             with run_context(recorders[name].context()):
-                results[name] = evaluate_sync(cases, [LengthCheckMetric(max_length=4, unit="words"),
-                                                      LengthCheckMetric(name="short", max_length=2, unit="words")],
-                                              progress=progress.advance)  # as evaltasks calibrate wires it
-        except BaseException as exc:
+                results[name] = evaluate_sync(
+                    cases,
+                    [
+                        LengthCheckMetric(max_length=4, unit="words"),
+                        LengthCheckMetric(name="short", max_length=2, unit="words"),
+                    ],
+                    progress=progress.advance,
+                )  # as evaltasks calibrate wires it
+        except BaseException as exc:  # noqa: BLE001
             failures.append(exc)
 
     threads = [threading.Thread(target=run, args=(name,)) for name in sizes]
@@ -141,15 +147,17 @@ def test_the_context_follows_a_flow_run_and_its_thread_pool_task_runs(prefect_ha
     assert elsewhere.stages == [] and elsewhere.counted == []
 
 
-def test_the_evaluate_suite_flow_reports_its_stages_and_counts_to_its_context(prefect_harness: None,
-                                                                                 tmp_path: Path) -> None:
+def test_the_evaluate_suite_flow_reports_its_stages_and_counts_to_its_context(
+    prefect_harness: None, tmp_path: Path
+) -> None:
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
     suite = length_suite(tmp_path / "s", [1, 2, 9, 3], name="run-context")
     recorder = Recorder()
     with run_context(recorder.context()):
-        state = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "out"),
-                               index_dir=str(tmp_path / "idx"), return_state=True)
+        state = evaluate_suite(
+            suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "idx"), return_state=True
+        )
     assert state.is_completed()
     assert ("scoring 4 cases × 1 metric", 4) in recorder.stages, recorder.stages
     assert sum(recorder.counted) == 4, recorder.counted

@@ -16,8 +16,8 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from evaltasks.engine.compare import compare_results
 from evaltasks.engine import statistics
+from evaltasks.engine.compare import compare_results
 from evaltasks.engine.statistics import summarize
 from evaltasks.results import MetricResult, TestCaseResult
 
@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # --- intervals ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(("k", "n"), [(0, 10), (10, 10), (3, 10), (6, 8), (81, 100), (648, 800), (1, 1), (0, 1)])
 def test_wilson_interval_matches_statsmodels(k: int, n: int) -> None:
@@ -41,7 +42,9 @@ def test_bootstrap_mean_interval_agrees_with_the_t_interval_on_a_large_sample() 
     interval = statistics.bootstrap_mean_interval(values)
     half = (t_high - t_low) / 2
     assert interval.method == "bootstrap"
-    assert interval.low == pytest.approx(t_low, abs=0.1 * half) and interval.high == pytest.approx(t_high, abs=0.1 * half)
+    assert interval.low == pytest.approx(t_low, abs=0.1 * half) and interval.high == pytest.approx(
+        t_high, abs=0.1 * half
+    )
     assert statistics.bootstrap_mean_interval(values) == interval  # seeded: a rerun is identical
 
 
@@ -95,13 +98,22 @@ def test_the_percentile_bootstrap_is_scipy_bootstrap_bit_for_bit(clustered: bool
     for n, level in ((5, 0.95), (40, 0.9), (333, 0.99), (2000, 0.95)):
         values = np.round(rng.random(n), 2)
         groups = np.arange(n) % max(2, n // 4) if clustered else None
-        low, high, distribution = statistics._bootstrap_distribution(values, groups, level, statistics.RESAMPLES,
-                                                                     statistics.SEED)
+        low, high, distribution = statistics._bootstrap_distribution(
+            values, groups, level, statistics.RESAMPLES, statistics.SEED
+        )
         data = statistics._cluster_totals(values, groups) if clustered else (values,)
         batch = max(1, min(statistics.RESAMPLES, 250_000 // len(data[0])))
-        expected = scipy_stats.bootstrap(data, statistics._ratio if clustered else np.mean, method="percentile",
-                                         n_resamples=statistics.RESAMPLES, confidence_level=level, vectorized=True,
-                                         paired=clustered, batch=batch, rng=np.random.default_rng(statistics.SEED))
+        expected = scipy_stats.bootstrap(
+            data,
+            statistics._ratio if clustered else np.mean,
+            method="percentile",
+            n_resamples=statistics.RESAMPLES,
+            confidence_level=level,
+            vectorized=True,
+            paired=clustered,
+            batch=batch,
+            rng=np.random.default_rng(statistics.SEED),
+        )
         assert (low, high) == (float(expected.confidence_interval.low), float(expected.confidence_interval.high))
         assert np.array_equal(distribution, expected.bootstrap_distribution)
 
@@ -119,8 +131,14 @@ def test_a_run_summary_imports_no_scipy() -> None:
         "                  'wilson': [s.pass_rate_interval.low, s.pass_rate_interval.high],\n"
         "                  'mean': s.metrics['LengthCheckMetric'].mean_score_interval.model_dump()}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen["scipy"] == []
@@ -140,8 +158,10 @@ def test_degenerate_samples() -> None:
 
 # --- tests and verdicts ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("table"), [[[10, 5], [1, 30]], [[0, 16], [0, 784]], [[3, 0], [0, 5]], [[5, 7], [9, 2]],
-                                     [[100, 40], [25, 100]]])
+
+@pytest.mark.parametrize(
+    ("table"), [[[10, 5], [1, 30]], [[0, 16], [0, 784]], [[3, 0], [0, 5]], [[5, 7], [9, 2]], [[100, 40], [25, 100]]]
+)
 def test_mcnemar_matches_statsmodels(table: list[list[int]]) -> None:
     worse, better = table[0][1], table[1][0]  # passed -> not passed, not passed -> passed
     expected = sm_mcnemar(np.array(table), exact=True).pvalue
@@ -172,7 +192,9 @@ def test_paired_bootstrap_agrees_with_the_paired_t_interval() -> None:
     interval, p = statistics.paired_difference(base, cur)
     half = (t_high - t_low) / 2
     assert interval.method == "paired bootstrap"
-    assert interval.low == pytest.approx(t_low, abs=0.1 * half) and interval.high == pytest.approx(t_high, abs=0.1 * half)
+    assert interval.low == pytest.approx(t_low, abs=0.1 * half) and interval.high == pytest.approx(
+        t_high, abs=0.1 * half
+    )
     # 2,000 cases: the p-value is the paired t-test's, computed here by statsmodels
     from statsmodels.stats.weightstats import DescrStatsW
 
@@ -181,7 +203,8 @@ def test_paired_bootstrap_agrees_with_the_paired_t_interval() -> None:
 
 
 def test_the_score_p_value_is_a_t_test_above_eleven_units_and_never_a_random_permutation_loop(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """12 cases (or 12 clusters) and more: the paired t-test (statsmodels here), since scipy's random sign-flip
     test loops per resample in Python (about 25 s at 20,000 cases, and the pass-rate test used to compute one
     too and throw it away); a comparison of 500 cases does not call ``permutation_test`` at all."""
@@ -194,9 +217,11 @@ def test_the_score_p_value_is_a_t_test_above_eleven_units_and_never_a_random_per
     diffs = np.repeat(d / 2, 2)
     p, test = statistics.paired_p_value(np.zeros(24), diffs, clusters)
     assert test == "cluster paired t" and p == pytest.approx(DescrStatsW(d).ttest_mean(0.0)[1], rel=1e-9)
-    assert statistics.paired_p_value(np.zeros(12), np.full(12, -0.1)) == (pytest.approx(2 / 2 ** 12), "paired t")
-    assert statistics.paired_p_value(np.zeros(11), np.full(11, -0.1)) == (pytest.approx(2 / 2 ** 11),
-                                                                          "sign-flip permutation")
+    assert statistics.paired_p_value(np.zeros(12), np.full(12, -0.1)) == (pytest.approx(2 / 2**12), "paired t")
+    assert statistics.paired_p_value(np.zeros(11), np.full(11, -0.1)) == (
+        pytest.approx(2 / 2**11),
+        "sign-flip permutation",
+    )
     big = statistics.NORMAL_ABOVE + 1  # every case fell by 0.1: no spread, yet no p of 1 (the exact p underflows)
     assert statistics.paired_p_value(np.zeros(big), np.full(big, -0.1)) == (0.0, "paired z")
 
@@ -208,10 +233,16 @@ def test_the_score_p_value_is_a_t_test_above_eleven_units_and_never_a_random_per
     assert comparison.metrics[0].score_test.test == "paired t" and comparison.verdict == "regressed"
 
 
-@pytest.mark.parametrize("differences", [
-    [-0.4, -0.4], [-0.1, -0.3, -0.2, -0.05, -0.6], [-0.1] * 6, [0.2, -0.1, -0.3, -0.25, -0.05, -0.4, 0.01, -0.2],
-    [0.2, -0.1, -0.3, -0.25, -0.05, -0.4, 0.01, -0.2, -0.02, 0.03, -0.12],  # 11: 2,048 patterns, all enumerated
-])
+@pytest.mark.parametrize(
+    "differences",
+    [
+        [-0.4, -0.4],
+        [-0.1, -0.3, -0.2, -0.05, -0.6],
+        [-0.1] * 6,
+        [0.2, -0.1, -0.3, -0.25, -0.05, -0.4, 0.01, -0.2],
+        [0.2, -0.1, -0.3, -0.25, -0.05, -0.4, 0.01, -0.2, -0.02, 0.03, -0.12],  # 11: 2,048 patterns, all enumerated
+    ],
+)
 def test_the_score_p_value_is_the_exact_sign_flip_test_on_few_cases(differences: list[float]) -> None:
     """Few cases: every sign pattern, counted here by hand (itertools), not a bootstrap (which gives p = 0 when
     every difference has one sign: 2 cases would be a regression)."""
@@ -228,21 +259,24 @@ def test_the_score_p_value_is_the_exact_sign_flip_test_on_few_cases(differences:
 
 
 def _case(case_id: str, passed: bool, log: dict | None = None) -> TestCaseResult:
-    return TestCaseResult.from_metrics(case_id, None, "o", [MetricResult.scored("M", 0.9 if passed else 0.1, 0.5, "r",
-                                                                                   log or {})])
+    return TestCaseResult.from_metrics(
+        case_id, None, "o", [MetricResult.scored("M", 0.9 if passed else 0.1, 0.5, "r", log or {})]
+    )
 
 
 def _doc(cases: list[TestCaseResult]) -> dict:
-    return json.loads(json.dumps({"summary": summarize(cases, {"M": 0.5}).model_dump(),
-                                  "cases": [c.model_dump() for c in cases]}))
+    return json.loads(
+        json.dumps({"summary": summarize(cases, {"M": 0.5}).model_dump(), "cases": [c.model_dump() for c in cases]})
+    )
 
 
 def _runs(n: int, base_passed: int, worse: int, better: int) -> tuple[list[TestCaseResult], list[TestCaseResult]]:
     """Paired runs of ``n`` cases: the first ``base_passed`` pass in the baseline; ``worse`` of them fail now,
     and ``better`` of the baseline's failures pass now."""
     base = [_case(f"c{i}", i < base_passed) for i in range(n)]
-    cur = [_case(f"c{i}", (i < base_passed and i >= worse) or (base_passed <= i < base_passed + better))
-           for i in range(n)]
+    cur = [
+        _case(f"c{i}", (i < base_passed and i >= worse) or (base_passed <= i < base_passed + better)) for i in range(n)
+    ]
     return base, cur
 
 
@@ -265,7 +299,7 @@ def test_eighty_one_to_seventy_nine_percent_on_800_cases_regressed() -> None:
     comparison = _compare(*_runs(800, 648, 16, 0))
     test = comparison.pass_rate_test
     expected = sm_mcnemar(np.array([[632, 16], [0, 152]]), exact=True).pvalue
-    assert test.p_value == pytest.approx(2 * 0.5 ** 16) and test.p_value == pytest.approx(expected)
+    assert test.p_value == pytest.approx(2 * 0.5**16) and test.p_value == pytest.approx(expected)
     assert (test.baseline, test.current) == (pytest.approx(0.81), pytest.approx(0.79))
     assert test.interval.high < 0 and test.interval.level == pytest.approx(0.95)
     assert test.verdict == "regressed" and comparison.verdict == "regressed" and comparison.regressed
@@ -323,13 +357,21 @@ def test_summaries_carry_intervals() -> None:
     cases = [_case(f"c{i}", i % 4 != 0) for i in range(40)]  # 30 of 40 pass
     summary = summarize(cases, {"M": 0.5})
     low, high = proportion_confint(30, 40, method="wilson")
-    assert (summary.pass_rate_interval.low, summary.pass_rate_interval.high) == (pytest.approx(low), pytest.approx(high))
+    assert (summary.pass_rate_interval.low, summary.pass_rate_interval.high) == (
+        pytest.approx(low),
+        pytest.approx(high),
+    )
     metric = summary.metrics["M"]
     assert metric.pass_rate_interval == summary.pass_rate_interval
     assert metric.mean_score_interval.method == "bootstrap"
     assert metric.mean_score_interval.low <= metric.mean_score <= metric.mean_score_interval.high
-    assert summary.statistics.model_dump() == {"level": 0.95, "bootstrap_resamples": 2000, "seed": 0,
-                                               "cluster": None, "clusters": None}
+    assert summary.statistics.model_dump() == {
+        "level": 0.95,
+        "bootstrap_resamples": 2000,
+        "seed": 0,
+        "cluster": None,
+        "clusters": None,
+    }
     clustered = summarize(cases, {"M": 0.5}, clusters=[str(i // 5) for i in range(40)], cluster_column="passage")
     assert clustered.pass_rate_interval.method == "cluster bootstrap (at least Wilson)"
     assert clustered.statistics.cluster == "passage" and clustered.statistics.clusters == 8
@@ -391,11 +433,14 @@ def test_duration_includes_the_comparison(tmp_path: Path, monkeypatch: pytest.Mo
 
 # --- the gate through real runs ----------------------------------------------------------------------------
 
+
 def _write_run(directory: Path, name: str, passing: int, n: int = 800, fail_first: int = 0) -> Path:
     """A dataset of ``n`` outputs of which those from ``fail_first`` to ``passing + fail_first`` are short
     (LengthCheck passes), the rest long."""
-    rows = [{"id": f"c{i}", "answer": "short" if fail_first <= i < passing + fail_first else "far too long " * 10}
-            for i in range(n)]
+    rows = [
+        {"id": f"c{i}", "answer": "short" if fail_first <= i < passing + fail_first else "far too long " * 10}
+        for i in range(n)
+    ]
     path = directory / f"{name}.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
@@ -403,18 +448,28 @@ def _write_run(directory: Path, name: str, passing: int, n: int = 800, fail_firs
 
 def _gate_suite(directory: Path, name: str, data: Path, gate: str) -> Path:
     path = directory / f"{name}.yaml"
-    path.write_text(f"name: {name}\ndataset: {{path: {data.name}, fields: {{id: id, actual_output: answer}}}}\n"
-                    "metrics:\n  - metric: LengthCheckMetric\n    max_length: 5\n    unit: words\n"
-                    f"gate: {{{gate}}}\n", encoding="utf-8")
+    path.write_text(
+        f"name: {name}\ndataset: {{path: {data.name}, fields: {{id: id, actual_output: answer}}}}\n"
+        "metrics:\n  - metric: LengthCheckMetric\n    max_length: 5\n    unit: words\n"
+        f"gate: {{{gate}}}\n",
+        encoding="utf-8",
+    )
     return path
 
 
 def _run(directory: Path, suite: Path, out: str, *args: str, api_url: str) -> tuple[int, dict]:
     env = {k: v for k, v in os.environ.items() if k not in ("EVALTASKS_INDEX_DIR",)}
-    env.update(PREFECT_API_URL=api_url, PREFECT_HOME=str(directory / "prefect-home"), HF_HUB_OFFLINE="1",
-               DO_NOT_TRACK="1")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", out, *args],
-                          cwd=directory, env=env, capture_output=True, text=True, timeout=600)
+    env.update(
+        PREFECT_API_URL=api_url, PREFECT_HOME=str(directory / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", out, *args],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     return proc.returncode, json.loads((directory / out / "results.json").read_text(encoding="utf-8"))
@@ -424,8 +479,9 @@ def test_fail_on_regression_and_either_through_evaltasks_run(tmp_path: Path, pre
     """81 % -> 79 % on 800 cases (16 passing cases now fail): regressed (p = 2 * 0.5**16)."""
     base_data = _write_run(tmp_path, "base", 648)
     cur_data = _write_run(tmp_path, "cur", 632, fail_first=16)  # c0..c15 now fail, the rest as before
-    code, base = _run(tmp_path, _gate_suite(tmp_path, "base", base_data, "min_pass_rate: 0.5"), "b",
-                      api_url=prefect_api_url)
+    code, base = _run(
+        tmp_path, _gate_suite(tmp_path, "base", base_data, "min_pass_rate: 0.5"), "b", api_url=prefect_api_url
+    )
     assert code == 0 and base["gate"]["verdict"] is None and base["schema_version"] == 2
     baseline = str(tmp_path / "b" / "results.json")
     cases = {
@@ -437,24 +493,35 @@ def test_fail_on_regression_and_either_through_evaltasks_run(tmp_path: Path, pre
         "fail_on: either, min_pass_rate: 0.99, min_effect: 0.05": 1,  # the pass rate fails it
     }
     for i, (gate, expected) in enumerate(cases.items()):
-        code, results = _run(tmp_path, _gate_suite(tmp_path, "cur", cur_data, gate), f"c{i}", "--baseline", baseline,
-                             api_url=prefect_api_url)
+        code, results = _run(
+            tmp_path,
+            _gate_suite(tmp_path, "cur", cur_data, gate),
+            f"c{i}",
+            "--baseline",
+            baseline,
+            api_url=prefect_api_url,
+        )
         assert code == expected, gate
         assert results["passed"] is (expected == 0)
         regressed = "min_effect: 0.05" not in gate
         assert results["gate"]["verdict"] == ("regressed" if regressed else "no significant change"), gate
         test = results["comparison"]["pass_rate_test"]
         assert (test["worse"], test["better"], test["paired_cases"]) == (16, 0, 800)
-        assert test["p_value"] == pytest.approx(2 * 0.5 ** 16)
+        assert test["p_value"] == pytest.approx(2 * 0.5**16)
         _validate(results)
     # fail_on: regression without a baseline holds, with a warning
-    code, results = _run(tmp_path, _gate_suite(tmp_path, "cur", cur_data, "fail_on: regression, min_pass_rate: 0.99"),
-                         "nobase", api_url=prefect_api_url)
+    code, results = _run(
+        tmp_path,
+        _gate_suite(tmp_path, "cur", cur_data, "fail_on: regression, min_pass_rate: 0.99"),
+        "nobase",
+        api_url=prefect_api_url,
+    )
     assert code == 0 and results["gate"]["verdict"] is None
     assert any("no baseline was given" in w for w in results["warnings"])
 
 
 # --- results.json schema -----------------------------------------------------------------------------------
+
 
 def _validate(results: dict) -> None:
     import jsonschema
@@ -482,7 +549,9 @@ def test_quickstart_results_json_validates(tmp_path: Path, prefect_api_url: str)
     summary = results["summary"]
     low, high = proportion_confint(6, 8, method="wilson")
     assert (summary["pass_rate_interval"]["low"], summary["pass_rate_interval"]["high"]) == (
-        pytest.approx(low), pytest.approx(high))
+        pytest.approx(low),
+        pytest.approx(high),
+    )
     assert summary["metrics"]["ReferenceMatchMetric"]["mean_score_interval"]["method"] == "bootstrap"
     broken = {**results, "gate": {**results["gate"], "verdict": "worse"}}
     import jsonschema
@@ -498,7 +567,10 @@ def test_the_python_api_summary_carries_intervals() -> None:
     cases = [EvalTestCase(input="q", actual_output="short" if i < 15 else "far too long " * 10) for i in range(20)]
     summary = evaluate_sync(cases, [LengthCheckMetric(max_length=5, unit="words")]).summary
     low, high = proportion_confint(15, 20, method="wilson")
-    assert (summary.pass_rate_interval.low, summary.pass_rate_interval.high) == (pytest.approx(low), pytest.approx(high))
+    assert (summary.pass_rate_interval.low, summary.pass_rate_interval.high) == (
+        pytest.approx(low),
+        pytest.approx(high),
+    )
     assert summary.metrics["LengthCheckMetric"].mean_score_interval.method == "bootstrap"
     assert summary.statistics.bootstrap_resamples == statistics.RESAMPLES
 
@@ -521,12 +593,17 @@ def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) 
     from evaltasks.engine.run import plan_run
     from evaltasks.reports.outcome import finish_run
 
-    rows = [{"id": f"c{i}", "passage": f"p{i // 4}", "answer": "short" if i % 8 < 5 else "far too long " * 10}
-            for i in range(40)]
+    rows = [
+        {"id": f"c{i}", "passage": f"p{i // 4}", "answer": "short" if i % 8 < 5 else "far too long " * 10}
+        for i in range(40)
+    ]
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     suite = tmp_path / "s.yaml"
-    suite.write_text("name: s\ndataset: {path: d.jsonl, fields: {id: id, actual_output: answer}, cluster: passage}\n"
-                     "metrics:\n  - metric: LengthCheckMetric\n    max_length: 5\n    unit: words\n", encoding="utf-8")
+    suite.write_text(
+        "name: s\ndataset: {path: d.jsonl, fields: {id: id, actual_output: answer}, cluster: passage}\n"
+        "metrics:\n  - metric: LengthCheckMetric\n    max_length: 5\n    unit: words\n",
+        encoding="utf-8",
+    )
     plan = plan_run(suite)
     result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids)
     finish_run(plan, result, tmp_path / "out", time.time())
@@ -539,9 +616,9 @@ def test_a_suite_with_dataset_cluster_reports_cluster_intervals(tmp_path: Path) 
 
 
 def test_gate_message_names_the_verdict() -> None:
-    from evaltasks.results import EvaluationResult
     from evaltasks.engine.lifecycle import gate_message, gate_passed
     from evaltasks.inputs.suite import Gate
+    from evaltasks.results import EvaluationResult
 
     base, cur = _runs(800, 648, 16, 0)
     result = EvaluationResult(test_results=cur, summary=summarize(cur, {"M": 0.5}))
@@ -550,7 +627,8 @@ def test_gate_message_names_the_verdict() -> None:
     assert gate_message(result, Gate(min_pass_rate=0.5), comparison) is None  # fail_on min_pass_rate
     assert gate_message(result, Gate(min_pass_rate=0.5, fail_on="regression"), comparison) == (
         "gate failed: regressed since the baseline: pass rate 81.00% → 79.00% (-2.00 points, p = 3.1e-05); "
-        "M: mean score 0.7480 → 0.7320 (-0.0160, p = 5.9e-05)")  # (648·0.9 + 152·0.1)/800 → (632·0.9 + 168·0.1)/800;
+        "M: mean score 0.7480 → 0.7320 (-0.0160, p = 5.9e-05)"
+    )  # (648·0.9 + 152·0.1)/800 → (632·0.9 + 168·0.1)/800;
     # p: the paired t-test of 16 differences of -0.8 and 784 of 0 (statsmodels DescrStatsW: 5.9e-05)
     assert gate_passed(result, 0.5, comparison=comparison, fail_on="either") is False
     assert gate_passed(result, 0.5, comparison=None, fail_on="regression") is True

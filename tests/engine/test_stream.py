@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evaltasks.engine.stream import (
-    ProgressMeter, auto_batch_size, chunks, embed_chunk, score_directly, stream_batches,
+    ProgressMeter,
+    auto_batch_size,
+    chunks,
+    embed_chunk,
+    score_directly,
+    stream_batches,
 )
 
 

@@ -72,8 +72,7 @@ def test_fetch_downloads_both_files_checks_them_and_keeps_them(truthfulqa_dir: P
         assert len(requested) == 2  # nothing downloaded twice
 
 
-def test_a_sha256_mismatch_is_one_error_line_and_nothing_is_put_in_place(truthfulqa_dir: Path,
-                                                                          tmp_path: Path) -> None:
+def test_a_sha256_mismatch_is_one_error_line_and_nothing_is_put_in_place(truthfulqa_dir: Path, tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     (mirror / "TruthfulQA.csv").write_bytes((truthfulqa_dir / "TruthfulQA.csv").read_bytes())
@@ -89,8 +88,9 @@ def test_a_sha256_mismatch_is_one_error_line_and_nothing_is_put_in_place(truthfu
     (tmp_path / "empty-mirror").mkdir()
     with _serving(tmp_path / "empty-mirror") as (url, _):  # 404 for both
         missing = _fetch("--dest", str(dest), "--base-url", url)
-    assert missing.returncode == 1 and missing.stderr.startswith(f"fetch_data: error: cannot download {url}"), \
+    assert missing.returncode == 1 and missing.stderr.startswith(f"fetch_data: error: cannot download {url}"), (
         missing.stderr
+    )
     assert list(dest.iterdir()) == []
 
 
@@ -99,5 +99,5 @@ def test_the_example_suite_reads_its_data_from_its_own_folder() -> None:
     notice about a data file outside the suite's directory)."""
     suite = yaml.safe_load((REPO / "examples" / "truthfulqa" / "suite.yaml").read_text(encoding="utf-8"))
     assert suite["dataset"]["path"] == "data/davinci_answers.csv"
-    assert "DEFAULT_DEST = Path(__file__).resolve().parent / \"data\"" in SCRIPT.read_text(encoding="utf-8")
+    assert 'DEFAULT_DEST = Path(__file__).resolve().parent / "data"' in SCRIPT.read_text(encoding="utf-8")
     assert "examples/truthfulqa/data/" in (REPO / ".gitignore").read_text(encoding="utf-8").splitlines()

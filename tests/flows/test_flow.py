@@ -24,8 +24,14 @@ TOL = 1e-6
 
 # Words in each quickstart answer, counted by hand (punctuation and ">" are not words; "1969" is).
 QUICKSTART_WORDS = {
-    "capital-fr": 6, "boiling": 9, "password": 8, "planets": 8, "photosynthesis": 11, "moon": 13,
-    "off-topic": 12, "verbose": 38,
+    "capital-fr": 6,
+    "boiling": 9,
+    "password": 8,
+    "planets": 8,
+    "photosynthesis": 11,
+    "moon": 13,
+    "off-topic": 12,
+    "verbose": 38,
 }
 
 
@@ -42,9 +48,12 @@ def _read_artifacts(flow_run_id, keys: list[str]) -> dict:
 
     async def read():
         async with get_client() as client:
-            return await client.read_artifacts(artifact_filter=ArtifactFilter(
-                key=ArtifactFilterKey(any_=keys), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
-            ))
+            return await client.read_artifacts(
+                artifact_filter=ArtifactFilter(
+                    key=ArtifactFilterKey(any_=keys),
+                    flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+                )
+            )
 
     return {artifact.key: artifact for artifact in asyncio.run(read())}
 
@@ -53,16 +62,18 @@ def _run_flow(suite: Path, output_dir: Path, index_dir: Path):
     """Run the flow; return (its return value, its flow run id)."""
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
-    state = evaluate_suite(suite_path=str(suite), output_dir=str(output_dir), index_dir=str(index_dir),
-                           return_state=True)
+    state = evaluate_suite(
+        suite_path=str(suite), output_dir=str(output_dir), index_dir=str(index_dir), return_state=True
+    )
     assert state.is_completed(), state
     return state.result(), state.state_details.flow_run_id
 
 
 def test_flows_are_importable_as_evaltasks_flows() -> None:
+    from prefect import Flow
+
     import evaltasks.flows
     from evaltasks.flows.evaluate_suite import evaluate_suite
-    from prefect import Flow
 
     assert evaltasks.flows.evaluate_suite is evaluate_suite
     assert isinstance(evaluate_suite, Flow)
@@ -86,15 +97,34 @@ def test_wheel_installs_flows_as_evaltasks_flows_only(tmp_path: Path) -> None:
     for name in ("evaltasks", "flows"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         "-w", str(tmp_path / "dist"), str(source)],
-        check=True, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     [wheel] = (tmp_path / "dist").glob("evaltasks-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"evaltasks/flows/__init__.py", "evaltasks/flows/evaluate_suite.py",
-            "evaltasks/schema/suite.schema.json", "evaltasks/index/__init__.py", "evaltasks/index/_segments.py",
-            "evaltasks/index/_blas.py"} <= set(names)
+    assert {
+        "evaltasks/flows/__init__.py",
+        "evaltasks/flows/evaluate_suite.py",
+        "evaltasks/schema/suite.schema.json",
+        "evaltasks/index/__init__.py",
+        "evaltasks/index/_segments.py",
+        "evaltasks/index/_blas.py",
+    } <= set(names)
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"evaltasks"}
 
 
@@ -193,12 +223,20 @@ def test_cli_warm_run_with_no_cache_loads_no_model(prefect_api_url, tmp_path: Pa
     """`evaltasks run --no-cache` over an index a first run filled (a new PREFECT_HOME: no task cache at all)
     embeds nothing: the model is not loaded (torch is never imported), every output is reused from the index,
     and the scores are bitwise those of the first run."""
-    from tests.process_env import subprocess_env
     from tests.fresh_process import cli_in_fresh_process
+    from tests.process_env import subprocess_env
 
     def run(name: str) -> tuple[dict, dict]:
-        argv = ["run", str(QUICKSTART), "--output-dir", str(tmp_path / name), "--index-dir", str(tmp_path / "index"),
-                "--quiet", "--no-cache"]
+        argv = [
+            "run",
+            str(QUICKSTART),
+            "--output-dir",
+            str(tmp_path / name),
+            "--index-dir",
+            str(tmp_path / "index"),
+            "--quiet",
+            "--no-cache",
+        ]
         done = cli_in_fresh_process(argv, env=subprocess_env(tmp_path / f"home-{name}", prefect_api_url), cwd=tmp_path)
         assert done["exit"] == 0, done
         return done, json.loads((tmp_path / name / "results.json").read_text(encoding="utf-8"))
@@ -207,10 +245,15 @@ def test_cli_warm_run_with_no_cache_loads_no_model(prefect_api_url, tmp_path: Pa
     assert "torch" in cold_run["imported"]  # the first run loads the model
     warm_run, warm = run("warm")
     assert warm_run["imported"] == []
-    assert warm["summary"]["embeddings"] == {"references_computed": 0, "references_reused": 10,
-                                             "outputs_computed": 0, "outputs_reused": 8}
+    assert warm["summary"]["embeddings"] == {
+        "references_computed": 0,
+        "references_reused": 10,
+        "outputs_computed": 0,
+        "outputs_reused": 8,
+    }
     assert [m["score"] for c in warm["cases"] for m in c["metrics"]] == [
-        m["score"] for c in cold["cases"] for m in c["metrics"]]
+        m["score"] for c in cold["cases"] for m in c["metrics"]
+    ]
 
 
 # -- a failed gate ends the flow run Failed; run history, drift events, the documented automation ---------------------
@@ -233,8 +276,9 @@ def test_a_failed_gate_ends_the_flow_run_failed_with_the_verdict(prefect_harness
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
     failing = length_suite(tmp_path / "f", [3, 3, 9, 9], name="gate-fails", gate="gate: {min_pass_rate: 0.9}")
-    state = evaluate_suite(suite_path=str(failing), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "i"),
-                           return_state=True)
+    state = evaluate_suite(
+        suite_path=str(failing), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "i"), return_state=True
+    )
     assert state.is_failed() and state.message == "FAILED: pass rate 50.00% (2 of 4 cases), gate 90.00%"
     stored = _flow_run(state.state_details.flow_run_id)
     assert stored.state.type.value == "FAILED" and stored.state.message == state.message
@@ -246,8 +290,9 @@ def test_a_failed_gate_ends_the_flow_run_failed_with_the_verdict(prefect_harness
         evaluate_suite(suite_path=str(failing), output_dir=str(tmp_path / "out2"), index_dir=str(tmp_path / "i"))
 
     passing = length_suite(tmp_path / "p", [3, 3, 9, 9], name="gate-holds", gate="gate: {min_pass_rate: 0.5}")
-    state = evaluate_suite(suite_path=str(passing), output_dir=str(tmp_path / "out3"), index_dir=str(tmp_path / "i"),
-                           return_state=True)
+    state = evaluate_suite(
+        suite_path=str(passing), output_dir=str(tmp_path / "out3"), index_dir=str(tmp_path / "i"), return_state=True
+    )
     assert state.is_completed() and state.result()["passed"] is True
     assert _flow_run(state.state_details.flow_run_id).state.type.value == "COMPLETED"
 
@@ -265,23 +310,41 @@ def test_the_cli_keeps_its_exit_codes_and_history_prints_the_trend(prefect_api_u
     env.pop("EVALTASKS_HISTORY_DIR", None)
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "evaltasks.cli", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
-    run = ["run", str(suite), "--index-dir", str(tmp_path / "i"), "--history-dir", str(tmp_path / "h"),
-           "--no-server", "--quiet"]
+    run = [
+        "run",
+        str(suite),
+        "--index-dir",
+        str(tmp_path / "i"),
+        "--history-dir",
+        str(tmp_path / "h"),
+        "--no-server",
+        "--quiet",
+    ]
     failed = cli(*run, "--output-dir", str(tmp_path / "o1"))
     assert failed.returncode == 1, failed.stderr
     assert "Traceback" not in failed.stderr
     (tmp_path / "s" / "d.jsonl").write_text(
-        "".join(json.dumps({"id": f"c{i}", "actual_output": "a b"}) + "\n" for i in range(4)), encoding="utf-8")
+        "".join(json.dumps({"id": f"c{i}", "actual_output": "a b"}) + "\n" for i in range(4)), encoding="utf-8"
+    )
     passed = cli(*run, "--output-dir", str(tmp_path / "o2"))
     assert passed.returncode == 0, passed.stderr
 
     records = [json.loads(line) for line in (tmp_path / "h" / "cli-history.jsonl").read_text("utf-8").splitlines()]
     assert [(r["passed"], r["passed_cases"], r["cases"]) for r in records] == [(False, 2, 4), (True, 4, 4)]
     assert records[1]["metrics"]["LengthCheckMetric"]["config"] == {
-        "metric": "LengthCheckMetric", "max_length": 5, "unit": "words"}
+        "metric": "LengthCheckMetric",
+        "max_length": 5,
+        "unit": "words",
+    }
     assert all(r["flow_run_id"] for r in records) and records[0]["flow_run_id"] != records[1]["flow_run_id"]
     shown = cli("history", str(suite), "--history-dir", str(tmp_path / "h"))
     assert shown.returncode == 0, shown.stderr
@@ -346,8 +409,9 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
         first = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "o1"), index_dir=str(tmp_path / "i"))
         assert first["drift"] is None  # nothing to compare with yet
         length_suite(tmp_path / "s", [3] * 20 + [9] * 20, name=name, history=history)  # half now fail
-        state = evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "o2"), index_dir=str(tmp_path / "i"),
-                               return_state=True)
+        state = evaluate_suite(
+            suite_path=str(suite), output_dir=str(tmp_path / "o2"), index_dir=str(tmp_path / "i"), return_state=True
+        )
         second = state.result()
         drift = second["drift"]
         assert drift["verdict"] == "regressed" and drift["window"] == 1
@@ -358,7 +422,10 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
         assert overall["p_value"] == pytest.approx(2 * one_side, rel=1e-9)
         assert (overall["before"], overall["after"], overall["test"]) == (1.0, 0.5, "Fisher exact")
         assert {(t["name"], t["statistic"]) for t in drift["tests"] if t["verdict"] == "regressed"} == {
-            ("overall", "pass_rate"), ("LengthCheckMetric", "pass_rate"), ("LengthCheckMetric", "mean_score")}
+            ("overall", "pass_rate"),
+            ("LengthCheckMetric", "pass_rate"),
+            ("LengthCheckMetric", "mean_score"),
+        }
         records = [json.loads(line) for line in (tmp_path / "s" / "hist" / f"{name}.jsonl").read_text().splitlines()]
         assert [r["passed_cases"] for r in records] == [40, 20]
         assert records[1]["drift"] == ["overall", "LengthCheckMetric pass_rate", "LengthCheckMetric mean_score"]
@@ -371,11 +438,17 @@ def test_drift_emits_an_event_the_documented_automation_sends_to_a_webhook(prefe
 
         async def events() -> list:
             async with get_client() as client:
-                response = await client._client.post("/events/filter", json={"filter": {
-                    "event": {"name": ["evaltasks.suite.regressed"]},
-                    "any_resource": {"id": [f"evaltasks.suite.{name}"]},
-                    "occurred": {"since": "2000-01-01T00:00:00Z"},
-                }, "limit": 50})
+                response = await client._client.post(
+                    "/events/filter",
+                    json={
+                        "filter": {
+                            "event": {"name": ["evaltasks.suite.regressed"]},
+                            "any_resource": {"id": [f"evaltasks.suite.{name}"]},
+                            "occurred": {"since": "2000-01-01T00:00:00Z"},
+                        },
+                        "limit": 50,
+                    },
+                )
                 response.raise_for_status()
                 return response.json()["events"]
 
@@ -407,28 +480,54 @@ def test_gate_failure_messages_name_each_verdict() -> None:
     """The Failed state's message (results.json gate.message) for each way a gate fails, built from the summary,
     the suite's gate and the comparison alone (no run needed)."""
     from evaltasks.engine.compare import ChangeTest, Comparison
-    from evaltasks.results import EvaluationResult, EvaluationSummary
     from evaltasks.engine.lifecycle import gate_message
     from evaltasks.inputs.suite import Gate
+    from evaltasks.results import EvaluationResult, EvaluationSummary
 
     def result(cases: int, passed: int, budget_skipped: int = 0) -> EvaluationResult:
-        summary = EvaluationSummary(cases=cases, passed_cases=passed, failed_cases=cases - passed, errored_cases=0,
-                                    skipped_cases=0, pass_rate=passed / cases if cases else 0.0, metrics={},
-                                    budget_skipped=budget_skipped)
+        summary = EvaluationSummary(
+            cases=cases,
+            passed_cases=passed,
+            failed_cases=cases - passed,
+            errored_cases=0,
+            skipped_cases=0,
+            pass_rate=passed / cases if cases else 0.0,
+            metrics={},
+            budget_skipped=budget_skipped,
+        )
         return EvaluationResult(test_results=[], summary=summary)
 
     assert gate_message(result(8, 4), Gate(min_pass_rate=0.9), None) == "gate failed: pass rate 50.00% below 90.00%"
     assert gate_message(result(8, 8), Gate(min_pass_rate=0.9), None) is None
     assert gate_message(result(0, 0), Gate(min_pass_rate=0.9), None) == "gate failed: no test cases were evaluated"
     assert gate_message(result(8, 8, budget_skipped=3), Gate(min_pass_rate=0.9), None) == (
-        "gate failed: the --max-cost budget ran out: 3 of 0 case × metric results were not judged")
-    test = ChangeTest(statistic="pass_rate", test="exact McNemar", paired_cases=800, baseline=0.81, current=0.74,
-                      delta=-0.07, p_value=0.0003, worse=60, better=4, verdict="regressed")
+        "gate failed: the --max-cost budget ran out: 3 of 0 case × metric results were not judged"
+    )
+    test = ChangeTest(
+        statistic="pass_rate",
+        test="exact McNemar",
+        paired_cases=800,
+        baseline=0.81,
+        current=0.74,
+        delta=-0.07,
+        p_value=0.0003,
+        worse=60,
+        better=4,
+        verdict="regressed",
+    )
     sentence = "pass rate 81.00% → 74.00% (-7.00 points, p = 0.0003)"
-    regressed = Comparison(baseline="main", tolerance=0.01, pass_rate_test=test, verdict="regressed", regressed=True,
-                           regressions=[sentence])
+    regressed = Comparison(
+        baseline="main",
+        tolerance=0.01,
+        pass_rate_test=test,
+        verdict="regressed",
+        regressed=True,
+        regressions=[sentence],
+    )
     assert gate_message(result(800, 592), Gate(min_pass_rate=0.5, fail_on="regression"), regressed) == (
-        f"gate failed: regressed since the baseline: {sentence}")
+        f"gate failed: regressed since the baseline: {sentence}"
+    )
     assert gate_message(result(800, 592), Gate(min_pass_rate=0.5, fail_on="min_pass_rate"), regressed) is None
     assert gate_message(result(800, 592), Gate(min_pass_rate=0.9, fail_on="either"), regressed) == (
-        f"gate failed: pass rate 74.00% below 90.00%; regressed since the baseline: {sentence}")
+        f"gate failed: pass rate 74.00% below 90.00%; regressed since the baseline: {sentence}"
+    )

@@ -45,8 +45,19 @@ def _cli_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:
 
 def _cli_run(tmp_path: Path, env: dict[str, str], out: str, index: str, *extra: str) -> dict[str, Any]:
     """``python -m evaltasks.cli run`` in a fresh process; returns its results.json."""
-    args = [sys.executable, "-m", "evaltasks.cli", "run", str(QUICKSTART), "--output-dir", str(tmp_path / out),
-            "--index-dir", str(tmp_path / index), "--quiet", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "evaltasks.cli",
+        "run",
+        str(QUICKSTART),
+        "--output-dir",
+        str(tmp_path / out),
+        "--index-dir",
+        str(tmp_path / index),
+        "--quiet",
+        *extra,
+    ]
     proc = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
     assert proc.returncode == 0, f"{' '.join(args[2:])} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return json.loads((tmp_path / out / "results.json").read_text(encoding="utf-8"))
@@ -92,19 +103,36 @@ def test_identical_batches_share_a_cached_result_without_losing_it(tmp_path: Pat
     """Three batches of identical content have one cache key: the second and third are cache hits on the first.
     Each must get the results, in a cold and in a warm task cache (Prefect's in-memory result cache once handed
     them the very box the flow had already emptied: IndexError, exit 3, no reports)."""
-    row = {"input": "What is the capital of France?", "actual_output": "Paris is the capital of France.",
-           "references": ["Paris is the capital of France.", "The capital is Paris."]}
+    row = {
+        "input": "What is the capital of France?",
+        "actual_output": "Paris is the capital of France.",
+        "references": ["Paris is the capital of France.", "The capital is Paris."],
+    }
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for _ in range(3)), encoding="utf-8")
     suite = tmp_path / "suite.yaml"
     suite.write_text(
         "name: repeated-rows\ndataset: {path: data.jsonl}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local}\n"
-        "  - {metric: LengthCheckMetric, max_length: 10, unit: words}\n", encoding="utf-8")
+        "  - {metric: LengthCheckMetric, max_length: 10, unit: words}\n",
+        encoding="utf-8",
+    )
     env = _cli_env(tmp_path / "prefect-home", prefect_api_url)
     for run in ("cold", "warm"):
         out = tmp_path / f"out-{run}"
-        args = [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(out),
-                "--index-dir", str(tmp_path / "index"), "--batch-size", "1", "--quiet"]
+        args = [
+            sys.executable,
+            "-m",
+            "evaltasks.cli",
+            "run",
+            str(suite),
+            "--output-dir",
+            str(out),
+            "--index-dir",
+            str(tmp_path / "index"),
+            "--batch-size",
+            "1",
+            "--quiet",
+        ]
         proc = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
         assert proc.returncode == 0, f"{run} run exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         results = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -141,9 +169,7 @@ def _score_in_flow(calls: list[tuple[Any, list, Any]]) -> list[tuple[str, list]]
     return scoring()
 
 
-def test_metrics_differing_only_in_configuration_never_share_a_cached_result(
-    prefect_harness, st_model, cosine
-) -> None:
+def test_metrics_differing_only_in_configuration_never_share_a_cached_result(prefect_harness, st_model, cosine) -> None:
     from evaltasks import EvalTestCase
     from evaltasks.embeddings import VectorTable
     from evaltasks.metrics import LengthCheckMetric, ReferenceMatchMetric
@@ -151,12 +177,16 @@ def test_metrics_differing_only_in_configuration_never_share_a_cached_result(
     nonce = uuid.uuid4().hex  # part of the inputs: nothing cached by an earlier run can answer the first call
     rows = [
         ("The capital of France is Paris.", ["Paris is the capital of France.", "Bananas are yellow."]),
-        ("Water boils at 100 degrees Celsius at sea level in normal conditions today.",
-         ["At sea level water boils at 100 °C.", "The stock market closed higher."]),
+        (
+            "Water boils at 100 degrees Celsius at sea level in normal conditions today.",
+            ["At sea level water boils at 100 °C.", "The stock market closed higher."],
+        ),
     ]
     words = [6, 13]  # words of each output, counted by hand
-    cases = [EvalTestCase(input=f"question {i} {nonce}", actual_output=out, references=refs)
-             for i, (out, refs) in enumerate(rows)]
+    cases = [
+        EvalTestCase(input=f"question {i} {nonce}", actual_output=out, references=refs)
+        for i, (out, refs) in enumerate(rows)
+    ]
 
     rm_max = ReferenceMatchMetric(0.5, aggregation="max", embedding_provider="local")
     rm_mean = ReferenceMatchMetric(0.5, aggregation="mean", embedding_provider="local")
@@ -173,17 +203,25 @@ def test_metrics_differing_only_in_configuration_never_share_a_cached_result(
 
     sims = [np.clip(cosine(out, refs), 0.0, 1.0) for out, refs in rows]
     expected = {
-        "max": [float(s.max()) for s in sims], "mean": [float(s.mean()) for s in sims],
-        "lc5": [1.0 if w <= 5 else 0.0 for w in words], "lc50": [1.0 if w <= 50 else 0.0 for w in words],
+        "max": [float(s.max()) for s in sims],
+        "mean": [float(s.mean()) for s in sims],
+        "lc5": [1.0 if w <= 5 else 0.0 for w in words],
+        "lc50": [1.0 if w <= 50 else 0.0 for w in words],
     }
     assert all(abs(a - b) > 1e-3 for a, b in zip(expected["max"], expected["mean"]))
     assert expected["lc5"] != expected["lc50"]
 
     (s_max, r_max), (s_mean, r_mean), (s_max2, r_max2), (s_lc5, r_lc5), (s_lc50, r_lc50), (s_lc5b, r_lc5b) = (
-        _score_in_flow([
-            (rm_max, cases, table), (rm_mean, cases, table), (rm_max, cases, table),
-            (lc_5, cases, None), (lc_50, cases, None), (lc_5, cases, None),
-        ])
+        _score_in_flow(
+            [
+                (rm_max, cases, table),
+                (rm_mean, cases, table),
+                (rm_max, cases, table),
+                (lc_5, cases, None),
+                (lc_50, cases, None),
+                (lc_5, cases, None),
+            ]
+        )
     )
 
     # A different configuration on the same inputs is computed, never taken from the other's cache entry.
@@ -226,23 +264,29 @@ def _embed_in_flow(server, texts: list[str], **options: Any) -> tuple[Any, list[
     from evaltasks.embeddings import get_provider
     from evaltasks.tasks import embed_outputs
 
-    provider_options = {"base_url": f"{server.url}/v1", "api_key": server.api_key, "max_retries": 0,
-                        "content_retries": 0, "timeout": 30.0, **options}
+    provider_options = {
+        "base_url": f"{server.url}/v1",
+        "api_key": server.api_key,
+        "max_retries": 0,
+        "content_retries": 0,
+        "timeout": 30.0,
+        **options,
+    }
     namespace = get_provider("openai", "text-embedding-3-small", **provider_options).namespace
     attempts: list[int] = []
 
     def record(task, task_run, state) -> None:  # noqa: ANN001 - Prefect's hook signature
         attempts.append(task_run.run_count)
 
-    task = embed_outputs.with_options(retry_delay_seconds=0, refresh_cache=True,
-                                      on_completion=[record], on_failure=[record])
+    task = embed_outputs.with_options(
+        retry_delay_seconds=0, refresh_cache=True, on_completion=[record], on_failure=[record]
+    )
 
     states: list[Any] = []
 
     @flow(name="embed-retry-test")
     def embedding() -> None:  # the state is kept aside: a flow returning a failed state would fail itself
-        states.append(task("openai", "text-embedding-3-small", namespace, texts, provider_options,
-                           return_state=True))
+        states.append(task("openai", "text-embedding-3-small", namespace, texts, provider_options, return_state=True))
 
     embedding()
     return states[0], attempts
@@ -264,7 +308,7 @@ def test_transient_provider_errors_are_retried_until_success(prefect_harness, op
     assert attempts == [3]  # two retries, as configured on the task
     assert _request_count(server) == 3
     assert [r.status for r in server.embedding_requests()] == [500, 503, 200]
-    table, counts = state.result()
+    table, _counts = state.result()
     assert table.texts == texts
     assert np.allclose(table.vectors, encode(texts), atol=1e-6)
 
@@ -328,9 +372,17 @@ def test_score_batch_never_caches_errored_results(prefect_harness, openai_server
     from evaltasks import EvalTestCase, ReferenceMatchMetric
     from evaltasks.tasks import score_batch
 
-    metric = ReferenceMatchMetric(0.5, embedding_provider="openai", name="rm-outage", provider_options={
-        "base_url": f"{openai_server.url}/v1", "api_key": openai_server.api_key, "max_retries": 0,
-        "content_retries": 0})
+    metric = ReferenceMatchMetric(
+        0.5,
+        embedding_provider="openai",
+        name="rm-outage",
+        provider_options={
+            "base_url": f"{openai_server.url}/v1",
+            "api_key": openai_server.api_key,
+            "max_retries": 0,
+            "content_retries": 0,
+        },
+    )
     cases = [EvalTestCase(actual_output="Paris is the capital.", references=["The capital is Paris."])]
     task = score_batch.with_options(retry_delay_seconds=0)
     states: list[Any] = []
@@ -365,8 +417,10 @@ def test_user_metric_without_config_override_gets_distinct_cache_keys(prefect_ha
             self.word = word
 
         def score_batch(self, cases, vectors=None):  # noqa: ANN001
-            return [MetricResult.scored(self.name, float(self.word in c.actual_output), self.threshold, "", {})
-                    for c in cases]
+            return [
+                MetricResult.scored(self.name, float(self.word in c.actual_output), self.threshold, "", {})
+                for c in cases
+            ]
 
     cases = [EvalTestCase(actual_output="Paris is the capital.")]
 
@@ -408,8 +462,9 @@ def test_embedding_tasks_occupy_a_global_concurrency_limit(prefect_harness, mini
 
     @flow(name="gcl-embed")
     def embedding(limit: str) -> None:
-        states.append(task("local", "all-MiniLM-L6-v2", namespace, ["a text"], None, concurrency_limit=limit,
-                           return_state=True))
+        states.append(
+            task("local", "all-MiniLM-L6-v2", namespace, ["a text"], None, concurrency_limit=limit, return_state=True)
+        )
 
     embedding(name)
     assert states[0].is_completed()

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("answer_and_evaluate", ROOT / "examples/pipeline/answer_and_evaluate.py")
+    spec = importlib.util.spec_from_file_location(
+        "answer_and_evaluate", ROOT / "examples/pipeline/answer_and_evaluate.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -76,9 +78,17 @@ print(json.dumps({"before": before, "after": after, **outcome}))
 
 def _user_flow_env(prefect_home: Path) -> dict[str, str]:
     """This process's environment without the Prefect settings under test (conftest sets the timeout)."""
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "PREFECT_SERVER_ANALYTICS_ENABLED",
-                           "PREFECT_API_URL", "PREFECT_PROFILE")}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name
+        not in (
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
+            "PREFECT_SERVER_ANALYTICS_ENABLED",
+            "PREFECT_API_URL",
+            "PREFECT_PROFILE",
+        )
+    }
     env["PREFECT_HOME"] = str(prefect_home)
     return env
 
@@ -88,8 +98,14 @@ def test_users_flow_script_gets_the_clis_prefect_defaults(tmp_path: Path) -> Non
     to start (not 20 s) and its analytics service (whose heartbeat failed with "database is locked") is off."""
     script = tmp_path / "my_flow.py"
     script.write_text(USER_FLOW_SCRIPT, encoding="utf-8")
-    run = subprocess.run([sys.executable, str(script), "run"], cwd=tmp_path, env=_user_flow_env(tmp_path / "home"),
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, str(script), "run"],
+        cwd=tmp_path,
+        env=_user_flow_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     outcome = json.loads(run.stdout.strip().splitlines()[-1])
     assert outcome["before"] == {"timeout": 20, "analytics": True}  # Prefect's own defaults
@@ -112,9 +128,12 @@ def test_users_own_prefect_settings_win(tmp_path: Path, where: str) -> None:
         home.mkdir()
         (home / "profiles.toml").write_text(
             'active = "mine"\n[profiles.mine]\nPREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS = "45"\n'
-            'PREFECT_SERVER_ANALYTICS_ENABLED = "true"\n', encoding="utf-8")
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
+            'PREFECT_SERVER_ANALYTICS_ENABLED = "true"\n',
+            encoding="utf-8",
+        )
+    run = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     outcome = json.loads(run.stdout.strip().splitlines()[-1])
     assert outcome["before"] == outcome["after"] == {"timeout": 45, "analytics": True}

@@ -17,8 +17,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from evaltasks.index import search as reference_search
 from evaltasks.index import _blas
+from evaltasks.index import search as reference_search
 from evaltasks.index._blas import faiss
 
 
@@ -30,8 +30,9 @@ def _unit(rows: int, dims: int, seed: int) -> np.ndarray:
 def _run(code: str, env_extra: dict[str, str] | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -77,8 +78,10 @@ def test_flat_search_goes_through_numpy_when_faiss_runs_other_kernels() -> None:
     assert got["same_rows"] and got["max_diff"] <= 1e-5
 
 
-@pytest.mark.parametrize("n, m, k, block", [(5000, 37, 1, None), (5000, 37, 10, None), (5000, 2100, 10, 40960),
-                                            (7, 5, 7, None), (20000, 64, 10, 1000)])
+@pytest.mark.parametrize(
+    "n, m, k, block",
+    [(5000, 37, 1, None), (5000, 37, 10, None), (5000, 2100, 10, 40960), (7, 5, 7, None), (20000, 64, 10, 1000)],
+)
 def test_numpy_top_k_equals_faiss(monkeypatch: pytest.MonkeyPatch, n: int, m: int, k: int, block: int | None) -> None:
     if block is not None:  # several reference chunks and query batches
         monkeypatch.setattr(reference_search, "_TOP_K_BLOCK", block)

@@ -264,7 +264,7 @@ def test_a_model_folder_is_hashed_again_only_when_a_file_changes(tmp_path, minil
     first = local._local_fingerprint(copy)
     assert [key for key in local._HASHED_FOLDERS if key[0] == str(copy)] != []
     hashed = dict(local._HASHED_FOLDERS)
-    assert local._local_fingerprint(copy) == first and local._HASHED_FOLDERS == hashed  # no new entry: not re-read
+    assert local._local_fingerprint(copy) == first and hashed == local._HASHED_FOLDERS  # no new entry: not re-read
     # same size, other bytes, a later modification time: hashed again, another fingerprint
     changed = original.replace('"', "'", 1)
     assert len(changed) == len(original) and changed != original
@@ -292,8 +292,12 @@ def test_files_are_npy_and_json_only(tmp_path, provider) -> None:
     ReferenceIndex(tmp_path).get_or_embed(provider, REFS)
     (ns,) = namespace_dirs(tmp_path)
     files = sorted(p.name for p in ns.iterdir())
-    assert [f for f in files if f != ".lock"] == ["meta.json", "seg-000001.crc32.npy", "seg-000001.ids.npy",
-                                                  "seg-000001.vectors.npy"]
+    assert [f for f in files if f != ".lock"] == [
+        "meta.json",
+        "seg-000001.crc32.npy",
+        "seg-000001.ids.npy",
+        "seg-000001.vectors.npy",
+    ]
     assert not [p for p in tmp_path.rglob("*") if p.suffix in {".pkl", ".pickle", ".npz"}]
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.stat().st_size:
@@ -303,7 +307,8 @@ def test_files_are_npy_and_json_only(tmp_path, provider) -> None:
     assert (ids.dtype, vectors.dtype, vectors.shape) == (np.dtype("<i8"), np.dtype("<f4"), (len(UNIQUE), 384))
     checks = np.load(ns / "seg-000001.crc32.npy", allow_pickle=False)  # each row's CRC-32 of its id and vector
     assert checks.dtype == np.dtype("<u4") and checks.tolist() == [
-        zlib.crc32(vectors[i].tobytes(), zlib.crc32(ids[i].tobytes())) for i in range(len(ids))]
+        zlib.crc32(vectors[i].tobytes(), zlib.crc32(ids[i].tobytes())) for i in range(len(ids))
+    ]
     meta = json.loads((ns / "meta.json").read_text(encoding="utf-8"))
     assert meta["provider"] == "local"
     assert meta["model"] == "all-MiniLM-L6-v2"
@@ -343,12 +348,22 @@ def test_empty_index_dir_variable_counts_as_unset(monkeypatch) -> None:
 def _cli(cwd: Path, *args: str, timeout: float = 600, api_url: str | None = None) -> subprocess.CompletedProcess:
     """``python -m evaltasks.cli ARGS`` in ``cwd`` (against the Prefect server at ``api_url`` when given)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "EVALTASKS_INDEX_DIR")}
-    env.update(PREFECT_HOME=str(cwd / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.update(
+        PREFECT_HOME=str(cwd / "prefect-home"),
+        HF_HUB_OFFLINE="1",
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
     if api_url:
         env["PREFECT_API_URL"] = api_url
-    return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow
@@ -371,8 +386,10 @@ def test_index_info_checks_the_vector_files(tmp_path, provider, minilm_path) -> 
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "Traceback" not in broken.stdout + broken.stderr
     assert broken.stdout.count("BROKEN") == 2
-    assert (f"seg-000001.vectors.npy is {size // 2:,} bytes, expected {size:,} for 3 vectors × 384 dimensions"
-            in broken.stdout)
+    assert (
+        f"seg-000001.vectors.npy is {size // 2:,} bytes, expected {size:,} for 3 vectors × 384 dimensions"
+        in broken.stdout
+    )
     assert f"BROKEN ({second}): seg-000001.vectors.npy is missing" in broken.stdout
     assert "2 of 2 reference index namespaces are broken" in broken.stderr
 
@@ -386,8 +403,13 @@ def test_index_info_checks_the_vector_files(tmp_path, provider, minilm_path) -> 
     data[len(data) // 2] ^= 0x40
     path.write_bytes(bytes(data))
     problems = [e["problems"] for e in ReferenceIndex(root).check()]  # in folder order, as namespace_dirs
-    assert problems == [[f"the sha256 of {path.name} differs from the one meta.json records",
-                         f"{path.name}: 1 of 3 vectors differ from their row checksums"], []]
+    assert problems == [
+        [
+            f"the sha256 of {path.name} differs from the one meta.json records",
+            f"{path.name}: 1 of 3 vectors differ from their row checksums",
+        ],
+        [],
+    ]
     flipped = _cli(tmp_path, "index", "info", "--index-dir", str(root))
     assert flipped.returncode == 1 and flipped.stdout.count("BROKEN") == 1
 
@@ -398,16 +420,28 @@ def test_corruption_found_by_a_run_is_a_recorded_warning(tmp_path, provider, pre
     ReferenceIndex(root).get_or_embed(provider, REFS)
     (ns,) = namespace_dirs(root)
     _corrupt_truncate(vector_file(ns))
-    rows = [{"id": f"c{i}", "output": case.actual_output, "references": case.references}
-            for i, case in enumerate(_cases())]
+    rows = [
+        {"id": f"c{i}", "output": case.actual_output, "references": case.references} for i, case in enumerate(_cases())
+    ]
     (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: corrupt-index\ndataset:\n  path: data.jsonl\n"
         "  fields: {id: id, actual_output: output, references: references}\n"
         "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, threshold: 0.5}\n"
-        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
-    proc = _cli(tmp_path, "run", "suite.yaml", "--index-dir", str(root), "--output-dir", "out", "--quiet",
-                api_url=prefect_api_url)
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
+    proc = _cli(
+        tmp_path,
+        "run",
+        "suite.yaml",
+        "--index-dir",
+        str(root),
+        "--output-dir",
+        "out",
+        "--quiet",
+        api_url=prefect_api_url,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     expected = f"reference index {ns} is corrupt"
     lines = [line for line in proc.stderr.splitlines() if expected in line]

@@ -57,8 +57,10 @@ def _expected(text: str) -> np.ndarray:
 def test_two_writers_overlapping_texts(tmp_path: Path) -> None:
     script = tmp_path / "writer.py"
     script.write_text(WRITER, encoding="utf-8")
-    writers = [subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True) for _ in range(2)]
+    writers = [
+        subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     try:
         for repetition in range(20):
             root = tmp_path / f"index-{repetition}"

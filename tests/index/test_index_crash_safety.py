@@ -93,7 +93,8 @@ def test_index_survives_sigkill_of_its_writer(tmp_path: Path) -> None:
         start = kill * step  # overlaps what earlier writers stored, and adds new texts
         writer = subprocess.Popen(
             [sys.executable, str(script), str(root), str(start), str(start + span)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert writer.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 120  # a hang guard only
@@ -124,15 +125,21 @@ def test_index_survives_sigkill_of_its_writer(tmp_path: Path) -> None:
     # 400 texts are new (the killed writers may have stored every text of any earlier range, and a writer with
     # nothing to add writes nothing, so it would clean nothing).
     fresh = kills * step + span
-    done = subprocess.run([sys.executable, str(script), str(root), str(fresh), str(fresh + 400)], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script), str(root), str(fresh), str(fresh + 400)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and done.stdout.split() == ["ready", "done"], done.stderr
     ((ids, _, meta),) = _index_state(root).values()
     assert len(ids) >= max(count_before, 400) and not _stale_temporaries(root)
     listed = {s[kind] for s in meta["segments"] for kind in ("ids", "vectors", "crc32")}  # and no uncommitted segment
     assert {p.name for p in next(root.glob("*/meta.json")).parent.glob("seg-*")} == listed
-    print(f"\n{kills} kills: {mid_write} left a temporary file (killed mid-write), {between_files} between "
-          f"a segment and meta.json; {len(ids)} vectors at the end")
+    print(
+        f"\n{kills} kills: {mid_write} left a temporary file (killed mid-write), {between_files} between "
+        f"a segment and meta.json; {len(ids)} vectors at the end"
+    )
 
 
 READER = HASH_PROVIDER + textwrap.dedent(
@@ -175,12 +182,21 @@ def test_readers_never_see_a_torn_index_while_writers_write(tmp_path: Path) -> N
     (tmp_path / "writer.py").write_text(STEADY_WRITER, encoding="utf-8")
     root, stop = tmp_path / "index", tmp_path / "stop"
     subprocess.run([sys.executable, str(tmp_path / "writer.py"), str(root), "0", "10"], check=True, timeout=60)
-    readers = [subprocess.Popen([sys.executable, str(tmp_path / "reader.py"), str(root), str(stop)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    readers = [
+        subprocess.Popen(
+            [sys.executable, str(tmp_path / "reader.py"), str(root), str(stop)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for reader in readers:  # both read before the writers start, however slowly the machine starts them
         assert reader.stdout.readline().strip() == "reading", reader.communicate(timeout=60)[1][-3000:]
-    writers = [subprocess.Popen([sys.executable, str(tmp_path / "writer.py"), str(root), str(a), str(b)])
-               for a, b in ((0, 2000), (1000, 3000))]
+    writers = [
+        subprocess.Popen([sys.executable, str(tmp_path / "writer.py"), str(root), str(a), str(b)])
+        for a, b in ((0, 2000), (1000, 3000))
+    ]
     try:
         assert [w.wait(timeout=240) for w in writers] == [0, 0]
     finally:

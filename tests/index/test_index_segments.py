@@ -74,8 +74,9 @@ def _add(root: Path, texts: list[str]) -> HashProvider:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "EVALTASKS_INDEX_DIR"}
-    return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_adding_texts_writes_a_new_segment_and_rewrites_nothing(tmp_path: Path) -> None:
@@ -86,8 +87,14 @@ def test_adding_texts_writes_a_new_segment_and_rewrites_nothing(tmp_path: Path) 
     before = {name: ((ns / name).stat().st_ino, (ns / name).read_bytes()) for name in _segment_files(root)}
     provider = _add(root, _texts(0, 501))  # 500 stored, 1 new
     assert provider.embedded == 1
-    assert _segment_files(root) == ["seg-000001.crc32.npy", "seg-000001.ids.npy", "seg-000001.vectors.npy",
-                                    "seg-000002.crc32.npy", "seg-000002.ids.npy", "seg-000002.vectors.npy"]
+    assert _segment_files(root) == [
+        "seg-000001.crc32.npy",
+        "seg-000001.ids.npy",
+        "seg-000001.vectors.npy",
+        "seg-000002.crc32.npy",
+        "seg-000002.ids.npy",
+        "seg-000002.vectors.npy",
+    ]
     for name, (inode, data) in before.items():  # the old segment: same file, same bytes
         assert ((ns / name).stat().st_ino, (ns / name).read_bytes()) == (inode, data)
     meta = _meta(root)
@@ -119,8 +126,11 @@ def test_reads_map_the_files_and_lookups_equal_before_and_after_compaction(tmp_p
     proc = _cli("index", "compact", "--index-dir", str(root))
     assert proc.returncode == 0, proc.stderr
     assert f"{HashProvider.namespace}: 5 segments -> 1 (1000 vectors)" in proc.stdout
-    assert _segment_files(root) == ["seg-000006.crc32.npy", "seg-000006.ids.npy",
-                                    "seg-000006.vectors.npy"]  # the old files are gone
+    assert _segment_files(root) == [
+        "seg-000006.crc32.npy",
+        "seg-000006.ids.npy",
+        "seg-000006.vectors.npy",
+    ]  # the old files are gone
     ids = np.load(ns / "seg-000006.ids.npy")
     assert np.array_equal(ids, np.sort(ids)) and len(ids) == 1000
     after = ReferenceIndex(root)._namespace_by_name(HashProvider.namespace).open()
@@ -174,8 +184,10 @@ def test_verify_catches_a_flipped_byte_in_one_segment(tmp_path: Path) -> None:
     broken = _cli("index", "verify", "--index-dir", str(root))
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "Traceback" not in broken.stdout + broken.stderr
-    assert f"BROKEN ({ns}): the sha256 of seg-000002.vectors.npy differs from the one meta.json records; " \
+    assert (
+        f"BROKEN ({ns}): the sha256 of seg-000002.vectors.npy differs from the one meta.json records; "
         "seg-000002.vectors.npy: 1 of 300 vectors differ from their row checksums" in broken.stdout
+    )
     assert "seg-000001" not in broken.stdout and "seg-000003" not in broken.stdout
     assert "1 of 1 reference index namespaces are broken" in broken.stderr
 
@@ -189,11 +201,20 @@ def _write_format1(root: Path, texts: list[str]) -> Path:
     index.add_with_ids(np.stack([_hash_vector(t) for t in texts]), np.array([text_id(t) for t in texts]))
     data = faiss.serialize_index(index).tobytes()
     (ns / "vectors.faiss").write_bytes(data)
-    meta = {"format": 1, "namespace": HashProvider.namespace, "provider": "test", "model": "hash-16",
-            "fingerprint": "f0", "dimensions": 16, "count": len(texts),
-            "index_sha256": hashlib.sha256(data).hexdigest(),
-            "versions": {}, "created": "2026-01-01T00:00:00+00:00", "updated": "2026-01-01T00:00:00+00:00",
-            "truncated_ids": [text_id(texts[0])]}
+    meta = {
+        "format": 1,
+        "namespace": HashProvider.namespace,
+        "provider": "test",
+        "model": "hash-16",
+        "fingerprint": "f0",
+        "dimensions": 16,
+        "count": len(texts),
+        "index_sha256": hashlib.sha256(data).hexdigest(),
+        "versions": {},
+        "created": "2026-01-01T00:00:00+00:00",
+        "updated": "2026-01-01T00:00:00+00:00",
+        "truncated_ids": [text_id(texts[0])],
+    }
     (ns / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     return ns
 
@@ -259,9 +280,15 @@ def test_readers_keep_reading_while_segments_are_compacted(tmp_path: Path) -> No
     for start in range(0, 400, 100):
         _add(root, _texts(start, start + 100))
     (tmp_path / "reader.py").write_text(READER, encoding="utf-8")
-    readers = [subprocess.Popen([sys.executable, str(tmp_path / "reader.py"), str(root), str(stop),
-                                 str(Path(__file__).parent)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True) for _ in range(2)]
+    readers = [
+        subprocess.Popen(
+            [sys.executable, str(tmp_path / "reader.py"), str(root), str(stop), str(Path(__file__).parent)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     try:
         for reader in readers:
             assert reader.stdout.readline().strip() == "reading", reader.stderr.read()
@@ -314,8 +341,12 @@ def test_a_writer_killed_while_it_adds_or_merges_segments_leaves_a_valid_state(t
     committed, leftovers = 0, 0
     for kill in range(10):
         start = kill * 2000
-        writer = subprocess.Popen([sys.executable, str(script), str(root), str(start), str(start + 2000),
-                                   str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True, env=env)
+        writer = subprocess.Popen(
+            [sys.executable, str(script), str(root), str(start), str(start + 2000), str(Path(__file__).parent)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         assert writer.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 120  # a hang guard only
         while not (root.exists() and list(root.glob("*/meta.json"))):  # at least one write committed
@@ -338,8 +369,13 @@ def test_a_writer_killed_while_it_adds_or_merges_segments_leaves_a_valid_state(t
         assert np.array_equal(vectors, np.stack([_hash_vector(texts[int(i)]) for i in ids])), f"kill {kill}"
         assert len(meta["segments"]) <= 3
         committed = len(ids)
-    done = subprocess.run([sys.executable, str(script), str(root), "50000", "50040", str(Path(__file__).parent)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, str(script), str(root), "50000", "50040", str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     meta = _meta(root)
     listed = {s[k] for s in meta["segments"] for k in ("ids", "vectors", "crc32")}
@@ -515,8 +551,9 @@ def test_lookups_across_many_segments_find_every_stored_text(tmp_path: Path) -> 
     wanted = np.array([text_id(t) for t in probe], dtype=np.int64)
     rows = snapshot.find(wanted)  # 669 ids: over TABLE_ABOVE
     assert len(wanted) > _segments.TABLE_ABOVE
-    assert (rows[-2:] == -1).all() and np.array_equal(rows[:-2], snapshot._find_each(wanted[:-2],
-                                                                                     np.full(len(wanted) - 2, -1)))
+    assert (rows[-2:] == -1).all() and np.array_equal(
+        rows[:-2], snapshot._find_each(wanted[:-2], np.full(len(wanted) - 2, -1))
+    )
     assert np.array_equal(snapshot.gather(rows[:-2]), np.stack([_hash_vector(t) for t in probe[:-2]]))
 
 
@@ -552,7 +589,8 @@ def test_compact_rebuilds_what_it_can_and_names_what_it_cannot(tmp_path: Path) -
 
 
 def test_lookups_across_32_segments_return_the_stored_rows_bitwise_in_request_order(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """At the auto-compaction limit (32 segments), a lookup returns each requested text's stored vector, bit for
     bit, in the order requested (the gather copies a segment's rows through a small buffer, here 3 rows, then
     to their places); rows outside the snapshot are an error, not another row's vector."""

@@ -40,10 +40,10 @@ def _cases() -> list[EvalTestCase]:
 @pytest.mark.parametrize("aggregation", ["max", "mean"])
 def test_set_scores_equal_per_case_references(aggregation: str, cosine) -> None:
     reference_set = ReferenceSet("facts", tuple(FACTS))
-    via_set = ReferenceMatchMetric(embedding_provider="local", reference_set=reference_set, aggregation=aggregation,
-                                   name="set")
-    via_list = ReferenceMatchMetric(embedding_provider="local", references=FACTS, aggregation=aggregation,
-                                    name="list")
+    via_set = ReferenceMatchMetric(
+        embedding_provider="local", reference_set=reference_set, aggregation=aggregation, name="set"
+    )
+    via_list = ReferenceMatchMetric(embedding_provider="local", references=FACTS, aggregation=aggregation, name="list")
     result = evaluate_sync(_cases(), [via_set, via_list])
     for case, output in zip(result.test_results, OUTPUTS):
         by_set, by_list = case.metrics
@@ -156,8 +156,11 @@ print(json.dumps({"added_kib": anonymous_kib() - before, "rows": rows.tolist()})
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("options", [{"kind": "flat"}, {"kind": "ivf"}, {"kind": "ivf", "ivf_sq8": True}],
-                         ids=["flat", "ivf-flat", "ivf-sq8"])
+@pytest.mark.parametrize(
+    "options",
+    [{"kind": "flat"}, {"kind": "ivf"}, {"kind": "ivf", "ivf_sq8": True}],
+    ids=["flat", "ivf-flat", "ivf-sq8"],
+)
 def test_a_worker_searching_a_persisted_set_does_not_copy_it(tmp_path: Path, options: dict) -> None:
     """A worker process (a fresh interpreter, as a Dask or Ray worker) loads a persisted search of
     100,000 × 384 vectors (146 MiB) and searches it: its own (anonymous) memory grows by far less than the
@@ -175,9 +178,20 @@ def test_a_worker_searching_a_persisted_set_does_not_copy_it(tmp_path: Path, opt
     config = SearchConfig(**options)
     search = build_search(f"k-{config.resolve(len(vectors)).label()}", vectors, config, tmp_path)
     expected = search.top_k(vectors[:64], 10)[1]
-    child = subprocess.run([sys.executable, "-c", _WORKER_SEARCH, f"k-{search.config.label()}",
-                            str(tmp_path / "q.npy"), str(tmp_path), json.dumps(options)],
-                           capture_output=True, text=True, timeout=300)
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _WORKER_SEARCH,
+            f"k-{search.config.label()}",
+            str(tmp_path / "q.npy"),
+            str(tmp_path),
+            json.dumps(options),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert child.returncode == 0, child.stderr
     got = json.loads(child.stdout.splitlines()[-1])
     assert np.array_equal(np.array(got["rows"]), expected)
@@ -191,8 +205,9 @@ def test_set_file_formats(tmp_path: Path, fmt: str) -> None:
         (tmp_path / "s.txt").write_text("\n".join(FACTS[:3]) + "\n\n" + FACTS[0] + "\n", encoding="utf-8")
         spec: object = "s.txt"
     elif fmt == "csv":
-        (tmp_path / "s.csv").write_text("id,answer\n" + "\n".join(f'{i},"{t}"' for i, t in enumerate(FACTS[:3])),
-                                        encoding="utf-8")
+        (tmp_path / "s.csv").write_text(
+            "id,answer\n" + "\n".join(f'{i},"{t}"' for i, t in enumerate(FACTS[:3])), encoding="utf-8"
+        )
         spec = {"path": "s.csv", "column": "answer"}
     elif fmt == "jsonl":
         (tmp_path / "s.jsonl").write_text("\n".join(json.dumps({"a": t}) for t in FACTS[:3]), encoding="utf-8")
@@ -218,8 +233,11 @@ def _load_error(directory: Path, rest: str) -> str:
 
 
 def test_suite_reference_set_errors(tmp_path: Path) -> None:
-    text = _load_error(tmp_path, "reference_sets: {facts: missing.txt, bad: {texts: ['a'], search: annoy}}\n"
-                                 "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: fact}\n")
+    text = _load_error(
+        tmp_path,
+        "reference_sets: {facts: missing.txt, bad: {texts: ['a'], search: annoy}}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: fact}\n",
+    )
     assert "missing.txt" in text and "not found" in text
     assert "reference_sets.bad" in text and "field 'search' must be one of" in text
     assert "metrics[0]" in text and "unknown reference set 'fact'" in text
@@ -234,15 +252,17 @@ def test_constructor_rules() -> None:
         SearchConfig(kind="ivf-magic")
 
 
-def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_api_url: str, capsys,
-                                                monkeypatch) -> None:
+def test_cli_suite_with_sets_and_index_commands(
+    tmp_path: Path, cosine, prefect_api_url: str, capsys, monkeypatch
+) -> None:
     """A real CLI run with two sets (flat and HNSW), then `index info/build/prune` on its index (in this process:
     ``evaltasks.cli.main``, with the model this process already loaded)."""
     from evaltasks import cli as cli_module
 
     (tmp_path / "facts.txt").write_text("\n".join(FACTS), encoding="utf-8")
-    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o}) for o in OUTPUTS[:3]),
-                                      encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text(
+        "\n".join(json.dumps({"actual_output": o}) for o in OUTPUTS[:3]), encoding="utf-8"
+    )
     (tmp_path / "suite.yaml").write_text(
         "name: sets\ndataset: {path: d.jsonl}\n"
         "reference_sets: {facts: facts.txt, approx: {path: facts.txt, search: hnsw}}\n"
@@ -263,8 +283,12 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
-        "flat.npy", "flat.sha256.json", "hnsw-m16-efc100.faiss", "hnsw-m16-efc100.npy",
-        "hnsw-m16-efc100.sha256.json"}  # a flat search is its vectors only; every kind keeps them beside its
+        "flat.npy",
+        "flat.sha256.json",
+        "hnsw-m16-efc100.faiss",
+        "hnsw-m16-efc100.npy",
+        "hnsw-m16-efc100.sha256.json",
+    }  # a flat search is its vectors only; every kind keeps them beside its
     # index (what a worker maps), and their checksums (what `index verify` checks)
 
     monkeypatch.chdir(tmp_path)
@@ -275,7 +299,9 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
     other = tmp_path / "other.yaml"
     other.write_text(
         "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
-        "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['" + FACTS[0] + "', 'New text.']}\n",
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['"
+        + FACTS[0]
+        + "', 'New text.']}\n",
         encoding="utf-8",
     )
     assert cli_module.main(["index", "build", "other.yaml", "--index-dir", "idx"]) == 0
@@ -284,8 +310,12 @@ def test_cli_suite_with_sets_and_index_commands(tmp_path: Path, cosine, prefect_
     assert cli_module.main(["index", "prune", "other.yaml", "--dry-run", "--index-dir", "idx"]) == 0
     dry = capsys.readouterr().out.splitlines()  # what the prune below drops, and nothing dropped yet
     stored = len(FACTS) + 3 + 1
-    assert any(line.endswith(f": would drop {len(FACTS) - 1 + 3} of {stored} vectors (kept: 2, the texts the suites "
-                             "reference)") for line in dry), dry
+    assert any(
+        line.endswith(
+            f": would drop {len(FACTS) - 1 + 3} of {stored} vectors (kept: 2, the texts the suites reference)"
+        )
+        for line in dry
+    ), dry
     assert sum(line.startswith("would drop the unused reference-set search ") for line in dry) == 2, dry
     assert dry[-1] == "dry run: nothing was dropped"
     assert json.loads(next((tmp_path / "idx").glob("*/meta.json")).read_text())["count"] == stored
@@ -354,8 +384,9 @@ def test_ivf_recall_at_default_nprobe_on_clustered_data(clustered, pq: int | Non
 
 
 @pytest.mark.slow
-def test_ivf_sq8_recall_at_default_nprobe_and_a_chunked_build_equals_a_one_shot_one(clustered, tmp_path: Path,
-                                                                                    monkeypatch) -> None:
+def test_ivf_sq8_recall_at_default_nprobe_and_a_chunked_build_equals_a_one_shot_one(
+    clustered, tmp_path: Path, monkeypatch
+) -> None:
     """IVF-SQ8 (8-bit codes, ``ivf_sq8: true``) over 200,000 × 64 at the default nprobe: recall@10 ≥ 0.95 and
     the top 1's score exact; built from memory-mapped vectors in chunks of 65,536 it answers exactly as one
     ``add`` of every vector does, and so do chunks of 7,000 (a chunk size that does not divide n)."""
@@ -426,9 +457,15 @@ def test_auto_is_flat_up_to_the_threshold_and_ivf_above() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", [SearchConfig(kind="ivf"), SearchConfig(kind="ivf", ivf_pq=8, nprobe=4),
-                                    SearchConfig(kind="ivf", ivf_quantizer="hnsw", nlist=64),
-                                    SearchConfig(kind="ivf", ivf_sq8=True)])
+@pytest.mark.parametrize(
+    "config",
+    [
+        SearchConfig(kind="ivf"),
+        SearchConfig(kind="ivf", ivf_pq=8, nprobe=4),
+        SearchConfig(kind="ivf", ivf_quantizer="hnsw", nlist=64),
+        SearchConfig(kind="ivf", ivf_sq8=True),
+    ],
+)
 def test_ivf_persists_and_reloads(tmp_path: Path, config: SearchConfig) -> None:
     """A saved IVF index reloads with the set's vectors and, in a worker, from its files alone: same answers."""
     vectors, queries = _clustered(5000, 32, 40, seed=5)
@@ -444,23 +481,30 @@ def test_ivf_persists_and_reloads(tmp_path: Path, config: SearchConfig) -> None:
 
 
 def test_bad_search_settings_name_the_suite_file_and_field(tmp_path: Path) -> None:
-    text = _load_error(tmp_path, "reference_sets:\n  a: {texts: ['x'], search: ivf, nprobe: 0}\n  b: {texts: ['x'], nprobes: 4}\n"
-                                 "  c: {texts: ['x'], ivf_quantizer: graph}\n"
-                                 "  d: {texts: ['x'], ivf_sq8: 1}\n  e: {texts: ['x'], ivf_sq8: true, ivf_pq: 48}\n"
-                                 "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: a}\n")
+    text = _load_error(
+        tmp_path,
+        "reference_sets:\n  a: {texts: ['x'], search: ivf, nprobe: 0}\n  b: {texts: ['x'], nprobes: 4}\n"
+        "  c: {texts: ['x'], ivf_quantizer: graph}\n"
+        "  d: {texts: ['x'], ivf_sq8: 1}\n  e: {texts: ['x'], ivf_sq8: true, ivf_pq: 48}\n"
+        "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: a}\n",
+    )
     assert "suite.yaml, reference_sets.a: field 'nprobe' must be a positive integer, got 0" in text
     assert "suite.yaml, reference_sets.b: field 'nprobes' is not a reference-set option" in text
     assert "suite.yaml, reference_sets.c: field 'ivf_quantizer' must be one of ['flat', 'hnsw']" in text
     assert "suite.yaml, reference_sets.d: field 'ivf_sq8' must be true or false, got 1" in text
     assert "suite.yaml, reference_sets.e: field 'ivf_sq8' cannot be combined with ivf_pq (48): choose one code" in text
-    metric = ReferenceMatchMetric(embedding_provider="local", name="m",
-                                  reference_set=ReferenceSet("s", tuple(FACTS), SearchConfig(kind="ivf", ivf_pq=7)))
+    metric = ReferenceMatchMetric(
+        embedding_provider="local",
+        name="m",
+        reference_set=ReferenceSet("s", tuple(FACTS), SearchConfig(kind="ivf", ivf_pq=7)),
+    )
     with pytest.raises(ConfigError, match="field 'ivf_pq' must divide the embedding dimensions \\(384\\), got 7"):
         evaluate_sync(_cases(), [metric])
 
 
-def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, cosine, prefect_api_url: str,
-                                                                 monkeypatch) -> None:
+def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(
+    tmp_path: Path, cosine, prefect_api_url: str, monkeypatch
+) -> None:
     """A real CLI run searching a set with IVF-Flat and IVF-PQ writes recall@1 and recall@10 per set into
     results.json (one list, every list probed: exact); `index prune` drops both searches, the PQ one's vectors
     too; PQ codes that do not divide the model's 384 dimensions are a suite mistake: exit 2, the field named, no
@@ -468,16 +512,19 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
     from evaltasks import cli as cli_module
 
     (tmp_path / "facts.txt").write_text("\n".join(FACTS), encoding="utf-8")
-    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o}) for o in OUTPUTS[:3]),
-                                      encoding="utf-8")
-    suite = ("name: ivf\ndataset: {path: d.jsonl}\n"
-             "reference_sets: {plain: {path: facts.txt, search: ivf}, codes: {path: facts.txt, search: ivf, ivf_pq: %d},\n"
-             "                 sq8: {path: facts.txt, search: ivf, ivf_sq8: true}}\n"
-             "metrics:\n"
-             "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: plain, name: plain}\n"
-             "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: codes, name: codes}\n"
-             "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: sq8, name: sq8}\n"
-             "gate: {min_pass_rate: 0}\n")
+    (tmp_path / "d.jsonl").write_text(
+        "\n".join(json.dumps({"actual_output": o}) for o in OUTPUTS[:3]), encoding="utf-8"
+    )
+    suite = (
+        "name: ivf\ndataset: {path: d.jsonl}\n"
+        "reference_sets: {plain: {path: facts.txt, search: ivf}, codes: {path: facts.txt, search: ivf, ivf_pq: %d},\n"
+        "                 sq8: {path: facts.txt, search: ivf, ivf_sq8: true}}\n"
+        "metrics:\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: plain, name: plain}\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: codes, name: codes}\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: sq8, name: sq8}\n"
+        "gate: {min_pass_rate: 0}\n"
+    )
     (tmp_path / "suite.yaml").write_text(suite % 8, encoding="utf-8")
     env = {**__import__("os").environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_API_URL": prefect_api_url}
     run = run_cli("run", "suite.yaml", "--index-dir", "idx", "--quiet", cwd=tmp_path, env=env, timeout=300)
@@ -493,8 +540,16 @@ def test_cli_suite_with_ivf_writes_recall_and_rejects_bad_codes(tmp_path: Path, 
         for metric in case["metrics"]:
             assert abs(metric["score"] - expected) <= 1e-6
     assert {p.name.split("-", 1)[1] for p in (tmp_path / "idx" / "sets").iterdir()} == {
-        "ivf1.faiss", "ivf1.npy", "ivf1-pq8.faiss", "ivf1-pq8.npy", "ivf1-sq8.faiss", "ivf1-sq8.npy",
-        "ivf1.sha256.json", "ivf1-pq8.sha256.json", "ivf1-sq8.sha256.json"}
+        "ivf1.faiss",
+        "ivf1.npy",
+        "ivf1-pq8.faiss",
+        "ivf1-pq8.npy",
+        "ivf1-sq8.faiss",
+        "ivf1-sq8.npy",
+        "ivf1.sha256.json",
+        "ivf1-pq8.sha256.json",
+        "ivf1-sq8.sha256.json",
+    }
     (tmp_path / "other.yaml").write_text(
         "name: other\ndataset: {path: d.jsonl}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local, references: ['" + FACTS[0] + "']}\n",
@@ -578,7 +633,8 @@ SET_SIZE = 200_000  # 293 MiB of float32 vectors at 384 dimensions
 
 
 def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_results(
-        tmp_path: Path, prefect_harness, monkeypatch) -> None:
+    tmp_path: Path, prefect_harness, monkeypatch
+) -> None:
     """A reference set's vectors stay out of the flow process's memory: its texts are index-only, embedded (here:
     found) in the index by ``embed-references`` task runs that return no vectors, and the search reads them from
     the index's mapped segments into ``<index>/sets/<key>.npy`` a chunk at a time. Measured with tracemalloc
@@ -590,7 +646,6 @@ def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_resu
     from evaltasks.embeddings import get_provider
     from evaltasks.flows.evaluate_suite import evaluate_suite
     from evaltasks.index import ReferenceIndex
-
     from evaltasks.index import search as search_module
 
     # a search is registered per process by the set's content and namespace: the synthetic vectors of the
@@ -607,17 +662,24 @@ def test_a_flow_run_reads_its_reference_set_from_the_index_not_through_task_resu
     del sims, vectors
     (tmp_path / "set.txt").write_text("\n".join(texts), encoding="utf-8")
     del texts
-    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"actual_output": o, "references": ["text 0"]})
-                                                for o in outputs), encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text(
+        "\n".join(json.dumps({"actual_output": o, "references": ["text 0"]}) for o in outputs), encoding="utf-8"
+    )
     (tmp_path / "suite.yaml").write_text(
         "name: big-set\ndataset: {path: d.jsonl}\nreference_sets: {big: set.txt}\nmetrics:\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: big, name: by_set}\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local, name: per_case}\n"
-        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
     tracemalloc.start()
     try:
-        state = evaluate_suite(suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"),
-                               index_dir=str(tmp_path / "idx"), return_state=True)
+        state = evaluate_suite(
+            suite_path=str(tmp_path / "suite.yaml"),
+            output_dir=str(tmp_path / "out"),
+            index_dir=str(tmp_path / "idx"),
+            return_state=True,
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -643,7 +705,6 @@ def test_evaluate_sync_with_an_index_reads_a_big_set_from_it(tmp_path: Path, mon
 
     from evaltasks.embeddings import get_provider
     from evaltasks.index import ReferenceIndex
-
     from evaltasks.index import search as search_module
 
     monkeypatch.setattr(search_module, "_REGISTRY", {})  # as in the flow's test above
@@ -682,7 +743,9 @@ def test_a_damaged_search_file_is_found_by_verify_and_rebuilt(tmp_path: Path, ca
     build_search("k-flat", vectors, SearchConfig(kind="flat"), sets)
     build_search("k-ivf4-sq8", vectors, SearchConfig(kind="ivf", nlist=4, ivf_sq8=True), sets)
     assert [(e["key"], e["checked"], e["problems"]) for e in check_searches(sets)] == [
-        ("k-flat", True, []), ("k-ivf4-sq8", True, [])]
+        ("k-flat", True, []),
+        ("k-ivf4-sq8", True, []),
+    ]
     assert cli_module.main(["index", "verify", "--index-dir", str(tmp_path / "idx")]) == 0
     damaged = sets / "k-ivf4-sq8.npy"
     size = damaged.stat().st_size
@@ -714,8 +777,10 @@ def test_an_index_file_without_its_vectors_gets_them_back(tmp_path: Path, monkey
 
     vectors = _unit_rows(3000, 32, seed=9)
     sets = tmp_path / "sets"
-    for key, config in (("k-hnsw", SearchConfig(kind="hnsw", hnsw_m=8, ef_construction=40)),
-                        ("k-ivf8", SearchConfig(kind="ivf", nlist=8))):
+    for key, config in (
+        ("k-hnsw", SearchConfig(kind="hnsw", hnsw_m=8, ef_construction=40)),
+        ("k-ivf8", SearchConfig(kind="ivf", nlist=8)),
+    ):
         monkeypatch.setattr(search_module, "_REGISTRY", {})
         build_search(key, vectors, config, sets)
         (sets / f"{key}.npy").unlink()
@@ -746,6 +811,7 @@ def test_set_texts_pruned_by_another_process_are_embedded_again(tmp_path: Path) 
 
 
 # --- target recall: the query breadth widened on the run's own outputs ---------------------------------------
+
 
 def _recall_at_10(found: np.ndarray, exact: np.ndarray) -> float:
     return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found.tolist(), exact.tolist())]))
@@ -785,7 +851,9 @@ def test_a_target_recall_doubles_the_query_options_until_the_outputs_reach_it(ki
     widened = getattr(targeted.query_config, option)
     assert widened > narrow[option] and targeted.recall_at_10 >= 0.9 and not targeted.short_of_target()
     assert search.config == fixed.query_config  # the search itself is as built
-    assert targeted.recall_at_10 == pytest.approx(_recall_at_10(search.top_k(queries, 10, targeted.query_config)[1], exact))
+    assert targeted.recall_at_10 == pytest.approx(
+        _recall_at_10(search.top_k(queries, 10, targeted.query_config)[1], exact)
+    )
     half = replace(targeted.query_config, target_recall=None, **{option: widened // 2})
     assert _recall_at_10(search.top_k(queries, 10, half)[1], exact) < 0.9
     assert np.array_equal(search.top_k(queries, 10)[1], search.top_k(queries, 10, fixed.query_config)[1])
@@ -808,8 +876,10 @@ def test_a_target_out_of_reach_keeps_the_narrowest_best_query_options_and_auto_t
     queries = _unit_rows(200, 16, seed=9)
     exact = np.argsort(-(queries @ vectors.T), axis=1, kind="stable")[:, :10]
     search = ReferenceSearch(vectors, SearchConfig(kind="ivf", ivf_pq=4, ivf_rerank=1, nlist=64, nprobe=1))
-    by_nprobe = {n: _recall_at_10(search.top_k(queries, 10, replace(search.config, nprobe=n))[1], exact)
-                 for n in (1, 2, 4, 8, 16, 32, 64)}
+    by_nprobe = {
+        n: _recall_at_10(search.top_k(queries, 10, replace(search.config, nprobe=n))[1], exact)
+        for n in (1, 2, 4, 8, 16, 32, 64)
+    }
     recall = search.measure_recall(queries, query_config=replace(search.config, target_recall=1.0))
     assert recall.short_of_target() and recall.recall_at_10 < 1.0
     best = max(by_nprobe.values())
@@ -823,7 +893,9 @@ def test_a_target_out_of_reach_keeps_the_narrowest_best_query_options_and_auto_t
     assert SearchConfig(search_auto_above=10, target_recall=0.99).resolve(11).target_recall == 0.99
     assert SearchConfig(kind="ivf").resolve(11).target_recall is None
     assert SearchConfig(search_auto_above=10, target_recall=0.99).resolve(10).target_recall is None  # flat: exact
-    nothing = search.measure_recall(np.empty((0, 16), dtype=np.float32), query_config=replace(search.config, target_recall=1.0))
+    nothing = search.measure_recall(
+        np.empty((0, 16), dtype=np.float32), query_config=replace(search.config, target_recall=1.0)
+    )
     assert nothing.recall_at_10 is None and not nothing.short_of_target()
     for bad in (0, 1.5, True, "high"):
         with pytest.raises(ValueError, match="target_recall must be a number in \\(0, 1\\]"):
@@ -848,8 +920,10 @@ def test_runs_sharing_a_registered_search_keep_their_own_query_options(tmp_path:
 
     def query(nprobe: int) -> bool:
         search = search_module.get_search("k-ivf64", tmp_path, replace(narrow, nprobe=nprobe))
-        return all(np.array_equal(search.top_k(queries[:50], 10, replace(narrow, nprobe=nprobe))[1],
-                                  expected[nprobe][:50]) for _ in range(20))
+        return all(
+            np.array_equal(search.top_k(queries[:50], 10, replace(narrow, nprobe=nprobe))[1], expected[nprobe][:50])
+            for _ in range(20)
+        )
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(query, [1, 64] * 8))
@@ -866,12 +940,11 @@ def test_workers_search_with_the_query_options_the_run_measured(tmp_path: Path, 
     disk, searches with it — every case's max equals numpy's exact max (cached nprobe-1 scores are not
     reused: the breadth is part of the cache key) — while the second metric, sharing the same search, still
     gets nprobe 1's answers. results.json reports each breadth and target."""
-    from flows.evaluate_suite import evaluate_suite, make_task_runner
-
     from evaltasks.embeddings import get_provider
     from evaltasks.index import ReferenceIndex
     from evaltasks.index import search as search_module
     from evaltasks.index._blas import faiss
+    from flows.evaluate_suite import evaluate_suite, make_task_runner
 
     monkeypatch.setattr(search_module, "_REGISTRY", {})
     local = get_provider("local")
@@ -879,8 +952,12 @@ def test_workers_search_with_the_query_options_the_run_measured(tmp_path: Path, 
     vectors = _unit_rows(size, 384, seed=12)
     texts = [f"text {i}" for i in range(size)]
     ReferenceIndex(tmp_path / "idx").get_or_embed(_Prestored(local.namespace, vectors, local), texts)
-    outputs = [f"Answer number {i}: the {c} is {v}." for i, (c, v) in enumerate(
-        (c, v) for c in ("sky", "sea", "grass", "sun", "moon", "road") for v in ("blue", "green", "warm", "far"))]
+    outputs = [
+        f"Answer number {i}: the {c} is {v}."
+        for i, (c, v) in enumerate(
+            (c, v) for c in ("sky", "sea", "grass", "sun", "moon", "road") for v in ("blue", "green", "warm", "far")
+        )
+    ]
     out_vectors = local.embed_batch(outputs).vectors
     exact = np.clip(out_vectors @ vectors.T, 0.0, 1.0).max(axis=1)
     (tmp_path / "set.txt").write_text("\n".join(texts), encoding="utf-8")
@@ -889,12 +966,18 @@ def test_workers_search_with_the_query_options_the_run_measured(tmp_path: Path, 
     (tmp_path / "suite.yaml").write_text(
         f"name: widened\ndataset: {{path: d.jsonl}}\nreference_sets: {{big: {narrow}}}\n"
         "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: big, name: by_set}\n"
-        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
 
     def run(runner: str) -> dict:
         state = evaluate_suite.with_options(task_runner=make_task_runner(runner))(
-            suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"),
-            index_dir=str(tmp_path / "idx"), batch_size=4, return_state=True)
+            suite_path=str(tmp_path / "suite.yaml"),
+            output_dir=str(tmp_path / "out"),
+            index_dir=str(tmp_path / "idx"),
+            batch_size=4,
+            return_state=True,
+        )
         assert state.is_completed(), state
         return json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
 
@@ -912,7 +995,9 @@ def test_workers_search_with_the_query_options_the_run_measured(tmp_path: Path, 
         f"reference_sets: {{big: {narrow[:-1]}, target_recall: 1.0}}, same: {narrow}}}\n"
         "metrics:\n  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: big, name: by_set}\n"
         "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: same, name: narrow}\n"
-        "gate: {min_pass_rate: 0}\n", encoding="utf-8")
+        "gate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
     results = run("processes:2")
     sets = {info["name"]: info for info in results["reference_sets"]}
     assert sets["big"]["search"] == "ivf64" and sets["big"]["target_recall"] == 1.0
@@ -938,12 +1023,16 @@ def test_a_search_short_of_its_target_is_reported(tmp_path: Path, monkeypatch) -
     texts = tuple(f"text {i}" for i in range(len(vectors)))
     ReferenceIndex(tmp_path / "idx").get_or_embed(_Prestored(local.namespace, vectors, local), texts)
     config = SearchConfig(kind="ivf", nlist=16, nprobe=2, ivf_pq=4, ivf_rerank=1, target_recall=1.0)
-    metric = ReferenceMatchMetric(embedding_provider="local", reference_set=ReferenceSet("coarse", texts, config),
-                                  name="set")
+    metric = ReferenceMatchMetric(
+        embedding_provider="local", reference_set=ReferenceSet("coarse", texts, config), name="set"
+    )
     outputs = [f"Sentence {i} about {w}." for i, w in enumerate(["rain", "bread", "music", "trains"] * 6)]
-    with pytest.warns(IndexWarning, match=r"reference set 'coarse': recall@10 0\.\d+ on the run's outputs is below "
-                                          r"its target_recall 1\.0 \((even at the widest search,|wider searches "
-                                          r"found no more than) nprobe \d+\); search: flat is exact"):
+    with pytest.warns(
+        IndexWarning,
+        match=r"reference set 'coarse': recall@10 0\.\d+ on the run's outputs is below "
+        r"its target_recall 1\.0 \((even at the widest search,|wider searches "
+        r"found no more than) nprobe \d+\); search: flat is exact",
+    ):
         result = evaluate_sync([EvalTestCase(actual_output=o) for o in outputs], [metric], index_dir=tmp_path / "idx")
     (info,) = result.reference_sets
     assert 2 <= info.nprobe <= 16 and info.target_recall == 1.0 and info.recall_at_10 < 1.0
@@ -962,22 +1051,25 @@ def test_scoring_a_batch_directly_measures_on_its_outputs(monkeypatch) -> None:
 
     monkeypatch.setattr(search_module, "_REGISTRY", {})
     local = get_provider("local")
-    texts = tuple(f"The {c} {v} {w}." for c in ("river", "train", "cat", "tower", "song", "cloud")
-                  for v in ("flows", "waits", "sleeps", "stands", "plays", "moves", "grows", "arrives")
-                  for w in ("today", "at night", "in spring", "slowly", "again", "alone"))  # 288
+    texts = tuple(
+        f"The {c} {v} {w}."
+        for c in ("river", "train", "cat", "tower", "song", "cloud")
+        for v in ("flows", "waits", "sleeps", "stands", "plays", "moves", "grows", "arrives")
+        for w in ("today", "at night", "in spring", "slowly", "again", "alone")
+    )  # 288
     outputs = [f"A {w} is {v}." for w in ("river", "cat", "song", "cloud") for v in ("quiet", "near", "old")]
     cases = [EvalTestCase(actual_output=o) for o in outputs]
     exact = np.clip(local.embed_batch(outputs).vectors @ local.embed_batch(list(texts)).vectors.T, 0, 1).max(axis=1)
 
     def scores(target: float | None) -> list[float]:
         config = SearchConfig(kind="ivf", nlist=32, nprobe=1, target_recall=target)
-        metric = ReferenceMatchMetric(embedding_provider="local", reference_set=ReferenceSet("facts", texts, config),
-                                      name="set")
+        metric = ReferenceMatchMetric(
+            embedding_provider="local", reference_set=ReferenceSet("facts", texts, config), name="set"
+        )
         return [r.score for r in metric.score_batch(cases)]
 
     assert np.abs(np.array(scores(None)) - exact).max() > 1e-3  # nprobe 1 alone misses some best references
     assert scores(1.0) == pytest.approx(exact.tolist(), abs=1e-6)
-
 
 
 @pytest.mark.slow
@@ -1005,8 +1097,9 @@ def test_recall_counts_identical_references_as_found_and_rerank_is_per_call() ->
 
 
 @pytest.mark.slow
-def test_a_run_started_while_another_runs_with_the_same_metric_keeps_each_query_options(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
+def test_a_run_started_while_another_runs_with_the_same_metric_keeps_each_query_options(
+    tmp_path: Path, monkeypatch
+) -> None:
     """One metric object used by two ``evaluate_sync`` calls, the second made while the first is between its
     batches (from its progress callback): the first call widened nprobe on its outputs, the second (no output
     to measure on) keeps nprobe 1 — and the first call's later batches still search at its own breadth: every
@@ -1021,20 +1114,30 @@ def test_a_run_started_while_another_runs_with_the_same_metric_keeps_each_query_
     vectors = _unit_rows(20_000, 384, seed=12)
     texts = tuple(f"text {i}" for i in range(len(vectors)))
     ReferenceIndex(tmp_path / "idx").get_or_embed(_Prestored(local.namespace, vectors, local), texts)
-    outputs = [f"Answer number {i}: the {c} is {v}." for i, (c, v) in enumerate(
-        (c, v) for c in ("sky", "sea", "grass", "sun", "moon", "road") for v in ("blue", "green", "warm", "far"))]
+    outputs = [
+        f"Answer number {i}: the {c} is {v}."
+        for i, (c, v) in enumerate(
+            (c, v) for c in ("sky", "sea", "grass", "sun", "moon", "road") for v in ("blue", "green", "warm", "far")
+        )
+    ]
     exact = np.clip(local.embed_batch(outputs).vectors @ vectors.T, 0.0, 1.0).max(axis=1)
     config = SearchConfig(kind="ivf", nlist=64, nprobe=1, target_recall=1.0)
-    metric = ReferenceMatchMetric(embedding_provider="local", reference_set=ReferenceSet("big", texts, config),
-                                  name="set")
+    metric = ReferenceMatchMetric(
+        embedding_provider="local", reference_set=ReferenceSet("big", texts, config), name="set"
+    )
     inner: list = []
 
     def between_batches(done: int) -> None:
         if not inner:
             inner.append(evaluate_sync([EvalTestCase(actual_output="  ")], [metric], index_dir=tmp_path / "idx"))
 
-    outer = evaluate_sync([EvalTestCase(actual_output=o) for o in outputs], [metric], index_dir=tmp_path / "idx",
-                          batch_size=4, progress=between_batches)
+    outer = evaluate_sync(
+        [EvalTestCase(actual_output=o) for o in outputs],
+        [metric],
+        index_dir=tmp_path / "idx",
+        batch_size=4,
+        progress=between_batches,
+    )
     assert inner[0].reference_sets[0].nprobe == 1 and inner[0].reference_sets[0].recall_at_10 is None
     assert outer.reference_sets[0].nprobe > 1 and outer.reference_sets[0].recall_at_10 == 1.0
     assert [case.metrics[0].score for case in outer.test_results] == pytest.approx(exact.tolist(), abs=1e-6)

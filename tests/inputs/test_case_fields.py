@@ -9,15 +9,19 @@ from pathlib import Path
 import pytest
 
 from evaltasks import EvalTestCase, LengthCheckMetric
-from evaltasks.inputs.datasets import load_dataset
 from evaltasks.errors import DatasetError
+from evaltasks.inputs.datasets import load_dataset
 from evaltasks.inputs.suite import DatasetSpec, load_suite
 from evaltasks.tasks import score_batch_inputs_key
 
 LIST_FIELDS = ("context", "retrieval_context", "tools_called", "expected_tools")
 # What each row below holds in every field, as the loaded lists.
-ROW_1 = {"context": ["Paris is in France."], "retrieval_context": ["doc one", "doc two"],
-         "tools_called": ["search", "book"], "expected_tools": ["search"]}
+ROW_1 = {
+    "context": ["Paris is in France."],
+    "retrieval_context": ["doc one", "doc two"],
+    "tools_called": ["search", "book"],
+    "expected_tools": ["search"],
+}
 ROW_2 = {"context": ["c"], "retrieval_context": ["r"], "tools_called": [], "expected_tools": ["search", "search"]}
 
 
@@ -57,12 +61,22 @@ def test_csv_json_array_cells(tmp_path: Path) -> None:
 
 
 def test_csv_list_separator(tmp_path: Path) -> None:
-    text = ("answer,ctx,retrieved,called,expected\n"
-            "a,Paris is in France.,doc one; doc two ;,search;book,search\n"
-            "b,c,r,,search;search\n")
-    dataset = _load(_write(tmp_path, "d.csv", text), list_separator=";",
-                    fields={"actual_output": "answer", "context": "ctx", "retrieval_context": "retrieved",
-                            "tools_called": "called", "expected_tools": "expected"})
+    text = (
+        "answer,ctx,retrieved,called,expected\n"
+        "a,Paris is in France.,doc one; doc two ;,search;book,search\n"
+        "b,c,r,,search;search\n"
+    )
+    dataset = _load(
+        _write(tmp_path, "d.csv", text),
+        list_separator=";",
+        fields={
+            "actual_output": "answer",
+            "context": "ctx",
+            "retrieval_context": "retrieved",
+            "tools_called": "called",
+            "expected_tools": "expected",
+        },
+    )
     assert [_fields(c) for c in dataset.cases] == [ROW_1, ROW_2]  # an empty cell splits into []
 
 
@@ -86,8 +100,11 @@ def test_absent_columns_leave_the_fields_none(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", LIST_FIELDS)
 def test_wrong_types_name_file_row_and_column(tmp_path: Path, name: str) -> None:
-    path = _write(tmp_path, "d.yaml", f"- actual_output: a\n  {name}: [x]\n- actual_output: b\n  {name}: 5\n"
-                                      f"- actual_output: c\n  {name}: [x, 3]\n")
+    path = _write(
+        tmp_path,
+        "d.yaml",
+        f"- actual_output: a\n  {name}: [x]\n- actual_output: b\n  {name}: 5\n- actual_output: c\n  {name}: [x, 3]\n",
+    )
     with pytest.raises(DatasetError) as info:
         _load(path)
     problems = info.value.problems
@@ -113,11 +130,15 @@ def test_wrong_types_name_file_row_and_column(tmp_path: Path, name: str) -> None
 
 
 def test_suite_maps_the_fields(tmp_path: Path) -> None:
-    (tmp_path / "d.jsonl").write_text(json.dumps({"actual_output": "a", "called": ["t"], "tools": ["t", "u"]}) + "\n",
-                                      encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"actual_output": "a", "called": ["t"], "tools": ["t", "u"]}) + "\n", encoding="utf-8"
+    )
     suite = tmp_path / "suite.yaml"
-    suite.write_text("name: s\ndataset:\n  path: d.jsonl\n  fields: {tools_called: called, expected_tools: tools}\n"
-                     "metrics:\n  - metric: LengthCheckMetric\n", encoding="utf-8")
+    suite.write_text(
+        "name: s\ndataset:\n  path: d.jsonl\n  fields: {tools_called: called, expected_tools: tools}\n"
+        "metrics:\n  - metric: LengthCheckMetric\n",
+        encoding="utf-8",
+    )
     loaded = load_suite(suite)
     dataset = load_dataset(loaded.suite.dataset, suite.parent)
     assert (dataset.cases[0].tools_called, dataset.cases[0].expected_tools) == (["t"], ["t", "u"])
@@ -128,11 +149,18 @@ def test_cache_key_covers_the_new_fields() -> None:
 
     def key(**fields: list[str]) -> str:
         case = EvalTestCase(actual_output="a", expected_tools=["search"], **fields)
-        return score_batch_inputs_key(None, {"metric": metric, "cases": [case], "vectors": None,
-                                             "metric_key": metric.cache_key()})
+        return score_batch_inputs_key(
+            None, {"metric": metric, "cases": [case], "vectors": None, "metric_key": metric.cache_key()}
+        )
 
     base = key(tools_called=["search"])
     assert key(tools_called=["search"]) == base  # stable
-    changed = {key(tools_called=["book"]), key(tools_called=["search", "search"]), key(tools_called=[]), key(),
-               key(tools_called=["search"], context=["c"]), key(tools_called=["search"], retrieval_context=["r"])}
+    changed = {
+        key(tools_called=["book"]),
+        key(tools_called=["search", "search"]),
+        key(tools_called=[]),
+        key(),
+        key(tools_called=["search"], context=["c"]),
+        key(tools_called=["search"], retrieval_context=["r"]),
+    }
     assert base not in changed and len(changed) == 6

@@ -30,8 +30,10 @@ def _run(suite: Path, out: Path) -> dict:
 ROWS = '{"id": "a", "actual_output": "short"}\n{"id": "b", "actual_output": "a little longer"}\n'
 
 
-SUITE = "name: paths\ndataset:\n  path: {path}\n  fields: {{id: id}}\nmetrics:\n  - metric: LengthCheckMetric\n" \
-        "    max_length: 10\ngate:\n  min_pass_rate: 0.5\n"
+SUITE = (
+    "name: paths\ndataset:\n  path: {path}\n  fields: {{id: id}}\nmetrics:\n  - metric: LengthCheckMetric\n"
+    "    max_length: 10\ngate:\n  min_pass_rate: 0.5\n"
+)
 
 
 def _layout(tmp_path: Path) -> tuple[Path, Path]:
@@ -45,8 +47,9 @@ def _layout(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("how", ["dotdot", "symlink-file", "symlink-directory"])
-def test_dataset_outside_the_suite_directory_is_allowed_resolved_and_reported(how: str, tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dataset_outside_the_suite_directory_is_allowed_resolved_and_reported(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     suites, dataset = _layout(tmp_path)
     monkeypatch.chdir(tmp_path / "project")  # a checkout's root, as the Action runs: the notice names paths from it
     if how == "dotdot":
@@ -73,7 +76,7 @@ def test_dataset_outside_the_suite_directory_is_allowed_resolved_and_reported(ho
 
 @pytest.mark.parametrize("how", ["plain", "dotdot-inside", "symlink-inside"])
 def test_dataset_inside_the_suite_directory_gives_no_warning(how: str, tmp_path: Path) -> None:
-    suites, dataset = _layout(tmp_path)
+    suites, _dataset = _layout(tmp_path)
     inside = suites / "sub" / "d.jsonl"
     inside.parent.mkdir()
     inside.write_text(ROWS, encoding="utf-8")
@@ -102,11 +105,10 @@ def test_reference_set_file_outside_the_suite_directory_is_reported(tmp_path: Pa
     suite = suites / "suite.yaml"
     suite.write_text(
         "name: s\ndataset:\n  path: d.jsonl\nreference_sets:\n  faq: ../data/faq.txt\nmetrics:\n"
-        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: faq}\n", encoding="utf-8",
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: faq}\n",
+        encoding="utf-8",
     )
     notices = load_suite(suite).notices
     assert len(notices) == 1
     assert notices[0].startswith("reference_sets.faq '../data/faq.txt' resolves to ")
     assert "outside the suite's directory" in notices[0]
-
-

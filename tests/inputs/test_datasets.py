@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from evaltasks.inputs.datasets import load_dataset
-from evaltasks.errors import DatasetError, InputError, Problem
 from evaltasks.engine.run import plan_run
+from evaltasks.errors import DatasetError, InputError, Problem
+from evaltasks.inputs.datasets import load_dataset
 from evaltasks.inputs.suite import DatasetSpec
 from evaltasks.test_case import EvalTestCase
 
@@ -58,6 +58,7 @@ def _problems(exc_info: pytest.ExceptionInfo) -> list[Problem]:
 
 # --- formats -------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("name", "spec", "locations"),
     [
@@ -100,7 +101,8 @@ def test_list_separator_also_strips_json_list_items(tmp_path: Path) -> None:
 
 def test_default_field_names_and_a_yaml_mapping_with_test_cases(tmp_path: Path) -> None:
     path = _write(
-        tmp_path, "d.yaml",
+        tmp_path,
+        "d.yaml",
         "test_cases:\n  - input: q\n    actual_output: out\n    expected_output: exp\n    references: [r]\n",
     )
     dataset = _load(path)
@@ -109,8 +111,9 @@ def test_default_field_names_and_a_yaml_mapping_with_test_cases(tmp_path: Path) 
 
 
 def test_explicit_id_column_with_integer_ids(tmp_path: Path) -> None:
-    path = _write(tmp_path, "d.jsonl", '{"id": "first", "answer": "a"}\n{"id": 7, "answer": "b"}\n'
-                                       '{"id": "", "answer": "c"}\n')
+    path = _write(
+        tmp_path, "d.jsonl", '{"id": "first", "answer": "a"}\n{"id": 7, "answer": "b"}\n{"id": "", "answer": "c"}\n'
+    )
     dataset = _load(path, fields={"id": "id", "actual_output": "answer"})
     assert dataset.ids == ["first", "7", _id("c")]  # an empty id falls back to the derived one
     assert [c.actual_output for c in dataset.cases] == ["a", "b", "c"]
@@ -120,14 +123,19 @@ def test_explicit_ids_repeated_are_an_error() -> None:
     """Results are matched by id (baselines): an explicit id used twice is a data error."""
     with pytest.raises(DatasetError) as info:
         _load(DATA / "cases_with_ids.jsonl", fields={"id": "id", "actual_output": "answer"})
-    assert _problems(info) == [Problem(str(DATA / "cases_with_ids.jsonl"), "line 3", "id",
-                                       "duplicate id 'first' (first at line 1)")]
+    assert _problems(info) == [
+        Problem(str(DATA / "cases_with_ids.jsonl"), "line 3", "id", "duplicate id 'first' (first at line 1)")
+    ]
 
 
 def test_duplicate_inputs_count_up(tmp_path: Path) -> None:
-    path = _write(tmp_path, "d.jsonl", "".join(
-        json.dumps({"input": q, "actual_output": str(i)}) + "\n" for i, q in enumerate(["q", "q", "other", "q"])
-    ))
+    path = _write(
+        tmp_path,
+        "d.jsonl",
+        "".join(
+            json.dumps({"input": q, "actual_output": str(i)}) + "\n" for i, q in enumerate(["q", "q", "other", "q"])
+        ),
+    )
     assert _load(path).ids == [_id("q"), _id("q") + "#2", _id("other"), _id("q") + "#3"]
 
 
@@ -170,11 +178,13 @@ def test_utf8_bom_is_ignored(tmp_path: Path) -> None:
 
 # --- errors ----------------------------------------------------------------------------------------------
 
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DatasetError) as info:
         load_dataset(DatasetSpec(path="nope.jsonl"), tmp_path)
-    assert _problems(info) == [Problem(str(tmp_path / "nope.jsonl"), "", "",
-                                       "dataset file not found (dataset.path 'nope.jsonl' in the suite)")]
+    assert _problems(info) == [
+        Problem(str(tmp_path / "nope.jsonl"), "", "", "dataset file not found (dataset.path 'nope.jsonl' in the suite)")
+    ]
     assert isinstance(info.value, ValueError)  # the Python API raises ValueError
 
 
@@ -192,8 +202,9 @@ def test_output_key_in_no_row_is_one_problem_naming_the_keys(tmp_path: Path) -> 
     path = _write(tmp_path, "d.jsonl", '{"answer": "a"}\n{"answer": "b"}\n')
     with pytest.raises(DatasetError) as info:
         _load(path)
-    assert _problems(info) == [Problem(str(path), "", "actual_output",
-                                       "key not found in any row (dataset.fields.actual_output; keys: answer)")]
+    assert _problems(info) == [
+        Problem(str(path), "", "actual_output", "key not found in any row (dataset.fields.actual_output; keys: answer)")
+    ]
 
 
 def test_output_key_missing_from_some_rows_names_each_row(tmp_path: Path) -> None:
@@ -201,7 +212,8 @@ def test_output_key_missing_from_some_rows_names_each_row(tmp_path: Path) -> Non
     with pytest.raises(DatasetError) as info:
         _load(path)
     assert [(p.location, p.field) for p in _problems(info)] == [
-        ("line 1", "actual_output"), ("line 3", "actual_output"),
+        ("line 1", "actual_output"),
+        ("line 3", "actual_output"),
     ]
 
 
@@ -222,7 +234,8 @@ def test_mapped_key_absent_from_every_row_is_reported(tmp_path: Path, name: str)
         _load(path, fields={"input": "questoin", "actual_output": "answer", "references": "refs", "id": "key"})
     problems = _problems(info)
     assert [(p.source, p.location, p.field) for p in problems] == [
-        (str(path), "", "questoin"), (str(path), "", "key"),
+        (str(path), "", "questoin"),
+        (str(path), "", "key"),
     ]
     assert "key not found in any row (dataset.fields.input; keys: " in problems[0].message
     assert "answer, question, refs" in problems[0].message
@@ -242,10 +255,20 @@ def test_ragged_csv_rows(tmp_path: Path) -> None:
 
 
 def test_null_and_non_string_outputs(tmp_path: Path) -> None:
-    path = _write(tmp_path, "d.json", json.dumps([
-        {"actual_output": "fine"}, {"actual_output": None}, {"actual_output": 42}, {"actual_output": 1.5},
-        {"actual_output": ["x"]}, {"input": "no output"},
-    ]))
+    path = _write(
+        tmp_path,
+        "d.json",
+        json.dumps(
+            [
+                {"actual_output": "fine"},
+                {"actual_output": None},
+                {"actual_output": 42},
+                {"actual_output": 1.5},
+                {"actual_output": ["x"]},
+                {"input": "no output"},
+            ]
+        ),
+    )
     with pytest.raises(DatasetError) as info:
         _load(path)
     problems = _problems(info)
@@ -269,8 +292,12 @@ def test_non_string_text_field_and_bad_id(tmp_path: Path) -> None:
 
 
 def test_list_field_that_is_not_a_list(tmp_path: Path) -> None:
-    yaml_path = _write(tmp_path, "d.yaml", "- actual_output: a\n  references: [r]\n- actual_output: b\n  references: 5\n"
-                                           "- actual_output: c\n  references: [r, 3]\n")
+    yaml_path = _write(
+        tmp_path,
+        "d.yaml",
+        "- actual_output: a\n  references: [r]\n- actual_output: b\n  references: 5\n"
+        "- actual_output: c\n  references: [r, 3]\n",
+    )
     with pytest.raises(DatasetError) as info:
         _load(yaml_path)
     problems = _problems(info)
@@ -293,7 +320,9 @@ def test_list_field_that_is_not_a_list(tmp_path: Path) -> None:
 
 
 def test_broken_jsonl_lines_and_non_objects(tmp_path: Path) -> None:
-    path = _write(tmp_path, "d.jsonl", '{"actual_output": "ok"}\n{"actual_output": "x"\n\n[1, 2]\n{"actual_output": "y"}\n')
+    path = _write(
+        tmp_path, "d.jsonl", '{"actual_output": "ok"}\n{"actual_output": "x"\n\n[1, 2]\n{"actual_output": "y"}\n'
+    )
     with pytest.raises(DatasetError) as info:
         _load(path)
     problems = _problems(info)
@@ -317,8 +346,14 @@ def test_broken_json_and_yaml_files_name_the_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "content"),
-    [("d.jsonl", ""), ("d.jsonl", "\n\n"), ("d.csv", ""), ("d.csv", "input,actual_output\n"), ("d.json", "[]"),
-     ("d.yaml", "[]\n")],
+    [
+        ("d.jsonl", ""),
+        ("d.jsonl", "\n\n"),
+        ("d.csv", ""),
+        ("d.csv", "input,actual_output\n"),
+        ("d.json", "[]"),
+        ("d.yaml", "[]\n"),
+    ],
 )
 def test_empty_dataset(tmp_path: Path, name: str, content: str) -> None:
     path = _write(tmp_path, name, content)
@@ -363,21 +398,27 @@ def test_many_bad_rows_are_reported_at_once(tmp_path: Path) -> None:
 
 # --- validation against the metrics (plan_run: before anything is scored) -----------------------------------
 
+
 def _suite(tmp_path: Path, dataset_name: str, metrics: str, fields: str = "") -> Path:
     suite = tmp_path / "suite.yaml"
-    suite.write_text(
-        f"name: t\ndataset:\n  path: {dataset_name}\n{fields}metrics:\n{metrics}", encoding="utf-8"
-    )
+    suite.write_text(f"name: t\ndataset:\n  path: {dataset_name}\n{fields}metrics:\n{metrics}", encoding="utf-8")
     return suite
 
 
 def test_cases_missing_references_are_reported_with_line_and_field(tmp_path: Path) -> None:
-    _write(tmp_path, "d.jsonl", "".join(json.dumps(r) + "\n" for r in [
-        {"actual_output": "a", "references": ["r"]},
-        {"actual_output": "b"},
-        {"actual_output": "c", "references": []},
-        {"actual_output": "d", "references": ["r", "  "]},
-    ]))
+    _write(
+        tmp_path,
+        "d.jsonl",
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [
+                {"actual_output": "a", "references": ["r"]},
+                {"actual_output": "b"},
+                {"actual_output": "c", "references": []},
+                {"actual_output": "d", "references": ["r", "  "]},
+            ]
+        ),
+    )
     suite = _suite(tmp_path, "d.jsonl", "  - metric: ReferenceMatchMetric\n    embedding_provider: local\n")
     with pytest.raises(DatasetError) as info:
         plan_run(suite)
@@ -393,7 +434,8 @@ def test_cases_missing_references_are_reported_with_line_and_field(tmp_path: Pat
 def test_metric_with_its_own_references_needs_none_from_cases(tmp_path: Path) -> None:
     _write(tmp_path, "d.jsonl", '{"actual_output": "a"}\n')
     suite = _suite(
-        tmp_path, "d.jsonl",
+        tmp_path,
+        "d.jsonl",
         "  - metric: ReferenceMatchMetric\n    embedding_provider: local\n    references: [r]\n",
     )
     plan = plan_run(suite)
@@ -411,8 +453,11 @@ def test_truthfulqa_dataset_loads_unstripped(truthfulqa_dir: Path) -> None:
 
     path = truthfulqa_dir / "davinci_answers.csv"
     dataset = load_dataset(
-        DatasetSpec(path=path.name, fields={"input": "question", "actual_output": "model_answer",
-                                            "references": "correct_answers"}, list_separator=";"),
+        DatasetSpec(
+            path=path.name,
+            fields={"input": "question", "actual_output": "model_answer", "references": "correct_answers"},
+            list_separator=";",
+        ),
         truthfulqa_dir,
     )
     with open(path, encoding="utf-8", newline="") as handle:
@@ -435,10 +480,12 @@ def test_format_comes_from_the_name_the_suite_gives_not_a_symlink_target(tmp_pat
     (tmp_path / "blob.jsonl").write_text('{"not": "json lines"}\nsecond reference\n', encoding="utf-8")
     (tmp_path / "faq.txt").symlink_to("blob.jsonl")
     suite = tmp_path / "suite.yaml"
-    suite.write_text("name: linked\ndataset: {path: data.jsonl}\nreference_sets: {faq: faq.txt}\nmetrics:\n"
-                     "  - {metric: LengthCheckMetric}\n"
-                     "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: faq}\n",
-                     encoding="utf-8")
+    suite.write_text(
+        "name: linked\ndataset: {path: data.jsonl}\nreference_sets: {faq: faq.txt}\nmetrics:\n"
+        "  - {metric: LengthCheckMetric}\n"
+        "  - {metric: ReferenceMatchMetric, embedding_provider: local, reference_set: faq}\n",
+        encoding="utf-8",
+    )
     plan = plan_run(suite)
     assert plan.dataset.ids == ["x", "y"]
     assert [(c.input, c.actual_output) for c in plan.dataset.cases] == [("q1", "a, b"), ("q2", "c")]

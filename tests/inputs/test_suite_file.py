@@ -40,14 +40,22 @@ def _problems(path: Path) -> list[Problem]:
 
 # --- a valid suite -----------------------------------------------------------------------------------------
 
+
 def test_quickstart_suite_loads() -> None:
     loaded = load_suite(QUICKSTART)
     suite = loaded.suite
     assert suite.name == "quickstart"
     assert suite.dataset.path == "answers.jsonl"
     assert suite.dataset.fields.model_dump() == {
-        "actual_output": "answer", "input": "question", "expected_output": None, "references": "references",
-        "context": None, "retrieval_context": None, "tools_called": None, "expected_tools": None, "id": "id",
+        "actual_output": "answer",
+        "input": "question",
+        "expected_output": None,
+        "references": "references",
+        "context": None,
+        "retrieval_context": None,
+        "tools_called": None,
+        "expected_tools": None,
+        "id": "id",
     }
     assert suite.gate.min_pass_rate == 0.7
     assert loaded.path == QUICKSTART.resolve()
@@ -57,14 +65,22 @@ def test_quickstart_suite_loads() -> None:
     rm, lc = loaded.metrics
     assert isinstance(rm, ReferenceMatchMetric) and isinstance(lc, LengthCheckMetric)
     assert (rm.name, rm.threshold, rm.embedding_provider, rm.model_name, rm.aggregation, rm.references) == (
-        "ReferenceMatchMetric", 0.6, "local", "all-MiniLM-L6-v2", "max", None,
+        "ReferenceMatchMetric",
+        0.6,
+        "local",
+        "all-MiniLM-L6-v2",
+        "max",
+        None,
     )
     assert (lc.name, lc.threshold, lc.min_length, lc.max_length, lc.unit) == ("LengthCheckMetric", 1.0, 0, 30, "words")
 
 
 def test_defaults_name_and_gate(tmp_path: Path) -> None:
-    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n    name: short\n"
-                                  "  - metric: LengthCheckMetric\n    unit: words\n")
+    path = _write_suite(
+        tmp_path,
+        f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n    name: short\n"
+        "  - metric: LengthCheckMetric\n    unit: words\n",
+    )
     loaded = load_suite(path)
     assert loaded.suite.gate.min_pass_rate == 1.0
     assert loaded.suite.dataset.fields.actual_output == "actual_output"
@@ -73,6 +89,7 @@ def test_defaults_name_and_gate(tmp_path: Path) -> None:
 
 
 # --- the JSON Schema ------------------------------------------------------------------------------------
+
 
 def test_shipped_schema_equals_the_generated_one() -> None:
     shipped = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
@@ -95,9 +112,9 @@ def test_schema_validates_the_example_suites(suite_file: Path) -> None:
 @pytest.mark.parametrize(
     "change",
     [
-        {"datset": {"path": "a.csv"}},                        # unknown top-level key
-        {"metrics": []},                                       # at least one metric
-        {"metrics": [{"metric": "NoSuchMetric"}]},             # metric names are an enum
+        {"datset": {"path": "a.csv"}},  # unknown top-level key
+        {"metrics": []},  # at least one metric
+        {"metrics": [{"metric": "NoSuchMetric"}]},  # metric names are an enum
         {"gate": {"min_pass_rate": 1.5}},
         {"dataset": {"path": "a.csv", "feilds": {}}},
     ],
@@ -185,13 +202,23 @@ def test_schema_accepts_the_metric_arguments_the_cli_accepts(tmp_path: Path, ent
 def test_schema_lists_required_arguments_and_enumerations() -> None:
     branches = {b["title"]: b for b in suite_json_schema()["$defs"]["MetricSpec"]["oneOf"]}
     assert {title: b["required"] for title, b in branches.items() if b["required"] != ["metric"]} == {
-        "ContainsMetric": ["metric", "keywords"], "StartsWithMetric": ["metric", "prefix"],
-        "EndsWithMetric": ["metric", "suffix"], "RegexMatchMetric": ["metric", "pattern"],
-        "FormatCheckMetric": ["metric", "format_type"], "JsonSchemaMetric": ["metric", "schema"],
-        "GEvalMetric": ["metric", "threshold"], "CustomEvalMetric": ["metric", "threshold"],
+        "ContainsMetric": ["metric", "keywords"],
+        "StartsWithMetric": ["metric", "prefix"],
+        "EndsWithMetric": ["metric", "suffix"],
+        "RegexMatchMetric": ["metric", "pattern"],
+        "FormatCheckMetric": ["metric", "format_type"],
+        "JsonSchemaMetric": ["metric", "schema"],
+        "GEvalMetric": ["metric", "threshold"],
+        "CustomEvalMetric": ["metric", "threshold"],
     }
     assert branches["FormatCheckMetric"]["properties"]["format_type"]["enum"] == [
-        "email", "phone", "date", "url", "datetime", "uuid"]
+        "email",
+        "phone",
+        "date",
+        "url",
+        "datetime",
+        "uuid",
+    ]
     languages = branches["LanguageDetectionMetric"]["properties"]["expected_language"]["enum"]
     assert len(languages) == 119 and {"en", "fr", "zh"} <= set(languages) and "ceb" not in languages
 
@@ -200,12 +227,13 @@ def test_schema_descriptions_are_plain_text() -> None:
     """Editors show descriptions in hovers: reST markup (double backticks, Sphinx roles) is rendered."""
     text = json.dumps(suite_json_schema())
     assert "``" not in text and ":data:" not in text and ":class:" not in text and ":func:" not in text
-    assert plain_description('``"any"`` (default); one of :data:`ISO_639_1_CODES`, see :class:`~evaltasks.a.B` '
-                             "and :func:`evaltasks.c.d`") == (
-        '`"any"` (default); one of `ISO_639_1_CODES`, see `B` and `evaltasks.c.d`')
+    assert plain_description(
+        '``"any"`` (default); one of :data:`ISO_639_1_CODES`, see :class:`~evaltasks.a.B` and :func:`evaltasks.c.d`'
+    ) == ('`"any"` (default); one of `ISO_639_1_CODES`, see `B` and `evaltasks.c.d`')
 
 
 # --- errors, each located -----------------------------------------------------------------------------------
+
 
 def test_suite_file_not_found(tmp_path: Path) -> None:
     assert _problems(tmp_path / "missing.yaml") == [
@@ -249,8 +277,9 @@ def test_unknown_nested_keys_are_located(tmp_path: Path) -> None:
 
 
 def test_unknown_metric_suggests_the_known_one(tmp_path: Path) -> None:
-    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n"
-                                  "  - metric: RefrenceMatchMetric\n")
+    path = _write_suite(
+        tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n  - metric: RefrenceMatchMetric\n"
+    )
     [problem] = _problems(path)
     assert (problem.location, problem.field) == ("metrics[1]", "metric")
     assert "unknown metric 'RefrenceMatchMetric'" in problem.message
@@ -281,16 +310,22 @@ def test_invalid_metric_arguments_name_the_argument(tmp_path: Path, entry: str, 
 
 
 def test_reference_match_threshold_high(tmp_path: Path) -> None:
-    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: ReferenceMatchMetric\n"
-                                  "    embedding_provider: local\n    threshold: high\n")
+    path = _write_suite(
+        tmp_path,
+        f"name: s\n{DATASET}metrics:\n  - metric: ReferenceMatchMetric\n"
+        "    embedding_provider: local\n    threshold: high\n",
+    )
     [problem] = _problems(path)
     assert (problem.location, problem.field) == ("metrics[0]", "threshold")
 
 
 def test_two_metrics_with_the_same_name(tmp_path: Path) -> None:
-    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n"
-                                  "  - metric: LengthCheckMetric\n    unit: words\n"
-                                  "  - metric: LengthCheckMetric\n    name: LengthCheckMetric\n")
+    path = _write_suite(
+        tmp_path,
+        f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n"
+        "  - metric: LengthCheckMetric\n    unit: words\n"
+        "  - metric: LengthCheckMetric\n    name: LengthCheckMetric\n",
+    )
     problems = _problems(path)
     assert [(p.location, p.field) for p in problems] == [("metrics[1]", "name"), ("metrics[2]", "name")]
     assert all("'LengthCheckMetric' is already used by metrics[0]" in p.message for p in problems)
@@ -315,15 +350,17 @@ def test_wrong_dataset_extension(tmp_path: Path, name: str) -> None:
 
 
 def test_gate_out_of_range(tmp_path: Path) -> None:
-    path = _write_suite(tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\n"
-                                  "gate:\n  min_pass_rate: 1.5\n")
+    path = _write_suite(
+        tmp_path, f"name: s\n{DATASET}metrics:\n  - metric: LengthCheckMetric\ngate:\n  min_pass_rate: 1.5\n"
+    )
     [problem] = _problems(path)
     assert (problem.location, problem.field) == ("gate", "min_pass_rate")
 
 
 def test_empty_list_separator(tmp_path: Path) -> None:
-    path = _write_suite(tmp_path, "name: s\ndataset:\n  path: d.csv\n  list_separator: ''\n"
-                                  "metrics:\n  - metric: LengthCheckMetric\n")
+    path = _write_suite(
+        tmp_path, "name: s\ndataset:\n  path: d.csv\n  list_separator: ''\nmetrics:\n  - metric: LengthCheckMetric\n"
+    )
     assert _problems(path) == [Problem(str(path), "dataset", "list_separator", "must not be empty")]
 
 
@@ -335,7 +372,10 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     )
     problems = _problems(path)
     assert {(p.location, p.field) for p in problems} == {
-        ("dataset", "path"), ("", "extra"), ("metrics[0]", "metric"), ("metrics[1]", "unit"),
+        ("dataset", "path"),
+        ("", "extra"),
+        ("metrics[0]", "metric"),
+        ("metrics[1]", "unit"),
     }
 
 
@@ -349,25 +389,36 @@ def test_openai_without_key_is_a_config_error(tmp_path: Path, monkeypatch: pytes
 
 def test_aliases_that_share_a_few_values_still_load(tmp_path: Path) -> None:
     """Anchors and aliases are allowed (merge keys too); only an expansion beyond MAX_ALIAS_EXPANSION is refused."""
-    path = _write_suite(tmp_path, "name: shared\n" + DATASET + "metrics:\n"
-                        "  - &words {metric: LengthCheckMetric, unit: words, min_length: 1, max_length: 5}\n"
-                        "  - {<<: *words, name: chars, unit: chars}\n")
+    path = _write_suite(
+        tmp_path,
+        "name: shared\n" + DATASET + "metrics:\n"
+        "  - &words {metric: LengthCheckMetric, unit: words, min_length: 1, max_length: 5}\n"
+        "  - {<<: *words, name: chars, unit: chars}\n",
+    )
     loaded = load_suite(path)
     assert [(m.name, m.unit, m.min_length, m.max_length) for m in loaded.metrics] == [
-        ("LengthCheckMetric", "words", 1, 5), ("chars", "chars", 1, 5)]
+        ("LengthCheckMetric", "words", 1, 5),
+        ("chars", "chars", 1, 5),
+    ]
 
 
-@pytest.mark.parametrize("block, where, field, message", [
-    ("gate: {min_pass_rate: true}", "gate", "min_pass_rate", "must be a number, got True"),
-    ("gate: {alpha: true}", "gate", "alpha", "must be a number, got True"),
-    ("gate: {min_effect: false}", "gate", "min_effect", "must be a number, got False"),
-    ("history: yes", "", "history", "must be a mapping with dir, window and drift (or left out), got True"),
-])
-def test_gate_numbers_and_the_history_block_refuse_booleans(tmp_path: Path, block: str, where: str, field: str,
-                                                              message: str) -> None:
+@pytest.mark.parametrize(
+    "block, where, field, message",
+    [
+        ("gate: {min_pass_rate: true}", "gate", "min_pass_rate", "must be a number, got True"),
+        ("gate: {alpha: true}", "gate", "alpha", "must be a number, got True"),
+        ("gate: {min_effect: false}", "gate", "min_effect", "must be a number, got False"),
+        ("history: yes", "", "history", "must be a mapping with dir, window and drift (or left out), got True"),
+    ],
+)
+def test_gate_numbers_and_the_history_block_refuse_booleans(
+    tmp_path: Path, block: str, where: str, field: str, message: str
+) -> None:
     """YAML's true/false are not 1.0/0.0 for a rate, a significance level or an effect size."""
     (tmp_path / "d.csv").write_text("actual_output\nx\n", encoding="utf-8")
-    path = _write_suite(tmp_path, "name: s\ndataset: {path: d.csv}\n"
-                                  "metrics: [{metric: LengthCheckMetric, max_length: 3}]\n" + block + "\n")
+    path = _write_suite(
+        tmp_path,
+        "name: s\ndataset: {path: d.csv}\nmetrics: [{metric: LengthCheckMetric, max_length: 3}]\n" + block + "\n",
+    )
     [problem] = _problems(path)
     assert (problem.location, problem.field, problem.message) == (where, field, message)

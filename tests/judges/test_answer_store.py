@@ -18,9 +18,12 @@ from tests.judge_helpers import as_json, case, score_with, server_options
 BIAS_CASE = case(input="Describe the team.", actual_output="The team shipped on time.")
 
 
-RAG_CASE = case(input="Where is Paris?", actual_output="Paris is in France.", expected_output="Paris is in France.",
-                retrieval_context=["Paris is the capital of France."])
-
+RAG_CASE = case(
+    input="Where is Paris?",
+    actual_output="Paris is in France.",
+    expected_output="Paris is in France.",
+    retrieval_context=["Paris is the capital of France."],
+)
 
 
 # -- an answer the metric rejects is not served again -------------------------------------------------------------
@@ -44,29 +47,37 @@ def test_a_score_the_metric_rejects_is_asked_again_in_the_next_run(tmp_path: Pat
 def test_only_the_rejected_answer_is_removed(tmp_path: Path) -> None:
     """AnswerRelevancy gets 2 verdicts for its 1 statement: errored, and asked again next run. ContextualRecall's
     claims answer is fine and its verdicts are rejected: the next run sends the verdicts request only."""
+
     def verdicts(n: int) -> str:
         return as_json({"intent": "where", "verdicts": [{"type": "claim", "verdict": "fully", "reason": "r"}] * n})
 
     with ChatServer() as server:
         server.answers.append(verdicts(2))
-        [first] = score_with(AnswerRelevancyMetric(judge_options=server_options(server, content_retries=0)),
-                             [RAG_CASE], store_dir=tmp_path)
+        [first] = score_with(
+            AnswerRelevancyMetric(judge_options=server_options(server, content_retries=0)),
+            [RAG_CASE],
+            store_dir=tmp_path,
+        )
         assert first.status == "errored" and "2 verdicts for 1 statement" in first.error
         server.answers.append(verdicts(1))
-        [second] = score_with(AnswerRelevancyMetric(judge_options=server_options(server)), [RAG_CASE],
-                              store_dir=tmp_path)
+        [second] = score_with(
+            AnswerRelevancyMetric(judge_options=server_options(server)), [RAG_CASE], store_dir=tmp_path
+        )
         assert len(server.requests) == 2 and second.score == pytest.approx(1.0)
 
     recall = {"supported": "yes", "reason": "said"}
     with ChatServer() as server:
-        server.answers.extend([as_json({"claims": ["Paris is in France."]}),
-                               as_json({"verdicts": [recall, recall]})])
-        [first] = score_with(ContextualRecallMetric(judge_options=server_options(server, content_retries=0)),
-                             [RAG_CASE], store_dir=tmp_path / "recall")
+        server.answers.extend([as_json({"claims": ["Paris is in France."]}), as_json({"verdicts": [recall, recall]})])
+        [first] = score_with(
+            ContextualRecallMetric(judge_options=server_options(server, content_retries=0)),
+            [RAG_CASE],
+            store_dir=tmp_path / "recall",
+        )
         assert first.status == "errored" and "2 verdicts for 1 claim" in first.error
         server.answers.append(as_json({"verdicts": [recall]}))
-        [second] = score_with(ContextualRecallMetric(judge_options=server_options(server)), [RAG_CASE],
-                              store_dir=tmp_path / "recall")
+        [second] = score_with(
+            ContextualRecallMetric(judge_options=server_options(server)), [RAG_CASE], store_dir=tmp_path / "recall"
+        )
         assert len(server.requests) == 3 and "<claims>" in server.requests[-1].body["messages"][1]["content"]
         assert second.score == pytest.approx(1.0) and second.evaluation_log["judge_cached"] == 1
 
@@ -89,5 +100,3 @@ def test_the_cache_key_follows_the_endpoint_from_the_environment(monkeypatch: py
     assert explicit.cache_key() == BiasMetric(judge_options={"base_url": "http://127.0.0.1:8001/v1"}).cache_key()
     assert explicit.judge_config()["endpoint"] == "http://127.0.0.1:8001/v1"
     assert secret not in json.dumps(explicit.config(), default=str) and secret not in explicit.cache_key()
-
-

@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from tests.chat_server import Answer, ChatServer, usage_tokens
 
 from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.judges import FunctionJudge, JudgeRuntime, RunJudge, get_judge
@@ -31,13 +30,17 @@ from evaltasks.judges.budget import Budget
 from evaltasks.judges.openai import OpenAIJudge, strict_schema, worst_case_tokens
 from evaltasks.judges.prices import PRICES
 from evaltasks.judges.store import AnswerStore
+from tests.chat_server import Answer, ChatServer, usage_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = f"sk-judge-test-{uuid.uuid4().hex}"
 MODEL = "gpt-4o-mini"
-SCHEMA = {"type": "object", "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 10},
-                                           "reason": {"type": "string"}},
-          "required": ["score", "reason"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 10}, "reason": {"type": "string"}},
+    "required": ["score", "reason"],
+    "additionalProperties": False,
+}
 PRICES_OPTION = {"prices": {MODEL: {"input": 3.0, "output": 7.0}}}  # round numbers: costs checkable by hand
 
 
@@ -46,8 +49,11 @@ def good(score: int = 7, reason: str = "fine") -> str:
 
 
 def request(user: str = "Output: Paris.", *, system: str = "Grade the output. Answer JSON.", **fields) -> JudgeRequest:
-    return JudgeRequest(messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
-                        schema=fields.pop("schema", SCHEMA), **fields)
+    return JudgeRequest(
+        messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
+        schema=fields.pop("schema", SCHEMA),
+        **fields,
+    )
 
 
 @pytest.fixture
@@ -58,19 +64,20 @@ def server():
 
 def judge_for(server: ChatServer, model: str = MODEL, **options) -> OpenAIJudge:
     """A fresh client (not the process-shared one) for ``server``."""
-    return OpenAIJudge(model, {"base_url": server.base_url, "api_key": KEY, "timeout": 30, "max_retries": 3,
-                               **options})
+    return OpenAIJudge(model, {"base_url": server.base_url, "api_key": KEY, "timeout": 30, "max_retries": 3, **options})
 
 
-def run_judge(server: ChatServer, store_dir: Path | None, *, refresh: bool = False, budget: Budget | None = None,
-              **options) -> RunJudge:
+def run_judge(
+    server: ChatServer, store_dir: Path | None, *, refresh: bool = False, budget: Budget | None = None, **options
+) -> RunJudge:
     return RunJudge(judge_for(server, **options), JudgeRuntime(store_dir=store_dir, refresh=refresh, budget=budget))
 
 
 # --- the request --------------------------------------------------------------------------------------------------
 def test_request_body_maps_every_field(server: ChatServer) -> None:
-    server.answers.extend([Answer(good(7), alternatives={"7": [("7", -0.1), ("8", -2.5), ("6", -3.0)]}),
-                           good(6), good(5)])
+    server.answers.extend(
+        [Answer(good(7), alternatives={"7": [("7", -0.1), ("8", -2.5), ("6", -3.0)]}), good(6), good(5)]
+    )
     judge = judge_for(server, seed=11)
     reply = judge.complete(request(temperature=0.7, max_tokens=77, top_logprobs=3, n=3))
 
@@ -79,13 +86,18 @@ def test_request_body_maps_every_field(server: ChatServer) -> None:
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == f"Bearer {KEY}"
     assert body["model"] == MODEL
-    assert body["messages"] == [{"role": "system", "content": "Grade the output. Answer JSON."},
-                                {"role": "user", "content": "Output: Paris."}]
+    assert body["messages"] == [
+        {"role": "system", "content": "Grade the output. Answer JSON."},
+        {"role": "user", "content": "Output: Paris."},
+    ]
     assert body["temperature"] == 0.7 and body["max_tokens"] == 77 and body["n"] == 3 and body["seed"] == 11
     assert body["logprobs"] is True and body["top_logprobs"] == 3
     assert body["response_format"] == {"type": "json_object"}  # auto: JSON mode; the schema is checked here
-    assert [c.parsed for c in reply.choices] == [{"score": 7, "reason": "fine"}, {"score": 6, "reason": "fine"},
-                                                 {"score": 5, "reason": "fine"}]
+    assert [c.parsed for c in reply.choices] == [
+        {"score": 7, "reason": "fine"},
+        {"score": 6, "reason": "fine"},
+        {"score": 5, "reason": "fine"},
+    ]
     seven = next(t for t in reply.logprobs if t.token == "7")
     assert seven.logprob == -0.1 and seven.top == (("7", -0.1), ("8", -2.5), ("6", -3.0))
     assert reply.requests == 1 and not reply.cached and reply.model == MODEL
@@ -101,24 +113,39 @@ def test_defaults_send_no_n_logprobs_or_seed_and_free_text_has_no_response_forma
 
 
 def test_strict_only_for_schemas_that_qualify(server: ChatServer) -> None:
-    loose = {"type": "object", "properties": {"score": {"type": "integer"}, "note": {"type": "string"}},
-             "required": ["score"]}
-    nested = {"type": "object", "properties": {"items": {"type": "array", "items": {
-        "type": "object", "properties": {"v": {"type": "string"}}, "required": ["v"]}}},
-        "required": ["items"], "additionalProperties": False}
+    loose = {
+        "type": "object",
+        "properties": {"score": {"type": "integer"}, "note": {"type": "string"}},
+        "required": ["score"],
+    }
+    nested = {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"v": {"type": "string"}}, "required": ["v"]},
+            }
+        },
+        "required": ["items"],
+        "additionalProperties": False,
+    }
     assert strict_schema(SCHEMA) and not strict_schema(loose) and not strict_schema(nested)
     server.answers.append('{"score": 1}')
     judge_for(server, structured_outputs="json_schema").complete(request(schema=loose, schema_name="grade"))
-    assert server.requests[0].body["response_format"]["json_schema"] == {"name": "grade", "schema": loose,
-                                                                         "strict": False}
+    assert server.requests[0].body["response_format"]["json_schema"] == {
+        "name": "grade",
+        "schema": loose,
+        "strict": False,
+    }
 
 
 def test_azure_path_version_and_api_key_header(server: ChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     server.answers.append(good())
-    judge = OpenAIJudge("my-judge-deployment", {"azure_endpoint": server.url, "api_version": "2024-10-21",
-                                                "max_retries": 0})
+    judge = OpenAIJudge(
+        "my-judge-deployment", {"azure_endpoint": server.url, "api_version": "2024-10-21", "max_retries": 0}
+    )
     assert judge.complete(request()).parsed == {"score": 7, "reason": "fine"}
     (sent,) = server.requests
     assert sent.path == "/openai/deployments/my-judge-deployment/chat/completions?api-version=2024-10-21"
@@ -137,20 +164,23 @@ def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
         OpenAIJudge(MODEL, {"azure_endpoint": "http://127.0.0.1:9", "api_key": "k"})
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"max_retry": 3}, "unknown judge option"),
-    ({"timeout": 0}, "timeout"),
-    ({"max_concurrency": 0}, "max_concurrency"),
-    ({"content_retries": -1}, "content_retries"),
-    ({"structured_outputs": "yes"}, "structured_outputs"),
-    ({"logprobs": "maybe"}, "logprobs"),
-    ({"temperature": 3}, "temperature"),
-    ({"seed": 1.5}, "seed"),
-    ({"prices": {MODEL: {"input": -1}}}, "prices"),
-    ({"prices": {MODEL: 2.0}}, "prices"),
-    ({"price_per_million_output_tokens": "1"}, "price_per_million_output_tokens"),
-    ({"requests_per_minute": 0}, "requests_per_minute"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_retry": 3}, "unknown judge option"),
+        ({"timeout": 0}, "timeout"),
+        ({"max_concurrency": 0}, "max_concurrency"),
+        ({"content_retries": -1}, "content_retries"),
+        ({"structured_outputs": "yes"}, "structured_outputs"),
+        ({"logprobs": "maybe"}, "logprobs"),
+        ({"temperature": 3}, "temperature"),
+        ({"seed": 1.5}, "seed"),
+        ({"prices": {MODEL: {"input": -1}}}, "prices"),
+        ({"prices": {MODEL: 2.0}}, "prices"),
+        ({"price_per_million_output_tokens": "1"}, "price_per_million_output_tokens"),
+        ({"requests_per_minute": 0}, "requests_per_minute"),
+    ],
+)
 def test_invalid_options_are_named(options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         OpenAIJudge(MODEL, {"api_key": "k", "base_url": "http://127.0.0.1:9/v1", **options})
@@ -222,7 +252,9 @@ def test_rejected_key_is_a_credentials_error_at_once(server: ChatServer) -> None
 
 
 def test_unusable_answers_are_re_requested_then_fail(server: ChatServer, tmp_path: Path) -> None:
-    server.answers.extend(["I think it is a 7.", '{"score": "seven", "reason": "x"}', "```json\n{\"score\": 11, \"reason\": \"x\"}```"])
+    server.answers.extend(
+        ["I think it is a 7.", '{"score": "seven", "reason": "x"}', '```json\n{"score": 11, "reason": "x"}```']
+    )
     judge = run_judge(server, tmp_path, content_retries=2, **PRICES_OPTION)
     with pytest.raises(JudgeError, match="after 3 attempt") as raised:
         judge.complete(request())
@@ -297,8 +329,9 @@ def test_ignored_logprobs_turn_support_off() -> None:
         judge = judge_for(server)
         assert judge.complete(request(top_logprobs=5)).logprobs is None
         assert not judge.supports_logprobs
-    assert not OpenAIJudge(MODEL, {"api_key": "k", "base_url": "http://127.0.0.1:9/v1",
-                                   "logprobs": False}).supports_logprobs
+    assert not OpenAIJudge(
+        MODEL, {"api_key": "k", "base_url": "http://127.0.0.1:9/v1", "logprobs": False}
+    ).supports_logprobs
 
 
 # --- the answer store ---------------------------------------------------------------------------------------------
@@ -329,11 +362,19 @@ def test_store_is_read_by_a_fresh_process(server: ChatServer, tmp_path: Path) ->
         " {'role': 'user', 'content': 'Output: Paris.'}), schema=json.loads(schema)))\n"
         "print(json.dumps({'parsed': reply.parsed, 'cached': reply.cached, 'requests': reply.requests}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script, server.base_url, KEY, str(tmp_path), json.dumps(SCHEMA)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, server.base_url, KEY, str(tmp_path), json.dumps(SCHEMA)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.splitlines()[-1]) == {"parsed": {"score": 9, "reason": "fine"}, "cached": True,
-                                                        "requests": 0}
+    assert json.loads(proc.stdout.splitlines()[-1]) == {
+        "parsed": {"score": 9, "reason": "fine"},
+        "cached": True,
+        "requests": 0,
+    }
     assert len(server.requests) == 1
 
 
@@ -375,8 +416,9 @@ def _edit_consistently(entry: Path, score: int) -> None:
     entry.write_text(json.dumps(data), encoding="utf-8")
 
 
-def test_a_consistently_edited_entry_is_a_miss_with_a_warning(server: ChatServer, tmp_path: Path,
-                                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_a_consistently_edited_entry_is_a_miss_with_a_warning(
+    server: ChatServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """docs/judges.md#judge-client, Store: each entry carries an HMAC of its content under the store's own key."""
     server.answers.extend([good(1), good(2)])
     run_judge(server, tmp_path).complete(request())
@@ -387,12 +429,14 @@ def test_a_consistently_edited_entry_is_a_miss_with_a_warning(server: ChatServer
     assert not reply.cached and reply.parsed["score"] == 2 and len(server.requests) == 2
     assert [r.getMessage() for r in caplog.records] == [
         f"the stored judge answer {entry} does not match its digest (edited after it was written?): it is not "
-        "used, and the request is sent again"]
+        "used, and the request is sent again"
+    ]
     assert run_judge(server, tmp_path).complete(request()).parsed["score"] == 2  # replaced, and valid again
 
 
-def test_the_store_key_is_private_and_an_exposed_one_is_not_trusted(server: ChatServer, tmp_path: Path,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_the_store_key_is_private_and_an_exposed_one_is_not_trusted(
+    server: ChatServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     server.answers.extend([good(1), good(2)])
     run_judge(server, tmp_path).complete(request())
     key_file = tmp_path / "store.key"
@@ -422,8 +466,10 @@ def test_an_entry_without_a_digest_is_asked_again_once(server: ChatServer, tmp_p
 def test_samples_models_and_parameters_are_distinct_entries(server: ChatServer, tmp_path: Path) -> None:
     server.answers.extend([good(i) for i in range(5)])
     judge = run_judge(server, tmp_path)
-    scores = [judge.complete(r).parsed["score"] for r in (
-        request(sample=0), request(sample=1), request(sample=0, temperature=1.0), request(max_tokens=10))]
+    scores = [
+        judge.complete(r).parsed["score"]
+        for r in (request(sample=0), request(sample=1), request(sample=0, temperature=1.0), request(max_tokens=10))
+    ]
     other_model = RunJudge(judge_for(server, model="gpt-4.1-nano"), JudgeRuntime(store_dir=tmp_path))
     scores.append(other_model.complete(request()).parsed["score"])
     assert scores == [0, 1, 2, 3, 4] and len(server.requests) == 5
@@ -441,8 +487,12 @@ def test_store_survives_concurrent_writers_and_readers(tmp_path: Path) -> None:
         hits = 0
         for i, req in enumerate(requests_):
             key = req.key(MODEL)
-            store.put(key, JudgeReply((Choice(good(i % 10), {"score": i % 10, "reason": "fine"}),), MODEL),
-                      model=MODEL, endpoint="")
+            store.put(
+                key,
+                JudgeReply((Choice(good(i % 10), {"score": i % 10, "reason": "fine"}),), MODEL),
+                model=MODEL,
+                endpoint="",
+            )
             found = store.get(key, req)
             assert found is not None and found.parsed["score"] == i % 10
             hits += 1
@@ -482,8 +532,7 @@ def test_costs_are_billed_tokens_times_prices(server: ChatServer) -> None:
     server.answers.extend([Answer(good(), prompt_tokens=1234, completion_tokens=56), good(), good()])
     reply = judge_for(server).complete(request())
     assert (reply.prompt_tokens, reply.completion_tokens) == (1234, 56)
-    assert reply.cost == pytest.approx((1234 * PRICES[MODEL]["input"] + 56 * PRICES[MODEL]["output"]) / 1e6,
-                                       rel=1e-12)
+    assert reply.cost == pytest.approx((1234 * PRICES[MODEL]["input"] + 56 * PRICES[MODEL]["output"]) / 1e6, rel=1e-12)
     custom = judge_for(server, price_per_million_input_tokens=2.0, price_per_million_output_tokens=5.0)
     reply = custom.complete(request("another case"))
     prompt, completion = server.requests[-1].prompt_tokens, server.requests[-1].completion_tokens
@@ -509,8 +558,11 @@ def test_budget_is_never_overrun_by_concurrent_senders() -> None:
         judge = judge_for(server, max_concurrency=16, **PRICES_OPTION)
         req = [request(f"case {i}: " + "words " * 30, max_tokens=60) for i in range(16)]
         worst = max(judge.estimate_cost(r) for r in req)
-        per_request = [(usage_tokens("Grade the output. Answer JSON.") + usage_tokens(r.messages[1]["content"])) * 3.0
-                       + usage_tokens(good(3, "x" * 40)) * 7.0 for r in req]  # what the server bills, USD × 1e6
+        per_request = [
+            (usage_tokens("Grade the output. Answer JSON.") + usage_tokens(r.messages[1]["content"])) * 3.0
+            + usage_tokens(good(3, "x" * 40)) * 7.0
+            for r in req
+        ]  # what the server bills, USD × 1e6
         budget = Budget(sum(per_request) * 0.6 / 1e6)  # sending all 16 would overrun it
         # a request is refused only once spent + its worst case passes the limit, so at least `least` are sent
         least = math.ceil((budget.limit_usd - worst) / (max(per_request) / 1e6))
@@ -532,7 +584,7 @@ def test_budget_is_never_overrun_by_concurrent_senders() -> None:
         assert budget.spent == pytest.approx(billed, rel=1e-9) and budget.reserved == 0.0
         assert outcomes.count("sent") == len(server.requests) >= least and outcomes.count("refused") >= 1
         for r in req:  # the reservation is a true upper bound of what the server billed
-            p, c = worst_case_tokens(r)
+            p, _c = worst_case_tokens(r)
             assert p >= usage_tokens("Grade the output. Answer JSON.") + usage_tokens(r.messages[1]["content"])
 
 
@@ -550,8 +602,11 @@ def test_budget_counts_spend_added_before(server: ChatServer) -> None:
     server.answers.append(good())
     budget = Budget(1.0)
     budget.add_spent(0.99999)
-    with pytest.raises(BudgetExhausted, match=r"the next request's worst case \$0\.00\d+ does not fit in the "
-                                              r"\$0\.0000\d+ left of the run's --max-cost budget of \$1\.0000"):
+    with pytest.raises(
+        BudgetExhausted,
+        match=r"the next request's worst case \$0\.00\d+ does not fit in the "
+        r"\$0\.0000\d+ left of the run's --max-cost budget of \$1\.0000",
+    ):
         judge_for(server, **PRICES_OPTION).send(request(max_tokens=1000), budget)
     assert not server.requests
     with pytest.raises(ValueError):
@@ -575,8 +630,9 @@ def test_budget_ledger_is_shared_across_processes(tmp_path: Path) -> None:
         "r = b.reserve(0.2)\nb.settle(r, 0.1)\nprint(b.spent)\n"
         "b.reserve(0.05)\n"  # left behind by a process that exits: dropped by the next reader
     )
-    proc = subprocess.run([sys.executable, "-c", script, str(ledger)], capture_output=True, text=True, timeout=300,
-                          cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(ledger)], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["refused", "0.35"]
     assert here.reserved == pytest.approx(0.5)  # the dead child's 0.05 is gone
@@ -622,13 +678,35 @@ def test_budget_pickles_for_worker_processes(tmp_path: Path) -> None:
 
 
 def test_strict_schema_reads_nested_schemas_not_property_names() -> None:
-    named = {"type": "object", "properties": {"properties": {"type": "string"}, "type": {"type": "string"}},
-             "required": ["properties", "type"], "additionalProperties": False}
+    named = {
+        "type": "object",
+        "properties": {"properties": {"type": "string"}, "type": {"type": "string"}},
+        "required": ["properties", "type"],
+        "additionalProperties": False,
+    }
     assert strict_schema(named)
-    assert not strict_schema({**named, "properties": {**named["properties"], "extra": {
-        "type": "object", "properties": {"a": {"type": "string"}}, "required": [], "additionalProperties": False}}})
-    assert strict_schema({"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
-                          "required": ["v"], "additionalProperties": False})
+    assert not strict_schema(
+        {
+            **named,
+            "properties": {
+                **named["properties"],
+                "extra": {
+                    "type": "object",
+                    "properties": {"a": {"type": "string"}},
+                    "required": [],
+                    "additionalProperties": False,
+                },
+            },
+        }
+    )
+    assert strict_schema(
+        {
+            "type": "object",
+            "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+            "required": ["v"],
+            "additionalProperties": False,
+        }
+    )
 
 
 def test_a_changed_environment_gets_a_new_shared_client(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -651,8 +729,11 @@ def test_a_reservation_blocked_only_by_requests_in_flight_waits_for_them() -> No
     budget.settle(first, 0.1)  # the request in flight cost far less than its worst case
     waiter.join(60)
     assert len(got) == 1 and budget.reserved == pytest.approx(0.5) and budget.spent == pytest.approx(0.1)
-    with pytest.raises(BudgetExhausted, match=r"worst case \$0\.9500 does not fit in the \$0\.9000 left of the "
-                                              r"run's --max-cost budget of \$1\.0000 \(\$0\.1000 spent so far\)"):
+    with pytest.raises(
+        BudgetExhausted,
+        match=r"worst case \$0\.9500 does not fit in the \$0\.9000 left of the "
+        r"run's --max-cost budget of \$1\.0000 \(\$0\.1000 spent so far\)",
+    ):
         budget.reserve(0.95)  # cannot fit even if the one in flight cost nothing: refused at once
 
 
@@ -661,7 +742,9 @@ def test_estimate_is_the_worst_case_and_zero_once_stored(server: ChatServer, tmp
     judge = run_judge(server, tmp_path, **PRICES_OPTION)
     req = request(max_tokens=100, n=2)
     prompt, completion = worst_case_tokens(req, schema_sent=False)  # structured_outputs auto: json_object, no schema
-    assert completion == 200 and prompt >= usage_tokens("Grade the output. Answer JSON.") + usage_tokens("Output: Paris.")
+    assert completion == 200 and prompt >= usage_tokens("Grade the output. Answer JSON.") + usage_tokens(
+        "Output: Paris."
+    )
     assert judge.estimate_cost(req) == pytest.approx((prompt * 3.0 + completion * 7.0) / 1e6, rel=1e-12)
     with_schema, _ = worst_case_tokens(req)  # json_schema puts the schema in the prompt: priced only then
     assert with_schema > prompt
@@ -674,9 +757,19 @@ def test_estimate_is_the_worst_case_and_zero_once_stored(server: ChatServer, tmp
     assert hook.estimate_cost(req) == 0.0
 
 
-@pytest.mark.parametrize("base_url", ["https://api.openai.com/v1", "http://127.0.0.1:8080/v1/", "http://LOCALHOST:80/v1",
-                                      "https://example.com", "https://example.com/a b/v1", "http://[::1]:9/v1?x=1",
-                                      "https://h.example.com:443/openai/deployments/x", "http://h/v1//"])
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "https://api.openai.com/v1",
+        "http://127.0.0.1:8080/v1/",
+        "http://LOCALHOST:80/v1",
+        "https://example.com",
+        "https://example.com/a b/v1",
+        "http://[::1]:9/v1?x=1",
+        "https://h.example.com:443/openai/deployments/x",
+        "http://h/v1//",
+    ],
+)
 def test_the_endpoint_is_the_clients_base_url_without_building_the_client(base_url: str) -> None:
     """The judge keys stored answers by the endpoint the openai client would send to; it is computed without
     importing openai (the client is built on the first request), and equals the real client's ``base_url``."""

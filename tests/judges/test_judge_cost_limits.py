@@ -31,7 +31,6 @@ from tests.judge_runs import (
 BIAS_CASE = case(input="Describe the team.", actual_output="The team shipped on time.")
 
 
-
 # -- a run cut short by --max-cost fails the gate -----------------------------------------------------------------
 def test_budget_that_ran_out_fails_the_gate_with_the_reason(tmp_path: Path, prefect_api_url: str) -> None:
     from tests.chat_server import ChatServer
@@ -49,9 +48,15 @@ def test_budget_that_ran_out_fails_the_gate_with_the_reason(tmp_path: Path, pref
         "    def template(self, prompt):\n"
         "        return load_template(PROMPTS / 'VerdictMetric' / f'{prompt}.md', prompt)\n\n"
         "    def estimate_requests(self, case):\n"
-        "        return []\n", encoding="utf-8")
-    suite = write_suite(tmp_path / "suite", [{"metric": "unestimated:UnestimatedVerdict"}], cases=10, judge={
-        "model": JUDGE_MODEL, "max_concurrency": 1, "prices": {JUDGE_MODEL: {"input": 0.0, "output": 1000.0}}})
+        "        return []\n",
+        encoding="utf-8",
+    )
+    suite = write_suite(
+        tmp_path / "suite",
+        [{"metric": "unestimated:UnestimatedVerdict"}],
+        cases=10,
+        judge={"model": JUDGE_MODEL, "max_concurrency": 1, "prices": {JUDGE_MODEL: {"input": 0.0, "output": 1000.0}}},
+    )
     with ChatServer(api_key=KEY, responder=passing_answer) as server:
         env = judge_env(tmp_path, prefect_api_url, server.base_url)
         env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "suite"), env["PYTHONPATH"]])
@@ -74,8 +79,14 @@ def test_budget_that_ran_out_fails_the_gate_with_the_reason(tmp_path: Path, pref
     from evaltasks.reports.markdown import render_summary_markdown
     from evaltasks.results import EvaluationSummary
 
-    comment = render_summary_markdown("judged", EvaluationSummary.model_validate(results["summary"]), [],
-                                      passed=results["passed"], min_pass_rate=0.5, warnings=results["warnings"])
+    comment = render_summary_markdown(
+        "judged",
+        EvaluationSummary.model_validate(results["summary"]),
+        [],
+        passed=results["passed"],
+        min_pass_rate=0.5,
+        warnings=results["warnings"],
+    )
     verdict = comment.splitlines()[2]
     assert verdict.startswith("❌ **FAILED**: pass rate ") and verdict.endswith(f"({reason})")
     assert "## LLM judges" in comment  # the budget decided the gate: the judges' costs in the open
@@ -92,22 +103,27 @@ def test_a_budget_stop_says_the_next_worst_case_does_not_fit() -> None:
         [result] = score_with(BiasMetric(judge_options=options), [BIAS_CASE], budget=budget)
     assert result.status == "skipped" and not server.requests
     assert result.reason.startswith("skipped: the next request's worst case $")
-    assert "does not fit in the $1.5000 left of the run's --max-cost budget of $2.0000 ($0.5000 spent so far)" \
+    assert (
+        "does not fit in the $1.5000 left of the run's --max-cost budget of $2.0000 ($0.5000 spent so far)"
         in result.reason
+    )
 
 
 # -- judge models without a price ---------------------------------------------------------------------------------
 def test_unpriced_judge_model_is_a_run_warning_and_max_cost_refuses_it(tmp_path: Path, prefect_api_url: str) -> None:
     from tests.chat_server import ChatServer
 
-    suite = write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"}], cases=2,
-                         judge={"model": "unpriced-model"})
+    suite = write_suite(
+        tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"}], cases=2, judge={"model": "unpriced-model"}
+    )
     with ChatServer(api_key=KEY, responder=passing_answer) as server:
         env = judge_env(tmp_path, prefect_api_url, server.base_url)
         refused = run_judged_cli(tmp_path, suite, env, "--max-cost", "100")
         assert refused.returncode == 2, refused.stderr
-        assert ("--max-cost cannot limit judge model unpriced-model: it has no price; add judge: {prices: "
-                "{unpriced-model: {input: …, output: …}}}") in refused.stderr
+        assert (
+            "--max-cost cannot limit judge model unpriced-model: it has no price; add judge: {prices: "
+            "{unpriced-model: {input: …, output: …}}}"
+        ) in refused.stderr
         assert "Traceback" not in refused.stderr and not server.requests  # refused before any request
 
         done = run_judged_cli(tmp_path, suite, env)
@@ -115,14 +131,17 @@ def test_unpriced_judge_model_is_a_run_warning_and_max_cost_refuses_it(tmp_path:
         assert len(server.requests) == 2
         # no bare log line: the price warning is the run's own `evaltasks: warning:` line, once
         assert [line for line in done.stderr.splitlines() if "no price" in line] == [
-            line for line in done.stderr.splitlines() if line.startswith("evaltasks: warning: no price for judge")]
+            line for line in done.stderr.splitlines() if line.startswith("evaltasks: warning: no price for judge")
+        ]
         assert len([line for line in done.stderr.splitlines() if "no price" in line]) == 1, done.stderr
         no_key = run_judged_cli(tmp_path, suite, {k: v for k, v in env.items() if k != "OPENAI_API_KEY"})
         assert no_key.returncode == 2, no_key.stderr
         assert no_key.stderr.startswith("evaltasks: error: missing or rejected credentials"), no_key.stderr
         assert "no price" not in refused.stderr.replace("it has no price", ""), refused.stderr
-    warning = ("no price for judge model unpriced-model: its costs count as $0 (undercounted) and --max-cost "
-               "cannot limit its spend")
+    warning = (
+        "no price for judge model unpriced-model: its costs count as $0 (undercounted) and --max-cost "
+        "cannot limit its spend"
+    )
     results = read_results(tmp_path)
     assert [w for w in results["warnings"] if w.startswith(warning)] == [results["warnings"][0]]
     summary_md = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
@@ -134,11 +153,14 @@ def test_flow_with_max_cost_refuses_an_unpriced_judge_model(tmp_path: Path, pref
 
     monkeypatch.syspath_prepend(str(TESTS))
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    suite = write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"}], cases=2,
-                         judge={"model": "unpriced-model", "base_url": "http://127.0.0.1:9/v1"})  # never contacted
+    suite = write_suite(
+        tmp_path / "suite",
+        [{"metric": "judge_metric:VerdictMetric"}],
+        cases=2,
+        judge={"model": "unpriced-model", "base_url": "http://127.0.0.1:9/v1"},
+    )  # never contacted
     with pytest.raises(ValueError, match="--max-cost cannot limit judge model unpriced-model: it has no price"):
-        evaluate_suite(suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"),
-                       max_cost=1.0)
+        evaluate_suite(
+            suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"), max_cost=1.0
+        )
     assert not (tmp_path / "out" / "results.json").exists()
-
-

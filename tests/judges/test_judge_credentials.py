@@ -27,15 +27,24 @@ from tests.process_env import subprocess_env
 
 # -- a rejected key stops the run ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("runner", ["threads", "processes:2"])
 def test_rejected_judge_key_stops_the_cli_run_with_exit_2(tmp_path: Path, prefect_api_url: str, runner: str) -> None:
     from tests.chat_server import ChatServer
 
-    suite = write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric"}],
-                         judge={"model": JUDGE_MODEL, "prices": {JUDGE_MODEL: {"input": 1.0, "output": 1.0}}})
+    suite = write_suite(
+        tmp_path / "suite",
+        [{"metric": "judge_metric:VerdictMetric"}],
+        judge={"model": JUDGE_MODEL, "prices": {JUDGE_MODEL: {"input": 1.0, "output": 1.0}}},
+    )
     with ChatServer(api_key=KEY, responder=passing_answer) as server:
-        done = run_judged_cli(tmp_path, suite, judge_env(tmp_path, prefect_api_url, server.base_url, key="sk-bad"),
-                    "--task-runner", runner)
+        done = run_judged_cli(
+            tmp_path,
+            suite,
+            judge_env(tmp_path, prefect_api_url, server.base_url, key="sk-bad"),
+            "--task-runner",
+            runner,
+        )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("error: missing or rejected credentials") == 1, done.stderr  # one message
     if runner == "threads":  # (a worker process logs Prefect's own line for its failed task run too)
@@ -63,13 +72,19 @@ def test_rejected_judge_key_raises_in_the_python_api(tmp_path: Path, monkeypatch
 
 # -- a missing key ------------------------------------------------------------------------------------------------
 
+
 def test_skips_for_missing_credentials_still_pass_the_gate(tmp_path: Path, prefect_api_url: str) -> None:
     env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH}
     env.pop("OPENAI_API_KEY", None)
     env.pop("AZURE_OPENAI_API_KEY", None)
-    suite = write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "name": "judged"},
-                                              {"metric": "LengthCheckMetric", "max_length": 100}],
-                         judge={"base_url": "http://127.0.0.1:9/v1"})  # never contacted
+    suite = write_suite(
+        tmp_path / "suite",
+        [
+            {"metric": "judge_metric:VerdictMetric", "name": "judged"},
+            {"metric": "LengthCheckMetric", "max_length": 100},
+        ],
+        judge={"base_url": "http://127.0.0.1:9/v1"},
+    )  # never contacted
     done = run_judged_cli(tmp_path, suite, env, "--skip-missing-credentials", "--max-cost", "1")
     assert done.returncode == 0, done.stderr
     results = read_results(tmp_path)
@@ -96,9 +111,11 @@ def test_missing_judge_key_is_a_credentials_error_naming_the_variable(tmp_path: 
     env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH}
     env.pop("OPENAI_API_KEY", None)
     env.pop("AZURE_OPENAI_API_KEY", None)
-    suite = write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "name": "a"},
-                                              {"metric": "judge_metric:VerdictMetric", "name": "b"}],
-                         judge={"base_url": "http://127.0.0.1:9/v1"})
+    suite = write_suite(
+        tmp_path / "suite",
+        [{"metric": "judge_metric:VerdictMetric", "name": "a"}, {"metric": "judge_metric:VerdictMetric", "name": "b"}],
+        judge={"base_url": "http://127.0.0.1:9/v1"},
+    )
     done = run_judged_cli(tmp_path, suite, env)
     assert done.returncode == 2, done.stderr
     assert "missing or rejected credentials: 1 problem(s)" in done.stderr
@@ -110,7 +127,7 @@ def test_the_missing_key_message_does_not_send_users_to_the_suite_file(monkeypat
         monkeypatch.setenv(name, "")
     with pytest.raises(CredentialsError) as caught:
         OpenAIJudge("gpt-4o-mini", {})
-    assert "set the OPENAI_API_KEY environment variable (or pass the judge option api_key in Python; a suite file " \
-           "may not hold one)" in str(caught.value)
-
-
+    assert (
+        "set the OPENAI_API_KEY environment variable (or pass the judge option api_key in Python; a suite file "
+        "may not hold one)" in str(caught.value)
+    )

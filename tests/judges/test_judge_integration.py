@@ -21,28 +21,36 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from tests.process_env import subprocess_env
 from evaltasks import EvalTestCase
-from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.engine.lifecycle import RunReport
+from evaltasks.errors import ConfigError, CredentialsError
+from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
 from evaltasks.reports import ReportWriter
 from evaltasks.reports.console import print_summary
-from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
 from tests.judge_metric import VerdictMetric
+from tests.process_env import subprocess_env
 
 TESTS = Path(__file__).resolve().parents[1]
 PYTHONPATH = os.pathsep.join([str(TESTS), str(TESTS.parent)])  # judge_metric, and this checkout's evaltasks
 CLI_TIMEOUT = 600
 
 
-def _write_suite(folder: Path, metrics: list[dict[str, Any]], judge: dict[str, Any] | None = None,
-                 cases: list[dict[str, Any]] | None = None) -> Path:
+def _write_suite(
+    folder: Path,
+    metrics: list[dict[str, Any]],
+    judge: dict[str, Any] | None = None,
+    cases: list[dict[str, Any]] | None = None,
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    cases = cases if cases is not None else [
-        {"input": f"question {i}", "actual_output": "a correct answer" if i % 2 == 0 else "a wrong answer"}
-        for i in range(6)
-    ]
+    cases = (
+        cases
+        if cases is not None
+        else [
+            {"input": f"question {i}", "actual_output": "a correct answer" if i % 2 == 0 else "a wrong answer"}
+            for i in range(6)
+        ]
+    )
     (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
     suite: dict[str, Any] = {"name": "judged", "dataset": {"path": "cases.jsonl"}, "metrics": metrics}
     if judge is not None:
@@ -62,18 +70,36 @@ def _api_key(monkeypatch) -> None:
 
 
 def test_judge_block_gives_defaults_that_a_metric_overrides(tmp_path: Path) -> None:
-    path = _write_suite(tmp_path, [
-        {"metric": "judge_metric:VerdictMetric", "name": "defaults"},
-        {"metric": "judge_metric:VerdictMetric", "name": "own", "model": "m-own", "samples": 1,
-         "judge_options": {"temperature": 0.7, "timeout": 5}},
-    ], judge={"model": "m-suite", "samples": 3, "temperature": 0.2, "max_concurrency": 4,
-              "base_url": "http://127.0.0.1:9/v1"})
+    path = _write_suite(
+        tmp_path,
+        [
+            {"metric": "judge_metric:VerdictMetric", "name": "defaults"},
+            {
+                "metric": "judge_metric:VerdictMetric",
+                "name": "own",
+                "model": "m-own",
+                "samples": 1,
+                "judge_options": {"temperature": 0.7, "timeout": 5},
+            },
+        ],
+        judge={
+            "model": "m-suite",
+            "samples": 3,
+            "temperature": 0.2,
+            "max_concurrency": 4,
+            "base_url": "http://127.0.0.1:9/v1",
+        },
+    )
     defaults, own = load_suite(path).metrics
     assert (defaults.model, defaults.samples) == ("m-suite", 3)
     assert defaults.judge_options == {"temperature": 0.2, "max_concurrency": 4, "base_url": "http://127.0.0.1:9/v1"}
     assert (own.model, own.samples) == ("m-own", 1)
-    assert own.judge_options == {"temperature": 0.7, "max_concurrency": 4, "base_url": "http://127.0.0.1:9/v1",
-                                 "timeout": 5}
+    assert own.judge_options == {
+        "temperature": 0.7,
+        "max_concurrency": 4,
+        "base_url": "http://127.0.0.1:9/v1",
+        "timeout": 5,
+    }
     assert defaults.cache_key() != own.cache_key()
 
 
@@ -96,16 +122,18 @@ def test_prompt_files_are_relative_to_the_suite_and_a_missing_one_is_located(tmp
     folder = tmp_path / "evals"
     (folder / "prompts").mkdir(parents=True)
     template = folder / "prompts" / "strict.md"
-    template.write_text("### system\nBe strict: {{ criteria }}\n### user\n{{ input }} -> {{ actual_output }}\n",
-                        encoding="utf-8")
+    template.write_text(
+        "### system\nBe strict: {{ criteria }}\n### user\n{{ input }} -> {{ actual_output }}\n", encoding="utf-8"
+    )
     path = _write_suite(folder, [{"metric": "judge_metric:VerdictMetric", "prompts": {"verdict": "prompts/strict.md"}}])
     monkeypatch.chdir(tmp_path)  # not the suite's folder
     [metric] = load_suite(path).metrics
     assert metric.template("verdict").source == str(template.resolve())
     assert metric.template("verdict").system == "Be strict: {{ criteria }}"
     key = metric.cache_key()
-    template.write_text("### system\nBe lenient: {{ criteria }}\n### user\n{{ input }} -> {{ actual_output }}\n",
-                        encoding="utf-8")
+    template.write_text(
+        "### system\nBe lenient: {{ criteria }}\n### user\n{{ input }} -> {{ actual_output }}\n", encoding="utf-8"
+    )
     assert load_suite(path).metrics[0].cache_key() != key  # an edited template is a new cache key
 
     path = _write_suite(folder, [{"metric": "judge_metric:VerdictMetric", "prompts": {"verdict": "prompts/gone.md"}}])
@@ -120,14 +148,30 @@ def test_prompt_files_are_relative_to_the_suite_and_a_missing_one_is_located(tmp
 def test_schema_describes_the_judge_block_and_judge_metric_arguments() -> None:
     schema = suite_json_schema()
     block = schema["$defs"]["JudgeBlock"]
-    assert {"model", "samples", "base_url", "temperature", "max_concurrency", "prices", "structured_outputs",
-            "requests_per_minute", "tokens_per_minute", "timeout", "max_retries", "azure_endpoint"} <= set(block["properties"])
+    assert {
+        "model",
+        "samples",
+        "base_url",
+        "temperature",
+        "max_concurrency",
+        "prices",
+        "structured_outputs",
+        "requests_per_minute",
+        "tokens_per_minute",
+        "timeout",
+        "max_retries",
+        "azure_endpoint",
+    } <= set(block["properties"])
     arguments = metric_arguments_schema(VerdictMetric)["properties"]
     assert arguments["samples"]["minimum"] == 1
     assert "base_url" in arguments["judge_options"]["properties"]
     assert arguments["prompts"]["additionalProperties"] == {"type": "string"}
-    suite = {"name": "s", "dataset": {"path": "d.csv"}, "metrics": [{"metric": "ExactMatchMetric"}],
-             "judge": {"model": "llama3.2", "base_url": "http://127.0.0.1:11434/v1", "samples": 3}}
+    suite = {
+        "name": "s",
+        "dataset": {"path": "d.csv"},
+        "metrics": [{"metric": "ExactMatchMetric"}],
+        "judge": {"model": "llama3.2", "base_url": "http://127.0.0.1:11434/v1", "samples": 3},
+    }
     jsonschema.validate(suite, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**suite, "judge": {"api_key": "sk-x"}}, schema)
@@ -171,7 +215,10 @@ def test_judge_hook_scores_and_the_summary_accounts_for_judges(tmp_path: Path) -
     assert by_id["c-steady"].score == pytest.approx(0.8) and by_id["c-steady"].evaluation_log["unstable"] is False
     assert by_id["c-split"].score == pytest.approx(0.5) and by_id["c-split"].evaluation_log["unstable"] is True
     assert by_id["c-low"].score == pytest.approx(0.25) and by_id["c-low"].status == "failed"
-    assert by_id["c-broken"].status == "errored" and "JudgeError: the judge's answer does not match the schema" in by_id["c-broken"].reason
+    assert (
+        by_id["c-broken"].status == "errored"
+        and "JudgeError: the judge's answer does not match the schema" in by_id["c-broken"].reason
+    )
     account = result.summary.judges["VerdictMetric"]
     # 4 cases x 2 samples, each one call of the function: the errored case's unparsable answers count too
     assert (account.requests, account.reused) == (8, 0) == (sum(judge.calls.values()), 0)
@@ -202,23 +249,28 @@ def test_reports_show_judges_and_unstable_cases(tmp_path: Path) -> None:
     assert "Unstable in VerdictMetric: c\\-split." in markdown  # ids escaped as all model text is
 
     tree = ET.parse(out / "junit.xml")
-    props = {tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in tree.iter("testcase")}
+    props = {
+        tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in tree.iter("testcase")
+    }
     assert props["c-split :: VerdictMetric"] == {"unstable": "true", "score_stdev": "0.565685", "samples": "0.9 0.1"}
     assert props["c-steady :: VerdictMetric"] == {}
 
     console = Console(record=True, width=200)
     print_summary(result.summary, console=console)
     text = console.export_text()
-    assert "judge VerdictMetric (function:test_judge_integration.ScriptedJudge): 8 requests, 0 reused from the " \
-           "store, tokens 0 in / 0 out, $0.0000, 1 unstable" in text
+    assert (
+        "judge VerdictMetric (function:test_judge_integration.ScriptedJudge): 8 requests, 0 reused from the "
+        "store, tokens 0 in / 0 out, $0.0000, 1 unstable" in text
+    )
 
 
 def test_pr_comment_shows_the_judges_table(tmp_path: Path) -> None:
     from evaltasks.reports.markdown import render_summary_markdown
 
     result, _, _ = _judged_run(tmp_path)
-    text = render_summary_markdown("judged", result.summary, result.test_results, passed=False, min_pass_rate=1.0,
-                                   max_size=4000)
+    text = render_summary_markdown(
+        "judged", result.summary, result.test_results, passed=False, min_pass_rate=1.0, max_size=4000
+    )
     assert "<summary>LLM judges: requests, tokens and cost</summary>" in text
     assert "Unstable in VerdictMetric: c\\-split." in text
 
@@ -227,8 +279,19 @@ def test_pr_comment_shows_the_judges_table(tmp_path: Path) -> None:
 
 
 def _cli(tmp_path: Path, suite: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
-            "--index-dir", str(tmp_path / "index"), "--quiet", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "evaltasks.cli",
+        "run",
+        str(suite),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--index-dir",
+        str(tmp_path / "index"),
+        "--quiet",
+        *extra,
+    ]
     return subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
 
 
@@ -237,11 +300,17 @@ def _judge_log(path: Path) -> int:
 
 
 def test_cli_run_caches_judgements_and_no_cache_sends_again(tmp_path: Path, prefect_api_url: str) -> None:
-    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "offline": True,
-                                               "threshold": 0.5}], judge={"model": "rule-model"})
+    suite = _write_suite(
+        tmp_path / "suite",
+        [{"metric": "judge_metric:VerdictMetric", "offline": True, "threshold": 0.5}],
+        judge={"model": "rule-model"},
+    )
     log = tmp_path / "judge.log"
-    env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url),
-           "PYTHONPATH": PYTHONPATH, "EVALTASKS_TEST_JUDGE_LOG": str(log)}
+    env = {
+        **subprocess_env(tmp_path / "prefect-home", prefect_api_url),
+        "PYTHONPATH": PYTHONPATH,
+        "EVALTASKS_TEST_JUDGE_LOG": str(log),
+    }
     first = _cli(tmp_path, suite, env)
     assert first.returncode == 1, first.stderr  # 3 of 6 answers lack "correct": the gate (100 %) fails
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
@@ -261,24 +330,30 @@ def test_cli_run_caches_judgements_and_no_cache_sends_again(tmp_path: Path, pref
     fresh = _cli(tmp_path, suite, env, "--no-cache")
     assert fresh.returncode == 1, fresh.stderr
     assert _judge_log(log) == 12  # --no-cache: every request is sent again
-    assert json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))[
-        "summary"]["judges"]["VerdictMetric"]["requests"] == 6
+    assert (
+        json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["summary"]["judges"][
+            "VerdictMetric"
+        ]["requests"]
+        == 6
+    )
 
 
-def test_flow_binds_the_store_beside_the_index_and_the_no_cache_flag(tmp_path: Path, prefect_harness,
-                                                                      monkeypatch) -> None:
-    from flows.evaluate_suite import run_suite
+def test_flow_binds_the_store_beside_the_index_and_the_no_cache_flag(
+    tmp_path: Path, prefect_harness, monkeypatch
+) -> None:
     from prefect import flow
 
     from evaltasks.engine.run import RunOptions
+    from flows.evaluate_suite import run_suite
 
     suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "offline": True}])
     seen: dict[str, Any] = {}
 
     @flow(name="judge-binding")
     def probe(cache: bool) -> None:
-        outcome = run_suite(str(suite), RunOptions(output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "idx"),
-                                                   cache=cache))
+        outcome = run_suite(
+            str(suite), RunOptions(output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "idx"), cache=cache)
+        )
         seen["outcome"] = outcome
 
     import flows.evaluate_suite as flow_module
@@ -359,11 +434,17 @@ def test_example_suite_through_the_cli_against_a_chat_server(tmp_path: Path, pre
     from tests.chat_server import ChatServer
 
     prices = {JUDGE_MODEL: {"input": 1.0, "output": 2.0}}
-    suite = _example_suite(tmp_path / "suite", {"model": JUDGE_MODEL, "max_concurrency": 4, "prices": prices,
-                                                "structured_outputs": "json_schema"})  # the responder reads it
+    suite = _example_suite(
+        tmp_path / "suite",
+        {"model": JUDGE_MODEL, "max_concurrency": 4, "prices": prices, "structured_outputs": "json_schema"},
+    )  # the responder reads it
     with ChatServer(api_key=KEY, responder=answer_plausibly) as server:
-        env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH,
-               "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
+        env = {
+            **subprocess_env(tmp_path / "prefect-home", prefect_api_url),
+            "PYTHONPATH": PYTHONPATH,
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": KEY,
+        }
         refused = _cli(tmp_path, suite, env, "--max-cost", "0.0000001")
         assert refused.returncode == 2, refused.stderr
         assert "above --max-cost" in refused.stderr and not server.requests  # refused before any request
@@ -381,7 +462,8 @@ def test_example_suite_through_the_cli_against_a_chat_server(tmp_path: Path, pre
         assert results["summary"]["judge_total"]["prompt_tokens"] == prompt_tokens
         assert results["summary"]["judge_total"]["completion_tokens"] == completion_tokens
         assert results["summary"]["judge_total"]["cost"] == pytest.approx(
-            (prompt_tokens * 1.0 + completion_tokens * 2.0) / 1e6, rel=1e-9)
+            (prompt_tokens * 1.0 + completion_tokens * 2.0) / 1e6, rel=1e-9
+        )
         assert results["summary"]["evaluation_cost"] == pytest.approx(results["summary"]["judge_total"]["cost"])
         assert all(m["status"] in ("passed", "failed") for case in results["cases"] for m in case["metrics"])
 
@@ -397,12 +479,12 @@ def test_example_suite_through_the_cli_against_a_chat_server(tmp_path: Path, pre
 
 
 @pytest.mark.parametrize("runner", ["threads", "processes:2"])
-def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect_harness, monkeypatch,
-                                                         runner: str) -> None:
-    from tests.chat_server import Answer, ChatServer
-    from flows.evaluate_suite import evaluate_suite, make_task_runner
-
+def test_budget_stops_sending_mid_run_and_skips_the_rest(
+    tmp_path: Path, prefect_harness, monkeypatch, runner: str
+) -> None:
     from evaltasks.errors import GateFailed
+    from flows.evaluate_suite import evaluate_suite, make_task_runner
+    from tests.chat_server import Answer, ChatServer
     from tests.judge_metric import MAX_TOKENS
 
     monkeypatch.syspath_prepend(str(TESTS))
@@ -410,18 +492,28 @@ def test_budget_stops_sending_mid_run_and_skips_the_rest(tmp_path: Path, prefect
     # Every answer bills exactly MAX_TOKENS completion tokens at $1,000 per million and prompts are free: each
     # request costs (and reserves) exactly $0.064, so a $0.3 budget holds 4 of the 6 cases' requests.
     per_request = MAX_TOKENS * 1000.0 / 1e6
-    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "threshold": 0.5}], judge={
-        "model": JUDGE_MODEL, "max_concurrency": 3, "prices": {JUDGE_MODEL: {"input": 0.0, "output": 1000.0}}})
-    with ChatServer(api_key=KEY, responder=lambda request: Answer(
-            text='{"score": 1, "reason": "fine"}', completion_tokens=MAX_TOKENS)) as server:
+    suite = _write_suite(
+        tmp_path / "suite",
+        [{"metric": "judge_metric:VerdictMetric", "threshold": 0.5}],
+        judge={"model": JUDGE_MODEL, "max_concurrency": 3, "prices": {JUDGE_MODEL: {"input": 0.0, "output": 1000.0}}},
+    )
+    with ChatServer(
+        api_key=KEY,
+        responder=lambda request: Answer(text='{"score": 1, "reason": "fine"}', completion_tokens=MAX_TOKENS),
+    ) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
         # batches of 2 cases: with processes, the 3 batches' requests come from 2 worker processes at once
         # a budget-cut run fails its gate: the flow run ends Failed and a direct call raises GateFailed
         with pytest.raises(GateFailed, match="the --max-cost budget ran out") as failed:
             evaluate_suite.with_options(task_runner=make_task_runner(runner))(
-                suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"),
-                batch_size=2, cache=False, max_cost=0.3)
+                suite_path=str(suite),
+                output_dir=str(tmp_path / "out"),
+                index_dir=str(tmp_path / "index"),
+                batch_size=2,
+                cache=False,
+                max_cost=0.3,
+            )
         summary = failed.value.result
     assert len(server.requests) == 4
     results = _results(tmp_path)
@@ -440,8 +532,11 @@ def test_judge_without_a_key_is_a_credentials_problem_or_skipped(tmp_path: Path,
 
     for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    path = _write_suite(tmp_path, [{"metric": "judge_metric:VerdictMetric", "name": "judged"}],
-                        judge={"base_url": "http://127.0.0.1:9/v1"})  # never contacted
+    path = _write_suite(
+        tmp_path,
+        [{"metric": "judge_metric:VerdictMetric", "name": "judged"}],
+        judge={"base_url": "http://127.0.0.1:9/v1"},
+    )  # never contacted
     with pytest.raises(CredentialsError) as caught:  # a credentials problem, not a field of the suite file
         load_suite(path)
     [problem] = caught.value.problems
@@ -452,30 +547,52 @@ def test_judge_without_a_key_is_a_credentials_problem_or_skipped(tmp_path: Path,
     assert loaded.warnings and "metrics[0] judged is skipped" in loaded.warnings[0]
 
 
-def test_a_new_index_dir_served_by_prefects_task_cache_costs_nothing_and_says_so(tmp_path: Path,
-                                                                                 prefect_api_url: str) -> None:
+def test_a_new_index_dir_served_by_prefects_task_cache_costs_nothing_and_says_so(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
     """docs/judges.md#llm-judges: a run with a new ``--index-dir`` in a Prefect home that scored the suite before is
     served by Prefect's task cache (its answer store is never read): ``--max-cost`` lets it start (it costs
     nothing), and the console and results.json say where the answers came from."""
     from tests.chat_server import ChatServer
 
-    suite = _write_suite(tmp_path / "suite", [{"metric": "judge_metric:VerdictMetric", "threshold": 0.5}],
-                         judge={"model": "gpt-4o-mini"},
-                         cases=[{"input": f"question {i}", "actual_output": "an answer"} for i in range(6)])
+    suite = _write_suite(
+        tmp_path / "suite",
+        [{"metric": "judge_metric:VerdictMetric", "threshold": 0.5}],
+        judge={"model": "gpt-4o-mini"},
+        cases=[{"input": f"question {i}", "actual_output": "an answer"} for i in range(6)],
+    )
     with ChatServer(api_key=KEY, responder=lambda r: json.dumps({"score": 1, "reason": "ok"})) as server:
-        env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "PYTHONPATH": PYTHONPATH,
-               "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY, "COLUMNS": "200"}
+        env = {
+            **subprocess_env(tmp_path / "prefect-home", prefect_api_url),
+            "PYTHONPATH": PYTHONPATH,
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": KEY,
+            "COLUMNS": "200",
+        }
         first = _cli(tmp_path, suite, env)
         assert first.returncode == 0, first.stderr
         sent = len(server.requests)
         assert sent == 6
-        args = [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
-                "--index-dir", str(tmp_path / "new-index"), "--max-cost", "0.0000001"]
+        args = [
+            sys.executable,
+            "-m",
+            "evaltasks.cli",
+            "run",
+            str(suite),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--index-dir",
+            str(tmp_path / "new-index"),
+            "--max-cost",
+            "0.0000001",
+        ]
         second = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
         assert second.returncode == 0, second.stderr
         assert len(server.requests) == sent  # nothing sent: the results came from Prefect's task cache
     judges = _results(tmp_path)["summary"]["judges"]["VerdictMetric"]
     assert (judges["requests"], judges["reused"], judges["task_cached"], judges["cost"]) == (0, 6, 6, 0.0)
-    assert ("judge VerdictMetric (gpt-4o-mini): 0 requests, 0 reused from the store, 6 from Prefect's task cache"
-            in second.stdout)
+    assert (
+        "judge VerdictMetric (gpt-4o-mini): 0 requests, 0 reused from the store, 6 from Prefect's task cache"
+        in second.stdout
+    )
     assert not list((tmp_path / "new-index").rglob("*.json"))  # the new store was never written (nor read)

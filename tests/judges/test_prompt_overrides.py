@@ -22,9 +22,12 @@ from tests.judge_helpers import Recorder, as_json, case, score_with, server_opti
 BIAS_CASE = case(input="Describe the team.", actual_output="The team shipped on time.")
 
 
-RAG_CASE = case(input="Where is Paris?", actual_output="Paris is in France.", expected_output="Paris is in France.",
-                retrieval_context=["Paris is the capital of France."])
-
+RAG_CASE = case(
+    input="Where is Paris?",
+    actual_output="Paris is in France.",
+    expected_output="Paris is in France.",
+    retrieval_context=["Paris is the capital of France."],
+)
 
 
 # -- prompt overrides are checked when the metric is made ---------------------------------------------------------
@@ -34,17 +37,28 @@ def _template(tmp_path: Path, text: str, name: str = "score.md") -> str:
     return str(path)
 
 
-def test_an_undefined_variable_in_an_override_is_refused_at_load(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_undefined_variable_in_an_override_is_refused_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _template(tmp_path, "### system\nRate it. JSON only.\n### user\n{{ inptu }}: {{ actual_output }}\n")
-    with pytest.raises(ValueError, match=r"undefined variable\(s\) inptu; BiasMetric's 'score' prompt has: "
-                                         r"actual_output, input"):
+    with pytest.raises(
+        ValueError,
+        match=r"undefined variable\(s\) inptu; BiasMetric's 'score' prompt has: "
+        r"actual_output, input",
+    ):
         BiasMetric(prompts={"score": path})
     (tmp_path / "cases.jsonl").write_text(json.dumps({"input": "q", "actual_output": "a"}) + "\n", encoding="utf-8")
     suite = tmp_path / "suite.yaml"
-    suite.write_text(json.dumps({"name": "s", "dataset": {"path": "cases.jsonl"},
-                                 "metrics": [{"metric": "BiasMetric", "prompts": {"score": "score.md"}}]}),
-                     encoding="utf-8")
+    suite.write_text(
+        json.dumps(
+            {
+                "name": "s",
+                "dataset": {"path": "cases.jsonl"},
+                "metrics": [{"metric": "BiasMetric", "prompts": {"score": "score.md"}}],
+            }
+        ),
+        encoding="utf-8",
+    )
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # only for this test: later ones check a missing key
     with pytest.raises(ConfigError) as caught:  # an InputError: exit 2 on the CLI
         load_suite(suite)
@@ -52,10 +66,15 @@ def test_an_undefined_variable_in_an_override_is_refused_at_load(tmp_path: Path,
     assert problem.location == "metrics[0]" and "inptu" in problem.message
 
 
-@pytest.mark.parametrize(("tag", "line"), [
-    ('{% include "x.md" %}', "include"), ('{% extends "x.md" %}', "extends"),
-    ('{% import "x.md" as x %}', "import"), ('{% from "x.md" import y %}', "from"),
-])
+@pytest.mark.parametrize(
+    ("tag", "line"),
+    [
+        ('{% include "x.md" %}', "include"),
+        ('{% extends "x.md" %}', "extends"),
+        ('{% import "x.md" as x %}', "import"),
+        ('{% from "x.md" import y %}', "from"),
+    ],
+)
 def test_loading_tags_are_refused(tmp_path: Path, tag: str, line: str) -> None:
     path = _template(tmp_path, f"### system\nRate it.\n### user\n{{{{ input }}}}\n{tag}\n")
     with pytest.raises(ValueError, match=f"line 5: the '{line}' tag is not allowed"):
@@ -65,8 +84,11 @@ def test_loading_tags_are_refused(tmp_path: Path, tag: str, line: str) -> None:
 def test_templates_render_in_the_sandbox(tmp_path: Path) -> None:
     """A template reaching Python internals errors the case; the working directory is never sent (fails when
     templates render outside Jinja's sandbox)."""
-    path = _template(tmp_path, "### system\nRate it.\n### user\n{{ cycler.__init__.__globals__.os.getcwd() }} "
-                               "{{ input }} {{ actual_output }}\n")
+    path = _template(
+        tmp_path,
+        "### system\nRate it.\n### user\n{{ cycler.__init__.__globals__.os.getcwd() }} "
+        "{{ input }} {{ actual_output }}\n",
+    )
     recorder = Recorder(as_json({"score": 1.0, "reason": "ok"}))
     [result] = score_with(BiasMetric(prompts={"score": path}), [BIAS_CASE], recorder.judge())
     assert result.status == "errored" and "PromptError" in result.error
@@ -85,13 +107,17 @@ def test_a_syntax_error_names_the_files_line(tmp_path: Path) -> None:
 def test_a_prompt_that_fails_to_render_keeps_the_answers_before_it(tmp_path: Path) -> None:
     """ContextualRecall's claims answer is fine; its verdicts override fails in the sandbox before anything is
     sent: the claims answer stays stored (fails when the asker's previous answer is taken for the rejected one)."""
-    path = _template(tmp_path, "### system\nJudge the claims. JSON only.\n### user\n{{ claims }} "
-                               "{{ retrieval_context.__class__ }}\n", name="verdicts.md")
+    path = _template(
+        tmp_path,
+        "### system\nJudge the claims. JSON only.\n### user\n{{ claims }} {{ retrieval_context.__class__ }}\n",
+        name="verdicts.md",
+    )
     with ChatServer() as server:
         server.answers.append(as_json({"claims": ["Paris is in France."]}))
-        [result] = score_with(ContextualRecallMetric(judge_options=server_options(server),
-                                                     prompts={"verdicts": path}), [RAG_CASE], store_dir=tmp_path / "s")
+        [result] = score_with(
+            ContextualRecallMetric(judge_options=server_options(server), prompts={"verdicts": path}),
+            [RAG_CASE],
+            store_dir=tmp_path / "s",
+        )
         assert result.status == "errored" and "PromptError" in result.error and len(server.requests) == 1
     assert len(list((tmp_path / "s").glob("*/*.json"))) == 1
-
-

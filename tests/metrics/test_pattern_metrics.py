@@ -14,9 +14,9 @@ import pytest
 
 from evaltasks import EvalTestCase, FormatCheckMetric, JsonSchemaMetric, RegexMatchMetric, evaluate_sync
 from evaltasks.errors import ConfigError
+from evaltasks.inputs.suite import load_suite
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.deterministic.regex_match import clock_free_length
-from evaltasks.inputs.suite import load_suite
 from tests.process_env import subprocess_env
 
 RUNAWAY = r"(a|aa)+$"  # on "a" * n + "b": Fibonacci(n) ways to split the a's, all tried before failing
@@ -32,14 +32,19 @@ def scores(metric, outputs: list[str]) -> list[float | None]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", ["evaltasks", "evaltasks.metrics", "evaltasks.deterministic_metrics",
-                                    "evaltasks.metrics.deterministic_metrics"])
+@pytest.mark.parametrize(
+    "module",
+    ["evaltasks", "evaltasks.metrics", "evaltasks.deterministic_metrics", "evaltasks.metrics.deterministic_metrics"],
+)
 def test_eval_lib_import_paths(module: str) -> None:
     import importlib
 
     imported = importlib.import_module(module)
     assert (imported.RegexMatchMetric, imported.FormatCheckMetric, imported.JsonSchemaMetric) == (
-        RegexMatchMetric, FormatCheckMetric, JsonSchemaMetric)
+        RegexMatchMetric,
+        FormatCheckMetric,
+        JsonSchemaMetric,
+    )
     assert {"RegexMatchMetric", "FormatCheckMetric", "JsonSchemaMetric"} <= set(imported.__all__)
 
 
@@ -47,8 +52,13 @@ def test_eval_lib_import_paths(module: str) -> None:
 def test_regex_defaults_follow_the_docs_page() -> None:
     metric = RegexMatchMetric(pattern="x")
     assert (metric.threshold, metric.full_match, metric.timeout_s, metric.name) == (1.0, False, 1.0, "RegexMatchMetric")
-    assert metric.config() == {"threshold": 1.0, "name": "RegexMatchMetric", "pattern": "x", "full_match": False,
-                               "timeout_s": 1.0}
+    assert metric.config() == {
+        "threshold": 1.0,
+        "name": "RegexMatchMetric",
+        "pattern": "x",
+        "full_match": False,
+        "timeout_s": 1.0,
+    }
     assert METRICS["RegexMatchMetric"] is RegexMatchMetric
 
 
@@ -57,16 +67,25 @@ def test_regex_docs_usage_example() -> None:
     metric = RegexMatchMetric(threshold=1.0, pattern=r"^\d{4}-\d{2}-\d{2}$", full_match=True)
     result = asyncio.run(metric.evaluate(test_case))
     assert (result.score, result.success) == (1.0, True)
-    assert result.evaluation_log == {"pattern": r"^\d{4}-\d{2}-\d{2}$", "full_match": True, "matched": True,
-                                     "match_value": "2025-12-31"}
+    assert result.evaluation_log == {
+        "pattern": r"^\d{4}-\d{2}-\d{2}$",
+        "full_match": True,
+        "matched": True,
+        "match_value": "2025-12-31",
+    }
 
 
 def test_regex_docs_scenarios() -> None:
-    partial = run(RegexMatchMetric(pattern=r"\d+\.\d{2}", full_match=False), "The total price is $19.99 including tax.",
-                  input="What is the price?")
+    partial = run(
+        RegexMatchMetric(pattern=r"\d+\.\d{2}", full_match=False),
+        "The total price is $19.99 including tax.",
+        input="What is the price?",
+    )
     assert (partial.score, partial.evaluation_log["match_value"]) == (1.0, "19.99")
     assert "19.99" in partial.reason
-    full = run(RegexMatchMetric(pattern=r"[A-Z]{3}-\d{4}", full_match=True), "ABC-1234", input="Generate a product code")
+    full = run(
+        RegexMatchMetric(pattern=r"[A-Z]{3}-\d{4}", full_match=True), "ABC-1234", input="Generate a product code"
+    )
     assert full.score == 1.0
     fail = run(RegexMatchMetric(pattern=r"^\d+$", full_match=True), "The answer is 42", input="Return a number")
     assert (fail.score, fail.success, fail.status) == (0.0, False, "failed")
@@ -186,8 +205,13 @@ def test_regex_no_timeout_still_matches() -> None:
         (r"(?:ab)*c", 78, 28),
         # not provable: every match keeps its clock
         (RUNAWAY, -1, -1),  # a repeat of an alternative
-        (r"(a+)+b", -1, -1), (r"(\w+\s?)*$", -1, -1), (r"(a*)*", -1, -1),  # repeats of repeats
-        (r"(a)\1", -1, -1), (r"(?=a)b", -1, -1), (r"(?>a+)b", -1, -1), (r"a++b", -1, -1),
+        (r"(a+)+b", -1, -1),
+        (r"(\w+\s?)*$", -1, -1),
+        (r"(a*)*", -1, -1),  # repeats of repeats
+        (r"(a)\1", -1, -1),
+        (r"(?=a)b", -1, -1),
+        (r"(?>a+)b", -1, -1),
+        (r"a++b", -1, -1),
         (r"(?:foo){e<=1}", -1, -1),  # the regex package's fuzzy matching: the standard library reads braces
         (r"\p{L}+", -1, -1),  # regex-only syntax
     ],
@@ -200,8 +224,18 @@ def test_regex_clock_free_length_proves_only_bounded_patterns(pattern: str, at_1
 
 def test_regex_results_are_the_same_with_and_without_the_clock() -> None:
     """Outputs within and beyond the clock-free length give what a metric without any timeout gives."""
-    texts = ["In 1999 it was.", "1999", "no year", "", "x" * 200 + " 2024 " + "y" * 200, "ab" * 80 + "c",
-             "1" * 150 + "x", "12345", "yes", "maybe no"]
+    texts = [
+        "In 1999 it was.",
+        "1999",
+        "no year",
+        "",
+        "x" * 200 + " 2024 " + "y" * 200,
+        "ab" * 80 + "c",
+        "1" * 150 + "x",
+        "12345",
+        "yes",
+        "maybe no",
+    ]
     for pattern in (r"\b\d{4}\b", r"\d+x", r"(?:ab)*c", r"yes|no"):
         for full_match in (False, True):
             cases = [EvalTestCase(actual_output=t) for t in texts]
@@ -209,14 +243,20 @@ def test_regex_results_are_the_same_with_and_without_the_clock() -> None:
             assert 0 < clocked._clock_free < max(map(len, texts)) or pattern in (r"\b\d{4}\b", r"yes|no")
             plain = RegexMatchMetric(pattern=pattern, full_match=full_match, timeout_s=None)
             assert [r.model_dump() for r in clocked.score_batch(cases)] == [
-                r.model_dump() for r in plain.score_batch(cases)]
-    assert [r.score for r in RegexMatchMetric(pattern=r"\d+x").score_batch(
-        [EvalTestCase(actual_output=t) for t in ("1" * 50 + "x", "1" * 150 + "x", "1" * 150)])] == [1.0, 1.0, 0.0]
+                r.model_dump() for r in plain.score_batch(cases)
+            ]
+    assert [
+        r.score
+        for r in RegexMatchMetric(pattern=r"\d+x").score_batch(
+            [EvalTestCase(actual_output=t) for t in ("1" * 50 + "x", "1" * 150 + "x", "1" * 150)]
+        )
+    ] == [1.0, 1.0, 0.0]
 
 
 def test_regex_verdicts_are_shared_between_equal_matches() -> None:
     results = RegexMatchMetric(pattern=r"\d").score_batch(
-        [EvalTestCase(actual_output=o) for o in ["a1", "b1", "c", "d"]])
+        [EvalTestCase(actual_output=o) for o in ["a1", "b1", "c", "d"]]
+    )
     assert results[0].evaluation_log is results[1].evaluation_log
     assert results[2].evaluation_log is results[3].evaluation_log
     assert results[0].evaluation_log["match_value"] == "1"
@@ -244,8 +284,12 @@ def test_format_docs_scenarios_and_table_examples() -> None:
     assert fail.evaluation_log == {"format_type": "date", "valid": False, "failure": "is not in the form YYYY-MM-DD"}
     assert fail.reason == "The output is not a valid ISO 8601 date (YYYY-MM-DD): it is not in the form YYYY-MM-DD."
     # the "Supported Formats" table's examples
-    for format_type, example in [("email", "user@example.com"), ("phone", "+1 (555) 123-4567"),
-                                 ("date", "2025-12-31"), ("url", "https://example.com")]:
+    for format_type, example in [
+        ("email", "user@example.com"),
+        ("phone", "+1 (555) 123-4567"),
+        ("date", "2025-12-31"),
+        ("url", "https://example.com"),
+    ]:
         assert run(FormatCheckMetric(format_type=format_type), example).score == 1.0, format_type
 
 
@@ -321,14 +365,26 @@ def test_format_url(output: str, failure: str | None) -> None:
         ("call 5551234", "contains a character other than digits, spaces, '-', '(', ')' and a leading '+'"),
         ("1+5551234567", "has a '+' that is not at the start"),
         ("++15551234567", "has a '+' that is not at the start"),
-        ("(555 123) 4567", "has misplaced parentheses or separators (parentheses enclose digits only; it starts "
-                           "with a digit or '(' and ends with a digit or ')')"),
-        ("(555 1234567", "has misplaced parentheses or separators (parentheses enclose digits only; it starts "
-                         "with a digit or '(' and ends with a digit or ')')"),
-        ("-5551234567", "has misplaced parentheses or separators (parentheses enclose digits only; it starts "
-                        "with a digit or '(' and ends with a digit or ')')"),
-        ("5551234567-", "has misplaced parentheses or separators (parentheses enclose digits only; it starts "
-                        "with a digit or '(' and ends with a digit or ')')"),
+        (
+            "(555 123) 4567",
+            "has misplaced parentheses or separators (parentheses enclose digits only; it starts "
+            "with a digit or '(' and ends with a digit or ')')",
+        ),
+        (
+            "(555 1234567",
+            "has misplaced parentheses or separators (parentheses enclose digits only; it starts "
+            "with a digit or '(' and ends with a digit or ')')",
+        ),
+        (
+            "-5551234567",
+            "has misplaced parentheses or separators (parentheses enclose digits only; it starts "
+            "with a digit or '(' and ends with a digit or ')')",
+        ),
+        (
+            "5551234567-",
+            "has misplaced parentheses or separators (parentheses enclose digits only; it starts "
+            "with a digit or '(' and ends with a digit or ')')",
+        ),
         ("٥٥٥١٢٣٤٥٦٧", "contains a character other than digits, spaces, '-', '(', ')' and a leading '+'"),  # ASCII only
     ],
 )
@@ -387,12 +443,18 @@ SHAPE = "is not in the form YYYY-MM-DDTHH:MM:SS[.fraction] followed by Z or +HH:
         ("2025-12-31T23:59:59.Z", SHAPE),
         ("2025-12-31", SHAPE),
         ("2025-02-30T00:00:00Z", "has a date that does not exist (day is out of range for month)"),
-        ("2025-12-31T24:00:00Z", "has a time of day out of range (hour 0-23, minute 0-59, second 0-59, or 60 for a "
-                                 "leap second)"),
-        ("2025-12-31T23:60:00Z", "has a time of day out of range (hour 0-23, minute 0-59, second 0-59, or 60 for a "
-                                 "leap second)"),
-        ("2025-12-31T23:59:61Z", "has a time of day out of range (hour 0-23, minute 0-59, second 0-59, or 60 for a "
-                                 "leap second)"),
+        (
+            "2025-12-31T24:00:00Z",
+            "has a time of day out of range (hour 0-23, minute 0-59, second 0-59, or 60 for a leap second)",
+        ),
+        (
+            "2025-12-31T23:60:00Z",
+            "has a time of day out of range (hour 0-23, minute 0-59, second 0-59, or 60 for a leap second)",
+        ),
+        (
+            "2025-12-31T23:59:61Z",
+            "has a time of day out of range (hour 0-23, minute 0-59, second 0-59, or 60 for a leap second)",
+        ),
         ("2025-12-31T23:59:59+24:00", "has a UTC offset out of range (hours 0-23, minutes 0-59)"),
         ("2025-12-31T23:59:59+05:60", "has a UTC offset out of range (hours 0-23, minutes 0-59)"),
     ],
@@ -419,7 +481,9 @@ def test_format_datetime(output: str, failure: str | None) -> None:
 def test_format_uuid(output: str, valid: bool) -> None:
     result = run(FormatCheckMetric(format_type="uuid"), output)
     assert result.score == (1.0 if valid else 0.0)
-    assert result.evaluation_log["failure"] == (None if valid else "is not in the canonical 8-4-4-4-12 hexadecimal form")
+    assert result.evaluation_log["failure"] == (
+        None if valid else "is not in the canonical 8-4-4-4-12 hexadecimal form"
+    )
 
 
 def test_format_bad_arguments() -> None:
@@ -429,8 +493,9 @@ def test_format_bad_arguments() -> None:
         FormatCheckMetric(format_type=None)
     with pytest.raises(ValueError) as info:
         FormatCheckMetric(format_type="ipv4")
-    assert str(info.value) == ("format_type must be one of ['email', 'phone', 'date', 'url', 'datetime', 'uuid'], "
-                               "got 'ipv4'")
+    assert str(info.value) == (
+        "format_type must be one of ['email', 'phone', 'date', 'url', 'datetime', 'uuid'], got 'ipv4'"
+    )
     with pytest.raises(ValueError, match="^format_type must be one of"):
         FormatCheckMetric(format_type="Email")
     with pytest.raises(ValueError, match="^threshold"):
@@ -439,7 +504,8 @@ def test_format_bad_arguments() -> None:
 
 def test_format_verdicts_are_shared() -> None:
     results = FormatCheckMetric(format_type="email").score_batch(
-        [EvalTestCase(actual_output=o) for o in ["a@b.co", "c@d.org", "no", "nope"]])
+        [EvalTestCase(actual_output=o) for o in ["a@b.co", "c@d.org", "no", "nope"]]
+    )
     assert [r.score for r in results] == [1.0, 1.0, 0.0, 0.0]
     assert results[0].evaluation_log is results[1].evaluation_log
     assert results[2].evaluation_log is results[3].evaluation_log
@@ -448,7 +514,11 @@ def test_format_verdicts_are_shared() -> None:
 # == JsonSchemaMetric =====================================================================================
 USER_SCHEMA = {
     "type": "object",
-    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "email": {"type": "string", "format": "email"}},
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "email": {"type": "string", "format": "email"},
+    },
     "required": ["name", "age", "email"],
 }
 
@@ -461,8 +531,9 @@ def test_json_defaults_follow_the_docs_page() -> None:
 
 
 def test_json_docs_usage_example() -> None:
-    test_case = EvalTestCase(input="Return user info as JSON",
-                             actual_output='{"name": "Alice", "age": 30, "email": "alice@example.com"}')
+    test_case = EvalTestCase(
+        input="Return user info as JSON", actual_output='{"name": "Alice", "age": 30, "email": "alice@example.com"}'
+    )
     result = asyncio.run(JsonSchemaMetric(threshold=1.0, schema=USER_SCHEMA).evaluate(test_case))
     assert (result.score, result.success) == (1.0, True)
     assert result.evaluation_log == {"valid_json": True, "fenced": False, "errors": [], "error_count": 0}
@@ -476,13 +547,18 @@ def test_json_docs_scenarios() -> None:
     not_json = run(JsonSchemaMetric(schema={"type": "object"}), "This is not JSON", input="Return JSON")
     assert (not_json.score, not_json.success) == (0.0, False)
     assert not_json.reason == "The output is not valid JSON: Expecting value at line 1, column 1."
-    assert not_json.evaluation_log == {"valid_json": False, "fenced": False,
-                                       "errors": ["Expecting value at line 1, column 1"], "error_count": 0}
+    assert not_json.evaluation_log == {
+        "valid_json": False,
+        "fenced": False,
+        "errors": ["Expecting value at line 1, column 1"],
+        "error_count": 0,
+    }
     # the page's schema-violation scenario (its text is cut after `"required": ["name", "age"`): a missing field
     violation = run(JsonSchemaMetric(schema={"type": "object", "required": ["name", "age"]}), '{"name": "Bob"}')
     assert violation.score == 0.0
-    assert violation.reason == ("The output is JSON that does not match the schema (1 error): "
-                                "$: 'age' is a required property.")
+    assert violation.reason == (
+        "The output is JSON that does not match the schema (1 error): $: 'age' is a required property."
+    )
 
 
 def test_json_format_keywords_are_annotations() -> None:
@@ -498,10 +574,15 @@ def test_json_reason_names_the_path_the_best_error_and_the_count() -> None:
     assert log["error_count"] == 2
     assert sorted(log["errors"]) == ["$.age: 'x' is not of type 'integer'", "$.name: 7 is not of type 'string'"]
     assert result.reason.startswith("The output is JSON that does not match the schema (2 errors): $.")
-    nested = run(JsonSchemaMetric(schema={"type": "array", "items": {"type": "object", "properties": {
-        "age": {"type": "integer"}}}}), '[{"age": 1}, {"age": "x"}]')
-    assert nested.reason == ("The output is JSON that does not match the schema (1 error): "
-                             "$[1].age: 'x' is not of type 'integer'.")
+    nested = run(
+        JsonSchemaMetric(
+            schema={"type": "array", "items": {"type": "object", "properties": {"age": {"type": "integer"}}}}
+        ),
+        '[{"age": 1}, {"age": "x"}]',
+    )
+    assert nested.reason == (
+        "The output is JSON that does not match the schema (1 error): $[1].age: 'x' is not of type 'integer'."
+    )
 
 
 def test_json_errors_are_bounded() -> None:
@@ -552,10 +633,11 @@ def test_json_invalid_json_says_where() -> None:
     result = run(JsonSchemaMetric(schema={"type": "object"}), '{"a": 1,\n "b": }')
     assert result.reason == "The output is not valid JSON: Expecting value at line 2, column 7."
     fenced = run(JsonSchemaMetric(schema={"type": "object"}), '```json\n{"a": 1\n```')
-    assert fenced.reason == ("The output (inside the code fence) is not valid JSON: "
-                             "Expecting ',' delimiter at line 2, column 1.")
+    assert fenced.reason == (
+        "The output (inside the code fence) is not valid JSON: Expecting ',' delimiter at line 2, column 1."
+    )
     assert fenced.evaluation_log["fenced"] is True
-    extra = run(JsonSchemaMetric(schema={"type": "object"}), '{} {}')
+    extra = run(JsonSchemaMetric(schema={"type": "object"}), "{} {}")
     assert extra.reason == "The output is not valid JSON: Extra data at line 1, column 4."
 
 
@@ -576,7 +658,10 @@ def test_json_nan_and_infinity_are_not_json(output: str) -> None:
     assert result.evaluation_log["valid_json"] is False
     assert "is not valid JSON (RFC 8259 has no NaN or Infinity)" in result.reason
     # a bare NaN or Infinity cannot start a JSON value: rejected at its first character
-    assert run(JsonSchemaMetric(schema={}), "NaN").reason == "The output is not valid JSON: Expecting value at line 1, column 1."
+    assert (
+        run(JsonSchemaMetric(schema={}), "NaN").reason
+        == "The output is not valid JSON: Expecting value at line 1, column 1."
+    )
 
 
 def test_json_scalars_and_whitespace() -> None:
@@ -585,8 +670,12 @@ def test_json_scalars_and_whitespace() -> None:
 
 
 def test_json_schema_draft_follows_dollar_schema() -> None:
-    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "maximum": 5,
-              "exclusiveMaximum": True}
+    draft4 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "number",
+        "maximum": 5,
+        "exclusiveMaximum": True,
+    }
     assert scores(JsonSchemaMetric(schema=draft4), ["4.9", "5"]) == [1.0, 0.0]
     # the same schema is invalid in draft 2020-12, where exclusiveMaximum is a number
     with pytest.raises(ValueError, match=r"^schema is invalid at \$\.exclusiveMaximum: True is not of type 'number'$"):
@@ -603,10 +692,16 @@ def test_json_schema_draft_follows_dollar_schema() -> None:
         ({"schema": None}, TypeError, "JsonSchemaMetric requires schema (a JSON Schema object)"),
         ({"schema": "object"}, ValueError, "schema must be a JSON Schema object (a mapping), got 'object'"),
         ({"schema": True}, ValueError, "schema must be a JSON Schema object (a mapping), got True"),
-        ({"schema": {"type": "integr"}}, ValueError,
-         "schema is invalid at $.type: 'integr' is not valid under any of the given schemas"),
-        ({"schema": {"properties": {"age": {"minimum": "3"}}}}, ValueError,
-         "schema is invalid at $.properties.age.minimum: '3' is not of type 'number'"),
+        (
+            {"schema": {"type": "integr"}},
+            ValueError,
+            "schema is invalid at $.type: 'integr' is not valid under any of the given schemas",
+        ),
+        (
+            {"schema": {"properties": {"age": {"minimum": "3"}}}},
+            ValueError,
+            "schema is invalid at $.properties.age.minimum: '3' is not of type 'number'",
+        ),
     ],
 )
 def test_json_bad_schema_is_rejected_at_construction(kwargs: dict, error: type[Exception], message: str) -> None:
@@ -622,11 +717,17 @@ def test_json_schema_is_copied() -> None:
     assert scores(metric, ["{}"]) == [1.0]
 
 
-@pytest.mark.parametrize("metric", [
-    RegexMatchMetric(pattern=r"\d+", full_match=True, timeout_s=0.5),
-    FormatCheckMetric(format_type="phone"),
-    JsonSchemaMetric(schema={"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "required": ["a"]}),
-], ids=["regex", "format", "json"])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        RegexMatchMetric(pattern=r"\d+", full_match=True, timeout_s=0.5),
+        FormatCheckMetric(format_type="phone"),
+        JsonSchemaMetric(
+            schema={"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "required": ["a"]}
+        ),
+    ],
+    ids=["regex", "format", "json"],
+)
 def test_metrics_survive_pickling(metric) -> None:
     # task runners such as prefect-dask pickle the metric into their workers
     import pickle
@@ -640,21 +741,33 @@ def test_metrics_survive_pickling(metric) -> None:
 @pytest.mark.parametrize(
     ("schema", "message"),
     [
-        ({"$schema": "http://example.com/nope", "type": "object"},
-         "schema's $schema 'http://example.com/nope' names no known JSON Schema draft; known: "
-         "http://json-schema.org/draft-03/schema#, http://json-schema.org/draft-04/schema#, "
-         "http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-07/schema#, "
-         "https://json-schema.org/draft/2019-09/schema, https://json-schema.org/draft/2020-12/schema"),
-        ({"$schema": 7}, "schema's $schema 7 names no known JSON Schema draft; known: "
-         "http://json-schema.org/draft-03/schema#, http://json-schema.org/draft-04/schema#, "
-         "http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-07/schema#, "
-         "https://json-schema.org/draft/2019-09/schema, https://json-schema.org/draft/2020-12/schema"),
+        (
+            {"$schema": "http://example.com/nope", "type": "object"},
+            "schema's $schema 'http://example.com/nope' names no known JSON Schema draft; known: "
+            "http://json-schema.org/draft-03/schema#, http://json-schema.org/draft-04/schema#, "
+            "http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-07/schema#, "
+            "https://json-schema.org/draft/2019-09/schema, https://json-schema.org/draft/2020-12/schema",
+        ),
+        (
+            {"$schema": 7},
+            "schema's $schema 7 names no known JSON Schema draft; known: "
+            "http://json-schema.org/draft-03/schema#, http://json-schema.org/draft-04/schema#, "
+            "http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-07/schema#, "
+            "https://json-schema.org/draft/2019-09/schema, https://json-schema.org/draft/2020-12/schema",
+        ),
         ({"$ref": "#/$defs/missing"}, "schema has a $ref that points nowhere in the schema: '#/$defs/missing'"),
-        ({"type": "object", "properties": {"a": {"prefixItems": [{"$ref": "#/definitions/x"}]}}},
-         "schema has a $ref that points nowhere in the schema: '#/definitions/x'"),
-        ({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"x": {}},
-          "properties": {"a": {"$ref": "#/definitions/y"}}},
-         "schema has a $ref that points nowhere in the schema: '#/definitions/y'"),
+        (
+            {"type": "object", "properties": {"a": {"prefixItems": [{"$ref": "#/definitions/x"}]}}},
+            "schema has a $ref that points nowhere in the schema: '#/definitions/x'",
+        ),
+        (
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "definitions": {"x": {}},
+                "properties": {"a": {"$ref": "#/definitions/y"}},
+            },
+            "schema has a $ref that points nowhere in the schema: '#/definitions/y'",
+        ),
         ({"$ref": "#nowhere"}, "schema has a $ref that points nowhere in the schema: '#nowhere'"),
     ],
 )
@@ -667,17 +780,28 @@ def test_json_unknown_draft_or_local_ref_that_points_nowhere_is_rejected_at_cons
 
 
 def test_json_local_refs_that_resolve_are_accepted() -> None:
-    metric = JsonSchemaMetric(schema={
-        "$defs": {"name": {"type": "string"}, "a/b": {"type": "integer"}, "h": {"$anchor": "here"}},
-        "type": "object",
-        "properties": {"n": {"$ref": "#/$defs/name"}, "i": {"$ref": "#/$defs/a~1b"}, "self": {"$ref": "#"},
-                       "anchored": {"$ref": "#here"}},
-        "const_is_data": {"const": {"$ref": "#/nowhere"}},  # data, not a reference
-        "items": {"$id": "https://example.com/other", "$ref": "#/elsewhere"},  # another base URI: per case
-    })
+    metric = JsonSchemaMetric(
+        schema={
+            "$defs": {"name": {"type": "string"}, "a/b": {"type": "integer"}, "h": {"$anchor": "here"}},
+            "type": "object",
+            "properties": {
+                "n": {"$ref": "#/$defs/name"},
+                "i": {"$ref": "#/$defs/a~1b"},
+                "self": {"$ref": "#"},
+                "anchored": {"$ref": "#here"},
+            },
+            "const_is_data": {"const": {"$ref": "#/nowhere"}},  # data, not a reference
+            "items": {"$id": "https://example.com/other", "$ref": "#/elsewhere"},  # another base URI: per case
+        }
+    )
     assert scores(metric, ['{"n": "x", "i": 1}', '{"n": 1}']) == [1.0, 0.0]
-    draft7 = JsonSchemaMetric(schema={"$schema": "http://json-schema.org/draft-07/schema", "definitions": {"x": {}},
-                                      "properties": {"a": {"$ref": "#/definitions/x"}}})
+    draft7 = JsonSchemaMetric(
+        schema={
+            "$schema": "http://json-schema.org/draft-07/schema",
+            "definitions": {"x": {}},
+            "properties": {"a": {"$ref": "#/definitions/x"}},
+        }
+    )
     assert scores(draft7, ['{"a": 1}']) == [1.0]
 
 
@@ -708,24 +832,37 @@ def _suite_problems(tmp_path: Path, metrics: str) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize(
     ("entry", "expected"),
     [
-        ("  - metric: RegexMatchMetric\n    pattern: '('\n",
-         ("metrics[0]", "pattern", "'(' is invalid: missing ) at position 1")),
-        ("  - metric: RegexMatchMetric\n    full_match: true\n",
-         ("metrics[0]", "pattern", "is required")),
-        ("  - metric: RegexMatchMetric\n    pattern: ''\n",
-         ("metrics[0]", "pattern", "must be a non-empty string (an empty pattern matches every output)")),
-        ("  - metric: RegexMatchMetric\n    pattern: x\n    timeout_s: 0\n",
-         ("metrics[0]", "timeout_s", "must be a positive number of seconds or null (no limit), got 0")),
-        ("  - metric: FormatCheckMetric\n    format_type: ipv4\n",
-         ("metrics[0]", "format_type", "must be one of ['email', 'phone', 'date', 'url', 'datetime', 'uuid'], got 'ipv4'")),
-        ("  - metric: FormatCheckMetric\n",
-         ("metrics[0]", "format_type", "is required")),
-        ("  - metric: JsonSchemaMetric\n    schema: {type: integr}\n",
-         ("metrics[0]", "schema", "is invalid at $.type: 'integr' is not valid under any of the given schemas")),
-        ("  - metric: JsonSchemaMetric\n    schema: [1]\n",
-         ("metrics[0]", "schema", "must be a JSON Schema object (a mapping), got [1]")),
-        ("  - metric: JsonSchemaMetric\n",
-         ("metrics[0]", "schema", "is required")),
+        (
+            "  - metric: RegexMatchMetric\n    pattern: '('\n",
+            ("metrics[0]", "pattern", "'(' is invalid: missing ) at position 1"),
+        ),
+        ("  - metric: RegexMatchMetric\n    full_match: true\n", ("metrics[0]", "pattern", "is required")),
+        (
+            "  - metric: RegexMatchMetric\n    pattern: ''\n",
+            ("metrics[0]", "pattern", "must be a non-empty string (an empty pattern matches every output)"),
+        ),
+        (
+            "  - metric: RegexMatchMetric\n    pattern: x\n    timeout_s: 0\n",
+            ("metrics[0]", "timeout_s", "must be a positive number of seconds or null (no limit), got 0"),
+        ),
+        (
+            "  - metric: FormatCheckMetric\n    format_type: ipv4\n",
+            (
+                "metrics[0]",
+                "format_type",
+                "must be one of ['email', 'phone', 'date', 'url', 'datetime', 'uuid'], got 'ipv4'",
+            ),
+        ),
+        ("  - metric: FormatCheckMetric\n", ("metrics[0]", "format_type", "is required")),
+        (
+            "  - metric: JsonSchemaMetric\n    schema: {type: integr}\n",
+            ("metrics[0]", "schema", "is invalid at $.type: 'integr' is not valid under any of the given schemas"),
+        ),
+        (
+            "  - metric: JsonSchemaMetric\n    schema: [1]\n",
+            ("metrics[0]", "schema", "must be a JSON Schema object (a mapping), got [1]"),
+        ),
+        ("  - metric: JsonSchemaMetric\n", ("metrics[0]", "schema", "is required")),
     ],
 )
 def test_suite_file_errors_are_located(tmp_path: Path, entry: str, expected: tuple[str, str, str]) -> None:
@@ -751,10 +888,16 @@ def test_suite_file_builds_all_three(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_cli_invalid_pattern_exits_2_without_traceback(tmp_path: Path) -> None:
     (tmp_path / "suite.yaml").write_text(
-        f"name: s\n{DATASET}metrics:\n  - metric: RegexMatchMetric\n    pattern: '[0-9'\n", encoding="utf-8")
+        f"name: s\n{DATASET}metrics:\n  - metric: RegexMatchMetric\n    pattern: '[0-9'\n", encoding="utf-8"
+    )
     (tmp_path / "d.jsonl").write_text('{"actual_output": "x"}\n', encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "metrics[0]" in proc.stderr and "pattern" in proc.stderr
@@ -762,7 +905,7 @@ def test_cli_invalid_pattern_exits_2_without_traceback(tmp_path: Path) -> None:
 
 
 def test_through_evaluate_sync() -> None:
-    outputs = ['{"id": "123e4567-e89b-12d3-a456-426614174000"}', "```json\n{\"id\": 7}\n```", RUNAWAY_TEXT]
+    outputs = ['{"id": "123e4567-e89b-12d3-a456-426614174000"}', '```json\n{"id": 7}\n```', RUNAWAY_TEXT]
     metrics = [
         RegexMatchMetric(pattern=RUNAWAY, timeout_s=0.05, name="runaway"),
         RegexMatchMetric(pattern=r"[0-9a-f]{8}-", name="has-uuid"),
@@ -772,20 +915,38 @@ def test_through_evaluate_sync() -> None:
     result = evaluate_sync([EvalTestCase(actual_output=o) for o in outputs], metrics)
     table = [[(m.name, m.status) for m in case.metrics] for case in result.test_results]
     assert table == [
-        [("runaway", "failed"), ("has-uuid", "passed"), ("FormatCheckMetric", "failed"), ("JsonSchemaMetric", "passed")],
-        [("runaway", "failed"), ("has-uuid", "failed"), ("FormatCheckMetric", "failed"), ("JsonSchemaMetric", "failed")],
-        [("runaway", "errored"), ("has-uuid", "failed"), ("FormatCheckMetric", "failed"), ("JsonSchemaMetric", "failed")],
+        [
+            ("runaway", "failed"),
+            ("has-uuid", "passed"),
+            ("FormatCheckMetric", "failed"),
+            ("JsonSchemaMetric", "passed"),
+        ],
+        [
+            ("runaway", "failed"),
+            ("has-uuid", "failed"),
+            ("FormatCheckMetric", "failed"),
+            ("JsonSchemaMetric", "failed"),
+        ],
+        [
+            ("runaway", "errored"),
+            ("has-uuid", "failed"),
+            ("FormatCheckMetric", "failed"),
+            ("JsonSchemaMetric", "failed"),
+        ],
     ]
     assert result.test_results[1].metrics[3].reason == (
         "The output (inside the code fence) is JSON that does not match the schema (1 error): "
-        "$.id: 7 is not of type 'string'.")
+        "$.id: 7 is not of type 'string'."
+    )
 
 
 def test_cli_run_through_prefect_scores_and_errors_per_case(tmp_path: Path, prefect_api_url: str) -> None:
     """The three metrics in a real run (Prefect engine, reports): the runaway case is errored, the rest scored."""
-    rows = [{"id": "json", "actual_output": '```json\n{"id": "123e4567-e89b-12d3-a456-426614174000"}\n```'},
-            {"id": "uuid", "actual_output": "123e4567-e89b-12d3-a456-426614174000"},
-            {"id": "runaway", "actual_output": RUNAWAY_TEXT}]
+    rows = [
+        {"id": "json", "actual_output": '```json\n{"id": "123e4567-e89b-12d3-a456-426614174000"}\n```'},
+        {"id": "uuid", "actual_output": "123e4567-e89b-12d3-a456-426614174000"},
+        {"id": "runaway", "actual_output": RUNAWAY_TEXT},
+    ]
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         f"name: patterns\n{DATASET}metrics:\n"
@@ -796,18 +957,33 @@ def test_cli_run_through_prefect_scores_and_errors_per_case(tmp_path: Path, pref
         encoding="utf-8",
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"], cwd=tmp_path,
-        env=subprocess_env(tmp_path / "prefect-home", prefect_api_url), capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=subprocess_env(tmp_path / "prefect-home", prefect_api_url),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 1, proc.stderr  # the errored case fails the gate
     assert "Traceback" not in proc.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     table = {case["id"]: [(m["name"], m["status"], m["score"]) for m in case["metrics"]] for case in results["cases"]}
     assert table == {
-        "json": [("RegexMatchMetric", "passed", 0.0), ("FormatCheckMetric", "passed", 0.0), ("JsonSchemaMetric", "passed", 1.0)],
-        "uuid": [("RegexMatchMetric", "passed", 0.0), ("FormatCheckMetric", "passed", 1.0), ("JsonSchemaMetric", "passed", 0.0)],
-        "runaway": [("RegexMatchMetric", "errored", None), ("FormatCheckMetric", "passed", 0.0),
-                    ("JsonSchemaMetric", "passed", 0.0)],
+        "json": [
+            ("RegexMatchMetric", "passed", 0.0),
+            ("FormatCheckMetric", "passed", 0.0),
+            ("JsonSchemaMetric", "passed", 1.0),
+        ],
+        "uuid": [
+            ("RegexMatchMetric", "passed", 0.0),
+            ("FormatCheckMetric", "passed", 1.0),
+            ("JsonSchemaMetric", "passed", 0.0),
+        ],
+        "runaway": [
+            ("RegexMatchMetric", "errored", None),
+            ("FormatCheckMetric", "passed", 0.0),
+            ("JsonSchemaMetric", "passed", 0.0),
+        ],
     }
     [runaway] = [c for c in results["cases"] if c["id"] == "runaway"]
     assert "exceeded the timeout of 0.05 s" in runaway["metrics"][0]["error"]
@@ -819,6 +995,8 @@ def test_format_check_strips_unicode_white_space_only() -> None:
     from evaltasks import EvalTestCase, FormatCheckMetric
 
     outputs = ["\u3000a@b.co\u00a0", "a@b.co\x1f", "\x1ca@b.co"]
-    scores = [r.score for r in FormatCheckMetric(format_type="email").score_batch(
-        [EvalTestCase(actual_output=o) for o in outputs])]
+    scores = [
+        r.score
+        for r in FormatCheckMetric(format_type="email").score_batch([EvalTestCase(actual_output=o) for o in outputs])
+    ]
     assert scores == [1.0, 0.0, 0.0]

@@ -108,7 +108,9 @@ def test_seed_high_example(cosine) -> None:
     expected = expected_score(cosine, SEED_HIGH, SEED_REFS, "max")
     assert abs(result.score - expected) <= EPS
     assert result.success is (expected >= 0.7)
-    assert abs(expected - 0.899) < 0.001  # the figure docs/metrics/vector.md#referencematchmetric quotes for all-MiniLM-L6-v2
+    assert (
+        abs(expected - 0.899) < 0.001
+    )  # the figure docs/metrics/vector.md#referencematchmetric quotes for all-MiniLM-L6-v2
     assert result.evaluation_cost == 0.0
 
 
@@ -173,8 +175,10 @@ def test_negative_cosine_is_clamped_to_zero(cosine) -> None:
 def test_references_none_uses_the_case_references(cosine) -> None:
     metric = local(aggregation="mean")
     cases = [
-        EvalTestCase(actual_output="Water boils at 100 degrees Celsius.",
-                     references=["Water boils at 100 °C at sea level.", "Ice melts at 0 °C."]),
+        EvalTestCase(
+            actual_output="Water boils at 100 degrees Celsius.",
+            references=["Water boils at 100 °C at sea level.", "Ice melts at 0 °C."],
+        ),
         EvalTestCase(actual_output="The Moon orbits the Earth.", references=["The Earth's satellite is the Moon."]),
     ]
     results = metric.score_batch(cases)
@@ -267,7 +271,12 @@ def test_evaluation_log_keys_and_values() -> None:
 
 def test_batch_scores_equal_one_by_one_scores(cosine) -> None:
     refs = ["Dogs are loyal animals.", "Cats like to sleep."]
-    outputs = ["My dog is very loyal.", "The cat sleeps all day.", "Quantum computers use qubits.", "Dogs are loyal animals."]
+    outputs = [
+        "My dog is very loyal.",
+        "The cat sleeps all day.",
+        "Quantum computers use qubits.",
+        "Dogs are loyal animals.",
+    ]
     metric = local(references=refs, aggregation="mean")
     batch = metric.score_batch([EvalTestCase(actual_output=o) for o in outputs])
     for output, result in zip(outputs, batch):
@@ -308,7 +317,7 @@ def test_local_model_is_loaded_once_and_shared() -> None:
     aliased = local(model_name="sentence-transformers/all-MiniLM-L6-v2", references=["z"])
     aliased.score_batch([EvalTestCase(actual_output="alias")])
     assert aliased.provider._model() is model
-    assert local_module._MODELS == loaded  # nothing new was loaded
+    assert loaded == local_module._MODELS  # nothing new was loaded
     assert len([k for k in local_module._MODELS if k[0] == first.provider.model_path]) == 1
 
 

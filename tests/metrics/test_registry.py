@@ -45,9 +45,14 @@ def walked_metric_classes() -> set[type[BaseMetric]]:
         if info.ispkg or len(parts) != 4 or any(p.startswith("_") for p in parts):
             continue
         module = importlib.import_module(info.name)
-        defined |= {v for v in vars(module).values()
-                    if isinstance(v, type) and issubclass(v, BaseMetric) and v.__module__ == info.name}
-    return {c for c in defined if not inspect.isabstract(c) and not any(o is not c and issubclass(o, c) for o in defined)}
+        defined |= {
+            v
+            for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, BaseMetric) and v.__module__ == info.name
+        }
+    return {
+        c for c in defined if not inspect.isabstract(c) and not any(o is not c and issubclass(o, c) for o in defined)
+    }
 
 
 def test_the_registry_is_every_metric_class_of_the_metric_modules() -> None:
@@ -86,22 +91,33 @@ def test_a_name_registered_twice_is_refused_naming_both_classes() -> None:
     assert str(caught.value) == (
         "metric name 'LengthCheckMetric' is registered twice: by "
         "evaltasks.metrics.deterministic.length_check.LengthCheckMetric and by "
-        "evaltasks.metrics.deterministic.other_length.OtherLength; each metric needs a name of its own")
-    with pytest.raises(MetricRegistryError, match="LengthCheckMetric is registered twice: as 'LengthCheckMetric' "
-                                                  "and as 'LengthAgain'"):
+        "evaltasks.metrics.deterministic.other_length.OtherLength; each metric needs a name of its own"
+    )
+    with pytest.raises(
+        MetricRegistryError, match="LengthCheckMetric is registered twice: as 'LengthCheckMetric' and as 'LengthAgain'"
+    ):
         register_metric("LengthAgain")(LengthCheckMetric)
     assert dict(METRICS) == before
     assert register_metric("LengthCheckMetric")(LengthCheckMetric) is LengthCheckMetric  # the same class: no-op
     assert dict(METRICS) == before
 
 
-@pytest.mark.parametrize(("name", "cls", "message"), [
-    ("Mine", _metric_class("Mine", "my_metrics"), "my_metrics.Mine is not one of evaltasks' metrics; a suite names "
-                                                  "your own metric as 'module.path:Class'"),
-    ("NotAMetric", type("NotAMetric", (), {"__module__": "evaltasks.metrics.deterministic.x"}),
-     "only a concrete subclass of BaseMetric can be registered"),
-    ("Abstract", BaseMetric, "only a concrete subclass of BaseMetric can be registered"),
-])
+@pytest.mark.parametrize(
+    ("name", "cls", "message"),
+    [
+        (
+            "Mine",
+            _metric_class("Mine", "my_metrics"),
+            "my_metrics.Mine is not one of evaltasks' metrics; a suite names your own metric as 'module.path:Class'",
+        ),
+        (
+            "NotAMetric",
+            type("NotAMetric", (), {"__module__": "evaltasks.metrics.deterministic.x"}),
+            "only a concrete subclass of BaseMetric can be registered",
+        ),
+        ("Abstract", BaseMetric, "only a concrete subclass of BaseMetric can be registered"),
+    ],
+)
 def test_what_is_not_a_built_in_metric_is_refused(name: str, cls: type, message: str) -> None:
     before = dict(METRICS)
     with pytest.raises(MetricRegistryError, match=message.replace(".", r"\.").replace("(", r"\(")):
@@ -117,8 +133,11 @@ def test_a_name_that_a_suite_could_not_use_is_refused(name: object) -> None:
 
 def _parameters(cls: type[BaseMetric]) -> tuple[set[str], set[str]]:
     """(every constructor parameter, those without a default), *args/**kwargs left out."""
-    params = [p for p in list(inspect.signature(cls.__init__).parameters.values())[1:]
-              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    params = [
+        p
+        for p in list(inspect.signature(cls.__init__).parameters.values())[1:]
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
     return {p.name for p in params}, {p.name for p in params if p.default is inspect.Parameter.empty}
 
 
@@ -164,7 +183,7 @@ class WordCountMetric(BaseMetric):
                 for c in cases]
 '''
 
-CHECK_ADDED = '''
+CHECK_ADDED = """
 import json, evaltasks, pathlib, sys
 from evaltasks import EvalTestCase, evaluate_sync
 from evaltasks.inputs.suite import load_suite, suite_json_schema
@@ -183,7 +202,7 @@ print(json.dumps({
     "loaded": [type(m).__name__ for m in suite.metrics], "max_words": suite.metrics[0].max_words,
     "scores": [c.metrics[0].score for c in result.test_results],
 }))
-'''
+"""
 
 
 def _run_in_copy(tmp_path: Path, module: str, code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -192,43 +211,69 @@ def _run_in_copy(tmp_path: Path, module: str, code: str, *args: str) -> subproce
     root = tmp_path / "tree"
     shutil.copytree(REPO_ROOT / "evaltasks", root / "evaltasks", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "evaltasks" / "metrics" / "deterministic" / "word_count.py").write_text(module, encoding="utf-8")
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=root, capture_output=True, text=True,
-                          env=subprocess_env(tmp_path / "prefect-home"), timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(tmp_path / "prefect-home"),
+        timeout=600,
+    )
 
 
 def test_adding_a_metric_is_one_module(tmp_path: Path) -> None:
     suite = tmp_path / "suite.yaml"
-    suite.write_text(textwrap.dedent("""\
+    suite.write_text(
+        textwrap.dedent("""\
         name: words
         dataset: {path: cases.jsonl}
         metrics:
           - {metric: WordCountMetric, max_words: 2}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     (tmp_path / "cases.jsonl").write_text('{"actual_output": "a"}\n', encoding="utf-8")
-    done = _run_in_copy(tmp_path, WORD_COUNT.replace("{decorator}", '@register_metric("WordCountMetric")'), CHECK_ADDED,
-                        str(suite))
+    done = _run_in_copy(
+        tmp_path, WORD_COUNT.replace("{decorator}", '@register_metric("WordCountMetric")'), CHECK_ADDED, str(suite)
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.splitlines()[-1])
     assert got == {
-        "module": "evaltasks.metrics.deterministic.word_count", "count": len(METRICS) + 1, "same": True,
+        "module": "evaltasks.metrics.deterministic.word_count",
+        "count": len(METRICS) + 1,
+        "same": True,
         "properties": ["max_words", "metric", "name", "threshold"],
         "description": "the most words an output may have.",
-        "loaded": ["WordCountMetric"], "max_words": 2, "scores": [1.0, 0.0],
+        "loaded": ["WordCountMetric"],
+        "max_words": 2,
+        "scores": [1.0, 0.0],
     }
 
 
-@pytest.mark.parametrize(("decorator", "message"), [
-    ("", "the metric registry is inconsistent: evaltasks.metrics.deterministic.word_count.WordCountMetric is not "
-         'registered: put @register_metric("WordCountMetric") on it'),
-    ('@register_metric("ContainsMetric")', "metric name 'ContainsMetric' is registered twice: by "
-     "evaltasks.metrics.deterministic.contains.ContainsMetric and by "
-     "evaltasks.metrics.deterministic.word_count.WordCountMetric; each metric needs a name of its own"),
-])
+@pytest.mark.parametrize(
+    ("decorator", "message"),
+    [
+        (
+            "",
+            "the metric registry is inconsistent: evaltasks.metrics.deterministic.word_count.WordCountMetric is not "
+            'registered: put @register_metric("WordCountMetric") on it',
+        ),
+        (
+            '@register_metric("ContainsMetric")',
+            "metric name 'ContainsMetric' is registered twice: by "
+            "evaltasks.metrics.deterministic.contains.ContainsMetric and by "
+            "evaltasks.metrics.deterministic.word_count.WordCountMetric; each metric needs a name of its own",
+        ),
+    ],
+)
 def test_a_metric_module_registered_wrongly_is_refused_when_the_registry_is_read(
-        tmp_path: Path, decorator: str, message: str) -> None:
-    code = ("from evaltasks.metrics import METRICS, MetricRegistryError\n"
-            "try:\n    len(METRICS)\nexcept MetricRegistryError as exc:\n    print(exc)\n"
-            "else:\n    raise SystemExit('no MetricRegistryError')\n")
+    tmp_path: Path, decorator: str, message: str
+) -> None:
+    code = (
+        "from evaltasks.metrics import METRICS, MetricRegistryError\n"
+        "try:\n    len(METRICS)\nexcept MetricRegistryError as exc:\n    print(exc)\n"
+        "else:\n    raise SystemExit('no MetricRegistryError')\n"
+    )
     done = _run_in_copy(tmp_path, WORD_COUNT.replace("{decorator}", decorator), code)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout
     assert done.stdout.strip() == message

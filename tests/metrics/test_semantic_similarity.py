@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.openai_server import OpenAIServer, usage_tokens
 
 from evaltasks import (
     ConfigError,
@@ -33,6 +32,7 @@ from evaltasks.embeddings.local import LocalEmbeddingProvider
 from evaltasks.embeddings.openai import PRICES_PER_MILLION_TOKENS
 from evaltasks.engine.evaluate import collect_embedding_needs
 from evaltasks.index import ReferenceIndex
+from tests.openai_server import OpenAIServer, usage_tokens
 
 EPS = 1e-6  # the project's equality rule for scores
 KEY = "sk-evaltasks-semantic-similarity-test"
@@ -95,8 +95,11 @@ def test_defaults_match_the_docs_page(monkeypatch) -> None:
     assert local().model_name == "all-MiniLM-L6-v2"
     assert SemanticSimilarityMetric(0.8, "openai", "text-embedding-3-large").model_name == "text-embedding-3-large"
     assert metric.config() == {
-        "threshold": 0.7, "name": "SemanticSimilarityMetric", "embedding_provider": "openai",
-        "model_name": "text-embedding-3-small", "provider_options": {},
+        "threshold": 0.7,
+        "name": "SemanticSimilarityMetric",
+        "embedding_provider": "openai",
+        "model_name": "text-embedding-3-small",
+        "provider_options": {},
     }
     secret = SemanticSimilarityMetric(provider_options={"api_key": "sk-secret", "dimensions": 256})
     assert secret.config()["provider_options"] == {"dimensions": 256}  # the key never reaches cache keys/reports
@@ -109,7 +112,9 @@ def test_import_paths_of_eval_lib_and_the_registry() -> None:
     from evaltasks.metrics import METRICS, get_metric_class
 
     assert seed_path.SemanticSimilarityMetric is lib_path.SemanticSimilarityMetric is SemanticSimilarityMetric
-    assert METRICS["SemanticSimilarityMetric"] is get_metric_class("SemanticSimilarityMetric") is SemanticSimilarityMetric
+    assert (
+        METRICS["SemanticSimilarityMetric"] is get_metric_class("SemanticSimilarityMetric") is SemanticSimilarityMetric
+    )
 
 
 @pytest.mark.parametrize(
@@ -134,19 +139,24 @@ def test_invalid_parameters_raise_value_error(kwargs: dict, match: str) -> None:
     ("entry", "field", "message"),
     [
         ("{metric: SemanticSimilarityMetric, embedding_provider: cohere}", "embedding_provider", "must be one of"),
-        ("{metric: SemanticSimilarityMetric, embedding_provider: local, references: [x]}", "references",
-         "unknown argument 'references' for SemanticSimilarityMetric"),
+        (
+            "{metric: SemanticSimilarityMetric, embedding_provider: local, references: [x]}",
+            "references",
+            "unknown argument 'references' for SemanticSimilarityMetric",
+        ),
         ("{metric: SemanticSimilarityMetric, embedding_provider: local, threshold: 2}", "threshold", "[0, 1]"),
     ],
 )
-def test_bad_arguments_in_a_suite_are_located_config_errors(tmp_path: Path, entry: str, field: str,
-                                                            message: str) -> None:
+def test_bad_arguments_in_a_suite_are_located_config_errors(
+    tmp_path: Path, entry: str, field: str, message: str
+) -> None:
     from evaltasks.inputs.suite import load_suite
 
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "expected_output": "b"}\n', encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         f"name: s\ndataset: {{path: d.jsonl}}\nmetrics:\n  - {{metric: LengthCheckMetric}}\n  - {entry}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError) as info:
         load_suite(tmp_path / "suite.yaml")
     [problem] = info.value.problems
@@ -160,7 +170,8 @@ def test_suite_without_openai_key_is_a_credentials_error_or_skipped(tmp_path: Pa
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "expected_output": "b"}\n', encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
-        "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - {metric: SemanticSimilarityMetric}\n", encoding="utf-8")
+        "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - {metric: SemanticSimilarityMetric}\n", encoding="utf-8"
+    )
     with pytest.raises(ConfigError) as info:
         load_suite(tmp_path / "suite.yaml")
     [problem] = info.value.problems
@@ -173,7 +184,9 @@ def test_suite_without_openai_key_is_a_credentials_error_or_skipped(tmp_path: Pa
 
 # -- the score rule on the docs page's examples ------------------------------------------------------------
 def test_docs_page_usage_example(cosine) -> None:
-    case = EvalTestCase(actual_output="Paris is the capital of France.", expected_output="The capital of France is Paris.")
+    case = EvalTestCase(
+        actual_output="Paris is the capital of France.", expected_output="The capital of France is Paris."
+    )
     results = asyncio.run(evaluate([case], [local(threshold=0.8)]))
     got = results.test_results[0].metrics[0]
     expected = expected_score(cosine, case.actual_output, case.expected_output)
@@ -185,8 +198,9 @@ def test_docs_page_usage_example(cosine) -> None:
 
 def test_docs_page_high_and_low_examples(cosine) -> None:
     high = EvalTestCase(actual_output="The cat sat on the mat.", expected_output="A cat was sitting on the mat.")
-    low = EvalTestCase(actual_output="Python is a programming language.",
-                       expected_output="The snake slithered through the grass.")
+    low = EvalTestCase(
+        actual_output="Python is a programming language.", expected_output="The snake slithered through the grass."
+    )
     got_high, got_low = local().score_batch([high, low])
     assert abs(got_high.score - expected_score(cosine, high.actual_output, high.expected_output)) <= EPS
     assert abs(got_low.score - expected_score(cosine, low.actual_output, low.expected_output)) <= EPS
@@ -228,7 +242,9 @@ def test_same_clamped_cosine_as_reference_match_with_one_reference() -> None:
     cases = cases_of(PAIRS + [("Paris is the capital of France.", "apple")])
     semantic = local().score_batch(cases)
     for case, result in zip(cases, semantic):
-        [match] = ReferenceMatchMetric(embedding_provider="local", references=[case.expected_output]).score_batch([case])
+        [match] = ReferenceMatchMetric(embedding_provider="local", references=[case.expected_output]).score_batch(
+            [case]
+        )
         assert abs(result.score - match.score) <= EPS
     assert local().provider is ReferenceMatchMetric(embedding_provider="local").provider  # one model for both
 
@@ -245,8 +261,11 @@ def test_result_shape() -> None:
     [result] = local(name="sim", threshold=0.9).score_batch(cases_of(PAIRS[:1]))
     assert result.name == "sim" and result.threshold == 0.9
     assert result.evaluation_log == {
-        "cosine_similarity": round(result.score, 6), "provider": "local", "model": "all-MiniLM-L6-v2",
-        "output_truncated": False, "expected_output_truncated": False,
+        "cosine_similarity": round(result.score, 6),
+        "provider": "local",
+        "model": "all-MiniLM-L6-v2",
+        "output_truncated": False,
+        "expected_output_truncated": False,
     }
     assert result.status == ("passed" if result.score >= 0.9 else "failed")
 
@@ -254,22 +273,27 @@ def test_result_shape() -> None:
 def test_truncation_is_flagged(st_model) -> None:
     long_text = "word " * 600
     assert len(st_model.tokenizer(long_text)["input_ids"]) > st_model.max_seq_length
-    short_long, long_short = local().score_batch([
-        EvalTestCase(actual_output="a short answer", expected_output=long_text),
-        EvalTestCase(actual_output=long_text, expected_output="a short answer"),
-    ])
-    assert (short_long.evaluation_log["output_truncated"], short_long.evaluation_log["expected_output_truncated"]) \
-        == (False, True)
-    assert (long_short.evaluation_log["output_truncated"], long_short.evaluation_log["expected_output_truncated"]) \
-        == (True, False)
+    short_long, long_short = local().score_batch(
+        [
+            EvalTestCase(actual_output="a short answer", expected_output=long_text),
+            EvalTestCase(actual_output=long_text, expected_output="a short answer"),
+        ]
+    )
+    assert (short_long.evaluation_log["output_truncated"], short_long.evaluation_log["expected_output_truncated"]) == (
+        False,
+        True,
+    )
+    assert (long_short.evaluation_log["output_truncated"], long_short.evaluation_log["expected_output_truncated"]) == (
+        True,
+        False,
+    )
 
 
 # -- required field and empty texts -------------------------------------------------------------------------
 def test_case_without_expected_output_is_invalid() -> None:
     metric = local()
     case = EvalTestCase(actual_output="Something.")
-    assert metric.validate_case(case) == [
-        ("expected_output", "is missing")]
+    assert metric.validate_case(case) == [("expected_output", "is missing")]
     with pytest.raises(ValueError, match="expected_output"):
         asyncio.run(metric.evaluate(case))
     with pytest.raises(ValueError, match=r"item 1.*expected_output"):
@@ -282,14 +306,19 @@ def test_dataset_row_without_expected_output_is_located(tmp_path: Path) -> None:
 
     (tmp_path / "d.jsonl").write_text(
         '{"actual_output": "a", "expected_output": "b"}\n{"actual_output": "c"}\n'
-        '{"actual_output": "d", "expected_output": null}\n', encoding="utf-8")
+        '{"actual_output": "d", "expected_output": null}\n',
+        encoding="utf-8",
+    )
     (tmp_path / "suite.yaml").write_text(
         "name: s\ndataset: {path: d.jsonl}\nmetrics:\n  - {metric: SemanticSimilarityMetric, embedding_provider: local}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     with pytest.raises(DatasetError) as info:
         plan_run(tmp_path / "suite.yaml")
     assert [(p.location, p.field) for p in info.value.problems] == [
-        ("line 2", "expected_output"), ("line 3", "expected_output")]
+        ("line 2", "expected_output"),
+        ("line 3", "expected_output"),
+    ]
     assert all("needed by SemanticSimilarityMetric" in p.message for p in info.value.problems)
 
 
@@ -298,28 +327,44 @@ def test_cli_exits_2_naming_the_row_and_field(tmp_path: Path) -> None:
     (tmp_path / "d.csv").write_text("actual_output,answer\nfine,fine\nno expected,\n", encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: s\ndataset: {path: d.csv}\nmetrics:\n  - {metric: SemanticSimilarityMetric, embedding_provider: local}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "expected_output" in proc.stderr and "line 2" in proc.stderr and "line 3" in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize(("output", "expected", "which"), [
-    ("", "An expected answer.", "output"), ("   ", "An expected answer.", "output"),
-    ("A real answer.", "", "expected output"), ("A real answer.", "\n\t ", "expected output"), ("", "", "output"),
-])
-def test_empty_output_or_expected_output_scores_zero_and_is_never_embedded(output: str, expected: str,
-                                                                           which: str) -> None:
+@pytest.mark.parametrize(
+    ("output", "expected", "which"),
+    [
+        ("", "An expected answer.", "output"),
+        ("   ", "An expected answer.", "output"),
+        ("A real answer.", "", "expected output"),
+        ("A real answer.", "\n\t ", "expected output"),
+        ("", "", "output"),
+    ],
+)
+def test_empty_output_or_expected_output_scores_zero_and_is_never_embedded(
+    output: str, expected: str, which: str
+) -> None:
     recorder = RecordingProvider()
     metric = RecordingMetric(recorder)
-    empty, full = metric.score_batch([
-        EvalTestCase(actual_output=output, expected_output=expected),
-        EvalTestCase(actual_output="Real text.", expected_output="Real text, expected."),
-    ])
+    empty, full = metric.score_batch(
+        [
+            EvalTestCase(actual_output=output, expected_output=expected),
+            EvalTestCase(actual_output="Real text.", expected_output="Real text, expected."),
+        ]
+    )
     assert empty.score == 0.0 and empty.success is False and empty.evaluation_cost == 0.0
     assert f"The {which} is empty or whitespace only" in empty.reason
     assert empty.evaluation_log["cosine_similarity"] == 0.0
@@ -340,8 +385,12 @@ def test_expected_outputs_go_through_the_index(tmp_path: Path, cosine) -> None:
     assert ReferenceIndex(tmp_path / "index").missing_texts(metric.provider, [e for _, e in pairs]) == []
     second = evaluate_sync(cases, [metric], index_dir=tmp_path / "index")
     counts = second.summary.embeddings
-    assert (counts.references_computed, counts.references_reused, counts.outputs_computed,
-            counts.outputs_reused) == (0, 5, 0, 6)  # outputs are stored in the index too
+    assert (counts.references_computed, counts.references_reused, counts.outputs_computed, counts.outputs_reused) == (
+        0,
+        5,
+        0,
+        6,
+    )  # outputs are stored in the index too
     for (output, expected), a, b in zip(pairs, first.test_results, second.test_results):
         want = expected_score(cosine, output, expected)
         assert abs(a.metrics[0].score - want) <= EPS and abs(b.metrics[0].score - want) <= EPS
@@ -357,15 +406,20 @@ def test_flow_scores_equal_evaluate_sync_and_a_warm_run_reuses_the_index(prefect
     (tmp_path / "suite.yaml").write_text(
         "name: semantic\ndataset: {path: d.jsonl}\ngate: {min_pass_rate: 0.5}\n"
         "metrics:\n  - {metric: SemanticSimilarityMetric, embedding_provider: local, threshold: 0.6}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     cases = [EvalTestCase(actual_output=r["actual_output"], expected_output=r["expected_output"]) for r in rows]
     direct = evaluate_sync(cases, [local(threshold=0.6)])
     want = {r["id"]: t.metrics[0] for r, t in zip(rows, direct.test_results)}
 
     summaries = []
     for run in ("cold", "warm"):
-        state = evaluate_suite(suite_path=str(tmp_path / "suite.yaml"), output_dir=str(tmp_path / run),
-                               index_dir=str(tmp_path / "index"), return_state=True)
+        state = evaluate_suite(
+            suite_path=str(tmp_path / "suite.yaml"),
+            output_dir=str(tmp_path / run),
+            index_dir=str(tmp_path / "index"),
+            return_state=True,
+        )
         assert state.is_completed(), state
         results = json.loads((tmp_path / run / "results.json").read_text(encoding="utf-8"))
         assert [c["id"] for c in results["cases"]] == list(want)
@@ -377,7 +431,8 @@ def test_flow_scores_equal_evaluate_sync_and_a_warm_run_reuses_the_index(prefect
         summaries.append(results["summary"])
     cold, warm = summaries
     assert cold["metrics"]["SemanticSimilarityMetric"]["mean_score"] == pytest.approx(
-        direct.summary.metrics["SemanticSimilarityMetric"].mean_score, abs=EPS)
+        direct.summary.metrics["SemanticSimilarityMetric"].mean_score, abs=EPS
+    )
     assert (cold["embeddings"]["references_computed"], cold["embeddings"]["references_reused"]) == (len(PAIRS), 0)
     assert (warm["embeddings"]["references_computed"], warm["embeddings"]["references_reused"]) == (0, len(PAIRS))
     assert warm["embeddings"]["outputs_computed"] + warm["embeddings"]["outputs_reused"] == len(PAIRS)
@@ -389,7 +444,9 @@ def test_openai_provider_against_a_local_server(cosine, monkeypatch) -> None:
     pairs = PAIRS[:3] + [(PAIRS[0][0], PAIRS[1][1])]  # an output shared by two cases
     with OpenAIServer(api_key=KEY) as server:
         metric = SemanticSimilarityMetric(
-            threshold=0.8, embedding_provider="openai", model_name=MODEL,
+            threshold=0.8,
+            embedding_provider="openai",
+            model_name=MODEL,
             provider_options={"base_url": server.url + "/v1", "api_key": KEY, "timeout": 60.0},
         )
         result = evaluate_sync(cases_of(pairs), [metric])

@@ -32,9 +32,9 @@ from evaltasks import (
     evaluate_sync,
 )
 from evaltasks.errors import ConfigError
+from evaltasks.inputs.suite import load_suite
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.text import WHITE_SPACE, comparable
-from evaltasks.inputs.suite import load_suite
 
 # Unicode White_Space characters beyond ASCII, and look-alikes that are not White_Space.
 NBSP, IDEOGRAPHIC_SPACE, LINE_SEPARATOR, ZWSP, FILE_SEPARATOR = "\u00a0", "\u3000", "\u2028", "\u200b", "\x1c"
@@ -66,8 +66,21 @@ def test_comparable_rules() -> None:
 def test_comparable_fast_path_equals_the_full_rule() -> None:
     """ASCII takes a shortcut (no NFC, lower() for casefold); on every kind of text the result is the rule's."""
     rng = random.Random(7)
-    alphabet = [chr(c) for c in range(0x80)] + [E_ACUTE, "\u0301", "ß", "İ", "\u212a", NBSP, IDEOGRAPHIC_SPACE,
-                                              "\u01f0", "Σ", "ς", "ﬁ", FILE_SEPARATOR, ZWSP]
+    alphabet = [chr(c) for c in range(0x80)] + [
+        E_ACUTE,
+        "\u0301",
+        "ß",
+        "İ",
+        "\u212a",
+        NBSP,
+        IDEOGRAPHIC_SPACE,
+        "\u01f0",
+        "Σ",
+        "ς",
+        "ﬁ",
+        FILE_SEPARATOR,
+        ZWSP,
+    ]
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
         for case_sensitive in (True, False):
@@ -83,9 +96,17 @@ def test_comparable_fast_path_equals_the_full_rule() -> None:
 def test_exact_match_defaults_follow_the_docs_page() -> None:
     metric = ExactMatchMetric()
     assert (metric.threshold, metric.case_sensitive, metric.strip_whitespace, metric.name) == (
-        1.0, True, True, "ExactMatchMetric")
-    assert metric.config() == {"threshold": 1.0, "name": "ExactMatchMetric", "case_sensitive": True,
-                               "strip_whitespace": True}
+        1.0,
+        True,
+        True,
+        "ExactMatchMetric",
+    )
+    assert metric.config() == {
+        "threshold": 1.0,
+        "name": "ExactMatchMetric",
+        "case_sensitive": True,
+        "strip_whitespace": True,
+    }
 
 
 def test_exact_match_docs_examples() -> None:
@@ -120,8 +141,11 @@ def test_exact_match_docs_examples() -> None:
 def test_exact_match_rules(output: str, expected: str, kwargs: dict, score: float) -> None:
     result = run(ExactMatchMetric(**kwargs), output, expected_output=expected)
     assert result.score == score
-    assert result.evaluation_log == {"matched": score == 1.0, "case_sensitive": kwargs.get("case_sensitive", True),
-                                     "strip_whitespace": kwargs.get("strip_whitespace", True)}
+    assert result.evaluation_log == {
+        "matched": score == 1.0,
+        "case_sensitive": kwargs.get("case_sensitive", True),
+        "strip_whitespace": kwargs.get("strip_whitespace", True),
+    }
 
 
 def test_exact_match_needs_expected_output() -> None:
@@ -131,8 +155,7 @@ def test_exact_match_needs_expected_output() -> None:
     with pytest.raises(ValueError, match="expected_output"):
         run(metric, "a")
     with pytest.raises(InputError) as info:
-        evaluate_sync([EvalTestCase(actual_output="a", expected_output="a"), EvalTestCase(actual_output="b")],
-                      [metric])
+        evaluate_sync([EvalTestCase(actual_output="a", expected_output="a"), EvalTestCase(actual_output="b")], [metric])
     [problem] = info.value.problems
     assert (problem.location, problem.field) == ("item 1", "expected_output")
     assert "is missing" in problem.message and "ExactMatchMetric" in problem.message
@@ -142,9 +165,19 @@ def test_exact_match_needs_expected_output() -> None:
 def test_contains_defaults_follow_the_docs_page() -> None:
     metric = ContainsMetric(keywords=["a"])
     assert (metric.threshold, metric.mode, metric.case_sensitive, metric.keywords, metric.name) == (
-        1.0, "any", True, ["a"], "ContainsMetric")
-    assert metric.config() == {"threshold": 1.0, "name": "ContainsMetric", "keywords": ["a"], "mode": "any",
-                               "case_sensitive": True}
+        1.0,
+        "any",
+        True,
+        ["a"],
+        "ContainsMetric",
+    )
+    assert metric.config() == {
+        "threshold": 1.0,
+        "name": "ContainsMetric",
+        "keywords": ["a"],
+        "mode": "any",
+        "case_sensitive": True,
+    }
 
 
 def test_contains_docs_examples() -> None:
@@ -157,8 +190,9 @@ def test_contains_docs_examples() -> None:
     assert (any_.score, any_.success) == (1.0, True)
     assert any_.evaluation_log == {"found": ["Python"], "missing": ["JavaScript"], "mode": "any"}
 
-    none = run(ContainsMetric(keywords=["error", "fail", "exception"], mode="none"),
-               "Operation completed successfully.")
+    none = run(
+        ContainsMetric(keywords=["error", "fail", "exception"], mode="none"), "Operation completed successfully."
+    )
     assert (none.score, none.success) == (1.0, True)
 
     # The page's "Fail (0.0)": here mode "all" scores the share found (2 of 3) and fails the threshold 1.0.
@@ -231,8 +265,9 @@ def test_contains_invalid_parameters(kwargs: dict, match: str) -> None:
         ContainsMetric(**kwargs)
 
 
-@pytest.mark.parametrize(("cls", "label"), [
-    (ContainsMetric, "keywords"), (StartsWithMetric, "prefix"), (EndsWithMetric, "suffix")])
+@pytest.mark.parametrize(
+    ("cls", "label"), [(ContainsMetric, "keywords"), (StartsWithMetric, "prefix"), (EndsWithMetric, "suffix")]
+)
 def test_required_argument_has_no_default(cls, label: str) -> None:
     """Required arguments have no default in the signature (so the suite JSON Schema lists them as required):
     Python names the missing one; the documented keyword calls work."""
@@ -319,7 +354,10 @@ def test_affix_invalid_parameters(cls) -> None:
 def test_non_empty_docs_examples_and_defaults() -> None:
     metric = NonEmptyMetric()
     assert (metric.threshold, metric.name, metric.config()) == (
-        1.0, "NonEmptyMetric", {"threshold": 1.0, "name": "NonEmptyMetric"})
+        1.0,
+        "NonEmptyMetric",
+        {"threshold": 1.0, "name": "NonEmptyMetric"},
+    )
     usage = run(NonEmptyMetric(threshold=1.0), "Hello, world!", input="Say something")
     assert (usage.score, usage.success, usage.reason) == (1.0, True, "Output is non-empty.")
     assert usage.evaluation_log == {"non_empty": True}
@@ -363,18 +401,22 @@ def test_batches_agree_with_the_rules_case_by_case() -> None:
         exact = ExactMatchMetric(case_sensitive=case_sensitive).score_batch(cases)
         assert [r.score for r in exact] == [
             float(rule(o.strip(WHITE_SPACE), case_sensitive) == rule(e.strip(WHITE_SPACE), case_sensitive))
-            for o, e in zip(outputs, expected)]
+            for o, e in zip(outputs, expected)
+        ]
         keywords = ["the", "ss", E_ACUTE, "ж"]
         contains = ContainsMetric(keywords=keywords, mode="all", case_sensitive=case_sensitive).score_batch(cases)
         needles = list(dict.fromkeys(rule(k, case_sensitive) for k in keywords))
         assert [r.score for r in contains] == [
-            sum(n in rule(o, case_sensitive) for n in needles) / len(needles) for o in outputs]
+            sum(n in rule(o, case_sensitive) for n in needles) / len(needles) for o in outputs
+        ]
         starts = StartsWithMetric(prefix="ThE", case_sensitive=case_sensitive).score_batch(cases)
         assert [r.score for r in starts] == [
-            float(rule(o, case_sensitive).startswith(rule("ThE", case_sensitive))) for o in outputs]
+            float(rule(o, case_sensitive).startswith(rule("ThE", case_sensitive))) for o in outputs
+        ]
         ends = EndsWithMetric(suffix="ß", case_sensitive=case_sensitive).score_batch(cases)
         assert [r.score for r in ends] == [
-            float(rule(o, case_sensitive).endswith(rule("ß", case_sensitive))) for o in outputs]
+            float(rule(o, case_sensitive).endswith(rule("ß", case_sensitive))) for o in outputs
+        ]
     non_empty = NonEmptyMetric().score_batch(cases)
     assert [r.score for r in non_empty] == [float(bool(o.strip(WHITE_SPACE))) for o in outputs]
 
@@ -391,13 +433,22 @@ def test_registered_and_importable_at_eval_lib_paths() -> None:
 
 
 def test_through_evaluate_sync() -> None:
-    cases = [EvalTestCase(actual_output="Paris.", expected_output="Paris."),
-             EvalTestCase(actual_output="  ", expected_output="London")]
-    metrics = [ExactMatchMetric(), ContainsMetric(keywords=["Paris"]), StartsWithMetric(prefix="P"),
-               EndsWithMetric(suffix="."), NonEmptyMetric()]
+    cases = [
+        EvalTestCase(actual_output="Paris.", expected_output="Paris."),
+        EvalTestCase(actual_output="  ", expected_output="London"),
+    ]
+    metrics = [
+        ExactMatchMetric(),
+        ContainsMetric(keywords=["Paris"]),
+        StartsWithMetric(prefix="P"),
+        EndsWithMetric(suffix="."),
+        NonEmptyMetric(),
+    ]
     result = evaluate_sync(cases, metrics)
     assert [[m.score for m in c.metrics] for c in result.test_results] == [
-        [1.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0]]
+        [1.0, 1.0, 1.0, 1.0, 1.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+    ]
     assert [c.success for c in result.test_results] == [True, False]
 
 
@@ -430,14 +481,22 @@ def test_suite_config_errors_name_the_entry_and_the_argument(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_cli_row_without_expected_output_exits_2_naming_row_and_field(tmp_path: Path) -> None:
     (tmp_path / "d.jsonl").write_text(
-        '{"actual_output": "a", "expected_output": "a"}\n{"actual_output": "b"}\n', encoding="utf-8")
+        '{"actual_output": "a", "expected_output": "a"}\n{"actual_output": "b"}\n', encoding="utf-8"
+    )
     (tmp_path / "suite.yaml").write_text(
         "name: t\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ExactMatchMetric\n  - metric: NonEmptyMetric\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert "d.jsonl, line 2: field 'expected_output' is missing (needed by ExactMatchMetric)" in proc.stderr
@@ -446,8 +505,10 @@ def test_cli_row_without_expected_output_exits_2_naming_row_and_field(tmp_path: 
 
 def test_cli_run_writes_the_five_metrics(tmp_path: Path, prefect_api_url: str) -> None:
     """A real flow run (the session's Prefect server): results.json holds each metric's score, reason and log."""
-    rows = [{"id": "a", "actual_output": "Yes: Paris.", "expected_output": "yes: paris."},
-            {"id": "b", "actual_output": f"{NBSP}", "expected_output": ""}]
+    rows = [
+        {"id": "a", "actual_output": "Yes: Paris.", "expected_output": "yes: paris."},
+        {"id": "b", "actual_output": f"{NBSP}", "expected_output": ""},
+    ]
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: t\ndataset:\n  path: d.jsonl\nmetrics:\n"
@@ -457,20 +518,42 @@ def test_cli_run_writes_the_five_metrics(tmp_path: Path, prefect_api_url: str) -
         "  - metric: EndsWithMetric\n    suffix: '.'\n"
         "  - metric: NonEmptyMetric\n"
         "gate:\n  min_pass_rate: 0\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("EVALTASKS_INDEX_DIR",)}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1",
-               PREFECT_API_URL=prefect_api_url)
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    env.update(
+        PREFECT_HOME=str(tmp_path / "prefect-home"),
+        HF_HUB_OFFLINE="1",
+        DO_NOT_TRACK="1",
+        PREFECT_API_URL=prefect_api_url,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     by_case = {c["id"]: {m["name"]: m for m in c["metrics"]} for c in results["cases"]}
     assert {n: m["score"] for n, m in by_case["a"].items()} == {
-        "ExactMatchMetric": 1.0, "ContainsMetric": 0.0, "StartsWithMetric": 1.0, "EndsWithMetric": 1.0,
-        "NonEmptyMetric": 1.0}
+        "ExactMatchMetric": 1.0,
+        "ContainsMetric": 0.0,
+        "StartsWithMetric": 1.0,
+        "EndsWithMetric": 1.0,
+        "NonEmptyMetric": 1.0,
+    }
     assert {n: m["score"] for n, m in by_case["b"].items()} == {
-        "ExactMatchMetric": 1.0, "ContainsMetric": 1.0, "StartsWithMetric": 0.0, "EndsWithMetric": 0.0,
-        "NonEmptyMetric": 0.0}
-    assert by_case["a"]["ContainsMetric"]["evaluation_log"] == {"found": ["Paris"], "missing": ["paris", "London"],
-                                                                "mode": "none"}
+        "ExactMatchMetric": 1.0,
+        "ContainsMetric": 1.0,
+        "StartsWithMetric": 0.0,
+        "EndsWithMetric": 0.0,
+        "NonEmptyMetric": 0.0,
+    }
+    assert by_case["a"]["ContainsMetric"]["evaluation_log"] == {
+        "found": ["Paris"],
+        "missing": ["paris", "London"],
+        "mode": "none",
+    }

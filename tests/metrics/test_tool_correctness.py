@@ -15,10 +15,10 @@ import pytest
 
 from evaltasks import EvalTestCase, ToolCorrectnessMetric, evaluate_sync
 from evaltasks.agent_metrics import ToolCorrectnessMetric as AgentAlias
-from evaltasks.errors import ConfigError, DatasetError
-from evaltasks.metrics import METRICS
 from evaltasks.engine.run import plan_run
+from evaltasks.errors import ConfigError, DatasetError
 from evaltasks.inputs.suite import load_suite
+from evaltasks.metrics import METRICS
 from tests.process_env import subprocess_env
 
 # The docs page's example.
@@ -34,9 +34,17 @@ def run(metric: ToolCorrectnessMetric, called: list[str] | None, expected: list[
 def test_defaults_as_the_docs_page() -> None:
     metric = ToolCorrectnessMetric()
     assert (metric.threshold, metric.exact_match, metric.check_ordering, metric.name) == (
-        0.5, False, False, "ToolCorrectnessMetric")
-    assert metric.config() == {"threshold": 0.5, "name": "ToolCorrectnessMetric", "exact_match": False,
-                               "check_ordering": False}
+        0.5,
+        False,
+        False,
+        "ToolCorrectnessMetric",
+    )
+    assert metric.config() == {
+        "threshold": 0.5,
+        "name": "ToolCorrectnessMetric",
+        "exact_match": False,
+        "check_ordering": False,
+    }
     assert METRICS["ToolCorrectnessMetric"] is ToolCorrectnessMetric is AgentAlias
 
 
@@ -44,12 +52,18 @@ def test_docs_page_example() -> None:
     test_case = EvalTestCase(
         input="Search for hotels in Paris and book the cheapest one.",
         actual_output="I found and booked Hotel Le Marais for $120/night.",
-        tools_called=CALLED, expected_tools=EXPECTED,
+        tools_called=CALLED,
+        expected_tools=EXPECTED,
     )
     passes = asyncio.run(ToolCorrectnessMetric(threshold=0.5).evaluate(test_case))  # all expected tools called
     assert (passes.score, passes.success) == (1.0, True)
-    assert passes.evaluation_log == {"mode": "default", "tools_called": CALLED, "expected_tools": EXPECTED,
-                                     "matched": 2, "missing": []}
+    assert passes.evaluation_log == {
+        "mode": "default",
+        "tools_called": CALLED,
+        "expected_tools": EXPECTED,
+        "matched": 2,
+        "missing": [],
+    }
     exact = asyncio.run(ToolCorrectnessMetric(threshold=0.5, exact_match=True).evaluate(test_case))  # extra call
     assert (exact.score, exact.success) == (0.0, False)
     assert "sort_by_price" in exact.reason
@@ -122,8 +136,7 @@ def test_lcs_matches_brute_force() -> None:
 
     def brute(x: tuple[str, ...], y: tuple[str, ...]) -> int:
         subsequences = {s for r in range(len(x) + 1) for s in itertools.combinations(x, r)}
-        return max(r for r in range(len(x) + 1) for s in subsequences
-                   if len(s) == r and _is_subsequence(s, y))
+        return max(r for r in range(len(x) + 1) for s in subsequences if len(s) == r and _is_subsequence(s, y))
 
     sequences = [s for n in range(5) for s in itertools.product("ab", repeat=n)]
     for x in sequences:
@@ -147,19 +160,27 @@ def test_expected_tools_is_a_required_field() -> None:
 
 @pytest.mark.slow
 def test_a_dataset_row_without_expected_tools_is_located(tmp_path: Path) -> None:
-    (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "expected_tools": ["x"]}\n{"actual_output": "b"}\n',
-                                      encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text(
+        '{"actual_output": "a", "expected_tools": ["x"]}\n{"actual_output": "b"}\n', encoding="utf-8"
+    )
     suite = tmp_path / "suite.yaml"
-    suite.write_text("name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ToolCorrectnessMetric\n",
-                     encoding="utf-8")
+    suite.write_text(
+        "name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ToolCorrectnessMetric\n", encoding="utf-8"
+    )
     with pytest.raises(DatasetError) as info:
         plan_run(suite)
     [problem] = info.value.problems
     assert (problem.source, problem.location, problem.field) == (str(tmp_path / "d.jsonl"), "line 2", "expected_tools")
     # the CLI: exit 2, no traceback, the row and field named
     env = subprocess_env(tmp_path / "prefect-home")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "d.jsonl, line 2" in proc.stderr and "'expected_tools'" in proc.stderr
@@ -173,12 +194,16 @@ def test_a_dataset_row_without_expected_tools_is_located(tmp_path: Path) -> None
         ("    threshold: 2\n", "threshold", "must be a number in [0, 1], got 2"),
     ],
 )
-def test_invalid_arguments_name_the_metric_entry_and_argument(tmp_path: Path, entry: str, field: str,
-                                                               message: str) -> None:
+def test_invalid_arguments_name_the_metric_entry_and_argument(
+    tmp_path: Path, entry: str, field: str, message: str
+) -> None:
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "expected_tools": []}\n', encoding="utf-8")
     suite = tmp_path / "suite.yaml"
-    suite.write_text(f"name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
-                     f"  - metric: ToolCorrectnessMetric\n{entry}", encoding="utf-8")
+    suite.write_text(
+        f"name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: LengthCheckMetric\n"
+        f"  - metric: ToolCorrectnessMetric\n{entry}",
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError) as info:
         load_suite(suite)
     [problem] = info.value.problems
@@ -197,17 +222,26 @@ def test_batch_shares_verdicts_and_keeps_order() -> None:
 
 
 def test_cli_run_through_prefect_scores_tools(tmp_path: Path, prefect_api_url: str) -> None:
-    rows = [{"id": "ok", "actual_output": "booked", "tools_called": CALLED, "expected_tools": EXPECTED},
-            {"id": "half", "actual_output": "found", "tools_called": ["search_hotels"], "expected_tools": EXPECTED},
-            {"id": "none", "actual_output": "hi", "tools_called": [], "expected_tools": EXPECTED}]
+    rows = [
+        {"id": "ok", "actual_output": "booked", "tools_called": CALLED, "expected_tools": EXPECTED},
+        {"id": "half", "actual_output": "found", "tools_called": ["search_hotels"], "expected_tools": EXPECTED},
+        {"id": "none", "actual_output": "hi", "tools_called": [], "expected_tools": EXPECTED},
+    ]
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: tools\ndataset:\n  path: d.jsonl\n  fields: {id: id}\nmetrics:\n  - metric: ToolCorrectnessMetric\n"
         "  - metric: RestrictedRefusalMetric\n    name: refusal\n    threshold: 0.0\ngate: {min_pass_rate: 0.5}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     scores = {c["id"]: [(m["name"], m["score"]) for m in c["metrics"]] for c in results["cases"]}
@@ -220,8 +254,14 @@ def test_cli_run_through_prefect_scores_tools(tmp_path: Path, prefect_api_url: s
     # The same batch with one case's tools_called changed is scored again, never read from the task cache.
     rows[1]["tools_called"] = EXPECTED
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     assert [c["metrics"][0]["score"] for c in results["cases"]] == [1.0, 1.0, 0.0]

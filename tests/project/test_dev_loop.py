@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tests.process_env import REPO_ROOT
 
 CONFIG = REPO_ROOT / ".pre-commit-config.yaml"
@@ -19,8 +20,11 @@ CONFIG = REPO_ROOT / ".pre-commit-config.yaml"
 
 def _hooks() -> dict[str, dict]:
     config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
-    return {hook["id"]: {**hook, "repo": repo["repo"], "rev": repo.get("rev")}
-            for repo in config["repos"] for hook in repo["hooks"]}
+    return {
+        hook["id"]: {**hook, "repo": repo["repo"], "rev": repo.get("rev")}
+        for repo in config["repos"]
+        for hook in repo["hooks"]
+    }
 
 
 def test_pre_commit_runs_ruff_lint_and_format_pinned_and_mypy_from_the_venv() -> None:
@@ -47,18 +51,30 @@ def test_pre_commit_accepts_the_configuration() -> None:
     tool = Path(sys.executable).parent / "pre-commit"
     if not tool.exists() and not shutil.which("pre-commit"):
         pytest.skip("pre-commit is not installed in this environment (CONTRIBUTING.md, 'Set up')")
-    proc = subprocess.run([str(tool) if tool.exists() else "pre-commit", "validate-config", str(CONFIG)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(tool) if tool.exists() else "pre-commit", "validate-config", str(CONFIG)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_contributing_names_commands_and_files_that_exist() -> None:
     text = (REPO_ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    for path in ("constraints.txt", ".pre-commit-config.yaml", "bench/README.md", "evaltasks/_version.py",
-                 "CHANGELOG.md", ".github/workflows/release.yml", ".ci/run", "docs/performance.md"):
+    for path in (
+        "constraints.txt",
+        ".pre-commit-config.yaml",
+        "bench/README.md",
+        "evaltasks/_version.py",
+        "CHANGELOG.md",
+        ".github/workflows/release.yml",
+        ".ci/run",
+        "docs/performance.md",
+    ):
         assert f"`{path}`" in text and (REPO_ROOT / path).exists(), path
     assert 'pytest -m "not slow"' in text
-    extras = set(__import__("tomllib").loads((REPO_ROOT / "pyproject.toml").read_text("utf-8"))["project"]
-                 ["optional-dependencies"])
+    extras = set(
+        __import__("tomllib").loads((REPO_ROOT / "pyproject.toml").read_text("utf-8"))["project"][
+            "optional-dependencies"
+        ]
+    )
     for group in re.findall(r'-e "?\.\[([a-z,]+)\]', text):
         assert set(group.split(",")) <= extras, group

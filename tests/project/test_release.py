@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import tomllib
 import yaml
-from tests.process_env import REPO_ROOT
 
 import evaltasks
+from tests.process_env import REPO_ROOT
 
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "release.yml"
 
@@ -30,7 +30,9 @@ def test_the_installed_version_is_the_packages_one_version() -> None:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "evaltasks._version.__version__"}
-    assert importlib.metadata.version("evaltasks") == evaltasks.__version__, "metadata of an older install: pip install -e ."
+    assert importlib.metadata.version("evaltasks") == evaltasks.__version__, (
+        "metadata of an older install: pip install -e ."
+    )
     assert re.fullmatch(r"\d+\.\d+\.\d+((a|b|rc)\d+)?", evaltasks.__version__)
 
 
@@ -59,7 +61,10 @@ def test_a_tag_builds_checks_publishes_with_trusted_publishing_then_moves_the_ma
     major = jobs["major-tag"]
     assert major["needs"] == ["build", "publish"] and major["permissions"] == {"contents": "write"}
     assert {name: job.get("permissions") for name, job in jobs.items()} == {
-        "build": {"contents": "read"}, "publish": {"id-token": "write"}, "major-tag": {"contents": "write"}}
+        "build": {"contents": "read"},
+        "publish": {"id-token": "write"},
+        "major-tag": {"contents": "write"},
+    }
 
 
 def test_every_action_the_release_uses_is_pinned_by_commit() -> None:
@@ -70,16 +75,19 @@ def test_every_action_the_release_uses_is_pinned_by_commit() -> None:
                 assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{step['uses']} is not pinned by a commit sha"
 
 
-@pytest.mark.parametrize(("tag", "built", "changelog", "error", "output"), [
-    ("v1.2.3", "1.2.3", "1.2.3", None, "major=v1\n"),
-    ("v12.0.0", "12.0.0", "12.0.0", None, "major=v12\n"),
-    ("v1.2.3rc1", "1.2.3rc1", "1.2.3rc1", None, ""),  # a pre-release is published, the major tag stays
-    ("v1.2.4", "1.2.3", "1.2.4", "tag v1.2.4 does not match the package version", ""),  # publishes nothing
-    ("v1.2.3", "1.2.3", "1.2.2", "CHANGELOG.md has no section for 1.2.3", ""),
-])
-def test_the_tag_must_be_the_package_version_and_names_the_major_tag(tmp_path: Path, tag: str, built: str,
-                                                                      changelog: str, error: str | None,
-                                                                      output: str) -> None:
+@pytest.mark.parametrize(
+    ("tag", "built", "changelog", "error", "output"),
+    [
+        ("v1.2.3", "1.2.3", "1.2.3", None, "major=v1\n"),
+        ("v12.0.0", "12.0.0", "12.0.0", None, "major=v12\n"),
+        ("v1.2.3rc1", "1.2.3rc1", "1.2.3rc1", None, ""),  # a pre-release is published, the major tag stays
+        ("v1.2.4", "1.2.3", "1.2.4", "tag v1.2.4 does not match the package version", ""),  # publishes nothing
+        ("v1.2.3", "1.2.3", "1.2.2", "CHANGELOG.md has no section for 1.2.3", ""),
+    ],
+)
+def test_the_tag_must_be_the_package_version_and_names_the_major_tag(
+    tmp_path: Path, tag: str, built: str, changelog: str, error: str | None, output: str
+) -> None:
     """The build job's check step, run as a runner runs it (bash -eo pipefail, GITHUB_OUTPUT) on a dist/ folder
     and a changelog."""
     step = next(s for s in _release()["jobs"]["build"]["steps"] if s.get("id") == "check")
@@ -89,9 +97,13 @@ def test_the_tag_must_be_the_package_version_and_names_the_major_tag(tmp_path: P
         (tmp_path / "dist" / name).touch()
     github_output = tmp_path / "github-output"
     github_output.touch()
-    proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=tmp_path,
-                          env={"TAG": tag, "GITHUB_OUTPUT": str(github_output), "PATH": os.environ["PATH"]},
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        cwd=tmp_path,
+        env={"TAG": tag, "GITHUB_OUTPUT": str(github_output), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == (1 if error else 0), proc.stdout + proc.stderr
     assert github_output.read_text() == output
     if error:
@@ -103,5 +115,7 @@ def test_the_readmes_action_snippet_names_the_major_tag_of_this_version() -> Non
     1.x.y)."""
     pattern = re.compile(r"uses: evaltasks/evaltasks@(\S+)")
     readme = pattern.findall((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
-    docs = [ref for page in sorted((REPO_ROOT / "docs").rglob("*.md")) for ref in pattern.findall(page.read_text("utf-8"))]
+    docs = [
+        ref for page in sorted((REPO_ROOT / "docs").rglob("*.md")) for ref in pattern.findall(page.read_text("utf-8"))
+    ]
     assert readme and set(readme + docs) == {f"v{evaltasks.__version__.split('.')[0]}"}, (readme, docs)

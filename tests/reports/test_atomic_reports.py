@@ -65,8 +65,10 @@ def test_reports_are_replaced_atomically(tmp_path: Path) -> None:
 
     versions = []
     for v in range(4):
-        cases = [EvalTestCase(input=f"question {i}", actual_output=f"version {v} answer {i} " + "word " * (i % 40))
-                 for i in range(3000 + 500 * v)]
+        cases = [
+            EvalTestCase(input=f"question {i}", actual_output=f"version {v} answer {i} " + "word " * (i % 40))
+            for i in range(3000 + 500 * v)
+        ]
         result = evaluate_sync(cases, [LengthCheckMetric(max_length=20 + v, unit="words")])
         header = {"suite": "atomic", "version": v, "gate": {"min_pass_rate": 0.5, "pass_rate": None}}
         versions.append((result, header))
@@ -80,8 +82,12 @@ def test_reports_are_replaced_atomically(tmp_path: Path) -> None:
 
     out, stop = tmp_path / "out", tmp_path / "stop"
     write_reports(out, *versions[0], passed=True, min_pass_rate=0.5)
-    reader = subprocess.Popen([sys.executable, str(tmp_path / "reader.py"), str(out), str(tmp_path / "allowed.json"),
-                               str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader = subprocess.Popen(
+        [sys.executable, str(tmp_path / "reader.py"), str(out), str(tmp_path / "allowed.json"), str(stop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: list[str] = []
     collector = threading.Thread(target=lambda: lines.extend(reader.stdout), daemon=True)
     collector.start()

@@ -22,22 +22,25 @@ from evaltasks import EvalTestCase
 from evaltasks.engine.compare import compare_results, load_baseline
 from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.engine.lifecycle import RunReport
+from evaltasks.engine.statistics import summarize
 from evaltasks.metrics import ContainsMetric, LengthCheckMetric
 from evaltasks.reports import write_reports
 from evaltasks.reports.markdown import CHANGES_OPEN, render_summary_markdown
 from evaltasks.reports.verdict import case_label, verdict_line
-from evaltasks.engine.statistics import summarize
 from evaltasks.results import EvaluationResult, JudgeAccount, MetricResult, TestCaseResult
 
 COLUMN_PX = 830
 """The width of GitHub's markdown column for a PR comment or job summary (px)."""
 CELL_PADDING_PX = 13
 """GitHub's table cells: 6px 13px padding (github-markdown-css)."""
-EVIL = "[docs](https://evil.example) see https://evil.example/x, www.evil.example, evil.com <a href='http://x'>a</a> " \
-       "![i](https://evil.example/i.png) @octocat #12"
+EVIL = (
+    "[docs](https://evil.example) see https://evil.example/x, www.evil.example, evil.com <a href='http://x'>a</a> "
+    "![i](https://evil.example/i.png) @octocat #12"
+)
 
 
 # --- the width model -------------------------------------------------------------------------------------------
+
 
 def char_px(char: str, bold: bool = False) -> float:
     """The width of ``char`` in GitHub's body text (14 px -apple-system/Segoe UI): ~7.2 px for Latin text (7.7
@@ -147,10 +150,12 @@ def table_px(table: list[list[tuple[bool, list[str]]]]) -> float:
 def test_the_width_model_matches_the_numbers_measured_in_a_browser() -> None:
     """The model errs on the wide side, by little: the old comment's table (10 columns), measured at ~925 px in
     GitHub's stylesheet, comes out within 10 % above that."""
-    old = ("| metric | mean score | pass rate | threshold | passed | failed | errored | skipped | Δ mean "
-           "| Δ pass rate |\n"
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-           "| ReferenceMatchMetric | 0.7453 | 75.00% | 0.7 | 6 | 2 | 0 | 0 | -0.0310 🔻 | -25.00 pt |\n")
+    old = (
+        "| metric | mean score | pass rate | threshold | passed | failed | errored | skipped | Δ mean "
+        "| Δ pass rate |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| ReferenceMatchMetric | 0.7453 | 75.00% | 0.7 | 6 | 2 | 0 | 0 | -0.0310 🔻 | -25.00 pt |\n"
+    )
     assert 925 <= table_px(read(old).tables[0]) <= 1020
 
 
@@ -162,17 +167,27 @@ QUESTIONS = [f"What is the capital of country number {i}? Answer in one short se
 def _run(root: Path, outputs: list[str], *, baseline: Path | None = None, questions: list[str] = QUESTIONS) -> Path:
     """Evaluate ``outputs`` (one per question, derived ids) with two deterministic metrics and write the reports
     (compared with the results.json ``baseline`` when given); return the output directory."""
-    cases = [EvalTestCase(input=q, actual_output=o, expected_output="Paris is the capital.")
-             for q, o in zip(questions, outputs)]
-    metrics = [LengthCheckMetric(max_length=8, unit="words", name="ShortAnswerLengthCheck"),
-               ContainsMetric(keywords=["capital"], name="MentionsTheCapitalContains")]
+    cases = [
+        EvalTestCase(input=q, actual_output=o, expected_output="Paris is the capital.")
+        for q, o in zip(questions, outputs)
+    ]
+    metrics = [
+        LengthCheckMetric(max_length=8, unit="words", name="ShortAnswerLengthCheck"),
+        ContainsMetric(keywords=["capital"], name="MentionsTheCapitalContains"),
+    ]
     result = evaluate_sync(cases, metrics)
     comparison = None
     if baseline is not None:
         comparison = compare_results(load_baseline(baseline), result.summary, result.test_results, label="main")
     rate = result.summary.pass_rate
-    write_reports(root, result, {"schema_version": 2, "suite": "layout-demo"}, passed=rate >= 0.75,
-                  min_pass_rate=0.75, comparison=comparison)
+    write_reports(
+        root,
+        result,
+        {"schema_version": 2, "suite": "layout-demo"},
+        passed=rate >= 0.75,
+        min_pass_rate=0.75,
+        comparison=comparison,
+    )
     return root
 
 
@@ -206,13 +221,14 @@ def test_summary_leads_with_the_verdict_then_changed_cases_then_the_metric_table
     changed_at, table_at = kinds.index("ul"), kinds.index("table")
     assert kinds.index("h2") < changed_at < table_at  # the changed cases come before the metric table
     # newly failing first, each named by its question (derived ids), with its texts and scores before → after
-    items = [text for tag, text in reader.blocks[changed_at:table_at] if tag == "ul"][0].split("\n")
+    items = next(text for tag, text in reader.blocks[changed_at:table_at] if tag == "ul").split("\n")
     firsts = [line for line in items if line.startswith(("🔻", "🆕", "➖", "🟢"))]
     assert all(line.startswith("🔻 newly failing: What is the capital of country number") for line in firsts[:4])
     assert "→" in firsts[0] and "(passed) → " in firsts[0]
     assert len(firsts) == CHANGES_OPEN
-    assert doc["comparison"]["newly_failing"] == [c["id"] for c in doc["cases"] if c["input"] in
-                                                  [QUESTIONS[i] for i in (3, 5, 7, 9)]]
+    assert doc["comparison"]["newly_failing"] == [
+        c["id"] for c in doc["cases"] if c["input"] in [QUESTIONS[i] for i in (3, 5, 7, 9)]
+    ]
     # the rest of the changes, the worst cases, charts and statistics are folded
     folded = reader.summaries
     assert folded[0] == "1 more changed case" and any(f.startswith("Worst cases") for f in folded)
@@ -233,8 +249,9 @@ def test_every_table_fits_the_column_and_nothing_from_the_model_is_live(runs: di
     for name in ("base", "current"):
         md = (runs[name] / "summary.md").read_text(encoding="utf-8")
         reader = read(md)
-        assert reader.tables and all(table_px(t) <= COLUMN_PX for t in reader.tables), \
-            [table_px(t) for t in reader.tables]
+        assert reader.tables and all(table_px(t) <= COLUMN_PX for t in reader.tables), [
+            table_px(t) for t in reader.tables
+        ]
         assert reader.links == [] and reader.images == 0
         html = MarkdownIt("gfm-like").render(md)
         assert "<a " not in html and "<img" not in html, html
@@ -243,16 +260,31 @@ def test_every_table_fits_the_column_and_nothing_from_the_model_is_live(runs: di
         # on that text finds none of the model's
         seen = "\n".join(text for _, text in reader.blocks)
         found = [m.text for m in LinkifyIt().match(seen) or []]
-        assert not [f for f in found if "evil" in f or "x" == f.rsplit("/", 1)[-1]], found
+        assert not [f for f in found if "evil" in f or f.rsplit("/", 1)[-1] == "x"], found
     md = (runs["current"] / "summary.md").read_text(encoding="utf-8")
     assert "The capital is \\[docs\\]\\(https\\:\u200b//evil\\.example\\)" in md  # shown, as text
 
 
 def test_the_plain_text_of_summary_md_has_no_escapes_in_evaltasks_own_words(runs: dict[str, Path]) -> None:
     md = (runs["current"] / "summary.md").read_text(encoding="utf-8")
-    own = [line for line in md.splitlines() if line.startswith(("❌", "✅", "Cases:", "Since ", "<details>", "## ",
-                                                                  "Overall ", "Paired ", "Embeddings:",
-                                                                  "| **all cases**"))]
+    own = [
+        line
+        for line in md.splitlines()
+        if line.startswith(
+            (
+                "❌",
+                "✅",
+                "Cases:",
+                "Since ",
+                "<details>",
+                "## ",
+                "Overall ",
+                "Paired ",
+                "Embeddings:",
+                "| **all cases**",
+            )
+        )
+    ]
     assert len(own) >= 9
     for line in own:
         assert "\\" not in line.replace("layout\\-demo", ""), line
@@ -266,8 +298,10 @@ def test_score_distributions_are_mermaid_charts_or_text_bars(runs: dict[str, Pat
 
     summary = EvaluationSummary.model_validate(doc["summary"])
     cases = [TestCaseResult.model_validate(c) for c in doc["cases"]]
-    cases += [TestCaseResult.from_metrics("graded", "q", "o", [MetricResult.scored("Graded", s, 0.5, "r", {})])
-              for s in (0.05, 0.42, 0.42, 0.97)]
+    cases += [
+        TestCaseResult.from_metrics("graded", "q", "o", [MetricResult.scored("Graded", s, 0.5, "r", {})])
+        for s in (0.05, 0.42, 0.42, 0.97)
+    ]
     summary = summarize(cases, {**{n: m.threshold for n, m in summary.metrics.items()}, "Graded": 0.5})
     comparison = Comparison.model_validate(doc["comparison"])
     kw = dict(passed=False, min_pass_rate=0.75, comparison=comparison)
@@ -290,9 +324,10 @@ def test_a_size_limit_keeps_the_verdict_and_the_first_changed_cases(runs: dict[s
     cases = [TestCaseResult.model_validate(c) for c in doc["cases"]]
     comparison = Comparison.model_validate(doc["comparison"])
     full = render_summary_markdown("demo", summary, cases, passed=False, min_pass_rate=0.75, comparison=comparison)
-    opened = full[:full.index("<details>")]
-    cut = render_summary_markdown("demo", summary, cases, passed=False, min_pass_rate=0.75, comparison=comparison,
-                                  max_size=len(opened) + 1500)
+    opened = full[: full.index("<details>")]
+    cut = render_summary_markdown(
+        "demo", summary, cases, passed=False, min_pass_rate=0.75, comparison=comparison, max_size=len(opened) + 1500
+    )
     assert len(cut) <= len(opened) + 1500
     assert cut.startswith(opened)  # the verdict and the open changed cases whole
     assert "Truncated:" in cut and "Worst cases" not in cut
@@ -307,9 +342,18 @@ def _synthetic(n: int, shift: float, seed: int) -> list[TestCaseResult]:
     import random
 
     rng = random.Random(seed)
-    return [TestCaseResult.from_metrics(f"case-{i:04d}", f"question {i}", f"answer {i}", [
-        MetricResult.scored(name, min(1.0, max(0.0, rng.gauss(0.72 + shift, 0.15))), t, "r", {})
-        for name, t in METRICS.items()]) for i in range(n)]
+    return [
+        TestCaseResult.from_metrics(
+            f"case-{i:04d}",
+            f"question {i}",
+            f"answer {i}",
+            [
+                MetricResult.scored(name, min(1.0, max(0.0, rng.gauss(0.72 + shift, 0.15))), t, "r", {})
+                for name, t in METRICS.items()
+            ],
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("baseline", [False, True])
@@ -318,13 +362,24 @@ def test_the_metric_table_fits_830px_for_realistic_suites(baseline: bool, judges
     base, cur = _synthetic(800, 0.0, 1), _synthetic(800, -0.03, 2)
     summary = summarize(cur, METRICS)
     if judges:
-        summary.judges = {"AnswerRelevancyJudgeMetric": JudgeAccount(
-            model="gpt-4o-mini-2024-07-18", requests=2400, reused=800, prompt_tokens=1_234_567,
-            completion_tokens=98_765, cost=12.3456, unstable=3, unstable_cases=["case-0001", "case-0002", "case-0003"]),
-            "ContextualPrecisionMetric": JudgeAccount(model="gpt-4o-2024-08-06", requests=2400, prompt_tokens=1_000_000,
-                                                      completion_tokens=90_000, cost=30.0)}
-        summary.judge_total = JudgeAccount(requests=4800, reused=800, prompt_tokens=2_234_567,
-                                           completion_tokens=188_765, cost=42.3456, unstable=3)
+        summary.judges = {
+            "AnswerRelevancyJudgeMetric": JudgeAccount(
+                model="gpt-4o-mini-2024-07-18",
+                requests=2400,
+                reused=800,
+                prompt_tokens=1_234_567,
+                completion_tokens=98_765,
+                cost=12.3456,
+                unstable=3,
+                unstable_cases=["case-0001", "case-0002", "case-0003"],
+            ),
+            "ContextualPrecisionMetric": JudgeAccount(
+                model="gpt-4o-2024-08-06", requests=2400, prompt_tokens=1_000_000, completion_tokens=90_000, cost=30.0
+            ),
+        }
+        summary.judge_total = JudgeAccount(
+            requests=4800, reused=800, prompt_tokens=2_234_567, completion_tokens=188_765, cost=42.3456, unstable=3
+        )
     comparison = None
     if baseline:
         doc = {"summary": summarize(base, METRICS).model_dump(), "cases": [c.model_dump() for c in base]}
@@ -353,16 +408,23 @@ def test_the_gate_failing_pass_rate_drop_is_marked_without_tests() -> None:
 
     cur = _synthetic(50, -0.1, 2)
     summary = summarize(cur, METRICS)
-    comparison = Comparison(baseline="main", tolerance=0.01, baseline_pass_rate=0.6, current_pass_rate=0.4,
-                            pass_rate_delta=-0.2, regressed=True, regressions=["ReferenceMatchMetric: dropped"],
-                            metrics=[MetricComparison(name="ReferenceMatchMetric", mean_delta=-0.1, regressed=True)])
-    reader = read(render_summary_markdown("old", summary, cur, passed=False, min_pass_rate=0.5,
-                                          comparison=comparison))
+    comparison = Comparison(
+        baseline="main",
+        tolerance=0.01,
+        baseline_pass_rate=0.6,
+        current_pass_rate=0.4,
+        pass_rate_delta=-0.2,
+        regressed=True,
+        regressions=["ReferenceMatchMetric: dropped"],
+        metrics=[MetricComparison(name="ReferenceMatchMetric", mean_delta=-0.1, regressed=True)],
+    )
+    reader = read(render_summary_markdown("old", summary, cur, passed=False, min_pass_rate=0.5, comparison=comparison))
     table = reader.tables[0]
     assert table[1][2][1] == ["🔻 -20.00 pt"] and table[2][4][1] == ["🔻 -0.1000"]
 
 
 # --- the contract: newly failing / passing, change texts, labels, the verdict line ----------------------------------
+
 
 def test_newly_failing_and_passing_and_change_texts_come_from_a_baseline_results_json(runs: dict[str, Path]) -> None:
     doc = json.loads((runs["current"] / "results.json").read_text(encoding="utf-8"))
@@ -379,8 +441,9 @@ def test_newly_failing_and_passing_and_change_texts_come_from_a_baseline_results
     new = next(c for c in comparison["changes"] if c["kind"] == "new")
     assert (new["current_status"], new["current_score"], new["current_output"]) == ("failed", 0.0, "No idea at all")
     # the reverse run: the same cases newly pass
-    back = compare_results(load_baseline(runs["current"] / "results.json"),
-                           summarize(*_reload(runs["base"])), _reload(runs["base"])[0])
+    back = compare_results(
+        load_baseline(runs["current"] / "results.json"), summarize(*_reload(runs["base"])), _reload(runs["base"])[0]
+    )
     assert back.newly_passing == [by_input[QUESTIONS[i]] for i in (3, 5, 7, 9)] and back.newly_failing == []
 
 
@@ -404,22 +467,35 @@ def test_case_label_names_derived_ids_by_their_input_and_keeps_dataset_ids() -> 
 
 
 def test_verdict_line_without_baseline_with_budget_stop_and_with_nothing_evaluated() -> None:
-    cases = [TestCaseResult.from_metrics(f"c{i}", "q", "o", [MetricResult.scored("M", s, 0.5, "r", {})])
-             for i, s in enumerate((0.9, 0.9, 0.1, 0.2))]
+    cases = [
+        TestCaseResult.from_metrics(f"c{i}", "q", "o", [MetricResult.scored("M", s, 0.5, "r", {})])
+        for i, s in enumerate((0.9, 0.9, 0.1, 0.2))
+    ]
     summary = summarize(cases, {"M": 0.5})
-    assert verdict_line(RunReport.of(summary, passed=False, min_pass_rate=0.75)) == \
-        "FAILED: pass rate 50.00% (2 of 4 cases), gate 75.00%"
-    assert verdict_line(RunReport.of(summary, passed=True, min_pass_rate=0.5, fail_on="either")) == \
-        "PASSED: pass rate 50.00% (2 of 4 cases), gate 50.00%; no baseline to compare with"
+    assert (
+        verdict_line(RunReport.of(summary, passed=False, min_pass_rate=0.75))
+        == "FAILED: pass rate 50.00% (2 of 4 cases), gate 75.00%"
+    )
+    assert (
+        verdict_line(RunReport.of(summary, passed=True, min_pass_rate=0.5, fail_on="either"))
+        == "PASSED: pass rate 50.00% (2 of 4 cases), gate 50.00%; no baseline to compare with"
+    )
     stopped = summary.model_copy(update={"budget_skipped": 3})
     assert verdict_line(RunReport.of(stopped, passed=False, min_pass_rate=0.5)).endswith(
-        "gate 50.00% (the --max-cost budget ran out: 3 of 4 case × metric results were not judged)")
-    skipped = summarize([TestCaseResult.from_metrics("s", "q", "o", [MetricResult.skipped("M", 0.5, "fork")])],
-                        {"M": 0.5})
-    assert verdict_line(RunReport.of(skipped, passed=False, min_pass_rate=0.5)) == "FAILED: no case was evaluated (all 1 skipped)"
+        "gate 50.00% (the --max-cost budget ran out: 3 of 4 case × metric results were not judged)"
+    )
+    skipped = summarize(
+        [TestCaseResult.from_metrics("s", "q", "o", [MetricResult.skipped("M", 0.5, "fork")])], {"M": 0.5}
+    )
+    assert (
+        verdict_line(RunReport.of(skipped, passed=False, min_pass_rate=0.5))
+        == "FAILED: no case was evaluated (all 1 skipped)"
+    )
     empty = summarize([], {"M": 0.5})
-    assert verdict_line(RunReport.of(empty, passed=False, min_pass_rate=0.5)) == \
-        "FAILED: no case was evaluated (the dataset is empty)"
+    assert (
+        verdict_line(RunReport.of(empty, passed=False, min_pass_rate=0.5))
+        == "FAILED: no case was evaluated (the dataset is empty)"
+    )
     md = render_summary_markdown("s", summary, cases, passed=True, min_pass_rate=0.5, fail_on="regression")
     blocks = read(md).blocks
     assert blocks[1][1].startswith("✅ PASSED: pass rate 50.00%") and blocks[2][0] == "blockquote"
@@ -427,6 +503,7 @@ def test_verdict_line_without_baseline_with_budget_stop_and_with_nothing_evaluat
 
 
 # --- the Action: job summary and PR comment (action/report.py run as the Action runs it) --------------------------
+
 
 def test_action_job_summary_and_comment_lead_with_the_verdict_and_the_no_baseline_note(tmp_path: Path) -> None:
     import subprocess
@@ -486,17 +563,27 @@ def test_action_comment_with_a_baseline_survives_the_fork_sanitiser_as_it_reads(
 
 # --- a newcomer's findings: no common case, markers, labels, Prefect's flavour, a limit nothing fits -----------------
 
+
 def _results_doc(root: Path, cases: list[TestCaseResult], thresholds: dict[str, float]) -> dict:
     """``cases`` written as a results.json under ``root`` (through write_reports) and read back (a baseline)."""
     summary = summarize(cases, thresholds)
-    write_reports(root, EvaluationResult(test_results=cases, summary=summary), {"schema_version": 2, "suite": "s"},
-                  passed=True, min_pass_rate=0.5)
+    write_reports(
+        root,
+        EvaluationResult(test_results=cases, summary=summary),
+        {"schema_version": 2, "suite": "s"},
+        passed=True,
+        min_pass_rate=0.5,
+    )
     return load_baseline(root / "results.json")
 
 
 def _cases(prefix: str, scores: list[float]) -> list[TestCaseResult]:
-    return [TestCaseResult.from_metrics(f"{prefix}{i}", f"question {prefix}{i}", f"answer {i}",
-                                        [MetricResult.scored("M", s, 0.5, "r", {})]) for i, s in enumerate(scores)]
+    return [
+        TestCaseResult.from_metrics(
+            f"{prefix}{i}", f"question {prefix}{i}", f"answer {i}", [MetricResult.scored("M", s, 0.5, "r", {})]
+        )
+        for i, s in enumerate(scores)
+    ]
 
 
 def test_a_baseline_with_no_case_in_common_claims_no_change_and_no_regression_marker(tmp_path: Path) -> None:
@@ -510,8 +597,9 @@ def test_a_baseline_with_no_case_in_common_claims_no_change_and_no_regression_ma
     assert comparison.paired_cases == 0 and comparison.verdict == "inconclusive"
     line = verdict_line(RunReport.of(summary, passed=False, min_pass_rate=0.5, comparison=comparison))
     assert line == "FAILED: pass rate 25.00% (1 of 4 cases), gate 50.00%; inconclusive: no case is in both runs"
-    reader = read(render_summary_markdown("s", summary, current, passed=False, min_pass_rate=0.5,
-                                          comparison=comparison))
+    reader = read(
+        render_summary_markdown("s", summary, current, passed=False, min_pass_rate=0.5, comparison=comparison)
+    )
     assert reader.blocks[1][1] == "❌ " + line
     overall, metric = reader.tables[0][1], reader.tables[0][2]
     assert overall[1][1][0] == "❌ 25.00%" and overall[2][1] == ["-75.00 pt"]
@@ -562,14 +650,21 @@ def test_the_prefect_flavour_has_no_details_and_puts_the_rest_under_more(runs: d
     headings = [(tag, t) for tag, t in reader.blocks if tag in ("h2", "h3")]
     changed = len({c.case_id for c in comparison.changes})
     assert changed == CHANGES_OPEN + 1
-    assert headings[:4] == [("h2", "Cases that changed"), ("h2", "Metrics"), ("h2", "More"),
-                            ("h3", "1 more changed case")]
+    assert headings[:4] == [
+        ("h2", "Cases that changed"),
+        ("h2", "Metrics"),
+        ("h2", "More"),
+        ("h3", "1 more changed case"),
+    ]
     assert [t.split(" (")[0] for tag, t in headings[4:]] == [
-        "Worst cases", "Score distributions", "Statistics, counts and embeddings"]
+        "Worst cases",
+        "Score distributions",
+        "Statistics, counts and embeddings",
+    ]
     items = sum(text.count(f"- {icon} **") for icon in ("🔻", "🆕", "➖", "🟢"))
     assert items == changed  # each changed case once
     # the open part is the same as GitHub's, the folded changed cases moved below the table
-    opened = github[:github.index("<details>")]
+    opened = github[: github.index("<details>")]
     assert text.startswith(opened)
 
 
@@ -577,11 +672,16 @@ def test_a_limit_that_not_even_the_fixed_part_fits_keeps_the_verdict_and_a_note(
     """Hundreds of metrics under a small limit: the report is cut to the title, the verdict and a note where the
     full report is (it used to raise ValueError)."""
     names = {f"metric_{i:03d}_with_a_name_that_is_long_enough_to_matter": 0.5 for i in range(400)}
-    cases = [TestCaseResult.from_metrics(f"c{i}", f"Q{i}", "London", [MetricResult.scored(n, 0.0, 0.5, "r", {})
-                                                                      for n in names]) for i in range(3)]
+    cases = [
+        TestCaseResult.from_metrics(
+            f"c{i}", f"Q{i}", "London", [MetricResult.scored(n, 0.0, 0.5, "r", {}) for n in names]
+        )
+        for i in range(3)
+    ]
     summary = summarize(cases, names)
-    text = render_summary_markdown("many", summary, cases, passed=False, min_pass_rate=0.5, max_size=300,
-                                   truncation_note="See results.json.")
+    text = render_summary_markdown(
+        "many", summary, cases, passed=False, min_pass_rate=0.5, max_size=300, truncation_note="See results.json."
+    )
     assert len(text) <= 300
     assert text.startswith("# evaltasks: many\n\n❌ **FAILED**: pass rate 0.00% (0 of 3 cases), gate 50.00%\n")
     assert "Truncated: the report is too large to show here. See results.json." in text

@@ -27,8 +27,15 @@ from evaltasks.engine.lifecycle import RunReport
 from evaltasks.reports import write_reports
 from evaltasks.reports.console import print_summary
 from evaltasks.reports.markdown import render_summary_markdown
-from evaltasks.results import (EvaluationResult, EvaluationSummary, Interval, MetricResult, MetricSummary,
-                               StatisticsInfo, TestCaseResult)
+from evaltasks.results import (
+    EvaluationResult,
+    EvaluationSummary,
+    Interval,
+    MetricResult,
+    MetricSummary,
+    StatisticsInfo,
+    TestCaseResult,
+)
 from tests.action.test_action import ACTION, _github_html, _import, _outputs, _pr_event, _report_env, _seen
 
 N = 800
@@ -45,14 +52,25 @@ def _summary(with_intervals: bool = True) -> EvaluationSummary:
     rate = PASSED / N
     metrics = {
         "ReferenceMatchMetric": MetricSummary(
-            mean_score=0.7412, pass_rate=rate, threshold=0.5, passed=PASSED, failed=N - PASSED,
+            mean_score=0.7412,
+            pass_rate=rate,
+            threshold=0.5,
+            passed=PASSED,
+            failed=N - PASSED,
             pass_rate_interval=_wilson(PASSED, N) if with_intervals else None,
-            mean_score_interval=Interval(low=0.7231, high=0.7598, method="bootstrap") if with_intervals else None),
+            mean_score_interval=Interval(low=0.7231, high=0.7598, method="bootstrap") if with_intervals else None,
+        ),
         "LengthCheckMetric": MetricSummary(mean_score=None, pass_rate=None, threshold=1.0, skipped=N),
     }
     return EvaluationSummary(
-        cases=N, passed_cases=PASSED, failed_cases=N - PASSED, errored_cases=0, skipped_cases=0, pass_rate=rate,
-        metrics=metrics, pass_rate_interval=_wilson(PASSED, N) if with_intervals else None,
+        cases=N,
+        passed_cases=PASSED,
+        failed_cases=N - PASSED,
+        errored_cases=0,
+        skipped_cases=0,
+        pass_rate=rate,
+        metrics=metrics,
+        pass_rate_interval=_wilson(PASSED, N) if with_intervals else None,
         statistics=StatisticsInfo(bootstrap_resamples=2000, seed=0) if with_intervals else None,
     )
 
@@ -60,42 +78,86 @@ def _summary(with_intervals: bool = True) -> EvaluationSummary:
 def _pass_test(verdict: str = "regressed", worse: int = WORSE, better: int = BETTER, n: int = N) -> ChangeTest:
     p = float(mcnemar([[0, better], [worse, 0]], exact=True).pvalue)  # statsmodels' exact McNemar
     delta = (better - worse) / n
-    return ChangeTest(statistic="pass_rate", test="exact McNemar", paired_cases=n, baseline=(PASSED + worse - better) / n,
-                      current=PASSED / n, delta=delta, interval=Interval(low=delta - 0.0312, high=delta + 0.0297,
-                                                                          method="paired bootstrap"),
-                      p_value=p, worse=worse, better=better, min_detectable_effect=6 / n, verdict=verdict)
+    return ChangeTest(
+        statistic="pass_rate",
+        test="exact McNemar",
+        paired_cases=n,
+        baseline=(PASSED + worse - better) / n,
+        current=PASSED / n,
+        delta=delta,
+        interval=Interval(low=delta - 0.0312, high=delta + 0.0297, method="paired bootstrap"),
+        p_value=p,
+        worse=worse,
+        better=better,
+        min_detectable_effect=6 / n,
+        verdict=verdict,
+    )
 
 
 def _score_test(verdict: str = "regressed") -> ChangeTest:
-    return ChangeTest(statistic="mean_score", test="paired bootstrap", paired_cases=N, baseline=0.7600, current=0.7412,
-                      delta=-0.0188, interval=Interval(low=-0.0301, high=-0.0071, method="paired bootstrap"),
-                      p_value=0.002, min_detectable_effect=0.0115, verdict=verdict)
+    return ChangeTest(
+        statistic="mean_score",
+        test="paired bootstrap",
+        paired_cases=N,
+        baseline=0.7600,
+        current=0.7412,
+        delta=-0.0188,
+        interval=Interval(low=-0.0301, high=-0.0071, method="paired bootstrap"),
+        p_value=0.002,
+        min_detectable_effect=0.0115,
+        verdict=verdict,
+    )
 
 
 def _regression(test: ChangeTest) -> str:
     """A regression sentence as ``comparison.regressions`` words it (with its p-value)."""
-    return (f"pass rate {test.baseline:.2%} → {test.current:.2%} ({100 * test.delta:+.2f} points), "
-            f"p = {test.p_value:.4f}")
+    return (
+        f"pass rate {test.baseline:.2%} → {test.current:.2%} ({100 * test.delta:+.2f} points), p = {test.p_value:.4f}"
+    )
 
 
 def _comparison(verdict: str = "regressed") -> Comparison:
     overall, score = _pass_test(verdict), _score_test(verdict)
     return Comparison(
-        baseline="main", tolerance=0.01, baseline_pass_rate=overall.baseline, current_pass_rate=overall.current,
-        pass_rate_delta=overall.delta, regressed=verdict == "regressed",
-        metrics=[MetricComparison(name="ReferenceMatchMetric", baseline_mean=0.76, current_mean=0.7412,
-                                  mean_delta=-0.0188, pass_rate_test=overall, score_test=score, verdict=verdict,
-                                  regressed=verdict == "regressed"),
-                 MetricComparison(name="LengthCheckMetric")],
+        baseline="main",
+        tolerance=0.01,
+        baseline_pass_rate=overall.baseline,
+        current_pass_rate=overall.current,
+        pass_rate_delta=overall.delta,
+        regressed=verdict == "regressed",
+        metrics=[
+            MetricComparison(
+                name="ReferenceMatchMetric",
+                baseline_mean=0.76,
+                current_mean=0.7412,
+                mean_delta=-0.0188,
+                pass_rate_test=overall,
+                score_test=score,
+                verdict=verdict,
+                regressed=verdict == "regressed",
+            ),
+            MetricComparison(name="LengthCheckMetric"),
+        ],
         regressions=[_regression(overall)] if verdict == "regressed" else [],
-        pass_rate_test=overall, verdict=verdict, paired_cases=N,
-        new_cases=[f"new-{i}" for i in range(12)], removed_cases=["gone-1", "gone-2"], flaky_cases=["wobbly-7"],
+        pass_rate_test=overall,
+        verdict=verdict,
+        paired_cases=N,
+        new_cases=[f"new-{i}" for i in range(12)],
+        removed_cases=["gone-1", "gone-2"],
+        flaky_cases=["wobbly-7"],
     )
 
 
 def _render(comparison: Comparison | None, summary: EvaluationSummary | None = None, **kw) -> str:
-    return render_summary_markdown("demo", summary or _summary(), [], passed=kw.pop("passed", False),
-                                   min_pass_rate=0.5, comparison=comparison, **kw)
+    return render_summary_markdown(
+        "demo",
+        summary or _summary(),
+        [],
+        passed=kw.pop("passed", False),
+        min_pass_rate=0.5,
+        comparison=comparison,
+        **kw,
+    )
 
 
 def _ci(interval: Interval) -> str:
@@ -103,6 +165,7 @@ def _ci(interval: Interval) -> str:
 
 
 # --- summary.md ---------------------------------------------------------------------------------------------
+
 
 def test_summary_md_shows_each_number_with_its_interval() -> None:
     md = _render(None, passed=True)
@@ -112,8 +175,9 @@ def test_summary_md_shows_each_number_with_its_interval() -> None:
     assert f"Cases: {PASSED} passed, {N - PASSED} failed, 0 errored, 0 skipped; pass rate 95% CI {ci}%." in md
     row = next(line for line in md.splitlines() if line.startswith("| ReferenceMatchMetric |"))
     # each interval under its number: the columns stay narrow
-    assert row == (f"| ReferenceMatchMetric | {PASSED / N:.2%}<br>{ci} | 0.7412<br>0.72–0.76 | 0.5 | {N - PASSED} "
-                   "| 0 | 0 |")
+    assert row == (
+        f"| ReferenceMatchMetric | {PASSED / N:.2%}<br>{ci} | 0.7412<br>0.72–0.76 | 0.5 | {N - PASSED} | 0 | 0 |"
+    )
     assert "| LengthCheckMetric | n/a | n/a | 1.0 | 0 | 0 | 800 |" in md  # nothing scored: no interval
     assert "95% confidence: pass rates by Wilson and mean scores by bootstrap (2000 bootstrap resamples, seed 0)" in md
     assert "Cases that changed" not in md and "egressed" not in md
@@ -121,7 +185,9 @@ def test_summary_md_shows_each_number_with_its_interval() -> None:
 
 def test_a_narrow_interval_gets_more_decimals_so_its_bounds_differ() -> None:
     summary = _summary()
-    summary.metrics["ReferenceMatchMetric"].mean_score_interval = Interval(low=0.74101, high=0.74139, method="bootstrap")
+    summary.metrics["ReferenceMatchMetric"].mean_score_interval = Interval(
+        low=0.74101, high=0.74139, method="bootstrap"
+    )
     md = _render(None, summary=summary)
     assert "| 0.7412<br>0.7410–0.7414 |" in md  # width 0.0004: four decimals, not "0.74–0.74"
 
@@ -135,26 +201,38 @@ def test_summary_md_regressed_verdict_tests_and_case_lists() -> None:
     assert abs(t.p_value - binomtest(WORSE, WORSE + BETTER, 0.5).pvalue) < 1e-12  # statsmodels = scipy
     # the verdict line first: the change in points, newly failing cases, the verdict with its p-value
     points = f"{100 * t.delta:+.2f}".replace("-", "−")
-    assert lines[2] == (f"❌ **FAILED**: pass rate {PASSED / N:.2%} ({points} points since the baseline); "
-                        f"0 cases newly failing; regressed since the baseline (p = {p:.2g})")
+    assert lines[2] == (
+        f"❌ **FAILED**: pass rate {PASSED / N:.2%} ({points} points since the baseline); "
+        f"0 cases newly failing; regressed since the baseline (p = {p:.2g})"
+    )
     header = "| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |"
     verdict_at = lines.index("🔻 **Regressed since the baseline.** (alpha 0.05, min effect 0.01)")
     assert lines.index(header) < verdict_at  # the tests' details come after the table, folded
     delta_ci = f"{100 * t.interval.low:+.1f} to {100 * t.interval.high:+.1f}"
-    overall = (f"Overall pass rate on {N} paired cases: {(PASSED + WORSE - BETTER) / N:.2%} → {PASSED / N:.2%}, "
-               f"Δ {100 * (BETTER - WORSE) / N:+.2f} pt (95% CI {delta_ci}), p = {p:.4f} (exact McNemar; "
-               f"{WORSE} worse, {BETTER} better).")
+    overall = (
+        f"Overall pass rate on {N} paired cases: {(PASSED + WORSE - BETTER) / N:.2%} → {PASSED / N:.2%}, "
+        f"Δ {100 * (BETTER - WORSE) / N:+.2f} pt (95% CI {delta_ci}), p = {p:.4f} (exact McNemar; "
+        f"{WORSE} worse, {BETTER} better)."
+    )
     assert overall in lines
     ci = _ci(_wilson(PASSED, N))
     # a 🔻 on every regressed change: the overall pass rate, the metric's pass rate and its mean score
-    assert (f"| ReferenceMatchMetric | {PASSED / N:.2%}<br>{ci} | 🔻 {100 * t.delta:+.2f} pt<br>{delta_ci}<br>"
-            f"p = {p:.4f} | 0.7412<br>0.72–0.76 | 🔻 -0.0188<br>-0.03 to -0.01<br>p = 0.0020 | 🔻 regressed |") in lines
-    assert (f"| **all cases** | {PASSED / N:.2%}<br>{ci} | 🔻 {100 * t.delta:+.2f} pt<br>{delta_ci}<br>p = {p:.4f} | "
-            "| | 🔻 regressed |") in lines
+    assert (
+        f"| ReferenceMatchMetric | {PASSED / N:.2%}<br>{ci} | 🔻 {100 * t.delta:+.2f} pt<br>{delta_ci}<br>"
+        f"p = {p:.4f} | 0.7412<br>0.72–0.76 | 🔻 -0.0188<br>-0.03 to -0.01<br>p = 0.0020 | 🔻 regressed |"
+    ) in lines
+    assert (
+        f"| **all cases** | {PASSED / N:.2%}<br>{ci} | 🔻 {100 * t.delta:+.2f} pt<br>{delta_ci}<br>p = {p:.4f} | "
+        "| | 🔻 regressed |"
+    ) in lines
     assert "| LengthCheckMetric | n/a | n/a | n/a | n/a | not in the baseline |" in lines
-    assert all(len(re.findall(r"(?<!\\)\|", line)) == 7 for line in lines if line.startswith("| ReferenceMatchMetric | 7"))
-    assert ("New since the baseline (left out of the paired tests): 12 (new\\-0, new\\-1, new\\-2, new\\-3, new\\-4, "
-            "new\\-5, new\\-6, new\\-7, new\\-8, new\\-9, … 2 more).") in lines
+    assert all(
+        len(re.findall(r"(?<!\\)\|", line)) == 7 for line in lines if line.startswith("| ReferenceMatchMetric | 7")
+    )
+    assert (
+        "New since the baseline (left out of the paired tests): 12 (new\\-0, new\\-1, new\\-2, new\\-3, new\\-4, "
+        "new\\-5, new\\-6, new\\-7, new\\-8, new\\-9, … 2 more)."
+    ) in lines
     assert "Removed since the baseline: 2 (gone\\-1, gone\\-2)." in lines
     assert "Flaky (judge samples on both sides of the threshold): 1 (wobbly\\-7)." in lines
     assert not any(line.startswith("## Regressions") for line in lines)  # listed once: in the table
@@ -169,23 +247,43 @@ def test_summary_md_other_verdicts() -> None:
     small = _pass_test("inconclusive", worse=1, better=0, n=8).model_copy(update={"min_detectable_effect": m / 8})
     c = _comparison("inconclusive").model_copy(update={"pass_rate_test": small, "paired_cases": 8})
     md = _render(c)
-    assert (f"❔ **Inconclusive: 8 paired cases can detect pass-rate changes of {100 * m / 8:.1f} points or more; "
-            f"the gate's min_effect is 0.01 (1.0 points).**") in md
+    assert (
+        f"❔ **Inconclusive: 8 paired cases can detect pass-rate changes of {100 * m / 8:.1f} points or more; "
+        f"the gate's min_effect is 0.01 (1.0 points).**"
+    ) in md
     assert "; inconclusive against the baseline\n" in md  # in the verdict line too
 
 
 def test_a_schema_1_comparison_and_summary_render_as_before() -> None:
     """A results.json from an older evaltasks: no intervals, a comparison without tests (its verdict is only the
     model's default and is not shown): the Δ columns, 🔻 on the regressed metric and on the gate's pass-rate drop."""
-    old = Comparison.model_validate({
-        "baseline": "main", "tolerance": 0.01, "baseline_pass_rate": 0.81, "current_pass_rate": 0.74,
-        "pass_rate_delta": -0.07, "metrics": [{"name": "ReferenceMatchMetric", "baseline_mean": 0.76,
-                                               "current_mean": 0.7412, "mean_delta": -0.0188, "regressed": True}],
-        "changes": [], "counts": {"worse": 3}, "regressed": True, "regressions": ["pass rate 81.00% → 74.00%"],
-    })
+    old = Comparison.model_validate(
+        {
+            "baseline": "main",
+            "tolerance": 0.01,
+            "baseline_pass_rate": 0.81,
+            "current_pass_rate": 0.74,
+            "pass_rate_delta": -0.07,
+            "metrics": [
+                {
+                    "name": "ReferenceMatchMetric",
+                    "baseline_mean": 0.76,
+                    "current_mean": 0.7412,
+                    "mean_delta": -0.0188,
+                    "regressed": True,
+                }
+            ],
+            "changes": [],
+            "counts": {"worse": 3},
+            "regressed": True,
+            "regressions": ["pass rate 81.00% → 74.00%"],
+        }
+    )
     md = _render(old, summary=_summary(with_intervals=False))
-    assert (f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−7.00 points since the baseline), gate 50.00%; regressed beyond "
-            "the tolerance\n") in md
+    assert (
+        f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−7.00 points since the baseline), gate 50.00%; regressed beyond "
+        "the tolerance\n"
+    ) in md
     assert "| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |" in md
     assert f"| ReferenceMatchMetric | {PASSED / N:.2%} | n/a | 0.7412 | 🔻 -0.0188 | 🔻 regressed |" in md
     assert f"| **all cases** | {PASSED / N:.2%} | 🔻 -7.00 pt | | | 🔻 regressed |" in md
@@ -196,21 +294,35 @@ def test_a_schema_1_comparison_and_summary_render_as_before() -> None:
 
 # --- terminal -----------------------------------------------------------------------------------------------
 
+
 def test_terminal_at_80_columns_shows_every_number_whole() -> None:
     long_names = ["SemanticSimilarityMetric", "LanguageDetectionMetric", "RestrictedRefusalMetric"]
     base = _summary()
     rm = base.metrics["ReferenceMatchMetric"]
     summary = base.model_copy(update={"metrics": {name: rm for name in long_names}})
-    worst = ChangeTest(statistic="pass_rate", test="exact McNemar", paired_cases=100000, baseline=1.0, current=0.0,
-                       delta=-1.0, interval=Interval(low=-1.0, high=-0.9321, method="paired bootstrap"),
-                       p_value=1e-30, worse=100000, min_detectable_effect=6e-5, verdict="no significant change")
+    worst = ChangeTest(
+        statistic="pass_rate",
+        test="exact McNemar",
+        paired_cases=100000,
+        baseline=1.0,
+        current=0.0,
+        delta=-1.0,
+        interval=Interval(low=-1.0, high=-0.9321, method="paired bootstrap"),
+        p_value=1e-30,
+        worse=100000,
+        min_detectable_effect=6e-5,
+        verdict="no significant change",
+    )
     comparison = _comparison("regressed")
-    comparison.metrics = [MetricComparison(name=name, pass_rate_test=worst, score_test=_score_test("inconclusive"),
-                                           verdict="regressed") for name in long_names]
+    comparison.metrics = [
+        MetricComparison(name=name, pass_rate_test=worst, score_test=_score_test("inconclusive"), verdict="regressed")
+        for name in long_names
+    ]
     # a terminal (a pipe keeps the verdict line whole, whatever its length)
     console = Console(width=80, record=True, file=io.StringIO(), force_terminal=True)
-    print_summary(RunReport.of(summary, passed=False, min_pass_rate=0.9, comparison=comparison, fail_on="either"),
-                  console=console)
+    print_summary(
+        RunReport.of(summary, passed=False, min_pass_rate=0.9, comparison=comparison, fail_on="either"), console=console
+    )
     text = console.export_text()
     lines = text.splitlines()
     assert all(len(line) <= 80 for line in lines) and "…" not in text, text
@@ -234,7 +346,11 @@ def test_terminal_at_80_columns_shows_every_number_whole() -> None:
     means_at = [i for i, line in enumerate(lines) if " mean " in f" {line} " and "-0.0188" in line]
     assert len(means_at) == 3
     for i in means_at:
-        assert lines[i].split()[:3] == ["mean", "-0.0188", "0.0020"] and lines[i + 1].split() == ["-0.03", "to", "-0.01"]
+        assert lines[i].split()[:3] == ["mean", "-0.0188", "0.0020"] and lines[i + 1].split() == [
+            "-0.03",
+            "to",
+            "-0.01",
+        ]
     assert f"pass rate: {PASSED / N:.2%} ({_ci(summary.pass_rate_interval)}%)" in " ".join(text.split())
     assert "new (not tested): 12: new-0, new-1, new-2, new-3, new-4 and 7 more" in text
     assert "removed (not tested): 2: gone-1, gone-2" in text and "flaky: 1: wobbly-7" in text
@@ -244,8 +360,9 @@ def test_terminal_at_80_columns_shows_every_number_whole() -> None:
 def test_terminal_without_intervals_or_tests_prints_as_before() -> None:
     console = Console(width=80, record=True, file=io.StringIO())
     old = Comparison(baseline="main", tolerance=0.01, pass_rate_delta=-0.07)
-    print_summary(RunReport.of(_summary(with_intervals=False), passed=True, min_pass_rate=0.5, comparison=old),
-                  console=console)
+    print_summary(
+        RunReport.of(_summary(with_intervals=False), passed=True, min_pass_rate=0.5, comparison=old), console=console
+    )
     text = console.export_text()
     verdict, _, text = text.partition("evaltasks results")  # the verdict line comes first (reports.verdict)
     assert verdict.startswith("PASSED: pass rate") and "(−7.00 points since the baseline)" in verdict
@@ -256,16 +373,28 @@ def test_terminal_without_intervals_or_tests_prints_as_before() -> None:
 
 # --- the Action: outputs, annotations, job summary and the comment ------------------------------------------
 
+
 def _cases() -> list[TestCaseResult]:
-    return [TestCaseResult.from_metrics(f"case-{i}", "q", "a", [
-        MetricResult.scored("ReferenceMatchMetric", 0.9 if i % 4 else 0.2, 0.5, "cosine", {})]) for i in range(8)]
+    return [
+        TestCaseResult.from_metrics(
+            f"case-{i}",
+            "q",
+            "a",
+            [MetricResult.scored("ReferenceMatchMetric", 0.9 if i % 4 else 0.2, 0.5, "cosine", {})],
+        )
+        for i in range(8)
+    ]
 
 
 def _write(out: Path, summary: EvaluationSummary, comparison: Comparison | None, schema: int = 2) -> None:
     gate = {"min_pass_rate": 0.5, "allow_errors": False, "pass_rate": summary.pass_rate}
     if schema >= 2:
-        gate.update(fail_on="regression", alpha=0.05, min_effect=0.01,
-                    verdict=comparison.verdict if comparison is not None else None)
+        gate.update(
+            fail_on="regression",
+            alpha=0.05,
+            min_effect=0.01,
+            verdict=comparison.verdict if comparison is not None else None,
+        )
     header = {"schema_version": schema, "suite": "quickstart", "passed": False, "gate": gate, "warnings": []}
     result = EvaluationResult(test_results=_cases(), summary=summary)
     write_reports(out, result, header, passed=False, min_pass_rate=0.5, comparison=comparison)
@@ -290,8 +419,10 @@ def test_action_verdict_output_annotations_job_summary_and_sanitised_comment(tmp
     wilson = _ci(_wilson(PASSED, N))
     for text in (job_summary, (tmp_path / "comment.md").read_text(encoding="utf-8")):
         assert "🔻 **Regressed since the baseline.**" in text and f"95% CI {wilson}%" in text
-        assert f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−1.50 points since the baseline); 0 cases newly failing; " \
-               f"regressed since the baseline (p = {p:.2g})" in text
+        assert (
+            f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−1.50 points since the baseline); 0 cases newly failing; "
+            f"regressed since the baseline (p = {p:.2g})" in text
+        )
     # a fork's comment.md is untrusted: the trusted workflow sanitises it before posting; what GitHub then
     # renders (cmark-gfm) still shows the verdict, the intervals and the tests
     comment = _import("comment")
@@ -299,17 +430,30 @@ def test_action_verdict_output_annotations_job_summary_and_sanitised_comment(tmp
     html = _github_html(body.split("\n", 1)[1])
     seen = _seen(html)
     t = comparison.pass_rate_test
-    for shown in ("Regressed since the baseline.", f"95% CI {wilson}%", "regressed since the baseline (p = ",
-                  f"p = {t.p_value:.4f}", "Removed since the baseline: 2 (gone-1, gone-2)."):
+    for shown in (
+        "Regressed since the baseline.",
+        f"95% CI {wilson}%",
+        "regressed since the baseline (p = ",
+        f"p = {t.p_value:.4f}",
+        "Removed since the baseline: 2 (gone-1, gone-2).",
+    ):
         assert shown in seen, shown
     assert "<strong>Regressed since the baseline.</strong>" in html and "<table>" in html
     assert "<details><summary>Statistics, counts and embeddings</summary>" in html
     cells = [[_seen(part) for part in c.split("<br>")] for c in re.findall(r"<td[^>]*>(.*?)</td>", html)]
-    row = [["ReferenceMatchMetric"], [f"{PASSED / N:.2%}", wilson],
-           [f"🔻 {100 * t.delta:+.2f} pt", f"{100 * t.interval.low:+.1f} to {100 * t.interval.high:+.1f}",
-            f"p = {t.p_value:.4f}"], ["0.7412", "0.72–0.76"], ["🔻 -0.0188", "-0.03 to -0.01", "p = 0.0020"],
-           ["🔻 regressed"]]
-    assert any(cells[i:i + 6] == row for i in range(len(cells))), cells
+    row = [
+        ["ReferenceMatchMetric"],
+        [f"{PASSED / N:.2%}", wilson],
+        [
+            f"🔻 {100 * t.delta:+.2f} pt",
+            f"{100 * t.interval.low:+.1f} to {100 * t.interval.high:+.1f}",
+            f"p = {t.p_value:.4f}",
+        ],
+        ["0.7412", "0.72–0.76"],
+        ["🔻 -0.0188", "-0.03 to -0.01", "p = 0.0020"],
+        ["🔻 regressed"],
+    ]
+    assert any(cells[i : i + 6] == row for i in range(len(cells))), cells
 
 
 def test_action_verdict_without_a_baseline_with_an_old_results_json_and_without_results(tmp_path: Path) -> None:
@@ -326,14 +470,25 @@ def test_action_verdict_without_a_baseline_with_an_old_results_json_and_without_
         doc["summary"].pop(key)
     for m in doc["summary"]["metrics"].values():
         m.pop("pass_rate_interval"), m.pop("mean_score_interval")
-    doc["comparison"] = {"baseline": "main", "tolerance": 0.01, "baseline_pass_rate": 0.81, "current_pass_rate": 0.74,
-                         "pass_rate_delta": -0.07, "metrics": [], "changes": [], "counts": {}, "regressed": True,
-                         "regressions": ["pass rate 81.00% → 74.00% (-7.00 points)"]}
+    doc["comparison"] = {
+        "baseline": "main",
+        "tolerance": 0.01,
+        "baseline_pass_rate": 0.81,
+        "current_pass_rate": 0.74,
+        "pass_rate_delta": -0.07,
+        "metrics": [],
+        "changes": [],
+        "counts": {},
+        "regressed": True,
+        "regressions": ["pass rate 81.00% → 74.00% (-7.00 points)"],
+    }
     (old / "results.json").write_text(json.dumps(doc), encoding="utf-8")
     proc, outputs, job_summary = _report(tmp_path, old)
     assert outputs["verdict"] == "" and outputs["regressed"] == "true"
-    assert (f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−7.00 points since the baseline), gate 50.00%; regressed "
-            "beyond the tolerance\n") in job_summary
+    assert (
+        f"❌ **FAILED**: pass rate {PASSED / N:.2%} (−7.00 points since the baseline), gate 50.00%; regressed "
+        "beyond the tolerance\n"
+    ) in job_summary
     assert "| 🔻 -7.00 pt |" in job_summary and "CI" not in job_summary
     assert "Regression since the baseline: pass rate 81.00%25 → 74.00%25" in proc.stdout
 
@@ -347,8 +502,9 @@ def test_too_few_cases_and_no_baseline_are_said_in_words() -> None:
     few = _pass_test("inconclusive", worse=0, better=1, n=3).model_copy(update={"min_detectable_effect": 1.0})
     comparison = _comparison("inconclusive").model_copy(update={"pass_rate_test": few, "paired_cases": 3})
     assert "Inconclusive: 3 paired cases are too few for any change to be significant" in _render(comparison)
-    nothing = Comparison(baseline="main", tolerance=0.01, verdict="inconclusive", paired_cases=0,
-                         new_cases=["a"], removed_cases=["b"])
+    nothing = Comparison(
+        baseline="main", tolerance=0.01, verdict="inconclusive", paired_cases=0, new_cases=["a"], removed_cases=["b"]
+    )
     assert "Inconclusive: no case is in both runs, so nothing was compared" in _render(nothing)
     md = _render(None, fail_on="either")
     assert "gate 50.00%; no baseline to compare with\n\n> ℹ️ No baseline to compare with" in md  # right under it
@@ -366,8 +522,10 @@ def test_evaltasks_own_words_are_not_escaped_in_the_regressions() -> None:
     name = "Ref*Match*[x](https://evil.example)"
     comparison.metrics[0] = comparison.metrics[0].model_copy(update={"name": name})
     summary = _summary()
-    summary.metrics = {name: summary.metrics["ReferenceMatchMetric"],
-                       "LengthCheckMetric": summary.metrics["LengthCheckMetric"]}
+    summary.metrics = {
+        name: summary.metrics["ReferenceMatchMetric"],
+        "LengthCheckMetric": summary.metrics["LengthCheckMetric"],
+    }
     md = _render(comparison, summary=summary)
     t = comparison.pass_rate_test
     points = f"{100 * t.delta:+.2f}".replace("-", "−")

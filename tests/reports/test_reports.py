@@ -20,11 +20,11 @@ import pytest
 from evaltasks import __version__
 from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.engine.lifecycle import RunReport
-from evaltasks.reports import write_reports
-from evaltasks.engine.statistics import summarize
-from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from evaltasks.engine.run import plan_run
+from evaltasks.engine.statistics import summarize
+from evaltasks.reports import write_reports
 from evaltasks.reports.outcome import finish_run
+from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 
 TOL = 1e-6
 RM_THRESHOLD = 0.5
@@ -34,16 +34,35 @@ INJECTION = (
     "one two three four five six seven eight nine ten eleven"
 )
 CASES = [
-    {"id": "paris", "question": "What is the capital of France?", "answer": "The capital of France is Paris.",
-     "refs": ["Paris is the capital of France.", "France's capital city is Paris."], "words": 6},
-    {"id": "boil", "question": "At what temperature does water boil?",
-     "answer": "Water boils at 100 degrees Celsius at sea level.",
-     "refs": ["At sea level water boils at 100 °C (212 °F).", "Paris is the capital of France."], "words": 9},
-    {"id": "inject", "question": "<script>alert(1)</script> Say hi", "answer": INJECTION,
-     "refs": ["Hello there, nice to meet you."], "words": None},  # > 10 words: the 11-word tail alone
+    {
+        "id": "paris",
+        "question": "What is the capital of France?",
+        "answer": "The capital of France is Paris.",
+        "refs": ["Paris is the capital of France.", "France's capital city is Paris."],
+        "words": 6,
+    },
+    {
+        "id": "boil",
+        "question": "At what temperature does water boil?",
+        "answer": "Water boils at 100 degrees Celsius at sea level.",
+        "refs": ["At sea level water boils at 100 °C (212 °F).", "Paris is the capital of France."],
+        "words": 9,
+    },
+    {
+        "id": "inject",
+        "question": "<script>alert(1)</script> Say hi",
+        "answer": INJECTION,
+        "refs": ["Hello there, nice to meet you."],
+        "words": None,
+    },  # > 10 words: the 11-word tail alone
     {"id": "empty", "question": "Anything?", "answer": "", "refs": ["Something."], "words": 0},
-    {"id": "offtopic", "question": "How fast is light?", "answer": "Our company was founded in 2020.",
-     "refs": ["Light travels at about 299,792 km per second."], "words": 6},
+    {
+        "id": "offtopic",
+        "question": "How fast is light?",
+        "answer": "Our company was founded in 2020.",
+        "refs": ["Light travels at about 299,792 km per second."],
+        "words": 6,
+    },
 ]
 CASE_KEYS = {"id", "input", "actual_output", "status", "success", "metrics"}
 METRIC_KEYS = {"name", "status", "score", "threshold", "success", "reason", "evaluation_log"}
@@ -87,7 +106,9 @@ def expected(run_dir: Path, st_model) -> dict:
         rm_passed = score >= RM_THRESHOLD
         short_passed = case["words"] is not None and case["words"] <= MAX_WORDS
         out[case["id"]] = {
-            "rm_score": score, "rm_sims": sims, "rm": "passed" if rm_passed else "failed",
+            "rm_score": score,
+            "rm_sims": sims,
+            "rm": "passed" if rm_passed else "failed",
             "short": "passed" if short_passed else "failed",
             "status": "passed" if rm_passed and short_passed else "failed",
         }
@@ -101,9 +122,19 @@ def results(run_dir: Path) -> dict:
 
 # --- results.json ---------------------------------------------------------------------------------------
 
+
 def test_results_json_header(run_dir: Path, results: dict) -> None:
-    for key in ("schema_version", "evaltasks_version", "suite", "suite_sha256", "dataset_sha256", "passed",
-                "summary", "cases", "embedding_models"):
+    for key in (
+        "schema_version",
+        "evaltasks_version",
+        "suite",
+        "suite_sha256",
+        "dataset_sha256",
+        "passed",
+        "summary",
+        "cases",
+        "embedding_models",
+    ):
         assert key in results, key
     assert results["schema_version"] == 2
     assert results["evaltasks_version"] == __version__
@@ -153,14 +184,14 @@ def test_results_json_cases(results: dict, expected: dict) -> None:
     assert [c["id"] for c in results["cases"]] == [c["id"] for c in CASES]
     for case, given in zip(results["cases"], CASES):
         want = expected[given["id"]]
-        assert CASE_KEYS <= set(case)
+        assert set(case) >= CASE_KEYS
         assert case["input"] == given["question"]
         assert case["actual_output"] == given["answer"]  # raw, control characters included
         assert case["status"] == want["status"]
         assert case["success"] is (want["status"] == "passed")
         rm, short = case["metrics"]
         for metric in (rm, short):
-            assert METRIC_KEYS <= set(metric)
+            assert set(metric) >= METRIC_KEYS
             assert metric["success"] is (metric["status"] == "passed")
         assert rm["name"] == "ReferenceMatchMetric" and short["name"] == "Short"
         assert abs(rm["score"] - want["rm_score"]) <= TOL
@@ -179,6 +210,7 @@ def test_results_json_cases(results: dict, expected: dict) -> None:
 
 
 # --- junit.xml -----------------------------------------------------------------------------------------------
+
 
 def test_junit_xml(run_dir: Path, results: dict) -> None:
     root = ET.parse(run_dir / "out" / "junit.xml").getroot()
@@ -211,6 +243,7 @@ def test_junit_xml(run_dir: Path, results: dict) -> None:
 
 
 # --- summary.md -------------------------------------------------------------------------------------------
+
 
 def test_summary_md_escapes_untrusted_text(run_dir: Path) -> None:
     md = (run_dir / "out" / "summary.md").read_text(encoding="utf-8")
@@ -262,17 +295,36 @@ def test_summary_md_content(run_dir: Path, results: dict, expected: dict) -> Non
 
 # --- errored and skipped statuses (built directly: no provider fails offline) -------------------------------
 
+
 def test_reports_with_errored_and_skipped_results(tmp_path: Path) -> None:
     cases = [
-        TestCaseResult.from_metrics("a", "q1", "out1", [
-            MetricResult.scored("M", 0.9, 0.5, "fine", {}), MetricResult.errored("N", 0.5, "provider down"),
-        ]),
-        TestCaseResult.from_metrics("b", "q2", "out2", [
-            MetricResult.scored("M", 0.2, 0.5, "low", {}), MetricResult.skipped("N", 0.5, "no credentials on fork"),
-        ]),
-        TestCaseResult.from_metrics("c", "q3", "out3", [
-            MetricResult.skipped("M", 0.5, "skip"), MetricResult.skipped("N", 0.5, "skip"),
-        ]),
+        TestCaseResult.from_metrics(
+            "a",
+            "q1",
+            "out1",
+            [
+                MetricResult.scored("M", 0.9, 0.5, "fine", {}),
+                MetricResult.errored("N", 0.5, "provider down"),
+            ],
+        ),
+        TestCaseResult.from_metrics(
+            "b",
+            "q2",
+            "out2",
+            [
+                MetricResult.scored("M", 0.2, 0.5, "low", {}),
+                MetricResult.skipped("N", 0.5, "no credentials on fork"),
+            ],
+        ),
+        TestCaseResult.from_metrics(
+            "c",
+            "q3",
+            "out3",
+            [
+                MetricResult.skipped("M", 0.5, "skip"),
+                MetricResult.skipped("N", 0.5, "skip"),
+            ],
+        ),
     ]
     assert [c.status for c in cases] == ["errored", "failed", "skipped"]
     summary = summarize(cases, {"M": 0.5, "N": 0.5})
@@ -314,10 +366,17 @@ def test_results_shared_between_cases_are_immutable_and_serialise_identically(tm
     from evaltasks.metrics import ContainsMetric, LengthCheckMetric, NonEmptyMetric, StartsWithMetric
 
     outputs = ["No, never.", "Yes, it is.", "No, never.", "  ", "Yes, it is."]
-    metrics = [NonEmptyMetric(), ContainsMetric(keywords=["never"]), StartsWithMetric(prefix="Yes"),
-               LengthCheckMetric(max_length=10)]
-    result = evaluate_sync([EvalTestCase(actual_output=o, input=f"q{i}") for i, o in enumerate(outputs)], metrics,
-                           ids=[f"c{i}" for i in range(len(outputs))])
+    metrics = [
+        NonEmptyMetric(),
+        ContainsMetric(keywords=["never"]),
+        StartsWithMetric(prefix="Yes"),
+        LengthCheckMetric(max_length=10),
+    ]
+    result = evaluate_sync(
+        [EvalTestCase(actual_output=o, input=f"q{i}") for i, o in enumerate(outputs)],
+        metrics,
+        ids=[f"c{i}" for i in range(len(outputs))],
+    )
     by_case = [case.metrics for case in result.test_results]
     # cases 0 and 2, 1 and 4 have the same output: every metric gave them the very same object
     for a, b in ((0, 2), (1, 4)):
@@ -328,15 +387,28 @@ def test_results_shared_between_cases_are_immutable_and_serialise_identically(tm
         with pytest.raises(pydantic.ValidationError, match="frozen"):
             setattr(shared, field, value)
     assert (shared.score, shared.status, shared.reason, shared.evaluation_log) == (
-        1.0, "passed", "Output is non-empty.", {"non_empty": True})
+        1.0,
+        "passed",
+        "Output is non-empty.",
+        {"non_empty": True},
+    )
 
     paths = write_reports(tmp_path, result, {"schema_version": 1, "suite": "s"}, passed=False, min_pass_rate=1.0)
     data = json.loads(paths["results.json"].read_text(encoding="utf-8"))
     written = {c["id"]: c["metrics"] for c in data["cases"]}
-    assert [written[f"c{i}"][0] for i in (0, 1, 2, 4)] == [{
-        "name": "NonEmptyMetric", "score": 1.0, "threshold": 1.0, "success": True, "reason": "Output is non-empty.",
-        "evaluation_cost": 0.0, "evaluation_log": {"non_empty": True}, "status": "passed", "error": None,
-    }] * 4
+    assert [written[f"c{i}"][0] for i in (0, 1, 2, 4)] == [
+        {
+            "name": "NonEmptyMetric",
+            "score": 1.0,
+            "threshold": 1.0,
+            "success": True,
+            "reason": "Output is non-empty.",
+            "evaluation_cost": 0.0,
+            "evaluation_log": {"non_empty": True},
+            "status": "passed",
+            "error": None,
+        }
+    ] * 4
     assert written["c3"][0]["score"] == 0.0 and written["c3"][0]["evaluation_log"] == {"non_empty": False}
     assert written["c0"] == written["c2"] and written["c1"] == written["c4"]
     assert written["c0"][1]["evaluation_log"] == {"found": ["never"], "missing": [], "mode": "any"}
@@ -345,6 +417,7 @@ def test_results_shared_between_cases_are_immutable_and_serialise_identically(tm
 
 
 # --- the console summary table -------------------------------------------------------------------------------
+
 
 def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> None:
     import io
@@ -365,11 +438,15 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     # the longest built-in names (24 characters) with every number whole: no "0.74…" or "100.0…"
     long_names = dict(results["summary"])
     metrics = list(long_names["metrics"].values())
-    long_names["metrics"] = {name: metrics[i % len(metrics)] for i, name in enumerate(
-        ["SemanticSimilarityMetric", "LanguageDetectionMetric", "RestrictedRefusalMetric"])}
+    long_names["metrics"] = {
+        name: metrics[i % len(metrics)]
+        for i, name in enumerate(["SemanticSimilarityMetric", "LanguageDetectionMetric", "RestrictedRefusalMetric"])
+    }
     buffer = io.StringIO()
-    print_summary(RunReport.of(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4),
-                  console=Console(file=buffer, width=80))
+    print_summary(
+        RunReport.of(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4),
+        console=Console(file=buffer, width=80),
+    )
     text = buffer.getvalue()
     assert all(len(line) <= 80 for line in text.splitlines() if not line.startswith(("PASSED: ", "cases: ")))
     assert "…" not in text
@@ -381,17 +458,29 @@ def test_console_table_keeps_metric_names_whole_at_80_columns(results: dict) -> 
     # a name longer than the line folds onto more lines; an unround threshold is shown short: the numbers whole
     long_names["metrics"] = {"m" * 83: {**metrics[0], "threshold": 0.123456789}}
     buffer = io.StringIO()
-    print_summary(RunReport.of(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4),
-                  console=Console(file=buffer, width=80))
+    print_summary(
+        RunReport.of(EvaluationSummary.model_validate(long_names), passed=True, min_pass_rate=0.4),
+        console=Console(file=buffer, width=80),
+    )
     lines = buffer.getvalue().splitlines()
     assert all(len(line) <= 80 for line in lines if not line.startswith(("PASSED: ", "cases: ")))
     assert "…" not in "".join(lines)
     row = next(line for line in lines if line.strip().startswith("mmm"))
-    assert row.split()[1:] == [f"{metrics[0]['mean_score']:.4f}", f"{metrics[0]['pass_rate']:.2%}", "0.1235",
-                               str(metrics[0]["passed"]), str(metrics[0]["failed"]), str(metrics[0]["errored"]),
-                               str(metrics[0]["skipped"])]
-    assert "".join(line.strip() for line in lines if set(line.strip()) == {"m"} or line.strip().startswith("mmm")
-                   ).count("m") >= 83
+    assert row.split()[1:] == [
+        f"{metrics[0]['mean_score']:.4f}",
+        f"{metrics[0]['pass_rate']:.2%}",
+        "0.1235",
+        str(metrics[0]["passed"]),
+        str(metrics[0]["failed"]),
+        str(metrics[0]["errored"]),
+        str(metrics[0]["skipped"]),
+    ]
+    assert (
+        "".join(line.strip() for line in lines if set(line.strip()) == {"m"} or line.strip().startswith("mmm")).count(
+            "m"
+        )
+        >= 83
+    )
     assert "cases: 5  passed: 2  failed: 3  errored: 0  skipped: 0  pass rate: 40.00%" in text
     assert "GATE PASSED (pass rate 40.00%, required 40.00%)" in text
 
@@ -411,8 +500,12 @@ def test_summary_md_has_a_distribution_per_metric(run_dir: Path) -> None:
     results = json.loads((run_dir / "out" / "results.json").read_text())
     assert "<details><summary>Score distributions</summary>" in md
     for name in results["summary"]["metrics"]:
-        scores = [m["score"] for case in results["cases"] for m in case["metrics"]
-                  if m["name"] == name and m["score"] is not None]
+        scores = [
+            m["score"]
+            for case in results["cases"]
+            for m in case["metrics"]
+            if m["name"] == name and m["score"] is not None
+        ]
         if set(scores) <= {0.0, 1.0}:  # a pass/fail metric: its counts, not a chart of 8 empty bins
             ones, zeros = scores.count(1.0), scores.count(0.0)
             assert f"**{name}** ({len(scores)} scores, each 0 or 1): {ones} × 1, {zeros} × 0" in md
@@ -422,6 +515,7 @@ def test_summary_md_has_a_distribution_per_metric(run_dir: Path) -> None:
 
 # --- streamed reports (a run's cases arrive in batches) ---------------------------------------------------------
 
+
 def test_reports_streamed_in_batches_equal_reports_written_at_once(tmp_path: Path) -> None:
     import random
 
@@ -429,10 +523,17 @@ def test_reports_streamed_in_batches_equal_reports_written_at_once(tmp_path: Pat
 
     rng = random.Random(5)
     cases = [
-        TestCaseResult.from_metrics(f"c{i}", f"q{i}", f"answer <{i}> & \"quoted\" @user", [
-            MetricResult.scored("M", rng.random(), 0.5, f"reason {i}", {"i": i}),
-            MetricResult.errored("N", 0.5, "down") if i % 7 == 0 else MetricResult.scored("N", rng.random(), 0.3, "r", {}),
-        ])
+        TestCaseResult.from_metrics(
+            f"c{i}",
+            f"q{i}",
+            f'answer <{i}> & "quoted" @user',
+            [
+                MetricResult.scored("M", rng.random(), 0.5, f"reason {i}", {"i": i}),
+                MetricResult.errored("N", 0.5, "down")
+                if i % 7 == 0
+                else MetricResult.scored("N", rng.random(), 0.3, "r", {}),
+            ],
+        )
         for i in range(500)
     ]
     result = EvaluationResult(test_results=cases, summary=summarize(cases, {"M": 0.5, "N": 0.3}))
@@ -440,7 +541,7 @@ def test_reports_streamed_in_batches_equal_reports_written_at_once(tmp_path: Pat
     once = write_reports(tmp_path / "once", result, header, passed=True, min_pass_rate=0.4)
     with ReportWriter(tmp_path / "streamed", "s", {"M": 0.5, "N": 0.3}) as writer:
         for start in range(0, len(cases), 37):
-            writer.add(cases[start:start + 37])
+            writer.add(cases[start : start + 37])
         summary = writer.summarize()
         assert summary == result.summary
         streamed = writer.write_results(header, RunReport.of_results(header, summary, passed=True, min_pass_rate=0.4))
@@ -463,6 +564,7 @@ def test_an_abandoned_writer_leaves_the_old_reports_and_no_temporary_files(tmp_p
 
 # --- fast paths of the streamed reports, checked against the slow, obvious versions ------------------------------
 
+
 def test_results_built_without_validation_equal_validated_models() -> None:
     """MetricResult.scored and TestCaseResult.from_metrics skip pydantic's validation (a fifth of a large
     LengthCheck run): what they build must be the very model validation builds."""
@@ -471,15 +573,32 @@ def test_results_built_without_validation_equal_validated_models() -> None:
     from evaltasks.results import _check_constructible
 
     metric = MetricResult.scored("M", 1, 0.5, "why <&>", {"length": 3, "unit": "words"}, evaluation_cost=0.25)
-    fields = {"name": "M", "score": 1.0, "threshold": 0.5, "success": True, "reason": "why <&>",
-              "evaluation_cost": 0.25, "evaluation_log": {"length": 3, "unit": "words"}, "status": "passed", "error": None}
+    fields = {
+        "name": "M",
+        "score": 1.0,
+        "threshold": 0.5,
+        "success": True,
+        "reason": "why <&>",
+        "evaluation_cost": 0.25,
+        "evaluation_log": {"length": 3, "unit": "words"},
+        "status": "passed",
+        "error": None,
+    }
     validated = MetricResult.model_validate(fields)
     assert metric == validated and metric.model_dump_json() == validated.model_dump_json()
     assert metric.model_fields_set == validated.model_fields_set
     failing = MetricResult.scored("N", 0.2, 0.5, "low", {})
     case = TestCaseResult.from_metrics("id-1", None, "out", [metric, failing])
-    expected = TestCaseResult.model_validate({"id": "id-1", "input": None, "actual_output": "out", "status": "failed",
-                                              "success": False, "metrics": [fields, failing.model_dump()]})
+    expected = TestCaseResult.model_validate(
+        {
+            "id": "id-1",
+            "input": None,
+            "actual_output": "out",
+            "status": "failed",
+            "success": False,
+            "metrics": [fields, failing.model_dump()],
+        }
+    )
     assert case == expected and case.model_dump_json() == expected.model_dump_json()
     assert TestCaseResult.from_metrics("x", "q", "o", [metric]).status == "passed"
     copy = case.model_copy(update={"id": "id-2"})  # still a working pydantic model
@@ -503,7 +622,7 @@ def test_junit_attribute_escaping_equals_the_standard_library() -> None:
     from evaltasks.reports._escape import xml_text
     from evaltasks.reports.junit import _attr
 
-    alphabet = 'ab <>&"\'\n\r\t\x00\x01\x1f\x7f é€\u202e\U0001f600\ud800\ufffe'
+    alphabet = "ab <>&\"'\n\r\t\x00\x01\x1f\x7f é€\u202e\U0001f600\ud800\ufffe"
     rng = random.Random(11)
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
@@ -519,27 +638,45 @@ def test_highlights_keep_the_worst_cases_of_a_stream() -> None:
 
     rng = random.Random(3)
     cases = [
-        TestCaseResult.from_metrics(f"c{i}", None, f"o{i}", [
-            MetricResult.errored("M", 0.5, "down") if i % 97 == 0
-            else MetricResult.scored("M", round(rng.random(), 2), 0.5, f"r{i}", {})
-        ])
+        TestCaseResult.from_metrics(
+            f"c{i}",
+            None,
+            f"o{i}",
+            [
+                MetricResult.errored("M", 0.5, "down")
+                if i % 97 == 0
+                else MetricResult.scored("M", round(rng.random(), 2), 0.5, f"r{i}", {})
+            ],
+        )
         for i in range(2000)
     ]
     streamed = Highlights()
     for start in range(0, len(cases), 150):
-        streamed.add(cases[start:start + 150])
+        streamed.add(cases[start : start + 150])
     # the obvious way: every failed or errored result, lowest score first (errored as -1), earliest first on ties
-    bad = [(m.score if m.score is not None else -1.0, i, c.id) for i, c in enumerate(cases) for m in c.metrics
-           if m.status in ("failed", "errored")]
+    bad = [
+        (m.score if m.score is not None else -1.0, i, c.id)
+        for i, c in enumerate(cases)
+        for m in c.metrics
+        if m.status in ("failed", "errored")
+    ]
     assert [w.case_id for w in streamed.worst] == [cid for _, _, cid in sorted(bad)[:WORST_CASES]]
 
 
 # --- a report set is replaced as a whole or not at all ------------------------------------------------------------
 
+
 def _failing_cases(n: int) -> list[TestCaseResult]:
     """Failed cases with long reasons: junit.xml (reason twice, input and output) is larger than results.json."""
-    return [TestCaseResult.from_metrics(f"c{i}", f"question {i}", f"answer {i}", [
-        MetricResult.scored("M", 0.1, 0.5, f"reason {i} " + "x" * 400, {})]) for i in range(n)]
+    return [
+        TestCaseResult.from_metrics(
+            f"c{i}",
+            f"question {i}",
+            f"answer {i}",
+            [MetricResult.scored("M", 0.1, 0.5, f"reason {i} " + "x" * 400, {})],
+        )
+        for i in range(n)
+    ]
 
 
 def _old_set(directory: Path) -> dict[str, bytes]:
@@ -563,25 +700,32 @@ def test_a_full_disk_leaves_the_previous_report_set_whole(tmp_path: Path) -> Non
     from evaltasks.reports import ReportWriter
 
     cases = _failing_cases(60)
-    sizes = write_reports(tmp_path / "scratch", EvaluationResult(test_results=cases, summary=summarize(cases, {"M": 0.5})),
-                          {"schema_version": 1, "suite": "new"}, passed=False, min_pass_rate=1.0)
+    sizes = write_reports(
+        tmp_path / "scratch",
+        EvaluationResult(test_results=cases, summary=summarize(cases, {"M": 0.5})),
+        {"schema_version": 1, "suite": "new"},
+        passed=False,
+        min_pass_rate=1.0,
+    )
     results_size, junit_size = (sizes[n].stat().st_size for n in ("results.json", "junit.xml"))
     assert junit_size > results_size + 8192
     # parts (about the size of each report) + old set (3 pages) + results.json + half of junit.xml
     size = 2 * _pages(results_size) + _pages(junit_size) + 3 * 4096 + _pages(junit_size // 2)
     disk = tmp_path / "disk"
     disk.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size // 1024}k", "tmpfs", str(disk)],
-                           capture_output=True, text=True)
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size // 1024}k", "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if mount.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {mount.stderr.strip()}")
     try:
         old = _old_set(disk)
-        with pytest.raises(OSError) as info:
-            with ReportWriter(disk, "new", {"M": 0.5}) as writer:
-                writer.add(cases)
-                header = {"schema_version": 1, "suite": "new"}
-                writer.write_results(header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0))
+        with pytest.raises(OSError) as info, ReportWriter(disk, "new", {"M": 0.5}) as writer:
+            writer.add(cases)
+            header = {"schema_version": 1, "suite": "new"}
+            writer.write_results(
+                header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0)
+            )
         assert info.value.errno == errno.ENOSPC
         assert {p.name: p.read_bytes() for p in disk.iterdir()} == old  # the old set, whole; no temporaries
     finally:
@@ -610,7 +754,9 @@ def test_a_failed_write_leaves_the_previous_report_set_whole(tmp_path: Path) -> 
         try:
             with pytest.raises(OSError) as info:
                 header = {"schema_version": 1, "suite": "new"}
-                writer.write_results(header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0))
+                writer.write_results(
+                    header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0)
+                )
         finally:
             resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
             signal.signal(signal.SIGXFSZ, previous)
@@ -657,7 +803,9 @@ def test_temporaries_of_a_killed_writer_are_removed_by_the_next_run(tmp_path: Pa
         with ReportWriter(tmp_path, "rerun", {"M": 0.5}) as writer:
             writer.add(cases)
             header = {"schema_version": 1, "suite": "rerun"}
-            writer.write_results(header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0))
+            writer.write_results(
+                header, RunReport.of_results(header, writer.summarize(), passed=False, min_pass_rate=1.0)
+            )
         assert not stale.exists()
         assert live.exists()  # its writer still runs
         assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "junit.xml", "results.json", "summary.md"]

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.process_env import REPO_ROOT, subprocess_env
 from evaltasks import _redact
 from evaltasks._redact import MASK, redact, register
+from tests.process_env import REPO_ROOT, subprocess_env
 
 CANARY = "sk-canary-7f3a9c21d4e5b6a8c0"  # what the echoing endpoints quote back
 TESTS = Path(__file__).resolve().parents[1]
@@ -31,6 +31,7 @@ ECHOED = f"Invalid request for the key {MASK} (Authorization: Bearer {MASK})"  #
 
 
 # -- the registry ------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture()
 def clean_registry(monkeypatch: pytest.MonkeyPatch):
@@ -44,11 +45,12 @@ def clean_registry(monkeypatch: pytest.MonkeyPatch):
 def test_redact_hides_environment_and_registered_secrets_in_their_encodings(clean_registry, monkeypatch) -> None:
     key = 'sk-live "quoted"/ñ+key'  # characters that JSON, URLs and HTML each encode differently
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", key)
-    text = (f"plain {key}; json {json.dumps(key)[1:-1]}; ascii json {json.dumps(key, ensure_ascii=False)[1:-1]}; "
-            f"url {urllib.parse.quote(key, safe='')}; form {urllib.parse.quote_plus(key)}; "
-            "html sk-live &quot;quoted&quot;/ñ+key")
-    assert redact(text) == (f"plain {MASK}; json {MASK}; ascii json {MASK}; url {MASK}; form {MASK}; "
-                            f"html {MASK}")
+    text = (
+        f"plain {key}; json {json.dumps(key)[1:-1]}; ascii json {json.dumps(key, ensure_ascii=False)[1:-1]}; "
+        f"url {urllib.parse.quote(key, safe='')}; form {urllib.parse.quote_plus(key)}; "
+        "html sk-live &quot;quoted&quot;/ñ+key"
+    )
+    assert redact(text) == (f"plain {MASK}; json {MASK}; ascii json {MASK}; url {MASK}; form {MASK}; html {MASK}")
 
     monkeypatch.setenv(_redact.EXTRA_VARIABLES, "MY_GATEWAY_TOKEN, OTHER_TOKEN")  # a header value from the env
     monkeypatch.setenv("MY_GATEWAY_TOKEN", "gw-0123456789")
@@ -99,16 +101,18 @@ def test_errors_reasons_warnings_and_log_records_are_redacted(clean_registry, mo
 
 def test_a_key_given_in_python_is_redacted_from_the_reasons(clean_registry) -> None:
     """``judge_options={"api_key": ...}`` (no variable set): the client registers its key where it is built."""
-    from tests.chat_server import ChatServer
-
     from evaltasks import EvalTestCase, evaluate_sync
     from evaltasks.metrics.judge.faithfulness import FaithfulnessMetric
+    from tests.chat_server import ChatServer
 
     with ChatServer(api_key=CANARY) as chat:
         chat.always = "400_echo"
         metric = FaithfulnessMetric(judge_options={"api_key": CANARY, "base_url": chat.base_url, "max_retries": 0})
-        case = EvalTestCase(input="Where is Paris?", actual_output="Paris is in France. It is the capital.",
-                            retrieval_context=["Paris is the capital of France."])
+        case = EvalTestCase(
+            input="Where is Paris?",
+            actual_output="Paris is in France. It is the capital.",
+            retrieval_context=["Paris is the capital of France."],
+        )
         result = evaluate_sync([case], [metric])
         assert len(chat.requests) == 1  # the request was sent and echoed the key
     (metric_result,) = result.test_results[0].metrics
@@ -118,20 +122,43 @@ def test_a_key_given_in_python_is_redacted_from_the_reasons(clean_registry) -> N
 
 # -- a whole run: every file it wrote, its database, its output ------------------------------------------------------
 
+
 def _canary_suite(folder: Path, chat_url: str, embeddings_url: str) -> Path:
     """A suite with a judge metric (the chat server) and an OpenAI embedding metric (the embeddings server)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "d.jsonl").write_text("".join(json.dumps({
-        "id": f"c{i}", "input": f"question {i}", "actual_output": f"answer {i}", "expected_output": f"answer {i}",
-        "retrieval_context": [f"context {i}"]}) + "\n" for i in range(3)), encoding="utf-8")
+    (folder / "d.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"c{i}",
+                    "input": f"question {i}",
+                    "actual_output": f"answer {i}",
+                    "expected_output": f"answer {i}",
+                    "retrieval_context": [f"context {i}"],
+                }
+            )
+            + "\n"
+            for i in range(3)
+        ),
+        encoding="utf-8",
+    )
     suite = {
-        "name": "canary", "dataset": {"path": "d.jsonl"},
-        "judge": {"model": "judge-model", "base_url": chat_url, "max_retries": 0,
-                  "prices": {"judge-model": {"input": 0, "output": 0}}},
+        "name": "canary",
+        "dataset": {"path": "d.jsonl"},
+        "judge": {
+            "model": "judge-model",
+            "base_url": chat_url,
+            "max_retries": 0,
+            "prices": {"judge-model": {"input": 0, "output": 0}},
+        },
         "metrics": [
             {"metric": "FaithfulnessMetric"},
-            {"metric": "SemanticSimilarityMetric", "embedding_provider": "openai",
-             "model_name": "text-embedding-3-small", "provider_options": {"base_url": embeddings_url}},
+            {
+                "metric": "SemanticSimilarityMetric",
+                "embedding_provider": "openai",
+                "model_name": "text-embedding-3-small",
+                "provider_options": {"base_url": embeddings_url},
+            },
         ],
         "gate": {"min_pass_rate": 0},
     }
@@ -151,8 +178,9 @@ def _database_rows(database: Path) -> dict[str, list[str]]:
     with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
         tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         for table in tables:
-            values = [str(v) for row in db.execute(f'SELECT * FROM "{table}"') for v in row
-                      if isinstance(v, (str, bytes))]
+            values = [
+                str(v) for row in db.execute(f'SELECT * FROM "{table}"') for v in row if isinstance(v, (str, bytes))
+            ]
             rows[table] = values
     return rows
 
@@ -169,9 +197,25 @@ def test_an_echoed_key_reaches_no_report_no_log_and_no_prefect_database(tmp_path
         suite = _canary_suite(tmp_path / "suite", chat.base_url, embeddings.url + "/v1")
         env = {**subprocess_env(home), "OPENAI_API_KEY": CANARY, "PYTHONPATH": str(REPO_ROOT)}
         proc = subprocess.run(
-            [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
-             "--index-dir", str(tmp_path / "index"), "--task-runner", runner],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            [
+                sys.executable,
+                "-m",
+                "evaltasks.cli",
+                "run",
+                str(suite),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--index-dir",
+                str(tmp_path / "index"),
+                "--task-runner",
+                runner,
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert chat.requests and embeddings.requests, proc.stderr  # both endpoints were asked, and echoed the key
     assert proc.returncode in (0, 1), proc.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
@@ -189,24 +233,36 @@ def test_an_echoed_key_reaches_no_report_no_log_and_no_prefect_database(tmp_path
 
 # -- the Action ------------------------------------------------------------------------------------------------------
 
-def test_the_action_masks_each_secret_and_its_summary_comment_and_artifact_hold_none(tmp_path: Path,
-                                                                                    prefect_api_url: str) -> None:
+
+def test_the_action_masks_each_secret_and_its_summary_comment_and_artifact_hold_none(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
     from tests.chat_server import ChatServer
+    from tests.e2e.test_action_runs import _pr_event, _run_local
     from tests.github_server import GitHubServer
     from tests.openai_server import OpenAIServer
-
-    from tests.e2e.test_action_runs import _pr_event, _run_local
 
     gateway = "gw-token-5150c0ffee"  # a header value a metric reads: named in EVALTASKS_SECRET_VARIABLES
     with ChatServer(api_key=CANARY) as chat, OpenAIServer(api_key=CANARY) as embeddings, GitHubServer() as github:
         chat.always = embeddings.always = "400_echo"
         _canary_suite(tmp_path / "ws" / "evals", chat.base_url, embeddings.url + "/v1")
         code, run = _run_local(
-            tmp_path, "pr", "--with", "suite=evals/suite.yaml", "--with", f"openai-api-key={CANARY}",
-            "--event-path", str(_pr_event(tmp_path)), server=github, api_url=prefect_api_url,
-            env_extra={"EVALTASKS_SECRET_VARIABLES": "GATEWAY_TOKEN", "GATEWAY_TOKEN": gateway})
+            tmp_path,
+            "pr",
+            "--with",
+            "suite=evals/suite.yaml",
+            "--with",
+            f"openai-api-key={CANARY}",
+            "--event-path",
+            str(_pr_event(tmp_path)),
+            server=github,
+            api_url=prefect_api_url,
+            env_extra={"EVALTASKS_SECRET_VARIABLES": "GATEWAY_TOKEN", "GATEWAY_TOKEN": gateway},
+        )
         comments = github.all_comments()
-    assert code == 1, run["log"][-4000:]  # every case errored: nothing was evaluated, the gate fails (docs/suite.md#suite-file)
+    assert code == 1, run["log"][
+        -4000:
+    ]  # every case errored: nothing was evaluated, the gate fails (docs/suite.md#suite-file)
     shown = "Invalid request for the key \\*\\*\\*"  # as Markdown escapes it
     assert len(comments) == 1 and shown in comments[0]["body"] and shown in run["summary"]
     for text in (run["summary"], comments[0]["body"], run["log"], json.dumps(run["outputs"])):
@@ -223,13 +279,23 @@ def test_the_run_step_masks_every_configured_secret_before_evaltasks_starts(tmp_
     # it says so only when started as evaltasks (run.sh first asks it whether it takes -P: `-P -c ''`)
     fake.write_text("#!/bin/sh\ncase \"$*\" in *evaltasks*) echo 'evaltasks ran';; esac\n", encoding="utf-8")
     fake.chmod(0o755)
-    env = {"PATH": os.environ["PATH"], "PYTHON": str(fake), "SUITE": "s.yaml", "OUTPUT_DIR": str(tmp_path / "out"),
-           "REGRESSION_TOLERANCE": "0.01", "RUN_LOG": str(tmp_path / "run.log"),
-           "GITHUB_OUTPUT": str(tmp_path / "github_output"),
-           "OPENAI_API_KEY": CANARY, "AZURE_OPENAI_API_KEY": "azure-key-0123456789", "PREFECT_API_KEY": "",
-           "EVALTASKS_SECRET_VARIABLES": "GATEWAY_TOKEN,bad-name UNSET_TOKEN", "GATEWAY_TOKEN": "line one\nline two"}
-    proc = subprocess.run(["bash", str(REPO_ROOT / "action" / "run.sh")], env=env, capture_output=True, text=True,
-                          cwd=tmp_path)
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHON": str(fake),
+        "SUITE": "s.yaml",
+        "OUTPUT_DIR": str(tmp_path / "out"),
+        "REGRESSION_TOLERANCE": "0.01",
+        "RUN_LOG": str(tmp_path / "run.log"),
+        "GITHUB_OUTPUT": str(tmp_path / "github_output"),
+        "OPENAI_API_KEY": CANARY,
+        "AZURE_OPENAI_API_KEY": "azure-key-0123456789",
+        "PREFECT_API_KEY": "",
+        "EVALTASKS_SECRET_VARIABLES": "GATEWAY_TOKEN,bad-name UNSET_TOKEN",
+        "GATEWAY_TOKEN": "line one\nline two",
+    }
+    proc = subprocess.run(
+        ["bash", str(REPO_ROOT / "action" / "run.sh")], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     masks = [line.removeprefix("::add-mask::") for line in lines if line.startswith("::add-mask::")]
@@ -239,7 +305,8 @@ def test_the_run_step_masks_every_configured_secret_before_evaltasks_starts(tmp_
 
     for name in ("EVALTASKS_SECRET_VARIABLES", "AZURE_OPENAI_API_KEY", "GATEWAY_TOKEN"):  # unset (`set -u`)
         del env[name]
-    proc = subprocess.run(["bash", str(REPO_ROOT / "action" / "run.sh")], env=env, capture_output=True, text=True,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        ["bash", str(REPO_ROOT / "action" / "run.sh")], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
     assert proc.returncode == 0 and "evaltasks ran" in proc.stdout, proc.stderr
     assert [line for line in proc.stdout.splitlines() if line.startswith("::add-mask::")] == [f"::add-mask::{CANARY}"]

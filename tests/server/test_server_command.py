@@ -25,8 +25,10 @@ import pytest
 
 from tests.process_env import REPO_ROOT, subprocess_env
 
-pytestmark = [pytest.mark.slow,  # every test runs evaltasks server and served runs
-              pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets: Linux and macOS")]
+pytestmark = [
+    pytest.mark.slow,  # every test runs evaltasks server and served runs
+    pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets: Linux and macOS"),
+]
 
 DEADLINE_S = 600  # generous: the machine may be shared and busy
 QUICKSTART = REPO_ROOT / "examples" / "quickstart"
@@ -34,8 +36,15 @@ PREVIOUS = {"results.json": '{"previous": true}\n', "junit.xml": "<testsuites/>\
 
 
 def _cli(*args: str, env: dict[str, str], cwd: Path, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evaltasks.cli", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=DEADLINE_S, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        **kwargs,
+    )
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -63,8 +72,12 @@ class Server:
         return int(self.state()["runs_served"])
 
     def api(self, path: str, body: dict[str, Any]) -> Any:
-        request = urllib.request.Request(f"{self.state()['url']}{path}", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
+        request = urllib.request.Request(
+            f"{self.state()['url']}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 
@@ -137,11 +150,15 @@ def test_a_served_run_is_a_real_flow_run_with_the_reports_of_a_normal_run(server
         assert (workdir / "served-out" / name).is_file()
 
     normal_env = {**server.env, "PREFECT_API_URL": server.state()["url"]}  # the same Prefect server, in-process
-    normal = _cli("run", "suite.yaml", "--output-dir", "normal-out", "--no-cache", "--no-server", env=normal_env,
-                  cwd=workdir)
+    normal = _cli(
+        "run", "suite.yaml", "--output-dir", "normal-out", "--no-cache", "--no-server", env=normal_env, cwd=workdir
+    )
     assert normal.returncode == 0, normal.stdout + normal.stderr
     assert server.served() == before + 1, "--no-server ran on the server"
-    served_scores, normal_scores = _scores(workdir / "served-out/results.json"), _scores(workdir / "normal-out/results.json")
+    served_scores, normal_scores = (
+        _scores(workdir / "served-out/results.json"),
+        _scores(workdir / "normal-out/results.json"),
+    )
     assert served_scores == normal_scores and len(served_scores) == 16
     assert served_scores[("capital-fr", "ReferenceMatchMetric")] == pytest.approx(0.98936, abs=1e-4)
 
@@ -157,8 +174,9 @@ def test_a_served_run_is_a_real_flow_run_with_the_reports_of_a_normal_run(server
     # supervises the run's process, and stopping the heartbeat thread cost each run up to a second
     deadline = time.monotonic() + DEADLINE_S
     while True:
-        found = server.api("/events/filter", {"filter": {"any_resource": {"id": [f"prefect.flow-run.{flow_run_id}"]}},
-                                              "limit": 50})
+        found = server.api(
+            "/events/filter", {"filter": {"any_resource": {"id": [f"prefect.flow-run.{flow_run_id}"]}}, "limit": 50}
+        )
         names = [event["event"] for event in found["events"]]
         if "prefect.flow-run.Completed" in names:
             break
@@ -175,8 +193,10 @@ def test_the_servers_folder_and_files_are_private(server: Server) -> None:
 
     assert server.started is not None and "had mode 0777; set to 0700" in server.started.stderr, server.started
     folder = server.state_path.parent
-    modes = {path.name: stat.S_IMODE(os.lstat(path).st_mode) for path in (folder, server.state_path, folder / "lock",
-                                                                          folder / "server.log")}
+    modes = {
+        path.name: stat.S_IMODE(os.lstat(path).st_mode)
+        for path in (folder, server.state_path, folder / "lock", folder / "server.log")
+    }
     assert modes == {folder.name: 0o700, "state.json": 0o600, "lock": 0o600, "server.log": 0o600}, modes
     assert stat.S_IMODE(os.lstat(server.state()["socket"]).st_mode) & 0o077 == 0
 
@@ -184,12 +204,15 @@ def test_the_servers_folder_and_files_are_private(server: Server) -> None:
 def test_the_client_of_a_served_run_imports_neither_prefect_nor_rich_nor_torch(server: Server, workdir: Path) -> None:
     """The decision and the hand-over use the standard library: the client process never loads the heavy parts."""
     before = server.served()
-    script = ("import sys; sys.argv = ['evaltasks', 'run', 'suite.yaml', '--output-dir', 'light-out', '--quiet']\n"
-              "from evaltasks.cli import main\ncode = main()\n"
-              "print('loaded:', sorted(m for m in ('prefect', 'rich', 'torch', 'sentence_transformers') "
-              "if m in sys.modules))\nsys.exit(code)\n")
-    result = subprocess.run([sys.executable, "-c", script], env=server.env, cwd=workdir, capture_output=True,
-                            text=True, timeout=DEADLINE_S)
+    script = (
+        "import sys; sys.argv = ['evaltasks', 'run', 'suite.yaml', '--output-dir', 'light-out', '--quiet']\n"
+        "from evaltasks.cli import main\ncode = main()\n"
+        "print('loaded:', sorted(m for m in ('prefect', 'rich', 'torch', 'sentence_transformers') "
+        "if m in sys.modules))\nsys.exit(code)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=server.env, cwd=workdir, capture_output=True, text=True, timeout=DEADLINE_S
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert server.served() == before + 1
     assert "loaded: []" in result.stdout, result.stdout
@@ -197,8 +220,9 @@ def test_the_client_of_a_served_run_imports_neither_prefect_nor_rich_nor_torch(s
 
 def test_exit_codes_of_a_failing_gate_and_an_input_error(server: Server, workdir: Path) -> None:
     before = server.served()
-    failed = _cli("run", "strict.yaml", "--output-dir", "strict-out", "--no-cache", "--quiet", env=server.env,
-                  cwd=workdir)
+    failed = _cli(
+        "run", "strict.yaml", "--output-dir", "strict-out", "--no-cache", "--quiet", env=server.env, cwd=workdir
+    )
     assert failed.returncode == 1, failed.stdout + failed.stderr
     invalid = _cli("run", "invalid.yaml", env=server.env, cwd=workdir)
     assert invalid.returncode == 2, invalid.stdout + invalid.stderr
@@ -229,8 +253,14 @@ def test_a_served_run_writes_to_the_clients_terminal(server: Server, workdir: Pa
     primary, secondary = pty.openpty()
     env = {**server.env, "TERM": "xterm-256color", "COLUMNS": "100"}
     env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "tty-out"],
-                            cwd=workdir, env=env, stdin=secondary, stdout=secondary, stderr=secondary)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "tty-out"],
+        cwd=workdir,
+        env=env,
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+    )
     os.close(secondary)
     chunks = []
     while True:
@@ -250,9 +280,27 @@ def test_a_served_run_writes_to_the_clients_terminal(server: Server, workdir: Pa
 
 def test_two_clients_at_once_each_get_a_run(server: Server, workdir: Path) -> None:
     before = server.served()
-    procs = [subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir",
-                               f"parallel-{i}", "--quiet", "--no-cache"], env=server.env, cwd=workdir,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "evaltasks.cli",
+                "run",
+                "suite.yaml",
+                "--output-dir",
+                f"parallel-{i}",
+                "--quiet",
+                "--no-cache",
+            ],
+            env=server.env,
+            cwd=workdir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=DEADLINE_S)
         assert proc.returncode == 0, out + err
@@ -281,11 +329,17 @@ def test_edited_evaltasks_code_and_no_server_take_the_normal_path(server: Server
     another value, and PREFECT_API_URL naming another server do the same. Invalid-suite runs: exit 2 before
     Prefect either way."""
     before = server.served()
-    for extra_env, flags, said in (({"EVALTASKS_NO_SERVER": "1"}, (), None), ({}, ("--no-server",), None),
-                                   # a variable the server was not started with
-                                   ({"HF_EVALTASKS_TEST_ONLY": "client"}, (), "other values of HF_EVALTASKS_TEST_ONLY"),
-                                   ({"PREFECT_API_URL": "http://127.0.0.1:9/api"}, (),
-                                    "PREFECT_API_URL names another Prefect server (http://127.0.0.1:9/api)")):
+    for extra_env, flags, said in (
+        ({"EVALTASKS_NO_SERVER": "1"}, (), None),
+        ({}, ("--no-server",), None),
+        # a variable the server was not started with
+        ({"HF_EVALTASKS_TEST_ONLY": "client"}, (), "other values of HF_EVALTASKS_TEST_ONLY"),
+        (
+            {"PREFECT_API_URL": "http://127.0.0.1:9/api"},
+            (),
+            "PREFECT_API_URL names another Prefect server (http://127.0.0.1:9/api)",
+        ),
+    ):
         result = _cli("run", "invalid.yaml", *flags, env={**server.env, **extra_env}, cwd=workdir)
         assert result.returncode == 2, result.stderr
         # a server the user did not turn off, but that the run does not use: one line says why
@@ -306,7 +360,8 @@ def test_edited_evaltasks_code_and_no_server_take_the_normal_path(server: Server
     assert server.served() == before, "a stale server ran the run"
     assert [line for line in stale.stderr.splitlines() if "evaltasks server" in line] == [
         "evaltasks: not using the evaltasks server: the evaltasks code changed since it started (restart it: "
-        "evaltasks server stop; evaltasks server start); running without it"], stale.stderr
+        "evaltasks server stop; evaltasks server start); running without it"
+    ], stale.stderr
     assert status.returncode == 0 and "the evaltasks code changed since it started" in status.stdout, status.stdout
     served = _cli("run", "invalid.yaml", env=server.env, cwd=workdir)  # the code as the server has it again
     assert served.returncode == 2 and server.served() == before + 1
@@ -369,8 +424,13 @@ def test_a_killed_client_stops_its_run(server: Server, tmp_path: Path) -> None:
         run.kill()
     assert server.served() == before + 1
     server.wait_idle()
-    runs = [r for r in server.api("/flow_runs/filter", {}) if r["parameters"].get("suite_path") == "long.yaml"
-            and r["parameters"].get("output_dir") == "out" and r["start_time"]]
+    runs = [
+        r
+        for r in server.api("/flow_runs/filter", {})
+        if r["parameters"].get("suite_path") == "long.yaml"
+        and r["parameters"].get("output_dir") == "out"
+        and r["start_time"]
+    ]
     assert runs and all(r["state_type"] in ("CRASHED", "CANCELLED", "FAILED") for r in runs), runs
     assert {name: (run.out / name).read_text(encoding="utf-8") for name in PREVIOUS} == PREVIOUS
 
@@ -378,20 +438,29 @@ def test_a_killed_client_stops_its_run(server: Server, tmp_path: Path) -> None:
 def test_a_killed_clients_run_stuck_in_a_metric_is_killed(server: Server, tmp_path: Path) -> None:
     """A user's metric stuck in its own code (a 1,000 s sleep) ignores the stop; with its client gone the run
     is killed a few seconds later (CLIENT_GONE_GRACE_S) instead of running on unseen for the rest of the sleep."""
-    (tmp_path / "stuck_metric.py").write_text(SLOW_METRIC.replace("time.sleep(0.05)", "time.sleep(1000)"),
-                                              encoding="utf-8")
+    (tmp_path / "stuck_metric.py").write_text(
+        SLOW_METRIC.replace("time.sleep(0.05)", "time.sleep(1000)"), encoding="utf-8"
+    )
     (tmp_path / "cases.jsonl").write_text('{"input": "q", "actual_output": "a"}\n', encoding="utf-8")
-    (tmp_path / "stuck.yaml").write_text("name: stuck\ndataset: {path: cases.jsonl}\nmetrics:\n"
-                                         "  - {metric: 'stuck_metric:SlowMetric'}\n", encoding="utf-8")
+    (tmp_path / "stuck.yaml").write_text(
+        "name: stuck\ndataset: {path: cases.jsonl}\nmetrics:\n  - {metric: 'stuck_metric:SlowMetric'}\n",
+        encoding="utf-8",
+    )
     err_path = tmp_path / "stderr.txt"
     with open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "stuck.yaml", "--no-cache"],
-                                cwd=tmp_path, env={**server.env, "PREFECT_LOGGING_LEVEL": "INFO"},
-                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evaltasks.cli", "run", "stuck.yaml", "--no-cache"],
+            cwd=tmp_path,
+            env={**server.env, "PREFECT_LOGGING_LEVEL": "INFO"},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + DEADLINE_S
-        while "Embeddings:" not in err_path.read_text(errors="replace") and "score-batch" not in \
-                err_path.read_text(errors="replace"):
+        while "Embeddings:" not in err_path.read_text(errors="replace") and "score-batch" not in err_path.read_text(
+            errors="replace"
+        ):
             assert proc.poll() is None and time.monotonic() < deadline, err_path.read_text(errors="replace")
             time.sleep(0.05)
         time.sleep(0.5)  # inside the metric's sleep
@@ -416,7 +485,9 @@ class LongRun:
                 handle.write(json.dumps({"input": f"q{i}", "actual_output": f"answer {i}"}) + "\n")
         (folder / "long.yaml").write_text(
             "name: long\ndataset: {path: long.jsonl}\nmetrics:\n"
-            "  - {metric: 'slow_metric:SlowMetric'}\ngate: {min_pass_rate: 0.0}\n", encoding="utf-8")
+            "  - {metric: 'slow_metric:SlowMetric'}\ngate: {min_pass_rate: 0.0}\n",
+            encoding="utf-8",
+        )
         self.out = folder / "out"
         self.out.mkdir()
         for name, text in PREVIOUS.items():
@@ -424,9 +495,27 @@ class LongRun:
         self.stderr_path = folder / "stderr.txt"
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "evaltasks.cli", "run", "long.yaml", "--output-dir", "out", "--no-cache",
-                 "--quiet", "--batch-size", "20", "--task-runner", "threads:2"], cwd=folder, env={**server.env, "PREFECT_LOGGING_LEVEL": "INFO"},
-                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "evaltasks.cli",
+                    "run",
+                    "long.yaml",
+                    "--output-dir",
+                    "out",
+                    "--no-cache",
+                    "--quiet",
+                    "--batch-size",
+                    "20",
+                    "--task-runner",
+                    "threads:2",
+                ],
+                cwd=folder,
+                env={**server.env, "PREFECT_LOGGING_LEVEL": "INFO"},
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
@@ -471,11 +560,18 @@ def _served_metric_run(server: Server, folder: Path, body: str, extra_env: dict[
     by ``body`` (its PID_FILE is ``folder/run.pid``), in a session of its own."""
     (folder / "pid_metric.py").write_text(PID_METRIC.replace("time.sleep(1000)", body), encoding="utf-8")
     (folder / "cases.jsonl").write_text('{"input": "q", "actual_output": "a"}\n', encoding="utf-8")
-    (folder / "s.yaml").write_text("name: s\ndataset: {path: cases.jsonl}\nmetrics:\n"
-                                   "  - {metric: 'pid_metric:PidMetric'}\n", encoding="utf-8")
-    return subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-cache"], cwd=folder,
-                            env={**server.env, "PID_FILE": str(folder / "run.pid"), **extra_env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    (folder / "s.yaml").write_text(
+        "name: s\ndataset: {path: cases.jsonl}\nmetrics:\n  - {metric: 'pid_metric:PidMetric'}\n", encoding="utf-8"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-cache"],
+        cwd=folder,
+        env={**server.env, "PID_FILE": str(folder / "run.pid"), **extra_env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _metric_pid(proc: subprocess.Popen[str], pid_file: Path) -> int:
@@ -517,8 +613,10 @@ def test_a_served_run_stuck_in_a_metric_stops_after_the_grace_period_naming_it(s
             proc.wait()
     assert proc.returncode == 143, err
     lines = [line for line in err.splitlines() if "interrupted" in line]
-    assert lines == ["evaltasks: interrupted by SIGTERM: metric PidMetric did not stop within 2 s, so the run's "
-                     "processes were killed; no reports written"], err
+    assert lines == [
+        "evaltasks: interrupted by SIGTERM: metric PidMetric did not stop within 2 s, so the run's "
+        "processes were killed; no reports written"
+    ], err
     assert "Traceback" not in err
     assert _gone(run_pid), f"the served run {run_pid} still runs"
 
@@ -567,8 +665,14 @@ def test_status_then_stop(server: Server, workdir: Path) -> None:
     run = LongRun(server, workdir)
     try:
         run.wait_scoring()
-        first_stop = subprocess.Popen([sys.executable, "-m", "evaltasks.cli", "server", "stop"], env=server.env,
-                                      cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first_stop = subprocess.Popen(
+            [sys.executable, "-m", "evaltasks.cli", "server", "stop"],
+            env=server.env,
+            cwd=workdir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         deadline = time.monotonic() + DEADLINE_S
         while server.state()["status"] != "stopping":
             assert time.monotonic() < deadline and first_stop.poll() is None, server.state()
@@ -638,8 +742,14 @@ def checkout_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
     (checkout / "yaml.py").write_text(HOSTILE_YAML.format(marker=str(srv.root / "yaml-imported.txt")), encoding="utf-8")
     pids: list[int | None] = []
     try:
-        srv.started = subprocess.run([sys.executable, "-m", "evaltasks", "server", "start"], env=srv.env, cwd=checkout,
-                                     capture_output=True, text=True, timeout=DEADLINE_S)
+        srv.started = subprocess.run(
+            [sys.executable, "-m", "evaltasks", "server", "start"],
+            env=srv.env,
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+        )
         if srv.state_path.exists():
             pids = [srv.state().get("pid"), srv.state().get("prefect_pid")]
         assert srv.started.returncode == 0, srv.started.stdout + srv.started.stderr
@@ -651,8 +761,9 @@ def checkout_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 
-def test_a_server_started_in_a_checkout_root_is_used_by_runs_from_elsewhere(checkout_server: Server,
-                                                                            workdir: Path) -> None:
+def test_a_server_started_in_a_checkout_root_is_used_by_runs_from_elsewhere(
+    checkout_server: Server, workdir: Path
+) -> None:
     """The server imports the installed evaltasks, not the checkout's copy (nor its ``yaml.py``): a run from
     another folder uses it, says nothing about it, and ``status`` has no complaint."""
     srv = checkout_server
@@ -692,9 +803,10 @@ def test_a_run_whose_server_is_killed_exits_3_and_leaves_no_process(checkout_ser
             proc.wait()
     assert proc.returncode == 3, err
     lines = [line for line in err.splitlines() if "evaltasks server" in line or "error" in line.lower()]
-    assert lines == [f"evaltasks: error: the evaltasks server (pid {state['pid']}) ended during the run, which ended "
-                     f"with it (its log: {srv.state_path.parent / 'server.log'})"], err
+    assert lines == [
+        f"evaltasks: error: the evaltasks server (pid {state['pid']}) ended during the run, which ended "
+        f"with it (its log: {srv.state_path.parent / 'server.log'})"
+    ], err
     assert "Traceback" not in err
     for pid in (run_pid, state["prefect_pid"]):
         assert _gone(pid), f"process {pid} still runs"
-

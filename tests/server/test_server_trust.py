@@ -25,8 +25,10 @@ import pytest
 
 from tests.process_env import subprocess_env
 
-pytestmark = [pytest.mark.slow,  # servers and runs in subprocesses
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and fork: Linux")]
+pytestmark = [
+    pytest.mark.slow,  # servers and runs in subprocesses
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and fork: Linux"),
+]
 
 NOBODY = 65534  # another user's uid (nobody), for the files and processes a root test gives away
 DEADLINE_S = 600  # generous: the machine may be shared and busy
@@ -45,11 +47,23 @@ class FakeServer:
         self.state = self.dir / "state.json"
         self.lock_fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self.lock_fd, fcntl.LOCK_EX)  # "a server runs"
-        paths = json.loads(self._python("import json; from evaltasks.server.client import identity, server_paths; "
-                                        "p = server_paths(); print(json.dumps([str(p.socket), identity()]))"))
+        paths = json.loads(
+            self._python(
+                "import json; from evaltasks.server.client import identity, server_paths; "
+                "p = server_paths(); print(json.dumps([str(p.socket), identity()]))"
+            )
+        )
         self.socket, identity = Path(paths[0]), paths[1]
-        state = {"status": "ready", "pid": os.getpid(), "url": "http://127.0.0.1:9/api", "socket": str(self.socket),
-                 "started": 0, "runs_served": 0, "log": str(self.dir / "server.log"), **identity}
+        state = {
+            "status": "ready",
+            "pid": os.getpid(),
+            "url": "http://127.0.0.1:9/api",
+            "socket": str(self.socket),
+            "started": 0,
+            "runs_served": 0,
+            "log": str(self.dir / "server.log"),
+            **identity,
+        }
         fd = os.open(self.state, os.O_WRONLY | os.O_CREAT, 0o600)
         with os.fdopen(fd, "w") as handle:
             json.dump(state, handle)
@@ -64,8 +78,14 @@ class FakeServer:
         self.pid: int | None = None
 
     def _python(self, code: str) -> str:
-        result = subprocess.run([sys.executable, "-c", code], env=self.env, cwd=self.root, capture_output=True,
-                                text=True, timeout=DEADLINE_S)
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            env=self.env,
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout
 
@@ -133,14 +153,21 @@ def fake(tmp_path: Path) -> Iterator[FakeServer]:
 
 
 def _invalid_suite(folder: Path) -> Path:
-    (folder / "invalid.yaml").write_text("name: invalid\ndataset: {path: missing.jsonl}\n"
-                                         "metrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8")
+    (folder / "invalid.yaml").write_text(
+        "name: invalid\ndataset: {path: missing.jsonl}\nmetrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8"
+    )
     return folder / "invalid.yaml"
 
 
 def _run(fake: FakeServer, suite: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evaltasks.cli", "run", suite, *extra], env=fake.env,
-                          cwd=fake.root, capture_output=True, text=True, timeout=DEADLINE_S)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", suite, *extra],
+        env=fake.env,
+        cwd=fake.root,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
 
 
 def test_a_private_server_of_this_user_is_used(fake: FakeServer) -> None:
@@ -230,10 +257,12 @@ def test_a_socket_served_by_another_users_process_is_refused(fake: FakeServer) -
 
 def test_a_refused_server_leaves_the_run_complete(fake: FakeServer) -> None:
     """A run that refuses the server runs in its own process to its reports (exit 0, results.json)."""
-    (fake.root / "cases.jsonl").write_text('{"id": "a", "input": "q", "actual_output": "an answer"}\n',
-                                           encoding="utf-8")
-    (fake.root / "suite.yaml").write_text("name: tiny\ndataset: {path: cases.jsonl}\n"
-                                          "metrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8")
+    (fake.root / "cases.jsonl").write_text(
+        '{"id": "a", "input": "q", "actual_output": "an answer"}\n', encoding="utf-8"
+    )
+    (fake.root / "suite.yaml").write_text(
+        "name: tiny\ndataset: {path: cases.jsonl}\nmetrics: [{metric: NonEmptyMetric}]\n", encoding="utf-8"
+    )
     fake.serve()
     _world_writable_folder(fake)
     result = _run(fake, "suite.yaml", "--output-dir", "out")
@@ -253,8 +282,14 @@ def test_the_server_refuses_a_folder_of_another_user(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     os.chown(folder, NOBODY, NOBODY)
     os.chmod(folder, 0o777)
-    result = subprocess.run([sys.executable, "-m", "evaltasks.cli", "server"], env=subprocess_env(home),
-                            cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE_S)
+    result = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "server"],
+        env=subprocess_env(home),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1 and f"is owned by uid {NOBODY}" in result.stderr, result.stderr
     assert list(folder.iterdir()) == []
@@ -268,8 +303,10 @@ def test_a_server_of_another_evaltasks_installation_is_named_as_such() -> None:
     mine = identity()
     reason = incompatibility({**mine, "package": ["/checkout/evaltasks"]})
     assert reason == f"it imports evaltasks from /checkout/evaltasks, this run from {', '.join(mine['package'])}"
-    assert incompatibility({**mine, "python": "/other/python"}) == \
-        f"it runs another Python (/other/python in {mine['prefix']}; this run: {mine['python']} in {mine['prefix']})"
+    assert (
+        incompatibility({**mine, "python": "/other/python"})
+        == f"it runs another Python (/other/python in {mine['prefix']}; this run: {mine['python']} in {mine['prefix']})"
+    )
 
 
 def test_python_and_python3_of_one_virtualenv_are_one_python() -> None:
@@ -283,8 +320,15 @@ def test_python_and_python3_of_one_virtualenv_are_one_python() -> None:
     if link is None:
         pytest.skip("this environment has a single name for its Python")
     probe = "import json, sys; from evaltasks.server.client import identity; print(json.dumps(identity()))"
-    other = json.loads(subprocess.run([str(link), "-c", probe], capture_output=True, text=True, check=True,
-                                      env={**os.environ, "PYTHONSAFEPATH": "1"}).stdout)
+    other = json.loads(
+        subprocess.run(
+            [str(link), "-c", probe],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONSAFEPATH": "1"},
+        ).stdout
+    )
     mine = identity()
     assert other["python"] == mine["python"] and other["prefix"] == mine["prefix"]
     assert incompatibility({**mine, "prefix": "/another/venv"}).startswith("it runs another Python (")

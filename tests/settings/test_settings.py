@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.process_env import REPO_ROOT, subprocess_env
 
 from evaltasks.settings import Settings, SettingsError, default_text, get_settings, markdown_table, variable_name
+from tests.process_env import REPO_ROOT, subprocess_env
 from tests.suite_helpers import length_suite
 
 SOURCE_DIRS = (REPO_ROOT / "evaltasks", REPO_ROOT / "flows")
@@ -84,17 +84,27 @@ def test_the_docs_table_lists_exactly_the_settings_with_their_real_defaults() ->
     assert markdown_table() in DOCS.read_text(encoding="utf-8")  # the table is the generated one, verbatim
 
 
-@pytest.mark.parametrize(("name", "value", "rule"), [
-    ("EVALTASKS_STOP_GRACE_S", "abc", "valid number"),
-    ("EVALTASKS_STOP_GRACE_S", "-1", "greater than 0"),
-    ("EVALTASKS_INDEX_MAX_SEGMENTS", "0", "greater than or equal to 1"),
-])
-def test_a_bad_value_stops_a_run_with_one_line_naming_the_variable(tmp_path: Path, name: str, value: str,
-                                                                   rule: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [
+        ("EVALTASKS_STOP_GRACE_S", "abc", "valid number"),
+        ("EVALTASKS_STOP_GRACE_S", "-1", "greater than 0"),
+        ("EVALTASKS_INDEX_MAX_SEGMENTS", "0", "greater than or equal to 1"),
+    ],
+)
+def test_a_bad_value_stops_a_run_with_one_line_naming_the_variable(
+    tmp_path: Path, name: str, value: str, rule: str
+) -> None:
     suite = length_suite(tmp_path / "suite", [1, 2], name="bad-setting")
     env = {**subprocess_env(tmp_path / "prefect-home"), name: value}
-    done = subprocess.run([sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", "out"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+    done = subprocess.run(
+        [sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [done.stderr.rstrip("\n")], done.stderr  # one line
     assert done.stderr.startswith(f"evaltasks: error: {name}={value!r}: ") and rule in done.stderr, done.stderr
@@ -134,8 +144,9 @@ def test_values_reach_the_code_that_uses_them(monkeypatch: pytest.MonkeyPatch, t
 
 
 @pytest.mark.parametrize("value", ["2.5", " 7 ", "", "   ", "abc", "-1", "0", "inf", "nan", "1e-3"])
-def test_the_supervisor_reads_the_grace_period_by_the_settings_rule(monkeypatch: pytest.MonkeyPatch,
-                                                                     value: str) -> None:
+def test_the_supervisor_reads_the_grace_period_by_the_settings_rule(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     """The parent of ``evaltasks run`` reads EVALTASKS_STOP_GRACE_S without pydantic: the value Settings accepts,
     else (a value the run itself refuses with exit 2) the default."""
     from evaltasks import supervisor
@@ -149,10 +160,22 @@ def test_the_supervisor_reads_the_grace_period_by_the_settings_rule(monkeypatch:
     assert math.isfinite(expected) and expected > 0
 
 
-@pytest.mark.parametrize(("value", "expected"), [("1", True), ("yes", True), ("please", True), ("0", False),
-                                                 ("OFF", False), (" false ", False), ("No", False), ("", False)])
-def test_no_server_reads_the_same_in_the_client_and_the_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                                 value: str, expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1", True),
+        ("yes", True),
+        ("please", True),
+        ("0", False),
+        ("OFF", False),
+        (" false ", False),
+        ("No", False),
+        ("", False),
+    ],
+)
+def test_no_server_reads_the_same_in_the_client_and_the_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str, expected: bool
+) -> None:
     """The server's client decides with the standard library; its answer is the Settings field's."""
     from evaltasks._env import NO_SERVER_VARIABLE, env_value, flag_value
 
@@ -181,6 +204,12 @@ def test_only_reads_the_named_fields_and_other_evaltasks_variables_are_ignored()
 
 def test_an_unknown_evaltasks_variable_does_not_stop_a_command(tmp_path: Path) -> None:
     env = {**subprocess_env(tmp_path / "prefect-home"), "EVALTASKS_ACTION_PYTHON": "/nowhere/python"}
-    done = subprocess.run([sys.executable, "-m", "evaltasks", "schema"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=DEADLINE_S)
+    done = subprocess.run(
+        [sys.executable, "-m", "evaltasks", "schema"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert done.returncode == 0 and done.stdout.startswith("{"), done.stderr

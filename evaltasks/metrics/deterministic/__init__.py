@@ -16,7 +16,16 @@ from evaltasks.metrics.deterministic.starts_with import StartsWithMetric
 from evaltasks.metrics.deterministic.tool_correctness import ToolCorrectnessMetric
 
 __all__ = [
-    "ContainsMetric", "EndsWithMetric", "ExactMatchMetric", "FormatCheckMetric", "JsonSchemaMetric",
-    "LanguageDetectionMetric", "LengthCheckMetric", "NonEmptyMetric", "RegexMatchMetric", "RestrictedRefusalMetric",
-    "StartsWithMetric", "ToolCorrectnessMetric",
+    "ContainsMetric",
+    "EndsWithMetric",
+    "ExactMatchMetric",
+    "FormatCheckMetric",
+    "JsonSchemaMetric",
+    "LanguageDetectionMetric",
+    "LengthCheckMetric",
+    "NonEmptyMetric",
+    "RegexMatchMetric",
+    "RestrictedRefusalMetric",
+    "StartsWithMetric",
+    "ToolCorrectnessMetric",
 ]

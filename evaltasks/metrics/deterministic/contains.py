@@ -86,8 +86,13 @@ class ContainsMetric(BaseMetric):
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, keywords, mode, case_sensitive)."""
-        return {"threshold": self.threshold, "name": self.name, "keywords": self.keywords, "mode": self.mode,
-                "case_sensitive": self.case_sensitive}
+        return {
+            "threshold": self.threshold,
+            "name": self.name,
+            "keywords": self.keywords,
+            "mode": self.mode,
+            "case_sensitive": self.case_sensitive,
+        }
 
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
@@ -127,6 +132,7 @@ class ContainsMetric(BaseMetric):
             score = len(found) / total
         else:
             score = 0.0 if found else 1.0
-        reason = (f"Found {len(found)}/{total} keywords (mode={self.mode}); found: {quote(found)}; "
-                  f"missing: {quote(missing)}.")
+        reason = (
+            f"Found {len(found)}/{total} keywords (mode={self.mode}); found: {quote(found)}; missing: {quote(missing)}."
+        )
         return score, reason, {"found": found, "missing": missing, "mode": self.mode}

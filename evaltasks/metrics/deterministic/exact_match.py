@@ -53,7 +53,8 @@ class ExactMatchMetric(BaseMetric):
         self.case_sensitive = check_flag("case_sensitive", case_sensitive)
         self.strip_whitespace = check_flag("strip_whitespace", strip_whitespace)
         mode = ("case-sensitive" if case_sensitive else "case-insensitive") + (
-            ", surrounding whitespace ignored" if strip_whitespace else "")
+            ", surrounding whitespace ignored" if strip_whitespace else ""
+        )
         log = {"case_sensitive": case_sensitive, "strip_whitespace": strip_whitespace}
         self._verdicts = {
             True: (1.0, f"Output matches the expected output exactly ({mode}).", {"matched": True, **log}),
@@ -62,8 +63,12 @@ class ExactMatchMetric(BaseMetric):
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, case_sensitive, strip_whitespace)."""
-        return {"threshold": self.threshold, "name": self.name, "case_sensitive": self.case_sensitive,
-                "strip_whitespace": self.strip_whitespace}
+        return {
+            "threshold": self.threshold,
+            "name": self.name,
+            "case_sensitive": self.case_sensitive,
+            "strip_whitespace": self.strip_whitespace,
+        }
 
     def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
         """A case needs an ``expected_output`` (an empty string is a value; None is missing)."""
@@ -90,7 +95,8 @@ class ExactMatchMetric(BaseMetric):
                 # lower() keeps an ASCII string's length: different lengths never match
                 matched = not case_sensitive and len(actual) == len(expected) and actual.lower() == expected.lower()
             else:
-                matched = (comparable(actual, case_sensitive=case_sensitive)
-                           == comparable(expected, case_sensitive=case_sensitive))
+                matched = comparable(actual, case_sensitive=case_sensitive) == comparable(
+                    expected, case_sensitive=case_sensitive
+                )
             append(hit if matched else miss)
         return results

@@ -94,8 +94,10 @@ def check_phone(text: str) -> str | None:
             return "contains a character other than digits, spaces, '-', '(', ')' and a leading '+'"
         if text.rfind("+") > 0:
             return "has a '+' that is not at the start"
-        return ("has misplaced parentheses or separators (parentheses enclose digits only; it starts with a "
-                "digit or '(' and ends with a digit or ')')")
+        return (
+            "has misplaced parentheses or separators (parentheses enclose digits only; it starts with a "
+            "digit or '(' and ends with a digit or ')')"
+        )
     digits = len(_DIGIT.findall(text))
     low, high = PHONE_DIGITS
     if not low <= digits <= high:
@@ -215,7 +217,9 @@ class FormatCheckMetric(BaseMetric):
         check = FORMATS[self.format_type][1]
         shared: dict[str | None, MetricResult] = {}  # failure (None: valid) -> result, shared by cases
         for case in cases:
-            text = case.actual_output.strip(WHITE_SPACE)  # Unicode White_Space (docs/metrics/deterministic.md#text-comparison)
+            text = case.actual_output.strip(
+                WHITE_SPACE
+            )  # Unicode White_Space (docs/metrics/deterministic.md#text-comparison)
             failure = check(text) if text else "is empty"
             result = shared.get(failure)
             if result is None:

@@ -50,8 +50,14 @@ def _reject_constant(name: str) -> Any:
 
 _decode = json.JSONDecoder(parse_constant=_reject_constant).decode
 
-_KNOWN_VALIDATORS = (Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator,
-                     Draft202012Validator)  # the drafts jsonschema validates
+_KNOWN_VALIDATORS = (
+    Draft3Validator,
+    Draft4Validator,
+    Draft6Validator,
+    Draft7Validator,
+    Draft201909Validator,
+    Draft202012Validator,
+)  # the drafts jsonschema validates
 
 # Keywords whose values are data, not subschemas: a "$ref" key inside them is no reference.
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
@@ -155,9 +161,7 @@ class JsonSchemaMetric(BaseMetric):
 
     version: ClassVar[str] = "1"
 
-    def __init__(
-        self, threshold: float = 1.0, *, schema: Mapping[str, Any], name: str | None = None
-    ) -> None:
+    def __init__(self, threshold: float = 1.0, *, schema: Mapping[str, Any], name: str | None = None) -> None:
         super().__init__(threshold, name=name)
         if schema is None:
             raise TypeError("JsonSchemaMetric requires schema (a JSON Schema object)")
@@ -238,17 +242,26 @@ class JsonSchemaMetric(BaseMetric):
         log = {"valid_json": True, "fenced": fenced, "errors": messages, "error_count": len(errors)}
         inside = " (inside the code fence)" if fenced else ""
         if not errors:
-            return MetricResult.scored(name, 1.0, threshold, f"The output{inside} is JSON that matches the schema.", log)
+            return MetricResult.scored(
+                name, 1.0, threshold, f"The output{inside} is JSON that matches the schema.", log
+            )
         best = best_match(errors)
-        count = f"more than {COUNTED_ERRORS} errors" if len(errors) > COUNTED_ERRORS else (
-            "1 error" if len(errors) == 1 else f"{len(errors)} errors")
-        reason = (f"The output{inside} is JSON that does not match the schema ({count}): "
-                  f"{best.json_path}: {bounded(best.message, ERROR_MAX_CHARS)}.")
+        count = (
+            f"more than {COUNTED_ERRORS} errors"
+            if len(errors) > COUNTED_ERRORS
+            else ("1 error" if len(errors) == 1 else f"{len(errors)} errors")
+        )
+        reason = (
+            f"The output{inside} is JSON that does not match the schema ({count}): "
+            f"{best.json_path}: {bounded(best.message, ERROR_MAX_CHARS)}."
+        )
         return MetricResult.scored(name, 0.0, threshold, reason, log)
 
     @staticmethod
     def _not_json(problem: str, fenced: bool) -> tuple[str, dict[str, Any]]:
         """(reason, evaluation_log) of an output that is not JSON because of ``problem``."""
         inside = " (inside the code fence)" if fenced else ""
-        return (f"The output{inside} is not valid JSON: {problem}.",
-                {"valid_json": False, "fenced": fenced, "errors": [problem], "error_count": 0})
+        return (
+            f"The output{inside} is not valid JSON: {problem}.",
+            {"valid_json": False, "fenced": fenced, "errors": [problem], "error_count": 0},
+        )

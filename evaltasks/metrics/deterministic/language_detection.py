@@ -29,14 +29,177 @@ from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 #: The labels of the bundled lid.176 "lite" model (167 of fastText's 176; tests check this against the model).
-MODEL_LABELS: tuple[str, ...] = tuple((
-    "af als am an ar arz as ast av az azb ba bar bcl be bg bh bn bo bpy br bs bxr ca ce ceb ckb co cs cv cy "
-    "da de diq dsb dty dv el eml en eo es et eu fa fi fr frr fy ga gd gl gn gom gu gv he hi hif hr hsb ht hu "
-    "hy id ie ilo io is it ja jv ka kk km kn ko krc ku kv ky la lb lez li lmo lo lrc lt lv mai mg mhr min mk "
-    "ml mn mr mrj ms mt mwl my myv nap nds ne new nl nn no oc or os pa pam pfl pl pms pnb ps pt rm ro ru rue "
-    "sa sah sc scn sco sd sh si sk sl so sq sr su sv sw ta te tg th tk tl tr tt tyv ug uk ur uz vec vep vi "
-    "vls wa war wuu xal xmf yi yo zh"
-).split())
+MODEL_LABELS: tuple[str, ...] = tuple(
+    [
+        "af",
+        "als",
+        "am",
+        "an",
+        "ar",
+        "arz",
+        "as",
+        "ast",
+        "av",
+        "az",
+        "azb",
+        "ba",
+        "bar",
+        "bcl",
+        "be",
+        "bg",
+        "bh",
+        "bn",
+        "bo",
+        "bpy",
+        "br",
+        "bs",
+        "bxr",
+        "ca",
+        "ce",
+        "ceb",
+        "ckb",
+        "co",
+        "cs",
+        "cv",
+        "cy",
+        "da",
+        "de",
+        "diq",
+        "dsb",
+        "dty",
+        "dv",
+        "el",
+        "eml",
+        "en",
+        "eo",
+        "es",
+        "et",
+        "eu",
+        "fa",
+        "fi",
+        "fr",
+        "frr",
+        "fy",
+        "ga",
+        "gd",
+        "gl",
+        "gn",
+        "gom",
+        "gu",
+        "gv",
+        "he",
+        "hi",
+        "hif",
+        "hr",
+        "hsb",
+        "ht",
+        "hu",
+        "hy",
+        "id",
+        "ie",
+        "ilo",
+        "io",
+        "is",
+        "it",
+        "ja",
+        "jv",
+        "ka",
+        "kk",
+        "km",
+        "kn",
+        "ko",
+        "krc",
+        "ku",
+        "kv",
+        "ky",
+        "la",
+        "lb",
+        "lez",
+        "li",
+        "lmo",
+        "lo",
+        "lrc",
+        "lt",
+        "lv",
+        "mai",
+        "mg",
+        "mhr",
+        "min",
+        "mk",
+        "ml",
+        "mn",
+        "mr",
+        "mrj",
+        "ms",
+        "mt",
+        "mwl",
+        "my",
+        "myv",
+        "nap",
+        "nds",
+        "ne",
+        "new",
+        "nl",
+        "nn",
+        "no",
+        "oc",
+        "or",
+        "os",
+        "pa",
+        "pam",
+        "pfl",
+        "pl",
+        "pms",
+        "pnb",
+        "ps",
+        "pt",
+        "rm",
+        "ro",
+        "ru",
+        "rue",
+        "sa",
+        "sah",
+        "sc",
+        "scn",
+        "sco",
+        "sd",
+        "sh",
+        "si",
+        "sk",
+        "sl",
+        "so",
+        "sq",
+        "sr",
+        "su",
+        "sv",
+        "sw",
+        "ta",
+        "te",
+        "tg",
+        "th",
+        "tk",
+        "tl",
+        "tr",
+        "tt",
+        "tyv",
+        "ug",
+        "uk",
+        "ur",
+        "uz",
+        "vec",
+        "vep",
+        "vi",
+        "vls",
+        "wa",
+        "war",
+        "wuu",
+        "xal",
+        "xmf",
+        "yi",
+        "yo",
+        "zh",
+    ]
+)
 
 #: Three-letter labels that belong to an ISO 639-3 macrolanguage with an ISO 639-1 code, reported as that
 #: code: Egyptian Arabic, South Azerbaijani, Central Kurdish, Minangkabau (Malay), Wu Chinese. The other
@@ -94,7 +257,7 @@ def line_predictor(model: Any) -> Callable[[str], list[tuple[float, str]]]:
             return lambda line: raw(line, 1, 0.0, "strict")  # type: ignore[misc]
     except Exception:  # noqa: BLE001 - no usable binding: the documented wrapper below
         pass
-    return lambda line: [(p, l) for l, p in zip(*model.predict(line[:-1], 1))]
+    return lambda line: [(p, l) for l, p in zip(*model.predict(line[:-1], 1))]  # noqa: E741
 
 
 def model_path() -> Path:
@@ -192,8 +355,12 @@ class LanguageDetectionMetric(BaseMetric):
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, expected_language, min_confidence)."""
-        return {"threshold": self.threshold, "name": self.name, "expected_language": self.expected_language,
-                "min_confidence": self.min_confidence}
+        return {
+            "threshold": self.threshold,
+            "name": self.name,
+            "expected_language": self.expected_language,
+            "min_confidence": self.min_confidence,
+        }
 
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
@@ -223,17 +390,16 @@ class LanguageDetectionMetric(BaseMetric):
         """
         predict = line_predictor(load_model())
         expected, min_confidence, has_letter = self.expected_language, self.min_confidence, _HAS_LETTER
-        no_letter = (
-            f"Language undecided: the output holds no letter; expected: {expected}.")
+        no_letter = f"Language undecided: the output holds no letter; expected: {expected}."
         ambiguous = (
             f"Language undecided: the top language's confidence is below min_confidence {min_confidence:g} "
-            f"(too short or ambiguous); expected: {expected}.")
+            f"(too short or ambiguous); expected: {expected}."
+        )
         by_label: dict[str, tuple[str, float, str]] = {}  # "__label__en" -> (code, score, reason)
 
         def detect(text: str) -> tuple[float, str, dict[str, Any]]:
             if not has_letter(text):
-                return 0.0, no_letter, {"detected": None, "confidence": None, "expected": expected,
-                                        "decided": False}
+                return 0.0, no_letter, {"detected": None, "confidence": None, "expected": expected, "decided": False}
             if "\n" in text:
                 text = text.replace("\n", " ")  # fastText predicts one line
             if text.isupper():
@@ -244,14 +410,23 @@ class LanguageDetectionMetric(BaseMetric):
                 [(probability, label)] = predict(text.encode("utf-8", "replace").decode("utf-8") + "\n")
             confidence = round(probability, 4) if probability < 1.0 else 1.0
             if confidence < min_confidence:
-                return 0.0, ambiguous, {"detected": None, "confidence": confidence, "expected": expected,
-                                        "decided": False}
+                return (
+                    0.0,
+                    ambiguous,
+                    {"detected": None, "confidence": confidence, "expected": expected, "decided": False},
+                )
             verdict = by_label.get(label)
             if verdict is None:
                 code = DETECTED_CODE.get(label[9:], label[9:])  # "__label__en" -> "en"
                 verdict = by_label[label] = (
-                    code, 1.0 if code == expected else 0.0, f"Detected language: {code}, expected: {expected}.")
-            return verdict[1], verdict[2], {
-                "detected": verdict[0], "confidence": confidence, "expected": expected, "decided": True}
+                    code,
+                    1.0 if code == expected else 0.0,
+                    f"Detected language: {code}, expected: {expected}.",
+                )
+            return (
+                verdict[1],
+                verdict[2],
+                {"detected": verdict[0], "confidence": confidence, "expected": expected, "decided": True},
+            )
 
         return detect

@@ -71,8 +71,13 @@ class LengthCheckMetric(BaseMetric):
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, min_length, max_length, unit)."""
-        return {"threshold": self.threshold, "name": self.name, "min_length": self.min_length,
-                "max_length": self.max_length, "unit": self.unit}
+        return {
+            "threshold": self.threshold,
+            "name": self.name,
+            "min_length": self.min_length,
+            "max_length": self.max_length,
+            "unit": self.unit,
+        }
 
     def _range_text(self) -> str:
         upper = "no maximum" if self.max_length is None else f"max {self.max_length}"
@@ -85,7 +90,14 @@ class LengthCheckMetric(BaseMetric):
         result object."""
         results: list[MetricResult] = []
         append = results.append
-        lo, hi, unit, count, name, threshold = self.min_length, self.max_length, self.unit, self._count, self.name, self.threshold
+        lo, hi, unit, count, name, threshold = (
+            self.min_length,
+            self.max_length,
+            self.unit,
+            self._count,
+            self.name,
+            self.threshold,
+        )
         shared: dict[int, MetricResult] = {}  # length -> result: many outputs share a length
         for case in cases:
             length = count(case.actual_output)

@@ -52,7 +52,12 @@ class NonEmptyMetric(BaseMetric):
         result object."""
         results: list[MetricResult] = []
         append, scored, name, threshold, white_space = (
-            results.append, MetricResult.scored, self.name, self.threshold, WHITE_SPACE)
+            results.append,
+            MetricResult.scored,
+            self.name,
+            self.threshold,
+            WHITE_SPACE,
+        )
         hit = scored(name, 1.0, threshold, "Output is non-empty.", {"non_empty": True})
         miss = scored(name, 0.0, threshold, "Output is empty or whitespace-only.", {"non_empty": False})
         for case in cases:

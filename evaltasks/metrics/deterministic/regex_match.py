@@ -8,11 +8,10 @@ every case 0.0 there), and a match that runs longer than ``timeout_s`` errors th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar
-
 import re._constants as _c  # the standard library's own parser: the structure of a pattern, for clock_free_length
 import re._parser as _re_parser
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar
 
 import regex
 from annotated_types import Gt
@@ -84,7 +83,7 @@ def clock_free_length(pattern: str, timeout_s: float) -> int:
     """
     try:
         tree = _re_parser.parse(pattern)
-    except Exception:  # syntax the standard library does not know (regex-only), or beyond its limits
+    except Exception:  # syntax the standard library does not know (regex-only), or beyond its limits  # noqa: BLE001
         return -1
     budget = SAFE_STEPS_PER_S * timeout_s
 
@@ -196,7 +195,9 @@ class RegexMatchMetric(BaseMetric):
         if timeout_s is not None and (
             isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < float("inf")
         ):
-            raise ValueError(f"timeout_s must be a positive number of seconds or null (no limit), got {quote(timeout_s)}")
+            raise ValueError(
+                f"timeout_s must be a positive number of seconds or null (no limit), got {quote(timeout_s)}"
+            )
         self.pattern = pattern
         self.full_match = full_match
         self.timeout_s = None if timeout_s is None else float(timeout_s)
@@ -205,8 +206,13 @@ class RegexMatchMetric(BaseMetric):
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, pattern, full_match, timeout_s)."""
-        return {"threshold": self.threshold, "name": self.name, "pattern": self.pattern,
-                "full_match": self.full_match, "timeout_s": self.timeout_s}
+        return {
+            "threshold": self.threshold,
+            "name": self.name,
+            "pattern": self.pattern,
+            "full_match": self.full_match,
+            "timeout_s": self.timeout_s,
+        }
 
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None
@@ -241,18 +247,30 @@ class RegexMatchMetric(BaseMetric):
         return results
 
     def _timeout_message(self) -> str:
-        return (f"matching pattern {quote(self.pattern)} exceeded the timeout of {self.timeout_s:g} s "
-                "(timeout_s; the pattern likely backtracks catastrophically on this output)")
+        return (
+            f"matching pattern {quote(self.pattern)} exceeded the timeout of {self.timeout_s:g} s "
+            "(timeout_s; the pattern likely backtracks catastrophically on this output)"
+        )
 
     def _verdict(self, value: str | None) -> tuple[str, dict[str, Any]]:
         """(reason, evaluation_log) of a match of ``value`` (None: no match)."""
         pattern = show_pattern(self.pattern)
         kept = None if value is None else value[:MATCH_VALUE_MAX_CHARS]
         if self.full_match:
-            reason = (f"The whole output does not match pattern {pattern}." if value is None
-                      else f"The whole output matches pattern {pattern}.")
+            reason = (
+                f"The whole output does not match pattern {pattern}."
+                if value is None
+                else f"The whole output matches pattern {pattern}."
+            )
         else:
-            reason = (f"Pattern {pattern} not found in the output." if value is None
-                      else f"Pattern {pattern} found in the output: {quote(value)}.")
-        return reason, {"pattern": self.pattern, "full_match": self.full_match, "matched": value is not None,
-                        "match_value": kept}
+            reason = (
+                f"Pattern {pattern} not found in the output."
+                if value is None
+                else f"Pattern {pattern} found in the output: {quote(value)}."
+            )
+        return reason, {
+            "pattern": self.pattern,
+            "full_match": self.full_match,
+            "matched": value is not None,
+            "match_value": kept,
+        }

@@ -46,15 +46,22 @@ class AffixMetric(BaseMetric):
         self._needle = comparable(affix, case_sensitive=case_sensitive)
         shown = quote(affix)
         self._verdicts = {
-            matched: (1.0 if matched else 0.0, f"Output {self._verbs[not matched]} with {shown}.",
-                      {label: affix, "case_sensitive": case_sensitive, "matched": matched})
+            matched: (
+                1.0 if matched else 0.0,
+                f"Output {self._verbs[not matched]} with {shown}.",
+                {label: affix, "case_sensitive": case_sensitive, "matched": matched},
+            )
             for matched in (True, False)
         }
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, prefix or suffix, case_sensitive)."""
-        return {"threshold": self.threshold, "name": self.name, self._parameter: self._affix,
-                "case_sensitive": self.case_sensitive}
+        return {
+            "threshold": self.threshold,
+            "name": self.name,
+            self._parameter: self._affix,
+            "case_sensitive": self.case_sensitive,
+        }
 
     def score_batch(
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, VectorTable] | None = None

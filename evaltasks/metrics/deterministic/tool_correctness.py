@@ -102,14 +102,23 @@ class ToolCorrectnessMetric(BaseMetric):
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, exact_match, check_ordering)."""
-        return {"threshold": self.threshold, "name": self.name, "exact_match": self.exact_match,
-                "check_ordering": self.check_ordering}
+        return {
+            "threshold": self.threshold,
+            "name": self.name,
+            "exact_match": self.exact_match,
+            "check_ordering": self.check_ordering,
+        }
 
     def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
         """A problem on ``expected_tools`` when the case has none (None); ``[]`` is valid."""
         if case.expected_tools is None:
-            return [("expected_tools", "is missing (ToolCorrectnessMetric compares tools_called with "
-                                       "expected_tools; [] means no tool expected)")]
+            return [
+                (
+                    "expected_tools",
+                    "is missing (ToolCorrectnessMetric compares tools_called with "
+                    "expected_tools; [] means no tool expected)",
+                )
+            ]
         return []
 
     def score_batch(
@@ -136,20 +145,30 @@ class ToolCorrectnessMetric(BaseMetric):
         if self.exact_match:
             matched = int(called == expected)
             score = float(matched)
-            reason = (f"Exact match: the {len(expected)} expected tool call(s) were made, in order."
-                      if matched else
-                      f"Mismatch: expected {list(expected)}, called {list(called)}.")
+            reason = (
+                f"Exact match: the {len(expected)} expected tool call(s) were made, in order."
+                if matched
+                else f"Mismatch: expected {list(expected)}, called {list(called)}."
+            )
         elif self.check_ordering:
             matched = _lcs_length(expected, called)
             score = matched / len(expected) if expected else 1.0
-            reason = (f"{matched} of {len(expected)} expected tool call(s) were made in the expected order "
-                      f"(longest common subsequence); called {list(called)}.")
+            reason = (
+                f"{matched} of {len(expected)} expected tool call(s) were made in the expected order "
+                f"(longest common subsequence); called {list(called)}."
+            )
         else:
             missing = _unmatched(called, expected)
             matched = len(expected) - len(missing)
             score = matched / len(expected) if expected else 1.0
-            reason = (f"{matched} of {len(expected)} expected tool call(s) were made"
-                      + (f"; missing {missing}." if missing else "."))
-        log = {"mode": self._mode, "tools_called": list(called), "expected_tools": list(expected),
-               "matched": matched, "missing": missing}
+            reason = f"{matched} of {len(expected)} expected tool call(s) were made" + (
+                f"; missing {missing}." if missing else "."
+            )
+        log = {
+            "mode": self._mode,
+            "tools_called": list(called),
+            "expected_tools": list(expected),
+            "matched": matched,
+            "missing": missing,
+        }
         return score, reason, log

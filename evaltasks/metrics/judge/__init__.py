@@ -13,7 +13,14 @@ from evaltasks.metrics.judge.geval import GEvalMetric
 from evaltasks.metrics.judge.toxicity import ToxicityMetric
 
 __all__ = [
-    "AnswerRelevancyMetric", "BiasMetric", "ContextualPrecisionMetric", "ContextualRecallMetric",
-    "ContextualRelevancyMetric", "CustomEvalMetric", "FaithfulnessMetric", "GEvalMetric", "JudgeMetric",
+    "AnswerRelevancyMetric",
+    "BiasMetric",
+    "ContextualPrecisionMetric",
+    "ContextualRecallMetric",
+    "ContextualRelevancyMetric",
+    "CustomEvalMetric",
+    "FaithfulnessMetric",
+    "GEvalMetric",
+    "JudgeMetric",
     "ToxicityMetric",
 ]

@@ -42,7 +42,7 @@ def score_agg(scores: Sequence[float], temperature: float = 0.5, eps_for_neg_p: 
     if abs(p) < 1e-12:
         agg = math.exp(sum(math.log(s if s > 0 else eps_for_neg_p) for s in base) / len(base))
     else:
-        agg = (sum(s ** p for s in base) / len(base)) ** (1.0 / p)
+        agg = (sum(s**p for s in base) / len(base)) ** (1.0 / p)
     n = len(scores)
     none_frac = sum(1 for s in scores if s == 0.0) / n
     alpha = (1.5 - temperature) * min(1.0, (n - 1) / 4.0)

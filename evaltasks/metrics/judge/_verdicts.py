@@ -26,8 +26,9 @@ def answer_schema(item: Mapping[str, Any], **top: Mapping[str, Any]) -> dict[str
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-def checked_verdicts(answer: Mapping[str, Any], expected: int, what: str, plural: str | None = None
-                     ) -> list[dict[str, Any]]:
+def checked_verdicts(
+    answer: Mapping[str, Any], expected: int, what: str, plural: str | None = None
+) -> list[dict[str, Any]]:
     """``answer["verdicts"]`` when it has exactly ``expected`` entries (one per ``what``, e.g. "statement";
     ``plural``: its plural, default ``what + "s"``).
 
@@ -37,14 +38,24 @@ def checked_verdicts(answer: Mapping[str, Any], expected: int, what: str, plural
     """
     verdicts = [dict(v) for v in answer["verdicts"]]
     if len(verdicts) != expected:
-        raise JudgeError(f"the judge returned {len(verdicts)} verdicts for {expected} "
-                         f"{what if expected == 1 else plural or what + 's'}; expected one per {what}, in order")
+        raise JudgeError(
+            f"the judge returned {len(verdicts)} verdicts for {expected} "
+            f"{what if expected == 1 else plural or what + 's'}; expected one per {what}, in order"
+        )
     return verdicts
 
 
-def ask_verdicts(asker: Asker, prompt: str, variables: Mapping[str, Any], schema: Mapping[str, Any],
-                 expected: int, what: str, *, max_tokens: int, plural: str | None = None
-                 ) -> tuple[JudgeReply, list[dict[str, Any]]]:
+def ask_verdicts(
+    asker: Asker,
+    prompt: str,
+    variables: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    expected: int,
+    what: str,
+    *,
+    max_tokens: int,
+    plural: str | None = None,
+) -> tuple[JudgeReply, list[dict[str, Any]]]:
     """Ask ``prompt`` for one verdict per ``what`` (``expected`` of them) and return the reply and its verdicts.
     The one retry rule of every verdict metric: an answer with another number of verdicts is removed from the
     store and asked again, up to ``content_retries`` times (:meth:`Asker.ask`'s ``check``).
@@ -52,8 +63,13 @@ def ask_verdicts(asker: Asker, prompt: str, variables: Mapping[str, Any], schema
     Raises:
         JudgeError: still another number of verdicts after the retries, or a failed request.
     """
-    reply = asker.ask(prompt, variables, schema, max_tokens=max_tokens,
-                      check=lambda r: checked_verdicts(r.parsed, expected, what, plural))
+    reply = asker.ask(
+        prompt,
+        variables,
+        schema,
+        max_tokens=max_tokens,
+        check=lambda r: checked_verdicts(r.parsed, expected, what, plural),
+    )
     return reply, checked_verdicts(reply.parsed, expected, what, plural)
 
 
@@ -72,8 +88,11 @@ def first_request(
         PromptError: the template does not render.
     """
     return JudgeRequest(
-        messages=as_messages(metric.template(prompt).render(variables)), schema=schema, schema_name=prompt,
-        temperature=metric.request_temperature(), max_tokens=max_tokens,
+        messages=as_messages(metric.template(prompt).render(variables)),
+        schema=schema,
+        schema_name=prompt,
+        temperature=metric.request_temperature(),
+        max_tokens=max_tokens,
     )
 
 
@@ -87,8 +106,12 @@ def verdict_reason(counts: Mapping[str, int], worst: Sequence[tuple[str, str, st
     return " ".join(parts)
 
 
-SCORE_SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}, "reason": REASON},
-                "required": ["score", "reason"], "additionalProperties": False}
+SCORE_SCHEMA = {
+    "type": "object",
+    "properties": {"score": {"type": "number"}, "reason": REASON},
+    "required": ["score", "reason"],
+    "additionalProperties": False,
+}
 """The answer of a metric the judge scores directly: ``{"score": 0.0-1.0, "reason": ...}``."""
 
 

@@ -19,12 +19,17 @@ from typing import Any, ClassVar
 
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeRequest
+from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
 from evaltasks.metrics.judge._statements import split_into_statements
 from evaltasks.metrics.judge._verdicts import (
-    REASON, answer_schema, ask_verdicts, first_request, max_tokens_for, verdict_reason,
+    REASON,
+    answer_schema,
+    ask_verdicts,
+    first_request,
+    max_tokens_for,
+    verdict_reason,
 )
-from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
@@ -33,8 +38,11 @@ EXCLUDED_TYPES = ("non_claim", "not_in_answer")
 """Statement types kept in the log but left out of the score (pleasantries; statements not in the answer)."""
 
 SCHEMA = answer_schema(
-    {"type": {"type": "string", "enum": ["claim", *EXCLUDED_TYPES]},
-     "verdict": {"type": "string", "enum": [*VERDICTS, "n/a"]}, "reason": REASON},
+    {
+        "type": {"type": "string", "enum": ["claim", *EXCLUDED_TYPES]},
+        "verdict": {"type": "string", "enum": [*VERDICTS, "n/a"]},
+        "reason": REASON,
+    },
     intent=REASON,
 )
 """The judge's answer: the inferred intent and one verdict per statement."""
@@ -109,8 +117,11 @@ class AnswerRelevancyMetric(JudgeMetric):
         statements = split_into_statements(case.actual_output)
         if not statements:
             return []
-        return [first_request(self, "verdicts", self._variables(case, statements), SCHEMA,
-                              max_tokens=max_tokens_for(len(statements)))]
+        return [
+            first_request(
+                self, "verdicts", self._variables(case, statements), SCHEMA, max_tokens=max_tokens_for(len(statements))
+            )
+        ]
 
     def judge_case(self, case: EvalTestCase, asker: Asker) -> Judged:
         """Split, ask for the intent and verdicts in one request, aggregate the claims' weights.
@@ -120,11 +131,26 @@ class AnswerRelevancyMetric(JudgeMetric):
         """
         statements = split_into_statements(case.actual_output)
         if not statements:
-            return Judged(0.0, "The output has no statement to judge (score 0.0).",
-                          {"user_intent": None, "statements": [], "verdicts": [], "scored_statement_count": 0,
-                           "temperature": self.temperature})
-        reply, verdicts = ask_verdicts(asker, "verdicts", self._variables(case, statements), SCHEMA,
-                                       len(statements), "statement", max_tokens=max_tokens_for(len(statements)))
+            return Judged(
+                0.0,
+                "The output has no statement to judge (score 0.0).",
+                {
+                    "user_intent": None,
+                    "statements": [],
+                    "verdicts": [],
+                    "scored_statement_count": 0,
+                    "temperature": self.temperature,
+                },
+            )
+        reply, verdicts = ask_verdicts(
+            asker,
+            "verdicts",
+            self._variables(case, statements),
+            SCHEMA,
+            len(statements),
+            "statement",
+            max_tokens=max_tokens_for(len(statements)),
+        )
         for statement, verdict in zip(statements, verdicts):
             verdict["statement"] = statement
         scored = [v for v in verdicts if v["type"] not in EXCLUDED_TYPES]
@@ -133,11 +159,22 @@ class AnswerRelevancyMetric(JudgeMetric):
         counts = {k: sum(1 for v in scored if v["verdict"] == k) for k in VERDICTS}
         excluded = len(verdicts) - len(scored)
         worst = sorted(scored, key=lambda v: VERDICT_WEIGHTS.get(v["verdict"], 0.0))
-        lead = (f"{len(scored)} of {len(statements)} statements are claims scored against the intent"
-                f"{f' ({excluded} excluded)' if excluded else ''}" if scored else
-                "No statement is a claim about the question (score 0.0)")
-        reason = verdict_reason(counts, [(v["statement"], v["verdict"], v["reason"]) for v in worst
-                                         if v["verdict"] not in ("fully", "mostly")], lead)
-        log = {"user_intent": reply.parsed["intent"], "statements": statements, "verdicts": verdicts,
-               "scored_statement_count": len(scored), "temperature": self.temperature}
+        lead = (
+            f"{len(scored)} of {len(statements)} statements are claims scored against the intent"
+            f"{f' ({excluded} excluded)' if excluded else ''}"
+            if scored
+            else "No statement is a claim about the question (score 0.0)"
+        )
+        reason = verdict_reason(
+            counts,
+            [(v["statement"], v["verdict"], v["reason"]) for v in worst if v["verdict"] not in ("fully", "mostly")],
+            lead,
+        )
+        log = {
+            "user_intent": reply.parsed["intent"],
+            "statements": statements,
+            "verdicts": verdicts,
+            "scored_statement_count": len(scored),
+            "temperature": self.temperature,
+        }
         return Judged(score, reason, log)

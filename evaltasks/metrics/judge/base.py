@@ -27,7 +27,12 @@ from evaltasks.errors import quote
 from evaltasks.judges import DEFAULT_JUDGE_MODEL, JudgeRuntime, get_judge
 from evaltasks.judges.base import BudgetExhausted, Judge, JudgeError, JudgeReply, JudgeRequest, as_messages
 from evaltasks.judges.prompts import (
-    PromptError, PromptTemplate, builtin_template, check_variables, load_template, variables,
+    PromptError,
+    PromptTemplate,
+    builtin_template,
+    check_variables,
+    load_template,
+    variables,
 )
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.results import MetricResult
@@ -112,8 +117,13 @@ class Asker:
         if temperature is None:
             temperature = self.metric.request_temperature(shared=sample is not None)
         request = JudgeRequest(
-            messages=as_messages(messages), schema=schema, schema_name=schema_name or prompt,
-            temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs, n=n,
+            messages=as_messages(messages),
+            schema=schema,
+            schema_name=schema_name or prompt,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            top_logprobs=top_logprobs,
+            n=n,
             sample=self.sample if sample is None else sample,
         )
         retries = self.metric.content_retries() if check is not None else 0
@@ -225,8 +235,10 @@ class JudgeMetric(BaseMetric):
         self._templates: dict[str, PromptTemplate] = {}
         for prompt, path in (prompts or {}).items():
             if prompt not in self.prompt_names:
-                raise ValueError(f"prompts: unknown prompt {quote(prompt)} for {type(self).__name__}; its prompts: "
-                                 f"{', '.join(self.prompt_names) or 'none'}")
+                raise ValueError(
+                    f"prompts: unknown prompt {quote(prompt)} for {type(self).__name__}; its prompts: "
+                    f"{', '.join(self.prompt_names) or 'none'}"
+                )
             try:
                 self._templates[prompt] = load_template(Path(path), prompt)
                 builtin = self._builtin(prompt)
@@ -257,7 +269,9 @@ class JudgeMetric(BaseMetric):
         from evaltasks.judges.openai import resolve_endpoint
 
         return {
-            "model": self.model, "samples": self.samples, "endpoint": resolve_endpoint(self.judge_options),
+            "model": self.model,
+            "samples": self.samples,
+            "endpoint": resolve_endpoint(self.judge_options),
             "judge_options": {k: v for k, v in sorted(self.judge_options.items()) if k != "api_key"},
             "prompts": {p: (t.system, t.user) for p in self.prompt_names for t in [self.template(p)]},
         }
@@ -342,22 +356,32 @@ class JudgeMetric(BaseMetric):
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"judge-{self.name}") as pool:
                 list(pool.map(run, jobs))
-        return [self._result([outcomes[(i, s)] for s in range(self.samples)],
-                             [askers[(i, s)] for s in range(self.samples)], judge) for i in range(len(cases))]
+        return [
+            self._result(
+                [outcomes[(i, s)] for s in range(self.samples)], [askers[(i, s)] for s in range(self.samples)], judge
+            )
+            for i in range(len(cases))
+        ]
 
     def _checked(self, judged: Judged) -> Judged:
         """``judged`` if its score is a finite number in [0, 1]. Raises JudgeError otherwise."""
         score = judged.score
-        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) \
-                or not 0.0 <= score <= 1.0:
+        if (
+            isinstance(score, bool)
+            or not isinstance(score, (int, float))
+            or not math.isfinite(score)
+            or not 0.0 <= score <= 1.0
+        ):
             raise JudgeError(f"{type(self).__name__} computed a score outside [0, 1]: {quote(score)}")
         return judged
 
     def _result(self, outcomes: list[Judged | BaseException], askers: list[Asker], judge: Judge) -> MetricResult:
         """Fold one case's samples into its :class:`MetricResult`."""
         account = {
-            "judge_model": judge.model, "judge_requests": sum(a.requests for a in askers),
-            "judge_cached": sum(a.cached for a in askers), "prompt_tokens": sum(a.prompt_tokens for a in askers),
+            "judge_model": judge.model,
+            "judge_requests": sum(a.requests for a in askers),
+            "judge_cached": sum(a.cached for a in askers),
+            "prompt_tokens": sum(a.prompt_tokens for a in askers),
             "completion_tokens": sum(a.completion_tokens for a in askers),
         }
         cost = math.fsum(a.cost for a in askers)
@@ -376,9 +400,15 @@ class JudgeMetric(BaseMetric):
         reason = judged[0].reason
         if len(scores) > 1:
             unstable = min(scores) < self.threshold <= max(scores)
-            log.update(samples=[round(float(s), 6) for s in scores], score_stdev=round(statistics.stdev(scores), 6),
-                       unstable=unstable, samples_temperature=self.request_temperature())
-            reason = (f"Mean of {len(scores)} samples {score:.4f} (sd {statistics.stdev(scores):.4f}"
-                      f"{'; unstable: samples on both sides of the threshold' if unstable else ''}). "
-                      f"First sample: {reason}")
+            log.update(
+                samples=[round(float(s), 6) for s in scores],
+                score_stdev=round(statistics.stdev(scores), 6),
+                unstable=unstable,
+                samples_temperature=self.request_temperature(),
+            )
+            reason = (
+                f"Mean of {len(scores)} samples {score:.4f} (sd {statistics.stdev(scores):.4f}"
+                f"{'; unstable: samples on both sides of the threshold' if unstable else ''}). "
+                f"First sample: {reason}"
+            )
         return MetricResult.scored(self.name, score, self.threshold, reason, log, cost)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from evaltasks.metrics.judge._verdicts import ScoredOutputMetric
 from evaltasks.metrics.base import UnitFloat
+from evaltasks.metrics.judge._verdicts import ScoredOutputMetric
 from evaltasks.metrics.registry import register_metric
 
 

@@ -19,8 +19,8 @@ from annotated_types import Ge
 
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeRequest
-from evaltasks.metrics.judge._verdicts import REASON, answer_schema, ask_verdicts, first_request, max_tokens_for
 from evaltasks.metrics.base import UnitFloat
+from evaltasks.metrics.judge._verdicts import REASON, answer_schema, ask_verdicts, first_request, max_tokens_for
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
@@ -94,22 +94,27 @@ class ContextualPrecisionMetric(JudgeMetric):
 
     def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
         """A case needs ``input``, ``expected_output`` and ``retrieval_context``."""
-        return [(f, "is missing") for f in ("input", "expected_output", "retrieval_context")
-                if getattr(case, f) is None]
+        return [
+            (f, "is missing") for f in ("input", "expected_output", "retrieval_context") if getattr(case, f) is None
+        ]
 
     def _passages(self, case: EvalTestCase) -> list[str]:
         passages = list(case.retrieval_context or [])
         return passages[: self.top_k] if self.top_k else passages
 
     def _variables(self, case: EvalTestCase) -> dict[str, Any]:
-        return {"input": case.input or "", "expected_output": case.expected_output or "",
-                "retrieval_context": self._passages(case)}
+        return {
+            "input": case.input or "",
+            "expected_output": case.expected_output or "",
+            "retrieval_context": self._passages(case),
+        }
 
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
         """The one relevance request (none for an empty ``retrieval_context``)."""
         n = len(self._passages(case))
-        return [first_request(self, "verdicts", self._variables(case), SCHEMA, max_tokens=max_tokens_for(n))] \
-            if n else []
+        return (
+            [first_request(self, "verdicts", self._variables(case), SCHEMA, max_tokens=max_tokens_for(n))] if n else []
+        )
 
     def judge_case(self, case: EvalTestCase, asker: Asker) -> Judged:
         """Ask for every passage's relevance in one request; compute Precision@K.
@@ -119,10 +124,20 @@ class ContextualPrecisionMetric(JudgeMetric):
         """
         passages = self._passages(case)
         if not passages:
-            return Judged(0.0, "The retrieval context is empty: no relevant passage (score 0.0).",
-                          {"verdicts": [], "relevant_count": 0, "top_k": self.top_k})
-        reply, verdicts = ask_verdicts(asker, "verdicts", self._variables(case), SCHEMA, len(passages), "passage",
-                                       max_tokens=max_tokens_for(len(passages)))
+            return Judged(
+                0.0,
+                "The retrieval context is empty: no relevant passage (score 0.0).",
+                {"verdicts": [], "relevant_count": 0, "top_k": self.top_k},
+            )
+        _reply, verdicts = ask_verdicts(
+            asker,
+            "verdicts",
+            self._variables(case),
+            SCHEMA,
+            len(passages),
+            "passage",
+            max_tokens=max_tokens_for(len(passages)),
+        )
         relevant = [v["relevant"] == "yes" for v in verdicts]
         hits = 0
         for rank, (passage, verdict, v) in enumerate(zip(passages, verdicts, relevant), 1):
@@ -130,7 +145,10 @@ class ContextualPrecisionMetric(JudgeMetric):
             verdict.update(rank=rank, passage=passage, **{"precision@k": round(hits / rank, 4)})
         score = context_precision(relevant)
         ranks = [v["rank"] for v in verdicts if v["relevant"] == "yes"]
-        reason = (f"Relevant passages at ranks {', '.join(map(str, ranks))} of {len(passages)}: context precision "
-                  f"{score:.4f}." if ranks else
-                  f"None of the {len(passages)} passages holds information of the expected output (score 0.0).")
+        reason = (
+            f"Relevant passages at ranks {', '.join(map(str, ranks))} of {len(passages)}: context precision "
+            f"{score:.4f}."
+            if ranks
+            else f"None of the {len(passages)} passages holds information of the expected output (score 0.0)."
+        )
         return Judged(score, reason, {"verdicts": verdicts, "relevant_count": len(ranks), "top_k": self.top_k})

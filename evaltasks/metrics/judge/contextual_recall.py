@@ -14,11 +14,16 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from evaltasks.judges.base import JudgeRequest
+from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge._statements import split_into_statements
 from evaltasks.metrics.judge._verdicts import (
-    REASON, answer_schema, ask_verdicts, first_request, max_tokens_for, verdict_reason,
+    REASON,
+    answer_schema,
+    ask_verdicts,
+    first_request,
+    max_tokens_for,
+    verdict_reason,
 )
-from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
@@ -26,8 +31,12 @@ from evaltasks.test_case import EvalTestCase
 MAX_CLAIMS = 8
 """The most claims taken from one expected output (eval-ai-library's limit)."""
 
-CLAIMS_SCHEMA = {"type": "object", "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
-                 "required": ["claims"], "additionalProperties": False}
+CLAIMS_SCHEMA = {
+    "type": "object",
+    "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
+    "required": ["claims"],
+    "additionalProperties": False,
+}
 """The judge's first answer: the expected output's claims."""
 
 SCHEMA = answer_schema({"supported": {"type": "string", "enum": ["yes", "no"]}, "reason": REASON})
@@ -75,8 +84,9 @@ class ContextualRecallMetric(JudgeMetric):
 
     def validate_case(self, case: EvalTestCase) -> list[tuple[str, str]]:
         """A case needs ``input``, ``expected_output`` and ``retrieval_context``."""
-        return [(f, "is missing") for f in ("input", "expected_output", "retrieval_context")
-                if getattr(case, f) is None]
+        return [
+            (f, "is missing") for f in ("input", "expected_output", "retrieval_context") if getattr(case, f) is None
+        ]
 
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
         """The claims request exactly; the verdict request approximated with the expected output's sentences
@@ -84,13 +94,25 @@ class ContextualRecallMetric(JudgeMetric):
         if not case.retrieval_context:
             return []
         claims = split_into_statements(case.expected_output or "", MAX_CLAIMS)
-        first = first_request(self, "claims", {"expected_output": case.expected_output or ""}, CLAIMS_SCHEMA,
-                              max_tokens=max_tokens_for(MAX_CLAIMS, per_item=60))
+        first = first_request(
+            self,
+            "claims",
+            {"expected_output": case.expected_output or ""},
+            CLAIMS_SCHEMA,
+            max_tokens=max_tokens_for(MAX_CLAIMS, per_item=60),
+        )
         if not claims:
             return [first]
-        return [first, first_request(self, "verdicts", {"retrieval_context": list(case.retrieval_context),
-                                                        "claims": claims}, SCHEMA,
-                                     max_tokens=max_tokens_for(len(claims)))]
+        return [
+            first,
+            first_request(
+                self,
+                "verdicts",
+                {"retrieval_context": list(case.retrieval_context), "claims": claims},
+                SCHEMA,
+                max_tokens=max_tokens_for(len(claims)),
+            ),
+        ]
 
     def judge_case(self, case: EvalTestCase, asker: Asker) -> Judged:
         """Extract the claims, then check them all against the context in one request.
@@ -100,24 +122,45 @@ class ContextualRecallMetric(JudgeMetric):
         """
         passages = list(case.retrieval_context or [])
         if not passages:
-            return Judged(0.0, "The retrieval context is empty: no claim can be supported (score 0.0).",
-                          {"claims": [], "claims_dropped": 0, "verdicts": [], "supported_count": 0})
-        reply = asker.ask("claims", {"expected_output": case.expected_output or ""}, CLAIMS_SCHEMA,
-                          max_tokens=max_tokens_for(MAX_CLAIMS, per_item=60))
+            return Judged(
+                0.0,
+                "The retrieval context is empty: no claim can be supported (score 0.0).",
+                {"claims": [], "claims_dropped": 0, "verdicts": [], "supported_count": 0},
+            )
+        reply = asker.ask(
+            "claims",
+            {"expected_output": case.expected_output or ""},
+            CLAIMS_SCHEMA,
+            max_tokens=max_tokens_for(MAX_CLAIMS, per_item=60),
+        )
         found = [c.strip() for c in reply.parsed["claims"] if c.strip()]
         claims, dropped = found[:MAX_CLAIMS], max(0, len(found) - MAX_CLAIMS)
         if not claims:
-            return Judged(0.0, "The expected output has no factual claim to look for (score 0.0).",
-                          {"claims": [], "claims_dropped": 0, "verdicts": [], "supported_count": 0})
-        reply, verdicts = ask_verdicts(asker, "verdicts", {"retrieval_context": passages, "claims": claims}, SCHEMA,
-                                       len(claims), "claim", max_tokens=max_tokens_for(len(claims)))
+            return Judged(
+                0.0,
+                "The expected output has no factual claim to look for (score 0.0).",
+                {"claims": [], "claims_dropped": 0, "verdicts": [], "supported_count": 0},
+            )
+        reply, verdicts = ask_verdicts(
+            asker,
+            "verdicts",
+            {"retrieval_context": passages, "claims": claims},
+            SCHEMA,
+            len(claims),
+            "claim",
+            max_tokens=max_tokens_for(len(claims)),
+        )
         for claim, verdict in zip(claims, verdicts):
             verdict["claim"] = claim
         supported = sum(1 for v in verdicts if v["supported"] == "yes")
         score = round(supported / len(claims), 4)
-        reason = verdict_reason({}, [(v["claim"], "not supported", v["reason"]) for v in verdicts
-                                     if v["supported"] == "no"],
-                                f"{supported} of {len(claims)} claims of the expected output are supported by the "
-                                "retrieval context")
-        return Judged(score, reason, {"claims": claims, "claims_dropped": dropped, "verdicts": verdicts,
-                                      "supported_count": supported})
+        reason = verdict_reason(
+            {},
+            [(v["claim"], "not supported", v["reason"]) for v in verdicts if v["supported"] == "no"],
+            f"{supported} of {len(claims)} claims of the expected output are supported by the retrieval context",
+        )
+        return Judged(
+            score,
+            reason,
+            {"claims": claims, "claims_dropped": dropped, "verdicts": verdicts, "supported_count": supported},
+        )

@@ -17,18 +17,22 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from evaltasks.judges.base import JudgeRequest
+from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
 from evaltasks.metrics.judge._verdicts import (
-    REASON, answer_schema, ask_verdicts, first_request, max_tokens_for, verdict_reason,
+    REASON,
+    answer_schema,
+    ask_verdicts,
+    first_request,
+    max_tokens_for,
+    verdict_reason,
 )
 from evaltasks.metrics.judge.answer_relevancy import check_temperature
-from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
 
-SCHEMA = answer_schema({"verdict": {"type": "string", "enum": list(VERDICTS)}, "reason": REASON},
-                       intent=REASON)
+SCHEMA = answer_schema({"verdict": {"type": "string", "enum": list(VERDICTS)}, "reason": REASON}, intent=REASON)
 """The judge's answer: the inferred intent and one verdict per passage."""
 
 
@@ -89,8 +93,9 @@ class ContextualRelevancyMetric(JudgeMetric):
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
         """The one verdict request (none for an empty ``retrieval_context``)."""
         n = len(case.retrieval_context or [])
-        return [first_request(self, "verdicts", self._variables(case), SCHEMA, max_tokens=max_tokens_for(n))] \
-            if n else []
+        return (
+            [first_request(self, "verdicts", self._variables(case), SCHEMA, max_tokens=max_tokens_for(n))] if n else []
+        )
 
     def judge_case(self, case: EvalTestCase, asker: Asker) -> Judged:
         """Ask for the intent and a verdict per passage in one request; aggregate the weights.
@@ -100,17 +105,32 @@ class ContextualRelevancyMetric(JudgeMetric):
         """
         passages = list(case.retrieval_context or [])
         if not passages:
-            return Judged(0.0, "The retrieval context is empty: nothing serves the question (score 0.0).",
-                          {"user_intent": None, "verdicts": [], "temperature": self.temperature})
-        reply, verdicts = ask_verdicts(asker, "verdicts", self._variables(case), SCHEMA, len(passages), "passage",
-                                       max_tokens=max_tokens_for(len(passages)))
+            return Judged(
+                0.0,
+                "The retrieval context is empty: nothing serves the question (score 0.0).",
+                {"user_intent": None, "verdicts": [], "temperature": self.temperature},
+            )
+        reply, verdicts = ask_verdicts(
+            asker,
+            "verdicts",
+            self._variables(case),
+            SCHEMA,
+            len(passages),
+            "passage",
+            max_tokens=max_tokens_for(len(passages)),
+        )
         for passage, verdict in zip(passages, verdicts):
             verdict["passage"] = passage
         score = score_agg([VERDICT_WEIGHTS[v["verdict"]] for v in verdicts], self.temperature)
         counts = {k: sum(1 for v in verdicts if v["verdict"] == k) for k in VERDICTS}
         worst = sorted(verdicts, key=lambda v: VERDICT_WEIGHTS[v["verdict"]])
-        reason = verdict_reason(counts, [(v["passage"], v["verdict"], v["reason"]) for v in worst
-                                         if v["verdict"] not in ("fully", "mostly")],
-                                f"{len(passages)} passages judged against the question's intent")
-        return Judged(score, reason, {"user_intent": reply.parsed["intent"], "verdicts": verdicts,
-                                      "temperature": self.temperature})
+        reason = verdict_reason(
+            counts,
+            [(v["passage"], v["verdict"], v["reason"]) for v in worst if v["verdict"] not in ("fully", "mostly")],
+            f"{len(passages)} passages judged against the question's intent",
+        )
+        return Judged(
+            score,
+            reason,
+            {"user_intent": reply.parsed["intent"], "verdicts": verdicts, "temperature": self.temperature},
+        )

@@ -29,26 +29,36 @@ from annotated_types import Ge, MinLen
 
 from evaltasks.errors import quote
 from evaltasks.judges.base import JudgeRequest, as_messages
+from evaltasks.metrics.base import NonEmptyStr
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, score_agg
 from evaltasks.metrics.judge._verdicts import ask_verdicts, max_tokens_for
-from evaltasks.metrics.base import NonEmptyStr
-from evaltasks.metrics.judge.geval import CriteriaMetric, case_variables
 from evaltasks.metrics.judge.base import Asker, Judged
+from evaltasks.metrics.judge.geval import CriteriaMetric, case_variables
 from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
+
 
 def verdicts_schema(count: int) -> dict[str, Any]:
     """The answer of a verdicts request: ``{"verdicts": [{"verdict": one of VERDICT_WEIGHTS, "reason": str}]}``
     with exactly ``count`` items."""
     return {
         "type": "object",
-        "properties": {"verdicts": {
-            "type": "array", "minItems": count, "maxItems": count,
-            "items": {"type": "object",
-                      "properties": {"verdict": {"type": "string", "enum": list(VERDICT_WEIGHTS)},
-                                     "reason": {"type": "string"}},
-                      "required": ["verdict", "reason"], "additionalProperties": False},
-        }},
+        "properties": {
+            "verdicts": {
+                "type": "array",
+                "minItems": count,
+                "maxItems": count,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "verdict": {"type": "string", "enum": list(VERDICT_WEIGHTS)},
+                        "reason": {"type": "string"},
+                    },
+                    "required": ["verdict", "reason"],
+                    "additionalProperties": False,
+                },
+            }
+        },
         "required": ["verdicts"],
         "additionalProperties": False,
     }
@@ -113,10 +123,22 @@ class CustomEvalMetric(CriteriaMetric):
         prompts: dict[str, str] | None = None,
         name: str | None = None,
     ) -> None:
-        super().__init__(threshold, model, criteria, evaluation_steps, samples=samples,
-                         judge_options=judge_options, prompts=prompts, name=name)
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-                or not math.isfinite(temperature) or temperature < 0:
+        super().__init__(
+            threshold,
+            model,
+            criteria,
+            evaluation_steps,
+            samples=samples,
+            judge_options=judge_options,
+            prompts=prompts,
+            name=name,
+        )
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or not math.isfinite(temperature)
+            or temperature < 0
+        ):
             raise ValueError(f"temperature must be a number >= 0, got {quote(temperature)}")
         self.temperature = float(temperature)
 
@@ -133,23 +155,46 @@ class CustomEvalMetric(CriteriaMetric):
         """
         steps = self.steps(asker)
         variables = {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
-        _, answers = ask_verdicts(asker, "verdicts", variables, verdicts_schema(len(steps)), len(steps), "criterion",
-                                  max_tokens=max_tokens_for(len(steps)), plural="criteria")
+        _, answers = ask_verdicts(
+            asker,
+            "verdicts",
+            variables,
+            verdicts_schema(len(steps)),
+            len(steps),
+            "criterion",
+            max_tokens=max_tokens_for(len(steps)),
+            plural="criteria",
+        )
         labels = [str(a["verdict"]) for a in answers]
         weights = [VERDICT_WEIGHTS[label] for label in labels]
         score = score_agg(weights, temperature=self.temperature)
-        log = {"criteria": self.criteria, "evaluation_steps": list(steps), "temperature": self.temperature,
-               "verdicts": [{"criterion": step, "verdict": label, "weight": weight, "reason": str(a["reason"])}
-                            for step, label, weight, a in zip(steps, labels, weights, answers)]}
+        log = {
+            "criteria": self.criteria,
+            "evaluation_steps": list(steps),
+            "temperature": self.temperature,
+            "verdicts": [
+                {"criterion": step, "verdict": label, "weight": weight, "reason": str(a["reason"])}
+                for step, label, weight, a in zip(steps, labels, weights, answers)
+            ],
+        }
         return Judged(min(1.0, max(0.0, score)), summary(labels), log)
 
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
         """The verdicts request of ``case``, preceded by the steps request as
         :meth:`~evaltasks.metrics.judge.geval.CriteriaMetric.estimate_steps` says (once per metric)."""
         requests, steps = self.estimate_steps()
-        messages = as_messages(self.template("verdicts").render(
-            {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}))
-        requests.append(JudgeRequest(messages=messages, schema=verdicts_schema(len(steps)), schema_name="verdicts",
-                                     temperature=self.request_temperature(),
-                                     max_tokens=max_tokens_for(len(steps))))
+        messages = as_messages(
+            self.template("verdicts").render(
+                {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
+            )
+        )
+        requests.append(
+            JudgeRequest(
+                messages=messages,
+                schema=verdicts_schema(len(steps)),
+                schema_name="verdicts",
+                temperature=self.request_temperature(),
+                max_tokens=max_tokens_for(len(steps)),
+            )
+        )
         return requests

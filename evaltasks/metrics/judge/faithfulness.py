@@ -20,13 +20,18 @@ import re
 from typing import Any, ClassVar
 
 from evaltasks.judges.base import JudgeRequest
+from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
 from evaltasks.metrics.judge._statements import split_into_statements
 from evaltasks.metrics.judge._verdicts import (
-    REASON, answer_schema, ask_verdicts, first_request, max_tokens_for, verdict_reason,
+    REASON,
+    answer_schema,
+    ask_verdicts,
+    first_request,
+    max_tokens_for,
+    verdict_reason,
 )
 from evaltasks.metrics.judge.answer_relevancy import check_temperature
-from evaltasks.metrics.base import UnitFloat
 from evaltasks.metrics.judge.base import Asker, Judged, JudgeMetric
 from evaltasks.metrics.registry import register_metric
 from evaltasks.test_case import EvalTestCase
@@ -35,11 +40,14 @@ SCORED_TYPES = ("fact", "inference")
 EXCLUDED_TYPES = ("input_restatement", "non_claim")
 """Statement types kept in the log but left out of the score."""
 
-SCHEMA = answer_schema({
-    "type": {"type": "string", "enum": [*SCORED_TYPES, *EXCLUDED_TYPES]},
-    "verdict": {"type": "string", "enum": [*VERDICTS, "n/a"]},
-    "reason": REASON, "support": {"type": "string"},
-})
+SCHEMA = answer_schema(
+    {
+        "type": {"type": "string", "enum": [*SCORED_TYPES, *EXCLUDED_TYPES]},
+        "verdict": {"type": "string", "enum": [*VERDICTS, "n/a"]},
+        "reason": REASON,
+        "support": {"type": "string"},
+    }
+)
 """The judge's answer: one verdict per statement, with the context quote that supports it (or "none")."""
 
 _TOKEN = re.compile(r"[a-z0-9]{3,}")
@@ -130,16 +138,26 @@ class FaithfulnessMetric(JudgeMetric):
         return [(f, "is missing") for f in ("input", "retrieval_context") if getattr(case, f) is None]
 
     def _variables(self, case: EvalTestCase, statements: list[str]) -> dict[str, Any]:
-        return {"input": case.input or "", "retrieval_context": list(case.retrieval_context or []),
-                "statements": statements}
+        return {
+            "input": case.input or "",
+            "retrieval_context": list(case.retrieval_context or []),
+            "statements": statements,
+        }
 
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
         """The one verdict request (none when the output has no statements)."""
         statements = split_into_statements(case.actual_output)
         if not statements:
             return []
-        return [first_request(self, "verdicts", self._variables(case, statements), SCHEMA,
-                              max_tokens=max_tokens_for(len(statements), per_item=160))]
+        return [
+            first_request(
+                self,
+                "verdicts",
+                self._variables(case, statements),
+                SCHEMA,
+                max_tokens=max_tokens_for(len(statements), per_item=160),
+            )
+        ]
 
     def judge_case(self, case: EvalTestCase, asker: Asker) -> Judged:
         """Split, ask for the verdicts in one request, apply the non-claim and quote checks, aggregate.
@@ -149,12 +167,20 @@ class FaithfulnessMetric(JudgeMetric):
         """
         statements = split_into_statements(case.actual_output)
         if not statements:
-            return Judged(1.0, "The output has no statement that could contradict the context (score 1.0).",
-                          {"statements": [], "verdicts": [], "scored_statement_count": 0,
-                           "temperature": self.temperature})
-        reply, verdicts = ask_verdicts(asker, "verdicts", self._variables(case, statements), SCHEMA,
-                                       len(statements), "statement",
-                                       max_tokens=max_tokens_for(len(statements), per_item=160))
+            return Judged(
+                1.0,
+                "The output has no statement that could contradict the context (score 1.0).",
+                {"statements": [], "verdicts": [], "scored_statement_count": 0, "temperature": self.temperature},
+            )
+        _reply, verdicts = ask_verdicts(
+            asker,
+            "verdicts",
+            self._variables(case, statements),
+            SCHEMA,
+            len(statements),
+            "statement",
+            max_tokens=max_tokens_for(len(statements), per_item=160),
+        )
         context = "\n".join(case.retrieval_context or [])
         for statement, verdict in zip(statements, verdicts):
             verdict["statement"] = statement
@@ -168,15 +194,28 @@ class FaithfulnessMetric(JudgeMetric):
                     verdict["adjusted"] = f"{verdict['verdict']} without a supporting quote from the context"
                     verdict["verdict"] = "none"
         scored = [v for v in verdicts if v["type"] in SCORED_TYPES]
-        score = score_agg([VERDICT_WEIGHTS.get(v["verdict"], 0.0) for v in scored], self.temperature) \
-            if scored else 1.0
+        score = score_agg([VERDICT_WEIGHTS.get(v["verdict"], 0.0) for v in scored], self.temperature) if scored else 1.0
         counts = {k: sum(1 for v in scored if v["verdict"] == k) for k in VERDICTS}
         excluded = len(verdicts) - len(scored)
         worst = sorted(scored, key=lambda v: VERDICT_WEIGHTS.get(v["verdict"], 0.0))
-        lead = (f"{len(scored)} of {len(statements)} statements checked against the context"
-                f"{f' ({excluded} excluded)' if excluded else ''}" if scored else
-                "No statement asserts anything to check against the context (score 1.0)")
-        reason = verdict_reason(counts, [(v["statement"], v["verdict"], v["reason"]) for v in worst
-                                         if v["verdict"] not in ("fully", "mostly")], lead)
-        return Judged(score, reason, {"statements": statements, "verdicts": verdicts,
-                                      "scored_statement_count": len(scored), "temperature": self.temperature})
+        lead = (
+            f"{len(scored)} of {len(statements)} statements checked against the context"
+            f"{f' ({excluded} excluded)' if excluded else ''}"
+            if scored
+            else "No statement asserts anything to check against the context (score 1.0)"
+        )
+        reason = verdict_reason(
+            counts,
+            [(v["statement"], v["verdict"], v["reason"]) for v in worst if v["verdict"] not in ("fully", "mostly")],
+            lead,
+        )
+        return Judged(
+            score,
+            reason,
+            {
+                "statements": statements,
+                "verdicts": verdicts,
+                "scored_statement_count": len(scored),
+                "temperature": self.temperature,
+            },
+        )

@@ -33,7 +33,13 @@ from annotated_types import Ge, MinLen
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
 from evaltasks.judges.base import (
-    BudgetExhausted, Choice, JudgeError, JudgeReply, JudgeRequest, TokenLogprob, as_messages,
+    BudgetExhausted,
+    Choice,
+    JudgeError,
+    JudgeReply,
+    JudgeRequest,
+    TokenLogprob,
+    as_messages,
 )
 from evaltasks.judges.prompts import PromptError
 from evaltasks.metrics.base import NonEmptyStr
@@ -88,10 +94,10 @@ def score_distribution(tokens: Sequence[TokenLogprob]) -> dict[int, float]:
     text = "".join(t.token for t in tokens)
     matches = list(_SCORE_KEY.finditer(text))
     if not matches:
-        raise JudgeError("the judge's answer has no \"score\" among its token log-probabilities")
+        raise JudgeError('the judge\'s answer has no "score" among its token log-probabilities')
     start = matches[-1].end()
     position = 0
-    for index, token in enumerate(tokens):
+    for index, token in enumerate(tokens):  # noqa: B007
         if position + len(token.token) > start:
             break
         position += len(token.token)
@@ -103,13 +109,15 @@ def score_distribution(tokens: Sequence[TokenLogprob]) -> dict[int, float]:
     zero_next = 0.0  # p("0" next | "1" here): the chance that a chosen bare "1" is the first half of "10"
     if following is not None:
         alternatives = following.top or ((following.token, following.logprob),)
-        zero_next = min(1.0, math.fsum(_probability(lp) for tok, lp in alternatives
-                                       if tok.startswith("0") and not tok[1:2].isdigit()))
+        zero_next = min(
+            1.0,
+            math.fsum(_probability(lp) for tok, lp in alternatives if tok.startswith("0") and not tok[1:2].isdigit()),
+        )
 
     def value(token: str) -> tuple[int, bool] | None:
         """(integer, bare) for a token reading as an integer 0..10 after the prefix; bare: nothing after it."""
         if prefix and token.startswith(prefix):
-            token = token[len(prefix):]
+            token = token[len(prefix) :]
         found = _INTEGER.fullmatch(token.strip())
         if found is None or int(found.group(1)) > 10 or len(found.group(1)) > 2:
             return None
@@ -207,8 +215,12 @@ def steps_of(reply: JudgeReply) -> list[str]:
 def case_variables(case: EvalTestCase) -> dict[str, Any]:
     """The test case's text for a template's user part: input ("" when absent), actual_output,
     expected_output and retrieval_context (None when absent)."""
-    return {"input": case.input or "", "actual_output": case.actual_output,
-            "expected_output": case.expected_output, "retrieval_context": case.retrieval_context}
+    return {
+        "input": case.input or "",
+        "actual_output": case.actual_output,
+        "expected_output": case.expected_output,
+        "retrieval_context": case.retrieval_context,
+    }
 
 
 def check_steps(evaluation_steps: list[str] | None) -> list[str] | None:
@@ -216,10 +228,14 @@ def check_steps(evaluation_steps: list[str] | None) -> list[str] | None:
     strings."""
     if evaluation_steps is None:
         return None
-    if not isinstance(evaluation_steps, list) or not evaluation_steps or not all(
-            isinstance(s, str) and s.strip() for s in evaluation_steps):
-        raise ValueError(f"evaluation_steps must be a non-empty list of non-empty strings, got "
-                         f"{quote(evaluation_steps)}")
+    if (
+        not isinstance(evaluation_steps, list)
+        or not evaluation_steps
+        or not all(isinstance(s, str) and s.strip() for s in evaluation_steps)
+    ):
+        raise ValueError(
+            f"evaluation_steps must be a non-empty list of non-empty strings, got {quote(evaluation_steps)}"
+        )
     return [s.strip() for s in evaluation_steps]
 
 
@@ -254,8 +270,7 @@ class CriteriaMetric(JudgeMetric):
         prompts: dict[str, str] | None = None,
         name: str | None = None,
     ) -> None:
-        super().__init__(threshold, model, samples=samples, judge_options=judge_options, prompts=prompts,
-                         name=name)
+        super().__init__(threshold, model, samples=samples, judge_options=judge_options, prompts=prompts, name=name)
         if criteria is not None and (not isinstance(criteria, str) or not criteria.strip()):
             raise ValueError(f"criteria must be a non-empty string, got {quote(criteria)}")
         self.criteria = criteria.strip() if criteria is not None else None
@@ -306,7 +321,10 @@ class CriteriaMetric(JudgeMetric):
             return [], steps
         request = JudgeRequest(
             messages=as_messages(self.template("steps").render({"criteria": self.criteria})),
-            schema=STEPS_SCHEMA, schema_name="steps", temperature=self.request_temperature(shared=True))
+            schema=STEPS_SCHEMA,
+            schema_name="steps",
+            temperature=self.request_temperature(shared=True),
+        )
         requests = []
         if not self._estimated_steps:
             self._estimated_steps = True
@@ -386,12 +404,24 @@ class GEvalMetric(CriteriaMetric):
         prompts: dict[str, str] | None = None,
         name: str | None = None,
     ) -> None:
-        super().__init__(threshold, model, criteria, evaluation_steps, samples=samples,
-                         judge_options=judge_options, prompts=prompts, name=name)
+        super().__init__(
+            threshold,
+            model,
+            criteria,
+            evaluation_steps,
+            samples=samples,
+            judge_options=judge_options,
+            prompts=prompts,
+            name=name,
+        )
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {quote(n_samples)}")
-        if isinstance(sampling_temperature, bool) or not isinstance(sampling_temperature, (int, float)) \
-                or not math.isfinite(sampling_temperature) or sampling_temperature < 0:
+        if (
+            isinstance(sampling_temperature, bool)
+            or not isinstance(sampling_temperature, (int, float))
+            or not math.isfinite(sampling_temperature)
+            or sampling_temperature < 0
+        ):
             raise ValueError(f"sampling_temperature must be a number >= 0, got {quote(sampling_temperature)}")
         self.n_samples = n_samples
         self.sampling_temperature = float(sampling_temperature)
@@ -410,21 +440,34 @@ class GEvalMetric(CriteriaMetric):
         variables = {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
         probe = getattr(asker.judge, "probing_logprobs", None)
         with probe() if probe is not None else contextlib.nullcontext():  # one request learns the endpoint's
-            if asker.judge.supports_logprobs:                             # logprobs: one wasted in all, at most
-                reply = asker.ask("score", variables, SCORE_SCHEMA, top_logprobs=TOP_LOGPROBS,
-                                  max_tokens=SCORE_MAX_TOKENS)
+            if asker.judge.supports_logprobs:  # logprobs: one wasted in all, at most
+                reply = asker.ask(
+                    "score", variables, SCORE_SCHEMA, top_logprobs=TOP_LOGPROBS, max_tokens=SCORE_MAX_TOKENS
+                )
                 tokens = reply.logprobs
                 if tokens is not None:
                     distribution = score_distribution(tokens)
                     score = math.fsum(p * s for s, p in distribution.items()) / 10.0
-                    return self._judged(score, "logprobs", distribution, steps, str(reply.parsed["reason"]),
-                                        "probability-weighted over the score token's alternatives")
+                    return self._judged(
+                        score,
+                        "logprobs",
+                        distribution,
+                        steps,
+                        str(reply.parsed["reason"]),
+                        "probability-weighted over the score token's alternatives",
+                    )
         choices = self._sample(asker, variables)
         counts = Counter(int(c.parsed["score"]) for c in choices)
         frequency = {s: counts[s] / len(choices) for s in sorted(counts)}
         score = math.fsum(int(c.parsed["score"]) for c in choices) / len(choices) / 10.0
-        return self._judged(score, "sampling", frequency, steps, str(choices[0].parsed["reason"]),
-                            f"mean of {len(choices)} sampled scores")
+        return self._judged(
+            score,
+            "sampling",
+            frequency,
+            steps,
+            str(choices[0].parsed["reason"]),
+            f"mean of {len(choices)} sampled scores",
+        )
 
     def _sample(self, asker: Asker, variables: dict[str, Any]) -> list[Choice]:
         """``n_samples`` completions at ``sampling_temperature``: one request with ``n``, then requests for the
@@ -437,19 +480,31 @@ class GEvalMetric(CriteriaMetric):
         choices: list[Choice] = []
         while len(choices) < self.n_samples:
             missing = self.n_samples - len(choices)
-            reply = asker.ask("score", variables, SCORE_SCHEMA, temperature=self.sampling_temperature, n=missing,
-                             max_tokens=SCORE_MAX_TOKENS)
+            reply = asker.ask(
+                "score",
+                variables,
+                SCORE_SCHEMA,
+                temperature=self.sampling_temperature,
+                n=missing,
+                max_tokens=SCORE_MAX_TOKENS,
+            )
             if not reply.choices:
                 raise JudgeError("the judge returned no completion")
             choices.extend(reply.choices[:missing])
         return choices
 
-    def _judged(self, score: float, method: str, distribution: dict[int, float], steps: list[str],
-                reason: str, how: str) -> Judged:
+    def _judged(
+        self, score: float, method: str, distribution: dict[int, float], steps: list[str], reason: str, how: str
+    ) -> Judged:
         """The :class:`Judged` of one sample, with its evaluation_log (``how``: the method, in words)."""
         score = min(1.0, max(0.0, score))
-        log = {"method": method, "score_distribution": {str(s): round(p, 6) for s, p in distribution.items()},
-               "evaluation_steps": list(steps), "criteria": self.criteria, "reason": reason}
+        log = {
+            "method": method,
+            "score_distribution": {str(s): round(p, 6) for s, p in distribution.items()},
+            "evaluation_steps": list(steps),
+            "criteria": self.criteria,
+            "reason": reason,
+        }
         return Judged(score, f"G-Eval score {score:.4f} ({how}). {reason}", log)
 
     def estimate_requests(self, case: EvalTestCase) -> list[JudgeRequest]:
@@ -457,14 +512,31 @@ class GEvalMetric(CriteriaMetric):
         sampling request with ``n`` = ``n_samples``), preceded by the steps request as
         :meth:`CriteriaMetric.estimate_steps` says (once per metric)."""
         requests, steps = self.estimate_steps()
-        messages = as_messages(self.template("score").render(
-            {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}))
+        messages = as_messages(
+            self.template("score").render(
+                {"criteria": self.criteria, "evaluation_steps": steps, **case_variables(case)}
+            )
+        )
         if self.judge_has_logprobs():
-            requests.append(JudgeRequest(messages=messages, schema=SCORE_SCHEMA, schema_name="score",
-                                         temperature=self.request_temperature(),
-                                         top_logprobs=TOP_LOGPROBS, max_tokens=SCORE_MAX_TOKENS))
+            requests.append(
+                JudgeRequest(
+                    messages=messages,
+                    schema=SCORE_SCHEMA,
+                    schema_name="score",
+                    temperature=self.request_temperature(),
+                    top_logprobs=TOP_LOGPROBS,
+                    max_tokens=SCORE_MAX_TOKENS,
+                )
+            )
         else:
-            requests.append(JudgeRequest(messages=messages, schema=SCORE_SCHEMA, schema_name="score",
-                                         temperature=self.sampling_temperature, n=self.n_samples,
-                                         max_tokens=SCORE_MAX_TOKENS))
+            requests.append(
+                JudgeRequest(
+                    messages=messages,
+                    schema=SCORE_SCHEMA,
+                    schema_name="score",
+                    temperature=self.sampling_temperature,
+                    n=self.n_samples,
+                    max_tokens=SCORE_MAX_TOKENS,
+                )
+            )
         return requests

@@ -78,7 +78,8 @@ class EmbeddingMetric(BaseMetric):
     def provider_config(self) -> dict[str, Any]:
         """``embedding_provider``, ``model_name`` and ``provider_options`` (without ``api_key``) for :meth:`config`."""
         return {
-            "embedding_provider": self.embedding_provider, "model_name": self.model_name,
+            "embedding_provider": self.embedding_provider,
+            "model_name": self.model_name,
             "provider_options": {k: v for k, v in sorted(self.provider_options.items()) if k != "api_key"},
         }
 

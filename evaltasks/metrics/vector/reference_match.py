@@ -17,11 +17,11 @@ from annotated_types import MinLen
 
 from evaltasks.embeddings import VectorTable
 from evaltasks.errors import ConfigError, Problem, ProviderError, quote
-from evaltasks.metrics.base import EmbeddingNeed, NonEmptyStr
-from evaltasks.metrics.vector.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.index.search import Recall, ReferenceSearch, build_search, get_search, search_key
 from evaltasks.inputs.reference_sets import ReferenceSet
+from evaltasks.metrics.base import EmbeddingNeed, NonEmptyStr
 from evaltasks.metrics.registry import register_metric
+from evaltasks.metrics.vector.embedding import EmbeddingMetric, clamp_similarities
 from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
@@ -100,12 +100,24 @@ class ReferenceMatchMetric(EmbeddingMetric):
     def config(self) -> dict[str, Any]:
         """Constructor arguments (threshold, name, references, aggregation, embedding_provider, model_name)."""
         return {
-            "threshold": self.threshold, "name": self.name, "references": self.references,
-            "aggregation": self.aggregation, **self.provider_config(),
-            **({"reference_set": {"name": self.reference_set.name, "sha256": self.reference_set.sha256,
-                                  "count": len(self.reference_set), "search": self.reference_set.search.label(),
-                                  **self._query_options_used()}}
-               if self.reference_set is not None else {}),
+            "threshold": self.threshold,
+            "name": self.name,
+            "references": self.references,
+            "aggregation": self.aggregation,
+            **self.provider_config(),
+            **(
+                {
+                    "reference_set": {
+                        "name": self.reference_set.name,
+                        "sha256": self.reference_set.sha256,
+                        "count": len(self.reference_set),
+                        "search": self.reference_set.search.label(),
+                        **self._query_options_used(),
+                    }
+                }
+                if self.reference_set is not None
+                else {}
+            ),
         }
 
     def _query_options_used(self) -> dict[str, int]:
@@ -158,9 +170,15 @@ class ReferenceMatchMetric(EmbeddingMetric):
         if self.reference_set is not None:
             needs[self.embedding_namespace].add_index_only(self.reference_set.texts)
 
-    def prepare_search(self, table: VectorTable, directory: Path | None, cases: int,
-                       index: ReferenceIndex | None = None, stored: VectorTable | None = None,
-                       queries: np.ndarray | None = None) -> tuple[ReferenceSearch, Recall] | None:
+    def prepare_search(
+        self,
+        table: VectorTable,
+        directory: Path | None,
+        cases: int,
+        index: ReferenceIndex | None = None,
+        stored: VectorTable | None = None,
+        queries: np.ndarray | None = None,
+    ) -> tuple[ReferenceSearch, Recall] | None:
         """Build (or load) the FAISS search over the reference set, and measure its recall; None without a set.
 
         Args:
@@ -195,21 +213,28 @@ class ReferenceMatchMetric(EmbeddingMetric):
             provider = self.provider
             vectors = functools.partial(_write_set_vectors, index, provider, list(texts))
         else:
-            raise KeyError(f"the vectors of reference set '{self.reference_set.name}' are neither in the run's "
-                           "table nor in a reference index")
+            raise KeyError(
+                f"the vectors of reference set '{self.reference_set.name}' are neither in the run's "
+                "table nor in a reference index"
+            )
         try:
             search = build_search(str(self.search_key), vectors, self.reference_set.search, directory, count=len(texts))
         except ValueError as exc:  # ivf_pq that does not divide the model's dimensions: a suite mistake
             field, _, message = str(exc).partition(" ")
-            raise ConfigError([Problem(self.reference_set.source, f"reference set '{self.reference_set.name}'",
-                                       field, message)]) from None
+            raise ConfigError(
+                [Problem(self.reference_set.source, f"reference set '{self.reference_set.name}'", field, message)]
+            ) from None
         if table.vectors.shape[1] and len(search) and search.vectors.shape[1] != table.vectors.shape[1]:
-            raise ProviderError(f"reference set '{self.reference_set.name}' is stored with "
-                                f"{search.vectors.shape[1]}-dimensional vectors but {self.embedding_namespace} now "
-                                f"returns {table.vectors.shape[1]}-dimensional ones (its reference index was rebuilt "
-                                "meanwhile): run again")
-        recall = search.measure_recall(queries if queries is not None else np.empty((0, 0), dtype=np.float32),
-                                       query_config=self.reference_set.search)
+            raise ProviderError(
+                f"reference set '{self.reference_set.name}' is stored with "
+                f"{search.vectors.shape[1]}-dimensional vectors but {self.embedding_namespace} now "
+                f"returns {table.vectors.shape[1]}-dimensional ones (its reference index was rebuilt "
+                "meanwhile): run again"
+            )
+        recall = search.measure_recall(
+            queries if queries is not None else np.empty((0, 0), dtype=np.float32),
+            query_config=self.reference_set.search,
+        )
         self._search_config = recall.query_config  # the breadth measured: every batch, in any worker, searches with it
         self._search_dir = str(directory) if directory is not None else None  # workers load it from there
         self._search_cost_per_case = _set_cost(texts, table, stored) / max(cases, 1)  # the set's share, per case
@@ -236,7 +261,9 @@ class ReferenceMatchMetric(EmbeddingMetric):
         for case in cases:
             refs = self.references_for(case)
             log: dict[str, Any] = {
-                "aggregation": self.aggregation, "provider": self.embedding_provider, "model": self.model_name,
+                "aggregation": self.aggregation,
+                "provider": self.embedding_provider,
+                "model": self.model_name,
                 "reference_count": len(refs),
             }
             if not case.actual_output.strip():
@@ -266,8 +293,11 @@ class ReferenceMatchMetric(EmbeddingMetric):
     def _empty_output(self, log: dict[str, Any]) -> MetricResult:
         log["similarities"] = []
         return MetricResult.scored(
-            self.name, 0.0, self.threshold,
-            "The output is empty or whitespace only, so it matches no reference (score 0.0).", log,
+            self.name,
+            0.0,
+            self.threshold,
+            "The output is empty or whitespace only, so it matches no reference (score 0.0).",
+            log,
         )
 
     def _score_against_set(self, cases: Sequence[EvalTestCase], table: VectorTable | None) -> list[MetricResult]:
@@ -289,7 +319,8 @@ class ReferenceMatchMetric(EmbeddingMetric):
                 log = self._set_log(len(search))
                 log["top_similarities"] = [
                     {"reference": int(r), "similarity": round(float(s), 6)}
-                    for s, r in zip(top_sims[j], top_idx[j]) if r >= 0
+                    for s, r in zip(top_sims[j], top_idx[j])
+                    if r >= 0
                 ]
                 log["output_truncated"] = bool(table.truncated[out_rows[j]])
                 score = float(scores[j])
@@ -300,7 +331,7 @@ class ReferenceMatchMetric(EmbeddingMetric):
                 )
                 cost = cost_per_case + float(table.costs[out_rows[j]])
                 results[i] = MetricResult.scored(self.name, score, self.threshold, reason, log, evaluation_cost=cost)
-        for i, case in enumerate(cases):
+        for i, case in enumerate(cases):  # noqa: B007
             if results[i] is None:
                 results[i] = self._empty_output(self._set_log(len(search)))
         return results  # type: ignore[return-value]
@@ -308,9 +339,13 @@ class ReferenceMatchMetric(EmbeddingMetric):
     def _set_log(self, count: int) -> dict[str, Any]:
         assert self.reference_set is not None
         return {
-            "aggregation": self.aggregation, "provider": self.embedding_provider, "model": self.model_name,
-            "reference_set": self.reference_set.name, "reference_count": count,
-            "search": self.reference_set.search.label(), **self._query_options_used(),
+            "aggregation": self.aggregation,
+            "provider": self.embedding_provider,
+            "model": self.model_name,
+            "reference_set": self.reference_set.name,
+            "reference_count": count,
+            "search": self.reference_set.search.label(),
+            **self._query_options_used(),
         }
 
 

@@ -103,10 +103,16 @@ class SemanticSimilarityMetric(EmbeddingMetric):
             costs = (table.costs[out_rows] + table.costs[exp_rows]).tolist()
             out_cut, exp_cut = table.truncated[out_rows].tolist(), table.truncated[exp_rows].tolist()
             scored_result = MetricResult.scored
-            for i, score, cost, out_flag, exp_flag in zip(scored, sims.astype(np.float64).tolist(), costs, out_cut,
-                                                          exp_cut):
-                log = {"cosine_similarity": round(score, 6), "provider": provider, "model": model,
-                       "output_truncated": out_flag, "expected_output_truncated": exp_flag}
+            for i, score, cost, out_flag, exp_flag in zip(
+                scored, sims.astype(np.float64).tolist(), costs, out_cut, exp_cut
+            ):
+                log = {
+                    "cosine_similarity": round(score, 6),
+                    "provider": provider,
+                    "model": model,
+                    "output_truncated": out_flag,
+                    "expected_output_truncated": exp_flag,
+                }
                 reason = f"Cosine similarity {score:.4f} of the output with the expected output; threshold {threshold}."
                 results[i] = scored_result(name, score, threshold, reason, log, cost)
         for i, case in enumerate(cases):
@@ -117,9 +123,17 @@ class SemanticSimilarityMetric(EmbeddingMetric):
     def _empty(self, case: EvalTestCase, provider: str, model: str) -> MetricResult:
         """The 0.0 result of a case whose output or expected output is empty or whitespace only."""
         which = "output" if not case.actual_output.strip() else "expected output"
-        log = {"cosine_similarity": 0.0, "provider": provider, "model": model,
-               "output_truncated": False, "expected_output_truncated": False}
+        log = {
+            "cosine_similarity": 0.0,
+            "provider": provider,
+            "model": model,
+            "output_truncated": False,
+            "expected_output_truncated": False,
+        }
         return MetricResult.scored(
-            self.name, 0.0, self.threshold,
-            f"The {which} is empty or whitespace only, so nothing is compared (score 0.0).", log,
+            self.name,
+            0.0,
+            self.threshold,
+            f"The {which} is empty or whitespace only, so nothing is compared (score 0.0).",
+            log,
         )
