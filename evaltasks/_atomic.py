@@ -174,5 +174,5 @@ def _signals_held() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        for signum in dict.fromkeys(caught):
-            signal.raise_signal(signum)
+        for caught_signal in dict.fromkeys(caught):
+            signal.raise_signal(caught_signal)

@@ -18,7 +18,8 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
-from prefect.states import Completed, Failed, State
+from prefect.client.schemas.objects import State
+from prefect.states import Completed, Failed
 from prefect.utilities.annotations import quote
 
 from evaltasks.embeddings.local import cancel_queued_encodes

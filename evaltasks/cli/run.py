@@ -290,7 +290,7 @@ def _estimate_with_task_cache(plan: Any, args: argparse.Namespace) -> float:
 
 def _evaluate(
     args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt, planned: Any, view: _PlanView, starting: Any
-) -> dict[str, Any]:
+) -> RunReport:
     """Run the evaluate-suite flow on ``planned`` with the stage display on the terminal; its returned dict.
     ``starting``: the temporary server being started (None: the user's own server, or one started later)."""
     # read the index only now, while the server starts: a large namespace takes seconds to read

@@ -338,7 +338,7 @@ class LocalEmbeddingProvider:
             raise
         if len(texts) == 0:
             # sentence-transformers >= 6 renamed the method (the old name warns); older releases lack the new one
-            dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension  # noqa: B009
+            dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension  # type: ignore[attr-defined]
             dim = dimension()
             return np.zeros((0, dim), dtype=np.float32)
         return normalize_rows(vectors)

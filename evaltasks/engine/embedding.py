@@ -153,10 +153,10 @@ def prepare_reference_searches(
             continue
         directory = index.root / "sets" if index is not None else None
         outputs = [t for t in needs[namespace].outputs if t in tables[namespace]]
-        _, recall = metric.prepare_search(
+        _, recall = metric.prepare_search(  # type: ignore[attr-defined]  # the reference-set metrics have it
             tables[namespace],
             directory,
-            cases,  # type: ignore[attr-defined]
+            cases,
             index=index,
             stored=(stored or {}).get(namespace),
             queries=tables[namespace].rows(outputs) if outputs else None,

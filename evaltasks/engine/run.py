@@ -172,18 +172,22 @@ class PlannedRun(BaseModel):
             cases=len(plan.dataset.cases),
             metrics=len(plan.suite.metrics),
         )
-        planned.__pydantic_private__.update(_plan=plan, _baseline=baseline)
+        private = planned.__pydantic_private__
+        assert private is not None  # a model with private attributes has them
+        private.update(_plan=plan, _baseline=baseline)
         return planned
 
     def take(self) -> RunPlan | None:
         """The plan handed over (None once taken, or when read back from JSON); pass it to :func:`plan_run`'s
         ``planned``, which checks that its files are unchanged."""
-        plan, self.__pydantic_private__["_plan"] = self._plan, None
+        plan = self._plan
+        self._plan = None
         return plan
 
     def take_baseline(self) -> ParsedBaseline | None:
         """The parsed baseline handed over (None once taken); for :func:`load_parsed_baseline`."""
-        baseline, self.__pydantic_private__["_baseline"] = self._baseline, None
+        baseline = self._baseline
+        self._baseline = None
         return baseline
 
 

@@ -199,7 +199,7 @@ class _NamespaceStore:
                     raise ValueError("checksum of vectors.faiss does not match meta.json")
                 state = previous
             handle.seek(0)
-            index = faiss.read_index(faiss.PyCallbackIOReader(handle.read))  # type: ignore[attr-defined]
+            index = faiss.read_index(faiss.PyCallbackIOReader(handle.read))
         id_map = faiss.downcast_index(index)
         if not isinstance(id_map, faiss.IndexIDMap2):
             raise ValueError(f"unexpected index type {type(id_map).__name__}")

@@ -197,8 +197,15 @@ class Judge(Protocol):
             function, an endpoint configured with ``logprobs: false``): GEval then samples instead.
     """
 
-    model: str
-    supports_logprobs: bool
+    @property
+    def model(self) -> str:
+        """The judge model's name."""
+        ...
+
+    @property
+    def supports_logprobs(self) -> bool:
+        """False when the judge is known to return no token log-probabilities."""
+        ...
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer ``request``.

@@ -122,12 +122,12 @@ class RunJudge:
         self._pending_lock = threading.Lock()
 
     @property
-    def model(self) -> str:  # type: ignore[override]
+    def model(self) -> str:
         """The inner judge's model."""
         return self.inner.model
 
     @property
-    def supports_logprobs(self) -> bool:  # type: ignore[override]
+    def supports_logprobs(self) -> bool:
         """The inner judge's ``supports_logprobs``."""
         return self.inner.supports_logprobs
 

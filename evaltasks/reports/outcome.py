@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaltasks.engine.compare import DEFAULT_TOLERANCE
+from evaltasks.engine.options import DEFAULT_TOLERANCE
 from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run
 from evaltasks.engine.run import ParsedBaseline, RunPlan, load_parsed_baseline
 from evaltasks.reports.stream import ReportWriter

@@ -610,7 +610,7 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         sys.stdin, sys.stdout, sys.stderr = (
             _std_stream(fd, fd > 0, spec) for fd, spec in enumerate(request["streams"])
         )
-        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
     except Exception:  # noqa: BLE001 - a broken or vanished client: nothing to run, nobody to tell
         os._exit(70)
     try:

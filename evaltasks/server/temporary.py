@@ -74,7 +74,7 @@ def guard_temporary_server() -> bool:
         return False
     import prefect.server.api.server as server_module
 
-    server_module.subprocess = _GuardedSubprocess()  # type: ignore[assignment]
+    server_module.subprocess = _GuardedSubprocess()  # type: ignore[attr-defined,assignment]
     server_module.SubprocessASGIServer().start()
     return True
 
@@ -104,7 +104,7 @@ class StartingServer:
         """
         import prefect.server.api.server as server_module
 
-        server_module.subprocess = _GuardedSubprocess()  # type: ignore[assignment] - a restart is guarded too
+        server_module.subprocess = _GuardedSubprocess()  # type: ignore[attr-defined,assignment]  # a restart too
         server = server_module.SubprocessASGIServer()
         if server.running:  # already started in this process: keep that one
             self.process.terminate()
@@ -339,7 +339,7 @@ def _sound_template(template: Path) -> bool:
         with contextlib.closing(sqlite3.connect(f"file:{template}?mode=ro", uri=True)) as db:
             if db.execute("PRAGMA quick_check").fetchone() != ("ok",):
                 return False
-            return db.execute("SELECT count(*) FROM alembic_version").fetchone()[0] >= 1
+            return bool(db.execute("SELECT count(*) FROM alembic_version").fetchone()[0] >= 1)
     except sqlite3.Error:
         return False
 
@@ -396,12 +396,14 @@ def _reuse_migrated_databases() -> None:
         fresh = database is not None and not database.exists()
         seeded = False
         if fresh:
+            assert database is not None  # fresh: a database path that does not exist yet
             try:
                 seeded = seed_database(database)
             except Exception:  # noqa: BLE001
                 seeded = False
         await migrate(self)
         if fresh and not seeded:
+            assert database is not None
             try:
                 save_database_template(database)
             except Exception:  # noqa: BLE001
