@@ -16,9 +16,9 @@ from filelock import Timeout as FileLockTimeout
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
 from prefect.exceptions import TerminationSignal
-from prefect.client.schemas.objects import State
 from prefect.states import Completed, Failed
 from prefect.utilities.annotations import quote
 

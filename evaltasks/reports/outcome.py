@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaltasks.engine.options import DEFAULT_TOLERANCE
 from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run
+from evaltasks.engine.options import DEFAULT_TOLERANCE
 from evaltasks.engine.run import ParsedBaseline, RunPlan, load_parsed_baseline
 from evaltasks.reports.stream import ReportWriter
 from evaltasks.results import EvaluationResult
