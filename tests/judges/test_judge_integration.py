@@ -29,6 +29,7 @@ from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_js
 from evaltasks.reports import ReportWriter
 from evaltasks.reports.console import print_summary
 from tests.judge_metric import VerdictMetric
+from tests.judge_runs import run_judged_cli
 from tests.process_env import subprocess_env
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -278,21 +279,7 @@ def test_pr_comment_shows_the_judges_table(tmp_path: Path) -> None:
 # -- suite runs through the flow and the CLI --------------------------------------------------------------------
 
 
-def _cli(tmp_path: Path, suite: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    args = [
-        sys.executable,
-        "-m",
-        "evaltasks.cli",
-        "run",
-        str(suite),
-        "--output-dir",
-        str(tmp_path / "out"),
-        "--index-dir",
-        str(tmp_path / "index"),
-        "--quiet",
-        *extra,
-    ]
-    return subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+_cli = run_judged_cli  # `evaltasks run SUITE --output-dir --index-dir --quiet` in a subprocess
 
 
 def _judge_log(path: Path) -> int:
