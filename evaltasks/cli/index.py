@@ -50,6 +50,9 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
     from evaltasks.index import ReferenceIndex  # startup: the index loads numpy and FAISS
 
     index = ReferenceIndex(args.index_dir)
+    if index.root.exists() and not index.root.is_dir():  # a mistyped path: a user mistake, not an abort
+        error(f"--index-dir {index.root}: {index.root} is a file, not a directory")
+        return EXIT_INVALID
     actions = {"info": _info, "verify": _verify, "compact": _compact, "build": _build, "prune": _prune}
     try:
         return actions[args.index_command](index, args)

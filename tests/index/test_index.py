@@ -454,3 +454,19 @@ def test_corruption_found_by_a_run_is_a_recorded_warning(tmp_path, provider, pre
     assert results["summary"]["embeddings"]["references_computed"] == len(UNIQUE)  # rebuilt, not read
     assert results["summary"]["errored_cases"] == 0
     assert ReferenceIndex(root).check()[0]["problems"] == []
+
+
+@pytest.mark.parametrize("command", ["info", "verify", "compact"])
+def test_an_index_dir_that_is_a_file_is_a_user_mistake(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evaltasks index info|verify|compact --index-dir FILE` is exit 2 with one line naming the path (it was an
+    aborted run, exit 3 with a traceback file, or a silent exit 0)."""
+    from evaltasks.cli import main
+
+    not_a_directory = tmp_path / "README.md"
+    not_a_directory.write_text("not an index", encoding="utf-8")
+    assert main(["index", command, "--index-dir", str(not_a_directory)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"evaltasks: error: --index-dir {not_a_directory}: {not_a_directory} is a file, not a directory"]
+    assert not (tmp_path / "evaltasks-error.log").exists() and not Path("evaltasks-error.log").exists()
