@@ -7,10 +7,28 @@ DOCS_URL: str | None = None
 name the section of the docs (a heading of a page in the repository's docs/ folder)."""
 
 
+#: The docs page (and anchor) of each section the help texts point to (tests check that each one resolves).
+DOCS_PAGES: dict[str, str] = {
+    "CLI": "docs/cli.md",
+    "Suite file": "docs/suite.md",
+    "Reference index": "docs/embeddings.md#reference-index",
+    "Run history and drift": "docs/history.md",
+    "Threshold calibration": "docs/calibration.md",
+    "Faster repeated runs: `evaltasks server`": "docs/server.md",
+    "Prefect": "docs/prefect.md",
+}
+
+
 def docs_ref(section: str) -> str:
-    """How a help text points to the docs section titled ``section``: ``docs, "Run history and drift"`` while
-    :data:`DOCS_URL` is None, else ``DOCS_URL#run-history-and-drift`` (GitHub's anchor of a heading)."""
-    if DOCS_URL is None:
+    """How a help text points to the docs section titled ``section``: its page in the repository
+    (``docs/history.md``, :data:`DOCS_PAGES`) while :data:`DOCS_URL` is None, else that page on the site
+    (``DOCS_URL/history/``, mkdocs' directory URLs, with the page's anchor when it has one). A section without a
+    page is named as ``docs, "Title"``."""
+    page = DOCS_PAGES.get(section)
+    if page is None:
         return f'docs, "{section}"'
-    anchor = "-".join("".join(c for c in section.lower() if c.isalnum() or c in " -").split(" "))
-    return f"{DOCS_URL.rstrip('/')}#{anchor}"
+    if DOCS_URL is None:
+        return page
+    path, _, anchor = page.removeprefix("docs/").partition("#")
+    url = f"{DOCS_URL.rstrip('/')}/{path.removesuffix('.md')}/"
+    return f"{url}#{anchor}" if anchor else url

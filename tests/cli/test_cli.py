@@ -690,27 +690,28 @@ def test_each_command_help_has_a_description_and_names_its_docs_section(command:
     assert paragraphs[0].startswith("usage: evaltasks ") and len(paragraphs[1].split()) >= 4, proc.stdout
     assert not paragraphs[1].startswith(("positional arguments", "options")), proc.stdout
     assert "README" not in proc.stdout, proc.stdout
-    section = re.fullmatch(r'More: docs, "(.+)"\.', proc.stdout.strip().splitlines()[-1])
-    assert section, proc.stdout
-    headings = [
-        line.lstrip("#").strip()
-        for page in sorted((REPO / "docs").rglob("*.md"))
-        for line in page.read_text(encoding="utf-8").splitlines()
-        if line.startswith("#")
-    ]
-    assert section.group(1) in headings
+    found = re.fullmatch(r"More: (docs/[\w/-]+\.md)(?:#([\w-]+))?\.", proc.stdout.strip().splitlines()[-1])
+    assert found, proc.stdout
+    page = REPO / found.group(1)
+    assert page.is_file(), page
+    if found.group(2):  # the anchor is a heading of that page, as Python-Markdown's toc names it
+        from markdown.extensions.toc import slugify
+
+        headings = [line.lstrip("#").strip() for line in page.read_text("utf-8").splitlines() if line.startswith("#")]
+        assert found.group(2) in {slugify(h, "-") for h in headings}, (found.group(2), headings)
 
 
 def test_docs_links_follow_the_one_docs_url(monkeypatch: pytest.MonkeyPatch) -> None:
     """Set the docs' base URL in one place and every help reference becomes a link to the section's anchor."""
     import evaltasks._version as version
 
-    assert version.docs_ref("Run history and drift") == 'docs, "Run history and drift"'
+    assert version.docs_ref("Run history and drift") == "docs/history.md"
+    assert version.docs_ref("Reference index") == "docs/embeddings.md#reference-index"
+    assert version.docs_ref("A section without a page") == 'docs, "A section without a page"'
     monkeypatch.setattr(version, "DOCS_URL", "https://docs.example/evaltasks/")
-    assert version.docs_ref("Run history and drift") == "https://docs.example/evaltasks#run-history-and-drift"
-    assert version.docs_ref("Faster repeated runs: `evaltasks server`") == (
-        "https://docs.example/evaltasks#faster-repeated-runs-evaltasks-server"
-    )
+    assert version.docs_ref("Run history and drift") == "https://docs.example/evaltasks/history/"
+    assert version.docs_ref("Faster repeated runs: `evaltasks server`") == "https://docs.example/evaltasks/server/"
+    assert version.docs_ref("Reference index") == "https://docs.example/evaltasks/embeddings/#reference-index"
 
 
 @pytest.mark.slow
