@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evaltasks.cli._checks import check_output_dir
 from evaltasks.cli._command import Invocation, add_command
 from evaltasks.cli._exits import EXIT_GATE_FAILED, EXIT_INVALID, EXIT_PASSED, aborted, error
 from evaltasks.errors import InputError
@@ -50,8 +51,9 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
     from evaltasks.index import ReferenceIndex  # startup: the index loads numpy and FAISS
 
     index = ReferenceIndex(args.index_dir)
-    if index.root.exists() and not index.root.is_dir():  # a mistyped path: a user mistake, not an abort
-        error(f"--index-dir {index.root}: {index.root} is a file, not a directory")
+    problem = check_output_dir(index.root, "--index-dir")  # a mistyped path: a user mistake, not an abort
+    if problem:
+        error(problem)
         return EXIT_INVALID
     actions = {"info": _info, "verify": _verify, "compact": _compact, "build": _build, "prune": _prune}
     try:
