@@ -2,7 +2,36 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class Generation(BaseModel):
+    """How a target produced a case's output (set by the generate stage; docs/targets.md#targets).
+
+    Attributes:
+        target: the target's name.
+        latency_ms: wall time of the call that produced the output, in milliseconds (a stored output keeps the
+            latency of the call that produced it).
+        cost: US dollars the generation cost, if known.
+        input_tokens: prompt tokens used, if known.
+        output_tokens: completion tokens produced, if known.
+        cached: True when the output came from the output store (no request made in this run).
+        sample: which of ``repeat: K`` samples this is (0-based).
+        metadata: what the target reported besides its output (JSON-serialisable).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target: str
+    latency_ms: float | None = Field(default=None, ge=0)
+    cost: float | None = Field(default=None, ge=0)
+    input_tokens: int | None = Field(default=None, ge=0)
+    output_tokens: int | None = Field(default=None, ge=0)
+    cached: bool = False
+    sample: int = Field(default=0, ge=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class EvalTestCase(BaseModel):
@@ -21,6 +50,8 @@ class EvalTestCase(BaseModel):
         tools_called: names of the tools the agent called, in call order (eval_lib's field), if any.
         expected_tools: names of the tools the agent should have called, in order (eval_lib's field); required
             by :class:`~evaltasks.ToolCorrectnessMetric`, where ``[]`` means "no tool expected".
+        vars: the dataset row's columns (name -> value), for a target's prompt template, body or callable.
+        generation: how a target produced ``actual_output`` (None: the output came with the data).
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -34,6 +65,8 @@ class EvalTestCase(BaseModel):
     retrieval_context: list[str] | None = None
     tools_called: list[str] | None = None
     expected_tools: list[str] | None = None
+    vars: dict[str, Any] | None = None
+    generation: Generation | None = None
 
 
 def assign_ids(cases: list[EvalTestCase], explicit: list[str | None] | None = None) -> list[str]:
