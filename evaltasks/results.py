@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaltasks._redact import redact
+from evaltasks.test_case import Generation
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -210,6 +211,8 @@ class TestCaseResult(BaseModel):
         metrics: one :class:`MetricResult` per metric.
         expected_output: what the output is judged against, for reports: the case's expected output, else its
             first reference, else None (results.json of evaltasks before 0.9 lack it).
+        generation: how a target produced ``actual_output`` (target, latency, tokens, cost); None when the
+            output came with the data (docs/targets.md#targets).
     """
 
     __test__ = False  # not a pytest test class
@@ -221,6 +224,7 @@ class TestCaseResult(BaseModel):
     success: bool
     metrics: list[MetricResult]
     expected_output: str | None = None
+    generation: Generation | None = None
 
     @classmethod
     def from_metrics(
@@ -260,6 +264,7 @@ class TestCaseResult(BaseModel):
                 "success": status == "passed" and all(m.status == "passed" for m in metrics),
                 "metrics": metrics,
                 "expected_output": expected_output,
+                "generation": None,
             },
         )
 
@@ -499,6 +504,34 @@ def budget_message(summary: EvaluationSummary) -> str | None:
     )
 
 
+class TargetRun(BaseModel):
+    """One target's part of a run with targets (docs/targets.md#targets).
+
+    Attributes:
+        name: the target's name (``targets:`` order; the first is the reference of a side-by-side comparison).
+        kind: ``python``, ``chat`` or ``http``.
+        fingerprint: hex SHA-256 of what decides the target's outputs (``Target.fingerprint``).
+        summary: this target's run-level aggregates (its cases only).
+        requests: generations sent in this run (calls to the target, retries not counted).
+        cached: outputs read from the output store (no call made).
+        errored: cases whose generation failed (their metrics are errored).
+        latency_ms_median: median latency of the cases' generations, milliseconds (None: none generated).
+        latency_ms_p95: 95th percentile of the same (linear interpolation, numpy's default).
+        cost: US dollars the generations cost (stored outputs count 0).
+    """
+
+    name: str
+    kind: str
+    fingerprint: str
+    summary: EvaluationSummary
+    requests: int = 0
+    cached: int = 0
+    errored: int = 0
+    latency_ms_median: float | None = None
+    latency_ms_p95: float | None = None
+    cost: float = 0.0
+
+
 class EvaluationResult(BaseModel):
     """What :func:`evaluate` returns.
 
@@ -506,9 +539,13 @@ class EvaluationResult(BaseModel):
         test_results: one :class:`TestCaseResult` per test case, in input order.
         summary: run-level aggregates.
         embedding_models: each embedding model used, with its fingerprint.
+        targets: with targets, one :class:`TargetRun` per target in the suite's order; ``test_results`` then hold
+            every target's cases, target after target (each case's ``generation.target`` names it, case ids
+            repeat across targets), and ``summary`` is the first target's. Empty without targets.
     """
 
     test_results: list[TestCaseResult]
     summary: EvaluationSummary
     embedding_models: list[EmbeddingModelInfo] = Field(default_factory=list)
     reference_sets: list[ReferenceSetInfo] = Field(default_factory=list)
+    targets: list[TargetRun] = Field(default_factory=list)
