@@ -37,6 +37,9 @@ from typing import Any
 
 WATCH_EVERY_S = 0.5  # how often the watchdog looks at the parent process id
 GRACE_S = 10.0  # after asking the orphaned server to stop, how long before it is ended outright
+CLAIM_FD_VARIABLE = "EVALTASKS_SERVER_CLAIM_FD"  # the pipe on which the server process says it holds its port
+PORT_BOUND, PORT_TAKEN = b"b", b"t"
+PORT_TAKEN_EXIT = 3  # uvicorn's exit code when it cannot bind, which Prefect's start loop answers with a new port
 
 
 class _GuardedSubprocess:
@@ -49,13 +52,35 @@ class _GuardedSubprocess:
     @staticmethod
     def Popen(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:  # noqa: N802 - the name it replaces
         """``subprocess.Popen`` of Prefect's ``[python, -m, uvicorn, ...]`` as ``[python, THIS_FILE, PID, -m,
-        uvicorn, ...]`` with ``start_new_session=True``; any other command is started unchanged."""
-        if list(args[:2]) == [sys.executable, "-m"]:
-            from evaltasks.server.safety import safe_flags
+        uvicorn, ...]`` with ``start_new_session=True``; any other command is started unchanged.
 
-            args = [sys.executable, *safe_flags(), os.path.abspath(__file__), str(os.getpid()), *args[1:]]
-            kwargs.setdefault("start_new_session", True)
-        return subprocess.Popen(args, **kwargs)
+        Returns once the server process holds its port (:func:`_claim_port`: bound in its first milliseconds,
+        before its imports) or has exited with code 3 because the port was taken. Prefect's start loop polls
+        ``/health`` on the port as soon as the process starts; without the claim, a port another process's
+        server took meanwhile answered that poll, and the run reported to the wrong server (404s, then
+        connection errors when that server stopped).
+        """
+        if list(args[:2]) != [sys.executable, "-m"]:
+            return subprocess.Popen(args, **kwargs)
+        from evaltasks.server.safety import safe_flags
+
+        args = [sys.executable, *safe_flags(), os.path.abspath(__file__), str(os.getpid()), *args[1:]]
+        kwargs.setdefault("start_new_session", True)
+        read_end, write_end = os.pipe()
+        kwargs["env"] = {**(kwargs.get("env") or os.environ), CLAIM_FD_VARIABLE: str(write_end)}
+        kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), write_end)
+        try:
+            process = subprocess.Popen(args, **kwargs)
+        finally:
+            os.close(write_end)
+        with os.fdopen(read_end, "rb") as claim:
+            answer = claim.read(1)  # b"b": bound; b"t": taken; b"": the process ended before it said
+        if answer != PORT_BOUND:
+            # Prefect's start loop sees exit code 3 and starts again on another port; waiting here keeps it from
+            # polling the port meanwhile, where another process's server would answer its /health.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=GRACE_S)
+        return process
 
 
 def guard_temporary_server() -> bool:
@@ -412,6 +437,42 @@ def _reuse_migrated_databases() -> None:
     PrefectDBInterface.create_db = create_db  # type: ignore[method-assign]
 
 
+def _claim_port(args: list[str]) -> None:
+    """In the server process, first thing: bind uvicorn's ``--host``/``--port`` now and serve on that socket.
+
+    The socket is bound without ``SO_REUSEADDR`` and not listened on until uvicorn serves (so a connection before
+    then is refused, as before): no other process can bind the port meanwhile (Linux lets two sockets share a port
+    only when both set ``SO_REUSEADDR``; ``man 7 socket``). The result goes to the parent on the pipe named by
+    ``EVALTASKS_SERVER_CLAIM_FD`` (:meth:`_GuardedSubprocess.Popen` waits for it); a taken port exits with code 3,
+    as uvicorn would, so that Prefect starts again on another port. Without the variable, nothing is done.
+    """
+    fd = os.environ.pop(CLAIM_FD_VARIABLE, None)
+    if fd is None or "--port" not in args:
+        return
+    import socket
+
+    host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
+    port = int(args[args.index("--port") + 1])
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        with os.fdopen(int(fd), "wb") as answer:
+            answer.write(PORT_TAKEN)
+        os._exit(PORT_TAKEN_EXIT)
+    with os.fdopen(int(fd), "wb") as answer:
+        answer.write(PORT_BOUND)
+    import uvicorn.server
+
+    serve = uvicorn.server.Server.serve
+
+    async def serve_on_claimed_port(self: Any, sockets: list[socket.socket] | None = None) -> None:
+        await serve(self, sockets=sockets if sockets is not None else [sock])
+
+    uvicorn.server.Server.serve = serve_on_claimed_port  # type: ignore[method-assign]
+
+
 def _main(argv: list[str]) -> None:
     """``temporary.py PARENT_PID -m MODULE ARGS...``: guard, then run ``python -m MODULE ARGS...``."""
     import runpy
@@ -423,6 +484,7 @@ def _main(argv: list[str]) -> None:
     # would have put first: a `yaml.py` where the run started must not replace Prefect's (docs/metrics/custom.md#your-own-metrics)
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]
+    _claim_port(rest)
     _die_with_parent(int(parent))
     _reuse_migrated_databases()
     sys.argv = [module, *rest]
