@@ -267,6 +267,15 @@ class ChatTarget:
                     raise CredentialsError(f"the chat target {self.name}: {reason}") from None
             return self._client
 
+    def missing_credentials(self) -> str | None:
+        """Why this target cannot send (its API key is not set), or None when it can; sends nothing. A run that
+        skips what lacks credentials (a pull request from a fork) skips the target's cases with this warning."""
+        try:
+            self.client()
+        except CredentialsError as exc:
+            return exc.message
+        return None
+
     def generate(self, case: EvalTestCase) -> TargetOutput:
         """Send the rendered prompt and read the first choice: its text (``""`` when the model only called
         tools), the names of the tools it called, the usage and cost.
