@@ -405,11 +405,12 @@ def test_a_damaged_template_is_removed_and_the_run_migrates_from_nothing(tmp_pat
     db.close()
 
 
-def test_a_reader_that_leaves_early_and_a_closed_stdout_keep_the_verdict(tmp_path: Path) -> None:
+def test_a_reader_that_leaves_early_and_a_closed_stdout_keep_the_verdict(tmp_path: Path, prefect_api_url: str) -> None:
     """`evaltasks run ... | head -1` (the pipe closes before the summary is printed) and `>&-` (no stdout at all):
-    the gate's exit code (0: the quickstart passes), reports written, no traceback."""
+    the gate's exit code (0: the quickstart passes), reports written, no traceback. (On the session's server: the
+    subject is the output, not the server; the temporary server's own tests are the others here.)"""
     work = _workspace(tmp_path / "work")
-    env = subprocess_env(tmp_path / "prefect-home")
+    env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
     command = [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--output-dir", "out"]
     proc = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
