@@ -233,7 +233,7 @@ def load_baseline(path: str | Path, name: str | None = None) -> dict[str, Any]:
 
 
 # results.json versions a comparison reads (evaltasks/reports/json_report.py SCHEMA_VERSION is the newest)
-BASELINE_SCHEMA_VERSIONS = (1, 2)
+BASELINE_SCHEMA_VERSIONS = (1, 2, 3)
 BASELINE_PROBLEMS_SHOWN = 20
 
 
