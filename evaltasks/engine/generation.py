@@ -8,6 +8,7 @@ target on one batch is :func:`evaltasks.targets.generate.generate_batch`. This m
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
 GENERATED_FIELDS = frozenset({"actual_output", "retrieval_context", "context", "tools_called"})
 """The case fields a target fills (:class:`~evaltasks.targets.base.TargetOutput`): before generation, a metric's
 complaint about one of them is not a problem of the dataset (:func:`drop_generated_problems`)."""
+
+OUTPUTS_DIR = "outputs"
+"""The output store's folder under the index directory (beside the judge answer store's ``judgements``)."""
+
+STOP = threading.Event()
+"""Set when the process is stopping (Ctrl+C, SIGTERM: :func:`stop_generation`): generation in this process ends
+within a second, cases not started are skipped (what was stored stays stored)."""
 
 GENERATE_BATCH = 64
 """Cases per ``generate-outputs`` unit of work: the target's own concurrency runs inside a batch, and a few
@@ -233,7 +241,6 @@ def estimate_generation_cost(targets: Sequence[Target], cases: Sequence[EvalTest
     return sum(samples_of(t) * sum(t.estimate_cost(case) for case in cases) for t in targets)
 
 
-
 def generate_outputs(
     target: Target,
     cases: Sequence[EvalTestCase],
@@ -255,10 +262,12 @@ def generate_outputs(
 
     store = None
     if index_dir is not None:
+        from pathlib import Path
+
         from evaltasks.targets.store import OutputStore
 
-        store = OutputStore(index_dir)
-    return list(generate_batch(target, list(cases), store=store, refresh=refresh, samples=samples))
+        store = OutputStore(Path(index_dir) / OUTPUTS_DIR)
+    return list(generate_batch(target, list(cases), store=store, refresh=refresh, samples=samples, stop=STOP))
 
 
 class TargetTallies:
@@ -286,3 +295,14 @@ class TargetTallies:
     def finish(self, counts: Any = None) -> list[TargetRun]:
         """One :class:`TargetRun` per target, its summary with the run's embedding ``counts``."""
         return [tally.run(builder.finish(counts)) for tally, builder in zip(self.tallies, self.builders, strict=True)]
+
+
+def stop_generation() -> None:
+    """Stop every generation running in this process (:data:`STOP`): called when the run is interrupted. A later
+    run in the same process (a server's) starts with :func:`resume_generation`."""
+    STOP.set()
+
+
+def resume_generation() -> None:
+    """Clear :data:`STOP` before a run generates (a process that hosts several runs)."""
+    STOP.clear()

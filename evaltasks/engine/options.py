@@ -129,8 +129,7 @@ class RunOptions:
         True,
         flag="--no-target",
         negated=True,
-        help="grade the dataset's own actual_output instead of running the suite's target(s) "
-        f"({docs_ref('Targets')})",
+        help=f"grade the dataset's own actual_output instead of running the suite's target(s) ({docs_ref('Targets')})",
     )
 
     def __post_init__(self) -> None:

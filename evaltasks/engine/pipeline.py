@@ -52,6 +52,7 @@ from evaltasks.engine.generation import (
     errored_results,
     flag_flaky,
     generate_outputs,
+    resume_generation,
     sample_id,
     samples_of,
 )
@@ -203,6 +204,7 @@ def generate(
     Raises:
         CredentialsError: a target rejected the credentials (HTTP 401): the run stops.
     """
+    resume_generation()  # a stop of an earlier run in this process is not this run's
     total = sum(len(cases) * samples_of(t) for t in targets)
     _progress.stage(f"generating {total:,} output{'' if total == 1 else 's'}", total)
     where = None if index_dir is None else str(index_dir)
