@@ -26,7 +26,7 @@ from evaltasks.embeddings.local import cancel_queued_encodes
 from evaltasks.engine import pipeline
 from evaltasks.engine import progress as _progress
 from evaltasks.engine.embedding import collect_embedding_needs, model_infos
-from evaltasks.engine.generation import Generated, TargetTallies
+from evaltasks.engine.generation import Generated, TargetTallies, stop_generation
 from evaltasks.engine.history import (
     REGRESSED_EVENT,
     DriftReport,
@@ -275,6 +275,7 @@ def run_suite(suite_path: str, options: RunOptions | None = None, planned: Plann
         # the cancelled tasks' failures are not reported as errors.
         _progress.stopping(terminated=isinstance(exc, TerminationSignal))
         cancel_queued_encodes()
+        stop_generation()  # generate-outputs task runs end within a second; stored outputs stay stored
         raise
 
 
@@ -337,7 +338,7 @@ def _run_plan(
     # budget for the run whose ledger file every worker process shares (docs/judges.md#llm-judges).
     ledger = Path(index_dir) / JUDGEMENTS_DIR / "budgets" / f"{uuid.uuid4().hex}.json"
     wiring = JudgeWiring(index_dir=index_dir, refresh=not options.cache, max_cost=options.max_cost, ledger=ledger)
-    budget = pipeline.bind(metrics, wiring, embeddings.spent)
+    budget = pipeline.bind(metrics, wiring, embeddings.spent + (generated.spent if generated is not None else 0.0))
     # Batches are folded into the reports in case order as they finish, so memory holds a few batches of
     # results, never the whole run (10^6 cases stream through).
     writer = open_report_writer(

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from evaltasks.errors import Problem
 from evaltasks.results import EvaluationSummary, MetricResult, TargetRun, TestCaseResult
@@ -19,6 +19,8 @@ from evaltasks.test_case import EvalTestCase
 
 if TYPE_CHECKING:
     from evaltasks.targets.base import Target
+
+_T = TypeVar("_T")
 
 GENERATED_FIELDS = frozenset({"actual_output", "retrieval_context", "context", "tools_called"})
 """The case fields a target fills (:class:`~evaltasks.targets.base.TargetOutput`): before generation, a metric's
@@ -107,6 +109,16 @@ class Generated:
     def samples(self) -> int:
         """The largest ``repeat`` of the targets (batches hold whole cases: a multiple of it)."""
         return max((part.samples for part in self.parts), default=1)
+
+    @property
+    def spent(self) -> float:
+        """US dollars this run's generations cost (stored outputs count 0): the budget's starting spend."""
+        return sum(
+            case.generation.cost or 0.0
+            for part in self.parts
+            for case in part.cases
+            if case.generation is not None and not case.generation.cached
+        )
 
     def bounds(self) -> list[tuple[int, int]]:
         """Each target's ``[start, end)`` positions in :attr:`cases`."""
@@ -301,6 +313,32 @@ def stop_generation() -> None:
     """Stop every generation running in this process (:data:`STOP`): called when the run is interrupted. A later
     run in the same process (a server's) starts with :func:`resume_generation`."""
     STOP.set()
+
+
+def interruptible(work: Callable[[], _T]) -> _T:
+    """``work()`` run in a thread of its own while this thread waits for it: a KeyboardInterrupt (Ctrl+C) in this
+    thread stops every generation of the process (:func:`stop_generation`: the target's calls are abandoned
+    within a second) and is raised at once, instead of after the calls in flight finish. What ``work`` raises is
+    raised here."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="evaltasks-generate", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.25)
+    except BaseException:
+        stop_generation()
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
 
 
 def resume_generation() -> None:

@@ -52,6 +52,7 @@ from evaltasks.engine.generation import (
     errored_results,
     flag_flaky,
     generate_outputs,
+    interruptible,
     resume_generation,
     sample_id,
     samples_of,
@@ -459,7 +460,7 @@ def run(
     """
     embeddings = embed(needs, index, executor)
     reference_sets = search(metrics, embeddings, needs, index, len(cases))
-    bind(metrics, wiring, embeddings.spent)
+    bind(metrics, wiring, embeddings.spent + (generated.spent if generated is not None else 0.0))
     test_results: list[TestCaseResult] = []
     with gc_frozen():  # a batch is folded into case results before the next is scored
         for _, batch_results in score(cases, ids, metrics, embeddings, executor, batch_size, generated):
@@ -523,6 +524,8 @@ class InProcessExecutor:
         (:func:`~evaltasks.engine.generation.generate_outputs`, through the output store of ``index_dir``)."""
 
         def collect() -> list[GeneratedCase]:
-            return generate_outputs(target, batch, index_dir=index_dir, refresh=refresh, samples=samples)
+            return interruptible(
+                lambda: generate_outputs(target, batch, index_dir=index_dir, refresh=refresh, samples=samples)
+            )
 
         return collect

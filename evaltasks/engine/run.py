@@ -233,18 +233,22 @@ def estimate_cost(
     refresh: bool = False,
     cached: Mapping[str, Collection[int]] | None = None,
 ) -> float:
-    """Estimated US dollars of a run: the references and outputs not yet in the index, per provider, plus the
-    judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
+    """Estimated US dollars of a run: its targets' generations (:meth:`~evaltasks.targets.base.Target.estimate_cost`
+    of every case and sample, docs/targets.md#the-generate-stage), the references and outputs not yet in the
+    index, per provider, plus the judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
     the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``, and so are the case rows
     ``cached`` names per judge metric: results Prefect's task cache holds, :func:`evaltasks.tasks.task_cached_rows`)."""
+    from evaltasks.engine.generation import estimate_generation_cost
     from evaltasks.index import ReferenceIndex, default_index_dir
     from evaltasks.judges.binding import bind_judges, estimate_judge_cost
 
     index = ReferenceIndex(index_dir)
+    generation = estimate_generation_cost(plan.targets, plan.dataset.cases)  # stored outputs counted too
     if bind_judges(plan.suite.metrics, index_dir or default_index_dir(), refresh=refresh):
-        total = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics, cached=cached)
+        judged = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics, cached=cached)
+        total = generation + judged * plan.samples  # each target's samples are judged
     else:
-        total = 0.0
+        total = generation
     for need in plan.needs.values():
         if need.provider.estimate_cost(["x"]) == 0.0:
             continue  # free provider (local): no need to read the index

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 import threading
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from evaltasks import EvalTestCase, ExactMatchMetric, LengthCheckMetric, evaluate_sync
 from evaltasks.engine.pipeline import STAGES
 from evaltasks.errors import CredentialsError, InputError
-from evaltasks.targets import PythonTarget
+from evaltasks.targets import PythonTarget, TargetOutput
 
 QUESTIONS = {"What is 2+2?": "4", "Capital of France?": "Paris", "Colour of the sky?": "blue", "Say hi": "hi"}
 
@@ -167,3 +169,112 @@ def test_repeat_scores_every_sample_and_flags_cases_whose_verdicts_differ() -> N
     assert run.samples == 3 and run.flaky_cases == ["q0", "q1", "q2"] and run.requests == 12
     unstable = {r.id for r in result.test_results if r.metrics[0].evaluation_log.get("unstable") is True}
     assert unstable == {i for i in ids if not i.startswith("q3")}
+
+
+class PricedTarget:
+    """A Target written here (the protocol, not a library class): a priced echo, so the cost estimate is known."""
+
+    kind = "python"
+    cache = True
+
+    def __init__(self, name: str, price: float, repeat: int = 1) -> None:
+        self.name, self.price, self.repeat = name, price, repeat
+        self.calls = 0
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(f"priced:{self.name}:{self.price}".encode()).hexdigest()
+
+    def case_key(self, case: EvalTestCase) -> str:
+        return hashlib.sha256(f"{self.fingerprint()}:{case.input}".encode()).hexdigest()
+
+    def estimate_cost(self, case: EvalTestCase) -> float:
+        return self.price * len(case.input or "")
+
+    def generate(self, case: EvalTestCase) -> TargetOutput:
+        self.calls += 1
+        return TargetOutput(output=(case.input or "").upper(), cost=self.estimate_cost(case))
+
+
+def test_the_cost_estimate_covers_the_targets_before_anything_is_sent(tmp_path: Path) -> None:
+    from evaltasks.engine.run import estimate_cost, plan_run
+
+    (tmp_path / "d.jsonl").write_text(
+        "".join(json.dumps({"id": f"q{i}", "input": q, "actual_output": ""}) + "\n" for i, q in enumerate(QUESTIONS)),
+        encoding="utf-8",
+    )
+    (tmp_path / "suite.yaml").write_text(
+        "name: priced\ndataset: {path: d.jsonl}\nmetrics:\n  - {metric: LengthCheckMetric, max_length: 9}\n",
+        encoding="utf-8",
+    )
+    plan = plan_run(tmp_path / "suite.yaml")
+    assert estimate_cost(plan, tmp_path / "index") == 0.0  # LengthCheck and no target: free
+    targets = [PricedTarget("a", 0.01), PricedTarget("b", 0.002, repeat=3)]
+    plan.suite.targets = targets  # type: ignore[attr-defined]
+    characters = sum(len(q) for q in QUESTIONS)
+    assert estimate_cost(plan, tmp_path / "index") == pytest.approx(characters * 0.01 + 3 * characters * 0.002)
+    assert all(t.calls == 0 for t in targets)  # estimated, nothing sent
+    plan.use_targets = False  # --no-target
+    assert estimate_cost(plan, tmp_path / "index") == 0.0
+
+
+def test_a_target_written_to_the_protocol_runs_and_its_spend_is_counted(tmp_path: Path) -> None:
+    target = PricedTarget("priced", 0.5)
+    result = evaluate_sync(_cases(), [LengthCheckMetric(max_length=20)], target=target, index_dir=tmp_path)
+    assert target.calls == 4 and [r.actual_output for r in result.test_results] == [q.upper() for q in QUESTIONS]
+    assert result.targets[0].cost == pytest.approx(0.5 * sum(len(q) for q in QUESTIONS))
+    assert len(list((tmp_path / "outputs").rglob("*.json"))) == 4  # the store beside judgements/
+
+
+SLOW_SCRIPT = """
+import sys, time
+from pathlib import Path
+from evaltasks import EvalTestCase, LengthCheckMetric, evaluate_sync
+from evaltasks.targets import PythonTarget
+
+marker = Path(sys.argv[1]) / "stuck"
+
+def respond(case):
+    if case.input == "q3":
+        while len(list((Path(sys.argv[1]) / "index" / "outputs").rglob("*.json"))) < 3:
+            time.sleep(0.01)  # the other three are stored: the interrupt lands on this call alone
+        marker.write_text("called")
+        time.sleep(3600)  # a call that hangs: only Ctrl+C ends it
+    return "answer to " + case.input
+
+cases = [EvalTestCase(actual_output="", input=f"q{i}") for i in range(4)]
+evaluate_sync(cases, [LengthCheckMetric(max_length=9)], target=PythonTarget(respond, timeout=7200, max_concurrency=2),
+              index_dir=Path(sys.argv[1]) / "index")
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_generation_stops_at_once_keeping_what_is_stored(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.process_env import subprocess_env
+
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_SCRIPT, encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        env=subprocess_env(tmp_path / "prefect"),
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300  # generous: only bounds how long a broken run hangs the test
+        while not (tmp_path / "stuck").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the target was never called on q3"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)  # the call sleeps an hour: an exit now is the interrupt's
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode in (130, -signal.SIGINT), stderr.decode(errors="replace")[-2000:]
+    assert b"KeyboardInterrupt" in stderr
+    assert len(list((tmp_path / "index" / "outputs").rglob("*.json"))) == 3  # q0, q1 and q2 stay stored

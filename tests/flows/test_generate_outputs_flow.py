@@ -42,7 +42,8 @@ def _suite(directory: Path) -> Path:
     """A suite over 4 questions whose dataset still holds stale answers (the target's replace them)."""
     directory.mkdir(parents=True, exist_ok=True)
     rows = [
-        {"id": f"q{i}", "input": q, "expected_output": a, "actual_output": "stale"} for i, (q, a) in enumerate(EXPECTED.items())
+        {"id": f"q{i}", "input": q, "expected_output": a, "actual_output": "stale"}
+        for i, (q, a) in enumerate(EXPECTED.items())
     ]
     (directory / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     suite = directory / "suite.yaml"
@@ -128,7 +129,8 @@ def test_the_flow_and_evaluate_sync_give_equal_results(tmp_path: Path, prefect_a
     suite = _suite(tmp_path / "suite")
     flow_results, _ = _run(suite, Bot(), tmp_path)
     cases = [
-        EvalTestCase(actual_output="", input=q, expected_output=a, name=f"q{i}") for i, (q, a) in enumerate(EXPECTED.items())
+        EvalTestCase(actual_output="", input=q, expected_output=a, name=f"q{i}")
+        for i, (q, a) in enumerate(EXPECTED.items())
     ]
     metrics = [ExactMatchMetric(), LengthCheckMetric(max_length=1, unit="words")]
     api = evaluate_sync(cases, metrics, target=PythonTarget(Bot(), name="bot"))
