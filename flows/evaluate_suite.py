@@ -357,7 +357,8 @@ def _run_plan(
     try:
         batch_size = options.batch_size or auto_batch_size(len(cases))
         for rows, batch_results in pipeline.score(cases, ids, metrics, embeddings, executor, batch_size, generated):
-            writer.add(batch_results)
+            # with several targets, the baseline is compared with the first (the reference) target's cases
+            writer.add(batch_results, compare=generated is None or rows[0] < len(generated.parts[0].cases))
             if moments is not None:
                 moments.add(batch_results)
             if tallies is not None:

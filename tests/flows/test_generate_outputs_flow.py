@@ -55,13 +55,15 @@ def _suite(directory: Path) -> Path:
     return suite
 
 
-def _run(suite: Path, bot: Bot, tmp_path: Path, **options: Any) -> tuple[dict[str, Any], Any]:
-    """Run the flow on ``suite`` with ``bot`` as its target; (results.json, flow run id)."""
+def _run(suite: Path, bot: Any, tmp_path: Path, **options: Any) -> tuple[dict[str, Any], Any]:
+    """Run the flow on ``suite`` with ``bot`` as its target (a callable, or a list of targets); (results.json, flow
+    run id)."""
     from evaltasks.engine.run import PlannedRun, plan_run
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
     plan = plan_run(suite)
-    plan.suite.targets = [PythonTarget(bot, name="bot")]  # type: ignore[attr-defined]
+    targets = bot if isinstance(bot, list) else [PythonTarget(bot, name="bot")]
+    plan.suite.targets = targets  # type: ignore[attr-defined]
     state = evaluate_suite(
         suite_path=str(suite),
         output_dir=str(tmp_path / "out"),
@@ -144,3 +146,47 @@ def test_the_flow_and_evaluate_sync_give_equal_results(tmp_path: Path, prefect_a
     flow_summary, api_summary = flow_results["targets"][0]["summary"], api.targets[0].summary.model_dump(mode="json")
     for key in ("cases", "passed_cases", "failed_cases", "errored_cases", "pass_rate"):
         assert flow_summary[key] == api_summary[key], key
+
+
+class Flip:
+    """A candidate whose samples disagree on "What is 2+2?" (right, then wrong) and agree elsewhere."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, case: EvalTestCase) -> str:
+        with self.lock:
+            n = self.seen[case.input or ""] = self.seen.get(case.input or "", 0) + 1
+        if case.input == "What is 2+2?" and n % 2 == 0:
+            return "five"
+        return ANSWERS[case.input or ""]
+
+
+@pytest.mark.slow
+def test_side_by_side_targets_with_samples_and_a_baseline(tmp_path: Path, prefect_api_url: str) -> None:
+    suite = _suite(tmp_path / "suite")
+    base, _ = _run(suite, Bot(), tmp_path / "base")
+    baseline = str(tmp_path / "base" / "out" / "results.json")
+
+    targets = [PythonTarget(Bot(), name="current"), PythonTarget(Flip(), name="candidate", repeat=2)]
+    results, flow_run_id = _run(suite, targets, tmp_path / "both", baseline=baseline, batch_size=3)
+
+    assert [t["name"] for t in results["targets"]] == ["current", "candidate"]
+    ids = [c["id"] for c in results["cases"]]
+    assert ids == ["q0", "q1", "q2", "q3", "q0", "q0~2", "q1", "q1~2", "q2", "q2~2", "q3", "q3~2"]
+    assert [c["generation"]["target"] for c in results["cases"]] == ["current"] * 4 + ["candidate"] * 8
+    current, candidate = results["targets"]
+    assert current["summary"] == base["summary"] == results["summary"]
+    assert candidate["summary"]["cases"] == 8 and candidate["samples"] == 2 and candidate["flaky_cases"] == ["q0"]
+    assert (candidate["requests"], candidate["cached"]) == (8, 0)
+    flaky = {c["id"] for c in results["cases"] if any(m["evaluation_log"].get("unstable") for m in c["metrics"])}
+    assert flaky == {"q0", "q0~2"} and results["cases"][5]["actual_output"] == "five"
+    # the baseline is compared with the reference target's cases only: 4 pairs, nothing changed
+    assert results["comparison"]["paired_cases"] == 4 and results["comparison"]["changes"] == []
+    assert results["comparison"]["flaky_cases"] == []
+    assert sum(name.startswith("generate-outputs") for name in _task_run_names(flow_run_id)) == 2  # one per target
+
+    # a results.json of several targets is a baseline too: its reference target's cases
+    again, _ = _run(suite, Bot(), tmp_path / "again", baseline=str(tmp_path / "both" / "out" / "results.json"))
+    assert again["comparison"]["paired_cases"] == 4 and again["comparison"]["new_cases"] == []
