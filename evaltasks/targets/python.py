@@ -59,6 +59,61 @@ def source_digest(function: Callable[..., Any], extra_files: Sequence[Path] = ()
     return hasher.hexdigest()
 
 
+def local_sources(function: Callable[..., Any], directory: Path) -> list[Path]:
+    """The suite folder's source files that ``function``'s module imports, directly or through one another
+    (``import helpers``, ``from bot import retrieval``, ``from . import util``), read statically with
+    :mod:`ast`: the same files whatever was imported before, so a fingerprint does not depend on import order.
+    A package imported whole brings every ``.py`` file under it. Sorted; empty when the function's file is not
+    in ``directory``."""
+    import ast
+
+    root = directory.resolve()
+    try:
+        start = inspect.getsourcefile(inspect.unwrap(function))
+    except TypeError:
+        start = None
+    if not start or not Path(start).resolve().is_relative_to(root):
+        return []
+    seen: set[Path] = set()
+    queue = [Path(start).resolve()]
+    while queue:
+        file = queue.pop()
+        if file in seen or not file.is_file():
+            continue
+        seen.add(file)
+        try:
+            tree = ast.parse(file.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            names: list[tuple[str, int]] = []
+            if isinstance(node, ast.Import):
+                names = [(alias.name, 0) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                names = [(base, node.level)] + [
+                    (f"{base}.{a.name}" if base else a.name, node.level) for a in node.names
+                ]
+            for dotted, level in names:
+                folder = file.parent
+                for _ in range(max(level - 1, 0)):
+                    folder = folder.parent
+                queue.extend(_module_files(root if level == 0 else folder, dotted))
+    return sorted(p for p in seen if p.is_relative_to(root))
+
+
+def _module_files(folder: Path, dotted: str) -> list[Path]:
+    """The files of module ``dotted`` found under ``folder`` (a module file, or a package's ``.py`` files)."""
+    if not dotted:
+        return [folder / "__init__.py"]
+    path = folder.joinpath(*dotted.split("."))
+    if path.with_suffix(".py").is_file():
+        return [path.with_suffix(".py")]
+    if path.is_dir():
+        return sorted(path.rglob("*.py"))
+    return []
+
+
 def _qualified(function: Callable[..., Any]) -> str:
     module = getattr(function, "__module__", None) or "?"
     name = getattr(function, "__qualname__", None) or type(function).__qualname__
