@@ -209,7 +209,7 @@ def test_the_cost_estimate_covers_the_targets_before_anything_is_sent(tmp_path: 
     plan = plan_run(tmp_path / "suite.yaml")
     assert estimate_cost(plan, tmp_path / "index") == 0.0  # LengthCheck and no target: free
     targets = [PricedTarget("a", 0.01), PricedTarget("b", 0.002, repeat=3)]
-    plan.suite.targets = targets  # type: ignore[attr-defined]
+    plan.suite.targets = targets
     characters = sum(len(q) for q in QUESTIONS)
     assert estimate_cost(plan, tmp_path / "index") == pytest.approx(characters * 0.01 + 3 * characters * 0.002)
     assert all(t.calls == 0 for t in targets)  # estimated, nothing sent

@@ -63,7 +63,7 @@ def _run(suite: Path, bot: Any, tmp_path: Path, **options: Any) -> tuple[dict[st
 
     plan = plan_run(suite)
     targets = bot if isinstance(bot, list) else [PythonTarget(bot, name="bot")]
-    plan.suite.targets = targets  # type: ignore[attr-defined]
+    plan.suite.targets = targets
     state = evaluate_suite(
         suite_path=str(suite),
         output_dir=str(tmp_path / "out"),
