@@ -162,3 +162,15 @@ def test_ctrl_c_during_generation_exits_130_keeping_what_is_stored(tmp_path: Pat
     assert rc == 130, stderr
     assert "interrupted by SIGINT" in stderr and "Traceback" not in stderr
     assert len(list((tmp_path / "index" / "outputs").rglob("*.json"))) == 3  # the answers before it stay stored
+
+
+def test_process_workers_generate_the_same_outputs(tmp_path: Path, prefect_api_url: str) -> None:
+    """The target (the suite folder's callable, pickled by value) runs in the processes task runner's workers."""
+    suite = _suite(tmp_path / "suite", QUESTIONS)
+    run = _run(suite, tmp_path, prefect_api_url, "--task-runner", "processes:2")
+
+    assert run.returncode == 0, run.stderr
+    assert sorted(_calls(tmp_path)) == sorted(QUESTIONS)
+    results = _results(tmp_path)
+    assert [c["actual_output"] for c in results["cases"]] == ["4", "Paris", "green", "hi"]
+    assert results["targets"][0]["requests"] == 4 and results["summary"]["passed_cases"] == 3
