@@ -216,3 +216,31 @@ def test_one_generation_batch_in_flight_keeps_a_target_to_its_max_concurrency(
     assert not bot.overlapped  # max_concurrency 1: the threads task runner never ran two batches at once
     assert sum(name.startswith("generate-outputs") for name in _task_run_names(flow_run_id)) == 4  # 200 / 64
     assert [c["actual_output"] for c in results["cases"]] == [f"question {i}" for i in range(200)]
+
+
+@pytest.mark.slow
+def test_the_generate_outputs_task_in_a_users_own_flow(tmp_path: Path, prefect_api_url: str) -> None:
+    from prefect import flow
+
+    from evaltasks.tasks import evaluate_test_cases, generate_outputs
+
+    cases = [
+        EvalTestCase(actual_output="", input=q, expected_output=a, name=f"q{i}")
+        for i, (q, a) in enumerate(EXPECTED.items())
+    ]
+    bot = Bot()
+
+    @flow(name="my-pipeline")
+    def my_pipeline() -> Any:
+        generated = generate_outputs(PythonTarget(bot, name="bot"), cases, index_dir=str(tmp_path / "index"))
+        scored = evaluate_test_cases([g.case for g in generated], [ExactMatchMetric()])
+        return generated, scored
+
+    generated, scored = my_pipeline()
+    assert [g.case.actual_output for g in generated] == list(ANSWERS.values()) and bot.calls == 4
+    assert all(g.error is None and g.requested for g in generated)
+    assert [r.status for r in scored.test_results] == ["passed", "passed", "failed", "passed"]
+    assert [r.generation.target for r in scored.test_results if r.generation] == ["bot"] * 4
+
+    generated, _ = my_pipeline()  # the output store answers: no call
+    assert bot.calls == 4 and all(g.case.generation.cached and not g.requested for g in generated)
