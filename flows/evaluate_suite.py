@@ -291,7 +291,8 @@ def _progress_meter(plan: RunPlan) -> ProgressMeter:
     progress_id: Any = create_progress_artifact(  # the artifact's id (called in a sync flow: not awaited)
         progress=0.0,
         key=artifact_key(plan.suite.suite.name, "progress"),
-        description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, in percent",
+        description=f"Outputs generated, texts embedded, then case × metric results scored, of suite "
+        f"{plan.suite.suite.name}, in percent",
     )
 
     def report(percent: float) -> None:

@@ -246,6 +246,14 @@ def test_the_generate_outputs_task_in_a_users_own_flow(tmp_path: Path, prefect_a
     generated, _ = my_pipeline()  # the output store answers: no call
     assert bot.calls == 4 and all(g.case.generation.cached and not g.requested for g in generated)
 
+    @flow(name="my-evaluation")
+    def my_evaluation() -> Any:  # generation and scoring in one task run, through the same store
+        target = PythonTarget(bot, name="bot")
+        return evaluate_test_cases(cases, [ExactMatchMetric()], index_dir=str(tmp_path / "index"), target=target)
+
+    result = my_evaluation()
+    assert bot.calls == 4 and result.targets[0].cached == 4 and result.summary.passed_cases == 3
+
 
 @pytest.mark.slow
 def test_cluster_intervals_hold_for_each_targets_samples(tmp_path: Path, prefect_api_url: str) -> None:
