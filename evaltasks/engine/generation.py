@@ -26,9 +26,6 @@ GENERATED_FIELDS = frozenset({"actual_output", "retrieval_context", "context", "
 """The case fields a target fills (:class:`~evaltasks.targets.base.TargetOutput`): before generation, a metric's
 complaint about one of them is not a problem of the dataset (:func:`drop_generated_problems`)."""
 
-OUTPUTS_DIR = "outputs"
-"""The output store's folder under the index directory (beside the judge answer store's ``judgements``)."""
-
 STOP = threading.Event()
 """Set when the process is stopping (Ctrl+C, SIGTERM: :func:`stop_generation`): generation in this process ends
 within a second, cases not started are skipped (what was stored stays stored)."""
@@ -291,11 +288,9 @@ def generate_outputs(
 
     store = None
     if index_dir is not None:
-        from pathlib import Path
-
         from evaltasks.targets.store import OutputStore
 
-        store = OutputStore(Path(index_dir) / OUTPUTS_DIR)
+        store = OutputStore.in_index_dir(index_dir)
     return list(generate_batch(target, list(cases), store=store, refresh=refresh, samples=samples, stop=STOP))
 
 
