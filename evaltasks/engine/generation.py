@@ -31,8 +31,9 @@ STOP = threading.Event()
 within a second, cases not started are skipped (what was stored stays stored)."""
 
 GENERATE_BATCH = 64
-"""Cases per ``generate-outputs`` unit of work: the target's own concurrency runs inside a batch, and a few
-batches are in flight, so a batch is small enough that progress and an interrupt are seen within seconds."""
+"""Cases per ``generate-outputs`` unit of work at least (more for a target with a large ``max_concurrency``): the
+target's own concurrency runs inside a batch, one batch in flight, and a batch is small enough that progress is
+seen within seconds."""
 
 
 def drop_generated_problems(problems: Sequence[Problem]) -> list[Problem]:
@@ -113,11 +114,6 @@ class Generated:
             if part.skipped is not None:
                 skipped.update(dict.fromkeys(range(start, end), part.skipped))
         return skipped
-
-    @property
-    def samples(self) -> int:
-        """The largest ``repeat`` of the targets (batches hold whole cases: a multiple of it)."""
-        return max((part.samples for part in self.parts), default=1)
 
     @property
     def spent(self) -> float:
