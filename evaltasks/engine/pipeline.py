@@ -225,17 +225,11 @@ def generate(
             batch = cases[rows[0] : rows[-1] + 1]
             return executor.submit_generation(target, batch, index_dir=where, refresh=refresh, samples=k)
 
-        part = TargetCases(target, [], [], samples=k)
         if skip and target.name in skip:
-            part.skipped = skip[target.name]
-            for row, case in enumerate(cases):
-                for sample in range(k):
-                    generation = Generation(target=target.name, sample=sample)
-                    part.cases.append(case.model_copy(update={"actual_output": "", "generation": generation}))
-                    part.ids.append(sample_id(ids[row], sample))
-            _progress.advance(len(part.cases))
-            parts.append(part)
+            parts.append(_skipped_part(target, k, cases, ids, skip[target.name]))
+            _progress.advance(len(parts[-1].cases))
             continue
+        part = TargetCases(target, [], [], samples=k)
         size = max(1, batch_size, ROUNDS_PER_BATCH * _concurrency(target))
         # one batch in flight: a target runs at most its max_concurrency calls at once (a callable need not be
         # thread-safe), and a batch of whole rounds keeps its workers busy to the end
@@ -250,6 +244,20 @@ def generate(
 
 ROUNDS_PER_BATCH = 8
 """A generation batch holds at least this many rounds of the target's ``max_concurrency`` calls."""
+
+
+def _skipped_part(
+    target: Target, samples: int, cases: Sequence[EvalTestCase], ids: Sequence[str], reason: str
+) -> TargetCases:
+    """The part of a target that is not run (``reason``): each case's samples kept without an output, to be
+    skipped when scored."""
+    part = TargetCases(target, [], [], samples=samples, skipped=reason)
+    for row, case in enumerate(cases):
+        for sample in range(samples):
+            generation = Generation(target=target.name, sample=sample)
+            part.cases.append(case.model_copy(update={"actual_output": "", "generation": generation}))
+            part.ids.append(sample_id(ids[row], sample))
+    return part
 
 
 def _concurrency(target: Target) -> int:
