@@ -343,6 +343,8 @@ def _report(args: argparse.Namespace, invocation: Invocation, outcome: RunReport
     try:
         cases = None if args.quiet else notable_cases(Path(args.output_dir) / "results.json", outcome.summary)
         print_summary(outcome, cases=cases, brief=args.quiet, console=Console())
+        for line in [] if args.quiet else target_lines(outcome):
+            print(line)
         # two durations, each named (docs/cli.md#cli): the flow run's own work (results.json duration_s)
         # and the whole command, start-up included
         reports = f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md"
@@ -355,6 +357,27 @@ def _report(args: argparse.Namespace, invocation: Invocation, outcome: RunReport
         # docs, "Note on SIGPIPE": point stdout at devnull so the interpreter's last flush does not fail again)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_PASSED if outcome.passed else EXIT_GATE_FAILED
+
+
+def target_lines(outcome: RunReport) -> list[str]:
+    """One line per target of the run: what generating its outputs took, e.g. ``target bot: 4 outputs, 1
+    request, 3 from the output store, 0 failed; latency median 120 ms, p95 180 ms; cost $0.0012``
+    (docs/targets.md#the-generate-stage). None without targets."""
+    lines = []
+    for t in outcome.targets:
+        outputs = t.summary.cases
+        line = (
+            f"target {t.name}: {outputs:,} output{'' if outputs == 1 else 's'}, {t.requests:,} "
+            f"request{'' if t.requests == 1 else 's'}, {t.cached:,} from the output store, {t.errored:,} failed"
+        )
+        if t.latency_ms_median is not None and t.latency_ms_p95 is not None:
+            line += f"; latency median {t.latency_ms_median:,.0f} ms, p95 {t.latency_ms_p95:,.0f} ms"
+        if t.cost:
+            line += f"; cost ${t.cost:.4f}"
+        if t.flaky_cases:
+            line += f"; {len(t.flaky_cases)} flaky of {t.samples} samples each"
+        lines.append(line)
+    return lines
 
 
 def _flow_outcome(state: Any) -> RunReport:

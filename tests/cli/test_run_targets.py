@@ -78,10 +78,12 @@ def _env(tmp_path: Path, api_url: str | None) -> dict[str, str]:
     return env
 
 
-def _run(suite: Path, tmp_path: Path, api_url: str, *flags: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    suite: Path, tmp_path: Path, api_url: str, *flags: str, quiet: bool = True
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
-         "--index-dir", str(tmp_path / "index"), "--quiet", *flags],
+         "--index-dir", str(tmp_path / "index"), *(["--quiet"] if quiet else []), *flags],
         cwd=tmp_path, env=_env(tmp_path, api_url), capture_output=True, text=True, timeout=DEADLINE_S,
     )  # fmt: skip
 
@@ -113,9 +115,10 @@ def test_run_generates_then_scores_and_a_rerun_makes_no_call(tmp_path: Path, pre
     assert target["cost"] == pytest.approx(0.04)
     assert any("is ignored" in notice for notice in results["notices"])
 
-    rerun = _run(suite, tmp_path, prefect_api_url)
+    rerun = _run(suite, tmp_path, prefect_api_url, quiet=False)
     assert rerun.returncode == 0, rerun.stderr
     assert len(_calls(tmp_path)) == 4  # no call: every output came from the store
+    assert "target python: 4 outputs, 0 requests, 4 from the output store, 0 failed" in rerun.stdout
     results = _results(tmp_path)
     assert (results["targets"][0]["requests"], results["targets"][0]["cached"]) == (0, 4)
     assert [c["actual_output"] for c in results["cases"]] == ["4", "Paris", "green", "hi"]
