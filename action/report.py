@@ -4,8 +4,9 @@ Reads ``$OUTPUT_DIR/results.json`` (written by ``evaltasks run``; with ``compari
 and writes:
 
 - the job summary (``$GITHUB_STEP_SUMMARY``): the verdict line, the "No baseline" note (none in the cache yet),
-  the cases that changed, the per-metric table with deltas, the rest folded (:func:`render_summary_markdown`
-  in evaltasks.reports.markdown); at most :data:`SUMMARY_MAX_BYTES` UTF-8 bytes (GitHub's limit
+  the cases that changed, the per-metric table with deltas, with several targets ``side_by_side`` (each target
+  against the first, the cases they split, a metric table per target), the rest folded
+  (:func:`render_summary_markdown` in evaltasks.reports.markdown); at most :data:`SUMMARY_MAX_BYTES` UTF-8 bytes (GitHub's limit
   is 1 MiB per step);
 - ``$COMMENT_BODY_FILE``: the same content behind a hidden marker line, with a link to the run, at most
   :data:`COMMENT_MAX_CHARS` UTF-16 code units (GitHub's limit is 65,536 characters); also ``comment.md`` and
@@ -253,6 +254,10 @@ def _report() -> int:
     if no_baseline and placed:
         common["baseline_note"] = no_baseline
     tail = f"\n{no_baseline}\n" if no_baseline and not placed else ""
+    if doc.get("side_by_side") and "side_by_side" in inspect.signature(render_summary_markdown).parameters:
+        from evaltasks.engine.side_by_side import SideBySide  # targets compared (an evaltasks that has them)
+
+        common["side_by_side"] = SideBySide.model_validate(doc["side_by_side"])
     summary_text = render_summary_markdown(
         suite,
         summary,

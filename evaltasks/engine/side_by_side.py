@@ -266,6 +266,64 @@ class SideBySideBuilder:
         return side
 
 
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def target_rows(side: SideBySide) -> list[dict[str, Any]]:
+    """``side`` as table rows (Prefect's ``<suite>-targets`` artifact; docs/prefect.md#prefect): per target an
+    ``all cases`` row, then one row per metric of its summary, each with the target's ``kind``, its ``pass_rate``
+    and ``mean_score``, and against the reference the ``verdict`` (``reference`` for the reference itself),
+    ``pass_rate_delta`` / ``mean_delta`` (fractions and score units, target minus reference) and the tests'
+    ``pass_rate_p`` / ``mean_p``; the ``all cases`` row also the generation's ``latency_ms_median``,
+    ``latency_ms_p95``, ``cost``, ``requests`` and ``cached``. Numbers rounded to 6 decimals, None where there is
+    no value."""
+    rows: list[dict[str, Any]] = []
+    for versus in side.targets:
+        run, comparison = versus.target, versus.comparison
+        s = run.summary
+        metrics = {m.name: m for m in comparison.metrics} if comparison is not None else {}
+        overall = comparison.pass_rate_test if comparison is not None else None
+        rows.append(
+            {
+                "target": run.name,
+                "kind": run.kind,
+                "metric": "all cases",
+                "verdict": comparison.verdict if comparison is not None else "reference",
+                "pass_rate": _rounded(s.pass_rate if s.cases > s.skipped_cases else None),
+                "pass_rate_delta": _rounded(overall.delta if overall is not None else None),
+                "pass_rate_p": _rounded(overall.p_value if overall is not None else None),
+                "mean_score": None,
+                "mean_delta": None,
+                "mean_p": None,
+                "latency_ms_median": _rounded(run.latency_ms_median),
+                "latency_ms_p95": _rounded(run.latency_ms_p95),
+                "cost": _rounded(run.cost),
+                "requests": run.requests,
+                "cached": run.cached,
+            }
+        )
+        for name, m in s.metrics.items():
+            c = metrics.get(name)
+            rate_test, score_test = (c.pass_rate_test, c.score_test) if c is not None else (None, None)
+            rows.append(
+                {
+                    "target": run.name,
+                    "kind": run.kind,
+                    "metric": name,
+                    "verdict": (c.verdict or "") if c is not None else ("reference" if comparison is None else ""),
+                    "pass_rate": _rounded(m.pass_rate),
+                    "pass_rate_delta": _rounded(c.pass_rate_delta if c is not None else None),
+                    "pass_rate_p": _rounded(rate_test.p_value if rate_test is not None else None),
+                    "mean_score": _rounded(m.mean_score),
+                    "mean_delta": _rounded(c.mean_delta if c is not None else None),
+                    "mean_p": _rounded(score_test.p_value if score_test is not None else None),
+                    **dict.fromkeys(("latency_ms_median", "latency_ms_p95", "cost", "requests", "cached")),
+                }
+            )
+    return rows
+
+
 def compare_targets(
     result: EvaluationResult,
     *,
@@ -307,4 +365,5 @@ __all__ = [
     "TargetAnswer",
     "TargetVersus",
     "compare_targets",
+    "target_rows",
 ]
