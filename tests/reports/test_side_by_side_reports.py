@@ -69,7 +69,8 @@ def test_a_finished_two_target_run_writes_the_comparison_into_results_json_and_s
     assert "### Cases the targets split (11)" in md
     item = md[md.index("- **c1** · current passed · candidate failed") :].split("\n- ")[0]
     assert f"  - ✅ **current** passed: {output('current', 1)}" in item
-    assert f"  - ❌ **candidate** failed (LengthCheckMetric " in item and output("candidate", 1) in item
+    score = next(c.metrics[0].score for c in result.test_results[CASES:] if c.id == "c1")
+    assert f"  - ❌ **candidate** failed (LengthCheckMetric {score:.4f}): {output('candidate', 1)}" in item
     assert "### current (the reference)\n\n| metric | pass rate | mean | threshold |" in md
     assert "### candidate (against current)\n\n| metric | pass rate | Δ pass rate | mean | Δ mean | verdict |" in md
     assert md.index("## Targets side by side") < md.index("## Metrics")
