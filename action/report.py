@@ -255,9 +255,7 @@ def _report() -> int:
         common["baseline_note"] = no_baseline
     tail = f"\n{no_baseline}\n" if no_baseline and not placed else ""
     if doc.get("side_by_side") and "side_by_side" in inspect.signature(render_summary_markdown).parameters:
-        from evaltasks.engine.side_by_side import SideBySide  # targets compared (an evaltasks that has them)
-
-        common["side_by_side"] = SideBySide.model_validate(doc["side_by_side"])
+        common["side_by_side"] = doc["side_by_side"]  # targets compared (an evaltasks that renders them)
     summary_text = render_summary_markdown(
         suite,
         summary,

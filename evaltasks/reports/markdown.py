@@ -18,9 +18,9 @@ Every untrusted string (inputs, outputs, reasons, ids, metric names) passes thro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from evaltasks._atomic import atomic_writer
 from evaltasks.engine.compare import Comparison
@@ -177,12 +177,17 @@ def render_summary_markdown(
     truncation_note: str = "The full report is in results.json.",
     charts: Literal["mermaid", "text"] = "mermaid",
     baseline_note: str | None = None,
-    side_by_side: SideBySide | None = None,
+    side_by_side: SideBySide | Mapping[str, Any] | None = None,
 ) -> str:
     """:func:`render_summary` of a report given by its parts: the GitHub Action's report step calls this name
     with what it reads from results.json (docs/action.md#github-action), including an older evaltasks' files. The
     parts are :class:`~evaltasks.engine.lifecycle.RunReport`'s (``gate_pass_rate`` is ``gate.pass_rate``;
-    ``side_by_side``: results.json's, several targets compared); the other arguments are :func:`render_summary`'s."""
+    ``side_by_side``: results.json's, several targets compared, as read or parsed); the other arguments are
+    :func:`render_summary`'s.
+
+    Raises:
+        pydantic.ValidationError: ``side_by_side`` is a mapping that is not a side-by-side comparison.
+    """
     report = RunReport.of(
         summary,
         passed=passed,
@@ -192,7 +197,7 @@ def render_summary_markdown(
         warnings=warnings or [],
         pass_rate=gate_pass_rate,
         fail_on=fail_on,
-        side_by_side=side_by_side,
+        side_by_side=side_by_side if not isinstance(side_by_side, Mapping) else SideBySide.model_validate(side_by_side),
     )
     return render_summary(
         report,
