@@ -116,15 +116,16 @@ def finish_streamed_run(
     embedding_models: list[EmbeddingModelInfo] | None = None,
     reference_sets: list[ReferenceSetInfo] | None = None,
     summary: EvaluationSummary | None = None,
-    targets: Sequence[TargetRun] = (),
+    targets: Sequence[TargetRun] | None = None,
 ) -> RunOutcome:
     """Apply the gate to what ``writer`` received, compare with its baseline, and write the three reports.
 
     The outcome's ``result`` holds the summary, models, reference sets and ``targets`` but no case results (they
-    are in results.json); ``summary`` overrides the writer's (e.g. a caller's own). ``targets``: a run with
-    targets, one :class:`~evaltasks.results.TargetRun` per target in the suite's order; with two or more, the
-    writer's cases are compared target against the first (:func:`side_by_side`), written as results.json's
-    ``side_by_side`` and rendered in summary.md, and set on the outcome.
+    are in results.json); ``summary`` overrides the writer's (e.g. a caller's own: the first target's in a run
+    with targets). ``targets``: a run with targets, one :class:`~evaltasks.results.TargetRun` per target in the
+    suite's order (results.json ``targets``); with two or more, the writer's cases are compared target against
+    the first (:func:`side_by_side`), written as results.json's ``side_by_side``, rendered in summary.md, and set
+    on the outcome.
 
     ``started`` (``time.time()``) is when the run began reading its suite. The header records it as
     ``started_at``, the moment before the reports are written (after the summary, its intervals and the
@@ -142,10 +143,10 @@ def finish_streamed_run(
         summary=summary,
         embedding_models=embedding_models or [],
         reference_sets=reference_sets or [],
-        targets=list(targets),
+        targets=list(targets or []),
     )
     comparison = writer.comparison()
-    sides = side_by_side(writer, targets)
+    sides = side_by_side(writer, result.targets)
     finished = time.time()
     gate = plan.suite.suite.gate
     verdict = GateVerdict.of(result, gate, comparison)
@@ -164,6 +165,7 @@ def finish_streamed_run(
         duration_s=round(finished - started, 3),
         embedding_models=result.embedding_models,
         reference_sets=result.reference_sets,
+        targets=result.targets,
     )
     highlights = writer.highlights
     paths = writer.write(header, summary, comparison, sides)

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     from evaltasks.engine.history import DriftReport
     from evaltasks.inputs.suite import Gate
 
-SCHEMA_VERSION = 2
-"""The version of results.json a run writes (docs/reports.md#outputs); ``evaltasks.reports.SCHEMA_VERSION``."""
+SCHEMA_VERSION = 3
+"""The version of results.json a run writes (docs/reports.md#outputs); ``evaltasks.reports.SCHEMA_VERSION``. Version 3
+added each case's ``generation`` and the top-level ``targets`` (runs with targets, docs/targets.md#the-generate-stage)."""
 
 FAIL_ON = ("min_pass_rate", "regression", "either")
 SIDE_BY_SIDE_CASES: dict[str, Any] = {"splits": True, "targets": {"__all__": {"comparison": {"changes"}}}}
@@ -196,6 +197,7 @@ class RunHeader(BaseModel):
         notices: informational lines of the suite (not warnings).
         started_at, finished_at: ISO 8601 UTC to the millisecond; duration_s: seconds between them.
         embedding_models, reference_sets: the providers' models and the reference sets searched.
+        targets: with targets, one :class:`~evaltasks.results.TargetRun` per target (empty without).
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -214,6 +216,7 @@ class RunHeader(BaseModel):
     duration_s: float
     embedding_models: list[EmbeddingModelInfo] = Field(default_factory=list)
     reference_sets: list[ReferenceSetInfo] = Field(default_factory=list)
+    targets: list[TargetRun] = Field(default_factory=list)
 
 
 class RunReport(BaseModel):
@@ -227,6 +230,7 @@ class RunReport(BaseModel):
         comparison: the comparison with the baseline (None without one).
         warnings: shown under the verdict.
         duration_s: the flow run's own seconds (None when not known).
+        targets: with targets, one :class:`~evaltasks.results.TargetRun` per target (empty without).
         side_by_side: a run with several targets, each compared with the first (results.json's
             ``side_by_side``; None otherwise).
     """
@@ -238,6 +242,7 @@ class RunReport(BaseModel):
     comparison: Comparison | None = None
     warnings: list[str] = Field(default_factory=list)
     duration_s: float | None = None
+    targets: list[TargetRun] = Field(default_factory=list)
     side_by_side: SideBySide | None = None
 
     @classmethod
@@ -376,6 +381,7 @@ class RunOutcome:
             comparison=self.comparison,
             warnings=self.header.warnings,
             duration_s=self.header.duration_s,
+            targets=self.header.targets,
             side_by_side=self.side_by_side,
         )
 
@@ -396,6 +402,7 @@ class RunOutcome:
             "comparison": self.comparison.model_dump(exclude={"changes"}) if self.comparison else None,
             "duration_s": self.header.duration_s,
             "drift": self.drift.model_dump() if self.drift is not None else None,
+            "targets": [t.model_dump() for t in self.header.targets],
             "side_by_side": (
                 self.side_by_side.model_dump(exclude=SIDE_BY_SIDE_CASES) if self.side_by_side is not None else None
             ),

@@ -12,9 +12,9 @@ with its minimum detectable effect, ``no significant change``) at the suite's ``
 A case is **split** when the targets that evaluated it (skipped results left out) gave it different statuses
 (``passed``, ``failed``, ``errored``); the report lists each split case with every target's answer.
 
-With ``repeat: K`` a target's samples of one case carry the same id and their ``generation.sample``: samples are
-paired by (id, sample), the ids of samples after the first read ``ID (sample K)``, and, unless the dataset has a
-``cluster`` column, a case's samples form one cluster of the paired bootstrap (they are not independent).
+With ``repeat: K`` a case's later samples have the ids ``ID~2``, ``ID~3``… (and their ``generation.sample``): each
+is paired with the same sample of the other target, and, unless the dataset has a ``cluster`` column, a case's
+samples form one cluster of the paired bootstrap and the paired mean-score test (they are not independent).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class SplitCase(BaseModel):
     """A case the targets' verdicts split: the targets that evaluated it gave it different statuses.
 
     Attributes:
-        case_id: the case id (``ID (sample K)`` for a later sample of ``repeat: K``).
+        case_id: the case id (``ID~K`` for a later sample of ``repeat: K``).
         input, expected_output: the case's question and expected answer or reference (cut as the outputs).
         answers: one per target that has the case, in the targets' order.
     """
@@ -110,16 +110,17 @@ class SideBySide(BaseModel):
     splits: list[SplitCase] = Field(default_factory=list)
 
 
-def _pair_key(case: TestCaseResult) -> str:
-    """How a case is paired across targets: its id, with `` (sample K)`` for a later sample of ``repeat: K``."""
+def _case_of(case: TestCaseResult) -> str:
+    """The id of the dataset case ``case`` is a sample of: its id without the ``~N`` of a later sample of
+    ``repeat: K`` (:func:`~evaltasks.engine.generation.sample_id`)."""
     sample = case.generation.sample if case.generation is not None else 0
-    return case.id if sample == 0 else f"{case.id} (sample {sample})"
+    return case.id.rsplit("~", 1)[0] if sample and "~" in case.id else case.id
 
 
-def _slim(case: TestCaseResult, key: str) -> TestCaseResult:
-    """``case`` as the builder keeps it: paired by ``key``, its texts cut (its metric results shared, not copied)."""
+def _slim(case: TestCaseResult) -> TestCaseResult:
+    """``case`` as the builder keeps it: its texts cut (its metric results shared, not copied)."""
     slim = TestCaseResult.from_metrics(
-        key, _cut(case.input), _cut(case.actual_output) or "", case.metrics, _cut(case.expected_output)
+        case.id, _cut(case.input), _cut(case.actual_output) or "", case.metrics, _cut(case.expected_output)
     )
     slim.generation = case.generation
     return slim
@@ -188,7 +189,7 @@ class SideBySideBuilder:
             raise ValueError(f"tolerance must be >= 0, got {tolerance}")
         self.alpha, self.min_effect, self.tolerance, self.allow_errors = alpha, min_effect, tolerance, allow_errors
         self._cases: dict[str, dict[str, TestCaseResult]] = {name: {} for name in targets}
-        self._ids: dict[str, str] = {}  # pairing key -> case id (samples of one case share it)
+        self._ids: dict[str, str] = {}  # case id -> its dataset case's (samples share it)
         self._clusters = clusters
 
     def add(self, cases: Iterable[TestCaseResult]) -> None:
@@ -199,9 +200,8 @@ class SideBySideBuilder:
             kept = self._cases.get(case.generation.target)
             if kept is None:
                 continue
-            key = _pair_key(case)
-            kept[key] = _slim(case, key)
-            self._ids.setdefault(key, case.id)
+            kept[case.id] = _slim(case)
+            self._ids.setdefault(case.id, _case_of(case))
 
     def _cluster_of(self, reference: str) -> dict[str, str | None] | None:
         """Pairing key -> cluster for the paired bootstrap: the dataset's cluster of the key's case; without

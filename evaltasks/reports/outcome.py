@@ -29,7 +29,7 @@ def open_report_writer(
 ) -> ReportWriter:
     """A :class:`~evaltasks.reports.ReportWriter` for ``plan``'s run, comparing with ``baseline`` if given
     (``parsed_baseline``: that file already read, :func:`~evaltasks.engine.run.load_parsed_baseline`), and with
-    two or more ``targets`` (names in the suite's order; default: the suite's targets) keeping their cases to
+    two or more ``targets`` (names in the suite's order; default: the plan's targets) keeping their cases to
     compare them side by side.
 
     The writer's intervals and comparison use the suite's ``gate.alpha``/``gate.min_effect``/``gate.allow_errors``
@@ -57,8 +57,9 @@ def open_report_writer(
 
 
 def _target_names(plan: RunPlan) -> list[str]:
-    """The names of the targets of ``plan``'s suite, in its order (none for a suite without targets)."""
-    return [str(target.name) for target in getattr(plan.suite, "targets", None) or ()]
+    """The names of the targets ``plan``'s run generates with, in the suite's order (none without targets or with
+    ``--no-target``)."""
+    return [str(target.name) for target in plan.targets]
 
 
 def finish_run(

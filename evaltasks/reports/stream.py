@@ -113,8 +113,9 @@ class ReportWriter:
         self.cases = 0
         self._summary: EvaluationSummary | None = None
 
-    def add(self, cases: Iterable[TestCaseResult]) -> None:
-        """Append a batch of case results (in case order)."""
+    def add(self, cases: Iterable[TestCaseResult], compare: bool = True) -> None:
+        """Append a batch of case results (in case order). ``compare``: False for cases the baseline comparison
+        leaves out (a run with several targets compares the first target's cases only)."""
         cases = list(cases)
         if not cases:
             return
@@ -129,7 +130,7 @@ class ReportWriter:
         self.cases += len(cases)
         self.summary_builder.add(cases)
         self.highlights.add(cases)
-        if self.comparison_builder is not None:
+        if self.comparison_builder is not None and compare:
             self.comparison_builder.add(cases)
         if self.side_by_side_builder is not None:
             self.side_by_side_builder.add(cases)

@@ -205,14 +205,15 @@ def test_fewer_than_two_targets_is_none() -> None:
     assert compare_targets(plain) is None
 
 
-def test_samples_pair_by_id_and_sample_and_cluster_by_case() -> None:
-    """``repeat: 2``: each case's two samples pair with the other target's same sample; later samples are named
-    ``ID (sample 1)``, and a case's samples are one cluster of the paired bootstrap (cluster tests)."""
+def test_samples_pair_with_the_same_sample_and_cluster_by_case() -> None:
+    """``repeat: 2``: each case's second sample has the id ``ID~2`` (the generate stage's) and pairs with the other
+    target's ``ID~2``; a case's samples are one cluster of the paired bootstrap and mean-score test."""
     current, candidate = [], []
     for i in range(15):
         for sample in (0, 1):
-            current.append(case("current", f"q{i}", True, 0.8, sample=sample))
-            candidate.append(case("candidate", f"q{i}", i % 5 != 0 or sample == 1, 0.7 + 0.01 * i, sample=sample))
+            case_id = f"q{i}" if sample == 0 else f"q{i}~2"
+            current.append(case("current", case_id, True, 0.8, sample=sample))
+            candidate.append(case("candidate", case_id, i % 5 != 0 or sample == 1, 0.7 + 0.01 * i, sample=sample))
     side = compare_targets(run_of(("current", current), ("candidate", candidate)))
     assert side is not None and side.targets[1].comparison is not None
     comparison = side.targets[1].comparison
@@ -223,8 +224,10 @@ def test_samples_pair_by_id_and_sample_and_cluster_by_case() -> None:
     assert [s.case_id for s in side.splits] == ["q0", "q5", "q10"]
     similarity = next(m for m in comparison.metrics if m.name == "Similarity")
     assert similarity.score_test is not None and similarity.score_test.test == "cluster paired t"
-    keys = {c.case_id for c in comparison.changes}
-    assert "q3 (sample 1)" in keys
+    # the cluster test is the t test of the 15 cases' summed differences (each sample drops by 0.1 - 0.01 i)
+    sums = np.array([2 * ((0.7 + 0.01 * i) - 0.8) for i in range(15)])
+    assert similarity.score_test.p_value == pytest.approx(DescrStatsW(sums).ttest_mean(0.0)[1], rel=1e-9)
+    assert "q3~2" in {c.case_id for c in comparison.changes}
 
 
 def test_the_builder_takes_batches_target_by_target_in_any_order() -> None:
