@@ -242,7 +242,7 @@ def _plan(args: argparse.Namespace, interrupt: Interrupt) -> tuple[Any, Any] | N
         interrupt.use_output_dir(Path(args.output_dir))
     for warning in plan.suite.warnings:
         warn(warning)
-    for notice in plan.suite.notices:
+    for notice in [*plan.suite.notices, *plan.dataset.notices]:
         warn(notice, "note")
     parsed_baseline = None if args.baseline is None else read_baseline(args.baseline)  # a usage error: found now
     problem = check_output_dir(Path(args.output_dir))

@@ -159,7 +159,7 @@ def finish_streamed_run(
         passed=gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on),
         gate=verdict,
         warnings=run_warnings(plan, summary, comparison, writer.cases),
-        notices=list(plan.suite.notices),
+        notices=[*plan.suite.notices, *plan.dataset.notices],
         started_at=iso_utc(started),
         finished_at=iso_utc(finished),
         duration_s=round(finished - started, 3),

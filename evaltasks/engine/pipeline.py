@@ -194,8 +194,10 @@ def generate(
     batch_size: int = GENERATE_BATCH,
 ) -> Generated:
     """The generate stage: each target of ``targets`` run on ``cases`` (``ids`` theirs) in batches of
-    ``batch_size`` through ``executor`` (a bounded window in flight), ``repeat`` samples per case, outputs read
-    from and written to the output store of ``index_dir`` (not read when ``refresh``; None: no store).
+    ``batch_size`` cases (at least :data:`ROUNDS_PER_BATCH` times the target's ``max_concurrency``) through
+    ``executor``, one batch in flight (the target's own ``max_concurrency`` runs inside it), ``repeat`` samples
+    per case, outputs read from and written to the output store of ``index_dir`` (not read when ``refresh``;
+    None: no store).
 
     A case whose generation failed, or whose generated output lacks a field a metric needs
     (:func:`~evaltasks.engine.generation.check_generated`), is recorded in its part's ``failed`` with the reason
@@ -219,13 +221,26 @@ def generate(
             return executor.submit_generation(target, batch, index_dir=where, refresh=refresh, samples=k)
 
         part = TargetCases(target, [], [], samples=k)
-        for rows, done in stream_batches(chunks(range(len(cases)), max(1, batch_size)), submit, executor.in_flight):
+        size = max(1, batch_size, ROUNDS_PER_BATCH * _concurrency(target))
+        # one batch in flight: a target runs at most its max_concurrency calls at once (a callable need not be
+        # thread-safe), and a batch of whole rounds keeps its workers busy to the end
+        for rows, done in stream_batches(chunks(range(len(cases)), size), submit, 1):
             for j, generated in enumerate(done):
                 row, sample = rows[j // k], j % k
                 _add_generated(part, generated, ids[row], sample, metrics)
             _progress.advance(len(done))
         parts.append(part)
     return Generated(parts)
+
+
+ROUNDS_PER_BATCH = 8
+"""A generation batch holds at least this many rounds of the target's ``max_concurrency`` calls."""
+
+
+def _concurrency(target: Target) -> int:
+    """The target's ``max_concurrency`` (1 when it has none)."""
+    value = getattr(target, "max_concurrency", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
 
 
 def _add_generated(

@@ -136,6 +136,7 @@ def plan_run(
         check=lambda cases, locations: _checked(
             validate_cases(cases, suite.metrics, source=source, locations=locations), generated
         ),
+        generated=generated,
     )
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
     return RunPlan(
