@@ -20,7 +20,7 @@ from evaltasks.engine.side_by_side import SideBySide
 CASES = 24
 BOT = """
 def _n(case):
-    return int(case.input.split()[-1])  # "question N"
+    return int(case.vars["n"])  # the dataset row's column
 
 def current(case):
     return "yes" if _n(case) % 8 else "no, and a much longer answer than allowed"
@@ -35,8 +35,7 @@ def test_a_run_with_two_targets_reports_them_side_by_side(tmp_path: Path, prefec
     """current fails cases 0, 8, 16; candidate fails 0–8: 7 cases pass on current and fail on candidate (1–7), 1 the
     reverse (16). Everything the run reports of the comparison agrees with statsmodels' exact McNemar on that table."""
     (tmp_path / "sbs_bot.py").write_text(BOT, encoding="utf-8")
-    # an actual_output column: the merged loader still asks for one beside a targets: block (it is not used)
-    rows = [{"id": f"c{n}", "input": f"question {n}", "actual_output": "stale"} for n in range(CASES)]
+    rows = [{"id": f"c{n}", "input": f"question {n}", "n": n} for n in range(CASES)]  # no actual_output: generated
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(
         "name: sbs-e2e\ndataset:\n  path: d.jsonl\n"
