@@ -33,6 +33,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -234,7 +235,7 @@ def _report() -> int:
     gate = doc.get("gate") or {}
     passed = bool(doc.get("passed"))
     warnings = list(doc.get("warnings") or [])
-    common = dict(
+    common: dict[str, Any] = dict(
         passed=passed,
         min_pass_rate=float(gate.get("min_pass_rate", 1.0)),
         comparison=comparison,
