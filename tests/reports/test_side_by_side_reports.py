@@ -6,6 +6,7 @@ summary.md's section, the terminal's, and the flow's returned dict. The exact Mc
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -124,3 +125,27 @@ def test_write_reports_compares_the_targets_of_a_finished_result(tmp_path: Path)
     assert mcnemar([[0, 8], [0, 0]], exact=True).pvalue < 0.01 < mcnemar([[0, 7], [0, 0]], exact=True).pvalue
     assert overall.min_detectable_effect == pytest.approx(8 / 30)
     assert "## Targets side by side" in paths["summary.md"].read_text(encoding="utf-8")
+
+
+def test_model_text_in_a_split_case_is_escaped_and_the_section_fits_a_size_limit(tmp_path: Path) -> None:
+    """A candidate's answer carrying markup (a link, an image, HTML) stays text in the split case's line; cut to
+    the PR comment's size, the section's head (each target's verdict and the targets table) is kept."""
+    from evaltasks.reports.markdown import render_summary
+
+    result = two_target_result(tmp_path / "index")
+    evil = "![x](https://evil.example/x.png) <img src=x onerror=alert(1)> [click](https://evil.example)"
+    cases = [
+        c.model_copy(update={"actual_output": evil}) if c.id == "c1" and c.generation.target == "candidate" else c  # type: ignore[union-attr]
+        for c in result.test_results
+    ]
+    result = result.model_copy(update={"test_results": cases})
+    side = compare_targets(result)
+    assert side is not None
+    report = RunReport(suite="sbs", summary=result.summary, passed=True, side_by_side=side)
+    md = render_summary(report, result.test_results)
+    line = next(x for x in md.splitlines() if x.startswith("  - ❌ **candidate** failed") and "evil" in x)
+    assert re.search(r"(?<!\\)<", line) is None and re.search(r"(?<!\\)\]\(", line) is None  # no live tag or link
+    assert "\\<img src\\=x onerror\\=alert\\(1\\)\\>" in line
+    cut = render_summary(report, result.test_results, max_size=4000)
+    assert len(cut) <= 4000 and "Truncated" in cut
+    assert "- 🔻 **candidate**: worse than current" in cut and "| **candidate** | python | 60.00% |" in cut
