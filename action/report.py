@@ -4,8 +4,9 @@ Reads ``$OUTPUT_DIR/results.json`` (written by ``evaltasks run``; with ``compari
 and writes:
 
 - the job summary (``$GITHUB_STEP_SUMMARY``): the verdict line, the "No baseline" note (none in the cache yet),
-  the cases that changed, the per-metric table with deltas, the rest folded (:func:`render_summary_markdown`
-  in evaltasks.reports.markdown); at most :data:`SUMMARY_MAX_BYTES` UTF-8 bytes (GitHub's limit
+  the cases that changed, the per-metric table with deltas, with several targets ``side_by_side`` (each target
+  against the first, the cases they split, a metric table per target), the rest folded
+  (:func:`render_summary_markdown` in evaltasks.reports.markdown); at most :data:`SUMMARY_MAX_BYTES` UTF-8 bytes (GitHub's limit
   is 1 MiB per step);
 - ``$COMMENT_BODY_FILE``: the same content behind a hidden marker line, with a link to the run, at most
   :data:`COMMENT_MAX_CHARS` UTF-16 code units (GitHub's limit is 65,536 characters); also ``comment.md`` and
@@ -32,6 +33,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -233,7 +235,7 @@ def _report() -> int:
     gate = doc.get("gate") or {}
     passed = bool(doc.get("passed"))
     warnings = list(doc.get("warnings") or [])
-    common = dict(
+    common: dict[str, Any] = dict(
         passed=passed,
         min_pass_rate=float(gate.get("min_pass_rate", 1.0)),
         comparison=comparison,
@@ -253,6 +255,8 @@ def _report() -> int:
     if no_baseline and placed:
         common["baseline_note"] = no_baseline
     tail = f"\n{no_baseline}\n" if no_baseline and not placed else ""
+    if doc.get("side_by_side") and "side_by_side" in inspect.signature(render_summary_markdown).parameters:
+        common["side_by_side"] = doc["side_by_side"]  # targets compared (an evaltasks that renders them)
     summary_text = render_summary_markdown(
         suite,
         summary,

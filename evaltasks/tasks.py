@@ -482,8 +482,9 @@ def publish_artifacts(
     run streamed its cases.
 
     Keys (``[a-z0-9-]``, per suite): ``<suite>-metrics`` (table of per-metric results), ``<suite>-summary``
-    (markdown: banner, metric table, score distributions, worst cases; model text escaped), and
-    ``<suite>-reports`` (a link) when ``reports_url`` is given.
+    (markdown: banner, metric table, score distributions, worst cases; model text escaped), ``<suite>-reports``
+    (a link) when ``reports_url`` is given, and ``<suite>-targets`` (a table: each target's metrics against the
+    first, :func:`~evaltasks.engine.side_by_side.target_rows`) when the run compared several targets.
     """
     from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
@@ -545,6 +546,16 @@ def publish_artifacts(
             link=reports_url,
             link_text=f"{suite_name} reports",
             description="results.json, junit.xml and summary.md",
+        )
+    if report.side_by_side is not None:
+        from evaltasks.engine.side_by_side import target_rows
+
+        keys.append(artifact_key(suite_name, "targets"))
+        create_table_artifact(
+            key=keys[-1],
+            table=target_rows(report.side_by_side),
+            description=f"{verdict}. Targets of suite {suite_name} side by side, each against "
+            f"{report.side_by_side.reference} (the first)",
         )
     return keys
 

@@ -23,7 +23,7 @@ renderers read them from there) and re-exported here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,6 +60,7 @@ from evaltasks.engine.run import (
     plan_run,
     read_baseline,
 )
+from evaltasks.engine.side_by_side import SideBySide
 from evaltasks.results import (
     EmbeddingCounts,
     EmbeddingModelInfo,
@@ -115,13 +116,16 @@ def finish_streamed_run(
     embedding_models: list[EmbeddingModelInfo] | None = None,
     reference_sets: list[ReferenceSetInfo] | None = None,
     summary: EvaluationSummary | None = None,
-    targets: list[TargetRun] | None = None,
+    targets: Sequence[TargetRun] | None = None,
 ) -> RunOutcome:
     """Apply the gate to what ``writer`` received, compare with its baseline, and write the three reports.
 
-    The outcome's ``result`` holds the summary, models and reference sets but no case results (they are in
-    results.json); ``summary`` overrides the writer's (e.g. a caller's own: the first target's in a run with
-    targets); ``targets``: one :class:`~evaltasks.results.TargetRun` per target (results.json ``targets``).
+    The outcome's ``result`` holds the summary, models, reference sets and ``targets`` but no case results (they
+    are in results.json); ``summary`` overrides the writer's (e.g. a caller's own: the first target's in a run
+    with targets). ``targets``: a run with targets, one :class:`~evaltasks.results.TargetRun` per target in the
+    suite's order (results.json ``targets``); with two or more, the writer's cases are compared target against
+    the first (:func:`side_by_side`), written as results.json's ``side_by_side``, rendered in summary.md, and set
+    on the outcome.
 
     ``started`` (``time.time()``) is when the run began reading its suite. The header records it as
     ``started_at``, the moment before the reports are written (after the summary, its intervals and the
@@ -139,9 +143,10 @@ def finish_streamed_run(
         summary=summary,
         embedding_models=embedding_models or [],
         reference_sets=reference_sets or [],
-        targets=targets or [],
+        targets=list(targets or []),
     )
     comparison = writer.comparison()
+    sides = side_by_side(writer, result.targets)
     finished = time.time()
     gate = plan.suite.suite.gate
     verdict = GateVerdict.of(result, gate, comparison)
@@ -163,8 +168,17 @@ def finish_streamed_run(
         targets=result.targets,
     )
     highlights = writer.highlights
-    paths = writer.write(header, summary, comparison)
-    return RunOutcome(header=header, result=result, paths=paths, comparison=comparison, highlights=highlights)
+    paths = writer.write(header, summary, comparison, sides)
+    return RunOutcome(
+        header=header, result=result, paths=paths, comparison=comparison, highlights=highlights, side_by_side=sides
+    )
+
+
+def side_by_side(writer: ReportSink, targets: Sequence[TargetRun]) -> SideBySide | None:
+    """The run's ``targets`` side by side, from the cases ``writer`` received (each target after the first
+    compared with the first: :mod:`evaltasks.engine.side_by_side`, at the gate's ``alpha``, ``min_effect`` and
+    ``allow_errors`` the writer was opened with); None with fewer than 2 targets (docs/targets.md#side-by-side)."""
+    return writer.side_by_side(targets) if len(targets) >= 2 else None
 
 
 def regression_summary(comparison: Comparison, names_shown: int = 3) -> str:
@@ -348,4 +362,5 @@ __all__ = [
     "record_history",
     "regression_summary",
     "run_warnings",
+    "side_by_side",
 ]

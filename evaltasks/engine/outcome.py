@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from evaltasks._version import __version__
 from evaltasks.engine.compare import Comparison
+from evaltasks.engine.side_by_side import SideBySide
 from evaltasks.results import (
     EmbeddingCounts,
     EmbeddingModelInfo,
@@ -29,7 +30,7 @@ from evaltasks.results import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from evaltasks.engine.history import DriftReport
     from evaltasks.inputs.suite import Gate
@@ -39,6 +40,8 @@ SCHEMA_VERSION = 3
 added each case's ``generation`` and the top-level ``targets`` (runs with targets, docs/targets.md#the-generate-stage)."""
 
 FAIL_ON = ("min_pass_rate", "regression", "either")
+SIDE_BY_SIDE_CASES: dict[str, Any] = {"splits": True, "targets": {"__all__": {"comparison": {"changes"}}}}
+"""What the flow's returned dict leaves out of ``side_by_side``: its per-case parts (results.json has them)."""
 
 
 # -- the gate ---------------------------------------------------------------------------------------------------
@@ -228,6 +231,8 @@ class RunReport(BaseModel):
         warnings: shown under the verdict.
         duration_s: the flow run's own seconds (None when not known).
         targets: with targets, one :class:`~evaltasks.results.TargetRun` per target (empty without).
+        side_by_side: a run with several targets, each compared with the first (results.json's
+            ``side_by_side``; None otherwise).
     """
 
     suite: str = "evaltasks"
@@ -238,6 +243,7 @@ class RunReport(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     duration_s: float | None = None
     targets: list[TargetRun] = Field(default_factory=list)
+    side_by_side: SideBySide | None = None
 
     @classmethod
     def of(
@@ -252,12 +258,19 @@ class RunReport(BaseModel):
         pass_rate: float | None = None,
         fail_on: str | None = None,
         message: str | None = None,
+        side_by_side: SideBySide | None = None,
     ) -> RunReport:
         """A report from its parts (a gate given by its threshold, the rate it compared and its rule): for
         callers that hold no results.json, e.g. a test or ``publish_results``."""
         gate = GateVerdict(min_pass_rate=min_pass_rate, pass_rate=pass_rate, fail_on=fail_on, message=message)
         return cls(
-            suite=suite, summary=summary, passed=passed, gate=gate, comparison=comparison, warnings=list(warnings)
+            suite=suite,
+            summary=summary,
+            passed=passed,
+            gate=gate,
+            comparison=comparison,
+            warnings=list(warnings),
+            side_by_side=side_by_side,
         )
 
     @classmethod
@@ -311,8 +324,15 @@ class ReportSink(Protocol):
     def comparison(self) -> Comparison | None:
         """The comparison with the baseline (None without one)."""
 
+    def side_by_side(self, targets: Sequence[TargetRun]) -> SideBySide | None:
+        """The run's ``targets`` side by side (None with fewer than 2); call after the last batch."""
+
     def write(
-        self, header: RunHeader, summary: EvaluationSummary, comparison: Comparison | None = None
+        self,
+        header: RunHeader,
+        summary: EvaluationSummary,
+        comparison: Comparison | None = None,
+        side_by_side: SideBySide | None = None,
     ) -> dict[str, Path]:
         """Write results.json, junit.xml and summary.md as one set; their paths by file name."""
 
@@ -329,6 +349,7 @@ class RunOutcome:
         comparison: the comparison with the baseline (None without one).
         highlights: the worst cases and histograms the report writer kept (None when not streamed).
         drift: the run tested against its history (:func:`record_history`; None without history or previous runs).
+        side_by_side: the targets side by side, each compared with the first (None without several targets).
     """
 
     header: RunHeader
@@ -337,6 +358,7 @@ class RunOutcome:
     comparison: Comparison | None = None
     highlights: Any = None
     drift: DriftReport | None = None
+    side_by_side: SideBySide | None = None
 
     @property
     def passed(self) -> bool:
@@ -360,12 +382,14 @@ class RunOutcome:
             warnings=self.header.warnings,
             duration_s=self.header.duration_s,
             targets=self.header.targets,
+            side_by_side=self.side_by_side,
         )
 
     def summary_dict(self) -> dict[str, Any]:
         """The flow's returned dict (docs/prefect.md#prefect): ``suite``, ``passed``, ``results_path``, ``summary``,
         ``gate``, ``warnings``, ``regressions``, ``comparison`` without its per-case ``changes`` (those are in
-        results.json), ``duration_s`` and ``drift`` (the history's drift report, or None). JSON-ready;
+        results.json), ``duration_s``, ``drift`` (the history's drift report, or None) and ``side_by_side``
+        (with several targets, else None; without its per-case changes and split cases). JSON-ready;
         :meth:`RunReport.model_validate` reads it back."""
         return {
             "suite": self.header.suite,
@@ -379,6 +403,9 @@ class RunOutcome:
             "duration_s": self.header.duration_s,
             "drift": self.drift.model_dump() if self.drift is not None else None,
             "targets": [t.model_dump() for t in self.header.targets],
+            "side_by_side": (
+                self.side_by_side.model_dump(exclude=SIDE_BY_SIDE_CASES) if self.side_by_side is not None else None
+            ),
         }
 
 

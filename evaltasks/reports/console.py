@@ -21,7 +21,16 @@ from rich.text import Text
 
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison, MetricComparison
 from evaltasks.engine.outcome import RunReport
-from evaltasks.reports.markdown import VERDICT_ICONS, interval_text, is_tested, level_text, p_text, verdict_headline
+from evaltasks.engine.side_by_side import SideBySide
+from evaltasks.reports.markdown import (
+    VERDICT_ICONS,
+    interval_text,
+    is_tested,
+    level_text,
+    p_text,
+    verdict_headline,
+    versus_text,
+)
 from evaltasks.reports.verdict import case_label, shorten, verdict_line
 from evaltasks.results import EvaluationSummary, budget_message
 
@@ -100,6 +109,8 @@ def print_summary(
         _print_cases(console, cases)
     if comparison is not None:
         _print_comparison(console, comparison)
+    if gated is not None and gated.side_by_side is not None:
+        _print_side_by_side(console, gated.side_by_side)
     e = s.embeddings
     console.print(
         Text(
@@ -139,15 +150,20 @@ def _print_gate(console: Console, report: RunReport) -> None:
         console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
 
 
-def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | None, delta_rows: bool) -> Table:
-    """The per-metric table of :func:`print_summary`. ``deltas`` (metric name → its comparison; None without a
-    tested baseline) adds each metric's ``Δ mean`` and ``Δ pass``: as two columns, or with ``delta_rows`` as a
-    row ``Δ`` under the metric's numbers (and their intervals), which keeps the table as narrow as without them."""
+def _results_table(
+    s: EvaluationSummary,
+    deltas: dict[str, MetricComparison] | None,
+    delta_rows: bool,
+    title: str = "evaltasks results",
+    delta_label: str = "since baseline",
+) -> Table:
+    """The per-metric table of :func:`print_summary`, titled ``title``. ``deltas`` (metric name → its comparison;
+    None without a tested baseline) adds each metric's ``Δ mean`` and ``Δ pass``: as two columns, or with
+    ``delta_rows`` as a row ``Δ DELTA_LABEL`` under the metric's numbers (and their intervals), which keeps the
+    table as narrow as without them."""
     # Short headers, no vertical rules, and columns that never shrink: an 80-column CI log shows the metric
     # names and the numbers whole (not "Refere…" or "0.74…"); a longer name folds onto a second line.
-    table = Table(
-        title="evaltasks results", show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
-    )
+    table = Table(title=title, show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     # a name too long for the line folds onto more; up to 24 characters it stays whole (the numbers never wrap)
     longest = max([len("metric"), *(len(name) for name in s.metrics)])
     table.add_column("metric", justify="left", overflow="fold", min_width=longest if longest <= NAME_WIDTH else None)
@@ -172,7 +188,7 @@ def _results_table(s: EvaluationSummary, deltas: dict[str, MetricComparison] | N
         if mean_ci or rate_ci:  # the interval under its number, dimmed: a column as wide as the number's
             table.add_row("", Text(mean_ci, style="dim"), Text(rate_ci and f"{rate_ci}%", style="dim"))
         if delta_rows and deltas is not None and deltas.get(name) is not None:
-            table.add_row(Text("  Δ since baseline", style="dim"), *_delta_cells(deltas[name]))
+            table.add_row(Text(f"  Δ {delta_label}", style="dim"), *_delta_cells(deltas[name]))
     return table
 
 
@@ -451,3 +467,51 @@ def _print_comparison(console: Console, comparison: Comparison) -> None:
         if ids:
             more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
             console.print(Text(f"{label}: {len(ids)}: {', '.join(ids[:5])}{more}"))
+
+
+def _print_side_by_side(console: Console, side: SideBySide) -> None:
+    """A run with several targets (docs/targets.md#side-by-side): per target its verdict against the first (the
+    reference) and its metric table (Δ against the reference, regressions marked ``▼``), with the tests' rows
+    under it; then the cases the targets split, each with every target's status (the first
+    :data:`CASES_SHOWN`)."""
+    console.print(
+        Text(f"targets side by side: each compared with {side.reference} (the first)", style="bold"),
+        soft_wrap=not console.is_terminal,
+    )
+    for versus in side.targets:
+        run, comparison = versus.target, versus.comparison
+        verdict = comparison.verdict if comparison is not None else ""
+        icon = VERDICT_ICONS.get(verdict, "")
+        console.print(
+            Text(
+                f"{icon + ' ' if icon else ''}target {run.name} ({run.kind}): {versus_text(versus, side.reference)}",
+                style=_VERDICT_STYLES.get(verdict, ""),
+            ),
+            soft_wrap=not console.is_terminal,
+        )
+        deltas = {m.name: m for m in comparison.metrics} if comparison is not None else None
+        label = f"vs {side.reference}"
+        table = _results_table(run.summary, deltas, delta_rows=False, title=run.name, delta_label=label)
+        if deltas is not None and console.measure(table, options=console.options.update_width(1000)).maximum > (
+            console.width
+        ):
+            table = _results_table(run.summary, deltas, delta_rows=True, title=run.name, delta_label=label)
+        console.print(table)
+        if comparison is not None:
+            tests = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_lines=False)
+            for column, justify in (("metric", "left"), ("test", "left"), ("Δ", "right"), ("p", "right")):
+                tests.add_column(column, justify=justify, no_wrap=column != "metric")  # type: ignore[arg-type]
+            tests.add_column("verdict", justify="left", overflow="fold", min_width=len("inconclusive"))
+            _test_row(tests, "all cases", comparison.pass_rate_test)
+            for m in comparison.metrics:
+                _test_row(tests, m.name, m.pass_rate_test)
+                _test_row(tests, "" if m.pass_rate_test is not None else m.name, m.score_test)
+            if tests.rows:
+                console.print(tests)
+    console.print(Text(f"cases the targets split: {side.split_cases}", style="bold"))
+    for split in side.splits[:CASES_SHOWN]:
+        label = case_label(split.case_id, split.input, split.answers[0].output if split.answers else None)
+        statuses = " · ".join(f"{a.target} {a.status}" for a in split.answers)
+        console.print(Text(f"  {_printable(label)} — {_printable(statuses)}"), overflow="fold")
+    if side.split_cases > CASES_SHOWN:
+        console.print(Text(f"  … {side.split_cases - CASES_SHOWN} more: see summary.md / results.json", style="dim"))

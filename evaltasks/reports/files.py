@@ -8,6 +8,7 @@ from typing import Any
 
 from evaltasks.engine.compare import Comparison
 from evaltasks.engine.outcome import RunReport
+from evaltasks.engine.side_by_side import compare_targets
 from evaltasks.reports.stream import ReportWriter
 from evaltasks.results import EvaluationResult
 
@@ -27,14 +28,20 @@ def write_reports(
     ``header`` holds the top-level keys of results.json before ``summary`` and ``cases``, as given (its
     ``warnings``, ``gate.pass_rate`` and ``gate.fail_on`` also appear in summary.md; a run's own header is a
     :class:`~evaltasks.engine.lifecycle.RunHeader`, written by :meth:`ReportWriter.write`); ``comparison`` (with a
-    baseline) is written as the ``comparison`` key and adds deltas and changes to summary.md. A run that streams
-    its cases uses :class:`ReportWriter` directly.
+    baseline) is written as the ``comparison`` key and adds deltas and changes to summary.md. A result with two or
+    more ``targets`` gets them compared side by side (:func:`~evaltasks.engine.side_by_side.compare_targets` at
+    the header's ``gate`` ``alpha``, ``min_effect`` and ``allow_errors``), written as the ``side_by_side`` key and
+    rendered in summary.md. A run that streams its cases uses :class:`ReportWriter` directly.
     """
     thresholds = {name: m.threshold for name, m in result.summary.metrics.items()}
     # what summary.md renders: the header read as results.json is, the gate's threshold and verdict as given
     report = RunReport.of_results(
         header, result.summary, passed=passed, min_pass_rate=min_pass_rate, comparison=comparison
     )
+    if len(result.targets) >= 2:
+        gate = report.gate
+        side = compare_targets(result, alpha=gate.alpha, min_effect=gate.min_effect, allow_errors=gate.allow_errors)
+        report = report.model_copy(update={"side_by_side": side})
     with ReportWriter(Path(output_dir), report.suite, thresholds) as writer:
         writer.add(result.test_results)
         return writer.write_results(header, report, duration_s=duration_s)

@@ -2,7 +2,7 @@
 
 Top-level keys: ``schema_version``, ``evaltasks_version``, ``suite``, ``suite_sha256``, ``dataset``,
 ``dataset_sha256``, ``passed`` (the gate held), ``gate`` (with ``fail_on``, ``alpha``, ``min_effect``, the
-comparison's ``verdict`` and the failure ``message`` since version 2), ``embedding_models``, ``comparison`` (with a baseline), ``summary``
+comparison's ``verdict`` and the failure ``message`` since version 2), ``embedding_models``, ``comparison`` (with a baseline), ``side_by_side`` (with several targets), ``summary``
 (with 95 % intervals and ``statistics`` since version 2), ``targets`` (runs with targets, since version 3: one
 :class:`~evaltasks.results.TargetRun` each; each case's ``generation`` too), ``cases``. The JSON Schema is shipped as
 ``evaltasks/schema/results.schema.json``. Cases are written one at a time (a stream), so memory does not grow
@@ -60,6 +60,7 @@ def results_json_schema() -> dict[str, Any]:
     from pydantic.json_schema import models_json_schema
 
     from evaltasks.engine.compare import Comparison
+    from evaltasks.engine.side_by_side import SideBySide
     from evaltasks.results import EmbeddingModelInfo, ReferenceSetInfo, TargetRun
 
     models: list[type[BaseModel]] = [
@@ -69,6 +70,7 @@ def results_json_schema() -> dict[str, Any]:
         EmbeddingModelInfo,
         ReferenceSetInfo,
         TargetRun,
+        SideBySide,
     ]
     _, generated = models_json_schema([(m, "serialization") for m in models], ref_template="#/$defs/{model}")
     ref = "#/$defs/{}".format
@@ -128,6 +130,7 @@ def results_json_schema() -> dict[str, Any]:
                 "description": "With targets (since version 3): one entry per target, the first the reference.",
             },
             "comparison": {"$ref": ref("Comparison")},
+            "side_by_side": {"$ref": ref("SideBySide")},
             "summary": {"$ref": ref("EvaluationSummary")},
             "cases": {"type": "array", "items": {"$ref": ref("TestCaseResult")}},
         },

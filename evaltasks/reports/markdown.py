@@ -18,13 +18,14 @@ Every untrusted string (inputs, outputs, reasons, ids, metric names) passes thro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from evaltasks._atomic import atomic_writer
 from evaltasks.engine.compare import Comparison
 from evaltasks.engine.outcome import RunReport
+from evaltasks.engine.side_by_side import SideBySide
 from evaltasks.reports._markdown_sections import (
     CHANGE_ICONS,
     CHANGE_METRICS_LISTED,
@@ -46,6 +47,7 @@ from evaltasks.reports._markdown_sections import (
     summary_sections,
     worst_lines,
 )
+from evaltasks.reports._markdown_side_by_side import side_by_side_sections, split_lines, versus_text
 from evaltasks.reports._markdown_text import (
     HISTOGRAM_BINS,
     IDS_LISTED,
@@ -105,8 +107,11 @@ __all__ = [
     "render_summary",
     "render_summary_markdown",
     "score_histogram",
+    "side_by_side_sections",
+    "split_lines",
     "summary_sections",
     "verdict_headline",
+    "versus_text",
     "with_interval",
     "worst_lines",
     "write_summary_markdown",
@@ -146,8 +151,13 @@ def render_summary(
         baseline_note: evaltasks' own sentence (markdown) shown right under the verdict when there is no
             comparison (e.g. the Action's "No baseline: …"); without it a note appears only when the gate's
             ``fail_on`` needed a baseline.
+
+    A report with several targets (its ``side_by_side``) shows "Targets side by side" right under the head: each
+    target's verdict against the first, a table of the targets, the cases their verdicts split with every answer,
+    and one metric table per target (docs/targets.md#side-by-side).
     """
     sections = summary_sections(report, cases, charts=charts, baseline_note=baseline_note)
+    sections[1:1] = side_by_side_sections(report, prefect=charts == "text")
     return fit_sections(sections, max_size, size=size, note=truncation_note)
 
 
@@ -167,11 +177,17 @@ def render_summary_markdown(
     truncation_note: str = "The full report is in results.json.",
     charts: Literal["mermaid", "text"] = "mermaid",
     baseline_note: str | None = None,
+    side_by_side: SideBySide | Mapping[str, Any] | None = None,
 ) -> str:
     """:func:`render_summary` of a report given by its parts: the GitHub Action's report step calls this name
     with what it reads from results.json (docs/action.md#github-action), including an older evaltasks' files. The
-    parts are :class:`~evaltasks.engine.lifecycle.RunReport`'s (``gate_pass_rate`` is ``gate.pass_rate``); the
-    other arguments are :func:`render_summary`'s."""
+    parts are :class:`~evaltasks.engine.lifecycle.RunReport`'s (``gate_pass_rate`` is ``gate.pass_rate``;
+    ``side_by_side``: results.json's, several targets compared, as read or parsed); the other arguments are
+    :func:`render_summary`'s.
+
+    Raises:
+        pydantic.ValidationError: ``side_by_side`` is a mapping that is not a side-by-side comparison.
+    """
     report = RunReport.of(
         summary,
         passed=passed,
@@ -181,6 +197,7 @@ def render_summary_markdown(
         warnings=warnings or [],
         pass_rate=gate_pass_rate,
         fail_on=fail_on,
+        side_by_side=side_by_side if not isinstance(side_by_side, Mapping) else SideBySide.model_validate(side_by_side),
     )
     return render_summary(
         report,

@@ -8,6 +8,7 @@ reports, so this module hands it the writer (:class:`~evaltasks.reports.ReportWr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run
@@ -24,9 +25,12 @@ def open_report_writer(
     regression_tolerance: float = DEFAULT_TOLERANCE,
     baseline_label: str | None = None,
     parsed_baseline: ParsedBaseline | None = None,
+    targets: Sequence[str] | None = None,
 ) -> ReportWriter:
     """A :class:`~evaltasks.reports.ReportWriter` for ``plan``'s run, comparing with ``baseline`` if given
-    (``parsed_baseline``: that file already read, :func:`~evaltasks.engine.run.load_parsed_baseline`).
+    (``parsed_baseline``: that file already read, :func:`~evaltasks.engine.run.load_parsed_baseline`), and with
+    two or more ``targets`` (names in the suite's order; default: the plan's targets) keeping their cases to
+    compare them side by side.
 
     The writer's intervals and comparison use the suite's ``gate.alpha``/``gate.min_effect``/``gate.allow_errors``
     and, with ``dataset.cluster``, the dataset's cluster column (cluster bootstrap).
@@ -48,7 +52,14 @@ def open_report_writer(
         clusters=plan.dataset.columns.get(column) if column else None,
         cluster_column=column,
         allow_errors=gate.allow_errors,
+        targets=_target_names(plan) if targets is None else targets,
     )
+
+
+def _target_names(plan: RunPlan) -> list[str]:
+    """The names of the targets ``plan``'s run generates with, in the suite's order (none without targets or with
+    ``--no-target``)."""
+    return [str(target.name) for target in plan.targets]
 
 
 def finish_run(
@@ -70,7 +81,8 @@ def finish_run(
         InputError: the baseline cannot be read (the CLI checks it before scoring).
         OSError: the reports cannot be written.
     """
-    with open_report_writer(plan, output_dir, baseline, regression_tolerance) as writer:
+    names = [t.name for t in result.targets]
+    with open_report_writer(plan, output_dir, baseline, regression_tolerance, targets=names) as writer:
         writer.add(result.test_results)
         summary = writer.summarize(result.summary.embeddings) if plan.suite.suite.dataset.cluster else result.summary
         outcome = finish_streamed_run(
@@ -80,6 +92,7 @@ def finish_run(
             embedding_models=result.embedding_models,
             reference_sets=result.reference_sets,
             summary=summary,
+            targets=result.targets,
         )
     outcome.result = result if summary is result.summary else result.model_copy(update={"summary": summary})
     return outcome

@@ -21,11 +21,12 @@ from typing import IO, Any
 from evaltasks._atomic import atomic_paths, pid_alive, remove_stale_temporaries, synced_writer
 from evaltasks.engine.compare import Comparison, ComparisonBuilder
 from evaltasks.engine.outcome import RunHeader, RunReport
+from evaltasks.engine.side_by_side import SideBySide, SideBySideBuilder
 from evaltasks.engine.statistics import SummaryBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
 from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
 from evaltasks.reports.markdown import Highlights, render_summary
-from evaltasks.results import EmbeddingCounts, EvaluationSummary, TestCaseResult
+from evaltasks.results import EmbeddingCounts, EvaluationSummary, TargetRun, TestCaseResult
 
 RESULTS_JSON = "results.json"
 JUNIT_XML = "junit.xml"
@@ -51,6 +52,8 @@ class ReportWriter:
             pairs are left out of its pass-rate tests (the suite's ``gate``).
         clusters, cluster_column: the cases' ``dataset.cluster`` values (a list in case order, or a mapping case
             id -> value) and the column's name, for cluster-bootstrap intervals (None: cases are independent).
+        targets: the run's targets' names, in the suite's order: with two or more, their cases are kept (texts
+            cut short) for :meth:`side_by_side`, which compares each target with the first.
 
     Raises:
         OSError: the directory or the temporary files cannot be written.
@@ -70,6 +73,7 @@ class ReportWriter:
         clusters: Sequence[str | None] | Mapping[str, str | None] | None = None,
         cluster_column: str | None = None,
         allow_errors: bool = False,
+        targets: Sequence[str] = (),
     ) -> None:
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -88,6 +92,18 @@ class ReportWriter:
                 allow_errors=allow_errors,
             )
             if baseline is not None
+            else None
+        )
+        self.side_by_side_builder = (
+            SideBySideBuilder(
+                targets,
+                alpha=alpha,
+                min_effect=min_effect,
+                tolerance=tolerance,
+                allow_errors=allow_errors,
+                clusters=clusters,
+            )
+            if len(targets) >= 2
             else None
         )
         self._parts: dict[str, tuple[Path, IO[str]]] = {}
@@ -116,6 +132,8 @@ class ReportWriter:
         self.highlights.add(cases)
         if self.comparison_builder is not None and compare:
             self.comparison_builder.add(cases)
+        if self.side_by_side_builder is not None:
+            self.side_by_side_builder.add(cases)
 
     def summarize(self, embeddings: EmbeddingCounts | None = None) -> EvaluationSummary:
         """The run's summary so far (call after the last :meth:`add`)."""
@@ -128,15 +146,29 @@ class ReportWriter:
             return None
         return self.comparison_builder.finish(self._summary or self.summarize())
 
+    def side_by_side(self, targets: Sequence[TargetRun]) -> SideBySide | None:
+        """The run's ``targets`` (in the suite's order) side by side, each compared with the first
+        (:class:`~evaltasks.engine.side_by_side.SideBySideBuilder`); None when the writer was not opened with two or
+        more targets or ``targets`` has fewer than 2. Call after the last :meth:`add`."""
+        if self.side_by_side_builder is None:
+            return None
+        return self.side_by_side_builder.finish(targets)
+
     def write(
-        self, header: RunHeader, summary: EvaluationSummary | None = None, comparison: Comparison | None = None
+        self,
+        header: RunHeader,
+        summary: EvaluationSummary | None = None,
+        comparison: Comparison | None = None,
+        side_by_side: SideBySide | None = None,
     ) -> dict[str, Path]:
         """Write the three reports of a run as a set and remove the temporary parts; their paths by file name.
 
         ``header`` is results.json's header (:class:`~evaltasks.engine.lifecycle.RunHeader`: the gate's verdict,
         the warnings, the timing; its ``duration_s`` is junit.xml's ``time``); ``summary`` the summary to write
         (default :meth:`summarize`'s); ``comparison`` the comparison with the baseline, written as the
-        ``comparison`` key and adding deltas and changes to summary.md. See :meth:`write_results`.
+        ``comparison`` key and adding deltas and changes to summary.md; ``side_by_side`` the targets compared
+        (:meth:`side_by_side`), written as the ``side_by_side`` key and rendered in summary.md. See
+        :meth:`write_results`.
         """
         summary = summary or self._summary or self.summarize()
         report = RunReport(
@@ -146,6 +178,7 @@ class ReportWriter:
             gate=header.gate,
             comparison=comparison,
             warnings=header.warnings,
+            side_by_side=side_by_side,
         )
         return self.write_results(header.model_dump(), report, duration_s=header.duration_s)
 
@@ -156,8 +189,9 @@ class ReportWriter:
 
         ``header`` holds the top-level keys of results.json before ``comparison``, ``summary`` and ``cases``, as
         given; ``report`` is what summary.md renders (:class:`~evaltasks.engine.lifecycle.RunReport`: the
-        verdict, the gate, the warnings), its ``summary`` the one written and its ``comparison`` (with a
-        baseline) written as the ``comparison`` key. ``duration_s``: junit.xml's ``time``.
+        verdict, the gate, the warnings), its ``summary`` the one written, its ``comparison`` (with a
+        baseline) written as the ``comparison`` key and its ``side_by_side`` (several targets) as the
+        ``side_by_side`` key. ``duration_s``: junit.xml's ``time``.
 
         The set is replaced as a whole or not at all (:func:`~evaltasks._atomic.atomic_paths`): each report is
         written in full and fsynced under a temporary name first, and when any write fails (disk full) the
@@ -168,6 +202,8 @@ class ReportWriter:
         summary = report.summary
         if report.comparison is not None:
             header = {**header, "comparison": report.comparison.model_dump()}
+        if report.side_by_side is not None:
+            header = {**header, "side_by_side": report.side_by_side.model_dump()}
         for _, handle in self._parts.values():
             handle.flush()
         paths = {name: self.output_dir / name for name in (RESULTS_JSON, JUNIT_XML, SUMMARY_MD)}
