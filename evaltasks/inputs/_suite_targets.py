@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from evaltasks.errors import ConfigError, Problem, quote
 from evaltasks.targets.base import Target
+from evaltasks.test_case import EvalTestCase
 
 KINDS = ("python", "chat", "http")
 PYTHON_PATTERN = r"^[\w.]+:[\w.]+$"
@@ -216,6 +217,27 @@ def build_targets(
     if problems:
         raise ConfigError(problems)
     return built
+
+
+def variable_problems(
+    targets: Sequence[Target], cases: Sequence[EvalTestCase], suite_file: str, *, single: bool
+) -> list[Problem]:
+    """The variables the targets' templates (a chat prompt, an http body) use that no case field and no column of
+    the dataset (any row's ``vars``) provides: one located problem each (``target`` when ``single``, else
+    ``targets[i]``; field ``chat.prompt`` / ``http.body``), for the run to report when it loads the dataset,
+    before any request (docs/targets.md#chat-targets)."""
+    columns: set[str] = set()
+    for case in cases:
+        columns.update(case.vars or {})
+    problems = []
+    for i, target in enumerate(targets):
+        check = getattr(target, "undefined_variables", None)
+        if check is None:
+            continue
+        where = "target" if single else f"targets[{i}]"
+        field = "chat.prompt" if target.kind == "chat" else "http.body"
+        problems += [Problem(suite_file, where, field, message) for message in check(columns)]
+    return problems
 
 
 def _common(spec: TargetSpec, name: str) -> dict[str, Any]:

@@ -18,13 +18,13 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from evaltasks._env import env_value
 from evaltasks._redact import register as register_secret
 from evaltasks.errors import CredentialsError, bounded, quote
-from evaltasks.targets._keys import canonical_digest, template_variables
+from evaltasks.targets._keys import CASE_INPUT_FIELDS, canonical_digest, template_variables
 from evaltasks.targets.base import TargetError, TargetKind, TargetOutput, TransientTargetError
 from evaltasks.targets.python import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, check_common
 from evaltasks.test_case import EvalTestCase
@@ -75,6 +75,26 @@ def render_body(template: Any, variables: Mapping[str, Any], where: str = "body"
         raise TargetError(f"{where}: {exc.message} (the case has no such field or column)") from None
     except jinja2.TemplateError as exc:
         raise TargetError(f"{where}: {exc}") from None
+
+
+def _strings(template: Any, where: str) -> list[tuple[str, str]]:
+    """(where, text) of every string in a body template."""
+    if isinstance(template, Mapping):
+        return [item for key, value in template.items() for item in _strings(value, f"{where}.{key}")]
+    if isinstance(template, list):
+        return [item for i, value in enumerate(template) for item in _strings(value, f"{where}[{i}]")]
+    return [(where, template)] if isinstance(template, str) else []
+
+
+def _template_names(text: str) -> set[str]:
+    """The undeclared variables of the template ``text``. Raises TargetError on a syntax error."""
+    import jinja2
+    import jinja2.meta
+
+    try:
+        return set(jinja2.meta.find_undeclared_variables(_sandbox().parse(text)))
+    except jinja2.TemplateSyntaxError as exc:
+        raise TargetError(f"not a valid template: {exc.message}") from None
 
 
 def json_path(document: Any, path: str) -> Any:
@@ -224,6 +244,25 @@ class HttpTarget:
         """The JSON body sent for ``case``. Raises TargetError (an undefined variable, naming where)."""
         return render_body(self.body, template_variables(case))
 
+    def undefined_variables(self, columns: Collection[str]) -> list[str]:
+        """One message per variable the body template uses that is neither a case field nor one of ``columns``
+        (the dataset's), naming where in the body: the check a run makes when it loads the dataset."""
+        known = set(CASE_INPUT_FIELDS) | set(columns)
+        problems: list[str] = []
+        for where, text in _strings(self.body, "body"):
+            whole = _WHOLE_VARIABLE.match(text)
+            try:
+                used = {whole.group(1).split(".")[0]} if whole else _template_names(text)
+            except TargetError as exc:
+                problems.append(f"{where}: {exc}")
+                continue
+            for name in sorted(used - known - set(_sandbox().globals)):
+                problems.append(
+                    f"{where}: '{name}' is undefined (the dataset has no such column; columns: "
+                    f"{', '.join(sorted(columns)) or 'none'})"
+                )
+        return problems
+
     def estimate_cost(self, case: EvalTestCase) -> float:
         """0.0: what the app spends is not known in advance."""
         return 0.0
@@ -247,6 +286,15 @@ class HttpTarget:
                     values[header] = value
                 self._client = httpx.Client(headers=values, timeout=self.timeout, follow_redirects=False)
             return self._client
+
+    def missing_credentials(self) -> str | None:
+        """Why this target cannot send (a header's environment variable is unset), or None when it can; sends
+        nothing."""
+        try:
+            self._http()
+        except CredentialsError as exc:
+            return exc.message
+        return None
 
     def generate(self, case: EvalTestCase) -> TargetOutput:
         """POST the rendered body and read the answer (see the module docstring for the status rules).

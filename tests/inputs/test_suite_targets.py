@@ -184,3 +184,41 @@ def test_a_dataset_for_a_target_needs_no_output_and_fills_vars(tmp_path: Path) -
         load_dataset(spec, tmp_path)
     spec = DatasetSpec.model_validate({"path": "o.jsonl", "fields": {"input": "question", "actual_output": "answer"}})
     assert load_dataset(spec, tmp_path).cases[0].vars is None
+
+
+def test_template_variables_missing_from_the_dataset_are_located(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evaltasks.inputs._suite_targets import variable_problems
+
+    (tmp_path / "p.md").write_text("### system\nTone: {{ tone }}\n### user\n{{ input }} {{ lang }}\n", encoding="utf-8")
+    suite = write_suite(
+        tmp_path,
+        "targets:\n"
+        "  - {name: bot, chat: {model: m, prompt: p.md, base_url: 'http://127.0.0.1:9/v1'}}\n"
+        "  - {name: app, http: {url: 'http://127.0.0.1:9/x', body: {q: '{{ question }}', l: '{{ vars.lang }}', "
+        "t: 'tone {{ tone }}', k: '{{ nope }}'}}}\n",
+    )
+    loaded = load_suite(suite)
+    rows = [EvalTestCase(actual_output="", input="q", vars={"question": "q", "lang": "en"})]
+    problems = variable_problems(loaded.targets, rows, str(suite), single=False)
+    assert [(p.location, p.field) for p in problems] == [
+        ("targets[0]", "chat.prompt"),
+        ("targets[1]", "http.body"),
+        ("targets[1]", "http.body"),
+    ]
+    assert problems[0].message.startswith(f"{tmp_path / 'p.md'}, line 2: 'tone' is undefined")
+    assert (
+        problems[1].message.startswith("body.t: 'tone' is undefined")
+        and "columns: lang, question" in problems[1].message
+    )
+    assert problems[2].message.startswith("body.k: 'nope' is undefined")
+    rows = [EvalTestCase(actual_output="", vars={"question": "q", "lang": "en", "tone": "dry", "nope": 1})]
+    assert variable_problems(loaded.targets, rows, str(suite), single=False) == []
+
+    # credentials are looked at only when asked, and never needed to load the suite
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+    bot, app = loaded.targets
+    assert "OPENAI_API_KEY" in (bot.missing_credentials() or "")  # type: ignore[attr-defined]
+    assert app.missing_credentials() is None  # type: ignore[attr-defined]
