@@ -5,11 +5,13 @@ warning instead of failing the run for a key a fork never gets (docs/action.md#p
 Run by ``run.sh`` with evaltasks' Python: ``missing_targets.py SUITE FILTERED``. The suite file is read as data
 (YAML, safe loader); nothing of the repository is imported. For each entry of ``target:`` / ``targets:``:
 
-- ``chat`` needs the API key evaltasks' OpenAI client needs for the same endpoint options (``OPENAI_API_KEY``;
-  Azure: ``AZURE_OPENAI_API_KEY``): decided by constructing that client
-  (:class:`evaltasks.judges.openai.OpenAIJudge`, which judges and chat targets share), never by a copy of its rule;
+- ``chat`` needs the API key of the chat client it shares with the judges (``OPENAI_API_KEY``; Azure:
+  ``AZURE_OPENAI_API_KEY``);
 - ``http`` needs every environment variable its ``headers:`` name (their values come only from the environment);
 - ``python`` needs nothing the action can tell.
+
+The rule is the target's own: evaltasks builds the entry (no request is sent) and asks its
+``missing_credentials()``.
 
 Its exit status says what ``run.sh`` does next (any other status, e.g. a crash, counts as ``run``):
 
@@ -31,13 +33,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _github import annotate, env_value, set_output  # noqa: E402
+from _github import annotate, set_output  # noqa: E402
 
 KINDS = ("python", "chat", "http")
 #: exit status of :func:`main` per decision
 EXIT_STATUS = {"run": 0, "filtered": 10, "skip": 11}
-#: the chat block's options that decide the endpoint, and so which key it needs
-ENDPOINT_OPTIONS = ("base_url", "azure_endpoint", "api_version")
 
 
 def _entries(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -57,26 +57,22 @@ def target_name(entry: dict[str, Any]) -> str:
     return str(entry.get("name") or kind)
 
 
-def missing_credential(entry: dict[str, Any]) -> str | None:
-    """The environment variable a target entry needs and this run lacks, or None (nothing missing, or nothing
-    the action can tell: a python target, a malformed entry left to ``evaltasks run``)."""
-    if isinstance(entry.get("chat"), dict):
-        from evaltasks.errors import CredentialsError
-        from evaltasks.judges.openai import OpenAIJudge
-
-        chat = entry["chat"]
-        options = {name: chat[name] for name in ENDPOINT_OPTIONS if isinstance(chat.get(name), str)}
-        try:
-            OpenAIJudge(str(chat.get("model") or "model"), options)
-        except CredentialsError as exc:
-            return "AZURE_OPENAI_API_KEY" if "AZURE_OPENAI_API_KEY" in str(exc) else "OPENAI_API_KEY"
-        except Exception:  # noqa: BLE001 - any other problem is evaltasks run's to report, with its location
-            return None
+def missing_credential(entry: dict[str, Any], suite: Path) -> str | None:
+    """Why a ``chat`` or ``http`` target entry cannot run in this environment (its key or a header's variable
+    is unset), in the target's own words (``missing_credentials()`` of the target evaltasks builds from the entry:
+    the chat client's key rule, the http target's header rule); None when it can, for a ``python`` target (the
+    action cannot tell what it needs), and for an entry evaltasks cannot build (``evaltasks run`` reports that,
+    with its location)."""
+    if not any(isinstance(entry.get(kind), dict) for kind in ("chat", "http")):
         return None
-    if isinstance(entry.get("http"), dict) and isinstance(entry["http"].get("headers"), dict):
-        unset = [str(v) for v in entry["http"]["headers"].values() if isinstance(v, str) and not env_value(v)]
-        return ", ".join(unset) or None
-    return None
+    try:
+        from evaltasks.inputs._suite_targets import TargetSpec, build_targets
+
+        (target,) = build_targets([TargetSpec.model_validate(entry)], suite.parent, str(suite))
+        check = getattr(target, "missing_credentials", None)
+        return check() if callable(check) else None
+    except Exception:  # noqa: BLE001 - any problem of the entry is evaltasks run's to report, located
+        return None
 
 
 def _case_count(suite: Path, data: dict[str, Any]) -> int | None:
@@ -85,7 +81,7 @@ def _case_count(suite: Path, data: dict[str, Any]) -> int | None:
         from evaltasks.inputs.datasets import load_dataset
         from evaltasks.inputs.suite import DatasetSpec
 
-        return len(load_dataset(DatasetSpec.model_validate(data["dataset"]), suite.parent).cases)
+        return len(load_dataset(DatasetSpec.model_validate(data["dataset"]), suite.parent, generated=True).cases)
     except Exception:  # noqa: BLE001 - the count is informative only; evaltasks run reports a bad dataset
         return None
 
@@ -103,16 +99,16 @@ def decide(suite: Path, filtered: Path) -> tuple[str, str]:
     if not isinstance(data, dict):
         return "run", ""
     entries = _entries(data)
-    missing = [(entry, variable) for entry in entries for variable in [missing_credential(entry)] if variable]
+    missing = [(entry, reason) for entry in entries for reason in [missing_credential(entry, suite)] if reason]
     if not missing:
         return "run", ""
     cases = _case_count(suite, data)
     counted = f"its {cases} cases are" if cases is not None else "its cases are"
     sentences = []
-    for entry, variable in missing:
+    for entry, why in missing:
         sentence = (
-            f"target '{target_name(entry)}' needs {variable}, which this run does not have (pull requests "
-            f"from forks get no secrets): {counted} skipped"
+            f"target '{target_name(entry)}' cannot run without a secret this run does not have (pull requests "
+            f"from forks get none): {counted} skipped ({why})"
         )
         sentences.append(sentence)
         annotate("warning", sentence + ".", title="evaltasks: target skipped")

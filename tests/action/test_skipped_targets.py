@@ -90,6 +90,9 @@ def _suite(folder: Path, targets: object, key: str = "targets") -> Path:
         "dataset": {"path": "rows.jsonl", "fields": {"id": "id", "input": "question"}},
         "metrics": [{"metric": "NonEmptyMetric"}],
     }
+    for prompt in ("p.md", "prompts/a.md"):  # the prompts the chat entries below name
+        (folder / prompt).parent.mkdir(parents=True, exist_ok=True)
+        (folder / prompt).write_text("### system\nAnswer briefly.\n### user\n{{ input }}\n")
     path = folder / "suite.yaml"
     path.write_text(yaml.safe_dump(suite, sort_keys=False))
     return path
@@ -105,15 +108,17 @@ def test_a_chat_target_without_its_key_skips_the_run_with_a_warning(tmp_path: Pa
     code, stdout, outputs, filtered = decide(suite)
     assert code == 11 and stdout.splitlines()[-1] == "targets: skip"
     assert not filtered.exists()
-    assert _warnings(stdout) == [
-        "::warning title=evaltasks%3A target skipped::target 'chat' needs OPENAI_API_KEY, which this run does not "
-        "have (pull requests from forks get no secrets): its cases are skipped."
-    ]
-    assert outputs == {
-        "skipped": "true",
-        "skipped-reason": "target 'chat' needs OPENAI_API_KEY, which this run does not have (pull requests from "
-        "forks get no secrets): its cases are skipped. Nothing was evaluated, and the gate was not applied.",
-    }
+    rows = [line for line in (EXAMPLE / "tickets.jsonl").read_text().splitlines() if line.strip()]
+    sentence = (
+        "target 'chat' cannot run without a secret this run does not have (pull requests from forks get none): "
+        f"its {len(rows)} cases are skipped ("
+    )
+    (warning,) = _warnings(stdout)
+    assert warning.startswith("::warning title=evaltasks%3A target skipped::" + sentence)
+    assert "set the OPENAI_API_KEY environment variable" in warning
+    assert outputs["skipped"] == "true" and set(outputs) == {"skipped", "skipped-reason"}
+    assert outputs["skipped-reason"].startswith(sentence)
+    assert outputs["skipped-reason"].endswith("). Nothing was evaluated, and the gate was not applied.")
     # with the key set (any non-empty value: nothing is sent), the target runs
     code, stdout, outputs, _ = decide(suite, OPENAI_API_KEY="sk-anything")
     assert (code, stdout.strip(), outputs) == (0, "targets: run", {})
@@ -126,20 +131,21 @@ def test_the_key_rule_is_the_chat_clients_own(tmp_path: Path, decide) -> None:
         key="target",
     )
     code, stdout, _, _ = decide(azure)
-    assert code == 11 and "target 'chat' needs AZURE_OPENAI_API_KEY" in stdout
+    assert code == 11 and "AZURE_OPENAI_API_KEY" in stdout
     code, _, _, _ = decide(azure, AZURE_OPENAI_API_KEY="azure-key")
     assert code == 0
     # the Azure rule also accepts OPENAI_API_KEY (OpenAIJudge: AZURE_OPENAI_API_KEY, else OPENAI_API_KEY)
     assert decide(azure, OPENAI_API_KEY="openai-key")[0] == 0
     # an Azure endpoint from the environment counts too, unless the target names a base_url
     plain = _suite(tmp_path / "plain", {"chat": {"model": "m", "prompt": "p.md"}}, key="target")
-    assert "needs AZURE_OPENAI_API_KEY" in decide(plain, AZURE_OPENAI_ENDPOINT="https://x.example")[1]
+    assert "AZURE_OPENAI_API_KEY" in decide(plain, AZURE_OPENAI_ENDPOINT="https://x.example")[1]
     local = _suite(
         tmp_path / "local",
         {"chat": {"model": "m", "prompt": "p.md", "base_url": "http://127.0.0.1:1/v1"}},
         key="target",
     )
-    assert "needs OPENAI_API_KEY" in decide(local, AZURE_OPENAI_ENDPOINT="https://x.example")[1]
+    reason = decide(local, AZURE_OPENAI_ENDPOINT="https://x.example")[2]["skipped-reason"]
+    assert "OPENAI_API_KEY" in reason and "AZURE" not in reason
 
 
 def test_an_http_target_needs_the_variables_its_headers_name(tmp_path: Path, decide) -> None:
@@ -152,10 +158,11 @@ def test_an_http_target_needs_the_variables_its_headers_name(tmp_path: Path, dec
         }
     }
     suite = _suite(tmp_path / "http", http, key="target")
-    code, stdout, outputs, _ = decide(suite, APP_TENANT="acme")
+    code, _, outputs, _ = decide(suite, APP_TENANT="acme")
     assert code == 11
-    assert "target 'http' needs APP_TOKEN, which this run does not have" in outputs["skipped-reason"]
-    assert "its 3 cases are skipped" in outputs["skipped-reason"] or "its cases are skipped" in stdout
+    reason = outputs["skipped-reason"]
+    assert reason.startswith("target 'http' cannot run without a secret this run does not have")
+    assert "its 3 cases are skipped" in reason and "APP_TOKEN" in reason and "APP_TENANT" not in reason
     assert decide(suite, APP_TENANT="acme", APP_TOKEN="t")[0] == 0
 
 
@@ -169,8 +176,9 @@ def test_only_the_targets_without_credentials_are_dropped(tmp_path: Path, decide
     code, stdout, outputs, filtered = decide(suite)
     assert code == 10 and stdout.splitlines()[-1] == "targets: filtered"
     assert len(_warnings(stdout)) == 2
-    assert "target 'current' needs OPENAI_API_KEY" in outputs["skipped-reason"]
-    assert "target 'local-model' needs OPENAI_API_KEY" in outputs["skipped-reason"]
+    assert "target 'current' cannot run" in outputs["skipped-reason"]
+    assert "target 'local-model' cannot run" in outputs["skipped-reason"]
+    assert "target 'app'" not in outputs["skipped-reason"].partition("Evaluated:")[0]
     assert outputs["skipped-reason"].endswith("Evaluated: 'app'.")
     assert "skipped" not in outputs  # the run goes on with what is left
     written = yaml.safe_load(filtered.read_text())
@@ -188,7 +196,7 @@ def test_only_the_targets_without_credentials_are_dropped(tmp_path: Path, decide
     suite = _suite(tmp_path / "two-left", [targets[1], http, targets[0]])
     code, _, outputs, filtered = decide(suite, OPENAI_API_KEY="k")
     assert code == 10 and yaml.safe_load(filtered.read_text())["targets"] == [targets[1], targets[0]]
-    assert outputs["skipped-reason"].startswith("target 'api' needs APP_TOKEN")
+    assert outputs["skipped-reason"].startswith("target 'api' cannot run")
     assert outputs["skipped-reason"].endswith("Evaluated: 'current', 'app'.")
     code, _, outputs, filtered = decide(_suite(tmp_path / "keyed", targets), OPENAI_API_KEY="k")
     assert code == 0 and outputs == {}
@@ -201,16 +209,14 @@ def test_only_the_targets_without_credentials_are_dropped(tmp_path: Path, decide
         "name: x\ntarget: {python: bot:respond}\n",  # nothing the action can tell
         "target: [unclosed\n",  # invalid YAML: evaltasks run reports it
         "- a list\n",
-        "target: {chat: {model: m, prompt: p.md, temperature: 9}}\n",  # a bad option is evaltasks run's to name
+        "target: {chat: {model: m, prompt: p.md, temperature: 9}}\n",  # a bad entry is evaltasks run's to name
+        "target: {chat: {model: m, prompt: missing.md}}\n",
     ],
 )
 def test_nothing_to_skip_leaves_the_run_to_evaltasks(tmp_path: Path, suite_text: str, decide) -> None:
     suite = tmp_path / "suite.yaml"
     suite.write_text(suite_text)
     code, stdout, outputs, filtered = decide(suite)
-    if "chat" in suite_text:  # a key is missing whatever the other options say
-        assert code == 11
-        return
     assert (code, stdout.strip(), outputs) == (0, "targets: run", {})
     assert not filtered.exists()
 
@@ -222,7 +228,7 @@ def test_a_target_name_cannot_forge_a_workflow_command(tmp_path: Path, decide) -
     assert code == 11
     assert not any(line.startswith("::error") for line in stdout.splitlines())
     (warning,) = _warnings(stdout)
-    assert "target 'evil%0A::error::forged %250A' needs OPENAI_API_KEY" in warning
+    assert "target 'evil%0A::error::forged %250A' cannot run" in warning
 
 
 def _run_step(tmp_path: Path, suite: Path, skip: str, **extra: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -252,7 +258,7 @@ def test_run_step_skips_evaltasks_and_report_and_gate_pass_with_the_reason(tmp_p
     proc, outputs = _run_step(tmp_path, suite, "true")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert outputs["exit-code"] == "0" and outputs["skipped"] == "true"
-    assert "target 'chat' needs OPENAI_API_KEY" in outputs["skipped-reason"]
+    assert outputs["skipped-reason"].startswith("target 'chat' cannot run without a secret")
     assert not (tmp_path / "out" / "results.json").exists()  # evaltasks never started
     assert "stop-commands" not in proc.stdout
     assert "nothing was evaluated" in (tmp_path / "run.log").read_text()
@@ -276,7 +282,8 @@ def test_run_step_skips_evaltasks_and_report_and_gate_pass_with_the_reason(tmp_p
     step = _parse_outputs(Path(report_env["GITHUB_OUTPUT"]))
     assert (step["passed"], step["pass-rate"], step["verdict"], step["exit-code"]) == ("", "", "", "0")
     summary = Path(report_env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
-    assert "⚠️ **Skipped**: target 'chat' needs OPENAI\\_API\\_KEY" in summary
+    assert "⚠️ **Skipped**: target 'chat' cannot run without a secret this run does not have" in summary
+    assert "OPENAI\\_API\\_KEY" in summary
     assert "could not run" not in summary
     comment = (tmp_path / "comment.md").read_text(encoding="utf-8")
     assert comment.startswith("<!-- evaltasks:sticky-comment suite=examples-prompt-change-suite-0 -->\n")
@@ -288,3 +295,12 @@ def test_run_step_skips_evaltasks_and_report_and_gate_pass_with_the_reason(tmp_p
     # without the skip, exit 0 and no results.json is no pass
     gate_env["SKIPPED"] = ""
     assert subprocess.run(["bash", str(ACTION / "gate.sh")], env=gate_env, capture_output=True).returncode == 1
+
+
+@pytest.mark.slow
+def test_without_skipping_a_missing_key_is_invalid_input(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLE, tmp_path / "prompt_change")
+    proc, outputs = _run_step(tmp_path, tmp_path / "prompt_change" / "suite.yaml", "false")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the run step never fails; the gate step does
+    assert outputs == {"exit-code": "2"}
+    assert "set the OPENAI_API_KEY environment variable" in (tmp_path / "run.log").read_text()
