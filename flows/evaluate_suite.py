@@ -400,6 +400,7 @@ def _generate(plan: RunPlan, executor: PrefectExecutor, index_dir: str, options:
         executor,
         index_dir=index_dir,
         refresh=not options.cache,
+        skip=plan.skipped_targets,
     )
     for part in generated.parts:
         logger.info(

@@ -68,6 +68,8 @@ class TargetCases:
         failed: position in ``cases`` -> why its generation failed (the case's metrics are errored with it).
         samples: outputs per input case (``repeat``).
         requests: generations sent in this run; cached: outputs read from the output store.
+        skipped: why the target was not run (its credentials are missing and the run skips what lacks them): every
+            case's metrics are skipped with it; None: it ran.
     """
 
     target: Target
@@ -77,6 +79,7 @@ class TargetCases:
     samples: int = 1
     requests: int = 0
     cached: int = 0
+    skipped: str | None = None
 
 
 @dataclass
@@ -104,6 +107,15 @@ class Generated:
             failed.update({offset + i: reason for i, reason in part.failed.items()})
             offset += len(part.cases)
         return failed
+
+    @property
+    def skipped(self) -> dict[int, str]:
+        """Position in :attr:`cases` -> why its target was not run (its metrics are skipped)."""
+        skipped: dict[int, str] = {}
+        for part, (start, end) in zip(self.parts, self.bounds(), strict=True):
+            if part.skipped is not None:
+                skipped.update(dict.fromkeys(range(start, end), part.skipped))
+        return skipped
 
     @property
     def samples(self) -> int:
@@ -144,6 +156,11 @@ def check_generated(case: EvalTestCase, metrics: Sequence[Any]) -> str | None:
 def errored_results(reason: str, metrics: Sequence[Any]) -> list[MetricResult]:
     """One errored result per metric for a case whose generation failed with ``reason``."""
     return [MetricResult.errored(m.name, m.threshold, f"generation failed: {reason}") for m in metrics]
+
+
+def skipped_results(reason: str, metrics: Sequence[Any]) -> list[MetricResult]:
+    """One skipped result per metric for a case whose target was not run, for ``reason``."""
+    return [MetricResult.skipped(m.name, m.threshold, reason) for m in metrics]
 
 
 def flag_flaky(results: list[TestCaseResult], samples: int) -> list[TestCaseResult]:

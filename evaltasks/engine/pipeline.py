@@ -28,7 +28,7 @@ as task runs, cached, retried and spread by Prefect's task runner). This module 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -56,6 +56,7 @@ from evaltasks.engine.generation import (
     resume_generation,
     sample_id,
     samples_of,
+    skipped_results,
 )
 from evaltasks.engine.scoring import score_metric_batch
 from evaltasks.engine.statistics import summarize
@@ -192,15 +193,21 @@ def generate(
     index_dir: str | Path | None,
     refresh: bool = False,
     batch_size: int = GENERATE_BATCH,
+    skip: Mapping[str, str] | None = None,
 ) -> Generated:
     """The generate stage: each target of ``targets`` run on ``cases`` (``ids`` theirs) in batches of
-    ``batch_size`` through ``executor`` (a bounded window in flight), ``repeat`` samples per case, outputs read
-    from and written to the output store of ``index_dir`` (not read when ``refresh``; None: no store).
+    ``batch_size`` cases (at least :data:`ROUNDS_PER_BATCH` times the target's ``max_concurrency``) through
+    ``executor``, one batch in flight (the target's own ``max_concurrency`` runs inside it), ``repeat`` samples
+    per case, outputs read from and written to the output store of ``index_dir`` (not read when ``refresh``;
+    None: no store).
 
     A case whose generation failed, or whose generated output lacks a field a metric needs
     (:func:`~evaltasks.engine.generation.check_generated`), is recorded in its part's ``failed`` with the reason
     (its metrics are errored, it is never scored). Names the stage ``generating N outputs`` and counts each
     output (:mod:`evaltasks.engine.progress`).
+
+    ``skip``: target name -> why it is not run (its credentials are missing and the run skips what lacks them):
+    its cases are kept as they are, their metrics to be skipped with that reason.
 
     Raises:
         CredentialsError: a target rejected the credentials (HTTP 401): the run stops.
@@ -219,13 +226,36 @@ def generate(
             return executor.submit_generation(target, batch, index_dir=where, refresh=refresh, samples=k)
 
         part = TargetCases(target, [], [], samples=k)
-        for rows, done in stream_batches(chunks(range(len(cases)), max(1, batch_size)), submit, executor.in_flight):
+        if skip and target.name in skip:
+            part.skipped = skip[target.name]
+            for row, case in enumerate(cases):
+                for sample in range(k):
+                    generation = Generation(target=target.name, sample=sample)
+                    part.cases.append(case.model_copy(update={"actual_output": "", "generation": generation}))
+                    part.ids.append(sample_id(ids[row], sample))
+            _progress.advance(len(part.cases))
+            parts.append(part)
+            continue
+        size = max(1, batch_size, ROUNDS_PER_BATCH * _concurrency(target))
+        # one batch in flight: a target runs at most its max_concurrency calls at once (a callable need not be
+        # thread-safe), and a batch of whole rounds keeps its workers busy to the end
+        for rows, done in stream_batches(chunks(range(len(cases)), size), submit, 1):
             for j, generated in enumerate(done):
                 row, sample = rows[j // k], j % k
                 _add_generated(part, generated, ids[row], sample, metrics)
             _progress.advance(len(done))
         parts.append(part)
     return Generated(parts)
+
+
+ROUNDS_PER_BATCH = 8
+"""A generation batch holds at least this many rounds of the target's ``max_concurrency`` calls."""
+
+
+def _concurrency(target: Target) -> int:
+    """The target's ``max_concurrency`` (1 when it has none)."""
+    value = getattr(target, "max_concurrency", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
 
 
 def _add_generated(
@@ -355,13 +385,16 @@ def score(
         len(cases) * len(metrics),
     )
 
-    failed = generated.failed if generated is not None else {}
+    unscored: dict[int, list[MetricResult]] = {}
+    if generated is not None:
+        unscored.update({i: skipped_results(reason, metrics) for i, reason in generated.skipped.items()})
+        unscored.update({i: errored_results(reason, metrics) for i, reason in generated.failed.items()})
 
     def submit(rows: Sequence[int]) -> Collect:
         """Start the batch of ``cases`` at ``rows`` (consecutive positions)."""
-        if not failed:
+        if not unscored:
             return executor.submit_batch(cases[rows[0] : rows[-1] + 1], metrics, embeddings)
-        return _submit_without_failed(rows, cases, failed, metrics, embeddings, executor)
+        return _submit_scored(rows, cases, unscored, metrics, embeddings, executor)
 
     bounds = generated.bounds() if generated is not None else [(0, len(cases))]
     samples = [part.samples for part in generated.parts] if generated is not None else [1]
@@ -378,23 +411,22 @@ def score(
         del batch_results
 
 
-def _submit_without_failed(
+def _submit_scored(
     rows: Sequence[int],
     cases: Sequence[EvalTestCase],
-    failed: dict[int, str],
+    unscored: dict[int, list[MetricResult]],
     metrics: Sequence[BaseMetric],
     embeddings: Embeddings,
     executor: Executor,
 ) -> Collect:
-    """Submit the cases at ``rows`` whose generation did not fail; the collect function returns results for all
-    of ``rows``, those of a failed case errored with its reason."""
-    kept = [cases[i] for i in rows if i not in failed]
+    """Submit the cases at ``rows`` that are to be scored; the collect function returns results for all of
+    ``rows``, those of an ``unscored`` case (its generation failed, or its target was skipped) as given."""
+    kept = [cases[i] for i in rows if i not in unscored]
     collect = executor.submit_batch(kept, metrics, embeddings) if kept else None
 
     def merged() -> list[list[MetricResult]]:
         scored = [iter(r) for r in collect()] if collect is not None else [iter([]) for _ in metrics]
-        errored = {i: errored_results(failed[i], metrics) for i in rows if i in failed}
-        return [[errored[i][m] if i in errored else next(scored[m]) for i in rows] for m in range(len(metrics))]
+        return [[unscored[i][m] if i in unscored else next(scored[m]) for i in rows] for m in range(len(metrics))]
 
     return merged
 

@@ -43,6 +43,7 @@ class RunPlan:
     input_state: tuple[Any, ...] = ()  # file_state of suite.input_files() before they were read
     skip_missing_credentials: bool = False  # how the suite was loaded (plan_run's argument)
     use_targets: bool = True  # plan_run's ``use_targets``: the suite's targets generate the outputs
+    skipped_targets: dict[str, str] = field(default_factory=dict)  # name -> why (credentials missing, skipped)
 
     def unchanged(self) -> bool:
         """Whether none of the suite's files (suite, dataset, reference sets) changed since they were read:
@@ -138,6 +139,7 @@ def plan_run(
         ),
         generated=generated,
     )
+    skipped_targets = _check_targets(suite, dataset, skip_missing_credentials) if generated else {}
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
     return RunPlan(
         suite=suite,
@@ -146,7 +148,37 @@ def plan_run(
         input_state=input_state,
         skip_missing_credentials=skip_missing_credentials,
         use_targets=use_targets,
+        skipped_targets=skipped_targets,
     )
+
+
+def _check_targets(suite: LoadedSuite, dataset: LoadedDataset, skip_missing_credentials: bool) -> dict[str, str]:
+    """Before any request: the variables the targets' templates use that the dataset does not provide, and the
+    targets whose credentials are missing. Returns the targets to skip (name -> why), each with a warning added
+    to ``suite.warnings``, when ``skip_missing_credentials``.
+
+    Raises:
+        ConfigError: a template variable no case field or dataset column provides (located in the suite).
+        CredentialsError: a target's credentials are missing (unless ``skip_missing_credentials``).
+    """
+    from evaltasks.errors import ConfigError, CredentialsError
+    from evaltasks.inputs._suite_targets import variable_problems
+
+    single = suite.suite.target is not None
+    problems = variable_problems(suite.targets, dataset.cases, str(suite.path), single=single)
+    if problems:
+        raise ConfigError(problems)
+    skipped: dict[str, str] = {}
+    for target in suite.targets:
+        check = getattr(target, "missing_credentials", None)
+        reason = check() if callable(check) else None
+        if reason is None:
+            continue
+        if not skip_missing_credentials:
+            raise CredentialsError(reason)
+        skipped[target.name] = f"target {target.name} skipped: {reason}"
+        suite.warnings.append(f"{skipped[target.name]} (its cases are skipped; --skip-missing-credentials)")
+    return skipped
 
 
 def _checked(problems: list[Any], generated: bool) -> list[Any]:
@@ -244,7 +276,8 @@ def estimate_cost(
     from evaltasks.judges.binding import bind_judges, estimate_judge_cost
 
     index = ReferenceIndex(index_dir)
-    generation = estimate_generation_cost(plan.targets, plan.dataset.cases)  # stored outputs counted too
+    running = [t for t in plan.targets if t.name not in plan.skipped_targets]
+    generation = estimate_generation_cost(running, plan.dataset.cases)  # stored outputs counted too
     if bind_judges(plan.suite.metrics, index_dir or default_index_dir(), refresh=refresh):
         judged = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics, cached=cached)
         total = generation + judged * plan.samples  # each target's samples are judged

@@ -129,8 +129,11 @@ def generate_batch(
     Returns:
         One :class:`GeneratedCase` per (case, sample), case-major: ``[c0 s0, c0 s1, ..., c1 s0, ...]``.
 
+    An error that ends the batch (CredentialsError, an interrupt) sets ``stop`` (an event of its own when none is
+    given), so the cases in flight end at once instead of running to their timeout.
+
     Raises:
-        CredentialsError: the endpoint rejected the credentials (the other cases in flight finish first).
+        CredentialsError: the endpoint rejected the credentials.
         GenerationStopped: ``stop`` was set before every case was generated.
         ValueError: ``samples`` < 1.
     """
@@ -140,11 +143,13 @@ def generate_batch(
     workers = min(max(1, int(getattr(target, "max_concurrency", 1) or 1)), len(work))
     if workers <= 1:
         return [_one(target, case, store, refresh, sample, stop) for case, sample in work]
+    halt = stop if stop is not None else threading.Event()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"target-{target.name}") as pool:
-        futures = [pool.submit(_one, target, case, store, refresh, sample, stop) for case, sample in work]
+        futures = [pool.submit(_one, target, case, store, refresh, sample, halt) for case, sample in work]
         try:
             return [future.result() for future in futures]
         except BaseException:
+            halt.set()  # the calls in flight end within a quarter second, and the pool shuts down at once
             for future in futures:
                 future.cancel()
             raise

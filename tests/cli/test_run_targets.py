@@ -162,3 +162,99 @@ def test_ctrl_c_during_generation_exits_130_keeping_what_is_stored(tmp_path: Pat
     assert rc == 130, stderr
     assert "interrupted by SIGINT" in stderr and "Traceback" not in stderr
     assert len(list((tmp_path / "index" / "outputs").rglob("*.json"))) == 3  # the answers before it stay stored
+
+
+def test_process_workers_generate_the_same_outputs(tmp_path: Path, prefect_api_url: str) -> None:
+    """The target (the suite folder's callable, pickled by value) runs in the processes task runner's workers."""
+    suite = _suite(tmp_path / "suite", QUESTIONS)
+    run = _run(suite, tmp_path, prefect_api_url, "--task-runner", "processes:2")
+
+    assert run.returncode == 0, run.stderr
+    assert sorted(_calls(tmp_path)) == sorted(QUESTIONS)
+    results = _results(tmp_path)
+    assert [c["actual_output"] for c in results["cases"]] == ["4", "Paris", "green", "hi"]
+    assert results["targets"][0]["requests"] == 4 and results["summary"]["passed_cases"] == 3
+
+
+PROMPT = "### system\nYou answer in one word.\n\n### user\nQuestion: {{ input }}\n"
+
+
+def _chat_suite(directory: Path, base_url: str, extra: str = "") -> Path:
+    """A suite whose target is a chat model at ``base_url`` (the loopback chat server) with a prompt file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "answer.md").write_text(PROMPT, encoding="utf-8")
+    rows = [{"id": f"q{i}", "question": q, "expected": q.split()[-1]} for i, q in enumerate(["say yes", "say no"])]
+    (directory / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    suite = directory / "suite.yaml"
+    suite.write_text(
+        "name: chat\ndataset: {path: d.jsonl, fields: {input: question, expected_output: expected}}\n"
+        f"target: {{chat: {{model: bot-model, prompt: answer.md, base_url: '{base_url}'{extra}}}}}\n"
+        "metrics: [{metric: ExactMatchMetric}]\ngate: {min_pass_rate: 0.5}\n",
+        encoding="utf-8",
+    )
+    return suite
+
+
+def _chat_run(
+    suite: Path, tmp_path: Path, api_url: str, key: str | None, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    env = _env(tmp_path, api_url)
+    env.pop("OPENAI_API_KEY", None)
+    if key is not None:
+        env["OPENAI_API_KEY"] = key
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
+         "--index-dir", str(tmp_path / "index"), "--quiet", *flags],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=DEADLINE_S,
+    )  # fmt: skip
+
+
+def test_a_chat_target_makes_no_request_on_a_rerun_and_its_key_rules(tmp_path: Path, prefect_api_url: str) -> None:
+    from tests.chat_server import ChatServer
+
+    with ChatServer(responder=lambda r: r.user.split()[-1], retry_after_s=0) as server:
+        suite = _chat_suite(tmp_path / "suite", server.base_url)
+        first = _chat_run(suite, tmp_path, prefect_api_url, server.api_key)
+        assert first.returncode == 0, first.stderr
+        assert len(server.requests) == 2
+        sent = sorted(r.body["messages"][1]["content"] for r in server.requests)
+        assert sent == ["Question: say no", "Question: say yes"]  # the rendered prompt's user part
+        results = _results(tmp_path)
+        assert [c["actual_output"] for c in results["cases"]] == ["yes", "no"]
+        assert all(c["generation"]["input_tokens"] and c["generation"]["output_tokens"] for c in results["cases"])
+
+        rerun = _chat_run(suite, tmp_path, prefect_api_url, server.api_key)
+        assert rerun.returncode == 0, rerun.stderr
+        assert len(server.requests) == 2  # 0 requests: the prompt and the cases are unchanged
+        assert _results(tmp_path)["targets"][0]["cached"] == 2
+
+        rejected = _chat_run(suite, tmp_path, prefect_api_url, "sk-wrong", "--no-cache")
+        assert rejected.returncode == 2, rejected.stderr
+        assert "Traceback" not in rejected.stderr and "sk-wrong" not in rejected.stderr
+
+        missing = _chat_run(suite, tmp_path, prefect_api_url, None)
+        assert missing.returncode == 2 and "OPENAI_API_KEY" in missing.stderr, missing.stderr
+
+        skipped = _chat_run(suite, tmp_path, prefect_api_url, None, "--skip-missing-credentials")
+        assert "target chat skipped" in skipped.stderr, skipped.stderr
+        results = _results(tmp_path)
+        assert [c["status"] for c in results["cases"]] == ["skipped", "skipped"]
+        assert results["targets"][0]["requests"] == 0 and any("target chat skipped" in w for w in results["warnings"])
+        assert (
+            2 < len(server.requests) <= 4
+        )  # the rejected run's requests in flight when the 401 stopped it; none since
+
+
+def test_max_cost_covers_the_chat_target_before_anything_is_sent(tmp_path: Path, prefect_api_url: str) -> None:
+    from tests.chat_server import ChatServer
+
+    with ChatServer(responder=lambda r: "yes", retry_after_s=0) as server:
+        prices = ", max_tokens: 100, prices: {bot-model: {input: 1000, output: 1000}}"  # $0.1 a completion at most
+        suite = _chat_suite(tmp_path / "suite", server.base_url, prices)
+        refused = _chat_run(suite, tmp_path, prefect_api_url, server.api_key, "--max-cost", "0.15")
+        assert refused.returncode == 2, refused.stderr
+        assert "above --max-cost $0.1500" in refused.stderr and "target" in refused.stderr
+        assert server.requests == []
+        allowed = _chat_run(suite, tmp_path, prefect_api_url, server.api_key, "--max-cost", "5")
+        assert allowed.returncode in (0, 1), allowed.stderr
+        assert len(server.requests) == 2

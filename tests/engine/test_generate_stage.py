@@ -8,6 +8,7 @@ import hashlib
 import json
 import statistics
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -253,7 +254,6 @@ def test_ctrl_c_during_generation_stops_at_once_keeping_what_is_stored(tmp_path:
     import signal
     import subprocess
     import sys
-    import time
 
     from tests.process_env import subprocess_env
 
@@ -278,3 +278,41 @@ def test_ctrl_c_during_generation_stops_at_once_keeping_what_is_stored(tmp_path:
     assert proc.returncode in (130, -signal.SIGINT), stderr.decode(errors="replace")[-2000:]
     assert b"KeyboardInterrupt" in stderr
     assert len(list((tmp_path / "index" / "outputs").rglob("*.json"))) == 3  # q0, q1 and q2 stay stored
+
+
+class Exclusive:
+    """A callable that is not thread-safe: it records whether two calls ever overlapped."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.overlapped = False
+        self.lock = threading.Lock()
+
+    def __call__(self, case: EvalTestCase) -> str:
+        with self.lock:
+            self.active += 1
+            self.overlapped |= self.active > 1
+        try:
+            time.sleep(0.002)  # long enough for a second call to overlap, were one made
+            return case.input or ""
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def test_generation_is_a_stage_of_its_own_with_its_count() -> None:
+    from evaltasks.engine.progress import RunContext, run_context
+
+    stages: list[tuple[str, int | None]] = []
+    counted: list[int] = []
+    cases = [EvalTestCase(actual_output="", input=f"question {i}") for i in range(300)]  # 5 batches of 64
+    bot = Exclusive()
+    context = RunContext(on_stage=lambda name, total: stages.append((name, total)), on_progress=counted.append)
+    with run_context(context):
+        result = evaluate_sync(cases, [LengthCheckMetric(max_length=50)], target=PythonTarget(bot))
+
+    assert stages[0] == ("generating 300 outputs", 300)
+    assert stages[1] == ("scoring 300 cases × 1 metric", 300)
+    assert sum(counted) == 300  # one unit per output generated (scoring counts through evaluate_sync's progress)
+    assert not bot.overlapped
+    assert [r.actual_output for r in result.test_results] == [f"question {i}" for i in range(300)]

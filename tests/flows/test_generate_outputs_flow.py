@@ -190,3 +190,57 @@ def test_side_by_side_targets_with_samples_and_a_baseline(tmp_path: Path, prefec
     # a results.json of several targets is a baseline too: its reference target's cases
     again, _ = _run(suite, Bot(), tmp_path / "again", baseline=str(tmp_path / "both" / "out" / "results.json"))
     assert again["comparison"]["paired_cases"] == 4 and again["comparison"]["new_cases"] == []
+
+
+@pytest.mark.slow
+def test_one_generation_batch_in_flight_keeps_a_target_to_its_max_concurrency(
+    tmp_path: Path, prefect_api_url: str
+) -> None:
+    from tests.engine.test_generate_stage import Exclusive
+
+    directory = tmp_path / "suite"
+    directory.mkdir()
+    (directory / "d.jsonl").write_text(
+        "".join(json.dumps({"id": f"c{i}", "input": f"question {i}"}) + "\n" for i in range(200)), encoding="utf-8"
+    )
+    suite = directory / "suite.yaml"
+    suite.write_text(
+        "name: many\ndataset: {path: d.jsonl}\ntarget: {python: nowhere:nothing}\n"
+        "metrics:\n  - {metric: LengthCheckMetric, max_length: 5}\ngate: {min_pass_rate: 0}\n",
+        encoding="utf-8",
+    )
+    (directory / "nowhere.py").write_text("def nothing(case):\n    return ''\n", encoding="utf-8")
+    bot = Exclusive()
+    results, flow_run_id = _run(suite, [PythonTarget(bot, name="exclusive")], tmp_path)
+
+    assert not bot.overlapped  # max_concurrency 1: the threads task runner never ran two batches at once
+    assert sum(name.startswith("generate-outputs") for name in _task_run_names(flow_run_id)) == 4  # 200 / 64
+    assert [c["actual_output"] for c in results["cases"]] == [f"question {i}" for i in range(200)]
+
+
+@pytest.mark.slow
+def test_the_generate_outputs_task_in_a_users_own_flow(tmp_path: Path, prefect_api_url: str) -> None:
+    from prefect import flow
+
+    from evaltasks.tasks import evaluate_test_cases, generate_outputs
+
+    cases = [
+        EvalTestCase(actual_output="", input=q, expected_output=a, name=f"q{i}")
+        for i, (q, a) in enumerate(EXPECTED.items())
+    ]
+    bot = Bot()
+
+    @flow(name="my-pipeline")
+    def my_pipeline() -> Any:
+        generated = generate_outputs(PythonTarget(bot, name="bot"), cases, index_dir=str(tmp_path / "index"))
+        scored = evaluate_test_cases([g.case for g in generated], [ExactMatchMetric()])
+        return generated, scored
+
+    generated, scored = my_pipeline()
+    assert [g.case.actual_output for g in generated] == list(ANSWERS.values()) and bot.calls == 4
+    assert all(g.error is None and g.requested for g in generated)
+    assert [r.status for r in scored.test_results] == ["passed", "passed", "failed", "passed"]
+    assert [r.generation.target for r in scored.test_results if r.generation] == ["bot"] * 4
+
+    generated, _ = my_pipeline()  # the output store answers: no call
+    assert bot.calls == 4 and all(g.case.generation.cached and not g.requested for g in generated)

@@ -217,3 +217,42 @@ def test_target_error_from_case_key_fails_the_case() -> None:
 
     result = generate_case(BadKey(str), cases(1)[0], store=None, refresh=False)
     assert result.error == "prompt.md, line 3: 'missing' is undefined" and not result.requested
+
+
+def test_a_credentials_error_ends_the_calls_in_flight() -> None:
+    release, finished = threading.Event(), threading.Event()
+    started = threading.Barrier(2, timeout=20)
+
+    def one_rejects(case: EvalTestCase) -> str:
+        started.wait()  # both calls are in flight
+        if case.input == "q0":
+            raise CredentialsError("HTTP 401")
+        release.wait(30)  # would hold the batch for 30 s if the batch waited for it
+        finished.set()
+        return "late"
+
+    try:
+        with pytest.raises(CredentialsError):
+            generate_batch(
+                PythonTarget(one_rejects, max_concurrency=2, timeout=60), cases(2), store=None, refresh=False
+            )
+        assert not finished.is_set()  # the batch ended while the other call was still running
+    finally:
+        release.set()
+
+
+def test_targets_implement_the_protocol_and_pickle(tmp_path: Path) -> None:
+    import cloudpickle
+
+    from evaltasks.targets import ChatTarget, HttpTarget, Target
+
+    prompt = tmp_path / "p.md"
+    prompt.write_text("### system\nBe brief.\n### user\n{{ input }}\n", encoding="utf-8")
+    chat = ChatTarget(model="m", prompt=prompt, options={"base_url": "http://127.0.0.1:9/v1"})
+    http = HttpTarget("http://127.0.0.1:9/ask")
+    for target in (PythonTarget(str), chat, http):
+        assert isinstance(target, Target)
+        copy = cloudpickle.loads(cloudpickle.dumps(target))
+        assert copy.fingerprint() == target.fingerprint()
+        assert copy.case_key(cases(1)[0]) == target.case_key(cases(1)[0])
+    assert cloudpickle.loads(cloudpickle.dumps(chat)).render(cases(1)[0]) == chat.render(cases(1)[0])
