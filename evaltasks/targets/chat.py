@@ -317,7 +317,7 @@ class ChatTarget:
         return TargetOutput(
             output=text if isinstance(text, str) else "",
             tools_called=names if "tools" in self.params or names else None,
-            cost=completion.cost,
+            cost=completion.cost if self.client().price.known else None,  # an unpriced model's cost is unknown
             input_tokens=completion.prompt_tokens,
             output_tokens=completion.completion_tokens,
             metadata=metadata,

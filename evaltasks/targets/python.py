@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import inspect
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -161,7 +162,8 @@ class PythonTarget:
     :class:`TargetOutput`.
 
     Args:
-        function: the callable (an ``async def`` function, or one returning an awaitable, is run to completion).
+        function: the callable (an ``async def`` function, or one returning an awaitable, is run to completion on
+            the target's own event loop, one loop for all its calls).
         name: the target's name in reports (default ``python``).
         version: a label to change when code outside the callable's file changes what it returns (part of the
             fingerprint).
@@ -210,6 +212,28 @@ class PythonTarget:
         self.max_concurrency = max_concurrency
         self.spec = spec or _qualified(function)
         self._source = source_digest(function, source_files)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_loop"], state["_loop_lock"] = None, None  # a worker process starts its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._loop_lock = threading.Lock()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The target's event loop, running in a daemon thread of its own (started on the first async call): every
+        call of an async callable runs on this one loop, so what the user's module keeps across calls (an
+        ``AsyncOpenAI`` or ``httpx.AsyncClient`` made at import) stays bound to a loop that is still running."""
+        with self._loop_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name=f"target-{self.name}-loop", daemon=True).start()
+                self._loop = loop
+            return self._loop
 
     def __repr__(self) -> str:
         return f"PythonTarget({self.spec!r}, name={self.name!r})"
@@ -238,7 +262,7 @@ class PythonTarget:
         try:
             value = self.function(case)
             if inspect.isawaitable(value):
-                value = asyncio.run(_awaited(value))
+                value = asyncio.run_coroutine_threadsafe(_awaited(value), self._event_loop()).result()
         except (TargetError, CredentialsError):
             raise
         except (TimeoutError, ConnectionError) as exc:

@@ -37,6 +37,8 @@ from evaltasks.judges.store import SignedStore
 from evaltasks.targets.base import TargetOutput
 
 FORMAT = 1
+DIRECTORY = "outputs"
+"""The store's folder in the reference index's directory (beside the judge answer store's ``judgements``)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,11 @@ class OutputStore(SignedStore):
     """
 
     label = "target output store"
+
+    @classmethod
+    def in_index_dir(cls, index_dir: Path | str) -> OutputStore:
+        """The store of the reference index in ``index_dir``: ``<index_dir>/outputs`` (:data:`DIRECTORY`)."""
+        return cls(Path(index_dir) / DIRECTORY)
 
     def path(self, key: str) -> Path:
         """The file of ``key``: ``<directory>/<key[:2]>/<key>.json``."""

@@ -79,6 +79,13 @@ def test_the_rendered_prompt_parameters_usage_and_cost(server: ChatServer, tmp_p
     assert target.estimate_cost(cases("fr")[0]) >= out.cost > 0
 
 
+def test_an_unpriced_model_reports_no_cost(server: ChatServer, tmp_path: Path) -> None:
+    out = ChatTarget(
+        model="unpriced-model", prompt=write_prompt(tmp_path), options={"base_url": server.base_url}
+    ).generate(cases("en")[0])
+    assert out.cost is None and out.input_tokens is not None and out.input_tokens > 0
+
+
 def test_an_empty_system_part_sends_only_the_user_message(server: ChatServer, tmp_path: Path) -> None:
     target = chat(server, write_prompt(tmp_path, "### system\n\n### user\n{{ input }}\n"))
     target.generate(cases("en")[0])

@@ -74,3 +74,10 @@ def test_a_key_file_others_can_read_is_not_trusted(tmp_path: Path, caplog: pytes
 def test_sample_keys_differ_per_sample_and_keep_sample_zero() -> None:
     keys = {sample_key(KEY, i) for i in range(5)}
     assert len(keys) == 5 and sample_key(KEY, 0) == KEY
+
+
+def test_the_store_lives_in_the_index_directory(tmp_path: Path) -> None:
+    store = OutputStore.in_index_dir(tmp_path)
+    assert store.directory == tmp_path / "outputs"
+    store.put(KEY, TargetOutput(output="x"), target="bot", kind="python", latency_ms=None)
+    assert (tmp_path / "outputs" / "ab" / f"{KEY}.json").is_file()

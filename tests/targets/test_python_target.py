@@ -138,3 +138,25 @@ def test_fingerprint_follows_the_source_file_and_version(tmp_path: Path) -> None
     digest = with_extra.fingerprint()
     other.write_text("X = 2\n")
     assert PythonTarget(edited.function, source_files=[other]).fingerprint() != digest
+
+
+def test_async_calls_share_one_running_loop_across_calls_and_threads() -> None:
+    import threading
+
+    loops: list[asyncio.AbstractEventLoop] = []  # held, so two loops never share an id
+
+    async def respond(c: EvalTestCase) -> str:
+        loops.append(asyncio.get_running_loop())
+        await asyncio.sleep(0)
+        return "ok"
+
+    target = PythonTarget(respond, max_concurrency=2)
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(target.generate(case()).output)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert target.generate(case()).output == "ok"
+    assert results == ["ok"] * 3 and len(loops) == 4 and len(set(map(id, loops))) == 1
+    assert loops[0].is_running()  # still running between calls: a client the module made on it stays usable
