@@ -85,12 +85,13 @@ def test_a_fork_without_the_key_skips_the_chat_target_and_passes(tmp_path: Path,
 def test_a_fork_evaluates_the_targets_it_can_and_names_the_skipped_one(tmp_path: Path, prefect_api_url: str) -> None:
     folder = tmp_path / "ws" / "evals"
     shutil.copytree(REPO_ROOT / "examples" / "faq_bot", folder, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO_ROOT / "examples" / "prompt_change" / "prompts", folder / "prompts")
+    (folder / "prompts").mkdir()
+    (folder / "prompts" / "answer.md").write_text("### system\nAnswer from Acme Drive's FAQ.\n### user\n{{ input }}\n")
     suite = yaml.safe_load((folder / "suite.yaml").read_text())
     del suite["target"]
     suite["targets"] = [
         {"name": "bot", "python": "bot:respond"},
-        {"name": "gpt", "chat": {"model": "gpt-4o-mini", "prompt": "prompts/support.md"}},
+        {"name": "gpt", "chat": {"model": "gpt-4o-mini", "prompt": "prompts/answer.md"}},
     ]
     (folder / "sbs.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
     listed = sorted(p.name for p in folder.iterdir())
