@@ -36,12 +36,15 @@ def _fork_event(tmp_path: Path) -> Path:
     return path
 
 
-def _run_local(tmp_path: Path, name: str, suite: str, server: GitHubServer, api_url: str) -> tuple[int, dict]:
+def _run_local(
+    tmp_path: Path, name: str, suite: str, server: GitHubServer, api_url: str, *event: str
+) -> tuple[int, dict]:
+    """run-local.sh with ``suite``; ``event``: its event arguments (default: a fork's pull request, no baseline)."""
     env = subprocess_env(tmp_path / f"prefect-{name}", api_url)
     env.update(
         {
             "EVALTASKS_ACTION_PYTHON": sys.executable,
-            "GITHUB_TOKEN": "fork-token",
+            "GITHUB_TOKEN": "test-token" if event else "fork-token",  # a fork's token is read-only
             "GITHUB_API_URL": server.url,
             "EVALTASKS_LOCAL_OUT": str(tmp_path / f"kept-{name}"),
         }
@@ -52,8 +55,8 @@ def _run_local(tmp_path: Path, name: str, suite: str, server: GitHubServer, api_
     proc = subprocess.run(
         ["bash", str(ACTION / "run-local.sh"), "--runner-temp", str(tmp_path / f"temp-{name}")]
         + ["--cache-store", str(tmp_path / "cache-store"), "--workspace", str(tmp_path / "ws")]
-        + ["--outputs-json", str(out), "--run-id", name, "--with", f"suite={suite}", "--with", "baseline=none"]
-        + ["--event-path", str(_fork_event(tmp_path))],
+        + ["--outputs-json", str(out), "--run-id", name, "--with", f"suite={suite}"]
+        + list(event or ("--with", "baseline=none", "--event-path", str(_fork_event(tmp_path)))),
         env=env,
         capture_output=True,
         text=True,
@@ -109,3 +112,36 @@ def test_a_fork_evaluates_the_targets_it_can_and_names_the_skipped_one(tmp_path:
     # the reason leads the summary's warnings, escaped as all text from the run
     assert "> ⚠️ Skipped\\: target 'gpt' cannot run without a secret" in fork["summary"]
     assert "Evaluated\\: 'bot'\\." in fork["summary"]
+
+
+def test_a_pull_request_reuses_the_default_branchs_outputs_from_the_cache(tmp_path: Path, prefect_api_url: str) -> None:
+    """The output store lives in the index directory, which the action caches: a push generates every answer and
+    saves the cache and the baseline; a pull request that leaves the bot alone restores both and calls it for no
+    case, then one that changes the bot generates every case again and is compared with the push's answers."""
+    folder = tmp_path / "ws" / "evals"
+    shutil.copytree(REPO_ROOT / "examples" / "faq_bot", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    pull_request = ("--event-path", str(EVENT))
+    with GitHubServer() as server:
+        code, push = _run_local(tmp_path, "push", "evals/suite.yaml", server, prefect_api_url, "--event", "push")
+        assert code == 0, push["log"][-4000:]
+        assert push["steps"]["run"]["outputs"]["baseline-saved"] == "true"
+        pushed = json.loads(Path(push["outputs"]["results-path"]).read_text())
+        assert (pushed["targets"][0]["requests"], pushed["targets"][0]["cached"]) == (25, 0)
+
+        code, same = _run_local(tmp_path, "same", "evals/suite.yaml", server, prefect_api_url, *pull_request)
+        assert code == 0, same["log"][-4000:]
+        results = json.loads(Path(same["outputs"]["results-path"]).read_text())
+        assert (results["targets"][0]["requests"], results["targets"][0]["cached"]) == (0, 25)
+        assert results["comparison"]["pass_rate_delta"] == 0 and results["comparison"]["newly_failing"] == []
+        assert same["outputs"]["verdict"] == "inconclusive"  # 25 identical pairs: too few to rule out a small change
+
+        bot = folder / "bot.py"
+        bot.write_text(bot.read_text().replace("MIN_SIMILARITY = 0.5 ", "MIN_SIMILARITY = 0.6 "))
+        code, changed = _run_local(tmp_path, "changed", "evals/suite.yaml", server, prefect_api_url, *pull_request)
+        comments = server.all_comments()
+    assert code == 1, changed["log"][-4000:]  # the gate fails: 15 of 25
+    results = json.loads(Path(changed["outputs"]["results-path"]).read_text())
+    assert (results["targets"][0]["requests"], results["targets"][0]["cached"]) == (25, 0)
+    assert changed["outputs"]["verdict"] == "regressed"
+    assert len(comments) == 1 and "newly failing: linux" in comments[0]["body"]
+    assert "output after: Sorry, I don" in comments[0]["body"]
