@@ -445,13 +445,15 @@ def evaluate_test_cases(
     metrics: Sequence[BaseMetric],
     index_dir: str | None = None,
     batch_size: int = 1024,
+    target: Any = None,
 ) -> EvaluationResult:
     """Evaluate many test cases with many metrics in one task run (:func:`evaltasks.evaluate_sync`).
 
     The step to drop into an existing pipeline: generate answers, then ``evaluate_test_cases(cases, metrics)``,
-    then branch on ``result.summary.pass_rate``. Raises ValueError (InputError) for invalid cases or metrics.
+    then branch on ``result.summary.pass_rate``; or let ``target`` (a Target, or several) generate them in the same
+    task run (docs/targets.md#the-generate-stage). Raises ValueError (InputError) for invalid cases or metrics.
     """
-    return evaluate_sync(test_cases, metrics, index_dir=index_dir, batch_size=batch_size)
+    return evaluate_sync(test_cases, metrics, index_dir=index_dir, batch_size=batch_size, target=target)
 
 
 ARTIFACT_MAX_CHARS = 1_000_000  # a markdown artifact is one database row: keep it bounded like a job summary

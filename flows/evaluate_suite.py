@@ -291,7 +291,8 @@ def _progress_meter(plan: RunPlan) -> ProgressMeter:
     progress_id: Any = create_progress_artifact(  # the artifact's id (called in a sync flow: not awaited)
         progress=0.0,
         key=artifact_key(plan.suite.suite.name, "progress"),
-        description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, in percent",
+        description=f"Outputs generated, texts embedded, then case × metric results scored, of suite "
+        f"{plan.suite.suite.name}, in percent",
     )
 
     def report(percent: float) -> None:
@@ -353,7 +354,11 @@ def _run_plan(
     # over every result)
     history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, options.history_dir)
     moments = ScoreMoments(metric.name for metric in metrics) if history is not None else None
-    tallies = TargetTallies(generated, {m.name: m.threshold for m in metrics}) if generated is not None else None
+    column = plan.suite.suite.dataset.cluster
+    tallies = None
+    if generated is not None:  # each target's summary (the first's is the run's) and generation figures
+        clusters = plan.dataset.columns.get(column) if column else None
+        tallies = TargetTallies(generated, {m.name: m.threshold for m in metrics}, clusters, column)
     try:
         batch_size = options.batch_size or auto_batch_size(len(cases))
         for rows, batch_results in pipeline.score(cases, ids, metrics, embeddings, executor, batch_size, generated):

@@ -26,9 +26,6 @@ GENERATED_FIELDS = frozenset({"actual_output", "retrieval_context", "context", "
 """The case fields a target fills (:class:`~evaltasks.targets.base.TargetOutput`): before generation, a metric's
 complaint about one of them is not a problem of the dataset (:func:`drop_generated_problems`)."""
 
-OUTPUTS_DIR = "outputs"
-"""The output store's folder under the index directory (beside the judge answer store's ``judgements``)."""
-
 STOP = threading.Event()
 """Set when the process is stopping (Ctrl+C, SIGTERM: :func:`stop_generation`): generation in this process ends
 within a second, cases not started are skipped (what was stored stays stored)."""
@@ -291,11 +288,9 @@ def generate_outputs(
 
     store = None
     if index_dir is not None:
-        from pathlib import Path
-
         from evaltasks.targets.store import OutputStore
 
-        store = OutputStore(Path(index_dir) / OUTPUTS_DIR)
+        store = OutputStore.in_index_dir(index_dir)
     return list(generate_batch(target, list(cases), store=store, refresh=refresh, samples=samples, stop=STOP))
 
 
@@ -306,14 +301,30 @@ class TargetTallies:
     Args:
         generated: the generate stage's result (which positions are whose).
         thresholds: metric name -> threshold, in metric order.
+        clusters, cluster_column: the dataset's ``dataset.cluster`` values in the dataset's case order and the
+            column's name (each sample of a case in the case's cluster), for cluster-bootstrap intervals.
     """
 
-    def __init__(self, generated: Generated, thresholds: dict[str, float]) -> None:
+    def __init__(
+        self,
+        generated: Generated,
+        thresholds: dict[str, float],
+        clusters: Sequence[str | None] | None = None,
+        cluster_column: str | None = None,
+    ) -> None:
         from evaltasks.engine.statistics import SummaryBuilder
 
         self.bounds = generated.bounds()
         self.tallies = [TargetTally(part) for part in generated.parts]
-        self.builders = [SummaryBuilder(thresholds) for _ in generated.parts]
+        by_id = None
+        if clusters is not None:  # the samples' ids -> their case's cluster (ids are the same for every target)
+            part = generated.parts[0]
+            by_id = {case_id: clusters[i // part.samples] for i, case_id in enumerate(part.ids)}
+            for other in generated.parts[1:]:
+                by_id.update({case_id: clusters[i // other.samples] for i, case_id in enumerate(other.ids)})
+        self.builders = [
+            SummaryBuilder(thresholds, clusters=by_id, cluster_column=cluster_column) for _ in generated.parts
+        ]
 
     def add(self, rows: Sequence[int], results: Sequence[TestCaseResult]) -> None:
         """Fold in a batch's ``results`` at case positions ``rows``."""

@@ -292,41 +292,76 @@ def estimate_cost(
 
 def judge_price_warnings(plan: RunPlan) -> list[str]:
     """One warning per judge model of ``plan`` without a price (:func:`~evaltasks.engine.evaluate.unpriced_judge_models`):
-    its costs are reported as $0. For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
+    its costs are reported as $0; and one per chat target whose model has none (:func:`unpriced_target_models`).
+    For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
     from evaltasks.judges.binding import unpriced_judge_models
 
     return [
         f"no price for judge model {model}: its costs count as $0 (undercounted) and --max-cost cannot limit "
         f"its spend; add judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million tokens)"
         for model in unpriced_judge_models(plan.suite.metrics)
+    ] + [
+        f"no price for the chat target {name}'s model {model}: its costs are unknown (not counted) and --max-cost "
+        f"cannot limit them; add prices: {{{model}: {{input: …, output: …}}}} to its chat block"
+        for name, model in unpriced_target_models(plan)
     ]
 
 
 def check_judge_prices(plan: RunPlan) -> None:
-    """For ``--max-cost``: every judge model of ``plan`` must have a price, or the budget could not limit it.
+    """For ``--max-cost``: every judge model and every chat target's model of ``plan`` must have a price, or the
+    budget could not limit it.
 
     Raises:
-        InputError: a judge model has no price (one problem per model).
+        InputError: a judge or target model has no price (one problem per model).
     """
     from evaltasks.errors import InputError, Problem
     from evaltasks.judges.binding import unpriced_judge_models
 
-    models = unpriced_judge_models(plan.suite.metrics)
-    if models:
-        raise InputError(
-            [
-                Problem(
-                    "",
-                    "",
-                    "",
-                    f"--max-cost cannot limit judge model {model}: it has no price; add "
-                    f"judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million "
-                    "tokens)",
-                )
-                for model in models
-            ],
-            title=f"invalid --max-cost for {plan.suite.path}",
+    problems = [
+        Problem(
+            "",
+            "",
+            "",
+            f"--max-cost cannot limit judge model {model}: it has no price; add "
+            f"judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million "
+            "tokens)",
         )
+        for model in unpriced_judge_models(plan.suite.metrics)
+    ]
+    problems += [
+        Problem(
+            "",
+            "",
+            "",
+            f"--max-cost cannot limit the chat target {name} (model {model}): it has no price; add "
+            f"prices: {{{model}: {{input: …, output: …}}}} to its chat block (US dollars per million tokens)",
+        )
+        for name, model in unpriced_target_models(plan)
+    ]
+    if problems:
+        raise InputError(problems, title=f"invalid --max-cost for {plan.suite.path}")
+
+
+def unpriced_target_models(plan: RunPlan) -> list[tuple[str, str]]:
+    """``(target name, model)`` of each chat target ``plan`` runs whose model has no price (in neither the built-in
+    table nor its ``prices``: :func:`~evaltasks.judges.prices.resolve_price`): its cost is unknown and ``--max-cost``
+    cannot limit it."""
+    from evaltasks.judges.prices import resolve_price
+
+    unpriced = []
+    for target in plan.targets:
+        if target.kind != "chat" or target.name in plan.skipped_targets:
+            continue
+        model, options = getattr(target, "model", ""), getattr(target, "options", None) or {}
+        price = resolve_price(
+            model,
+            options.get("prices"),
+            options.get("price_per_million_input_tokens"),
+            options.get("price_per_million_output_tokens"),
+        )
+        if not price.known:
+            unpriced.append((target.name, model))
+    return unpriced
 
 
 def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[str, int]]:

@@ -222,6 +222,8 @@ def test_a_chat_target_makes_no_request_on_a_rerun_and_its_key_rules(tmp_path: P
         results = _results(tmp_path)
         assert [c["actual_output"] for c in results["cases"]] == ["yes", "no"]
         assert all(c["generation"]["input_tokens"] and c["generation"]["output_tokens"] for c in results["cases"])
+        assert all(c["generation"]["cost"] is None for c in results["cases"])  # bot-model has no price: unknown
+        assert any("no price for the chat target chat's model bot-model" in w for w in results["warnings"])
 
         rerun = _chat_run(suite, tmp_path, prefect_api_url, server.api_key)
         assert rerun.returncode == 0, rerun.stderr
@@ -249,6 +251,10 @@ def test_max_cost_covers_the_chat_target_before_anything_is_sent(tmp_path: Path,
     from tests.chat_server import ChatServer
 
     with ChatServer(responder=lambda r: "yes", retry_after_s=0) as server:
+        unpriced = _chat_run(_chat_suite(tmp_path / "unpriced", server.base_url), tmp_path, prefect_api_url,
+                             server.api_key, "--max-cost", "5")  # fmt: skip
+        assert unpriced.returncode == 2, unpriced.stderr
+        assert "--max-cost cannot limit the chat target chat (model bot-model): it has no price" in unpriced.stderr
         prices = ", max_tokens: 100, prices: {bot-model: {input: 1000, output: 1000}}"  # $0.1 a completion at most
         suite = _chat_suite(tmp_path / "suite", server.base_url, prices)
         refused = _chat_run(suite, tmp_path, prefect_api_url, server.api_key, "--max-cost", "0.15")

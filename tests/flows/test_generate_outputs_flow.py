@@ -38,17 +38,18 @@ class Bot:
         return {"output": ANSWERS[case.input or ""], "cost": 0.25}
 
 
-def _suite(directory: Path) -> Path:
-    """A suite over 4 questions whose dataset still holds stale answers (the target's replace them)."""
+def _suite(directory: Path, cluster: str = "") -> Path:
+    """A suite over 4 questions whose dataset still holds stale answers (the target's replace them); with
+    ``cluster``, a ``topic`` column (two topics) is the dataset's ``cluster``."""
     directory.mkdir(parents=True, exist_ok=True)
     rows = [
-        {"id": f"q{i}", "input": q, "expected_output": a, "actual_output": "stale"}
+        {"id": f"q{i}", "input": q, "expected_output": a, "actual_output": "stale", "topic": "ab"[i % 2]}
         for i, (q, a) in enumerate(EXPECTED.items())
     ]
     (directory / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     suite = directory / "suite.yaml"
     suite.write_text(
-        "name: generated\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ExactMatchMetric\n"
+        f"name: generated\ndataset:\n  path: d.jsonl\n{cluster}metrics:\n  - metric: ExactMatchMetric\n"
         "  - metric: LengthCheckMetric\n    max_length: 1\n    unit: words\ngate: {min_pass_rate: 0}\n",
         encoding="utf-8",
     )
@@ -244,3 +245,23 @@ def test_the_generate_outputs_task_in_a_users_own_flow(tmp_path: Path, prefect_a
 
     generated, _ = my_pipeline()  # the output store answers: no call
     assert bot.calls == 4 and all(g.case.generation.cached and not g.requested for g in generated)
+
+    @flow(name="my-evaluation")
+    def my_evaluation() -> Any:  # generation and scoring in one task run, through the same store
+        target = PythonTarget(bot, name="bot")
+        return evaluate_test_cases(cases, [ExactMatchMetric()], index_dir=str(tmp_path / "index"), target=target)
+
+    result = my_evaluation()
+    assert bot.calls == 4 and result.targets[0].cached == 4 and result.summary.passed_cases == 3
+
+
+@pytest.mark.slow
+def test_cluster_intervals_hold_for_each_targets_samples(tmp_path: Path, prefect_api_url: str) -> None:
+    suite = _suite(tmp_path / "suite", cluster="  cluster: topic\n")
+    targets = [PythonTarget(Bot(), name="current"), PythonTarget(Flip(), name="candidate", repeat=2)]
+    results, _ = _run(suite, targets, tmp_path)
+
+    for target in results["targets"]:
+        statistics = target["summary"]["statistics"]
+        assert (statistics["cluster"], statistics["clusters"]) == ("topic", 2), target["name"]
+    assert results["summary"]["statistics"]["clusters"] == 2
