@@ -2,7 +2,9 @@
 # Last step of the action: fail when the gate failed (unless fail-on-gate is false) or evaltasks could not run.
 # The gate holds only when evaltasks exited 0 AND its results.json (in OUTPUT_DIR) says "passed": true: an exit
 # code alone is not trusted (docs/action.md#github-action).
-# Environment: EXIT_CODE (evaltasks' exit code; empty when it never ran), FAIL_ON_GATE (true/false, normalised
+# A run whose every target lacked its secret (a fork's pull request; SKIPPED=true from run.sh) evaluated nothing
+# and passes with a warning: a missing key never fails the run (docs/action.md#prompt-changes-on-every-pull-request).
+# Environment: EXIT_CODE (evaltasks' exit code; empty when it never ran), SKIPPED, FAIL_ON_GATE (true/false, normalised
 # by prepare.py from true/false/yes/no/1/0), OUTPUT_DIR (where results.json was written), PYTHON (a Python to
 # read it with; default python3).
 set -euo pipefail
@@ -24,6 +26,11 @@ else:
           if isinstance(passed, bool) else f'{sys.argv[1]} has no boolean "passed"')
 PY
 }
+
+if [ "${SKIPPED:-}" = "true" ] && [ "${EXIT_CODE:-}" = "0" ]; then
+  echo "::warning title=evaltasks::nothing was evaluated: every target needs a secret this run does not have; the gate was not applied"
+  exit 0
+fi
 
 case "${EXIT_CODE:-}" in
   0)

@@ -21,7 +21,10 @@ and writes:
   when there was no baseline.
 
 When the run produced no results.json (invalid input, exit 2; an abort, exit 3; interrupted, exit 130 / 143)
-the summary says so with the last lines of the run's log, escaped. All text that came from the run is escaped
+the summary says so with the last lines of the run's log, escaped. When every target of the suite lacked its secret
+(``SKIPPED=true`` from run.sh, a fork's pull request) nothing ran: the summary and comment say which targets were
+skipped and why (``SKIPPED_REASON``), ``passed`` and ``verdict`` are empty, and no error is annotated; when only
+some were, the reason leads the report's warnings. All text that came from the run is escaped
 (``markdown_inline``).
 """
 
@@ -123,6 +126,23 @@ def _failure_markdown(suite: str, exit_code: str, log_path: str) -> str:
     return "\n".join(lines)
 
 
+def _skipped_markdown(suite: str, reason: str) -> str:
+    """The summary of a run in which every target was skipped for a missing secret (``reason``, from
+    ``missing_targets.py``): nothing was evaluated and the gate was not applied."""
+    from evaltasks.reports._escape import markdown_inline
+
+    return "\n".join(
+        [
+            f"# evaltasks: {markdown_inline(suite)}",
+            "",
+            f"⚠️ **Skipped**: {markdown_inline(reason or 'every target needs a secret this run does not have.', 2000)}",
+            "",
+            "A maintainer's run (a branch of this repository, or the default branch after merging) evaluates it.",
+            "",
+        ]
+    )
+
+
 def _write_comment(env: dict[str, str], output_dir: Path, body: str) -> None:
     """Write the comment body for the comment step, and beside the reports (``comment.md``, plus
     ``pull-request.json`` with the PR's number and head sha) so that a trusted ``workflow_run`` workflow can post
@@ -212,6 +232,15 @@ def _report() -> int:
     set_output("results-path", str(results_path) if results_path.exists() else "")
     set_output("summary-path", str(output_dir / "summary.md") if (output_dir / "summary.md").exists() else "")
 
+    skipped_reason = env.get("SKIPPED_REASON", "").strip()
+    if env.get("SKIPPED") == "true" and exit_code == "0":
+        text = _skipped_markdown(env.get("SUITE", suite_id), skipped_reason)
+        append_summary(text)
+        _write_comment(dict(env), output_dir, f"{marker(suite_id)}\n{text}{footer}\n")
+        for name, value in (("passed", ""), ("pass-rate", ""), ("regressed", "false"), ("verdict", "")):
+            set_output(name, value)
+        return 0
+
     doc = None
     if results_path.exists() and exit_code in ("0", "1"):
         try:
@@ -239,7 +268,8 @@ def _report() -> int:
         passed=passed,
         min_pass_rate=float(gate.get("min_pass_rate", 1.0)),
         comparison=comparison,
-        warnings=warnings,
+        # targets skipped before the run (already annotated by the run step): first among the warnings
+        warnings=([f"Skipped: {skipped_reason}"] if skipped_reason else []) + warnings,
         gate_pass_rate=gate.get("pass_rate"),
     )
     if gate.get("fail_on") is not None:  # an evaltasks from before the statistical gate takes no fail_on

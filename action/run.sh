@@ -2,7 +2,8 @@
 # Step 3 of the action: run `evaltasks run` on the suite; never fails the step (the last step applies the
 # gate), so that caches are saved and reports written whatever happens. Outputs: exit-code=<evaltasks' code>
 # (0 gate held, 1 gate failed, 2 invalid input, 3 aborted); baseline-saved=true when results.json was copied
-# into BASELINE_DIR to be cached as this branch's baseline.
+# into BASELINE_DIR to be cached as this branch's baseline; skipped=true when every target of the suite lacked
+# its secret, so nothing ran, and skipped-reason naming the targets skipped (missing_targets.py).
 # Environment: PYTHON, SUITE, OUTPUT_DIR, INDEX_DIR (EVALTASKS_INDEX_DIR), BASELINE_FILE, BASELINE_AUTO,
 # BASELINE_LABEL, BASELINE_DIR, SAVE_BASELINE, SKIP_MISSING_CREDENTIALS, REGRESSION_TOLERANCE, RUN_LOG,
 # PREFECT_RESULTS_LOCAL_STORAGE_PATH.
@@ -56,7 +57,6 @@ if [ -n "${BASELINE_FILE:-}" ]; then
     fail_input "input 'baseline': $BASELINE_FILE does not exist"
   fi
 fi
-args+=(-- "$SUITE")  # "--": a suite path starting with "-" is still a path
 
 # Mask every secret evaltasks redacts (evaltasks/_redact.py: SECRET_VARIABLES, plus the variables named in
 # EVALTASKS_SECRET_VARIABLES), one line at a time (a multi-line value is masked line by line), before anything runs.
@@ -74,6 +74,24 @@ mask_secrets() {
   done
 }
 mask_secrets
+# A target whose secret this run lacks (a fork's pull request) has its cases skipped with a warning, never fails
+# the run: missing_targets.py decides (docs/action.md#prompt-changes-on-every-pull-request).
+suite="$SUITE"
+filtered=""
+if [ "${SKIP_MISSING_CREDENTIALS:-false}" = "true" ]; then
+  candidate="$(dirname -- "$SUITE")/.evaltasks-skipped-targets-$$-$(basename -- "$SUITE")"
+  "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/missing_targets.py" "$SUITE" "$candidate"
+  case $? in
+    10) suite="$candidate"; filtered="$candidate" ;;
+    11)
+      echo "evaltasks: every target of the suite needs a secret this run does not have; nothing was evaluated" \
+        | tee -a "$RUN_LOG"
+      echo "exit-code=0" >> "$GITHUB_OUTPUT"
+      exit 0
+      ;;
+  esac
+fi
+args+=(-- "$suite")  # "--": a suite path starting with "-" is still a path
 # Model outputs are untrusted and the summary table prints them: stop workflow-command processing while
 # evaltasks runs, with a token nobody can guess, so no output line can forge ::set-output, ::add-mask, etc.
 # stderr joins stdout through one pipe, so every line is printed before the token that resumes commands.
@@ -82,6 +100,7 @@ echo "::stop-commands::$token"
 "$PYTHON" "${args[@]}" 2>&1 | tee -a "$RUN_LOG"
 code=${PIPESTATUS[0]}
 echo "::$token::"
+if [ -n "$filtered" ]; then rm -f -- "$filtered"; fi
 
 if [ "${SAVE_BASELINE:-false}" = "true" ] && [ -f "$OUTPUT_DIR/results.json" ] && [ "$code" -le 1 ]; then
   mkdir -p "$BASELINE_DIR" && cp "$OUTPUT_DIR/results.json" "$BASELINE_DIR/results.json" \
