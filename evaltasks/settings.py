@@ -123,6 +123,12 @@ class Settings(BaseSettings):
         "`evaltasks serve` for the flow runs it serves.",
         json_schema_extra={"commands": "serve", "internal": True},
     )
+    server_claim_fd: int | None = Field(
+        default=None,
+        description="Internal: the pipe on which Prefect's temporary server process tells the run that it holds "
+        "its port, set by the run for that process (docs/server.md).",
+        json_schema_extra={"commands": "run", "internal": True},
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -206,7 +212,14 @@ def _settings_of(variables: tuple[tuple[str, str], ...]) -> Settings:
         raise SettingsError(f"{variable_name(field)}={value!r}: {reason[:1].lower()}{reason[1:]}") from None
 
 
-_TYPE_NAMES = {"int": "integer", "float": "number", "bool": "yes/no", "Path | None": "path", "tuple[str, ...]": "names"}
+_TYPE_NAMES = {
+    "int": "integer",
+    "int | None": "integer",
+    "float": "number",
+    "bool": "yes/no",
+    "Path | None": "path",
+    "tuple[str, ...]": "names",
+}
 
 
 def default_text(field: str) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 
 WATCH_EVERY_S = 0.5  # how often the watchdog looks at the parent process id
 GRACE_S = 10.0  # after asking the orphaned server to stop, how long before it is ended outright
-CLAIM_FD_VARIABLE = "EVALTASKS_SERVER_CLAIM_FD"  # the pipe on which the server process says it holds its port
+CLAIM_FD_VARIABLE = "EVALTASKS_SERVER_CLAIM_FD"  # Settings.server_claim_fd: where the server says it holds its port
 PORT_BOUND, PORT_TAKEN = b"b", b"t"
 PORT_TAKEN_EXIT = 3  # uvicorn's exit code when it cannot bind, which Prefect's start loop answers with a new port
 
