@@ -53,8 +53,11 @@ class RunPlan:
     @property
     def targets(self) -> list[Any]:
         """The targets this run generates its outputs with (the suite's ``target:``/``targets:``; none with
-        ``--no-target``, docs/targets.md#targets)."""
-        return list(getattr(self.suite, "targets", None) or []) if self.use_targets else []
+        ``--no-target``, docs/targets.md#targets). A target skipped for missing credentials is left out while
+        another runs, so the first target that runs is the reference (the GitHub Action does the same); when
+        every target is skipped they all stay, and their cases are reported skipped."""
+        targets = list(getattr(self.suite, "targets", None) or []) if self.use_targets else []
+        return [t for t in targets if t.name not in self.skipped_targets] or targets
 
     @property
     def samples(self) -> int:
@@ -177,7 +180,10 @@ def _check_targets(suite: LoadedSuite, dataset: LoadedDataset, skip_missing_cred
         if not skip_missing_credentials:
             raise CredentialsError(reason)
         skipped[target.name] = f"target {target.name} skipped: {reason}"
-        suite.warnings.append(f"{skipped[target.name]} (its cases are skipped; --skip-missing-credentials)")
+    every = len(skipped) == len(suite.targets)
+    for why in skipped.values():  # RunPlan.targets leaves a skipped target out while another one runs
+        left = "its cases are skipped" if every else "left out of the run"
+        suite.warnings.append(f"{why} ({left}; --skip-missing-credentials)")
     return skipped
 
 

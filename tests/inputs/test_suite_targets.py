@@ -222,3 +222,30 @@ def test_template_variables_missing_from_the_dataset_are_located(
     bot, app = loaded.targets
     assert "OPENAI_API_KEY" in (bot.missing_credentials() or "")  # type: ignore[attr-defined]
     assert app.missing_credentials() is None  # type: ignore[attr-defined]
+
+
+def test_a_target_without_its_key_is_left_out_while_another_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--skip-missing-credentials with the first (reference) target lacking its key: the run plans the others
+    only, so the next one is the reference; with every target lacking it, they all stay and their cases are
+    reported skipped."""
+    from evaltasks.engine.run import plan_run
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+    module = unique("tkeyless")
+    (tmp_path / f"{module}.py").write_text("def respond(case):\n    return 'four'\n")
+    (tmp_path / "p.md").write_text("### system\nBe brief.\n### user\n{{ input }}\n", encoding="utf-8")
+    chat = "{name: bot, chat: {model: m, prompt: p.md, base_url: 'http://127.0.0.1:9/v1'}}"
+    suite = write_suite(tmp_path, f"targets:\n  - {chat}\n  - {{name: app, python: {module}:respond}}\n")
+    plan = plan_run(suite, skip_missing_credentials=True)
+    assert [t.name for t in plan.targets] == ["app"] and list(plan.skipped_targets) == ["bot"]
+    assert any(w.startswith("target bot skipped: ") and "left out of the run" in w for w in plan.suite.warnings)
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "p.md").write_text("### system\nBe brief.\n### user\n{{ input }}\n", encoding="utf-8")
+    plan = plan_run(write_suite(alone, f"target: {chat}\n"), skip_missing_credentials=True)
+    assert [t.name for t in plan.targets] == ["bot"] and list(plan.skipped_targets) == ["bot"]
+    assert any("its cases are skipped" in w for w in plan.suite.warnings)
