@@ -35,7 +35,9 @@ SLOW = {
     "judge.py",
     "judge_tokens.py",
     "first_call.py",
+    "targets.py",
 }
+PROMPTFOO = ROOT / "bench" / ".promptfoo" / "node_modules" / ".bin" / "promptfoo"
 
 #: (script and arguments, lines the output must contain, needs TruthfulQA, needs eval-ai-library's virtualenv)
 SCRIPTS = [
@@ -120,6 +122,43 @@ def test_quick_mode_prints_its_table(
     for text in expected:
         assert text in done.stdout, f"{argv}: {text!r} not in its output:\n{done.stdout[-3000:]}"
     assert DOC.read_bytes() == before, f"{argv} rewrote {DOC} in its quick mode"
+
+
+def test_targets_quick_mode_checks_every_output(truthfulqa_dir: Path) -> None:
+    """targets.py --quick: 8 TruthfulQA questions through the loopback chat server, cold then cached.
+
+    Every contender that ran returned the server's answer for each of the 8 questions (``8/8``, checked by the
+    script against TruthfulQA's best answers) and sent 8 requests cold, 0 cached (the server's count).
+    promptfoo's rows are there when ``bench/.promptfoo`` holds its install (the test installs nothing; without
+    it the output says so); evaltasks's when the build's suites take a ``target:`` (else reported as left out).
+    """
+    if not os.environ.get(ALL_SCRIPTS_ENV):
+        pytest.skip(f"targets.py --quick runs whole evaluations (minutes): set {ALL_SCRIPTS_ENV}=1 to run it")
+    from evaltasks.inputs.suite import Suite
+
+    before = DOC.read_bytes()
+    done = _run(["targets.py", "--quick"])
+    assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    out = done.stdout
+    assert "## Generating outputs: a chat target vs promptfoo" in out, out[-3000:]
+    assert "Limit = n × latency / concurrency = 8 × 0.150 s / 4 = **0.30 s**" in out, out[-3000:]
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): line for line in out.splitlines()}
+    expected = []
+    if PROMPTFOO.exists():
+        expected += [("promptfoo", "cold"), ("promptfoo", "cached")]
+    else:
+        assert "promptfoo 0.121.20 is not installed in bench/.promptfoo" in out, out[-3000:]
+    if "target" in Suite.model_fields:
+        expected += [("evaltasks", "cold"), ("evaltasks", "cached")]
+        assert "- 0 requests on the cached rerun: 0: met" in out, out[-3000:]
+    else:
+        assert "evaltasks: this build of evaltasks has no suite `target:`" in out, out[-3000:]
+    for key in expected:
+        assert key in rows, f"no {key} row:\n{out[-3000:]}"
+        cells = [cell.strip() for cell in rows[key].split("|")[1:-1]]
+        assert cells[8] == "8/8", rows[key]  # outputs equal to the server's answers
+        assert cells[4] == ("8" if key[1] == "cold" else "0"), rows[key]  # requests the server saw
+    assert DOC.read_bytes() == before, "targets.py --quick rewrote docs/performance.md"
 
 
 def test_ivf_search_tiny_run_reports_both_indexes() -> None:
