@@ -8,8 +8,8 @@ vs promptfoo`` of ``docs/performance.md`` (only that section)::
     .venv/bin/python bench/targets.py --render-from /tmp/targets.json
 
 The job: the 817 TruthfulQA questions (``TruthfulQA.csv``, docs/install.md#truthfulqa-data-not-in-the-repository;
-the benchmark says so and exits 2 without it), each rendered into one user message (``Answer the question
-truthfully, in one sentence.`` / ``Q: ...`` / ``A:``) and sent to ``tests/chat_server.py`` (an OpenAI-compatible
+the benchmark says so and exits 2 without it), each rendered into a system message (``Answer the question
+truthfully, in one sentence.``) and a user message (``Q: ...`` / ``A:``) and sent to ``tests/chat_server.py`` (an OpenAI-compatible
 chat completions server on 127.0.0.1, in this process), which answers every request after ``--latency-ms``
 (150) with the question's best answer from TruthfulQA, so every contender's outputs can be checked. The server
 counts the requests each run sends and the span from the first one's arrival to the last one's answer.
@@ -30,7 +30,7 @@ Each cold (fresh caches), then cached (the same command again on the caches its 
 (``--repeat``, 3) are interleaved in a rotated order; the tables give medians. The limit is
 ``n × latency / concurrency``: no tool sending ``n`` requests of that latency, ``concurrency`` at a time, ends
 sooner. Targets: evaltasks's cold wall time no worse than promptfoo's, within 1.2 × the limit, and 0 requests on
-the cached rerun. ``--quick`` runs 8 questions once and writes no document; it installs nothing (promptfoo is
+the cached rerun. ``--quick`` runs 8 questions (numbers 20-27, five with double quotes) once and writes no document; it installs nothing (promptfoo is
 left out when ``bench/.promptfoo`` has no install).
 """
 
@@ -79,8 +79,8 @@ STATES = ("cold", "cached")
 # ----------------------------------------------------------------------------------------------- the job
 
 
-def load_questions(n: int) -> list[tuple[str, str]]:
-    """The first ``n`` TruthfulQA questions with their best answers.
+def load_questions(n: int, start: int = 0) -> list[tuple[str, str]]:
+    """``n`` TruthfulQA questions from number ``start`` (0-based), with their best answers.
 
     Raises:
         SystemExit: the data is absent (exit 2, naming the file and where to get it).
@@ -91,7 +91,7 @@ def load_questions(n: int) -> list[tuple[str, str]]:
         )
     with DATA.open(encoding="utf-8", newline="") as handle:
         rows = [(r["Question"], r["Best Answer"]) for r in csv.DictReader(handle)]
-    return rows[:n]
+    return rows[start : start + n]
 
 
 def responder(answers: dict[str, str]) -> Any:
@@ -115,10 +115,11 @@ def write_job(work: Path, rows: list[tuple[str, str]], base_url: str, concurrenc
             writer = csv.writer(handle)
             writer.writerow(header)
             writer.writerows([q] if len(header) == 1 else [q, a] for q, a in rows)
-    (pf / "prompt.txt").write_text(f"{INSTRUCTION}\n\nQ: {{{{question}}}}\nA:", encoding="utf-8")
+    messages = [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": "Q: {{question}}\nA:"}]
+    (pf / "prompt.json").write_text(json.dumps(messages, indent=1), encoding="utf-8")  # promptfoo's chat format
     pf_config = {
         "description": "bench/targets.py",
-        "prompts": ["file://prompt.txt"],
+        "prompts": ["file://prompt.json"],
         "providers": [{"id": f"openai:chat:{MODEL}", "config": {"apiBaseUrl": base_url, "temperature": 0}}],
         "defaultTest": {
             "assert": [{"type": "javascript", "value": f"output.trim().split(/\\s+/).length <= {MAX_WORDS}"}]
@@ -126,7 +127,7 @@ def write_job(work: Path, rows: list[tuple[str, str]], base_url: str, concurrenc
         "tests": "file://questions.csv",
     }
     (pf / "promptfooconfig.yaml").write_text(json.dumps(pf_config, indent=1), encoding="utf-8")  # JSON is YAML
-    (et / "prompt.md").write_text(f"### user\n{INSTRUCTION}\n\nQ: {{{{ input }}}}\nA:\n", encoding="utf-8")
+    (et / "prompt.md").write_text(f"### system\n{INSTRUCTION}\n\n### user\nQ: {{{{ input }}}}\nA:\n", encoding="utf-8")
     suite = {
         "name": "targets-bench",
         "dataset": {"path": "questions.csv", "fields": {"input": "question", "expected_output": "best_answer"}},
@@ -292,6 +293,7 @@ def run_one(
     ok = server.answered
     requests = list(server.requests)
     span = (max(r.answered for r in ok) - min(r.arrived for r in requests)) if ok else 0.0
+    roles = sorted({"+".join(str(m.get("role")) for m in r.body["messages"]) for r in ok})  # the same both sides
     outputs, cached = read_outputs(contender, out)
     correct = sum(outputs.get(q) == a for q, a in answers.items())
     result = {
@@ -305,6 +307,7 @@ def run_one(
         "correct": correct,
         "cached_outputs": cached,
         "others_cores": others,
+        "messages": roles,
     }
     print(
         f"[{contender} {state}] {wall:.2f} s, {len(requests)} requests (span {span:.2f} s, peak "
@@ -320,7 +323,7 @@ def run_one(
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every contender cold then cached, ``args.repeat`` times, in a rotated order."""
-    rows = load_questions(args.cases)
+    rows = load_questions(args.cases, args.start)
     answers = {q.strip(): a for q, a in rows}  # one question ends with a space; tools may keep or trim it
     notes = {"promptfoo": ensure_promptfoo(install=not args.quick), "evaltasks": evaltasks_targets()}
     for contender, note in notes.items():
@@ -458,7 +461,7 @@ def render(data: dict[str, Any]) -> str:
         f"- Machine: {data['machine']['cpu']}, {data['machine']['cores']} CPUs; Python {data['machine']['python']}, "
         f"evaltasks {v.get('evaltasks')} at commit {v.get('commit', '?')}, prefect {v.get('prefect')}, openai "
         f"{v.get('openai')}; promptfoo {v.get('promptfoo', '–')} on Node.js {v.get('node', '–')}.",
-        f"- Job: {n} TruthfulQA questions, one user message each, sent to `tests/chat_server.py` on 127.0.0.1 "
+        f"- Job: {n} TruthfulQA questions, a system and a user message each (the same on both sides), sent to `tests/chat_server.py` on 127.0.0.1 "
         f"(in the benchmark's process), which answers every request after {data['latency_ms']:.0f} ms with the "
         f"question's best answer; {concurrency} requests at a time on both sides (promptfoo `-j {concurrency}`, "
         f"the chat target's `max_concurrency: {concurrency}`). Limit = n × latency / concurrency = "
@@ -510,6 +513,7 @@ def main() -> int:
     """Parse the options, measure (or read ``--render-from``), write the JSON and the section."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=817, help="questions (default: all 817)")
+    parser.add_argument("--start", type=int, default=0, help="the first question's number (0-based)")
     parser.add_argument("--latency-ms", type=float, default=150.0, help="the server's time per request")
     parser.add_argument("--concurrency", type=int, default=4, help="requests at a time, both sides (promptfoo's -j)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (medians)")
@@ -517,14 +521,16 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     parser.add_argument("--render-from", type=Path, default=None, help="render an earlier --json; measure nothing")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/performance.md")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 8 questions, once, no document, no install")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: questions 20-27, once, no document, no install"
+    )
     args = parser.parse_args()
     args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = set(args.parts) - set(CONTENDERS)
     if unknown:
         parser.error(f"--parts: unknown {sorted(unknown)}; known: {', '.join(CONTENDERS)}")
     if args.quick:
-        args.cases, args.repeat, args.no_doc = 8, 1, True
+        args.cases, args.start, args.repeat, args.no_doc = 8, 20, 1, True  # 20-27: five have double quotes
     data = json.loads(args.render_from.read_text(encoding="utf-8")) if args.render_from else measure(args)
     if args.json and not args.render_from:
         args.json.write_text(json.dumps(data, indent=1), encoding="utf-8")
