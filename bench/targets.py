@@ -173,16 +173,25 @@ def ensure_promptfoo(install: bool) -> str:
     return ""
 
 
+PROBE = """
+import importlib.util
+from evaltasks.engine.pipeline import STAGES
+from evaltasks.inputs.suite import Suite
+print("target" in Suite.model_fields, "generate" in STAGES, importlib.util.find_spec("evaltasks.targets.chat") is not None)
+"""
+
+
 def evaltasks_targets() -> str:
-    """ "" when this build's suites take a ``target:`` block (``Suite`` has the field), else why not."""
-    done = subprocess.run(
-        [sys.executable, "-c", "from evaltasks.inputs.suite import Suite; print('target' in Suite.model_fields)"],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode == 0 and done.stdout.strip() == "True":
+    """ "" when this build runs a suite's ``chat`` target (``Suite.target``, the pipeline's ``generate`` stage and
+    ``evaltasks.targets.chat`` are there), else why its side is left out."""
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True)
+    found = done.stdout.split() if done.returncode == 0 else []
+    if found == ["True", "True", "True"]:
         return ""
-    return "this build of evaltasks has no suite `target:` (the chat target is not merged yet): left out"
+    missing = [
+        what for what, ok in zip(("suite `target:` block", "generate stage", "chat target"), found) if ok != "True"
+    ]
+    return f"this build of evaltasks has no {', no '.join(missing or ['probe that runs'])}: left out"
 
 
 def base_env() -> dict[str, str]:

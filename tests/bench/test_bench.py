@@ -134,6 +134,9 @@ def test_targets_quick_mode_checks_every_output(truthfulqa_dir: Path) -> None:
     """
     if not os.environ.get(ALL_SCRIPTS_ENV):
         pytest.skip(f"targets.py --quick runs whole evaluations (minutes): set {ALL_SCRIPTS_ENV}=1 to run it")
+    import importlib.util
+
+    from evaltasks.engine.pipeline import STAGES
     from evaltasks.inputs.suite import Suite
 
     before = DOC.read_bytes()
@@ -148,11 +151,11 @@ def test_targets_quick_mode_checks_every_output(truthfulqa_dir: Path) -> None:
         expected += [("promptfoo", "cold"), ("promptfoo", "cached")]
     else:
         assert "promptfoo 0.121.20 is not installed in bench/.promptfoo" in out, out[-3000:]
-    if "target" in Suite.model_fields:
+    if "target" in Suite.model_fields and "generate" in STAGES and importlib.util.find_spec("evaltasks.targets.chat"):
         expected += [("evaltasks", "cold"), ("evaltasks", "cached")]
         assert "- 0 requests on the cached rerun: 0: met" in out, out[-3000:]
     else:
-        assert "evaltasks: this build of evaltasks has no suite `target:`" in out, out[-3000:]
+        assert "- evaltasks: this build of evaltasks has no " in out, out[-3000:]
     for key in expected:
         assert key in rows, f"no {key} row:\n{out[-3000:]}"
         cells = [cell.strip() for cell in rows[key].split("|")[1:-1]]
