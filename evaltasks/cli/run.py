@@ -235,12 +235,14 @@ def _plan(args: argparse.Namespace, interrupt: Interrupt) -> tuple[Any, Any] | N
     from evaltasks.engine.history import resolve_history_dir  # startup: the engine loads pydantic and numpy
     from evaltasks.engine.run import plan_run, read_baseline
 
-    plan = plan_run(args.suite, skip_missing_credentials=args.skip_missing_credentials)  # before Prefect
+    plan = plan_run(  # before Prefect
+        args.suite, skip_missing_credentials=args.skip_missing_credentials, use_targets=args.target
+    )
     if use_default_output_dir(args, plan.suite.suite.name):
         interrupt.use_output_dir(Path(args.output_dir))
     for warning in plan.suite.warnings:
         warn(warning)
-    for notice in plan.suite.notices:
+    for notice in [*plan.suite.notices, *plan.dataset.notices]:
         warn(notice, "note")
     parsed_baseline = None if args.baseline is None else read_baseline(args.baseline)  # a usage error: found now
     problem = check_output_dir(Path(args.output_dir))
@@ -273,6 +275,7 @@ def _over_budget(plan: Any, args: argparse.Namespace) -> str | None:
         return None
     judged = any(isinstance(metric, JudgeMetric) for metric in plan.suite.metrics)
     how = " (judge requests at their worst case: every answer as long as max_tokens allows)" if judged else ""
+    how += " (the target's generations included, stored ones too)" if plan.targets else ""
     return f"the run is estimated to cost ${estimate:.4f}{how}, above --max-cost ${args.max_cost:.4f}"
 
 

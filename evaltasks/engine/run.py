@@ -42,6 +42,7 @@ class RunPlan:
     needs: dict[str, EmbeddingNeed] = field(default_factory=dict)
     input_state: tuple[Any, ...] = ()  # file_state of suite.input_files() before they were read
     skip_missing_credentials: bool = False  # how the suite was loaded (plan_run's argument)
+    use_targets: bool = True  # plan_run's ``use_targets``: the suite's targets generate the outputs
 
     def unchanged(self) -> bool:
         """Whether none of the suite's files (suite, dataset, reference sets) changed since they were read:
@@ -49,9 +50,22 @@ class RunPlan:
         return bool(self.input_state) and file_state(self.suite.input_files()) == self.input_state
 
     @property
+    def targets(self) -> list[Any]:
+        """The targets this run generates its outputs with (the suite's ``target:``/``targets:``; none with
+        ``--no-target``, docs/targets.md#targets)."""
+        return list(getattr(self.suite, "targets", None) or []) if self.use_targets else []
+
+    @property
+    def samples(self) -> int:
+        """Cases scored per dataset row: the targets' samples (``repeat``) summed; 1 without targets."""
+        from evaltasks.engine.generation import samples_of
+
+        return sum(samples_of(t) for t in self.targets) or 1
+
+    @property
     def work_items(self) -> int:
         """Case × metric results the run will produce (for progress bars)."""
-        return len(self.dataset.cases) * len(self.suite.metrics)
+        return len(self.dataset.cases) * self.samples * len(self.suite.metrics)
 
 
 def default_output_dir(suite_name: str) -> Path:
@@ -80,7 +94,11 @@ def file_state(paths: Iterable[Path]) -> tuple[Any, ...]:
 
 
 def plan_run(
-    suite_path: str | Path, *, skip_missing_credentials: bool = False, planned: RunPlan | None = None
+    suite_path: str | Path,
+    *,
+    skip_missing_credentials: bool = False,
+    planned: RunPlan | None = None,
+    use_targets: bool = True,
 ) -> RunPlan:
     """Load and validate a suite and its dataset, and check every case against every metric.
 
@@ -90,6 +108,8 @@ def plan_run(
     its plan to the flow, :class:`PlannedRun`): returned as it is when it is of the same suite file, loaded with
     the same ``skip_missing_credentials``, and none of its files changed since they were read
     (:meth:`RunPlan.unchanged`); otherwise the files are parsed again.
+    ``use_targets``: False (``--no-target``): the suite's targets are not run, the dataset's outputs are graded;
+    with targets, the fields a target fills (``actual_output``…) are not required of the dataset.
 
     Raises:
         ConfigError: the suite is invalid.
@@ -99,6 +119,7 @@ def plan_run(
     if (
         planned is not None
         and planned.skip_missing_credentials == skip_missing_credentials
+        and planned.use_targets == use_targets
         and planned.suite.path == Path(suite_path).resolve()
         and planned.unchanged()
     ):
@@ -108,10 +129,14 @@ def plan_run(
     # the state of the files before the dataset is read (reference sets were read by load_suite just now)
     input_state = suite_state + file_state(suite.input_files()[1:])
     source = os.path.normpath(suite.path.parent / suite.suite.dataset.path)
+    generated = use_targets and bool(getattr(suite, "targets", None))
     dataset = load_dataset(  # the rows' type problems and the metrics' (validate_case) in one DatasetError
         suite.suite.dataset,
         suite.path.parent,
-        check=lambda cases, locations: validate_cases(cases, suite.metrics, source=source, locations=locations),
+        check=lambda cases, locations: _checked(
+            validate_cases(cases, suite.metrics, source=source, locations=locations), generated
+        ),
+        generated=generated,
     )
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
     return RunPlan(
@@ -120,7 +145,18 @@ def plan_run(
         needs=needs,
         input_state=input_state,
         skip_missing_credentials=skip_missing_credentials,
+        use_targets=use_targets,
     )
+
+
+def _checked(problems: list[Any], generated: bool) -> list[Any]:
+    """``problems`` of the dataset's cases; with targets (``generated``), those about a field a target fills
+    left out (:func:`~evaltasks.engine.generation.drop_generated_problems`)."""
+    if not generated:
+        return problems
+    from evaltasks.engine.generation import drop_generated_problems
+
+    return drop_generated_problems(problems)
 
 
 @dataclass(frozen=True)
@@ -198,18 +234,22 @@ def estimate_cost(
     refresh: bool = False,
     cached: Mapping[str, Collection[int]] | None = None,
 ) -> float:
-    """Estimated US dollars of a run: the references and outputs not yet in the index, per provider, plus the
-    judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
+    """Estimated US dollars of a run: its targets' generations (:meth:`~evaltasks.targets.base.Target.estimate_cost`
+    of every case and sample, docs/targets.md#the-generate-stage), the references and outputs not yet in the
+    index, per provider, plus the judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
     the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``, and so are the case rows
     ``cached`` names per judge metric: results Prefect's task cache holds, :func:`evaltasks.tasks.task_cached_rows`)."""
+    from evaltasks.engine.generation import estimate_generation_cost
     from evaltasks.index import ReferenceIndex, default_index_dir
     from evaltasks.judges.binding import bind_judges, estimate_judge_cost
 
     index = ReferenceIndex(index_dir)
+    generation = estimate_generation_cost(plan.targets, plan.dataset.cases)  # stored outputs counted too
     if bind_judges(plan.suite.metrics, index_dir or default_index_dir(), refresh=refresh):
-        total = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics, cached=cached)
+        judged = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics, cached=cached)
+        total = generation + judged * plan.samples  # each target's samples are judged
     else:
-        total = 0.0
+        total = generation
     for need in plan.needs.values():
         if need.provider.estimate_cost(["x"]) == 0.0:
             continue  # free provider (local): no need to read the index
