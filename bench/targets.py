@@ -15,7 +15,9 @@ chat completions server on 127.0.0.1, in this process), which answers every requ
 counts the requests each run sends and the span from the first one's arrival to the last one's answer.
 
 Contenders, each a whole command in a fresh process, with the same concurrency (``--concurrency``, 4:
-promptfoo's default ``-j``):
+promptfoo's default ``-j``), plus two controls: ``floor`` (the same requests from a fresh Python process, one
+httpx client per thread, nothing else: what the server and the machine deliver) and ``no-target`` (evaltasks's
+suite without its target, on the dataset's best answers: its fixed cost then), both cold only:
 
   promptfoo   ``promptfoo eval -c promptfooconfig.yaml -j N -o out.json`` (the npm package, pinned to
               :data:`PROMPTFOO_VERSION`, installed by this script into ``bench/.promptfoo/``; not a dependency of
@@ -72,7 +74,8 @@ MAX_WORDS = 60
 INSTRUCTION = "Answer the question truthfully, in one sentence."
 QUESTION = re.compile(r"Q: (.*)\nA:", re.DOTALL)
 NO_ANSWER = "I have no comment."
-CONTENDERS = ("promptfoo", "evaltasks")
+CONTENDERS = ("floor", "promptfoo", "evaltasks", "no-target")
+COLD_ONLY = ("floor", "no-target")  # nothing of theirs to cache: measured cold only
 STATES = ("cold", "cached")
 
 
@@ -143,6 +146,9 @@ def write_job(work: Path, rows: list[tuple[str, str]], base_url: str, concurrenc
         "metrics": [{"metric": "LengthCheckMetric", "max_length": MAX_WORDS, "unit": "words"}],
     }
     (et / "suite.yaml").write_text(json.dumps(suite, indent=1), encoding="utf-8")
+    del suite["target"]  # the same run on the dataset's own outputs (the best answers): the fixed cost alone
+    suite["dataset"]["fields"]["actual_output"] = "best_answer"
+    (et / "suite-no-target.yaml").write_text(json.dumps(suite, indent=1), encoding="utf-8")
     return pf, et
 
 
@@ -231,17 +237,27 @@ def promptfoo_command(folder: Path, state_dir: Path, concurrency: int, out: Path
     return command, env
 
 
-def evaltasks_command(folder: Path, state_dir: Path, out: Path) -> tuple[list[str], dict[str, str]]:
-    """``evaltasks run`` (Prefect's temporary server): index (with the output store) and PREFECT_HOME under
-    ``state_dir``."""
+def evaltasks_command(
+    folder: Path, state_dir: Path, out: Path, suite: str = "suite.yaml"
+) -> tuple[list[str], dict[str, str]]:
+    """``evaltasks run`` of ``folder/suite`` (Prefect's temporary server): index (with the output store) and
+    PREFECT_HOME under ``state_dir``."""
     env = base_env()
-    env.update({"PREFECT_HOME": str(state_dir / "prefect"), "EVALTASKS_NO_SERVER": "1"})
+    (state_dir / "prefect").mkdir(parents=True, exist_ok=True)  # Prefect creates its home without parents
+    env.update(
+        {
+            "PREFECT_HOME": str(state_dir / "prefect"),
+            "EVALTASKS_NO_SERVER": "1",
+            # Prefect's temporary server waits 20 s for its start by default: a loaded machine needs more
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+        }
+    )
     script = Path(sys.executable).parent / "evaltasks"
     evaltasks = [str(script)] if script.exists() else [sys.executable, "-m", "evaltasks.cli"]
     command = [
         *evaltasks,
         "run",
-        str(folder / "suite.yaml"),
+        str(folder / suite),
         "--quiet",
         "--output-dir",
         str(out),
@@ -251,14 +267,58 @@ def evaltasks_command(folder: Path, state_dir: Path, out: Path) -> tuple[list[st
     return command, env
 
 
+FLOOR_SCRIPT = r"""
+import json, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+import httpx
+questions_file, base_url, key, model, instruction, concurrency, out = sys.argv[1:]
+questions = json.load(open(questions_file, encoding="utf-8"))
+local = threading.local()
+
+def one(question):
+    if not hasattr(local, "client"):
+        local.client = httpx.Client(base_url=base_url, headers={"Authorization": "Bearer " + key}, timeout=60)
+    messages = [{"role": "system", "content": instruction}, {"role": "user", "content": f"Q: {question}\nA:"}]
+    response = local.client.post("/chat/completions", json={"model": model, "messages": messages, "temperature": 0})
+    response.raise_for_status()
+    return response.json()["choices"][0]["message"]["content"]
+
+with ThreadPoolExecutor(int(concurrency)) as pool:
+    outputs = list(pool.map(one, questions))
+json.dump(dict(zip(questions, outputs)), open(out, "w", encoding="utf-8"))
+"""
+
+
+def floor_command(work: Path, rows: list[tuple[str, str]], base_url: str, concurrency: int, out: Path) -> list[str]:
+    """The floor: the same requests from a fresh Python process, ``concurrency`` httpx clients on as many threads
+    (:data:`FLOOR_SCRIPT`), with no caching, reports or start-up of a tool: what the server and this machine
+    deliver now."""
+    questions = work / "floor-questions.json"
+    questions.write_text(json.dumps([q for q, _ in rows]), encoding="utf-8")
+    return [
+        sys.executable,
+        "-c",
+        FLOOR_SCRIPT,
+        str(questions),
+        base_url,
+        KEY,
+        MODEL,
+        INSTRUCTION,
+        str(concurrency),
+        str(out),
+    ]
+
+
 def read_outputs(contender: str, out: Path) -> tuple[dict[str, str], int]:
-    """(question -> output, outputs served from a cache) from a run's report: promptfoo's ``-o`` JSON
+    """(question -> output, outputs served from a cache) from a run's report: the floor's JSON object, promptfoo's ``-o`` JSON
     (``results.results[*].vars.question`` / ``.response.output`` / ``.response.cached``) or evaltasks's
     ``results.json`` (``cases[*].input`` / ``.actual_output`` / ``.generation.cached``). Empty when absent."""
     outputs: dict[str, str] = {}
     cached = 0
     try:
-        if contender == "promptfoo":
+        if contender == "floor":
+            outputs = {str(q).strip(): str(a) for q, a in json.loads(out.read_text(encoding="utf-8")).items()}
+        elif contender == "promptfoo":
             data = json.loads(out.read_text(encoding="utf-8"))
             for row in data["results"]["results"]:
                 response = row.get("response") or {}
@@ -290,9 +350,10 @@ def run_one(
     """
     server.reset()
     b0, c0, s0 = busy_seconds(), children_cpu(), time.process_time()
-    t0 = time.perf_counter()
+    t0 = time.monotonic()  # the server's clock
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=out.parent)
-    wall = time.perf_counter() - t0
+    t1 = time.monotonic()
+    wall = t1 - t0
     mine = children_cpu() - c0 + time.process_time() - s0  # the command, and this process's server threads
     others = max(busy_seconds() - b0 - mine, 0.0) / wall
     if done.returncode not in (0, 1):  # 1: an evaltasks gate or a promptfoo assertion failed, still a result
@@ -301,7 +362,9 @@ def run_one(
         )
     ok = server.answered
     requests = list(server.requests)
-    span = (max(r.answered for r in ok) - min(r.arrived for r in requests)) if ok else 0.0
+    first = min((r.arrived for r in requests), default=None)
+    last = max((r.answered for r in ok if r.answered is not None), default=None)
+    span = last - first if first is not None and last is not None else None
     roles = sorted({"+".join(str(m.get("role")) for m in r.body["messages"]) for r in ok})  # the same both sides
     outputs, cached = read_outputs(contender, out)
     correct = sum(outputs.get(q) == a for q, a in answers.items())
@@ -311,6 +374,8 @@ def run_one(
         "requests": len(requests),
         "answered": len(ok),
         "span": span,
+        "before_first": None if first is None else first - t0,  # start-up: process start to the first request
+        "after_last": None if last is None else t1 - last,  # the last answer to the process's exit
         "peak_in_flight": server.peak_in_flight,
         "outputs": len(outputs),
         "correct": correct,
@@ -319,7 +384,7 @@ def run_one(
         "messages": roles,
     }
     print(
-        f"[{contender} {state}] {wall:.2f} s, {len(requests)} requests (span {span:.2f} s, peak "
+        f"[{contender} {state}] {wall:.2f} s, {len(requests)} requests (span {fmt(span)} s, peak "
         f"{server.peak_in_flight} in flight), {correct}/{len(answers)} outputs right; others used {others:.2f} cores",
         file=sys.stderr,
         flush=True,
@@ -334,7 +399,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every contender cold then cached, ``args.repeat`` times, in a rotated order."""
     rows = load_questions(args.cases, args.start)
     answers = {q.strip(): a for q, a in rows}  # one question ends with a space; tools may keep or trim it
-    notes = {"promptfoo": ensure_promptfoo(install=not args.quick), "evaltasks": evaltasks_targets()}
+    notes = {
+        "floor": "",
+        "promptfoo": ensure_promptfoo(install=not args.quick),
+        "evaltasks": evaltasks_targets(),
+        "no-target": "",
+    }
     for contender, note in notes.items():
         if note:
             print(f"[{contender}] {note}", file=sys.stderr, flush=True)
@@ -349,14 +419,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 order = present[rep % len(present) :] + present[: rep % len(present)] if present else []
                 for state in STATES:
                     for contender in order:
+                        if contender in COLD_ONLY and state == "cached":
+                            continue
                         state_dir = work / f"{contender}-state-{rep}"
                         out = work / f"{contender}-out-{rep}-{state}"
-                        if contender == "promptfoo":
+                        if contender == "floor":
+                            out.mkdir()
+                            report = out / "outputs.json"
+                            command = floor_command(work, rows, server.base_url, args.concurrency, report)
+                            env = base_env()
+                        elif contender == "promptfoo":
                             out.mkdir()
                             command, env = promptfoo_command(pf, state_dir, args.concurrency, out / "out.json")
                             report = out / "out.json"
                         else:
-                            command, env = evaltasks_command(et, state_dir, out)
+                            suite = "suite.yaml" if contender == "evaltasks" else "suite-no-target.yaml"
+                            command, env = evaltasks_command(et, state_dir, out, suite)
                             report = out
                         runs[contender][state].append(run_one(contender, state, command, env, report, server, answers))
     finally:
@@ -441,7 +519,9 @@ def render(data: dict[str, Any]) -> str:
                     fmt(wall),
                     fmt_runs(r["wall"] for r in measured),
                     ", ".join(str(r["requests"]) for r in measured),
+                    fmt(_median(measured, "before_first")),
                     fmt(_median(measured, "span")),
+                    fmt(_median(measured, "after_last")),
                     fmt(wall / limit if wall is not None else None),
                     ", ".join(str(r["peak_in_flight"]) for r in measured),
                     ", ".join(f"{r['correct']}/{n}" for r in measured),
@@ -454,7 +534,9 @@ def render(data: dict[str, Any]) -> str:
         "median wall (s)",
         "runs (s)",
         "requests",
+        "start to 1st request (s)",
         "request span (s)",
+        "last answer to exit (s)",
         "× limit",
         "peak in flight",
         "outputs right",
@@ -479,12 +561,22 @@ def render(data: dict[str, Any]) -> str:
         "caches: promptfoo's cache and database, evaltasks's index with its output store and a fresh "
         "PREFECT_HOME) then cached (the same command on the caches its cold run filled); "
         f"{data['repeat']} repetition(s), interleaved in a rotated order, medians. Request span: the server's "
-        "first request's arrival to its last answer. Outputs right: outputs equal to the answer the server "
+        "first request's arrival to its last answer; before it, the command's start-up (process start to the "
+        "first request), after it the rest (the last answer to the process's exit; medians of the cold runs "
+        "that sent requests). Outputs right: outputs equal to the answer the server "
         "gave for that question. Others: the CPU other processes used meanwhile (the machine is shared).",
     ]
     for contender, note in data.get("notes", {}).items():
         lines.append(f"- {contender}: {note}.")
-    lines += ["", markdown_table(header, rows, "llrrrrrrrr"), ""]
+    lines.append(
+        "- Contenders: **floor**: the same requests from a fresh Python process, one httpx client per thread on "
+        f"{concurrency} threads, nothing else (what the server and the machine deliver at that moment); "
+        f"**promptfoo**: `promptfoo eval -j {concurrency}` (its `openai:chat` provider, `apiBaseUrl` on the server, "
+        f"one `javascript` assertion: at most {MAX_WORDS} words); **evaltasks**: `evaltasks run` of a suite with a "
+        f"`chat` target (LengthCheckMetric, at most {MAX_WORDS} words); **no-target**: the same suite without its "
+        "target, on the dataset's own answers (the best answers): evaltasks's fixed cost on this machine then."
+    )
+    lines += ["", markdown_table(header, rows, "llrrrrrrrrrr"), ""]
     lines += targets_lines(runs, limit)
     return "\n".join(lines) + "\n"
 
@@ -511,10 +603,25 @@ def targets_lines(runs: dict[str, Any], limit: float) -> list[str]:
         f"- within 1.2 × the limit: {wall:.2f} s = {wall / limit:.2f} × {limit:.2f} s (the whole command, start-up "
         f"included): {_met(wall <= 1.2 * limit)}; the requests alone (span) {span:.2f} s = {span / limit:.2f} ×"
     )
+    fixed = _median(runs.get("no-target", {}).get("cold", []), "wall")
+    if fixed is not None:
+        lines[-1] += (
+            f"; less the same suite without its target ({fixed:.2f} s, evaltasks's fixed cost then), "
+            f"{wall - fixed:.2f} s = {(wall - fixed) / limit:.2f} ×"
+        )
     cached = [r["requests"] for r in et["cached"]]
     lines.append(
         f"- 0 requests on the cached rerun: {', '.join(map(str, cached))}: {_met(all(c == 0 for c in cached))}"
     )
+    floor = _median(runs.get("floor", {}).get("cold", []), "span")
+    if floor is not None:
+        lines.append(
+            f"\nThe floor's requests took {floor:.2f} s = {floor / limit:.2f} × the limit: what the loopback server "
+            "and this machine delivered then."
+        )
+    if pf and any(r["requests"] for r in pf["cached"]):
+        missed = ", ".join(str(r["requests"]) for r in pf["cached"])
+        lines.append(f"\npromptfoo's cached reruns still sent requests ({missed}): its cache missed those answers.")
     return lines
 
 
@@ -526,7 +633,7 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=150.0, help="the server's time per request")
     parser.add_argument("--concurrency", type=int, default=4, help="requests at a time, both sides (promptfoo's -j)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (medians)")
-    parser.add_argument("--parts", default="promptfoo,evaltasks", help="contenders, comma-separated")
+    parser.add_argument("--parts", default=",".join(CONTENDERS), help="contenders, comma-separated (default: all)")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     parser.add_argument("--render-from", type=Path, default=None, help="render an earlier --json; measure nothing")
     parser.add_argument("--no-doc", action="store_true", help="do not rewrite docs/performance.md")
