@@ -35,7 +35,9 @@ SLOW = {
     "judge.py",
     "judge_tokens.py",
     "first_call.py",
+    "targets.py",
 }
+PROMPTFOO = ROOT / "bench" / ".promptfoo" / "node_modules" / ".bin" / "promptfoo"
 
 #: (script and arguments, lines the output must contain, needs TruthfulQA, needs eval-ai-library's virtualenv)
 SCRIPTS = [
@@ -120,6 +122,53 @@ def test_quick_mode_prints_its_table(
     for text in expected:
         assert text in done.stdout, f"{argv}: {text!r} not in its output:\n{done.stdout[-3000:]}"
     assert DOC.read_bytes() == before, f"{argv} rewrote {DOC} in its quick mode"
+
+
+def test_targets_quick_mode_checks_every_output(truthfulqa_dir: Path) -> None:
+    """targets.py --quick: 8 TruthfulQA questions through the loopback chat server, cold then cached.
+
+    Every contender that ran returned the server's answer for each of the 8 questions (``8/8``, checked by the
+    script against TruthfulQA's best answers) and the server counted 8 requests from each cold run with a
+    target and 0 from evaltasks's cached rerun and from its run without a target.
+    promptfoo's rows are there when ``bench/.promptfoo`` holds its install (the test installs nothing; without
+    it the output says so); evaltasks's when the build's suites take a ``target:`` (else reported as left out).
+    """
+    if not os.environ.get(ALL_SCRIPTS_ENV):
+        pytest.skip(f"targets.py --quick runs whole evaluations (minutes): set {ALL_SCRIPTS_ENV}=1 to run it")
+    import importlib.util
+
+    from evaltasks.engine.pipeline import STAGES
+    from evaltasks.inputs.suite import Suite
+
+    before = DOC.read_bytes()
+    done = _run(["targets.py", "--quick"])
+    assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    out = done.stdout
+    assert "## Generating outputs: a chat target vs promptfoo" in out, out[-3000:]
+    assert "Limit = n × latency / concurrency = 8 × 0.150 s / 4 = **0.30 s**" in out, out[-3000:]
+    table = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.splitlines() if line.startswith("| ")]
+    header = table[0]
+    rows = {tuple(cells[:2]): dict(zip(header, cells)) for cells in table[1:]}
+    # (contender, caches) -> the requests the server counted (None: promptfoo's cache, which may miss one
+    # whose write its exit cut short, as one quick run showed)
+    expected: dict[tuple[str, str], str | None] = {("floor", "cold"): "8", ("no-target", "cold"): "0"}
+    if PROMPTFOO.exists():
+        expected.update({("promptfoo", "cold"): "8", ("promptfoo", "cached"): None})
+    else:
+        assert "promptfoo 0.121.20 is not installed in bench/.promptfoo" in out, out[-3000:]
+    if "target" in Suite.model_fields and "generate" in STAGES and importlib.util.find_spec("evaltasks.targets.chat"):
+        expected.update({("evaltasks", "cold"): "8", ("evaltasks", "cached"): "0"})
+        assert "- 0 requests on the cached rerun: 0: met" in out, out[-3000:]
+    else:
+        assert "- evaltasks: this build of evaltasks has no " in out, out[-3000:]
+    for key, requests in expected.items():
+        assert key in rows, f"no {key} row:\n{out[-3000:]}"
+        assert rows[key]["outputs right"] == "8/8", rows[key]  # outputs equal to the server's answers
+        if requests is None:
+            assert 0 <= int(rows[key]["requests"]) <= 8, rows[key]
+        else:
+            assert rows[key]["requests"] == requests, rows[key]
+    assert DOC.read_bytes() == before, "targets.py --quick rewrote docs/performance.md"
 
 
 def test_ivf_search_tiny_run_reports_both_indexes() -> None:
