@@ -234,10 +234,12 @@ class TestCaseResult(BaseModel):
         actual_output: str,
         metrics: list[MetricResult],
         expected_output: str | None = None,
+        generation: Generation | None = None,
     ) -> TestCaseResult:
         """Build a case result, deriving ``status`` and ``success`` from the metric results.
 
         ``expected_output``: the case's expected output, else its first reference (see :func:`expected_text`).
+        ``generation``: how a target produced ``actual_output`` (the case's ``generation``; None: from the data).
 
         Raises TypeError when an argument has the wrong type (built without pydantic's validation, which
         costs more than the rest of a LengthCheck run: the fields are checked here instead).
@@ -247,6 +249,7 @@ class TestCaseResult(BaseModel):
             or not isinstance(actual_output, str)
             or not (input is None or isinstance(input, str))
             or not (expected_output is None or isinstance(expected_output, str))
+            or not (generation is None or isinstance(generation, Generation))
         ):
             raise TypeError("id and actual_output must be strings, input and expected_output strings or None")
         metrics = list(metrics)
@@ -264,7 +267,7 @@ class TestCaseResult(BaseModel):
                 "success": status == "passed" and all(m.status == "passed" for m in metrics),
                 "metrics": metrics,
                 "expected_output": expected_output,
-                "generation": None,
+                "generation": generation,
             },
         )
 
@@ -518,6 +521,8 @@ class TargetRun(BaseModel):
         latency_ms_median: median latency of the cases' generations, milliseconds (None: none generated).
         latency_ms_p95: 95th percentile of the same (linear interpolation, numpy's default).
         cost: US dollars the generations cost (stored outputs count 0).
+        samples: outputs generated per case (the target's ``repeat``; each one scored as its own case).
+        flaky_cases: with ``samples`` above 1, the ids of the cases whose samples' verdicts differ.
     """
 
     name: str
@@ -530,6 +535,8 @@ class TargetRun(BaseModel):
     latency_ms_median: float | None = None
     latency_ms_p95: float | None = None
     cost: float = 0.0
+    samples: int = 1
+    flaky_cases: list[str] = Field(default_factory=list)
 
 
 class EvaluationResult(BaseModel):

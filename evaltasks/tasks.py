@@ -11,6 +11,8 @@ task                     wraps                                         caching
 ``embed_outputs``        :func:`evaltasks.engine.embedding.embed_outputs`     none (the FAISS index is the cache)
 ``score_batch``          :func:`evaltasks.engine.scoring.score_metric_batch`  inputs but ``metric`` (canonical
                                                                        JSON, see below) + ``TASK_SOURCE``
+``generate_outputs``     :func:`evaltasks.engine.generation.generate_outputs`  none (the output store is the
+                                                                       cache; no retries: the target's own)
 ``evaluate_test_cases``  :func:`evaltasks.evaluate_sync`               none
 ``publish_results``      :func:`publish_artifacts`, report writers     none
 =======================  ============================================  =====================================
@@ -52,6 +54,7 @@ from evaltasks.embeddings import VectorTable, get_provider
 from evaltasks.engine.embedding import embed_outputs as _embed_outputs
 from evaltasks.engine.embedding import embed_references as _embed_references
 from evaltasks.engine.evaluate import evaluate_sync
+from evaltasks.engine.generation import generate_outputs as _generate_outputs
 from evaltasks.engine.outcome import RunReport
 from evaltasks.engine.run import RunPlan, plan_run
 from evaltasks.engine.scoring import score_metric_batch
@@ -413,19 +416,44 @@ def load_dataset(suite_path: str, skip_missing_credentials: bool = False) -> Run
     return plan_run(suite_path, skip_missing_credentials=skip_missing_credentials)
 
 
+@task(name="generate-outputs", cache_policy=NO_CACHE, persist_result=False)
+def generate_outputs(
+    target: Any,
+    cases: Sequence[EvalTestCase],
+    index_dir: str | None = None,
+    refresh: bool = False,
+    samples: int = 1,
+) -> list[Any]:
+    """Run ``target`` (a :class:`~evaltasks.targets.Target`) on ``cases`` in one task run, through the output
+    store of ``index_dir`` (:func:`evaltasks.engine.generation.generate_outputs`): one
+    :class:`~evaltasks.targets.generate.GeneratedCase` per case and sample (``case`` with its output, or
+    ``error``). The flow runs one per batch of cases (docs/targets.md#the-generate-stage).
+
+    Not retried by Prefect: the target retries its transient errors itself (bounded backoff, ``Retry-After``),
+    and a case that still fails is returned with its ``error``, not raised. Not cached by Prefect: the output
+    store is the cache (a stored output costs no call).
+
+    Raises:
+        CredentialsError: the target rejected the credentials (HTTP 401): the run stops.
+    """
+    return _generate_outputs(target, cases, index_dir=index_dir, refresh=refresh, samples=samples)
+
+
 @task(name="evaluate-test-cases", cache_policy=NO_CACHE, **_RETRY)
 def evaluate_test_cases(
     test_cases: Sequence[EvalTestCase],
     metrics: Sequence[BaseMetric],
     index_dir: str | None = None,
     batch_size: int = 1024,
+    target: Any = None,
 ) -> EvaluationResult:
     """Evaluate many test cases with many metrics in one task run (:func:`evaltasks.evaluate_sync`).
 
     The step to drop into an existing pipeline: generate answers, then ``evaluate_test_cases(cases, metrics)``,
-    then branch on ``result.summary.pass_rate``. Raises ValueError (InputError) for invalid cases or metrics.
+    then branch on ``result.summary.pass_rate``; or let ``target`` (a Target, or several) generate them in the same
+    task run (docs/targets.md#the-generate-stage). Raises ValueError (InputError) for invalid cases or metrics.
     """
-    return evaluate_sync(test_cases, metrics, index_dir=index_dir, batch_size=batch_size)
+    return evaluate_sync(test_cases, metrics, index_dir=index_dir, batch_size=batch_size, target=target)
 
 
 ARTIFACT_MAX_CHARS = 1_000_000  # a markdown artifact is one database row: keep it bounded like a job summary

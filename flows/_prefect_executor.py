@@ -1,6 +1,7 @@
 """The pipeline's Prefect executor: the units of work of :mod:`evaltasks.engine.pipeline` as task runs.
 
-Embedding a namespace is ``embed-references`` / ``embed-outputs`` task runs of
+Generating a batch's outputs is one ``generate-outputs`` task run (:func:`~evaltasks.tasks.generate_outputs`: the
+target's own retries, the output store as its cache). Embedding a namespace is ``embed-references`` / ``embed-outputs`` task runs of
 :func:`~evaltasks.engine.stream.embed_chunk` texts each (retried when a provider's failure is transient, limited by
 a global concurrency limit when one is named); scoring a batch is one ``score-batch`` task run per metric
 (:func:`~evaltasks.tasks.score_batch_streamed`: many cases per task run, cached on its inputs and the task's
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
@@ -22,7 +23,7 @@ from prefect.utilities.annotations import quote
 
 from evaltasks.embeddings import VectorTable
 from evaltasks.engine import progress as _progress
-from evaltasks.engine.pipeline import Collect, EmbeddedNamespace, Embeddings, Logger
+from evaltasks.engine.pipeline import Collect, CollectGenerated, EmbeddedNamespace, Embeddings, Logger
 from evaltasks.engine.stream import IN_FLIGHT, IN_FLIGHT_THREADS, chunks, embed_chunk
 from evaltasks.errors import ProviderError
 from evaltasks.index import ReferenceIndex
@@ -30,8 +31,19 @@ from evaltasks.judges.binding import as_reused
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.judge.base import JudgeMetric
 from evaltasks.results import EmbeddingCounts, MetricResult
-from evaltasks.tasks import ScoredBatch, embed_outputs, embed_references, load_embedding_model, score_batch_streamed
+from evaltasks.tasks import (
+    ScoredBatch,
+    embed_outputs,
+    embed_references,
+    generate_outputs,
+    load_embedding_model,
+    score_batch_streamed,
+)
 from evaltasks.test_case import EvalTestCase
+
+if TYPE_CHECKING:
+    from evaltasks.targets.base import Target
+    from evaltasks.targets.generate import GeneratedCase
 
 
 class PrefectExecutor:
@@ -228,6 +240,20 @@ class PrefectExecutor:
                 vectors.clear()  # garbage collection (see ScoredBatch.pop_results): drop the batch's vectors now
             futures.clear()
             return per_metric
+
+        return collect
+
+    def submit_generation(
+        self, target: Target, batch: Sequence[EvalTestCase], *, index_dir: str | None, refresh: bool, samples: int
+    ) -> CollectGenerated:
+        """One ``generate-outputs`` task run for ``batch`` on the flow run's task runner; returns what collects
+        its generated cases (a CredentialsError of the target is raised by the collect)."""
+        future: PrefectFuture[list[GeneratedCase]] = generate_outputs.submit(
+            self._wrap(target), self._wrap(list(batch)), index_dir, refresh, samples
+        )
+
+        def collect() -> list[GeneratedCase]:
+            return future.result()
 
         return collect
 

@@ -25,7 +25,8 @@ from prefect.utilities.annotations import quote
 from evaltasks.embeddings.local import cancel_queued_encodes
 from evaltasks.engine import pipeline
 from evaltasks.engine import progress as _progress
-from evaltasks.engine.embedding import model_infos
+from evaltasks.engine.embedding import collect_embedding_needs, model_infos
+from evaltasks.engine.generation import Generated, TargetTallies, stop_generation
 from evaltasks.engine.history import (
     REGRESSED_EVENT,
     DriftReport,
@@ -52,7 +53,7 @@ HISTORY_ARTIFACT_RUNS = 20  # runs the <suite>-history artifact shows (this one 
 
 @task(name="load-dataset", cache_policy=NO_CACHE, persist_result=False)
 def load_suite_and_dataset(
-    suite_path: str, skip_missing_credentials: bool = False, planned: RunPlan | None = None
+    suite_path: str, skip_missing_credentials: bool = False, planned: RunPlan | None = None, use_targets: bool = True
 ) -> Any:
     """The run's plan (:func:`evaltasks.engine.run.plan_run`: suite, dataset, metrics), loaded in a ``load-dataset``
     task run so that the load shows on the flow run's timeline. Called, not submitted: it runs in the flow's
@@ -63,7 +64,9 @@ def load_suite_and_dataset(
     Raises:
         ConfigError, DatasetError, CredentialsError: invalid input (as :func:`~evaltasks.engine.run.plan_run`).
     """
-    return plan_run(suite_path, skip_missing_credentials=skip_missing_credentials, planned=planned)
+    return plan_run(
+        suite_path, skip_missing_credentials=skip_missing_credentials, planned=planned, use_targets=use_targets
+    )
 
 
 def flow_run_name() -> str:
@@ -251,6 +254,7 @@ def run_suite(suite_path: str, options: RunOptions | None = None, planned: Plann
         suite_path,
         options.skip_missing_credentials,
         quote(planned.take() if planned is not None else None),  # type: ignore[call-overload]
+        options.target,
     )
     parsed_baseline = planned.take_baseline() if planned is not None else None
     logger.info(
@@ -271,6 +275,7 @@ def run_suite(suite_path: str, options: RunOptions | None = None, planned: Plann
         # the cancelled tasks' failures are not reported as errors.
         _progress.stopping(terminated=isinstance(exc, TerminationSignal))
         cancel_queued_encodes()
+        stop_generation()  # generate-outputs task runs end within a second; stored outputs stay stored
         raise
 
 
@@ -282,10 +287,12 @@ def _progress_meter(plan: RunPlan) -> ProgressMeter:
         len(need.references) + sum(1 for t in need.outputs if t not in need.references)  # a text equal
         for need in plan.needs.values()
     )  # to a reference: once
+    texts += len(plan.dataset.cases) * plan.samples if plan.targets else 0  # the outputs generated, one unit each
     progress_id: Any = create_progress_artifact(  # the artifact's id (called in a sync flow: not awaited)
         progress=0.0,
         key=artifact_key(plan.suite.suite.name, "progress"),
-        description=f"Texts embedded, then case × metric results scored, of suite {plan.suite.suite.name}, in percent",
+        description=f"Outputs generated, texts embedded, then case × metric results scored, of suite "
+        f"{plan.suite.suite.name}, in percent",
     )
 
     def report(percent: float) -> None:
@@ -311,8 +318,7 @@ def _run_plan(
     index_dir = str(options.index_dir or default_index_dir())
     cases, metrics = plan.dataset.cases, plan.suite.metrics
     logger.info("Suite %r: %d cases × %d metrics", plan.suite.suite.name, len(cases), len(metrics))
-    # load and validate were plan_run's (the load-dataset task run); a generate stage, producing the cases'
-    # outputs, slots in here, before the embed stage reads them (evaltasks.engine.pipeline)
+    # load and validate were plan_run's (the load-dataset task run)
     index = ReferenceIndex(index_dir)
     meter = _progress_meter(plan)
     executor = PrefectExecutor(
@@ -321,13 +327,19 @@ def _run_plan(
         logger=logger,
         on_chunk=lambda texts: meter.add(texts, now=True),
     )  # one update per chunk
-    embeddings = pipeline.embed(plan.needs, index, executor, logger)
-    set_infos = pipeline.search(metrics, embeddings, plan.needs, index, len(cases))
+    ids, needs, generated = plan.dataset.ids, plan.needs, None
+    if plan.targets:  # the generate stage: generate-outputs task runs, before the embed stage reads the outputs
+        generated = _generate(plan, executor, index_dir, options, logger)
+        meter.add(len(generated.cases), now=True)
+        cases, ids = generated.cases, generated.ids
+        needs = collect_embedding_needs(cases, metrics)
+    embeddings = pipeline.embed(needs, index, executor, logger)
+    set_infos = pipeline.search(metrics, embeddings, needs, index, len(cases))
     # Judge metrics: answers stored beside the index, fresh requests with cache=False (--no-cache), and one
     # budget for the run whose ledger file every worker process shares (docs/judges.md#llm-judges).
     ledger = Path(index_dir) / JUDGEMENTS_DIR / "budgets" / f"{uuid.uuid4().hex}.json"
     wiring = JudgeWiring(index_dir=index_dir, refresh=not options.cache, max_cost=options.max_cost, ledger=ledger)
-    budget = pipeline.bind(metrics, wiring, embeddings.spent)
+    budget = pipeline.bind(metrics, wiring, embeddings.spent + (generated.spent if generated is not None else 0.0))
     # Batches are folded into the reports in case order as they finish, so memory holds a few batches of
     # results, never the whole run (10^6 cases stream through).
     writer = open_report_writer(
@@ -342,22 +354,33 @@ def _run_plan(
     # over every result)
     history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, options.history_dir)
     moments = ScoreMoments(metric.name for metric in metrics) if history is not None else None
+    column = plan.suite.suite.dataset.cluster
+    tallies = None
+    if generated is not None:  # each target's summary (the first's is the run's) and generation figures
+        clusters = plan.dataset.columns.get(column) if column else None
+        tallies = TargetTallies(generated, {m.name: m.threshold for m in metrics}, clusters, column)
     try:
         batch_size = options.batch_size or auto_batch_size(len(cases))
-        for rows, batch_results in pipeline.score(cases, plan.dataset.ids, metrics, embeddings, executor, batch_size):
-            writer.add(batch_results)
+        for rows, batch_results in pipeline.score(cases, ids, metrics, embeddings, executor, batch_size, generated):
+            # with several targets, the baseline is compared with the first (the reference) target's cases
+            writer.add(batch_results, compare=generated is None or rows[0] < len(generated.parts[0].cases))
             if moments is not None:
                 moments.add(batch_results)
+            if tallies is not None:
+                tallies.add(rows, batch_results)
             del batch_results
             # the last batch: 100 %, also when a provider's failure left texts uncounted
             meter.add(len(rows) * len(metrics), finished=rows[-1] == len(cases) - 1)
+        targets = tallies.finish(embeddings.counts) if tallies is not None else []
         outcome = finish_streamed_run(
             plan,
             writer,
             started,
             embeddings=embeddings.counts,
-            embedding_models=model_infos(plan.needs, embeddings.dims),
+            embedding_models=model_infos(needs, embeddings.dims),
             reference_sets=set_infos,
+            summary=targets[0].summary if targets else None,
+            targets=targets,
         )
     finally:
         writer.close()
@@ -367,6 +390,34 @@ def _run_plan(
                     path.unlink(missing_ok=True)
     _publish_outcome(plan, outcome, options, logger, history, moments)
     return outcome
+
+
+def _generate(plan: RunPlan, executor: PrefectExecutor, index_dir: str, options: RunOptions, logger: Any) -> Generated:
+    """The generate stage of ``plan``'s targets (:func:`evaltasks.engine.pipeline.generate`: one
+    ``generate-outputs`` task run per batch), outputs stored under ``index_dir`` (``--no-cache``: none read);
+    logs each target's requests, stored outputs and failures."""
+    started = time.monotonic()
+    generated = pipeline.generate(
+        plan.targets,
+        plan.dataset.cases,
+        plan.dataset.ids,
+        plan.suite.metrics,
+        executor,
+        index_dir=index_dir,
+        refresh=not options.cache,
+        skip=plan.skipped_targets,
+    )
+    for part in generated.parts:
+        logger.info(
+            "Target %r: %d outputs (%d requests, %d from the output store, %d failed) in %.1f s",
+            part.target.name,
+            len(part.cases),
+            part.requests,
+            part.cached,
+            len(part.failed),
+            time.monotonic() - started,
+        )
+    return generated
 
 
 def _publish_outcome(

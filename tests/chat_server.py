@@ -83,12 +83,15 @@ class Answer:
         alternatives: token -> ``[(token, logprob), ...]``: the ``top_logprobs`` of the first token equal to the key.
         prompt_tokens: override of the billed prompt tokens (None: the documented rule).
         completion_tokens: override of the billed completion tokens (None: the documented rule).
+        tool_calls: names of functions the answer calls (``message.tool_calls``, arguments ``"{}"``,
+            ``finish_reason`` ``tool_calls``; ``content`` null when ``text`` is empty).
     """
 
     text: str
     alternatives: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    tool_calls: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -346,12 +349,19 @@ class ChatServer(LoopbackServer):
             logprobs = None
             if wants_logprobs and self.logprobs == "yes":
                 logprobs = {"content": self._logprobs(answer, int(body.get("top_logprobs") or 0))}
+            message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+            if answer.tool_calls:
+                message["content"] = answer.text or None
+                message["tool_calls"] = [
+                    {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": "{}"}}
+                    for i, name in enumerate(answer.tool_calls)
+                ]
             choices.append(
                 {
                     "index": index,
-                    "message": {"role": "assistant", "content": answer.text},
+                    "message": message,
                     "logprobs": logprobs,
-                    "finish_reason": "stop",
+                    "finish_reason": "tool_calls" if answer.tool_calls else "stop",
                 }
             )
         record.prompt_tokens, record.completion_tokens = prompt_tokens, completion_tokens

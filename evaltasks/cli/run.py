@@ -235,12 +235,14 @@ def _plan(args: argparse.Namespace, interrupt: Interrupt) -> tuple[Any, Any] | N
     from evaltasks.engine.history import resolve_history_dir  # startup: the engine loads pydantic and numpy
     from evaltasks.engine.run import plan_run, read_baseline
 
-    plan = plan_run(args.suite, skip_missing_credentials=args.skip_missing_credentials)  # before Prefect
+    plan = plan_run(  # before Prefect
+        args.suite, skip_missing_credentials=args.skip_missing_credentials, use_targets=args.target
+    )
     if use_default_output_dir(args, plan.suite.suite.name):
         interrupt.use_output_dir(Path(args.output_dir))
     for warning in plan.suite.warnings:
         warn(warning)
-    for notice in plan.suite.notices:
+    for notice in [*plan.suite.notices, *plan.dataset.notices]:
         warn(notice, "note")
     parsed_baseline = None if args.baseline is None else read_baseline(args.baseline)  # a usage error: found now
     problem = check_output_dir(Path(args.output_dir))
@@ -273,6 +275,7 @@ def _over_budget(plan: Any, args: argparse.Namespace) -> str | None:
         return None
     judged = any(isinstance(metric, JudgeMetric) for metric in plan.suite.metrics)
     how = " (judge requests at their worst case: every answer as long as max_tokens allows)" if judged else ""
+    how += " (the target's generations included, stored ones too)" if plan.targets else ""
     return f"the run is estimated to cost ${estimate:.4f}{how}, above --max-cost ${args.max_cost:.4f}"
 
 
@@ -340,6 +343,8 @@ def _report(args: argparse.Namespace, invocation: Invocation, outcome: RunReport
     try:
         cases = None if args.quiet else notable_cases(Path(args.output_dir) / "results.json", outcome.summary)
         print_summary(outcome, cases=cases, brief=args.quiet, console=Console())
+        for line in [] if args.quiet else target_lines(outcome):
+            print(line)
         # two durations, each named (docs/cli.md#cli): the flow run's own work (results.json duration_s)
         # and the whole command, start-up included
         reports = f"reports: {Path(args.output_dir) / 'results.json'}, junit.xml, summary.md"
@@ -352,6 +357,27 @@ def _report(args: argparse.Namespace, invocation: Invocation, outcome: RunReport
         # docs, "Note on SIGPIPE": point stdout at devnull so the interpreter's last flush does not fail again)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_PASSED if outcome.passed else EXIT_GATE_FAILED
+
+
+def target_lines(outcome: RunReport) -> list[str]:
+    """One line per target of the run: what generating its outputs took, e.g. ``target bot: 4 outputs, 1
+    request, 3 from the output store, 0 failed; latency median 120 ms, p95 180 ms; cost $0.0012``
+    (docs/targets.md#the-generate-stage). None without targets."""
+    lines = []
+    for t in outcome.targets:
+        outputs = t.summary.cases
+        line = (
+            f"target {t.name}: {outputs:,} output{'' if outputs == 1 else 's'}, {t.requests:,} "
+            f"request{'' if t.requests == 1 else 's'}, {t.cached:,} from the output store, {t.errored:,} failed"
+        )
+        if t.latency_ms_median is not None and t.latency_ms_p95 is not None:
+            line += f"; latency median {t.latency_ms_median:,.0f} ms, p95 {t.latency_ms_p95:,.0f} ms"
+        if t.cost:
+            line += f"; cost ${t.cost:.4f}"
+        if t.flaky_cases:
+            line += f"; {len(t.flaky_cases)} flaky of {t.samples} samples each"
+        lines.append(line)
+    return lines
 
 
 def _flow_outcome(state: Any) -> RunReport:

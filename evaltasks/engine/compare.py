@@ -226,14 +226,33 @@ def load_baseline(path: str | Path, name: str | None = None) -> dict[str, Any]:
         or not isinstance(data.get("cases"), list)
     ):
         raise InputError([Problem(source, "", "", "not an evaltasks results.json (needs 'summary' and 'cases')")])
+    data = reference_target_cases(data)
     problems = baseline_problems(data, source)
     if problems:
         raise InputError(problems, title="invalid baseline")
     return data
 
 
+def reference_target_cases(data: dict[str, Any]) -> dict[str, Any]:
+    """A results.json of a run with several targets (``targets``, schema version 3) as a baseline: only the first
+    target's cases (its ``summary`` is already the run's), so that ids are unique again and a run is compared
+    with the baseline's reference target (docs/targets.md#the-generate-stage). Other results.json as they are."""
+    targets = data.get("targets")
+    if not isinstance(targets, list) or len(targets) < 2 or not isinstance(targets[0], dict):
+        return data
+    first = targets[0].get("name")
+    cases = [
+        case
+        for case in data["cases"]
+        if not isinstance(case, dict)
+        or not isinstance(case.get("generation"), dict)
+        or case["generation"].get("target") == first
+    ]
+    return {**data, "cases": cases}
+
+
 # results.json versions a comparison reads (evaltasks/reports/json_report.py SCHEMA_VERSION is the newest)
-BASELINE_SCHEMA_VERSIONS = (1, 2)
+BASELINE_SCHEMA_VERSIONS = (1, 2, 3)
 BASELINE_PROBLEMS_SHOWN = 20
 
 

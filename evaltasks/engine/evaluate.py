@@ -1,6 +1,6 @@
 """The Python API: :func:`evaluate` and :func:`evaluate_sync`, the evaluation pipeline run in this process.
 
-The stages (validate → embed → search → score → summarise) are :mod:`evaltasks.engine.pipeline`'s, run by its
+The stages (validate → generate → embed → search → score → summarise; generate only with a ``target=``) are :mod:`evaltasks.engine.pipeline`'s, run by its
 :class:`~evaltasks.engine.pipeline.InProcessExecutor`; the ``evaluate-suite`` flow runs the same stages through
 Prefect. This module also re-exports the stages' building blocks from their modules
 (:mod:`~evaltasks.engine.validation`, :mod:`~evaltasks.engine.embedding`, :mod:`~evaltasks.engine.scoring`) and
@@ -20,7 +20,7 @@ import asyncio
 import copy
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltasks.engine.embedding import (
     collect_embedding_needs,
@@ -33,6 +33,7 @@ from evaltasks.engine.embedding import (
 from evaltasks.engine.pipeline import (
     InProcessExecutor,
     JudgeWiring,
+    generate,
     run,
     validate,
 )
@@ -51,6 +52,9 @@ from evaltasks.judges.binding import (
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.results import EvaluationResult
 from evaltasks.test_case import EvalTestCase, assign_ids
+
+if TYPE_CHECKING:
+    from evaltasks.targets.base import Target
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -92,6 +96,8 @@ def evaluate_sync(
     ids: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
     judge: Any = None,
+    target: Target | Sequence[Target] | None = None,
+    refresh: bool = False,
 ) -> EvaluationResult:
     """Evaluate ``test_cases`` with ``metrics``; the synchronous twin of :func:`evaluate`.
 
@@ -109,26 +115,40 @@ def evaluate_sync(
         judge: your own judge for every judge metric: a function from chat messages (a list of
             ``{"role", "content"}`` dicts) to the answer's text, or a :class:`~evaltasks.judges.Judge`; None: each
             metric's configured client. Its answers are stored under ``index_dir`` like any judge's.
+        target: the system under test (a :class:`~evaltasks.targets.Target`, e.g. ``PythonTarget``), or several
+            side by side (the first the reference): each is run on every case to produce its outputs (the cases'
+            ``actual_output`` is then not needed, and ignored), stored under ``index_dir`` (``outputs/``) so a
+            later call with an unchanged target makes no call (docs/targets.md#the-generate-stage). Every metric
+            runs on every target's outputs.
+        refresh: with ``target``, generate every output again (stored outputs are not read; new ones are stored),
+            and send every judge request again.
 
     Returns:
-        An :class:`EvaluationResult`: one result per case in input order, and the summary.
+        An :class:`EvaluationResult`: one result per case in input order, and the summary. With ``target``: each
+        target's cases, target after target (``repeat: K`` samples of a case in a row, ids ``<id>~2``…), the
+        first target's summary, and one :class:`~evaltasks.results.TargetRun` per target in ``targets``.
 
     Raises:
         ValueError (:class:`~evaltasks.errors.InputError`): invalid metrics or cases, all reported at once,
             before any scoring.
-        CredentialsError: a provider's credentials are missing or rejected.
+        CredentialsError: a provider's or a target's credentials are missing or rejected.
     """
     cases = list(test_cases)
-    validate(cases, metrics)  # load is the caller's: the stages from here are the pipeline's
-    # (a generate stage, producing the cases' outputs, will run here)
+    targets = _as_targets(target)
+    validate(cases, metrics, generated=bool(targets))  # load is the caller's: the stages from here are the pipeline's
     ids = list(ids) if ids is not None else assign_ids(cases)
+    executor = InProcessExecutor(progress)
+    generated = None
+    if targets:  # the generate stage: the targets' outputs replace the cases' (failed ones errored)
+        generated = generate(targets, cases, ids, metrics, executor, index_dir=index_dir, refresh=refresh)
+        cases, ids = generated.cases, generated.ids
     # a metric searching a reference set settles its search's query options for this call (measured on its
     # outputs): that is done on this call's own copy, so calls running at once with one metric object keep their
     # own. Other metrics are used as given (a caller may count or inspect what its own metric object did).
     metrics = [
         copy.copy(metric) if getattr(metric, "reference_set", None) is not None else metric for metric in metrics
     ]
-    wiring = JudgeWiring(index_dir=index_dir, judge=as_judge(judge))  # an unusable hook fails before any work
+    wiring = JudgeWiring(index_dir=index_dir, refresh=refresh, judge=as_judge(judge))  # an unusable hook fails early
     needs = collect_embedding_needs(cases, metrics)
     index = ReferenceIndex(index_dir) if index_dir is not None else None
     result = run(
@@ -137,9 +157,10 @@ def evaluate_sync(
         metrics,
         needs=needs,
         index=index,
-        executor=InProcessExecutor(progress),
+        executor=executor,
         batch_size=batch_size,
         wiring=wiring,
+        generated=generated,
     )
     if verbose:
         from evaltasks.reports.console import print_summary
@@ -156,6 +177,8 @@ async def evaluate(
     batch_size: int = DEFAULT_BATCH_SIZE,
     verbose: bool = False,
     judge: Any = None,
+    target: Target | Sequence[Target] | None = None,
+    refresh: bool = False,
 ) -> EvaluationResult:
     """Evaluate ``test_cases`` with ``metrics`` (as eval-ai-library's: ``asyncio.run(evaluate(cases, metrics))``).
 
@@ -169,4 +192,34 @@ async def evaluate(
         batch_size=batch_size,
         verbose=verbose,
         judge=judge,
+        target=target,
+        refresh=refresh,
     )
+
+
+def _as_targets(target: Any) -> list[Target]:
+    """``evaluate_sync``'s ``target`` as a list (None: empty).
+
+    Raises:
+        InputError: an item is not a target (it lacks ``generate``, ``case_key`` or ``name``), or two share a name.
+    """
+    from evaltasks.errors import InputError, Problem
+
+    if target is None:
+        return []
+    targets = [target] if not isinstance(target, (list, tuple)) else list(target)
+    problems = [
+        Problem("<python>", f"target[{i}]", "", f"is not a target (no generate/case_key/name): {type(t).__name__}")
+        for i, t in enumerate(targets)
+        if not all(callable(getattr(t, attr, None)) for attr in ("generate", "case_key", "fingerprint"))
+        or not isinstance(getattr(t, "name", None), str)
+    ]
+    names = [getattr(t, "name", None) for t in targets]
+    problems += [
+        Problem("<python>", f"target[{i}]", "name", f"repeats the target name '{name}'")
+        for i, name in enumerate(names)
+        if name in names[:i]
+    ]
+    if problems:
+        raise InputError(problems, title="invalid targets")
+    return targets

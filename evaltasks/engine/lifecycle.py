@@ -66,6 +66,7 @@ from evaltasks.results import (
     EvaluationResult,
     EvaluationSummary,
     ReferenceSetInfo,
+    TargetRun,
     budget_message,
 )
 
@@ -114,11 +115,13 @@ def finish_streamed_run(
     embedding_models: list[EmbeddingModelInfo] | None = None,
     reference_sets: list[ReferenceSetInfo] | None = None,
     summary: EvaluationSummary | None = None,
+    targets: list[TargetRun] | None = None,
 ) -> RunOutcome:
     """Apply the gate to what ``writer`` received, compare with its baseline, and write the three reports.
 
     The outcome's ``result`` holds the summary, models and reference sets but no case results (they are in
-    results.json); ``summary`` overrides the writer's (e.g. a caller's own).
+    results.json); ``summary`` overrides the writer's (e.g. a caller's own: the first target's in a run with
+    targets); ``targets``: one :class:`~evaltasks.results.TargetRun` per target (results.json ``targets``).
 
     ``started`` (``time.time()``) is when the run began reading its suite. The header records it as
     ``started_at``, the moment before the reports are written (after the summary, its intervals and the
@@ -136,6 +139,7 @@ def finish_streamed_run(
         summary=summary,
         embedding_models=embedding_models or [],
         reference_sets=reference_sets or [],
+        targets=targets or [],
     )
     comparison = writer.comparison()
     finished = time.time()
@@ -150,12 +154,13 @@ def finish_streamed_run(
         passed=gate_passed(result, gate.min_pass_rate, gate.allow_errors, comparison, gate.fail_on),
         gate=verdict,
         warnings=run_warnings(plan, summary, comparison, writer.cases),
-        notices=list(plan.suite.notices),
+        notices=[*plan.suite.notices, *plan.dataset.notices],
         started_at=iso_utc(started),
         finished_at=iso_utc(finished),
         duration_s=round(finished - started, 3),
         embedding_models=result.embedding_models,
         reference_sets=result.reference_sets,
+        targets=result.targets,
     )
     highlights = writer.highlights
     paths = writer.write(header, summary, comparison)

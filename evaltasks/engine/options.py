@@ -125,6 +125,13 @@ class RunOptions:
         "default: the suite's history.dir, else $EVALTASKS_HISTORY_DIR)",
     )
 
+    target: bool = option(
+        True,
+        flag="--no-target",
+        negated=True,
+        help=f"grade the dataset's own actual_output instead of running the suite's target(s) ({docs_ref('Targets')})",
+    )
+
     def __post_init__(self) -> None:
         for name in _PATH_FIELDS:
             value = getattr(self, name)

@@ -24,6 +24,7 @@ from evaltasks.results import (
     EvaluationResult,
     EvaluationSummary,
     ReferenceSetInfo,
+    TargetRun,
     budget_message,
 )
 
@@ -33,8 +34,9 @@ if TYPE_CHECKING:
     from evaltasks.engine.history import DriftReport
     from evaltasks.inputs.suite import Gate
 
-SCHEMA_VERSION = 2
-"""The version of results.json a run writes (docs/reports.md#outputs); ``evaltasks.reports.SCHEMA_VERSION``."""
+SCHEMA_VERSION = 3
+"""The version of results.json a run writes (docs/reports.md#outputs); ``evaltasks.reports.SCHEMA_VERSION``. Version 3
+added each case's ``generation`` and the top-level ``targets`` (runs with targets, docs/targets.md#the-generate-stage)."""
 
 FAIL_ON = ("min_pass_rate", "regression", "either")
 
@@ -192,6 +194,7 @@ class RunHeader(BaseModel):
         notices: informational lines of the suite (not warnings).
         started_at, finished_at: ISO 8601 UTC to the millisecond; duration_s: seconds between them.
         embedding_models, reference_sets: the providers' models and the reference sets searched.
+        targets: with targets, one :class:`~evaltasks.results.TargetRun` per target (empty without).
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -210,6 +213,7 @@ class RunHeader(BaseModel):
     duration_s: float
     embedding_models: list[EmbeddingModelInfo] = Field(default_factory=list)
     reference_sets: list[ReferenceSetInfo] = Field(default_factory=list)
+    targets: list[TargetRun] = Field(default_factory=list)
 
 
 class RunReport(BaseModel):
@@ -223,6 +227,7 @@ class RunReport(BaseModel):
         comparison: the comparison with the baseline (None without one).
         warnings: shown under the verdict.
         duration_s: the flow run's own seconds (None when not known).
+        targets: with targets, one :class:`~evaltasks.results.TargetRun` per target (empty without).
     """
 
     suite: str = "evaltasks"
@@ -232,6 +237,7 @@ class RunReport(BaseModel):
     comparison: Comparison | None = None
     warnings: list[str] = Field(default_factory=list)
     duration_s: float | None = None
+    targets: list[TargetRun] = Field(default_factory=list)
 
     @classmethod
     def of(
@@ -353,6 +359,7 @@ class RunOutcome:
             comparison=self.comparison,
             warnings=self.header.warnings,
             duration_s=self.header.duration_s,
+            targets=self.header.targets,
         )
 
     def summary_dict(self) -> dict[str, Any]:
@@ -371,6 +378,7 @@ class RunOutcome:
             "comparison": self.comparison.model_dump(exclude={"changes"}) if self.comparison else None,
             "duration_s": self.header.duration_s,
             "drift": self.drift.model_dump() if self.drift is not None else None,
+            "targets": [t.model_dump() for t in self.header.targets],
         }
 
 

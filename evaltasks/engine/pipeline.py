@@ -4,17 +4,20 @@ Stages, in order (data flows one way):
 
 1. **load**: the cases and metrics (the Python API's arguments; a suite and its dataset through
    :func:`evaltasks.engine.run.plan_run`).
-2. **validate**: every problem of the metrics and the cases, all at once, before any work (:func:`validate`).
-   *A* **generate** *stage (running the system under test to produce the cases' outputs) slots in here: after
-   validation, before anything reads an output.*
-3. **embed**: per provider namespace, its unique references and outputs, through the reference index
+2. **validate**: every problem of the metrics and the cases, all at once, before any work (:func:`validate`;
+   with a target, the fields it fills are not required of the dataset).
+3. **generate** (with targets): each target run on the cases whose output is not in the output store, in
+   batches (the executor's :meth:`Executor.submit_generation`), ``repeat: K`` outputs per case; a case whose
+   generation failed is errored with the reason and never scored (:func:`generate`,
+   docs/targets.md#the-generate-stage).
+4. **embed**: per provider namespace, its unique references and outputs, through the reference index
    (:func:`embed`; the executor's :meth:`Executor.embed_namespace`). A provider that keeps failing errors its
    metrics' results, not the run.
-4. **search**: each reference set's FAISS search, its recall measured on the run's outputs (:func:`search`),
+5. **search**: each reference set's FAISS search, its recall measured on the run's outputs (:func:`search`),
    then the judge metrics wired to the run's answer store and budget (:func:`bind`).
-5. **score**: batches of many cases, every metric per batch (the executor's :meth:`Executor.submit_batch`), a
+6. **score**: batches of many cases, every metric per batch (the executor's :meth:`Executor.submit_batch`), a
    bounded window of batches in flight, results folded per case in case order as batches finish (:func:`score`).
-6. **summarise**: the case results into an :class:`~evaltasks.results.EvaluationResult` (:func:`summarise`; the
+7. **summarise**: the case results into an :class:`~evaltasks.results.EvaluationResult` (:func:`summarise`; the
    flow streams them into its reports instead).
 
 Two executors run the same stages: :class:`InProcessExecutor` (``evaluate``/``evaluate_sync``: direct calls
@@ -25,10 +28,10 @@ as task runs, cached, retried and spread by Prefect's task runner). This module 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.engine import progress as _progress
@@ -39,6 +42,22 @@ from evaltasks.engine.embedding import (
     model_infos,
     prepare_reference_searches,
 )
+from evaltasks.engine.generation import (
+    GENERATE_BATCH,
+    Generated,
+    TargetCases,
+    TargetTally,
+    check_generated,
+    drop_generated_problems,
+    errored_results,
+    flag_flaky,
+    generate_outputs,
+    interruptible,
+    resume_generation,
+    sample_id,
+    samples_of,
+    skipped_results,
+)
 from evaltasks.engine.scoring import score_metric_batch
 from evaltasks.engine.statistics import summarize
 from evaltasks.engine.stream import case_results, chunks, gc_frozen, stream_batches
@@ -48,16 +67,29 @@ from evaltasks.index import ReferenceIndex
 from evaltasks.judges.binding import JudgedMetric, bind_judges, judge_budget
 from evaltasks.judges.budget import Budget
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
-from evaltasks.results import EmbeddingCounts, EvaluationResult, MetricResult, ReferenceSetInfo, TestCaseResult
-from evaltasks.test_case import EvalTestCase
+from evaltasks.results import (
+    EmbeddingCounts,
+    EvaluationResult,
+    MetricResult,
+    ReferenceSetInfo,
+    TargetRun,
+    TestCaseResult,
+)
+from evaltasks.test_case import EvalTestCase, Generation
 
-STAGES = ("load", "validate", "embed", "search", "score", "summarise")
-"""The pipeline's stages in order (a ``generate`` stage will slot in between ``validate`` and ``embed``)."""
+if TYPE_CHECKING:
+    from evaltasks.targets.base import Target
+    from evaltasks.targets.generate import GeneratedCase
+
+STAGES = ("load", "validate", "generate", "embed", "search", "score", "summarise")
+"""The pipeline's stages in order (``generate`` only with targets)."""
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 Collect = Callable[[], list[list[MetricResult]]]
 """Waits for a submitted batch and returns its results: one list per metric, in the metrics' order, each one
 :class:`~evaltasks.results.MetricResult` per case of the batch."""
+CollectGenerated = Callable[[], "list[GeneratedCase]"]
+"""Waits for a submitted generation batch and returns its generated cases: each case's ``samples`` in a row."""
 
 
 @dataclass
@@ -124,18 +156,131 @@ class Executor(Protocol):
         """Start scoring ``batch`` with every metric of ``metrics``; returns what collects the results."""
         ...
 
+    def submit_generation(
+        self, target: Target, batch: Sequence[EvalTestCase], *, index_dir: str | None, refresh: bool, samples: int
+    ) -> CollectGenerated:
+        """Start generating ``batch``'s outputs with ``target`` (``samples`` per case; through the output store
+        of ``index_dir``, not read when ``refresh``; None: no store); returns what collects the generated cases
+        (:func:`evaltasks.targets.generate.generate_batch`'s). Collecting raises CredentialsError when the target
+        rejected the credentials (the run stops)."""
+        ...
 
-def validate(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric]) -> None:
+
+def validate(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric], *, generated: bool = False) -> None:
     """The validate stage: the metric list (:func:`~evaltasks.engine.validation.validate_metrics`), then every
-    case against every metric (:func:`~evaltasks.engine.validation.validate_cases`).
+    case against every metric (:func:`~evaltasks.engine.validation.validate_cases`). ``generated``: a target
+    fills the outputs, so the fields it fills are not required yet
+    (:func:`~evaltasks.engine.generation.drop_generated_problems`).
 
     Raises:
         InputError: invalid metrics, or invalid cases (every problem at once, located by ``item i``).
     """
     validate_metrics(metrics)
     problems = validate_cases(cases, metrics)
+    if generated:
+        problems = drop_generated_problems(problems)
     if problems:
         raise InputError(problems, title="invalid test cases")
+
+
+def generate(
+    targets: Sequence[Target],
+    cases: Sequence[EvalTestCase],
+    ids: Sequence[str],
+    metrics: Sequence[BaseMetric],
+    executor: Executor,
+    *,
+    index_dir: str | Path | None,
+    refresh: bool = False,
+    batch_size: int = GENERATE_BATCH,
+    skip: Mapping[str, str] | None = None,
+) -> Generated:
+    """The generate stage: each target of ``targets`` run on ``cases`` (``ids`` theirs) in batches of
+    ``batch_size`` cases (at least :data:`ROUNDS_PER_BATCH` times the target's ``max_concurrency``) through
+    ``executor``, one batch in flight (the target's own ``max_concurrency`` runs inside it), ``repeat`` samples
+    per case, outputs read from and written to the output store of ``index_dir`` (not read when ``refresh``;
+    None: no store).
+
+    A case whose generation failed, or whose generated output lacks a field a metric needs
+    (:func:`~evaltasks.engine.generation.check_generated`), is recorded in its part's ``failed`` with the reason
+    (its metrics are errored, it is never scored). Names the stage ``generating N outputs`` and counts each
+    output (:mod:`evaltasks.engine.progress`).
+
+    ``skip``: target name -> why it is not run (its credentials are missing and the run skips what lacks them):
+    its cases are kept as they are, their metrics to be skipped with that reason.
+
+    Raises:
+        CredentialsError: a target rejected the credentials (HTTP 401): the run stops.
+    """
+    resume_generation()  # a stop of an earlier run in this process is not this run's
+    total = sum(len(cases) * samples_of(t) for t in targets)
+    _progress.stage(f"generating {total:,} output{'' if total == 1 else 's'}", total)
+    where = None if index_dir is None else str(index_dir)
+    parts = []
+    for target in targets:
+        k = samples_of(target)
+
+        def submit(rows: Sequence[int], target: Target = target, k: int = k) -> CollectGenerated:
+            """Start generating the cases at ``rows`` (consecutive positions)."""
+            batch = cases[rows[0] : rows[-1] + 1]
+            return executor.submit_generation(target, batch, index_dir=where, refresh=refresh, samples=k)
+
+        if skip and target.name in skip:
+            parts.append(_skipped_part(target, k, cases, ids, skip[target.name]))
+            _progress.advance(len(parts[-1].cases))
+            continue
+        part = TargetCases(target, [], [], samples=k)
+        size = max(1, batch_size, ROUNDS_PER_BATCH * _concurrency(target))
+        # one batch in flight: a target runs at most its max_concurrency calls at once (a callable need not be
+        # thread-safe), and a batch of whole rounds keeps its workers busy to the end
+        for rows, done in stream_batches(chunks(range(len(cases)), size), submit, 1):
+            for j, generated in enumerate(done):
+                row, sample = rows[j // k], j % k
+                _add_generated(part, generated, ids[row], sample, metrics)
+            _progress.advance(len(done))
+        parts.append(part)
+    return Generated(parts)
+
+
+ROUNDS_PER_BATCH = 8
+"""A generation batch holds at least this many rounds of the target's ``max_concurrency`` calls."""
+
+
+def _skipped_part(
+    target: Target, samples: int, cases: Sequence[EvalTestCase], ids: Sequence[str], reason: str
+) -> TargetCases:
+    """The part of a target that is not run (``reason``): each case's samples kept without an output, to be
+    skipped when scored."""
+    part = TargetCases(target, [], [], samples=samples, skipped=reason)
+    for row, case in enumerate(cases):
+        for sample in range(samples):
+            generation = Generation(target=target.name, sample=sample)
+            part.cases.append(case.model_copy(update={"actual_output": "", "generation": generation}))
+            part.ids.append(sample_id(ids[row], sample))
+    return part
+
+
+def _concurrency(target: Target) -> int:
+    """The target's ``max_concurrency`` (1 when it has none)."""
+    value = getattr(target, "max_concurrency", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
+def _add_generated(
+    part: TargetCases, generated: GeneratedCase, case_id: str, sample: int, metrics: Sequence[BaseMetric]
+) -> None:
+    """Append one generated case (sample ``sample`` of case ``case_id``) to ``part``: its failure, if any,
+    recorded; a case without a ``generation`` gets one naming the target."""
+    case = generated.case
+    if case.generation is None:
+        case = case.model_copy(update={"generation": Generation(target=part.target.name, sample=sample)})
+    reason = generated.error or check_generated(case, metrics)
+    if reason is not None:
+        part.failed[len(part.cases)] = reason
+    part.requests += int(generated.requested)
+    part.cached += int(generated.error is None and case.generation is not None and case.generation.cached)
+    part.cases.append(case)
+    part.ids.append(sample_id(case_id, sample))
 
 
 def embed(
@@ -227,6 +372,7 @@ def score(
     embeddings: Embeddings,
     executor: Executor,
     batch_size: int,
+    generated: Generated | None = None,
 ) -> Iterator[tuple[Sequence[int], list[TestCaseResult]]]:
     """The score stage: ``cases`` in batches of ``batch_size`` (many cases per unit of work, never one per
     case), every metric per batch, at most ``executor.in_flight`` batches in flight; yields each batch's case
@@ -235,6 +381,11 @@ def score(
 
     Names the stage ``scoring N cases × M metrics`` (:mod:`evaltasks.engine.progress`) with the count of
     results to come.
+
+    With ``generated`` (the generate stage's result, whose ``cases`` are ``cases``): a batch never spans two
+    targets and holds whole cases (all samples of each), a case whose generation failed is not scored (its
+    metrics errored with the reason), and a case whose samples' verdicts differ is marked flaky
+    (:func:`~evaltasks.engine.generation.flag_flaky`).
     """
     _progress.stage(
         f"scoring {len(cases):,} case{'' if len(cases) == 1 else 's'} × {len(metrics)} "
@@ -242,16 +393,50 @@ def score(
         len(cases) * len(metrics),
     )
 
+    unscored: dict[int, list[MetricResult]] = {}
+    if generated is not None:
+        unscored.update({i: skipped_results(reason, metrics) for i, reason in generated.skipped.items()})
+        unscored.update({i: errored_results(reason, metrics) for i, reason in generated.failed.items()})
+
     def submit(rows: Sequence[int]) -> Collect:
         """Start the batch of ``cases`` at ``rows`` (consecutive positions)."""
-        return executor.submit_batch(cases[rows[0] : rows[-1] + 1], metrics, embeddings)
+        if not unscored:
+            return executor.submit_batch(cases[rows[0] : rows[-1] + 1], metrics, embeddings)
+        return _submit_scored(rows, cases, unscored, metrics, embeddings, executor)
 
-    batches = chunks(range(len(cases)), max(1, batch_size))
-    for rows, per_metric in stream_batches(batches, submit, executor.in_flight):
-        batch_results = case_results(rows, cases, ids, per_metric)
+    bounds = generated.bounds() if generated is not None else [(0, len(cases))]
+    samples = [part.samples for part in generated.parts] if generated is not None else [1]
+    batches: list[Sequence[int]] = []
+    samples_of_batch: list[int] = []
+    for (start, end), k in zip(bounds, samples, strict=True):
+        for rows in chunks(range(start, end), -(-max(1, batch_size) // k) * k):  # whole cases per batch
+            batches.append(rows)
+            samples_of_batch.append(k)
+    for b, (rows, per_metric) in enumerate(stream_batches(batches, submit, executor.in_flight)):
+        batch_results = flag_flaky(case_results(rows, cases, ids, per_metric), samples_of_batch[b])
         del per_metric
         yield rows, batch_results
         del batch_results
+
+
+def _submit_scored(
+    rows: Sequence[int],
+    cases: Sequence[EvalTestCase],
+    unscored: dict[int, list[MetricResult]],
+    metrics: Sequence[BaseMetric],
+    embeddings: Embeddings,
+    executor: Executor,
+) -> Collect:
+    """Submit the cases at ``rows`` that are to be scored; the collect function returns results for all of
+    ``rows``, those of an ``unscored`` case (its generation failed, or its target was skipped) as given."""
+    kept = [cases[i] for i in rows if i not in unscored]
+    collect = executor.submit_batch(kept, metrics, embeddings) if kept else None
+
+    def merged() -> list[list[MetricResult]]:
+        scored = [iter(r) for r in collect()] if collect is not None else [iter([]) for _ in metrics]
+        return [[unscored[i][m] if i in unscored else next(scored[m]) for i in rows] for m in range(len(metrics))]
+
+    return merged
 
 
 def summarise(
@@ -260,15 +445,37 @@ def summarise(
     embeddings: Embeddings,
     needs: dict[str, EmbeddingNeed],
     reference_sets: list[ReferenceSetInfo],
+    generated: Generated | None = None,
 ) -> EvaluationResult:
     """The summarise stage: the run's case results (in case order), their summary per metric
-    (:func:`~evaltasks.engine.statistics.summarize`), the embedding models used and the reference sets searched."""
+    (:func:`~evaltasks.engine.statistics.summarize`), the embedding models used and the reference sets searched.
+    With ``generated``, one :class:`~evaltasks.results.TargetRun` per target (its cases' summary) and the run's
+    summary the first target's."""
+    thresholds = {m.name: m.threshold for m in metrics}
+    targets = target_runs(test_results, generated, thresholds, embeddings.counts) if generated is not None else []
     return EvaluationResult(
         test_results=test_results,
-        summary=summarize(test_results, {m.name: m.threshold for m in metrics}, embeddings.counts),
+        summary=targets[0].summary if targets else summarize(test_results, thresholds, embeddings.counts),
         embedding_models=model_infos(needs, embeddings.dims),
         reference_sets=reference_sets,
+        targets=targets,
     )
+
+
+def target_runs(
+    test_results: Sequence[TestCaseResult],
+    generated: Generated,
+    thresholds: dict[str, float],
+    counts: EmbeddingCounts | None = None,
+) -> list[TargetRun]:
+    """One :class:`~evaltasks.results.TargetRun` per target of ``generated``: its cases' summary (the run's
+    embedding ``counts``), its generation figures (:class:`~evaltasks.engine.generation.TargetTally`)."""
+    runs = []
+    for part, (start, end) in zip(generated.parts, generated.bounds(), strict=True):
+        tally = TargetTally(part)
+        tally.add(test_results[start:end])
+        runs.append(tally.run(summarize(list(test_results[start:end]), thresholds, counts)))
+    return runs
 
 
 def run(
@@ -281,22 +488,24 @@ def run(
     executor: Executor,
     batch_size: int,
     wiring: JudgeWiring,
+    generated: Generated | None = None,
 ) -> EvaluationResult:
     """The stages after validation, composed, with every case's results kept (the Python API's run; the flow
     composes the same stages but streams the results into its reports): embed → search → bind the judges →
-    score (with the collector tuned: :func:`~evaltasks.engine.stream.gc_frozen`) → summarise.
+    score (with the collector tuned: :func:`~evaltasks.engine.stream.gc_frozen`) → summarise. With targets,
+    ``cases`` and ``ids`` are ``generated``'s (the generate stage ran before: the embedding needs read its outputs).
 
     Raises:
         CredentialsError: a provider's credentials are missing or rejected.
     """
     embeddings = embed(needs, index, executor)
     reference_sets = search(metrics, embeddings, needs, index, len(cases))
-    bind(metrics, wiring, embeddings.spent)
+    bind(metrics, wiring, embeddings.spent + (generated.spent if generated is not None else 0.0))
     test_results: list[TestCaseResult] = []
     with gc_frozen():  # a batch is folded into case results before the next is scored
-        for _, batch_results in score(cases, ids, metrics, embeddings, executor, batch_size):
+        for _, batch_results in score(cases, ids, metrics, embeddings, executor, batch_size, generated):
             test_results.extend(batch_results)
-    return summarise(test_results, metrics, embeddings, needs, reference_sets)
+    return summarise(test_results, metrics, embeddings, needs, reference_sets, generated)
 
 
 class InProcessExecutor:
@@ -345,5 +554,18 @@ class InProcessExecutor:
                 if self.progress:
                     self.progress(len(batch))
             return per_metric
+
+        return collect
+
+    def submit_generation(
+        self, target: Target, batch: Sequence[EvalTestCase], *, index_dir: str | None, refresh: bool, samples: int
+    ) -> CollectGenerated:
+        """A collect function that generates ``batch`` when called
+        (:func:`~evaltasks.engine.generation.generate_outputs`, through the output store of ``index_dir``)."""
+
+        def collect() -> list[GeneratedCase]:
+            return interruptible(
+                lambda: generate_outputs(target, batch, index_dir=index_dir, refresh=refresh, samples=samples)
+            )
 
         return collect

@@ -42,6 +42,8 @@ class RunPlan:
     needs: dict[str, EmbeddingNeed] = field(default_factory=dict)
     input_state: tuple[Any, ...] = ()  # file_state of suite.input_files() before they were read
     skip_missing_credentials: bool = False  # how the suite was loaded (plan_run's argument)
+    use_targets: bool = True  # plan_run's ``use_targets``: the suite's targets generate the outputs
+    skipped_targets: dict[str, str] = field(default_factory=dict)  # name -> why (credentials missing, skipped)
 
     def unchanged(self) -> bool:
         """Whether none of the suite's files (suite, dataset, reference sets) changed since they were read:
@@ -49,9 +51,22 @@ class RunPlan:
         return bool(self.input_state) and file_state(self.suite.input_files()) == self.input_state
 
     @property
+    def targets(self) -> list[Any]:
+        """The targets this run generates its outputs with (the suite's ``target:``/``targets:``; none with
+        ``--no-target``, docs/targets.md#targets)."""
+        return list(getattr(self.suite, "targets", None) or []) if self.use_targets else []
+
+    @property
+    def samples(self) -> int:
+        """Cases scored per dataset row: the targets' samples (``repeat``) summed; 1 without targets."""
+        from evaltasks.engine.generation import samples_of
+
+        return sum(samples_of(t) for t in self.targets) or 1
+
+    @property
     def work_items(self) -> int:
         """Case × metric results the run will produce (for progress bars)."""
-        return len(self.dataset.cases) * len(self.suite.metrics)
+        return len(self.dataset.cases) * self.samples * len(self.suite.metrics)
 
 
 def default_output_dir(suite_name: str) -> Path:
@@ -80,7 +95,11 @@ def file_state(paths: Iterable[Path]) -> tuple[Any, ...]:
 
 
 def plan_run(
-    suite_path: str | Path, *, skip_missing_credentials: bool = False, planned: RunPlan | None = None
+    suite_path: str | Path,
+    *,
+    skip_missing_credentials: bool = False,
+    planned: RunPlan | None = None,
+    use_targets: bool = True,
 ) -> RunPlan:
     """Load and validate a suite and its dataset, and check every case against every metric.
 
@@ -90,6 +109,8 @@ def plan_run(
     its plan to the flow, :class:`PlannedRun`): returned as it is when it is of the same suite file, loaded with
     the same ``skip_missing_credentials``, and none of its files changed since they were read
     (:meth:`RunPlan.unchanged`); otherwise the files are parsed again.
+    ``use_targets``: False (``--no-target``): the suite's targets are not run, the dataset's outputs are graded;
+    with targets, the fields a target fills (``actual_output``…) are not required of the dataset.
 
     Raises:
         ConfigError: the suite is invalid.
@@ -99,6 +120,7 @@ def plan_run(
     if (
         planned is not None
         and planned.skip_missing_credentials == skip_missing_credentials
+        and planned.use_targets == use_targets
         and planned.suite.path == Path(suite_path).resolve()
         and planned.unchanged()
     ):
@@ -108,11 +130,16 @@ def plan_run(
     # the state of the files before the dataset is read (reference sets were read by load_suite just now)
     input_state = suite_state + file_state(suite.input_files()[1:])
     source = os.path.normpath(suite.path.parent / suite.suite.dataset.path)
+    generated = use_targets and bool(getattr(suite, "targets", None))
     dataset = load_dataset(  # the rows' type problems and the metrics' (validate_case) in one DatasetError
         suite.suite.dataset,
         suite.path.parent,
-        check=lambda cases, locations: validate_cases(cases, suite.metrics, source=source, locations=locations),
+        check=lambda cases, locations: _checked(
+            validate_cases(cases, suite.metrics, source=source, locations=locations), generated
+        ),
+        generated=generated,
     )
+    skipped_targets = _check_targets(suite, dataset, skip_missing_credentials) if generated else {}
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
     return RunPlan(
         suite=suite,
@@ -120,7 +147,48 @@ def plan_run(
         needs=needs,
         input_state=input_state,
         skip_missing_credentials=skip_missing_credentials,
+        use_targets=use_targets,
+        skipped_targets=skipped_targets,
     )
+
+
+def _check_targets(suite: LoadedSuite, dataset: LoadedDataset, skip_missing_credentials: bool) -> dict[str, str]:
+    """Before any request: the variables the targets' templates use that the dataset does not provide, and the
+    targets whose credentials are missing. Returns the targets to skip (name -> why), each with a warning added
+    to ``suite.warnings``, when ``skip_missing_credentials``.
+
+    Raises:
+        ConfigError: a template variable no case field or dataset column provides (located in the suite).
+        CredentialsError: a target's credentials are missing (unless ``skip_missing_credentials``).
+    """
+    from evaltasks.errors import ConfigError, CredentialsError
+    from evaltasks.inputs._suite_targets import variable_problems
+
+    single = suite.suite.target is not None
+    problems = variable_problems(suite.targets, dataset.cases, str(suite.path), single=single)
+    if problems:
+        raise ConfigError(problems)
+    skipped: dict[str, str] = {}
+    for target in suite.targets:
+        check = getattr(target, "missing_credentials", None)
+        reason = check() if callable(check) else None
+        if reason is None:
+            continue
+        if not skip_missing_credentials:
+            raise CredentialsError(reason)
+        skipped[target.name] = f"target {target.name} skipped: {reason}"
+        suite.warnings.append(f"{skipped[target.name]} (its cases are skipped; --skip-missing-credentials)")
+    return skipped
+
+
+def _checked(problems: list[Any], generated: bool) -> list[Any]:
+    """``problems`` of the dataset's cases; with targets (``generated``), those about a field a target fills
+    left out (:func:`~evaltasks.engine.generation.drop_generated_problems`)."""
+    if not generated:
+        return problems
+    from evaltasks.engine.generation import drop_generated_problems
+
+    return drop_generated_problems(problems)
 
 
 @dataclass(frozen=True)
@@ -198,18 +266,23 @@ def estimate_cost(
     refresh: bool = False,
     cached: Mapping[str, Collection[int]] | None = None,
 ) -> float:
-    """Estimated US dollars of a run: the references and outputs not yet in the index, per provider, plus the
-    judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
+    """Estimated US dollars of a run: its targets' generations (:meth:`~evaltasks.targets.base.Target.estimate_cost`
+    of every case and sample, docs/targets.md#the-generate-stage), the references and outputs not yet in the
+    index, per provider, plus the judge requests of its judge metrics (:func:`~evaltasks.engine.evaluate.estimate_judge_cost`; answers already in
     the store ``<index>/judgements`` are free unless ``refresh``, ``--no-cache``, and so are the case rows
     ``cached`` names per judge metric: results Prefect's task cache holds, :func:`evaltasks.tasks.task_cached_rows`)."""
+    from evaltasks.engine.generation import estimate_generation_cost
     from evaltasks.index import ReferenceIndex, default_index_dir
     from evaltasks.judges.binding import bind_judges, estimate_judge_cost
 
     index = ReferenceIndex(index_dir)
+    running = [t for t in plan.targets if t.name not in plan.skipped_targets]
+    generation = estimate_generation_cost(running, plan.dataset.cases)  # stored outputs counted too
     if bind_judges(plan.suite.metrics, index_dir or default_index_dir(), refresh=refresh):
-        total = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics, cached=cached)
+        judged = estimate_judge_cost(plan.dataset.cases, plan.suite.metrics, cached=cached)
+        total = generation + judged * plan.samples  # each target's samples are judged
     else:
-        total = 0.0
+        total = generation
     for need in plan.needs.values():
         if need.provider.estimate_cost(["x"]) == 0.0:
             continue  # free provider (local): no need to read the index
@@ -219,41 +292,76 @@ def estimate_cost(
 
 def judge_price_warnings(plan: RunPlan) -> list[str]:
     """One warning per judge model of ``plan`` without a price (:func:`~evaltasks.engine.evaluate.unpriced_judge_models`):
-    its costs are reported as $0. For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
+    its costs are reported as $0; and one per chat target whose model has none (:func:`unpriced_target_models`).
+    For the run's reports (results.json ``warnings``, summary.md, the PR comment)."""
     from evaltasks.judges.binding import unpriced_judge_models
 
     return [
         f"no price for judge model {model}: its costs count as $0 (undercounted) and --max-cost cannot limit "
         f"its spend; add judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million tokens)"
         for model in unpriced_judge_models(plan.suite.metrics)
+    ] + [
+        f"no price for the chat target {name}'s model {model}: its costs are unknown (not counted) and --max-cost "
+        f"cannot limit them; add prices: {{{model}: {{input: …, output: …}}}} to its chat block"
+        for name, model in unpriced_target_models(plan)
     ]
 
 
 def check_judge_prices(plan: RunPlan) -> None:
-    """For ``--max-cost``: every judge model of ``plan`` must have a price, or the budget could not limit it.
+    """For ``--max-cost``: every judge model and every chat target's model of ``plan`` must have a price, or the
+    budget could not limit it.
 
     Raises:
-        InputError: a judge model has no price (one problem per model).
+        InputError: a judge or target model has no price (one problem per model).
     """
     from evaltasks.errors import InputError, Problem
     from evaltasks.judges.binding import unpriced_judge_models
 
-    models = unpriced_judge_models(plan.suite.metrics)
-    if models:
-        raise InputError(
-            [
-                Problem(
-                    "",
-                    "",
-                    "",
-                    f"--max-cost cannot limit judge model {model}: it has no price; add "
-                    f"judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million "
-                    "tokens)",
-                )
-                for model in models
-            ],
-            title=f"invalid --max-cost for {plan.suite.path}",
+    problems = [
+        Problem(
+            "",
+            "",
+            "",
+            f"--max-cost cannot limit judge model {model}: it has no price; add "
+            f"judge: {{prices: {{{model}: {{input: …, output: …}}}}}} (US dollars per million "
+            "tokens)",
         )
+        for model in unpriced_judge_models(plan.suite.metrics)
+    ]
+    problems += [
+        Problem(
+            "",
+            "",
+            "",
+            f"--max-cost cannot limit the chat target {name} (model {model}): it has no price; add "
+            f"prices: {{{model}: {{input: …, output: …}}}} to its chat block (US dollars per million tokens)",
+        )
+        for name, model in unpriced_target_models(plan)
+    ]
+    if problems:
+        raise InputError(problems, title=f"invalid --max-cost for {plan.suite.path}")
+
+
+def unpriced_target_models(plan: RunPlan) -> list[tuple[str, str]]:
+    """``(target name, model)`` of each chat target ``plan`` runs whose model has no price (in neither the built-in
+    table nor its ``prices``: :func:`~evaltasks.judges.prices.resolve_price`): its cost is unknown and ``--max-cost``
+    cannot limit it."""
+    from evaltasks.judges.prices import resolve_price
+
+    unpriced = []
+    for target in plan.targets:
+        if target.kind != "chat" or target.name in plan.skipped_targets:
+            continue
+        model, options = getattr(target, "model", ""), getattr(target, "options", None) or {}
+        price = resolve_price(
+            model,
+            options.get("prices"),
+            options.get("price_per_million_input_tokens"),
+            options.get("price_per_million_output_tokens"),
+        )
+        if not price.known:
+            unpriced.append((target.name, model))
+    return unpriced
 
 
 def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[str, int]]:

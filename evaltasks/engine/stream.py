@@ -99,6 +99,7 @@ def case_results(
             cases[i].actual_output,
             [r[j] for r in per_metric],
             expected_text(cases[i].expected_output, cases[i].references),
+            cases[i].generation,
         )
         for j, i in enumerate(rows)
     ]

@@ -63,6 +63,8 @@ class LoadedDataset:
     ids: list[str] = field(default_factory=list)
     locations: list[str] = field(default_factory=list)
     columns: dict[str, list[str | None]] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    """What the run should tell its user about the file (``generated``: an ``actual_output`` column ignored)."""
 
 
 def _read_text(path: Path, source: str, written: str = "") -> tuple[bytes, str]:
@@ -266,12 +268,19 @@ def load_dataset(
     base_dir: Path,
     check: CaseCheck | None = None,
     extra_columns: Sequence[str] = (),
+    *,
+    generated: bool = False,
 ) -> LoadedDataset:
     """Load and validate the dataset ``spec`` describes (its path relative to ``base_dir``).
 
     ``extra_columns``: more columns to read as plain values (:attr:`LoadedDataset.columns`), besides
     ``spec.cluster`` (always read when set). A column that no row has is a problem (named with the file and the
     field, e.g. ``dataset.cluster``); a cell that is a list or an object is a problem of its row.
+
+    ``generated``: a target generates the outputs (docs/targets.md#targets): no ``actual_output`` column is
+    needed, each case's ``actual_output`` is ``""``, an ``actual_output`` column present is ignored (one notice in
+    :attr:`LoadedDataset.notices`), and each case's ``vars`` holds its row's columns (every key of the row, the
+    mapped ones included; CSV cells as strings).
 
     ``check(cases, locations)`` (e.g. each case against the suite's metrics: ``validate_cases``) runs on the
     rows that loaded fine, also when other rows are bad: its problems and the loader's are raised together in
@@ -300,6 +309,8 @@ def load_dataset(
     rows = _rows(suffix, text, source, problems, header)
 
     explicit = {k: v for k, v in spec.fields.model_dump().items() if v is not None}
+    if generated:
+        explicit.pop("actual_output", None)
     wanted = list(dict.fromkeys([*([spec.cluster] if spec.cluster else []), *extra_columns]))
     load = _Load(
         spec=spec,
@@ -307,7 +318,8 @@ def load_dataset(
         suffix=suffix,
         explicit=explicit,
         wanted=wanted,
-        output_key=explicit["actual_output"],
+        output_key=spec.fields.actual_output,
+        generated=generated,
         # Only an escape (JSON "\ud800", YAML "\ud800") can produce an unpaired surrogate: skip the per-field
         # check for the files (nearly all) that hold no such escape.
         check_surrogates=suffix != ".csv" and _SURROGATE_ESCAPE.search(text) is not None,
@@ -356,6 +368,7 @@ class _Load:
     explicit: dict[str, str]
     wanted: list[str]
     output_key: str
+    generated: bool
     check_surrogates: bool
     dataset: LoadedDataset
     problems: list[Problem]
@@ -396,6 +409,8 @@ def _read_rows(load: _Load, rows: Iterator[tuple[str, dict[str, Any]]]) -> None:
         # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
         if load.check_surrogates and not _surrogate_free(load, where, case_fields):
             row_ok = False
+        if load.generated:
+            case_fields["vars"] = {str(key): value for key, value in row.items()}
         extra_values: list[str | None] = []
         for column in load.wanted:
             value = row.get(column)
@@ -423,7 +438,14 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
     for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, "id"):
         column = load.explicit.get(name) or (name if name in row else None)
         value = row.get(column, _MISSING) if column else _MISSING
-        if name == "actual_output":
+        if name == "actual_output" and load.generated:
+            case_fields[name] = ""
+            if load.output_key in row and not load.dataset.notices:
+                load.dataset.notices.append(
+                    f"{source}: the column '{load.output_key}' is ignored: the suite's target generates the outputs "
+                    "(--no-target grades the dataset's own)"
+                )
+        elif name == "actual_output":
             if value is _MISSING or value is None:
                 _missing_output(
                     load, Problem(source, where, column or name, "is missing or null (actual_output is required)")

@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem, quote
 from evaltasks.inputs._suite_metrics import _build_metrics, judge_api_key_problem
+from evaltasks.inputs._suite_targets import ChatSpec, HttpSpec, TargetSpec, build_targets, target_specs
 from evaltasks.inputs.files import decode_text, load_yaml
 from evaltasks.metrics import (
     METRICS,
@@ -43,6 +44,7 @@ from evaltasks.metrics import (
     get_metric_class,
     metric_entry_points,
 )
+from evaltasks.targets.base import Target
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
 
@@ -498,6 +500,23 @@ class Suite(BaseModel):
         "temperature, max_concurrency, prices, ...); a metric's own model, samples and judge_options override "
         "them. No api_key: it comes from the environment.",
     )
+    target: TargetSpec | None = Field(
+        default=None,
+        description="The system under test, run on each case to generate the output the metrics score: one of "
+        "python (module.path:function), chat ({model, prompt, ...}) or http ({url, body, output, ...}), with name, "
+        "version, cache, repeat, timeout, max_attempts, max_concurrency (docs/targets.md#targets).",
+    )
+    targets: list[TargetSpec] | None = Field(
+        default=None,
+        min_length=1,
+        description="Several targets side by side, each as in `target`; the first is the reference.",
+    )
+
+    @model_validator(mode="after")
+    def _one_target_block(self) -> Suite:
+        if self.target is not None and self.targets is not None:
+            raise ValueError("give either target (one) or targets (several), not both")
+        return self
 
     @field_validator("history", mode="before")
     @classmethod
@@ -534,6 +553,9 @@ class LoadedSuite:
     sha256: str
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    """The suite's targets (:class:`~evaltasks.targets.base.Target`), in order (the first is the reference); empty
+    when the suite has none and grades the dataset's own outputs."""
 
     @property
     def dataset_path(self) -> Path:
@@ -593,6 +615,12 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         ("dataset", "fields"): FieldMap,
         ("gate",): Gate,
         ("history",): HistorySpec,
+        ("target",): TargetSpec,
+        ("targets",): TargetSpec,
+        ("target", "chat"): ChatSpec,
+        ("targets", "chat"): ChatSpec,
+        ("target", "http"): HttpSpec,
+        ("targets", "http"): HttpSpec,
     }
     return mapping.get(tuple(p for p in loc if not isinstance(p, int)))
 
@@ -640,7 +668,7 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
     Raises:
         ConfigError: every problem found (unreadable or non-UTF-8 file, invalid YAML with its line, unsafe tags,
             duplicate keys, unknown or missing keys with "did you mean", wrong types, unknown metric, invalid or
-            unknown metric arguments, repeated metric names).
+            unknown metric arguments, repeated metric names, a target that cannot be built: docs/targets.md#targets).
     """
     path = Path(path)
     source = str(path)
@@ -683,6 +711,12 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
         if isinstance(raw_metrics, list)
         else []
     )
+    targets: list[Target] = []
+    if suite is not None and (suite.target is not None or suite.targets is not None):
+        try:
+            targets = build_targets(target_specs(suite.target, suite.targets), path.parent, source)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
     if credentials and not problems and suite is not None:
         raise CredentialsError("; ".join(credentials))
     problems += [Problem(source, "", "", message) for message in credentials]
@@ -695,6 +729,7 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
         sha256=hashlib.sha256(raw).hexdigest(),
         warnings=warnings,
         notices=notices,
+        targets=targets,
     )
 
 

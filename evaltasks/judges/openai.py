@@ -43,7 +43,8 @@ import contextlib
 import json
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evaltasks._env import env_value
@@ -344,6 +345,57 @@ class OpenAIJudge:
         prompt, completion = worst_case_tokens(request, schema_sent=self._format() == "json_schema")
         return self.price.cost(prompt, completion)
 
+    def chat_completion(
+        self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int, params: Mapping[str, Any] | None = None
+    ) -> ChatCompletion:
+        """One chat completion as a chat target sends it (:mod:`evaltasks.targets.chat`): ``messages``,
+        ``max_tokens`` and ``params`` (``temperature``, ``seed``, ``response_format``, ``tools``...) sent as given,
+        through the same rate limits, concurrency limit, client retries and error rules as judge requests (one
+        chat client for judges and targets); no schema, no content retries, no capability fallback, nothing
+        stored. The cost is the response's usage × the model's price.
+
+        Raises:
+            CredentialsError: the key was rejected (401/403).
+            JudgeError: refused (4xx), still failing after the client's retries, a ``Retry-After`` over the
+                client's cap, or a body the client cannot read; ``requests`` says how many were sent.
+        """
+        import openai
+
+        if self._limiter is not None:
+            prompt_bound = sum(_tokens.estimate_tokens(str(m.get("content") or "")) for m in messages)
+            self._limiter.acquire(prompt_bound + max_tokens)
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_tokens,
+            **(params or {}),
+        }
+        with self._semaphore:
+            try:
+                raw, taken = self._post(kwargs, 0, "chat target")
+            except openai.BadRequestError as exc:
+                raise JudgeError(
+                    f"the chat target endpoint {self.endpoint} refused the request (HTTP 400): "
+                    f"{bounded(exc.message, 300)}",
+                    requests=1,
+                ) from None
+            except _Unusable as exc:
+                raise JudgeError(str(exc), requests=exc.taken) from None
+            try:
+                response = raw.parse()
+            except (openai.APIResponseValidationError, ValueError, TypeError) as exc:
+                raise JudgeError(f"unreadable response body: {bounded(str(exc), 200)}", requests=taken) from None
+        usage = getattr(response, "usage", None)
+        prompt_tokens = _count(getattr(usage, "prompt_tokens", 0))
+        completion_tokens = _count(getattr(usage, "completion_tokens", 0))
+        return ChatCompletion(
+            response=response,
+            requests=taken,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost=self.price.cost(prompt_tokens, completion_tokens),
+        )
+
     def complete(self, request: JudgeRequest) -> JudgeReply:
         """Send ``request`` (no budget; :meth:`send`)."""
         return self.send(request, None)
@@ -463,13 +515,7 @@ class OpenAIJudge:
             elif fmt == "json_object":
                 kwargs["response_format"] = {"type": "json_object"}
             try:
-                raw = self._client.chat.completions.with_raw_response.create(**kwargs)
-                taken += int(getattr(raw, "retries_taken", 0) or 0) + 1
-            except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-                raise CredentialsError(
-                    f"the judge endpoint {self.endpoint} rejected the key ({self._key_variable}): "
-                    f"HTTP {exc.status_code}"
-                ) from exc
+                raw, taken = self._post(kwargs, taken)
             except openai.BadRequestError as exc:
                 taken += 1
                 said = f"{getattr(exc, 'param', '') or ''} {exc.message} {json.dumps(exc.body, default=str)}".lower()
@@ -487,39 +533,63 @@ class OpenAIJudge:
                     f"the judge endpoint {self.endpoint} refused the request (HTTP 400): {bounded(exc.message, 300)}",
                     requests=taken,
                 ) from None
-            except (
-                openai.RateLimitError,
-                openai.InternalServerError,
-                openai.APITimeoutError,
-                openai.APIConnectionError,
-            ) as exc:
-                status = getattr(exc, "status_code", None)
-                what = f"HTTP {status}" if status else type(exc).__name__
-                retries = self._retries_taken(exc)
-                wait = self._retry_after(exc)
-                if wait is not None and wait > _max_retry_after():
-                    raise JudgeError(
-                        f"the judge endpoint {self.endpoint} asked to wait {wait:g} s before retrying ({what}), "
-                        f"more than the {_max_retry_after():g} s the client waits: {bounded(str(exc), 300)}",
-                        requests=taken + retries + 1,
-                    ) from None
-                raise JudgeError(
-                    f"the judge endpoint {self.endpoint} still failing after {retries} "
-                    f"retries: {what}: {bounded(str(exc), 300)}",
-                    requests=taken + retries + 1,
-                ) from None
-            except openai.APIStatusError as exc:
-                raise JudgeError(
-                    f"the judge endpoint {self.endpoint} refused the request (HTTP {exc.status_code}): "
-                    f"{bounded(exc.message, 300)}",
-                    requests=taken + 1,
-                ) from None
-            except (openai.APIResponseValidationError, ValueError) as exc:
-                raise _Unusable(f"unreadable response body: {bounded(str(exc), 200)}", taken + 1) from None
             try:
                 return raw.parse(), taken
             except (openai.APIResponseValidationError, ValueError, TypeError) as exc:
                 raise _Unusable(f"unreadable response body: {bounded(str(exc), 200)}", taken) from None
+
+    def _post(self, kwargs: dict[str, Any], taken: int, who: str = "judge") -> tuple[Any, int]:
+        """One ``chat.completions.create(**kwargs)`` through the client (its HTTP retries included); returns the
+        raw response and ``taken`` + the HTTP requests it took. A 400 is raised as ``openai.BadRequestError``
+        (the caller decides: a capability fallback, or a refusal). ``who``: whose endpoint it is in messages
+        (``judge``, ``chat target``).
+
+        Raises:
+            CredentialsError: 401 or 403.
+            JudgeError: a retry-class failure after the client's retries, a ``Retry-After`` over the client's
+                cap, another refusal (404, 422...).
+            _Unusable: a response body the client cannot read.
+        """
+        import openai
+
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+            return raw, taken + int(getattr(raw, "retries_taken", 0) or 0) + 1
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise CredentialsError(
+                f"the {who} endpoint {self.endpoint} rejected the key ({self._key_variable}): HTTP {exc.status_code}"
+            ) from exc
+        except openai.BadRequestError:
+            raise
+        except (
+            openai.RateLimitError,
+            openai.InternalServerError,
+            openai.APITimeoutError,
+            openai.APIConnectionError,
+        ) as exc:
+            status = getattr(exc, "status_code", None)
+            what = f"HTTP {status}" if status else type(exc).__name__
+            retries = self._retries_taken(exc)
+            wait = self._retry_after(exc)
+            if wait is not None and wait > _max_retry_after():
+                raise JudgeError(
+                    f"the {who} endpoint {self.endpoint} asked to wait {wait:g} s before retrying ({what}), "
+                    f"more than the {_max_retry_after():g} s the client waits: {bounded(str(exc), 300)}",
+                    requests=taken + retries + 1,
+                ) from None
+            raise JudgeError(
+                f"the {who} endpoint {self.endpoint} still failing after {retries} "
+                f"retries: {what}: {bounded(str(exc), 300)}",
+                requests=taken + retries + 1,
+            ) from None
+        except openai.APIStatusError as exc:
+            raise JudgeError(
+                f"the {who} endpoint {self.endpoint} refused the request (HTTP {exc.status_code}): "
+                f"{bounded(exc.message, 300)}",
+                requests=taken + 1,
+            ) from None
+        except (openai.APIResponseValidationError, ValueError) as exc:
+            raise _Unusable(f"unreadable response body: {bounded(str(exc), 200)}", taken + 1) from None
 
     def _retries_taken(self, exc: Exception) -> int:
         """How many times the client retried before ``exc`` (a retry-class error): the ``x-stainless-retry-count``
@@ -585,6 +655,25 @@ def _max_retry_after() -> float:
     import openai._constants
 
     return float(getattr(openai._constants, "MAX_RETRY_AFTER_DELAY", 120))
+
+
+@dataclass(frozen=True)
+class ChatCompletion:
+    """What :meth:`OpenAIJudge.chat_completion` returns.
+
+    Attributes:
+        response: the parsed ``ChatCompletion`` object of the ``openai`` client.
+        requests: HTTP requests it took (the client's retries included).
+        prompt_tokens: prompt tokens billed (the response's usage).
+        completion_tokens: completion tokens billed.
+        cost: US dollars (the tokens × the model's price).
+    """
+
+    response: Any
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
 
 
 class _Unusable(Exception):

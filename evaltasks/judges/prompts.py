@@ -94,6 +94,26 @@ def parse_template(name: str, text: str, source: str) -> PromptTemplate:
     Raises:
         PromptError: a part is missing, repeated, or out of order, or there is text before ``### system``.
     """
+    template, _, _ = parse_parts(name, text, source)
+    problem = sorted(_variables(template.system, source) & CASE_VARIABLES)
+    if problem:
+        raise PromptError(
+            f"prompt '{name}' ({source}): the system part uses test-case text ({', '.join(problem)}); "
+            "case text belongs in the user part"
+        )
+    return template
+
+
+def parse_parts(name: str, text: str, source: str) -> tuple[PromptTemplate, int, int]:
+    """The two parts of a template file's ``text``, each a valid self-contained Jinja2 template, and the file's
+    0-based line index of each part's first line (Jinja counts lines within a part). The judges' trust rule
+    (:func:`parse_template`: no case text in the system part) is not applied: a chat target's prompt is the
+    user's own (docs/targets.md#chat-targets).
+
+    Raises:
+        PromptError: a part is missing, repeated, or out of order, text before ``### system``, a syntax error or
+            a loading tag (with the file's line).
+    """
     lines = text.splitlines()
     marks = [i for i, line in enumerate(lines) if line.strip() in (_SYSTEM, _USER)]
     heads = [lines[i].strip() for i in marks]
@@ -110,13 +130,13 @@ def parse_template(name: str, text: str, source: str) -> PromptTemplate:
     for part, first in ((system, system_line), (user, user_line)):
         _compile(part, source, first)
         _refuse_loading(part, name, source, first)
-    problem = sorted(_variables(system, source) & CASE_VARIABLES)
-    if problem:
-        raise PromptError(
-            f"prompt '{name}' ({source}): the system part uses test-case text ({', '.join(problem)}); "
-            "case text belongs in the user part"
-        )
-    return template
+    return template, system_line, user_line
+
+
+def sandbox() -> Any:
+    """The Jinja2 environment prompt templates run in: the sandbox, undefined variables as errors, no HTML
+    escaping, no loader (shared by the judge prompts and the chat targets' prompts)."""
+    return _environment()
 
 
 def _part(lines: list[str], start: int, end: int) -> tuple[str, int]:

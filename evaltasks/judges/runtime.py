@@ -14,10 +14,13 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltasks._env import env_value
 from evaltasks.judges.base import Judge, JudgeReply, JudgeRequest
+
+if TYPE_CHECKING:
+    from evaltasks.judges.openai import OpenAIJudge
 
 log = logging.getLogger("evaltasks.judges")
 
@@ -94,6 +97,17 @@ def _shared_client(model: str, options: dict[str, Any] | None) -> Judge:
         if key not in _clients:
             _clients[key] = OpenAIJudge(model, options)
         return _clients[key]
+
+
+def openai_client(model: str, options: dict[str, Any] | None) -> OpenAIJudge:
+    """The process's shared :class:`~evaltasks.judges.openai.OpenAIJudge` for ``model`` and ``options``: the one
+    chat client of judge metrics and chat targets (:mod:`evaltasks.targets.chat`), so both share its connections,
+    rate limits and concurrency limit. Raises CredentialsError (no API key) or ValueError (bad options)."""
+    from evaltasks.judges.openai import OpenAIJudge
+
+    client = _shared_client(model, options)
+    assert isinstance(client, OpenAIJudge)
+    return client
 
 
 class RunJudge:

@@ -64,14 +64,18 @@ KEY_FILE = "store.key"
 log = logging.getLogger("evaltasks.judges")
 
 
-class AnswerStore:
-    """Validated judge answers on disk under ``directory`` (see the module docstring for the layout).
+class SignedStore:
+    """The HMAC key and digests of an on-disk store whose entries are signed (the judge answer store, the
+    target output store: :mod:`evaltasks.targets.store`): see the module docstring for the key's rules.
 
     Args:
         directory: the store's folder (created on the first write).
 
-    Thread- and process-safe; every method may be called from many threads at once.
+    Attributes:
+        label: what the store is called in warnings (``judge answer store``).
     """
+
+    label = "judge answer store"
 
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
@@ -107,9 +111,7 @@ class AnswerStore:
             try:
                 fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
             except OSError as exc:
-                self._warn(
-                    str(path), f"cannot read the judge answer store's key {path}: {exc}; stored answers are not used"
-                )
+                self._warn(str(path), f"cannot read the {self.label}'s key {path}: {exc}; stored entries are not used")
                 return None
             try:
                 info = os.fstat(fd)
@@ -120,8 +122,8 @@ class AnswerStore:
             if not mine or (hasattr(os, "getuid") and stat.S_IMODE(info.st_mode) & 0o077) or len(key) != 32:
                 self._warn(
                     str(path),
-                    f"the judge answer store's key {path} is not a 32-byte file of this user with "
-                    "mode 0600: stored answers are not used (remove the folder to start afresh)",
+                    f"the {self.label}'s key {path} is not a 32-byte file of this user with "
+                    "mode 0600: stored entries are not used (remove the folder to start afresh)",
                 )
                 return None
             self._secret = key
@@ -140,6 +142,16 @@ class AnswerStore:
                 return
             self._warned.add(what)
         log.warning("%s", message)
+
+
+class AnswerStore(SignedStore):
+    """Validated judge answers on disk under ``directory`` (see the module docstring for the layout).
+
+    Args:
+        directory: the store's folder (created on the first write).
+
+    Thread- and process-safe; every method may be called from many threads at once.
+    """
 
     def path(self, key: str) -> Path:
         """The file of ``key``: ``<directory>/<key[:2]>/<key>.json``."""

@@ -294,12 +294,14 @@ def _local_candidate(directory: Path, top: str) -> Path | None:
     return None
 
 
-def _check_not_hidden(spec: str, top: str, directory: Path, imported_by: str | None = None) -> None:
+def _check_not_hidden(
+    spec: str, top: str, directory: Path, imported_by: str | None = None, what: str = "metric"
+) -> None:
     """Raise KeyError when ``directory`` holds ``top.py`` (or ``top/``) but the module ``top`` resolves
     elsewhere (an installed package, the standard library, a built-in), which would silently hide the user's
     file. Looks the module up without importing it (:func:`importlib.util.find_spec`). ``imported_by``: the
     user's module file that imports ``top`` (a helper next to the metric's module), None for the metric's own
-    module."""
+    module. ``what``: the kind of object named, for the message (``metric``, ``target``)."""
     local = _local_candidate(directory, top)
     if local is None:
         return
@@ -320,18 +322,18 @@ def _check_not_hidden(spec: str, top: str, directory: Path, imported_by: str | N
     else:
         where = f"at {locations[0]}" if locations else f"({found.origin})"
     fix = (
-        f"rename {local.name} and the module in 'metric'"
+        f"rename {local.name} and the module in '{what}'"
         if imported_by is None
         else f"{imported_by} imports '{top}': rename {local.name} and that import"
     )
     raise KeyError(
-        f"metric '{spec}': the suite's folder has {local.name}, but module '{top}' is the installed "
+        f"{what} '{spec}': the suite's folder has {local.name}, but module '{top}' is the installed "
         f"module {where}, which hides it (installed packages and the standard library come first); "
         f"{fix}"
     )
 
 
-def _check_imports_not_hidden(spec: str, module: Any, directory: Path) -> None:
+def _check_imports_not_hidden(spec: str, module: Any, directory: Path, what: str = "metric") -> None:
     """:func:`_check_not_hidden` for every top-level module that the user's ``module`` (a file in ``directory``)
     imports by absolute name (``import six``, ``from six import x``): a helper next to it that an installed
     module of the same name hides would be silently replaced (read from the source with :mod:`ast`)."""
@@ -351,7 +353,7 @@ def _check_imports_not_hidden(spec: str, module: Any, directory: Path) -> None:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
     for top in sorted(names):
-        _check_not_hidden(spec, top, directory, imported_by=Path(file).name)
+        _check_not_hidden(spec, top, directory, imported_by=Path(file).name, what=what)
 
 
 def _pickle_by_value(directory: Path, before: set[str]) -> None:
@@ -385,30 +387,55 @@ def _pickle_by_value(directory: Path, before: set[str]) -> None:
 
 def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMetric]:
     """The class named by ``module.path:Class`` (see :func:`get_metric_class`). Raises KeyError."""
+
+    def is_metric(value: Any) -> bool:
+        return isinstance(value, type) and issubclass(value, BaseMetric)
+
+    return _check_metric_class(import_user_attribute(spec, base_dir, what="metric", candidate=is_metric), f"'{spec}'")
+
+
+def import_user_attribute(
+    spec: str, base_dir: str | Path | None, *, what: str, candidate: Callable[[Any], bool] = callable
+) -> Any:
+    """The object named by ``module.path:attribute`` (a user's metric class, a target's function), imported as
+    users' own metrics are (:func:`get_metric_class`, rule 3): ``base_dir`` (the suite file's directory) LAST on
+    ``sys.path``, a module of ``base_dir`` hidden by an installed one refused, the modules imported from
+    ``base_dir`` pickled by value.
+
+    Args:
+        spec: ``module.path:attribute`` (:data:`USER_METRIC_PATTERN`).
+        base_dir: the suite file's directory, or None.
+        what: what ``spec`` names, for messages (``metric``, ``target``).
+        candidate: which of the module's own attributes a "did you mean" may suggest.
+
+    Raises:
+        KeyError: with one message for the user: the module not found (with where it was looked for), failing
+            to import, hidden by an installed module, or lacking the attribute.
+    """
     module_name, _, attribute = spec.partition(":")
     directory = Path(base_dir).resolve() if base_dir is not None else None
     before = set(sys.modules)
     if directory is not None:
         add_import_dir(directory)
-        _check_not_hidden(spec, module_name.split(".")[0], directory)
+        _check_not_hidden(spec, module_name.split(".")[0], directory, what=what)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             where = f"the suite's directory {directory} and " if directory is not None else ""
             raise KeyError(
-                f"metric '{spec}': module '{exc.name}' not found (looked in {where}sys.path; install "
+                f"{what} '{spec}': module '{exc.name}' not found (looked in {where}sys.path; install "
                 "its package or add its directory to PYTHONPATH)"
             ) from None
         raise KeyError(
-            f"metric '{spec}': importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
+            f"{what} '{spec}': importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
         ) from None
     except (Exception, SystemExit) as exc:  # noqa: BLE001
         raise KeyError(
-            f"metric '{spec}': importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
+            f"{what} '{spec}': importing module '{module_name}' failed: {type(exc).__name__}: {exc}"
         ) from None
     if directory is not None:
-        _check_imports_not_hidden(spec, module, directory)
+        _check_imports_not_hidden(spec, module, directory, what=what)
         _pickle_by_value(directory, before)
     value: Any = module
     for part in attribute.split("."):
@@ -416,18 +443,16 @@ def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMet
             import difflib
 
             names = [
-                n
-                for n, v in vars(module).items()
-                if isinstance(v, type) and issubclass(v, BaseMetric) and v.__module__ == module.__name__
+                n for n, v in vars(module).items() if candidate(v) and getattr(v, "__module__", None) == module.__name__
             ]
             close = difflib.get_close_matches(part, names, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise KeyError(
-                f"metric '{spec}': module '{module_name}' ({getattr(module, '__file__', None)}) has no "
+                f"{what} '{spec}': module '{module_name}' ({getattr(module, '__file__', None)}) has no "
                 f"attribute '{attribute}'{hint}"
             )
         value = getattr(value, part)
-    return _check_metric_class(value, f"'{spec}'")
+    return value
 
 
 def _check_metric_class(value: Any, label: str) -> type[BaseMetric]:
@@ -455,6 +480,7 @@ __all__ = [
     "add_import_dir",
     "check_registry",
     "get_metric_class",
+    "import_user_attribute",
     "is_builtin",
     "metric_classes",
     "metric_entry_points",

@@ -3,7 +3,8 @@
 Top-level keys: ``schema_version``, ``evaltasks_version``, ``suite``, ``suite_sha256``, ``dataset``,
 ``dataset_sha256``, ``passed`` (the gate held), ``gate`` (with ``fail_on``, ``alpha``, ``min_effect``, the
 comparison's ``verdict`` and the failure ``message`` since version 2), ``embedding_models``, ``comparison`` (with a baseline), ``summary``
-(with 95 % intervals and ``statistics`` since version 2), ``cases``. The JSON Schema is shipped as
+(with 95 % intervals and ``statistics`` since version 2), ``targets`` (runs with targets, since version 3: one
+:class:`~evaltasks.results.TargetRun` each; each case's ``generation`` too), ``cases``. The JSON Schema is shipped as
 ``evaltasks/schema/results.schema.json``. Cases are written one at a time (a stream), so memory does not grow
 with the report.
 """
@@ -59,7 +60,7 @@ def results_json_schema() -> dict[str, Any]:
     from pydantic.json_schema import models_json_schema
 
     from evaltasks.engine.compare import Comparison
-    from evaltasks.results import EmbeddingModelInfo, ReferenceSetInfo
+    from evaltasks.results import EmbeddingModelInfo, ReferenceSetInfo, TargetRun
 
     models: list[type[BaseModel]] = [
         EvaluationSummary,
@@ -67,6 +68,7 @@ def results_json_schema() -> dict[str, Any]:
         Comparison,
         EmbeddingModelInfo,
         ReferenceSetInfo,
+        TargetRun,
     ]
     _, generated = models_json_schema([(m, "serialization") for m in models], ref_template="#/$defs/{model}")
     ref = "#/$defs/{}".format
@@ -120,6 +122,11 @@ def results_json_schema() -> dict[str, Any]:
             "duration_s": {"type": "number", "minimum": 0},
             "embedding_models": {"type": "array", "items": {"$ref": ref("EmbeddingModelInfo")}},
             "reference_sets": {"type": "array", "items": {"$ref": ref("ReferenceSetInfo")}},
+            "targets": {
+                "type": "array",
+                "items": {"$ref": ref("TargetRun")},
+                "description": "With targets (since version 3): one entry per target, the first the reference.",
+            },
             "comparison": {"$ref": ref("Comparison")},
             "summary": {"$ref": ref("EvaluationSummary")},
             "cases": {"type": "array", "items": {"$ref": ref("TestCaseResult")}},

@@ -97,8 +97,9 @@ class ReportWriter:
         self.cases = 0
         self._summary: EvaluationSummary | None = None
 
-    def add(self, cases: Iterable[TestCaseResult]) -> None:
-        """Append a batch of case results (in case order)."""
+    def add(self, cases: Iterable[TestCaseResult], compare: bool = True) -> None:
+        """Append a batch of case results (in case order). ``compare``: False for cases the baseline comparison
+        leaves out (a run with several targets compares the first target's cases only)."""
         cases = list(cases)
         if not cases:
             return
@@ -113,7 +114,7 @@ class ReportWriter:
         self.cases += len(cases)
         self.summary_builder.add(cases)
         self.highlights.add(cases)
-        if self.comparison_builder is not None:
+        if self.comparison_builder is not None and compare:
             self.comparison_builder.add(cases)
 
     def summarize(self, embeddings: EmbeddingCounts | None = None) -> EvaluationSummary:

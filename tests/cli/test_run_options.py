@@ -63,6 +63,7 @@ def _every_option_given(suite: Path, out: Path, baseline: Path, history: Path) -
         "1.5",
         "--history-dir",
         str(history),
+        "--no-target",
     ]
 
 
@@ -70,7 +71,7 @@ def test_every_option_has_exactly_one_flag_and_one_flow_parameter() -> None:
     from evaltasks.flows.evaluate_suite import evaluate_suite
 
     fields = [f.name for f, _, _ in option_fields()]
-    assert len(fields) == 12 and len(set(fields)) == 12
+    assert len(fields) == 13 and len(set(fields)) == 13
     actions = [a for a in _run_parser()._actions if a.option_strings and a.dest != "help"]
     for field, spec, _ in option_fields():
         matching = [a for a in actions if a.dest == field.name]
@@ -134,7 +135,7 @@ def test_a_parsed_command_line_reaches_a_flow_run_as_the_same_options(prefect_ha
     )
     options = run_options(args)
     assert all(getattr(options, f.name) != f.default for f, _, _ in option_fields())  # every option set
-    assert (options.batch_size, options.cache, options.max_cost) == (2, False, 1.5)
+    assert (options.batch_size, options.cache, options.max_cost, options.target) == (2, False, 1.5, False)
     received = _probe(suite_path="s.yaml", **options.flow_parameters())
     assert received == options
     as_json = json.loads(json.dumps(options.flow_parameters()))
