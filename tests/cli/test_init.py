@@ -200,3 +200,49 @@ def test_the_command_with_stdin_closed_to_a_pipe_asks_nothing(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     assert "[" not in proc.stdout and proc.stderr == "", (proc.stdout, proc.stderr)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "prefect-home") == sorted(FILES)
+
+
+@pytest.mark.slow
+def test_the_starter_suite_loads_and_runs_as_written(tmp_path: Path, prefect_api_url: str) -> None:
+    """``evaltasks init`` then ``evaltasks run suite.yaml`` (real CLI processes, the session's Prefect server, the
+    bundled model): the python target answers the five questions, the refund answer fails SemanticSimilarity
+    (as the similarities computed above say), the gate of 80 % holds, and each LatencyMetric verdict is the
+    recorded latency against the suite's 5000 ms."""
+    from evaltasks.inputs.suite import load_suite
+
+    env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
+    project = tmp_path / "project"
+    project.mkdir()
+    init = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "init", "--name", "starter"],
+        input="", cwd=project, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert init.returncode == 0, init.stderr
+
+    loaded = load_suite(project / "suite.yaml")
+    assert [(t.name, t.kind) for t in loaded.targets] == [("python", "python")]
+    assert [type(m).__name__ for m in loaded.metrics] == [
+        "SemanticSimilarityMetric",
+        "LengthCheckMetric",
+        "LatencyMetric",
+    ]
+
+    run = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--quiet"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[0] == "PASSED: pass rate 80.00% (4 of 5 cases), gate 80.00%"
+    results = json.loads((project / "out" / "results.json").read_text(encoding="utf-8"))
+    statuses = {c["id"]: c["status"] for c in results["cases"]}
+    assert statuses == {"capital": "passed", "boiling": "passed", "password": "passed", "planets": "passed",
+                        "refund": "failed"}  # fmt: skip
+    refund = next(c for c in results["cases"] if c["id"] == "refund")
+    assert refund["actual_output"] == "Sorry, I don't know that yet."
+    assert [m["status"] for m in refund["metrics"]] == ["failed", "passed", "passed"]
+    assert (results["targets"][0]["requests"], results["targets"][0]["cached"]) == (5, 0)
+    for case in results["cases"]:
+        latency = next(m for m in case["metrics"] if m["name"] == "LatencyMetric")
+        assert case["generation"]["target"] == "python" and case["generation"]["cached"] is False
+        assert latency["evaluation_log"]["latency_ms"] == case["generation"]["latency_ms"]
+        assert latency["status"] == ("passed" if case["generation"]["latency_ms"] <= 5000 else "failed")

@@ -225,3 +225,53 @@ def test_the_shipped_schema_and_the_loader_agree(tmp_path: Path, entry: dict, re
     else:
         assert len(load_suite(tmp_path / "suite.yaml").metrics) == 1
         validator.validate(data)
+
+
+# -- on a real target's generations -----------------------------------------------------------------------------
+def test_the_limits_on_a_real_python_target_and_on_its_stored_outputs(tmp_path: Path) -> None:
+    """A real callable through the generate stage (evaluate_sync with a PythonTarget): "slow" sleeps 0.4 s, so its
+    recorded latency is at least 400 ms, over max_ms=300, whatever the machine's load; every other verdict is
+    checked against the latency the run recorded. Costs are what the callable reports; a plain string reports
+    none (errored). A rerun with the same index reads the outputs from the store: same latencies, cached."""
+    import time
+
+    from evaltasks.targets import PythonTarget
+
+    costs = {"slow": 0.0004, "cheap": 0.0005, "pricey": 0.002}
+
+    def bot(case: EvalTestCase) -> object:
+        if case.input == "slow":
+            time.sleep(0.4)
+        if case.input == "free":
+            return "a plain answer"
+        return {"output": f"answer to {case.input}", "cost": costs[case.input]}
+
+    cases = [EvalTestCase(actual_output="", input=q, name=q) for q in ("slow", "cheap", "pricey", "free")]
+    metrics = [LatencyMetric(max_ms=300), CostMetric(max_cost=0.001)]
+
+    def run() -> dict[str, tuple[Generation, dict[str, object]]]:
+        result = evaluate_sync(cases, metrics, target=PythonTarget(bot, name="bot"), index_dir=tmp_path / "index")
+        return {c.id: (c.generation, {m.name: m for m in c.metrics}) for c in result.test_results}
+
+    first = run()
+    for case_id, (generation, by_metric) in first.items():
+        latency = by_metric["LatencyMetric"]
+        assert generation is not None and generation.target == "bot" and not generation.cached
+        assert latency.evaluation_log["latency_ms"] == generation.latency_ms
+        assert latency.status == ("passed" if generation.latency_ms <= 300 else "failed"), case_id
+    assert first["slow"][0].latency_ms >= 400 and first["slow"][1]["LatencyMetric"].status == "failed"
+    cost_statuses = {case_id: by_metric["CostMetric"].status for case_id, (_, by_metric) in first.items()}
+    assert cost_statuses == {"slow": "passed", "cheap": "passed", "pricey": "failed", "free": "errored"}
+    assert first["pricey"][1]["CostMetric"].reason == "Cost $0.002 is above the maximum of $0.001."
+    assert first["free"][1]["CostMetric"].error.startswith("target 'bot' reported no cost for this output")
+
+    again = run()
+    for case_id, (generation, by_metric) in again.items():
+        assert generation.cached, case_id
+        assert generation.latency_ms == first[case_id][0].latency_ms  # the stored call's latency
+        assert by_metric["LatencyMetric"].evaluation_log["cached"] is True
+        assert by_metric["LatencyMetric"].status == first[case_id][1]["LatencyMetric"].status
+        assert by_metric["CostMetric"].status == cost_statuses[case_id]
+    assert again["slow"][1]["LatencyMetric"].reason.endswith(
+        "(from the output store: measured when the output was generated)."
+    )
