@@ -16,6 +16,7 @@ DOCS_PAGES: dict[str, str] = {
     "Threshold calibration": "docs/calibration.md",
     "Faster repeated runs: `evaltasks server`": "docs/server.md",
     "Prefect": "docs/prefect.md",
+    "Starter suite": "docs/cli.md#starter-suite-evaltasks-init",
     "Targets": "docs/targets.md",
 }
 

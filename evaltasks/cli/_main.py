@@ -15,7 +15,7 @@ import time
 from evaltasks import supervisor
 from evaltasks._env import drop_blank_env
 from evaltasks._version import DOCS_URL, __version__
-from evaltasks.cli import calibrate, history, index, run, schema, serve, server
+from evaltasks.cli import calibrate, history, index, init, run, schema, serve, server
 from evaltasks.cli._checks import check_settings
 from evaltasks.cli._command import Invocation
 from evaltasks.cli._exits import EXIT_INVALID, error
@@ -28,8 +28,9 @@ COMMANDS = {
     "calibrate": calibrate,
     "history": history,
     "index": index,
+    "init": init,
 }
-_NEED_A_DIRECTORY = ("run", "serve", "server", "index", "calibrate")  # they read or write relative paths
+_NEED_A_DIRECTORY = ("run", "serve", "server", "index", "calibrate", "init")  # they read or write relative paths
 _DOCS_EPILOG = (
     f"docs: {DOCS_URL}"
     if DOCS_URL

@@ -680,7 +680,7 @@ def test_a_skipped_metric_is_warned_about_once_and_the_flow_run_logs_keep_it(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["run", "server", "serve", "schema", "calibrate", "history", "index"])
+@pytest.mark.parametrize("command", ["run", "server", "serve", "schema", "calibrate", "history", "index", "init"])
 def test_each_command_help_has_a_description_and_names_its_docs_section(command: str, tmp_path: Path) -> None:
     """``evaltasks COMMAND --help`` says what the command does under its usage, and ends with the docs section
     to read (a heading of a docs/ page), never "README" (a pip-installed user has no README file)."""

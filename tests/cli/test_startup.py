@@ -121,7 +121,9 @@ def test_evaluate_stays_the_function_whatever_is_imported_first(tmp_path: Path, 
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.mark.parametrize("command", [["--version"], ["schema"], ["index", "info", "--index-dir", "idx"]])
+@pytest.mark.parametrize(
+    "command", [["--version"], ["schema"], ["index", "info", "--index-dir", "idx"], ["init", "starter"]]
+)
 def test_commands_without_a_run_import_neither_prefect_nor_torch(tmp_path: Path, command: list[str]) -> None:
     loaded = _imported(["-m", "evaltasks", *command], tmp_path)
     assert not loaded & {"prefect", "torch", "sentence_transformers", "transformers"}, loaded

@@ -210,6 +210,8 @@ def test_schema_lists_required_arguments_and_enumerations() -> None:
         "JsonSchemaMetric": ["metric", "schema"],
         "GEvalMetric": ["metric", "threshold"],
         "CustomEvalMetric": ["metric", "threshold"],
+        "LatencyMetric": ["metric", "max_ms"],
+        "CostMetric": ["metric", "max_cost"],
     }
     assert branches["FormatCheckMetric"]["properties"]["format_type"]["enum"] == [
         "email",
