@@ -29,7 +29,14 @@ REPORT_STEP_IMPORTS = ("evaltasks.reports", "evaltasks.results", "evaltasks.engi
 # what action/baseline.py checks a cached baseline with: the very check `evaltasks run --baseline` applies, so a
 # cache entry it passes is never refused as invalid input (exit 2) by the run it is handed to
 BASELINE_STEP_IMPORTS = ("evaltasks.engine.compare", "evaltasks.errors")
-STEP_IMPORTS = {"report.py": REPORT_STEP_IMPORTS, "baseline.py": BASELINE_STEP_IMPORTS}
+# what action/missing_targets.py decides a fork's skipped targets with: the suite's target entries built by
+# evaltasks' own suite code and asked their own missing_credentials() (no request is sent)
+MISSING_TARGETS_STEP_IMPORTS = ("evaltasks.errors", "evaltasks.inputs")
+STEP_IMPORTS = {
+    "report.py": REPORT_STEP_IMPORTS,
+    "baseline.py": BASELINE_STEP_IMPORTS,
+    "missing_targets.py": MISSING_TARGETS_STEP_IMPORTS,
+}
 
 _GRAPH_SCRIPT = """
 import json, grimp
@@ -192,8 +199,9 @@ def test_docs_list_the_contracts_layers() -> None:
 @pytest.mark.slow
 def test_action_stays_apart_from_the_library(layout: Path) -> None:
     """``action/``'s scripts import no evaltasks module, except the report step rendering results.json with the
-    installed evaltasks' renderer and the baseline step checking a cached baseline with evaltasks' own check
-    (names listed in ``STEP_IMPORTS``); and no evaltasks module imports an action script."""
+    installed evaltasks' renderer, the baseline step checking a cached baseline with evaltasks' own check, and the
+    missing-targets step asking the suite's targets whether this run has their secrets (names listed in
+    ``STEP_IMPORTS``); and no evaltasks module imports an action script."""
     scripts = sorted(ACTION_DIR.glob("*.py"))
     assert {p.name for p in scripts} >= {"report.py", "prepare.py", "comment.py", "_github.py"}
     for script in scripts:

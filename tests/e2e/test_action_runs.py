@@ -366,14 +366,16 @@ def test_run_local_an_unreadable_cached_baseline_warns_and_an_explicit_one_is_in
 def test_run_local_a_cached_baseline_of_a_newer_evaltasks_warns_and_the_pull_request_passes(
     tmp_path: Path, workspace: Path, prefect_api_url: str
 ) -> None:
-    """The base branch's cache holds a results.json of a newer evaltasks (schema 3) with a NaN score: it passes
+    """The base branch's cache holds a results.json of a newer evaltasks (a schema version above this one's) with a NaN score: it passes
     the shape check but evaltasks refuses it. The pull request's run warns naming the cache entry (not the
     temporary copy run.sh compares with) and each problem, and goes on without a baseline (it exited 2)."""
     prefix = f"evaltasks-baseline-Linux-{SUITE_ID}-b{_import('prepare')._short_hash('main')}-"
     entry = tmp_path / "cache-store" / f"{prefix}v99.0.0-push-1"
     (entry / "data").mkdir(parents=True)
+    from evaltasks.engine.outcome import SCHEMA_VERSION
+
     newer = {
-        "schema_version": 3,
+        "schema_version": SCHEMA_VERSION + 1,
         "summary": {"cases": 1, "pass_rate": 1.0},
         "cases": [{"id": "q1", "metrics": [{"name": "ReferenceMatchMetric", "score": float("nan")}]}],
     }
@@ -394,7 +396,10 @@ def test_run_local_a_cached_baseline_of_a_newer_evaltasks_warns_and_the_pull_req
     (warning,) = [
         a["message"] for a in pr["annotations"] if a["level"] == "warning" and "cached baseline" in a["message"]
     ]
-    assert f"{cached}: field 'schema_version' is 3" in warning and "Running without a baseline" in warning
+    assert (
+        f"{cached}: field 'schema_version' is {SCHEMA_VERSION + 1}" in warning
+        and "Running without a baseline" in warning
+    )
     assert "field 'metrics.ReferenceMatchMetric.score' must be a finite number or null, got nan" in warning
     assert "evaltasks-baseline-" not in warning.split("cannot be used:")[1].replace(cached, "")  # no temporary copy
     assert "No baseline" in pr["summary"]
