@@ -719,7 +719,7 @@ def test_docs_links_follow_the_one_docs_url(monkeypatch: pytest.MonkeyPatch) -> 
     ("args", "listed"),
     [
         (["index"], "{build,info,verify,compact,prune}"),
-        ([], "{run,server,serve,schema,calibrate,history,index}"),
+        ([], "{run,server,serve,schema,calibrate,history,index,init}"),
     ],
 )
 def test_a_missing_subcommand_names_the_ones_that_exist(args: list[str], listed: str, tmp_path: Path) -> None:
