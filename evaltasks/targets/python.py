@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import math
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -57,7 +59,67 @@ def source_digest(function: Callable[..., Any], extra_files: Sequence[Path] = ()
             hasher.update(str(path).encode())
         hasher.update(b"\0")
     hasher.update(_qualified(function).encode())
+    hasher.update(b"\0" + bound_state(function).encode())
     return hasher.hexdigest()
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def bound_state(function: Callable[..., Any]) -> str:
+    """What decides ``function``'s output besides its file: the code of the function itself (two lambdas or
+    closures of one file differ by it), and the settings bound to it: a ``functools.partial``'s arguments, the
+    values a closure captured, a bound method's or a callable object's attributes. Only plain values count as
+    settings (strings, numbers, booleans, None, and tuples or frozensets of those: :func:`_setting`); a mutable
+    or rich value (a dict, a list, a client) is named by its type only, so state a callable changes while it runs
+    (a call counter's dict, a cache) never changes its key. Two targets that differ only in such values need a
+    ``version``."""
+    parts: list[str] = []
+    for _ in range(8):  # a partial of a partial...: a few levels, never a cycle
+        if isinstance(function, functools.partial):
+            keywords = sorted((k, _setting(v)) for k, v in function.keywords.items())
+            parts.append(f"partial{[_setting(a) for a in function.args]!r}{keywords!r}")
+            function = function.func
+        elif inspect.ismethod(function):
+            parts.append(f"self={_settings_of(function.__self__)}")
+            function = function.__func__
+        else:
+            break
+    code = getattr(function, "__code__", None)
+    if code is not None:
+        parts.append(hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest())
+        parts.append(f"closure={[_cell(c) for c in (getattr(function, '__closure__', None) or ())]!r}")
+    elif callable(function) and not inspect.isclass(function) and not inspect.isbuiltin(function):
+        parts.append(f"object={_settings_of(function)}")
+    return _ADDRESS.sub("", "|".join(parts))
+
+
+def _setting(value: Any) -> str:
+    """``repr`` of a plain value (str, bytes, int, float, bool, None, or a tuple/frozenset of those); the type's
+    name for anything else."""
+    plain = (str, bytes, int, float, bool, type(None))
+    if isinstance(value, plain):
+        return repr(value)
+    if isinstance(value, (tuple, frozenset)) and all(isinstance(v, plain) for v in value):
+        return repr(sorted(value, key=repr) if isinstance(value, frozenset) else value)
+    return f"<{type(value).__qualname__}>"
+
+
+def _settings_of(value: Any) -> str:
+    """An object's attributes (``vars``) as ``name=setting`` pairs; its type's name when it has none."""
+    try:
+        attributes = vars(value)
+    except TypeError:
+        return _setting(value)
+    return repr(sorted((name, _setting(v)) for name, v in attributes.items()))
+
+
+def _cell(cell: Any) -> str:
+    """A closure cell's value as :func:`_setting` writes it (an empty cell: ``<empty>``)."""
+    try:
+        return _setting(cell.cell_contents)
+    except ValueError:
+        return "<empty>"
 
 
 def local_sources(function: Callable[..., Any], directory: Path) -> list[Path]:

@@ -160,3 +160,53 @@ def test_async_calls_share_one_running_loop_across_calls_and_threads() -> None:
     assert target.generate(case()).output == "ok"
     assert results == ["ok"] * 3 and len(loops) == 4 and len(set(map(id, loops))) == 1
     assert loops[0].is_running()  # still running between calls: a client the module made on it stays usable
+
+
+def _answer(model: str, case: EvalTestCase) -> str:
+    return f"{model}: {case.input}"
+
+
+class _Configured:
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def __call__(self, case: EvalTestCase) -> str:
+        return f"{self.model}: {case.input}"
+
+
+def _closure(model: str):
+    def respond(case: EvalTestCase) -> str:
+        return f"{model}: {case.input}"
+
+    return respond
+
+
+def test_targets_built_from_one_file_with_different_settings_get_different_keys(tmp_path: Path) -> None:
+    """Two partials, closures, callable objects or lambdas of one file differ in what they return, so they must not
+    share stored outputs; the same settings built again keep the key (a rerun still reads the store)."""
+    import functools
+
+    from evaltasks import ExactMatchMetric, evaluate_sync
+
+    pairs = {
+        "partial": (functools.partial(_answer, "good"), functools.partial(_answer, "bad")),
+        "closure": (_closure("good"), _closure("bad")),
+        "object": (_Configured("good"), _Configured("bad")),
+        "lambda": (lambda case: f"good: {case.input}", lambda case: f"bad: {case.input}"),
+    }
+    for kind, (good, bad) in pairs.items():
+        assert PythonTarget(good).fingerprint() != PythonTarget(bad).fingerprint(), kind
+    assert (
+        PythonTarget(functools.partial(_answer, "good")).fingerprint()
+        == PythonTarget(pairs["partial"][0]).fingerprint()
+    )
+    assert PythonTarget(_closure("good")).fingerprint() == PythonTarget(pairs["closure"][0]).fingerprint()
+    assert PythonTarget(_Configured("good")).fingerprint() == PythonTarget(pairs["object"][0]).fingerprint()
+
+    cases = [EvalTestCase(actual_output="", input="2+2", expected_output="good: 2+2")]
+    targets = [PythonTarget(functools.partial(_answer, m), name=m) for m in ("good", "bad")]
+    result = evaluate_sync(cases, [ExactMatchMetric()], target=targets, index_dir=tmp_path / "index")
+    assert [(r.generation.target, r.actual_output) for r in result.test_results if r.generation] == [
+        ("good", "good: 2+2"),
+        ("bad", "bad: 2+2"),
+    ]
