@@ -335,13 +335,17 @@ def _report(args: argparse.Namespace, invocation: Invocation, outcome: RunReport
     reports line only; docs/cli.md#cli), and the reports line with both durations; the exit code of the gate."""
     from rich.console import Console  # startup: rich only once a run has ended
 
-    from evaltasks.reports.console import notable_cases, print_summary
+    from evaltasks.reports.console import notable_cases, print_summary, stored_splits
 
     for warning in [*outcome.warnings, *_regression_warning(outcome)]:
         if warning not in view.shown_warnings:
             warn(warning)
     try:
         cases = None if args.quiet else notable_cases(Path(args.output_dir) / "results.json", outcome.summary)
+        side = outcome.side_by_side
+        if side is not None and side.split_cases and not side.splits and not args.quiet:
+            splits = stored_splits(Path(args.output_dir) / "results.json")  # the flow's outcome leaves them out
+            outcome = outcome.model_copy(update={"side_by_side": side.model_copy(update={"splits": splits})})
         print_summary(outcome, cases=cases, brief=args.quiet, console=Console())
         for line in [] if args.quiet else target_lines(outcome):
             print(line)

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison, MetricComparison
 from evaltasks.engine.outcome import RunReport
-from evaltasks.engine.side_by_side import SideBySide
+from evaltasks.engine.side_by_side import SideBySide, SplitCase
 from evaltasks.reports.markdown import (
     VERDICT_ICONS,
     interval_text,
@@ -273,6 +273,25 @@ def _capped(parts: list[str], shown: int = METRICS_SHOWN) -> list[str]:
         return parts
     rest = len(parts) - shown
     return [*parts[:shown], f"… {rest} more metric{'' if rest == 1 else 's'}"]
+
+
+def stored_splits(results_path: Path, limit: int = CASES_SHOWN) -> list[SplitCase]:
+    """The first ``limit`` cases the targets split, read from the run's ``results.json`` (its ``side_by_side``
+    header line; the flow's returned outcome leaves the per-case parts out). Empty when the file cannot be read
+    or has none."""
+    prefix = '  "side_by_side": '
+    try:
+        with open(results_path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith(prefix):
+                    value = json.loads(line[len(prefix) :].rstrip().rstrip(","))
+                    splits = value.get("splits", []) if isinstance(value, dict) else []
+                    return [SplitCase.model_validate(split) for split in splits[:limit]]
+                if line.startswith('  "cases": ['):
+                    break
+    except (OSError, ValueError):
+        pass
+    return []
 
 
 def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = CASES_SHOWN) -> NotableCases | None:

@@ -98,3 +98,6 @@ def test_a_run_with_two_targets_reports_them_side_by_side(tmp_path: Path, prefec
     assert "### current (the reference)" in md and "### candidate (against current)" in md
     assert "targets side by side: each compared with current (the first)" in proc.stdout
     assert "cases the targets split: 8" in proc.stdout
+    # the terminal names the split cases (read from results.json: the flow's outcome leaves them out)
+    split_lines = [line for line in proc.stdout.splitlines() if "current passed · candidate failed" in line]
+    assert len(split_lines) == worse and any("c3" in line for line in split_lines), proc.stdout
