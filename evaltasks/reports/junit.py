@@ -80,11 +80,14 @@ def _unstable_properties(metric: MetricResult) -> str:
 
 def junit_testcases(suite_name: str, case: TestCaseResult) -> str:
     """The ``<testcase>`` elements of one case (one per metric); untrusted text escaped. A judge result that is
-    ``unstable`` (docs/judges.md#llm-judges) carries ``<properties>``: ``unstable``, ``score_stdev``, ``samples``."""
+    ``unstable`` (docs/judges.md#llm-judges) carries ``<properties>``: ``unstable``, ``score_stdev``, ``samples``.
+    A case a target generated is classed under its target (``suite.target.metric``): with several targets the
+    same case id appears once per target, and CI test reporters key test cases by class and name."""
     parts = []
+    group = f"{suite_name}.{case.generation.target}" if case.generation is not None else suite_name
     for metric in case.metrics:
         test_name = _attr(f"{case.id} :: {metric.name}")
-        classname = _classname(suite_name, metric.name)
+        classname = _classname(group, metric.name)
         properties = _unstable_properties(metric)
         if metric.status == "passed":
             if properties:

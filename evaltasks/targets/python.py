@@ -70,7 +70,8 @@ def bound_state(function: Callable[..., Any]) -> str:
     """What decides ``function``'s output besides its file: the code of the function itself (two lambdas or
     closures of one file differ by it), and the settings bound to it: a ``functools.partial``'s arguments, the
     values a closure captured, a bound method's or a callable object's attributes. Only plain values count as
-    settings (strings, numbers, booleans, None, and tuples or frozensets of those: :func:`_setting`); a mutable
+    settings (strings, numbers, booleans, None, and tuples or frozensets of those: :func:`_setting`; an object's
+    numbers are left out, being often counters); a mutable
     or rich value (a dict, a list, a client) is named by its type only, so state a callable changes while it runs
     (a call counter's dict, a cache) never changes its key. Two targets that differ only in such values need a
     ``version``."""
@@ -94,10 +95,10 @@ def bound_state(function: Callable[..., Any]) -> str:
     return _ADDRESS.sub("", "|".join(parts))
 
 
-def _setting(value: Any) -> str:
-    """``repr`` of a plain value (str, bytes, int, float, bool, None, or a tuple/frozenset of those); the type's
-    name for anything else."""
-    plain = (str, bytes, int, float, bool, type(None))
+def _setting(value: Any, numbers: bool = True) -> str:
+    """``repr`` of a plain value (str, bytes, bool, None, numbers unless ``numbers`` is False, or a
+    tuple/frozenset of those); the type's name for anything else."""
+    plain: tuple[type, ...] = (str, bytes, bool, type(None), *((int, float) if numbers else ()))
     if isinstance(value, plain):
         return repr(value)
     if isinstance(value, (tuple, frozenset)) and all(isinstance(v, plain) for v in value):
@@ -106,12 +107,13 @@ def _setting(value: Any) -> str:
 
 
 def _settings_of(value: Any) -> str:
-    """An object's attributes (``vars``) as ``name=setting`` pairs; its type's name when it has none."""
+    """An object's attributes (``vars``) as ``name=setting`` pairs, numbers left out (an object's numbers are
+    often counters it updates as it runs, which must not change its key); its type's name when it has none."""
     try:
         attributes = vars(value)
     except TypeError:
-        return _setting(value)
-    return repr(sorted((name, _setting(v)) for name, v in attributes.items()))
+        return _setting(value, numbers=False)
+    return repr(sorted((name, _setting(v, numbers=False)) for name, v in attributes.items()))
 
 
 def _cell(cell: Any) -> str:

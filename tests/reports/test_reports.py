@@ -814,3 +814,32 @@ def test_temporaries_of_a_killed_writer_are_removed_by_the_next_run(tmp_path: Pa
         for proc in (killed, running):
             proc.kill()
             proc.wait(timeout=60)
+
+
+def test_junit_classes_a_generated_case_under_its_target(tmp_path: Path) -> None:
+    """Two targets evaluate the same case ids: each testcase is classed under its target, so (classname, name)
+    stays unique for CI reporters; a case that came with the data keeps the suite's class."""
+    import functools
+
+    from evaltasks import EvalTestCase, ExactMatchMetric
+    from evaltasks.reports.junit import junit_testcases
+    from evaltasks.targets import PythonTarget
+
+    def answer(word: str, case: EvalTestCase) -> str:
+        return word
+
+    cases = [EvalTestCase(actual_output="", input=q, expected_output="yes", name=q) for q in ("a", "b")]
+    targets = [PythonTarget(functools.partial(answer, w), name=w) for w in ("yes", "no")]
+    result = evaluate_sync(cases, [ExactMatchMetric()], target=targets)
+    xml = "<testsuite>" + "".join(junit_testcases("s", case) for case in result.test_results) + "</testsuite>"
+    keys = [(t.get("classname"), t.get("name")) for t in ET.fromstring(xml).iter("testcase")]
+    assert keys == [
+        ("s.yes.ExactMatchMetric", "a :: ExactMatchMetric"),
+        ("s.yes.ExactMatchMetric", "b :: ExactMatchMetric"),
+        ("s.no.ExactMatchMetric", "a :: ExactMatchMetric"),
+        ("s.no.ExactMatchMetric", "b :: ExactMatchMetric"),
+    ]
+    plain = TestCaseResult.from_metrics(
+        "c", None, "x", [MetricResult(name="M", score=1.0, threshold=0.5, success=True, reason="r")]
+    )
+    assert 'classname="s.M"' in junit_testcases("s", plain)
