@@ -1,10 +1,10 @@
-"""The test case: one model output to evaluate, with what it is compared against."""
+"""The test case: one model output to evaluate, with what it is compared against; a conversation of such turns."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Generation(BaseModel):
@@ -34,6 +34,74 @@ class Generation(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class TraceStep(BaseModel):
+    """One step of an agent's execution trace (eval-ai-library's ``TraceStep``; docs/agents.md#execution-traces).
+
+    Attributes:
+        type: what the step is: ``tool_call``, ``llm_call``, ``reasoning``, ``retrieval`` or ``agent_step``
+            (other strings are kept as they are).
+        step_id: the step's id, unique within the trace (``parent_step_id`` of its children).
+        name: the tool's, model's or agent's name.
+        input: what the step received (a tool call's arguments, a prompt...), JSON-serialisable.
+        output: what it returned, JSON-serialisable.
+        status: ``success`` or ``error`` (None: not reported).
+        error: the error message of a failed step.
+        error_type: the error's kind (an exception class name, an HTTP status...).
+        duration_ms: wall time of the step in milliseconds, children included.
+        timestamp: when it started, seconds since the epoch.
+        parent_step_id: the enclosing step's ``step_id`` (None: a top-level step).
+        metadata: anything else the tracer recorded.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+    step_id: str | None = None
+    name: str | None = None
+    input: Any = None
+    output: Any = None
+    status: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    duration_ms: float | None = Field(default=None, ge=0)
+    timestamp: float | None = None
+    parent_step_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ToolCall(BaseModel):
+    """One tool call with its arguments (ToolCorrectnessMetric's ``match_arguments``).
+
+    Attributes:
+        name: the tool's name.
+        arguments: the arguments it was called with (None: not recorded).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    arguments: dict[str, Any] | None = None
+
+
+class Variant(BaseModel):
+    """A perturbed copy of a case's input and the target's output for it (the suite's ``perturbations:``;
+    PromptRobustnessMetric compares it with the original).
+
+    Attributes:
+        perturbation: which perturbation made it (``typos``, ``casing``, ``spacing``, ``punctuation``).
+        input: the perturbed input.
+        actual_output: what the target answered to it.
+        generation: how the target produced it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    perturbation: str
+    input: str
+    actual_output: str
+    generation: Generation | None = None
+
+
 class EvalTestCase(BaseModel):
     """One model output and its context (compatible with eval-ai-library's ``EvalTestCase``).
 
@@ -52,6 +120,16 @@ class EvalTestCase(BaseModel):
             by :class:`~evaltasks.ToolCorrectnessMetric`, where ``[]`` means "no tool expected".
         vars: the dataset row's columns (name -> value), for a target's prompt template, body or callable.
         generation: how a target produced ``actual_output`` (None: the output came with the data).
+        reasoning: the model's stated reasoning, if any (eval-ai-library's field).
+        execution_trace: the agent's steps (docs/agents.md#execution-traces), from a dataset column or a target.
+        tool_calls: the tools called with their arguments, in call order (ToolCorrectnessMetric's
+            ``match_arguments``); None: read from ``execution_trace``'s ``tool_call`` steps where there is one.
+        expected_tool_calls: the calls expected, with the arguments that must match.
+        agent_confidence: the system's own confidence that its answer is right, in [0, 1] (CalibrationMetric).
+        planning_steps: the plan the agent stated before acting (PlanningQualityMetric).
+        multi_outputs: several outputs for this same input (a target's ``repeat: K`` samples, or a dataset
+            column), for OutcomeConsistencyMetric.
+        variants: perturbed inputs and the target's outputs for them (the suite's ``perturbations:``).
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -67,6 +145,51 @@ class EvalTestCase(BaseModel):
     expected_tools: list[str] | None = None
     vars: dict[str, Any] | None = None
     generation: Generation | None = None
+    reasoning: str | None = None
+    execution_trace: list[TraceStep] | None = None
+    tool_calls: list[ToolCall] | None = None
+    expected_tool_calls: list[ToolCall] | None = None
+    agent_confidence: float | None = Field(default=None, ge=0, le=1)
+    planning_steps: list[str] | None = None
+    multi_outputs: list[str] | None = None
+    variants: list[Variant] | None = None
+
+
+class ConversationalEvalTestCase(EvalTestCase):
+    """A multi-turn conversation evaluated as one case (eval-ai-library's ``ConversationalEvalTestCase``;
+    docs/conversations.md#conversations).
+
+    It travels through the pipeline as one test case: batching, caching, statistics and the gate treat it as
+    any other. ``input`` and ``actual_output`` are the last turn's unless given, so single-turn reports and
+    metrics that read them see the conversation's final exchange.
+
+    Attributes:
+        turns: the conversation's turns in order (at least one), each an :class:`EvalTestCase` holding the
+            user's ``input`` and the assistant's ``actual_output``.
+        chatbot_role: the role the assistant was told to play (RoleAdherenceMetric), if any.
+        name: an identifier for reports.
+
+    Raises:
+        pydantic.ValidationError: no turns, or a turn that is not a test case.
+    """
+
+    turns: list[EvalTestCase] = Field(min_length=1)
+    chatbot_role: str | None = None
+    actual_output: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _last_turn(cls, data: Any) -> Any:
+        """Fill ``input`` and ``actual_output`` from the last turn when they are not given."""
+        if isinstance(data, dict) and data.get("turns"):
+            last = data["turns"][-1]
+            fields = last if isinstance(last, dict) else getattr(last, "__dict__", {})
+            data = dict(data)
+            if data.get("input") is None:
+                data["input"] = fields.get("input")
+            if not data.get("actual_output"):
+                data["actual_output"] = fields.get("actual_output") or ""
+        return data
 
 
 def assign_ids(cases: list[EvalTestCase], explicit: list[str | None] | None = None) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaltasks.errors import EvalTasksError
-from evaltasks.test_case import EvalTestCase
+from evaltasks.test_case import EvalTestCase, ToolCall, TraceStep
 
 TargetKind = Literal["python", "chat", "http"]
 
@@ -33,6 +33,10 @@ class TargetOutput(BaseModel):
         input_tokens: prompt tokens used, if known.
         output_tokens: completion tokens produced, if known.
         metadata: anything else the target reports (JSON-serialisable), kept in results.json.
+        execution_trace: the agent's steps for this case, if it traced them (fills the case's field;
+            docs/agents.md#execution-traces).
+        tool_calls: the tools called with their arguments, if any (fills the case's field).
+        agent_confidence: the target's own confidence in its answer, in [0, 1] (fills the case's field).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -45,6 +49,9 @@ class TargetOutput(BaseModel):
     input_tokens: int | None = Field(default=None, ge=0)
     output_tokens: int | None = Field(default=None, ge=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    execution_trace: list[TraceStep] | None = None
+    tool_calls: list[ToolCall] | None = None
+    agent_confidence: float | None = Field(default=None, ge=0, le=1)
 
 
 class TargetError(EvalTasksError):
