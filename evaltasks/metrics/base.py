@@ -119,6 +119,8 @@ class BaseMetric(ABC):
         threshold: minimum passing score, in [0, 1].
         required_fields: test-case fields that must be present (strings) for this metric.
         version: bumped when scoring changes, so cached results of an older version are not reused.
+        case_kind: which test cases it scores: ``"single"`` (single-turn :class:`EvalTestCase`), ``"conversation"``
+            (:class:`~evaltasks.test_case.ConversationalEvalTestCase`) or ``"any"`` (both; docs/conversations.md).
 
     Raises:
         ValueError: at construction, for invalid parameters.
@@ -126,6 +128,7 @@ class BaseMetric(ABC):
 
     required_fields: ClassVar[tuple[str, ...]] = ("actual_output",)
     version: ClassVar[str] = "1"
+    case_kind: ClassVar[str] = "single"
 
     def __init__(self, threshold: float, *, name: str | None = None) -> None:
         self.threshold = check_threshold(threshold)
