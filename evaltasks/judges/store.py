@@ -76,6 +76,12 @@ class SignedStore:
     """
 
     label = "judge answer store"
+    entry_label = "stored judge answer"
+    """What one entry is called in the warning about a digest that does not match."""
+    resend = "the request is sent again"
+    """What happens instead of using such an entry (the same warning)."""
+    entry_format = FORMAT
+    """The entries' ``format``: an entry of another format is a miss."""
 
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
@@ -129,6 +135,56 @@ class SignedStore:
             self._secret = key
             return key
 
+    def path(self, key: str) -> Path:
+        """The file of ``key``: ``<directory>/<key[:2]>/<key>.json``."""
+        return self.directory / key[:2] / f"{key}.json"
+
+    def discard(self, key: str) -> None:
+        """Remove the entry of ``key`` (e.g. an answer the metric rejected after it passed the schema), so the next
+        run asks again; nothing when there is none. Raises OSError when the file cannot be removed."""
+        self.path(key).unlink(missing_ok=True)
+
+    def read_signed(self, key: str) -> dict[str, Any] | None:
+        """The entry stored under ``key`` when it reads back whole, is of this format and key, and its HMAC digest
+        matches; else None (absent, truncated, another key's: silently; a digest that does not match: with a
+        warning naming the file, once)."""
+        path = self.path(key)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                entry = json.load(handle)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(entry, dict) or entry.get("format") != self.entry_format or entry.get("key") != key:
+            return None
+        secret = self.secret(create=False)
+        digest = entry.get("digest")
+        if (
+            secret is None
+            or not isinstance(digest, str)
+            or not hmac.compare_digest(digest, self._digest(entry, secret))
+        ):
+            self._warn(
+                str(path),
+                f"the {self.entry_label} {path} does not match its digest (edited after it was written?): "
+                f"it is not used, and {self.resend}",
+            )
+            return None
+        return entry
+
+    def write_signed(self, key: str, fields: dict[str, Any]) -> None:
+        """Store ``fields`` under ``key`` with the format, key, time stored and HMAC digest, replacing any entry
+        atomically (not fsynced: see the module docstring). Raises OSError when the folder cannot be written."""
+        entry = {
+            "format": self.entry_format,
+            "key": key,
+            "stored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **fields,
+        }
+        entry["digest"] = self._digest(entry, self.secret(create=True) or b"")
+        data = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        with atomic_path(self.path(key), durable=False) as tmp:
+            tmp.write_bytes(data)
+
     def _digest(self, entry: dict[str, Any], secret: bytes) -> str:
         """HMAC-SHA256 (hex) of ``entry`` without its ``digest``, as canonical JSON."""
         body = {k: v for k, v in entry.items() if k != "digest"}
@@ -153,32 +209,13 @@ class AnswerStore(SignedStore):
     Thread- and process-safe; every method may be called from many threads at once.
     """
 
-    def path(self, key: str) -> Path:
-        """The file of ``key``: ``<directory>/<key[:2]>/<key>.json``."""
-        return self.directory / key[:2] / f"{key}.json"
-
     def get(self, key: str, request: JudgeRequest) -> JudgeReply | None:
         """The stored answer to ``request`` (``key`` is its content address) as a cached reply (``cached``
         True, 0 requests, 0 tokens, cost 0), or None when there is none or it does not read back whole."""
-        path = self.path(key)
+        entry = self.read_signed(key)
+        if entry is None:
+            return None
         try:
-            with open(path, encoding="utf-8") as handle:
-                entry = json.load(handle)
-            if entry.get("format") != FORMAT or entry.get("key") != key:
-                return None
-            secret = self.secret(create=False)
-            digest = entry.get("digest")
-            if (
-                secret is None
-                or not isinstance(digest, str)
-                or not hmac.compare_digest(digest, self._digest(entry, secret))
-            ):
-                self._warn(
-                    str(path),
-                    f"the stored judge answer {path} does not match its digest (edited after it "
-                    "was written?): it is not used, and the request is sent again",
-                )
-                return None
             reply = entry["reply"]
             choices = []
             for item in reply["choices"]:
@@ -190,13 +227,8 @@ class AnswerStore(SignedStore):
             if not choices or not isinstance(reply["model"], str):
                 return None
             return JudgeReply(choices=tuple(choices), model=reply["model"], cached=True, requests=0)
-        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, JudgeError):
-            return None  # absent, truncated, not this key's, or no longer valid: a miss, replaced by the next put
-
-    def discard(self, key: str) -> None:
-        """Remove the entry of ``key`` (an answer the metric rejected after it passed the schema), so the next
-        run asks again; nothing when there is none. Raises OSError when the file cannot be removed."""
-        self.path(key).unlink(missing_ok=True)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, JudgeError):
+            return None  # no longer valid: a miss, replaced by the next put
 
     def put(self, key: str, reply: JudgeReply, *, model: str, endpoint: str) -> None:
         """Store ``reply`` (validated) under ``key``, replacing any entry atomically.
@@ -204,27 +236,23 @@ class AnswerStore(SignedStore):
         Raises:
             OSError: the folder cannot be written (disk full, permissions).
         """
-        entry = {
-            "format": FORMAT,
-            "key": key,
-            "model": model,
-            "endpoint": endpoint,
-            "stored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "reply": {
-                "model": reply.model,
-                "prompt_tokens": reply.prompt_tokens,
-                "completion_tokens": reply.completion_tokens,
-                "cost": reply.cost,
-                "choices": [
-                    {"text": c.text, "parsed": c.parsed, "logprobs": _logprobs_to_json(c.logprobs)}
-                    for c in reply.choices
-                ],
+        self.write_signed(
+            key,
+            {
+                "model": model,
+                "endpoint": endpoint,
+                "reply": {
+                    "model": reply.model,
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "cost": reply.cost,
+                    "choices": [
+                        {"text": c.text, "parsed": c.parsed, "logprobs": _logprobs_to_json(c.logprobs)}
+                        for c in reply.choices
+                    ],
+                },
             },
-        }
-        entry["digest"] = self._digest(entry, self.secret(create=True) or b"")
-        data = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        with atomic_path(self.path(key), durable=False) as tmp:  # not fsynced: see the module docstring
-            tmp.write_bytes(data)
+        )
 
 
 def _create_exclusive(path: Path, data: bytes) -> None:

@@ -24,15 +24,11 @@ stored, never errors.
 from __future__ import annotations
 
 import hashlib
-import hmac
-import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from evaltasks._atomic import atomic_path
 from evaltasks.judges.store import SignedStore
 from evaltasks.targets.base import TargetOutput
 
@@ -72,46 +68,30 @@ class OutputStore(SignedStore):
     """
 
     label = "target output store"
+    entry_label = "stored target output"
+    resend = "the output is generated again"
+    entry_format = FORMAT
 
     @classmethod
     def in_index_dir(cls, index_dir: Path | str) -> OutputStore:
         """The store of the reference index in ``index_dir``: ``<index_dir>/outputs`` (:data:`DIRECTORY`)."""
         return cls(Path(index_dir) / DIRECTORY)
 
-    def path(self, key: str) -> Path:
-        """The file of ``key``: ``<directory>/<key[:2]>/<key>.json``."""
-        return self.directory / key[:2] / f"{key}.json"
-
     def get(self, key: str) -> StoredOutput | None:
         """The stored output of ``key``, or None when there is none, it does not read back whole, or its digest
         does not match (a warning names the file)."""
-        path = self.path(key)
+        entry = self.read_signed(key)
+        if entry is None:
+            return None
         try:
-            with open(path, encoding="utf-8") as handle:
-                entry = json.load(handle)
-            if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
-                return None
-            secret = self.secret(create=False)
-            digest = entry.get("digest")
-            if (
-                secret is None
-                or not isinstance(digest, str)
-                or not hmac.compare_digest(digest, self._digest(entry, secret))
-            ):
-                self._warn(
-                    str(path),
-                    f"the stored target output {path} does not match its digest (edited after it was "
-                    "written?): it is not used, and the output is generated again",
-                )
-                return None
             latency = entry.get("latency_ms")
             if latency is not None and (isinstance(latency, bool) or not isinstance(latency, (int, float))):
                 return None
             return StoredOutput(
                 TargetOutput.model_validate(entry["output"]), None if latency is None else float(latency)
             )
-        except (OSError, ValueError, KeyError, TypeError, ValidationError):
-            return None  # absent, truncated, not this key's: a miss, replaced by the next put
+        except (KeyError, TypeError, ValidationError):
+            return None  # not an output of this version: a miss, replaced by the next put
 
     def put(self, key: str, output: TargetOutput, *, target: str, kind: str, latency_ms: float | None) -> None:
         """Store ``output`` under ``key``, replacing any entry atomically.
@@ -119,20 +99,7 @@ class OutputStore(SignedStore):
         Raises:
             OSError: the folder cannot be written (disk full, permissions).
         """
-        entry = {
-            "format": FORMAT,
-            "key": key,
-            "target": target,
-            "kind": kind,
-            "stored_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "latency_ms": latency_ms,
-            "output": output.model_dump(mode="json"),
-        }
-        entry["digest"] = self._digest(entry, self.secret(create=True) or b"")
-        data = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        with atomic_path(self.path(key), durable=False) as tmp:
-            tmp.write_bytes(data)
-
-    def discard(self, key: str) -> None:
-        """Remove the entry of ``key``; nothing when there is none. Raises OSError when it cannot be removed."""
-        self.path(key).unlink(missing_ok=True)
+        self.write_signed(
+            key,
+            {"target": target, "kind": kind, "latency_ms": latency_ms, "output": output.model_dump(mode="json")},
+        )
