@@ -22,6 +22,7 @@ from evaltasks.engine.evaluate import collect_embedding_needs, validate_cases
 from evaltasks.engine.history import path_slug
 from evaltasks.engine.options import DEFAULT_OUTPUT_ROOT
 from evaltasks.engine.options import RunOptions as RunOptions  # its import path before engine.options
+from evaltasks.errors import DatasetError, Problem
 from evaltasks.inputs.datasets import LoadedDataset, load_dataset
 from evaltasks.inputs.suite import LoadedSuite, load_suite
 from evaltasks.metrics.base import EmbeddingNeed
@@ -134,14 +135,19 @@ def plan_run(
     input_state = suite_state + file_state(suite.input_files()[1:])
     source = os.path.normpath(suite.path.parent / suite.suite.dataset.path)
     generated = use_targets and bool(getattr(suite, "targets", None))
-    dataset = load_dataset(  # the rows' type problems and the metrics' (validate_case) in one DatasetError
-        suite.suite.dataset,
-        suite.path.parent,
-        check=lambda cases, locations: _checked(
-            validate_cases(cases, suite.metrics, source=source, locations=locations), generated
-        ),
-        generated=generated,
-    )
+    try:
+        dataset = load_dataset(  # the rows' type problems and the metrics' (validate_case) in one DatasetError
+            suite.suite.dataset,
+            suite.path.parent,
+            check=lambda cases, locations: _checked(
+                validate_cases(cases, suite.metrics, source=source, locations=locations), generated
+            ),
+            generated=generated,
+        )
+    except DatasetError as exc:
+        if use_targets or not getattr(suite, "targets", None):
+            raise
+        raise _without_targets(exc) from None
     skipped_targets = _check_targets(suite, dataset, skip_missing_credentials) if generated else {}
     needs = collect_embedding_needs(dataset.cases, suite.metrics)
     return RunPlan(
@@ -153,6 +159,17 @@ def plan_run(
         use_targets=use_targets,
         skipped_targets=skipped_targets,
     )
+
+
+def _without_targets(exc: DatasetError) -> DatasetError:
+    """``exc`` of a ``--no-target`` run whose dataset lacks outputs, its ``actual_output`` problems saying why the
+    column is needed: the suite has a target, and ``--no-target`` grades the dataset's own outputs instead."""
+    hint = " (--no-target grades the dataset's own actual_output instead of running the suite's target)"
+    problems = [
+        Problem(p.source, p.location, p.field, p.message + hint) if p.field == "actual_output" else p
+        for p in exc.problems
+    ]
+    return DatasetError(problems, complete=exc.complete)
 
 
 def _check_targets(suite: LoadedSuite, dataset: LoadedDataset, skip_missing_credentials: bool) -> dict[str, str]:

@@ -16,6 +16,7 @@ JSON Schema.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +34,23 @@ PYTHON_PATTERN = r"^[\w.]+:[\w.]+$"
 def _not_bool(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError(f"must be a number, not a boolean, got {quote(value)}")
+    return value
+
+
+def _version_text(value: Any) -> Any:
+    """A ``version`` written as a number (YAML reads ``version: 2`` as an integer) taken as its text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def _python_spec(value: Any) -> Any:
+    """Check a ``python:`` spec is ``module.path:function``; a clear message otherwise (not the pattern)."""
+    if isinstance(value, str) and not re.fullmatch(PYTHON_PATTERN, value):
+        raise ValueError(
+            f"must name your callable as module.path:function, e.g. bot.answer:respond (bot/answer.py, next to "
+            f"the suite file, defines respond), got {quote(value)}"
+        )
     return value
 
 
@@ -128,6 +146,7 @@ class HttpSpec(BaseModel):
     version: str | None = Field(default=None, description="Change it when the app changes (fingerprint).")
 
     _numbers = field_validator("timeout", mode="before")(_not_bool)
+    _version = field_validator("version", mode="before")(_version_text)
 
 
 class TargetSpec(BaseModel):
@@ -137,7 +156,9 @@ class TargetSpec(BaseModel):
 
     name: str | None = Field(default=None, min_length=1, description="Name in reports; default: the kind.")
     python: str | None = Field(
-        default=None, pattern=PYTHON_PATTERN, description="Your callable as module.path:function (sync or async)."
+        default=None,
+        description="Your callable as module.path:function (sync or async).",
+        json_schema_extra={"pattern": PYTHON_PATTERN},
     )
     chat: ChatSpec | None = None
     http: HttpSpec | None = None
@@ -153,6 +174,8 @@ class TargetSpec(BaseModel):
     )
 
     _numbers = field_validator("repeat", "timeout", "max_attempts", "max_concurrency", mode="before")(_not_bool)
+    _version = field_validator("version", mode="before")(_version_text)
+    _python = field_validator("python", mode="before")(_python_spec)
 
     @model_validator(mode="after")
     def _one_kind(self) -> TargetSpec:

@@ -463,7 +463,9 @@ class Suite(BaseModel):
 
     name: str = Field(min_length=1, description="Suite name, used in reports and artifact keys.")
     description: str | None = None
-    dataset: DatasetSpec
+    dataset: DatasetSpec = Field(
+        description="The dataset: {path, fields, list_separator, cluster}, or just its path (`dataset: cases.jsonl`)."
+    )
     metrics: list[MetricSpec] = Field(min_length=1)
     gate: Gate = Field(default_factory=Gate)
     history: HistorySpec | None = Field(
@@ -508,9 +510,27 @@ class Suite(BaseModel):
     )
     targets: list[TargetSpec] | None = Field(
         default=None,
-        min_length=1,
         description="Several targets side by side, each as in `target`; the first is the reference.",
+        json_schema_extra={"minItems": 1},
     )
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset_path(cls, value: Any) -> Any:
+        if isinstance(value, str):  # `dataset: cases.jsonl` is the path alone
+            return {"path": value}
+        if not isinstance(value, dict):
+            raise ValueError(f"must be the dataset's path or a mapping with path and fields, got {quote(value)}")
+        return value
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _some_targets(cls, value: Any) -> Any:
+        if isinstance(value, list) and not value:
+            raise ValueError(
+                "must list at least one target; leave `targets:` out to grade the dataset's own actual_output"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_target_block(self) -> Suite:
@@ -591,6 +611,9 @@ def suite_json_schema() -> dict[str, Any]:
     """The JSON Schema of the suite format (draft 2020-12), generated from :class:`Suite`; descriptions (taken
     from docstrings) are rendered as plain text (:func:`plain_description`)."""
     schema = Suite.model_json_schema()
+    dataset = schema["properties"]["dataset"]
+    description = dataset.pop("description")
+    schema["properties"]["dataset"] = {"description": description, "anyOf": [dataset, {"type": "string"}]}
     _plain_descriptions(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "evaltasks suite"

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import hashlib
 import inspect
+import json
 import math
 import re
 import threading
@@ -187,7 +188,8 @@ def _qualified(function: Callable[..., Any]) -> str:
 
 def to_output(value: Any, label: str) -> TargetOutput:
     """A target's return value as a :class:`TargetOutput`: a ``str`` is the output; a mapping holds its fields
-    (``output`` required; ``tokens`` may be ``{input: n, output: m}``); a TargetOutput is taken as it is.
+    (``output`` required; ``tokens`` may be ``{input: n, output: m}``); a TargetOutput is taken as it is; a
+    number or boolean is its JSON text (``42``, ``true``), as an http target's answer is.
 
     Raises:
         TargetError: any other type (naming it), or a mapping with unknown or ill-typed fields.
@@ -196,6 +198,8 @@ def to_output(value: Any, label: str) -> TargetOutput:
         return value
     if isinstance(value, str):
         return TargetOutput(output=value)
+    if isinstance(value, (int, float)):  # bool included: true, false
+        return TargetOutput(output=json.dumps(value))
     if isinstance(value, Mapping):
         fields = dict(value)
         tokens = fields.pop("tokens", None)

@@ -78,14 +78,14 @@ def test_targets_side_by_side_keep_their_order_and_names(tmp_path: Path) -> None
     ("block", "location", "field", "needle"),
     [
         ("target:\n  python: nomodule_xyz_42:respond\n", "target", "python", "module 'nomodule_xyz_42' not found"),
-        ("target:\n  python: not-a-spec\n", "target", "python", "should match pattern"),
+        ("target:\n  python: not-a-spec\n", "target", "python", "must name your callable as module.path:function"),
         ("target: {python: 'a:b', chat: {model: m, prompt: p.md}}\n", "", "target", "exactly one kind"),
         ("target: {}\n", "", "target", "got none"),
         ("target:\n  pythn: a:b\n", "target", "pythn", "did you mean 'python'"),
         ("target: {python: 'a:b', repeat: 0}\n", "target", "repeat", "greater than or equal to 1"),
         ("target: {python: 'a:b', timeout: true}\n", "target", "timeout", "boolean"),
         ("target: {python: 'a:b'}\ntargets: [{python: 'a:b'}]\n", "", "", "not both"),
-        ("targets: []\n", "", "targets", "at least 1"),
+        ("targets: []\n", "", "targets", "must list at least one target"),
     ],
 )
 def test_bad_target_blocks_are_located(tmp_path: Path, block: str, location: str, field: str, needle: str) -> None:
@@ -249,3 +249,39 @@ def test_a_target_without_its_key_is_left_out_while_another_runs(
     plan = plan_run(write_suite(alone, f"target: {chat}\n"), skip_missing_credentials=True)
     assert [t.name for t in plan.targets] == ["bot"] and list(plan.skipped_targets) == ["bot"]
     assert any("its cases are skipped" in w for w in plan.suite.warnings)
+
+
+def test_a_number_as_version_is_its_text_and_a_dataset_may_be_just_its_path(tmp_path: Path) -> None:
+    """YAML reads ``version: 2`` as an integer: it is the version "2" (of the target and of an http app), not a
+    type error; ``dataset: d.jsonl`` is the path alone, as ``dataset: {path: d.jsonl}``."""
+    module = unique("tver")
+    (tmp_path / f"{module}.py").write_text("def respond(case):\n    return 'a'\n")
+    loaded = load_suite(write_suite(tmp_path, f"target:\n  python: {module}:respond\n  version: 2\n"))
+    assert loaded.targets[0].version == "2"
+    loaded = load_suite(
+        write_suite(tmp_path, "target:\n  http: {url: 'http://127.0.0.1:9/ask', version: 1.5}\n  name: app\n")
+    )
+    assert loaded.suite.target is not None and loaded.suite.target.http is not None
+    assert loaded.suite.target.http.version == "1.5"
+    suite = tmp_path / "plain.yaml"
+    suite.write_text("name: t\ndataset: d.jsonl\nmetrics:\n  - {metric: NonEmptyMetric}\n", encoding="utf-8")
+    assert load_suite(suite).suite.dataset.path == "d.jsonl"
+    suite.write_text("name: t\ndataset: 42\nmetrics:\n  - {metric: NonEmptyMetric}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_suite(suite)
+    [problem] = caught.value.problems
+    assert problem.field == "dataset" and "the dataset's path or a mapping" in problem.message
+
+
+def test_no_target_on_a_dataset_without_outputs_says_why_the_column_is_needed(tmp_path: Path) -> None:
+    from evaltasks.engine.run import plan_run
+    from evaltasks.errors import DatasetError
+
+    module = unique("tnot")
+    (tmp_path / f"{module}.py").write_text("def respond(case):\n    return 'a'\n")
+    suite = write_suite(tmp_path, f"target:\n  python: {module}:respond\n")
+    assert len(plan_run(suite).dataset.cases) == 1  # the target makes the outputs
+    with pytest.raises(DatasetError) as caught:
+        plan_run(suite, use_targets=False)
+    [problem] = caught.value.problems
+    assert problem.field == "actual_output" and "--no-target grades the dataset's own actual_output" in problem.message

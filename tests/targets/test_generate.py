@@ -127,13 +127,13 @@ def test_a_retry_after_over_the_cap_fails_at_once() -> None:
 def test_permanent_failures_are_not_retried_and_not_stored(tmp_path: Path) -> None:
     calls = []
 
-    def wrong(case: EvalTestCase) -> int:
+    def wrong(case: EvalTestCase) -> list[str]:
         calls.append(case)
-        return 7
+        return ["seven"]
 
     store = OutputStore(tmp_path)
     result = generate_case(PythonTarget(wrong, name="bot"), cases(1)[0], store=store, refresh=False)
-    assert len(calls) == 1 and result.error is not None and "type int" in result.error
+    assert len(calls) == 1 and result.error is not None and "type list" in result.error
     assert not any(tmp_path.glob("*/*.json"))
 
 

@@ -56,8 +56,8 @@ def test_mapping_with_tokens_and_metadata() -> None:
 @pytest.mark.parametrize(
     ("value", "needle"),
     [
-        (42, "type int"),
         (None, "type NoneType"),
+        (b"a", "type bytes"),
         (["a"], "type list"),
         ({"answer": "a"}, "output"),
         ({"output": "a", "cost": -1}, "cost"),
@@ -71,6 +71,13 @@ def test_wrong_return_types_are_target_errors_naming_the_type(value: object, nee
     assert not isinstance(caught.value, TransientTargetError)
     assert "python target bot" in str(caught.value)
     assert needle in str(caught.value)
+
+
+@pytest.mark.parametrize(("value", "text"), [(42, "42"), (2.5, "2.5"), (True, "true"), (False, "false")])
+def test_a_number_or_boolean_is_its_json_text_as_an_http_targets_answer(value: object, text: str) -> None:
+    """The same rule as an http target whose output path holds a JSON number or boolean (tests/targets/
+    test_http_target.py: ``{"output": 42}`` answers "42")."""
+    assert PythonTarget(lambda c: value, name="bot").generate(case()).output == text
 
 
 def test_exceptions_are_classified() -> None:
