@@ -106,6 +106,9 @@ def nothing_evaluated(result: EvaluationResult) -> str | None:
         return f"nothing was evaluated: all {s.cases} cases were skipped ({which}the warnings say why)"
     names = [name for name, metric in s.metrics.items() if metric.errored]
     which = f"metrics errored: {', '.join(names)}; " if names else ""
+    failed = [f"{t.name} on {t.errored} case{'' if t.errored == 1 else 's'}" for t in result.targets or [] if t.errored]
+    if failed:  # the metrics errored because there was no output to score: the targets are to blame
+        which = f"generation failed: target {', '.join(failed)}; "
     how = (
         "errored" if s.errored_cases == s.cases else f"errored ({s.errored_cases}) or were skipped ({s.skipped_cases})"
     )

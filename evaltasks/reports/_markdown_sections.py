@@ -310,13 +310,14 @@ def worst_lines(w: WorstCase) -> str:
     """One worst case as a markdown list item: its readable name, metric and score, the metric's reason (the
     score named once: a reason that states it, e.g. ReferenceMatch's "Max cosine similarity 0.0173 …", is shown
     alone), its output and reference (``reference:``: the expected output, else the first reference: the text the
-    output is judged against)."""
+    output is judged against); with the target that produced the output, when one did."""
     label = markdown_inline(w.label or w.case_id, 60)
     score = _fmt(w.score)
     shown_score = w.score is not None and (
         score in w.reason or f"{w.score:.2f}" in w.reason or "score" in w.reason.lower()
     )
-    head = f"- **{label}** · {markdown_inline(w.metric)}"
+    target = f" · target {markdown_inline(w.target, 40)}" if w.target else ""
+    head = f"- **{label}**{target} · {markdown_inline(w.metric)}"
     head += (
         f": {markdown_inline(w.reason, TEXT_SHOWN)}"
         if shown_score

@@ -260,7 +260,8 @@ class WorstCase:
     """One failed or errored metric result shown under "Worst cases" (texts already cut short).
 
     ``label``: the case's readable name (:func:`~evaltasks.reports.verdict.case_label`, plain text);
-    ``expected``: its expected answer or reference (None when it has none)."""
+    ``expected``: its expected answer or reference (None when it has none); ``target``: the target that produced
+    the output (None: the output came with the dataset)."""
 
     score: float | None
     case_id: str
@@ -269,6 +270,7 @@ class WorstCase:
     output: str
     label: str = ""
     expected: str | None = None
+    target: str | None = None
 
 
 @dataclass
@@ -310,6 +312,7 @@ class Highlights:
                             case.actual_output[:400],
                             label=case_label(case.id, case.input, case.actual_output),
                             expected=None if case.expected_output is None else case.expected_output[:400],
+                            target=None if case.generation is None else case.generation.target,
                         ),
                     )
                     if len(self._heap) < WORST_CASES:

@@ -303,18 +303,27 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
 
     At most ``limit`` rows; ``more`` counts the rest. results.json holds one header key and one case per line
     (:mod:`evaltasks.reports.json_report`), so the file is read line by line, and only lines of failing cases
-    are parsed (the ``limit`` lowest kept). Returns None when there is nothing to list or the file cannot be read.
+    are parsed (the ``limit`` lowest kept). Side by side (several ``targets``), every target's cases are listed,
+    each named with its target. Returns None when there is nothing to list or the file cannot be read.
     """
     total = summary.failed_cases + summary.errored_cases
+    cases = summary.cases
     try:
         with open(results_path, encoding="utf-8") as handle:
             comparison: dict[str, Any] | None = None
             lowest: list[tuple[float, int, str, list[str]]] = []  # a heap of the worst: (-key, -position, ...)
+            several_targets = False  # side by side: each case is named with its target
             position = 0
             for line in handle:
                 if line.startswith('  "cases": [') and not total:
                     return None  # no baseline (its comparison comes before the cases) and nothing failed
-                if line.startswith('  "comparison": '):
+                if line.startswith('  "targets": '):
+                    value = json.loads(line[len('  "targets": ') :].rstrip().rstrip(","))
+                    several_targets = isinstance(value, list) and len(value) > 1
+                    if several_targets:  # every target's failing cases, not only the reference's (the summary's)
+                        total = sum(t["summary"]["failed_cases"] + t["summary"]["errored_cases"] for t in value)
+                        cases = sum(t["summary"]["cases"] for t in value)
+                elif line.startswith('  "comparison": '):
                     value = json.loads(line[len('  "comparison": ') :].rstrip().rstrip(","))
                     comparison = value if isinstance(value, dict) else None
                     if comparison is not None:
@@ -333,17 +342,13 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
                         ),
                         key=lambda pair: pair[0],
                     )
-                    worse = [
-                        f"{m['name']} {'error' if m.get('status') == 'errored' else _score(m.get('score'))}"
-                        for _, m in bad
-                    ]
+                    worse = _failures([m for _, m in bad])
                     key = -1.0 if case.get("status") == "errored" else (bad[0][0] if bad else 0.0)
-                    entry = (
-                        -key,
-                        -position,
-                        _printable(case_label(case["id"], case.get("input"), case.get("actual_output"))),
-                        _capped(worse),
-                    )
+                    label = case_label(case["id"], case.get("input"), case.get("actual_output"))
+                    generation = case.get("generation")
+                    if several_targets and isinstance(generation, dict) and generation.get("target"):
+                        label = f"{generation['target']}: {label}"
+                    entry = (-key, -position, _printable(label), _capped(worse))
                     position += 1
                     if len(lowest) < limit:
                         heapq.heappush(lowest, entry)
@@ -355,8 +360,22 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
         return None
     rows = [(label, parts) for _, _, label, parts in sorted(lowest, key=lambda e: e[:2], reverse=True)]
     return NotableCases(
-        f"failing cases ({total} of {summary.cases}, lowest score first)", rows, max(total - len(rows), 0)
+        f"failing cases ({total} of {cases}, lowest score first)", rows, max(total - len(rows), 0)
     )
+
+
+GENERATION_FAILED = "generation failed: "
+"""How an errored metric's ``error`` starts when the case's target failed to produce its output
+(:func:`evaltasks.engine.generation.errored_results`)."""
+
+
+def _failures(metrics: list[dict[str, Any]]) -> list[str]:
+    """What a failing case's row says of its failed or errored ``metrics``: ``Name 0.42`` / ``Name error`` each,
+    or, when the case's generation failed (every metric errored with that reason), the one reason why."""
+    errors = [m.get("error") or "" for m in metrics]
+    if metrics and all(isinstance(e, str) and e.startswith(GENERATION_FAILED) for e in errors):
+        return [errors[0]]
+    return [f"{m['name']} {'error' if m.get('status') == 'errored' else _score(m.get('score'))}" for m in metrics]
 
 
 def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | None:

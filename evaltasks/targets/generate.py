@@ -185,7 +185,9 @@ def _call_with_retries(target: Target, case: EvalTestCase, stop: threading.Event
             output = _call(target, case, remaining, stop)
         except TransientTargetError as exc:
             if attempt >= attempts:
-                raise TargetError(f"{label} still failing after {attempts} attempt(s): {exc}") from exc
+                tries = f"{attempts} attempts" if attempts > 1 else "1 attempt"
+                named = str(exc) if f"target {target.name}" in str(exc) else f"{label}: {exc}"  # the target once
+                raise TargetError(f"{named} (still failing after {tries})") from exc
             wait = _wait_before_retry(attempt, exc.retry_after)
             if exc.retry_after is not None and exc.retry_after > MAX_RETRY_AFTER:
                 raise TargetError(

@@ -113,7 +113,11 @@ def test_transient_failures_are_retried_up_to_max_attempts() -> None:
     flaky = Flaky(4)
     result = generate_case(PythonTarget(flaky, max_attempts=4), cases(1)[0], store=None, refresh=False)
     assert flaky.calls == 4 and result.requested
-    assert result.error is not None and "still failing after 4 attempt(s)" in result.error and "429" in result.error
+    assert (
+        result.error is not None
+        and result.error.startswith("the target python: HTTP 429")
+        and "(still failing after 4 attempts)" in result.error
+    )
     assert result.case.actual_output == "" and result.case.generation is not None
 
 

@@ -137,7 +137,10 @@ def test_a_long_retry_after_and_persistent_5xx_fail_the_case(app: AppServer) -> 
     assert result.error is not None and "asked to wait 7200 s" in result.error
     result = generate_case(target(app, "/flaky", max_attempts=2), case("other"), store=None, refresh=False)
     assert (
-        result.error is not None and "still failing after 2 attempt(s)" in result.error and "HTTP 503" in result.error
+        result.error is not None
+        and result.error.count("http target") == 1
+        and "(still failing after 2 attempts)" in result.error
+        and "HTTP 503" in result.error
     )
 
 
