@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -253,6 +254,20 @@ def write_section(path: Path, section: str, heading: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- CPU
+
+
+def publish(args: Any, measure: Callable[[Any], Any], render: Callable[[Any], str], doc: Path, heading: str) -> int:
+    """The end of a benchmark's ``main``: the measurements (read from ``args.render_from``, else ``measure(args)``),
+    written to ``args.json`` when asked, rendered, printed, and written as the section ``heading`` of ``doc``
+    unless ``args.no_doc``. Returns the exit status (0)."""
+    data = json.loads(args.render_from.read_text(encoding="utf-8")) if args.render_from else measure(args)
+    if args.json and not args.render_from:
+        args.json.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    section = render(data)
+    print(section)
+    if not args.no_doc:
+        write_section(doc, section, heading)
+    return 0
 
 
 def busy_seconds() -> float:

@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _common import write_section  # noqa: E402
+from _common import publish  # noqa: E402
 from chat_server import Answer, ChatRequest, ChatServer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "truthfulqa" / "davinci_answers.csv"
@@ -377,14 +377,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.cases, args.latency_ms, args.no_doc = 5, 10.0, True
-    data = json.loads(args.render_from.read_text()) if args.render_from else measure(args)
-    if args.json and not args.render_from:
-        args.json.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    section = render(data)
-    print(section)
-    if not args.no_doc:
-        write_section(DOC, section, HEADING)
-    return 0
+    return publish(args, measure, render, DOC, HEADING)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _common import busy_seconds, children_cpu, fmt, fmt_runs, markdown_table, write_section  # noqa: E402
+from _common import busy_seconds, children_cpu, fmt, fmt_runs, markdown_table, publish  # noqa: E402
 from chat_server import ChatRequest, ChatServer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "truthfulqa" / "TruthfulQA.csv"
@@ -665,14 +665,7 @@ def main() -> int:
         parser.error(f"--parts: unknown {sorted(unknown)}; known: {', '.join(CONTENDERS)}")
     if args.quick:
         args.cases, args.start, args.repeat, args.no_doc = 8, 20, 1, True  # 20-27: five have double quotes
-    data = json.loads(args.render_from.read_text(encoding="utf-8")) if args.render_from else measure(args)
-    if args.json and not args.render_from:
-        args.json.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    section = render(data)
-    print(section)
-    if not args.no_doc:
-        write_section(DOC, section, HEADING)
-    return 0
+    return publish(args, measure, render, DOC, HEADING)
 
 
 if __name__ == "__main__":

@@ -10,42 +10,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.process_env import REPO_ROOT, subprocess_env
+from tests.example_runs import run_example_suite
+from tests.examples.test_faq_bot import NEWLY_FAILING
+from tests.process_env import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "faq_bot"
-NEWLY_FAILING = {
-    "cant-log-in",
-    "upgrade",
-    "stop-paying",
-    "money-back",
-    "second-factor",
-    "deleted-photos",
-    "big-video",
-    "linux",
-    "operating-systems",
-}
 
 
 def _run(tmp_path: Path, folder: Path, api_url: str, out: str, *extra: str) -> tuple[int, dict, str]:
-    env = subprocess_env(tmp_path / "prefect-home", api_url)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(folder / "suite.yaml"), "--output-dir", out, "--quiet"]
-        + ["--index-dir", str(tmp_path / "index"), *extra],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    results = tmp_path / out / "results.json"
-    assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.returncode, json.loads(results.read_text(encoding="utf-8")), proc.stdout + proc.stderr
+    return run_example_suite(folder / "suite.yaml", tmp_path, api_url, out, *extra)
 
 
 def test_the_walkthrough_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:

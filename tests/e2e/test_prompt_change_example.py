@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.chat_server import ChatRequest, ChatServer, usage_tokens
-from tests.process_env import REPO_ROOT, subprocess_env
+from tests.example_runs import run_example_suite
+from tests.process_env import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "prompt_change"
 KEY = "sk-prompt-change-example"
@@ -50,22 +49,15 @@ def _system(plan: str, hint: str = OLD_HINT) -> str:
 
 
 def _run(tmp_path: Path, server: ChatServer, api_url: str, out: str, *extra: str) -> tuple[int, dict, str]:
-    env = subprocess_env(tmp_path / "prefect-home", api_url)
-    env.update({"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY})
-    for name in ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY"):
-        env.pop(name, None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(tmp_path / "pc" / "suite.yaml"), "--output-dir", out]
-        + ["--quiet", "--index-dir", str(tmp_path / "index"), *extra],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return run_example_suite(
+        tmp_path / "pc" / "suite.yaml",
+        tmp_path,
+        api_url,
+        out,
+        *extra,
+        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY},
+        drop_env=("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY"),
     )
-    results = tmp_path / out / "results.json"
-    assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.returncode, json.loads(results.read_text(encoding="utf-8")), proc.stdout + proc.stderr
 
 
 def test_the_prompt_change_walkthrough_against_the_loopback_chat_server(tmp_path: Path, prefect_api_url: str) -> None:
