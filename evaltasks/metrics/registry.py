@@ -383,6 +383,27 @@ def _pickle_by_value(directory: Path, before: set[str]) -> None:
         if path.is_relative_to(directory):
             with contextlib.suppress(ValueError):  # not importable by that name (no sys.modules entry of its own)
                 cloudpickle.register_pickle_by_value(module)
+                with _by_value_lock:
+                    _BY_VALUE[module.__name__] = module
+
+
+_BY_VALUE: dict[str, Any] = {}
+"""The users' modules registered by :func:`_pickle_by_value`, by name (for picklers other than cloudpickle's own
+copy: :func:`pickle_users_modules_by_value`)."""
+_by_value_lock = threading.Lock()
+
+
+def pickle_users_modules_by_value(pickler: Any) -> None:
+    """Register the users' modules that travel by value (metrics' and targets' modules of a suite's folder, see
+    :func:`_pickle_by_value`) with ``pickler``, a cloudpickle module other than the ``cloudpickle`` package that
+    Prefect's process pool and Dask use: Ray serializes tasks with its own copy (``ray.cloudpickle``), whose
+    registry is its own. Call it before submitting work to such a runner (the Ray task runner does, on each
+    submit); a module registered already is registered again, harmlessly."""
+    with _by_value_lock:
+        modules = list(_BY_VALUE.values())
+    for module in modules:
+        with contextlib.suppress(ValueError):
+            pickler.register_pickle_by_value(module)
 
 
 def _import_metric_class(spec: str, base_dir: str | Path | None) -> type[BaseMetric]:

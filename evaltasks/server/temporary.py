@@ -26,6 +26,7 @@ directory by the first run that migrated one (:func:`seed_database`, :func:`save
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -473,6 +474,26 @@ def _claim_port(args: list[str]) -> None:
     uvicorn.server.Server.serve = serve_on_claimed_port  # type: ignore[method-assign]
 
 
+SHUTDOWN_NOISE_LOGGERS = ("sqlalchemy.pool.impl.AsyncAdaptedQueuePool", "sqlalchemy.pool.impl.QueuePool")
+"""The loggers of the server's database connection pools: when the server is stopped while a request's
+connection is being given back, the pool logs the cancelled rollback as an ERROR with a traceback."""
+
+
+def _cancelled(record: logging.LogRecord) -> bool:
+    """False (drop it) for a record whose exception is a cancellation: the server shutting down, not a fault."""
+    import asyncio
+
+    return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+def _quiet_shutdown() -> None:
+    """In the server process: a cancelled connection rollback at shutdown (SQLAlchemy's "Exception during reset or
+    similar" with a CancelledError) is not printed into the run's terminal, where it read as the run's failure.
+    Other pool errors still are."""
+    for name in SHUTDOWN_NOISE_LOGGERS:
+        logging.getLogger(name).addFilter(_cancelled)
+
+
 def _main(argv: list[str]) -> None:
     """``temporary.py PARENT_PID -m MODULE ARGS...``: guard, then run ``python -m MODULE ARGS...``."""
     import runpy
@@ -485,6 +506,7 @@ def _main(argv: list[str]) -> None:
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]
     _claim_port(rest)
+    _quiet_shutdown()
     _die_with_parent(int(parent))
     _reuse_migrated_databases()
     sys.argv = [module, *rest]
