@@ -387,3 +387,29 @@ def test_conversations_through_evaluate_sync(server: ChatServer, tmp_path: Path)
     scores = {m.name: m.score for m in outcome.test_results[0].metrics}
     assert scores == {"ConversationalFlowRateMetric": 0.9, "TaskSuccessRateMetric": 0.3}
     assert len(server.requests) == 2
+
+
+def test_task_success_without_a_criterion_is_asked_again_then_errors(server: ChatServer) -> None:
+    """eval-ai-library 0.8.2 scores an empty criteria list as ``score_agg([])`` = 0.0, a score for nothing judged.
+    Here it is an unusable answer: asked again, then the case is errored."""
+    result = score("TaskSuccessRateMetric", server, [task([])] * 3)
+    assert result.status == "errored" and "no success criterion" in result.error and len(server.requests) == 3
+    result = score("TaskSuccessRateMetric", server, [task(["Adds.", " "], "fully", "fully"), task(["Adds."], "fully")])
+    assert result.score == 1.0 and len(server.requests) == 5
+
+
+def test_a_users_prompt_file_replaces_the_shared_template_of_both_names(tmp_path: Path, server: ChatServer) -> None:
+    """FailureRateMetric and UncertaintyHandlingMetric read one built-in template; an override may use only its
+    variables (the turns), so case text stays in the user part."""
+    path = tmp_path / "mine.md"
+    path.write_text(
+        "### system\nHouse rubric. JSON only.\n### user\n{% for u in user_turns %}<q>{{ u }}</q>{% endfor %}\n",
+        encoding="utf-8",
+    )
+    result = score("FailureRateMetric", server, [label("honest_fallback", "evidence")], prompts={"verdict": str(path)})
+    assert result.score == 1.0
+    assert server.requests[0].body["messages"][1]["content"] == "".join(f"<q>{t.input}</q>" for t in CONVERSATION.turns)
+    bad = tmp_path / "bad.md"
+    bad.write_text("### system\nx\n### user\n{{ input }}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="undefined variable"):
+        METRICS["UncertaintyHandlingMetric"](prompts={"verdict": str(bad)})

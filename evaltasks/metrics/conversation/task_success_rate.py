@@ -24,7 +24,7 @@ from typing import Annotated, Any, ClassVar
 from annotated_types import MinLen
 
 from evaltasks.errors import bounded, quote
-from evaltasks.judges.base import JudgeRequest
+from evaltasks.judges.base import JudgeError, JudgeRequest
 from evaltasks.metrics.base import NonEmptyStr, UnitFloat
 from evaltasks.metrics.conversation._dialogue import ConversationJudgeMetric, conversation_turns, turn_problems
 from evaltasks.metrics.judge._aggregation import VERDICT_WEIGHTS, VERDICTS, score_agg
@@ -43,11 +43,12 @@ VERDICT = {
 
 
 def schema(with_criteria: bool) -> dict[str, Any]:
-    """The judge's answer: ``user_goal``, the ``criteria`` it wrote (``with_criteria``; at least one) and one
-    verdict per criterion."""
+    """The judge's answer: ``user_goal``, the ``criteria`` it wrote (``with_criteria``; at least one, checked by
+    :meth:`TaskSuccessRateMetric.criteria`, not by the schema, which strict structured outputs keep simple) and
+    one verdict per criterion."""
     properties: dict[str, Any] = {"user_goal": REASON}
     if with_criteria:
-        properties["criteria"] = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+        properties["criteria"] = {"type": "array", "items": {"type": "string"}}
     properties["verdicts"] = {"type": "array", "items": VERDICT}
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
@@ -148,11 +149,20 @@ class TaskSuccessRateMetric(ConversationJudgeMetric):
         prompt, answer_schema, max_tokens = self._request()
         return [first_request(self, prompt, self.variables(case), answer_schema, max_tokens=max_tokens)]
 
-    def _criteria(self, answer: dict[str, Any]) -> list[str]:
-        """The criteria the verdicts judge: the given ones, else those of the answer."""
-        return (
-            list(self.success_criteria) if self.success_criteria is not None else [str(c) for c in answer["criteria"]]
-        )
+    def criteria(self, answer: dict[str, Any]) -> list[str]:
+        """The criteria the verdicts judge: the given ones, else those the judge wrote in ``answer``.
+
+        Raises:
+            JudgeError: the judge wrote no criterion, or an empty one (the answer is asked again).
+        """
+        if self.success_criteria is not None:
+            return list(self.success_criteria)
+        written = [str(c).strip() for c in answer["criteria"]]
+        if not written:
+            raise JudgeError("the judge wrote no success criterion; expected one or two")
+        if not all(written):
+            raise JudgeError("the judge wrote an empty success criterion")
+        return written
 
     def judge_case(self, case: EvalTestCase, asker: Asker) -> Judged:
         """Ask for the goal, (criteria) and one verdict per criterion; aggregate their weights.
@@ -166,9 +176,9 @@ class TaskSuccessRateMetric(ConversationJudgeMetric):
             self.variables(case),
             answer_schema,
             max_tokens=max_tokens,
-            check=lambda r: checked_verdicts(r.parsed, len(self._criteria(r.parsed)), "criterion", "criteria"),
+            check=lambda r: checked_verdicts(r.parsed, len(self.criteria(r.parsed)), "criterion", "criteria"),
         )
-        criteria = self._criteria(reply.parsed)
+        criteria = self.criteria(reply.parsed)
         verdicts = checked_verdicts(reply.parsed, len(criteria), "criterion", "criteria")
         weights = [VERDICT_WEIGHTS[v["verdict"]] for v in verdicts]
         score = score_agg(weights, self.temperature)
