@@ -68,6 +68,19 @@ _LAZY: dict[str, str] = {
             "ToxicityMetric",
         )
     },
+    **{
+        name: "evaltasks.metrics.conversation"
+        for name in (
+            "ConversationalFlowRateMetric",
+            "FailureRateMetric",
+            "GoalAchievementRateMetric",
+            "KnowledgeRetentionMetric",
+            "RepetitivePatternDetectionMetric",
+            "RoleAdherenceMetric",
+            "TaskSuccessRateMetric",
+            "UncertaintyHandlingMetric",
+        )
+    },
 }
 
 
@@ -110,6 +123,7 @@ __all__ = [
     "ContextualRecallMetric",
     "ContextualRelevancyMetric",
     "ConversationalEvalTestCase",
+    "ConversationalFlowRateMetric",
     "CostMetric",
     "CredentialsError",
     "CustomEvalMetric",
@@ -119,12 +133,15 @@ __all__ = [
     "EvalTestCase",
     "EvaluationResult",
     "ExactMatchMetric",
+    "FailureRateMetric",
     "FaithfulnessMetric",
     "FormatCheckMetric",
     "GEvalMetric",
     "GateFailed",
+    "GoalAchievementRateMetric",
     "InputError",
     "JsonSchemaMetric",
+    "KnowledgeRetentionMetric",
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
@@ -134,14 +151,18 @@ __all__ = [
     "ReferenceIndex",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
+    "RepetitivePatternDetectionMetric",
     "RestrictedRefusalMetric",
+    "RoleAdherenceMetric",
     "SemanticSimilarityMetric",
     "StartsWithMetric",
+    "TaskSuccessRateMetric",
     "TestCaseResult",
     "ToolCall",
     "ToolCorrectnessMetric",
     "ToxicityMetric",
     "TraceStep",
+    "UncertaintyHandlingMetric",
     "__version__",
     "evaluate",
     "evaluate_sync",
