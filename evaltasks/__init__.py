@@ -68,6 +68,7 @@ _LAZY: dict[str, str] = {
             "ToxicityMetric",
         )
     },
+    **{name: "evaltasks.metrics" for name in ("LoopDetectionMetric", "PlanningQualityMetric", "ToolsErrorMetric")},
 }
 
 
@@ -128,8 +129,10 @@ __all__ = [
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
+    "LoopDetectionMetric",
     "MetricResult",
     "NonEmptyMetric",
+    "PlanningQualityMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
@@ -140,6 +143,7 @@ __all__ = [
     "TestCaseResult",
     "ToolCall",
     "ToolCorrectnessMetric",
+    "ToolsErrorMetric",
     "ToxicityMetric",
     "TraceStep",
     "__version__",

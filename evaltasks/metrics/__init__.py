@@ -7,6 +7,7 @@ generates the suite file's schema (:mod:`evaltasks.metrics.registry`). Adding a 
 + its tests (and its name re-exported here, in its family's ``__init__`` and in ``evaltasks``, to be public API).
 """
 
+from evaltasks.metrics.agent import LoopDetectionMetric, PlanningQualityMetric, ToolsErrorMetric
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.deterministic import (
     ContainsMetric,
@@ -71,14 +72,17 @@ __all__ = [
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
+    "LoopDetectionMetric",
     "MetricRegistryError",
     "NonEmptyMetric",
+    "PlanningQualityMetric",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
     "RestrictedRefusalMetric",
     "SemanticSimilarityMetric",
     "StartsWithMetric",
     "ToolCorrectnessMetric",
+    "ToolsErrorMetric",
     "ToxicityMetric",
     "add_import_dir",
     "get_metric_class",
