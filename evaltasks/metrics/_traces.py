@@ -102,6 +102,17 @@ def arguments_of(step: TraceStep) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, dict) else None
 
 
+def input_key(step: TraceStep) -> str:
+    """The step's input as compared (canonical JSON; JSON text holding an object or array is parsed first)."""
+    value = step.input
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    return canonical(value)
+
+
 def trace_calls(trace: Sequence[TraceStep]) -> list[ToolCall]:
     """The tool calls of ``trace`` (its ``tool_call`` steps, each invocation once), with their arguments."""
     return [

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics._traces import ACTION_TYPES, CALL_TYPES, canonical, distinct_steps
+from evaltasks.metrics._traces import ACTION_TYPES, CALL_TYPES, distinct_steps, input_key
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.metrics.registry import register_metric
 from evaltasks.results import MetricResult
@@ -34,7 +34,7 @@ def action_label(step: TraceStep) -> str:
     input was recorded, its name otherwise (an ``agent_step`` is its agent)."""
     name = step.name or step.type
     if step.type in CALL_TYPES and step.input is not None:
-        return f"{name}({canonical(step.input)})"
+        return f"{name}({input_key(step)})"
     return name
 
 

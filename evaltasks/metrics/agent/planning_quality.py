@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from evaltasks.embeddings.base import VectorTable
 from evaltasks.errors import quote
-from evaltasks.metrics._traces import canonical, distinct_steps
+from evaltasks.metrics._traces import distinct_steps, input_key
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.metrics.registry import register_metric
 from evaltasks.results import MetricResult
@@ -123,7 +123,7 @@ class PlanningQualityMetric(BaseMetric):
         granularity = (
             1.0 - abs(len(steps) - reference) / max(len(steps), reference, 1) if reference is not None else 1.0
         )
-        distinct = {(s.name, canonical(s.input)) for s in tools}
+        distinct = {(s.name, input_key(s)) for s in tools}
         efficiency = len(distinct) / len(tools) if tools else 1.0
         total_ms = wall_time_ms(trace)
         planning_ms = sum(self_time_ms(s, trace) for s in planning)
