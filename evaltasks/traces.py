@@ -116,8 +116,8 @@ def _one_trace(items: list[tuple[str | None, TraceStep]], trace_id: str | None) 
     elif len(ids) > 1:
         raise ValueError(f"the export holds {len(ids)} traces ({', '.join(ids)}): pass trace_id to pick one")
     steps = [step for _, step in items]
-    if all(step.timestamp is not None for step in steps):
-        steps.sort(key=lambda step: step.timestamp or 0.0)
+    if all(step.timestamp is not None for step in steps):  # an enclosing step (longer) before what it holds
+        steps.sort(key=lambda step: (step.timestamp or 0.0, -(step.duration_ms or 0.0)))
     return steps
 
 
@@ -222,7 +222,7 @@ def from_otel(export: Any, trace_id: str | None = None) -> list[TraceStep]:
         trace_id: the trace to take (hex, as in the export) when it holds several.
 
     Returns:
-        one step per span, in start-time order: ``execute_tool`` spans are ``tool_call`` steps named by
+        one step per span, in start-time order (of two that start together, the longer first): ``execute_tool`` spans are ``tool_call`` steps named by
         ``gen_ai.tool.name`` with ``gen_ai.tool.call.arguments`` / ``.result`` as input / output (JSON text
         parsed); ``chat`` / ``text_completion`` / ``generate_content`` / ``embeddings`` are ``llm_call``;
         ``invoke_agent`` / ``create_agent`` / ``invoke_workflow`` are ``agent_step`` (named by

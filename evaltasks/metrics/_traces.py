@@ -55,7 +55,8 @@ def distinct_steps(trace: Sequence[TraceStep], types: frozenset[str]) -> list[tu
 
     Returns (step, folded) pairs: ``folded`` holds the steps of ``types`` recorded for the same invocation (nested
     inside it, see the module docstring), so a caller can read an error a nested record carries. Order: by
-    ``timestamp`` when every kept step has one (stable), else the trace's order.
+    ``timestamp`` when every kept step has one (of two that start together the longer, enclosing one first;
+    stable), else the trace's order.
     """
     by_id = {s.step_id: s for s in trace if s.step_id is not None}
     candidates = [s for s in trace if s.type in types]
@@ -87,7 +88,7 @@ def distinct_steps(trace: Sequence[TraceStep], types: frozenset[str]) -> list[tu
         if host is not None:
             roots[id(host)].append(step)
     if kept and all(step.timestamp is not None for step, _ in kept):
-        kept.sort(key=lambda pair: pair[0].timestamp or 0.0)
+        kept.sort(key=lambda pair: (pair[0].timestamp or 0.0, -(pair[0].duration_ms or 0.0)))
     return kept
 
 
