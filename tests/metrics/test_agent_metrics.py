@@ -311,3 +311,26 @@ def test_every_order_of_a_nested_pair_folds_to_one_call() -> None:
     other = tool("b", step_id="b", timestamp=2.0, duration_ms=10)
     for order in itertools.permutations([outer, inner, other]):
         assert score(ToolsErrorMetric(), list(order)).evaluation_log["tool_calls"] == 2
+
+
+def test_tools_error_accepts_the_library_judge_settings_and_asks_nothing(tmp_path) -> None:
+    """eval-ai-library's ToolsErrorMetric requires ``model`` (its judge) and takes ``error_types``: a suite
+    written for it still loads, and the settings change nothing (no request is made)."""
+    from evaltasks.inputs.suite import load_suite
+
+    (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "execution_trace": []}\n', encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: s\ndataset:\n  path: d.jsonl\nmetrics:\n  - metric: ToolsErrorMetric\n    model: gpt-4o\n"
+        "    error_types: [parameter_error]\n",
+        encoding="utf-8",
+    )
+    [metric] = load_suite(tmp_path / "suite.yaml").metrics
+    assert (
+        metric.config()
+        == ToolsErrorMetric().config()
+        == {
+            "threshold": 1.0,
+            "name": "ToolsErrorMetric",
+            "ignore_recovered": False,
+        }
+    )
