@@ -98,3 +98,28 @@ def test_python_target_mapping_fills_the_case() -> None:
         "the target's output cannot be scored: field 'execution_trace' is missing (ToolsErrorMetric reads the "
         "tool calls' status and error from the execution trace) (needed by ToolsErrorMetric)"
     )
+
+
+def test_chat_target_tool_calls_carry_their_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A chat model's function calls fill ``tool_calls`` with their arguments (JSON text parsed), so
+    ToolCorrectnessMetric can compare them (the loopback server speaks the OpenAI chat API)."""
+    from evaltasks.targets.chat import ChatTarget
+    from tests.chat_server import Answer, ChatServer
+
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {}}}}]
+    answer = Answer("", tool_calls=["search", "book"], tool_arguments={"search": '{"city": "Paris"}', "book": "{oops"})
+    (tmp_path / "p.txt").write_text("### system\nYou book hotels.\n### user\n{{ input }}\n", encoding="utf-8")
+    with ChatServer(responder=lambda request: answer) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", server.api_key)
+        target = ChatTarget(
+            model="bot-model", prompt=tmp_path / "p.txt", options={"base_url": server.base_url}, tools=tools
+        )
+        out = target.generate(_cases()[0])
+    assert out.tool_calls == [ToolCall(name="search", arguments={"city": "Paris"}), ToolCall(name="book")]
+    case = _cases()[0].model_copy(
+        update={
+            "tool_calls": out.tool_calls,
+            "expected_tool_calls": [ToolCall(name="search", arguments={"city": "Paris"})],
+        }
+    )
+    assert ToolCorrectnessMetric(match_arguments=True).score_batch([case])[0].score == 1.0
