@@ -4,8 +4,10 @@ A step recorded twice (a decorated tool function inside a framework's own tool s
 instrumentation under the SDK's) is one invocation, not a retry. The rules are structural, as eval-ai-library's
 ``eval_lib.tracing.spans.top_level_tool_calls``: a step is folded into another when it is nested (through
 ``parent_step_id``, at any depth) inside a call step (``tool_call``, ``retrieval``), or when its time window lies
-inside the window of a same-named step of its type. Sibling repeats, one after another, are all kept: genuine
-retries and loops are what the metrics must see (docs/metrics/agent.md#execution-traces-as-the-metrics-read-them).
+inside the window of a same-named step of its type (two identical windows are one call only when they last longer
+than zero: two instant records at the same moment may be two calls). Sibling repeats, one after another, are all
+kept: genuine retries and loops are what the metrics must see
+(docs/metrics/agent.md#execution-traces-as-the-metrics-read-them).
 """
 
 from __future__ import annotations
@@ -60,33 +62,36 @@ def distinct_steps(trace: Sequence[TraceStep], types: frozenset[str]) -> list[tu
     """
     by_id = {s.step_id: s for s in trace if s.step_id is not None}
     candidates = [s for s in trace if s.type in types]
-    kept: list[tuple[TraceStep, list[TraceStep]]] = []
-    owner: dict[int, TraceStep] = {}  # id(folded step) -> the step it is folded into
+    position = {id(s): i for i, s in enumerate(candidates)}  # a nested host is always a candidate itself
+    same_kind: dict[tuple[str, str | None], list[int]] = {}
+    for i, s in enumerate(candidates):
+        same_kind.setdefault((s.type, s.name), []).append(i)
+    host_of: dict[int, int] = {}  # candidate index -> the index of the candidate it is folded into
     for index, step in enumerate(candidates):
         host = next((a for a in _ancestors(step, by_id) if a.type in CALL_TYPES and a.type in types), None)
-        window = _window(step)
-        if host is None and window is not None:
-            for other_index, other in enumerate(candidates):
-                other_window = _window(other)
-                if other is step or other.name != step.name or other.type != step.type or other_window is None:
-                    continue
-                if _inside(window, other_window):
-                    identical = _inside(other_window, window)
-                    if identical and other_index > index:
-                        continue  # of two identical windows the first is kept
-                    host = other
-                    break
-        if host is None:
-            kept.append((step, []))
-        else:
-            owner[id(step)] = host
-    roots = {id(step): folded for step, folded in kept}
-    for step in candidates:
-        host = owner.get(id(step))
-        while host is not None and id(host) not in roots:
-            host = owner.get(id(host))
         if host is not None:
-            roots[id(host)].append(step)
+            host_of[index] = position[id(host)]
+            continue
+        window = _window(step)
+        if window is None:
+            continue
+        for other_index in same_kind[(step.type, step.name)]:
+            other_window = _window(candidates[other_index])
+            if other_index == index or other_window is None or not _inside(window, other_window):
+                continue
+            if _inside(other_window, window) and (other_index > index or window[1] - window[0] <= _EPS):
+                continue  # of two identical windows the first is kept; two zero-length ones may be two calls
+            host_of[index] = other_index
+            break
+    folded: dict[int, list[TraceStep]] = {i: [] for i in range(len(candidates)) if i not in host_of}
+    for index in host_of:
+        root, seen = host_of[index], {index}
+        while root in host_of and root not in seen:  # a chain of folds ends at a kept step (a cycle is dropped)
+            seen.add(root)
+            root = host_of[root]
+        if root in folded:
+            folded[root].append(candidates[index])
+    kept = [(candidates[i], records) for i, records in folded.items()]
     if kept and all(step.timestamp is not None for step, _ in kept):
         kept.sort(key=lambda pair: (pair[0].timestamp or 0.0, -(pair[0].duration_ms or 0.0)))
     return kept

@@ -334,3 +334,14 @@ def test_tools_error_accepts_the_library_judge_settings_and_asks_nothing(tmp_pat
             "ignore_recovered": False,
         }
     )
+
+
+def test_identical_windows_fold_only_when_they_last() -> None:
+    """eval-ai-library's rule: two identical positive windows are one call copied by two layers; two zero-length
+    records at the same instant may be two calls."""
+    copied = [tool("a", {"x": 1}, timestamp=5.0, duration_ms=20), tool("a", {"x": 1}, timestamp=5.0, duration_ms=20)]
+    assert score(ToolsErrorMetric(), copied).evaluation_log["tool_calls"] == 1
+    instant = [tool("a", {"x": 1}, timestamp=5.0, duration_ms=0), tool("a", {"x": 1}, timestamp=5.0, duration_ms=0)]
+    assert score(ToolsErrorMetric(), instant).evaluation_log["tool_calls"] == 2
+    same_object = [tool("a", timestamp=1.0, duration_ms=0)] * 4  # one object listed four times: four records
+    assert score(ToolsErrorMetric(), same_object).evaluation_log["tool_calls"] == 4

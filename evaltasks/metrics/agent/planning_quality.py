@@ -39,12 +39,21 @@ def wall_time_ms(trace: Sequence[TraceStep]) -> float:
     return sum(s.duration_ms or 0.0 for s in trace if s.parent_step_id is None or s.parent_step_id not in ids)
 
 
-def self_time_ms(step: TraceStep, trace: Sequence[TraceStep]) -> float:
-    """A step's own time in ms: its duration less its direct children's (at least 0; 0 without a duration)."""
+def children_ms(trace: Sequence[TraceStep]) -> dict[str, float]:
+    """``step_id`` -> the sum of the durations of the steps whose ``parent_step_id`` it is."""
+    sums: dict[str, float] = {}
+    for s in trace:
+        if s.parent_step_id is not None:
+            sums[s.parent_step_id] = sums.get(s.parent_step_id, 0.0) + (s.duration_ms or 0.0)
+    return sums
+
+
+def self_time_ms(step: TraceStep, children: Mapping[str, float]) -> float:
+    """A step's own time in ms: its duration less its direct children's (``children``: :func:`children_ms`), at
+    least 0; 0 without a duration."""
     if step.duration_ms is None:
         return 0.0
-    children = sum(s.duration_ms or 0.0 for s in trace if step.step_id is not None and s.parent_step_id == step.step_id)
-    return max(step.duration_ms - children, 0.0)
+    return max(step.duration_ms - (children.get(step.step_id, 0.0) if step.step_id is not None else 0.0), 0.0)
 
 
 @register_metric("PlanningQualityMetric")
@@ -126,7 +135,8 @@ class PlanningQualityMetric(BaseMetric):
         distinct = {(s.name, input_key(s)) for s in tools}
         efficiency = len(distinct) / len(tools) if tools else 1.0
         total_ms = wall_time_ms(trace)
-        planning_ms = sum(self_time_ms(s, trace) for s in planning)
+        children = children_ms(trace)
+        planning_ms = sum(self_time_ms(s, children) for s in planning)
         if total_ms > 0:
             overhead = min(planning_ms / total_ms, 1.0)
         else:
