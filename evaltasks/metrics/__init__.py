@@ -1,7 +1,8 @@
 """Metrics and the registry that maps a metric's name to its class.
 
-Three families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
-:mod:`~evaltasks.metrics.vector` (embeddings) and :mod:`~evaltasks.metrics.judge` (an LLM judge). Each metric
+Families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
+:mod:`~evaltasks.metrics.vector` (embeddings), :mod:`~evaltasks.metrics.judge` (an LLM judge) and
+:mod:`~evaltasks.metrics.agent` (execution traces). Each metric
 registers itself beside its class (``@register_metric("Name")``); the registry, :data:`METRICS`, checks itself and
 generates the suite file's schema (:mod:`evaltasks.metrics.registry`). Adding a metric = one module in its family
 + its tests (and its name re-exported here, in its family's ``__init__`` and in ``evaltasks``, to be public API).
