@@ -81,6 +81,7 @@ _LAZY: dict[str, str] = {
             "UncertaintyHandlingMetric",
         )
     },
+    **{name: "evaltasks.metrics" for name in ("LoopDetectionMetric", "PlanningQualityMetric", "ToolsErrorMetric")},
 }
 
 
@@ -145,8 +146,10 @@ __all__ = [
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
+    "LoopDetectionMetric",
     "MetricResult",
     "NonEmptyMetric",
+    "PlanningQualityMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
@@ -160,6 +163,7 @@ __all__ = [
     "TestCaseResult",
     "ToolCall",
     "ToolCorrectnessMetric",
+    "ToolsErrorMetric",
     "ToxicityMetric",
     "TraceStep",
     "UncertaintyHandlingMetric",

@@ -1,5 +1,6 @@
 """Alias of eval-ai-library 0.8's ``eval_lib.agent_metrics`` module path."""
 
+from evaltasks.metrics.agent.tools_error import ToolsErrorMetric
 from evaltasks.metrics.conversation.conversational_flow import ConversationalFlowRateMetric
 from evaltasks.metrics.conversation.goal_achievement import GoalAchievementRateMetric
 from evaltasks.metrics.conversation.knowledge_retention import KnowledgeRetentionMetric
@@ -18,5 +19,6 @@ __all__ = [
     "RoleAdherenceMetric",
     "TaskSuccessRateMetric",
     "ToolCorrectnessMetric",
+    "ToolsErrorMetric",
     "UncertaintyHandlingMetric",
 ]

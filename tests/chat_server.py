@@ -85,6 +85,7 @@ class Answer:
         completion_tokens: override of the billed completion tokens (None: the documented rule).
         tool_calls: names of functions the answer calls (``message.tool_calls``, arguments ``"{}"``,
             ``finish_reason`` ``tool_calls``; ``content`` null when ``text`` is empty).
+        tool_arguments: name -> the arguments' JSON text of that function's calls (default ``"{}"``).
     """
 
     text: str
@@ -92,6 +93,7 @@ class Answer:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     tool_calls: list[str] = field(default_factory=list)
+    tool_arguments: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -353,7 +355,11 @@ class ChatServer(LoopbackServer):
             if answer.tool_calls:
                 message["content"] = answer.text or None
                 message["tool_calls"] = [
-                    {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": "{}"}}
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": answer.tool_arguments.get(name, "{}")},
+                    }
                     for i, name in enumerate(answer.tool_calls)
                 ]
             choices.append(

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-GENERATED_FIELDS = frozenset({"actual_output", "retrieval_context", "context", "tools_called"})
+GENERATED_FIELDS = frozenset(
+    {"actual_output", "retrieval_context", "context", "tools_called", "execution_trace", "tool_calls"}
+)
 """The case fields a target fills (:class:`~evaltasks.targets.base.TargetOutput`): before generation, a metric's
 complaint about one of them is not a problem of the dataset (:func:`drop_generated_problems`)."""
 

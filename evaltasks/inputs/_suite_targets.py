@@ -138,6 +138,12 @@ class HttpSpec(BaseModel):
     )
     retrieval_context: str | None = Field(default=None, min_length=1, description="JSON path of a list of texts.")
     tools_called: str | None = Field(default=None, min_length=1, description="JSON path of a list of tool names.")
+    execution_trace: str | None = Field(
+        default=None, min_length=1, description="JSON path of the agent's steps (a list of trace step objects)."
+    )
+    tool_calls: str | None = Field(
+        default=None, min_length=1, description="JSON path of the calls made (a list of {name, arguments})."
+    )
     headers: dict[str, str] = Field(
         default_factory=dict,
         description="{Header-Name: ENV_VAR_NAME}: each header's value is read from that environment variable.",
@@ -351,6 +357,8 @@ def _http_target(spec: TargetSpec, http: HttpSpec, name: str, suite_file: str, w
             output=http.output,
             retrieval_context=http.retrieval_context,
             tools_called=http.tools_called,
+            execution_trace=http.execution_trace,
+            tool_calls=http.tool_calls,
             headers=http.headers,
             version=http.version if http.version is not None else spec.version,
             max_concurrency=spec.max_concurrency or 8,

@@ -4,9 +4,13 @@ Locations: CSV and JSONL rows are named by their 1-based physical line (``line 5
 several lines is named by its first), JSON and YAML items by their 0-based index in the top-level list
 (``item 3``). Every bad row is collected (the first 20 are shown) before anything is scored.
 
-List fields (``references``, ``context``, ``retrieval_context``, ``tools_called``, ``expected_tools``): a
-JSON/YAML list of strings; or a string split on ``list_separator`` (items stripped, empties dropped); or, in a
-CSV without ``list_separator``, a cell holding a JSON array.
+List fields (``references``, ``context``, ``retrieval_context``, ``tools_called``, ``expected_tools``,
+``planning_steps``): a JSON/YAML list of strings; or a string split on ``list_separator`` (items stripped,
+empties dropped); or, in a CSV without ``list_separator``, a cell holding a JSON array.
+
+Record fields (``execution_trace``: a list of trace steps; ``tool_calls``, ``expected_tool_calls``: lists of
+``{name, arguments}``; docs/agents.md#execution-traces): a JSON/YAML list of objects, or a string holding one (a
+CSV cell); a bad item is named with its index and key (``execution_trace[2].duration_ms``).
 
 What is rejected (exit 2 in the CLI), beyond wrong types: text that is not UTF-8 (a UTF-16 byte-order mark,
 a NUL byte), a string holding an unpaired surrogate (``"\\ud800"`` in JSON: not Unicode, it could not be
@@ -32,11 +36,14 @@ from evaltasks.errors import DatasetError, Problem
 from evaltasks.inputs.files import decode_text, load_yaml
 from evaltasks.inputs.suite import DatasetSpec
 from evaltasks.test_case import EvalTestCase, assign_ids
+from evaltasks.traces import as_records
 
 _MISSING = object()
 STRING_FIELDS = ("input", "expected_output")
 # Test-case fields holding a list of strings, each parsed as ``references`` always was (module docstring).
-LIST_FIELDS = ("references", "context", "retrieval_context", "tools_called", "expected_tools")
+LIST_FIELDS = ("references", "context", "retrieval_context", "tools_called", "expected_tools", "planning_steps")
+# Test-case fields holding a list of records (module docstring), each read by ``_as_records``.
+RECORD_FIELDS = ("execution_trace", "tool_calls", "expected_tool_calls")
 MAX_PROBLEMS = 1000  # collected; the error shows the first 20
 _SURROGATE_ESCAPE = re.compile(r"\\[uU]0*[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -435,7 +442,7 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
     source, problems = load.source, load.problems
     case_fields: dict[str, Any] = {}
     row_ok = True
-    for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, "id"):
+    for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, *RECORD_FIELDS, "id"):
         column = load.explicit.get(name) or (name if name in row else None)
         value = row.get(column, _MISSING) if column else _MISSING
         if name == "actual_output" and load.generated:
@@ -465,6 +472,13 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
                 row_ok = False
             else:
                 case_fields[name] = items
+        elif name in RECORD_FIELDS:
+            records = as_records(name, value)
+            if isinstance(records, Problem):
+                problems.append(Problem(source, where, (column or name) + records.field, records.message))
+                row_ok = False
+            else:
+                case_fields[name] = records
         elif name == "id":
             if isinstance(value, bool) or not isinstance(value, (str, int)):
                 problems.append(
@@ -497,6 +511,8 @@ def _surrogate_free(load: _Load, where: str, case_fields: dict[str, Any]) -> boo
     free = True
     for name, value in case_fields.items():
         column = load.explicit.get(name) or name
+        if name in RECORD_FIELDS:
+            continue  # records are not written back as text
         if any(
             _SURROGATE.search(item) for item in ([value] if isinstance(value, str) else value) if not item.isascii()
         ):

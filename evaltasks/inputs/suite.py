@@ -67,6 +67,12 @@ class FieldMap(BaseModel):
     retrieval_context: str | None = None
     tools_called: str | None = None
     expected_tools: str | None = None
+    planning_steps: str | None = None
+    execution_trace: str | None = Field(
+        default=None, description="Column with the agent's steps: a JSON list (in CSV a cell holding one)."
+    )
+    tool_calls: str | None = Field(default=None, description="Column with the calls made: [{name, arguments}].")
+    expected_tool_calls: str | None = Field(default=None, description="Column with the calls expected.")
     id: str | None = Field(default=None, description="Column with the case id; default: hash of the input.")
 
 

@@ -1,12 +1,14 @@
 """Metrics and the registry that maps a metric's name to its class.
 
-Three families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
-:mod:`~evaltasks.metrics.vector` (embeddings) and :mod:`~evaltasks.metrics.judge` (an LLM judge). Each metric
+Families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
+:mod:`~evaltasks.metrics.vector` (embeddings), :mod:`~evaltasks.metrics.judge` (an LLM judge) and
+:mod:`~evaltasks.metrics.agent` (execution traces). Each metric
 registers itself beside its class (``@register_metric("Name")``); the registry, :data:`METRICS`, checks itself and
 generates the suite file's schema (:mod:`evaltasks.metrics.registry`). Adding a metric = one module in its family
 + its tests (and its name re-exported here, in its family's ``__init__`` and in ``evaltasks``, to be public API).
 """
 
+from evaltasks.metrics.agent import LoopDetectionMetric, PlanningQualityMetric, ToolsErrorMetric
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.conversation import (
     ConversationalFlowRateMetric,
@@ -85,8 +87,10 @@ __all__ = [
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
+    "LoopDetectionMetric",
     "MetricRegistryError",
     "NonEmptyMetric",
+    "PlanningQualityMetric",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
     "RepetitivePatternDetectionMetric",
@@ -96,6 +100,7 @@ __all__ = [
     "StartsWithMetric",
     "TaskSuccessRateMetric",
     "ToolCorrectnessMetric",
+    "ToolsErrorMetric",
     "ToxicityMetric",
     "UncertaintyHandlingMetric",
     "add_import_dir",

@@ -359,9 +359,7 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
     if not total:
         return None
     rows = [(label, parts) for _, _, label, parts in sorted(lowest, key=lambda e: e[:2], reverse=True)]
-    return NotableCases(
-        f"failing cases ({total} of {cases}, lowest score first)", rows, max(total - len(rows), 0)
-    )
+    return NotableCases(f"failing cases ({total} of {cases}, lowest score first)", rows, max(total - len(rows), 0))
 
 
 GENERATION_FAILED = "generation failed: "

@@ -29,7 +29,7 @@ from evaltasks.errors import CredentialsError
 from evaltasks.targets._keys import CASE_INPUT_FIELDS, canonical_digest, template_variables
 from evaltasks.targets.base import TargetError, TargetKind, TargetOutput
 from evaltasks.targets.python import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, check_common
-from evaltasks.test_case import EvalTestCase
+from evaltasks.test_case import EvalTestCase, ToolCall
 
 DEFAULT_MAX_TOKENS = 1024
 """``max_tokens`` sent when the target sets none (it bounds the cost estimate of ``--max-cost``)."""
@@ -278,7 +278,8 @@ class ChatTarget:
 
     def generate(self, case: EvalTestCase) -> TargetOutput:
         """Send the rendered prompt and read the first choice: its text (``""`` when the model only called
-        tools), the names of the tools it called, the usage and cost.
+        tools), the tools it called (names in ``tools_called``; with their arguments in ``tool_calls``, the
+        arguments' JSON text parsed, None when it is not a JSON object), the usage and cost.
 
         Raises:
             TargetError: the prompt does not render; the endpoint refused the request or still failed after the
@@ -317,8 +318,21 @@ class ChatTarget:
         return TargetOutput(
             output=text if isinstance(text, str) else "",
             tools_called=names if "tools" in self.params or names else None,
+            tool_calls=[_tool_call(call) for call in calls if getattr(call, "function", None) is not None]
+            if "tools" in self.params or names
+            else None,
             cost=completion.cost if self.client().price.known else None,  # an unpriced model's cost is unknown
             input_tokens=completion.prompt_tokens,
             output_tokens=completion.completion_tokens,
             metadata=metadata,
         )
+
+
+def _tool_call(call: Any) -> ToolCall:
+    """A chat completion's tool call as a :class:`ToolCall`: arguments parsed from their JSON text (None when
+    they are not a JSON object: a model may write malformed arguments)."""
+    try:
+        arguments = json.loads(str(call.function.arguments))
+    except ValueError:
+        arguments = None
+    return ToolCall(name=str(call.function.name), arguments=arguments if isinstance(arguments, dict) else None)

@@ -265,7 +265,7 @@ def _filled(
     cached: bool,
 ) -> EvalTestCase:
     """``case`` with the target's output in it: ``actual_output``, and ``retrieval_context`` / ``context`` /
-    ``tools_called`` where the target returned them (the dataset's otherwise), and ``generation``. A stored
+    ``tools_called`` / ``execution_trace`` / ``tool_calls`` / ``agent_confidence`` where the target returned them (the dataset's otherwise), and ``generation``. A stored
     output keeps the cost, tokens and latency of the call that produced it (``cached`` True says none was
     spent in this run)."""
     generation = Generation(
@@ -279,10 +279,12 @@ def _filled(
         metadata=dict(output.metadata),
     )
     update: dict[str, Any] = {"actual_output": output.output, "generation": generation}
-    for field in ("retrieval_context", "context", "tools_called"):
+    for field in ("retrieval_context", "context", "tools_called", "execution_trace", "tool_calls"):
         value = getattr(output, field)
         if value is not None:
             update[field] = list(value)
+    if output.agent_confidence is not None:
+        update["agent_confidence"] = output.agent_confidence
     return case.model_copy(update=update)
 
 

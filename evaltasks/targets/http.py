@@ -28,6 +28,7 @@ from evaltasks.targets._keys import CASE_INPUT_FIELDS, canonical_digest, templat
 from evaltasks.targets.base import TargetError, TargetKind, TargetOutput, TransientTargetError
 from evaltasks.targets.python import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, check_common
 from evaltasks.test_case import EvalTestCase
+from evaltasks.traces import as_records
 
 DEFAULT_BODY: dict[str, Any] = {"input": "{{ input }}"}
 MAX_REDIRECTS = 5
@@ -149,6 +150,9 @@ class HttpTarget:
         output: JSON path of the answer (a string; a number or boolean is written as JSON) in the response.
         retrieval_context: JSON path of a list of texts, if the app returns them.
         tools_called: JSON path of a list of tool names (or of objects with a ``name``), if it returns them.
+        execution_trace: JSON path of the agent's steps (a list of trace step objects;
+            docs/agents.md#execution-traces), if it returns them.
+        tool_calls: JSON path of the calls made, a list of ``{name, arguments}`` objects, if it returns them.
         headers: ``{Header-Name: ENV_VAR_NAME}``: each value is read from the environment variable (on the first
             request) and registered as a secret.
         name, version, cache, repeat, timeout, max_attempts, max_concurrency: the shared target fields
@@ -169,6 +173,8 @@ class HttpTarget:
         output: str = "output",
         retrieval_context: str | None = None,
         tools_called: str | None = None,
+        execution_trace: str | None = None,
+        tool_calls: str | None = None,
         headers: Mapping[str, str] | None = None,
         name: str = "http",
         version: str | None = None,
@@ -200,6 +206,8 @@ class HttpTarget:
         self.output = output
         self.retrieval_context = retrieval_context
         self.tools_called = tools_called
+        self.execution_trace = execution_trace
+        self.tool_calls = tool_calls
         self.headers = dict(headers or {})
         self.name = name
         self.version = version
@@ -231,7 +239,8 @@ class HttpTarget:
                 "kind": self.kind,
                 "url": self.url,
                 "version": self.version,
-                "paths": [self.output, self.retrieval_context, self.tools_called],
+                "paths": [self.output, self.retrieval_context, self.tools_called]
+                + ([self.execution_trace, self.tool_calls] if self.execution_trace or self.tool_calls else []),
             }
         )
 
@@ -315,6 +324,8 @@ class HttpTarget:
             answer = json_path(document, self.output)
             retrieval = self._texts(document, self.retrieval_context, "retrieval_context")
             tools = self._texts(document, self.tools_called, "tools_called")
+            trace = self._records(document, self.execution_trace, "execution_trace")
+            calls = self._records(document, self.tool_calls, "tool_calls")
         except KeyError as exc:
             raise TargetError(f"the http target {self.name}: {exc.args[0]}") from None
         if isinstance(answer, (int, float, bool)):
@@ -323,7 +334,19 @@ class HttpTarget:
             raise TargetError(
                 f"the http target {self.name}: output '{self.output}' is a {type(answer).__name__}, not a string"
             )
-        return TargetOutput(output=answer, retrieval_context=retrieval, tools_called=tools)
+        return TargetOutput(
+            output=answer, retrieval_context=retrieval, tools_called=tools, execution_trace=trace, tool_calls=calls
+        )
+
+    def _records(self, document: Any, path: str | None, field: str) -> list[Any] | None:
+        """The trace steps or tool calls at ``path`` (``field`` says which), or None without a path. Raises
+        KeyError (missing) or TargetError (not a list of valid objects, naming the item and key)."""
+        if path is None:
+            return None
+        records = as_records(field, json_path(document, path))
+        if not isinstance(records, list):
+            raise TargetError(f"the http target {self.name}: {field} '{path}'{records.field} {records.message}")
+        return records
 
     def _texts(self, document: Any, path: str | None, field: str) -> list[str] | None:
         """The list of strings at ``path`` (items that are objects with a ``name`` give their name), or None

@@ -226,7 +226,8 @@ def to_output(value: Any, label: str) -> TargetOutput:
 class PythonTarget:
     """The user's callable as a target: called with the :class:`~evaltasks.EvalTestCase` (the row's columns in
     ``case.vars``), sync or async; returns a ``str``, a mapping with ``output`` (and optionally
-    ``retrieval_context``, ``context``, ``tools_called``, ``cost``, ``tokens``, ``metadata``) or a
+    ``retrieval_context``, ``context``, ``tools_called``, ``execution_trace``, ``tool_calls``, ``agent_confidence``,
+    ``cost``, ``tokens``, ``metadata``) or a
     :class:`TargetOutput`.
 
     Args:

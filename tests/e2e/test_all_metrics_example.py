@@ -56,15 +56,21 @@ EXPECTED = {
 
 def test_the_example_uses_every_built_in_metric() -> None:
     """The suite names each registered metric once (the tour is complete), except the LLM-judged ones (they need
-    a judge endpoint, and this tour runs offline) and those that check a target's generation, LatencyMetric and
-    CostMetric (this tour grades the dataset's own answers, which no target generated: they would be skipped)."""
+    a judge endpoint, and this tour runs offline), those that check a target's generation, LatencyMetric and
+    CostMetric (this tour grades the dataset's own answers, which no target generated: they would be skipped),
+    and the agent family's trace metrics, which need an execution trace on every case: examples/agent names each
+    of those."""
     from evaltasks.metrics.deterministic._generation import GenerationLimitMetric
     from evaltasks.metrics.judge.base import JudgeMetric
 
     suite = load_suite(EXAMPLE / "suite.yaml")
     offline = [name for name, cls in METRICS.items() if not issubclass(cls, (JudgeMetric, GenerationLimitMetric))]
+    agent = [name for name in offline if METRICS[name].__module__.startswith("evaltasks.metrics.agent.")]
     assert {"LatencyMetric", "CostMetric"} <= set(METRICS)
-    assert sorted(type(m).__name__ for m in suite.metrics) == sorted(offline)
+    assert sorted(agent) == ["LoopDetectionMetric", "PlanningQualityMetric", "ToolsErrorMetric"]
+    assert sorted(type(m).__name__ for m in suite.metrics) == sorted(set(offline) - set(agent))
+    agent_tour = load_suite(EXAMPLE.parent / "agent" / "suite.yaml")
+    assert set(agent) <= {type(m).__name__ for m in agent_tour.metrics}
 
 
 def test_every_metric_on_the_example_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:

@@ -55,6 +55,10 @@ def test_quickstart_suite_loads() -> None:
         "retrieval_context": None,
         "tools_called": None,
         "expected_tools": None,
+        "planning_steps": None,
+        "execution_trace": None,
+        "tool_calls": None,
+        "expected_tool_calls": None,
         "id": "id",
     }
     assert suite.gate.min_pass_rate == 0.7

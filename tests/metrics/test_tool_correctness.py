@@ -44,6 +44,7 @@ def test_defaults_as_the_docs_page() -> None:
         "name": "ToolCorrectnessMetric",
         "exact_match": False,
         "check_ordering": False,
+        "match_arguments": False,
     }
     assert METRICS["ToolCorrectnessMetric"] is ToolCorrectnessMetric is AgentAlias
 

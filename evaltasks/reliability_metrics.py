@@ -1,0 +1,6 @@
+"""Alias of eval-ai-library 0.8's ``eval_lib.reliability_metrics`` module path."""
+
+from evaltasks.metrics.agent.loop_detection import LoopDetectionMetric
+from evaltasks.metrics.agent.planning_quality import PlanningQualityMetric
+
+__all__ = ["LoopDetectionMetric", "PlanningQualityMetric"]
