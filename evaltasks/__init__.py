@@ -68,6 +68,15 @@ _LAZY: dict[str, str] = {
             "ToxicityMetric",
         )
     },
+    **{
+        name: "evaltasks.security_metrics"
+        for name in (
+            "JailbreakResistanceMetric",
+            "PIILeakageMetric",
+            "PolicyComplianceMetric",
+            "PromptInjectionResistanceMetric",
+        )
+    },
 }
 
 
@@ -124,12 +133,16 @@ __all__ = [
     "GEvalMetric",
     "GateFailed",
     "InputError",
+    "JailbreakResistanceMetric",
     "JsonSchemaMetric",
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
     "MetricResult",
     "NonEmptyMetric",
+    "PIILeakageMetric",
+    "PolicyComplianceMetric",
+    "PromptInjectionResistanceMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
