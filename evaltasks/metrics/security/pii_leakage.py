@@ -45,7 +45,7 @@ from evaltasks.results import MetricResult
 from evaltasks.test_case import EvalTestCase
 
 DetectionMethod = Literal["model", "llm_judge"]
-_LABEL = re.compile(r"[A-Za-z_]{1,40}")  # an unknown label shown in an error only when it looks like one (not PII)
+_ANSWER_QUOTED = re.compile(r"the judge's answer (is not JSON|does not match the schema)\b.*", re.S)
 
 ENTITIES_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -246,9 +246,12 @@ class PIILeakageMetric(JudgeMetric):
         Raises:
             JudgeError: an unknown or mis-cased type, or a confidence outside [0, 1], after the retries.
         """
-        reply = asker.ask(
-            "detect", self._variables(case), ENTITIES_SCHEMA, max_tokens=400, check=lambda r: _judged_hits(r)
-        )
+        try:
+            reply = asker.ask(
+                "detect", self._variables(case), ENTITIES_SCHEMA, max_tokens=400, check=lambda r: _judged_hits(r)
+            )
+        except JudgeError as exc:  # a parse or schema error quotes the answer, which may hold the data found
+            raise JudgeError(_withheld(str(exc))) from None
         hits = _judged_hits(reply)
         counted = [h for h in hits if h.entity_type in self.entity_types and h.score >= self.score_threshold]
         ignored = [h for h in hits if h not in counted]
@@ -256,21 +259,25 @@ class PIILeakageMetric(JudgeMetric):
         return Judged(score, leak_reason(counted, ignored, self.entity_types, "LLM judge"), log)
 
 
+def _withheld(message: str) -> str:
+    """``message`` without the judge's answer it quotes (a parse or schema error's), which may hold personal data."""
+    return _ANSWER_QUOTED.sub(lambda m: f"the judge's answer {m.group(1)} (the answer is not quoted)", message)
+
+
 def _judged_hits(reply: JudgeReply) -> list[Hit]:
     """The judge's entities as hits.
 
     Raises:
         JudgeError: a type that is not one of :data:`ALL_TYPES` exactly (case included), or a confidence that is
-            not a number in [0, 1].
+            not a number in [0, 1]; the message quotes neither (an answer may hold personal data).
     """
     hits = []
     for entity in reply.parsed["entities"]:
         kind, confidence = entity["type"], entity["confidence"]
         if kind not in ALL_TYPES:
-            shown = quote(kind) if isinstance(kind, str) and _LABEL.fullmatch(kind) else "(not a label)"
-            raise JudgeError(f"the judge answered an unknown entity type {shown}; expected one of the listed types")
+            raise JudgeError("the judge answered an entity type that is not one of the labels, exactly as written")
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
-            raise JudgeError(f"the judge's confidence {quote(confidence)} for {kind} is not a number in [0, 1]")
+            raise JudgeError(f"the judge's confidence for {kind} is not a number in [0, 1]")
         hits.append(Hit(kind, float(confidence)))
     return hits
 
