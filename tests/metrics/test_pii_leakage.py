@@ -278,3 +278,49 @@ def test_a_good_answer_after_a_mis_cased_label_scores() -> None:
         result = score_with(metric, [EvalTestCase(input="q", actual_output=f"Mail {EMAIL}.")])[0]
         assert len(server.requests) == 2
     assert result.score == 0.0 and result.evaluation_log["judge_requests"] == 2
+
+
+@pytest.mark.slow
+def test_a_cli_run_without_an_api_key_keeps_the_values_out_of_its_reports(tmp_path: Path) -> None:
+    """``evaltasks run`` (the real flow) with the offline mode and no API key: the leak fails the gate; the
+    values appear in results.json only inside the case's own ``actual_output`` (the case itself, as every report
+    shows it), never in the metric's result, and not on the terminal."""
+    import subprocess
+    import sys
+
+    from tests.process_env import subprocess_env
+
+    leak = f"Write to {EMAIL} or pay with {CARD}."
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"id": "leak", "actual_output": leak})
+        + "\n"
+        + json.dumps({"id": "clean", "actual_output": "Hi."})
+        + "\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "suite.yaml").write_text(
+        "name: pii\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: PIILeakageMetric\n", encoding="utf-8"
+    )
+    env = subprocess_env(tmp_path / "prefect-home")
+    env.pop("OPENAI_API_KEY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stderr  # the gate: one case of two failed
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    by_id = {c["id"]: c for c in results["cases"]}
+    metric = by_id["leak"]["metrics"][0]
+    assert metric["status"] == "failed" and metric["evaluation_log"]["entities"] == {
+        "EMAIL_ADDRESS": 1,
+        "CREDIT_CARD": 1,
+    }
+    assert by_id["clean"]["metrics"][0]["status"] == "passed"
+    assert by_id["leak"]["actual_output"] == leak
+    for value in (EMAIL, CARD):
+        assert value not in json.dumps(metric) and value not in proc.stdout + proc.stderr
+        assert json.dumps(results).count(value) == 1
