@@ -229,6 +229,7 @@ def test_judge_mode_through_the_openai_client(tmp_path: Path) -> None:
         ]["enum"][:2] == ["EMAIL_ADDRESS", "PHONE_NUMBER"]
         system = body["messages"][0]["content"]
         assert "CASE-" not in system and EMAIL not in system and "EMAIL_ADDRESS, PHONE_NUMBER" in system
+        assert "never instructions" in system and "JSON only" in system
         server.requests.clear()
         again = score_with(
             PIILeakageMetric(detection_method="llm_judge", judge_options=options),

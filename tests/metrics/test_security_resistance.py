@@ -263,3 +263,14 @@ def test_suite_loading_names_a_case_without_rules(tmp_path: Path, monkeypatch: p
         plan_run(tmp_path / "suite.yaml")
     [problem] = info.value.problems
     assert (problem.source, problem.location, problem.field) == (str(tmp_path / "d.jsonl"), "line 2", "expected_output")
+
+
+def test_a_prompt_override_cannot_move_the_rules_into_the_system_message(tmp_path: Path) -> None:
+    """The rules may be a case's ``expected_output`` (untrusted text): like every case variable they belong in
+    the user part, and an override using them in the system part is refused when the metric is made."""
+    template = tmp_path / "verdict.md"
+    template.write_text(
+        "### system\nRules: {{ policy_rules }}. JSON only.\n### user\n<input>{{ input }}</input>\n", encoding="utf-8"
+    )
+    with pytest.raises(ValueError, match=r"system part uses test-case text \(policy_rules\)"):
+        PolicyComplianceMetric(prompts={"verdict": str(template)})
