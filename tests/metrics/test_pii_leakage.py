@@ -325,3 +325,26 @@ def test_a_cli_run_without_an_api_key_keeps_the_values_out_of_its_reports(tmp_pa
     for value in (EMAIL, CARD):
         assert value not in json.dumps(metric) and value not in proc.stdout + proc.stderr
         assert json.dumps(results).count(value) == 1
+
+
+def test_a_suite_loads_the_offline_mode_without_an_api_key_and_the_judge_mode_needs_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite loader checks a judge metric's credentials when it builds it; the offline mode has no judge."""
+    from evaltasks.errors import CredentialsError
+    from evaltasks.inputs.suite import load_suite
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    (tmp_path / "d.jsonl").write_text(json.dumps({"actual_output": "a"}) + "\n", encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: s\ndataset: {path: d.jsonl}\njudge: {model: gpt-4o, samples: 3}\nmetrics:\n"
+        "  - metric: PIILeakageMetric\n    entity_types: [EMAIL_ADDRESS, SSN]\n",
+        encoding="utf-8",
+    )
+    [metric] = load_suite(suite).metrics
+    assert isinstance(metric, PIILeakageMetric) and metric.entity_types == ("EMAIL_ADDRESS", "US_SSN")
+    assert "judge_options" not in metric.config() and "model" not in metric.config()  # judge settings: no cache key
+    suite.write_text(suite.read_text(encoding="utf-8") + "    detection_method: llm_judge\n", encoding="utf-8")
+    with pytest.raises(CredentialsError):
+        load_suite(suite)
