@@ -274,3 +274,11 @@ def test_a_prompt_override_cannot_move_the_rules_into_the_system_message(tmp_pat
     )
     with pytest.raises(ValueError, match=r"system part uses test-case text \(policy_rules\)"):
         PolicyComplianceMetric(prompts={"verdict": str(template)})
+
+
+def test_eval_ai_librarys_evaluate_refuses_a_case_without_rules() -> None:
+    """``await metric.evaluate(case)`` (eval-ai-library's API) raises ValueError naming the field, sending nothing."""
+    import asyncio
+
+    with pytest.raises(ValueError, match="field 'expected_output'"):
+        asyncio.run(PolicyComplianceMetric().evaluate(EvalTestCase(input="q", actual_output="a")))
