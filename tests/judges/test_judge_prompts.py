@@ -90,7 +90,9 @@ CASE_PROMPTS = [(m, p) for m, p in BUILTINS if variables(builtin_template(m, p))
 
 
 def test_every_prompt_with_case_text_is_covered() -> None:
-    assert len(CASE_PROMPTS) == 14  # all but the two steps prompts (the metric's own criteria only)
+    # all but the two steps prompts (the metric's own criteria only)
+    assert sorted(set(BUILTINS) - set(CASE_PROMPTS)) == [("CustomEvalMetric", "steps"), ("GEvalMetric", "steps")]
+    assert len(CASE_PROMPTS) == len(BUILTINS) - 2 >= 13
 
 
 @pytest.mark.parametrize(("metric", "prompt"), CASE_PROMPTS, ids=[f"{m}-{p}" for m, p in CASE_PROMPTS])
