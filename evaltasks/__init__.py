@@ -82,6 +82,15 @@ _LAZY: dict[str, str] = {
         )
     },
     **{name: "evaltasks.metrics" for name in ("LoopDetectionMetric", "PlanningQualityMetric", "ToolsErrorMetric")},
+    **{
+        name: "evaltasks.security_metrics"
+        for name in (
+            "JailbreakResistanceMetric",
+            "PIILeakageMetric",
+            "PolicyComplianceMetric",
+            "PromptInjectionResistanceMetric",
+        )
+    },
 }
 
 
@@ -141,6 +150,7 @@ __all__ = [
     "GateFailed",
     "GoalAchievementRateMetric",
     "InputError",
+    "JailbreakResistanceMetric",
     "JsonSchemaMetric",
     "KnowledgeRetentionMetric",
     "LanguageDetectionMetric",
@@ -149,7 +159,10 @@ __all__ = [
     "LoopDetectionMetric",
     "MetricResult",
     "NonEmptyMetric",
+    "PIILeakageMetric",
     "PlanningQualityMetric",
+    "PolicyComplianceMetric",
+    "PromptInjectionResistanceMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",

@@ -56,6 +56,7 @@ CASE_VARIABLES = frozenset(
         "user_goal",
         "task_description",
         "success_criteria",
+        "policy_rules",  # PolicyComplianceMetric: each case's expected_output unless the suite gives them
     }
 )
 """Variables holding test-case text (or text derived from it by an earlier judge answer): user part only. A

@@ -58,6 +58,12 @@ from evaltasks.metrics.registry import (
     metric_entry_points,
     register_metric,
 )
+from evaltasks.metrics.security import (
+    JailbreakResistanceMetric,
+    PIILeakageMetric,
+    PolicyComplianceMetric,
+    PromptInjectionResistanceMetric,
+)
 from evaltasks.metrics.vector import ReferenceMatchMetric, SemanticSimilarityMetric
 
 __all__ = [
@@ -82,6 +88,7 @@ __all__ = [
     "FormatCheckMetric",
     "GEvalMetric",
     "GoalAchievementRateMetric",
+    "JailbreakResistanceMetric",
     "JsonSchemaMetric",
     "KnowledgeRetentionMetric",
     "LanguageDetectionMetric",
@@ -90,7 +97,10 @@ __all__ = [
     "LoopDetectionMetric",
     "MetricRegistryError",
     "NonEmptyMetric",
+    "PIILeakageMetric",
     "PlanningQualityMetric",
+    "PolicyComplianceMetric",
+    "PromptInjectionResistanceMetric",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
     "RepetitivePatternDetectionMetric",
