@@ -34,6 +34,9 @@ _LAZY: dict[str, str] = {
     "SemanticSimilarityMetric": "evaltasks.metrics.vector.semantic_similarity",
     "GEvalMetric": "evaltasks.metrics.judge.geval",
     "CustomEvalMetric": "evaltasks.metrics.judge.custom_eval",
+    "HarmfulContentMetric": "evaltasks.metrics.security.harmful_content",
+    "JailbreakDetectionMetric": "evaltasks.metrics.security.jailbreak_detection",
+    "PromptInjectionDetectionMetric": "evaltasks.metrics.security.prompt_injection_detection",
     **{
         name: "evaltasks.metrics"
         for name in (
@@ -123,13 +126,16 @@ __all__ = [
     "FormatCheckMetric",
     "GEvalMetric",
     "GateFailed",
+    "HarmfulContentMetric",
     "InputError",
+    "JailbreakDetectionMetric",
     "JsonSchemaMetric",
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
     "MetricResult",
     "NonEmptyMetric",
+    "PromptInjectionDetectionMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",
