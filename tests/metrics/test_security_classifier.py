@@ -205,3 +205,85 @@ def test_a_suite_names_the_classifier_folder_relative_to_itself(
     (metric,) = suite.metrics
     assert isinstance(metric, PromptInjectionDetectionMetric)
     assert Path(metric.model_name) == (tmp_path / "clf").resolve() and metric.detection_method == "model"
+
+
+def test_threads_at_once_each_get_their_own_scores(models: dict[str, Path]) -> None:
+    """Task runners score batches from several threads: every batch still gets its own texts' scores."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    metric = PromptInjectionDetectionMetric(detection_method="model", model_name=str(models["binary"]))
+    batches = [
+        [EvalTestCase(input=ATTACK if (i + j) % 2 else PLAIN, actual_output="") for j in range(5)] for i in range(8)
+    ]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        found = list(pool.map(lambda batch: scores(metric, batch), batches))
+    for i, got in enumerate(found):
+        expected = [0.05 if (i + j) % 2 else 0.98 for j in range(5)]
+        assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, expected, strict=True)), (i, got)
+
+
+def _score_in_child(folder: str, queue: object) -> None:
+    metric = PromptInjectionDetectionMetric(detection_method="model", model_name=folder)
+    queue.put(scores(metric, [EvalTestCase(input=ATTACK, actual_output="")]))  # type: ignore[attr-defined]
+
+
+def test_a_process_forked_after_classifying_classifies_too(models: dict[str, Path]) -> None:
+    """A child forked after its parent ran the model (as the server's runs are forked) scores, and does not hang
+    on the OpenMP team of its parent's thread."""
+    import multiprocessing
+
+    folder = str(models["binary"])
+    assert math.isclose(
+        scores(
+            PromptInjectionDetectionMetric(detection_method="model", model_name=folder),
+            [EvalTestCase(input=ATTACK, actual_output="")],
+        )[0],
+        0.05,
+        abs_tol=1e-6,
+    )
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_score_in_child, args=(folder, queue))
+    child.start()
+    try:
+        got = queue.get(timeout=120)
+    finally:
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+    assert math.isclose(got[0], 0.05, abs_tol=1e-6) and child.exitcode == 0
+
+
+@pytest.mark.slow
+def test_the_cli_runs_a_classifier_suite_offline_without_a_judge_key(
+    models: dict[str, Path], tmp_path: Path, prefect_api_url: str
+) -> None:
+    """``evaltasks run`` through the real Prefect engine, ``--max-cost`` included (a classifier costs nothing and
+    needs no price): the attack input fails, the plain one passes, results.json holds the classifier's log."""
+    import json
+    import shutil
+
+    from tests.process_env import subprocess_env
+    from tests.suite_helpers import run_cli
+
+    shutil.copytree(models["binary"], tmp_path / "clf")
+    rows = [
+        {"id": "attack", "input": ATTACK, "actual_output": "No."},
+        {"id": "plain", "input": PLAIN, "actual_output": "Paris."},
+    ]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: guard\ndataset:\n  path: data.jsonl\nmetrics:\n"
+        "  - metric: PromptInjectionDetectionMetric\n    detection_method: model\n    model_name: clf\n"
+        "gate:\n  min_pass_rate: 0.5\n",
+        encoding="utf-8",
+    )
+    env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
+    env.pop("OPENAI_API_KEY", None)
+    proc = run_cli("run", "suite.yaml", "--max-cost", "0.01", "--output-dir", "out", "--quiet", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    by_id = {case["id"]: case["metrics"][0] for case in results["cases"]}
+    assert by_id["attack"]["status"] == "failed" and math.isclose(by_id["attack"]["score"], 0.05, abs_tol=1e-6)
+    assert by_id["plain"]["status"] == "passed" and math.isclose(by_id["plain"]["score"], 0.98, abs_tol=1e-6)
+    assert by_id["attack"]["evaluation_log"]["harmful_labels"] == ["INJECTION"]

@@ -63,6 +63,8 @@ def answer(cls: type[DetectionMetric], detected: bool, confidence: Any, **overri
 def test_the_score_is_one_minus_the_risk_the_judge_states(
     cls: type[DetectionMetric], detected: bool, confidence: float, score: float, status: str
 ) -> None:
+    """eval-ai-library scores the risk (confidence if detected, else 1 - confidence) and passes below 0.7; here
+    the score is 1 - risk and passes at >= 0.3: the same verdicts, except a risk of exactly 0.7 (it fails there)."""
     recorder = Recorder(answer(cls, detected, confidence))
     (result,) = score_with(cls(), [CASE], recorder.judge())
     assert result.status == status, result.error

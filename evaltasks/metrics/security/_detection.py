@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -160,6 +162,27 @@ def read_head(folder: Path, harmful_labels: Sequence[str] | None, model_name: st
 
 _MODELS: dict[str, tuple[Any, Any, Any]] = {}  # folder -> (tokenizer, model, device), once per process
 _MODELS_LOCK = threading.Lock()
+_RUNNER: ThreadPoolExecutor | None = None  # the one thread every classification runs on (see classify)
+_RUNNER_LOCK = threading.Lock()
+
+
+def _runner() -> ThreadPoolExecutor:
+    """The process's classification thread, started on first use."""
+    global _RUNNER
+    with _RUNNER_LOCK:
+        if _RUNNER is None:
+            _RUNNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evaltasks-classifier")
+        return _RUNNER
+
+
+def _forget_runner_after_fork() -> None:
+    """A forked child has none of its parent's threads (nor the OpenMP team torch started on them): it starts its
+    own classification thread."""
+    global _RUNNER, _RUNNER_LOCK
+    _RUNNER, _RUNNER_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_runner_after_fork)
 
 
 def _loaded(folder: Path, model_name: str) -> tuple[Any, Any, Any]:
@@ -194,9 +217,18 @@ def classify(folder: Path, model_name: str, multi_label: bool, texts: Sequence[s
     """Each text's label probabilities (sigmoid or softmax, as ``multi_label``), ``BATCH_SIZE`` texts per
     forward pass, each truncated to the model's input limit (at most 512 tokens).
 
+    Every classification of the process runs on one thread of its own, one at a time: a fast tokenizer is not
+    safe to call from several threads at once, and a child forked after its parent ran torch on a thread hangs
+    when it runs torch on that same thread (GNU OpenMP's thread team does not survive a fork; the embedding
+    model's encodes run on their own thread for the same reason).
+
     Raises:
         ValueError: the model does not load or fails on the texts.
     """
+    return _runner().submit(_classify, folder, model_name, multi_label, list(texts)).result()
+
+
+def _classify(folder: Path, model_name: str, multi_label: bool, texts: Sequence[str]) -> list[list[float]]:
     tokenizer, model, device = _loaded(folder, model_name)
     import torch
 
