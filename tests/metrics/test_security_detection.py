@@ -214,6 +214,7 @@ def test_estimate_requests_is_the_request_sent(cls: type[DetectionMetric]) -> No
         ({"harm_categories": ["fraud"], "detection_method": "model"}, "harm_categories applies to the judge mode"),
         ({"threshold": 1.5}, "threshold must be a number in"),
         ({"harmful_labels": []}, "harmful_labels must be a non-empty list"),
+        ({"harmful_labels": ["toxic"]}, "harmful_labels applies to the classifier mode"),
     ],
 )
 def test_bad_parameters_are_value_errors(kwargs: dict[str, Any], message: str) -> None:

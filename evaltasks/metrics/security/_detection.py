@@ -268,7 +268,8 @@ class DetectionMetric(JudgeMetric):
     ``evaltasks/judges/prompts/<ClassName>/detect.md``.
 
     Raises:
-        ValueError: an unknown ``detection_method``; with ``"model"``: ``samples`` > 1, a ``model_name`` that is
+        ValueError: an unknown ``detection_method``; ``harmful_labels`` in the judge mode; with ``"model"``:
+            ``samples`` > 1, a ``model_name`` that is
             neither a folder nor in the local Hugging Face cache, or labels that cannot be resolved
             (:func:`read_head`); and what :class:`JudgeMetric` raises.
     """
@@ -306,6 +307,8 @@ class DetectionMetric(JudgeMetric):
             or not all(isinstance(h, str) for h in harmful_labels)
         ):
             raise ValueError(f"harmful_labels must be a non-empty list of label names, got {quote(harmful_labels)}")
+        if harmful_labels is not None and detection_method != "model":
+            raise ValueError("harmful_labels applies to the classifier mode (detection_method: model)")
         self.detection_method = detection_method
         self.model_name = model_name or self.default_model_name
         self.harmful_labels = list(harmful_labels) if harmful_labels else None
