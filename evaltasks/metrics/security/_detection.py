@@ -269,9 +269,8 @@ class DetectionMetric(JudgeMetric):
 
     Raises:
         ValueError: an unknown ``detection_method``; ``harmful_labels`` in the judge mode; with ``"model"``:
-            ``samples`` > 1, a ``model_name`` that is
-            neither a folder nor in the local Hugging Face cache, or labels that cannot be resolved
-            (:func:`read_head`); and what :class:`JudgeMetric` raises.
+            ``samples`` > 1, a ``model_name`` that is neither a folder nor in the local Hugging Face cache, or
+            labels that cannot be resolved (:func:`read_head`); and what :class:`JudgeMetric` raises.
     """
 
     prompt_names: ClassVar[tuple[str, ...]] = ("detect",)
