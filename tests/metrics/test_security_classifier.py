@@ -287,3 +287,13 @@ def test_the_cli_runs_a_classifier_suite_offline_without_a_judge_key(
     assert by_id["attack"]["status"] == "failed" and math.isclose(by_id["attack"]["score"], 0.05, abs_tol=1e-6)
     assert by_id["plain"]["status"] == "passed" and math.isclose(by_id["plain"]["score"], 0.98, abs_tol=1e-6)
     assert by_id["attack"]["evaluation_log"]["harmful_labels"] == ["INJECTION"]
+
+
+def test_a_text_longer_than_the_models_limit_is_cut_to_it(models: dict[str, Path]) -> None:
+    """The tiny model takes 64 positions (a longer input would index past its position table): the text is cut
+    to its first 64 tokens, so a trigger word at position 100 is never seen, and one at 64 is."""
+    metric = PromptInjectionDetectionMetric(detection_method="model", model_name=str(models["binary"]))
+    cut_off = " ".join(["hello"] * 99 + ["ignore"])
+    kept = " ".join(["hello"] * 63 + ["ignore"] + ["hello"] * 36)
+    got = scores(metric, [EvalTestCase(input=cut_off, actual_output=""), EvalTestCase(input=kept, actual_output="")])
+    assert math.isclose(got[0], 0.98, abs_tol=1e-6) and math.isclose(got[1], 0.05, abs_tol=1e-6)
