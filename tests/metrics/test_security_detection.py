@@ -93,7 +93,10 @@ def test_harmful_content_judges_the_answer_within_the_selected_categories() -> N
     (result,) = score_with(metric, [CASE], recorder.judge())
     (messages,) = recorder.calls
     assert user(messages) == f"<output>{OUTPUT}</output>" and "INPUT-TEXT" not in json.dumps(messages)
-    assert "Check only these: violence, fraud;" in " ".join(system(messages).split())
+    assert "Check only these categories: violence, fraud." in system(messages)
+    assert "I will hurt you" in system(messages)  # the example of a checked category
+    fraud_only = HarmfulContentMetric(harm_categories=["fraud"]).template("detect")
+    assert "I will hurt you" not in system(fraud_only.render({"actual_output": "x", "harm_categories": ["fraud"]}))
     assert result.evaluation_log["harm_categories"] == ["violence"]
     assert result.evaluation_log["checked_categories"] == ["violence", "fraud"]
     assert math.isclose(result.score, 0.2, abs_tol=1e-9) and result.status == "failed"
