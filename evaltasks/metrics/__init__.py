@@ -1,8 +1,9 @@
 """Metrics and the registry that maps a metric's name to its class.
 
 Families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
-:mod:`~evaltasks.metrics.vector` (embeddings), :mod:`~evaltasks.metrics.judge` (an LLM judge) and
-:mod:`~evaltasks.metrics.agent` (execution traces). Each metric
+:mod:`~evaltasks.metrics.vector` (embeddings), :mod:`~evaltasks.metrics.judge` (an LLM judge),
+:mod:`~evaltasks.metrics.agent` (execution traces), :mod:`~evaltasks.metrics.conversation` (conversations) and
+:mod:`~evaltasks.metrics.security` (leaks, attacks and harm: a judge, Presidio or a local classifier). Each metric
 registers itself beside its class (``@register_metric("Name")``); the registry, :data:`METRICS`, checks itself and
 generates the suite file's schema (:mod:`evaltasks.metrics.registry`). Adding a metric = one module in its family
 + its tests (and its name re-exported here, in its family's ``__init__`` and in ``evaltasks``, to be public API).
@@ -59,9 +60,12 @@ from evaltasks.metrics.registry import (
     register_metric,
 )
 from evaltasks.metrics.security import (
+    HarmfulContentMetric,
+    JailbreakDetectionMetric,
     JailbreakResistanceMetric,
     PIILeakageMetric,
     PolicyComplianceMetric,
+    PromptInjectionDetectionMetric,
     PromptInjectionResistanceMetric,
 )
 from evaltasks.metrics.vector import ReferenceMatchMetric, SemanticSimilarityMetric
@@ -88,6 +92,8 @@ __all__ = [
     "FormatCheckMetric",
     "GEvalMetric",
     "GoalAchievementRateMetric",
+    "HarmfulContentMetric",
+    "JailbreakDetectionMetric",
     "JailbreakResistanceMetric",
     "JsonSchemaMetric",
     "KnowledgeRetentionMetric",
@@ -100,6 +106,7 @@ __all__ = [
     "PIILeakageMetric",
     "PlanningQualityMetric",
     "PolicyComplianceMetric",
+    "PromptInjectionDetectionMetric",
     "PromptInjectionResistanceMetric",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
