@@ -68,6 +68,15 @@ _LAZY: dict[str, str] = {
             "ToxicityMetric",
         )
     },
+    **{
+        name: "evaltasks.metrics"
+        for name in (
+            "CalibrationMetric",
+            "ContextDecayMetric",
+            "OutcomeConsistencyMetric",
+            "PromptRobustnessMetric",
+        )
+    },
 }
 
 
@@ -104,8 +113,10 @@ __all__ = [
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",
+    "CalibrationMetric",
     "ConfigError",
     "ContainsMetric",
+    "ContextDecayMetric",
     "ContextualPrecisionMetric",
     "ContextualRecallMetric",
     "ContextualRelevancyMetric",
@@ -130,6 +141,8 @@ __all__ = [
     "LengthCheckMetric",
     "MetricResult",
     "NonEmptyMetric",
+    "OutcomeConsistencyMetric",
+    "PromptRobustnessMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",

@@ -30,6 +30,7 @@ from evaltasks.engine.embedding import (
     model_infos,
     prepare_reference_searches,
 )
+from evaltasks.engine.generation import filled_fields
 from evaltasks.engine.pipeline import (
     InProcessExecutor,
     JudgeWiring,
@@ -37,6 +38,7 @@ from evaltasks.engine.pipeline import (
     run,
     validate,
 )
+from evaltasks.engine.run_metrics import RunMetricTally, run_metric_problems, split_run_level
 from evaltasks.engine.scoring import metric_failure, score_metric_batch
 from evaltasks.engine.validation import MAX_FAULTS_SHOWN, validate_cases, validate_metrics
 from evaltasks.index import ReferenceIndex
@@ -135,7 +137,12 @@ def evaluate_sync(
     """
     cases = list(test_cases)
     targets = _as_targets(target)
-    validate(cases, metrics, generated=bool(targets))  # load is the caller's: the stages from here are the pipeline's
+    validate(
+        cases, metrics, generated=bool(targets), fields=filled_fields(targets)
+    )  # load is the caller's: the stages from here are the pipeline's
+    metrics, run_metrics = split_run_level(metrics)  # scored from the run's results, never per case
+    if run_metrics:
+        _check_run_metrics(run_metrics, metrics)
     ids = list(ids) if ids is not None else assign_ids(cases)
     executor = InProcessExecutor(progress)
     generated = None
@@ -162,6 +169,8 @@ def evaluate_sync(
         wiring=wiring,
         generated=generated,
     )
+    if run_metrics:
+        result = _with_run_metrics(result, run_metrics, cases, generated)
     if verbose:
         from evaltasks.reports.console import print_summary
 
@@ -195,6 +204,30 @@ async def evaluate(
         target=target,
         refresh=refresh,
     )
+
+
+def _check_run_metrics(run_metrics: Sequence[BaseMetric], metrics: Sequence[BaseMetric]) -> None:
+    """Raise InputError when a run-level metric cannot work with the run's other ``metrics``."""
+    from evaltasks.errors import InputError, Problem
+
+    problems = [
+        Problem("<python>", f"metric {run_metrics[i].name}", "outcome_metric", message)
+        for i, message in run_metric_problems(run_metrics, metrics)
+    ]
+    if problems:
+        raise InputError(problems, title="invalid metrics")
+
+
+def _with_run_metrics(
+    result: EvaluationResult, run_metrics: Sequence[BaseMetric], cases: Sequence[EvalTestCase], generated: Any
+) -> EvaluationResult:
+    """``result`` with the run-level metrics' results in its summary and each target's
+    (:class:`~evaltasks.engine.run_metrics.RunMetricTally`)."""
+    tally = RunMetricTally(run_metrics, cases, generated.bounds() if generated is not None else None)
+    tally.add(range(len(result.test_results)), result.test_results)
+    targets = [t.model_copy(update={"summary": tally.attach(t.summary, i)}) for i, t in enumerate(result.targets)]
+    summary = targets[0].summary if targets else tally.attach(result.summary)
+    return result.model_copy(update={"summary": summary, "targets": targets})
 
 
 def _as_targets(target: Any) -> list[Target]:

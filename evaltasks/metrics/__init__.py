@@ -46,6 +46,12 @@ from evaltasks.metrics.registry import (
     metric_entry_points,
     register_metric,
 )
+from evaltasks.metrics.reliability import (
+    CalibrationMetric,
+    ContextDecayMetric,
+    OutcomeConsistencyMetric,
+    PromptRobustnessMetric,
+)
 from evaltasks.metrics.vector import ReferenceMatchMetric, SemanticSimilarityMetric
 
 __all__ = [
@@ -55,7 +61,9 @@ __all__ = [
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",
+    "CalibrationMetric",
     "ContainsMetric",
+    "ContextDecayMetric",
     "ContextualPrecisionMetric",
     "ContextualRecallMetric",
     "ContextualRelevancyMetric",
@@ -73,6 +81,8 @@ __all__ = [
     "LengthCheckMetric",
     "MetricRegistryError",
     "NonEmptyMetric",
+    "OutcomeConsistencyMetric",
+    "PromptRobustnessMetric",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
     "RestrictedRefusalMetric",

@@ -1,0 +1,17 @@
+"""Alias of eval-ai-library 0.8's ``eval_lib.reliability_metrics`` module path."""
+
+from evaltasks.metrics.reliability import (
+    CalibrationMetric,
+    ContextDecayMetric,
+    OutcomeConsistencyMetric,
+    PerturbationGenerator,
+    PromptRobustnessMetric,
+)
+
+__all__ = [
+    "CalibrationMetric",
+    "ContextDecayMetric",
+    "OutcomeConsistencyMetric",
+    "PerturbationGenerator",
+    "PromptRobustnessMetric",
+]
