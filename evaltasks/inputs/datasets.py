@@ -4,7 +4,8 @@ Locations: CSV and JSONL rows are named by their 1-based physical line (``line 5
 several lines is named by its first), JSON and YAML items by their 0-based index in the top-level list
 (``item 3``). Every bad row is collected (the first 20 are shown) before anything is scored.
 
-List fields (``references``, ``context``, ``retrieval_context``, ``tools_called``, ``expected_tools``): a
+List fields (``references``, ``context``, ``retrieval_context``, ``tools_called``, ``expected_tools``,
+``multi_outputs``): a
 JSON/YAML list of strings; or a string split on ``list_separator`` (items stripped, empties dropped); or, in a
 CSV without ``list_separator``, a cell holding a JSON array.
 
@@ -36,7 +37,7 @@ from evaltasks.test_case import EvalTestCase, assign_ids
 _MISSING = object()
 STRING_FIELDS = ("input", "expected_output")
 # Test-case fields holding a list of strings, each parsed as ``references`` always was (module docstring).
-LIST_FIELDS = ("references", "context", "retrieval_context", "tools_called", "expected_tools")
+LIST_FIELDS = ("references", "context", "retrieval_context", "tools_called", "expected_tools", "multi_outputs")
 MAX_PROBLEMS = 1000  # collected; the error shows the first 20
 _SURROGATE_ESCAPE = re.compile(r"\\[uU]0*[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -435,7 +436,7 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
     source, problems = load.source, load.problems
     case_fields: dict[str, Any] = {}
     row_ok = True
-    for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, "id"):
+    for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, "agent_confidence", "id"):
         column = load.explicit.get(name) or (name if name in row else None)
         value = row.get(column, _MISSING) if column else _MISSING
         if name == "actual_output" and load.generated:
@@ -465,6 +466,13 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
                 row_ok = False
             else:
                 case_fields[name] = items
+        elif name == "agent_confidence":
+            confidence = _confidence(value)
+            if confidence is None:
+                problems.append(Problem(source, where, column or name, f"must be a number in [0, 1], got {value!r}"))
+                row_ok = False
+            else:
+                case_fields[name] = confidence
         elif name == "id":
             if isinstance(value, bool) or not isinstance(value, (str, int)):
                 problems.append(
@@ -479,6 +487,18 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
         else:
             case_fields[name] = value
     return case_fields, row_ok
+
+
+def _confidence(value: Any) -> float | None:
+    """A confidence cell as a number in [0, 1] (a CSV cell's text parsed), or None when it is not one."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        return None
+    return float(value)
 
 
 def _missing_output(load: _Load, problem: Problem) -> None:
@@ -496,6 +516,8 @@ def _surrogate_free(load: _Load, where: str, case_fields: dict[str, Any]) -> boo
     """Whether no text field of the row holds an unpaired surrogate (each one that does adds its problem)."""
     free = True
     for name, value in case_fields.items():
+        if not isinstance(value, (str, list)):  # a number (agent_confidence) holds no text
+            continue
         column = load.explicit.get(name) or name
         if any(
             _SURROGATE.search(item) for item in ([value] if isinstance(value, str) else value) if not item.isascii()

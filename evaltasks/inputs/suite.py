@@ -68,6 +68,8 @@ class FieldMap(BaseModel):
     retrieval_context: str | None = None
     tools_called: str | None = None
     expected_tools: str | None = None
+    multi_outputs: str | None = Field(default=None, description="Several outputs of one input (OutcomeConsistency).")
+    agent_confidence: str | None = Field(default=None, description="The system's confidence, 0-1 (CalibrationMetric).")
     id: str | None = Field(default=None, description="Column with the case id; default: hash of the input.")
 
 
