@@ -5,6 +5,7 @@ from evaltasks.metrics.reliability import (
     ContextDecayMetric,
     OutcomeConsistencyMetric,
     PerturbationGenerator,
+    PerturbationSpec,
     PromptRobustnessMetric,
 )
 
@@ -13,5 +14,6 @@ __all__ = [
     "ContextDecayMetric",
     "OutcomeConsistencyMetric",
     "PerturbationGenerator",
+    "PerturbationSpec",
     "PromptRobustnessMetric",
 ]

@@ -56,6 +56,7 @@ from evaltasks.results import EvaluationResult
 from evaltasks.test_case import EvalTestCase, assign_ids
 
 if TYPE_CHECKING:
+    from evaltasks.metrics.reliability import PerturbationSpec
     from evaltasks.targets.base import Target
 
 __all__ = [
@@ -100,6 +101,7 @@ def evaluate_sync(
     judge: Any = None,
     target: Target | Sequence[Target] | None = None,
     refresh: bool = False,
+    perturbations: PerturbationSpec | None = None,
 ) -> EvaluationResult:
     """Evaluate ``test_cases`` with ``metrics``; the synchronous twin of :func:`evaluate`.
 
@@ -124,6 +126,9 @@ def evaluate_sync(
             runs on every target's outputs.
         refresh: with ``target``, generate every output again (stored outputs are not read; new ones are stored),
             and send every judge request again.
+        perturbations: with ``target``, perturbed variants of each input also run through it, for
+            PromptRobustnessMetric (a :class:`~evaltasks.reliability_metrics.PerturbationSpec`, as a suite's
+            ``perturbations:``; docs/metrics/reliability.md#perturbations).
 
     Returns:
         An :class:`EvaluationResult`: one result per case in input order, and the summary. With ``target``: each
@@ -138,7 +143,7 @@ def evaluate_sync(
     cases = list(test_cases)
     targets = _as_targets(target)
     validate(
-        cases, metrics, generated=bool(targets), fields=filled_fields(targets)
+        cases, metrics, generated=bool(targets), fields=filled_fields(targets, perturbations)
     )  # load is the caller's: the stages from here are the pipeline's
     metrics, run_metrics = split_run_level(metrics)  # scored from the run's results, never per case
     if run_metrics:
@@ -147,7 +152,9 @@ def evaluate_sync(
     executor = InProcessExecutor(progress)
     generated = None
     if targets:  # the generate stage: the targets' outputs replace the cases' (failed ones errored)
-        generated = generate(targets, cases, ids, metrics, executor, index_dir=index_dir, refresh=refresh)
+        generated = generate(
+            targets, cases, ids, metrics, executor, index_dir=index_dir, refresh=refresh, perturbations=perturbations
+        )
         cases, ids = generated.cases, generated.ids
     # a metric searching a reference set settles its search's query options for this call (measured on its
     # outputs): that is done on this call's own copy, so calls running at once with one metric object keep their
@@ -188,6 +195,7 @@ async def evaluate(
     judge: Any = None,
     target: Target | Sequence[Target] | None = None,
     refresh: bool = False,
+    perturbations: PerturbationSpec | None = None,
 ) -> EvaluationResult:
     """Evaluate ``test_cases`` with ``metrics`` (as eval-ai-library's: ``asyncio.run(evaluate(cases, metrics))``).
 

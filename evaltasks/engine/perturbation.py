@@ -14,7 +14,7 @@ from evaltasks.metrics.reliability._perturbations import case_variants
 from evaltasks.test_case import EvalTestCase, Variant
 
 if TYPE_CHECKING:
-    from evaltasks.inputs._suite_perturbations import PerturbationSpec
+    from evaltasks.metrics.reliability._perturbations import PerturbationSpec
     from evaltasks.targets.generate import GeneratedCase
 
 Submit = Callable[[Sequence[EvalTestCase]], Callable[[], "list[GeneratedCase]"]]

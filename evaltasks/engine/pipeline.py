@@ -80,7 +80,7 @@ from evaltasks.results import (
 from evaltasks.test_case import EvalTestCase, Generation
 
 if TYPE_CHECKING:
-    from evaltasks.inputs._suite_perturbations import PerturbationSpec
+    from evaltasks.metrics.reliability._perturbations import PerturbationSpec
     from evaltasks.targets.base import Target
     from evaltasks.targets.generate import GeneratedCase
 

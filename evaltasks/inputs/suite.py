@@ -35,7 +35,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem, quote
 from evaltasks.inputs._suite_metrics import _build_metrics, judge_api_key_problem
-from evaltasks.inputs._suite_perturbations import PerturbationSpec
 from evaltasks.inputs._suite_targets import ChatSpec, HttpSpec, TargetSpec, build_targets, target_specs
 from evaltasks.inputs.files import decode_text, load_yaml
 from evaltasks.metrics import (
@@ -45,6 +44,7 @@ from evaltasks.metrics import (
     get_metric_class,
     metric_entry_points,
 )
+from evaltasks.metrics.reliability._perturbations import PerturbationSpec
 from evaltasks.targets.base import Target
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")

@@ -55,6 +55,8 @@ def test_quickstart_suite_loads() -> None:
         "retrieval_context": None,
         "tools_called": None,
         "expected_tools": None,
+        "multi_outputs": None,
+        "agent_confidence": None,
         "id": "id",
     }
     assert suite.gate.min_pass_rate == 0.7

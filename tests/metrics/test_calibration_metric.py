@@ -116,3 +116,22 @@ def test_a_run_without_confidence_or_other_metrics_is_refused() -> None:
         evaluate_sync(cases, [CalibrationMetric()])
     with pytest.raises(InputError, match="outcome_metric 'Nope'"):
         evaluate_sync(cases, [ExactMatchMetric(), CalibrationMetric(outcome_metric="Nope")])
+
+
+def test_a_run_level_metric_below_its_threshold_fails_the_gate_and_an_errored_one_does_not() -> None:
+    from evaltasks.engine.outcome import gate_message, gate_passed
+    from evaltasks.inputs.suite import Gate
+
+    cases = [EvalTestCase(input=q, actual_output="", expected_output=q.upper()) for q in "abcdef"]
+    strict = evaluate_sync(cases, [ExactMatchMetric(), CalibrationMetric(threshold=0.9)], target=PythonTarget(_bot))
+    skill = strict.summary.run_metrics["CalibrationMetric"].score
+    assert skill is not None and skill < 0.9  # every case passed or failed ExactMatch: pass rate 4/6
+    assert not gate_passed(strict, min_pass_rate=0.5)
+    assert gate_passed(strict, min_pass_rate=0.5, fail_on="regression")  # the regression rule reads no threshold
+    message = gate_message(strict, Gate(min_pass_rate=0.5), None) or ""
+    assert f"run-level CalibrationMetric scored {skill:.3f}, below its threshold 0.9" in message
+    lenient = evaluate_sync(cases, [ExactMatchMetric(), CalibrationMetric(threshold=0.0)], target=PythonTarget(_bot))
+    assert gate_passed(lenient, min_pass_rate=0.5)
+    tiny = evaluate_sync(cases[:3], [ExactMatchMetric(), CalibrationMetric()], target=PythonTarget(_bot))
+    assert tiny.summary.run_metrics["CalibrationMetric"].status == "errored"
+    assert gate_passed(tiny, min_pass_rate=0.5)  # reported, not gated

@@ -204,3 +204,40 @@ def test_context_decay_without_facts_or_with_a_fact_used_before_it_is_introduced
     past = ContextDecayMetric(context_facts=[{"fact": "Ada", "introduced_at": 0, "used_at": 9}])
     assert "past the conversation" in past.validate_case(_conversation())[0][1]
     assert ContextDecayMetric.case_kind == "conversation"
+
+
+def test_context_decay_scores_a_conversation_through_evaluate_sync() -> None:
+    result = evaluate_sync([_conversation()], [ContextDecayMetric(context_facts=FACTS)])
+    (case,) = result.test_results
+    w = {2: 1 / 1.4, 3: 1 / 1.6, 8: 1 / 2.6}
+    assert case.metrics[0].score == pytest.approx((w[2] + 0.5 * w[3]) / sum(w.values()))
+    assert case.status == "failed"
+
+
+def test_evaluate_sync_runs_the_target_on_perturbed_variants() -> None:
+    from evaltasks.reliability_metrics import PerturbationSpec
+    from evaltasks.targets import PythonTarget
+
+    def bot(case: EvalTestCase) -> str:
+        return "Paris" if (case.input or "")[:1].isupper() else "I am not sure"
+
+    cases = [EvalTestCase(input="Capital of France?", actual_output="")]
+    casing = evaluate_sync(
+        cases, [PromptRobustnessMetric()], target=PythonTarget(bot), perturbations=PerturbationSpec(kinds=["casing"])
+    )
+    (case,) = casing.test_results
+    assert len(case.variants or []) == 3  # the default count; casing lowers all or the first letter
+    assert all(v.input in ("capital of france?", "capital of France?") for v in case.variants or [])
+    assert [v.actual_output for v in case.variants or []] == ["I am not sure"] * 3
+    assert case.metrics[0].score == 0.0  # sim("paris", "i am not sure") < 0.6
+    punctuation = evaluate_sync(
+        cases,
+        [PromptRobustnessMetric()],
+        target=PythonTarget(bot),
+        perturbations=PerturbationSpec(kinds=["punctuation"], count=2),
+    )
+    (case,) = punctuation.test_results
+    assert [(v.perturbation, v.input, v.actual_output) for v in case.variants or []] == [
+        ("punctuation", "Capital of France", "Paris")
+    ] * 2
+    assert case.metrics[0].score == 1.0

@@ -3,7 +3,7 @@ system's own confidence (a run-level metric), and context decay in conversations
 
 Deterministic, on what the target produced: no model, no network. One module per metric."""
 
-from evaltasks.metrics.reliability._perturbations import PerturbationGenerator
+from evaltasks.metrics.reliability._perturbations import PerturbationGenerator, PerturbationSpec
 from evaltasks.metrics.reliability.calibration import CalibrationMetric
 from evaltasks.metrics.reliability.context_decay import ContextDecayMetric
 from evaltasks.metrics.reliability.outcome_consistency import OutcomeConsistencyMetric
@@ -14,5 +14,6 @@ __all__ = [
     "ContextDecayMetric",
     "OutcomeConsistencyMetric",
     "PerturbationGenerator",
+    "PerturbationSpec",
     "PromptRobustnessMetric",
 ]

@@ -12,6 +12,9 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Callable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 KINDS = ("typos", "casing", "spacing", "punctuation")
 """The perturbation kinds, in eval-ai-library's order of its transforms."""
@@ -93,3 +96,31 @@ def case_variants(text: str, count: int, seed: int, kinds: Sequence[str] = KINDS
     ``seed`` and ``text`` itself (the same input always gets the same variants)."""
     generator = PerturbationGenerator(f"{seed}\0{text}", kinds)
     return [generator.perturb(text) for _ in range(count)]
+
+
+PerturbationKind = Literal["typos", "casing", "spacing", "punctuation"]
+ALL_KINDS: tuple[PerturbationKind, ...] = ("typos", "casing", "spacing", "punctuation")
+
+
+class PerturbationSpec(BaseModel):
+    """A suite's ``perturbations:`` block (and ``evaluate_sync(perturbations=...)``): each case's input perturbed
+    into ``count`` variants, each with one or two of ``kinds`` applied at random (eval-ai-library's noise
+    generator), reproducible from ``seed`` and the input::
+
+        perturbations:
+          kinds: [typos, casing, spacing, punctuation]   # default: all four
+          count: 3                                       # variants per case
+          seed: 0
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kinds: list[PerturbationKind] = Field(
+        default_factory=lambda: list(ALL_KINDS),
+        min_length=1,
+        description="The perturbations a variant may use: typos, casing, spacing, punctuation.",
+    )
+    count: int = Field(default=3, ge=1, le=20, description="Variants per case, each run through the target.")
+    seed: int = Field(
+        default=0, description="Seeds the random choices (with each input): reruns get the same variants."
+    )
