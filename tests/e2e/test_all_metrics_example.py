@@ -57,12 +57,19 @@ EXPECTED = {
 def test_the_example_uses_every_built_in_metric() -> None:
     """The suite names each registered metric once (the tour is complete), except the LLM-judged ones (they need
     a judge endpoint, and this tour runs offline) and those that check a target's generation, LatencyMetric and
-    CostMetric (this tour grades the dataset's own answers, which no target generated: they would be skipped)."""
+    CostMetric (this tour grades the dataset's own answers, which no target generated: they would be skipped), and
+    the reliability family (repeated runs, perturbed inputs, conversations: what a single-turn dataset without a
+    target does not hold; tests/flows/test_reliability_flow.py runs them)."""
     from evaltasks.metrics.deterministic._generation import GenerationLimitMetric
     from evaltasks.metrics.judge.base import JudgeMetric
 
     suite = load_suite(EXAMPLE / "suite.yaml")
-    offline = [name for name, cls in METRICS.items() if not issubclass(cls, (JudgeMetric, GenerationLimitMetric))]
+    offline = [
+        name
+        for name, cls in METRICS.items()
+        if not issubclass(cls, (JudgeMetric, GenerationLimitMetric))
+        and not cls.__module__.startswith("evaltasks.metrics.reliability.")
+    ]
     assert {"LatencyMetric", "CostMetric"} <= set(METRICS)
     assert sorted(type(m).__name__ for m in suite.metrics) == sorted(offline)
 
