@@ -148,12 +148,20 @@ class Generated:
 
     @property
     def spent(self) -> float:
-        """US dollars this run's generations cost (stored outputs count 0): the budget's starting spend."""
+        """US dollars this run's generations cost (stored outputs count 0), perturbed variants' included (once per
+        case, though every sample carries them): the budget's starting spend."""
         return sum(
             case.generation.cost or 0.0
             for part in self.parts
             for case in part.cases
             if case.generation is not None and not case.generation.cached
+        ) + sum(
+            variant.generation.cost or 0.0
+            for part in self.parts
+            for case in part.cases
+            if case.variants and (case.generation is None or case.generation.sample == 0)
+            for variant in case.variants
+            if variant.generation is not None and not variant.generation.cached
         )
 
     def bounds(self) -> list[tuple[int, int]]:
