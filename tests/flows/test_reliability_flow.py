@@ -141,6 +141,14 @@ def test_repeats_fill_multi_outputs_and_calibration_is_one_run_level_result(
     schema = json.loads((REPO / "evaltasks" / "schema" / "results.schema.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(results)
 
+    import xml.etree.ElementTree as ET
+
+    junit = ET.parse(tmp_path / "out" / "junit.xml").getroot()
+    (run_case,) = [t for t in junit.iter("testcase") if t.get("name") == "run :: CalibrationMetric"]
+    assert run_case.get("classname") == "reliability.CalibrationMetric"
+    assert (run_case.find("failure") is not None) == (run["status"] == "failed")
+    assert junit.get("tests") == str(9 * 2 + 1)  # 9 cases x 2 per-case metrics + the run-level one
+
 
 @pytest.mark.slow
 def test_perturbed_variants_run_through_the_target_and_land_in_results_json(
