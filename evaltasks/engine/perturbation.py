@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from evaltasks.engine import progress as _progress
 from evaltasks.engine.generation import TargetCases
 from evaltasks.engine.stream import chunks, stream_batches
 from evaltasks.metrics.reliability._perturbations import case_variants
@@ -29,7 +30,8 @@ def add_variants(
     batch_size: int,
 ) -> int:
     """Run ``part``'s target on ``spec.count`` perturbed variants of each of ``cases`` (``submit``: batches of
-    ``batch_size`` variants, one in flight) and give every sample of each case its :class:`Variant` list. A case
+    ``batch_size`` variants, one in flight; each output counted on the stage's progress) and give every sample of
+    each case its :class:`Variant` list. A case
     one of whose variants failed to generate is recorded in ``part.failed`` with the reason (not scored).
 
     Returns:
@@ -46,6 +48,7 @@ def add_variants(
         1,
     ):
         outputs.extend(done)
+        _progress.advance(len(done))
     per_case: list[list[Variant]] = [[] for _ in cases]
     failures: dict[int, str] = {}
     for (row, kinds, variant_case), generated in zip(made, outputs, strict=True):

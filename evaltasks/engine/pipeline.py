@@ -230,7 +230,8 @@ def generate(
         CredentialsError: a target rejected the credentials (HTTP 401): the run stops.
     """
     resume_generation()  # a stop of an earlier run in this process is not this run's
-    total = sum(len(cases) * samples_of(t) for t in targets)
+    variants = perturbations.count if perturbations is not None and needs_field(metrics, "variants") else 0
+    total = sum(len(cases) * (samples_of(t) + variants) for t in targets)
     _progress.stage(f"generating {total:,} output{'' if total == 1 else 's'}", total)
     where = None if index_dir is None else str(index_dir)
     parts = []

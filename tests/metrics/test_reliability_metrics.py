@@ -155,6 +155,10 @@ def test_prompt_robustness_arguments() -> None:
         PromptRobustnessMetric(compare="verdict")
     with pytest.raises(ValueError, match="verdict_metric"):
         PromptRobustnessMetric(compare="verdict", verdict_metric={"metric": "NoSuchMetric"})
+    with pytest.raises(ValueError, match="needs embeddings or a judge"):
+        PromptRobustnessMetric(
+            compare="verdict", verdict_metric={"metric": "SemanticSimilarityMetric", "embedding_provider": "local"}
+        )
 
 
 # -- ContextDecayMetric -----------------------------------------------------------------------------------------

@@ -25,9 +25,10 @@ COMPARE = ("output", "verdict")
 
 def _verdict_metric(spec: BaseMetric | Mapping[str, Any] | None) -> BaseMetric | None:
     """The metric whose pass/fail ``compare: verdict`` compares: given, or built from a suite-style entry
-    ``{metric: Name, ...arguments}``. Raises ValueError for anything else."""
+    ``{metric: Name, ...arguments}``. Raises ValueError for anything else, or for a metric that needs
+    embeddings or a judge (it is scored inside this metric, where neither is wired)."""
     if spec is None or isinstance(spec, BaseMetric):
-        return spec
+        return _deterministic(spec)
     if not isinstance(spec, Mapping) or not isinstance(spec.get("metric"), str):
         raise ValueError(f"verdict_metric must be a metric or a mapping {{metric: Name, ...}}, got {spec!r}")
     from evaltasks.metrics.registry import get_metric_class
@@ -38,9 +39,21 @@ def _verdict_metric(spec: BaseMetric | Mapping[str, Any] | None) -> BaseMetric |
     except KeyError as exc:
         raise ValueError(f"verdict_metric: {exc.args[0]}") from None
     try:
-        return cls(**arguments)
+        return _deterministic(cls(**arguments))
     except TypeError as exc:
         raise ValueError(f"verdict_metric {spec['metric']}: {exc}") from None
+
+
+def _deterministic(metric: BaseMetric | None) -> BaseMetric | None:
+    """``metric``, unless it needs embeddings or a judge (ValueError)."""
+    from evaltasks.metrics.judge.base import JudgeMetric
+
+    if metric is not None and (isinstance(metric, JudgeMetric) or metric.embedding_namespace is not None):
+        raise ValueError(
+            f"verdict_metric {metric.name} needs embeddings or a judge; use a deterministic metric "
+            "(ExactMatchMetric, ContainsMetric, ...)"
+        )
+    return metric
 
 
 @register_metric("PromptRobustnessMetric")
