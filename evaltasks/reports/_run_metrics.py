@@ -7,16 +7,18 @@ from evaltasks.reports._escape import markdown_inline
 from evaltasks.results import EvaluationSummary, RunMetricResult
 
 
+def _number(value: object) -> str:
+    """A figure with three decimals, ``n/a`` when it is not a number (not measured)."""
+    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
+
+
 def _figures(result: RunMetricResult) -> str:
     """The result's figures: score, ECE and AUROC when measured (``n/a`` when not)."""
-    details = result.details
-
-    def number(key: str) -> str:
-        value = details.get(key)
-        return "n/a" if not isinstance(value, (int, float)) else f"{value:.3f}"
-
-    score = "n/a" if result.score is None else f"{result.score:.3f}"
-    return f"score {score} (threshold {result.threshold:g}), ECE {number('ece')}, AUROC {number('auroc')}"
+    d = result.details
+    return (
+        f"score {_number(result.score)} (threshold {result.threshold:g}), ECE {_number(d.get('ece'))}, "
+        f"AUROC {_number(d.get('auroc'))}"
+    )
 
 
 def run_metric_line(result: RunMetricResult) -> str:
@@ -37,13 +39,9 @@ def run_metric_rows(summary: EvaluationSummary) -> list[str]:
     ]
     for result in summary.run_metrics.values():
         d = result.details
-
-        def number(value: object) -> str:
-            return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
-
         rows.append(
-            f"| {markdown_inline(result.name)} | {result.status} | {number(result.score)} | {result.threshold:g} | "
-            f"{number(d.get('ece'))} | {number(d.get('auroc'))} | {d.get('cases', 0)} | "
+            f"| {markdown_inline(result.name)} | {result.status} | {_number(result.score)} | {result.threshold:g} | "
+            f"{_number(d.get('ece'))} | {_number(d.get('auroc'))} | {d.get('cases', 0)} | "
             f"{markdown_inline(result.reason, 300)} |"
         )
     return rows
