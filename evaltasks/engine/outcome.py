@@ -69,6 +69,9 @@ def gate_passed(
       ``regressed``; without a baseline (``comparison`` None) it holds (the run's warnings say so);
     - ``either``: fails on either rule.
 
+    With ``min_pass_rate`` or ``either``, a run-level metric (CalibrationMetric) whose result failed its threshold
+    also fails the gate (:func:`failed_run_metrics`; docs/metrics/reliability.md#calibrationmetric).
+
     Whatever ``fail_on`` says, a run that evaluated nothing fails (docs/suite.md#suite-file): an empty dataset, and a
     run in which no case was scored, every case skipped (e.g. all metrics need credentials a fork's pull request
     does not get) or errored (``allow_errors`` allows errors beside scored cases, not in place of them: a metric
