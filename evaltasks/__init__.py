@@ -94,6 +94,15 @@ _LAZY: dict[str, str] = {
             "PromptInjectionResistanceMetric",
         )
     },
+    **{
+        name: "evaltasks.metrics"
+        for name in (
+            "CalibrationMetric",
+            "ContextDecayMetric",
+            "OutcomeConsistencyMetric",
+            "PromptRobustnessMetric",
+        )
+    },
 }
 
 
@@ -130,8 +139,10 @@ __all__ = [
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",
+    "CalibrationMetric",
     "ConfigError",
     "ContainsMetric",
+    "ContextDecayMetric",
     "ContextualPrecisionMetric",
     "ContextualRecallMetric",
     "ContextualRelevancyMetric",
@@ -164,11 +175,13 @@ __all__ = [
     "LoopDetectionMetric",
     "MetricResult",
     "NonEmptyMetric",
+    "OutcomeConsistencyMetric",
     "PIILeakageMetric",
     "PlanningQualityMetric",
     "PolicyComplianceMetric",
     "PromptInjectionDetectionMetric",
     "PromptInjectionResistanceMetric",
+    "PromptRobustnessMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",

@@ -2,5 +2,22 @@
 
 from evaltasks.metrics.agent.loop_detection import LoopDetectionMetric
 from evaltasks.metrics.agent.planning_quality import PlanningQualityMetric
+from evaltasks.metrics.reliability import (
+    CalibrationMetric,
+    ContextDecayMetric,
+    OutcomeConsistencyMetric,
+    PerturbationGenerator,
+    PerturbationSpec,
+    PromptRobustnessMetric,
+)
 
-__all__ = ["LoopDetectionMetric", "PlanningQualityMetric"]
+__all__ = [
+    "CalibrationMetric",
+    "ContextDecayMetric",
+    "LoopDetectionMetric",
+    "OutcomeConsistencyMetric",
+    "PerturbationGenerator",
+    "PerturbationSpec",
+    "PlanningQualityMetric",
+    "PromptRobustnessMetric",
+]

@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from evaltasks._redact import redact
-from evaltasks.test_case import Generation
+from evaltasks.test_case import Generation, Variant
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -213,6 +213,8 @@ class TestCaseResult(BaseModel):
             first reference, else None (results.json of evaltasks before 0.9 lack it).
         generation: how a target produced ``actual_output`` (target, latency, tokens, cost); None when the
             output came with the data (docs/targets.md#targets).
+        variants: the perturbed inputs the target also answered and its answers (the suite's ``perturbations:``,
+            PromptRobustnessMetric; docs/metrics/reliability.md#perturbations); None without.
     """
 
     __test__ = False  # not a pytest test class
@@ -225,6 +227,7 @@ class TestCaseResult(BaseModel):
     metrics: list[MetricResult]
     expected_output: str | None = None
     generation: Generation | None = None
+    variants: list[Variant] | None = None
 
     @classmethod
     def from_metrics(
@@ -235,11 +238,13 @@ class TestCaseResult(BaseModel):
         metrics: list[MetricResult],
         expected_output: str | None = None,
         generation: Generation | None = None,
+        variants: list[Variant] | None = None,
     ) -> TestCaseResult:
         """Build a case result, deriving ``status`` and ``success`` from the metric results.
 
         ``expected_output``: the case's expected output, else its first reference (see :func:`expected_text`).
         ``generation``: how a target produced ``actual_output`` (the case's ``generation``; None: from the data).
+        ``variants``: the case's perturbed variants and their outputs (None: none).
 
         Raises TypeError when an argument has the wrong type (built without pydantic's validation, which
         costs more than the rest of a LengthCheck run: the fields are checked here instead).
@@ -250,6 +255,7 @@ class TestCaseResult(BaseModel):
             or not (input is None or isinstance(input, str))
             or not (expected_output is None or isinstance(expected_output, str))
             or not (generation is None or isinstance(generation, Generation))
+            or not (variants is None or isinstance(variants, list))
         ):
             raise TypeError("id and actual_output must be strings, input and expected_output strings or None")
         metrics = list(metrics)
@@ -268,6 +274,7 @@ class TestCaseResult(BaseModel):
                 "metrics": metrics,
                 "expected_output": expected_output,
                 "generation": generation,
+                "variants": variants,
             },
         )
 
@@ -463,6 +470,33 @@ def is_budget_skip(result: MetricResult) -> bool:
     return result.status == "skipped" and "judge_model" in result.evaluation_log
 
 
+class RunMetricResult(BaseModel):
+    """The outcome of a run-level metric: one result for the whole run, no per-case score (CalibrationMetric;
+    docs/metrics/reliability.md#calibrationmetric).
+
+    Attributes:
+        name: the metric's name.
+        score: the run's score (CalibrationMetric: the Brier skill score, at most 1, negative when worse than
+            always forecasting the base rate); None when errored.
+        threshold: the minimum passing score.
+        success: ``score >= threshold`` (False when errored).
+        status: ``passed``, ``failed`` or ``errored``.
+        reason: one human sentence with the measured numbers.
+        details: the measured figures (metric-specific keys; CalibrationMetric: ``brier``, ``brier_skill``,
+            ``ece``, ``auroc``, ``cases``, ``excluded``, ``base_rate``, ``mean_confidence``, ``outcome``).
+        error: why it could not be computed, when errored.
+    """
+
+    name: str
+    score: float | None
+    threshold: float
+    success: bool
+    status: Status
+    reason: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
 class EvaluationSummary(BaseModel):
     """Run-level aggregates.
 
@@ -478,6 +512,8 @@ class EvaluationSummary(BaseModel):
             (:func:`is_budget_skip`); any fails the gate.
         pass_rate_interval: 95 % interval of ``pass_rate`` (as for a metric's, see :class:`MetricSummary`).
         statistics: how the intervals were computed (None when none was).
+        run_metrics: the run-level metrics' results (CalibrationMetric), keyed by metric name; they score the
+            run as a whole, so no case carries them.
     """
 
     cases: int
@@ -494,6 +530,7 @@ class EvaluationSummary(BaseModel):
     budget_skipped: int = 0
     pass_rate_interval: Interval | None = None
     statistics: StatisticsInfo | None = None
+    run_metrics: dict[str, RunMetricResult] = Field(default_factory=dict)
 
 
 def budget_message(summary: EvaluationSummary) -> str | None:

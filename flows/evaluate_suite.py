@@ -39,6 +39,7 @@ from evaltasks.engine.lifecycle import RunOutcome, finish_streamed_run, record_h
 from evaltasks.engine.options import with_run_options
 from evaltasks.engine.pipeline import JudgeWiring
 from evaltasks.engine.run import ParsedBaseline, PlannedRun, RunOptions, RunPlan, check_judge_prices, plan_run
+from evaltasks.engine.run_metrics import RunMetricTally
 from evaltasks.engine.stream import ProgressMeter, auto_batch_size, gc_frozen
 from evaltasks.errors import GateFailed
 from evaltasks.flows._prefect_executor import PrefectExecutor
@@ -355,6 +356,8 @@ def _run_plan(
     history = resolve_history_dir(plan.suite.path, plan.suite.suite.history, options.history_dir)
     moments = ScoreMoments(metric.name for metric in metrics) if history is not None else None
     column = plan.suite.suite.dataset.cluster
+    # run-level metrics (CalibrationMetric) fold the case results as they stream by: one result per target
+    run_tally = RunMetricTally(plan.suite.run_metrics, cases, generated.bounds() if generated is not None else None)
     tallies = None
     if generated is not None:  # each target's summary (the first's is the run's) and generation figures
         clusters = plan.dataset.columns.get(column) if column else None
@@ -368,10 +371,15 @@ def _run_plan(
                 moments.add(batch_results)
             if tallies is not None:
                 tallies.add(rows, batch_results)
+            run_tally.add(rows, batch_results)
             del batch_results
             # the last batch: 100 %, also when a provider's failure left texts uncounted
             meter.add(len(rows) * len(metrics), finished=rows[-1] == len(cases) - 1)
         targets = tallies.finish(embeddings.counts) if tallies is not None else []
+        targets = [t.model_copy(update={"summary": run_tally.attach(t.summary, i)}) for i, t in enumerate(targets)]
+        summary = targets[0].summary if targets else None
+        if summary is None and run_tally.metrics:
+            summary = run_tally.attach(writer.summarize(embeddings.counts))
         outcome = finish_streamed_run(
             plan,
             writer,
@@ -379,7 +387,7 @@ def _run_plan(
             embeddings=embeddings.counts,
             embedding_models=model_infos(needs, embeddings.dims),
             reference_sets=set_infos,
-            summary=targets[0].summary if targets else None,
+            summary=summary,
             targets=targets,
         )
     finally:
@@ -406,6 +414,7 @@ def _generate(plan: RunPlan, executor: PrefectExecutor, index_dir: str, options:
         index_dir=index_dir,
         refresh=not options.cache,
         skip=plan.skipped_targets,
+        perturbations=plan.suite.suite.perturbations,
     )
     for part in generated.parts:
         logger.info(

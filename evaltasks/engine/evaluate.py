@@ -30,6 +30,7 @@ from evaltasks.engine.embedding import (
     model_infos,
     prepare_reference_searches,
 )
+from evaltasks.engine.generation import filled_fields
 from evaltasks.engine.pipeline import (
     InProcessExecutor,
     JudgeWiring,
@@ -37,6 +38,7 @@ from evaltasks.engine.pipeline import (
     run,
     validate,
 )
+from evaltasks.engine.run_metrics import RunMetricTally, run_metric_problems, split_run_level
 from evaltasks.engine.scoring import metric_failure, score_metric_batch
 from evaltasks.engine.validation import MAX_FAULTS_SHOWN, validate_cases, validate_metrics
 from evaltasks.index import ReferenceIndex
@@ -54,6 +56,7 @@ from evaltasks.results import EvaluationResult
 from evaltasks.test_case import EvalTestCase, assign_ids
 
 if TYPE_CHECKING:
+    from evaltasks.metrics.reliability import PerturbationSpec
     from evaltasks.targets.base import Target
 
 __all__ = [
@@ -98,6 +101,7 @@ def evaluate_sync(
     judge: Any = None,
     target: Target | Sequence[Target] | None = None,
     refresh: bool = False,
+    perturbations: PerturbationSpec | None = None,
 ) -> EvaluationResult:
     """Evaluate ``test_cases`` with ``metrics``; the synchronous twin of :func:`evaluate`.
 
@@ -122,6 +126,9 @@ def evaluate_sync(
             runs on every target's outputs.
         refresh: with ``target``, generate every output again (stored outputs are not read; new ones are stored),
             and send every judge request again.
+        perturbations: with ``target``, perturbed variants of each input also run through it, for
+            PromptRobustnessMetric (a :class:`~evaltasks.reliability_metrics.PerturbationSpec`, as a suite's
+            ``perturbations:``; docs/metrics/reliability.md#perturbations).
 
     Returns:
         An :class:`EvaluationResult`: one result per case in input order, and the summary. With ``target``: each
@@ -135,12 +142,19 @@ def evaluate_sync(
     """
     cases = list(test_cases)
     targets = _as_targets(target)
-    validate(cases, metrics, generated=bool(targets))  # load is the caller's: the stages from here are the pipeline's
+    validate(
+        cases, metrics, generated=bool(targets), fields=filled_fields(targets, perturbations)
+    )  # load is the caller's: the stages from here are the pipeline's
+    metrics, run_metrics = split_run_level(metrics)  # scored from the run's results, never per case
+    if run_metrics:
+        _check_run_metrics(run_metrics, metrics)
     ids = list(ids) if ids is not None else assign_ids(cases)
     executor = InProcessExecutor(progress)
     generated = None
     if targets:  # the generate stage: the targets' outputs replace the cases' (failed ones errored)
-        generated = generate(targets, cases, ids, metrics, executor, index_dir=index_dir, refresh=refresh)
+        generated = generate(
+            targets, cases, ids, metrics, executor, index_dir=index_dir, refresh=refresh, perturbations=perturbations
+        )
         cases, ids = generated.cases, generated.ids
     # a metric searching a reference set settles its search's query options for this call (measured on its
     # outputs): that is done on this call's own copy, so calls running at once with one metric object keep their
@@ -162,6 +176,8 @@ def evaluate_sync(
         wiring=wiring,
         generated=generated,
     )
+    if run_metrics:
+        result = _with_run_metrics(result, run_metrics, cases, generated)
     if verbose:
         from evaltasks.reports.console import print_summary
 
@@ -179,6 +195,7 @@ async def evaluate(
     judge: Any = None,
     target: Target | Sequence[Target] | None = None,
     refresh: bool = False,
+    perturbations: PerturbationSpec | None = None,
 ) -> EvaluationResult:
     """Evaluate ``test_cases`` with ``metrics`` (as eval-ai-library's: ``asyncio.run(evaluate(cases, metrics))``).
 
@@ -195,6 +212,30 @@ async def evaluate(
         target=target,
         refresh=refresh,
     )
+
+
+def _check_run_metrics(run_metrics: Sequence[BaseMetric], metrics: Sequence[BaseMetric]) -> None:
+    """Raise InputError when a run-level metric cannot work with the run's other ``metrics``."""
+    from evaltasks.errors import InputError, Problem
+
+    problems = [
+        Problem("<python>", f"metric {run_metrics[i].name}", "outcome_metric", message)
+        for i, message in run_metric_problems(run_metrics, metrics)
+    ]
+    if problems:
+        raise InputError(problems, title="invalid metrics")
+
+
+def _with_run_metrics(
+    result: EvaluationResult, run_metrics: Sequence[BaseMetric], cases: Sequence[EvalTestCase], generated: Any
+) -> EvaluationResult:
+    """``result`` with the run-level metrics' results in its summary and each target's
+    (:class:`~evaltasks.engine.run_metrics.RunMetricTally`)."""
+    tally = RunMetricTally(run_metrics, cases, generated.bounds() if generated is not None else None)
+    tally.add(range(len(result.test_results)), result.test_results)
+    targets = [t.model_copy(update={"summary": tally.attach(t.summary, i)}) for i, t in enumerate(result.targets)]
+    summary = targets[0].summary if targets else tally.attach(result.summary)
+    return result.model_copy(update={"summary": summary, "targets": targets})
 
 
 def _as_targets(target: Any) -> list[Target]:

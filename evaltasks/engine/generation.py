@@ -23,7 +23,15 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 GENERATED_FIELDS = frozenset(
-    {"actual_output", "retrieval_context", "context", "tools_called", "execution_trace", "tool_calls"}
+    {
+        "actual_output",
+        "retrieval_context",
+        "context",
+        "tools_called",
+        "execution_trace",
+        "tool_calls",
+        "agent_confidence",
+    }
 )
 """The case fields a target fills (:class:`~evaltasks.targets.base.TargetOutput`): before generation, a metric's
 complaint about one of them is not a problem of the dataset (:func:`drop_generated_problems`)."""
@@ -38,11 +46,42 @@ target's own concurrency runs inside a batch, one batch in flight, and a batch i
 seen within seconds."""
 
 
-def drop_generated_problems(problems: Sequence[Problem]) -> list[Problem]:
-    """``problems`` without those about a field a target fills (:data:`GENERATED_FIELDS`): a dataset run with a
-    target needs no ``actual_output`` column (what the target returns is checked after generation,
-    :func:`check_generated`)."""
-    return [p for p in problems if p.field not in GENERATED_FIELDS]
+def drop_generated_problems(problems: Sequence[Problem], fields: frozenset[str] = GENERATED_FIELDS) -> list[Problem]:
+    """``problems`` without those about a field a target fills (``fields``, default :data:`GENERATED_FIELDS`;
+    :func:`filled_fields`): a dataset run with a target needs no ``actual_output`` column (what the target returns
+    is checked after generation, :func:`check_generated`)."""
+    return [p for p in problems if p.field not in fields]
+
+
+def filled_fields(targets: Sequence[Any], perturbations: Any = None) -> frozenset[str]:
+    """The case fields the generate stage fills for ``targets``: :data:`GENERATED_FIELDS`, ``multi_outputs``
+    when every target repeats (``repeat`` >= 2: :func:`fill_multi_outputs`), ``variants`` with the suite's
+    ``perturbations`` (:mod:`evaltasks.engine.perturbation`)."""
+    fields = set(GENERATED_FIELDS)
+    if targets and all(samples_of(t) >= 2 for t in targets):
+        fields.add("multi_outputs")
+    if targets and perturbations is not None:
+        fields.add("variants")
+    return frozenset(fields)
+
+
+def needs_field(metrics: Sequence[Any], name: str) -> bool:
+    """Whether a metric of ``metrics`` lists ``name`` among its ``required_fields``."""
+    return any(name in getattr(m, "required_fields", ()) for m in metrics)
+
+
+def fill_multi_outputs(part: TargetCases) -> None:
+    """Give every sample of each of ``part``'s cases (``part.samples`` >= 2 in a row) the case's outputs as
+    ``multi_outputs``: those of its samples whose generation succeeded, in sample order
+    (OutcomeConsistencyMetric; docs/metrics/reliability.md#outcomeconsistencymetric). Nothing with one sample."""
+    k = part.samples
+    if k < 2:
+        return
+    for start in range(0, len(part.cases), k):
+        rows = range(start, start + k)
+        outputs = [part.cases[i].actual_output for i in rows if i not in part.failed]
+        for i in rows:
+            part.cases[i] = part.cases[i].model_copy(update={"multi_outputs": outputs})
 
 
 def samples_of(target: Target) -> int:
@@ -119,12 +158,20 @@ class Generated:
 
     @property
     def spent(self) -> float:
-        """US dollars this run's generations cost (stored outputs count 0): the budget's starting spend."""
+        """US dollars this run's generations cost (stored outputs count 0), perturbed variants' included (once per
+        case, though every sample carries them): the budget's starting spend."""
         return sum(
             case.generation.cost or 0.0
             for part in self.parts
             for case in part.cases
             if case.generation is not None and not case.generation.cached
+        ) + sum(
+            variant.generation.cost or 0.0
+            for part in self.parts
+            for case in part.cases
+            if case.variants and (case.generation is None or case.generation.sample == 0)
+            for variant in case.variants
+            if variant.generation is not None and not variant.generation.cached
         )
 
     def bounds(self) -> list[tuple[int, int]]:

@@ -69,6 +69,9 @@ def gate_passed(
       ``regressed``; without a baseline (``comparison`` None) it holds (the run's warnings say so);
     - ``either``: fails on either rule.
 
+    With ``min_pass_rate`` or ``either``, a run-level metric (CalibrationMetric) whose result failed its threshold
+    also fails the gate (:func:`failed_run_metrics`; docs/metrics/reliability.md#calibrationmetric).
+
     Whatever ``fail_on`` says, a run that evaluated nothing fails (docs/suite.md#suite-file): an empty dataset, and a
     run in which no case was scored, every case skipped (e.g. all metrics need credentials a fork's pull request
     does not get) or errored (``allow_errors`` allows errors beside scored cases, not in place of them: a metric
@@ -87,9 +90,22 @@ def gate_passed(
     regressed = comparison is not None and comparison.verdict == "regressed"
     if fail_on == "regression":
         return not regressed
+    if failed_run_metrics(summary):  # a run-level metric (CalibrationMetric) below its threshold
+        return False
     rate = gate_pass_rate(result, allow_errors)
     holds = rate is None or rate >= min_pass_rate - 1e-12
     return holds and not (fail_on == "either" and regressed)
+
+
+def failed_run_metrics(summary: EvaluationSummary) -> list[str]:
+    """Why each run-level metric of ``summary`` failed (``run-level CalibrationMetric scored -0.250, below its
+    threshold 0``): with ``fail_on`` ``min_pass_rate`` or ``either`` such a failure fails the gate. An errored one
+    (too few cases, every case right) is reported, not gated (docs/metrics/reliability.md#calibrationmetric)."""
+    return [
+        f"run-level {r.name} scored {r.score:.3f}, below its threshold {r.threshold:g}"
+        for r in summary.run_metrics.values()
+        if r.status == "failed" and r.score is not None
+    ]
 
 
 def nothing_evaluated(result: EvaluationResult) -> str | None:
@@ -134,6 +150,8 @@ def gate_message(result: EvaluationResult, gate: Gate, comparison: Comparison | 
     rate = gate_pass_rate(result, gate.allow_errors)
     if gate.fail_on != "regression" and rate is not None and rate < gate.min_pass_rate - 1e-12:
         reasons.append(f"pass rate {rate:.2%} below {gate.min_pass_rate:.2%}")
+    if gate.fail_on != "regression":
+        reasons += failed_run_metrics(result.summary)
     if gate.fail_on != "min_pass_rate" and comparison is not None and comparison.verdict == "regressed":
         # a suite of one metric: its pass-rate sentence repeats the overall one; say it once
         sentences = [

@@ -50,9 +50,11 @@ from evaltasks.engine.generation import (
     check_generated,
     drop_generated_problems,
     errored_results,
+    fill_multi_outputs,
     flag_flaky,
     generate_outputs,
     interruptible,
+    needs_field,
     resume_generation,
     sample_id,
     samples_of,
@@ -78,6 +80,7 @@ from evaltasks.results import (
 from evaltasks.test_case import EvalTestCase, Generation
 
 if TYPE_CHECKING:
+    from evaltasks.metrics.reliability._perturbations import PerturbationSpec
     from evaltasks.targets.base import Target
     from evaltasks.targets.generate import GeneratedCase
 
@@ -166,11 +169,18 @@ class Executor(Protocol):
         ...
 
 
-def validate(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric], *, generated: bool = False) -> None:
+def validate(
+    cases: Sequence[EvalTestCase],
+    metrics: Sequence[BaseMetric],
+    *,
+    generated: bool = False,
+    fields: frozenset[str] | None = None,
+) -> None:
     """The validate stage: the metric list (:func:`~evaltasks.engine.validation.validate_metrics`), then every
     case against every metric (:func:`~evaltasks.engine.validation.validate_cases`). ``generated``: a target
     fills the outputs, so the fields it fills are not required yet
-    (:func:`~evaltasks.engine.generation.drop_generated_problems`).
+    (:func:`~evaltasks.engine.generation.drop_generated_problems`; ``fields``: those it fills, default
+    :func:`~evaltasks.engine.generation.filled_fields` of one target that does not repeat).
 
     Raises:
         InputError: invalid metrics, or invalid cases (every problem at once, located by ``item i``).
@@ -178,7 +188,7 @@ def validate(cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric], *, ge
     validate_metrics(metrics)
     problems = validate_cases(cases, metrics)
     if generated:
-        problems = drop_generated_problems(problems)
+        problems = drop_generated_problems(problems, *([fields] if fields is not None else []))
     if problems:
         raise InputError(problems, title="invalid test cases")
 
@@ -194,6 +204,7 @@ def generate(
     refresh: bool = False,
     batch_size: int = GENERATE_BATCH,
     skip: Mapping[str, str] | None = None,
+    perturbations: PerturbationSpec | None = None,
 ) -> Generated:
     """The generate stage: each target of ``targets`` run on ``cases`` (``ids`` theirs) in batches of
     ``batch_size`` cases (at least :data:`ROUNDS_PER_BATCH` times the target's ``max_concurrency``) through
@@ -209,11 +220,18 @@ def generate(
     ``skip``: target name -> why it is not run (its credentials are missing and the run skips what lacks them):
     its cases are kept as they are, their metrics to be skipped with that reason.
 
+    Reliability (docs/metrics/reliability.md#reliability-metrics): with ``repeat`` >= 2 and a metric that reads
+    ``multi_outputs``, every sample of a case gets the case's outputs there
+    (:func:`~evaltasks.engine.generation.fill_multi_outputs`); with ``perturbations`` and a metric that reads
+    ``variants``, the target also runs on each case's perturbed variants
+    (:func:`~evaltasks.engine.perturbation.add_variants`).
+
     Raises:
         CredentialsError: a target rejected the credentials (HTTP 401): the run stops.
     """
     resume_generation()  # a stop of an earlier run in this process is not this run's
-    total = sum(len(cases) * samples_of(t) for t in targets)
+    variants = perturbations.count if perturbations is not None and needs_field(metrics, "variants") else 0
+    total = sum(len(cases) * (samples_of(t) + variants) for t in targets)
     _progress.stage(f"generating {total:,} output{'' if total == 1 else 's'}", total)
     where = None if index_dir is None else str(index_dir)
     parts = []
@@ -238,6 +256,16 @@ def generate(
                 row, sample = rows[j // k], j % k
                 _add_generated(part, generated, ids[row], sample, metrics)
             _progress.advance(len(done))
+        if needs_field(metrics, "multi_outputs"):
+            fill_multi_outputs(part)
+        if perturbations is not None and needs_field(metrics, "variants"):
+            from evaltasks.engine.perturbation import add_variants
+
+            def submit_variants(batch: Sequence[EvalTestCase], target: Target = target) -> CollectGenerated:
+                """Start generating one output for each perturbed variant of ``batch``."""
+                return executor.submit_generation(target, batch, index_dir=where, refresh=refresh, samples=1)
+
+            add_variants(part, cases, perturbations, submit_variants, size)
         parts.append(part)
     return Generated(parts)
 

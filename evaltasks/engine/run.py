@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from evaltasks.engine.compare import load_baseline
 from evaltasks.engine.evaluate import collect_embedding_needs, validate_cases
+from evaltasks.engine.generation import filled_fields
 from evaltasks.engine.history import path_slug
 from evaltasks.engine.options import DEFAULT_OUTPUT_ROOT
 from evaltasks.engine.options import RunOptions as RunOptions  # its import path before engine.options
@@ -140,7 +141,9 @@ def plan_run(
             suite.suite.dataset,
             suite.path.parent,
             check=lambda cases, locations: _checked(
-                validate_cases(cases, suite.metrics, source=source, locations=locations), generated
+                validate_cases(cases, [*suite.metrics, *suite.run_metrics], source=source, locations=locations),
+                generated,
+                filled_fields(suite.targets, suite.suite.perturbations) if generated else None,
             ),
             generated=generated,
         )
@@ -204,14 +207,15 @@ def _check_targets(suite: LoadedSuite, dataset: LoadedDataset, skip_missing_cred
     return skipped
 
 
-def _checked(problems: list[Any], generated: bool) -> list[Any]:
+def _checked(problems: list[Any], generated: bool, fields: frozenset[str] | None = None) -> list[Any]:
     """``problems`` of the dataset's cases; with targets (``generated``), those about a field a target fills
-    left out (:func:`~evaltasks.engine.generation.drop_generated_problems`)."""
+    (``fields``: :func:`~evaltasks.engine.generation.filled_fields`) left out
+    (:func:`~evaltasks.engine.generation.drop_generated_problems`)."""
     if not generated:
         return problems
     from evaltasks.engine.generation import drop_generated_problems
 
-    return drop_generated_problems(problems)
+    return drop_generated_problems(problems, *([fields] if fields is not None else []))
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,7 @@ def case_results(
             [r[j] for r in per_metric],
             expected_text(cases[i].expected_output, cases[i].references),
             cases[i].generation,
+            cases[i].variants,
         )
         for j, i in enumerate(rows)
     ]

@@ -5,7 +5,7 @@ several lines is named by its first), JSON and YAML items by their 0-based index
 (``item 3``). Every bad row is collected (the first 20 are shown) before anything is scored.
 
 List fields (``references``, ``context``, ``retrieval_context``, ``tools_called``, ``expected_tools``,
-``planning_steps``): a JSON/YAML list of strings; or a string split on ``list_separator`` (items stripped,
+``planning_steps``, ``multi_outputs``): a JSON/YAML list of strings; or a string split on ``list_separator`` (items stripped,
 empties dropped); or, in a CSV without ``list_separator``, a cell holding a JSON array.
 
 Record fields (``execution_trace``: a list of trace steps; ``tool_calls``, ``expected_tool_calls``: lists of
@@ -41,7 +41,15 @@ from evaltasks.traces import as_records
 _MISSING = object()
 STRING_FIELDS = ("input", "expected_output")
 # Test-case fields holding a list of strings, each parsed as ``references`` always was (module docstring).
-LIST_FIELDS = ("references", "context", "retrieval_context", "tools_called", "expected_tools", "planning_steps")
+LIST_FIELDS = (
+    "references",
+    "context",
+    "retrieval_context",
+    "tools_called",
+    "expected_tools",
+    "planning_steps",
+    "multi_outputs",
+)
 # Test-case fields holding a list of records (module docstring), each read by ``_as_records``.
 RECORD_FIELDS = ("execution_trace", "tool_calls", "expected_tool_calls")
 MAX_PROBLEMS = 1000  # collected; the error shows the first 20
@@ -442,7 +450,7 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
     source, problems = load.source, load.problems
     case_fields: dict[str, Any] = {}
     row_ok = True
-    for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, *RECORD_FIELDS, "id"):
+    for name in ("actual_output", "input", "expected_output", *LIST_FIELDS, *RECORD_FIELDS, "agent_confidence", "id"):
         column = load.explicit.get(name) or (name if name in row else None)
         value = row.get(column, _MISSING) if column else _MISSING
         if name == "actual_output" and load.generated:
@@ -479,6 +487,13 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
                 row_ok = False
             else:
                 case_fields[name] = records
+        elif name == "agent_confidence":
+            confidence = _confidence(value)
+            if confidence is None:
+                problems.append(Problem(source, where, column or name, f"must be a number in [0, 1], got {value!r}"))
+                row_ok = False
+            else:
+                case_fields[name] = confidence
         elif name == "id":
             if isinstance(value, bool) or not isinstance(value, (str, int)):
                 problems.append(
@@ -493,6 +508,18 @@ def _case_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str
         else:
             case_fields[name] = value
     return case_fields, row_ok
+
+
+def _confidence(value: Any) -> float | None:
+    """A confidence cell as a number in [0, 1] (a CSV cell's text parsed), or None when it is not one."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        return None
+    return float(value)
 
 
 def _missing_output(load: _Load, problem: Problem) -> None:
@@ -510,6 +537,8 @@ def _surrogate_free(load: _Load, where: str, case_fields: dict[str, Any]) -> boo
     """Whether no text field of the row holds an unpaired surrogate (each one that does adds its problem)."""
     free = True
     for name, value in case_fields.items():
+        if not isinstance(value, (str, list)):  # a number (agent_confidence) holds no text
+            continue
         column = load.explicit.get(name) or name
         if name in RECORD_FIELDS:
             continue  # records are not written back as text

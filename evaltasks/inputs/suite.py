@@ -44,6 +44,7 @@ from evaltasks.metrics import (
     get_metric_class,
     metric_entry_points,
 )
+from evaltasks.metrics.reliability._perturbations import PerturbationSpec
 from evaltasks.targets.base import Target
 
 DATASET_FORMATS = (".csv", ".jsonl", ".json", ".yaml", ".yml")
@@ -73,6 +74,8 @@ class FieldMap(BaseModel):
     )
     tool_calls: str | None = Field(default=None, description="Column with the calls made: [{name, arguments}].")
     expected_tool_calls: str | None = Field(default=None, description="Column with the calls expected.")
+    multi_outputs: str | None = Field(default=None, description="Several outputs of one input (OutcomeConsistency).")
+    agent_confidence: str | None = Field(default=None, description="The system's confidence, 0-1 (CalibrationMetric).")
     id: str | None = Field(default=None, description="Column with the case id; default: hash of the input.")
 
 
@@ -519,6 +522,11 @@ class Suite(BaseModel):
         description="Several targets side by side, each as in `target`; the first is the reference.",
         json_schema_extra={"minItems": 1},
     )
+    perturbations: PerturbationSpec | None = Field(
+        default=None,
+        description="Perturbed variants of each input (typos, casing, spacing, punctuation), run through the "
+        "target for PromptRobustnessMetric (docs/metrics/reliability.md#perturbations).",
+    )
 
     @field_validator("dataset", mode="before")
     @classmethod
@@ -579,6 +587,9 @@ class LoadedSuite:
     sha256: str
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    run_metrics: list[BaseMetric] = field(default_factory=list)
+    """The suite's run-level metrics (CalibrationMetric: they score the run, not a case; left out of ``metrics``;
+    docs/metrics/reliability.md#calibrationmetric), in suite order."""
     targets: list[Target] = field(default_factory=list)
     """The suite's targets (:class:`~evaltasks.targets.base.Target`), in order (the first is the reference); empty
     when the suite has none and grades the dataset's own outputs."""
@@ -650,6 +661,7 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         ("targets", "chat"): ChatSpec,
         ("target", "http"): HttpSpec,
         ("targets", "http"): HttpSpec,
+        ("perturbations",): PerturbationSpec,
     }
     return mapping.get(tuple(p for p in loc if not isinstance(p, int)))
 
@@ -746,6 +758,7 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
             targets = build_targets(target_specs(suite.target, suite.targets), path.parent, source)
         except ConfigError as exc:
             problems.extend(exc.problems)
+    metrics, run_metrics = _run_level_split(source, metrics, problems)
     if credentials and not problems and suite is not None:
         raise CredentialsError("; ".join(credentials))
     problems += [Problem(source, "", "", message) for message in credentials]
@@ -759,7 +772,22 @@ def load_suite(path: str | Path, *, skip_missing_credentials: bool = False) -> L
         warnings=warnings,
         notices=notices,
         targets=targets,
+        run_metrics=run_metrics,
     )
+
+
+def _run_level_split(
+    source: str, metrics: list[BaseMetric], problems: list[Problem]
+) -> tuple[list[BaseMetric], list[BaseMetric]]:
+    """The suite's per-case metrics and its run-level ones (CalibrationMetric), apart; a run-level metric that
+    cannot work with the others adds its problem, located at its ``metrics[i]`` entry."""
+    from evaltasks.metrics.run_level import is_run_level, run_metric_problems, split_run_level
+
+    per_case, run_level = split_run_level(metrics)
+    positions = [i for i, m in enumerate(metrics) if is_run_level(m)]
+    for i, message in run_metric_problems(run_level, per_case):
+        problems.append(Problem(source, f"metrics[{positions[i]}]", "outcome_metric", message))
+    return per_case, run_level
 
 
 def _metric_specs(raw_metrics: list[Any]) -> list[tuple[int, MetricSpec]]:

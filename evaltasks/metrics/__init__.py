@@ -59,6 +59,12 @@ from evaltasks.metrics.registry import (
     metric_entry_points,
     register_metric,
 )
+from evaltasks.metrics.reliability import (
+    CalibrationMetric,
+    ContextDecayMetric,
+    OutcomeConsistencyMetric,
+    PromptRobustnessMetric,
+)
 from evaltasks.metrics.security import (
     HarmfulContentMetric,
     JailbreakDetectionMetric,
@@ -77,7 +83,9 @@ __all__ = [
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",
+    "CalibrationMetric",
     "ContainsMetric",
+    "ContextDecayMetric",
     "ContextualPrecisionMetric",
     "ContextualRecallMetric",
     "ContextualRelevancyMetric",
@@ -103,11 +111,13 @@ __all__ = [
     "LoopDetectionMetric",
     "MetricRegistryError",
     "NonEmptyMetric",
+    "OutcomeConsistencyMetric",
     "PIILeakageMetric",
     "PlanningQualityMetric",
     "PolicyComplianceMetric",
     "PromptInjectionDetectionMetric",
     "PromptInjectionResistanceMetric",
+    "PromptRobustnessMetric",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
     "RepetitivePatternDetectionMetric",

@@ -30,6 +30,7 @@ from evaltasks.reports._markdown_text import (
     p_equals,
     verdict_headline,
 )
+from evaltasks.reports._run_metrics import run_metric_rows
 from evaltasks.reports.verdict import case_label, verdict_line
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message, percent_text
 
@@ -367,6 +368,9 @@ def summary_sections(
 
     sections.append(Section(head=["## Metrics", ""]))
     sections.append(metric_table(report))
+    run_rows = run_metric_rows(summary)  # run-level metrics (CalibrationMetric): one row for the whole run
+    if run_rows:
+        sections.append(Section(head=["", *run_rows, ""]))
     if prefect:
         sections.append(Section(head=["## More", ""]))
         sections += more_changes

@@ -22,6 +22,7 @@ from rich.text import Text
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison, MetricComparison
 from evaltasks.engine.outcome import RunReport
 from evaltasks.engine.side_by_side import SideBySide, SplitCase
+from evaltasks.reports._run_metrics import run_metric_line
 from evaltasks.reports.markdown import (
     VERDICT_ICONS,
     interval_text,
@@ -105,6 +106,8 @@ def print_summary(
     else:  # two lines rather than a wrap inside the pass rate (its interval alone on a line)
         console.print(Text(counts))
         console.print(Text(rate), soft_wrap=True)
+    for result in s.run_metrics.values():  # run-level metrics (CalibrationMetric): one line each
+        console.print(Text(run_metric_line(result)), soft_wrap=not console.is_terminal)
     if cases is not None:
         _print_cases(console, cases)
     if comparison is not None:

@@ -19,13 +19,14 @@ from evaltasks.results import EvaluationSummary, MetricResult, TestCaseResult
 def junit_head(suite_name: str, summary: EvaluationSummary, duration_s: float = 0.0) -> str:
     """The XML declaration and the opening ``<testsuites>``/``<testsuite>`` tags with the run's totals.
 
-    Counts: ``tests`` = cases × metrics; ``failures`` = failed metric results; ``errors`` = errored;
-    ``skipped`` = skipped.
+    Counts: ``tests`` = cases × metrics (and one per run-level metric); ``failures`` = failed metric results;
+    ``errors`` = errored; ``skipped`` = skipped.
     """
     per_metric = summary.metrics.values()
-    tests = sum(m.passed + m.failed + m.errored + m.skipped for m in per_metric)
-    failures = sum(m.failed for m in per_metric)
-    errors = sum(m.errored for m in per_metric)
+    runs = [r.status for r in summary.run_metrics.values()]  # run-level metrics: one testcase each
+    tests = sum(m.passed + m.failed + m.errored + m.skipped for m in per_metric) + len(runs)
+    failures = sum(m.failed for m in per_metric) + runs.count("failed")
+    errors = sum(m.errored for m in per_metric) + runs.count("errored")
     skipped = sum(m.skipped for m in per_metric)
     name = quoteattr(xml_text(suite_name))
     attrs = f'tests="{tests}" failures="{failures}" errors="{errors}" skipped="{skipped}" time="{duration_s:.3f}"'
@@ -106,6 +107,22 @@ def junit_testcases(suite_name: str, case: TestCaseResult) -> str:
     return "".join(parts)
 
 
+def junit_run_metrics(suite_name: str, summary: EvaluationSummary) -> str:
+    """One ``<testcase>`` per run-level metric of ``summary`` (CalibrationMetric; named ``run :: <metric>``): its
+    failure or error carries the reason (docs/metrics/reliability.md#calibrationmetric); "" without any."""
+    parts = []
+    for result in summary.run_metrics.values():
+        test_name, classname = _attr(f"run :: {result.name}"), _classname(suite_name, result.name)
+        if result.status == "passed":
+            parts.append(f"    <testcase name={test_name} classname={classname}/>\n")
+            continue
+        tag = "failure" if result.status == "failed" else "error"
+        message = _attr(xml_text(result.reason)[:1000])
+        inner = f"      <{tag} message={message} type={quoteattr(result.status)}>{escape(xml_text(result.reason))}</{tag}>\n"
+        parts.append(f"    <testcase name={test_name} classname={classname}>\n{inner}    </testcase>\n")
+    return "".join(parts)
+
+
 def write_junit_xml(
     path: Path, suite_name: str, summary: EvaluationSummary, cases: Iterable[TestCaseResult], duration_s: float = 0.0
 ) -> None:
@@ -114,6 +131,7 @@ def write_junit_xml(
         out.write(junit_head(suite_name, summary, duration_s))
         for case in cases:
             out.write(junit_testcases(suite_name, case))
+        out.write(junit_run_metrics(suite_name, summary))
         out.write(JUNIT_TAIL)
 
 

@@ -24,7 +24,7 @@ from evaltasks.engine.outcome import RunHeader, RunReport
 from evaltasks.engine.side_by_side import SideBySide, SideBySideBuilder
 from evaltasks.engine.statistics import SummaryBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
-from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_testcases
+from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_run_metrics, junit_testcases
 from evaltasks.reports.markdown import Highlights, render_summary
 from evaltasks.results import EmbeddingCounts, EvaluationSummary, TargetRun, TestCaseResult
 
@@ -216,6 +216,7 @@ class ReportWriter:
             with synced_writer(junit) as out:
                 out.write(junit_head(self.suite_name, summary, duration_s))
                 _copy(self._parts[JUNIT_XML][0], out)
+                out.write(junit_run_metrics(self.suite_name, summary))
                 out.write(JUNIT_TAIL)
             with synced_writer(md) as out:
                 out.write(markdown)

@@ -283,7 +283,7 @@ def _filled(
         value = getattr(output, field)
         if value is not None:
             update[field] = list(value)
-    if output.agent_confidence is not None:
+    if output.agent_confidence is not None:  # CalibrationMetric's confidence
         update["agent_confidence"] = output.agent_confidence
     return case.model_copy(update=update)
 

@@ -58,13 +58,19 @@ def test_the_example_uses_every_built_in_metric() -> None:
     """The suite names each registered metric once (the tour is complete), except the LLM-judged ones (they need
     a judge endpoint, and this tour runs offline), those that check a target's generation, LatencyMetric and
     CostMetric (this tour grades the dataset's own answers, which no target generated: they would be skipped),
-    and the agent family's trace metrics, which need an execution trace on every case: examples/agent names each
-    of those."""
+    the agent family's trace metrics, which need an execution trace on every case: examples/agent names each
+    of those, and the reliability family (repeated runs, perturbed inputs, conversations: what a single-turn
+    dataset without a target does not hold; tests/flows/test_reliability_flow.py runs them)."""
     from evaltasks.metrics.deterministic._generation import GenerationLimitMetric
     from evaltasks.metrics.judge.base import JudgeMetric
 
     suite = load_suite(EXAMPLE / "suite.yaml")
-    offline = [name for name, cls in METRICS.items() if not issubclass(cls, (JudgeMetric, GenerationLimitMetric))]
+    offline = [
+        name
+        for name, cls in METRICS.items()
+        if not issubclass(cls, (JudgeMetric, GenerationLimitMetric))
+        and not cls.__module__.startswith("evaltasks.metrics.reliability.")
+    ]
     agent = [name for name in offline if METRICS[name].__module__.startswith("evaltasks.metrics.agent.")]
     assert {"LatencyMetric", "CostMetric"} <= set(METRICS)
     assert sorted(agent) == ["LoopDetectionMetric", "PlanningQualityMetric", "ToolsErrorMetric"]

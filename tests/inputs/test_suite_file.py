@@ -59,6 +59,8 @@ def test_quickstart_suite_loads() -> None:
         "execution_trace": None,
         "tool_calls": None,
         "expected_tool_calls": None,
+        "multi_outputs": None,
+        "agent_confidence": None,
         "id": "id",
     }
     assert suite.gate.min_pass_rate == 0.7
