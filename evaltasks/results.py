@@ -560,6 +560,8 @@ class TargetRun(BaseModel):
         cost: US dollars the generations cost (stored outputs count 0).
         samples: outputs generated per case (the target's ``repeat``; each one scored as its own case).
         flaky_cases: with ``samples`` above 1, the ids of the cases whose samples' verdicts differ.
+        generated_cases: when some outputs came from the output store, the ids of the cases (at most 50) whose
+            outputs were generated anew in this run: what an edit of the target changed (empty otherwise).
     """
 
     name: str
@@ -574,6 +576,7 @@ class TargetRun(BaseModel):
     cost: float = 0.0
     samples: int = 1
     flaky_cases: list[str] = Field(default_factory=list)
+    generated_cases: list[str] = Field(default_factory=list)
 
 
 class EvaluationResult(BaseModel):

@@ -363,6 +363,10 @@ def _report(args: argparse.Namespace, invocation: Invocation, outcome: RunReport
     return EXIT_PASSED if outcome.passed else EXIT_GATE_FAILED
 
 
+GENERATED_SHOWN = 5
+"""Case ids named on a target's line when a run generated some outputs anew beside stored ones."""
+
+
 def target_lines(outcome: RunReport) -> list[str]:
     """One line per target of the run: what generating its outputs took, e.g. ``target bot: 4 outputs, 1
     request, 3 from the output store, 0 failed; latency median 120 ms, p95 180 ms; cost $0.0012``
@@ -380,6 +384,10 @@ def target_lines(outcome: RunReport) -> list[str]:
             line += f"; cost ${t.cost:.4f}"
         if t.flaky_cases:
             line += f"; {len(t.flaky_cases)} flaky of {t.samples} samples each"
+        if t.generated_cases:  # beside stored outputs: which ones the change made the target answer anew
+            shown = ", ".join(t.generated_cases[:GENERATED_SHOWN])
+            more = len(t.generated_cases) - GENERATED_SHOWN
+            line += f"; generated anew: {shown}" + (f" and {more:,} more" if more > 0 else "")
         lines.append(line)
     return lines
 

@@ -251,6 +251,10 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+GENERATED_LISTED = 50
+"""At most this many ids of the cases a run generated anew beside stored ones (``TargetRun.generated_cases``)."""
+
+
 @dataclass
 class TargetTally:
     """A target's generation figures folded from its case results as they stream by (:class:`TargetRun`'s)."""
@@ -259,6 +263,7 @@ class TargetTally:
     latencies: list[float] = field(default_factory=list)
     cost: float = 0.0
     flaky: dict[str, None] = field(default_factory=dict)
+    generated: dict[str, None] = field(default_factory=dict)
 
     def add(self, results: Iterable[TestCaseResult]) -> None:
         """Count a batch of this target's case results in."""
@@ -266,6 +271,8 @@ class TargetTally:
             g = r.generation
             if g is None:
                 continue
+            if not g.cached and len(self.generated) < GENERATED_LISTED:
+                self.generated[r.id.rsplit("~", 1)[0] if g.sample else r.id] = None
             if not g.cached and g.latency_ms is not None:
                 self.latencies.append(g.latency_ms)
             if not g.cached and g.cost is not None:
@@ -288,6 +295,7 @@ class TargetTally:
             cost=self.cost,
             samples=self.part.samples,
             flaky_cases=list(self.flaky),
+            generated_cases=list(self.generated) if self.part.cached else [],
         )
 
 

@@ -116,6 +116,8 @@ def test_the_prompt_change_walkthrough_against_the_loopback_chat_server(tmp_path
     assert (after["targets"][0]["requests"], after["targets"][0]["cached"]) == (5, 5)
     cached = {case["id"] for case in after["cases"] if case["generation"]["cached"]}
     assert cached == set(rows) - free
+    assert sorted(after["targets"][0]["generated_cases"]) == sorted(free)  # what the edit made the model answer anew
+    assert again["targets"][0]["generated_cases"] == [] == before["targets"][0]["generated_cases"]  # all or none
     comparison = after["comparison"]
     assert comparison["newly_failing"] == ["more-storage"] and comparison["newly_passing"] == []
     (change,) = [c for c in comparison["changes"] if c["metric"] == "LengthCheckMetric"]

@@ -67,3 +67,23 @@ def test_summary_worst_cases_name_the_target_that_made_the_output(tmp_path: Path
     text = render_summary_markdown("s", result.summary, result.test_results, passed=False, min_pass_rate=1.0)
     [line] = [line for line in text.splitlines() if line.startswith("- **c1**")]
     assert line.startswith("- **c1** · target bot · ExactMatchMetric")
+
+
+def test_the_target_line_names_the_cases_generated_anew_beside_stored_ones(tmp_path: Path) -> None:
+    """A rerun after an edit that changes what two of five cases send: the store serves three, the target answers
+    two anew, and the terminal's target line names those two (the first run, all generated, names none)."""
+    from evaltasks.cli.run import target_lines
+    from evaltasks.engine.outcome import RunReport
+
+    def answer(case: EvalTestCase) -> str:
+        return "yes"
+
+    five = [EvalTestCase(actual_output="", input=f"q{i}", expected_output="yes", name=f"c{i}") for i in range(5)]
+    first = evaluate_sync(five, [ExactMatchMetric()], index_dir=tmp_path / "i", target=PythonTarget(answer, name="b"))
+    assert first.targets[0].generated_cases == []
+    edited = [c.model_copy(update={"input": c.input + "?"}) if c.name in ("c1", "c3") else c for c in five]
+    rerun = evaluate_sync(edited, [ExactMatchMetric()], index_dir=tmp_path / "i", target=PythonTarget(answer, name="b"))
+    run = rerun.targets[0]
+    assert (run.requests, run.cached, run.generated_cases) == (2, 3, ["c1", "c3"])
+    [line] = target_lines(RunReport.model_construct(targets=rerun.targets))
+    assert line.endswith("; generated anew: c1, c3") and "2 requests, 3 from the output store" in line
