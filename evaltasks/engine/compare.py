@@ -252,7 +252,7 @@ def reference_target_cases(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # results.json versions a comparison reads (evaltasks/reports/json_report.py SCHEMA_VERSION is the newest)
-BASELINE_SCHEMA_VERSIONS = (1, 2, 3)
+BASELINE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 BASELINE_PROBLEMS_SHOWN = 20
 
 

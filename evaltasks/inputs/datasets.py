@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.errors import DatasetError, Problem
+from evaltasks.inputs._conversations import CSV_REFUSED, TURNS, conversation_fields, is_conversation_row
 from evaltasks.inputs.files import decode_text, load_yaml
 from evaltasks.inputs.suite import DatasetSpec
-from evaltasks.test_case import EvalTestCase, assign_ids
+from evaltasks.test_case import ConversationalEvalTestCase, EvalTestCase, assign_ids
 
 _MISSING = object()
 STRING_FIELDS = ("input", "expected_output")
@@ -401,14 +402,20 @@ def _read_rows(load: _Load, rows: Iterator[tuple[str, dict[str, Any]]]) -> None:
                 load.read_all = not load.unseen_dropped
         if load.csv and not load.column_checked:
             load.column_checked = True
+            if TURNS in row:  # a conversation needs a list of turns per row: JSONL, JSON or YAML
+                load.problems.append(Problem(load.source, "line 1", TURNS, CSV_REFUSED))
+                break
             if _missing_columns(
                 {**load.explicit, **_asked_columns(load.spec, load.wanted)}, list(row), load.source, load.problems
             ):
                 break
-        case_fields, row_ok = _case_fields(load, where, row)
-        # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
-        if load.check_surrogates and not _surrogate_free(load, where, case_fields):
-            row_ok = False
+        if not load.csv and is_conversation_row(load, row):  # docs/conversations.md#conversation-datasets
+            case_fields, row_ok = conversation_fields(load, where, row)
+        else:
+            case_fields, row_ok = _case_fields(load, where, row)
+            # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
+            if load.check_surrogates and not _surrogate_free(load, where, case_fields):
+                row_ok = False
         if load.generated:
             case_fields["vars"] = {str(key): value for key, value in row.items()}
         extra_values: list[str | None] = []
@@ -526,7 +533,9 @@ def _add_case(load: _Load, where: str, case_fields: dict[str, Any], extra_values
             )
             return
         load.first_seen[row_id] = where
-    dataset.cases.append(EvalTestCase(**case_fields))
+    dataset.cases.append(
+        ConversationalEvalTestCase(**case_fields) if "turns" in case_fields else EvalTestCase(**case_fields)
+    )
     for column, value in zip(load.wanted, extra_values):
         dataset.columns[column].append(value)
     load.explicit_ids.append(row_id)

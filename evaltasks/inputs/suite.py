@@ -68,6 +68,14 @@ class FieldMap(BaseModel):
     tools_called: str | None = None
     expected_tools: str | None = None
     id: str | None = Field(default=None, description="Column with the case id; default: hash of the input.")
+    turns: str | None = Field(
+        default=None,
+        description="Key of a conversation row's list of turns (default: turns); each turn's keys are mapped "
+        "as the fields above. JSONL, JSON or YAML only (docs/conversations.md#conversation-datasets).",
+    )
+    chatbot_role: str | None = Field(
+        default=None, description="Key of a conversation row's chatbot_role (default: chatbot_role)."
+    )
 
 
 class DatasetSpec(BaseModel):
@@ -98,6 +106,15 @@ class DatasetSpec(BaseModel):
         if Path(value).suffix.lower() not in DATASET_FORMATS:
             raise ValueError(f"must end in one of {', '.join(DATASET_FORMATS)}: '{value}'")
         return value
+
+    @model_validator(mode="after")
+    def _conversations_not_csv(self) -> DatasetSpec:
+        if self.fields.turns is not None and Path(self.path).suffix.lower() == ".csv":
+            raise ValueError(
+                "dataset.fields.turns: a conversation dataset must be JSONL, JSON or YAML: a CSV cell cannot hold "
+                "a list of turns (docs/conversations.md#conversation-datasets)"
+            )
+        return self
 
     @field_validator("list_separator")
     @classmethod

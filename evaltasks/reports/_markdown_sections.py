@@ -322,10 +322,26 @@ def worst_lines(w: WorstCase) -> str:
         if shown_score
         else f" · score {score}: {markdown_inline(w.reason, TEXT_SHOWN)}"
     )
-    lines = [head, f"  - output: {markdown_inline(w.output, TEXT_SHOWN)}"]
+    lines = [head, *_turn_items(w)] if w.turns else [head, f"  - output: {markdown_inline(w.output, TEXT_SHOWN)}"]
     if w.expected is not None:
         lines.append(f"  - reference: {markdown_inline(w.expected, TEXT_SHOWN)}")
     return "\n".join(lines)
+
+
+def _turn_items(w: WorstCase) -> list[str]:
+    """A conversation's turns as sub-items of its worst-case entry (docs/conversations.md#reports): its role,
+    how many earlier turns are left out, then one item per turn: ``turn 2: user: … → assistant: …`` (expected:
+    …)."""
+    lines = [f"  - role: {markdown_inline(w.role, TEXT_SHOWN)}"] if w.role is not None else []
+    if w.turns_left_out:
+        lines.append(f"  - … {w.turns_left_out} earlier turn{'' if w.turns_left_out == 1 else 's'}")
+    for number, turn in enumerate(w.turns or [], start=w.turns_left_out + 1):
+        said = f"user: {markdown_inline(turn.input, TEXT_SHOWN)} → " if turn.input is not None else ""
+        line = f"  - turn {number}: {said}assistant: {markdown_inline(turn.actual_output, TEXT_SHOWN)}"
+        if turn.expected_output is not None:
+            line += f" (expected: {markdown_inline(turn.expected_output, TEXT_SHOWN)})"
+        lines.append(line)
+    return lines
 
 
 def mermaid_chart(name: str, counts: list[int]) -> list[str]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 from evaltasks.engine.outcome import RunReport
-from evaltasks.results import budget_message
+from evaltasks.results import Turn, budget_message
 
 LABEL_WIDTH = 48
 """Characters of a case label (:func:`case_label`) at most, an ellipsis included."""
@@ -33,6 +34,33 @@ def is_derived_id(case_id: str, input: str | None, output: str | None = None) ->
         return False
     text = input if input is not None else output
     return text is not None and hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] == match["base"]
+
+
+def conversation_label(case_id: str, turns: Sequence[Turn], width: int = LABEL_WIDTH) -> str:
+    """A readable name for a conversation (docs/conversations.md#reports): its id when the dataset or the case's
+    ``name`` gave one, else (an id derived from its turns, :func:`evaltasks.test_case.assign_ids`) its first
+    turn's input, with ``#2``… kept; then its number of turns: ``refund-flow (3 turns)``. Plain text."""
+    from evaltasks.test_case import turns_text
+
+    count = f" ({len(turns)} turn{'' if len(turns) == 1 else 's'})"
+    match = _DERIVED.fullmatch(case_id)
+    text = turns_text([(turn.input, turn.actual_output) for turn in turns])
+    if match is None or hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] != match["base"]:
+        return shorten(case_id, max(width - len(count), 8)) + count
+    first = turns[0].input if turns[0].input is not None else turns[0].actual_output
+    repeat = match["repeat"] or ""
+    label = shorten(first, max(width - len(repeat) - len(count), 8)) + repeat
+    return (label if label.strip() else case_id) + count
+
+
+def turn_line(number: int, turn: Turn, width: int) -> str:
+    """One turn on one line, ``turn 2: user: <input> → assistant: <output>``, each text cut so the line fits
+    ``width`` characters (the input gets at most half). Plain text."""
+    head = f"turn {number}: "
+    room = max(width - len(head) - len("user:  → assistant: "), 20)
+    said = shorten(turn.input, room // 2) if turn.input is not None else None
+    answer = shorten(turn.actual_output, room - (len(said) if said is not None else 0))
+    return head + (f"user: {said} → " if said is not None else "") + f"assistant: {answer}"
 
 
 def shorten(text: str, width: int = LABEL_WIDTH) -> str:

@@ -56,6 +56,8 @@ def test_quickstart_suite_loads() -> None:
         "tools_called": None,
         "expected_tools": None,
         "id": "id",
+        "turns": None,
+        "chatbot_role": None,
     }
     assert suite.gate.min_pass_rate == 0.7
     assert loaded.path == QUICKSTART.resolve()
