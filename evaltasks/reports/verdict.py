@@ -54,13 +54,16 @@ def conversation_label(case_id: str, turns: Sequence[Turn], width: int = LABEL_W
 
 
 def turn_line(number: int, turn: Turn, width: int) -> str:
-    """One turn on one line, ``turn 2: user: <input> → assistant: <output>``, each text cut so the line fits
-    ``width`` characters (the input gets at most half). Plain text."""
+    """One turn on one line, ``turn 2: user: <input> → assistant: <output>``, the texts cut so the line fits
+    ``width`` characters: a text shorter than half the room is whole, the other gets the rest. Plain text."""
     head = f"turn {number}: "
     room = max(width - len(head) - len("user:  → assistant: "), 20)
-    said = shorten(turn.input, room // 2) if turn.input is not None else None
-    answer = shorten(turn.actual_output, room - (len(said) if said is not None else 0))
-    return head + (f"user: {said} → " if said is not None else "") + f"assistant: {answer}"
+    said = " ".join(turn.input.split()) if turn.input is not None else None
+    answer = " ".join(turn.actual_output.split())
+    if said is not None and len(said) + len(answer) > room:
+        keep = min(len(answer), room // 2) if len(said) > room // 2 else room - len(said)
+        said, answer = shorten(said, room - keep), shorten(answer, keep)
+    return head + (f"user: {said} → " if said is not None else "") + f"assistant: {shorten(answer, room)}"
 
 
 def shorten(text: str, width: int = LABEL_WIDTH) -> str:
