@@ -2,19 +2,19 @@
 suite), so conversations run through the real engine without a judge.
 
 ``TurnRecallMetric``: the share of a conversation's turns whose answer contains that turn's ``expected_output``
-(case-insensitive); turns without one are not counted (a conversation with none scores 1.0). ``CALLS`` counts the
-cases it scored in this process (the cache tests read it).
+(case-insensitive); turns without one are not counted (a conversation with none scores 1.0). Each ``score_batch``
+call appends its number of cases to the file ``$CONVERSATION_METRIC_CALLS`` names, when set (so a test sees
+whether a run in another process scored or read Prefect's cache).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from evaltasks import BaseMetric, MetricResult
 from evaltasks.test_case import ConversationalEvalTestCase, EvalTestCase
-
-CALLS: list[int] = []
 
 
 def turn_recall(turns: Sequence[EvalTestCase]) -> float:
@@ -38,7 +38,10 @@ class TurnRecallMetric(BaseMetric):
         self, cases: Sequence[EvalTestCase], vectors: Mapping[str, Any] | None = None
     ) -> list[MetricResult]:
         """One result per conversation: :func:`turn_recall` of its turns."""
-        CALLS.append(len(cases))
+        record = os.environ.get("CONVERSATION_METRIC_CALLS")
+        if record:
+            with open(record, "a", encoding="utf-8") as handle:
+                handle.write(f"{len(cases)}\n")
         results = []
         for case in cases:
             assert isinstance(case, ConversationalEvalTestCase)
