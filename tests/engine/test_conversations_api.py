@@ -37,6 +37,9 @@ HELLO = ConversationalEvalTestCase(turns=[_turn("Hi", "Hello!"), _turn("Bye", "G
 
 
 def test_each_conversation_is_one_case_with_its_turns_and_role() -> None:
+    """Regression (docs/conversations.md#differences-from-eval-ai-library): eval-ai-library returns a list of
+    ``(None, [ConversationalTestCaseResult])`` tuples with no id and no summary; here an EvaluationResult whose
+    cases carry ids, ``turns`` and ``chatbot_role``, with the run's summary."""
     result = evaltasks.evaluate_conversations_sync([REFUND, HELLO], [TurnRecallMetric(threshold=0.9)])
     refund, hello = result.test_results
     assert refund.id == "refund"
@@ -69,6 +72,10 @@ def test_a_single_turn_case_is_refused_by_evaluate_conversations() -> None:
 
 
 def test_case_kind_mismatches_are_refused_naming_the_metric() -> None:
+    """Regression (docs/conversations.md#differences-from-eval-ai-library): eval-ai-library's
+    ``evaluate_conversations`` hands each conversation to every metric, so a single-turn metric fails part-way
+    through the run (its ConversationalEvalTestCase has no ``input``/``actual_output``) after earlier conversations
+    were judged; here the metric is refused before any work, named."""
     with pytest.raises(InputError) as caught:
         evaltasks.evaluate_conversations_sync([HELLO, REFUND], [TurnRecallMetric(), LengthCheckMetric(max_length=5)])
     assert [str(p) for p in caught.value.problems] == [
@@ -105,3 +112,18 @@ def test_the_score_batch_cache_key_covers_every_turn() -> None:
     assert first_changed.actual_output == HELLO.actual_output  # same last turn
     assert len({base, key(first_changed), key(role_changed)}) == 3
     assert key(ConversationalEvalTestCase(turns=list(HELLO.turns))) == base  # the same conversation: the same key
+
+
+def test_conversations_are_scored_in_batches_and_quietly(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression (docs/conversations.md#differences-from-eval-ai-library): eval-ai-library judges one conversation
+    at a time, metric after metric, and prints each one unless ``verbose=False``; here 25 conversations are
+    scored in batches of ``batch_size`` (10, 10, 5: three calls) and nothing is printed by default."""
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("CONVERSATION_METRIC_CALLS", str(calls))
+    chats = [ConversationalEvalTestCase(name=f"c{i}", turns=[_turn(f"q{i}", "a", "a")]) for i in range(25)]
+    result = evaltasks.evaluate_conversations_sync(chats, [TurnRecallMetric()], batch_size=10)
+    assert calls.read_text().split() == ["10", "10", "5"]
+    assert [r.id for r in result.test_results] == [f"c{i}" for i in range(25)]
+    assert capsys.readouterr().out == ""
