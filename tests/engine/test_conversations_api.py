@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_the_score_batch_cache_key_covers_every_turn() -> None:
 
 
 def test_conversations_are_scored_in_batches_and_quietly(
-    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Regression (docs/conversations.md#differences-from-eval-ai-library): eval-ai-library judges one conversation
     at a time, metric after metric, and prints each one unless ``verbose=False``; here 25 conversations are

@@ -188,3 +188,16 @@ def test_a_turn_line_fits_the_terminal_whatever_the_lengths() -> None:
             if text is not None and len(text.strip()) < 30:
                 assert text.strip() in line
     assert turn_line(1, Turn(input=long_in, actual_output=long_out), 80).count("…") == 2
+
+
+def test_junit_xml_failures_hold_the_turns(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    paths = _write(tmp_path, _run())
+    root = ET.parse(paths["junit.xml"]).getroot()
+    failures = {case.get("name"): case.find("failure") for case in root.iter("testcase")}
+    text = next(f.text for name, f in failures.items() if f is not None and "pirate-refund" in (name or ""))
+    assert text is not None
+    assert "chatbot_role: a pirate who answers refund questions\n" in text
+    assert "turn 1 user: Can I get a refund?\nturn 1 assistant: Arr, give me yer order number.\n" in text
+    assert text.endswith("turn 3 user: How long does it take?\nturn 3 assistant: Two moons.")
