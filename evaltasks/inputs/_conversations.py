@@ -10,13 +10,18 @@ by the turn and the field: ``line 3: field 'turns[2].actual_output' must be a st
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evaltasks.errors import Problem
+from evaltasks.inputs.files import json_type_name as _type_name
 
-if TYPE_CHECKING:
-    from evaltasks.inputs.datasets import _Load
+# The loader's own pieces, passed in by evaltasks.inputs.datasets (which imports this module): ``load`` is its
+# ``_Load`` (a dataclass: explicit, source, problems, keys_seen, output_key); a turn is read by its row reader.
+_Load = Any
+RowReader = Callable[[Any, str, dict[str, Any]], tuple[dict[str, Any], bool]]
+"""``(load, where, row) -> (case fields, valid)``: how the loader reads a single-turn row (each turn is one)."""
 
 TURNS = "turns"
 """The row key holding the turns when ``dataset.fields.turns`` does not name another."""
@@ -39,12 +44,13 @@ def is_conversation_row(load: _Load, row: dict[str, Any]) -> bool:
     return TURNS in load.explicit or TURNS in row
 
 
-def conversation_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def conversation_fields(
+    load: _Load, where: str, row: dict[str, Any], read_turn: RowReader
+) -> tuple[dict[str, Any], bool]:
     """The :class:`~evaltasks.test_case.ConversationalEvalTestCase` fields of one row (``turns`` as a list of
     field dicts, ``chatbot_role``, ``id``; ``name`` when the row has no id) and whether they are all valid; each
-    bad one adds its problem to ``load.problems``, located at ``where`` and named ``turns[i].<field>``."""
-    from evaltasks.inputs.datasets import _case_fields, _type_name
-
+    bad one adds its problem to ``load.problems``, located at ``where`` and named ``turns[i].<field>``. Each turn
+    is read by ``read_turn`` (the loader's single-turn row reader: the same mapping, list fields and checks)."""
     source, key = load.source, turns_key(load)
     fields: dict[str, Any] = {}
     ok = True
@@ -68,7 +74,7 @@ def conversation_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[d
                 ok = False
                 continue
             load.keys_seen.update(turn)  # a mapped key found in a turn is not a typo
-            turn_fields, turn_ok = _case_fields(turn_load, where, turn)
+            turn_fields, turn_ok = read_turn(turn_load, where, turn)
             turn_fields.pop("id", None)
             turn_ok = _surrogate_free(turn_load, where, turn_fields) and turn_ok
             load.problems.extend(
@@ -91,8 +97,6 @@ def conversation_fields(load: _Load, where: str, row: dict[str, Any]) -> tuple[d
 def _row_id(load: _Load, where: str, row: dict[str, Any], fields: dict[str, Any]) -> bool:
     """Put the row's id (the ``id`` mapping or key, else its ``name``) in ``fields``; False (and a problem)
     when it is not a string or an integer."""
-    from evaltasks.inputs.datasets import _type_name
-
     for key in (load.explicit.get("id") or "id", "name"):
         value = row.get(key)
         if value is None or value == "":

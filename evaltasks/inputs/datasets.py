@@ -31,6 +31,7 @@ from typing import Any
 from evaltasks.errors import DatasetError, Problem
 from evaltasks.inputs._conversations import CSV_REFUSED, TURNS, conversation_fields, is_conversation_row
 from evaltasks.inputs.files import decode_text, load_yaml
+from evaltasks.inputs.files import json_type_name as _type_name
 from evaltasks.inputs.suite import DatasetSpec
 from evaltasks.test_case import ConversationalEvalTestCase, EvalTestCase, assign_ids
 
@@ -192,21 +193,6 @@ def _parse_json(text: str, source: str) -> Any:
 
 def _parse_yaml(text: str, source: str) -> Any:
     return load_yaml(text, source, DatasetError)  # safe loader; tags, duplicate keys… located by line and key
-
-
-def _type_name(value: Any) -> str:
-    """The JSON/YAML name of ``value``'s type (null, boolean, number, object, array, string)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    return "string" if isinstance(value, str) else type(value).__name__
 
 
 def _as_list(value: Any, separator: str | None, is_csv: bool) -> list[str] | str:
@@ -410,7 +396,7 @@ def _read_rows(load: _Load, rows: Iterator[tuple[str, dict[str, Any]]]) -> None:
             ):
                 break
         if not load.csv and is_conversation_row(load, row):  # docs/conversations.md#conversation-datasets
-            case_fields, row_ok = conversation_fields(load, where, row)
+            case_fields, row_ok = conversation_fields(load, where, row, _case_fields)
         else:
             case_fields, row_ok = _case_fields(load, where, row)
             # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
