@@ -70,6 +70,19 @@ _LAZY: dict[str, str] = {
             "ToxicityMetric",
         )
     },
+    **{
+        name: "evaltasks.metrics.conversation"
+        for name in (
+            "ConversationalFlowRateMetric",
+            "FailureRateMetric",
+            "GoalAchievementRateMetric",
+            "KnowledgeRetentionMetric",
+            "RepetitivePatternDetectionMetric",
+            "RoleAdherenceMetric",
+            "TaskSuccessRateMetric",
+            "UncertaintyHandlingMetric",
+        )
+    },
 }
 
 
@@ -112,6 +125,7 @@ __all__ = [
     "ContextualRecallMetric",
     "ContextualRelevancyMetric",
     "ConversationalEvalTestCase",
+    "ConversationalFlowRateMetric",
     "CostMetric",
     "CredentialsError",
     "CustomEvalMetric",
@@ -121,12 +135,15 @@ __all__ = [
     "EvalTestCase",
     "EvaluationResult",
     "ExactMatchMetric",
+    "FailureRateMetric",
     "FaithfulnessMetric",
     "FormatCheckMetric",
     "GEvalMetric",
     "GateFailed",
+    "GoalAchievementRateMetric",
     "InputError",
     "JsonSchemaMetric",
+    "KnowledgeRetentionMetric",
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
@@ -136,14 +153,18 @@ __all__ = [
     "ReferenceIndex",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
+    "RepetitivePatternDetectionMetric",
     "RestrictedRefusalMetric",
+    "RoleAdherenceMetric",
     "SemanticSimilarityMetric",
     "StartsWithMetric",
+    "TaskSuccessRateMetric",
     "TestCaseResult",
     "ToolCall",
     "ToolCorrectnessMetric",
     "ToxicityMetric",
     "TraceStep",
+    "UncertaintyHandlingMetric",
     "__version__",
     "evaluate",
     "evaluate_conversations",
