@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from evaltasks.engine.scoring import metric_failure
 from evaltasks.errors import QUOTE_MAX_CHARS, InputError, Problem, bounded, quote
-from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.base import BaseMetric, SkippedMetric
 from evaltasks.test_case import EvalTestCase
 
 
@@ -168,7 +168,8 @@ def case_kind_problems(
         first = locations[wrong[0]] if locations else f"item {wrong[0]}"
         others = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
         what = "a conversation" if conversation[wrong[0]] else "a single-turn case"
-        label = type(metric).__name__ + ("" if metric.name == type(metric).__name__ else f" '{metric.name}'")
+        cls = metric.name if isinstance(metric, SkippedMetric) else type(metric).__name__  # a stand-in: its name
+        label = cls + ("" if metric.name == cls else f" '{metric.name}'")
         found.append(
             (
                 m,

@@ -196,3 +196,22 @@ def test_a_target_on_a_conversation_suite_is_refused(tmp_path: Path) -> None:
         "--no-target grades them"
     )
     assert plan_run(suite, use_targets=False).dataset.cases[0].turns[0].actual_output == "Hello"
+
+
+def test_a_metric_skipped_for_missing_credentials_keeps_its_case_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a fork's pull request (no key, ``--skip-missing-credentials``) a conversation judge metric's stand-in
+    still takes conversations, and a single-turn judge metric's stand-in is still refused on them."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
+    suite = _suite(tmp_path, "  - {metric: RoleAdherenceMetric}\n", [CONVERSATION])
+    plan = plan_run(suite, skip_missing_credentials=True)
+    assert [type(m).__name__ for m in plan.suite.metrics] == ["SkippedMetric"]
+    suite = _suite(tmp_path, "  - {metric: RoleAdherenceMetric}\n  - {metric: ToxicityMetric}\n", [CONVERSATION])
+    with pytest.raises(ConfigError) as caught:
+        plan_run(suite, skip_missing_credentials=True)
+    assert [p.location for p in caught.value.problems] == ["metrics[1]"]
+    assert caught.value.problems[0].message == (
+        "ToxicityMetric scores single-turn cases only, but line 1 is a conversation (docs/conversations.md#metrics)"
+    )
