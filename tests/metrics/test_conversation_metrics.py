@@ -413,3 +413,33 @@ def test_a_users_prompt_file_replaces_the_shared_template_of_both_names(tmp_path
     bad.write_text("### system\nx\n### user\n{{ input }}\n", encoding="utf-8")
     with pytest.raises(ValueError, match="undefined variable"):
         METRICS["UncertaintyHandlingMetric"](prompts={"verdict": str(bad)})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_metric_survives_pickling_for_task_workers(name: str) -> None:
+    """Task runners send metrics to workers with cloudpickle: the copy has the same cache key, and a parameter
+    of the metric's own changes the key."""
+    import cloudpickle
+
+    metric = METRICS[name](samples=2, judge_options={"temperature": 0.3})
+    copy = cloudpickle.loads(cloudpickle.dumps(metric))
+    assert copy.cache_key() == metric.cache_key() and copy.template(copy.prompt_names[0]).system
+    own = {
+        "RoleAdherenceMetric": {"chatbot_role": "a banker"},
+        "GoalAchievementRateMetric": {"user_goal": "a loan"},
+        "TaskSuccessRateMetric": {"success_criteria": ["Explains the loan."]},
+        "KnowledgeRetentionMetric": {"temperature": 0.2},
+    }.get(name, {"threshold": 0.5})
+    assert METRICS[name](**own).cache_key() != METRICS[name]().cache_key()
+
+
+def test_eval_ai_librarys_evaluate_call_scores_a_conversation(server: ChatServer) -> None:
+    """``await metric.evaluate(conversation)``, eval-ai-library's per-case API, scores through the same judge."""
+    import asyncio
+
+    server.answers.append(json.dumps(label("fully", "key_issues")))
+    metric = make("ConversationalFlowRateMetric", server)
+    result = asyncio.run(metric.evaluate(CONVERSATION))
+    assert result.score == 1.0 and result.status == "passed" and len(server.requests) == 1
+    with pytest.raises(ValueError, match="field 'turns': is missing"):
+        asyncio.run(metric.evaluate(EvalTestCase(input="q", actual_output="a")))
