@@ -30,7 +30,7 @@ from evaltasks.reports._markdown_text import (
     p_equals,
     verdict_headline,
 )
-from evaltasks.reports.verdict import case_label, verdict_line
+from evaltasks.reports.verdict import case_label, conversation_label, verdict_line
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message, percent_text
 
 CHANGES_OPEN = 5
@@ -99,7 +99,11 @@ def change_lines(kind: str, changes: list[CaseChange]) -> str:
     each cut to :data:`TEXT_SHOWN` characters and escaped.
     ``changes``: the case's changes of this kind (one for a new or removed case)."""
     change = changes[0]
-    label = markdown_inline(case_label(change.case_id, change.input, change.current_output or change.baseline_output))
+    label = markdown_inline(
+        conversation_label(change.case_id, change.turns, total=change.turns_total)
+        if change.turns
+        else case_label(change.case_id, change.input, change.current_output or change.baseline_output)
+    )
     if change.kind == "new":
         what = f"lowest score {_score_status(change.current_score, change.current_status)}"
     elif change.kind == "removed":
@@ -114,6 +118,8 @@ def change_lines(kind: str, changes: list[CaseChange]) -> str:
         if len(changes) > CHANGE_METRICS_LISTED:  # a suite of hundreds of metrics: the line stays short
             what += f"; … {len(changes) - CHANGE_METRICS_LISTED} more metrics in results.json"
     lines = [f"- {CHANGE_ICONS[kind]} **{kind}: {label}** · {what}"]
+    if change.turns:
+        return "\n".join(lines + _change_turn_items(change))
     if change.input is not None:
         lines.append(f"  - question: {markdown_inline(change.input, TEXT_SHOWN)}")
     if change.expected_output is not None:
@@ -326,6 +332,18 @@ def worst_lines(w: WorstCase) -> str:
     if w.expected is not None:
         lines.append(f"  - reference: {markdown_inline(w.expected, TEXT_SHOWN)}")
     return "\n".join(lines)
+
+
+def _change_turn_items(change: CaseChange) -> list[str]:
+    """A changed conversation's turns as sub-items (this run's; a removed case's from the baseline), then, when
+    its last answer differs from the baseline's, that answer before (docs/conversations.md#reports)."""
+    turns = change.turns or []
+    earlier = (change.turns_total or len(turns)) - len(turns)
+    w = WorstCase(None, change.case_id, change.metric, "", "", turns=turns, turns_left_out=earlier)
+    lines = _turn_items(w)
+    if change.kind in ("worse", "better") and change.baseline_output != change.current_output:
+        lines.append(f"  - last answer before: {markdown_inline(change.baseline_output, TEXT_SHOWN)}")
+    return lines
 
 
 def _turn_items(w: WorstCase) -> list[str]:

@@ -392,18 +392,26 @@ def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | Non
         return None
     texts = {c.case_id: c for c in changes}
     rows = []
+    turns: list[list[tuple[int, Turn]]] = []  # a conversation's last turns, printed under its row
     for case_id in order[:limit]:
         text = texts.get(case_id)
-        label = case_label(
-            case_id, text.input if text else None, (text.current_output or text.baseline_output) if text else None
+        label = (
+            conversation_label(case_id, text.turns, total=text.turns_total)
+            if text is not None and text.turns
+            else case_label(
+                case_id, text.input if text else None, (text.current_output or text.baseline_output) if text else None
+            )
         )
         parts = [f"{c.metric} {_score(c.baseline_score)} → {_score(c.current_score)}" for c in worse.get(case_id, [])]
         rows.append((_printable(label) + (" (newly failing)" if case_id in newly else ""), _capped(parts)))
+        kept = text.turns if text is not None and text.turns else []
+        first = (text.turns_total or len(kept)) - len(kept) + 1 if text is not None else 1
+        turns.append(list(enumerate(kept, start=first))[-TURNS_LISTED:])
     regressed = len(order) - len(newly)
     title = f"since the baseline: {len(newly)} case{'' if len(newly) == 1 else 's'} newly failing"
     if regressed:
         title += f", {regressed} other{'' if regressed == 1 else 's'} scoring lower"
-    return NotableCases(title, rows, max(len(order) - limit, 0))
+    return NotableCases(title, rows, max(len(order) - limit, 0), turns)
 
 
 def _print_cases(console: Console, cases: NotableCases) -> None:

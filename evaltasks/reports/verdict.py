@@ -36,16 +36,19 @@ def is_derived_id(case_id: str, input: str | None, output: str | None = None) ->
     return text is not None and hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] == match["base"]
 
 
-def conversation_label(case_id: str, turns: Sequence[Turn], width: int = LABEL_WIDTH) -> str:
+def conversation_label(case_id: str, turns: Sequence[Turn], width: int = LABEL_WIDTH, total: int | None = None) -> str:
     """A readable name for a conversation (docs/conversations.md#reports): its id when the dataset or the case's
     ``name`` gave one, else (an id derived from its turns, :func:`evaltasks.test_case.assign_ids`) its first
-    turn's input, with ``#2``… kept; then its number of turns: ``refund-flow (3 turns)``. Plain text."""
+    turn's input, with ``#2``… kept; then its number of turns: ``refund-flow (3 turns)``. ``total``: how many turns
+    it has when ``turns`` holds only its last ones (its id is then shown). Plain text."""
     from evaltasks.test_case import turns_text
 
-    count = f" ({len(turns)} turn{'' if len(turns) == 1 else 's'})"
+    total = len(turns) if total is None else total
+    count = f" ({total} turn{'' if total == 1 else 's'})"
     match = _DERIVED.fullmatch(case_id)
     text = turns_text([(turn.input, turn.actual_output) for turn in turns])
-    if match is None or hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] != match["base"]:
+    derived = match is not None and hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] == match["base"]
+    if match is None or total != len(turns) or not derived:
         return shorten(case_id, max(width - len(count), 8)) + count
     first = turns[0].input if turns[0].input is not None else turns[0].actual_output
     repeat = match["repeat"] or ""

@@ -106,10 +106,16 @@ def test_a_conversation_suite_runs_caches_compares_and_gates(tmp_path: Path, pre
     test = comparison["pass_rate_test"]
     assert (test["worse"], test["better"], test["paired_cases"]) == (20, 0, 40)
     assert test["p_value"] == pytest.approx(2 * 0.5**20)  # exact McNemar: 20 discordant pairs, all worse
-    # the turns are readable in summary.md and in the terminal's list of cases
+    # the turns are readable in summary.md's changed cases and worst cases, and in the terminal's list of cases
     summary = (tmp_path / "current" / "summary.md").read_text(encoding="utf-8")
+    changed = (
+        "- 🔻 **newly failing: c0 \\(3 turns\\)** · TurnRecallMetric 1.0000 (passed) → 0.5000 (failed), Δ -0.5000\n"
+    )
+    assert changed in summary, summary
     assert "  - turn 1: user: Where is order 0? → assistant: I do not know\\. (expected: shipped)" in summary
-    assert "c0 (newly failing)" in current.stdout
+    assert "last answer before" not in summary  # the last turn did not change
+    assert "  c0 (3 turns) (newly failing) — TurnRecallMetric 1.0000 → 0.5000\n" in current.stdout
+    assert "      turn 1: user: Where is order 0? → assistant: I do not know.\n" in current.stdout
 
 
 def test_a_mismatched_metric_exits_2_naming_it(tmp_path: Path, prefect_api_url: str) -> None:

@@ -201,3 +201,44 @@ def test_junit_xml_failures_hold_the_turns(tmp_path: Path) -> None:
     assert "chatbot_role: a pirate who answers refund questions\n" in text
     assert "turn 1 user: Can I get a refund?\nturn 1 assistant: Arr, give me yer order number.\n" in text
     assert text.endswith("turn 3 user: How long does it take?\nturn 3 assistant: Two moons.")
+
+
+def test_changed_conversations_show_their_turns_against_a_baseline(tmp_path: Path) -> None:
+    """Against a baseline, summary.md's changed cases and the terminal's list name a conversation by its first input
+    (an id derived from its turns) and list its turns; a changed last answer is shown before; a conversation removed
+    since the baseline shows the baseline's turns."""
+    base = _run()
+    _write(tmp_path / "base", base)
+    baseline = json.loads((tmp_path / "base" / "results.json").read_text(encoding="utf-8"))
+    baseline["cases"].append(
+        {
+            "id": "gone",
+            "status": "passed",
+            "actual_output": "Bye",
+            "turns": [{"input": "Old question", "actual_output": "Bye"}],
+            "metrics": [{"name": "TurnRecallMetric", "score": 1.0, "status": "passed"}],
+        }
+    )
+    for case in baseline["cases"]:  # every conversation scored 1.0 in the baseline, its last answer "before"
+        case["metrics"][0].update(score=1.0, status="passed")
+        case["status"] = "passed"
+    baseline["cases"][1]["actual_output"] = "Bye before"
+    current = _run()
+    comparison = compare_results(baseline, current.summary, current.test_results)
+    header = {"schema_version": SCHEMA_VERSION, "suite": "chat", "passed": False, "gate": {"min_pass_rate": 1.0}}
+    paths = write_reports(tmp_path / "cur", current, header, passed=False, min_pass_rate=1.0, comparison=comparison)
+    text = paths["summary.md"].read_text(encoding="utf-8")
+    unnamed = "\n".join(
+        [
+            "- 🔻 **newly failing: Hello there, I need help with my invo… \\(2 turns\\)** · TurnRecallMetric 1.0000 "
+            "(passed) → 0.0000 (failed), Δ -1.0000",
+            "  - turn 1: user: Hello there, I need help with my invoice → assistant: Hi\\! (expected: invoice)",
+            "  - turn 2: user: Thanks → assistant: Bye",
+            "  - last answer before: Bye before",
+        ]
+    )
+    assert unnamed in text, text
+    assert "**removed: gone \\(1 turn\\)**" in text and "  - turn 1: user: Old question → assistant: Bye" in text
+    cases = notable_cases(paths["results.json"], current.summary)
+    assert cases is not None and cases.rows[0][0] == "Hello there, I need help with my invo… (2 turns) (newly failing)"
+    assert [(n, t.input) for n, t in cases.turns[0]] == [(1, "Hello there, I need help with my invoice"), (2, "Thanks")]
