@@ -418,7 +418,8 @@ def _print_cases(console: Console, cases: NotableCases) -> None:
     """``cases`` under the table: its title, one line per case (its name — each metric and score) or, when that
     line would not fit the console, the name on one line and its metrics on at most two more, as many to a line
     as fit (numbers whole; those that do not fit are counted in the last line's ``… N more metrics``), then
-    where the rest are: at most 3 lines a case, ``3 × CASES_SHOWN + 2`` lines in all."""
+    where the rest are: at most 3 lines a case, ``3 × CASES_SHOWN + 2`` lines in all, and under a conversation its
+    last :data:`TURNS_LISTED` turns, one line each (:func:`~evaltasks.reports.verdict.turn_line`)."""
     console.print(Text(cases.title + ":", style="bold"))
     for row, (label, parts) in enumerate(cases.rows):
         line = f"  {label} — {'; '.join(parts)}" if parts else f"  {label}"

@@ -215,3 +215,9 @@ def test_a_metric_skipped_for_missing_credentials_keeps_its_case_kind(
     assert caught.value.problems[0].message == (
         "ToxicityMetric scores single-turn cases only, but line 1 is a conversation (docs/conversations.md#metrics)"
     )
+
+
+def test_extra_columns_of_a_conversation_row_are_read_from_the_row(tmp_path: Path) -> None:
+    rows = [{**CONVERSATION, "topic": "billing"}, {**CONVERSATION, "id": "x", "topic": 3}]
+    dataset = load_dataset(DatasetSpec(path="c.jsonl", cluster="topic"), _write(tmp_path / "c.jsonl", rows).parent)
+    assert dataset.columns == {"topic": ["billing", "3"]}
