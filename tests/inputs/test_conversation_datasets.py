@@ -83,6 +83,10 @@ def test_two_conversations_sharing_their_last_turn_keep_distinct_ids(tmp_path: P
     assert dataset.ids == expected and len(set(expected)) == 3
     # a single-turn case with the same last exchange has the input's hash: another id again
     assert _sha12("Price?") not in dataset.ids
+    # other scripts are hashed as UTF-8 text, unescaped; a turn without input as null
+    other = [{"turns": [{"input": "Привет", "actual_output": "Здравствуйте"}, {"actual_output": "…"}]}]
+    dataset = load_dataset(DatasetSpec(path="u.yaml"), _write(tmp_path / "u.yaml", other).parent)
+    assert dataset.ids == [_sha12('[["Привет","Здравствуйте"],[null,"…"]]')]
 
 
 def test_a_bad_turn_is_named_by_file_row_and_field(tmp_path: Path) -> None:
