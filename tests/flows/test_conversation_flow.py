@@ -141,3 +141,44 @@ def test_a_mismatched_metric_exits_2_naming_it(tmp_path: Path, prefect_api_url: 
         "metrics[0]: field 'metric' LengthCheckMetric scores single-turn cases only, but line 1 is a conversation"
         in proc.stdout + proc.stderr
     )
+
+
+def test_the_flows_summary_artifact_shows_the_turns(tmp_path: Path, prefect_harness: None) -> None:
+    """The evaluate-suite flow run in this process: its Prefect markdown artifact (the summary) lists a failing
+    conversation's turns, and its returned outcome counts conversations as cases."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+
+    from evaltasks.flows.evaluate_suite import evaluate_suite
+
+    rows = _rows(changed=True)[:4]  # c0 and c2 miss their first turn
+    (tmp_path / "chats.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: chats-in-process\ndataset:\n  path: chats.jsonl\n"
+        "  fields: {input: q, actual_output: a, expected_output: gold}\n"
+        "metrics:\n  - {metric: 'tests.conversation_metric:TurnRecallMetric', threshold: 0.9}\n"
+        "gate: {min_pass_rate: 0.0}\n",
+        encoding="utf-8",
+    )
+    state = evaluate_suite(
+        suite_path=str(suite), output_dir=str(tmp_path / "out"), index_dir=str(tmp_path / "index"), return_state=True
+    )
+    assert state.is_completed(), state
+    outcome, flow_run_id = state.result(), state.state_details.flow_run_id
+    assert outcome["summary"]["cases"] == 4 and outcome["summary"]["failed_cases"] == 2
+
+    async def read() -> list:
+        async with get_client() as client:
+            return await client.read_artifacts(
+                artifact_filter=ArtifactFilter(
+                    key=ArtifactFilterKey(any_=["chats-in-process-summary"]),
+                    flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+                )
+            )
+
+    [artifact] = asyncio.run(read())
+    assert artifact.type == "markdown"
+    assert "  - turn 1: user: Where is order 2? → assistant: I do not know\\. (expected: shipped)" in artifact.data
