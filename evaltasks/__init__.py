@@ -23,6 +23,8 @@ from evaltasks.errors import (
 _LAZY: dict[str, str] = {
     "evaluate": "evaltasks.engine.evaluate",
     "evaluate_sync": "evaltasks.engine.evaluate",
+    "evaluate_conversations": "evaltasks.engine.evaluate",
+    "evaluate_conversations_sync": "evaltasks.engine.evaluate",
     "ReferenceIndex": "evaltasks.index",
     "EvaluationResult": "evaltasks.results",
     "MetricResult": "evaltasks.results",
@@ -201,5 +203,7 @@ __all__ = [
     "UncertaintyHandlingMetric",
     "__version__",
     "evaluate",
+    "evaluate_conversations",
+    "evaluate_conversations_sync",
     "evaluate_sync",
 ]

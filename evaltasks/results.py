@@ -199,6 +199,20 @@ def case_status(metrics: list[MetricResult]) -> Status:
     return "skipped"
 
 
+class Turn(BaseModel):
+    """One turn of a conversation as reports show it (docs/conversations.md#reports).
+
+    Attributes:
+        input: what the user said, if anything.
+        actual_output: what the assistant answered.
+        expected_output: the answer expected at this turn, if any.
+    """
+
+    input: str | None = None
+    actual_output: str
+    expected_output: str | None = None
+
+
 class TestCaseResult(BaseModel):
     """All metric results of one test case, in metric order.
 
@@ -215,6 +229,9 @@ class TestCaseResult(BaseModel):
             output came with the data (docs/targets.md#targets).
         variants: the perturbed inputs the target also answered and its answers (the suite's ``perturbations:``,
             PromptRobustnessMetric; docs/metrics/reliability.md#perturbations); None without.
+        turns: a conversation's turns in order (``input`` and ``actual_output`` are then its last turn's); None
+            for a single-turn case (docs/conversations.md#reports).
+        chatbot_role: a conversation's ``chatbot_role``, if it has one.
     """
 
     __test__ = False  # not a pytest test class
@@ -228,6 +245,8 @@ class TestCaseResult(BaseModel):
     expected_output: str | None = None
     generation: Generation | None = None
     variants: list[Variant] | None = None
+    turns: list[Turn] | None = None
+    chatbot_role: str | None = None
 
     @classmethod
     def from_metrics(
@@ -239,12 +258,15 @@ class TestCaseResult(BaseModel):
         expected_output: str | None = None,
         generation: Generation | None = None,
         variants: list[Variant] | None = None,
+        turns: list[Turn] | None = None,
+        chatbot_role: str | None = None,
     ) -> TestCaseResult:
         """Build a case result, deriving ``status`` and ``success`` from the metric results.
 
         ``expected_output``: the case's expected output, else its first reference (see :func:`expected_text`).
         ``generation``: how a target produced ``actual_output`` (the case's ``generation``; None: from the data).
         ``variants``: the case's perturbed variants and their outputs (None: none).
+        ``turns``, ``chatbot_role``: a conversation's (:func:`conversation_turns`); None for a single-turn case.
 
         Raises TypeError when an argument has the wrong type (built without pydantic's validation, which
         costs more than the rest of a LengthCheck run: the fields are checked here instead).
@@ -256,6 +278,8 @@ class TestCaseResult(BaseModel):
             or not (expected_output is None or isinstance(expected_output, str))
             or not (generation is None or isinstance(generation, Generation))
             or not (variants is None or isinstance(variants, list))
+            or not (turns is None or all(isinstance(turn, Turn) for turn in turns))
+            or not (chatbot_role is None or isinstance(chatbot_role, str))
         ):
             raise TypeError("id and actual_output must be strings, input and expected_output strings or None")
         metrics = list(metrics)
@@ -275,8 +299,29 @@ class TestCaseResult(BaseModel):
                 "expected_output": expected_output,
                 "generation": generation,
                 "variants": variants,
+                "turns": None if turns is None else list(turns),
+                "chatbot_role": chatbot_role,
             },
         )
+
+
+def conversation_turns(case: Any) -> list[Turn] | None:
+    """The turns of ``case`` as reports show them (a :class:`~evaltasks.test_case.ConversationalEvalTestCase`'s
+    ``turns``, each expected output or else first reference); None for a single-turn case."""
+    turns = getattr(case, "turns", None)
+    if not turns:
+        return None
+    return [
+        _construct(
+            Turn,
+            {
+                "input": turn.input,
+                "actual_output": turn.actual_output,
+                "expected_output": expected_text(turn.expected_output, turn.references),
+            },
+        )
+        for turn in turns
+    ]
 
 
 def expected_text(expected_output: str | None, references: list[str] | None) -> str | None:
@@ -289,6 +334,7 @@ def expected_text(expected_output: str | None, references: list[str] | None) -> 
 
 _check_constructible(MetricResult)
 _check_constructible(TestCaseResult)
+_check_constructible(Turn)
 
 
 class Interval(BaseModel):

@@ -192,9 +192,19 @@ class ConversationalEvalTestCase(EvalTestCase):
         return data
 
 
+def turns_text(turns: list[tuple[str | None, str]]) -> str:
+    """The text a conversation's derived id is hashed from: its turns' ``(input, actual_output)`` pairs as
+    compact JSON (``[["Hi","Hello!"],[null,"Bye"]]``); docs/conversations.md#ids-and-caching."""
+    import json
+
+    return json.dumps([[user, answer] for user, answer in turns], ensure_ascii=False, separators=(",", ":"))
+
+
 def assign_ids(cases: list[EvalTestCase], explicit: list[str | None] | None = None) -> list[str]:
     """Stable ids for ``cases``: the explicit id (or ``name``) when given, else the first 12 hex digits of
-    sha256 of the input (of the output when there is no input). A repeated id gets ``#2``, ``#3``… in order.
+    sha256 of the input (of the output when there is no input); of a conversation, of every turn's input and
+    output (:func:`turns_text`), so two conversations sharing their last turn keep distinct ids. A repeated id
+    gets ``#2``, ``#3``… in order.
     """
     import hashlib
 
@@ -203,7 +213,10 @@ def assign_ids(cases: list[EvalTestCase], explicit: list[str | None] | None = No
     for i, case in enumerate(cases):
         base = (explicit[i] if explicit else None) or case.name
         if not base:
-            text = case.input if case.input is not None else case.actual_output
+            if isinstance(case, ConversationalEvalTestCase):
+                text = turns_text([(turn.input, turn.actual_output) for turn in case.turns])
+            else:
+                text = case.input if case.input is not None else case.actual_output
             base = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
         seen[base] = seen.get(base, 0) + 1
         ids.append(base if seen[base] == 1 else f"{base}#{seen[base]}")

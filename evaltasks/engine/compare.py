@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 from evaltasks.engine import statistics
 from evaltasks.engine.options import DEFAULT_TOLERANCE  # the run option's default, declared there
 from evaltasks.errors import InputError, Problem, quote
-from evaltasks.results import EvaluationSummary, Interval, TestCaseResult
+from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, Turn
 
 ChangeKind = Literal["worse", "better", "new", "removed"]
 Verdict = Literal["regressed", "improved", "no significant change", "inconclusive"]
@@ -87,6 +87,25 @@ def _cut(text: Any) -> str | None:
     return text[:CHANGE_TEXT_LIMIT] if isinstance(text, str) else None
 
 
+CHANGE_TURNS_KEPT = 10
+"""A conversation's last turns kept in a :class:`CaseChange` (docs/conversations.md#reports)."""
+
+
+def _cut_turns(turns: Any) -> list[Turn] | None:
+    """A conversation's last :data:`CHANGE_TURNS_KEPT` turns (results or results.json dicts), texts cut to
+    :data:`CHANGE_TEXT_LIMIT`; None for a single-turn case or turns that cannot be read."""
+    if not isinstance(turns, list) or not turns:
+        return None
+    try:
+        kept = [turn if isinstance(turn, Turn) else Turn.model_validate(turn) for turn in turns[-CHANGE_TURNS_KEPT:]]
+    except ValueError:  # a baseline's malformed turns: shown as a single-turn case
+        return None
+    return [
+        Turn(input=_cut(t.input), actual_output=_cut(t.actual_output) or "", expected_output=_cut(t.expected_output))
+        for t in kept
+    ]
+
+
 def _lowest(scores: Iterable[Any]) -> float | None:
     values = [float(s) for s in scores if isinstance(s, (int, float)) and not isinstance(s, bool)]
     return min(values) if values else None
@@ -133,6 +152,8 @@ class CaseChange(BaseModel):
         input, expected_output: the case's input and expected answer or reference (None when it has none or the
             results.json that held it is older); baseline_output, current_output: the output on each side. Texts
             are cut to :data:`CHANGE_TEXT_LIMIT` characters (results.json's cases hold them whole).
+        turns, turns_total: a conversation's last :data:`CHANGE_TURNS_KEPT` turns (this run's; a removed case's
+            from the baseline) and how many it has; None for a single-turn case (docs/conversations.md#reports).
     """
 
     case_id: str
@@ -147,6 +168,8 @@ class CaseChange(BaseModel):
     expected_output: str | None = None
     baseline_output: str | None = None
     current_output: str | None = None
+    turns: list[Turn] | None = None
+    turns_total: int | None = None
 
 
 class Comparison(BaseModel):
@@ -252,7 +275,7 @@ def reference_target_cases(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # results.json versions a comparison reads (evaltasks/reports/json_report.py SCHEMA_VERSION is the newest)
-BASELINE_SCHEMA_VERSIONS = (1, 2, 3)
+BASELINE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 BASELINE_PROBLEMS_SHOWN = 20
 
 
@@ -559,6 +582,8 @@ class ComparisonBuilder:
                         input=_cut(case.input),
                         expected_output=_cut(case.expected_output),
                         current_output=_cut(case.actual_output),
+                        turns=_cut_turns(case.turns),
+                        turns_total=len(case.turns) if case.turns else None,
                     )
                 )
                 continue
@@ -603,6 +628,8 @@ class ComparisonBuilder:
                             expected_output=_cut(case.expected_output),
                             baseline_output=_cut(base_doc.get("actual_output")),
                             current_output=_cut(case.actual_output),
+                            turns=_cut_turns(case.turns),
+                            turns_total=len(case.turns) if case.turns else None,
                         )
                     )
 
@@ -680,6 +707,8 @@ class ComparisonBuilder:
             input=_cut(doc.get("input")),
             expected_output=_cut(doc.get("expected_output")),
             baseline_output=_cut(doc.get("actual_output")),
+            turns=_cut_turns(doc.get("turns")),
+            turns_total=len(doc["turns"]) if _cut_turns(doc.get("turns")) else None,
         )
 
 

@@ -53,7 +53,7 @@ from evaltasks.judges.binding import (
 )
 from evaltasks.metrics.base import BaseMetric
 from evaltasks.results import EvaluationResult
-from evaltasks.test_case import EvalTestCase, assign_ids
+from evaltasks.test_case import ConversationalEvalTestCase, EvalTestCase, assign_ids
 
 if TYPE_CHECKING:
     from evaltasks.metrics.reliability import PerturbationSpec
@@ -73,6 +73,8 @@ __all__ = [
     "embed_texts",
     "estimate_judge_cost",
     "evaluate",
+    "evaluate_conversations",
+    "evaluate_conversations_sync",
     "evaluate_sync",
     "judge_budget",
     "metric_failure",
@@ -236,6 +238,83 @@ def _with_run_metrics(
     targets = [t.model_copy(update={"summary": tally.attach(t.summary, i)}) for i, t in enumerate(result.targets)]
     summary = targets[0].summary if targets else tally.attach(result.summary)
     return result.model_copy(update={"summary": summary, "targets": targets})
+
+
+def evaluate_conversations_sync(
+    conversations: Sequence[ConversationalEvalTestCase],
+    metrics: Sequence[BaseMetric],
+    *,
+    index_dir: str | Path | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    verbose: bool = False,
+    ids: Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+    judge: Any = None,
+    refresh: bool = False,
+) -> EvaluationResult:
+    """Evaluate ``conversations`` with ``metrics``; the synchronous twin of :func:`evaluate_conversations`
+    (docs/conversations.md#python-api).
+
+    Each conversation is one case of :func:`evaluate_sync`'s pipeline (same batching, caching, statistics and
+    result): its id is its ``name``, else a hash of every turn (:func:`~evaltasks.test_case.assign_ids`), and its
+    :class:`~evaltasks.results.TestCaseResult` carries ``turns`` and ``chatbot_role``. Arguments as
+    :func:`evaluate_sync`'s; there is no ``target`` (a target answers one input: a conversation's turns are
+    recorded, not generated).
+
+    Raises:
+        ValueError (:class:`~evaltasks.errors.InputError`): an item that is not a
+            :class:`~evaltasks.test_case.ConversationalEvalTestCase`, a metric that does not score conversations
+            (``case_kind`` ``"single"``), or what :func:`evaluate_sync` raises for invalid metrics or cases.
+        CredentialsError: a provider's credentials are missing or rejected.
+    """
+    from evaltasks.errors import InputError, Problem
+
+    cases = list(conversations)
+    problems = [
+        Problem("<python>", f"item {i}", "", f"is not a ConversationalEvalTestCase: {type(case).__name__}")
+        for i, case in enumerate(cases)
+        if not isinstance(case, ConversationalEvalTestCase)
+    ]
+    if problems:
+        raise InputError(problems, title="invalid conversations")
+    return evaluate_sync(
+        cases,
+        metrics,
+        index_dir=index_dir,
+        batch_size=batch_size,
+        verbose=verbose,
+        ids=ids,
+        progress=progress,
+        judge=judge,
+        refresh=refresh,
+    )
+
+
+async def evaluate_conversations(
+    conversations: Sequence[ConversationalEvalTestCase],
+    metrics: Sequence[BaseMetric],
+    *,
+    index_dir: str | Path | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    verbose: bool = False,
+    judge: Any = None,
+    refresh: bool = False,
+) -> EvaluationResult:
+    """Evaluate ``conversations`` with ``metrics`` (as eval-ai-library's:
+    ``asyncio.run(evaluate_conversations(conversations, metrics))``; docs/conversations.md#python-api).
+
+    Runs :func:`evaluate_conversations_sync` in a worker thread. Arguments, result and errors as its.
+    """
+    return await asyncio.to_thread(
+        evaluate_conversations_sync,
+        conversations,
+        metrics,
+        index_dir=index_dir,
+        batch_size=batch_size,
+        verbose=verbose,
+        judge=judge,
+        refresh=refresh,
+    )
 
 
 def _as_targets(target: Any) -> list[Target]:

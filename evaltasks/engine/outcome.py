@@ -35,9 +35,10 @@ if TYPE_CHECKING:
     from evaltasks.engine.history import DriftReport
     from evaltasks.inputs.suite import Gate
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of results.json a run writes (docs/reports.md#outputs); ``evaltasks.reports.SCHEMA_VERSION``. Version 3
-added each case's ``generation`` and the top-level ``targets`` (runs with targets, docs/targets.md#the-generate-stage)."""
+added each case's ``generation`` and the top-level ``targets`` (runs with targets, docs/targets.md#the-generate-stage);
+version 4 each case's ``turns`` and ``chatbot_role`` (conversations, docs/conversations.md#reports)."""
 
 FAIL_ON = ("min_pass_rate", "regression", "either")
 SIDE_BY_SIDE_CASES: dict[str, Any] = {"splits": True, "targets": {"__all__": {"comparison": {"changes"}}}}

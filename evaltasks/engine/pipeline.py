@@ -63,8 +63,8 @@ from evaltasks.engine.generation import (
 from evaltasks.engine.scoring import score_metric_batch
 from evaltasks.engine.statistics import summarize
 from evaltasks.engine.stream import case_results, chunks, gc_frozen, stream_batches
-from evaltasks.engine.validation import validate_cases, validate_metrics
-from evaltasks.errors import InputError, ProviderError
+from evaltasks.engine.validation import case_kind_problems, validate_cases, validate_metrics
+from evaltasks.errors import InputError, Problem, ProviderError
 from evaltasks.index import ReferenceIndex
 from evaltasks.judges.binding import JudgedMetric, bind_judges, judge_budget
 from evaltasks.judges.budget import Budget
@@ -77,7 +77,7 @@ from evaltasks.results import (
     TargetRun,
     TestCaseResult,
 )
-from evaltasks.test_case import EvalTestCase, Generation
+from evaltasks.test_case import ConversationalEvalTestCase, EvalTestCase, Generation
 
 if TYPE_CHECKING:
     from evaltasks.metrics.reliability._perturbations import PerturbationSpec
@@ -186,11 +186,23 @@ def validate(
         InputError: invalid metrics, or invalid cases (every problem at once, located by ``item i``).
     """
     validate_metrics(metrics)
+    kinds = case_kind_problems(cases, metrics)  # docs/conversations.md#metrics
+    if kinds:
+        raise InputError([Problem("<python>", f"metrics[{m}]", "", why) for m, why in kinds], title="invalid metrics")
     problems = validate_cases(cases, metrics)
     if generated:
         problems = drop_generated_problems(problems, *([fields] if fields is not None else []))
     if problems:
         raise InputError(problems, title="invalid test cases")
+    if generated and any(isinstance(case, ConversationalEvalTestCase) for case in cases):
+        raise InputError([Problem("<python>", "target", "", TARGET_ON_CONVERSATIONS)], title="invalid targets")
+
+
+TARGET_ON_CONVERSATIONS = (
+    "a target cannot be run on conversations: it answers one input, and a conversation's turns are recorded "
+    "(grade the dataset's own turns; docs/conversations.md#targets)"
+)
+"""Why a run with a target refuses conversations (the Python API's and the suite's)."""
 
 
 def generate(

@@ -10,7 +10,7 @@ to the flow as its ``plan`` parameter (a :class:`PlannedRun`) so nothing is pars
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,7 +141,9 @@ def plan_run(
             suite.suite.dataset,
             suite.path.parent,
             check=lambda cases, locations: _checked(
-                validate_cases(cases, [*suite.metrics, *suite.run_metrics], source=source, locations=locations),
+                validate_cases(cases, [*suite.metrics, *suite.run_metrics], source=source, locations=locations)
+                if _fitting(suite, cases, locations, generated)
+                else [],
                 generated,
                 filled_fields(suite.targets, suite.suite.perturbations) if generated else None,
             ),
@@ -205,6 +207,29 @@ def _check_targets(suite: LoadedSuite, dataset: LoadedDataset, skip_missing_cred
         left = "its cases are skipped" if every else "left out of the run"
         suite.warnings.append(f"{why} ({left}; --skip-missing-credentials)")
     return skipped
+
+
+def _fitting(suite: LoadedSuite, cases: Sequence[Any], locations: Sequence[str], generated: bool) -> bool:
+    """True when the dataset's kind of cases fits the suite: no target on conversations, and each metric's
+    ``case_kind`` fits (docs/conversations.md#metrics).
+
+    Raises:
+        ConfigError: a target on a conversation dataset (at ``target``), or a metric whose ``case_kind`` does not
+            fit the cases (at ``metrics[i]``, naming the metric and the first row that does not fit).
+    """
+    from evaltasks.engine.pipeline import TARGET_ON_CONVERSATIONS
+    from evaltasks.engine.validation import case_kind_problems
+    from evaltasks.errors import ConfigError, Problem
+    from evaltasks.test_case import ConversationalEvalTestCase
+
+    source = str(suite.path)
+    if generated and any(isinstance(case, ConversationalEvalTestCase) for case in cases):
+        where = "target" if suite.suite.target is not None else "targets"
+        raise ConfigError([Problem(source, where, "", TARGET_ON_CONVERSATIONS + "; --no-target grades them")])
+    kinds = case_kind_problems(cases, suite.metrics, locations)
+    if kinds:
+        raise ConfigError([Problem(source, f"metrics[{m}]", "metric", why) for m, why in kinds])
+    return True
 
 
 def _checked(problems: list[Any], generated: bool, fields: frozenset[str] | None = None) -> list[Any]:

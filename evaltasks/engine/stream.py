@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from evaltasks.engine.progress import current_run_context
-from evaltasks.results import MetricResult, TestCaseResult, expected_text
+from evaltasks.results import MetricResult, TestCaseResult, conversation_turns, expected_text
 from evaltasks.test_case import EvalTestCase
 
 # A task run costs Prefect 5-10 ms here (API calls, states, and the GIL it shares with the scoring threads);
@@ -101,6 +101,8 @@ def case_results(
             expected_text(cases[i].expected_output, cases[i].references),
             cases[i].generation,
             cases[i].variants,
+            conversation_turns(cases[i]),
+            getattr(cases[i], "chatbot_role", None),
         )
         for j, i in enumerate(rows)
     ]

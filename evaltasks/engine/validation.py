@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from evaltasks.engine.scoring import metric_failure
 from evaltasks.errors import QUOTE_MAX_CHARS, InputError, Problem, bounded, quote
-from evaltasks.metrics.base import BaseMetric
+from evaltasks.metrics.base import BaseMetric, SkippedMetric
 from evaltasks.test_case import EvalTestCase
 
 
@@ -133,3 +133,47 @@ def validate_cases(
             old = problems[index]
             problems[index] = replace(old, message=f"{old.message} (and {count} more failure(s) not listed)")
     return problems
+
+
+CASE_KINDS = {
+    "single": "single-turn cases",
+    "conversation": "conversations",
+    "any": "single-turn cases and conversations",
+}
+"""What each :attr:`~evaltasks.metrics.base.BaseMetric.case_kind` scores, in words."""
+
+
+def case_kind_problems(
+    cases: Sequence[EvalTestCase], metrics: Sequence[BaseMetric], locations: Sequence[str] | None = None
+) -> list[tuple[int, str]]:
+    """Each metric of ``metrics`` whose ``case_kind`` does not fit ``cases``: a ``"conversation"`` metric given a
+    single-turn case, a ``"single"`` metric given a conversation
+    (:class:`~evaltasks.test_case.ConversationalEvalTestCase`); ``"any"`` fits both (docs/conversations.md#metrics).
+
+    Returns ``(metric index, message)`` pairs, one per metric that does not fit, the message naming the metric,
+    what it scores and the first case that does not fit (``locations[i]``, default ``item i``) with the count of
+    the others; the caller locates them (the suite's ``metrics[i]``, the Python API's).
+    """
+    from evaltasks.test_case import ConversationalEvalTestCase
+
+    conversation = [isinstance(case, ConversationalEvalTestCase) for case in cases]
+    found = []
+    for m, metric in enumerate(metrics):
+        kind = getattr(metric, "case_kind", "single")
+        if kind not in ("single", "conversation"):
+            continue
+        wrong = [i for i, is_conversation in enumerate(conversation) if is_conversation != (kind == "conversation")]
+        if not wrong:
+            continue
+        first = locations[wrong[0]] if locations else f"item {wrong[0]}"
+        others = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        what = "a conversation" if conversation[wrong[0]] else "a single-turn case"
+        cls = metric.name if isinstance(metric, SkippedMetric) else type(metric).__name__  # a stand-in: its name
+        label = cls + ("" if metric.name == cls else f" '{metric.name}'")
+        found.append(
+            (
+                m,
+                f"{label} scores {CASE_KINDS[kind]} only, but {first}{others} is {what} (docs/conversations.md#metrics)",
+            )
+        )
+    return found

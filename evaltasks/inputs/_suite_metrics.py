@@ -72,7 +72,10 @@ def _skipped_metric(spec: MetricSpec, reason: str) -> SkippedMetric:
     if threshold is None:
         parameter = inspect.signature(get_metric_class(spec.metric)).parameters.get("threshold")
         threshold = parameter.default if parameter is not None and parameter.default is not inspect._empty else 0.0
-    return SkippedMetric(spec.name or spec.metric, float(threshold), f"skipped: {reason}")
+    skipped = SkippedMetric(spec.name or spec.metric, float(threshold), f"skipped: {reason}")
+    # the cases it stands in for are the metric's: a conversation metric's stand-in still refuses single-turn cases
+    vars(skipped)["case_kind"] = getattr(get_metric_class(spec.metric), "case_kind", "single")
+    return skipped
 
 
 @dataclass

@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.errors import DatasetError, Problem
+from evaltasks.inputs._conversations import CSV_REFUSED, TURNS, conversation_fields, is_conversation_row
 from evaltasks.inputs.files import decode_text, load_yaml
+from evaltasks.inputs.files import json_type_name as _type_name
 from evaltasks.inputs.suite import DatasetSpec
-from evaltasks.test_case import EvalTestCase, assign_ids
+from evaltasks.test_case import ConversationalEvalTestCase, EvalTestCase, assign_ids
 from evaltasks.traces import as_records
 
 _MISSING = object()
@@ -206,21 +208,6 @@ def _parse_json(text: str, source: str) -> Any:
 
 def _parse_yaml(text: str, source: str) -> Any:
     return load_yaml(text, source, DatasetError)  # safe loader; tags, duplicate keys… located by line and key
-
-
-def _type_name(value: Any) -> str:
-    """The JSON/YAML name of ``value``'s type (null, boolean, number, object, array, string)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    return "string" if isinstance(value, str) else type(value).__name__
 
 
 def _as_list(value: Any, separator: str | None, is_csv: bool) -> list[str] | str:
@@ -416,14 +403,20 @@ def _read_rows(load: _Load, rows: Iterator[tuple[str, dict[str, Any]]]) -> None:
                 load.read_all = not load.unseen_dropped
         if load.csv and not load.column_checked:
             load.column_checked = True
+            if TURNS in row:  # a conversation needs a list of turns per row: JSONL, JSON or YAML
+                load.problems.append(Problem(load.source, "line 1", TURNS, CSV_REFUSED))
+                break
             if _missing_columns(
                 {**load.explicit, **_asked_columns(load.spec, load.wanted)}, list(row), load.source, load.problems
             ):
                 break
-        case_fields, row_ok = _case_fields(load, where, row)
-        # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
-        if load.check_surrogates and not _surrogate_free(load, where, case_fields):
-            row_ok = False
+        if not load.csv and is_conversation_row(load, row):  # docs/conversations.md#conversation-datasets
+            case_fields, row_ok = conversation_fields(load, where, row, _case_fields)
+        else:
+            case_fields, row_ok = _case_fields(load, where, row)
+            # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
+            if load.check_surrogates and not _surrogate_free(load, where, case_fields):
+                row_ok = False
         if load.generated:
             case_fields["vars"] = {str(key): value for key, value in row.items()}
         extra_values: list[str | None] = []
@@ -571,7 +564,9 @@ def _add_case(load: _Load, where: str, case_fields: dict[str, Any], extra_values
             )
             return
         load.first_seen[row_id] = where
-    dataset.cases.append(EvalTestCase(**case_fields))
+    dataset.cases.append(
+        ConversationalEvalTestCase(**case_fields) if "turns" in case_fields else EvalTestCase(**case_fields)
+    )
     for column, value in zip(load.wanted, extra_values):
         dataset.columns[column].append(value)
     load.explicit_ids.append(row_id)

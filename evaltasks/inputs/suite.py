@@ -77,6 +77,14 @@ class FieldMap(BaseModel):
     multi_outputs: str | None = Field(default=None, description="Several outputs of one input (OutcomeConsistency).")
     agent_confidence: str | None = Field(default=None, description="The system's confidence, 0-1 (CalibrationMetric).")
     id: str | None = Field(default=None, description="Column with the case id; default: hash of the input.")
+    turns: str | None = Field(
+        default=None,
+        description="Key of a conversation row's list of turns (default: turns); each turn's keys are mapped "
+        "as the fields above. JSONL, JSON or YAML only (docs/conversations.md#conversation-datasets).",
+    )
+    chatbot_role: str | None = Field(
+        default=None, description="Key of a conversation row's chatbot_role (default: chatbot_role)."
+    )
 
 
 class DatasetSpec(BaseModel):
@@ -107,6 +115,15 @@ class DatasetSpec(BaseModel):
         if Path(value).suffix.lower() not in DATASET_FORMATS:
             raise ValueError(f"must end in one of {', '.join(DATASET_FORMATS)}: '{value}'")
         return value
+
+    @model_validator(mode="after")
+    def _conversations_not_csv(self) -> DatasetSpec:
+        if self.fields.turns is not None and Path(self.path).suffix.lower() == ".csv":
+            raise ValueError(
+                "dataset.fields.turns: a conversation dataset must be JSONL, JSON or YAML: a CSV cell cannot hold "
+                "a list of turns (docs/conversations.md#conversation-datasets)"
+            )
+        return self
 
     @field_validator("list_separator")
     @classmethod

@@ -31,7 +31,7 @@ from evaltasks.reports._markdown_text import (
     verdict_headline,
 )
 from evaltasks.reports._run_metrics import run_metric_rows
-from evaltasks.reports.verdict import case_label, verdict_line
+from evaltasks.reports.verdict import case_label, conversation_label, verdict_line
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, budget_message, percent_text
 
 CHANGES_OPEN = 5
@@ -100,7 +100,11 @@ def change_lines(kind: str, changes: list[CaseChange]) -> str:
     each cut to :data:`TEXT_SHOWN` characters and escaped.
     ``changes``: the case's changes of this kind (one for a new or removed case)."""
     change = changes[0]
-    label = markdown_inline(case_label(change.case_id, change.input, change.current_output or change.baseline_output))
+    label = markdown_inline(
+        conversation_label(change.case_id, change.turns, total=change.turns_total)
+        if change.turns
+        else case_label(change.case_id, change.input, change.current_output or change.baseline_output)
+    )
     if change.kind == "new":
         what = f"lowest score {_score_status(change.current_score, change.current_status)}"
     elif change.kind == "removed":
@@ -115,6 +119,8 @@ def change_lines(kind: str, changes: list[CaseChange]) -> str:
         if len(changes) > CHANGE_METRICS_LISTED:  # a suite of hundreds of metrics: the line stays short
             what += f"; … {len(changes) - CHANGE_METRICS_LISTED} more metrics in results.json"
     lines = [f"- {CHANGE_ICONS[kind]} **{kind}: {label}** · {what}"]
+    if change.turns:
+        return "\n".join(lines + _change_turn_items(change))
     if change.input is not None:
         lines.append(f"  - question: {markdown_inline(change.input, TEXT_SHOWN)}")
     if change.expected_output is not None:
@@ -324,10 +330,38 @@ def worst_lines(w: WorstCase) -> str:
         if shown_score
         else f" · score {score}: {markdown_inline(w.reason, TEXT_SHOWN)}"
     )
-    lines = [head, f"  - output: {markdown_inline(w.output, TEXT_SHOWN)}"]
+    lines = [head, *_turn_items(w)] if w.turns else [head, f"  - output: {markdown_inline(w.output, TEXT_SHOWN)}"]
     if w.expected is not None:
         lines.append(f"  - reference: {markdown_inline(w.expected, TEXT_SHOWN)}")
     return "\n".join(lines)
+
+
+def _change_turn_items(change: CaseChange) -> list[str]:
+    """A changed conversation's turns as sub-items (this run's; a removed case's from the baseline), then, when
+    its last answer differs from the baseline's, that answer before (docs/conversations.md#reports)."""
+    turns = change.turns or []
+    earlier = (change.turns_total or len(turns)) - len(turns)
+    w = WorstCase(None, change.case_id, change.metric, "", "", turns=turns, turns_left_out=earlier)
+    lines = _turn_items(w)
+    if change.kind in ("worse", "better") and change.baseline_output != change.current_output:
+        lines.append(f"  - last answer before: {markdown_inline(change.baseline_output, TEXT_SHOWN)}")
+    return lines
+
+
+def _turn_items(w: WorstCase) -> list[str]:
+    """A conversation's turns as sub-items of its worst-case entry (docs/conversations.md#reports): its role,
+    how many earlier turns are left out, then one item per turn: ``turn 2: user: … → assistant: …`` (expected:
+    …)."""
+    lines = [f"  - role: {markdown_inline(w.role, TEXT_SHOWN)}"] if w.role is not None else []
+    if w.turns_left_out:
+        lines.append(f"  - … {w.turns_left_out} earlier turn{'' if w.turns_left_out == 1 else 's'}")
+    for number, turn in enumerate(w.turns or [], start=w.turns_left_out + 1):
+        said = f"user: {markdown_inline(turn.input, TEXT_SHOWN)} → " if turn.input is not None else ""
+        line = f"  - turn {number}: {said}assistant: {markdown_inline(turn.actual_output, TEXT_SHOWN)}"
+        if turn.expected_output is not None:
+            line += f" (expected: {markdown_inline(turn.expected_output, TEXT_SHOWN)})"
+        lines.append(line)
+    return lines
 
 
 def mermaid_chart(name: str, counts: list[int]) -> list[str]:

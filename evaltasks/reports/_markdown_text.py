@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from evaltasks.engine.compare import ChangeTest, Comparison
 from evaltasks.reports._escape import markdown_inline
-from evaltasks.reports.verdict import case_label
-from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, percent_text
+from evaltasks.reports.verdict import case_label, conversation_label
+from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, Turn, percent_text
 
 WORST_CASES = 10
 HISTOGRAM_BINS = 10
@@ -261,7 +261,9 @@ class WorstCase:
 
     ``label``: the case's readable name (:func:`~evaltasks.reports.verdict.case_label`, plain text);
     ``expected``: its expected answer or reference (None when it has none); ``target``: the target that produced
-    the output (None: the output came with the dataset)."""
+    the output (None: the output came with the dataset); ``turns``: a conversation's turns (the last
+    :data:`TURNS_SHOWN`, texts cut) and ``turns_left_out`` how many earlier ones are not kept; ``role``: its
+    ``chatbot_role`` (docs/conversations.md#reports)."""
 
     score: float | None
     case_id: str
@@ -271,6 +273,25 @@ class WorstCase:
     label: str = ""
     expected: str | None = None
     target: str | None = None
+    turns: list[Turn] | None = None
+    turns_left_out: int = 0
+    role: str | None = None
+
+
+TURNS_SHOWN = 10
+"""A conversation's turns shown per worst case (its last ones; the count of the others is said)."""
+
+
+def _shown_turns(turns: list[Turn]) -> list[Turn]:
+    """The last :data:`TURNS_SHOWN` of ``turns``, each text cut to 400 characters."""
+
+    def cut(text: str | None) -> str | None:
+        return None if text is None else text[:400]
+
+    return [
+        Turn(input=cut(t.input), actual_output=t.actual_output[:400], expected_output=cut(t.expected_output))
+        for t in turns[-TURNS_SHOWN:]
+    ]
 
 
 @dataclass
@@ -310,9 +331,14 @@ class Highlights:
                             metric.name,
                             metric.reason[:400],
                             case.actual_output[:400],
-                            label=case_label(case.id, case.input, case.actual_output),
+                            label=conversation_label(case.id, case.turns)
+                            if case.turns
+                            else case_label(case.id, case.input, case.actual_output),
                             expected=None if case.expected_output is None else case.expected_output[:400],
                             target=None if case.generation is None else case.generation.target,
+                            turns=_shown_turns(case.turns) if case.turns else None,
+                            turns_left_out=max(len(case.turns) - TURNS_SHOWN, 0) if case.turns else 0,
+                            role=None if case.chatbot_role is None else case.chatbot_role[:400],
                         ),
                     )
                     if len(self._heap) < WORST_CASES:

@@ -32,8 +32,8 @@ from evaltasks.reports.markdown import (
     verdict_headline,
     versus_text,
 )
-from evaltasks.reports.verdict import case_label, shorten, verdict_line
-from evaltasks.results import EvaluationSummary, budget_message
+from evaltasks.reports.verdict import case_label, conversation_label, shorten, turn_line, verdict_line
+from evaltasks.results import EvaluationSummary, Turn, budget_message
 
 CASES_SHOWN = 10
 """Cases listed under the table at most (:func:`notable_cases`); the rest are counted, with where to find them."""
@@ -253,11 +253,29 @@ class NotableCases:
             the lowest score or largest drop first; at most :data:`METRICS_SHOWN` of them, then
             ``… N more metrics``.
         more: how many more cases belong to the list (found in summary.md and results.json).
+        turns: per row of a conversation, its last :data:`TURNS_LISTED` turns as ``(number, turn)``, printed
+            under it (docs/conversations.md#reports); absent or empty for a single-turn case.
     """
 
     title: str
     rows: list[tuple[str, list[str]]] = field(default_factory=list)
     more: int = 0
+    turns: list[list[tuple[int, Turn]]] = field(default_factory=list)
+
+
+TURNS_LISTED = 3
+"""A conversation's turns the terminal prints under its row (its last ones)."""
+
+
+def _case_name(case: dict[str, Any]) -> tuple[str, list[tuple[int, Turn]]]:
+    """A failing case's readable name from its results.json entry, and a conversation's last
+    :data:`TURNS_LISTED` turns numbered from 1 (none for a single-turn case)."""
+    raw = case.get("turns")
+    if not raw:
+        return case_label(case["id"], case.get("input"), case.get("actual_output")), []
+    turns = [Turn.model_validate(turn) for turn in raw]
+    first = max(len(turns) - TURNS_LISTED, 0)
+    return conversation_label(case["id"], turns), list(enumerate(turns, start=1))[first:]
 
 
 def _printable(text: str) -> str:
@@ -314,7 +332,7 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
     try:
         with open(results_path, encoding="utf-8") as handle:
             comparison: dict[str, Any] | None = None
-            lowest: list[tuple[float, int, str, list[str]]] = []  # a heap of the worst: (-key, -position, ...)
+            lowest: list[tuple[float, int, str, list[str], list[tuple[int, Turn]]]] = []  # heap: (-key, -position…)
             several_targets = False  # side by side: each case is named with its target
             position = 0
             for line in handle:
@@ -347,11 +365,11 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
                     )
                     worse = _failures([m for _, m in bad])
                     key = -1.0 if case.get("status") == "errored" else (bad[0][0] if bad else 0.0)
-                    label = case_label(case["id"], case.get("input"), case.get("actual_output"))
+                    name, turns = _case_name(case)
                     generation = case.get("generation")
                     if several_targets and isinstance(generation, dict) and generation.get("target"):
-                        label = f"{generation['target']}: {label}"
-                    entry = (-key, -position, _printable(label), _capped(worse))
+                        name = f"{generation['target']}: {name}"
+                    entry = (-key, -position, _printable(name), _capped(worse), turns)
                     position += 1
                     if len(lowest) < limit:
                         heapq.heappush(lowest, entry)
@@ -361,8 +379,13 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
         return None
     if not total:
         return None
-    rows = [(label, parts) for _, _, label, parts in sorted(lowest, key=lambda e: e[:2], reverse=True)]
-    return NotableCases(f"failing cases ({total} of {cases}, lowest score first)", rows, max(total - len(rows), 0))
+    ordered = sorted(lowest, key=lambda e: e[:2], reverse=True)
+    return NotableCases(
+        f"failing cases ({total} of {cases}, lowest score first)",
+        [(label, parts) for _, _, label, parts, _ in ordered],
+        max(total - len(ordered), 0),
+        [turns for *_, turns in ordered],
+    )
 
 
 GENERATION_FAILED = "generation failed: "
@@ -395,34 +418,45 @@ def _changed_cases(comparison: dict[str, Any], limit: int) -> NotableCases | Non
         return None
     texts = {c.case_id: c for c in changes}
     rows = []
+    turns: list[list[tuple[int, Turn]]] = []  # a conversation's last turns, printed under its row
     for case_id in order[:limit]:
         text = texts.get(case_id)
-        label = case_label(
-            case_id, text.input if text else None, (text.current_output or text.baseline_output) if text else None
+        label = (
+            conversation_label(case_id, text.turns, total=text.turns_total)
+            if text is not None and text.turns
+            else case_label(
+                case_id, text.input if text else None, (text.current_output or text.baseline_output) if text else None
+            )
         )
         parts = [f"{c.metric} {_score(c.baseline_score)} → {_score(c.current_score)}" for c in worse.get(case_id, [])]
         rows.append((_printable(label) + (" (newly failing)" if case_id in newly else ""), _capped(parts)))
+        kept = text.turns if text is not None and text.turns else []
+        first = (text.turns_total or len(kept)) - len(kept) + 1 if text is not None else 1
+        turns.append(list(enumerate(kept, start=first))[-TURNS_LISTED:])
     regressed = len(order) - len(newly)
     title = f"since the baseline: {len(newly)} case{'' if len(newly) == 1 else 's'} newly failing"
     if regressed:
         title += f", {regressed} other{'' if regressed == 1 else 's'} scoring lower"
-    return NotableCases(title, rows, max(len(order) - limit, 0))
+    return NotableCases(title, rows, max(len(order) - limit, 0), turns)
 
 
 def _print_cases(console: Console, cases: NotableCases) -> None:
     """``cases`` under the table: its title, one line per case (its name — each metric and score) or, when that
     line would not fit the console, the name on one line and its metrics on at most two more, as many to a line
     as fit (numbers whole; those that do not fit are counted in the last line's ``… N more metrics``), then
-    where the rest are: at most 3 lines a case, ``3 × CASES_SHOWN + 2`` lines in all."""
+    where the rest are: at most 3 lines a case, ``3 × CASES_SHOWN + 2`` lines in all, and under a conversation its
+    last :data:`TURNS_LISTED` turns, one line each (:func:`~evaltasks.reports.verdict.turn_line`)."""
     console.print(Text(cases.title + ":", style="bold"))
-    for label, parts in cases.rows:
+    for row, (label, parts) in enumerate(cases.rows):
         line = f"  {label} — {'; '.join(parts)}" if parts else f"  {label}"
         if len(line) <= console.width:
             console.print(Text(line), overflow="fold")
-            continue
-        console.print(Text("  " + shorten(label, console.width - 2)))
-        for part_line in _packed(parts, console.width):
-            console.print(Text(part_line), overflow="fold")
+        else:
+            console.print(Text("  " + shorten(label, console.width - 2)))
+            for part_line in _packed(parts, console.width):
+                console.print(Text(part_line), overflow="fold")
+        for number, turn in cases.turns[row] if row < len(cases.turns) else []:  # a conversation's last turns
+            console.print(Text("      " + _printable(turn_line(number, turn, console.width - 6))), style="dim")
     if cases.more:
         console.print(Text(f"  … {cases.more} more: see summary.md / results.json", style="dim"))
 

@@ -136,8 +136,15 @@ def write_junit_xml(
 
 
 def _details(case: TestCaseResult, metric: MetricResult) -> str:
+    """A failure's text: score, reason, then the case's input and output, or a conversation's turns (each
+    ``turn N user:`` / ``turn N assistant:``; docs/conversations.md#reports)."""
     score = "n/a" if metric.score is None else f"{metric.score:.6f}"
-    return (
-        f"score: {score} (threshold {metric.threshold})\nreason: {metric.reason}\n"
-        f"input: {case.input or ''}\nactual_output: {case.actual_output}"
-    )
+    head = f"score: {score} (threshold {metric.threshold})\nreason: {metric.reason}\n"
+    if case.turns:
+        role = f"chatbot_role: {case.chatbot_role}\n" if case.chatbot_role is not None else ""
+        turns = "\n".join(
+            f"turn {n} user: {turn.input or ''}\nturn {n} assistant: {turn.actual_output}"
+            for n, turn in enumerate(case.turns, start=1)
+        )
+        return head + role + turns
+    return head + f"input: {case.input or ''}\nactual_output: {case.actual_output}"

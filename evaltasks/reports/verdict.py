@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 from evaltasks.engine.outcome import RunReport
-from evaltasks.results import budget_message
+from evaltasks.results import Turn, budget_message
 
 LABEL_WIDTH = 48
 """Characters of a case label (:func:`case_label`) at most, an ellipsis included."""
@@ -33,6 +34,39 @@ def is_derived_id(case_id: str, input: str | None, output: str | None = None) ->
         return False
     text = input if input is not None else output
     return text is not None and hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] == match["base"]
+
+
+def conversation_label(case_id: str, turns: Sequence[Turn], width: int = LABEL_WIDTH, total: int | None = None) -> str:
+    """A readable name for a conversation (docs/conversations.md#reports): its id when the dataset or the case's
+    ``name`` gave one, else (an id derived from its turns, :func:`evaltasks.test_case.assign_ids`) its first
+    turn's input, with ``#2``… kept; then its number of turns: ``refund-flow (3 turns)``. ``total``: how many turns
+    it has when ``turns`` holds only its last ones (its id is then shown). Plain text."""
+    from evaltasks.test_case import turns_text
+
+    total = len(turns) if total is None else total
+    count = f" ({total} turn{'' if total == 1 else 's'})"
+    match = _DERIVED.fullmatch(case_id)
+    text = turns_text([(turn.input, turn.actual_output) for turn in turns])
+    derived = match is not None and hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] == match["base"]
+    if match is None or total != len(turns) or not derived:
+        return shorten(case_id, max(width - len(count), 8)) + count
+    first = turns[0].input if turns[0].input is not None else turns[0].actual_output
+    repeat = match["repeat"] or ""
+    label = shorten(first, max(width - len(repeat) - len(count), 8)) + repeat
+    return (label if label.strip() else case_id) + count
+
+
+def turn_line(number: int, turn: Turn, width: int) -> str:
+    """One turn on one line, ``turn 2: user: <input> → assistant: <output>``, the texts cut so the line fits
+    ``width`` characters: a text shorter than half the room is whole, the other gets the rest. Plain text."""
+    head = f"turn {number}: "
+    room = max(width - len(head) - len("user:  → assistant: "), 20)
+    said = " ".join(turn.input.split()) if turn.input is not None else None
+    answer = " ".join(turn.actual_output.split())
+    if said is not None and len(said) + len(answer) > room:
+        keep = min(len(answer), room // 2) if len(said) > room // 2 else room - len(said)
+        said, answer = shorten(said, room - keep), shorten(answer, keep)
+    return head + (f"user: {said} → " if said is not None else "") + f"assistant: {shorten(answer, room)}"
 
 
 def shorten(text: str, width: int = LABEL_WIDTH) -> str:

@@ -141,7 +141,7 @@ def test_baselines_that_cannot_be_paired_are_refused_naming_case_and_field(tmp_p
     path.write_text(json.dumps(good), encoding="utf-8")
     assert load_baseline(path)["cases"][1]["id"] == "b"  # null scores (errored, skipped) are fine
     bad = {
-        "schema_version": 4,
+        "schema_version": 5,
         "summary": {},
         "cases": [
             {"id": "a", "metrics": [{"name": "M", "score": "high", "status": "passed"}]},
@@ -152,7 +152,7 @@ def test_baselines_that_cannot_be_paired_are_refused_naming_case_and_field(tmp_p
     with pytest.raises(InputError) as caught:
         load_baseline(path)
     text = str(caught.value)
-    assert f"{path}: field 'schema_version' is 4: this evaltasks reads results.json versions 1, 2, 3" in text
+    assert f"{path}: field 'schema_version' is 5: this evaltasks reads results.json versions 1, 2, 3, 4" in text
     assert f"{path}, cases[0] (id 'a'): field 'metrics.M.score' must be a number or null, got 'high'" in text
     assert f"{path}, cases[1]: field 'id' 'a' is also cases[0]: ids must be unique to pair cases" in text
     assert "got True" in text and len(caught.value.problems) == 4
@@ -192,8 +192,8 @@ BAD_BASELINES = [  # (what is wrong, the results.json text, the located problem 
     ),
     (
         "a newer schema",
-        '{"schema_version": 4, "summary": {}, "cases": []}',
-        ": field 'schema_version' is 4: this evaltasks reads results.json versions 1, 2, 3",
+        '{"schema_version": 5, "summary": {}, "cases": []}',
+        ": field 'schema_version' is 5: this evaltasks reads results.json versions 1, 2, 3, 4",
     ),
     (
         "metrics that are not a list",

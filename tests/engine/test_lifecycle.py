@@ -45,7 +45,7 @@ def test_a_finished_run_is_typed_and_matches_its_results_json(tmp_path: Path) ->
     outcome = _run(tmp_path, [SHORT, SHORT, LONG, SHORT], "gate: {min_pass_rate: 0.5}")
     header = outcome.header
     assert isinstance(header, RunHeader) and outcome.passed is True and header.passed is True
-    assert header.schema_version == SCHEMA_VERSION == 3
+    assert header.schema_version == SCHEMA_VERSION == 4
     assert header.suite == "regressing"
     assert header.suite_sha256 == hashlib.sha256((tmp_path / "suite.yaml").read_bytes()).hexdigest()
     assert header.dataset_sha256 == hashlib.sha256((tmp_path / "d.jsonl").read_bytes()).hexdigest()

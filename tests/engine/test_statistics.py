@@ -482,7 +482,7 @@ def test_fail_on_regression_and_either_through_evaltasks_run(tmp_path: Path, pre
     code, base = _run(
         tmp_path, _gate_suite(tmp_path, "base", base_data, "min_pass_rate: 0.5"), "b", api_url=prefect_api_url
     )
-    assert code == 0 and base["gate"]["verdict"] is None and base["schema_version"] == 3
+    assert code == 0 and base["gate"]["verdict"] is None and base["schema_version"] == 4
     baseline = str(tmp_path / "b" / "results.json")
     cases = {
         "fail_on: regression, min_pass_rate: 0.5": 1,

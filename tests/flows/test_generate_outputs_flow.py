@@ -100,7 +100,7 @@ def test_the_flow_generates_in_task_runs_then_scores_and_a_rerun_makes_no_call(
     assert bot.calls == 4
     names = _task_run_names(flow_run_id)
     assert sum(name.startswith("generate-outputs") for name in names) == 1  # 4 cases: one batch
-    assert results["schema_version"] == 3
+    assert results["schema_version"] == 4
     cases = results["cases"]
     assert [c["actual_output"] for c in cases] == list(ANSWERS.values())
     assert [c["status"] for c in cases] == ["passed", "passed", "failed", "failed"]  # green != blue; 2 words > 1

@@ -62,6 +62,8 @@ def test_quickstart_suite_loads() -> None:
         "multi_outputs": None,
         "agent_confidence": None,
         "id": "id",
+        "turns": None,
+        "chatbot_role": None,
     }
     assert suite.gate.min_pass_rate == 0.7
     assert loaded.path == QUICKSTART.resolve()

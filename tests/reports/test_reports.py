@@ -136,7 +136,7 @@ def test_results_json_header(run_dir: Path, results: dict) -> None:
         "embedding_models",
     ):
         assert key in results, key
-    assert results["schema_version"] == 3
+    assert results["schema_version"] == 4
     assert results["evaltasks_version"] == __version__
     assert results["suite"] == "reports-test"
     assert results["suite_sha256"] == hashlib.sha256((run_dir / "suite.yaml").read_bytes()).hexdigest()
