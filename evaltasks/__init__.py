@@ -38,6 +38,7 @@ _LAZY: dict[str, str] = {
         name: "evaltasks.metrics"
         for name in (
             "METRICS",
+            "AnswerPrecisionMetric",
             "BaseMetric",
             "ContainsMetric",
             "CostMetric",
@@ -101,6 +102,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "METRICS",
+    "AnswerPrecisionMetric",
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",

@@ -9,6 +9,7 @@ generates the suite file's schema (:mod:`evaltasks.metrics.registry`). Adding a 
 
 from evaltasks.metrics.base import BaseMetric, EmbeddingNeed
 from evaltasks.metrics.deterministic import (
+    AnswerPrecisionMetric,
     ContainsMetric,
     CostMetric,
     EndsWithMetric,
@@ -52,6 +53,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "METRICS",
     "USER_METRIC_PATTERN",
+    "AnswerPrecisionMetric",
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",
