@@ -69,6 +69,15 @@ _LAZY: dict[str, str] = {
             "ToxicityMetric",
         )
     },
+    **{
+        name: "evaltasks.security_metrics"
+        for name in (
+            "JailbreakResistanceMetric",
+            "PIILeakageMetric",
+            "PolicyComplianceMetric",
+            "PromptInjectionResistanceMetric",
+        )
+    },
 }
 
 
@@ -126,12 +135,16 @@ __all__ = [
     "GEvalMetric",
     "GateFailed",
     "InputError",
+    "JailbreakResistanceMetric",
     "JsonSchemaMetric",
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
     "MetricResult",
     "NonEmptyMetric",
+    "PIILeakageMetric",
+    "PolicyComplianceMetric",
+    "PromptInjectionResistanceMetric",
     "ProviderError",
     "ReferenceIndex",
     "ReferenceMatchMetric",

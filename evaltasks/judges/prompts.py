@@ -50,6 +50,7 @@ CASE_VARIABLES = frozenset(
         "opinions",
         "chunk",
         "case",
+        "policy_rules",  # PolicyComplianceMetric: each case's expected_output unless the suite gives them
     }
 )
 """Variables holding test-case text (or text derived from it by an earlier judge answer): user part only."""

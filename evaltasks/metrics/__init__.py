@@ -47,6 +47,12 @@ from evaltasks.metrics.registry import (
     metric_entry_points,
     register_metric,
 )
+from evaltasks.metrics.security import (
+    JailbreakResistanceMetric,
+    PIILeakageMetric,
+    PolicyComplianceMetric,
+    PromptInjectionResistanceMetric,
+)
 from evaltasks.metrics.vector import ReferenceMatchMetric, SemanticSimilarityMetric
 
 __all__ = [
@@ -69,12 +75,16 @@ __all__ = [
     "FaithfulnessMetric",
     "FormatCheckMetric",
     "GEvalMetric",
+    "JailbreakResistanceMetric",
     "JsonSchemaMetric",
     "LanguageDetectionMetric",
     "LatencyMetric",
     "LengthCheckMetric",
     "MetricRegistryError",
     "NonEmptyMetric",
+    "PIILeakageMetric",
+    "PolicyComplianceMetric",
+    "PromptInjectionResistanceMetric",
     "ReferenceMatchMetric",
     "RegexMatchMetric",
     "RestrictedRefusalMetric",

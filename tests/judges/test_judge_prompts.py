@@ -35,7 +35,14 @@ BREAKOUTS = [
 ]
 
 BUILTINS = sorted((p.parent.name, p.stem) for p in PROMPTS_DIR.glob("*/*.md"))
-LIST_VARIABLES = {"retrieval_context", "statements", "claims"}
+LIST_VARIABLES = {"retrieval_context", "statements", "claims", "policy_rules"}
+CONFIG = {
+    "criteria": "Is it correct?",
+    "evaluation_steps": ["Check it.", "Check it again."],
+    "detection_note": "A detector flagged this input.",  # the resistance metrics' note from their detection_score
+    "entity_types": ["EMAIL_ADDRESS", "PHONE_NUMBER"],  # PIILeakageMetric's judge mode
+}
+"""The metrics' own configuration variables (not case text), as the metrics pass them."""
 
 
 def _values(payload: str) -> dict[str, object]:
@@ -43,7 +50,7 @@ def _values(payload: str) -> dict[str, object]:
     values: dict[str, object] = {
         name: ([payload, payload] if name in LIST_VARIABLES else payload) for name in CASE_VARIABLES
     }
-    values.update(criteria="Is it correct?", evaluation_steps=["Check it.", "Check it again."])
+    values.update(CONFIG)
     return values
 
 
@@ -75,7 +82,7 @@ def load_skeleton(user_source: str) -> str:
 
     template = PromptTemplate(name="x", system="s", user=user_source, source="skeleton")
     empty = {name: ([""] * 2 if name in LIST_VARIABLES else "") for name in CASE_VARIABLES}
-    empty.update(criteria="c", evaluation_steps=["a", "b"])
+    empty.update(CONFIG)
     return render(template, empty)[1]["content"]
 
 
@@ -83,7 +90,9 @@ CASE_PROMPTS = [(m, p) for m, p in BUILTINS if variables(builtin_template(m, p))
 
 
 def test_every_prompt_with_case_text_is_covered() -> None:
-    assert len(CASE_PROMPTS) == 10  # all but the two steps prompts (the metric's own criteria only)
+    # all but the two steps prompts (the metric's own criteria only)
+    assert sorted(set(BUILTINS) - set(CASE_PROMPTS)) == [("CustomEvalMetric", "steps"), ("GEvalMetric", "steps")]
+    assert len(CASE_PROMPTS) == len(BUILTINS) - 2 >= 13
 
 
 @pytest.mark.parametrize(("metric", "prompt"), CASE_PROMPTS, ids=[f"{m}-{p}" for m, p in CASE_PROMPTS])
