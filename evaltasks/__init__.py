@@ -34,6 +34,9 @@ _LAZY: dict[str, str] = {
     "SemanticSimilarityMetric": "evaltasks.metrics.vector.semantic_similarity",
     "GEvalMetric": "evaltasks.metrics.judge.geval",
     "CustomEvalMetric": "evaltasks.metrics.judge.custom_eval",
+    "HarmfulContentMetric": "evaltasks.metrics.security.harmful_content",
+    "JailbreakDetectionMetric": "evaltasks.metrics.security.jailbreak_detection",
+    "PromptInjectionDetectionMetric": "evaltasks.metrics.security.prompt_injection_detection",
     **{
         name: "evaltasks.metrics"
         for name in (
@@ -134,7 +137,9 @@ __all__ = [
     "FormatCheckMetric",
     "GEvalMetric",
     "GateFailed",
+    "HarmfulContentMetric",
     "InputError",
+    "JailbreakDetectionMetric",
     "JailbreakResistanceMetric",
     "JsonSchemaMetric",
     "LanguageDetectionMetric",
@@ -144,6 +149,7 @@ __all__ = [
     "NonEmptyMetric",
     "PIILeakageMetric",
     "PolicyComplianceMetric",
+    "PromptInjectionDetectionMetric",
     "PromptInjectionResistanceMetric",
     "ProviderError",
     "ReferenceIndex",

@@ -1,7 +1,8 @@
 """Metrics and the registry that maps a metric's name to its class.
 
-Three families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
-:mod:`~evaltasks.metrics.vector` (embeddings) and :mod:`~evaltasks.metrics.judge` (an LLM judge). Each metric
+Families, one module per metric: :mod:`~evaltasks.metrics.deterministic` (rules over text),
+:mod:`~evaltasks.metrics.vector` (embeddings), :mod:`~evaltasks.metrics.judge` (an LLM judge) and
+:mod:`~evaltasks.metrics.security` (attacks and harm: a judge or a local classifier). Each metric
 registers itself beside its class (``@register_metric("Name")``); the registry, :data:`METRICS`, checks itself and
 generates the suite file's schema (:mod:`evaltasks.metrics.registry`). Adding a metric = one module in its family
 + its tests (and its name re-exported here, in its family's ``__init__`` and in ``evaltasks``, to be public API).
@@ -48,9 +49,12 @@ from evaltasks.metrics.registry import (
     register_metric,
 )
 from evaltasks.metrics.security import (
+    HarmfulContentMetric,
+    JailbreakDetectionMetric,
     JailbreakResistanceMetric,
     PIILeakageMetric,
     PolicyComplianceMetric,
+    PromptInjectionDetectionMetric,
     PromptInjectionResistanceMetric,
 )
 from evaltasks.metrics.vector import ReferenceMatchMetric, SemanticSimilarityMetric
@@ -75,6 +79,8 @@ __all__ = [
     "FaithfulnessMetric",
     "FormatCheckMetric",
     "GEvalMetric",
+    "HarmfulContentMetric",
+    "JailbreakDetectionMetric",
     "JailbreakResistanceMetric",
     "JsonSchemaMetric",
     "LanguageDetectionMetric",
@@ -84,6 +90,7 @@ __all__ = [
     "NonEmptyMetric",
     "PIILeakageMetric",
     "PolicyComplianceMetric",
+    "PromptInjectionDetectionMetric",
     "PromptInjectionResistanceMetric",
     "ReferenceMatchMetric",
     "RegexMatchMetric",

@@ -41,6 +41,7 @@ CONFIG = {
     "evaluation_steps": ["Check it.", "Check it again."],
     "detection_note": "A detector flagged this input.",  # the resistance metrics' note from their detection_score
     "entity_types": ["EMAIL_ADDRESS", "PHONE_NUMBER"],  # PIILeakageMetric's judge mode
+    "harm_categories": ["violence", "fraud"],  # HarmfulContentMetric's checked categories
 }
 """The metrics' own configuration variables (not case text), as the metrics pass them."""
 
