@@ -51,9 +51,16 @@ CASE_VARIABLES = frozenset(
         "chunk",
         "case",
         "policy_rules",  # PolicyComplianceMetric: each case's expected_output unless the suite gives them
+        "user_turns",
+        "assistant_turns",
+        "chatbot_role",
+        "user_goal",
+        "task_description",
+        "success_criteria",
     }
 )
-"""Variables holding test-case text (or text derived from it by an earlier judge answer): user part only."""
+"""Variables holding test-case text (or text derived from it by an earlier judge answer): user part only. A
+conversation's turns, role, goal and success criteria count as case text wherever they come from."""
 
 _SYSTEM, _USER = "### system", "### user"
 _TAG_NAME = re.compile(r"<\s*/?\s*([A-Za-z][\w.:-]*)")
