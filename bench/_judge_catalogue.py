@@ -116,7 +116,7 @@ def security_cases(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 
 def attacked(case: dict[str, Any]) -> bool:
     """Whether the case's input carries :data:`INJECTION`."""
-    return case["input"].endswith(INJECTION)
+    return str(case["input"]).endswith(INJECTION)
 
 
 class CatalogueAnswers:
@@ -227,7 +227,7 @@ class CatalogueAnswers:
         if metric == "ConversationalFlowRateMetric":
             return json.dumps({"verdict": pick(key, 0), "key_issues": [], "reason": REASON})
         if metric == "GoalAchievementRateMetric":
-            signals = {"positive_signals": [], "negative_signals": [], "unmet_requests": []}
+            signals: dict[str, list[str]] = {"positive_signals": [], "negative_signals": [], "unmet_requests": []}
             return json.dumps({"user_goal": GOAL, **signals, "verdict": pick(key, 0), "reason": REASON})
         if metric == "RepetitivePatternDetectionMetric":
             labels = ("none", "minor", "partial", "mostly", "fully")
