@@ -43,6 +43,7 @@ _LAZY: dict[str, str] = {
         name: "evaltasks.metrics"
         for name in (
             "METRICS",
+            "AnswerPrecisionMetric",
             "BaseMetric",
             "ContainsMetric",
             "CostMetric",
@@ -138,6 +139,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "METRICS",
+    "AnswerPrecisionMetric",
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",

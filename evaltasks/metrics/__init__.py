@@ -22,6 +22,7 @@ from evaltasks.metrics.conversation import (
     UncertaintyHandlingMetric,
 )
 from evaltasks.metrics.deterministic import (
+    AnswerPrecisionMetric,
     ContainsMetric,
     CostMetric,
     EndsWithMetric,
@@ -80,6 +81,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "METRICS",
     "USER_METRIC_PATTERN",
+    "AnswerPrecisionMetric",
     "AnswerRelevancyMetric",
     "BaseMetric",
     "BiasMetric",

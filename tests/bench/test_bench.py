@@ -78,7 +78,12 @@ SCRIPTS = [
     (["judge.py", "--quick"], ["## LLM judge: GEval vs eval-ai-library", "| evaltasks warm |"], False, True),
     (
         ["judge_tokens.py", "--quick"],
-        ["## LLM judges: tokens per case vs eval-ai-library", "| ContextualRecallMetric |"],
+        [
+            "## LLM judges: tokens per case vs eval-ai-library",
+            "| ContextualRecallMetric |",
+            "| RoleAdherenceMetric |",
+            "| PromptInjectionDetectionMetric |",
+        ],
         False,
         True,
     ),

@@ -24,6 +24,7 @@ COLUMNS = [
     "NonEmptyMetric",
     "LengthCheckMetric",
     "ExactMatchMetric",
+    "AnswerPrecisionMetric",
     "NoCardNumbers",
     "OpensWithYes",
     "EndsWithMetric",
@@ -37,20 +38,21 @@ COLUMNS = [
     "RestrictedRefusalMetric",
 ]
 # 1 = passed, 0 = failed, per case, in COLUMNS order. Why, per metric: EndsWith "." (only full sentences);
-# Regex \bA-\d{4}\b (the answers naming an order); LanguageDetection: a date, a JSON object and a blank answer
+# Regex \bA-\d{4}\b (the answers naming an order); AnswerPrecision: the French answer shares only "1042" with the
+# English one (0.56 < 0.6), the blank one nothing; LanguageDetection: a date, a JSON object and a blank answer
 # are undecided, the French answer is "fr"; RestrictedRefusal: answers under 40 characters count as refusals
 # (eval-ai-library's rule), "I’m sorry" matches with the curly apostrophe.
 EXPECTED = {
-    "contact-email": [1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1],
-    "delivery-date": [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1],
-    "tracking-link": [1, 1, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1],
-    "status-json": [1, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0],
-    "returns": [1, 1, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 0],
-    "wrong-language": [1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0],
-    "privacy": [1, 1, 0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1],
-    "wrong-tool": [1, 1, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1],
-    "leaks-card": [1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 0],
-    "empty": [0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    "contact-email": [1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1],
+    "delivery-date": [1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1],
+    "tracking-link": [1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1],
+    "status-json": [1, 1, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0],
+    "returns": [1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 0],
+    "wrong-language": [1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0],
+    "privacy": [1, 1, 0, 1, 1, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1],
+    "wrong-tool": [1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1],
+    "leaks-card": [1, 1, 0, 1, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 0],
+    "empty": [0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
 }
 
 

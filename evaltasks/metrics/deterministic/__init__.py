@@ -4,6 +4,7 @@
 One module per metric; eval-ai-library documents each, promptfoo's assertions the latency and cost ones
 (docs/metrics/index.md#metrics-and-their-exact-rules)."""
 
+from evaltasks.metrics.deterministic.answer_precision import AnswerPrecisionMetric
 from evaltasks.metrics.deterministic.contains import ContainsMetric
 from evaltasks.metrics.deterministic.cost import CostMetric
 from evaltasks.metrics.deterministic.ends_with import EndsWithMetric
@@ -20,6 +21,7 @@ from evaltasks.metrics.deterministic.starts_with import StartsWithMetric
 from evaltasks.metrics.deterministic.tool_correctness import ToolCorrectnessMetric
 
 __all__ = [
+    "AnswerPrecisionMetric",
     "ContainsMetric",
     "CostMetric",
     "EndsWithMetric",
