@@ -14,6 +14,7 @@ the converters read their JSON.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -67,7 +68,44 @@ def as_records(name: str, value: Any) -> list[Any] | Problem:
             error = exc.errors()[0]
             path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"])
             return Problem("", "", f"[{index}]{path}", error["msg"])
+    if model is TraceStep:
+        return _trace_problem(records) or records
     return records
+
+
+STEP_TYPES = ("tool_call", "llm_call", "reasoning", "retrieval", "agent_step")
+"""The step types the agent metrics read (docs/agents.md#execution-traces); other types are kept as they are."""
+STEP_STATUSES = ("success", "error")
+"""A step's ``status``: one of these, or absent (not reported)."""
+
+
+def _trace_problem(steps: list[TraceStep]) -> Problem | None:
+    """What makes a trace unusable, as a :class:`~evaltasks.errors.Problem` (field: the path below the field), or
+    None: a ``status`` other than success/error (a tracer's own word would read as success), a ``type`` one typo
+    away from a known one (``tool_cal``: its failed call would go unseen), a repeated ``step_id``, or a
+    ``parent_step_id`` naming no step of the trace."""
+    ids: dict[str, int] = {}
+    for index, step in enumerate(steps):
+        if step.status is not None and step.status not in STEP_STATUSES:
+            return Problem(
+                "", "", f"[{index}].status", f"must be 'success' or 'error' (or left out), got '{step.status}'"
+            )
+        if step.type not in STEP_TYPES:
+            close = difflib.get_close_matches(step.type, STEP_TYPES, n=1, cutoff=0.8)
+            if close:
+                return Problem(
+                    "", "", f"[{index}].type", f"'{step.type}' is not a step type: did you mean '{close[0]}'?"
+                )
+        if step.step_id is not None:
+            if step.step_id in ids:
+                return Problem(
+                    "", "", f"[{index}].step_id", f"'{step.step_id}' is the id of step {ids[step.step_id]} too"
+                )
+            ids[step.step_id] = index
+    for index, step in enumerate(steps):
+        if step.parent_step_id is not None and step.parent_step_id not in ids:
+            return Problem("", "", f"[{index}].parent_step_id", f"'{step.parent_step_id}' is no step_id of the trace")
+    return None
 
 
 def _json_type(value: Any) -> str:

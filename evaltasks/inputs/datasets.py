@@ -282,7 +282,8 @@ def load_dataset(
     ``generated``: a target generates the outputs (docs/targets.md#targets): no ``actual_output`` column is
     needed, each case's ``actual_output`` is ``""``, an ``actual_output`` column present is ignored (one notice in
     :attr:`LoadedDataset.notices`), and each case's ``vars`` holds its row's columns (every key of the row, the
-    mapped ones included; CSV cells as strings).
+    mapped ones included; CSV cells as strings). A conversation's ``vars`` always hold its row's columns (what a
+    conversation metric reads per conversation, e.g. ContextDecayMetric's ``context_facts``).
 
     ``check(cases, locations)`` (e.g. each case against the suite's metrics: ``validate_cases``) runs on the
     rows that loaded fine, also when other rows are bad: its problems and the loader's are raised together in
@@ -417,7 +418,7 @@ def _read_rows(load: _Load, rows: Iterator[tuple[str, dict[str, Any]]]) -> None:
             # JSON/YAML escapes can encode unpaired surrogates; decoded text cannot hold them
             if load.check_surrogates and not _surrogate_free(load, where, case_fields):
                 row_ok = False
-        if load.generated:
+        if load.generated or "turns" in case_fields:  # a target's variables; a conversation's own columns
             case_fields["vars"] = {str(key): value for key, value in row.items()}
         extra_values: list[str | None] = []
         for column in load.wanted:

@@ -68,6 +68,20 @@ def test_csv_cells_hold_json(tmp_path: Path) -> None:
         ([TRACE[0], "search"], "execution_trace[1]", "must be an object, got string"),
         ({"type": "tool_call"}, "execution_trace", "must be a list of objects, got object"),
         ("[{]", "execution_trace", "must hold a JSON list of objects: invalid JSON"),
+        # what would otherwise pass a gate by accident: a tracer's own status read as success, a misspelt type
+        # hiding a failed call from ToolsError, ids that do not hold the tree together
+        ([{"type": "tool_call", "status": "boom"}], "execution_trace[0].status", "must be 'success' or 'error'"),
+        (
+            [{"type": "tool_cal", "status": "error", "error": "x"}],
+            "execution_trace[0].type",
+            "did you mean 'tool_call'?",
+        ),
+        ([TRACE[0], {**TRACE[1], "step_id": "1"}], "execution_trace[1].step_id", "the id of step 0 too"),
+        (
+            [TRACE[0], {**TRACE[1], "parent_step_id": "9"}],
+            "execution_trace[1].parent_step_id",
+            "'9' is no step_id of the trace",
+        ),
     ],
 )
 def test_a_bad_trace_names_file_row_and_field(tmp_path: Path, value: object, field: str, message: str) -> None:

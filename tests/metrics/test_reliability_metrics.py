@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -200,8 +201,11 @@ def test_context_decay_without_facts_or_with_a_fact_used_before_it_is_introduced
     ``used_at`` precedes its ``introduced_at``; both are invalid input here."""
     metric = ContextDecayMetric()
     assert [f for f, _ in metric.validate_case(_conversation())] == ["context_facts"]
-    backwards = ContextDecayMetric(context_facts=[{"fact": "Ada", "introduced_at": 3, "used_at": 1}])
-    (problem,) = backwards.validate_case(_conversation())
+    backward = [{"fact": "Ada", "introduced_at": 3, "used_at": 1}]
+    with pytest.raises(ValueError, match=r"context_facts\[0\]: used_at 1 is before introduced_at 3"):
+        ContextDecayMetric(context_facts=backward)  # the suite's mistake, named once at the metric
+    own = _conversation().model_copy(update={"vars": {"context_facts": backward}})  # a row's own column
+    (problem,) = ContextDecayMetric().validate_case(own)
     assert "before introduced_at" in problem[1]
     with pytest.raises(ValueError, match="context_facts"):
         score(metric, _conversation())
@@ -245,3 +249,24 @@ def test_evaluate_sync_runs_the_target_on_perturbed_variants() -> None:
         ("punctuation", "Capital of France", "Paris")
     ] * 2
     assert case.metrics[0].score == 1.0
+
+
+def test_context_decay_reads_each_conversation_rows_own_facts_through_a_suite(tmp_path: Path) -> None:
+    """A conversation dataset's ``context_facts`` column is that conversation's facts (it wins over the metric's):
+    two rows with different facts score differently through the CLI's plan and the in-process engine."""
+    import json
+
+    from evaltasks.engine.run import plan_run
+
+    turns = [{"input": t.input, "actual_output": t.actual_output} for t in _conversation().turns]
+    rows = [
+        {"id": "kept", "turns": turns, "context_facts": [{"fact": "Ada", "introduced_at": 0, "used_at": 2}]},
+        {"id": "lost", "turns": turns, "context_facts": [{"fact": "Oslo", "introduced_at": 0, "used_at": 3}]},
+    ]
+    (tmp_path / "chats.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: decay\ndataset: chats.jsonl\nmetrics:\n  - metric: ContextDecayMetric\n", encoding="utf-8"
+    )
+    plan = plan_run(tmp_path / "suite.yaml")
+    result = evaluate_sync(plan.dataset.cases, plan.suite.metrics, ids=plan.dataset.ids)
+    assert [(r.id, r.metrics[0].score) for r in result.test_results] == [("kept", 1.0), ("lost", 0.0)]

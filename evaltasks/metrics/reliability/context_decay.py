@@ -12,6 +12,7 @@ its text appears in the assistant's answer of turn ``used_at``.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -102,7 +103,9 @@ class ContextDecayMetric(BaseMetric):
         name: the name in results (default ``"ContextDecayMetric"``).
 
     Raises:
-        ValueError: a threshold outside [0, 1], ``context_facts`` that is not a list.
+        ValueError: a threshold outside [0, 1], ``context_facts`` that is not a list of facts (each problem
+            named: a fact used before it is introduced, a turn that is not a number >= 0...), so a suite's mistake
+            is reported once at the metric, not at every row.
 
     ``evaluation_log`` keys: ``cra_by_depth`` (distance as a string -> CRA), ``short_range_avg``,
     ``mid_range_avg``, ``long_range_avg`` (None without facts in the range), ``total_facts``.
@@ -118,6 +121,10 @@ class ContextDecayMetric(BaseMetric):
         super().__init__(threshold, name=name)
         if context_facts is not None and not isinstance(context_facts, list):
             raise ValueError(f"context_facts must be a list of facts, got {type(context_facts).__name__}")
+        if context_facts:  # what can be checked without a conversation (its length is checked per case)
+            problems = _fact_problems(context_facts, turns=sys.maxsize)
+            if problems:
+                raise ValueError("; ".join(problems))
         self.context_facts = context_facts
 
     def config(self) -> dict[str, Any]:
