@@ -77,30 +77,31 @@ def test_a_port_another_server_holds_is_given_up_and_never_asked(tmp_path: Path)
 
 def test_a_cancelled_rollback_at_shutdown_is_not_printed_but_other_pool_errors_are() -> None:
     """The server's connection pool logs "Exception during reset or similar" with a CancelledError when the server
-    is stopped mid-request (seen under load at the end of runs, as a traceback in the run's terminal): that record
-    is dropped in the server process; the same message with a real error still goes through."""
+    is stopped mid-request (seen under load at the end of runs, as a traceback in the run's terminal): the server
+    process filters that record out of its pool's logger; the same message with a real error still goes through.
+    (The records are built here and given to the logger's filters: whether the logger prints at all depends on
+    the logging configuration other tests of this process left, not on this rule.)"""
     import asyncio
     import logging
 
     from evaltasks.server import temporary
 
+    def record(error: BaseException) -> logging.LogRecord:
+        return logging.LogRecord(
+            temporary.SHUTDOWN_NOISE_LOGGERS[0],
+            logging.ERROR,
+            __file__,
+            1,
+            "Exception during reset or similar",
+            (),
+            (type(error), error, None),
+        )
+
     pool = logging.getLogger(temporary.SHUTDOWN_NOISE_LOGGERS[0])
-    seen: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append(record)
-
-    handler = Keep()
-    pool.addHandler(handler)
     try:
         temporary._quiet_shutdown()
-        for error in (asyncio.CancelledError("Cancelled via cancel scope"), OSError("disk I/O error")):
-            try:
-                raise error
-            except (asyncio.CancelledError, OSError):
-                pool.error("Exception during reset or similar", exc_info=True)
+        assert temporary._cancelled in pool.filters
+        assert not pool.filter(record(asyncio.CancelledError("Cancelled via cancel scope")))
+        assert pool.filter(record(OSError("disk I/O error")))
     finally:
-        pool.removeHandler(handler)
         pool.removeFilter(temporary._cancelled)
-    assert [type(r.exc_info[1]) for r in seen if r.exc_info] == [OSError]
