@@ -36,6 +36,21 @@ class _Quoter(reprlib.Repr):
 _QUOTER = _Quoter()
 
 
+def json_type_name(value: Any) -> str:
+    """The JSON/YAML name of ``value``'s type (null, boolean, number, object, array, string), as problems name it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else type(value).__name__
+
+
 def quote(value: Any, limit: int = QUOTE_MAX_CHARS) -> str:
     """``repr(value)`` for an error message, bounded: at most ``limit`` characters (cut with ``...``), built
     from a bounded part of the value (``reprlib``), so a huge or deeply shared value costs what a small one

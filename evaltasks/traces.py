@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evaltasks.errors import Problem
+from evaltasks.errors import Problem, json_type_name
 from evaltasks.test_case import ToolCall, TraceStep
 
 # gen_ai.operation.name -> TraceStep.type (OpenTelemetry GenAI semantic conventions' well-known values)
@@ -56,12 +56,12 @@ def as_records(name: str, value: Any) -> list[Any] | Problem:
         except json.JSONDecodeError as exc:
             return Problem("", "", "", f"must hold a JSON list of objects: invalid JSON ({exc.msg})")
     if not isinstance(value, list):
-        return Problem("", "", "", f"must be a list of objects, got {_json_type(value)}")
+        return Problem("", "", "", f"must be a list of objects, got {json_type_name(value)}")
     model: type[TraceStep] | type[ToolCall] = TraceStep if name == "execution_trace" else ToolCall
     records: list[Any] = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            return Problem("", "", f"[{index}]", f"must be an object, got {_json_type(item)}")
+            return Problem("", "", f"[{index}]", f"must be an object, got {json_type_name(item)}")
         try:
             records.append(model.model_validate(item))
         except ValidationError as exc:
@@ -106,21 +106,6 @@ def _trace_problem(steps: list[TraceStep]) -> Problem | None:
         if step.parent_step_id is not None and step.parent_step_id not in ids:
             return Problem("", "", f"[{index}].parent_step_id", f"'{step.parent_step_id}' is no step_id of the trace")
     return None
-
-
-def _json_type(value: Any) -> str:
-    """The JSON name of ``value``'s type."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    return "string" if isinstance(value, str) else type(value).__name__
 
 
 def _loaded(export: Any) -> Any:

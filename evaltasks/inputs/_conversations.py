@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from evaltasks.errors import Problem
-from evaltasks.inputs.files import json_type_name as _type_name
+from evaltasks.errors import json_type_name as _type_name
 
 # The loader's own pieces, passed in by evaltasks.inputs.datasets (which imports this module): ``load`` is its
 # ``_Load`` (a dataclass: explicit, source, problems, keys_seen, output_key); a turn is read by its row reader.

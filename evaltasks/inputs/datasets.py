@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.errors import DatasetError, Problem
+from evaltasks.errors import json_type_name as _type_name
 from evaltasks.inputs._conversations import CSV_REFUSED, TURNS, conversation_fields, is_conversation_row
 from evaltasks.inputs.files import decode_text, load_yaml
-from evaltasks.inputs.files import json_type_name as _type_name
 from evaltasks.inputs.suite import DatasetSpec
 from evaltasks.test_case import ConversationalEvalTestCase, EvalTestCase, assign_ids
 from evaltasks.traces import as_records

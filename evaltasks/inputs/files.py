@@ -219,18 +219,3 @@ def _yaml_node_problems(loader: yaml.SafeLoader, root: yaml.Node, source: str) -
         elif isinstance(node, yaml.SequenceNode):
             stack += [(item, key) for item in node.value]
     return sorted(problems, key=lambda p: int(p.location.split()[1]))
-
-
-def json_type_name(value: Any) -> str:
-    """The JSON/YAML name of ``value``'s type (null, boolean, number, object, array, string), as problems name it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    return "string" if isinstance(value, str) else type(value).__name__
