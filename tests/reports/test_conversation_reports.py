@@ -7,9 +7,6 @@ results.json (before conversations) is still read as a baseline.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -21,10 +18,9 @@ from evaltasks.engine.compare import compare_results, load_baseline
 from evaltasks.reports import SCHEMA_VERSION, write_reports
 from evaltasks.reports.console import _print_cases, notable_cases
 from evaltasks.results import EvaluationResult
+from tests.action_report import run_action_report
 from tests.conversation_metric import TurnRecallMetric
 from tests.process_env import REPO_ROOT
-
-EVENT = REPO_ROOT / "tests" / "data" / "pull_request_event.json"
 
 
 def _turn(said: str, answer: str, expected: str | None = None) -> EvalTestCase:
@@ -101,32 +97,7 @@ def test_summary_md_shows_each_conversation_as_one_case_with_its_turns(tmp_path:
 def test_the_actions_job_summary_and_pr_comment_show_the_turns(tmp_path: Path) -> None:
     out = tmp_path / "results"
     _write(out, _run())
-    env = {**os.environ}
-    for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
-        (tmp_path / name.lower()).write_text("")
-        env[name] = str(tmp_path / name.lower())
-    env.update(
-        {
-            "OUTPUT_DIR": str(out),
-            "EXIT_CODE": "1",
-            "SUITE": "suite.yaml",
-            "SUITE_ID": "suite-0123abcd",
-            "RUN_LOG": str(tmp_path / "run.log"),
-            "COMMENT_BODY_FILE": str(tmp_path / "comment.md"),
-            "GITHUB_EVENT_PATH": str(EVENT),
-            "GITHUB_EVENT_NAME": "pull_request",
-            "GITHUB_REPOSITORY": "example/evaltasks-demo",
-            "GITHUB_SERVER_URL": "https://github.com",
-            "GITHUB_RUN_ID": "4242",
-        }
-    )
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "action" / "report.py")], env=env, capture_output=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert b"::warning" not in proc.stdout
-    for text in (
-        (tmp_path / "github_step_summary").read_text(encoding="utf-8"),
-        (tmp_path / "comment.md").read_text(encoding="utf-8"),
-    ):
+    for text in run_action_report(tmp_path, out, exit_code=1):
         assert "\n".join(PIRATE_TURNS) in text
 
 
