@@ -4,13 +4,12 @@ environment, a Prefect home of the test's own, the session's Prefect server), fo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tests.process_env import subprocess_env
+from tests.suite_helpers import run_cli
 
 
 def run_example_suite(
@@ -40,14 +39,17 @@ def run_example_suite(
     run_env.update(env or {})
     for name in drop_env:
         run_env.pop(name, None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", out, "--quiet"]
-        + ["--index-dir", str(tmp_path / "index"), *extra],
+    proc = run_cli(
+        "run",
+        str(suite),
+        "--output-dir",
+        out,
+        "--quiet",
+        "--index-dir",
+        str(tmp_path / "index"),
+        *extra,
         cwd=tmp_path,
         env=run_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
     results = tmp_path / out / "results.json"
     assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +17,7 @@ from evaltasks import EvalTestCase, ToolCall, evaluate_sync
 from evaltasks.inputs.suite import load_suite
 from evaltasks.targets.python import to_output
 from tests.process_env import REPO_ROOT, subprocess_env
+from tests.suite_helpers import run_cli
 
 EXAMPLE = REPO_ROOT / "examples" / "agent"
 METRICS = ["ToolCorrectnessMetric", "ToolsErrorMetric", "LoopDetectionMetric", "PlanningQualityMetric"]
@@ -89,22 +89,7 @@ def test_the_suite_scores_each_case_as_worked_out(agent: ModuleType) -> None:
 def test_the_readme_run_through_the_cli(tmp_path: Path, prefect_api_url: str) -> None:
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
     env["EVALTASKS_INDEX_DIR"] = str(tmp_path / "index")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evaltasks.cli",
-            "run",
-            str(EXAMPLE / "suite.yaml"),
-            "--output-dir",
-            str(tmp_path / "out"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", str(EXAMPLE / "suite.yaml"), "--output-dir", str(tmp_path / "out"), cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "PASSED: pass rate 50.00% (2 of 4 cases), gate 50.00%" in proc.stdout
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))

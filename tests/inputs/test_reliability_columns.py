@@ -76,10 +76,8 @@ def test_a_confidence_outside_0_1_is_an_input_error(tmp_path: Path) -> None:
 def test_the_cli_prints_the_run_level_result_and_fails_the_gate_on_it(tmp_path: Path, prefect_api_url: str) -> None:
     """``evaltasks run`` on the columns' suite: the terminal shows the calibration line; a threshold above the run's
     Brier skill score fails the gate (exit 1) and says why, though every case-level rule holds."""
-    import subprocess
-    import sys
-
     from tests.process_env import subprocess_env
+    from tests.suite_helpers import run_cli
 
     suite = _suite(tmp_path, "d.jsonl", "".join(json.dumps(r) + "\n" for r in ROWS))
     text = suite.read_text(encoding="utf-8").replace(
@@ -87,14 +85,7 @@ def test_the_cli_prints_the_run_level_result_and_fails_the_gate_on_it(tmp_path: 
     )
     suite.write_text(text + "gate: {min_pass_rate: 0}\n", encoding="utf-8")
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", str(suite), "--output-dir", "out", cwd=tmp_path, env=env)
     right, conf = [True, False, True, False, True], [0.9, 0.8, 0.7, 0.2, 0.6]
     skill = 1 - sum((c - r) ** 2 for c, r in zip(conf, right)) / 5 / (0.6 * 0.4)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -22,6 +22,7 @@ from evaltasks.metrics.security import _presidio
 from evaltasks.security_metrics import PIILeakageMetric
 from tests.chat_server import ChatRequest, ChatServer
 from tests.judge_helpers import score_with, server_options
+from tests.suite_helpers import run_cli
 
 EMAIL = "maria.kowalska@example.org"
 PHONE = "+1-202-555-0147"
@@ -286,8 +287,6 @@ def test_a_cli_run_without_an_api_key_keeps_the_values_out_of_its_reports(tmp_pa
     """``evaltasks run`` (the real flow) with the offline mode and no API key: the leak fails the gate; the
     values appear in results.json only inside the case's own ``actual_output`` (the case itself, as every report
     shows it), never in the metric's result, and not on the terminal."""
-    import subprocess
-    import sys
 
     from tests.process_env import subprocess_env
 
@@ -304,14 +303,7 @@ def test_a_cli_run_without_an_api_key_keeps_the_values_out_of_its_reports(tmp_pa
     )
     env = subprocess_env(tmp_path / "prefect-home")
     env.pop("OPENAI_API_KEY", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", "suite.yaml", "--output-dir", "out", cwd=tmp_path, env=env)
     assert proc.returncode == 1, proc.stderr  # the gate: one case of two failed
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     by_id = {c["id"]: c for c in results["cases"]}
