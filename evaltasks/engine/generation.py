@@ -195,9 +195,14 @@ def check_generated(case: EvalTestCase, metrics: Sequence[Any]) -> str | None:
     return "the target's output cannot be scored: " + "; ".join(f"field '{p.field}' {p.message}" for p in problems)
 
 
+GENERATION_FAILED = "generation failed: "
+"""How each errored metric's ``error`` starts when the case's target failed to produce its output (reports read it
+to name the target's failure rather than the metrics')."""
+
+
 def errored_results(reason: str, metrics: Sequence[Any]) -> list[MetricResult]:
     """One errored result per metric for a case whose generation failed with ``reason``."""
-    return [MetricResult.errored(m.name, m.threshold, f"generation failed: {reason}") for m in metrics]
+    return [MetricResult.errored(m.name, m.threshold, GENERATION_FAILED + reason) for m in metrics]
 
 
 def skipped_results(reason: str, metrics: Sequence[Any]) -> list[MetricResult]:

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evaltasks.engine.compare import CaseChange, ChangeTest, Comparison, MetricComparison
+from evaltasks.engine.generation import GENERATION_FAILED
 from evaltasks.engine.outcome import RunReport
 from evaltasks.engine.side_by_side import SideBySide, SplitCase
 from evaltasks.reports._run_metrics import run_metric_line
@@ -386,11 +387,6 @@ def notable_cases(results_path: Path, summary: EvaluationSummary, limit: int = C
         max(total - len(ordered), 0),
         [turns for *_, turns in ordered],
     )
-
-
-GENERATION_FAILED = "generation failed: "
-"""How an errored metric's ``error`` starts when the case's target failed to produce its output
-(:func:`evaltasks.engine.generation.errored_results`)."""
 
 
 def _failures(metrics: list[dict[str, Any]]) -> list[str]:
