@@ -64,15 +64,19 @@ class Stages:
 
 
 @contextlib.contextmanager
-def reporting_to(stages: Stages, stop: Callable[[bool], None] | None = None) -> Iterator[None]:
+def reporting_to(
+    stages: Stages, stop: Callable[[bool], None] | None = None, early_generation: Any = None
+) -> Iterator[None]:
     """While the block runs, the stages and counts reported through :mod:`evaltasks.engine.progress` go to
     ``stages`` (and a flow that stops on a signal calls ``stop``): a :class:`~evaltasks.engine.progress.RunContext`
-    for the block, keeping what the caller's context holds besides (a served run's ``host_froze_objects``)."""
+    for the block, keeping what the caller's context holds besides (a served run's ``host_froze_objects``), with
+    ``early_generation`` (the target calls the command started, for the flow's task runs)."""
     context = dataclasses.replace(
         _progress.current_run_context(),
         on_progress=stages.advance,
         on_stage=stages.stage,
         on_stop=stop,
+        early_generation=early_generation,
         lock=threading.Lock(),
     )
     with _progress.run_context(context):

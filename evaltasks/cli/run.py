@@ -190,8 +190,8 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
     # Hand the flow this validated plan (its `plan` parameter) instead of letting it parse everything again, and
     # drop our references, so a run of 10^6 cases holds the dataset once.
     view, planned = _PlanView.of(checked[0]), PlannedRun.of(*checked)
-    del checked
     quiet_prefect_defaults()
+    early = None
     try:
         from evaltasks.server.temporary import spawn_temporary_server  # startup: subprocess, only for a run
 
@@ -199,19 +199,37 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
         # overlap the imports and the model load below; the flow waits for it before its first API call.
         starting = spawn_temporary_server()
         problem = None if starting is not None else check_configured_server()  # before the flow starts
+        if problem is None:  # the target's calls start now too (docs/targets.md#generation-starts-while-prefect-starts)
+            early = _start_early_generation(args, checked[0])
     except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
         return aborted(args.output_dir)
+    finally:
+        del checked
     if problem:
         error(problem)
         return EXIT_INVALID
     try:
-        outcome = _evaluate(args, invocation, interrupt, planned, view, starting)
+        outcome = _evaluate(args, invocation, interrupt, planned, view, starting, early)
     except InputError as exc:
         error(str(exc))
         return EXIT_INVALID
     except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
         return aborted(args.output_dir)
+    finally:
+        if early is not None:
+            early.close()
     return _report(args, invocation, outcome, view)
+
+
+def _start_early_generation(args: argparse.Namespace, plan: Any) -> Any:
+    """The plan's target calls, started while Prefect starts (:func:`~evaltasks.engine.generation.start_early_generation`)
+    when the flow's task runs will run in this process (the thread-pool task runner); else None."""
+    if args.task_runner != "threads" or not plan.targets:
+        return None
+    from evaltasks.engine.generation import start_early_generation
+    from evaltasks.index import default_index_dir  # the flow's default, the same folder
+
+    return start_early_generation(plan, str(args.index_dir or default_index_dir()), refresh=not args.cache)
 
 
 def _check_flags(args: argparse.Namespace) -> str | None:
@@ -292,10 +310,17 @@ def _estimate_with_task_cache(plan: Any, args: argparse.Namespace) -> float:
 
 
 def _evaluate(
-    args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt, planned: Any, view: _PlanView, starting: Any
+    args: argparse.Namespace,
+    invocation: Invocation,
+    interrupt: Interrupt,
+    planned: Any,
+    view: _PlanView,
+    starting: Any,
+    early: Any = None,
 ) -> RunReport:
     """Run the evaluate-suite flow on ``planned`` with the stage display on the terminal; its returned dict.
-    ``starting``: the temporary server being started (None: the user's own server, or one started later)."""
+    ``starting``: the temporary server being started (None: the user's own server, or one started later).
+    ``early``: the target calls already started, handed to the flow's task runs through the run context."""
     # read the index only now, while the server starts: a large namespace takes seconds to read
     models = [need.provider for need in view.model_needs if _has_missing_texts(need, args.index_dir)]
     from rich.console import Console  # startup: rich and Prefect only once a run starts
@@ -303,7 +328,7 @@ def _evaluate(
     console = Console(stderr=True)
     progress = stage_progress(console, args.quiet)
     stages = Stages(progress, view.scoring, view.work_items)
-    with progress, reporting_to(stages, interrupt.stopping), contextlib.ExitStack() as scope:
+    with progress, reporting_to(stages, interrupt.stopping, early), contextlib.ExitStack() as scope:
         # the user's own server (PREFECT_API_URL) is connected to, not started
         stages.stage("starting Prefect" if starting is not None or not configured_server() else "connecting to Prefect")
         from evaltasks.flows.evaluate_suite import evaluate_suite, make_task_runner  # startup: imports Prefect

@@ -13,12 +13,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from evaltasks.engine.progress import current_run_context
 from evaltasks.errors import Problem
 from evaltasks.results import EvaluationSummary, MetricResult, TargetRun, TestCaseResult
 from evaltasks.test_case import EvalTestCase
 
 if TYPE_CHECKING:
     from evaltasks.targets.base import Target
+    from evaltasks.targets.early import EarlyGeneration
 
 _T = TypeVar("_T")
 
@@ -349,7 +351,31 @@ def generate_outputs(
         from evaltasks.targets.store import OutputStore
 
         store = OutputStore.in_index_dir(index_dir)
-    return list(generate_batch(target, list(cases), store=store, refresh=refresh, samples=samples, stop=STOP))
+    early = current_run_context().early_generation  # the calls started while Prefect started, in this process
+    return list(
+        generate_batch(target, list(cases), store=store, refresh=refresh, samples=samples, stop=STOP, early=early)
+    )
+
+
+def start_early_generation(plan: Any, index_dir: str | None, *, refresh: bool) -> EarlyGeneration | None:
+    """Start calling ``plan``'s targets (a :class:`~evaltasks.engine.run.RunPlan`; skipped targets left out) on its
+    cases now, through the output store of ``index_dir`` (``refresh``: stored outputs not read), for the run's
+    generate stage to take (:mod:`evaltasks.targets.early`; hand it over in the run's
+    :class:`~evaltasks.engine.progress.RunContext` ``early_generation``). None without a target to run. Close it
+    when the run ends.
+    """
+    targets = [t for t in plan.targets if t.name not in plan.skipped_targets]
+    if not targets or not plan.dataset.cases:
+        return None
+    from evaltasks.targets.early import EarlyGeneration
+    from evaltasks.targets.store import OutputStore
+
+    resume_generation()  # a stop of an earlier run in this process is not this run's
+    store = None if index_dir is None else OutputStore.in_index_dir(index_dir)
+    samples = [samples_of(t) for t in targets]
+    early = EarlyGeneration(targets, plan.dataset.cases, samples, store=store, refresh=refresh, stop=STOP)
+    early.start()
+    return early
 
 
 class TargetTallies:

@@ -15,9 +15,12 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltasks._env import RUN_STATE_VARIABLE
+
+if TYPE_CHECKING:
+    from evaltasks.targets.early import EarlyGeneration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +35,9 @@ class RunContext:
             interrupt (Ctrl+C).
         host_froze_objects: the program hosting the run called ``gc.freeze()`` itself (the runs ``evaltasks
             server`` forks), so :func:`evaltasks.engine.stream.gc_frozen` leaves its frozen objects alone.
+        early_generation: the targets' calls the command started while Prefect started
+            (:class:`~evaltasks.targets.early.EarlyGeneration`), for the generate stage's task runs in this
+            process to take; None: the task runs call the targets themselves.
 
     The callbacks are called one at a time per context (a lock of its own), from the run's threads.
 
@@ -50,6 +56,7 @@ class RunContext:
     on_stage: Callable[[str, int | None], None] | None = None
     on_stop: Callable[[bool], None] | None = None
     host_froze_objects: bool = False
+    early_generation: EarlyGeneration | None = None
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, compare=False, repr=False)
 
 

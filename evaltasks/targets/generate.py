@@ -29,12 +29,15 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltasks.errors import CredentialsError
 from evaltasks.targets.base import Target, TargetError, TargetOutput, TransientTargetError
 from evaltasks.targets.store import OutputStore, sample_key
 from evaltasks.test_case import EvalTestCase, Generation
+
+if TYPE_CHECKING:
+    from evaltasks.targets.early import EarlyGeneration
 
 BACKOFF_BASE = 0.5
 """Seconds before the first retry without a ``Retry-After``; doubled per retry."""
@@ -76,6 +79,7 @@ def generate_case(
     refresh: bool,
     sample: int = 0,
     stop: threading.Event | None = None,
+    early: EarlyGeneration | None = None,
 ) -> GeneratedCase:
     """Generate sample ``sample`` of ``case``'s output with ``target`` (see the module docstring for the rules).
 
@@ -86,11 +90,17 @@ def generate_case(
         refresh: True to generate even when an output is stored (``--no-cache``); the new one replaces it.
         sample: which of ``repeat: K`` samples (0-based); each sample has its own store entry.
         stop: set it to stop waiting (the case raises GenerationStopped).
+        early: the calls started while Prefect starts (:mod:`evaltasks.targets.early`): the case's result is
+            taken from there when it holds it, else generated here.
 
     Raises:
         CredentialsError: the target's endpoint rejected the credentials (401).
         GenerationStopped: ``stop`` was set.
     """
+    if early is not None:
+        taken = early.take(target, case, sample)
+        if taken is not None:
+            return taken
     try:
         key = sample_key(target.case_key(case), sample)
     except TargetError as exc:  # a template that does not render for this case
@@ -122,12 +132,16 @@ def generate_batch(
     refresh: bool,
     samples: int = 1,
     stop: threading.Event | None = None,
+    early: EarlyGeneration | None = None,
 ) -> list[GeneratedCase]:
     """Generate ``samples`` outputs of every case of ``cases`` (:func:`generate_case`), up to the target's
     ``max_concurrency`` (default 1) at once.
 
     Returns:
         One :class:`GeneratedCase` per (case, sample), case-major: ``[c0 s0, c0 s1, ..., c1 s0, ...]``.
+
+    ``early``: results started before the batch was asked for (:meth:`EarlyGeneration.take
+    <evaltasks.targets.early.EarlyGeneration.take>`), taken instead of calling the target.
 
     An error that ends the batch (CredentialsError, an interrupt) sets ``stop`` (an event of its own when none is
     given), so the cases in flight end at once instead of running to their timeout.
@@ -142,10 +156,10 @@ def generate_batch(
     work = [(case, sample) for case in cases for sample in range(samples)]
     workers = min(max(1, int(getattr(target, "max_concurrency", 1) or 1)), len(work))
     if workers <= 1:
-        return [_one(target, case, store, refresh, sample, stop) for case, sample in work]
+        return [_one(target, case, store, refresh, sample, stop, early) for case, sample in work]
     halt = stop if stop is not None else threading.Event()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"target-{target.name}") as pool:
-        futures = [pool.submit(_one, target, case, store, refresh, sample, halt) for case, sample in work]
+        futures = [pool.submit(_one, target, case, store, refresh, sample, halt, early) for case, sample in work]
         try:
             return [future.result() for future in futures]
         except BaseException:
@@ -162,10 +176,11 @@ def _one(
     refresh: bool,
     sample: int,
     stop: threading.Event | None,
+    early: EarlyGeneration | None,
 ) -> GeneratedCase:
     if stop is not None and stop.is_set():
         raise GenerationStopped("generation stopped")
-    return generate_case(target, case, store=store, refresh=refresh, sample=sample, stop=stop)
+    return generate_case(target, case, store=store, refresh=refresh, sample=sample, stop=stop, early=early)
 
 
 def _call_with_retries(target: Target, case: EvalTestCase, stop: threading.Event | None) -> tuple[TargetOutput, float]:

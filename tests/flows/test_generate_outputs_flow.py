@@ -90,6 +90,44 @@ def _task_run_names(flow_run_id: Any) -> list[str]:
 
 
 @pytest.mark.slow
+def test_the_flows_task_runs_take_what_early_generation_made(tmp_path: Path, prefect_api_url: str) -> None:
+    """`evaltasks run` starts the target's calls while Prefect starts (docs/targets.md#generation-starts-while-prefect-starts):
+    the flow's generate-outputs task runs (Prefect's thread-pool task runner, in a copy of the run context) take
+    them, and the results are those of a run without it."""
+    from evaltasks.engine.generation import start_early_generation
+    from evaltasks.engine.progress import RunContext, run_context
+    from evaltasks.engine.run import PlannedRun, plan_run
+    from evaltasks.flows.evaluate_suite import evaluate_suite
+
+    suite = _suite(tmp_path / "suite")
+    bot = Bot()
+    plan = plan_run(suite)
+    plan.suite.targets = [PythonTarget(bot, name="bot")]
+    early = start_early_generation(plan, str(tmp_path / "index"), refresh=False)
+    assert early is not None
+    with run_context(RunContext(early_generation=early)):
+        state = evaluate_suite(
+            suite_path=str(suite),
+            output_dir=str(tmp_path / "out"),
+            index_dir=str(tmp_path / "index"),
+            plan=PlannedRun.of(plan),
+            return_state=True,
+        )
+    early.close()
+    assert state.is_completed(), state
+    assert (bot.calls, early.taken) == (4, 4)  # each case called once, by early generation, and taken by the flow
+    names = _task_run_names(state.state_details.flow_run_id)
+    assert sum(name.startswith("generate-outputs") for name in names) == 1
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    plain, _ = _run(suite, Bot(), tmp_path / "plain")
+    strip = ("id", "actual_output", "status")
+    assert [{k: c[k] for k in strip} for c in results["cases"]] == [{k: c[k] for k in strip} for c in plain["cases"]]
+    assert [c["generation"]["cost"] for c in results["cases"]] == [0.25] * 4
+    (target,) = results["targets"]
+    assert (target["requests"], target["cached"], target["summary"]) == (4, 0, plain["targets"][0]["summary"])
+
+
+@pytest.mark.slow
 def test_the_flow_generates_in_task_runs_then_scores_and_a_rerun_makes_no_call(
     tmp_path: Path, prefect_api_url: str
 ) -> None:
