@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
-from tests.suite_helpers import run_cli
 
 
 def run_example_suite(

@@ -1,11 +1,9 @@
-"""Suite files the tests write, and ``evaltasks run`` in a subprocess: shared by the flow, Prefect-surface, cluster,
+"""Suite files the tests write: shared by the flow, Prefect-surface, cluster,
 scale-out and reference-set tests."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 
@@ -47,15 +45,3 @@ def reference_suite(directory: Path, *, name: str, dataset: str | Path, facts: s
         encoding="utf-8",
     )
     return path
-
-
-def run_cli(*args: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``python -m evaltasks.cli ARGS`` in a subprocess in ``cwd`` with ``env``; its output captured as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )

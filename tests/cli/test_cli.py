@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from evaltasks.inputs.suite import suite_json_schema
+from tests.cli_forkserver import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart" / "suite.yaml"
@@ -41,14 +42,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def _cli(tmp_path: Path, *args: str, timeout: float = 300, **env: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", *args],
-        cwd=tmp_path,
-        env=_env(tmp_path, **env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    proc = run_cli(*args, cwd=tmp_path, env=_env(tmp_path, **env), timeout=timeout)
     return proc, time.monotonic() - started
 
 
@@ -383,14 +377,7 @@ def test_rejected_api_key_exits_2_without_traceback(tmp_path: Path, prefect_api_
             PREFECT_API_URL=prefect_api_url,
             OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}/v1",
         )
-        proc = subprocess.run(
-            [sys.executable, "-m", "evaltasks.cli", "run", suite.name, "--output-dir", "out"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        proc = run_cli("run", suite.name, "--output-dir", "out", cwd=tmp_path, env=env, timeout=300)
     finally:
         server.shutdown()
         server.server_close()
@@ -460,14 +447,7 @@ def test_unwritable_prefect_home_exits_2_before_prefect_starts(tmp_path: Path, k
         home = _unwritable_dir(tmp_path, kind, cleanups)
         env = _env(tmp_path)
         env["PREFECT_HOME"] = str(home)
-        proc = subprocess.run(
-            [sys.executable, "-m", "evaltasks.cli", command, str(QUICKSTART), "--output-dir", "out"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = run_cli(command, str(QUICKSTART), "--output-dir", "out", cwd=tmp_path, env=env, timeout=600)
     finally:
         for undo in cleanups:
             subprocess.run(undo, check=True)

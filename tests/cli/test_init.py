@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from evaltasks.cli import main
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 FILES = ["suite.yaml", "questions.jsonl", "my_app.py"]
@@ -227,10 +228,7 @@ def test_the_starter_suite_loads_and_runs_as_written(tmp_path: Path, prefect_api
         "LatencyMetric",
     ]
 
-    run = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--quiet"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    run = run_cli("run", "suite.yaml", "--output-dir", "out", "--quiet", cwd=project, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.splitlines()[0] == "PASSED: pass rate 80.00% (4 of 5 cases), gate 80.00%"
     results = json.loads((project / "out" / "results.json").read_text(encoding="utf-8"))

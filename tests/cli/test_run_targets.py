@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 pytestmark = pytest.mark.slow  # CLI subprocesses and Prefect flow runs
@@ -205,11 +206,19 @@ def _chat_run(
     env.pop("OPENAI_API_KEY", None)
     if key is not None:
         env["OPENAI_API_KEY"] = key
-    return subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
-         "--index-dir", str(tmp_path / "index"), "--quiet", *flags],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=DEADLINE_S,
-    )  # fmt: skip
+    return run_cli(
+        "run",
+        str(suite),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--index-dir",
+        str(tmp_path / "index"),
+        "--quiet",
+        *flags,
+        cwd=tmp_path,
+        env=env,
+        timeout=DEADLINE_S,
+    )
 
 
 def test_a_chat_target_makes_no_request_on_a_rerun_and_its_key_rules(tmp_path: Path, prefect_api_url: str) -> None:

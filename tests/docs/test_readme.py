@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,8 +57,10 @@ def test_the_python_api_example_prints_what_the_readme_says(tmp_path: Path) -> N
 def test_the_quickstart_block_is_what_the_command_prints(tmp_path: Path) -> None:
     """A fresh checkout's first run: nothing in the index yet, a temporary Prefect server, output piped."""
     shutil.copytree(REPO / "examples" / "quickstart", tmp_path / "examples" / "quickstart")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "examples/quickstart/suite.yaml", "--no-server"],
+    proc = run_cli(
+        "run",
+        "examples/quickstart/suite.yaml",
+        "--no-server",
         cwd=tmp_path,
         env=fresh_env(tmp_path),
         capture_output=True,

@@ -8,14 +8,13 @@ the same matrix. The embedding scores are computed independently with sentence-t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from evaltasks import METRICS
 from evaltasks.inputs.suite import load_suite
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "all_metrics"
@@ -85,13 +84,8 @@ def test_every_metric_on_the_example_through_the_cli(tmp_path: Path, prefect_api
     """Each case × metric verdict equals the hand-derived matrix; the embedding scores equal cosine similarities
     of the bundled model's embeddings computed here, clamped to [0, 1]."""
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = run_cli(
+        "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", "--quiet", cwd=tmp_path, env=env, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["cases"]

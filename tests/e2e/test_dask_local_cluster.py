@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.suite_helpers import reference_suite, run_cli
+from tests.cli_forkserver import run_cli
+from tests.suite_helpers import reference_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_forkserver import run_cli
+
 REPO = Path(__file__).resolve().parents[2]
 GENERATOR = REPO / "examples" / "calibration" / "make_truthfulqa_pairs.py"
 KEYWORDS = ["alpha", "beta", "gamma", "delta"]
@@ -51,8 +53,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", *args],
+    return run_cli(
+        *args,
         cwd=tmp_path,
         env={**_env(tmp_path), **env},
         capture_output=True,

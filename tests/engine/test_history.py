@@ -31,6 +31,7 @@ from evaltasks.engine.history import (
 )
 from evaltasks.inputs.suite import HistorySpec
 from evaltasks.results import MetricResult, TestCaseResult
+from tests.cli_forkserver import run_cli
 
 
 def _fisher_two_sided(a: int, b: int, c: int, d: int) -> float:
@@ -349,14 +350,7 @@ def test_piped_history_keeps_each_run_on_one_whole_line(tmp_path: Path) -> None:
     _history_of_two_metrics(tmp_path / "h")
     (tmp_path / "s.yaml").write_text("name: quick\nmetrics: []\n", encoding="utf-8")
     env = {**subprocess_env(tmp_path / "home"), "COLUMNS": "80", "EVALTASKS_NO_SERVER": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "history", "s.yaml", "--history-dir", "h"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli("history", "s.yaml", "--history-dir", "h", cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == f"Run history of quick ({Path('h') / 'quick.jsonl'})"

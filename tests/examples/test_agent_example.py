@@ -16,8 +16,8 @@ import pytest
 from evaltasks import EvalTestCase, ToolCall, evaluate_sync
 from evaltasks.inputs.suite import load_suite
 from evaltasks.targets.python import to_output
+from tests.cli_forkserver import run_cli
 from tests.process_env import REPO_ROOT, subprocess_env
-from tests.suite_helpers import run_cli
 
 EXAMPLE = REPO_ROOT / "examples" / "agent"
 METRICS = ["ToolCorrectnessMetric", "ToolsErrorMetric", "LoopDetectionMetric", "PlanningQualityMetric"]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.cli_forkserver import run_cli
 from tests.suite_helpers import length_suite
 
 REPO = Path(__file__).resolve().parents[2]
@@ -301,7 +302,6 @@ def test_the_cli_keeps_its_exit_codes_and_history_prints_the_trend(prefect_api_u
     """`evaltasks run` on a failing gate (a Failed flow run) still exits 1 and on a passing one 0, each recorded
     with --history-dir; `evaltasks history` prints both runs, and exits 2 where there is no history."""
     import subprocess
-    import sys
 
     from tests.process_env import subprocess_env
 
@@ -310,14 +310,7 @@ def test_the_cli_keeps_its_exit_codes_and_history_prints_the_trend(prefect_api_u
     env.pop("EVALTASKS_HISTORY_DIR", None)
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "evaltasks.cli", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        return run_cli(*args, cwd=tmp_path, env=env, timeout=600)
 
     run = [
         "run",

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,22 +45,10 @@ def _cli_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:
 
 
 def _cli_run(tmp_path: Path, env: dict[str, str], out: str, index: str, *extra: str) -> dict[str, Any]:
-    """``python -m evaltasks.cli run`` in a fresh process; returns its results.json."""
-    args = [
-        sys.executable,
-        "-m",
-        "evaltasks.cli",
-        "run",
-        str(QUICKSTART),
-        "--output-dir",
-        str(tmp_path / out),
-        "--index-dir",
-        str(tmp_path / index),
-        "--quiet",
-        *extra,
-    ]
-    proc = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
-    assert proc.returncode == 0, f"{' '.join(args[2:])} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    """``python -m evaltasks.cli run`` in a process of its own; returns its results.json."""
+    args = ["run", str(QUICKSTART), "--output-dir", str(tmp_path / out), "--index-dir", str(tmp_path / index)]
+    proc = run_cli(*args, "--quiet", *extra, cwd=tmp_path, env=env, timeout=CLI_TIMEOUT)
+    assert proc.returncode == 0, f"{' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return json.loads((tmp_path / out / "results.json").read_text(encoding="utf-8"))
 
 

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import warnings
 import zlib
 from pathlib import Path
@@ -19,6 +18,7 @@ from evaltasks.embeddings import get_provider
 from evaltasks.embeddings.local import LocalEmbeddingProvider
 from evaltasks.embeddings.openai import OpenAIEmbeddingProvider
 from evaltasks.index import default_index_dir, text_id
+from tests.cli_forkserver import run_cli
 
 EPS = 1e-6
 
@@ -356,14 +356,7 @@ def _cli(cwd: Path, *args: str, timeout: float = 600, api_url: str | None = None
     )
     if api_url:
         env["PREFECT_API_URL"] = api_url
-    return subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli(*args, cwd=cwd, env=env, timeout=timeout)
 
 
 @pytest.mark.slow

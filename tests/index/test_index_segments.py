@@ -23,6 +23,7 @@ import pytest
 
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
 from evaltasks.index import ReferenceIndex, _segments, text_id
+from tests.cli_forkserver import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,9 +75,7 @@ def _add(root: Path, texts: list[str]) -> HashProvider:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "EVALTASKS_INDEX_DIR"}
-    return subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+    return run_cli(*args, cwd=REPO, env=env, timeout=300)
 
 
 def test_adding_texts_writes_a_new_segment_and_rewrites_nothing(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from evaltasks.errors import ConfigError
 from evaltasks.index.search import ReferenceSearch, SearchConfig
 from evaltasks.inputs.reference_sets import ReferenceSet, load_reference_set
 from evaltasks.inputs.suite import load_suite
-from tests.suite_helpers import run_cli
+from tests.cli_forkserver import run_cli
 
 FACTS = [
     "Paris is the capital of France.",

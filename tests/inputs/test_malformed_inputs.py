@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from evaltasks import cli
+from tests.cli_forkserver import run_cli
 
 SUITE = "suite.yaml"
 LC = "  - metric: LengthCheckMetric\n"
@@ -1293,14 +1294,7 @@ def test_malformed_input_in_a_subprocess(case_id: str, tmp_path: Path) -> None:
     before = _tree(root)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "EVALTASKS_"))}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", SUITE],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("run", SUITE, cwd=root, env=env, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stdout == ""
@@ -1373,14 +1367,7 @@ def test_python_tags_execute_nothing(where: str, tmp_path: Path) -> None:
         (root / "d.yaml").write_text(f"- actual_output: {payload}\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "EVALTASKS_"))}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", SUITE],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("run", SUITE, cwd=root, env=env, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "is not allowed" in proc.stderr and "python/object/apply:os.system" in proc.stderr

@@ -76,8 +76,8 @@ def test_a_confidence_outside_0_1_is_an_input_error(tmp_path: Path) -> None:
 def test_the_cli_prints_the_run_level_result_and_fails_the_gate_on_it(tmp_path: Path, prefect_api_url: str) -> None:
     """``evaltasks run`` on the columns' suite: the terminal shows the calibration line; a threshold above the run's
     Brier skill score fails the gate (exit 1) and says why, though every case-level rule holds."""
+    from tests.cli_forkserver import run_cli
     from tests.process_env import subprocess_env
-    from tests.suite_helpers import run_cli
 
     suite = _suite(tmp_path, "d.jsonl", "".join(json.dumps(r) + "\n" for r in ROWS))
     text = suite.read_text(encoding="utf-8").replace(

@@ -22,6 +22,7 @@ from evaltasks import BaseMetric, EvalTestCase, LengthCheckMetric, MetricResult,
 from evaltasks.engine.evaluate import score_metric_batch
 from evaltasks.errors import ConfigError, Problem
 from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,14 +84,7 @@ def _cli(
 ) -> subprocess.CompletedProcess:
     env = subprocess_env(cwd / "prefect-home", api_url)
     env.update(extra_env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli(*args, cwd=cwd, env=env, timeout=timeout)
 
 
 def _scores(results_json: Path) -> dict[str, dict[str, tuple]]:
@@ -661,14 +655,7 @@ def test_schema_lists_installed_entry_points(tmp_path: Path) -> None:
     _distribution(site, "acme-metrics", "[evaltasks.metrics]\nacme-contains = acme_metrics:ContainsWord\n")
     env = subprocess_env(tmp_path / "home")
     env["PYTHONPATH"] = str(site)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "schema"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli("schema", cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     schema = json.loads(proc.stdout)
     validator = jsonschema.Draft202012Validator(schema)

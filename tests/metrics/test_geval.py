@@ -21,6 +21,7 @@ from evaltasks.judges.base import TokenLogprob
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.judge.geval import score_distribution
 from tests.chat_server import Answer, ChatServer
+from tests.cli_forkserver import run_cli
 from tests.judge_helpers import Recorder, as_json, case, ln, score_with, server_options, system, user
 
 STEPS = ["Check the answer is factually right.", "Check it answers the question asked."]
@@ -422,8 +423,6 @@ def test_through_the_python_api_steps_once_across_batches_and_input_required() -
 def test_both_judge_metrics_in_a_cli_run_through_the_prefect_engine(tmp_path: Path, prefect_api_url: str) -> None:
     """A suite with GEvalMetric and CustomEvalMetric whose judge_options point at the loopback server: the CLI
     run (real Prefect engine, tasks in their worker) writes the hand-computed scores to results.json."""
-    import subprocess
-    import sys
 
     import yaml
 
@@ -457,14 +456,7 @@ def test_both_judge_metrics_in_a_cli_run_through_the_prefect_engine(tmp_path: Pa
         }
         (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
         env = {**subprocess_env(tmp_path / "prefect-home", prefect_api_url), "OPENAI_API_KEY": server.api_key}
-        proc = subprocess.run(
-            [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out", "--quiet"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = run_cli("run", "suite.yaml", "--output-dir", "out", "--quiet", cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-3000:]  # CustomEval fails every case: the gate fails
     cases = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["cases"]
     got = {(c["id"], m["name"]): (m["score"], m["status"]) for c in cases for m in c["metrics"]}

@@ -17,6 +17,7 @@ from evaltasks.errors import ConfigError
 from evaltasks.inputs.suite import load_suite
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.deterministic.regex_match import clock_free_length
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 RUNAWAY = r"(a|aa)+$"  # on "a" * n + "b": Fibonacci(n) ways to split the a's, all tried before failing
@@ -956,8 +957,11 @@ def test_cli_run_through_prefect_scores_and_errors_per_case(tmp_path: Path, pref
         "      properties: {id: {type: string, format: uuid}}\n      required: [id]\n",
         encoding="utf-8",
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
+    proc = run_cli(
+        "run",
+        "suite.yaml",
+        "--output-dir",
+        "out",
         cwd=tmp_path,
         env=subprocess_env(tmp_path / "prefect-home", prefect_api_url),
         capture_output=True,

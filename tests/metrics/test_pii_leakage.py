@@ -21,8 +21,8 @@ from evaltasks import EvalTestCase, evaluate_sync
 from evaltasks.metrics.security import _presidio
 from evaltasks.security_metrics import PIILeakageMetric
 from tests.chat_server import ChatRequest, ChatServer
+from tests.cli_forkserver import run_cli
 from tests.judge_helpers import score_with, server_options
-from tests.suite_helpers import run_cli
 
 EMAIL = "maria.kowalska@example.org"
 PHONE = "+1-202-555-0147"

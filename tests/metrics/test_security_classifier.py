@@ -263,8 +263,8 @@ def test_the_cli_runs_a_classifier_suite_offline_without_a_judge_key(
     import json
     import shutil
 
+    from tests.cli_forkserver import run_cli
     from tests.process_env import subprocess_env
-    from tests.suite_helpers import run_cli
 
     shutil.copytree(models["binary"], tmp_path / "clf")
     rows = [

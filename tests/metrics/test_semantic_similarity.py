@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +30,7 @@ from evaltasks.embeddings.local import LocalEmbeddingProvider
 from evaltasks.embeddings.openai import PRICES_PER_MILLION_TOKENS
 from evaltasks.engine.evaluate import collect_embedding_needs
 from evaltasks.index import ReferenceIndex
+from tests.cli_forkserver import run_cli
 from tests.openai_server import OpenAIServer, usage_tokens
 
 EPS = 1e-6  # the project's equality rule for scores
@@ -331,14 +330,7 @@ def test_cli_exits_2_naming_the_row_and_field(tmp_path: Path) -> None:
     )
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli("run", "suite.yaml", cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "expected_output" in proc.stderr and "line 2" in proc.stderr and "line 3" in proc.stderr, proc.stderr

@@ -12,8 +12,6 @@ import inspect
 import json
 import os
 import random
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from evaltasks.errors import ConfigError
 from evaltasks.inputs.suite import load_suite
 from evaltasks.metrics import METRICS
 from evaltasks.metrics.text import WHITE_SPACE, comparable
+from tests.cli_forkserver import run_cli
 
 # Unicode White_Space characters beyond ASCII, and look-alikes that are not White_Space.
 NBSP, IDEOGRAPHIC_SPACE, LINE_SEPARATOR, ZWSP, FILE_SEPARATOR = "\u00a0", "\u3000", "\u2028", "\u200b", "\x1c"
@@ -489,14 +488,7 @@ def test_cli_row_without_expected_output_exits_2_naming_row_and_field(tmp_path: 
     )
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli("run", "suite.yaml", "--output-dir", "out", cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert "d.jsonl, line 2: field 'expected_output' is missing (needed by ExactMatchMetric)" in proc.stderr
@@ -527,14 +519,7 @@ def test_cli_run_writes_the_five_metrics(tmp_path: Path, prefect_api_url: str) -
         DO_NOT_TRACK="1",
         PREFECT_API_URL=prefect_api_url,
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", "suite.yaml", "--output-dir", "out", cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     by_case = {c["id"]: {m["name"]: m for m in c["metrics"]} for c in results["cases"]}

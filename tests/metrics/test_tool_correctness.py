@@ -7,8 +7,6 @@ import asyncio
 import itertools
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from evaltasks.engine.run import plan_run
 from evaltasks.errors import ConfigError, DatasetError
 from evaltasks.inputs.suite import load_suite
 from evaltasks.metrics import METRICS
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 # The docs page's example.
@@ -174,14 +173,7 @@ def test_a_dataset_row_without_expected_tools_is_located(tmp_path: Path) -> None
     assert (problem.source, problem.location, problem.field) == (str(tmp_path / "d.jsonl"), "line 2", "expected_tools")
     # the CLI: exit 2, no traceback, the row and field named
     env = subprocess_env(tmp_path / "prefect-home")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli("run", "suite.yaml", "--output-dir", "out", cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "d.jsonl, line 2" in proc.stderr and "'expected_tools'" in proc.stderr
@@ -235,14 +227,7 @@ def test_cli_run_through_prefect_scores_tools(tmp_path: Path, prefect_api_url: s
         encoding="utf-8",
     )
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", "suite.yaml", "--output-dir", "out", cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     scores = {c["id"]: [(m["name"], m["score"]) for m in c["metrics"]] for c in results["cases"]}
@@ -255,14 +240,7 @@ def test_cli_run_through_prefect_scores_tools(tmp_path: Path, prefect_api_url: s
     # The same batch with one case's tools_called changed is scored again, never read from the task cache.
     rows[1]["tools_called"] = EXPECTED
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--output-dir", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", "suite.yaml", "--output-dir", "out", cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     assert [c["metrics"][0]["score"] for c in results["cases"]] == [1.0, 1.0, 0.0]

@@ -1,0 +1,188 @@
+"""``python -m evaltasks.cli ARGS`` for the tests, forked from a process that has imported the heavy libraries.
+
+A CLI run in a new interpreter spends about 5 s of CPU importing sentence-transformers (torch, transformers,
+scikit-learn) before it does anything, more than the rest of a small run; the test suite makes hundreds of runs.
+:func:`run_cli` asks this test process's fork server (``tests/forkserver_main.py``, started on first use, ended
+with the process) for a child that becomes ``python -m evaltasks.cli ARGS`` in ``cwd`` with ``env``: the child
+imports evaltasks and Prefect itself, from its own environment, runs the real command in a real process of its own
+and exits as a new interpreter would; only the third-party modules' import is shared. It returns what
+:func:`subprocess.run` with ``capture_output=True, text=True`` returns.
+
+A run goes to a new interpreter instead (``fresh=True``, or an ``env`` that differs from the fork server's in a
+variable the preloaded libraries read when imported: ``PYTHON*``, ``HF_*``, ``TORCH_*``, locale…) where the test's
+subject is the interpreter's start itself: what a fresh process imports, what its working directory could shadow
+(a planted ``yaml.py``), its start-up time.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+SERVER_SCRIPT = Path(__file__).resolve().parent / "forkserver_main.py"
+#: Environment variables read when the preloaded libraries are imported (or by the interpreter's start): a run
+#: whose values differ from the fork server's runs in a new interpreter.
+IMPORT_TIME_PREFIXES = (
+    "PYTHON",
+    "HF_",
+    "HUGGINGFACE",
+    "TRANSFORMERS",
+    "SENTENCE_TRANSFORMERS",
+    "TORCH",
+    "PYTORCH",
+    "TOKENIZERS",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS",
+    "KMP_",
+    "CUDA",
+    "NUMPY",
+    "SCIPY",
+    "SKLEARN",
+    "FAISS",
+    "LC_",
+    "LANG",
+)
+HANDLED = frozenset({"PYTHONUNBUFFERED"})  # the child sets its standard streams from its own environment
+
+
+class ForkServer:
+    """One fork server process (see the module docstring); :meth:`run` is thread-safe."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="evaltasks-forkserver-"))
+        self.socket = self.folder / "socket"
+        self.env = dict(os.environ)
+        self.process = subprocess.Popen(
+            [sys.executable, str(SERVER_SCRIPT), str(self.socket)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=self.env,
+            cwd=self.folder,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # the imports: seconds
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the tests' fork server did not start (it printed {line!r})")
+        self._counter = 0
+        self._lock = threading.Lock()
+
+    def serves(self, env: dict[str, str]) -> bool:
+        """True when a run with ``env`` sees the same preloaded libraries as a new interpreter would."""
+        names = {n for n in (*env, *self.env) if n.startswith(IMPORT_TIME_PREFIXES) and n not in HANDLED}
+        return all(env.get(name) == self.env.get(name) for name in names)
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """The run of ``python -m evaltasks.cli *argv`` in a forked child (see the module docstring).
+
+        Raises:
+            subprocess.TimeoutExpired: it ran longer than ``timeout`` seconds (the child is killed first).
+        """
+        with self._lock:
+            self._counter += 1
+            number = self._counter
+        out, err = self.folder / f"{number}.out", self.folder / f"{number}.err"
+        request = {"argv": argv, "cwd": str(Path(cwd).resolve()), "env": env, "stdout": str(out), "stderr": str(err)}
+        command = [sys.executable, "-m", "evaltasks.cli", *argv]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(self.socket))
+            conn.settimeout(timeout)
+            conn.sendall((_json(request) + "\n").encode("utf-8", "surrogateescape"))
+            reader = conn.makefile("rb")
+            pid = int(_expect(reader, b"pid", command))
+            try:
+                code = int(_expect(reader, b"exit", command))
+            except TimeoutError:
+                _kill(pid)
+                raise subprocess.TimeoutExpired(command, timeout, _read(out), _read(err)) from None
+        stdout, stderr = _read(out), _read(err)
+        out.unlink(missing_ok=True)
+        err.unlink(missing_ok=True)
+        return subprocess.CompletedProcess(command, code, stdout, stderr)
+
+    def close(self) -> None:
+        """End the server (its children still running are killed) and remove its folder."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _expect(reader: IO[bytes], word: bytes, command: list[str]) -> str:
+    line = reader.readline()
+    if not line.startswith(word + b" "):
+        raise RuntimeError(f"the tests' fork server ended while running {command} (it said {line!r})")
+    return line[len(word) + 1 :].decode().strip()
+
+
+def _read(path: Path) -> str:
+    try:
+        text = path.read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as subprocess's text mode
+
+
+def _kill(pid: int) -> None:
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+_server: ForkServer | None = None
+_server_lock = threading.Lock()
+
+
+def fork_server() -> ForkServer:
+    """This process's fork server, started on first use and ended when the process exits."""
+    global _server
+    with _server_lock:
+        if _server is None or _server.process.poll() is not None:
+            _server = ForkServer()
+            atexit.register(_server.close)
+        return _server
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str], timeout: float = 600, fresh: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``python -m evaltasks.cli ARGS`` in ``cwd`` with ``env``, its output captured as text: a child of the fork
+    server, or a new interpreter with ``fresh`` (or an ``env`` the fork server cannot serve; module docstring).
+
+    Raises:
+        subprocess.TimeoutExpired: the run took longer than ``timeout`` seconds (it is killed).
+    """
+    if not fresh and os.name == "posix":
+        server = fork_server()
+        if server.serves(env):
+            return server.run(list(args), cwd, env, timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "evaltasks.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -1,0 +1,126 @@
+"""The test suite's fork server for ``python -m evaltasks.cli`` runs (started by :mod:`tests.cli_forkserver`).
+
+Run as ``python tests/forkserver_main.py SOCKET``: it imports the heavy third-party libraries a run imports
+(sentence-transformers with torch, transformers, scikit-learn and numpy, and FAISS: about 5 s of CPU on 2 cores,
+more than the rest of a small run; nothing a working directory could shadow that a test plants there), prints ``ready``, then for each request on the Unix socket
+``SOCKET`` forks a child that becomes ``python -m evaltasks.cli ARGS`` with the request's working directory,
+environment, and standard streams (``/dev/null`` in, files out), and reports ``pid N`` then ``exit CODE`` on the
+request's connection (CODE as :attr:`subprocess.Popen.returncode` has it: ``-N`` for a signal).
+
+Nothing of evaltasks or Prefect is imported here: those read their settings and the environment when imported,
+so the child imports them itself, from its own environment, as a new process does. The child runs the module with
+:mod:`runpy` and returns to this file's top level, so the interpreter ends as a new one would (non-daemon threads
+joined, ``atexit`` handlers, streams flushed). The server ends when its standard input closes (the test process
+ended).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from typing import Any
+
+
+def _preload() -> None:
+    """Import what a run would (no thread is started: the children are forked from a single-threaded process)."""
+    import faiss  # noqa: F401
+    import numpy  # noqa: F401
+    import sentence_transformers  # noqa: F401
+
+
+def _serve(path: str) -> dict[str, Any] | None:
+    """Accept requests until standard input closes; in a forked child, return its request."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(16)
+    print("ready", flush=True)
+    waiting: dict[int, socket.socket] = {}  # child pid -> the connection that reports its exit
+    while True:
+        readable, _, _ = select.select([server, sys.stdin], [], [], 0.05)
+        if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+            for pid in waiting:
+                _kill(pid)
+            return None
+        if server in readable:
+            conn, _ = server.accept()
+            with conn.makefile("rb") as reader:
+                request = json.loads(reader.readline())
+            pid = os.fork()
+            if pid == 0:
+                for other in (server, conn, *waiting.values()):
+                    other.close()
+                return dict(request)
+            conn.sendall(f"pid {pid}\n".encode())
+            waiting[pid] = conn
+        while waiting:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = waiting.pop(pid, None)
+            if conn is not None:
+                try:
+                    conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+                except OSError:
+                    pass
+                conn.close()
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _become_the_run(request: dict[str, Any]) -> None:
+    """Make this forked child the process ``python -m evaltasks.cli ARGV`` would be, then run it."""
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL if signum != signal.SIGPIPE else signal.SIG_IGN)  # as Python starts
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        out = os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, fd)
+        os.close(out)
+    os.close(null)
+    unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding=sys.stdin.encoding)
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False) if unbuffered else io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
+        encoding=sys.stdout.encoding,
+        errors=sys.stdout.errors,
+        write_through=unbuffered,
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False) if unbuffered else io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+        encoding=sys.stderr.encoding,
+        errors="backslashreplace",
+        line_buffering=True,
+        write_through=unbuffered,
+    )
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.path[0] = os.getcwd()  # `python -m` puts the working directory first (this script's folder was there)
+    sys.argv = ["-m", *request["argv"]]  # as while Python locates the module (evaltasks/_startup.py reads both)
+    sys.orig_argv = [sys.executable, "-m", "evaltasks.cli", *request["argv"]]
+    import runpy
+
+    runpy.run_module("evaltasks.cli", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    _preload()
+    job = _serve(sys.argv[1])
+    if job is not None:
+        _become_the_run(job)

@@ -1,0 +1,69 @@
+"""The tests' fork server (tests/cli_forkserver.py) gives what a new interpreter gives: the same exit code, stdout and
+stderr for the same command, the working directory dropped from sys.path as `python -m` start-up does, the run's
+own environment; an environment the preloaded libraries would read differently goes to a new interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli_forkserver import fork_server, run_cli
+from tests.process_env import subprocess_env
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the fork server forks (POSIX only)")
+
+
+def _both(*args: str, cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], ...]:
+    return run_cli(*args, cwd=cwd, env=env), run_cli(*args, cwd=cwd, env=env, fresh=True)
+
+
+def test_a_forked_run_prints_and_exits_as_a_new_interpreter(tmp_path: Path) -> None:
+    env = subprocess_env(tmp_path / "home")
+    (tmp_path / "bad.yaml").write_text("name: x\nmetrics: []\n", encoding="utf-8")
+    for args in (("--version",), ("run", "missing.yaml"), ("run", "bad.yaml"), ("schema",)):
+        forked, fresh = _both(*args, cwd=tmp_path, env=env)
+        assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.returncode == 0 and '"$defs"' in forked.stdout
+    missing, _ = _both("run", "missing.yaml", cwd=tmp_path, env=env)
+    assert missing.returncode == 2 and "missing.yaml" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_the_run_has_its_own_environment_and_its_working_directory_is_not_on_its_path(tmp_path: Path) -> None:
+    env = subprocess_env(tmp_path / "home")
+    # pydantic is not among the preloaded libraries: imported from the working directory, it would end the run
+    (tmp_path / "pydantic.py").write_text("raise SystemExit('planted pydantic imported')\n", encoding="utf-8")
+    (tmp_path / "bad.yaml").write_text("name: x\n", encoding="utf-8")
+    forked, fresh = _both("run", "bad.yaml", cwd=tmp_path, env=env)
+    assert (forked.returncode, forked.stderr) == (fresh.returncode, fresh.stderr) == (2, fresh.stderr)
+    assert "planted" not in forked.stderr + forked.stdout
+    bad_setting = run_cli("run", "bad.yaml", cwd=tmp_path, env={**env, "EVALTASKS_STOP_GRACE_S": "x"})
+    assert bad_setting.returncode == 2
+    assert "EVALTASKS_STOP_GRACE_S" in bad_setting.stderr  # the run read its own environment, not the server's
+
+
+def test_an_environment_read_at_import_goes_to_a_new_interpreter(tmp_path: Path) -> None:
+    server = fork_server()
+    env = subprocess_env(tmp_path / "home")
+    assert server.serves(env)
+    assert server.serves({**env, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": "sk-x"})
+    assert not server.serves({**env, "HF_HOME": str(tmp_path)})
+    assert not server.serves({**env, "PYTHONPATH": str(tmp_path)})
+    assert not server.serves({k: v for k, v in env.items() if k != "HF_HUB_OFFLINE"})
+
+
+def test_a_run_past_its_timeout_is_killed(tmp_path: Path) -> None:
+    env = subprocess_env(tmp_path / "home")
+    (tmp_path / "slow.py").write_text(
+        "import time\n\ndef respond(case):\n    time.sleep(60)\n    return 'late'\n", encoding="utf-8"
+    )
+    (tmp_path / "d.jsonl").write_text('{"id": "a", "input": "q"}\n', encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(
+        "name: slow\ndataset: {path: d.jsonl}\ntarget: {python: 'slow:respond'}\n"
+        "metrics: [{metric: LengthCheckMetric, max_length: 5}]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_cli("run", "suite.yaml", "--index-dir", "idx", cwd=tmp_path, env=env, timeout=3)
