@@ -26,6 +26,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from tests.process_env import session_env
+
 SERVER_SCRIPT = Path(__file__).resolve().parent / "forkserver_main.py"
 #: Environment variables read when the preloaded libraries are imported (or by the interpreter's start): a run
 #: whose values differ from the fork server's runs in a new interpreter.
@@ -59,7 +61,7 @@ class ForkServer:
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="evaltasks-forkserver-"))
         self.socket = self.folder / "socket"
-        self.env = dict(os.environ)
+        self.env = session_env()  # not os.environ: the test that starts it may have changed it
         self.process = subprocess.Popen(
             [sys.executable, str(SERVER_SCRIPT), str(self.socket)],
             stdin=subprocess.PIPE,

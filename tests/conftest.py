@@ -40,7 +40,9 @@ try:  # the package normally comes from `python -m pytest` in the repository roo
 except ImportError:  # pragma: no cover - plain `pytest` from elsewhere without an install
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.process_env import SHARED_DIR  # noqa: E402  (after the package's path is set)
+from tests.process_env import SHARED_DIR, session_env  # noqa: E402  (after the package's path is set)
+
+session_env()  # the environment set above, before any test changes it (the CLI fork server starts with it)
 
 #: Fixtures that start or use the session's Prefect server: a test asking for one runs flows (seconds each) and,
 #: the first time in a process, starts the server. Such a test is ``slow`` (pyproject.toml's markers).

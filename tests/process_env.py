@@ -12,6 +12,17 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
+_session_env: dict[str, str] | None = None
+
+
+def session_env() -> dict[str, str]:
+    """The test process's environment as ``tests/conftest.py`` set it, before any test changed it (a copy of the
+    first call's ``os.environ``; conftest makes that call once the environment is set)."""
+    global _session_env
+    if _session_env is None:
+        _session_env = dict(os.environ)
+    return dict(_session_env)
+
 
 def subprocess_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:
     """The environment for a CLI or server subprocess: this process's, with its own PREFECT_HOME (and API URL,

@@ -57,8 +57,6 @@ def _cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
         *args,
         cwd=tmp_path,
         env={**_env(tmp_path), **env},
-        capture_output=True,
-        text=True,
         timeout=600,
     )
 

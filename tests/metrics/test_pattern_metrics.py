@@ -964,8 +964,6 @@ def test_cli_run_through_prefect_scores_and_errors_per_case(tmp_path: Path, pref
         "out",
         cwd=tmp_path,
         env=subprocess_env(tmp_path / "prefect-home", prefect_api_url),
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert proc.returncode == 1, proc.stderr  # the errored case fails the gate
