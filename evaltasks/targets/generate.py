@@ -29,15 +29,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from evaltasks.errors import CredentialsError
 from evaltasks.targets.base import Target, TargetError, TargetOutput, TransientTargetError
 from evaltasks.targets.store import OutputStore, sample_key
 from evaltasks.test_case import EvalTestCase, Generation
-
-if TYPE_CHECKING:
-    from evaltasks.targets.early import EarlyGeneration
 
 BACKOFF_BASE = 0.5
 """Seconds before the first retry without a ``Retry-After``; doubled per retry."""
@@ -48,6 +45,13 @@ MAX_RETRY_AFTER = 60.0
 _POLL = 0.25  # seconds between checks of ``stop`` while a call runs
 
 log = logging.getLogger("evaltasks.targets")
+
+
+class EarlyResults(Protocol):
+    """Results generated before a batch asked for them (:class:`evaltasks.targets.early.EarlyGeneration`)."""
+
+    def take(self, target: Target, case: EvalTestCase, sample: int) -> GeneratedCase | None:
+        """The result of ``sample`` of ``case`` with ``target`` (waiting for it), or None: generate it here."""
 
 
 class GenerationStopped(Exception):
@@ -79,7 +83,7 @@ def generate_case(
     refresh: bool,
     sample: int = 0,
     stop: threading.Event | None = None,
-    early: EarlyGeneration | None = None,
+    early: EarlyResults | None = None,
 ) -> GeneratedCase:
     """Generate sample ``sample`` of ``case``'s output with ``target`` (see the module docstring for the rules).
 
@@ -132,7 +136,7 @@ def generate_batch(
     refresh: bool,
     samples: int = 1,
     stop: threading.Event | None = None,
-    early: EarlyGeneration | None = None,
+    early: EarlyResults | None = None,
 ) -> list[GeneratedCase]:
     """Generate ``samples`` outputs of every case of ``cases`` (:func:`generate_case`), up to the target's
     ``max_concurrency`` (default 1) at once.
@@ -140,8 +144,8 @@ def generate_batch(
     Returns:
         One :class:`GeneratedCase` per (case, sample), case-major: ``[c0 s0, c0 s1, ..., c1 s0, ...]``.
 
-    ``early``: results started before the batch was asked for (:meth:`EarlyGeneration.take
-    <evaltasks.targets.early.EarlyGeneration.take>`), taken instead of calling the target.
+    ``early``: results started before the batch was asked for (:class:`EarlyResults`), taken instead of calling
+    the target.
 
     An error that ends the batch (CredentialsError, an interrupt) sets ``stop`` (an event of its own when none is
     given), so the cases in flight end at once instead of running to their timeout.
@@ -176,7 +180,7 @@ def _one(
     refresh: bool,
     sample: int,
     stop: threading.Event | None,
-    early: EarlyGeneration | None,
+    early: EarlyResults | None,
 ) -> GeneratedCase:
     if stop is not None and stop.is_set():
         raise GenerationStopped("generation stopped")

@@ -23,7 +23,6 @@ import pytest
 
 from evaltasks.embeddings.base import EmbeddingBatch, normalize_rows
 from evaltasks.index import ReferenceIndex, _segments, text_id
-from tests.cli_forkserver import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,6 +73,8 @@ def _add(root: Path, texts: list[str]) -> HashProvider:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
+    from tests.cli_forkserver import run_cli  # here: the helper scripts import this module without the tests package
+
     env = {k: v for k, v in os.environ.items() if k != "EVALTASKS_INDEX_DIR"}
     return run_cli(*args, cwd=REPO, env=env, timeout=300)
 
