@@ -46,6 +46,8 @@ def test_the_python_api_example_prints_what_the_readme_says(tmp_path: Path) -> N
         [sys.executable, "-c", block("Python API", "python")],
         cwd=tmp_path,
         env=fresh_env(tmp_path),
+        capture_output=True,
+        text=True,
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
