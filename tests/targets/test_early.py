@@ -235,3 +235,40 @@ def test_targets_run_one_after_another_and_the_plain_twin_takes_from_the_run_con
     assert [g.case.generation.target for g in a + b] == ["a"] * 6 + ["b"] * 6
     plan.skipped_targets = {"a": "no key", "b": "no key"}
     assert start_early_generation(plan, None, refresh=False) is None
+
+
+def test_a_take_after_close_is_stopped_even_for_a_result_that_was_ready() -> None:
+    bot = Bot()
+    target = PythonTarget(bot, name="bot", cache=False)  # one worker: the cases are generated in order
+    data = cases(3)
+    early = EarlyGeneration([target], data, [1], store=None, refresh=False, stop=STOP)
+    early.start()
+    last = early.take(target, data[2], 0)  # q0 and q1 were generated before it, and are not taken
+    assert last is not None and last.case.actual_output == "answer q2 #3"
+    early.close()  # drops q0's and q1's results: a task run still asking for one is stopped, not a KeyError
+    for case in data[:2]:
+        with pytest.raises(GenerationStopped):
+            early.take(target, case, 0)
+    assert early.taken == 1 and bot.total == 3
+
+
+@pytest.mark.parametrize(("runner", "starts"), [("threads", True), ("threads:4", True), ("processes:2", False)])
+def test_the_cli_starts_early_generation_for_each_thread_pool_runner(tmp_path: Path, runner: str, starts: bool) -> None:
+    import argparse
+
+    from evaltasks.cli.run import _start_early_generation
+
+    bot = Bot()
+    target = PythonTarget(bot, name="bot", cache=False)
+    data = cases(2)
+    plan = SimpleNamespace(targets=[target], skipped_targets={}, dataset=SimpleNamespace(cases=data))  # RunPlan's
+    args = argparse.Namespace(task_runner=runner, index_dir=str(tmp_path), cache=True)
+    early = _start_early_generation(args, plan)
+    try:
+        assert isinstance(early, EarlyGeneration) is starts
+        if early is not None:  # threads:N task runs share the process too: they take what it made
+            assert [early.take(target, case, 0).case.actual_output for case in data] == ["answer q0 #1", "answer q1 #2"]
+    finally:
+        if early is not None:
+            early.close()
+    assert bot.total == (2 if starts else 0)
