@@ -61,6 +61,12 @@ def _clear_stop() -> Any:
     resume_generation()
 
 
+def plan_of(targets: list[Any], data: list[EvalTestCase], perturbations: Any = None, metrics: Any = ()) -> Any:
+    """What :func:`start_early_generation` reads of a RunPlan."""
+    suite = SimpleNamespace(suite=SimpleNamespace(perturbations=perturbations), metrics=list(metrics))
+    return SimpleNamespace(targets=targets, skipped_targets={}, dataset=SimpleNamespace(cases=data), suite=suite)
+
+
 def batches(target: Any, all_cases: list[EvalTestCase], size: int, early: EarlyGeneration | None, **kw: Any) -> list:
     """The generate stage's shape: consecutive batches, one after the other, each through generate_batch."""
     out = []
@@ -222,7 +228,7 @@ def test_targets_run_one_after_another_and_the_plain_twin_takes_from_the_run_con
     targets = [PythonTarget(first, name="a", cache=False), PythonTarget(second, name="b", cache=False)]
     data = cases(6)
 
-    plan = SimpleNamespace(targets=targets, skipped_targets={}, dataset=SimpleNamespace(cases=data))  # RunPlan's
+    plan = plan_of(targets, data)
     early = start_early_generation(plan, str(tmp_path), refresh=False)
     assert early is not None
     try:
@@ -261,7 +267,7 @@ def test_the_cli_starts_early_generation_for_each_thread_pool_runner(tmp_path: P
     bot = Bot()
     target = PythonTarget(bot, name="bot", cache=False)
     data = cases(2)
-    plan = SimpleNamespace(targets=[target], skipped_targets={}, dataset=SimpleNamespace(cases=data))  # RunPlan's
+    plan = plan_of([target], data)
     args = argparse.Namespace(task_runner=runner, index_dir=str(tmp_path), cache=True)
     early = _start_early_generation(args, plan)
     try:
@@ -272,3 +278,31 @@ def test_the_cli_starts_early_generation_for_each_thread_pool_runner(tmp_path: P
         if early is not None:
             early.close()
     assert bot.total == (2 if starts else 0)
+
+
+def test_with_perturbed_variants_only_the_first_targets_calls_start_early() -> None:
+    from evaltasks.metrics.reliability._perturbations import PerturbationSpec
+    from evaltasks.reliability_metrics import PromptRobustnessMetric
+
+    bot = Bot()  # one callable behind both targets, max_concurrency 1: never called twice at once
+    targets = [PythonTarget(bot, name="a", cache=False), PythonTarget(bot, name="b", cache=False)]
+    data = cases(3)
+    plan = plan_of(targets, data, PerturbationSpec(count=2), [PromptRobustnessMetric()])
+    early = start_early_generation(plan, None, refresh=False)
+    assert early is not None
+    try:
+        assert [early.take(targets[0], case, 0).case.actual_output for case in data] == [
+            "answer q0 #1",
+            "answer q1 #2",
+            "answer q2 #3",
+        ]
+        assert early.take(targets[1], data[0], 0) is None  # b is left to the stage, after a's variants
+    finally:
+        early.close()
+    assert bot.total == 3
+    without_variants = start_early_generation(plan_of(targets, data, PerturbationSpec(count=2)), None, refresh=False)
+    assert without_variants is not None
+    try:
+        assert without_variants.take(targets[1], data[2], 0) is not None  # no variants: b's calls start early too
+    finally:
+        without_variants.close()
