@@ -181,20 +181,33 @@ def test_a_401_reaches_every_take_still_waiting(tmp_path: Path, monkeypatch: pyt
 
 
 def test_stop_and_close_end_the_waits_and_the_calls() -> None:
-    bot = Bot(delay_s=0.05)
-    target = PythonTarget(bot, name="bot", cache=False)
+    release = threading.Event()
+    calls: list[str] = []
+
+    def bot(case: EvalTestCase) -> str:
+        calls.append(case.input or "")
+        if case.input != "q0":
+            release.wait(60)  # in flight until the test ends: the stop must not wait for it
+        return f"answer {case.input}"
+
+    target = PythonTarget(bot, name="bot", cache=False)  # one worker: q0, then q1 in flight
     data = cases(200)
     early = EarlyGeneration([target], data, [1], store=None, refresh=False, stop=STOP)
     early.start()
-    assert early.take(target, data[0], 0) is not None
-    STOP.set()  # what an interrupt does (stop_generation)
-    with pytest.raises(GenerationStopped):
-        early.take(target, data[199], 0)
-    early.close()
-    time.sleep(0.3)
-    calls = bot.total
-    time.sleep(0.3)
-    assert bot.total == calls <= 2  # the first case and at most the one in flight when stopped (one worker)
+    try:
+        assert early.take(target, data[0], 0) is not None
+        deadline = time.monotonic() + 60
+        while calls != ["q0", "q1"] and time.monotonic() < deadline:
+            time.sleep(0.01)  # waits for q1's call to start, however long that takes
+        assert calls == ["q0", "q1"]
+        STOP.set()  # what an interrupt does (stop_generation)
+        with pytest.raises(GenerationStopped):
+            early.take(target, data[199], 0)
+        early._thread.join(60)  # the worker left q1's call and started no other
+        assert not early._thread.is_alive() and calls == ["q0", "q1"]
+        early.close()
+    finally:
+        release.set()
 
     resume_generation()
     again = EarlyGeneration([target], cases(200, prefix="r"), [1], store=None, refresh=False, stop=STOP)
@@ -212,11 +225,11 @@ def test_results_not_taken_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     early = EarlyGeneration([target], data, [1], store=None, refresh=False, stop=STOP)
     early.start()
     try:
-        deadline = time.monotonic() + 30
-        while bot.total < 5 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        # both workers parked on the bound (no take waits yet), or, had the bound failed, every case generated
+        while len(early._condition._waiters) < 2 and early._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.2)  # had the bound failed, the workers would have gone on
-        assert 5 <= bot.total <= 5 + 2  # the bound, plus a call per worker in flight when it was reached
+        assert 5 <= bot.total <= 5 + 1  # the bound, plus the other worker's call in flight when it was reached
         out = batches(target, data, 10, early)
     finally:
         early.close()
