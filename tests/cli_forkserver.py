@@ -9,9 +9,9 @@ and exits as a new interpreter would; only the third-party modules' import is sh
 :func:`subprocess.run` with ``capture_output=True, text=True`` returns.
 
 A run goes to a new interpreter instead (``fresh=True``, or an ``env`` that differs from the fork server's in a
-variable the preloaded libraries read when imported: ``PYTHON*``, ``HF_*``, ``TORCH_*``, locale…) where the test's
-subject is the interpreter's start itself: what a fresh process imports, what its working directory could shadow
-(a planted ``yaml.py``), its start-up time.
+variable the preloaded libraries read when imported: ``PYTHON*``, ``HF_*``, ``TORCH_*``, locale, ``TMPDIR``,
+``HOME``, ``XDG_*``…) where the test's subject is the interpreter's start itself: what a fresh process imports,
+what its working directory could shadow (a planted ``yaml.py``), its start-up time.
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ IMPORT_TIME_PREFIXES = (
     "FAISS",
     "LC_",
     "LANG",
+    "TMP",  # TMPDIR, TMP: tempfile caches its folder when the preloaded libraries first ask for it
+    "TEMP",
+    "HOME",  # huggingface_hub reads HOME and XDG_CACHE_HOME when imported (its cache folder)
+    "XDG_",
 )
 HANDLED = frozenset({"PYTHONUNBUFFERED"})  # the child sets its standard streams from its own environment
 

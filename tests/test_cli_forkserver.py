@@ -52,6 +52,35 @@ def test_an_environment_read_at_import_goes_to_a_new_interpreter(tmp_path: Path)
     assert not server.serves({**env, "HF_HOME": str(tmp_path)})
     assert not server.serves({**env, "PYTHONPATH": str(tmp_path)})
     assert not server.serves({k: v for k, v in env.items() if k != "HF_HUB_OFFLINE"})
+    for name in ("TMPDIR", "HOME", "XDG_CACHE_HOME"):  # cached by tempfile and huggingface_hub once imported
+        assert not server.serves({**env, name: str(tmp_path)})
+
+
+def test_a_run_sees_its_own_temporary_folder(tmp_path: Path) -> None:
+    env = subprocess_env(tmp_path / "home")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    # the target's module is imported when the suite is checked: it records the temporary folder the run sees
+    (tmp_path / "probe.py").write_text(
+        "import os\nimport tempfile\n\n"
+        "with open(os.environ['PROBE_OUT'], 'w', encoding='utf-8') as out:\n"
+        "    out.write(tempfile.gettempdir())\n\n\n"
+        "def respond(case):\n    return 'x'\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "suite.yaml").write_text(
+        "name: probe\ndataset: {path: missing.jsonl}\ntarget: {python: 'probe:respond'}\n"
+        "metrics: [{metric: LengthCheckMetric, max_length: 5}]\n",
+        encoding="utf-8",
+    )
+    seen = []
+    for number, fresh in enumerate((False, True)):
+        probe = tmp_path / f"probe-{number}.txt"
+        run = run_cli("run", "suite.yaml", cwd=tmp_path, env={**env, "TMPDIR": str(temp), "PROBE_OUT": str(probe)},
+                      fresh=fresh)  # fmt: skip
+        assert run.returncode == 2 and "missing.jsonl" in run.stderr, run.stderr  # the dataset is checked after
+        seen.append(probe.read_text(encoding="utf-8"))
+    assert seen == [str(temp), str(temp)]  # the fork server's own (/tmp) was cached by a preloaded library
 
 
 def test_a_run_past_its_timeout_is_killed(tmp_path: Path) -> None:

@@ -223,8 +223,9 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
 
 def _start_early_generation(args: argparse.Namespace, plan: Any) -> Any:
     """The plan's target calls, started while Prefect starts (:func:`~evaltasks.engine.generation.start_early_generation`)
-    when the flow's task runs will run in this process (the thread-pool task runner); else None."""
-    if args.task_runner != "threads" or not plan.targets:
+    when the flow's task runs will run in this process (the thread-pool task runner, ``threads`` or
+    ``threads:N``); else None."""
+    if args.task_runner.partition(":")[0] != "threads" or not plan.targets:
         return None
     from evaltasks.engine.generation import start_early_generation
     from evaltasks.index import default_index_dir  # the flow's default, the same folder

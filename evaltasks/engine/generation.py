@@ -363,8 +363,14 @@ def start_early_generation(plan: Any, index_dir: str | None, *, refresh: bool) -
     generate stage to take (:mod:`evaltasks.targets.early`; hand it over in the run's
     :class:`~evaltasks.engine.progress.RunContext` ``early_generation``). None without a target to run. Close it
     when the run ends.
+
+    With ``perturbations`` and a metric that reads ``variants``, only the first target's calls start: the stage
+    generates a target's perturbed variants itself, after its cases, and the next target's early calls would run
+    beside them (a callable with ``max_concurrency: 1`` called twice at once when two targets share it).
     """
     targets = [t for t in plan.targets if t.name not in plan.skipped_targets]
+    if plan.suite.suite.perturbations is not None and needs_field(plan.suite.metrics, "variants"):
+        targets = targets[:1]
     if not targets or not plan.dataset.cases:
         return None
     from evaltasks.targets.early import EarlyGeneration

@@ -107,7 +107,7 @@ class EarlyGeneration:
             while True:
                 if state[index] == _TAKEN:
                     return None
-                if state[index] == _DONE:
+                if state[index] == _DONE and not self._closed:  # close() dropped the results not taken
                     state[index] = _TAKEN
                     self.taken += 1
                     self._condition.notify_all()  # a slot under MAX_WAITING

@@ -89,7 +89,9 @@ def bound_state(function: Callable[..., Any]) -> str:
             break
     code = getattr(function, "__code__", None)
     if code is not None:
-        parts.append(hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest())
+        # a nested function, lambda or comprehension is a code object among the constants: without its address,
+        # which differs in every process (the fingerprint would, and the output store would never be read)
+        parts.append(hashlib.sha256(code.co_code + _ADDRESS.sub("", repr(code.co_consts)).encode()).hexdigest())
         parts.append(f"closure={[_cell(c) for c in (getattr(function, '__closure__', None) or ())]!r}")
     elif callable(function) and not inspect.isclass(function) and not inspect.isbuiltin(function):
         parts.append(f"object={_settings_of(function)}")

@@ -61,6 +61,12 @@ def _clear_stop() -> Any:
     resume_generation()
 
 
+def plan_of(targets: list[Any], data: list[EvalTestCase], perturbations: Any = None, metrics: Any = ()) -> Any:
+    """What :func:`start_early_generation` reads of a RunPlan."""
+    suite = SimpleNamespace(suite=SimpleNamespace(perturbations=perturbations), metrics=list(metrics))
+    return SimpleNamespace(targets=targets, skipped_targets={}, dataset=SimpleNamespace(cases=data), suite=suite)
+
+
 def batches(target: Any, all_cases: list[EvalTestCase], size: int, early: EarlyGeneration | None, **kw: Any) -> list:
     """The generate stage's shape: consecutive batches, one after the other, each through generate_batch."""
     out = []
@@ -175,20 +181,33 @@ def test_a_401_reaches_every_take_still_waiting(tmp_path: Path, monkeypatch: pyt
 
 
 def test_stop_and_close_end_the_waits_and_the_calls() -> None:
-    bot = Bot(delay_s=0.05)
-    target = PythonTarget(bot, name="bot", cache=False)
+    release = threading.Event()
+    calls: list[str] = []
+
+    def bot(case: EvalTestCase) -> str:
+        calls.append(case.input or "")
+        if case.input != "q0":
+            release.wait(60)  # in flight until the test ends: the stop must not wait for it
+        return f"answer {case.input}"
+
+    target = PythonTarget(bot, name="bot", cache=False)  # one worker: q0, then q1 in flight
     data = cases(200)
     early = EarlyGeneration([target], data, [1], store=None, refresh=False, stop=STOP)
     early.start()
-    assert early.take(target, data[0], 0) is not None
-    STOP.set()  # what an interrupt does (stop_generation)
-    with pytest.raises(GenerationStopped):
-        early.take(target, data[199], 0)
-    early.close()
-    time.sleep(0.3)
-    calls = bot.total
-    time.sleep(0.3)
-    assert bot.total == calls <= 2  # the first case and at most the one in flight when stopped (one worker)
+    try:
+        assert early.take(target, data[0], 0) is not None
+        deadline = time.monotonic() + 60
+        while calls != ["q0", "q1"] and time.monotonic() < deadline:
+            time.sleep(0.01)  # waits for q1's call to start, however long that takes
+        assert calls == ["q0", "q1"]
+        STOP.set()  # what an interrupt does (stop_generation)
+        with pytest.raises(GenerationStopped):
+            early.take(target, data[199], 0)
+        early._thread.join(60)  # the worker left q1's call and started no other
+        assert not early._thread.is_alive() and calls == ["q0", "q1"]
+        early.close()
+    finally:
+        release.set()
 
     resume_generation()
     again = EarlyGeneration([target], cases(200, prefix="r"), [1], store=None, refresh=False, stop=STOP)
@@ -206,11 +225,11 @@ def test_results_not_taken_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     early = EarlyGeneration([target], data, [1], store=None, refresh=False, stop=STOP)
     early.start()
     try:
-        deadline = time.monotonic() + 30
-        while bot.total < 5 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        # both workers parked on the bound (no take waits yet), or, had the bound failed, every case generated
+        while len(early._condition._waiters) < 2 and early._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.2)  # had the bound failed, the workers would have gone on
-        assert 5 <= bot.total <= 5 + 2  # the bound, plus a call per worker in flight when it was reached
+        assert 5 <= bot.total <= 5 + 1  # the bound, plus the other worker's call in flight when it was reached
         out = batches(target, data, 10, early)
     finally:
         early.close()
@@ -222,7 +241,7 @@ def test_targets_run_one_after_another_and_the_plain_twin_takes_from_the_run_con
     targets = [PythonTarget(first, name="a", cache=False), PythonTarget(second, name="b", cache=False)]
     data = cases(6)
 
-    plan = SimpleNamespace(targets=targets, skipped_targets={}, dataset=SimpleNamespace(cases=data))  # RunPlan's
+    plan = plan_of(targets, data)
     early = start_early_generation(plan, str(tmp_path), refresh=False)
     assert early is not None
     try:
@@ -235,3 +254,68 @@ def test_targets_run_one_after_another_and_the_plain_twin_takes_from_the_run_con
     assert [g.case.generation.target for g in a + b] == ["a"] * 6 + ["b"] * 6
     plan.skipped_targets = {"a": "no key", "b": "no key"}
     assert start_early_generation(plan, None, refresh=False) is None
+
+
+def test_a_take_after_close_is_stopped_even_for_a_result_that_was_ready() -> None:
+    bot = Bot()
+    target = PythonTarget(bot, name="bot", cache=False)  # one worker: the cases are generated in order
+    data = cases(3)
+    early = EarlyGeneration([target], data, [1], store=None, refresh=False, stop=STOP)
+    early.start()
+    last = early.take(target, data[2], 0)  # q0 and q1 were generated before it, and are not taken
+    assert last is not None and last.case.actual_output == "answer q2 #3"
+    early.close()  # drops q0's and q1's results: a task run still asking for one is stopped, not a KeyError
+    for case in data[:2]:
+        with pytest.raises(GenerationStopped):
+            early.take(target, case, 0)
+    assert early.taken == 1 and bot.total == 3
+
+
+@pytest.mark.parametrize(("runner", "starts"), [("threads", True), ("threads:4", True), ("processes:2", False)])
+def test_the_cli_starts_early_generation_for_each_thread_pool_runner(tmp_path: Path, runner: str, starts: bool) -> None:
+    import argparse
+
+    from evaltasks.cli.run import _start_early_generation
+
+    bot = Bot()
+    target = PythonTarget(bot, name="bot", cache=False)
+    data = cases(2)
+    plan = plan_of([target], data)
+    args = argparse.Namespace(task_runner=runner, index_dir=str(tmp_path), cache=True)
+    early = _start_early_generation(args, plan)
+    try:
+        assert isinstance(early, EarlyGeneration) is starts
+        if early is not None:  # threads:N task runs share the process too: they take what it made
+            assert [early.take(target, case, 0).case.actual_output for case in data] == ["answer q0 #1", "answer q1 #2"]
+    finally:
+        if early is not None:
+            early.close()
+    assert bot.total == (2 if starts else 0)
+
+
+def test_with_perturbed_variants_only_the_first_targets_calls_start_early() -> None:
+    from evaltasks.metrics.reliability._perturbations import PerturbationSpec
+    from evaltasks.reliability_metrics import PromptRobustnessMetric
+
+    bot = Bot()  # one callable behind both targets, max_concurrency 1: never called twice at once
+    targets = [PythonTarget(bot, name="a", cache=False), PythonTarget(bot, name="b", cache=False)]
+    data = cases(3)
+    plan = plan_of(targets, data, PerturbationSpec(count=2), [PromptRobustnessMetric()])
+    early = start_early_generation(plan, None, refresh=False)
+    assert early is not None
+    try:
+        assert [early.take(targets[0], case, 0).case.actual_output for case in data] == [
+            "answer q0 #1",
+            "answer q1 #2",
+            "answer q2 #3",
+        ]
+        assert early.take(targets[1], data[0], 0) is None  # b is left to the stage, after a's variants
+    finally:
+        early.close()
+    assert bot.total == 3
+    without_variants = start_early_generation(plan_of(targets, data, PerturbationSpec(count=2)), None, refresh=False)
+    assert without_variants is not None
+    try:
+        assert without_variants.take(targets[1], data[2], 0) is not None  # no variants: b's calls start early too
+    finally:
+        without_variants.close()

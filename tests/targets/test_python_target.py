@@ -147,6 +147,18 @@ def test_fingerprint_follows_the_source_file_and_version(tmp_path: Path) -> None
     assert PythonTarget(edited.function, source_files=[other]).fingerprint() != digest
 
 
+def test_a_function_with_a_comprehension_has_one_fingerprint_wherever_it_is_loaded(tmp_path: Path) -> None:
+    (tmp_path / "fp_nested_module.py").write_text(
+        "def respond(case):\n    return ' '.join(w.upper() for w in case.input.split())\n", encoding="utf-8"
+    )
+    first = PythonTarget(_load(tmp_path, "fp_nested_module").respond)  # type: ignore[attr-defined]
+    again = PythonTarget(_load(tmp_path, "fp_nested_module").respond)  # type: ignore[attr-defined]
+    assert first.function is not again.function  # two loads: their generator expressions' code at two addresses
+    assert repr(first.function.__code__.co_consts) != repr(again.function.__code__.co_consts)
+    assert first.fingerprint() == again.fingerprint()  # as a rerun in a new process must find: its stored outputs
+    assert first.generate(case("a b")).output == "A B"
+
+
 def test_async_calls_share_one_running_loop_across_calls_and_threads() -> None:
     import threading
 
