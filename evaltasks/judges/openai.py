@@ -552,13 +552,12 @@ class OpenAIJudge:
         """
         import openai
 
+        rejected = None
         try:
             raw = self._client.chat.completions.with_raw_response.create(**kwargs)
             return raw, taken + int(getattr(raw, "retries_taken", 0) or 0) + 1
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise CredentialsError(
-                f"the {who} endpoint {self.endpoint} rejected the key ({self._key_variable}): HTTP {exc.status_code}"
-            ) from exc
+            rejected = exc.status_code  # raised below, outside this block: see there
         except openai.BadRequestError:
             raise
         except (
@@ -590,6 +589,12 @@ class OpenAIJudge:
             ) from None
         except (openai.APIResponseValidationError, ValueError) as exc:
             raise _Unusable(f"unreadable response body: {bounded(str(exc), 200)}", taken + 1) from None
+        # Not raised in the except block: the error would keep the openai exception as its context, and a process
+        # worker's failed task run (Prefect pickles its state) would then not unpickle in the run's process (an
+        # openai status error needs its response to be built), a traceback instead of exit 2.
+        raise CredentialsError(
+            f"the {who} endpoint {self.endpoint} rejected the key ({self._key_variable}): HTTP {rejected}"
+        )
 
     def _retries_taken(self, exc: Exception) -> int:
         """How many times the client retried before ``exc`` (a retry-class error): the ``x-stainless-retry-count``

@@ -246,6 +246,14 @@ def test_a_chat_target_makes_no_request_on_a_rerun_and_its_key_rules(tmp_path: P
         assert rejected.returncode == 2, rejected.stderr
         assert "Traceback" not in rejected.stderr and "sk-wrong" not in rejected.stderr
 
+        # in a process worker too: the failed task run's error reaches the run's process and stops it with exit 2
+        # (it once kept the openai error as its context, which does not unpickle: exit 3 with a traceback)
+        in_worker = _chat_run(
+            suite, tmp_path, prefect_api_url, "sk-wrong", "--no-cache", "--task-runner", "processes:2"
+        )
+        assert in_worker.returncode == 2, in_worker.stderr
+        assert "rejected the key (OPENAI_API_KEY): HTTP 401" in in_worker.stderr and "sk-wrong" not in in_worker.stderr
+
         missing = _chat_run(suite, tmp_path, prefect_api_url, None)
         assert missing.returncode == 2 and "OPENAI_API_KEY" in missing.stderr, missing.stderr
 
@@ -254,9 +262,8 @@ def test_a_chat_target_makes_no_request_on_a_rerun_and_its_key_rules(tmp_path: P
         results = _results(tmp_path)
         assert [c["status"] for c in results["cases"]] == ["skipped", "skipped"]
         assert results["targets"][0]["requests"] == 0 and any("target chat skipped" in w for w in results["warnings"])
-        assert (
-            2 < len(server.requests) <= 4
-        )  # the rejected run's requests in flight when the 401 stopped it; none since
+        # the two rejected runs' requests in flight when the 401 stopped each (2 cases: at most 2 each); none since
+        assert 2 + 2 <= len(server.requests) <= 2 + 2 + 2
 
 
 def test_max_cost_covers_the_chat_target_before_anything_is_sent(tmp_path: Path, prefect_api_url: str) -> None:
