@@ -82,8 +82,13 @@ class ForkServer:
 
     def serves(self, env: dict[str, str]) -> bool:
         """True when a run with ``env`` sees the same preloaded libraries as a new interpreter would."""
+        return not self.differences(env)
+
+    def differences(self, env: dict[str, str]) -> list[str]:
+        """The import-time variables (:data:`IMPORT_TIME_PREFIXES`) whose values in ``env`` differ from the fork
+        server's, sorted."""
         names = {n for n in (*env, *self.env) if n.startswith(IMPORT_TIME_PREFIXES) and n not in HANDLED}
-        return all(env.get(name) == self.env.get(name) for name in names)
+        return sorted(name for name in names if env.get(name) != self.env.get(name))
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
         """The run of ``python -m evaltasks.cli *argv`` in a forked child (see the module docstring).

@@ -40,6 +40,9 @@ try:  # the package normally comes from `python -m pytest` in the repository roo
 except ImportError:  # pragma: no cover - plain `pytest` from elsewhere without an install
     sys.path.insert(0, str(REPO_ROOT))
 
+# evaltasks.index sets OPENBLAS_CORETYPE when first imported (evaltasks/index/_blas.py): import it before the
+# snapshot, so the environment a test's CLI run gets holds it as the CLI fork server's does
+import evaltasks.index  # noqa: E402, F401
 from tests.process_env import SHARED_DIR, session_env  # noqa: E402  (after the package's path is set)
 
 session_env()  # the environment set above, before any test changes it (the CLI fork server starts with it)
