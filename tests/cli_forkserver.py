@@ -17,6 +17,7 @@ what its working directory could shadow (a planted ``yaml.py``), its start-up ti
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import socket
 import subprocess
@@ -75,8 +76,11 @@ class ForkServer:
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()  # the imports: seconds
-        if line.strip() != b"ready":
+        if not line.startswith(b"ready "):
             raise RuntimeError(f"the tests' fork server did not start (it printed {line!r})")
+        #: variables the preloaded imports set (torch's KMP_*, ...): a run whose value is the same, or unset, sees
+        #: what a new interpreter importing them would see
+        self.preloaded: dict[str, str] = json.loads(line[len(b"ready ") :])
         self._counter = 0
         self._lock = threading.Lock()
 
@@ -88,7 +92,12 @@ class ForkServer:
         """The import-time variables (:data:`IMPORT_TIME_PREFIXES`) whose values in ``env`` differ from the fork
         server's, sorted."""
         names = {n for n in (*env, *self.env) if n.startswith(IMPORT_TIME_PREFIXES) and n not in HANDLED}
-        return sorted(name for name in names if env.get(name) != self.env.get(name))
+        return sorted(
+            name
+            for name in names
+            if env.get(name) != self.env.get(name)
+            and not (name in self.preloaded and env.get(name) in (None, self.preloaded[name]))
+        )
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
         """The run of ``python -m evaltasks.cli *argv`` in a forked child (see the module docstring).
@@ -133,8 +142,6 @@ class ForkServer:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value)
 
 

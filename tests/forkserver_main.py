@@ -26,19 +26,27 @@ import sys
 from typing import Any
 
 
-def _preload() -> None:
-    """Import what a run would (no thread is started: the children are forked from a single-threaded process)."""
+def _preload() -> dict[str, str]:
+    """Import what a run would (no thread is started: the children are forked from a single-threaded process).
+    Returns the environment variables the imports set (torch sets ``KMP_*`` and ``TORCHINDUCTOR_CACHE_DIR``), with
+    ``HF_HUB_DISABLE_PROGRESS_BARS``, which evaltasks sets before it loads a local model (so huggingface_hub,
+    imported here, reads it as in a run that loads one)."""
+    before = dict(os.environ)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     import faiss  # noqa: F401
     import numpy  # noqa: F401
     import sentence_transformers  # noqa: F401
 
+    return {name: value for name, value in os.environ.items() if before.get(name) != value}
 
-def _serve(path: str) -> dict[str, Any] | None:
-    """Accept requests until standard input closes; in a forked child, return its request."""
+
+def _serve(path: str, preloaded: dict[str, str]) -> dict[str, Any] | None:
+    """Accept requests until standard input closes; in a forked child, return its request. ``preloaded``: the
+    variables the imports set, told to the test process with ``ready``."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(16)
-    print("ready", flush=True)
+    print("ready " + json.dumps(preloaded), flush=True)
     waiting: dict[int, socket.socket] = {}  # child pid -> the connection that reports its exit
     while True:
         readable, _, _ = select.select([server, sys.stdin], [], [], 0.05)
@@ -120,7 +128,6 @@ def _become_the_run(request: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    _preload()
-    job = _serve(sys.argv[1])
+    job = _serve(sys.argv[1], _preload())
     if job is not None:
         _become_the_run(job)

@@ -45,7 +45,12 @@ def test_the_run_has_its_own_environment_and_its_working_directory_is_not_on_its
 
 
 def test_an_environment_read_at_import_goes_to_a_new_interpreter(tmp_path: Path) -> None:
+    import sentence_transformers  # noqa: F401  (torch sets KMP_* and TORCHINDUCTOR_CACHE_DIR when imported)
+
     import evaltasks.index  # noqa: F401  (it sets OPENBLAS_CORETYPE when imported: a test's env then holds it)
+    from evaltasks._env import set_default_env
+
+    set_default_env("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # what evaltasks sets when it loads a local model
 
     server = fork_server()
     env = subprocess_env(tmp_path / "home")

@@ -438,6 +438,16 @@ def _reuse_migrated_databases() -> None:
     PrefectDBInterface.create_db = create_db  # type: ignore[method-assign]
 
 
+def _answer(fd: int, answer: bytes) -> None:
+    """Write the port claim's ``answer`` to the starting run on ``fd``; a run that is gone already (interrupted
+    while the server started: the pipe is broken) ends this server at once, quietly."""
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(answer)
+    except BrokenPipeError:
+        os._exit(1)
+
+
 def _claim_port(args: list[str]) -> None:
     """In the server process, first thing: bind uvicorn's ``--host``/``--port`` now and serve on that socket.
 
@@ -459,11 +469,9 @@ def _claim_port(args: list[str]) -> None:
         sock.bind((host, port))
     except OSError:
         sock.close()
-        with os.fdopen(int(fd), "wb") as answer:
-            answer.write(PORT_TAKEN)
+        _answer(int(fd), PORT_TAKEN)
         os._exit(PORT_TAKEN_EXIT)
-    with os.fdopen(int(fd), "wb") as answer:
-        answer.write(PORT_BOUND)
+    _answer(int(fd), PORT_BOUND)
     import uvicorn.server
 
     serve = uvicorn.server.Server.serve
