@@ -55,8 +55,8 @@ def anchors(markdown: str) -> list[str]:
 
 def scanned_files() -> list[Path]:
     """The files where code cites the docs (this file left out: it writes wrong citations on purpose; so are
-    virtualenvs inside the scanned folders, such as the benchmarks' bench/.venv-eval-ai-library, whose packages
-    are not this project's)."""
+    virtualenvs and npm installs inside the scanned folders, such as the benchmarks' bench/.venv-eval-ai-library
+    and bench/.promptfoo, whose packages are not this project's)."""
     files = [REPO / name for name in SCANNED_FILES if (REPO / name).is_file()]
     for folder in SCANNED_DIRS:
         files += [
@@ -65,7 +65,10 @@ def scanned_files() -> list[Path]:
             if path.is_file()
             and path.suffix in SUFFIXES
             and "__pycache__" not in path.parts
-            and not any(part.startswith(".venv") for part in path.relative_to(REPO).parts)
+            and not any(
+                part.startswith(".venv") or part in (".promptfoo", "node_modules")
+                for part in path.relative_to(REPO).parts
+            )
             and path != Path(__file__)
         ]
     return files
