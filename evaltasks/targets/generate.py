@@ -158,7 +158,7 @@ def generate_batch(
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     work = [(case, sample) for case in cases for sample in range(samples)]
-    workers = min(max(1, int(getattr(target, "max_concurrency", 1) or 1)), len(work))
+    workers = min(max_concurrency_of(target), len(work))
     if workers <= 1:
         return [_one(target, case, store, refresh, sample, stop, early) for case, sample in work]
     halt = stop if stop is not None else threading.Event()
@@ -171,6 +171,11 @@ def generate_batch(
             for future in futures:
                 future.cancel()
             raise
+
+
+def max_concurrency_of(target: Target) -> int:
+    """How many of ``target``'s calls may run at once: its ``max_concurrency``, at least 1 (1 when it has none)."""
+    return max(1, int(getattr(target, "max_concurrency", 1) or 1))
 
 
 def _one(
