@@ -357,8 +357,20 @@ def clustered() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """200,000 × 64 clustered unit vectors, 500 queries, and the exact top 10 of each query (numpy)."""
     vectors, queries = _clustered(200_000, 64, 2000, seed=11)
     sims = queries @ vectors.T
-    top = np.argsort(-sims, axis=1, kind="stable")[:, :10]
+    top = _exact_top(sims, 10)
     return vectors, queries, top, np.take_along_axis(sims, top, axis=1)
+
+
+def _exact_top(sims: np.ndarray, k: int) -> np.ndarray:
+    """Each row's ``k`` highest, highest first, ties by lower column: what ``np.argsort(-sims, kind="stable")``
+    gives in its first ``k`` columns, without sorting whole rows (a 500 × 200,000 sort took about 20 s of CPU).
+    Every column at or above the row's ``k``-th highest value is a candidate, so ties at the boundary are kept."""
+    kth = -np.partition(-sims, k - 1, axis=1)[:, k - 1]
+    top = np.empty((len(sims), k), dtype=np.int64)
+    for row, (values, bound) in enumerate(zip(sims, kth)):
+        candidates = np.flatnonzero(values >= bound)
+        top[row] = candidates[np.lexsort((candidates, -values[candidates]))[:k]]
+    return top
 
 
 @pytest.mark.slow
