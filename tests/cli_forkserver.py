@@ -11,7 +11,9 @@ and exits as a new interpreter would; only the third-party modules' import is sh
 A run goes to a new interpreter instead (``fresh=True``, or an ``env`` that differs from the fork server's in a
 variable the preloaded libraries read when imported: ``PYTHON*``, ``HF_*``, ``TORCH_*``, locale, ``TMPDIR``,
 ``HOME``, ``XDG_*``…) where the test's subject is the interpreter's start itself: what a fresh process imports,
-what its working directory could shadow (a planted ``yaml.py``), its start-up time.
+what its working directory could shadow (a planted ``yaml.py``), its start-up time. A ``PYTHONPATH`` of absolute
+folders is served (the child puts them on ``sys.path`` where a new interpreter would) unless one of them holds a
+module named as one the server has imported.
 """
 
 from __future__ import annotations
@@ -78,9 +80,12 @@ class ForkServer:
         line = self.process.stdout.readline()  # the imports: seconds
         if not line.startswith(b"ready "):
             raise RuntimeError(f"the tests' fork server did not start (it printed {line!r})")
+        ready = json.loads(line[len(b"ready ") :])
         #: variables the preloaded imports set (torch's KMP_*, ...): a run whose value is the same, or unset, sees
         #: what a new interpreter importing them would see
-        self.preloaded: dict[str, str] = json.loads(line[len(b"ready ") :])
+        self.preloaded: dict[str, str] = ready["env"]
+        #: the top-level names of the modules the server has imported: a run's PYTHONPATH must not hold one
+        self.modules: frozenset[str] = frozenset(ready["modules"])
         self._counter = 0
         self._lock = threading.Lock()
 
@@ -97,7 +102,25 @@ class ForkServer:
             for name in names
             if env.get(name) != self.env.get(name)
             and not (name in self.preloaded and env.get(name) in (None, self.preloaded[name]))
+            and not (name == "PYTHONPATH" and self._adds_path(env[name]))
         )
+
+    def _adds_path(self, value: str) -> bool:
+        """True when a run's ``PYTHONPATH`` ``value`` can be served: the server started without one (its child puts
+        the entries where a new interpreter would), every entry is an absolute path, and none holds a module or
+        package named as one the server has imported (a new interpreter would have imported that one instead)."""
+        if self.env.get("PYTHONPATH") or not value:
+            return False
+        for entry in value.split(os.pathsep):
+            if not os.path.isabs(entry):
+                return False  # relative or empty: the run's working directory decides
+            try:
+                names = os.listdir(entry)
+            except OSError:
+                continue  # missing or unreadable: a new interpreter finds nothing there either
+            if any(name.partition(".")[0] in self.modules for name in names):
+                return False
+        return True
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
         """The run of ``python -m evaltasks.cli *argv`` in a forked child (see the module docstring).

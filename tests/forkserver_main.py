@@ -25,24 +25,30 @@ import socket
 import sys
 from typing import Any
 
+SERVER_PYTHONPATH = os.environ.get("PYTHONPATH", "")  # already on this process's sys.path
 
-def _preload() -> dict[str, str]:
+
+def _preload() -> dict[str, Any]:
     """Import what a run would (no thread is started: the children are forked from a single-threaded process).
-    Returns the environment variables the imports set (torch sets ``KMP_*`` and ``TORCHINDUCTOR_CACHE_DIR``), with
-    ``HF_HUB_DISABLE_PROGRESS_BARS``, which evaltasks sets before it loads a local model (so huggingface_hub,
-    imported here, reads it as in a run that loads one)."""
+    Returns ``{"env": ..., "modules": ...}``: the environment variables the imports set (torch sets ``KMP_*`` and
+    ``TORCHINDUCTOR_CACHE_DIR``), with ``HF_HUB_DISABLE_PROGRESS_BARS``, which evaltasks sets before it loads a
+    local model (so huggingface_hub, imported here, reads it as in a run that loads one); and the top-level names
+    of every module now imported, which a run's ``PYTHONPATH`` must not shadow to be served."""
     before = dict(os.environ)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     import faiss  # noqa: F401
     import numpy  # noqa: F401
     import sentence_transformers  # noqa: F401
 
-    return {name: value for name, value in os.environ.items() if before.get(name) != value}
+    return {
+        "env": {name: value for name, value in os.environ.items() if before.get(name) != value},
+        "modules": sorted({name.partition(".")[0] for name in sys.modules}),
+    }
 
 
-def _serve(path: str, preloaded: dict[str, str]) -> dict[str, Any] | None:
-    """Accept requests until standard input closes; in a forked child, return its request. ``preloaded``: the
-    variables the imports set, told to the test process with ``ready``."""
+def _serve(path: str, preloaded: dict[str, Any]) -> dict[str, Any] | None:
+    """Accept requests until standard input closes; in a forked child, return its request. ``preloaded``: what
+    :func:`_preload` returned, told to the test process with ``ready``."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(16)
@@ -120,6 +126,11 @@ def _become_the_run(request: dict[str, Any]) -> None:
     )
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     sys.path[0] = os.getcwd()  # `python -m` puts the working directory first (this script's folder was there)
+    added = request["env"].get("PYTHONPATH", "")
+    if added and added != SERVER_PYTHONPATH:  # served only where the server had none (tests/cli_forkserver.py)
+        # where a new interpreter puts PYTHONPATH: after the entry, before the standard library, each entry made
+        # absolute (an empty one is the working directory)
+        sys.path[1:1] = [os.path.abspath(entry) for entry in added.split(os.pathsep)]
     sys.argv = ["-m", *request["argv"]]  # as while Python locates the module (evaltasks/_startup.py reads both)
     sys.orig_argv = [sys.executable, "-m", "evaltasks.cli", *request["argv"]]
     import runpy

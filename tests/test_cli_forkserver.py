@@ -4,6 +4,7 @@ own environment; an environment the preloaded libraries would read differently g
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -57,7 +58,10 @@ def test_an_environment_read_at_import_goes_to_a_new_interpreter(tmp_path: Path)
     assert server.differences(env) == []  # the tests' own environment is served (conftest.py's snapshot)
     assert server.serves({**env, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": "sk-x"})
     assert not server.serves({**env, "HF_HOME": str(tmp_path)})
-    assert not server.serves({**env, "PYTHONPATH": str(tmp_path)})
+    assert server.serves({**env, "PYTHONPATH": str(tmp_path)})  # an absolute folder shadowing nothing preloaded
+    (tmp_path / "numpy").mkdir()  # a package a new interpreter would import instead of the preloaded one
+    assert not server.serves({**env, "PYTHONPATH": os.pathsep.join([str(tmp_path / "elsewhere"), str(tmp_path)])})
+    assert not server.serves({**env, "PYTHONPATH": "relative"})
     assert not server.serves({k: v for k, v in env.items() if k != "HF_HUB_OFFLINE"})
     for name in ("TMPDIR", "HOME", "XDG_CACHE_HOME"):  # cached by tempfile and huggingface_hub once imported
         assert not server.serves({**env, name: str(tmp_path)})
@@ -103,3 +107,36 @@ def test_a_run_past_its_timeout_is_killed(tmp_path: Path) -> None:
     )
     with pytest.raises(subprocess.TimeoutExpired):
         run_cli("run", "suite.yaml", "--index-dir", "idx", cwd=tmp_path, env=env, timeout=3)
+
+
+def test_a_run_with_a_pythonpath_sees_the_path_a_new_interpreter_sees(tmp_path: Path) -> None:
+    """A ``PYTHONPATH`` of absolute folders is served: the forked run's ``sys.path`` equals a new interpreter's,
+    and its target is imported from the folder on it."""
+    env = subprocess_env(tmp_path / "home")
+    lib, other = tmp_path / "lib", tmp_path / "other"
+    lib.mkdir()
+    other.mkdir()
+    (lib / "path_probe.py").write_text(
+        "import json\nimport os\nimport sys\n\n"
+        "with open(os.environ['PROBE_OUT'], 'w', encoding='utf-8') as out:\n"
+        "    json.dump([__file__, sys.path], out)\n\n\n"
+        "def respond(case):\n    return 'x'\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "suite.yaml").write_text(
+        "name: probe\ndataset: {path: missing.jsonl}\ntarget: {python: 'path_probe:respond'}\n"
+        "metrics: [{metric: LengthCheckMetric, max_length: 5}]\n",
+        encoding="utf-8",
+    )
+    path = os.pathsep.join([str(other), str(lib)])
+    assert fork_server().serves({**env, "PYTHONPATH": path})
+    seen = []
+    for number, fresh in enumerate((False, True)):
+        probe = tmp_path / f"probe-{number}.json"
+        run = run_cli("run", "suite.yaml", cwd=tmp_path, env={**env, "PYTHONPATH": path, "PROBE_OUT": str(probe)},
+                      fresh=fresh)  # fmt: skip
+        assert run.returncode == 2 and "missing.jsonl" in run.stderr, run.stderr
+        seen.append(json.loads(probe.read_text(encoding="utf-8")))
+    assert seen[0] == seen[1]
+    module_file, sys_path = seen[0]
+    assert module_file == str(lib / "path_probe.py") and sys_path[:2] == [str(other), str(lib)]
