@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 TESTS = Path(__file__).resolve().parent
@@ -43,20 +43,8 @@ def write_suite(
 
 
 def run_judged_cli(tmp_path: Path, suite: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    args = [
-        sys.executable,
-        "-m",
-        "evaltasks.cli",
-        "run",
-        str(suite),
-        "--output-dir",
-        str(tmp_path / "out"),
-        "--index-dir",
-        str(tmp_path / "index"),
-        "--quiet",
-        *extra,
-    ]
-    return subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+    args = ["run", str(suite), "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "index")]
+    return run_cli(*args, "--quiet", *extra, env=env, cwd=tmp_path, timeout=CLI_TIMEOUT)
 
 
 def judge_env(tmp_path: Path, prefect_api_url: str, base_url: str, key: str = KEY) -> dict[str, str]:

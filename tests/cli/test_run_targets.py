@@ -82,10 +82,9 @@ def _env(tmp_path: Path, api_url: str | None) -> dict[str, str]:
 def _run(
     suite: Path, tmp_path: Path, api_url: str, *flags: str, quiet: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", str(suite), "--output-dir", str(tmp_path / "out"),
-         "--index-dir", str(tmp_path / "index"), *(["--quiet"] if quiet else []), *flags],
-        cwd=tmp_path, env=_env(tmp_path, api_url), capture_output=True, text=True, timeout=DEADLINE_S,
+    return run_cli(
+        "run", str(suite), "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "index"),
+        *(["--quiet"] if quiet else []), *flags, cwd=tmp_path, env=_env(tmp_path, api_url), timeout=DEADLINE_S,
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from evaltasks.engine.statistics import summarize
 from evaltasks.errors import ConfigError, InputError
 from evaltasks.reports.markdown import Section, fit_sections
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
+from tests.cli_forkserver import run_cli
 
 
 def _case(case_id: str, scores: dict[str, float | None], threshold: float = 0.5) -> TestCaseResult:
@@ -236,14 +237,7 @@ def test_an_explicit_baseline_with_a_nan_score_exits_2_naming_file_case_and_fiel
     )
     env = {k: v for k, v in os.environ.items() if k != "EVALTASKS_INDEX_DIR"}
     env.update(PREFECT_API_URL=prefect_api_url, PREFECT_HOME=str(tmp_path / "prefect-home"), DO_NOT_TRACK="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks", "run", "s.yaml", "--output-dir", "out", "--quiet", "--baseline", str(base)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", "s.yaml", "--output-dir", "out", "--quiet", "--baseline", str(base), cwd=tmp_path, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert (
         f"{base}, cases[0] (id 'c0'): field 'metrics.EchoScore.score' must be a finite number or null, got nan"
@@ -314,12 +308,7 @@ def test_cli_skips_missing_credentials_and_the_gate_leaves_them_out(tmp_path: Pa
 
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     suite = _suite(tmp_path, OPENAI_AND_LENGTH)
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    proc = run_cli("run", str(suite), "--output-dir", str(tmp_path / "o"), cwd=Path.cwd(), env=env)
     assert proc.returncode == 2 and "OPENAI_API_KEY" in proc.stderr and "Traceback" not in proc.stderr
     plan = plan_run(suite, skip_missing_credentials=True)
     result = evaluate_sync(plan.dataset.cases, plan.suite.metrics)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -419,13 +420,7 @@ def test_a_run_after_a_damaged_history_line_records_and_warns_instead_of_abortin
     negative["metrics"]["LengthCheckMetric"]["passed"] = -2
     with open(store.path("s"), "a", encoding="utf-8") as out:
         out.write(json.dumps(nan) + "\n" + json.dumps(negative) + "\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks.cli", "run", "s.yaml", "--no-server"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli("run", "s.yaml", "--no-server", cwd=tmp_path, env=dict(os.environ), timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     output = proc.stdout + proc.stderr
     assert "Traceback" not in output

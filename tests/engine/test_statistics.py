@@ -20,6 +20,7 @@ from evaltasks.engine import statistics
 from evaltasks.engine.compare import compare_results
 from evaltasks.engine.statistics import summarize
 from evaltasks.results import MetricResult, TestCaseResult
+from tests.cli_forkserver import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -462,14 +463,7 @@ def _run(directory: Path, suite: Path, out: str, *args: str, api_url: str) -> tu
     env.update(
         PREFECT_API_URL=api_url, PREFECT_HOME=str(directory / "prefect-home"), HF_HUB_OFFLINE="1", DO_NOT_TRACK="1"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks", "run", str(suite), "--output-dir", out, *args],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", str(suite), "--output-dir", out, *args, cwd=directory, env=env, timeout=600)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     return proc.returncode, json.loads((directory / out / "results.json").read_text(encoding="utf-8"))

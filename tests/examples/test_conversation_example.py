@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.chat_server import ChatRequest, ChatServer
+from tests.cli_forkserver import run_cli
 from tests.process_env import REPO_ROOT, subprocess_env
 
 pytestmark = pytest.mark.slow  # an `evaltasks run` subprocess
@@ -80,14 +79,7 @@ def test_the_example_runs_each_conversation_through_the_seven_metrics(
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
     env.pop("EVALTASKS_INDEX_DIR", None)
     env.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY, COLUMNS="100")
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks", "run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli("run", str(EXAMPLE / "suite.yaml"), "--output-dir", "out", cwd=tmp_path, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # 1 of 4 conversations passes: the gate (50 %) fails
     assert "Traceback" not in proc.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from tests.cli_forkserver import run_cli
 from tests.process_env import REPO_ROOT, subprocess_env
 
 pytestmark = pytest.mark.slow  # `evaltasks run` subprocesses
@@ -55,14 +55,7 @@ def _run(tmp_path: Path, api_url: str, name: str, *args: str, changed: bool = Fa
     env = subprocess_env(tmp_path / "prefect-home", api_url)  # one PREFECT_HOME: the runs share the task cache
     env.pop("EVALTASKS_INDEX_DIR", None)
     env.update(PYTHONPATH=str(REPO_ROOT), CONVERSATION_METRIC_CALLS=str(tmp_path / "calls.txt"), COLUMNS="100")
-    return subprocess.run(
-        [sys.executable, "-m", "evaltasks", "run", f"{name}.yaml", "--output-dir", name, *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_cli("run", f"{name}.yaml", "--output-dir", name, *args, cwd=tmp_path, env=env)
 
 
 def _scored(tmp_path: Path) -> int:
@@ -127,13 +120,13 @@ def test_a_mismatched_metric_exits_2_naming_it(tmp_path: Path, prefect_api_url: 
     )
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
     env.update(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, "-m", "evaltasks", "run", "s.yaml", "--output-dir", "out"],
+    proc = run_cli(
+        "run",
+        "s.yaml",
+        "--output-dir",
+        "out",
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr

@@ -19,8 +19,6 @@ Nothing is mocked: real Prefect engine and server, real FAISS index, the bundled
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -108,21 +106,8 @@ def test_identical_batches_share_a_cached_result_without_losing_it(tmp_path: Pat
     env = _cli_env(tmp_path / "prefect-home", prefect_api_url)
     for run in ("cold", "warm"):
         out = tmp_path / f"out-{run}"
-        args = [
-            sys.executable,
-            "-m",
-            "evaltasks.cli",
-            "run",
-            str(suite),
-            "--output-dir",
-            str(out),
-            "--index-dir",
-            str(tmp_path / "index"),
-            "--batch-size",
-            "1",
-            "--quiet",
-        ]
-        proc = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+        args = ["run", str(suite), "--output-dir", str(out), "--index-dir", str(tmp_path / "index")]
+        proc = run_cli(*args, "--batch-size", "1", "--quiet", env=env, cwd=tmp_path, timeout=CLI_TIMEOUT)
         assert proc.returncode == 0, f"{run} run exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         results = json.loads((out / "results.json").read_text(encoding="utf-8"))
         assert [case["id"] for case in results["cases"]] == [results["cases"][0]["id"] + s for s in ("", "#2", "#3")]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -28,6 +26,7 @@ from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.inputs.suite import load_suite, metric_arguments_schema, suite_json_schema
 from evaltasks.reports import ReportWriter
 from evaltasks.reports.console import print_summary
+from tests.cli_forkserver import run_cli
 from tests.judge_metric import VerdictMetric
 from tests.judge_runs import run_judged_cli
 from tests.process_env import subprocess_env
@@ -560,20 +559,8 @@ def test_a_new_index_dir_served_by_prefects_task_cache_costs_nothing_and_says_so
         assert first.returncode == 0, first.stderr
         sent = len(server.requests)
         assert sent == 6
-        args = [
-            sys.executable,
-            "-m",
-            "evaltasks.cli",
-            "run",
-            str(suite),
-            "--output-dir",
-            str(tmp_path / "out"),
-            "--index-dir",
-            str(tmp_path / "new-index"),
-            "--max-cost",
-            "0.0000001",
-        ]
-        second = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+        args = ["run", str(suite), "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "new-index")]
+        second = run_cli(*args, "--max-cost", "0.0000001", env=env, cwd=tmp_path, timeout=CLI_TIMEOUT)
         assert second.returncode == 0, second.stderr
         assert len(server.requests) == sent  # nothing sent: the results came from Prefect's task cache
     judges = _results(tmp_path)["summary"]["judges"]["VerdictMetric"]

@@ -15,7 +15,6 @@ import logging
 import os
 import sqlite3
 import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 from evaltasks import _redact
 from evaltasks._redact import MASK, redact, register
+from tests.cli_forkserver import run_cli
 from tests.process_env import REPO_ROOT, subprocess_env
 
 CANARY = "sk-canary-7f3a9c21d4e5b6a8c0"  # what the echoing endpoints quote back
@@ -196,26 +196,8 @@ def test_an_echoed_key_reaches_no_report_no_log_and_no_prefect_database(tmp_path
         chat.always = embeddings.always = "400_echo"
         suite = _canary_suite(tmp_path / "suite", chat.base_url, embeddings.url + "/v1")
         env = {**subprocess_env(home), "OPENAI_API_KEY": CANARY, "PYTHONPATH": str(REPO_ROOT)}
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "evaltasks.cli",
-                "run",
-                str(suite),
-                "--output-dir",
-                str(tmp_path / "out"),
-                "--index-dir",
-                str(tmp_path / "index"),
-                "--task-runner",
-                runner,
-            ],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        args = ["run", str(suite), "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "index")]
+        proc = run_cli(*args, "--task-runner", runner, cwd=tmp_path, env=env, timeout=600)
         assert chat.requests and embeddings.requests, proc.stderr  # both endpoints were asked, and echoed the key
     assert proc.returncode in (0, 1), proc.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
