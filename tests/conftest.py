@@ -29,7 +29,7 @@ os.environ["PREFECT_SERVER_LOGGING_LEVEL"] = "CRITICAL"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 # OpenMP threads (torch's embeddings, FAISS's training and search) that wait for work sleep instead of spinning.
-# The suite runs three workers, their CLI runs and Prefect servers on two cores: a spinning thread burns a core
+# The suite runs its workers, their CLI runs and Prefect servers on two cores: a spinning thread burns a core
 # another process needs (three concurrent encodes measured 34 s of CPU each spinning, 13 s passive; alone, the
 # same encode takes 6.8 s spinning and 7.5 s passive). The results are the same: the policy only decides how an
 # idle thread waits. Set here, before anything loads an OpenMP runtime (it reads the variable when loaded);
