@@ -11,9 +11,10 @@ and exits as a new interpreter would; only the third-party modules' import is sh
 A run goes to a new interpreter instead (``fresh=True``, or an ``env`` that differs from the fork server's in a
 variable the preloaded libraries read when imported: ``PYTHON*``, ``HF_*``, ``TORCH_*``, locale, ``TMPDIR``,
 ``HOME``, ``XDG_*``…) where the test's subject is the interpreter's start itself: what a fresh process imports,
-what its working directory could shadow (a planted ``yaml.py``), its start-up time. A ``PYTHONPATH`` of absolute
-folders is served (the child puts them on ``sys.path`` where a new interpreter would) unless one of them holds a
-module named as one the server has imported.
+what its working directory could shadow (a planted ``yaml.py``), its start-up time. A ``PYTHONPATH`` of
+absolute folders is served (the child puts them on ``sys.path`` where a new interpreter would) unless one of them
+holds a module named as one the server has imported, a ``sitecustomize``, or a distribution's metadata this
+environment lacks (:meth:`ForkServer.differences`).
 """
 
 from __future__ import annotations
@@ -107,19 +108,41 @@ class ForkServer:
 
     def _adds_path(self, value: str) -> bool:
         """True when a run's ``PYTHONPATH`` ``value`` can be served: the server started without one (its child puts
-        the entries where a new interpreter would), every entry is an absolute path, and none holds a module or
-        package named as one the server has imported (a new interpreter would have imported that one instead)."""
+        the entries where a new interpreter would), and each entry is a folder (not a zip) named by a normalised
+        absolute path, named once, holding nothing a new interpreter would treat differently (:func:`_plain`)."""
         if self.env.get("PYTHONPATH") or not value:
             return False
-        for entry in value.split(os.pathsep):
-            if not os.path.isabs(entry):
-                return False  # relative or empty: the run's working directory decides
-            try:
-                names = os.listdir(entry)
-            except OSError:
-                continue  # missing or unreadable: a new interpreter finds nothing there either
-            if any(name.partition(".")[0] in self.modules for name in names):
+        entries = value.split(os.pathsep)
+        if len(set(entries)) != len(entries):
+            return False  # a new interpreter drops the repeats from sys.path (site.removeduppaths)
+        for entry in entries:
+            if not os.path.isabs(entry) or os.path.normpath(entry) != entry:
+                return False  # relative, empty or not normalised: made absolute by rules of its own
+            if os.path.exists(entry) and not (os.path.isdir(entry) and self._plain(entry)):
                 return False
+        return True
+
+    def _plain(self, folder: str) -> bool:
+        """False when ``folder`` holds what the server's preloaded imports or a new interpreter's start would have
+        found there: a module or package named as one the server has imported, ``sitecustomize`` or
+        ``usercustomize`` (run at start-up), or the metadata of a distribution this environment lacks (the
+        preloaded libraries probe for optional packages once, when imported: transformers' ``is_*_available``)."""
+        import importlib.metadata
+
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return False
+        for name in names:
+            stem = name.partition(".")[0]
+            if stem in self.modules or stem in ("sitecustomize", "usercustomize"):
+                return False
+            if name.endswith((".dist-info", ".egg-info")):
+                project = name.rsplit(".", 1)[0].partition("-")[0]
+                try:
+                    importlib.metadata.distribution(project)
+                except importlib.metadata.PackageNotFoundError:
+                    return False
         return True
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -62,6 +62,23 @@ def test_an_environment_read_at_import_goes_to_a_new_interpreter(tmp_path: Path)
     (tmp_path / "numpy").mkdir()  # a package a new interpreter would import instead of the preloaded one
     assert not server.serves({**env, "PYTHONPATH": os.pathsep.join([str(tmp_path / "elsewhere"), str(tmp_path)])})
     assert not server.serves({**env, "PYTHONPATH": "relative"})
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    assert server.serves({**env, "PYTHONPATH": str(lib)})
+    for refused in (
+        os.pathsep.join([str(lib), str(lib)]),  # a new interpreter drops the repeat
+        str(lib) + "/",  # not normalised
+        str(tmp_path / "lib.zip"),  # a zip (it could hold a numpy of its own)
+    ):
+        (tmp_path / "lib.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip archive
+        assert not server.serves({**env, "PYTHONPATH": refused}), refused
+    (lib / "sitecustomize.py").write_text("", encoding="utf-8")  # a new interpreter runs it when it starts
+    assert not server.serves({**env, "PYTHONPATH": str(lib)})
+    (lib / "sitecustomize.py").unlink()
+    (lib / "evaltasks.egg-info").mkdir()  # the metadata of an installed distribution: served
+    assert server.serves({**env, "PYTHONPATH": str(lib)})
+    (lib / "peft-0.99.0.dist-info").mkdir()  # one this environment lacks: transformers probed for it at import
+    assert not server.serves({**env, "PYTHONPATH": str(lib)})
     assert not server.serves({k: v for k, v in env.items() if k != "HF_HUB_OFFLINE"})
     for name in ("TMPDIR", "HOME", "XDG_CACHE_HOME"):  # cached by tempfile and huggingface_hub once imported
         assert not server.serves({**env, name: str(tmp_path)})
