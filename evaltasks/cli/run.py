@@ -169,6 +169,17 @@ class _PlanView:
         return f"scoring {cases:,} cases × {self.metric_count} metric{'' if self.metric_count == 1 else 's'}"
 
 
+def _aborted(args: argparse.Namespace, interrupt: Interrupt) -> int:
+    """For the exception being handled: exit 3 with its traceback in a file (:func:`aborted`), unless a signal
+    stopped the run meanwhile. Then the exception is the interrupt's and is raised again, for
+    :func:`~evaltasks.cli._signals.run_interruptible` to end the run as interrupted (130 or 143): a library may
+    turn the KeyboardInterrupt our handler raised into an error of its own (pydantic-core reports one raised while
+    it serialised a model as a ``PydanticSerializationError``)."""
+    if interrupt.signum is not None:
+        raise  # noqa: PLE0704 - re-raises the exception being handled, as the docstring says
+    return aborted(args.output_dir)
+
+
 def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt) -> int:
     """Check the flags and the suite (exit 2 before Prefect starts), run the flow, print the verdict."""
     problem = _check_flags(args)
@@ -182,7 +193,7 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
         error(str(exc))
         return EXIT_INVALID
     except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
-        return aborted(args.output_dir)
+        return _aborted(args, interrupt)
     if checked is None:
         return EXIT_INVALID
     from evaltasks.engine.run import PlannedRun  # startup: the engine loads pydantic and numpy
@@ -202,7 +213,7 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
         if problem is None:  # the target's calls start now too (docs/targets.md#generation-starts-while-prefect-starts)
             early = _start_early_generation(args, checked[0])
     except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
-        return aborted(args.output_dir)
+        return _aborted(args, interrupt)
     finally:
         del checked
     if problem:
@@ -214,7 +225,7 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
         error(str(exc))
         return EXIT_INVALID
     except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
-        return aborted(args.output_dir)
+        return _aborted(args, interrupt)
     finally:
         if early is not None:
             early.close()

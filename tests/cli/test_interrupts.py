@@ -507,3 +507,42 @@ def test_the_action_summary_names_an_interrupted_run(tmp_path: Path) -> None:
     text = report._failure_markdown("demo", "143", str(log))
     assert "the run was interrupted (SIGTERM) (exit code 143)" in text and "interrupted by SIGTERM" in text
     assert "the run was interrupted (SIGINT) (exit code 130)" in report._failure_markdown("demo", "130", str(log))
+
+
+def test_an_error_a_library_made_of_the_interrupt_ends_the_run_as_interrupted(tmp_path: Path) -> None:
+    """pydantic-core reports a KeyboardInterrupt raised while it serialised a model as a PydanticSerializationError:
+    once a signal has stopped the run, such an error is raised again for the interrupt's exit (130), not reported
+    as an aborted run (exit 3, seen when Ctrl+C landed during generation); before any signal it is exit 3."""
+    import argparse
+
+    from pydantic import BaseModel, field_serializer
+
+    from evaltasks.cli._signals import Interrupt, run_interruptible
+    from evaltasks.cli.run import _aborted
+
+    class Interrupted(BaseModel):
+        value: int = 0
+
+        @field_serializer("value")
+        def _signal(self, value: int) -> int:
+            raise KeyboardInterrupt  # as the signal handler does when the signal lands here
+
+    args = argparse.Namespace(output_dir=str(tmp_path / "out"))
+
+    def work(interrupt: Interrupt) -> int:
+        try:
+            Interrupted().model_dump()
+        except Exception:  # noqa: BLE001 - what evaltasks.cli.run._run does with an unexpected error
+            return _aborted(args, interrupt)
+        return 0
+
+    quiet = Interrupt(output_dir=None, index_dir=None, cache=False)
+    assert work(quiet) == 3 and (tmp_path / "out" / "evaltasks-error.log").is_file()  # no signal: aborted
+    stopped = Interrupt(output_dir=None, index_dir=None, cache=False)
+    stopped.signum = signal.SIGINT  # the handler ran (Interrupt.begin) before raising KeyboardInterrupt
+    try:
+        assert run_interruptible(work, stopped) == 130
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+        sys.unraisablehook = stopped.previous_unraisablehook
