@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from tests.process_env import session_env
 
@@ -103,7 +103,7 @@ class ForkServer:
             for name in names
             if env.get(name) != self.env.get(name)
             and not (name in self.preloaded and env.get(name) in (None, self.preloaded[name]))
-            and not (name == "PYTHONPATH" and self._adds_path(env[name]))
+            and not (name == "PYTHONPATH" and self._adds_path(env.get(name, "")))
         )
 
     def _adds_path(self, value: str) -> bool:
@@ -160,7 +160,7 @@ class ForkServer:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(str(self.socket))
             conn.settimeout(timeout)
-            conn.sendall((_json(request) + "\n").encode("utf-8", "surrogateescape"))
+            conn.sendall((json.dumps(request) + "\n").encode("utf-8", "surrogateescape"))
             reader = conn.makefile("rb")
             pid = int(_expect(reader, b"pid", command))
             try:
@@ -185,10 +185,6 @@ class ForkServer:
         import shutil
 
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value)
 
 
 def _expect(reader: IO[bytes], word: bytes, command: list[str]) -> str:

@@ -128,9 +128,9 @@ def _become_the_run(request: dict[str, Any]) -> None:
     sys.path[0] = os.getcwd()  # `python -m` puts the working directory first (this script's folder was there)
     added = request["env"].get("PYTHONPATH", "")
     if added and added != SERVER_PYTHONPATH:  # served only where the server had none (tests/cli_forkserver.py)
-        # where a new interpreter puts PYTHONPATH: after the entry, before the standard library, each entry made
-        # absolute (an empty one is the working directory)
-        sys.path[1:1] = [os.path.abspath(entry) for entry in added.split(os.pathsep)]
+        # where a new interpreter puts PYTHONPATH: after the entry, before the standard library (the test process
+        # serves only normalised absolute folders, each named once, which a new interpreter takes as they are)
+        sys.path[1:1] = added.split(os.pathsep)
     sys.argv = ["-m", *request["argv"]]  # as while Python locates the module (evaltasks/_startup.py reads both)
     sys.orig_argv = [sys.executable, "-m", "evaltasks.cli", *request["argv"]]
     import runpy

@@ -79,6 +79,11 @@ def test_an_environment_read_at_import_goes_to_a_new_interpreter(tmp_path: Path)
     assert server.serves({**env, "PYTHONPATH": str(lib)})
     (lib / "peft-0.99.0.dist-info").mkdir()  # one this environment lacks: transformers probed for it at import
     assert not server.serves({**env, "PYTHONPATH": str(lib)})
+    import copy
+
+    started_with_a_path = copy.copy(server)  # a server whose own environment had a PYTHONPATH
+    started_with_a_path.env = {**server.env, "PYTHONPATH": str(lib)}
+    assert started_with_a_path.differences(env) == ["PYTHONPATH"]  # a run without one: a new interpreter
     assert not server.serves({k: v for k, v in env.items() if k != "HF_HUB_OFFLINE"})
     for name in ("TMPDIR", "HOME", "XDG_CACHE_HOME"):  # cached by tempfile and huggingface_hub once imported
         assert not server.serves({**env, name: str(tmp_path)})

@@ -120,14 +120,7 @@ def test_a_mismatched_metric_exits_2_naming_it(tmp_path: Path, prefect_api_url: 
     )
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
     env.update(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
-    proc = run_cli(
-        "run",
-        "s.yaml",
-        "--output-dir",
-        "out",
-        cwd=tmp_path,
-        env=env,
-    )
+    proc = run_cli("run", "s.yaml", "--output-dir", "out", cwd=tmp_path, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert (

