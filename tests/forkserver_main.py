@@ -7,8 +7,10 @@ more than the rest of a small run; nothing a working directory could shadow that
 environment, and standard streams (``/dev/null`` in, files out), and reports ``pid N`` then ``exit CODE`` on the
 request's connection (CODE as :attr:`subprocess.Popen.returncode` has it: ``-N`` for a signal).
 
-Nothing of evaltasks or Prefect is imported here: those read their settings and the environment when imported,
-so the child imports them itself, from its own environment, as a new process does. The child runs the module with
+Nothing of evaltasks is imported here: it reads the environment and ``sys.argv`` when imported (its start-up
+drops the working directory from ``sys.path``), so the child imports it itself, as a new process does. Prefect's
+modules are imported here (:data:`PREFECT_MODULES`: the CLI has Prefect read its settings again before it first
+uses Prefect). The child runs the module with
 :mod:`runpy` and returns to this file's top level, so the interpreter ends as a new one would (non-daemon threads
 joined, ``atexit`` handlers, streams flushed). The server ends when its standard input closes (the test process
 ended).
@@ -16,6 +18,8 @@ ended).
 
 from __future__ import annotations
 
+import gc
+import importlib
 import io
 import json
 import os
@@ -26,6 +30,28 @@ import sys
 from typing import Any
 
 SERVER_PYTHONPATH = os.environ.get("PYTHONPATH", "")  # already on this process's sys.path
+#: Prefect's modules a run imports (about 0.5 s of CPU). Prefect reads its settings from the environment when
+#: imported and configures its logging when ``prefect.main`` is; the CLI has Prefect read both again, from its
+#: environment and streams, before it first uses Prefect when Prefect was imported before it
+#: (``evaltasks.cli._checks.reread_prefect_settings``), and until then a run touches nothing of Prefect's, as a
+#: new process would not.
+PREFECT_MODULES = (
+    "prefect.main",
+    "prefect.flow_engine",
+    "prefect.task_engine",
+    "prefect.engine",
+    "prefect.flow_runs",
+    "prefect.artifacts",
+    "prefect.cache_policies",
+    "prefect.concurrency.sync",
+    "prefect.runtime",
+    "prefect.transactions",
+    "prefect.variables",
+    "prefect.input",
+    "prefect.client.cloud",
+    "prefect.telemetry.run_telemetry",
+    "prefect.utilities.engine",
+)
 
 
 def _preload() -> dict[str, Any]:
@@ -39,6 +65,9 @@ def _preload() -> dict[str, Any]:
     import faiss  # noqa: F401
     import numpy  # noqa: F401
     import sentence_transformers  # noqa: F401
+
+    for name in PREFECT_MODULES:
+        importlib.import_module(name)
 
     return {
         "env": {name: value for name, value in os.environ.items() if before.get(name) != value},
@@ -139,6 +168,12 @@ def _become_the_run(request: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    job = _serve(sys.argv[1], _preload())
+    preloaded = _preload()
+    # What is imported now stays shared with the children and out of their collections (as `evaltasks server`'s
+    # runner does): a child's first full collection would otherwise walk the whole preloaded heap (~0.3 s) and
+    # copy every page it touches.
+    gc.collect()
+    gc.freeze()
+    job = _serve(sys.argv[1], preloaded)
     if job is not None:
         _become_the_run(job)

@@ -8,6 +8,7 @@ import argparse
 import importlib.util
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,6 +30,29 @@ def quiet_prefect_defaults() -> None:
     set_default_env("DASK_LOGGING__DISTRIBUTED", "warning")
     for name, value in TEMPORARY_SERVER_DEFAULTS.items():  # start-up timeout and analytics, as evaltasks.tasks
         set_default_env(name, value)
+    reread_prefect_settings()
+
+
+def reread_prefect_settings() -> None:
+    """Make Prefect read its settings again, and configure its logging again, when it was imported before
+    :func:`quiet_prefect_defaults` changed the environment; does nothing when Prefect is not imported yet (a
+    command's own process: Prefect then reads them when it is imported, as it always does).
+
+    Prefect reads ``PREFECT_*`` into its global settings when it is imported and configures its logging handlers
+    (levels, and the ``sys.stderr`` they write to) when ``prefect.main`` is; a program that imported Prefect and
+    then calls :func:`evaltasks.cli.main` would otherwise run with neither the defaults above nor its current
+    streams. Uses Prefect's own hooks: ``prefect.context.refresh_global_settings_context`` (what Prefect runs after
+    its plugins change the environment) and ``prefect.logging.configuration.setup_logging(incremental=False)``.
+    """
+    if "prefect.context" not in sys.modules:
+        return
+    import prefect.context
+
+    prefect.context.refresh_global_settings_context()
+    if "prefect.main" in sys.modules:  # the import that configures Prefect's logging
+        import prefect.logging.configuration
+
+        prefect.logging.configuration.setup_logging(incremental=False)
 
 
 def check_output_dir(path: Path, label: str = "--output-dir") -> str | None:

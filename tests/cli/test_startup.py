@@ -525,3 +525,31 @@ def test_a_cached_judge_call_in_a_fresh_process_imports_neither_scipy_nor_openai
     assert sent >= 40 and len(server.requests) == sent  # the second process was served from the store
     assert fill["loaded"] == ["openai"] and cached["loaded"] == []
     assert cached["scores"] == fill["scores"] and all(s is not None for s in cached["scores"])
+
+
+_PREFECT_FIRST = """
+import io, json, logging, sys
+import prefect.main  # a program that imported Prefect (which read its settings and set up its logging) first
+from prefect.settings import get_current_settings
+before = get_current_settings().logging.level
+sys.stderr = io.StringIO()  # the streams the command then runs with
+from evaltasks.cli._checks import quiet_prefect_defaults
+quiet_prefect_defaults()
+logging.getLogger("prefect.test").warning("to the current stderr")
+print(json.dumps({"before": before, "after": get_current_settings().logging.level,
+                  "stderr": sys.stderr.getvalue()}))
+"""
+
+
+def test_the_clis_prefect_defaults_hold_when_prefect_was_imported_first(tmp_path: Path) -> None:
+    """The CLI sets its Prefect defaults (``PREFECT_LOGGING_LEVEL=WARNING``...) before it first uses Prefect; in a
+    program that had imported Prefect already, Prefect reads its settings again then, and its log handlers write to
+    the streams of that moment (Prefect's own hooks: evaltasks.cli._checks.reread_prefect_settings)."""
+    env = {k: v for k, v in subprocess_env(tmp_path / "prefect-home").items() if k != "PREFECT_LOGGING_LEVEL"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PREFECT_FIRST], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=DEADLINE_S
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert (seen["before"], seen["after"]) == ("INFO", "WARNING")  # Prefect's default, then the CLI's
+    assert "to the current stderr" in seen["stderr"], seen
