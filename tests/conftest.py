@@ -127,10 +127,20 @@ def truthfulqa_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def prefect_harness():
-    """A temporary Prefect server + SQLite database for the whole session (request it; not autouse)."""
+    """A temporary Prefect server + SQLite database for the whole session (request it; not autouse).
+
+    Flow runs in this process send no heartbeats (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` None, as ``evaltasks run``
+    sets it with a temporary server): Prefect's heartbeat thread sleeps in one-second steps and each flow run
+    waits for it to stop, up to a second per run, and no test here is about Prefect's crash detection. Runs in
+    subprocesses keep Prefect's default, as a user's runs do.
+    """
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=300):  # a hang guard: a loaded 2-core machine can need minutes
+    with (
+        prefect_test_harness(server_startup_timeout=300),  # a hang guard: a loaded 2-core machine can need minutes
+        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
         yield
 
 

@@ -168,10 +168,15 @@ def test_a_stuck_metric_cannot_hold_a_signal_past_the_grace_period(
     tmp_path: Path, prefect_api_url: str, runner: str, signum: int
 ) -> None:
     """One signal while a metric loops in its own code, swallowing the interrupt: the run exits 128 + signal after
-    the grace period (default 10 s), with one line naming the metric, and none of its processes is left (it used
-    to hang for as long as the metric looped)."""
+    the grace period (default 10 s; ``EVALTASKS_STOP_GRACE_S``, 2 s in the SIGINT case, whose message must then
+    say 2 s), with one line naming the metric, and none of its processes is left (it used to hang for as long as
+    the metric looped)."""
     suite = _workspace(tmp_path, "StuckMetric")
-    proc = _start(tmp_path, suite, runner, subprocess_env(tmp_path / "ph", prefect_api_url))
+    env = subprocess_env(tmp_path / "ph", prefect_api_url)
+    grace = "2" if signum == signal.SIGINT else "10"
+    if grace != "10":
+        env["EVALTASKS_STOP_GRACE_S"] = grace
+    proc = _start(tmp_path, suite, runner, env)
     deadline = time.monotonic() + DEADLINE_S
     while not any((tmp_path / "records").iterdir()):
         assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()
@@ -185,7 +190,7 @@ def test_a_stuck_metric_cannot_hold_a_signal_past_the_grace_period(
     _kill([p.pid for p in left])
     assert code == 128 + signum, err
     if runner == "threads":  # in its own thread of the run's process: only the grace period ends it
-        assert "StuckMetric did not stop within 10 s" in err, err
+        assert f"StuckMetric did not stop within {grace} s" in err, err
     # (a process-pool worker gets the signal too, as the whole process group does, and ends on it)
     interrupted = [line for line in err.splitlines() if "interrupted" in line]
     assert len(interrupted) == 1 and interrupted[0].startswith(f"evaltasks: interrupted by {signum.name}"), err
