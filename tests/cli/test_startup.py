@@ -547,7 +547,12 @@ def test_the_clis_prefect_defaults_hold_when_prefect_was_imported_first(tmp_path
     the streams of that moment (Prefect's own hooks: evaltasks.cli._checks.reread_prefect_settings)."""
     env = {k: v for k, v in subprocess_env(tmp_path / "prefect-home").items() if k != "PREFECT_LOGGING_LEVEL"}
     done = subprocess.run(
-        [sys.executable, "-c", _PREFECT_FIRST], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=DEADLINE_S
+        [sys.executable, "-c", _PREFECT_FIRST],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=DEADLINE_S,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.splitlines()[-1])
