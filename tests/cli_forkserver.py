@@ -10,7 +10,7 @@ and exits as a new interpreter would; only the third-party modules' import is sh
 
 A run goes to a new interpreter instead (``fresh=True``, or an ``env`` that differs from the fork server's in a
 variable the preloaded libraries read when imported: ``PYTHON*``, ``HF_*``, ``TORCH_*``, locale, ``TMPDIR``,
-``HOME``, ``XDG_*``…) where the test's subject is the interpreter's start itself: what a fresh process imports,
+``HOME``, ``XDG_*``, ``SSL_*``, ``PREFECT_LOGGING_*``…) where the test's subject is the interpreter's start itself: what a fresh process imports,
 what its working directory could shadow (a planted ``yaml.py``), its start-up time. A ``PYTHONPATH`` of
 absolute folders is served (the child puts them on ``sys.path`` where a new interpreter would) unless one of them
 holds a module named as one the server has imported, a ``sitecustomize``, or a distribution's metadata this
@@ -59,6 +59,10 @@ IMPORT_TIME_PREFIXES = (
     "TEMP",
     "HOME",  # huggingface_hub reads HOME and XDG_CACHE_HOME when imported (its cache folder)
     "XDG_",
+    "PREFECT_LOGGING",  # Prefect's logging: a new interpreter configures it when prefect.main is imported, a forked
+    # run when the CLI first uses Prefect (tests/forkserver_main.py); at other levels than the CLI's, the moment shows
+    "SSL_",  # SSL_CERT_FILE: Prefect's API settings and an HTTP transport built when Prefect is imported read it
+    "WEBSOCKETS_",
 )
 HANDLED = frozenset({"PYTHONUNBUFFERED"})  # the child sets its standard streams from its own environment
 

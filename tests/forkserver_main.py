@@ -64,10 +64,19 @@ def _preload() -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     import faiss  # noqa: F401
     import numpy  # noqa: F401
+    import prefect.logging.configuration as prefect_logging
     import sentence_transformers  # noqa: F401
 
-    for name in PREFECT_MODULES:
-        importlib.import_module(name)
+    # Prefect configures its logging when `prefect.main` is imported (root and `prefect` handlers, on this
+    # process's stderr, at the levels of this environment): not here. A child's logging then starts as a new
+    # interpreter's does, unconfigured, and the CLI has Prefect configure it before it first uses Prefect.
+    setup_logging = prefect_logging.setup_logging
+    prefect_logging.setup_logging = lambda incremental=None: {}
+    try:
+        for name in PREFECT_MODULES:
+            importlib.import_module(name)
+    finally:
+        prefect_logging.setup_logging = setup_logging
 
     return {
         "env": {name: value for name, value in os.environ.items() if before.get(name) != value},

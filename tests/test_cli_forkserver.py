@@ -32,6 +32,22 @@ def test_a_forked_run_prints_and_exits_as_a_new_interpreter(tmp_path: Path) -> N
     assert missing.returncode == 2 and "missing.yaml" in missing.stderr and "Traceback" not in missing.stderr
 
 
+def test_a_forked_runs_logging_starts_unconfigured_as_a_new_interpreters(tmp_path: Path) -> None:
+    """Prefect is preloaded, its logging is not configured: a command that never uses Prefect (``history``, whose
+    warning about a damaged line goes through the ``logging`` module) prints the same in both, and a run's log
+    lines (configured by the CLI before it first uses Prefect) are the same."""
+    env = subprocess_env(tmp_path / "home")
+    (tmp_path / "hist").mkdir()
+    (tmp_path / "hist" / "quickstart.jsonl").write_text("not a run record\n", encoding="utf-8")
+    suite = str(Path(__file__).resolve().parent.parent / "examples" / "quickstart" / "suite.yaml")
+    forked, fresh = _both("history", suite, "--history-dir", "hist", cwd=tmp_path, env=env)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert "line 1 is not a run record" in forked.stderr and "| WARNING |" not in forked.stderr
+    # Prefect's logging is configured at another moment in a forked run than in a new interpreter, which shows at
+    # other levels than the CLI's: such a run goes to a new interpreter
+    assert not fork_server().serves({**env, "PREFECT_LOGGING_LEVEL": "INFO"})
+
+
 def test_the_run_has_its_own_environment_and_its_working_directory_is_not_on_its_path(tmp_path: Path) -> None:
     env = subprocess_env(tmp_path / "home")
     # pydantic is not among the preloaded libraries: imported from the working directory, it would end the run
