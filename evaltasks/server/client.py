@@ -57,8 +57,10 @@ class ServedCommand:
     but never imports the CLI: docs/architecture.md#architecture).
 
     Attributes:
-        prepare: called in the forked child before Prefect's settings and logging are read again (the command's
-            environment defaults; marks the run as supervised by the runner).
+        prepare: called in the forked child, where Prefect is already imported, with the client's environment and
+            streams in place: sets the command's environment defaults (marks the run as supervised by the runner)
+            and has Prefect read its settings and set up its logging again from them (the CLI's
+            ``quiet_prefect_defaults``).
         main: the command's entry point: argv (without the program name) -> exit code.
         interrupted: the exit code of a run that ``KeyboardInterrupt`` ended (130, as a shell reports SIGINT).
     """

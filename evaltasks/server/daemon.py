@@ -614,12 +614,9 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
     except Exception:  # noqa: BLE001 - a broken or vanished client: nothing to run, nobody to tell
         os._exit(70)
     try:
-        import prefect.context
-        import prefect.logging.configuration
-
-        runner.command.prepare()  # what a run sets before it imports Prefect; no heartbeats (this runner supervises it)
-        prefect.context.refresh_global_settings_context()  # Prefect read its settings at import: read them again
-        prefect.logging.configuration.setup_logging(incremental=False)  # handlers on the new streams and levels
+        # what a run sets before it imports Prefect; no heartbeats (this runner supervises it); Prefect, imported by
+        # the runner, reads its settings again and sets up its logging on the client's streams (ServedCommand)
+        runner.command.prepare()
         conn.sendall(b"started\n")
         threading.Thread(target=_watch_client, args=(conn, finished), name="evaltasks-client", daemon=True).start()
         try:
