@@ -6,17 +6,16 @@ scikit-learn) before it does anything, more than the rest of a small run; the te
 with the process) for a child that becomes ``python -m evaltasks.cli ARGS`` in ``cwd`` with ``env``: the child
 imports evaltasks itself, from its own environment, runs the real command in a real process of its own and exits
 as a new interpreter would; only the third-party modules' import is shared (Prefect's too: the CLI has Prefect
-read its settings and configure its logging before it first uses it, as in any program that imported Prefect). It returns what
-:func:`subprocess.run` with ``capture_output=True, text=True`` returns.
+read its settings and configure its logging before it first uses it, as in any program that imported Prefect).
+It returns what :func:`subprocess.run` with ``capture_output=True, text=True`` returns.
 
 A run goes to a new interpreter instead (``fresh=True``, or an ``env`` that differs from the fork server's in a
 variable the preloaded libraries read when imported: ``PYTHON*``, ``HF_*``, ``TORCH_*``, locale, ``TMPDIR``,
 ``HOME``, ``XDG_*``, ``SSL_*``, ``PREFECT_LOGGING_*``…) where the test's subject is the interpreter's start
 itself: what a fresh process imports, what its working directory could shadow (a planted ``yaml.py``), its
-start-up time. A ``PYTHONPATH`` of
-absolute folders is served (the child puts them on ``sys.path`` where a new interpreter would) unless one of them
-holds a module named as one the server has imported, a ``sitecustomize``, or a distribution's metadata this
-environment lacks (:meth:`ForkServer.differences`).
+start-up time. A ``PYTHONPATH`` of absolute folders is served (the child puts them on ``sys.path`` where a new
+interpreter would) unless one of them holds a module named as one the server has imported, a ``sitecustomize``,
+or a distribution's metadata this environment lacks (:meth:`ForkServer.differences`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,9 @@ print(json.dumps({"exit": code, "imported": [m for m in json.loads(sys.argv[2]) 
 """
 
 
-def _run(script: str, args: list[str], env: dict[str, str] | None, cwd: Path | None) -> dict[str, Any]:
+def run_script(script: str, args: list[str], env: dict[str, str] | None, cwd: Path | None) -> dict[str, Any]:
+    """``python -c script *args`` in a new process (in ``cwd``, with ``env`` or this process's environment); it must
+    exit 0 and print one JSON line last, which is returned."""
     proc = subprocess.run(
         [sys.executable, "-c", script, *args],
         env=env if env is not None else dict(os.environ),
@@ -59,7 +61,7 @@ def evaluate_in_fresh_process(
     Returns ``{"scores", "embeddings" (EmbeddingCounts as a dict), "cost", "imported"}`` (``imported``: the
     :data:`HEAVY_MODULES` the process had imported when the call returned).
     """
-    return _run(
+    return run_script(
         _EVALUATE, [json.dumps(rows), json.dumps(metric_kwargs), str(index_dir), json.dumps(HEAVY_MODULES)], env, None
     )
 
@@ -69,4 +71,4 @@ def cli_in_fresh_process(argv: list[str], env: dict[str, str] | None = None, cwd
 
     Returns ``{"exit": its exit code, "imported": the HEAVY_MODULES imported when it returned}``.
     """
-    return _run(_CLI, [json.dumps(argv), json.dumps(HEAVY_MODULES)], env, cwd)
+    return run_script(_CLI, [json.dumps(argv), json.dumps(HEAVY_MODULES)], env, cwd)

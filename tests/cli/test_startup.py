@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fresh_process import run_script
 from tests.process_env import REPO_ROOT, subprocess_env
 
 pytestmark = pytest.mark.slow  # fresh processes: imports, Prefect's temporary server, whole runs
@@ -507,21 +508,9 @@ def test_a_cached_judge_call_in_a_fresh_process_imports_neither_scipy_nor_openai
             "OPENAI_API_KEY": server.api_key,
         }
 
-        def call() -> dict:
-            done = subprocess.run(
-                [sys.executable, "-c", FIRST_CALL, str(tmp_path / "index")],
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=DEADLINE_S,
-            )
-            assert done.returncode == 0, done.stderr[-3000:]
-            return json.loads(done.stdout.splitlines()[-1])
-
-        fill = call()
+        fill = run_script(FIRST_CALL, [str(tmp_path / "index")], env, tmp_path)
         sent = len(server.requests)
-        cached = call()
+        cached = run_script(FIRST_CALL, [str(tmp_path / "index")], env, tmp_path)
     assert sent >= 40 and len(server.requests) == sent  # the second process was served from the store
     assert fill["loaded"] == ["openai"] and cached["loaded"] == []
     assert cached["scores"] == fill["scores"] and all(s is not None for s in cached["scores"])
@@ -546,15 +535,6 @@ def test_the_clis_prefect_defaults_hold_when_prefect_was_imported_first(tmp_path
     program that had imported Prefect already, Prefect reads its settings again then, and its log handlers write to
     the streams of that moment (Prefect's own hooks: evaltasks.cli._checks.reread_prefect_settings)."""
     env = {k: v for k, v in subprocess_env(tmp_path / "prefect-home").items() if k != "PREFECT_LOGGING_LEVEL"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PREFECT_FIRST],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=DEADLINE_S,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen = run_script(_PREFECT_FIRST, [], env, tmp_path)
     assert (seen["before"], seen["after"]) == ("INFO", "WARNING")  # Prefect's default, then the CLI's
     assert "to the current stderr" in seen["stderr"], seen
