@@ -10,9 +10,8 @@ request's connection (CODE as :attr:`subprocess.Popen.returncode` has it: ``-N``
 Nothing of evaltasks is imported here: it reads the environment and ``sys.argv`` when imported (its start-up
 drops the working directory from ``sys.path``), so the child imports it itself, as a new process does. Prefect's
 modules are imported here (:data:`PREFECT_MODULES`: the CLI has Prefect read its settings again before it first
-uses Prefect). The child runs the module with
-:mod:`runpy` and returns to this file's top level, so the interpreter ends as a new one would (non-daemon threads
-joined, ``atexit`` handlers, streams flushed). The server ends when its standard input closes (the test process
+uses Prefect). The child runs the module with :mod:`runpy` and returns to this file's top level, so the
+interpreter ends as a new one would (non-daemon threads joined, ``atexit`` handlers, streams flushed). The server ends when its standard input closes (the test process
 ended).
 """
 
@@ -31,10 +30,10 @@ from typing import Any
 
 SERVER_PYTHONPATH = os.environ.get("PYTHONPATH", "")  # already on this process's sys.path
 #: Prefect's modules a run imports (about 0.5 s of CPU). Prefect reads its settings from the environment when
-#: imported and configures its logging when ``prefect.main`` is; the CLI has Prefect read both again, from its
-#: environment and streams, before it first uses Prefect when Prefect was imported before it
-#: (``evaltasks.cli._checks.reread_prefect_settings``), and until then a run touches nothing of Prefect's, as a
-#: new process would not.
+#: imported, and would configure its logging when ``prefect.main`` is (:func:`_preload` keeps it from doing so
+#: here); before it first uses Prefect, the CLI has Prefect read its settings again and configure its logging from
+#: the child's environment and streams (``evaltasks.cli._checks.reread_prefect_settings``), and until then a run
+#: touches nothing of Prefect's, as a new process would not.
 PREFECT_MODULES = (
     "prefect.main",
     "prefect.flow_engine",

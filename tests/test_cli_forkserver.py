@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_forkserver import fork_server, run_cli
-from tests.process_env import subprocess_env
+from tests.process_env import REPO_ROOT, subprocess_env
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the fork server forks (POSIX only)")
 
@@ -39,7 +39,7 @@ def test_a_forked_runs_logging_starts_unconfigured_as_a_new_interpreters(tmp_pat
     env = subprocess_env(tmp_path / "home")
     (tmp_path / "hist").mkdir()
     (tmp_path / "hist" / "quickstart.jsonl").write_text("not a run record\n", encoding="utf-8")
-    suite = str(Path(__file__).resolve().parent.parent / "examples" / "quickstart" / "suite.yaml")
+    suite = str(REPO_ROOT / "examples" / "quickstart" / "suite.yaml")
     forked, fresh = _both("history", suite, "--history-dir", "hist", cwd=tmp_path, env=env)
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert "line 1 is not a run record" in forked.stderr and "| WARNING |" not in forked.stderr
