@@ -32,6 +32,7 @@ class Interrupt:
         self.reports_before: tuple[tuple[int, int], ...] | None = None
         self.reported = False
         self.signum: int | None = None
+        self.signalled_at = 0.0  # time.monotonic() of the first signal
         self.delivered = False  # the handler has run (a second signal ends the process)
         self.previous_unraisablehook = sys.unraisablehook
         if output_dir is not None:
@@ -88,7 +89,7 @@ class Interrupt:
 
     def begin(self, signum: int) -> None:
         """Record ``signum`` (log records stop reaching the terminal: :meth:`console_filter`), stop the encodes."""
-        self.signum = signum
+        self.signum, self.signalled_at = signum, time.monotonic()
         local = sys.modules.get("evaltasks.embeddings.local")
         if local is not None:
             local.cancel_queued_encodes()
@@ -117,6 +118,33 @@ class Interrupt:
                 if not remove:
                     handler.addFilter(self.console_filter)
 
+    def await_running_metrics(self) -> None:
+        """Before the one line: wait while a metric recorded as running (``metric_running``) still runs in a live
+        process of the run, up to the grace period after the first signal plus 1 s.
+
+        The run's main thread may stop before a metric busy in its own code in another thread does. Reporting then
+        would leave the process to hang at exit on that thread and make the parent of a supervised run (or the
+        ``evaltasks server`` child) say a second time why it killed it; waiting leaves it to that parent, which
+        ends the run at the grace period with the one line that names the metric (docs/cli.md#interrupted-runs).
+        Without a parent that records metrics (``$EVALTASKS_RUN_STATE`` unset: in-process callers) nothing waits.
+        """
+        from evaltasks.engine.progress import STOP_GRACE_S, recorded_metrics, stop_grace_s
+        from evaltasks.settings import SettingsError, get_settings
+
+        directory = get_settings(only=["run_state"]).run_state
+        if directory is None or self.signum is None:
+            return
+        try:
+            grace = stop_grace_s()
+        except SettingsError:
+            grace = STOP_GRACE_S
+        deadline = self.signalled_at + grace + 1.0  # the parent's deadline comes first: it names the metric
+        try:
+            while recorded_metrics(directory, _process_lives) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except KeyboardInterrupt:  # the same signal delivered again (see :meth:`unraisable`): stop waiting
+            pass
+
     def report(self) -> None:
         """Print :meth:`message` to stderr, once."""
         if not self.reported:
@@ -139,6 +167,24 @@ class Interrupt:
         kept = [f"references embedded so far are kept in {index}"] if Path(index).is_dir() else []
         kept += ["finished tasks in Prefect's task cache (a re-run reuses them)"] if self.cache else []
         return f"evaltasks: interrupted by {signal.Signals(self.signum or 2).name}: " + "; ".join([reports, *kept])
+
+
+def _process_lives(pid: int) -> bool:
+    """Whether process ``pid`` still runs: a task-runner worker ended by the signal leaves its records behind
+    (Linux: ``/proc/PID/stat`` exists and its state is not Z, zombie; elsewhere ``os.kill(pid, 0)`` succeeds)."""
+    if sys.platform.startswith("linux"):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+                return handle.read().rpartition(")")[2].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def report_stamps(directory: Path) -> tuple[tuple[int, int], ...] | None:
@@ -176,6 +222,7 @@ def run_interruptible(work: Callable[[Interrupt], int], interrupt: Interrupt) ->
                 interrupt.begin(signal.SIGTERM)
             else:
                 raise
+        interrupt.await_running_metrics()
         interrupt.report()
         return exit_code(interrupt.signum or signal.SIGINT)  # our handler stays: a second signal exits at once
     finally:

@@ -446,6 +446,8 @@ def _std_stream(fd: int, writing: bool, spec: dict[str, Any]) -> io.TextIOWrappe
 
 
 CLIENT_GONE_GRACE_S = 5.0  # a run whose client vanished is stopped, then killed after this many seconds
+EXIT_GRACE_S = 2.0  # a stopped run's child, once its client has the exit code: how long its exit may take
+_stop_requested = threading.Event()  # in the child: the client forwarded a signal, or went away
 
 
 def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
@@ -459,6 +461,7 @@ def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
             line = b""
         if not line:
             if not finished.is_set():
+                _stop_requested.set()
                 os.kill(os.getpid(), signal.SIGTERM)
                 # nobody waits for this run any more: when the stop does not end it soon (a user's metric busy in
                 # its own code ignores it), end it as a killed command ends (reports stay the previous set)
@@ -469,6 +472,7 @@ def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
             return
         word, _, value = line.decode(errors="replace").strip().partition(" ")
         if word == "signal" and value.isdigit() and int(value) in (signal.SIGINT, signal.SIGTERM):
+            _stop_requested.set()
             os.kill(os.getpid(), int(value))
             if not stopping:  # the first one: the run gets the grace period a run of its own gets
                 stopping = True
@@ -506,6 +510,18 @@ def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: in
     except (OSError, ValueError):
         pass
     _remove_run_state()
+    if os.getpgid(0) == os.getpid():  # its own group (see _child): what it started goes too
+        os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_after(seconds: float) -> None:
+    """In the child of a stopped run, once its client has the exit code: when the child has not ended within
+    ``seconds`` (its exit waits for a thread that the stop did not end), say so in the server's log and kill its
+    process group, so that no run outlives its stop and ``evaltasks server stop`` never waits on it."""
+    time.sleep(seconds)
+    alive = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    _log(f"a stopped run did not exit within {seconds:g} s of its exit code (threads {alive}): killed")
     if os.getpgid(0) == os.getpid():  # its own group (see _child): what it started goes too
         os.killpg(0, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -653,6 +669,8 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         conn.sendall(f"exit {code}\n".encode())
     except OSError:
         pass
+    if _stop_requested.is_set():  # a thread the stop did not end (a metric busy in its own code) must not hold
+        threading.Thread(target=_kill_after, args=(EXIT_GRACE_S,), name="evaltasks-exit-watch", daemon=True).start()
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does at exit
         atexit._run_exitfuncs()

@@ -621,6 +621,38 @@ def test_a_served_run_stuck_in_a_metric_stops_after_the_grace_period_naming_it(s
     assert _gone(run_pid), f"the served run {run_pid} still runs"
 
 
+STRAY_THREAD = """import threading
+
+        threading.Thread(target=time.sleep, args=(1000,), name="stray").start()  # not a daemon thread
+        while not os.path.exists(os.environ["PID_FILE"] + ".stop"):
+            time.sleep(0.01)"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process checks: Linux")
+def test_a_thread_a_stopped_served_runs_metric_left_does_not_keep_it_running(server: Server, tmp_path: Path) -> None:
+    """SIGTERM to the client of a served run whose metric stops when asked but leaves a thread sleeping: the
+    client exits 143 with the interrupted line, and the run's process, whose exit waits for that thread, is
+    killed 2 s after its exit code went out, with one line in the server's log (before: it ran on, and
+    ``evaltasks server stop`` waited for it)."""
+    proc = _served_metric_run(server, tmp_path, STRAY_THREAD, {"EVALTASKS_STOP_GRACE_S": "60"})
+    try:
+        run_pid = _metric_pid(proc, tmp_path / "run.pid")
+        proc.send_signal(signal.SIGTERM)
+        (tmp_path / "run.pid.stop").write_text("", encoding="utf-8")  # the metric returns; its thread does not
+        _, err = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert [line for line in err.splitlines() if "interrupted" in line] == [
+        "evaltasks: interrupted by SIGTERM: no reports written"
+    ], err
+    assert _gone(run_pid), f"the served run {run_pid} still runs"
+    log = (server.state_path.parent / "server.log").read_text(encoding="utf-8")
+    assert "a stopped run did not exit within 2 s of its exit code (threads ['stray']): killed" in log, log[-3000:]
+
+
 FORK_SLEEPER = """pid = os.fork()
         if pid == 0:
             os.setsid()
