@@ -16,7 +16,7 @@ from evaltasks import supervisor
 from evaltasks._env import drop_blank_env
 from evaltasks._version import DOCS_URL, __version__
 from evaltasks.cli import calibrate, history, index, init, run, schema, serve, server
-from evaltasks.cli._checks import check_settings
+from evaltasks.cli._checks import check_settings, reread_prefect_settings
 from evaltasks.cli._command import Invocation
 from evaltasks.cli._exits import EXIT_INVALID, error
 
@@ -80,9 +80,13 @@ def main(argv: list[str] | None = None, *, served_by_runner: bool = False) -> in
 
     Called without ``argv`` (the ``evaltasks`` command, ``python -m evaltasks``) the command owns its process:
     once its exit handlers have run, the process ends without tearing down its modules (:class:`_ExitAtOnce`).
-    Called with ``argv`` (in-process callers, tests) it leaves the process as it was. ``served_by_runner``: a run
-    that ``evaltasks server`` forked (:mod:`evaltasks.cli.server`).
+    Called with ``argv`` (in-process callers, tests) it leaves the process as it was: its environment too (the
+    command's Prefect defaults, ``PREFECT_LOGGING_LEVEL=WARNING``..., would otherwise reach every process the
+    caller starts afterwards), Prefect then reading its settings from it again (:func:`_restore_environment`).
+    ``served_by_runner``: a run that ``evaltasks server`` forked (:mod:`evaltasks.cli.server`), whose process
+    ends with it.
     """
+    environ_before = dict(os.environ) if argv is not None and not served_by_runner else None
     exit_at_once = _ExitAtOnce()
     if argv is None:
         atexit.register(exit_at_once)
@@ -104,6 +108,25 @@ def main(argv: list[str] | None = None, *, served_by_runner: bool = False) -> in
         return status
     finally:
         gc.set_threshold(*thresholds)
+        if environ_before is not None:
+            _restore_environment(environ_before)
+
+
+def _restore_environment(before: dict[str, str]) -> None:
+    """Put ``os.environ`` back to ``before`` (what an in-process caller of :func:`main` had) when the command changed
+    it, then have Prefect, if imported, read its settings and set up its logging again from it
+    (:func:`evaltasks.cli._checks.reread_prefect_settings`)."""
+    if os.environ == before:
+        return
+    for name in [name for name in os.environ if name not in before]:
+        del os.environ[name]
+    for name, value in before.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    try:
+        reread_prefect_settings()
+    except Exception:  # noqa: BLE001 - e.g. a blank PREFECT_* of the caller's, which Prefect refuses: the command is
+        pass  # over and its exit code stands; Prefect keeps the settings it ran with
 
 
 def _dispatch(argv: list[str] | None, invocation: Invocation) -> int:
