@@ -29,6 +29,7 @@ import psutil
 import pytest
 
 from evaltasks.index import ReferenceIndex, text_id
+from tests.cli_forkserver import run_cli
 from tests.process_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -252,14 +253,7 @@ def test_run_killed_with_sigkill_resumes_from_the_task_cache(
     rerun_started = time.monotonic()
     # The rerun needs no temporary server of its own (the killed run's is the subject above): the task results
     # it reuses are in PREFECT_HOME's storage, whichever server records the runs.
-    rerun = subprocess.run(
-        command,
-        cwd=work,
-        env=subprocess_env(home, prefect_api_url),
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
+    rerun = run_cli(*command[3:], cwd=work, env=subprocess_env(home, prefect_api_url), timeout=RUN_TIMEOUT_S)
     rerun_s = time.monotonic() - rerun_started
     assert rerun.returncode == (0 if expected["passed"] else 1), rerun.stdout + rerun.stderr
     assert _survivors(home) == []
@@ -294,33 +288,19 @@ def _storage_names(prefect_home: Path) -> list[str]:
 def test_two_runs_at_once_share_one_index(
     big_suite: Path, expected: dict, tmp_path: Path, prefect_api_url: str
 ) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     index_dir = tmp_path / "index"
-    runs = []
-    for name in ("a", "b"):
+    argv = ["run", str(big_suite), "--index-dir", str(index_dir), "--output-dir", "out", "--quiet"]
+
+    def run(name: str) -> subprocess.CompletedProcess[str]:
         (tmp_path / name).mkdir()
-        command = [
-            sys.executable,
-            "-m",
-            "evaltasks.cli",
-            "run",
-            str(big_suite),
-            "--index-dir",
-            str(index_dir),
-            "--output-dir",
-            "out",
-            "--quiet",
-        ]
-        runs.append(
-            subprocess.Popen(
-                command,
-                cwd=tmp_path / name,
-                env=subprocess_env(tmp_path / name / "home", prefect_api_url),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        )
-    outputs = [run.communicate(timeout=RUN_TIMEOUT_S)[0] for run in runs]
+        env = subprocess_env(tmp_path / name / "home", prefect_api_url)
+        return run_cli(*argv, cwd=tmp_path / name, env=env, timeout=RUN_TIMEOUT_S)
+
+    with ThreadPoolExecutor(2) as pool:  # two processes at once
+        runs = list(pool.map(run, ("a", "b")))
+    outputs = [run.stdout + run.stderr for run in runs]
     want_rc = 0 if expected["passed"] else 1
     assert [run.returncode for run in runs] == [want_rc, want_rc], outputs
     counts = {}

@@ -283,7 +283,7 @@ def test_a_good_answer_after_a_mis_cased_label_scores() -> None:
 
 
 @pytest.mark.slow
-def test_a_cli_run_without_an_api_key_keeps_the_values_out_of_its_reports(tmp_path: Path) -> None:
+def test_a_cli_run_without_an_api_key_keeps_the_values_out_of_its_reports(tmp_path: Path, prefect_api_url: str) -> None:
     """``evaltasks run`` (the real flow) with the offline mode and no API key: the leak fails the gate; the
     values appear in results.json only inside the case's own ``actual_output`` (the case itself, as every report
     shows it), never in the metric's result, and not on the terminal."""
@@ -301,7 +301,7 @@ def test_a_cli_run_without_an_api_key_keeps_the_values_out_of_its_reports(tmp_pa
     (tmp_path / "suite.yaml").write_text(
         "name: pii\ndataset: {path: d.jsonl}\nmetrics:\n  - metric: PIILeakageMetric\n", encoding="utf-8"
     )
-    env = subprocess_env(tmp_path / "prefect-home")
+    env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)  # the session's server: not this test's subject
     env.pop("OPENAI_API_KEY", None)
     proc = run_cli("run", "suite.yaml", "--output-dir", "out", cwd=tmp_path, env=env)
     assert proc.returncode == 1, proc.stderr  # the gate: one case of two failed
