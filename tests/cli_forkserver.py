@@ -129,9 +129,11 @@ class ForkServer:
 
     def _plain(self, folder: str) -> bool:
         """False when ``folder`` holds what the server's preloaded imports or a new interpreter's start would have
-        found there: a module or package named as one the server has imported, ``sitecustomize`` or
-        ``usercustomize`` (run at start-up), or the metadata of a distribution this environment lacks (the
-        preloaded libraries probe for optional packages once, when imported: transformers' ``is_*_available``)."""
+        found there: a module or package named as one the server has imported (a folder, or a file Python would
+        import: ``prefect.py``, not ``prefect.yaml``), ``sitecustomize`` or ``usercustomize`` (run at start-up), or
+        the metadata of a distribution this environment lacks (the preloaded libraries probe for optional packages
+        once, when imported: transformers' ``is_*_available``)."""
+        import importlib.machinery
         import importlib.metadata
 
         try:
@@ -139,8 +141,9 @@ class ForkServer:
         except OSError:
             return False
         for name in names:
-            stem = name.partition(".")[0]
-            if stem in self.modules or stem in ("sitecustomize", "usercustomize"):
+            stem, dot, suffix = name.partition(".")
+            importable = not dot or "." + suffix in importlib.machinery.all_suffixes()  # a folder, a module file
+            if importable and (stem in self.modules or stem in ("sitecustomize", "usercustomize")):
                 return False
             if name.endswith((".dist-info", ".egg-info")):
                 project = name.rsplit(".", 1)[0].partition("-")[0]

@@ -91,6 +91,15 @@ def test_an_environment_read_at_import_goes_to_a_new_interpreter(tmp_path: Path)
     (lib / "sitecustomize.py").write_text("", encoding="utf-8")  # a new interpreter runs it when it starts
     assert not server.serves({**env, "PYTHONPATH": str(lib)})
     (lib / "sitecustomize.py").unlink()
+    (lib / "prefect.yaml").write_text("", encoding="utf-8")  # named as a preloaded module, but no module: served
+    assert server.serves({**env, "PYTHONPATH": str(lib)})
+    import importlib.machinery
+
+    extension = "numpy" + importlib.machinery.EXTENSION_SUFFIXES[0]  # numpy.cpython-311-x86_64-linux-gnu.so
+    for module in ("prefect.py", "prefect", extension):  # each would shadow a preloaded module
+        (lib / module).mkdir() if "." not in module else (lib / module).write_text("", encoding="utf-8")
+        assert not server.serves({**env, "PYTHONPATH": str(lib)}), module
+        (lib / module).rmdir() if "." not in module else (lib / module).unlink()
     (lib / "evaltasks.egg-info").mkdir()  # the metadata of an installed distribution: served
     assert server.serves({**env, "PYTHONPATH": str(lib)})
     (lib / "peft-0.99.0.dist-info").mkdir()  # one this environment lacks: transformers probed for it at import

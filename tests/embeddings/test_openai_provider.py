@@ -8,15 +8,15 @@ Where faults are injected the client timeout is short (``TIMEOUT_S``), so that `
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from evaltasks import EvalTestCase, ReferenceMatchMetric, evaluate_sync
 from evaltasks.embeddings import _tokens
 from evaltasks.embeddings.openai import PRICES_PER_MILLION_TOKENS, OpenAIEmbeddingProvider
 from evaltasks.errors import ConfigError, CredentialsError, ProviderError
+from tests.cli_forkserver import run_cli
 from tests.openai_server import CONTENT_FAULTS, FAULT_KINDS, OpenAIServer, usage_tokens
 
 KEY = f"sk-evaltasks-test-{uuid.uuid4().hex}"  # unique, so a search for it in outputs means something
@@ -704,7 +705,10 @@ def _cli_env(home: Path, key: str, base_url: str, api_url: str | None = None) ->
     return env
 
 
-def _start_cli_runs(server: OpenAIServer, root: Path, api_url: str) -> dict[str, tuple[subprocess.Popen, Path]]:
+def _start_cli_runs(
+    server: OpenAIServer, root: Path, api_url: str, pool: ThreadPoolExecutor
+) -> dict[str, tuple[Future[subprocess.CompletedProcess[str]], Path]]:
+    """Start the two CLI runs (forked CLI processes, :func:`tests.cli_forkserver.run_cli`) on ``pool``."""
     procs = {}
     for name, key in (("good", KEY), ("rejected", "sk-rejected-0123456789")):
         home = root / name
@@ -720,29 +724,9 @@ def _start_cli_runs(server: OpenAIServer, root: Path, api_url: str) -> dict[str,
             "gate:\n  min_pass_rate: 0.0\n",
             encoding="utf-8",
         )
-        procs[name] = (
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "evaltasks.cli",
-                    "run",
-                    "suite.yaml",
-                    "--output-dir",
-                    "out",
-                    "--index-dir",
-                    "idx",
-                    "--quiet",
-                ],
-                cwd=home,
-                env=_cli_env(home, key, f"{server.url}/env/v1", api_url),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            ),
-            home,
-        )
+        argv = ["run", "suite.yaml", "--output-dir", "out", "--index-dir", "idx", "--quiet"]
+        env = _cli_env(home, key, f"{server.url}/env/v1", api_url)
+        procs[name] = (pool.submit(run_cli, *argv, cwd=home, env=env, timeout=600), home)
     from tests.openai_server import encode
 
     encode([t for row in DATASET for t in (row["answer"], *row["references"]) if t])  # ready before they ask
@@ -764,16 +748,15 @@ def _cli_background(request):
         return
     api_url = request.getfixturevalue("prefect_api_url")
     root = Path(tempfile.mkdtemp(prefix="evaltasks-openai-cli-"))
-    with OpenAIServer(api_key=KEY, warm=False) as server:
-        procs = _start_cli_runs(server, root, api_url)
+    with OpenAIServer(api_key=KEY, warm=False) as server, ThreadPoolExecutor(2) as pool:
+        procs = _start_cli_runs(server, root, api_url, pool)
         state = {"server": server, "procs": procs, "outputs": None}
         try:
             yield state
         finally:
-            for proc, _home in procs.values():
-                if proc.poll() is None:  # kill the CLI and its temporary Prefect server (same session)
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.communicate(timeout=60)
+            for future, _home in procs.values():  # a run past its timeout is killed by run_cli
+                with contextlib.suppress(Exception):
+                    future.result()
             shutil.rmtree(root, ignore_errors=True)
 
 
@@ -783,9 +766,9 @@ def cli_runs(_cli_background):
     state = _cli_background
     if state["outputs"] is None:
         outputs = {}
-        for name, (proc, home) in state["procs"].items():
-            stdout, stderr = proc.communicate(timeout=300)
-            outputs[name] = (proc.returncode, stdout, stderr, home)
+        for name, (future, home) in state["procs"].items():
+            proc = future.result()
+            outputs[name] = (proc.returncode, proc.stdout, proc.stderr, home)
         state["outputs"], state["requests"] = outputs, list(state["server"].requests)
     return state["outputs"], state["requests"]
 
@@ -927,27 +910,13 @@ def test_max_cost_refuses_a_run_estimated_above_it(server: OpenAIServer, tmp_pat
     expected = sum(max(1, (len(t.encode()) + 3) // 4) for t in texts) * 0.02 / 1e6
     env = _cli_env(tmp_path, KEY, f"{server.url}/v1", prefect_api_url)
     server.reset()
-    cli = [sys.executable, "-m", "evaltasks.cli", "run", "suite.yaml", "--quiet", "--index-dir", "idx"]
-    refused = subprocess.run(
-        [*cli, "--max-cost", f"{expected * 0.99:.12f}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cli = ["run", "suite.yaml", "--quiet", "--index-dir", "idx"]
+    refused = run_cli(*cli, "--max-cost", f"{expected * 0.99:.12f}", cwd=tmp_path, env=env, timeout=120)
     assert refused.returncode == 2, refused.stderr
     assert f"${expected:.4f}" in refused.stderr and "--max-cost" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert server.embedding_requests() == []
-    allowed = subprocess.run(
-        [*cli, "--max-cost", f"{expected * 1.01:.12f}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    allowed = run_cli(*cli, "--max-cost", f"{expected * 1.01:.12f}", cwd=tmp_path, env=env, timeout=600)
     assert allowed.returncode == 0, allowed.stderr[-2000:]
     results = json.loads((tmp_path / "eval-results" / "cost" / "results.json").read_text())  # per suite
     billed = server.billed_tokens() * 0.02 / 1e6
@@ -970,23 +939,10 @@ def _run_cli(
     ``openai_options`` (YAML flow mapping body) against ``server`` (and the Prefect server at ``api_url``, when
     given); returns the process and results.json."""
     _write_suite(home, "misbehaving-endpoint", server, rows, openai_options, min_pass_rate)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evaltasks.cli",
-            "run",
-            "suite.yaml",
-            "--output-dir",
-            "out",
-            "--index-dir",
-            index_dir,
-            "--quiet",
-        ],
+    proc = run_cli(
+        *["run", "suite.yaml", "--output-dir", "out", "--index-dir", index_dir, "--quiet"],
         cwd=home,
         env=_cli_env(home, KEY, f"{server.url}/v1", api_url),
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     path = home / "out" / "results.json"
@@ -1130,24 +1086,10 @@ def test_cli_warm_run_without_task_cache_sends_no_request(
     assert first.returncode == 0, first.stderr[-3000:]
     assert cold["summary"]["embeddings"]["outputs_computed"] == 3  # the empty answer is never embedded
     server.reset()
-    warm = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evaltasks.cli",
-            "run",
-            "suite.yaml",
-            "--output-dir",
-            "warm",
-            "--index-dir",
-            "idx",
-            "--quiet",
-            "--no-cache",
-        ],
+    warm = run_cli(
+        *["run", "suite.yaml", "--output-dir", "warm", "--index-dir", "idx", "--quiet", "--no-cache"],
         cwd=tmp_path,
         env=_cli_env(tmp_path, KEY, f"{server.url}/v1", prefect_api_url),
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert warm.returncode == 0, warm.stderr[-3000:]

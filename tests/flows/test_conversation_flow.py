@@ -119,7 +119,7 @@ def test_a_mismatched_metric_exits_2_naming_it(tmp_path: Path, prefect_api_url: 
         encoding="utf-8",
     )
     env = subprocess_env(tmp_path / "prefect-home", prefect_api_url)
-    env.update(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])))  # no empty entry
     proc = run_cli("run", "s.yaml", "--output-dir", "out", cwd=tmp_path, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
