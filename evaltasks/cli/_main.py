@@ -114,8 +114,11 @@ def main(argv: list[str] | None = None, *, served_by_runner: bool = False) -> in
 
 def _restore_environment(before: dict[str, str]) -> None:
     """Put ``os.environ`` back to ``before`` (what an in-process caller of :func:`main` had) when the command changed
-    it, then have Prefect, if imported, read its settings and set up its logging again from it
-    (:func:`evaltasks.cli._checks.reread_prefect_settings`)."""
+    it, then have Prefect, if imported, read its settings and set up its logging again from it, blank ``PREFECT_*``
+    variables left out as the command left them out (:func:`evaltasks.cli._checks.reread_prefect_settings`).
+
+    Every variable is put back, whoever changed it meanwhile: a caller's thread that changes ``os.environ`` while
+    the command runs loses that change."""
     if os.environ == before:
         return
     for name in [name for name in os.environ if name not in before]:
@@ -123,10 +126,16 @@ def _restore_environment(before: dict[str, str]) -> None:
     for name, value in before.items():
         if os.environ.get(name) != value:
             os.environ[name] = value
+    # Prefect refuses a blank PREFECT_* (the command dropped them: drop_blank_env): it reads the rest without them
+    blanks = {name: value for name, value in os.environ.items() if name.startswith("PREFECT_") and not value.strip()}
+    for name in blanks:
+        del os.environ[name]
     try:
         reread_prefect_settings()
-    except Exception:  # noqa: BLE001 - e.g. a blank PREFECT_* of the caller's, which Prefect refuses: the command is
-        pass  # over and its exit code stands; Prefect keeps the settings it ran with
+    except Exception:  # noqa: BLE001 - the command is over and its exit code stands; Prefect keeps its settings
+        pass
+    finally:
+        os.environ.update(blanks)
 
 
 def _dispatch(argv: list[str] | None, invocation: Invocation) -> int:

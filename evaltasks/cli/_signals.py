@@ -23,11 +23,13 @@ class Interrupt:
     held before the run, whether the one line was printed.
 
     ``output_dir``: the run's reports directory when known (``--output-dir``; else :meth:`use_output_dir` once the
-    suite is read); ``index_dir`` and ``cache``: where finished work is kept (the line names them).
+    suite is read); ``index_dir`` and ``cache``: where finished work is kept (the line names them); ``supervised``:
+    the run's process has a parent that ends it at the grace period (the command's own process, or a run of
+    ``evaltasks server``), so its line may wait for running metrics (:meth:`await_running_metrics`).
     """
 
-    def __init__(self, output_dir: str | None, index_dir: str | None, cache: bool) -> None:
-        self.index_dir, self.cache = index_dir, cache
+    def __init__(self, output_dir: str | None, index_dir: str | None, cache: bool, supervised: bool = False) -> None:
+        self.index_dir, self.cache, self.supervised = index_dir, cache, supervised
         self.output_dir: Path | None = None  # known once the suite is read (default: one directory per suite)
         self.reports_before: tuple[tuple[int, int], ...] | None = None
         self.reported = False
@@ -126,13 +128,14 @@ class Interrupt:
         would leave the process to hang at exit on that thread and make the parent of a supervised run (or the
         ``evaltasks server`` child) say a second time why it killed it; waiting leaves it to that parent, which
         ends the run at the grace period with the one line that names the metric (docs/cli.md#interrupted-runs).
-        Without a parent that records metrics (``$EVALTASKS_RUN_STATE`` unset: in-process callers) nothing waits.
+        Nothing waits in a run without such a parent (in-process callers of ``evaltasks.cli.main``, even where
+        ``$EVALTASKS_RUN_STATE`` names an outer run's folder) or without that folder.
         """
         from evaltasks.engine.progress import STOP_GRACE_S, recorded_metrics, stop_grace_s
         from evaltasks.settings import SettingsError, get_settings
 
         directory = get_settings(only=["run_state"]).run_state
-        if directory is None or self.signum is None:
+        if directory is None or self.signum is None or not self.supervised:
             return
         try:
             grace = stop_grace_s()

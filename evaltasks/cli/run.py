@@ -135,7 +135,8 @@ def command(args: argparse.Namespace, invocation: Invocation) -> int:
         code = supervisor.supervise()
         if code is not None:  # the parent, once the run has ended
             return code
-    interrupt = Interrupt(args.output_dir, args.index_dir, args.cache)
+    supervised = invocation.owns_process or invocation.served_by_runner  # a parent ends it at the grace period
+    interrupt = Interrupt(args.output_dir, args.index_dir, args.cache, supervised=supervised)
     return run_interruptible(lambda stop: _run(args, invocation, stop), interrupt)
 
 

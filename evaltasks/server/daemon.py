@@ -446,7 +446,6 @@ def _std_stream(fd: int, writing: bool, spec: dict[str, Any]) -> io.TextIOWrappe
 
 
 CLIENT_GONE_GRACE_S = 5.0  # a run whose client vanished is stopped, then killed after this many seconds
-EXIT_GRACE_S = 2.0  # a stopped run's child, once its client has the exit code: how long its exit may take
 _stop_requested = threading.Event()  # in the child: the client forwarded a signal, or went away
 
 
@@ -515,13 +514,25 @@ def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: in
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _exit_grace_s() -> float:
+    """The grace period of a stopped run (:func:`evaltasks.engine.progress.stop_grace_s`; its default when the
+    setting is refused)."""
+    from evaltasks.settings import SettingsError
+
+    try:
+        return stop_grace_s()
+    except SettingsError:
+        return RUN_STOP_GRACE_S
+
+
 def _kill_after(seconds: float) -> None:
     """In the child of a stopped run, once its client has the exit code: when the child has not ended within
-    ``seconds`` (its exit waits for a thread that the stop did not end), say so in the server's log and kill its
-    process group, so that no run outlives its stop and ``evaltasks server stop`` never waits on it."""
+    ``seconds`` (its exit waits for a thread that the stop did not end, or an exit handler that does not return),
+    say so in the server's log and kill its process group, so that no run outlives its stop and a second
+    ``evaltasks server stop`` does not wait on it."""
     time.sleep(seconds)
     alive = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
-    _log(f"a stopped run did not exit within {seconds:g} s of its exit code (threads {alive}): killed")
+    _log(f"a stopped run did not exit within {seconds:g} s of its exit code (threads still running: {alive}): killed")
     if os.getpgid(0) == os.getpid():  # its own group (see _child): what it started goes too
         os.killpg(0, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -669,8 +680,12 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
         conn.sendall(f"exit {code}\n".encode())
     except OSError:
         pass
-    if _stop_requested.is_set():  # a thread the stop did not end (a metric busy in its own code) must not hold
-        threading.Thread(target=_kill_after, args=(EXIT_GRACE_S,), name="evaltasks-exit-watch", daemon=True).start()
+    # A stopped run (its client's signal, its client gone, or the runner's own SIGTERM at a second `server stop`:
+    # exit 130 / 143) whose exit waits on a thread the stop did not end (a metric busy in its own code) must not
+    # hold the runner: its exit (Prefect's last log and event flush included) gets the grace period, as the parent
+    # of an unserved run gives it.
+    if _stop_requested.is_set() or code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        threading.Thread(target=_kill_after, args=(_exit_grace_s(),), name="evaltasks-exit-watch", daemon=True).start()
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does at exit
         atexit._run_exitfuncs()

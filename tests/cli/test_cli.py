@@ -129,20 +129,28 @@ def test_an_in_process_command_leaves_the_callers_environment_as_it_was(
     tmp_path: Path, prefect_api_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``evaltasks.cli.main(argv)`` called from a program (a run on the session's Prefect server) leaves
-    ``os.environ`` exactly as it found it; before, the run's Prefect defaults (``PREFECT_LOGGING_LEVEL=WARNING``,
-    ``DO_NOT_TRACK=1``...) stayed and reached every process the program started afterwards."""
+    ``os.environ`` exactly as it found it, a blank ``PREFECT_LOGGING_LEVEL`` included, and Prefect's global settings
+    read from it again (blank counts as unset: Prefect's default level, not the run's WARNING); before, the run's
+    Prefect defaults (``PREFECT_LOGGING_LEVEL=WARNING``, ``DO_NOT_TRACK=1``...) stayed and reached every process
+    the program started afterwards."""
+    import prefect.context
+
     from evaltasks import cli
 
     _suite(tmp_path, "name: s\ndataset: {path: d.jsonl}\nmetrics: [{metric: ExactMatchMetric}]\n")
     (tmp_path / "d.jsonl").write_text('{"actual_output": "a", "expected_output": "a"}\n', encoding="utf-8")
     monkeypatch.setenv("PREFECT_API_URL", prefect_api_url)
-    for name in ("PREFECT_LOGGING_LEVEL", "DO_NOT_TRACK", "PREFECT_SERVER_LOGGING_LEVEL", "DASK_LOGGING__DISTRIBUTED"):
+    for name in ("DO_NOT_TRACK", "PREFECT_SERVER_LOGGING_LEVEL", "DASK_LOGGING__DISTRIBUTED"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PREFECT_LOGGING_LEVEL", "")  # an unset `${{ vars.X }}` in a CI workflow
     before = dict(os.environ)
     code = cli.main(["run", str(tmp_path / "suite.yaml"), "--output-dir", str(tmp_path / "out"), "--no-server"])
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "out" / "results.json").is_file()
     assert dict(os.environ) == before
+    assert prefect.context.GLOBAL_SETTINGS_CONTEXT.settings.logging.level == "INFO"  # Prefect's default
+    monkeypatch.delenv("PREFECT_LOGGING_LEVEL")
+    prefect.context.refresh_global_settings_context()  # the session's own settings again for the next tests
 
 
 @pytest.mark.slow
