@@ -131,17 +131,13 @@ class Interrupt:
         Nothing waits in a run without such a parent (in-process callers of ``evaltasks.cli.main``, even where
         ``$EVALTASKS_RUN_STATE`` names an outer run's folder) or without that folder.
         """
-        from evaltasks.engine.progress import STOP_GRACE_S, recorded_metrics, stop_grace_s
-        from evaltasks.settings import SettingsError, get_settings
+        from evaltasks.engine.progress import recorded_metrics, stop_grace_s_or_default
+        from evaltasks.settings import get_settings
 
         directory = get_settings(only=["run_state"]).run_state
         if directory is None or self.signum is None or not self.supervised:
             return
-        try:
-            grace = stop_grace_s()
-        except SettingsError:
-            grace = STOP_GRACE_S
-        deadline = self.signalled_at + grace + 1.0  # the parent's deadline comes first: it names the metric
+        deadline = self.signalled_at + stop_grace_s_or_default() + 1.0  # the parent's comes first: it names the metric
         try:
             while recorded_metrics(directory, _process_lives) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -176,11 +172,9 @@ def _process_lives(pid: int) -> bool:
     """Whether process ``pid`` still runs: a task-runner worker ended by the signal leaves its records behind
     (Linux: ``/proc/PID/stat`` exists and its state is not Z, zombie; elsewhere ``os.kill(pid, 0)`` succeeds)."""
     if sys.platform.startswith("linux"):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-                return handle.read().rpartition(")")[2].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
+        from evaltasks.engine.progress import process_state
+
+        return process_state(pid) not in (None, "Z")
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -192,6 +192,17 @@ def stop_grace_s() -> float:
     return get_settings(only=["stop_grace_s"]).stop_grace_s
 
 
+def stop_grace_s_or_default() -> float:
+    """:func:`stop_grace_s`, or :data:`STOP_GRACE_S` where the setting is refused (the run itself reports that,
+    exit 2; its stop still needs a grace period)."""
+    from evaltasks.settings import SettingsError
+
+    try:
+        return stop_grace_s()
+    except SettingsError:
+        return STOP_GRACE_S
+
+
 def _run_state_dir() -> str | None:
     """``$EVALTASKS_RUN_STATE`` (:attr:`evaltasks.settings.Settings.run_state`), read at each call: the supervisor
     and the server's runner set it once the run's process is forked."""
@@ -219,18 +230,23 @@ def recorded_metrics(
     return sorted(name for name in names if name)
 
 
+def process_state(pid: int | str) -> str | None:
+    """Process ``pid``'s state letter from Linux ``/proc/PID/stat`` (``R``, ``S``, ``Z`` for a zombie...); None
+    when it does not exist (or elsewhere than Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            return handle.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def child_processes(pid: int) -> list[int]:
     """The live (not zombie) children of process ``pid`` (Linux ``/proc/PID/task/*/children``; [] elsewhere)."""
-    found = []
+    found: list[int] = []
     with contextlib.suppress(OSError):
         for task in os.scandir(f"/proc/{pid}/task"):
             with contextlib.suppress(OSError):
                 with open(os.path.join(task.path, "children"), encoding="ascii") as handle:
                     children = handle.read().split()
-                for child in children:
-                    with contextlib.suppress(OSError, IndexError, ValueError):
-                        with open(f"/proc/{child}/stat", encoding="utf-8", errors="replace") as handle:
-                            state = handle.read().rpartition(")")[2].split()[0]
-                        if state != "Z":
-                            found.append(int(child))
+                found.extend(int(child) for child in children if process_state(child) not in (None, "Z"))
     return found

@@ -59,9 +59,8 @@ from evaltasks.engine.progress import (
     child_processes,
     recorded_metrics,
     run_context,
-    stop_grace_s,
+    stop_grace_s_or_default,
 )
-from evaltasks.engine.progress import STOP_GRACE_S as RUN_STOP_GRACE_S
 from evaltasks.server.client import (
     HEADER,
     ServedCommand,
@@ -465,9 +464,7 @@ def _watch_client(conn: socket.socket, finished: threading.Event) -> None:
                 # nobody waits for this run any more: when the stop does not end it soon (a user's metric busy in
                 # its own code ignores it), end it as a killed command ends (reports stay the previous set)
                 if not finished.wait(CLIENT_GONE_GRACE_S):
-                    if os.getpgid(0) == os.getpid():  # its own group (see _child): what it started goes too
-                        os.killpg(0, signal.SIGKILL)
-                    os.kill(os.getpid(), signal.SIGKILL)
+                    _kill_the_run()
             return
         word, _, value = line.decode(errors="replace").strip().partition(" ")
         if word == "signal" and value.isdigit() and int(value) in (signal.SIGINT, signal.SIGTERM):
@@ -488,12 +485,7 @@ def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: in
     (:func:`evaltasks.engine.progress.stop_grace_s`; a metric stuck in its own code), tell the client which metric
     did not stop, give it the signal's exit code (130 / 143) and kill the run's process group, as the parent of
     an ``evaltasks run`` of its own does (docs/cli.md#interrupted-runs)."""
-    from evaltasks.settings import SettingsError
-
-    try:
-        grace = stop_grace_s()
-    except SettingsError:  # the run itself says so (exit 2); its stop still needs a grace period
-        grace = RUN_STOP_GRACE_S
+    grace = stop_grace_s_or_default()
     if finished.wait(grace):
         return
     metrics = recorded_metrics(_run_state())
@@ -509,20 +501,16 @@ def _stop_after_grace(conn: socket.socket, finished: threading.Event, signum: in
     except (OSError, ValueError):
         pass
     _remove_run_state()
-    if os.getpgid(0) == os.getpid():  # its own group (see _child): what it started goes too
-        os.killpg(0, signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
+    _kill_the_run()
 
 
-def _exit_grace_s() -> float:
-    """The grace period of a stopped run (:func:`evaltasks.engine.progress.stop_grace_s`; its default when the
-    setting is refused)."""
-    from evaltasks.settings import SettingsError
-
+def _kill_the_run() -> None:
+    """In the child: SIGKILL its process group (its own, see _child: what the run started goes too), then itself."""
     try:
-        return stop_grace_s()
-    except SettingsError:
-        return RUN_STOP_GRACE_S
+        if os.getpgid(0) == os.getpid():
+            os.killpg(0, signal.SIGKILL)
+    finally:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _kill_after(seconds: float) -> None:
@@ -533,9 +521,7 @@ def _kill_after(seconds: float) -> None:
     time.sleep(seconds)
     alive = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
     _log(f"a stopped run did not exit within {seconds:g} s of its exit code (threads still running: {alive}): killed")
-    if os.getpgid(0) == os.getpid():  # its own group (see _child): what it started goes too
-        os.killpg(0, signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
+    _kill_the_run()
 
 
 def _remove_run_state() -> None:
@@ -588,11 +574,7 @@ def _die_with_runner(alive_read: int) -> None:
             pass
     except OSError:
         pass
-    try:
-        if os.getpgid(0) == os.getpid():  # its own group (see _child)
-            os.killpg(0, signal.SIGKILL)
-    finally:
-        os.kill(os.getpid(), signal.SIGKILL)
+    _kill_the_run()
 
 
 def _child(conn: socket.socket, runner: _Runner) -> None:
@@ -685,7 +667,9 @@ def _child(conn: socket.socket, runner: _Runner) -> None:
     # hold the runner: its exit (Prefect's last log and event flush included) gets the grace period, as the parent
     # of an unserved run gives it.
     if _stop_requested.is_set() or code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
-        threading.Thread(target=_kill_after, args=(_exit_grace_s(),), name="evaltasks-exit-watch", daemon=True).start()
+        threading.Thread(
+            target=_kill_after, args=(stop_grace_s_or_default(),), name="evaltasks-exit-watch", daemon=True
+        ).start()
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does at exit
         atexit._run_exitfuncs()

@@ -583,6 +583,13 @@ def _metric_pid(proc: subprocess.Popen[str], pid_file: Path) -> int:
     return int(pid_file.read_text())
 
 
+def _kill_if_running(proc: subprocess.Popen[str]) -> None:
+    """After a failed test: SIGKILL the client ``proc`` (in a session of its own) and its group, if still running."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def _gone(pid: int) -> bool:
     psutil = pytest.importorskip("psutil")
     deadline = time.monotonic() + DEADLINE_S
@@ -608,9 +615,7 @@ def test_a_served_run_stuck_in_a_metric_stops_after_the_grace_period_naming_it(s
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=DEADLINE_S)  # before: still spinning 10 minutes later
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_if_running(proc)
     assert proc.returncode == 143, err
     lines = [line for line in err.splitlines() if "interrupted" in line]
     assert lines == [
@@ -641,9 +646,7 @@ def test_a_thread_a_stopped_served_runs_metric_left_does_not_keep_it_running(ser
         (tmp_path / "run.pid.stop").write_text("", encoding="utf-8")  # the metric returns; its thread does not
         _, err = proc.communicate(timeout=DEADLINE_S)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_if_running(proc)
     assert proc.returncode == 143, err
     assert [line for line in err.splitlines() if "interrupted" in line] == [
         "evaltasks: interrupted by SIGTERM: no reports written"
@@ -672,9 +675,7 @@ def test_a_process_a_served_runs_metric_forked_ends_with_the_run(server: Server,
     try:
         out, err = proc.communicate(timeout=DEADLINE_S)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_if_running(proc)
     assert proc.returncode == 0, out + err
     assert server.served() >= 1 and "not using the evaltasks server" not in err, err
     child = int((tmp_path / "run.pid.child").read_text())
@@ -830,9 +831,7 @@ def test_a_run_whose_server_is_killed_exits_3_and_leaves_no_process(checkout_ser
         os.kill(state["pid"], signal.SIGKILL)
         _, err = proc.communicate(timeout=DEADLINE_S)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_if_running(proc)
     assert proc.returncode == 3, err
     lines = [line for line in err.splitlines() if "evaltasks server" in line or "error" in line.lower()]
     assert lines == [
