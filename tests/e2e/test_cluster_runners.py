@@ -45,6 +45,11 @@ BATCH_SIZE = 8  # 48 cases: 6 score-batch task runs per metric, 18 in all
 # Variants of the quickstart answers: 6 × 8 = 48 distinct outputs (each one embedded once by a worker).
 VARIANTS = ["", "In short: ", "To answer your question, ", "Briefly, ", "As far as I know, ", "Here is the answer. "]
 FACTS = "Paris is the capital of France.\nThe Solar System has eight planets.\nWater boils at 100 °C at sea level.\n"
+# The threads a process's torch sums a forward pass with, the same in the threads run and in every worker: float32
+# sums split over 1 or 2 threads differ in the last bit, and so do the scores (docs/scaling.md#exact-scores-on-a-cluster).
+# Ray sets OMP_NUM_THREADS to a task's CPUs (1) in a worker where it is unset; torch reads it when its thread pool
+# starts, which is before or after that depending on the worker's first task: one CI run in dozens embedded with 1.
+EMBED_THREADS = "2"
 MODEL_LOAD = "loading embedding model"  # evaltasks.embeddings.local logs it once per process that loads the model
 TASK_DONE = re.compile(
     r"Task run '(score-batch|embed-outputs|embed-references|generate-outputs)-[0-9a-f]+' - Finished in state Completed"
@@ -193,9 +198,10 @@ def _run(suite: Path, runner: str, workdir: Path, env: dict[str, str]) -> tuple[
 
 
 def _cli_env(tmp_path: Path) -> dict[str, str]:
-    """A user's environment: no PREFECT_API_URL (the run starts its temporary server of its own)."""
+    """A user's environment: no PREFECT_API_URL (the run starts its temporary server of its own), and the
+    embedding's thread count fixed (:data:`EMBED_THREADS`) for the CLI and every worker it reaches."""
     (tmp_path / "prefect-home").mkdir(parents=True, exist_ok=True)
-    return subprocess_env(tmp_path / "prefect-home")
+    return {**subprocess_env(tmp_path / "prefect-home"), "OMP_NUM_THREADS": EMBED_THREADS}
 
 
 def _worker_env(tmp_path: Path) -> dict[str, str]:
@@ -243,7 +249,7 @@ def _errors(results: dict) -> list[str]:
 def _check_same_scores(distributed: dict, local: dict) -> None:
     assert len(local["cases"]) == len(distributed["cases"]) == 48
     assert not _errors(local) and not _errors(distributed), (_errors(local), _errors(distributed))
-    assert _scores(distributed) == _scores(local)  # exactly: the same model, the same texts, the same batches
+    assert _scores(distributed) == _scores(local)  # exactly: the same model, texts, batches and threads
     assert distributed["summary"] == local["summary"]
 
 
