@@ -20,7 +20,8 @@ Unlike ``python -m uvicorn``, it runs without the working directory on ``sys.pat
 ``evaltasks run`` starts that process early (:func:`spawn_temporary_server`, right after its input is
 validated) and lets Prefect take it over while the command imports and loads its model. In the server process, a
 missing SQLite database starts as a copy of this Prefect's migrated empty database, kept in the user's cache
-directory by the first run that migrated one (:func:`seed_database`, :func:`save_database_template`).
+directory by the first run that migrated one (:func:`seed_database`, :func:`save_database_template`), and no
+block types are registered on start unless the environment asks (:func:`without_block_registration`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,33 @@ GRACE_S = 10.0  # after asking the orphaned server to stop, how long before it i
 CLAIM_FD_VARIABLE = "EVALTASKS_SERVER_CLAIM_FD"  # Settings.server_claim_fd: where the server says it holds its port
 PORT_BOUND, PORT_TAKEN = b"b", b"t"
 PORT_TAKEN_EXIT = 3  # uvicorn's exit code when it cannot bind, which Prefect's start loop answers with a new port
+
+
+#: Prefect's names for "register every imported block type on start" and for memoising that registration
+#: (``prefect/settings/models/server/root.py``, Prefect 3.9)
+REGISTER_BLOCKS_VARIABLES = ("PREFECT_SERVER_REGISTER_BLOCKS_ON_START", "PREFECT_API_BLOCKS_REGISTER_ON_START")
+MEMOIZE_REGISTRATION_VARIABLES = (
+    "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION",
+    "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION",
+)
+
+
+def without_block_registration(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for the temporary server, which registers no block types when it starts unless ``env`` names
+    either setting (:data:`REGISTER_BLOCKS_VARIABLES`, :data:`MEMOIZE_REGISTRATION_VARIABLES`).
+
+    Prefect's server registers every block type it can import on each start: it imports every installed Prefect
+    integration (``load_prefect_collections``: prefect-dask brings in dask.distributed) and, the first time for
+    a database, writes their schemas. A run's temporary server needs none of it: a block document is saved with
+    its type by the client that saves it (``Block.save``), and ``prefect server start`` registers them on its own
+    start. Measured here with prefect-dask installed: the server answered after 3.3 s of CPU instead of 4.0 s.
+    """
+    env = dict(env)
+    if not any(name in env for name in (*REGISTER_BLOCKS_VARIABLES, *MEMOIZE_REGISTRATION_VARIABLES)):
+        # both: with memoisation on, Prefect imports the integrations to hash them even when it registers nothing
+        env[REGISTER_BLOCKS_VARIABLES[0]] = "false"
+        env[MEMOIZE_REGISTRATION_VARIABLES[0]] = "false"
+    return env
 
 
 class _GuardedSubprocess:
@@ -68,7 +97,10 @@ class _GuardedSubprocess:
         args = [sys.executable, *safe_flags(), os.path.abspath(__file__), str(os.getpid()), *args[1:]]
         kwargs.setdefault("start_new_session", True)
         read_end, write_end = os.pipe()
-        kwargs["env"] = {**(kwargs.get("env") or os.environ), CLAIM_FD_VARIABLE: str(write_end)}
+        kwargs["env"] = {
+            **without_block_registration(kwargs.get("env") or os.environ),
+            CLAIM_FD_VARIABLE: str(write_end),
+        }
         kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), write_end)
         try:
             process = subprocess.Popen(args, **kwargs)

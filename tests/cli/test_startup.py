@@ -335,14 +335,49 @@ def test_a_database_template_is_used_only_for_the_same_prefect(tmp_path: Path, m
     assert [p.name for p in fresh.parent.iterdir()] == ["prefect.db"], "no temporary file left"
 
 
+def test_the_temporary_server_registers_no_block_types_unless_the_environment_says() -> None:
+    """Both settings are off for the temporary server unless the environment names either of them, under any of
+    the names Prefect's settings model accepts for it (read from that model, not copied)."""
+    from prefect.settings.models.server.root import ServerSettings
+
+    from evaltasks.server.temporary import (
+        MEMOIZE_REGISTRATION_VARIABLES,
+        REGISTER_BLOCKS_VARIABLES,
+        without_block_registration,
+    )
+
+    def env_names(field: str) -> set[str]:
+        choices = ServerSettings.model_fields[field].validation_alias.choices  # type: ignore[union-attr]
+        return {choice.upper() for choice in choices if isinstance(choice, str)}
+
+    assert set(REGISTER_BLOCKS_VARIABLES) == env_names("register_blocks_on_start")
+    assert set(MEMOIZE_REGISTRATION_VARIABLES) == env_names("memoize_block_auto_registration")
+    base = {"PATH": "/usr/bin", "PREFECT_HOME": "/tmp/home"}
+    assert without_block_registration(base) == {
+        **base,
+        "PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
+        "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false",
+    }
+    assert base == {"PATH": "/usr/bin", "PREFECT_HOME": "/tmp/home"}, "the caller's mapping is left as it was"
+    for name in (*REGISTER_BLOCKS_VARIABLES, *MEMOIZE_REGISTRATION_VARIABLES):
+        for value in ("true", "false"):
+            assert without_block_registration({**base, name: value}) == {**base, name: value}
+
+
 def test_a_fresh_prefect_home_starts_from_the_template_the_first_run_left(tmp_path: Path) -> None:
     """The first run on a fresh PREFECT_HOME keeps its database as migrated (before anything else was written) as
-    the template; the next fresh home starts from it and holds a real completed flow run like the first."""
+    the template; the next fresh home starts from it and holds a real completed flow run like the first.
+
+    The temporary server registers no block types on start unless the user's environment asks for it
+    (evaltasks.server.temporary.without_block_registration): the first run asks, and its block types are written
+    after the template was taken; the second, by default, has none."""
     cache = tmp_path / "cache"
-    for name in ("first", "second"):
+    for name, register in (("first", True), ("second", False)):
         work = _workspace(tmp_path / name)
         env = subprocess_env(tmp_path / name / "prefect-home")
         env["EVALTASKS_CACHE_DIR"] = str(cache)
+        if register:
+            env["PREFECT_SERVER_REGISTER_BLOCKS_ON_START"] = "true"
         done = subprocess.run(
             [sys.executable, "-m", "evaltasks", "run", "suite.yaml", "--no-cache", "--quiet", "--output-dir", "out"],
             cwd=work,
@@ -361,7 +396,8 @@ def test_a_fresh_prefect_home_starts_from_the_template_the_first_run_left(tmp_pa
         db.close()
         with sqlite3.connect(tmp_path / name / "prefect-home" / "prefect.db") as db:
             assert db.execute("SELECT state_type FROM flow_run").fetchall() == [("COMPLETED",)]
-            assert db.execute("SELECT count(*) FROM block_type").fetchone()[0] > 0
+            block_types = db.execute("SELECT count(*) FROM block_type").fetchone()[0]
+            assert (block_types > 0) is register, block_types
         db.close()
 
 
