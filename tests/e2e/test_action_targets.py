@@ -85,6 +85,12 @@ def test_a_fork_without_the_key_skips_the_chat_target_and_passes(tmp_path: Path,
     assert "could not run" not in fork["summary"]
 
 
+def _listing(folder: Path) -> list[str]:
+    """The names in ``folder``, sorted, but Python's ``__pycache__``: importing the suite's ``bot.py`` writes one there
+    wherever PYTHONDONTWRITEBYTECODE is unset, as any import of a module from a folder does."""
+    return sorted(p.name for p in folder.iterdir() if p.name != "__pycache__")
+
+
 def test_a_fork_evaluates_the_targets_it_can_and_names_the_skipped_one(tmp_path: Path, prefect_api_url: str) -> None:
     folder = tmp_path / "ws" / "evals"
     shutil.copytree(REPO_ROOT / "examples" / "faq_bot", folder, ignore=shutil.ignore_patterns("__pycache__"))
@@ -97,12 +103,12 @@ def test_a_fork_evaluates_the_targets_it_can_and_names_the_skipped_one(tmp_path:
         {"name": "gpt", "chat": {"model": "gpt-4o-mini", "prompt": "prompts/answer.md"}},
     ]
     (folder / "sbs.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
-    listed = sorted(p.name for p in folder.iterdir())
+    listed = _listing(folder)
     with GitHubServer() as server:
         code, fork = _run_local(tmp_path, "mixed", "evals/sbs.yaml", server, prefect_api_url)
     assert code == 0, fork["log"][-4000:]  # 23 of the bot's 25 answers pass the 80 % gate
     assert "skipped" not in fork["steps"]["run"]["outputs"]
-    assert sorted(p.name for p in folder.iterdir()) == listed  # the filtered copy is gone
+    assert _listing(folder) == listed  # the filtered copy is gone
     results = json.loads(Path(fork["outputs"]["results-path"]).read_text())
     assert [t["name"] for t in results["targets"]] == ["bot"]
     assert results["summary"]["cases"] == 25 and results["summary"]["passed_cases"] == 23
