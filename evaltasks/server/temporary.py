@@ -157,8 +157,9 @@ class StartingServer:
         Prefect's ``SubprocessASGIServer.start`` runs unchanged: it launches this process instead of a new one
         (and a guarded new one if this one exits with code 3, its port taken), polls ``/health`` within
         ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``, raises its own errors, and stops the server at
-        exit. Importing Prefect's server module happens here, in the calling thread, so that no two threads
-        import Prefect's modules at the same time.
+        exit. Any other caller of ``start`` (another thread's first Prefect API call) waits for that answer.
+        Importing Prefect's server module happens here, in the calling thread, so that no two threads import
+        Prefect's modules at the same time.
         """
         import prefect.server.api.server as server_module
 
@@ -172,10 +173,21 @@ class StartingServer:
         launch = server._run_uvicorn_command
         pending = [self.process]
         server._run_uvicorn_command = lambda: pending.pop() if pending else launch()  # type: ignore[method-assign]
+        prefect_start = server.start
+
+        # Prefect's `start` marks the server running before it answers, so a second caller (a target calling
+        # Prefect's API while its outputs are generated early: docs/targets.md#generation-starts-while-prefect-starts)
+        # got its URL at once and "connection refused"; every other caller now waits for the answer, as the first does
+        def start(timeout: int | None = None) -> None:
+            self.wait()
+            if not server.running:  # stopped since (Prefect's `stop`): started again as Prefect would
+                prefect_start(timeout)
+
+        server.start = start  # type: ignore[method-assign]
 
         def wait() -> None:
             try:
-                server.start()
+                prefect_start()
             except BaseException as exc:  # noqa: BLE001 - raised again by wait()
                 self.error = exc
             finally:

@@ -282,3 +282,29 @@ def test_max_cost_covers_the_chat_target_before_anything_is_sent(tmp_path: Path,
         allowed = _chat_run(suite, tmp_path, prefect_api_url, server.api_key, "--max-cost", "5")
         assert allowed.returncode in (0, 1), allowed.stderr
         assert len(server.requests) == 2
+
+
+PREFECT_API_BOT = """
+from prefect.variables import Variable
+
+
+def respond(case):
+    Variable.set("evaltasks_target_check", case.input, overwrite=True)  # Prefect's API, from inside the target
+    return {"output": Variable.get("evaltasks_target_check")}
+"""
+
+
+def test_a_python_target_calling_prefects_api_while_the_temporary_server_starts(tmp_path: Path) -> None:
+    """Outputs are generated while Prefect's temporary server starts (docs/targets.md#generation-starts-while-prefect-starts):
+    a target that calls Prefect's API (a variable, a block) from the first case on waits for the server to answer
+    instead of failing its first cases with "connection refused" (no PREFECT_API_URL: the run's own server)."""
+    suite = _suite(tmp_path / "suite", QUESTIONS, "{python: bot:respond, max_concurrency: 1}")
+    (suite.parent / "bot.py").write_text(PREFECT_API_BOT, encoding="utf-8")
+    proc = run_cli(
+        "run", str(suite), "--output-dir", str(tmp_path / "out"), "--index-dir", str(tmp_path / "index"), "--quiet",
+        cwd=tmp_path, env=_env(tmp_path, None), timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert "connection refused" not in (proc.stdout + proc.stderr).lower(), proc.stderr[-3000:]
+    results = _results(tmp_path)
+    assert [case["actual_output"] for case in results["cases"]] == QUESTIONS  # each case read back its own input
+    assert results["summary"]["cases"] == 4
