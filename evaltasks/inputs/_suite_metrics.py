@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evaltasks.errors import CredentialsError, InputError, Problem, quote
+from evaltasks.inputs._suite_judge import JudgeBlock
 from evaltasks.metrics import BaseMetric, get_metric_class, is_builtin
 from evaltasks.metrics.base import SkippedMetric
 from evaltasks.metrics.judge.base import JudgeMetric
@@ -30,16 +31,6 @@ class MetricSpec(Protocol):
     @property
     def model_extra(self) -> dict[str, Any] | None: ...
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> MetricSpec: ...
-
-
-class JudgeBlock(Protocol):
-    """What building reads of the suite's ``judge:`` block (:class:`evaltasks.inputs.suite.JudgeBlock`)."""
-
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def samples(self) -> int | None: ...
-    def options(self) -> dict[str, Any]: ...
 
 
 def judge_api_key_problem(options: Any) -> str | None:
