@@ -1,7 +1,7 @@
 """Part of step 3 (``run.sh``): may the cached baseline (``baseline: auto``) be used?
 
 ``python baseline.py FILE LABEL``, run by the installed evaltasks' interpreter: exit 0 when ``FILE`` is a baseline
-that ``evaltasks run --baseline`` accepts, by evaltasks' own check (:func:`evaltasks.engine.compare.load_baseline`:
+that ``evaltasks run --baseline`` accepts, by evaltasks' own check (:func:`evaltasks.engine.baseline.load_baseline`:
 JSON with ``summary`` and ``cases``, a ``schema_version`` this evaltasks reads, cases that are objects with unique
 ids, finite scores; docs/reports.md#outputs). Otherwise print a ``::warning`` naming the file, ``LABEL`` and each
 problem, and exit 1: the run then goes on without a baseline, because a broken cache entry (a truncated upload,
@@ -25,7 +25,7 @@ PROBLEMS_SHOWN = 5
 def problem(path: Path) -> str | None:
     """Why ``path`` is not a baseline evaltasks accepts (its located problems, at most :data:`PROBLEMS_SHOWN`,
     joined by ``; ``), or None when it is one."""
-    from evaltasks.engine.compare import load_baseline
+    from evaltasks.engine.baseline import load_baseline
     from evaltasks.errors import InputError
 
     try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from evaltasks.engine.compare import load_baseline
+from evaltasks.engine.baseline import load_baseline
 from evaltasks.engine.evaluate import collect_embedding_needs, validate_cases
 from evaltasks.engine.generation import filled_fields
 from evaltasks.engine.history import path_slug
@@ -254,7 +254,7 @@ class ParsedBaseline:
 
 
 def read_baseline(path: str | Path) -> ParsedBaseline:
-    """:func:`~evaltasks.engine.compare.load_baseline` of ``path``, with what :func:`load_parsed_baseline`
+    """:func:`~evaltasks.engine.baseline.load_baseline` of ``path``, with what :func:`load_parsed_baseline`
     needs to reuse it. Raises InputError as ``load_baseline`` does."""
     source = Path(path).resolve()
     state = file_state([source])
@@ -429,7 +429,7 @@ def index_plan(plan: RunPlan, index_dir: str | Path | None) -> dict[str, dict[st
 
 
 def load_parsed_baseline(path: str | Path, parsed: ParsedBaseline | None = None) -> dict[str, Any]:
-    """:func:`~evaltasks.engine.compare.load_baseline` of ``path``, or ``parsed``'s data when ``parsed``
+    """:func:`~evaltasks.engine.baseline.load_baseline` of ``path``, or ``parsed``'s data when ``parsed``
     (:func:`read_baseline`: the CLI validates ``--baseline`` before the run) is of the same file and the file
     is unchanged since it was read. Raises InputError as ``load_baseline`` does.
     """

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaltasks.engine.compare import compare_results, load_baseline
+from evaltasks.engine.baseline import load_baseline
+from evaltasks.engine.compare import compare_results
 from evaltasks.engine.lifecycle import gate_pass_rate, gate_passed
 from evaltasks.engine.run import plan_run
 from evaltasks.engine.statistics import summarize

@@ -14,7 +14,8 @@ from rich.console import Console
 
 import evaltasks
 from evaltasks import ConversationalEvalTestCase, EvalTestCase
-from evaltasks.engine.compare import compare_results, load_baseline
+from evaltasks.engine.baseline import load_baseline
+from evaltasks.engine.compare import compare_results
 from evaltasks.reports import SCHEMA_VERSION, write_reports
 from evaltasks.reports.console import _print_cases, notable_cases
 from evaltasks.results import EvaluationResult

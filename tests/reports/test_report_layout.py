@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from evaltasks import EvalTestCase
-from evaltasks.engine.compare import compare_results, load_baseline
+from evaltasks.engine.baseline import load_baseline
+from evaltasks.engine.compare import compare_results
 from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.engine.lifecycle import RunReport
 from evaltasks.engine.statistics import summarize
