@@ -3,7 +3,7 @@
 
 One command, in one process: LengthCheck scores ``--cases`` synthetic outputs (batches of 5,000, as the flow
 does at that size); then the summary is built from those case results by this checkout's
-:class:`~evaltasks.engine.statistics.SummaryBuilder` (counts plus the compact per-case arrays and the 95 % intervals)
+:class:`~evaltasks.engine.summary.SummaryBuilder` (counts plus the compact per-case arrays and the 95 % intervals)
 and by the one of ``--base`` (a git revision before the statistics: counts only), and the comparison with a
 baseline (the same cases with 2 % of the passing ones now failing) by this checkout's
 :class:`~evaltasks.engine.compare.ComparisonBuilder` (change list plus paired tests) and by ``--base``'s (change list
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evaltasks.engine.compare import ComparisonBuilder  # noqa: E402
-from evaltasks.engine.statistics import SummaryBuilder  # noqa: E402
+from evaltasks.engine.summary import SummaryBuilder  # noqa: E402
 from evaltasks.metrics import LengthCheckMetric  # noqa: E402
 from evaltasks.results import TestCaseResult  # noqa: E402
 from evaltasks.test_case import EvalTestCase  # noqa: E402

@@ -402,7 +402,7 @@ class TargetTallies:
         clusters: Sequence[str | None] | None = None,
         cluster_column: str | None = None,
     ) -> None:
-        from evaltasks.engine.statistics import SummaryBuilder
+        from evaltasks.engine.summary import SummaryBuilder
 
         self.bounds = generated.bounds()
         self.tallies = [TargetTally(part) for part in generated.parts]

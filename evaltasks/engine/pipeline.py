@@ -61,8 +61,8 @@ from evaltasks.engine.generation import (
     skipped_results,
 )
 from evaltasks.engine.scoring import score_metric_batch
-from evaltasks.engine.statistics import summarize
 from evaltasks.engine.stream import case_results, chunks, gc_frozen, stream_batches
+from evaltasks.engine.summary import summarize
 from evaltasks.engine.validation import case_kind_problems, validate_cases, validate_metrics
 from evaltasks.errors import InputError, Problem, ProviderError
 from evaltasks.index import ReferenceIndex
@@ -488,7 +488,7 @@ def summarise(
     generated: Generated | None = None,
 ) -> EvaluationResult:
     """The summarise stage: the run's case results (in case order), their summary per metric
-    (:func:`~evaltasks.engine.statistics.summarize`), the embedding models used and the reference sets searched.
+    (:func:`~evaltasks.engine.summary.summarize`), the embedding models used and the reference sets searched.
     With ``generated``, one :class:`~evaltasks.results.TargetRun` per target (its cases' summary) and the run's
     summary the first target's."""
     thresholds = {m.name: m.threshold for m in metrics}

@@ -1,7 +1,7 @@
 """Reports of a run whose cases arrive in batches: nothing but counts, sums and a few highlights stay in memory.
 
 :class:`ReportWriter` appends each batch's cases to two temporary files beside the reports (the ``cases`` of
-results.json and the ``<testcase>`` elements of junit.xml) while :class:`~evaltasks.engine.statistics.SummaryBuilder`,
+results.json and the ``<testcase>`` elements of junit.xml) while :class:`~evaltasks.engine.summary.SummaryBuilder`,
 :class:`~evaltasks.reports.markdown.Highlights` and, with a baseline,
 :class:`~evaltasks.engine.compare.ComparisonBuilder` fold them in. :meth:`ReportWriter.write` then writes the three
 reports as one set (all or none replaced): each one's head (which needs the totals), then the streamed part
@@ -22,7 +22,7 @@ from evaltasks._atomic import atomic_paths, pid_alive, remove_stale_temporaries,
 from evaltasks.engine.compare import Comparison, ComparisonBuilder
 from evaltasks.engine.outcome import RunHeader, RunReport
 from evaltasks.engine.side_by_side import SideBySide, SideBySideBuilder
-from evaltasks.engine.statistics import SummaryBuilder
+from evaltasks.engine.summary import SummaryBuilder
 from evaltasks.reports.json_report import RESULTS_TAIL, results_case, results_head
 from evaltasks.reports.junit import JUNIT_TAIL, junit_head, junit_run_metrics, junit_testcases
 from evaltasks.reports.markdown import Highlights, render_summary

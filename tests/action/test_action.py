@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from evaltasks.engine.compare import compare_results
-from evaltasks.engine.statistics import summarize
+from evaltasks.engine.summary import summarize
 from evaltasks.reports import write_reports
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
 from tests.github_server import GitHubServer

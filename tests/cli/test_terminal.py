@@ -292,7 +292,7 @@ def test_notable_cases_reads_only_what_it_lists(tmp_path: Path) -> None:
     """Without a baseline: errored cases first, then failing ones by lowest score (case order among equals),
     control characters of model text shown as
     ``?`` (no terminal escape reaches the terminal), the count of the rest; nothing listed when all pass."""
-    from evaltasks.engine.statistics import summarize
+    from evaltasks.engine.summary import summarize
     from evaltasks.reports.console import notable_cases
     from evaltasks.reports.json_report import write_results_json
     from evaltasks.results import MetricResult, TestCaseResult
@@ -355,7 +355,7 @@ def test_case_list_is_short_and_lowest_first_whatever_the_number_of_metrics(tmp_
 
     from rich.console import Console
 
-    from evaltasks.engine.statistics import summarize
+    from evaltasks.engine.summary import summarize
     from evaltasks.reports.console import _print_cases, notable_cases
     from evaltasks.reports.json_report import write_results_json
 
@@ -379,7 +379,7 @@ def test_case_list_is_short_and_lowest_first_whatever_the_number_of_metrics(tmp_
 def test_newly_failing_cases_are_listed_largest_drop_first(tmp_path: Path) -> None:
     """Against a baseline the newly failing cases come in ``comparison.changes`` order (largest drop first, as
     summary.md lists them), not in dataset order."""
-    from evaltasks.engine.statistics import summarize
+    from evaltasks.engine.summary import summarize
     from evaltasks.reports.console import notable_cases
 
     drops = {"case-a": -0.2, "case-b": -0.9, "case-c": -0.5}  # dataset order a, b, c
@@ -418,7 +418,7 @@ def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole(
     from rich.console import Console
 
     from evaltasks.engine.lifecycle import RunReport
-    from evaltasks.engine.statistics import summarize
+    from evaltasks.engine.summary import summarize
     from evaltasks.reports.console import print_summary
     from evaltasks.results import MetricResult, TestCaseResult
 
@@ -495,7 +495,7 @@ def test_thresholds_share_one_number_of_decimals_in_the_results_table() -> None:
 
     from rich.console import Console
 
-    from evaltasks.engine.statistics import summarize
+    from evaltasks.engine.summary import summarize
     from evaltasks.reports.console import print_summary
     from evaltasks.results import MetricResult, TestCaseResult
 

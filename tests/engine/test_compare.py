@@ -15,7 +15,7 @@ from evaltasks.engine.baseline import load_baseline
 from evaltasks.engine.compare import compare_results
 from evaltasks.engine.lifecycle import gate_pass_rate, gate_passed
 from evaltasks.engine.run import plan_run
-from evaltasks.engine.statistics import summarize
+from evaltasks.engine.summary import summarize
 from evaltasks.errors import ConfigError, InputError
 from evaltasks.reports.markdown import Section, fit_sections
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult

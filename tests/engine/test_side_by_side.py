@@ -13,7 +13,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.weightstats import DescrStatsW
 
 from evaltasks.engine.side_by_side import SPLITS_KEPT, SideBySideBuilder, compare_targets
-from evaltasks.engine.statistics import summarize
+from evaltasks.engine.summary import summarize
 from evaltasks.results import EvaluationResult, MetricResult, TargetRun, TestCaseResult
 from evaltasks.test_case import Generation
 

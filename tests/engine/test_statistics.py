@@ -18,7 +18,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from evaltasks.engine import statistics
 from evaltasks.engine.compare import compare_results
-from evaltasks.engine.statistics import summarize
+from evaltasks.engine.summary import SampleCollector, summarize
 from evaltasks.results import MetricResult, TestCaseResult
 from tests.cli_forkserver import run_cli
 
@@ -571,7 +571,7 @@ def test_the_python_api_summary_carries_intervals() -> None:
 
 def test_the_sample_collector_gives_the_summary_builders_intervals() -> None:
     cases = [_case(f"c{i}", i % 3 != 0) for i in range(30)]
-    collector = statistics.SampleCollector(["M"])
+    collector = SampleCollector(["M"])
     for case in cases:
         collector.add_case(case.id, case.status, [(m.name, m.score, m.status) for m in case.metrics])
     summary = summarize(cases, {"M": 0.5})

@@ -23,7 +23,7 @@ from evaltasks.engine.baseline import load_baseline
 from evaltasks.engine.compare import compare_results
 from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.engine.lifecycle import RunReport
-from evaltasks.engine.statistics import summarize
+from evaltasks.engine.summary import summarize
 from evaltasks.metrics import ContainsMetric, LengthCheckMetric
 from evaltasks.reports import write_reports
 from evaltasks.reports.markdown import CHANGES_OPEN, render_summary_markdown

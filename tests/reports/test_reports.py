@@ -21,7 +21,7 @@ from evaltasks import __version__
 from evaltasks.engine.evaluate import evaluate_sync
 from evaltasks.engine.lifecycle import RunReport
 from evaltasks.engine.run import plan_run
-from evaltasks.engine.statistics import summarize
+from evaltasks.engine.summary import summarize
 from evaltasks.reports import write_reports
 from evaltasks.reports.outcome import finish_run
 from evaltasks.results import EvaluationResult, MetricResult, TestCaseResult
