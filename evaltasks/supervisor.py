@@ -40,6 +40,7 @@ from evaltasks.engine.progress import RUN_STATE_ENV, STOP_GRACE_S, child_process
 GRACE_S = STOP_GRACE_S  # after the first SIGINT/SIGTERM, how long the run may take to stop before it is killed
 LEFTOVER_GRACE_S = 2.0  # after SIGTERM to what the run left behind, how long before SIGKILL
 POLL_S = 0.05  # how often the parent looks at its children
+REPEAT_WINDOW_S = 0.25  # the same signal again within this many seconds is the same signal (see _Parent.relay)
 EXIT_ABORTED, EXIT_SIGINT, EXIT_SIGTERM = 3, 130, 143
 REPORTS = ("results.json", "junit.xml", "summary.md")
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
@@ -156,11 +157,21 @@ class _Parent:
         self.signum: int | None = None
         self.signalled_at = 0.0
         self.status: int | None = None  # os.waitpid's status of the child, once it ended
+        self.last_relayed: int | None = None  # the last signal relayed, and when (time.monotonic())
+        self.last_relayed_at = 0.0
 
     def relay(self, signum: int, frame: Any) -> None:
-        """Signal handler: pass ``signum`` on to the run's process group (the first one starts the grace period)."""
+        """Signal handler: pass ``signum`` on to the run's process group (the first one starts the grace period).
+
+        The same signal again within :data:`REPEAT_WINDOW_S` of its last relay is one signal sent twice, not a
+        second one (which ends the run at once): ``timeout(1)`` sends its signal to the command and then to its
+        whole process group, this process included, and the two often arrive apart."""
+        now = time.monotonic()
+        if signum == self.last_relayed and now - self.last_relayed_at < REPEAT_WINDOW_S:
+            return
+        self.last_relayed, self.last_relayed_at = signum, now
         if self.signum is None:
-            self.signum, self.signalled_at = signum, time.monotonic()
+            self.signum, self.signalled_at = signum, now
         with contextlib.suppress(OSError):
             os.killpg(self.pid, signum)
 

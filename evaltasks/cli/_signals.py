@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltasks.cli._exits import exit_code
-from evaltasks.supervisor import note_reports
+from evaltasks.supervisor import announce_exit, note_reports
 
 
 class Interrupt:
@@ -48,10 +48,14 @@ class Interrupt:
 
     def handler(self, signum: int, frame: Any) -> None:
         """Signal handler: the first signal stops the run (KeyboardInterrupt in the main thread); a second one,
-        while it stops, ends the process at once (the temporary server dies with it)."""
+        while it stops, ends the process at once (the temporary server dies with it), with the first one's exit
+        code announced to the run's parent (:func:`evaltasks.supervisor.announce_exit`), which otherwise would
+        take the exit for a metric's ``os._exit()`` and exit 3."""
         if self.delivered and self.signum is not None:
             self.report()
-            os._exit(exit_code(self.signum))
+            code = exit_code(self.signum)
+            announce_exit(code)
+            os._exit(code)
         self.delivered = True
         if self.signum is None:  # else Prefect's handler saw this signal first and passed it on
             self.begin(signum)
