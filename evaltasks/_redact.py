@@ -15,8 +15,9 @@ replace every such word in every reason); real API keys are far longer. Besides 
 encodings are replaced: JSON-escaped, URL-encoded (``%XX`` and ``+`` for spaces) and HTML-escaped.
 
 Redaction happens where an exception becomes text (:class:`~evaltasks.errors.EvalTasksError` messages, errored
-and skipped reasons, the index's warnings, the CLI's error lines and its traceback file), before any result is
-returned from a task, so no Prefect state, result or report carries a secret; :func:`install_log_redaction`
+and skipped reasons, the index's warnings, the CLI's error lines and its traceback file) and where a target's
+answer enters the run (:func:`redact_nested`, :mod:`evaltasks.targets.generate`), before any result is returned
+from a task, so no Prefect state, result or report carries a secret; :func:`install_log_redaction`
 covers log records (Prefect's console and API log handlers included) by redacting each record as it is made.
 
 Standard library only: this is the lowest layer (docs/architecture.md#architecture).
@@ -116,6 +117,30 @@ def redact(text: str) -> str:
         if form in text:
             text = text.replace(form, MASK)
     return text
+
+
+def redact_nested(value: object) -> object:
+    """``value`` (JSON-like: dicts, lists, tuples, strings, other scalars) with :func:`redact` applied to every
+    string in it, keys included; the very same object when no string in it holds a secret (or none is set)."""
+    if not _current_forms():
+        return value
+    return _redact_nested(value)
+
+
+def _redact_nested(value: object) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        items = [(_redact_nested(k), _redact_nested(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    if isinstance(value, (list, tuple)):
+        redacted = [_redact_nested(item) for item in value]
+        if all(r is item for r, item in zip(redacted, value, strict=True)):
+            return value
+        return type(value)(redacted)
+    return value
 
 
 def _redact_record(record: logging.LogRecord) -> None:

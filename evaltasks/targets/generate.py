@@ -114,11 +114,13 @@ def generate_case(
         assert store is not None
         stored = store.get(key)
         if stored is not None:
-            return GeneratedCase(_filled(target, case, stored.output, stored.latency_ms, sample, cached=True))
+            kept = without_secrets(stored.output)  # stored before outputs were redacted
+            return GeneratedCase(_filled(target, case, kept, stored.latency_ms, sample, cached=True))
     try:
         output, latency_ms = _call_with_retries(target, case, stop)
     except TargetError as exc:
         return _failed(target, case, sample, str(exc), requested=True)
+    output = without_secrets(output)
     if use_store:
         assert store is not None
         try:
@@ -160,17 +162,55 @@ def generate_batch(
     work = [(case, sample) for case in cases for sample in range(samples)]
     workers = min(max_concurrency_of(target), len(work))
     if workers <= 1:
-        return [_one(target, case, store, refresh, sample, stop, early) for case, sample in work]
+        generated = [_one(target, case, store, refresh, sample, stop, early) for case, sample in work]
+        _warn_of_secrets(target, generated)
+        return generated
     halt = stop if stop is not None else threading.Event()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"target-{target.name}") as pool:
         futures = [pool.submit(_one, target, case, store, refresh, sample, halt, early) for case, sample in work]
         try:
-            return [future.result() for future in futures]
+            generated = [future.result() for future in futures]
+            _warn_of_secrets(target, generated)
+            return generated
         except BaseException:
             halt.set()  # the calls in flight end within a quarter second, and the pool shuts down at once
             for future in futures:
                 future.cancel()
             raise
+
+
+def without_secrets(output: TargetOutput) -> TargetOutput:
+    """``output`` with every configured secret in it replaced by ``***`` (docs/reports.md#secrets-in-reports), as
+    it enters the run: the output store, the metrics, Prefect's records and every report only see ``***``. A system
+    under test that echoes its key (a debug endpoint, a prompt injection that worked) is a finding, not something to
+    hide: such an output gets ``metadata["secrets_redacted"] = True`` (in results.json), and
+    :func:`generate_batch` says how many cases of the batch had one. The same object when it holds no secret."""
+    from evaltasks._redact import redact_nested
+
+    data = output.model_dump(mode="json")
+    clean = redact_nested(data)
+    if clean is data:
+        return output
+    assert isinstance(clean, dict)
+    clean["metadata"] = {**clean.get("metadata", {}), "secrets_redacted": True}
+    return TargetOutput.model_validate(clean)
+
+
+def _warn_of_secrets(target: Target, generated: list[GeneratedCase]) -> None:
+    """One warning for the cases of a batch whose output, generated now, held a configured secret."""
+    flagged = sum(
+        1
+        for g in generated
+        if g.requested and g.case.generation is not None and g.case.generation.metadata.get("secrets_redacted")
+    )
+    if flagged:
+        log.warning(
+            "the target %s answered %d of %d cases with a configured secret in the output; it was replaced with *** "
+            "before anything stored, scored or reported it (docs/reports.md#secrets-in-reports)",
+            target.name,
+            flagged,
+            len(generated),
+        )
 
 
 def max_concurrency_of(target: Target) -> int:

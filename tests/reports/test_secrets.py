@@ -23,6 +23,7 @@ import pytest
 from evaltasks import _redact
 from evaltasks._redact import MASK, redact, register
 from tests.cli_forkserver import run_cli
+from tests.loopback_server import LoopbackHandler, LoopbackServer
 from tests.process_env import REPO_ROOT, subprocess_env
 
 CANARY = "sk-canary-7f3a9c21d4e5b6a8c0"  # what the echoing endpoints quote back
@@ -211,6 +212,55 @@ def test_an_echoed_key_reaches_no_report_no_log_and_no_prefect_database(tmp_path
     assert any(ECHOED in v for v in rows["task_run_state"]) and any(ECHOED in v for v in rows["log"])
     assert rows["artifact"] and rows["flow_run"]  # the run's artifacts and parameters are there, and searched
     assert [table for table, values in rows.items() if any(CANARY in v for v in values)] == []
+
+
+class _EchoingApp(LoopbackHandler):
+    """A system under test that answers 200 and quotes the request's Authorization header in its answer."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        echoed = f"auth={self.headers.get('Authorization')}"
+        self.send_json(200, {"answer": f"debug: {echoed}", "docs": [echoed]})
+
+
+class _EchoingServer(LoopbackServer):
+    handler = _EchoingApp
+    thread_name = "echoing-app"
+
+
+@pytest.mark.slow
+def test_a_target_answer_that_echoes_its_key_reaches_no_report_and_no_prefect_database(tmp_path: Path) -> None:
+    """The system under test answers 200 with the secret header in its answer: the run's reports, index, output
+    store, Prefect home (database included) and output hold ``***`` instead, the cases are flagged, and the run
+    says which target did it."""
+    secret = "apptok-canary-91b2c3d4e5"
+    home = tmp_path / "prefect-home"
+    with _EchoingServer() as app:
+        (tmp_path / "d.jsonl").write_text(
+            "".join(json.dumps({"id": f"c{i}", "question": f"q{i}"}) + "\n" for i in range(3)), encoding="utf-8"
+        )
+        (tmp_path / "suite.yaml").write_text(
+            "name: echo\ndataset: {path: d.jsonl, fields: {input: question}}\n"
+            "metrics: [{metric: LengthCheckMetric, max_length: 50, unit: words}]\n"
+            f"target:\n  http:\n    url: {app.url}/ask\n    body: {{q: '{{{{ question }}}}'}}\n"
+            "    output: answer\n    retrieval_context: docs\n    headers: {Authorization: APP_TOKEN}\n"
+            "gate: {min_pass_rate: 0}\n",
+            encoding="utf-8",
+        )
+        env = {**subprocess_env(home), "APP_TOKEN": f"Bearer {secret}", "EVALTASKS_SECRET_VARIABLES": "APP_TOKEN"}
+        args = ["run", "suite.yaml", "--output-dir", "out", "--index-dir", "index"]
+        proc = run_cli(*args, cwd=tmp_path, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert [case["actual_output"] for case in results["cases"]] == ["debug: auth=***"] * 3
+    assert all(case["generation"]["metadata"]["secrets_redacted"] is True for case in results["cases"])
+    said = [line for line in proc.stderr.splitlines() if "with a configured secret in the output" in line]
+    assert said and all("the target http answered" in line for line in said), proc.stderr
+    assert secret not in proc.stdout and secret not in proc.stderr
+    assert _files_holding(tmp_path, secret.encode()) == []  # reports, index and output store, Prefect home
+    rows = _database_rows(home / "prefect.db")
+    assert rows["artifact"] and rows["task_run_state"]
+    assert [table for table, values in rows.items() if any(secret in v for v in values)] == []
 
 
 # -- the Action ------------------------------------------------------------------------------------------------------

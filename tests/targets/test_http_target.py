@@ -12,7 +12,14 @@ import pytest
 
 from evaltasks.errors import ConfigError, CredentialsError
 from evaltasks.inputs.suite import load_suite
-from evaltasks.targets import OutputStore, TargetError, TransientTargetError, generate_batch, generate_case
+from evaltasks.targets import (
+    OutputStore,
+    TargetError,
+    TargetOutput,
+    TransientTargetError,
+    generate_batch,
+    generate_case,
+)
 from evaltasks.targets.http import HttpTarget, json_path, render_body
 from evaltasks.test_case import EvalTestCase
 from tests.loopback_server import LoopbackHandler, LoopbackServer
@@ -56,6 +63,9 @@ class _AppHandler(LoopbackHandler):
                 self.send_json(200, answer)
             else:
                 self.send_json(401, {"error": "who are you"})
+        elif path == "/echo-auth":  # a debug endpoint that quotes the request's Authorization back
+            echoed = f"auth={self.headers.get('Authorization')}"
+            self.send_json(200, {"data": {"answer": f"A: {question} ({echoed})", "docs": [echoed]}})
         elif path == "/same":
             self.send_json(307, {}, headers={"Location": "/ask"})
         elif path == "/other":
@@ -185,6 +195,41 @@ def test_headers_come_from_the_environment_and_stay_secret(app: AppServer, monke
     # the value is registered as a secret: an error that would quote it is redacted
     error = TargetError("echo Bearer s3cret-value")
     assert "s3cret-value" not in str(error)
+
+
+def test_an_answer_that_echoes_the_key_is_redacted_as_it_enters_the_run(
+    app: AppServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 200 answer quoting the header's secret (docs/reports.md#secrets-in-reports): the case, the store and all that
+    reads them see ``***``, the output is flagged ``secrets_redacted`` and a warning names the target and counts the
+    cases. An
+    output stored unredacted (by an older evaltasks) is redacted when read back; an answer without a secret is left
+    as it is."""
+    monkeypatch.setenv("APP_TOKEN_T2", "Bearer apptok-SECRET-55555")
+    monkeypatch.setenv("EVALTASKS_SECRET_VARIABLES", "APP_TOKEN_T2")
+    leaky = target(app, "/echo-auth", headers={"Authorization": "APP_TOKEN_T2"}, retrieval_context="data.docs")
+    store = OutputStore(tmp_path / "store")
+    with caplog.at_level("WARNING", logger="evaltasks.targets"):
+        [generated] = generate_batch(leaky, [case("2+2?")], store=store, refresh=False)
+    assert generated.case.actual_output == "A: 2+2? (auth=***)"
+    assert generated.case.retrieval_context == ["auth=***"]
+    assert generated.case.generation is not None and generated.case.generation.metadata["secrets_redacted"] is True
+    [warning] = [r.getMessage() for r in caplog.records if "configured secret" in r.getMessage()]
+    assert warning.startswith("the target http answered 1 of 1 cases with a configured secret"), warning
+    stored = b"".join(f.read_bytes() for f in (tmp_path / "store").rglob("*") if f.is_file())
+    assert b"A: 2+2? (auth=***)" in stored and b"apptok-SECRET" not in stored
+
+    old_key = leaky.case_key(case("old"))
+    old_output = TargetOutput(output="A: old (auth=Bearer apptok-SECRET-55555)")
+    store.put(old_key, old_output, target="http", kind="http", latency_ms=1.0)
+    caplog.clear()
+    [read_back] = generate_batch(leaky, [case("old")], store=store, refresh=False)
+    assert not read_back.requested and read_back.case.actual_output == "A: old (auth=***)"
+    assert not [r for r in caplog.records if "configured secret" in r.getMessage()]  # said when it was generated
+
+    [plain] = generate_batch(target(app, "/ask"), [case("2+2?")], store=None, refresh=False)
+    assert plain.case.actual_output == "A: 2+2?"
+    assert plain.case.generation is not None and "secrets_redacted" not in plain.case.generation.metadata
 
 
 def test_urls_and_header_names_are_checked() -> None:
