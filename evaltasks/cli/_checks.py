@@ -8,6 +8,7 @@ import argparse
 import importlib.util
 import math
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -192,6 +193,10 @@ def check_prefect_server() -> str | None:
     return None
 
 
+# Ray's cluster addresses (ray.init's `address`): auto, local, HOST:PORT, or a client's SCHEME://HOST:PORT
+_RAY_ADDRESS = re.compile(r"auto|local|(?:[a-z][a-z0-9+.-]*://)?[^\s:/]+:\d{1,5}")
+
+
 def check_task_runner(spec: str) -> str | None:
     """A message when ``spec`` names no usable task runner (checked without importing Prefect)."""
     kind = spec.partition(":")[0]
@@ -201,6 +206,13 @@ def check_task_runner(spec: str) -> str | None:
     count = spec.partition(":")[2]
     if kind in ("threads", "processes") and count and (not count.isdigit() or int(count) < 1):
         return f"task runner '{spec}': the number of workers must be a positive integer"
+    if kind == "dask" and count and "://" not in count and (not count.isdigit() or int(count) < 1):
+        return (
+            f"task runner '{spec}': give a positive number of local workers (dask:2) or a scheduler's address "
+            "(dask:tcp://HOST:PORT)"
+        )
+    if kind == "ray" and count and not _RAY_ADDRESS.fullmatch(count):
+        return f"task runner '{spec}': give a Ray cluster's address (ray:HOST:PORT, ray:ray://HOST:PORT or ray:auto)"
     module = needs[kind]
     if module and importlib.util.find_spec(module) is None:
         return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install 'evaltasks[{kind}]')"
