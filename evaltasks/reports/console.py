@@ -148,10 +148,11 @@ def _print_gate(console: Console, report: RunReport) -> None:
         rule = f"required {min_pass_rate:.2%}" + (
             f" and no significant regression{unchecked}" if fail_on == "either" else ""
         )
+    wrap = console.is_terminal  # a pipe: never wrapped (docs/cli.md#what-the-terminal-shows), as the verdict line
     if gate_message and not passed:  # the gate's own sentence names the rate and the rule already
-        console.print(f"{verdict}{why}")
+        console.print(f"{verdict}{why}", soft_wrap=not wrap)
     else:
-        console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})")
+        console.print(f"{verdict}{why} (pass rate {rate:.2%}, {rule})", soft_wrap=not wrap)
 
 
 def _results_table(

@@ -460,6 +460,43 @@ def test_long_metric_names_fold_at_word_boundaries_and_a_pipe_keeps_lines_whole(
             assert lines[0].startswith("FAILED: pass rate 25.00%"), lines
 
 
+def test_a_long_gate_line_is_one_line_on_a_pipe_and_wrapped_on_a_terminal() -> None:
+    """The GATE line carries the pass rate: piped, it is never wrapped, as the verdict line
+    (docs/cli.md#what-the-terminal-shows), so a CI log or a grep sees it whole; a terminal wraps it at its width."""
+    import io
+
+    from rich.console import Console
+
+    from evaltasks.engine.lifecycle import RunReport
+    from evaltasks.engine.summary import summarize
+    from evaltasks.reports.console import print_summary
+    from evaltasks.results import MetricResult, TestCaseResult
+
+    cases = [
+        TestCaseResult.from_metrics(
+            f"case-{i}", f"q {i}", "", [MetricResult.errored("LengthCheck", 0.5, "generation failed: target chat")]
+        )
+        for i in range(10)
+    ]
+    message = (
+        "gate failed: nothing was evaluated: all 10 cases errored (generation failed: target chat on 10 cases; "
+        "the reasons say why); pass rate 0.00% below 50.00%"
+    )
+    summary = summarize(cases, {"LengthCheck": 0.5})
+    report = RunReport.of(summary, passed=False, min_pass_rate=0.5, message=message)
+    for terminal in (False, True):
+        buffer = io.StringIO()
+        print_summary(report, console=Console(file=buffer, width=80, force_terminal=terminal, color_system=None))
+        lines = [ANSI.sub("", line).rstrip() for line in buffer.getvalue().splitlines()]
+        gate = [i for i, line in enumerate(lines) if line.startswith("GATE FAILED")]
+        assert len(gate) == 1, lines
+        whole = "GATE FAILED: " + message.removeprefix("gate failed: ")
+        if terminal:
+            assert len(lines[gate[0]]) <= 80 and lines[gate[0]] + " " + lines[gate[0] + 1] == whole, lines
+        else:
+            assert lines[gate[0]] == whole, lines
+
+
 def test_one_warning_line_sums_up_the_regressions() -> None:
     """The flow logs one line for all regressions: their count, the first 3 subjects and where the rest are."""
     from evaltasks.engine.compare import ChangeTest, Comparison, MetricComparison
