@@ -259,6 +259,31 @@ def check_configured_server() -> str | None:
     return None if problem is None else problem + " (or unset it: evaltasks run then starts its own temporary server)"
 
 
+def check_concurrency_limit(name: str) -> str | None:
+    """A message when the Prefect server the run uses (``PREFECT_API_URL``, else its temporary server, which must
+    answer already) holds no global concurrency limit ``name`` (``--concurrency-limit``): the embedding tasks would
+    fail on it one by one, after Prefect's error lines (docs/prefect.md#concurrency)."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.read_global_concurrency_limit_by_name(name)
+    except ObjectNotFound:
+        create = f"`prefect gcl create {name} --limit 4`"
+        if configured_server():
+            return (
+                f"--concurrency-limit {name}: the Prefect server at PREFECT_API_URL has no global concurrency limit "
+                f"named {name}: create it ({create}) or run without the flag"
+            )
+        return (
+            f"--concurrency-limit {name}: this run's temporary Prefect server has no global concurrency limit named "
+            f"{name}: a limit is shared by the runs of one Prefect server, so start one (`prefect server start`), "
+            f"create the limit there ({create}) and set PREFECT_API_URL, or run without the flag"
+        )
+    return None
+
+
 def check_settings() -> str | None:
     """The one-line problem with an ``EVALTASKS_*`` variable (:class:`~evaltasks.settings.Settings`; exit 2), or
     None: checked before any work, so no command starts on a value it would reject later (docs: settings.md)."""

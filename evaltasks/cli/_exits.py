@@ -21,6 +21,11 @@ def exit_code(signum: int) -> int:
     return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
 
 
+class UsageProblem(Exception):
+    """A user's mistake found once Prefect answers (a flag naming something the server lacks): the command prints
+    ``evaltasks: error: MESSAGE`` (one line) and exits :data:`EXIT_INVALID`."""
+
+
 def error(message: str) -> None:
     """Print ``evaltasks: error: MESSAGE`` on stderr (secrets in it redacted)."""
     print(f"evaltasks: error: {redact(message)}", file=sys.stderr)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaltasks import supervisor
 from evaltasks.cli._checks import (
+    check_concurrency_limit,
     check_configured_server,
     check_output_dir,
     check_prefect_home,
@@ -37,7 +38,7 @@ from evaltasks.cli._checks import (
     use_default_output_dir,
 )
 from evaltasks.cli._command import Invocation, add_command
-from evaltasks.cli._exits import EXIT_GATE_FAILED, EXIT_INVALID, EXIT_PASSED, aborted, error
+from evaltasks.cli._exits import EXIT_GATE_FAILED, EXIT_INVALID, EXIT_PASSED, UsageProblem, aborted, error
 from evaltasks.cli._signals import Interrupt, run_interruptible
 from evaltasks.cli._terminal import (
     Stages,
@@ -222,7 +223,7 @@ def _run(args: argparse.Namespace, invocation: Invocation, interrupt: Interrupt)
         return EXIT_INVALID
     try:
         outcome = _evaluate(args, invocation, interrupt, planned, view, starting, early)
-    except InputError as exc:
+    except (InputError, UsageProblem) as exc:
         error(str(exc))
         return EXIT_INVALID
     except Exception:  # anything else aborts the run (exit 3, the traceback in a file)  # noqa: BLE001
@@ -353,6 +354,9 @@ def _evaluate(
         if starting is not None:
             starting.wait()
         temporary = starting is not None or guard_temporary_server()  # in its own session, dying with us
+        problem = check_concurrency_limit(args.concurrency_limit) if args.concurrency_limit else None
+        if problem:
+            raise UsageProblem(problem)
         hide_tracebacks()
         interrupt.watch_logs()
         scope.enter_context(terminal_logging(console, live=not args.quiet and console.is_terminal))

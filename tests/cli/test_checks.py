@@ -51,3 +51,43 @@ def test_a_task_runner_spec_that_cannot_work_is_exit_2_with_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # real runs against the session's Prefect server and a temporary one
+def test_a_concurrency_limit_the_server_lacks_is_exit_2_before_any_task(tmp_path: Path, prefect_api_url: str) -> None:
+    """``--concurrency-limit NAME`` where the run's Prefect server has no such global concurrency limit: exit 2 with
+    one line saying how to create it, before any task runs (each embedding task used to fail on it, after Prefect's
+    ERROR lines, and the run exited 3). With the limit created, the run passes through it."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+
+    from tests.cli_forkserver import run_cli
+    from tests.process_env import REPO_ROOT, subprocess_env
+
+    quickstart = REPO_ROOT / "examples" / "quickstart"
+    name = "evaltasks-test-embeddings"
+    with get_client(sync_client=True) as client:  # the session's server (PREFECT_API_URL in this process)
+        client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=2))
+    served = subprocess_env(tmp_path / "ph", prefect_api_url)
+    temporary = subprocess_env(tmp_path / "ph-temporary")
+    runs = {
+        "missing on PREFECT_API_URL's server": (served, "no-such-limit", 2),
+        "missing on the temporary server": (temporary, "no-such-limit", 2),
+        "created": (served, name, 0),
+    }
+    for label, (env, limit, expected) in runs.items():
+        out = tmp_path / label.replace(" ", "-")
+        args = ["run", str(quickstart / "suite.yaml"), "--output-dir", str(out), "--index-dir", str(tmp_path / "idx")]
+        done = run_cli(*args, "--concurrency-limit", limit, "--quiet", cwd=tmp_path, env=env, timeout=600)
+        assert done.returncode == expected, (label, done.stderr)
+        if expected == 2:
+            assert done.stderr.count("\n") == 1 and "ERROR" not in done.stderr, (label, done.stderr)
+            assert done.stderr.startswith(f"evaltasks: error: --concurrency-limit {limit}: "), done.stderr
+            assert "prefect gcl create no-such-limit --limit 4" in done.stderr
+            where = (
+                "this run's temporary Prefect server" if env is temporary else "the Prefect server at PREFECT_API_URL"
+            )
+            assert where in done.stderr, done.stderr
+            assert not (out / "results.json").exists()
+        else:
+            assert (out / "results.json").is_file()
