@@ -214,12 +214,25 @@ def _input_error_names() -> set[str]:
     return names
 
 
+def without_exit_flush_notice(record: logging.LogRecord) -> bool:
+    """Logging filter: drop the "Still processing items: N items remaining..." record of Prefect's event and log
+    workers (``prefect._internal.concurrency.services``), which they log as they flush at the process's exit once
+    the command has printed its last line (a run that stopped early, a busy machine). They flush all the same."""
+    return not (
+        record.name.endswith("Worker")
+        and isinstance(record.msg, str)
+        and record.msg.startswith("Still processing items")
+    )
+
+
 def hide_tracebacks() -> None:
-    """Install :func:`without_traceback` on the console handlers Prefect configured."""
+    """Install :func:`without_traceback` and :func:`without_exit_flush_notice` on the console handlers Prefect
+    configured."""
     for logger in (logging.getLogger(), logging.getLogger("prefect")):
         for handler in logger.handlers:
-            if without_traceback not in handler.filters:
-                handler.addFilter(without_traceback)
+            for terminal_filter in (without_traceback, without_exit_flush_notice):
+                if terminal_filter not in handler.filters:
+                    handler.addFilter(terminal_filter)
 
 
 def _price_warning_filter(record: logging.LogRecord) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import pty
 import re
@@ -556,3 +557,30 @@ def test_thresholds_share_one_number_of_decimals_in_the_results_table() -> None:
         print_summary(summarize(cases, thresholds), console=Console(file=buffer, width=80, color_system=None))
         rows = [line.split() for line in buffer.getvalue().splitlines() if line.split()[:1] in (["exact"], ["near"])]
         assert [row[3] for row in rows] == shown, buffer.getvalue()
+
+
+def test_prefects_exit_flush_notice_stays_off_the_terminal() -> None:
+    """Prefect's workers log "Still processing items: N items remaining..." as they flush at the process's exit,
+    after the command's last line (seen after an exit-2 line on a busy machine): the CLI's console handlers drop it,
+    and only it."""
+    import prefect.main  # noqa: F401 - configures Prefect's logging handlers, as a run does
+
+    from evaltasks.cli._terminal import hide_tracebacks, without_exit_flush_notice, without_traceback
+
+    handlers = [h for logger in (logging.getLogger(), logging.getLogger("prefect")) for h in logger.handlers]
+    assert handlers, "Prefect configured no console handler"
+    hide_tracebacks()
+    try:
+
+        def shown(name: str, message: str) -> list[bool]:
+            record = logging.getLogger(name).makeRecord(name, logging.WARNING, __file__, 1, message, (), None)
+            return [bool(h.filter(record)) for h in handlers]
+
+        assert shown("EventsWorker", "Still processing items: 6 items remaining...") == [False] * len(handlers)
+        assert shown("APILogWorker", "Still processing items: 2 items remaining...") == [False] * len(handlers)
+        assert all(shown("EventsWorker", "Service failed to process an item"))  # other records still show
+        assert all(shown("prefect.flow_runs", "Still processing items: 1"))  # and only the workers' notice is dropped
+    finally:
+        for handler in handlers:
+            handler.removeFilter(without_exit_flush_notice)
+            handler.removeFilter(without_traceback)
