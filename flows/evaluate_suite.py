@@ -111,8 +111,8 @@ def make_task_runner(spec: str = "threads") -> Any:
             from evaltasks.flows._cluster_dask import DaskTaskRunner
         except ImportError as exc:
             raise ValueError("task runner 'dask' needs prefect-dask: pip install 'evaltasks[dask]'") from exc
-        if arg.startswith(("tcp://", "tls://", "inproc://")) or "://" in spec[5:]:
-            return DaskTaskRunner(address=spec[5:])
+        if arg and not arg.isdigit():  # a scheduler's address: SCHEME://HOST:PORT, or HOST:PORT (tcp://)
+            return DaskTaskRunner(address=arg)
         workers = int(arg) if arg else 2
         return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True})
     if kind == "ray":

@@ -193,29 +193,30 @@ def check_prefect_server() -> str | None:
     return None
 
 
-# Ray's cluster addresses (ray.init's `address`): auto, local, HOST:PORT, or a client's SCHEME://HOST:PORT
-_RAY_ADDRESS = re.compile(r"auto|local|(?:[a-z][a-z0-9+.-]*://)?[^\s:/]+:\d{1,5}")
+# A cluster's address: HOST:PORT or SCHEME://HOST:PORT (Dask's scheduler, tcp:// by default; Ray's GCS or ray://)
+_CLUSTER_ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?[^\s:/]+:\d{1,5}")
 
 
 def check_task_runner(spec: str) -> str | None:
-    """A message when ``spec`` names no usable task runner (checked without importing Prefect)."""
-    kind = spec.partition(":")[0]
+    """A message when ``spec`` names no usable task runner (checked without importing Prefect): an unknown kind,
+    a missing integration package, or a worker count or cluster address that cannot work."""
+    kind, _, arg = spec.partition(":")
     needs = {"threads": None, "processes": None, "dask": "prefect_dask", "ray": "prefect_ray"}
     if kind not in needs:
         return f"unknown task runner '{spec}': use threads, processes, dask, dask:ADDRESS or ray"
-    count = spec.partition(":")[2]
-    if kind in ("threads", "processes") and count and (not count.isdigit() or int(count) < 1):
+    module = needs[kind]
+    if module and importlib.util.find_spec(module) is None:
+        return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install 'evaltasks[{kind}]')"
+    if kind in ("threads", "processes") and arg and (not arg.isdigit() or int(arg) < 1):
         return f"task runner '{spec}': the number of workers must be a positive integer"
-    if kind == "dask" and count and "://" not in count and (not count.isdigit() or int(count) < 1):
+    address = "://" in arg or _CLUSTER_ADDRESS.fullmatch(arg) is not None
+    if kind == "dask" and arg and not (arg.isdigit() and int(arg) >= 1) and not address:
         return (
             f"task runner '{spec}': give a positive number of local workers (dask:2) or a scheduler's address "
             "(dask:tcp://HOST:PORT)"
         )
-    if kind == "ray" and count and not _RAY_ADDRESS.fullmatch(count):
+    if kind == "ray" and arg and not (arg in ("auto", "local") or _CLUSTER_ADDRESS.fullmatch(arg)):
         return f"task runner '{spec}': give a Ray cluster's address (ray:HOST:PORT, ray:ray://HOST:PORT or ray:auto)"
-    module = needs[kind]
-    if module and importlib.util.find_spec(module) is None:
-        return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install 'evaltasks[{kind}]')"
     return None
 
 

@@ -11,7 +11,7 @@ import pytest
 from evaltasks.cli._checks import check_task_runner
 
 GOOD = ["threads", "threads:4", "processes:2", "dask", "dask:2", "dask:tcp://10.0.0.5:8786", "ray", "ray:auto"]
-GOOD += ["ray:10.0.0.5:6379", "ray:ray://head:10001"]
+GOOD += ["dask:10.0.0.5:8786", "ray:10.0.0.5:6379", "ray:ray://head:10001"]
 BAD = {
     "bogus": "unknown task runner 'bogus'",
     "threads:0": "the number of workers must be a positive integer",

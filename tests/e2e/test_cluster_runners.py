@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -288,6 +289,17 @@ def _check_worker_logs(logs: dict[int, str], cli_pid: int, runner: str) -> None:
 # ---------------------------------------------------------------------------------------------------------- Ray
 
 
+def _ray_token(tmp_path: Path) -> dict[str, str]:
+    """The environment of a Ray cluster secured as Ray 2.5x+ secures a local one (a token in a file, and
+    ``RAY_AUTH_MODE`` unset, so that ``ray start`` turns token authentication on because a token exists) and of
+    the user's run, which names the same file; ``~/.ray/auth_token`` then plays no part
+    (docs/scaling.md#token-authentication)."""
+    token = tmp_path / "ray-auth-token"
+    if not token.exists():
+        token.write_text(secrets.token_hex(32), encoding="utf-8")
+    return {"RAY_AUTH_TOKEN_PATH": str(token)}
+
+
 @pytest.fixture()
 def ray_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, Path]]]:
     """``ray start --head`` (2 CPUs: two worker processes at a time) in a session of its own, started here and
@@ -296,7 +308,7 @@ def ray_cluster(tmp_path: Path) -> Iterator[Callable[[], tuple[str, Path]]]:
     pytest.importorskip("prefect_ray", reason="the Ray runner needs evaltasks[ray] (prefect-ray needs Python >= 3.11)")
     # Ray's sockets live under its temporary directory: pytest's paths are too long for them (AF_UNIX: 107 bytes).
     temp_dir = Path(tempfile.mkdtemp(prefix="evaltasks-ray-"))
-    env = {**_worker_env(tmp_path / "workers"), **RAY_ON_LOOPBACK}  # the workers inherit it
+    env = {**_worker_env(tmp_path / "workers"), **RAY_ON_LOOPBACK, **_ray_token(tmp_path)}  # the workers inherit it
     started = time.monotonic()
     head = subprocess.Popen(
         [
@@ -364,11 +376,12 @@ def test_suite_on_a_ray_cluster_equals_threads(
     threads_results = request.getfixturevalue("threads_results")  # while the cluster starts
     address, session = ray_cluster()
     assert address.startswith("127.0.0.1:")
+    assert "Token authentication is enabled for this Ray cluster" in (tmp_path / "ray-head.log").read_text()
     cli_pid, stderr, results = _run(
-        suite, f"ray:{address}", tmp_path / "run", {**_cli_env(tmp_path), **RAY_ON_LOOPBACK}
+        suite, f"ray:{address}", tmp_path / "run", {**_cli_env(tmp_path), **RAY_ON_LOOPBACK, **_ray_token(tmp_path)}
     )
     _check_same_scores(results, threads_results)
-    assert "Connected to Ray cluster" in stderr, stderr[-3000:]
+    assert "Connected to Ray cluster" in stderr, stderr[-3000:]  # with the token: evaltasks turned its use on
     # Ray writes each worker process's stdout and stderr to logs/worker-<id>-<job>-<pid>.{out,err}.
     logs: dict[int, str] = {}
     for path in (session / "logs").glob("worker-*.*"):
