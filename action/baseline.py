@@ -25,7 +25,10 @@ PROBLEMS_SHOWN = 5
 def problem(path: Path) -> str | None:
     """Why ``path`` is not a baseline evaltasks accepts (its located problems, at most :data:`PROBLEMS_SHOWN`,
     joined by ``; ``), or None when it is one."""
-    from evaltasks.engine.baseline import load_baseline
+    try:
+        from evaltasks.engine.baseline import load_baseline
+    except ImportError:  # an evaltasks before 1.1 (the Action's evaltasks-version input): the check lived there
+        from evaltasks.engine.compare import load_baseline  # type: ignore[attr-defined,no-redef]
     from evaltasks.errors import InputError
 
     try:

@@ -26,7 +26,7 @@ _Model = TypeVar("_Model", bound=BaseModel)
 
 Status = Literal["passed", "failed", "errored", "skipped"]
 STATUS_CODES: dict[str, int] = {"passed": 0, "failed": 1, "errored": 2, "skipped": 3}
-"""One byte per status in the compact per-case arrays of :mod:`evaltasks.engine.statistics`."""
+"""One byte per status in the compact per-case arrays of :mod:`evaltasks.engine.summary`."""
 
 _set_attribute = object.__setattr__
 

@@ -28,7 +28,11 @@ ACTION_DIR = REPO_ROOT / "action"
 REPORT_STEP_IMPORTS = ("evaltasks.reports", "evaltasks.results", "evaltasks.engine.compare")
 # what action/baseline.py checks a cached baseline with: the very check `evaltasks run --baseline` applies, so a
 # cache entry it passes is never refused as invalid input (exit 2) by the run it is handed to
-BASELINE_STEP_IMPORTS = ("evaltasks.engine.baseline", "evaltasks.errors")
+BASELINE_STEP_IMPORTS = (
+    "evaltasks.engine.baseline",
+    "evaltasks.engine.compare",
+    "evaltasks.errors",
+)  # compare: before 1.1
 # what action/missing_targets.py decides a fork's skipped targets with: the suite's target entries built by
 # evaltasks' own suite code and asked their own missing_credentials() (no request is sent)
 MISSING_TARGETS_STEP_IMPORTS = ("evaltasks.errors", "evaltasks.inputs")

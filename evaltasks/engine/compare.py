@@ -29,6 +29,10 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from evaltasks.engine import statistics
+from evaltasks.engine.baseline import BASELINE_SCHEMA_VERSIONS as BASELINE_SCHEMA_VERSIONS  # their home before 1.1
+from evaltasks.engine.baseline import baseline_problems as baseline_problems
+from evaltasks.engine.baseline import load_baseline as load_baseline
+from evaltasks.engine.baseline import reference_target_cases as reference_target_cases
 from evaltasks.engine.options import DEFAULT_TOLERANCE  # the run option's default, declared there
 from evaltasks.results import EvaluationSummary, Interval, TestCaseResult, Turn
 

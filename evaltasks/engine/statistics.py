@@ -41,7 +41,8 @@ EXACT_UNITS = 11
 _BATCH_VALUES = 250_000  # values resampled per vectorized bootstrap call: ~4 MB, cache-sized (fastest measured)
 
 PASSED, FAILED, ERRORED, SKIPPED = (STATUS_CODES[s] for s in ("passed", "failed", "errored", "skipped"))
-"""Status codes of :class:`SampleCollector` (one byte per case × metric; :data:`~evaltasks.results.STATUS_CODES`)."""
+"""Status codes of :class:`~evaltasks.engine.summary.SampleCollector` (one byte per case × metric;
+:data:`~evaltasks.results.STATUS_CODES`)."""
 
 Verdict = Literal["regressed", "improved", "no significant change", "inconclusive"]
 

@@ -32,11 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evaltasks.errors import ConfigError, CredentialsError, InputError, Problem, quote
 from evaltasks.inputs._suite_judge import JudgeBlock, checked_judge_block
 from evaltasks.inputs._suite_metrics import _build_metrics, judge_api_key_problem
+from evaltasks.inputs._suite_schema import JUDGE_OPTIONS_SCHEMA as JUDGE_OPTIONS_SCHEMA  # here before 1.1
 from evaltasks.inputs._suite_schema import (
     OPENAI_OPTIONS_SCHEMA,
     metric_spec_schema,
     plain_descriptions,
 )
+from evaltasks.inputs._suite_schema import SUITE_ARGUMENT_SCHEMAS as SUITE_ARGUMENT_SCHEMAS
 from evaltasks.inputs._suite_schema import metric_arguments_schema as metric_arguments_schema
 from evaltasks.inputs._suite_schema import plain_description as plain_description
 from evaltasks.inputs._suite_targets import ChatSpec, HttpSpec, TargetSpec, build_targets, target_specs

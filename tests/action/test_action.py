@@ -1127,6 +1127,37 @@ def test_the_cached_baseline_is_checked_by_evaltasks_own_check(tmp_path: Path) -
     assert _baseline_step(good).returncode == 0
 
 
+def test_the_baseline_step_checks_with_the_evaltasks_1_0_the_action_may_install(tmp_path: Path) -> None:
+    """The Action installs the evaltasks its ``evaltasks-version`` input names, 1.0.0 included, whose baseline check
+    lives in ``evaltasks.engine.compare``: the step still checks the baseline with it (a good one passes, a bad
+    one is the warning), instead of failing to import and dropping the baseline without a word. The 1.0.0 code
+    is the repository's own, from git (tag v1.0.0, else the last commit before the check moved)."""
+    old = tmp_path / "evaltasks-1.0"
+    for ref in ("v1.0.0", "3f53329"):
+        archive = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", ref, "evaltasks"], capture_output=True
+        )
+        if archive.returncode == 0:
+            break
+    else:
+        pytest.skip("no git history here (a source archive): the 1.0 code cannot be read")
+    old.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    assert not (old / "evaltasks" / "engine" / "baseline.py").exists()
+
+    def step(path: Path) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": str(old)}
+        command = [sys.executable, str(ACTION / "baseline.py"), str(path), "main"]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    good = _write_results(tmp_path / "good", [_case(i, 0.9) for i in range(3)])
+    assert step(good).returncode == 0, step(good).stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 99, "summary": {}, "cases": []}', encoding="utf-8")
+    done = step(bad)
+    assert done.returncode == 1 and "schema_version" in done.stdout and "Traceback" not in done.stderr, done
+
+
 # --- a newcomer's findings: hundreds of metrics, the gate's own reason, a report that cannot be written ----------
 
 
