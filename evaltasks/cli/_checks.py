@@ -193,8 +193,19 @@ def check_prefect_server() -> str | None:
     return None
 
 
-# A cluster's address: HOST:PORT or SCHEME://HOST:PORT (Dask's scheduler, tcp:// by default; Ray's GCS or ray://)
-_CLUSTER_ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?[^\s:/]+:\d{1,5}")
+# HOST:PORT of a cluster: a name or IPv4 address, or an IPv6 one in brackets ([::1]:6379); the port is checked apart
+_HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})")
+_DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss")  # distributed's comm backends with HOST:PORT addresses
+_WORKERS = re.compile(r"0*[1-9][0-9]*")  # ASCII digits: str.isdigit() also takes '²', which int() refuses
+
+
+def _cluster_address(arg: str, schemes: tuple[str, ...]) -> bool:
+    """Whether ``arg`` is ``HOST:PORT`` or ``SCHEME://HOST:PORT`` with one of ``schemes`` and a port in 1-65535."""
+    scheme, sep, rest = arg.rpartition("://")
+    if sep and scheme not in schemes:
+        return False
+    match = _HOST_PORT.fullmatch(rest)
+    return match is not None and 1 <= int(match.group(1)) <= 65535
 
 
 def check_task_runner(spec: str) -> str | None:
@@ -207,15 +218,14 @@ def check_task_runner(spec: str) -> str | None:
     module = needs[kind]
     if module and importlib.util.find_spec(module) is None:
         return f"task runner '{kind}' needs the {module.replace('_', '-')} package (pip install 'evaltasks[{kind}]')"
-    if kind in ("threads", "processes") and arg and (not arg.isdigit() or int(arg) < 1):
+    if kind in ("threads", "processes") and arg and not _WORKERS.fullmatch(arg):
         return f"task runner '{spec}': the number of workers must be a positive integer"
-    address = "://" in arg or _CLUSTER_ADDRESS.fullmatch(arg) is not None
-    if kind == "dask" and arg and not (arg.isdigit() and int(arg) >= 1) and not address:
+    if kind == "dask" and arg and not (_WORKERS.fullmatch(arg) or _cluster_address(arg, _DASK_SCHEMES)):
         return (
             f"task runner '{spec}': give a positive number of local workers (dask:2) or a scheduler's address "
             "(dask:tcp://HOST:PORT)"
         )
-    if kind == "ray" and arg and not (arg in ("auto", "local") or _CLUSTER_ADDRESS.fullmatch(arg)):
+    if kind == "ray" and arg and not (arg in ("auto", "local") or _cluster_address(arg, ("ray",))):
         return f"task runner '{spec}': give a Ray cluster's address (ray:HOST:PORT, ray:ray://HOST:PORT or ray:auto)"
     return None
 
@@ -269,7 +279,12 @@ def check_concurrency_limit(name: str) -> str | None:
 
     try:
         with get_client(sync_client=True) as client:
-            client.read_global_concurrency_limit_by_name(name)
+            limit = client.read_global_concurrency_limit_by_name(name)
+        if limit.limit < 1:  # every task asks for one slot: Prefect refuses a request above the limit (422)
+            return (
+                f"--concurrency-limit {name}: its limit is {limit.limit}, so no embedding task could take a slot: "
+                f"raise it (`prefect gcl update {name} --limit 4`) or run without the flag"
+            )
     except ObjectNotFound:
         create = f"`prefect gcl create {name} --limit 4`"
         if configured_server():

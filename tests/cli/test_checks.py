@@ -11,7 +11,8 @@ import pytest
 from evaltasks.cli._checks import check_task_runner
 
 GOOD = ["threads", "threads:4", "processes:2", "dask", "dask:2", "dask:tcp://10.0.0.5:8786", "ray", "ray:auto"]
-GOOD += ["dask:10.0.0.5:8786", "ray:10.0.0.5:6379", "ray:ray://head:10001"]
+GOOD += ["threads:08", "dask:10.0.0.5:8786", "dask:tls://head:8786", "ray:10.0.0.5:6379", "ray:ray://head:10001"]
+GOOD += ["ray:[::1]:6379", "ray:ray://[fd00::5]:10001"]
 BAD = {
     "bogus": "unknown task runner 'bogus'",
     "threads:0": "the number of workers must be a positive integer",
@@ -20,6 +21,13 @@ BAD = {
     "dask:0": "give a positive number of local workers (dask:2)",
     "ray:nothing": "give a Ray cluster's address (ray:HOST:PORT",
     "ray:host:1:2": "give a Ray cluster's address",
+    "threads:²": "the number of workers must be a positive integer",  # a digit to str.isdigit(), not to int()
+    "dask:²": "give a positive number of local workers",
+    "dask:tcp://": "give a positive number of local workers (dask:2) or a scheduler's address",
+    "dask:foo://head:8786": "or a scheduler's address (dask:tcp://HOST:PORT)",
+    "dask:tcp://head:99999": "or a scheduler's address",
+    "ray:http://head:8265": "give a Ray cluster's address",  # the dashboard's, not the cluster's
+    "ray:head:70000": "give a Ray cluster's address",
 }
 
 
@@ -70,7 +78,10 @@ def test_a_concurrency_limit_the_server_lacks_is_exit_2_before_any_task(tmp_path
         client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=2))
     served = subprocess_env(tmp_path / "ph", prefect_api_url)
     temporary = subprocess_env(tmp_path / "ph-temporary")
+    with get_client(sync_client=True) as client:
+        client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=f"{name}-zero", limit=0))
     runs = {
+        "zero on PREFECT_API_URL's server": (served, f"{name}-zero", 2),
         "missing on PREFECT_API_URL's server": (served, "no-such-limit", 2),
         "missing on the temporary server": (temporary, "no-such-limit", 2),
         "created": (served, name, 0),
@@ -83,6 +94,13 @@ def test_a_concurrency_limit_the_server_lacks_is_exit_2_before_any_task(tmp_path
         if expected == 2:
             assert done.stderr.count("\n") == 1 and "ERROR" not in done.stderr, (label, done.stderr)
             assert done.stderr.startswith(f"evaltasks: error: --concurrency-limit {limit}: "), done.stderr
+            assert not (out / "results.json").exists()
+            if label.startswith("zero"):  # Prefect refused every task's request for a slot (422): the run exited 3
+                assert (
+                    f"its limit is 0, so no embedding task could take a slot: raise it (`prefect gcl update {limit}"
+                    in done.stderr
+                )
+                continue
             assert "prefect gcl create no-such-limit --limit 4" in done.stderr
             where = (
                 "this run's temporary Prefect server" if env is temporary else "the Prefect server at PREFECT_API_URL"
