@@ -71,13 +71,19 @@ def variable_names(text: str) -> list[str]:
     return list(dict.fromkeys(name for name in re.split(r"[,\s]+", text) if name))
 
 
+# An Authorization header's value: a scheme, then the credentials, which an app may echo without the scheme
+_SCHEMED = re.compile(r"(?:Bearer|Basic|Token|Bot|Digest|ApiKey)\s+(\S+)", re.IGNORECASE)
+
+
 def secret_values(environ: os._Environ[str] | dict[str, str] | None = None) -> list[str]:
     """The secrets now known (the registered ones and those of :func:`secret_variable_names` in the
-    environment), each at least :data:`MIN_LENGTH` characters, longest first."""
+    environment), each at least :data:`MIN_LENGTH` characters, longest first. A value of an Authorization
+    header's form (``Bearer TOKEN``, ``Basic ...``: :data:`_SCHEMED`) counts with its credentials alone too."""
     env = os.environ if environ is None else environ
     values = {value.strip() for name in secret_variable_names(env) if (value := env.get(name))}
     with _lock:
         values |= _registered
+    values |= {match.group(1) for v in values if (match := _SCHEMED.fullmatch(v))}
     return sorted((v for v in values if len(v) >= MIN_LENGTH), key=lambda v: (-len(v), v))
 
 
@@ -119,6 +125,11 @@ def redact(text: str) -> str:
     return text
 
 
+def secrets_configured() -> bool:
+    """Whether any secret is known now (:func:`secret_values`): a cheap test before walking a large value."""
+    return bool(_current_forms())
+
+
 def redact_nested(value: object) -> object:
     """``value`` (JSON-like: dicts, lists, tuples, strings, other scalars) with :func:`redact` applied to every
     string in it, keys included; the very same object when no string in it holds a secret (or none is set)."""
@@ -134,12 +145,19 @@ def _redact_nested(value: object) -> object:
         items = [(_redact_nested(k), _redact_nested(v)) for k, v in value.items()]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
             return value
-        return dict(items)
+        redacted: dict[object, object] = {}
+        for key, item in items:  # a key redacted into another key's name is kept apart: "*** (2)"
+            unique, n = key, 1
+            while unique in redacted:
+                n += 1
+                unique = f"{key} ({n})"
+            redacted[unique] = item
+        return redacted
     if isinstance(value, (list, tuple)):
-        redacted = [_redact_nested(item) for item in value]
-        if all(r is item for r, item in zip(redacted, value, strict=True)):
+        members = [_redact_nested(item) for item in value]
+        if all(r is item for r, item in zip(members, value, strict=True)):
             return value
-        return type(value)(redacted)
+        return type(value)(members)
     return value
 
 

@@ -241,6 +241,8 @@ def generate(
     Raises:
         CredentialsError: a target rejected the credentials (HTTP 401): the run stops.
     """
+    from evaltasks.targets.generate import secrets_redacted, warn_of_secrets  # startup: only a run with targets
+
     resume_generation()  # a stop of an earlier run in this process is not this run's
     variants = perturbations.count if perturbations is not None and needs_field(metrics, "variants") else 0
     total = sum(len(cases) * (samples_of(t) + variants) for t in targets)
@@ -263,11 +265,14 @@ def generate(
         size = max(1, batch_size, ROUNDS_PER_BATCH * _concurrency(target))
         # one batch in flight: a target runs at most its max_concurrency calls at once (a callable need not be
         # thread-safe), and a batch of whole rounds keeps its workers busy to the end
+        redacted = 0
         for rows, done in stream_batches(chunks(range(len(cases)), size), submit, 1):
             for j, generated in enumerate(done):
                 row, sample = rows[j // k], j % k
                 _add_generated(part, generated, ids[row], sample, metrics)
+            redacted += secrets_redacted(done)
             _progress.advance(len(done))
+        warn_of_secrets(target.name, redacted, len(cases) * k)
         if needs_field(metrics, "multi_outputs"):
             fill_multi_outputs(part)
         if perturbations is not None and needs_field(metrics, "variants"):

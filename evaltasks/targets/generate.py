@@ -162,16 +162,12 @@ def generate_batch(
     work = [(case, sample) for case in cases for sample in range(samples)]
     workers = min(max_concurrency_of(target), len(work))
     if workers <= 1:
-        generated = [_one(target, case, store, refresh, sample, stop, early) for case, sample in work]
-        _warn_of_secrets(target, generated)
-        return generated
+        return [_one(target, case, store, refresh, sample, stop, early) for case, sample in work]
     halt = stop if stop is not None else threading.Event()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"target-{target.name}") as pool:
         futures = [pool.submit(_one, target, case, store, refresh, sample, halt, early) for case, sample in work]
         try:
-            generated = [future.result() for future in futures]
-            _warn_of_secrets(target, generated)
-            return generated
+            return [future.result() for future in futures]
         except BaseException:
             halt.set()  # the calls in flight end within a quarter second, and the pool shuts down at once
             for future in futures:
@@ -183,11 +179,13 @@ def without_secrets(output: TargetOutput) -> TargetOutput:
     """``output`` with every configured secret in it replaced by ``***`` (docs/reports.md#secrets-in-reports), as
     it enters the run: the output store, the metrics, Prefect's records and every report only see ``***``. A system
     under test that echoes its key (a debug endpoint, a prompt injection that worked) is a finding, not something to
-    hide: such an output gets ``metadata["secrets_redacted"] = True`` (in results.json), and
-    :func:`generate_batch` says how many cases of the batch had one. The same object when it holds no secret."""
-    from evaltasks._redact import redact_nested
+    hide: such an output gets ``metadata["secrets_redacted"] = True`` (in results.json), and the run says
+    how many cases of the target had one (:func:`warn_of_secrets`). The same object when it holds no secret."""
+    from evaltasks._redact import redact_nested, secrets_configured
 
-    data = output.model_dump(mode="json")
+    if not secrets_configured():
+        return output
+    data = output.model_dump()  # Python values as they are (NaN, tuples, bytes, datetimes): only strings change
     clean = redact_nested(data)
     if clean is data:
         return output
@@ -196,20 +194,26 @@ def without_secrets(output: TargetOutput) -> TargetOutput:
     return TargetOutput.model_validate(clean)
 
 
-def _warn_of_secrets(target: Target, generated: list[GeneratedCase]) -> None:
-    """One warning for the cases of a batch whose output, generated now, held a configured secret."""
-    flagged = sum(
+def secrets_redacted(generated: Sequence[GeneratedCase]) -> int:
+    """How many of ``generated`` were generated now (not read from the store) with a configured secret in the
+    output (:func:`without_secrets` flagged them)."""
+    return sum(
         1
         for g in generated
         if g.requested and g.case.generation is not None and g.case.generation.metadata.get("secrets_redacted")
     )
+
+
+def warn_of_secrets(target: str, flagged: int, total: int) -> None:
+    """The one warning of a run for the ``flagged`` of ``total`` outputs of ``target`` that held a configured
+    secret (:func:`secrets_redacted`); nothing when none did."""
     if flagged:
         log.warning(
             "the target %s answered %d of %d cases with a configured secret in the output; it was replaced with *** "
             "before anything stored, scored or reported it (docs/reports.md#secrets-in-reports)",
-            target.name,
+            target,
             flagged,
-            len(generated),
+            total,
         )
 
 

@@ -260,3 +260,55 @@ def test_targets_implement_the_protocol_and_pickle(tmp_path: Path) -> None:
         assert copy.fingerprint() == target.fingerprint()
         assert copy.case_key(cases(1)[0]) == target.case_key(cases(1)[0])
     assert cloudpickle.loads(cloudpickle.dumps(chat)).render(cases(1)[0]) == chat.render(cases(1)[0])
+
+
+def test_an_output_holding_a_secret_is_redacted_and_said_once_per_target(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/reports.md#secrets-in-reports: a python target echoing a token (only the credentials of a ``Bearer``
+    value) on 130 cases, generated in several batches: every output holds ``***``, every other value of the
+    output keeps its Python value (NaN, tuples, bytes, a datetime; a redacted key is kept beside the one it now
+    names), and the run says it once for the target, with the whole count."""
+    import datetime
+    import math
+
+    from evaltasks import LengthCheckMetric, evaluate_sync
+
+    monkeypatch.setenv("MY_TOKEN", "Bearer tok-0123456789abcdef")
+    monkeypatch.setenv("EVALTASKS_SECRET_VARIABLES", "MY_TOKEN")
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+
+    def bot(case: EvalTestCase) -> TargetOutput:
+        return TargetOutput(
+            output=f"{case.input}: your token is tok-0123456789abcdef",
+            metadata={"nan": math.nan, "pair": (1, 2), "raw": b"ab", "at": when, "tok-0123456789abcdef": 1, "***": 2},
+        )
+
+    cases = [EvalTestCase(input=f"q{i}", actual_output="") for i in range(130)]
+    with caplog.at_level("WARNING", logger="evaltasks.targets"):
+        result = evaluate_sync(cases, [LengthCheckMetric(max_length=50)], target=PythonTarget(bot, name="bot"))
+    outputs = [r.actual_output for r in result.test_results]
+    assert outputs == [f"q{i}: your token is ***" for i in range(130)]
+    generation = result.test_results[0].generation
+    assert generation is not None
+    metadata = generation.metadata
+    assert math.isnan(metadata["nan"]) and metadata["pair"] == (1, 2) and metadata["raw"] == b"ab"
+    assert metadata["at"] == when and metadata["***"] == 1 and metadata["*** (2)"] == 2
+    assert metadata["secrets_redacted"] is True
+    said = [r.getMessage() for r in caplog.records if "configured secret" in r.getMessage()]
+    assert said == [
+        "the target bot answered 130 of 130 cases with a configured secret in the output; it was replaced with *** "
+        "before anything stored, scored or reported it (docs/reports.md#secrets-in-reports)"
+    ]
+
+
+def test_an_output_without_a_secret_is_the_very_same_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaltasks.targets.generate import without_secrets
+
+    output = TargetOutput(output="nothing secret", metadata={"k": [1, "v"]})
+    monkeypatch.delenv("EVALTASKS_SECRET_VARIABLES", raising=False)
+    for name in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "PREFECT_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert without_secrets(output) is output  # none configured: not even walked
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-in-this-output")
+    assert without_secrets(output) is output  # configured, but absent: unchanged and unflagged
