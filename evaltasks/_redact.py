@@ -119,7 +119,12 @@ def redact(text: str) -> str:
     it is. About a microsecond when no secret is set; meant for messages, not for every case's text."""
     if not isinstance(text, str) or not text:
         return text
-    for form in _current_forms():
+    return _masked(text, _current_forms())
+
+
+def _masked(text: str, forms: tuple[str, ...]) -> str:
+    """``text`` with each of ``forms`` replaced by ``***``; the same object when none occurs in it."""
+    for form in forms:
         if form in text:
             text = text.replace(form, MASK)
     return text
@@ -133,16 +138,15 @@ def secrets_configured() -> bool:
 def redact_nested(value: object) -> object:
     """``value`` (JSON-like: dicts, lists, tuples, strings, other scalars) with :func:`redact` applied to every
     string in it, keys included; the very same object when no string in it holds a secret (or none is set)."""
-    if not _current_forms():
-        return value
-    return _redact_nested(value)
+    forms = _current_forms()  # once for the whole value: finding them reads the environment
+    return _redact_nested(value, forms) if forms else value
 
 
-def _redact_nested(value: object) -> object:
+def _redact_nested(value: object, forms: tuple[str, ...]) -> object:
     if isinstance(value, str):
-        return redact(value)
+        return _masked(value, forms)
     if isinstance(value, dict):
-        items = [(_redact_nested(k), _redact_nested(v)) for k, v in value.items()]
+        items = [(_redact_nested(k, forms), _redact_nested(v, forms)) for k, v in value.items()]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
             return value
         redacted: dict[object, object] = {}
@@ -154,7 +158,7 @@ def _redact_nested(value: object) -> object:
             redacted[unique] = item
         return redacted
     if isinstance(value, (list, tuple)):
-        members = [_redact_nested(item) for item in value]
+        members = [_redact_nested(item, forms) for item in value]
         if all(r is item for r, item in zip(members, value, strict=True)):
             return value
         return type(value)(members)
