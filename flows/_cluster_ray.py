@@ -51,8 +51,8 @@ def use_token_auth_like_ray_start() -> bool:
     except ImportError:
         return False
     quiet = logging.getLogger(token_setup.__name__)
-    level, quiet.disabled = quiet.disabled, True  # its "Token authentication is enabled for this Ray cluster"
+    was_disabled, quiet.disabled = quiet.disabled, True  # its "Token authentication is enabled for this Ray cluster"
     try:
         return bool(token_setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
     finally:
-        quiet.disabled = level
+        quiet.disabled = was_disabled
